@@ -1,0 +1,5 @@
+"""``python -m gpudiag`` runs the CLI."""
+
+from gpudiag.cli import run
+
+run()

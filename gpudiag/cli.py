@@ -1,0 +1,175 @@
+"""The gpudiag command line. Thin: parse options, call one function per command, render.
+
+Imports no TensorFlow at module level, so ``gpudiag --help`` is instant; TensorFlow only
+ever runs in the probes' child processes. Errors are gpudiag's own exception types and
+click's usage errors, turned once, in ``main``, into a one-line message and an exit code:
+0 all checks passed, 1 a check failed, 2 bad usage or input, 3 environment broken,
+130 interrupted (the partial report is still written).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import typer
+from rich.console import Console
+
+from gpudiag import __version__
+from gpudiag.errors import GpudiagError
+from gpudiag.report import render_table
+from gpudiag.runner import DEFAULT_TIMEOUT_S
+from gpudiag.session import RunSession
+
+EXIT_INTERRUPTED = 130
+
+app = typer.Typer(
+    name="gpudiag",
+    help="Is TensorFlow really using my GPUs, and if not, why? Probes, findings with "
+         "evidence, one TensorBoard logdir.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+
+LogdirOpt = typer.Option(Path("runs"), "--logdir", help="Directory that receives one run "
+                         "directory per command; created if missing, earlier runs untouched.")
+JsonOpt = typer.Option(False, "--json", help="Print report.json to stdout (the table goes "
+                       "to stderr).")
+
+
+def positive(value: float | None) -> float | None:
+    """Option callback: the value must be > 0 (typer's min= admits 0)."""
+    if value is not None and not value > 0:
+        raise typer.BadParameter(f"{value:g} is not a positive number")
+    return value
+
+
+TimeoutOpt = typer.Option(DEFAULT_TIMEOUT_S, "--timeout", callback=positive,
+                          help="Seconds each probe's child process may run before it is killed.")
+VirtualGpusOpt = typer.Option(None, "--virtual-gpus", min=1, max=64, help="Split GPU 0 into "
+                              "N logical GPUs (without a GPU: N virtual CPU devices).")
+VirtualGpuMemOpt = typer.Option(1024, "--virtual-gpu-memory-mb", min=64, max=1 << 20,
+                                help="Memory limit of each logical GPU made by --virtual-gpus.")
+
+
+def _execute(command: str, logdir: Path, as_json: bool,
+             body: Callable[[RunSession, Console], None]) -> None:
+    """Run one command's body in a session, render the findings, exit with their code."""
+    console = Console(stderr=as_json)
+    try:
+        with RunSession(command, logdir) as session:
+            console.print(f"[bold]gpudiag {command}[/] -> {session.run_dir}")
+            body(session, console)
+    except KeyboardInterrupt:
+        render_table(session.report, console)
+        console.print(f"interrupted: the partial report is in {session.run_dir}")
+        raise typer.Exit(EXIT_INTERRUPTED) from None
+    render_table(session.report, console)
+    console.print(f"report: {session.run_dir / 'report.md'}")
+    console.print(f"TensorBoard: gpudiag tensorboard {session.run_dir.parent}")
+    if as_json:
+        sys.stdout.write(json.dumps(session.report.to_dict(), indent=2, default=str) + "\n")
+    raise typer.Exit(session.report.exit_code())
+
+
+@app.command()
+def env(
+    logdir: Path = LogdirOpt,
+    as_json: bool = JsonOpt,
+    timeout: float = TimeoutOpt,
+) -> None:
+    """What TensorFlow, CUDA, NVML and the devices look like, and the mismatches between them."""
+    from gpudiag.commands import env as env_cmd
+
+    def body(session: RunSession, console: Console) -> None:
+        with console.status("probing TensorFlow in a child process ..."):
+            env_cmd.run(session, timeout_s=timeout)
+
+    _execute("env", logdir, as_json, body)
+
+
+@app.command()
+def placement(
+    logdir: Path = LogdirOpt,
+    as_json: bool = JsonOpt,
+    timeout: float = TimeoutOpt,
+    virtual_gpus: int | None = VirtualGpusOpt,
+    virtual_gpu_memory_mb: int = VirtualGpuMemOpt,
+) -> None:
+    """Where every op runs: placement log, pinning, invalid devices, soft placement, towers."""
+    from gpudiag.commands import placement as placement_cmd
+
+    def body(session: RunSession, console: Console) -> None:
+        with console.status("running the placement probe in a child process ..."):
+            placement_cmd.run(session, timeout_s=timeout, virtual_gpus=virtual_gpus,
+                              memory_limit_mb=virtual_gpu_memory_mb)
+
+    _execute("placement", logdir, as_json, body)
+
+
+@app.command()
+def tensorboard(
+    logdir: Path = typer.Argument(Path("runs"), help="The logdir to open."),
+    port: int = typer.Option(6006, "--port", min=0, max=65535, help="Port (0: any free one)."),
+    host: str = typer.Option("localhost", "--host", help="Interface to bind. Only localhost "
+                             "unless you ask: 0.0.0.0 exposes TensorBoard to your network."),
+) -> None:
+    """Open TensorBoard on a gpudiag logdir (bound to localhost unless --host says otherwise)."""
+    import os
+
+    from gpudiag.tb import tensorboard_argv
+
+    if not logdir.is_dir():
+        raise GpudiagError(f"logdir {logdir} does not exist or is not a directory")
+    argv = tensorboard_argv(logdir, port, host)
+    typer.echo(f"TensorBoard on http://{host}:{port}/ for {logdir} (Ctrl-C stops it)", err=True)
+    os.execv(argv[0], argv)
+
+
+def _version(value: bool) -> None:
+    if value:
+        typer.echo(f"gpudiag {__version__}")
+        raise typer.Exit(0)
+
+
+@app.callback()
+def _root(
+    version: bool = typer.Option(False, "--version", callback=_version, is_eager=True,
+                                 help="Print the version and exit."),
+) -> None:
+    """Is TensorFlow really using my GPUs, and if not, why?"""
+
+
+def _error(message: str, code: int) -> int:
+    sys.stderr.write(f"gpudiag: error: {message}\n")
+    return code
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Console-script entry point; returns the exit code (see module docstring)."""
+    command = typer.main.get_command(app)
+    try:
+        rv = command.main(args=argv, prog_name="gpudiag", standalone_mode=False)
+    except typer.Exit as exc:
+        return int(exc.exit_code)
+    except typer.Abort:
+        return _error("aborted", EXIT_INTERRUPTED)
+    except typer.TyperException as exc:  # usage errors: bad option values, unknown options
+        return _error(" ".join(exc.format_message().split()), getattr(exc, "exit_code", 2))
+    except GpudiagError as exc:
+        return _error(exc.message, exc.exit_code)
+    except KeyboardInterrupt:
+        return _error("interrupted; the partial report is in the run directory",
+                      EXIT_INTERRUPTED)
+    return int(rv or 0)
+
+
+def run() -> None:
+    sys.exit(main())
+
+
+if __name__ == "__main__":
+    run()

@@ -1,0 +1,62 @@
+"""`gpudiag env`: TensorFlow's view (in a child) beside NVML's view (in this process)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from gpudiag import nvml, verdicts
+from gpudiag.runner import run_child
+from gpudiag.session import RunSession
+
+OpenBackend = Callable[[], "nvml.NvmlBackend | nvml.NvmlUnavailable"]
+
+
+def inventory(backend: nvml.NvmlBackend) -> dict[str, Any]:
+    """NVML's device list as plain data; a failing device becomes an error entry."""
+    devices: list[dict[str, Any]] = []
+    for index in range(backend.device_count()):
+        try:
+            info = backend.device_info(index)
+        except nvml.DeviceError as exc:
+            devices.append({"index": index, "name": "?", "pci_bus_id": "?", "error": exc.reason})
+            continue
+        devices.append({
+            "index": index,
+            "name": nvml.or_none(info.name),
+            "uuid": nvml.or_none(info.uuid),
+            "pci_bus_id": nvml.or_none(info.pci_bus_id),
+            "memory_total_bytes": nvml.or_none(info.memory_total_bytes),
+        })
+    return {"backend": backend.description, "devices": devices}
+
+
+def run(session: RunSession, *, timeout_s: float,
+        open_nvml: OpenBackend = nvml.open_backend) -> None:
+    backend = open_nvml()
+    if isinstance(backend, nvml.NvmlUnavailable):
+        nvml_info, nvml_reason = None, backend.reason
+    else:
+        try:
+            nvml_info, nvml_reason = inventory(backend), None
+        finally:
+            backend.close()
+    # TF_CPP_MIN_LOG_LEVEL=0: TensorFlow's own words on why a GPU was not registered.
+    child = run_child("env", {}, run_dir=session.run_dir, name="env", timeout_s=timeout_s,
+                      env={"TF_CPP_MIN_LOG_LEVEL": "0"})
+    session.set("environment", {"nvml": nvml_info, "nvml_unavailable_reason": nvml_reason,
+                                "tensorflow": child.result if child.ok else None})
+    if not child.ok or child.result is None:
+        session.add(verdicts.child_failed("env.tensorflow", "importing TensorFlow", child))
+        return
+    tf_info = child.result
+    session.set("devices", {
+        "summary": f"{len(tf_info['physical_gpus'])} GPU(s) visible to TensorFlow; logical: "
+                   + ", ".join(d["name"] for d in tf_info["logical_devices"]),
+        "physical_devices": tf_info["physical_devices"],
+        "physical_gpus": tf_info["physical_gpus"],
+        "logical_devices": tf_info["logical_devices"],
+    })
+    gpu_log = verdicts.gpu_log_lines(child.stderr_text())
+    for finding in verdicts.env_findings(tf_info, nvml_info, nvml_reason, gpu_log):
+        session.add(finding)

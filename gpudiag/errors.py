@@ -1,0 +1,34 @@
+"""gpudiag's own exception types, caught once at the CLI edge.
+
+Each carries the process exit code the CLI turns it into (see docs/findings.md):
+0 all checks passed, 1 a check failed, 2 bad usage or input, 3 environment broken.
+"""
+
+from __future__ import annotations
+
+EXIT_OK = 0
+EXIT_CHECK_FAILED = 1
+EXIT_USAGE = 2
+EXIT_ENVIRONMENT = 3
+
+
+class GpudiagError(Exception):
+    """Base class: a message for the user (one line) and an exit code."""
+
+    exit_code = EXIT_USAGE
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
+class UsageError(GpudiagError):
+    """Bad command-line usage or bad input file: exit 2."""
+
+    exit_code = EXIT_USAGE
+
+
+class EnvironmentBroken(GpudiagError):
+    """The environment cannot run the diagnosis at all (e.g. TensorFlow missing): exit 3."""
+
+    exit_code = EXIT_ENVIRONMENT

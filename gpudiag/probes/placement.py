@@ -1,0 +1,139 @@
+"""Placement probe: where TensorFlow runs each op, what pinning does, what soft placement does.
+
+Command-line equivalent of the log it captures: ``TF_CPP_MIN_LOG_LEVEL=0`` plus
+``tf.debugging.set_log_device_placement(True)`` in a script; the log goes to stderr.
+
+Parts, each after a ``GPUDIAG-SECTION <name>`` line on stderr so the parent can parse
+the placement log part by part:
+
+- ``workload``: constants, matmul, add eagerly, and a tf.function with a few ops, all
+  unpinned: where TensorFlow puts work by default.
+- ``pinned``: one matmul pinned to each device (host and compute devices) eagerly and
+  inside a tf.function (node ``pinned_<i>``).
+- ``invalid-soft-off``: soft placement off, a matmul pinned to one GPU past the last:
+  TensorFlow must raise InvalidArgumentError.
+- ``soft-on``: the same pin with soft placement on: the op falls back to another device.
+- ``no-gpu-kernel``: with a GPU, a string op (no GPU kernel) pinned to GPU:0 falls back
+  to the CPU. Not run without a GPU.
+- ``multitower``: the classic multi-tower example: the same matmul on every compute
+  device (``tower_<i>/MatMul``), summed with add_n on the host, checked against numpy.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+from gpudiag.devices import setup
+from gpudiag.placementlog import SECTION_MARKER
+
+MATRIX_SIZE = 64
+
+
+def _section(name: str) -> None:
+    sys.stdout.flush()
+    print(f"{SECTION_MARKER}{name}", file=sys.stderr, flush=True)
+
+
+def run(config: dict[str, Any]) -> dict[str, Any]:
+    dev = setup(
+        config.get("n_devices"),
+        virtual_gpus=config.get("virtual_gpus"),
+        memory_limit_mb=int(config.get("memory_limit_mb", 1024)),
+        log_device_placement=True,
+    )
+    import numpy as np
+    import tensorflow as tf
+
+    from gpudiag.placementlog import short_device
+
+    rng = np.random.default_rng(0)
+    a_np = rng.standard_normal((MATRIX_SIZE, MATRIX_SIZE)).astype(np.float32)
+    b_np = rng.standard_normal((MATRIX_SIZE, MATRIX_SIZE)).astype(np.float32)
+    out: dict[str, Any] = {"setup": dev.to_dict(), "tf_version": tf.__version__}
+    n_gpus = len(tf.config.list_logical_devices("GPU"))
+
+    _section("workload")
+    a = tf.constant(a_np, name="a")
+    b = tf.constant(b_np, name="b")
+    c = tf.matmul(a, b)
+    d = tf.add(c, a)
+
+    @tf.function
+    def probe_fn(x: Any, y: Any) -> Any:
+        z = tf.matmul(x, y, name="probe_matmul")
+        z = tf.nn.relu(tf.add(z, x, name="probe_add"), name="probe_relu")
+        return tf.reduce_sum(z, name="probe_sum")
+
+    total = probe_fn(a, b)
+    out["workload"] = {"eager_result_device": short_device(d.device),
+                       "function_result_device": short_device(total.device)}
+
+    _section("pinned")
+    targets = [dev.host_device, *dev.compute_devices]
+    eager_pins = []
+    for target in targets:
+        with tf.device(target):
+            r = tf.matmul(a, b)
+        eager_pins.append({"requested": target, "actual": short_device(r.device)})
+
+    @tf.function
+    def pinned_fn(x: Any, y: Any) -> list[Any]:
+        results = []
+        for i, target in enumerate(targets):
+            with tf.device(target):
+                results.append(tf.matmul(x, y, name=f"pinned_{i}"))
+        return results
+
+    pinned_fn(a, b)
+    out["pinned"] = {"targets": targets, "eager": eager_pins,
+                     "graph_nodes": {f"pinned_{i}": t for i, t in enumerate(targets)}}
+
+    invalid = f"/device:GPU:{n_gpus}"
+    _section("invalid-soft-off")
+    tf.config.set_soft_device_placement(False)
+    try:
+        with tf.device(invalid):
+            r = tf.matmul(a, b)
+        out["invalid_soft_off"] = {"requested": invalid, "raised": False,
+                                   "actual": short_device(r.device)}
+    except tf.errors.InvalidArgumentError as exc:
+        out["invalid_soft_off"] = {"requested": invalid, "raised": True,
+                                   "error_type": type(exc).__name__,
+                                   "message": exc.message.strip()}
+    finally:
+        tf.config.set_soft_device_placement(True)
+
+    _section("soft-on")
+    with tf.device(invalid):
+        r = tf.matmul(a, b)
+    out["soft_on"] = {"requested": invalid, "actual": short_device(r.device),
+                      "soft_device_placement": tf.config.get_soft_device_placement()}
+
+    _section("no-gpu-kernel")
+    if n_gpus:
+        with tf.device("/device:GPU:0"):
+            s = tf.strings.as_string(tf.constant([1, 2, 3]))
+        out["no_gpu_kernel"] = {"op": "AsString", "requested": "/device:GPU:0",
+                                "actual": short_device(s.device)}
+    else:
+        out["no_gpu_kernel"] = None
+
+    _section("multitower")
+
+    @tf.function
+    def multitower(x: Any, y: Any) -> Any:
+        parts = []
+        for i, target in enumerate(dev.compute_devices):
+            with tf.name_scope(f"tower_{i}"), tf.device(target):
+                parts.append(tf.matmul(x, y))
+        with tf.device(dev.host_device):
+            return tf.add_n(parts, name="tower_sum")
+
+    value = multitower(a, b).numpy()
+    expected = len(dev.compute_devices) * (a_np.astype(np.float64) @ b_np.astype(np.float64))
+    err = float(np.max(np.abs(value - expected)) / max(1.0, float(np.max(np.abs(expected)))))
+    out["multitower"] = {"towers": dev.compute_devices, "host": dev.host_device,
+                         "max_relative_error": err, "value_ok": err < 1e-4}
+    _section("end")
+    return out

@@ -1,0 +1,169 @@
+"""Report records and their renderings: report.json (the contract), report.md, a rich table.
+
+report.json follows gpudiag/report.schema.json (``schema_version`` = layout.SCHEMA_VERSION).
+A finding is one check's outcome: an id, a status, one sentence, the evidence (plain
+numbers and strings) behind it, and what to do when it is not ok.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, Literal
+
+from gpudiag import __version__
+from gpudiag.errors import EXIT_CHECK_FAILED, EXIT_OK
+from gpudiag.layout import REPORT_JSON, REPORT_MD, SCHEMA_VERSION
+
+Status = Literal["ok", "warn", "fail", "skip"]
+STATUSES: tuple[Status, ...] = ("ok", "warn", "fail", "skip")
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One check's outcome. ``evidence`` holds JSON-able plain data only."""
+
+    id: str
+    status: Status
+    message: str
+    evidence: dict[str, Any] = field(default_factory=dict)
+    advice: str = ""
+
+    def __post_init__(self) -> None:
+        if self.status not in STATUSES:
+            raise ValueError(f"finding {self.id}: unknown status {self.status!r}")
+
+
+def _now() -> str:
+    return datetime.now(UTC).isoformat(timespec="seconds")
+
+
+@dataclass
+class Report:
+    """Everything one command found. Mutable while the command runs; saved after each change."""
+
+    command: str
+    run_dir: str
+    argv: list[str] = field(default_factory=lambda: list(sys.argv))
+    started_at: str = field(default_factory=_now)
+    finished_at: str | None = None
+    partial: bool = True
+    interrupted: bool = False
+    environment: dict[str, Any] = field(default_factory=dict)
+    devices: dict[str, Any] = field(default_factory=dict)
+    findings: list[Finding] = field(default_factory=list)
+    data: dict[str, Any] = field(default_factory=dict)
+
+    def add(self, finding: Finding) -> Finding:
+        self.findings.append(finding)
+        return finding
+
+    def counts(self) -> dict[str, int]:
+        return {s: sum(1 for f in self.findings if f.status == s) for s in STATUSES}
+
+    def exit_code(self) -> int:
+        """0 when no check failed (warn and skip do not fail a run), else 1."""
+        return EXIT_CHECK_FAILED if self.counts()["fail"] else EXIT_OK
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "schema_version": SCHEMA_VERSION,
+            "gpudiag_version": __version__,
+            "command": self.command,
+            "argv": self.argv,
+            "run_dir": self.run_dir,
+            "started_at": self.started_at,
+            "finished_at": self.finished_at,
+            "partial": self.partial,
+            "interrupted": self.interrupted,
+            "summary": self.counts(),
+            "environment": self.environment,
+            "devices": self.devices,
+            "findings": [asdict(f) for f in self.findings],
+            "data": self.data,
+        }
+
+
+def _atomic_write(path: Path, text: str) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(text, encoding="utf-8")
+    tmp.replace(path)
+
+
+def save(report: Report, run_dir: Path) -> None:
+    """Write report.json and report.md; each replaced atomically, so a reader never sees half."""
+    _atomic_write(run_dir / REPORT_JSON, json.dumps(report.to_dict(), indent=2, default=str) + "\n")
+    _atomic_write(run_dir / REPORT_MD, to_markdown(report))
+
+
+def load(run_dir: Path) -> dict[str, Any]:
+    """Read a run directory's report.json as plain data."""
+    data: dict[str, Any] = json.loads((run_dir / REPORT_JSON).read_text(encoding="utf-8"))
+    return data
+
+
+_ICON = {"ok": "OK", "warn": "WARN", "fail": "FAIL", "skip": "SKIP"}
+
+
+def _md_cell(value: Any) -> str:
+    return str(value).replace("|", "\\|").replace("\n", " ")
+
+
+def _evidence_md(evidence: dict[str, Any]) -> list[str]:
+    lines = []
+    for key, value in evidence.items():
+        text = json.dumps(value, default=str) if isinstance(value, dict | list) else str(value)
+        if len(text) > 400:
+            text = text[:400] + " ..."
+        lines.append(f"  - `{key}`: {text}")
+    return lines
+
+
+def to_markdown(report: Report) -> str:
+    """The report for people: a findings table, then each finding with its evidence."""
+    counts = report.counts()
+    state = "complete"
+    if report.partial:
+        state = "interrupted, partial" if report.interrupted else "partial"
+    out = [
+        f"# gpudiag {report.command}",
+        "",
+        f"Run directory `{report.run_dir}`, started {report.started_at} ({state}).",
+        "",
+        ", ".join(f"{counts[s]} {s}" for s in STATUSES),
+        "",
+    ]
+    if report.devices:
+        out += [f"Devices: {report.devices.get('summary', '')}", ""]
+    out += ["| status | check | finding |", "|---|---|---|"]
+    out += [f"| {_ICON[f.status]} | `{f.id}` | {_md_cell(f.message)} |" for f in report.findings]
+    out.append("")
+    for f in report.findings:
+        out += [f"## {_ICON[f.status]} `{f.id}`", "", f.message, ""]
+        if f.advice and f.status != "ok":
+            out += [f"What to do: {f.advice}", ""]
+        if f.evidence:
+            out += ["Evidence:", "", *_evidence_md(f.evidence), ""]
+    return "\n".join(out)
+
+
+_STYLE = {"ok": "green", "warn": "yellow", "fail": "bold red", "skip": "dim"}
+
+
+def render_table(report: Report, console: Any) -> None:
+    """Print the findings as a rich table on ``console`` (a rich.console.Console)."""
+    from rich.table import Table
+    from rich.text import Text
+
+    table = Table(title=f"gpudiag {report.command}", show_lines=False)
+    table.add_column("status")
+    table.add_column("check")
+    table.add_column("finding", overflow="fold")
+    for f in report.findings:
+        table.add_row(Text(_ICON[f.status], style=_STYLE[f.status]), Text(f.id), Text(f.message))
+    console.print(table)
+    counts = report.counts()
+    console.print(", ".join(f"{counts[s]} {s}" for s in STATUSES))

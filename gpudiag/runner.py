@@ -1,0 +1,167 @@
+"""Runs each probe in a child process: ``python -m gpudiag.child <probe> <config> <result>``.
+
+Why a child: TensorFlow's device configuration is process-global and frozen once devices
+are initialised, memory modes need fresh processes, and the device-placement log is
+written by TF's C++ logging to the process's stderr, which the parent captures whole.
+
+The parent writes the child's config.json, sends stdout and stderr to files (whole, no
+pipe to fill up), enforces a timeout by killing the child's whole process group, and
+reads result.json. A crash (signal, non-zero exit, no result) or a hang past the timeout
+comes back as a ChildResult with ``ok`` False and the tail of stderr, never an exception:
+the run goes on and the report says what happened.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from gpudiag.layout import child_dir
+
+CONFIG_JSON = "config.json"
+RESULT_JSON = "result.json"
+STDOUT_TXT = "stdout.txt"
+STDERR_TXT = "stderr.txt"
+DEFAULT_TIMEOUT_S = 120.0
+_KILL_GRACE_S = 3.0
+
+
+@dataclass(frozen=True)
+class ChildResult:
+    """What one child process left behind."""
+
+    name: str
+    probe: str
+    ok: bool
+    result: dict[str, Any] | None
+    error: str | None  # one line; None when ok
+    error_type: str | None
+    returncode: int | None
+    timed_out: bool
+    duration_s: float
+    dir: Path
+    stderr_tail: list[str] = field(default_factory=list)
+
+    @property
+    def stderr_path(self) -> Path:
+        return self.dir / STDERR_TXT
+
+    @property
+    def stdout_path(self) -> Path:
+        return self.dir / STDOUT_TXT
+
+    def stderr_text(self) -> str:
+        return self.stderr_path.read_text(encoding="utf-8", errors="replace")
+
+    def evidence(self) -> dict[str, Any]:
+        """Plain data for a finding about this child."""
+        return {
+            "child": self.name,
+            "returncode": self.returncode,
+            "timed_out": self.timed_out,
+            "duration_s": round(self.duration_s, 3),
+            "error_type": self.error_type,
+            "error": self.error,
+            "stderr_tail": self.stderr_tail,
+            "stderr_file": str(self.stderr_path),
+        }
+
+
+def _tail(path: Path, lines: int = 12) -> list[str]:
+    try:
+        text = path.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return []
+    return [ln for ln in text.splitlines() if ln.strip()][-lines:]
+
+
+def _kill_group(proc: subprocess.Popen[bytes]) -> None:
+    """SIGTERM the child's process group, then SIGKILL what is left after a grace period."""
+    for sig, wait_s in ((signal.SIGTERM, _KILL_GRACE_S), (signal.SIGKILL, 5.0)):
+        try:
+            os.killpg(proc.pid, sig)
+        except ProcessLookupError:
+            return
+        try:
+            proc.wait(timeout=wait_s)
+            return
+        except subprocess.TimeoutExpired:
+            continue
+
+
+def _describe_exit(returncode: int) -> str:
+    if returncode < 0:
+        try:
+            name = signal.Signals(-returncode).name
+        except ValueError:
+            name = f"signal {-returncode}"
+        return f"the child process was killed by {name}"
+    return f"the child process exited with code {returncode} and left no result"
+
+
+def run_child(
+    probe: str,
+    config: dict[str, Any],
+    *,
+    run_dir: Path,
+    name: str,
+    timeout_s: float = DEFAULT_TIMEOUT_S,
+    env: dict[str, str] | None = None,
+) -> ChildResult:
+    """Run ``probe`` (a module under gpudiag.probes, or a dotted module path) in a child.
+
+    ``env`` entries are laid over this process's environment. KeyboardInterrupt kills the
+    child and propagates, so the caller can write a partial report.
+    """
+    cdir = child_dir(run_dir, name)
+    config_path, result_path = cdir / CONFIG_JSON, cdir / RESULT_JSON
+    config_path.write_text(json.dumps(config, indent=2), encoding="utf-8")
+    result_path.unlink(missing_ok=True)
+    child_env = {**os.environ, **(env or {})}
+    argv = [sys.executable, "-m", "gpudiag.child", probe, str(config_path), str(result_path)]
+    start = time.monotonic()
+    timed_out = False
+    with (cdir / STDOUT_TXT).open("wb") as out, (cdir / STDERR_TXT).open("wb") as err:
+        proc = subprocess.Popen(
+            argv, stdin=subprocess.DEVNULL, stdout=out, stderr=err, env=child_env,
+            start_new_session=True,
+        )
+        try:
+            proc.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            timed_out = True
+            _kill_group(proc)
+        except BaseException:
+            _kill_group(proc)
+            raise
+    duration = time.monotonic() - start
+    tail = _tail(cdir / STDERR_TXT)
+    payload: dict[str, Any] | None = None
+    if result_path.exists():
+        try:
+            payload = json.loads(result_path.read_text(encoding="utf-8"))
+        except (OSError, json.JSONDecodeError):
+            payload = None
+
+    common = {"name": name, "probe": probe, "returncode": proc.returncode,
+              "timed_out": timed_out, "duration_s": duration, "dir": cdir, "stderr_tail": tail}
+    if timed_out:
+        return ChildResult(ok=False, result=None, error_type="Timeout",
+                           error=f"the child process did not finish within {timeout_s:g} s "
+                                 "and was killed", **common)
+    if payload is None:
+        return ChildResult(ok=False, result=None, error_type="Crash",
+                           error=_describe_exit(proc.returncode), **common)
+    if not payload.get("ok"):
+        return ChildResult(ok=False, result=payload.get("result"),
+                           error_type=payload.get("error_type"),
+                           error=payload.get("error") or "the probe failed", **common)
+    return ChildResult(ok=True, result=payload.get("result") or {}, error=None,
+                       error_type=None, **common)

@@ -1,0 +1,95 @@
+"""TensorBoard writing in the parent process (no TensorFlow) and the launcher.
+
+Text, scalars and PNG images are written as ordinary TensorBoard event files with
+tensorboard's own protos and record framing (``RecordWriter``), so `gpudiag monitor` and
+the report writer work where TensorFlow is absent. tensorboard's ``EventFileWriter`` and
+``tensorboard.summary.Writer`` are not used: they reach files through
+``tensorboard.compat.tf``, which imports the whole of TensorFlow whenever it is installed
+(seconds of start-up and its log noise in the parent). Read back with TensorBoard's
+EventAccumulator (tests).
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import socket
+import time
+from pathlib import Path
+from typing import Any
+
+from tensorboard.compat.proto import event_pb2, summary_pb2
+from tensorboard.plugins.image import metadata as image_metadata
+from tensorboard.plugins.text.summary_v2 import text_pb
+from tensorboard.summary.writer.record_writer import RecordWriter
+
+_file_counter = itertools.count()
+
+
+class EventWriter:
+    """A new event file in one TensorBoard run directory. A context manager."""
+
+    def __init__(self, run_dir: Path) -> None:
+        run_dir.mkdir(parents=True, exist_ok=True)
+        name = (f"events.out.tfevents.{int(time.time()):010d}.{socket.gethostname()}."
+                f"{os.getpid()}.{next(_file_counter)}.gpudiag")
+        self.path = run_dir / name
+        self._writer = RecordWriter(self.path.open("wb"))
+        self._write(event_pb2.Event(wall_time=time.time(), file_version="brain.Event:2"))
+        self.flush()
+
+    def _write(self, event: event_pb2.Event) -> None:
+        self._writer.write(event.SerializeToString())
+
+    def _emit(self, summary: summary_pb2.Summary, step: int, wall_time: float | None) -> None:
+        self._write(event_pb2.Event(wall_time=wall_time or time.time(), step=int(step),
+                                    summary=summary))
+
+    def text(self, tag: str, markdown: str, step: int = 0) -> None:
+        """A text summary; TensorBoard's Text tab renders it as markdown."""
+        self._emit(text_pb(tag, markdown), step, None)
+
+    def scalar(self, tag: str, value: float, step: int, wall_time: float | None = None) -> None:
+        summary = summary_pb2.Summary()
+        summary.value.add(tag=tag, simple_value=float(value))
+        self._emit(summary, step, wall_time)
+
+    def png(self, tag: str, png_bytes: bytes, width: int, height: int, step: int = 0) -> None:
+        """A PNG image for TensorBoard's Images tab."""
+        summary = summary_pb2.Summary()
+        meta = image_metadata.create_summary_metadata(display_name=tag, description="")
+        image = summary_pb2.Summary.Image(
+            height=height, width=width, colorspace=4, encoded_image_string=png_bytes
+        )
+        summary.value.add(tag=tag, image=image, metadata=meta)
+        self._emit(summary, step, None)
+
+    def flush(self) -> None:
+        self._writer.flush()
+
+    def close(self) -> None:
+        self._writer.close()
+
+    def __enter__(self) -> EventWriter:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+
+def markdown_table(headers: list[str], rows: list[list[Any]]) -> str:
+    """A markdown table (TensorBoard's text plugin renders these)."""
+    def cell(v: Any) -> str:
+        return str(v).replace("|", "\\|").replace("\n", " ")
+
+    lines = ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
+    lines += ["| " + " | ".join(cell(v) for v in row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def tensorboard_argv(logdir: Path, port: int, host: str) -> list[str]:
+    """The TensorBoard command line gpudiag runs (bound to ``host``, localhost by default)."""
+    import sys
+
+    return [sys.executable, "-m", "tensorboard.main", "--logdir", str(logdir),
+            "--port", str(port), "--host", host]
