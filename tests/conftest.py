@@ -1,0 +1,43 @@
+"""Shared test helpers: run the real CLI in a real child process, read run directories."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+TESTS_DIR = Path(__file__).parent
+REPO = TESTS_DIR.parent
+
+
+def gpudiag(*args: str, timeout: float = 300, env: dict[str, str] | None = None,
+            cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    """Run ``python -m gpudiag ARGS`` as a user would; text output captured."""
+    full_env = {**os.environ, "PYTHONPATH": str(REPO), **(env or {})}
+    return subprocess.run(
+        [sys.executable, "-m", "gpudiag", *args], capture_output=True, text=True,
+        timeout=timeout, env=full_env, cwd=cwd or REPO, stdin=subprocess.DEVNULL,
+    )
+
+
+def run_dirs(logdir: Path) -> list[Path]:
+    return sorted(p for p in logdir.iterdir() if p.is_dir()) if logdir.exists() else []
+
+
+def load_report(run_dir: Path) -> dict[str, Any]:
+    data: dict[str, Any] = json.loads((run_dir / "report.json").read_text())
+    return data
+
+
+def findings_by_id(report: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {f["id"]: f for f in report["findings"]}
+
+
+@pytest.fixture
+def logdir(tmp_path: Path) -> Path:
+    return tmp_path / "runs"

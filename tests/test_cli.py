@@ -1,0 +1,82 @@
+"""The CLI's edges: --help without TensorFlow, bad input as one line and exit 2."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import REPO, gpudiag
+from typer.testing import CliRunner
+
+from gpudiag.cli import app, main
+
+
+def test_help_imports_no_tensorflow() -> None:
+    code = ("import sys\nfrom gpudiag.cli import main\n"
+            "rc = main(['--help'])\n"
+            "assert 'tensorflow' not in sys.modules, 'tensorflow imported'\n"
+            "sys.exit(rc)\n")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          cwd=REPO, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    for command in ("env", "placement", "tensorboard"):
+        assert command in proc.stdout
+
+
+def test_version_and_command_help_via_clirunner() -> None:
+    result = CliRunner().invoke(app, ["placement", "--help"])
+    assert result.exit_code == 0
+    assert "--virtual-gpus" in result.output and "--timeout" in result.output
+
+
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        (["placement", "--timeout", "0"], "--timeout"),
+        (["placement", "--timeout", "-3"], "--timeout"),
+        (["placement", "--timeout", "abc"], "--timeout"),
+        (["placement", "--virtual-gpus", "0"], "--virtual-gpus"),
+        (["placement", "--virtual-gpus", "-1"], "--virtual-gpus"),
+        (["placement", "--virtual-gpus", "100000"], "--virtual-gpus"),
+        (["placement", "--no-such-option"], "--no-such-option"),
+        (["env", "--timeout", "nan"], "--timeout"),
+        (["no-such-command"], "no-such-command"),
+    ],
+)
+def test_bad_input_is_one_line_and_exit_2(args: list[str], needle: str, tmp_path: Path) -> None:
+    logdir = tmp_path / "runs"
+    proc = gpudiag(*args, "--logdir", str(logdir), timeout=60)
+    assert proc.returncode == 2, proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1, proc.stderr
+    assert lines[0].startswith("gpudiag: error:") and needle in lines[0]
+    assert "Traceback" not in proc.stderr
+    assert not logdir.exists()  # nothing written
+
+
+def test_logdir_that_is_a_file_is_refused_and_left_alone(tmp_path: Path) -> None:
+    target = tmp_path / "notes.txt"
+    target.write_text("my notes\n")
+    proc = gpudiag("placement", "--logdir", str(target), timeout=60)
+    assert proc.returncode == 2
+    assert proc.stderr.strip() == f"gpudiag: error: --logdir {target} is a file, not a directory"
+    assert target.read_text() == "my notes\n"
+
+
+def test_logdir_under_a_file_is_refused(tmp_path: Path) -> None:
+    (tmp_path / "f").write_text("x")
+    assert main(["env", "--logdir", str(tmp_path / "f" / "runs")]) == 2
+
+
+def test_unwritable_logdir_is_refused() -> None:
+    proc = gpudiag("env", "--logdir", "/proc/gpudiag-test-runs", timeout=60)
+    assert proc.returncode == 2
+    assert len(proc.stderr.strip().splitlines()) == 1
+    assert "--logdir /proc/gpudiag-test-runs" in proc.stderr
+
+
+def test_tensorboard_on_missing_logdir_is_exit_2(tmp_path: Path) -> None:
+    proc = gpudiag("tensorboard", str(tmp_path / "nothing"), timeout=60)
+    assert proc.returncode == 2 and "does not exist" in proc.stderr

@@ -1,0 +1,56 @@
+"""Parsing TensorFlow's placement log, on a log captured from a real run (tests/data)."""
+
+from __future__ import annotations
+
+from conftest import TESTS_DIR
+
+from gpudiag.placementlog import op_counts_by_device, parse, short_device, split_sections
+
+LOG = (TESTS_DIR / "data" / "placement_stderr_virtual_cpu.txt").read_text()
+
+
+def test_short_device_strips_the_job_prefix() -> None:
+    assert short_device("/job:localhost/replica:0/task:0/device:GPU:1") == "/device:GPU:1"
+    assert short_device("/device:CPU:0") == "/device:CPU:0"
+
+
+def test_sections_are_split_at_markers() -> None:
+    sections = split_sections(LOG)
+    assert {"workload", "pinned", "invalid-soft-off", "soft-on", "multitower"} <= set(sections)
+
+
+def test_multitower_graph_nodes_are_attributed_to_their_function() -> None:
+    rows = parse(split_sections(LOG)["multitower"])
+    graph = {r.op: r for r in rows if r.kind == "graph"}
+    assert graph["tower_0/MatMul"].device == "/device:CPU:1"
+    assert graph["tower_1/MatMul"].device == "/device:CPU:2"
+    assert graph["tower_sum"].op_type == "AddN" and graph["tower_sum"].device == "/device:CPU:0"
+    assert graph["tower_0/MatMul"].function is not None
+    assert graph["tower_0/MatMul"].function.startswith("__inference_multitower")
+
+
+def test_eager_single_op_wrappers_are_not_counted_twice() -> None:
+    rows = parse(split_sections(LOG)["pinned"])
+    eager = [r for r in rows if r.kind == "eager" and r.op_type != "function"]
+    # three eager matmuls, one per pinned device, each once (oneDNN names it _MklMatMul)
+    assert sorted(r.device for r in eager) == ["/device:CPU:0", "/device:CPU:1", "/device:CPU:2"]
+    assert not any(r.op_type == "_Arg" for r in rows if r.kind == "eager")
+
+
+def test_counts_leave_out_function_plumbing() -> None:
+    counts = op_counts_by_device(parse(LOG))
+    assert set(counts) == {"/device:CPU:0", "/device:CPU:1", "/device:CPU:2"}
+    assert counts["/device:CPU:1"] >= 2 and counts["/device:CPU:2"] >= 2
+
+
+def test_graph_block_without_an_executing_line_is_kept() -> None:
+    text = ("I0 placer.cc:162] x: (_Arg): /job:localhost/replica:0/task:0/device:GPU:0\n"
+            "I0 placer.cc:162] mm: (MatMul): /job:localhost/replica:0/task:0/device:GPU:0\n")
+    rows = parse(text)
+    assert [(r.op, r.device, r.function) for r in rows] == [
+        ("x", "/device:GPU:0", None), ("mm", "/device:GPU:0", None)]
+    assert op_counts_by_device(rows) == {"/device:GPU:0": 1}
+
+
+def test_empty_log_gives_no_rows() -> None:
+    assert parse("nothing to see\n") == []

@@ -1,0 +1,71 @@
+"""Run directories, reports and the TensorBoard text summary, on real files."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import jsonschema
+import pytest
+from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+from gpudiag import layout
+from gpudiag.report import Finding
+from gpudiag.session import RunSession
+
+SCHEMA = json.loads((Path(layout.__file__).parent / "report.schema.json").read_text())
+
+
+def _texts(run: Path) -> dict[str, str]:
+    acc = EventAccumulator(str(run), size_guidance={"tensors": 0})
+    acc.Reload()
+    return {tag: acc.Tensors(tag)[-1].tensor_proto.string_val[0].decode()
+            for tag in acc.Tags()["tensors"]}
+
+
+def test_complete_session_writes_valid_report_and_tensorboard_text(tmp_path: Path) -> None:
+    with RunSession("placement", tmp_path / "runs") as s:
+        s.add(Finding("placement.log", "ok", "parsed", {"n": 3}))
+        s.add(Finding("placement.pinned", "fail", "pinned | wrong", {}, advice="fix it"))
+        s.text("gpudiag/placement", "| a | b |\n|---|---|\n| 1 | 2 |")
+    report = json.loads((s.run_dir / "report.json").read_text())
+    jsonschema.validate(report, SCHEMA)
+    assert report["partial"] is False and report["summary"]["fail"] == 1
+    assert s.report.exit_code() == 1
+    md = (s.run_dir / "report.md").read_text()
+    assert "What to do: fix it" in md and "pinned \\| wrong" in md
+    texts = _texts(s.run_dir / "report")
+    assert "placement.pinned" in texts["gpudiag/report"]
+    assert texts["gpudiag/placement"].startswith("| a | b |")
+
+
+def test_interrupted_session_leaves_a_readable_partial_report(tmp_path: Path) -> None:
+    with pytest.raises(KeyboardInterrupt), RunSession("scaling", tmp_path) as s:
+        s.add(Finding("scaling.devices-1", "ok", "one device done"))
+        raise KeyboardInterrupt
+    report = json.loads((s.run_dir / "report.json").read_text())
+    jsonschema.validate(report, SCHEMA)
+    assert report["partial"] is True and report["interrupted"] is True
+    assert [f["id"] for f in report["findings"]] == ["scaling.devices-1"]
+    assert "interrupted, partial" in (s.run_dir / "report.md").read_text()
+
+
+def test_run_dirs_are_never_reused(tmp_path: Path) -> None:
+    first = layout.new_run_dir(tmp_path, "env")
+    (first / "mine.txt").write_text("keep")
+    second = layout.new_run_dir(tmp_path, "env")
+    third = layout.new_run_dir(tmp_path, "env")
+    assert len({first, second, third}) == 3
+    assert (first / "mine.txt").read_text() == "keep"
+
+
+def test_report_json_is_always_valid_mid_run(tmp_path: Path) -> None:
+    s = RunSession("env", tmp_path)
+    report = json.loads((s.run_dir / "report.json").read_text())
+    jsonschema.validate(report, SCHEMA)
+    assert report["partial"] is True and report["findings"] == []
+
+
+def test_finding_rejects_unknown_status() -> None:
+    with pytest.raises(ValueError, match="unknown status"):
+        Finding("x", "great", "nope")  # type: ignore[arg-type]
