@@ -150,18 +150,24 @@ def run_child(
         except (OSError, json.JSONDecodeError):
             payload = None
 
-    common = {"name": name, "probe": probe, "returncode": proc.returncode,
-              "timed_out": timed_out, "duration_s": duration, "dir": cdir, "stderr_tail": tail}
+    ok, result, error_type, error = _outcome(payload, proc.returncode, timed_out, timeout_s)
+    return ChildResult(
+        name=name, probe=probe, ok=ok, result=result, error=error, error_type=error_type,
+        returncode=proc.returncode, timed_out=timed_out, duration_s=duration, dir=cdir,
+        stderr_tail=tail,
+    )
+
+
+def _outcome(
+    payload: dict[str, Any] | None, returncode: int | None, timed_out: bool, timeout_s: float
+) -> tuple[bool, dict[str, Any] | None, str | None, str | None]:
+    """(ok, result, error_type, error) from what the child left behind."""
     if timed_out:
-        return ChildResult(ok=False, result=None, error_type="Timeout",
-                           error=f"the child process did not finish within {timeout_s:g} s "
-                                 "and was killed", **common)
+        return (False, None, "Timeout",
+                f"the child process did not finish within {timeout_s:g} s and was killed")
     if payload is None:
-        return ChildResult(ok=False, result=None, error_type="Crash",
-                           error=_describe_exit(proc.returncode), **common)
+        return False, None, "Crash", _describe_exit(returncode or 0)
     if not payload.get("ok"):
-        return ChildResult(ok=False, result=payload.get("result"),
-                           error_type=payload.get("error_type"),
-                           error=payload.get("error") or "the probe failed", **common)
-    return ChildResult(ok=True, result=payload.get("result") or {}, error=None,
-                       error_type=None, **common)
+        return (False, payload.get("result"), payload.get("error_type"),
+                payload.get("error") or "the probe failed")
+    return True, payload.get("result") or {}, None, None
