@@ -125,7 +125,7 @@ def tensorboard(
     if not logdir.is_dir():
         raise GpudiagError(f"logdir {logdir} does not exist or is not a directory")
     argv = tensorboard_argv(logdir, port, host)
-    typer.echo(f"TensorBoard on http://{host}:{port}/ for {logdir} (Ctrl-C stops it)", err=True)
+    typer.echo(f"starting TensorBoard on {logdir}, bound to {host} (Ctrl-C stops it)", err=True)
     os.execv(argv[0], argv)
 
 
