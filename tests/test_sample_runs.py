@@ -1,0 +1,36 @@
+"""The checked-in sample runs are valid reports, and their evidence re-derives."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import jsonschema
+import pytest
+from conftest import REPO
+
+from gpudiag import layout
+from gpudiag.placementlog import op_counts_by_device, parse
+
+SCHEMA = json.loads((Path(layout.__file__).parent / "report.schema.json").read_text())
+REPORTS = sorted((REPO / "sample_runs").glob("*/*/report.json"))
+
+
+def test_there_are_sample_runs() -> None:
+    commands = {json.loads(p.read_text())["command"] for p in REPORTS}
+    assert {"env", "placement"} <= commands
+
+
+@pytest.mark.parametrize("path", REPORTS, ids=lambda p: f"{p.parent.parent.name}/{p.parent.name}")
+def test_sample_report_is_valid_and_complete(path: Path) -> None:
+    report = json.loads(path.read_text())
+    jsonschema.validate(report, SCHEMA)
+    assert report["partial"] is False
+    assert (path.parent / "report.md").exists()
+
+
+def test_placement_sample_counts_rederive_from_its_log() -> None:
+    (path,) = [p for p in REPORTS if json.loads(p.read_text())["command"] == "placement"]
+    report = json.loads(path.read_text())
+    log = (path.parent / "children" / "placement" / "stderr.txt").read_text()
+    assert op_counts_by_device(parse(log)) == report["data"]["placement"]["op_counts_by_device"]
