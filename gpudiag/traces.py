@@ -1,0 +1,237 @@
+"""Read a profiler trace (``*.xplane.pb``) into per-device busy time, input waits, top ops.
+
+The trace is what ``tf.profiler.experimental.start/stop`` (or Keras's ``profile_batch``)
+writes under ``<logdir>/plugins/profile/<timestamp>/<host>.xplane.pb``, the file
+TensorBoard's Profile tab shows. It is read with xprof's converter library
+(``xprof.profile_data.ProfileData``, the C++ XSpace reader TensorBoard's profile plugin
+uses), without TensorFlow.
+
+What is taken from it:
+
+- the window: from the first to the last step marker
+  (``tf.profiler.experimental.Trace("train", step_num=...)``; Keras's ``TraceContext``), or
+  the span of all op events when there are none;
+- per GPU, from its device plane (``/device:GPU:<i>``): busy time as the union of the
+  kernel intervals on its ``Stream #...`` lines; this is the driver's view, exact;
+- per tower, from the TensorFlow op events on the host plane (``/host:CPU``, lines
+  ``tf_Compute/...`` etc., event names ``<op name>:<op type>``): the union of the
+  intervals of ops whose name has the scope ``tower_<i>/`` (towers and the mirrored
+  replicas both use it; gradient ops are ``gradient_tape/.../tower_<i>/...``). With
+  virtual CPU devices this is the only per-device evidence; on GPUs the host events are
+  kernel launches, so the device planes are the ones to trust;
+- input waits: the ops that hand a batch to the step (op types with ``GetNext``);
+- communication: collective and NCCL ops and the ``average_gradients/`` scope;
+- the top ops by total time.
+
+The GPU-plane part follows the XPlane layout TensorFlow's GPU tracer writes; nothing on
+this machine has a GPU, so it has only been exercised on CPU traces.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+HOST_PLANE_PREFIX = "/host:CPU"
+GPU_PLANE_RE = re.compile(r"^/device:GPU:(\d+)$")
+STREAM_LINE_PREFIX = "Stream"
+OP_EVENT_RE = re.compile(r"^(?P<name>[^:\s][^:]*):(?P<type>[A-Za-z_][\w]*)$")
+TOWER_RE = re.compile(r"(?:^|/)tower_(\d+)/")
+STEP_MARKERS = frozenset({"train", "TraceContext"})  # ours; Keras's profile_batch
+INPUT_OP_MARK = "GetNext"
+COMM_OP_TYPES = frozenset({
+    "CollectiveReduceV2", "CollectiveReduce", "CollectiveReduceV3", "CollectiveGatherV2",
+    "CollectiveBcastSendV2", "CollectiveBcastRecvV2", "NcclAllReduce", "NcclReduce",
+    "NcclBroadcast", "_NcclReduceSend", "_NcclReduceRecv", "_NcclBroadcastSend",
+    "_NcclBroadcastRecv",
+})
+COMM_SCOPE = "average_gradients/"
+TOP_OPS = 10
+
+
+class TraceError(Exception):
+    """The trace could not be read (missing file, not an XSpace, xprof unavailable)."""
+
+
+@dataclass(frozen=True)
+class DeviceBusy:
+    """Work seen on one compute device during the trace window."""
+
+    device: str  # the compute device, e.g. /device:GPU:1 or /device:CPU:2
+    tower: int | None  # tower index (op-name attribution) or None (device plane)
+    source: str  # "device-plane" (kernels on GPU streams) or "op-names" (host op events)
+    busy_s: float  # union of its event intervals
+    event_count: int
+    busy_fraction: float  # busy_s / window_s
+
+
+@dataclass(frozen=True)
+class OpTotal:
+    op_type: str
+    total_s: float
+    count: int
+
+
+@dataclass(frozen=True)
+class TraceSummary:
+    path: str
+    planes: list[str]
+    step_markers: int
+    window_s: float
+    devices: list[DeviceBusy]
+    input_wait_s: float  # union of batch hand-over ops (IteratorGetNext ...)
+    input_wait_fraction: float
+    communication_s: float  # union of collective/NCCL ops and gradient averaging
+    communication_fraction: float
+    top_ops: list[OpTotal] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    def busy_by_device(self) -> dict[str, float]:
+        """Busy seconds per compute device: device planes where there are any."""
+        planes = {d.device: d.busy_s for d in self.devices if d.source == "device-plane"}
+        if planes:
+            return planes
+        return {d.device: d.busy_s for d in self.devices}
+
+
+def find_xplanes(logdir: Path) -> list[Path]:
+    """Every ``*.xplane.pb`` under ``logdir`` (any depth), oldest profile first."""
+    return sorted(logdir.rglob("*.xplane.pb"))
+
+
+def union_s(intervals: Iterable[tuple[float, float]]) -> float:
+    """Total length, in seconds, of the union of (start_ns, end_ns) intervals."""
+    total_ns = 0.0
+    cur_start = cur_end = None
+    for start, end in sorted(intervals):
+        if cur_end is None or start > cur_end:
+            if cur_end is not None and cur_start is not None:
+                total_ns += cur_end - cur_start
+            cur_start, cur_end = start, end
+        else:
+            cur_end = max(cur_end, end)
+    if cur_end is not None and cur_start is not None:
+        total_ns += cur_end - cur_start
+    return total_ns / 1e9
+
+
+@dataclass(frozen=True)
+class Event:
+    """One trace event as plain data: which plane and line, name, start and end (ns)."""
+
+    plane: str
+    line: str
+    name: str
+    start_ns: float
+    end_ns: float
+
+
+def read_events(path: Path) -> tuple[list[str], list[Event]]:
+    """All events of an xplane.pb file, through xprof's reader."""
+    if not path.is_file():
+        raise TraceError(f"no trace file at {path}")
+    try:
+        from xprof.profile_data import ProfileData
+    except ImportError as exc:  # tensorboard-plugin-profile / xprof older than 2.2x
+        raise TraceError(f"xprof's trace reader is not importable: {exc}") from exc
+    try:
+        data = ProfileData.from_file(str(path))
+    except Exception as exc:  # the C reader raises plain RuntimeError/ValueError
+        raise TraceError(f"{path} is not a readable XSpace trace: {exc}") from exc
+    planes: list[str] = []
+    events: list[Event] = []
+    with data:
+        for plane in data.planes:
+            planes.append(plane.name)
+            for line in plane.lines:
+                for ev in line.events:
+                    start = float(ev.start_ns)
+                    events.append(Event(plane.name, line.name, ev.name, start,
+                                        start + float(ev.duration_ns)))
+    return planes, events
+
+
+def summarize(path: Path, tower_devices: Sequence[str]) -> TraceSummary:
+    """Summarise one trace; ``tower_devices[i]`` is the device of ``tower_<i>``."""
+    planes, events = read_events(path)
+    return summarize_events(str(path), planes, events, tower_devices)
+
+
+def summarize_events(
+    path: str, planes: list[str], events: Sequence[Event], tower_devices: Sequence[str]
+) -> TraceSummary:
+    """The pure part of ``summarize``: plain events in, a TraceSummary out."""
+    markers = [e for e in events if e.plane.startswith(HOST_PLANE_PREFIX)
+               and e.name in STEP_MARKERS]
+    host_ops: list[tuple[Event, str, str]] = []
+    for e in events:
+        if not e.plane.startswith(HOST_PLANE_PREFIX):
+            continue
+        m = OP_EVENT_RE.match(e.name)
+        if m:
+            host_ops.append((e, m.group("name"), m.group("type")))
+    if markers:
+        w_start = min(e.start_ns for e in markers)
+        w_end = max(e.end_ns for e in markers)
+    elif host_ops:
+        w_start = min(e.start_ns for e, _, _ in host_ops)
+        w_end = max(e.end_ns for e, _, _ in host_ops)
+    else:
+        w_start = w_end = 0.0
+    window_s = max(0.0, (w_end - w_start) / 1e9)
+
+    def in_window(e: Event) -> bool:
+        return window_s == 0 or (e.end_ns >= w_start and e.start_ns <= w_end)
+
+    def fraction(seconds: float) -> float:
+        return seconds / window_s if window_s > 0 else 0.0
+
+    devices: list[DeviceBusy] = []
+    # GPU device planes: kernels on streams.
+    by_gpu: dict[int, list[tuple[float, float]]] = defaultdict(list)
+    for e in events:
+        g = GPU_PLANE_RE.match(e.plane)
+        if g and e.line.startswith(STREAM_LINE_PREFIX) and in_window(e):
+            by_gpu[int(g.group(1))].append((e.start_ns, e.end_ns))
+    for index in sorted(by_gpu):
+        busy = union_s(by_gpu[index])
+        devices.append(DeviceBusy(f"/device:GPU:{index}", None, "device-plane", busy,
+                                  len(by_gpu[index]), fraction(busy)))
+    # Host op events attributed to towers by name scope.
+    by_tower: dict[int, list[tuple[float, float]]] = defaultdict(list)
+    inputs: list[tuple[float, float]] = []
+    comm: list[tuple[float, float]] = []
+    totals: dict[str, list[float]] = defaultdict(lambda: [0.0, 0])
+    for e, name, op_type in host_ops:
+        if not in_window(e):
+            continue
+        span = (e.start_ns, e.end_ns)
+        t = TOWER_RE.search(name)
+        if t:
+            by_tower[int(t.group(1))].append(span)
+        if INPUT_OP_MARK in op_type:
+            inputs.append(span)
+        if op_type in COMM_OP_TYPES or COMM_SCOPE in name:
+            comm.append(span)
+        if not op_type.startswith("_"):  # skip _Send/_Recv bookkeeping in the top list
+            totals[op_type][0] += (e.end_ns - e.start_ns) / 1e9
+            totals[op_type][1] += 1
+    for index in range(len(tower_devices)):
+        spans = by_tower.get(index, [])
+        busy = union_s(spans)
+        devices.append(DeviceBusy(tower_devices[index], index, "op-names", busy, len(spans),
+                                  fraction(busy)))
+    top = sorted((OpTotal(k, v[0], int(v[1])) for k, v in totals.items()),
+                 key=lambda o: -o.total_s)[:TOP_OPS]
+    input_s, comm_s = union_s(inputs), union_s(comm)
+    return TraceSummary(
+        path=path, planes=planes, step_markers=len(markers), window_s=window_s,
+        devices=devices, input_wait_s=input_s, input_wait_fraction=fraction(input_s),
+        communication_s=comm_s, communication_fraction=fraction(comm_s), top_ops=top,
+    )

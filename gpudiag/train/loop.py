@@ -1,0 +1,251 @@
+"""The training loop shared by the towers and mirrored trainers.
+
+Step by step: warm-up steps (tracing, first-touch allocations) are run and timed but
+left out of the throughput; then a profiler window of at most 10 steps
+(``tf.profiler.experimental.start``/``stop`` into the run directory, each step marked
+with ``tf.profiler.experimental.Trace("train", step_num=...)`` so xprof finds the
+steps), also left out; then the timed steps. A step's wall time is measured around the
+step call and the fetch of its loss (the fetch waits for the step to finish).
+
+Throughput is the median over timed steps of ``global batch / step wall time``
+(examples/sec), robust to the odd slow step on a shared machine.
+
+At the end: evaluation on the held-out set with the raw weights and with the moving
+averages, a checkpoint (tf.train.CheckpointManager, ``checkpoints/``), and the result as
+plain data for the parent.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import statistics
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+import numpy as np
+import tensorflow as tf
+
+from gpudiag.train import summaries
+from gpudiag.train.model import correct_count, per_example_loss
+from gpudiag.train.towers import ops_by_device
+
+MAX_PROFILE_STEPS = 10
+FINAL_WINDOW = 10  # steps averaged for the final training loss / accuracy
+
+
+class Trainer(Protocol):
+    strategy_name: str
+    devices: list[str]
+    global_batch: int
+    step: tf.Variable
+    ema: Any
+    model: Any  # a ProbeModel: ``model.forward(params, x)`` is used for evaluation
+
+    def run_step(self, iterator: Any) -> dict[str, tf.Tensor]: ...
+    def make_iterator(self, dataset: tf.data.Dataset) -> Any: ...
+    def step_graph(self, iterator: Any) -> tf.Graph: ...
+    def raw_params(self) -> list[Any]: ...
+    def ema_params(self) -> list[Any]: ...
+    def checkpoint(self) -> tf.train.Checkpoint: ...
+
+
+@dataclass(frozen=True)
+class LoopConfig:
+    steps: int
+    warmup_steps: int
+    profile_steps: int  # 0: no profiler trace
+    logdir: Path
+    checkpoint: bool = True
+    eval_batch: int = 512
+
+    def __post_init__(self) -> None:
+        if self.steps < 1:
+            raise ValueError("steps must be >= 1")
+        if not 0 <= self.profile_steps <= MAX_PROFILE_STEPS:
+            raise ValueError(f"profile_steps must be 0..{MAX_PROFILE_STEPS}")
+
+    def is_profiled(self, index: int) -> bool:
+        return self.warmup_steps <= index < self.warmup_steps + self.profile_steps
+
+    def is_timed(self, index: int) -> bool:
+        return index >= self.warmup_steps and not self.is_profiled(index)
+
+
+@dataclass(frozen=True)
+class TrainResult:
+    """One configuration's training, as plain data (JSON via ``to_dict``)."""
+
+    strategy: str
+    devices: list[str]
+    global_batch: int
+    steps: int
+    step_s: list[float]  # wall time of every step, warm-up and profiled included
+    timed_steps: list[int]  # 0-based indices of the steps that count for throughput
+    examples_per_s: float | None  # median over timed steps; None if none were timed
+    step_s_median: float | None
+    losses: list[float]
+    accuracies: list[float]
+    tower_losses_last: list[float]
+    final_loss: float
+    final_accuracy: float
+    eval_loss: float
+    eval_accuracy: float
+    eval_loss_ema: float | None
+    eval_accuracy_ema: float | None
+    ops_by_device: dict[str, int]
+    profile_dir: str | None
+    profiled_steps: list[int] = field(default_factory=list)
+    checkpoint_path: str | None = None
+    wall_s: float = 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def throughput(step_s: list[float], timed: list[int], global_batch: int) -> float | None:
+    """Median examples/sec over the timed steps."""
+    rates = [global_batch / step_s[i] for i in timed if step_s[i] > 0]
+    return statistics.median(rates) if rates else None
+
+
+def evaluate(
+    forward: Any, params: list[Any], x: np.ndarray, y: np.ndarray, batch: int
+) -> tuple[float, float]:
+    """Mean loss and accuracy of ``forward(params, x)`` over a held-out set."""
+
+    @tf.function
+    def batch_stats(xb: tf.Tensor, yb: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+        logits = forward(params, xb)
+        return tf.reduce_sum(per_example_loss(logits, yb)), correct_count(logits, yb)
+
+    loss_sum, correct = 0.0, 0.0
+    for start in range(0, len(x), batch):
+        loss_b, correct_b = batch_stats(
+            tf.constant(x[start:start + batch]), tf.constant(y[start:start + batch])
+        )
+        loss_sum += float(loss_b)
+        correct += float(correct_b)
+    return loss_sum / len(x), correct / len(x)
+
+
+def _write_config(config: dict[str, Any]) -> None:
+    rows = "\n".join(f"| {k} | {v} |" for k, v in config.items())
+    tf.summary.text(summaries.TAG_CONFIG, "| setting | value |\n|---|---|\n" + rows, step=0)
+    try:
+        from tensorboard.plugins.hparams import api as hp
+
+        hp.hparams({k: v for k, v in config.items() if isinstance(v, bool | int | float | str)})
+    except ImportError:  # the hparams plugin ships with tensorboard; be tolerant anyway
+        pass
+
+
+def train(
+    trainer: Trainer,
+    dataset: tf.data.Dataset,
+    eval_x: np.ndarray,
+    eval_y: np.ndarray,
+    loop: LoopConfig,
+    *,
+    hparams: dict[str, Any] | None = None,
+    on_step: Any = None,
+) -> TrainResult:
+    """Run ``loop.steps`` steps of ``trainer`` on ``dataset`` and log everything."""
+    start = time.perf_counter()
+    loop.logdir.mkdir(parents=True, exist_ok=True)
+    writer = tf.summary.create_file_writer(str(loop.logdir))
+    iterator = trainer.make_iterator(dataset)
+    step_s: list[float] = []
+    losses: list[float] = []
+    accuracies: list[float] = []
+    tower_losses: list[float] = []
+    profile_dir: str | None = None
+    profiled: list[int] = []
+    with writer.as_default():
+        _write_config(hparams or {})
+        graph_counts = ops_by_device(trainer.step_graph(iterator))
+        for index in range(loop.steps):
+            profiling = loop.is_profiled(index)
+            if profiling and index == loop.warmup_steps:
+                tf.profiler.experimental.start(str(loop.logdir))
+                profile_dir = str(loop.logdir)
+            trace = (tf.profiler.experimental.Trace("train", step_num=index, _r=1)
+                     if profiling else contextlib.nullcontext())
+            t0 = time.perf_counter()
+            with trace:
+                out = trainer.run_step(iterator)
+                loss = float(out["loss"])
+            dt = time.perf_counter() - t0
+            if profiling:
+                profiled.append(index)
+                if index == loop.warmup_steps + loop.profile_steps - 1:
+                    tf.profiler.experimental.stop()
+            step_s.append(dt)
+            losses.append(loss)
+            accuracies.append(float(out["accuracy"]))
+            tower_losses = [float(v) for v in out["tower_losses"].numpy()]
+            if trainer_scalars(trainer):
+                tf.summary.scalar(summaries.TAG_EXAMPLES_PER_S, trainer.global_batch / dt,
+                                  step=index + 1)
+                tf.summary.scalar(summaries.TAG_STEP_S, dt, step=index + 1)
+            if on_step is not None:
+                on_step(index, loss, dt)
+        if profile_dir is not None and len(profiled) < loop.profile_steps:
+            tf.profiler.experimental.stop()  # the run was shorter than the window
+        eval_loss, eval_acc = evaluate(trainer.model.forward, trainer.raw_params(), eval_x, eval_y,
+                                       loop.eval_batch)
+        tf.summary.scalar(summaries.TAG_EVAL_LOSS, eval_loss, step=loop.steps)
+        tf.summary.scalar(summaries.TAG_EVAL_ACCURACY, eval_acc, step=loop.steps)
+        eval_loss_ema = eval_acc_ema = None
+        if trainer.ema is not None:
+            eval_loss_ema, eval_acc_ema = evaluate(
+                trainer.model.forward, trainer.ema_params(), eval_x, eval_y, loop.eval_batch
+            )
+            tf.summary.scalar(summaries.TAG_EVAL_LOSS_EMA, eval_loss_ema, step=loop.steps)
+            tf.summary.scalar(summaries.TAG_EVAL_ACCURACY_EMA, eval_acc_ema, step=loop.steps)
+    writer.flush()
+    writer.close()
+    checkpoint_path = None
+    if loop.checkpoint:
+        manager = tf.train.CheckpointManager(
+            trainer.checkpoint(), str(loop.logdir / summaries.CHECKPOINT_DIR), max_to_keep=1
+        )
+        checkpoint_path = manager.save(checkpoint_number=loop.steps)
+    timed = [i for i in range(loop.steps) if loop.is_timed(i)]
+    rate = throughput(step_s, timed, trainer.global_batch)
+    tail = slice(-min(FINAL_WINDOW, loop.steps), None)
+    return TrainResult(
+        strategy=trainer.strategy_name,
+        devices=list(trainer.devices),
+        global_batch=trainer.global_batch,
+        steps=loop.steps,
+        step_s=step_s,
+        timed_steps=timed,
+        examples_per_s=rate,
+        step_s_median=statistics.median([step_s[i] for i in timed]) if timed else None,
+        losses=losses,
+        accuracies=accuracies,
+        tower_losses_last=tower_losses,
+        final_loss=_mean(losses[tail]),
+        final_accuracy=_mean(accuracies[tail]),
+        eval_loss=eval_loss,
+        eval_accuracy=eval_acc,
+        eval_loss_ema=eval_loss_ema,
+        eval_accuracy_ema=eval_acc_ema,
+        ops_by_device=graph_counts,
+        profile_dir=profile_dir,
+        profiled_steps=profiled,
+        checkpoint_path=checkpoint_path,
+        wall_s=time.perf_counter() - start,
+    )
+
+
+def trainer_scalars(trainer: Trainer) -> bool:
+    instr = getattr(trainer, "instr", None)
+    return bool(instr is None or instr.scalars)
+
+
+def _mean(values: list[float]) -> float:
+    return float(np.mean(values)) if values else math.nan

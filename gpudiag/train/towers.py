@@ -1,0 +1,185 @@
+"""Tower-averaged data-parallel training: the classic in-graph replication.
+
+As in TensorFlow's cifar10_multi_gpu_train: the global batch is split into one slice
+per device; under ``tf.device(device)`` and ``tf.name_scope("tower_<i>")`` each tower
+computes its slice's mean loss and the gradients with respect to the *shared*
+variables; the gradients are averaged (one mean per variable across the towers, on the
+variables' device) and applied with one optimizer update. The variables, the optimizer's
+slots and the moving averages live on the host CPU (``variables_on="cpu"``) or on the
+first compute device (``"device"``). The whole step is one ``tf.function``.
+
+Because every tower's slice has the same size, the mean of the towers' mean-loss
+gradients equals the gradient of the mean loss over the whole batch; MirroredStrategy
+(mirrored.py) computes the same number through ``compute_average_loss`` and an
+all-reduce sum. tests/test_train.py checks both equalities.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import keras
+import tensorflow as tf
+
+from gpudiag.errors import UsageError
+from gpudiag.train import summaries
+from gpudiag.train.model import ModelSpec, ProbeModel, correct_count, per_example_loss
+from gpudiag.train.summaries import Instrumentation
+
+HOST_DEVICE = "/device:CPU:0"
+VARIABLES_ON = ("cpu", "device")
+
+
+def make_optimizer(learning_rate: float, momentum: float) -> keras.optimizers.SGD:
+    """SGD with momentum (Keras 3's optimizer updates plain tf.Variables too)."""
+    return keras.optimizers.SGD(learning_rate=learning_rate, momentum=momentum)
+
+
+def normalize_device(name: str) -> str:
+    """``/job:localhost/replica:0/task:0/device:CPU:1`` -> ``/device:CPU:1``; '' stays ''."""
+    if not name:
+        return ""
+    spec = tf.DeviceSpec.from_string(name)
+    if spec.device_type is None:
+        return ""
+    return f"/device:{spec.device_type.upper()}:{spec.device_index or 0}"
+
+
+def ops_by_device(graph: tf.Graph) -> dict[str, int]:
+    """How many ops of a traced step were assigned to each device (requested placement)."""
+    counts: dict[str, int] = {}
+    for op in graph.get_operations():
+        device = normalize_device(op.device) or "(unassigned)"
+        counts[device] = counts.get(device, 0) + 1
+    return dict(sorted(counts.items()))
+
+
+class TowerTrainer:
+    """One tower per device; averaged gradients; one update. See the module docstring."""
+
+    strategy_name = "towers"
+
+    def __init__(
+        self,
+        spec: ModelSpec,
+        input_shape: tuple[int, int, int],
+        num_classes: int,
+        devices: list[str],
+        *,
+        batch_per_device: int,
+        learning_rate: float,
+        momentum: float = 0.9,
+        variables_on: str = "cpu",
+        instrumentation: Instrumentation | None = None,
+        seed: int = 0,
+    ) -> None:
+        if variables_on not in VARIABLES_ON:
+            raise UsageError(f"--variables-on {variables_on!r} is not one of: cpu, device")
+        self.devices = list(devices)
+        self.batch_per_device = batch_per_device
+        self.global_batch = batch_per_device * len(devices)
+        self.instr = instrumentation or Instrumentation()
+        self.variables_device = HOST_DEVICE if variables_on == "cpu" else self.devices[0]
+        with tf.device(self.variables_device):
+            self.model = ProbeModel(spec, input_shape, num_classes, seed=seed)
+            self.step = tf.Variable(0, dtype=tf.int64, trainable=False, name="global_step")
+            self.optimizer = make_optimizer(learning_rate, momentum)
+            self.optimizer.build(self.model.params)
+            self.ema = summaries.make_ema(self.instr.ema_decay, self.step)
+            if self.ema is not None:
+                self.ema.apply(self.model.params)  # creates the shadows, equal to the weights
+        self._step_fn = tf.function(self._step)
+        self._graph: tf.Graph | None = None
+
+    # -- the step ---------------------------------------------------------------------
+
+    def tower_gradients(
+        self, x: tf.Tensor, y: tf.Tensor
+    ) -> tuple[list[list[tf.Tensor]], list[tf.Tensor], list[tf.Tensor]]:
+        """Per tower: gradients of its slice's mean loss, its loss, its correct count."""
+        n = len(self.devices)
+        with tf.device(HOST_DEVICE):
+            xs, ys = tf.split(x, n), tf.split(y, n)
+        grads, losses, correct = [], [], []
+        for i, device in enumerate(self.devices):
+            with tf.device(device), tf.name_scope(f"tower_{i}"):
+                with tf.GradientTape() as tape:
+                    logits = self.model(xs[i])
+                    loss = tf.reduce_mean(per_example_loss(logits, ys[i]))
+                grads.append(tape.gradient(loss, self.model.params))
+                losses.append(loss)
+                correct.append(correct_count(logits, ys[i]))
+        return grads, losses, correct
+
+    def averaged_gradients(self, x: tf.Tensor, y: tf.Tensor) -> list[tf.Tensor]:
+        """The gradient the update applies: one mean per variable across the towers."""
+        grads, _, _ = self.tower_gradients(x, y)
+        return average_gradients(grads, self.variables_device)
+
+    def _step(self, iterator: Any) -> dict[str, tf.Tensor]:
+        x, y = next(iterator)
+        tower_grads, losses, correct = self.tower_gradients(x, y)
+        grads = average_gradients(tower_grads, self.variables_device)
+        with tf.device(self.variables_device):
+            loss = tf.reduce_mean(tf.stack(losses))
+            accuracy = tf.add_n(correct) / float(self.global_batch)
+        self.optimizer.apply_gradients(zip(grads, self.model.params, strict=True))
+        step = self.step.assign_add(1)
+        if self.ema is not None:
+            self.ema.apply(self.model.params)
+        summaries.write_step(
+            self.instr, step, loss=loss, accuracy=accuracy,
+            learning_rate=self.optimizer.learning_rate, tower_losses=losses,
+            names=self.model.param_names,
+            histogram_values=lambda: (
+                grads, self.model.params, self.ema_params() if self.ema else None
+            ),
+        )
+        return {"loss": loss, "accuracy": accuracy, "tower_losses": tf.stack(losses)}
+
+    def run_step(self, iterator: Any) -> dict[str, tf.Tensor]:
+        return self._step_fn(iterator)
+
+    def make_iterator(self, dataset: tf.data.Dataset) -> Any:
+        with tf.device(HOST_DEVICE):
+            return iter(dataset)
+
+    def apply_batch(self, x: tf.Tensor, y: tf.Tensor) -> None:
+        """One update from one given batch (tests compare it with mirrored.py)."""
+        self.run_step(iter(tf.data.Dataset.from_tensors((x, y))))
+
+    # -- evidence and evaluation ------------------------------------------------------
+
+    def step_graph(self, iterator: Any) -> tf.Graph:
+        if self._graph is None:
+            self._graph = self._step_fn.get_concrete_function(iterator).graph
+        return self._graph
+
+    def raw_params(self) -> list[tf.Tensor]:
+        return [tf.convert_to_tensor(v) for v in self.model.params]
+
+    def ema_params(self) -> list[tf.Tensor]:
+        assert self.ema is not None
+        return [self.ema.average(v) for v in self.model.params]
+
+    def checkpoint(self) -> tf.train.Checkpoint:
+        extra: dict[str, Any] = {}
+        if self.ema is not None:
+            extra["ema"] = {
+                name.replace("/", "_"): avg
+                for name, avg in zip(self.model.param_names, self.ema_params(), strict=True)
+            }
+        return tf.train.Checkpoint(
+            step=self.step, model=self.model, optimizer=self.optimizer, **extra
+        )
+
+
+def average_gradients(
+    tower_grads: list[list[tf.Tensor]], device: str
+) -> list[tf.Tensor]:
+    """One mean per variable across towers, computed on ``device``."""
+    with tf.device(device), tf.name_scope("average_gradients"):
+        return [
+            tf.reduce_mean(tf.stack(per_var), axis=0)
+            for per_var in zip(*tower_grads, strict=True)
+        ]
