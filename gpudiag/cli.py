@@ -56,13 +56,14 @@ VirtualGpuMemOpt = typer.Option(1024, "--virtual-gpu-memory-mb", min=64, max=1 <
 
 
 def _execute(command: str, logdir: Path, as_json: bool,
-             body: Callable[[RunSession, Console], None]) -> None:
-    """Run one command's body in a session, render the findings, exit with their code."""
+             body: Callable[[RunSession, Console], int | None]) -> None:
+    """Run one command's body in a session, render the findings, exit with their code
+    (or with the code the body returns, e.g. `monitor` forwarding its command's)."""
     console = Console(stderr=as_json)
     try:
         with RunSession(command, logdir) as session:
             console.print(f"[bold]gpudiag {command}[/] -> {session.run_dir}")
-            body(session, console)
+            forwarded = body(session, console)
     except KeyboardInterrupt:
         render_table(session.report, console)
         console.print(f"interrupted: the partial report is in {session.run_dir}")
@@ -72,7 +73,7 @@ def _execute(command: str, logdir: Path, as_json: bool,
     console.print(f"TensorBoard: gpudiag tensorboard {session.run_dir.parent}")
     if as_json:
         sys.stdout.write(json.dumps(session.report.to_dict(), indent=2, default=str) + "\n")
-    raise typer.Exit(session.report.exit_code())
+    raise typer.Exit(session.report.exit_code() if forwarded is None else forwarded)
 
 
 @app.command()
@@ -108,6 +109,60 @@ def placement(
                               memory_limit_mb=virtual_gpu_memory_mb)
 
     _execute("placement", logdir, as_json, body)
+
+
+def _interval(value: float) -> float:
+    """Option callback: NVML polls no faster than every 0.1 s."""
+    from gpudiag.nvml import MIN_INTERVAL_S
+
+    if not value >= MIN_INTERVAL_S:
+        raise typer.BadParameter(f"{value:g} s is too short: at least {MIN_INTERVAL_S:g} s "
+                                 "(NVML's utilization window is 1/6 s to 1 s)")
+    return value
+
+
+def _percent(value: float) -> float:
+    if not 0 < value <= 100:
+        raise typer.BadParameter(f"{value:g} is not a percentage in (0, 100]")
+    return value
+
+
+@app.command(context_settings={"allow_interspersed_args": False})
+def monitor(
+    command: list[str] | None = typer.Argument(
+        None, metavar="-- CMD [ARGS]...", show_default=False,
+        help="The command to run and watch (everything after --, or after the first "
+             "word that is not a gpudiag option)."),
+    interval: float = typer.Option(0.5, "--interval", callback=_interval,
+                                   help="Seconds between NVML polls (at least 0.1)."),
+    idle_threshold: float = typer.Option(
+        10.0, "--idle-threshold", callback=_percent,
+        help="A GPU whose p95 utilization stays under this many percent counts as idle."),
+    gpus: str | None = typer.Option(None, "--gpus", help="Watch only these GPUs (NVML "
+                                    "indices, as nvidia-smi numbers them), e.g. 0,1."),
+    logdir: Path = LogdirOpt,
+    as_json: bool = JsonOpt,
+) -> None:
+    """Run any command (any framework) while sampling every GPU: was every GPU used?"""
+    from gpudiag import nvml
+    from gpudiag.commands import monitor as monitor_cmd
+
+    argv = monitor_cmd.resolve_command(command or [])
+    gpu_list = monitor_cmd.parse_gpus(gpus) if gpus is not None else None
+    backend = monitor_cmd.open_nvml()
+    try:
+        monitor_cmd.check_gpus(gpu_list, backend)
+    except GpudiagError:
+        if not isinstance(backend, nvml.NvmlUnavailable):
+            backend.close()
+        raise
+
+    def body(session: RunSession, console: Console) -> int | None:
+        return monitor_cmd.run(session, argv, backend=backend, interval_s=interval,
+                               idle_threshold_percent=idle_threshold, gpus=gpu_list,
+                               stdout_to_stderr=as_json, announce=console.print)
+
+    _execute("monitor", logdir, as_json, body)
 
 
 @app.command()

@@ -746,6 +746,11 @@ class Sampler:
         self._started = False
         self.result: SamplingResult | None = None
 
+    @property
+    def device_indices(self) -> tuple[int, ...]:
+        """The NVML indices being sampled (known once started)."""
+        return self._indices
+
     # -- lifecycle
 
     def start(self) -> Sampler:

@@ -9,8 +9,10 @@ import statistics
 import threading
 import time
 
+import fake_nvml
 import pynvml
 import pytest
+from fake_nvml import FakeBackend, FakeDevice
 
 from gpudiag import nvml
 from gpudiag.nvml import (
@@ -24,8 +26,6 @@ from gpudiag.nvml import (
     TimedUtil,
     summarise_device,
 )
-from tests import fake_nvml
-from tests.fake_nvml import FakeBackend, FakeDevice
 
 
 def run_sampler(backend: nvml.NvmlBackend, seconds: float, **kwargs: object) -> nvml.SamplingResult:

@@ -1,0 +1,260 @@
+"""`gpudiag monitor`: real child commands, real report files, real signals.
+
+NVML is absent on this machine, so the subprocess runs use the real (unavailable)
+backend and must report skips; the runs with scripted GPUs inject the fake backend
+through gpudiag.commands.monitor.open_nvml, the seam the CLI opens NVML through.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import fake_nvml
+import jsonschema
+import pytest
+from conftest import REPO, findings_by_id, gpudiag, load_report, run_dirs
+from typer.testing import CliRunner
+
+from gpudiag.cli import app, main
+from gpudiag.commands import monitor as monitor_cmd
+from gpudiag.errors import UsageError
+from gpudiag.session import RunSession
+
+SCHEMA = json.loads((REPO / "gpudiag" / "report.schema.json").read_text())
+PY = sys.executable
+
+
+def only_run(logdir: Path) -> Path:
+    dirs = run_dirs(logdir)
+    assert len(dirs) == 1, dirs
+    return dirs[0]
+
+
+# --------------------------------------------------------------------------- bad input
+
+
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        ([], "monitor needs a command"),
+        (["--"], "monitor needs a command"),
+        (["--", "no-such-command-gpudiag-xyz"], "command not found: no-such-command-gpudiag-xyz"),
+        (["--interval", "0", "--", PY, "-c", "pass"], "--interval"),
+        (["--interval", "-1", "--", PY, "-c", "pass"], "--interval"),
+        (["--interval", "0.05", "--", PY, "-c", "pass"], "at least 0.1 s"),
+        (["--interval", "abc", "--", PY, "-c", "pass"], "--interval"),
+        (["--idle-threshold", "0", "--", PY, "-c", "pass"], "--idle-threshold"),
+        (["--idle-threshold", "101", "--", PY, "-c", "pass"], "--idle-threshold"),
+        (["--gpus", "abc", "--", PY, "-c", "pass"], "--gpus 'abc'"),
+        (["--gpus", "0,-1", "--", PY, "-c", "pass"], "--gpus"),
+        (["--no-such-option", "--", PY], "--no-such-option"),
+    ],
+)
+def test_bad_input_one_line_exit_2_nothing_written(
+    args: list[str], needle: str, logdir: Path
+) -> None:
+    proc = gpudiag("monitor", "--logdir", str(logdir), *args, timeout=60)
+    assert proc.returncode == 2, proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1, proc.stderr
+    assert lines[0].startswith("gpudiag: error:") and needle in lines[0]
+    assert not logdir.exists()
+
+
+def test_gpus_beyond_what_nvml_sees_is_exit_2(
+    logdir: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    backend = fake_nvml.busy(n=2)
+    monkeypatch.setattr(monitor_cmd, "open_nvml", lambda: backend)
+    rc = main(["monitor", "--logdir", str(logdir), "--gpus", "0,7", "--", PY, "-c", "pass"])
+    assert rc == 2
+    err = capsys.readouterr().err
+    assert err == "gpudiag: error: --gpus 7: there are 2 GPU(s) (indices 0..1)\n"
+    assert backend.closed
+    assert not logdir.exists()
+
+
+def test_clirunner_runs_monitor_with_scripted_gpus(
+    logdir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(monitor_cmd, "open_nvml", lambda: fake_nvml.busy(n=2))
+    result = CliRunner().invoke(
+        app, ["monitor", "--interval", "0.1", "--logdir", str(logdir), PY, "-c", "pass"]
+    )
+    # a 0.1 s command is too short to judge: a warn, not a pass and not a fail
+    assert result.exit_code == 0, result.output
+    found = findings_by_id(load_report(only_run(logdir)))
+    assert found["monitor.command"]["status"] == "ok"
+    assert found["monitor.nvml"]["status"] == "ok"
+    assert found["monitor.every-gpu-used"]["status"] in ("ok", "warn")
+
+
+def test_command_resolution() -> None:
+    assert monitor_cmd.resolve_command([PY, "-c", "pass"]) == [PY, "-c", "pass"]
+    with pytest.raises(UsageError, match="command is a directory"):
+        monitor_cmd.resolve_command([str(REPO)])
+    assert monitor_cmd.parse_gpus("1, 0,1") == (1, 0)
+
+
+# --------------------------------------------------------------------------- real runs, no NVML
+
+
+@pytest.mark.slow
+def test_forwards_output_and_exit_code_and_reports_skips(logdir: Path) -> None:
+    code = (
+        "import sys; print('out from child'); print('err from child', file=sys.stderr); sys.exit(3)"
+    )
+    proc = gpudiag("monitor", "--logdir", str(logdir), "--", PY, "-c", code, timeout=120)
+    assert proc.returncode == 3, proc.stderr
+    assert "out from child" in proc.stdout
+    assert "err from child" in proc.stderr
+    run_dir = only_run(logdir)
+    report = load_report(run_dir)
+    jsonschema.validate(report, SCHEMA)
+    assert report["partial"] is False and report["interrupted"] is False
+    found = findings_by_id(report)
+    assert found["monitor.command"]["status"] == "fail"
+    assert found["monitor.command"]["evidence"]["returncode"] == 3
+    if report["environment"]["nvml_unavailable_reason"] is None:
+        pytest.skip("NVML works on this machine; the no-NVML path is not exercised")
+    reason = report["environment"]["nvml_unavailable_reason"]
+    for check in ("monitor.nvml", "monitor.every-gpu-used"):
+        assert found[check]["status"] == "skip"
+        assert reason in found[check]["message"]
+    assert report["summary"]["ok"] == 0  # nothing about GPUs claims a pass
+    assert "SKIP" in (run_dir / "report.md").read_text()
+
+
+@pytest.mark.slow
+def test_json_keeps_stdout_for_the_report(logdir: Path) -> None:
+    proc = gpudiag(
+        "monitor",
+        "--json",
+        "--logdir",
+        str(logdir),
+        "--",
+        PY,
+        "-c",
+        "print('child says hi')",
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr
+    report = json.loads(proc.stdout)  # the child's output went to stderr
+    assert "child says hi" in proc.stderr
+    assert report["command"] == "monitor"
+    assert report["data"]["monitor"]["returncode"] == 0
+    assert report == load_report(only_run(logdir))
+
+
+@pytest.mark.slow
+def test_ctrl_c_stops_the_command_and_still_writes_the_report(logdir: Path, tmp_path: Path) -> None:
+    pid_file = tmp_path / "child.pid"
+    child = (
+        f"import os, time; open({str(pid_file)!r}, 'w').write(str(os.getpid())); time.sleep(120)"
+    )
+    proc = subprocess.Popen(
+        [PY, "-m", "gpudiag", "monitor", "--logdir", str(logdir), "--", PY, "-c", child],
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=REPO,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while not (pid_file.exists() and pid_file.read_text()):
+            assert time.monotonic() < deadline, "the command never started"
+            time.sleep(0.1)
+        child_pid = int(pid_file.read_text())
+        proc.send_signal(signal.SIGINT)  # to gpudiag only: it must pass it on
+        out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 130, err
+    with pytest.raises(ProcessLookupError):
+        os.kill(child_pid, 0)  # the command is gone
+    report = load_report(only_run(logdir))
+    jsonschema.validate(report, SCHEMA)
+    assert report["interrupted"] is True and report["partial"] is True
+    found = findings_by_id(report)
+    assert found["monitor.command"]["status"] == "warn"
+    assert found["monitor.command"]["evidence"]["returncode"] == -signal.SIGINT
+    assert "monitor.every-gpu-used" in found
+    assert "interrupted" in out
+
+
+# --------------------------------------------------------------------------- scripted GPUs
+
+
+def _monitor(
+    logdir: Path, backend: object, code: str, **kwargs: object
+) -> tuple[int | None, dict, Path]:
+    with RunSession("monitor", logdir) as session:
+        rc = monitor_cmd.run(
+            session,
+            [PY, "-c", code],
+            backend=backend,  # type: ignore[arg-type]
+            interval_s=0.1,
+            **kwargs,
+        )  # type: ignore[arg-type]
+    return rc, load_report(session.run_dir), session.run_dir
+
+
+@pytest.mark.slow
+def test_idle_gpu_is_named_while_a_real_command_runs(logdir: Path) -> None:
+    backend = fake_nvml.one_idle(n=2, idle_index=1)
+    rc, report, run_dir = _monitor(logdir, backend, "import time; time.sleep(1.5)")
+    assert rc is None  # exit 0: the findings decide
+    jsonschema.validate(report, SCHEMA)
+    found = findings_by_id(report)
+    used = found["monitor.every-gpu-used"]
+    assert used["status"] == "fail"
+    assert "only GPU(s) 0 of 2 worked" in used["message"] and "GPU 1" in used["message"]
+    assert used["evidence"]["idle_indices"] == [1]
+    assert found["monitor.nvml"]["status"] == "ok"
+    assert found["monitor.command"]["status"] == "ok"
+    assert backend.closed
+    sampling = report["data"]["monitor"]["sampling"]
+    assert [s["index"] for s in sampling["summaries"]] == [0, 1]
+    assert sampling["duration_s"] >= 1.5
+    # per-GPU scalars in the nvml/ TensorBoard run
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    acc = EventAccumulator(str(run_dir / "nvml"))
+    acc.Reload()
+    assert {
+        "gpu0/util_percent",
+        "gpu1/util_percent",
+        "gpu0/memory_used_mib",
+        "gpu1/power_w",
+    } <= set(acc.Tags()["scalars"])
+    assert {e.value for e in acc.Scalars("gpu1/util_percent")} == {0.0}
+
+
+@pytest.mark.slow
+def test_busy_gpus_pass_and_gpus_option_restricts(logdir: Path) -> None:
+    rc, report, _ = _monitor(
+        logdir, fake_nvml.busy(n=3), "import time; time.sleep(1.2)", gpus=(0, 2)
+    )
+    found = findings_by_id(report)
+    assert found["monitor.every-gpu-used"]["status"] == "ok"
+    assert report["data"]["monitor"]["sampling"]["device_indices"] == [0, 2]
+    assert rc is None
+
+
+@pytest.mark.slow
+def test_gpu_lost_mid_run_is_reported_and_the_command_finishes(logdir: Path) -> None:
+    backend = fake_nvml.lost_mid_run(n=2, lost_index=1, lost_after_s=0.4)
+    rc, report, _ = _monitor(logdir, backend, "import sys, time; time.sleep(1.2); sys.exit(5)")
+    assert rc == 5
+    found = findings_by_id(report)
+    assert found["monitor.every-gpu-used"]["status"] == "fail"
+    assert "GPU is lost" in found["monitor.every-gpu-used"]["message"]
+    assert found["monitor.command"]["status"] == "fail"
