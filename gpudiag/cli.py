@@ -111,6 +111,64 @@ def placement(
     _execute("placement", logdir, as_json, body)
 
 
+@app.command()
+def scaling(
+    max_gpus: int | None = typer.Option(
+        None, "--max-gpus", min=1, max=64, help="Train on 1, 2, 4 ... up to this many devices "
+        "(default: every GPU; without a GPU, 2 virtual CPU devices). More than exist: exit 2, "
+        "unless --virtual-gpus splits GPU 0."),
+    strategy: str = typer.Option("towers,mirrored", "--strategy", help="Comma-separated: "
+                                 "towers (in-graph replication), mirrored (MirroredStrategy "
+                                 "custom loop), keras (model.fit under MirroredStrategy)."),
+    model: str = typer.Option("cnn-small", "--model", help="cnn-small, cnn or mlp."),
+    batch_per_device: int = typer.Option(32, "--batch-per-device", min=1, max=1 << 16,
+                                         help="Examples per device per step."),
+    steps: int = typer.Option(100, "--steps", min=1, help="Training steps per configuration."),
+    warmup_steps: int = typer.Option(10, "--warmup-steps", min=0,
+                                     help="First steps left out of the timing."),
+    profile_steps: int = typer.Option(5, "--profile-steps", min=0, max=10, help="Steps traced "
+                                      "by the profiler after the warm-up (not timed; 0: none)."),
+    learning_rate: float = typer.Option(0.05, "--learning-rate", min=0.0,
+                                        help="SGD learning rate."),
+    ema_decay: float = typer.Option(0.99, "--ema-decay", help="Decay of the moving average "
+                                    "of the weights, in [0, 1); 0 turns it off."),
+    histogram_every: int = typer.Option(25, "--histogram-every", min=0, help="Gradient and "
+                                        "weight histograms every K steps (0: none)."),
+    variables_on: str = typer.Option("cpu", "--variables-on", help="towers: keep the "
+                                     "variables on the cpu or on the first device."),
+    data: Path | None = typer.Option(None, "--data", help="Keras-style .npz (x_train, "
+                                     "y_train) or TFRecord (image_raw bytes, label int64) "
+                                     "instead of the synthetic set."),
+    allreduce_max_mb: float = typer.Option(256.0, "--allreduce-max-mb", help="Largest "
+                                           "all-reduce message in MiB (from 1 MiB, doubling)."),
+    allreduce_min_mb: float = typer.Option(1.0, "--allreduce-min-mb",
+                                           help="Smallest all-reduce message in MiB."),
+    virtual_gpus: int | None = VirtualGpusOpt,
+    virtual_gpu_memory_mb: int = VirtualGpuMemOpt,
+    timeout: float = typer.Option(300.0, "--timeout", callback=positive,
+                                  help="Seconds each configuration's child process may run."),
+    logdir: Path = LogdirOpt,
+    as_json: bool = JsonOpt,
+) -> None:
+    """Train the probe on 1, 2, 4 ... devices: faster with more devices? did every one work?"""
+    from gpudiag.commands import scaling as scaling_cmd
+
+    options = scaling_cmd.ScalingOptions(
+        max_gpus=max_gpus, strategies=scaling_cmd.parse_strategies(strategy), model=model,
+        batch_per_device=batch_per_device, steps=steps, warmup_steps=warmup_steps,
+        profile_steps=profile_steps, learning_rate=learning_rate, ema_decay=ema_decay,
+        histogram_every=histogram_every, variables_on=variables_on, data=data,
+        virtual_gpus=virtual_gpus, memory_limit_mb=virtual_gpu_memory_mb,
+        allreduce_min_mb=allreduce_min_mb, allreduce_max_mb=allreduce_max_mb, timeout_s=timeout,
+    )
+    scaling_cmd.check(options)
+
+    def body(session: RunSession, console: Console) -> None:
+        scaling_cmd.run(session, options, console=console)
+
+    _execute("scaling", logdir, as_json, body)
+
+
 def _interval(value: float) -> float:
     """Option callback: NVML polls no faster than every 0.1 s."""
     from gpudiag.nvml import MIN_INTERVAL_S

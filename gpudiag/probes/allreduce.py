@@ -15,9 +15,12 @@ the per-link rate a ring all-reduce needs, comparable across n.
 On virtual CPU devices every "device" is the same host memory: the numbers are host
 memory-bandwidth numbers, not interconnect numbers (the parent's report says so).
 
-Config: n_devices, sizes_bytes (list), min_iters, max_iters, max_s_per_size,
-virtual_gpus, memory_limit_mb. Returns the device setup, the cross-device ops used,
-and one row per size.
+Config: n_devices (None: every GPU, the --virtual-gpus split, or the default number of
+virtual CPU devices), sizes_bytes (list), min_iters, max_iters, max_s_per_size,
+virtual_gpus, memory_limit_mb, max_virtual_cpu_devices. This probe runs first in
+`gpudiag scaling`, so it is also the device check: asking for more GPUs than exist
+raises DeviceRequestError (exit 2 in the parent). Returns the device setup, the
+cross-device ops used, and one row per size.
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ import time
 from typing import Any
 
 from gpudiag.devices import setup
+from gpudiag.errors import UsageError
 
 MB = 1 << 20
 DEFAULT_SIZES_BYTES = [MB << k for k in range(9)]  # 1 MB .. 256 MB, factor 2
@@ -38,10 +42,20 @@ def bus_bandwidth(algbw: float, n: int) -> float:
 
 
 def run(config: dict[str, Any]) -> dict[str, Any]:
-    n = int(config["n_devices"])
-    dev = setup(n, virtual_gpus=config.get("virtual_gpus"),
-                memory_limit_mb=int(config.get("memory_limit_mb", 1024)))
     import tensorflow as tf
+
+    requested = config.get("n_devices")
+    max_virtual = int(config.get("max_virtual_cpu_devices", 16))
+    if (requested is not None and int(requested) > max_virtual and not config.get("virtual_gpus")
+            and not tf.config.list_physical_devices("GPU")):
+        raise UsageError(
+            f"{requested} devices asked for, but there is no GPU and at most {max_virtual} "
+            "virtual CPU devices are made (they share the same cores)"
+        )
+    dev = setup(None if requested is None else int(requested),
+                virtual_gpus=config.get("virtual_gpus"),
+                memory_limit_mb=int(config.get("memory_limit_mb", 1024)))
+    n = len(dev.compute_devices)
 
     sizes = [int(s) for s in config.get("sizes_bytes", DEFAULT_SIZES_BYTES)]
     min_iters = int(config.get("min_iters", 2))
@@ -51,7 +65,7 @@ def run(config: dict[str, Any]) -> dict[str, Any]:
     cross_ops = tf.distribute.NcclAllReduce() if on_gpu else tf.distribute.ReductionToOneDevice()
     strategy = tf.distribute.MirroredStrategy(dev.compute_devices, cross_device_ops=cross_ops)
     rows: list[dict[str, Any]] = []
-    for size in sizes:
+    for size in sizes if n > 1 else []:  # one device: nothing to reduce across
         elems = max(1, size // 4)
         with strategy.scope():
             buf = tf.Variable(tf.ones([elems], tf.float32), name=f"buf_{size}")

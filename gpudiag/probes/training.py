@@ -13,7 +13,8 @@ training guide's custom loop, with ``tf.profiler.experimental`` around a few ste
 Config keys (all plain JSON): n_devices, strategy, model, batch_per_device, steps,
 warmup_steps, profile_steps, learning_rate, momentum, ema_decay (null: off),
 histogram_every (0: off), scalars, variables_on (cpu|device), data (path or null),
-logdir, seed, checkpoint, virtual_gpus, memory_limit_mb.
+logdir, seed, checkpoint, virtual_gpus, memory_limit_mb, progress (print one
+``GPUDIAG-STEP <step> <total> <loss>`` line per step on stdout for the parent).
 
 Returns: the device setup, the data description, the model's gradient bytes and the
 training result (gpudiag.train.loop.TrainResult as a dict). No verdicts here.
@@ -61,6 +62,15 @@ def _clean(value: Any) -> Any:
     if isinstance(value, list | tuple):
         return [_clean(v) for v in value]
     return value
+
+
+def _print_progress(total: int) -> Any:
+    """``GPUDIAG-STEP <step> <total> <loss>`` on stdout, which the parent follows."""
+
+    def on_step(index: int, loss: float, step_s: float) -> None:
+        print(f"GPUDIAG-STEP {index + 1} {total} {loss:.4f}", flush=True)
+
+    return on_step
 
 
 def run(config: dict[str, Any]) -> dict[str, Any]:
@@ -111,11 +121,12 @@ def run(config: dict[str, Any]) -> dict[str, Any]:
         "ema_decay": -1.0 if instr.ema_decay is None else instr.ema_decay,
         "histogram_every": instr.histogram_every,
     }
+    on_step = _print_progress(loop.steps) if cfg.get("progress") else None
     if cfg["strategy"] == "keras":
         from gpudiag.train.keras_fit import train_keras
 
         result = train_keras(spec, info.input_shape, info.num_classes, devices, dataset,
-                             data.eval_x, data.eval_y, loop, **common)
+                             data.eval_x, data.eval_y, loop, on_step=on_step, **common)
     else:
         trainer: Any
         if cfg["strategy"] == "towers":
@@ -129,7 +140,7 @@ def run(config: dict[str, Any]) -> dict[str, Any]:
             trainer = MirroredTrainer(spec, info.input_shape, info.num_classes, devices,
                                       **common)
         result = loop_mod.train(trainer, dataset, data.eval_x, data.eval_y, loop,
-                                hparams=hparams)
+                                hparams=hparams, on_step=on_step)
     shapes = param_shapes(spec, info.input_shape, info.num_classes)
     return _clean({
         "setup": dev.to_dict(),

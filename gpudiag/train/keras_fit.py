@@ -48,8 +48,10 @@ class _TowerScoped(keras.Model):
 
 
 class _StepTimer(keras.callbacks.Callback):
-    def __init__(self, global_batch: int, writer: Any, scalars: bool, steps: int) -> None:
+    def __init__(self, global_batch: int, writer: Any, scalars: bool, steps: int,
+                 on_step: Any = None) -> None:
         super().__init__()
+        self.on_step = on_step
         self.global_batch = global_batch
         self.steps = steps
         self.raw_weights: list[np.ndarray] | None = None
@@ -75,6 +77,8 @@ class _StepTimer(keras.callbacks.Callback):
             with self.writer.as_default():
                 tf.summary.scalar(summaries.TAG_EXAMPLES_PER_S, self.global_batch / dt, step=step)
                 tf.summary.scalar(summaries.TAG_STEP_S, dt, step=step)
+        if self.on_step is not None:
+            self.on_step(len(self.step_s) - 1, loss, dt)
         if len(self.step_s) >= self.steps:
             self.model.stop_training = True
 
@@ -99,6 +103,7 @@ def train_keras(
     momentum: float = 0.9,
     instrumentation: Instrumentation | None = None,
     seed: int = 0,
+    on_step: Any = None,
 ) -> TrainResult:
     start = time.perf_counter()
     instr = instrumentation or Instrumentation()
@@ -118,7 +123,7 @@ def train_keras(
         )
     loop.logdir.mkdir(parents=True, exist_ok=True)
     writer = tf.summary.create_file_writer(str(loop.logdir))
-    timer = _StepTimer(global_batch, writer, instr.scalars, loop.steps)
+    timer = _StepTimer(global_batch, writer, instr.scalars, loop.steps, on_step)
     callbacks: list[keras.callbacks.Callback] = [timer]
     profile_batch: Any = 0
     if loop.profile_steps:
