@@ -223,6 +223,45 @@ def monitor(
     _execute("monitor", logdir, as_json, body)
 
 
+def _fraction(value: float | None) -> float | None:
+    if value is not None and not 0 < value <= 1:
+        raise typer.BadParameter(f"{value:g} is not in (0, 1]: like the old "
+                                 "per_process_gpu_memory_fraction, a share of the GPU's memory")
+    return value
+
+
+@app.command()
+def memory(
+    steps: int = typer.Option(8, "--steps", min=1, max=256,
+                              help="Tensors allocated one per step, then released."),
+    step_mb: int = typer.Option(64, "--step-mb", min=1, max=1 << 16,
+                                help="Size of each step's tensor in MiB."),
+    memory_limit_mb: int | None = typer.Option(
+        None, "--memory-limit-mb", min=1, max=1 << 22, show_default=False,
+        help="The limit mode's memory_limit in MiB [default: 1024]."),
+    fraction: float | None = typer.Option(
+        None, "--fraction", callback=_fraction, help="The limit as the old "
+        "per_process_gpu_memory_fraction, converted to MiB with GPU 0's total memory (NVML)."),
+    logdir: Path = LogdirOpt,
+    as_json: bool = JsonOpt,
+    timeout: float = TimeoutOpt,
+) -> None:
+    """Memory modes, each in its own process: default, growth, TF_FORCE_GPU_ALLOW_GROWTH,
+    a memory limit, and changing them after initialisation. TF's view beside NVML's."""
+    from gpudiag.commands import memory as memory_cmd
+    from gpudiag.errors import UsageError
+
+    if fraction is not None and memory_limit_mb is not None:
+        raise UsageError("give --memory-limit-mb or --fraction, not both")
+
+    def body(session: RunSession, console: Console) -> None:
+        memory_cmd.run(session, timeout_s=timeout, steps=steps, step_mb=step_mb,
+                       memory_limit_mb=memory_limit_mb, fraction=fraction,
+                       announce=console.print)
+
+    _execute("memory", logdir, as_json, body)
+
+
 @app.command()
 def tensorboard(
     logdir: Path = typer.Argument(Path("runs"), help="The logdir to open."),

@@ -1,0 +1,251 @@
+"""Memory probe: one TensorFlow memory mode per child process, the same allocation pattern.
+
+Modes (``config["mode"]``), each needing a fresh process because TensorFlow freezes its
+device configuration once devices are initialised:
+
+- ``default``: nothing set; TensorFlow's BFC allocator reserves most of the GPU up front.
+- ``growth``: ``tf.config.experimental.set_memory_growth(gpu, True)`` before any op.
+- ``growth_env``: the environment variable ``TF_FORCE_GPU_ALLOW_GROWTH=true`` (set by the
+  parent for this child), no code.
+- ``limit``: ``tf.config.set_logical_device_configuration(gpu,
+  [tf.config.LogicalDeviceConfiguration(memory_limit=MB)])``, the TF2 successor of
+  ``per_process_gpu_memory_fraction``; then one allocation past the limit, which must
+  raise ResourceExhaustedError inside this process while the process keeps working.
+- ``modify_after_init``: the classic mistake: change the configuration after the devices
+  are initialised. With a GPU, ``set_memory_growth`` raises "Physical devices cannot be
+  modified after being initialized" (and ``set_logical_device_configuration`` "Virtual
+  devices ..."); without one, the CPU's ``set_logical_device_configuration`` shows the same
+  rule.
+
+The pattern: ``steps`` tensors of ``step_mb`` MiB each, allocated one by one on the first
+GPU (``/GPU:0``) and held, then released. After initialisation, after each step and
+after release the probe reads TensorFlow's view (``tf.config.experimental.get_memory_info``:
+current and peak bytes) and NVML's view from inside this process (the device's used
+memory, and this process's own used memory: ``nvidia-smi --query-compute-apps=pid,used_memory``).
+Without a GPU the same pattern runs on ``/CPU:0``, where TensorFlow reports its CPU
+allocator's memory info.
+
+Modes other than ``growth_env`` remove an inherited ``TF_FORCE_GPU_ALLOW_GROWTH`` before
+TensorFlow is imported (TensorFlow reads it when it creates the GPU devices); the result
+says when that happened.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from typing import Any
+
+from gpudiag import nvml
+
+MIB = 2**20
+ENV_GROWTH = "TF_FORCE_GPU_ALLOW_GROWTH"
+MODES = ("default", "growth", "growth_env", "limit", "modify_after_init")
+
+
+class NvmlView:
+    """NVML readings of the NVML device behind TensorFlow's GPU:0, from inside the child."""
+
+    def __init__(self) -> None:
+        self.reason: str | None = None
+        self.index: int | None = None
+        self.mapping_note: str | None = None
+        self.total_bytes: int | None = None
+        self.baseline_used_bytes: int | None = None
+        self._backend: nvml.NvmlBackend | None = None
+        backend = nvml.open_backend()
+        if isinstance(backend, nvml.NvmlUnavailable):
+            self.reason = backend.reason
+            return
+        try:
+            physical = [backend.device_info(i) for i in range(backend.device_count())]
+            mapped = nvml.map_logical_to_physical(
+                [{"name": "/device:GPU:0", "physical_index": 0}],
+                os.environ.get("CUDA_VISIBLE_DEVICES"), physical,
+                cuda_device_order=os.environ.get("CUDA_DEVICE_ORDER"),
+            )[0]
+            self.mapping_note = mapped.note
+            if mapped.nvml_index is None:
+                self.reason = f"cannot tell which NVML device is GPU:0: {mapped.note}"
+                backend.close()
+                return
+            self.index = mapped.nvml_index
+            self._backend = backend
+            self.total_bytes = nvml.or_none(physical[self.index].memory_total_bytes)
+            self.baseline_used_bytes = self.read().get("nvml_device_used_bytes")
+        except nvml.DeviceError as exc:
+            self.reason = f"NVML failed: {exc.reason}"
+            self._backend = None
+            backend.close()
+
+    def read(self) -> dict[str, Any]:
+        if self._backend is None or self.index is None:
+            return {}
+        try:
+            state = self._backend.device_state(self.index)
+            procs = self._backend.processes(self.index)
+        except nvml.DeviceError as exc:
+            self.reason = f"NVML failed during the probe: {exc.reason}"
+            self._backend = None
+            return {}
+        own: int | None = None
+        if procs is not nvml.NOT_AVAILABLE:
+            for p in procs:
+                if p.pid == os.getpid():
+                    own = nvml.or_none(p.used_memory_bytes)
+        return {"nvml_device_used_bytes": nvml.or_none(state.memory_used_bytes),
+                "nvml_process_used_bytes": own}
+
+    def describe(self) -> dict[str, Any]:
+        return {"available": self.reason is None, "reason": self.reason, "index": self.index,
+                "mapping_note": self.mapping_note, "total_bytes": self.total_bytes,
+                "baseline_device_used_bytes": self.baseline_used_bytes}
+
+    def close(self) -> None:
+        if self._backend is not None:
+            self._backend.close()
+            self._backend = None
+
+
+def _first_line(exc: BaseException) -> str:
+    lines = [ln for ln in str(exc).strip().splitlines() if ln.strip()]
+    return lines[0] if lines else type(exc).__name__
+
+
+def _reading(tf: Any, device: str, step: int, phase: str, held_mb: int, view: NvmlView | None,
+             t0: float) -> dict[str, Any]:
+    info = tf.config.experimental.get_memory_info(device)
+    out = {"step": step, "phase": phase, "held_mb": held_mb, "t_s": round(time.monotonic() - t0, 3),
+           "tf_current_bytes": int(info["current"]), "tf_peak_bytes": int(info["peak"])}
+    if view is not None:
+        out.update(view.read())
+    return out
+
+
+def allocation_pattern(tf: Any, device: str, steps: int, step_mb: int,
+                       view: NvmlView | None) -> dict[str, Any]:
+    """Grow a set of ``step_mb`` MiB tensors on ``device`` one per step, then release it."""
+    t0 = time.monotonic()
+    readings = [_reading(tf, device, 0, "initialised", 0, view, t0)]
+    held: list[Any] = []
+    error: dict[str, str] | None = None
+    with tf.device(device):
+        for step in range(1, steps + 1):
+            try:
+                held.append(tf.fill([step_mb * MIB // 4], 1.0))  # float32: step_mb MiB
+            except tf.errors.ResourceExhaustedError as exc:
+                error = {"step": str(step), "error_type": type(exc).__name__,
+                         "error": _first_line(exc)}
+                break
+            readings.append(_reading(tf, device, step, "grow", step_mb * len(held), view, t0))
+    held.clear()
+    readings.append(_reading(tf, device, len(readings), "released", 0, view, t0))
+    return {"device": device, "steps": steps, "step_mb": step_mb, "readings": readings,
+            "allocation_error": error}
+
+
+def past_limit(tf: Any, device: str, limit_mb: int, step_mb: int) -> dict[str, Any]:
+    """Allocate one tensor larger than the limit; it must fail inside this process."""
+    size_mb = limit_mb + step_mb
+    try:
+        with tf.device(device):
+            big = tf.fill([size_mb * MIB // 4], 1.0)
+        del big
+    except tf.errors.ResourceExhaustedError as exc:
+        return {"size_mb": size_mb, "raised": True, "error_type": type(exc).__name__,
+                "error": _first_line(exc)}
+    except tf.errors.OpError as exc:
+        return {"size_mb": size_mb, "raised": True, "error_type": type(exc).__name__,
+                "error": _first_line(exc)}
+    return {"size_mb": size_mb, "raised": False, "error_type": None, "error": None}
+
+
+def still_works(tf: Any, device: str) -> bool:
+    with tf.device(device):
+        return float(tf.reduce_sum(tf.ones([1024]))) == 1024.0
+
+
+def modify_after_init(tf: Any, gpus: list[Any]) -> list[dict[str, Any]]:
+    """Initialise the devices with one op, then try to change their configuration."""
+    float(tf.reduce_sum(tf.ones([4])))  # devices are initialised now
+    attempts: list[tuple[str, Any]]
+    if gpus:
+        attempts = [
+            ("tf.config.experimental.set_memory_growth(gpu, True)",
+             lambda: tf.config.experimental.set_memory_growth(gpus[0], True)),
+            ("tf.config.set_logical_device_configuration(gpu, "
+             "[tf.config.LogicalDeviceConfiguration(memory_limit=1024)])",
+             lambda: tf.config.set_logical_device_configuration(
+                 gpus[0], [tf.config.LogicalDeviceConfiguration(memory_limit=1024)])),
+        ]
+    else:
+        cpu = tf.config.list_physical_devices("CPU")[0]
+        attempts = [
+            ("tf.config.set_logical_device_configuration(cpu, "
+             "[tf.config.LogicalDeviceConfiguration()] * 2)",
+             lambda: tf.config.set_logical_device_configuration(
+                 cpu, [tf.config.LogicalDeviceConfiguration()] * 2)),
+        ]
+    out = []
+    for api, call in attempts:
+        try:
+            call()
+        except (RuntimeError, ValueError) as exc:
+            out.append({"api": api, "raised": True, "error_type": type(exc).__name__,
+                        "error": _first_line(exc)})
+        else:
+            out.append({"api": api, "raised": False, "error_type": None, "error": None})
+    return out
+
+
+def run(config: dict[str, Any]) -> dict[str, Any]:
+    mode = config["mode"]
+    if mode not in MODES:
+        raise ValueError(f"unknown memory mode {mode!r}; one of {', '.join(MODES)}")
+    steps, step_mb = int(config.get("steps", 8)), int(config.get("step_mb", 64))
+    inherited = os.environ.get(ENV_GROWTH)
+    if mode != "growth_env" and inherited is not None:
+        del os.environ[ENV_GROWTH]  # before TensorFlow reads it
+    view = NvmlView()  # before TensorFlow: the baseline is the device without us
+    import tensorflow as tf
+
+    gpus = tf.config.list_physical_devices("GPU")
+    out: dict[str, Any] = {
+        "mode": mode,
+        "gpu_available": bool(gpus),
+        "physical_gpus": [g.name for g in gpus],
+        "env": {ENV_GROWTH: os.environ.get(ENV_GROWTH),
+                "inherited_" + ENV_GROWTH: inherited,
+                "CUDA_VISIBLE_DEVICES": os.environ.get("CUDA_VISIBLE_DEVICES"),
+                "CUDA_DEVICE_ORDER": os.environ.get("CUDA_DEVICE_ORDER")},
+        "nvml": view.describe(),
+    }
+    try:
+        if mode == "modify_after_init":
+            out["attempts"] = modify_after_init(tf, gpus)
+            return out
+        if not gpus:
+            out["pattern"] = allocation_pattern(tf, "/CPU:0", steps, step_mb, None)
+            return out
+        tf.config.set_visible_devices(gpus[:1], "GPU")
+        limit_mb = int(config.get("memory_limit_mb") or 0)
+        if mode == "limit" and limit_mb <= 0:
+            raise ValueError("limit mode needs memory_limit_mb > 0")
+        if mode == "growth":
+            tf.config.experimental.set_memory_growth(gpus[0], True)
+        elif mode == "limit":
+            tf.config.set_logical_device_configuration(
+                gpus[0], [tf.config.LogicalDeviceConfiguration(memory_limit=limit_mb)])
+        tf.config.list_logical_devices()  # initialise the devices
+        out["memory_growth"] = tf.config.experimental.get_memory_growth(gpus[0])
+        out["memory_limit_mb"] = limit_mb if mode == "limit" else None
+        out["pattern"] = allocation_pattern(tf, "/GPU:0", steps, step_mb, view)
+        if mode == "limit":
+            out["past_limit"] = past_limit(tf, "/GPU:0", limit_mb, step_mb)
+            out["alive_after"] = still_works(tf, "/GPU:0")
+            out["after_past_limit"] = _reading(tf, "/GPU:0", -1, "after_past_limit", 0, view,
+                                               time.monotonic())
+        out["nvml"] = view.describe()
+        return out
+    finally:
+        view.close()
