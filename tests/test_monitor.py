@@ -21,6 +21,7 @@ import pytest
 from conftest import REPO, findings_by_id, gpudiag, load_report, run_dirs
 from typer.testing import CliRunner
 
+from gpudiag import nvml
 from gpudiag.cli import app, main
 from gpudiag.commands import monitor as monitor_cmd
 from gpudiag.errors import UsageError
@@ -258,3 +259,44 @@ def test_gpu_lost_mid_run_is_reported_and_the_command_finishes(logdir: Path) -> 
     assert found["monitor.every-gpu-used"]["status"] == "fail"
     assert "GPU is lost" in found["monitor.every-gpu-used"]["message"]
     assert found["monitor.command"]["status"] == "fail"
+
+
+@pytest.mark.slow
+def test_monitor_runs_where_tensorflow_is_absent(tmp_path: Path) -> None:
+    # A machine set up for another framework: importing tensorflow fails outright.
+    code = (
+        "import sys\n"
+        "sys.modules['tensorflow'] = None  # any import of tensorflow now raises ImportError\n"
+        "from gpudiag.cli import main\n"
+        f"rc = main(['monitor', '--logdir', {str(tmp_path / 'runs')!r}, '--', {PY!r}, '-c', "
+        "'print(6 * 7)'])\n"
+        "sys.exit(rc)\n"
+    )
+    proc = subprocess.run(
+        [PY, "-c", code],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "42" in proc.stdout
+    report = load_report(only_run(tmp_path / "runs"))
+    assert report["partial"] is False
+    assert (only_run(tmp_path / "runs") / "report").is_dir()  # TensorBoard text, TF-free
+
+
+def test_nvml_failing_as_a_whole_at_start_is_a_skip(logdir: Path) -> None:
+    class Broken(fake_nvml.FakeBackend):
+        def device_count(self) -> int:
+            raise nvml.DeviceError(None, "Unknown Error")
+
+    backend = Broken([fake_nvml.FakeDevice()])
+    rc, report, _ = _monitor(logdir, backend, "pass")
+    assert rc is None
+    found = findings_by_id(report)
+    assert found["monitor.nvml"]["status"] == "skip"
+    assert "NVML failed at start: NVML: Unknown Error" in found["monitor.nvml"]["message"]
+    assert found["monitor.every-gpu-used"]["status"] == "skip"
+    assert backend.closed

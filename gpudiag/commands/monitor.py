@@ -93,7 +93,10 @@ def check_gpus(
     """UsageError when ``--gpus`` names a GPU NVML does not have (unchecked without NVML)."""
     if gpus is None or isinstance(backend, nvml.NvmlUnavailable):
         return
-    count = backend.device_count()
+    try:
+        count = backend.device_count()
+    except nvml.DeviceError:
+        return  # NVML is failing as a whole: run() reports it, --gpus cannot be checked
     bad = [i for i in gpus if i >= count]
     if bad:
         listing = "0" if count == 1 else f"0..{count - 1}"
@@ -190,22 +193,27 @@ def run(
     (None when the command exited 0: the findings decide). KeyboardInterrupt propagates
     after the child is stopped and the findings are written."""
     say = announce or (lambda _msg: None)
-    reason = backend.reason if isinstance(backend, nvml.NvmlUnavailable) else None
+    sampler: nvml.Sampler | None = None
     description = None if isinstance(backend, nvml.NvmlUnavailable) else backend.description
+    if not isinstance(backend, nvml.NvmlUnavailable):
+        sampler = nvml.Sampler(backend, interval_s, gpus,
+                               active_threshold_percent=idle_threshold_percent)
+        try:
+            sampler.start()
+        except nvml.DeviceError as exc:  # NVML itself failed (not one device): no sampling
+            backend.close()
+            backend, sampler = nvml.NvmlUnavailable(f"NVML failed at start: {exc}"), None
+    reason = backend.reason if isinstance(backend, nvml.NvmlUnavailable) else None
     session.set("environment", {"nvml_backend": description,
                                 "nvml_unavailable_reason": reason})
-    sampler: nvml.Sampler | None = None
-    if isinstance(backend, nvml.NvmlUnavailable):
+    if sampler is None:
         session.set("devices", {"summary": f"NVML not available ({reason}); GPU checks skipped"})
         session.add(verdicts.nvml_sampling(None, reason, interval_s, None,
                                            check_id="monitor.nvml"))
         say(f"NVML not available ({reason}): running the command without GPU sampling")
     else:
-        sampler = nvml.Sampler(backend, interval_s, gpus,
-                               active_threshold_percent=idle_threshold_percent)
-        sampler.start()
         say(f"sampling {len(sampler.device_indices)} GPU(s) every {interval_s:g} s "
-            f"({backend.description})")
+            f"({description})")
 
     interrupted = False
     returncode: int | None = None
