@@ -187,3 +187,12 @@ def test_fraction_uses_the_nvml_device_behind_gpu0(monkeypatch: pytest.MonkeyPat
     assert backend.closed
     total, why = memory_cmd.gpu0_total_bytes(lambda: fake_nvml.open_scenario("no_nvml"))
     assert total is None and why == fake_nvml.NO_NVML_REASON
+
+
+def test_growth_allows_the_allocators_doubling_regions() -> None:
+    # 8 x 1 GiB with growth: regions of 1, 2, 4, 8 GiB = 15 GiB for a peak of 8 GiB.
+    regions = [CONTEXT + r * GIB for r in (0, 1, 3, 3, 7, 7, 7, 7, 15)]
+    f = verdicts.memory_growth(result(regions, step_mb=1024))
+    assert f.status == "ok"
+    # but not the whole card for a peak of 512 MiB
+    assert verdicts.memory_growth(result([CONTEXT + 30 * GIB] * 9)).status == "fail"
