@@ -13,10 +13,21 @@ import subprocess
 import sys
 from pathlib import Path
 
+# A few seconds of TensorFlow matmuls for `gpudiag monitor` to watch (any command would do).
+MONITOR_WORKLOAD = (
+    "import tensorflow as tf\n"
+    "x = tf.random.normal([1024, 1024])\n"
+    "for _ in range(60):\n"
+    "    x = tf.linalg.matmul(x, x) / 32.0\n"
+    "print('demo workload done:', x.shape)\n"
+)
+
 # Each entry: the gpudiag arguments of one step of the diagnosis.
 STEPS: list[list[str]] = [
     ["env"],
     ["placement"],
+    ["memory"],
+    ["monitor", "--", sys.executable, "-c", MONITOR_WORKLOAD],
 ]
 
 
@@ -28,11 +39,13 @@ def main() -> int:
     runs: list[tuple[str, Path | None, int]] = []
     for step in STEPS:
         before = set(args.logdir.glob("*")) if args.logdir.is_dir() else set()
-        cmd = [sys.executable, "-m", "gpudiag", *step, "--logdir", str(args.logdir)]
-        print(f"\n$ gpudiag {' '.join(step)} --logdir {args.logdir}", flush=True)
+        # --logdir right after the command name: after `monitor --` it would be the workload's
+        cmd = [sys.executable, "-m", "gpudiag", step[0], "--logdir", str(args.logdir), *step[1:]]
+        name = " ".join(step) if "--" not in step else f"{step[0]} -- <a TensorFlow workload>"
+        print(f"\n$ gpudiag {name} --logdir {args.logdir}", flush=True)
         code = subprocess.call(cmd)
         new = sorted(set(args.logdir.glob("*")) - before) if args.logdir.is_dir() else []
-        runs.append((" ".join(step), new[-1] if new else None, code))
+        runs.append((name, new[-1] if new else None, code))
         if code >= 2:
             worst = max(worst, code)
     print("\nDiagnosis done. Run directories:")

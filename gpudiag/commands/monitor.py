@@ -141,7 +141,9 @@ def _describe(returncode: int | None) -> str:
 
 def command_finding(argv: list[str], returncode: int | None, duration_s: float,
                     interrupted: bool) -> Finding:
-    shown = shlex.join(argv)
+    shown = " ".join(shlex.join(argv).split())  # one line, even for `python -c` programs
+    if len(shown) > 80:
+        shown = shown[:77] + "..."
     evidence: dict[str, Any] = {"command": argv, "returncode": returncode,
                                 "duration_s": round(duration_s, 3), "interrupted": interrupted}
     if interrupted:
