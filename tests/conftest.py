@@ -25,6 +25,19 @@ def gpudiag(*args: str, timeout: float = 300, env: dict[str, str] | None = None,
     )
 
 
+def assert_usage_error(proc: subprocess.CompletedProcess[str], needle: str,
+                       logdir: Path | None = None) -> None:
+    """Bad input: exit 2, exactly one line ``gpudiag: error: ...`` naming ``needle``, no
+    traceback, and (given ``logdir``) nothing written there."""
+    assert proc.returncode == 2, proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1, proc.stderr
+    assert lines[0].startswith("gpudiag: error:") and needle in lines[0], lines[0]
+    assert "Traceback" not in proc.stderr
+    if logdir is not None:
+        assert not logdir.exists()
+
+
 def run_dirs(logdir: Path) -> list[Path]:
     return sorted(p for p in logdir.iterdir() if p.is_dir()) if logdir.exists() else []
 

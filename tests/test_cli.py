@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import REPO, gpudiag
+from conftest import REPO, assert_usage_error, gpudiag
 from typer.testing import CliRunner
 
 from gpudiag.cli import app, main
@@ -48,12 +48,7 @@ def test_version_and_command_help_via_clirunner() -> None:
 def test_bad_input_is_one_line_and_exit_2(args: list[str], needle: str, tmp_path: Path) -> None:
     logdir = tmp_path / "runs"
     proc = gpudiag(*args, "--logdir", str(logdir), timeout=60)
-    assert proc.returncode == 2, proc.stderr
-    lines = proc.stderr.strip().splitlines()
-    assert len(lines) == 1, proc.stderr
-    assert lines[0].startswith("gpudiag: error:") and needle in lines[0]
-    assert "Traceback" not in proc.stderr
-    assert not logdir.exists()  # nothing written
+    assert_usage_error(proc, needle, logdir)
 
 
 def test_logdir_that_is_a_file_is_refused_and_left_alone(tmp_path: Path) -> None:

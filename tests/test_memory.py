@@ -11,7 +11,7 @@ from pathlib import Path
 
 import jsonschema
 import pytest
-from conftest import REPO, findings_by_id, gpudiag, load_report, run_dirs
+from conftest import REPO, assert_usage_error, findings_by_id, gpudiag, load_report, run_dirs
 
 SCHEMA = json.loads((REPO / "gpudiag" / "report.schema.json").read_text())
 MIB = 2**20
@@ -34,11 +34,7 @@ def test_bad_input_one_line_exit_2_nothing_written(
     args: list[str], needle: str, logdir: Path
 ) -> None:
     proc = gpudiag("memory", "--logdir", str(logdir), *args, timeout=60)
-    assert proc.returncode == 2, proc.stderr
-    lines = proc.stderr.strip().splitlines()
-    assert len(lines) == 1, proc.stderr
-    assert lines[0].startswith("gpudiag: error:") and needle in lines[0]
-    assert not logdir.exists()
+    assert_usage_error(proc, needle, logdir)
 
 
 @pytest.mark.slow

@@ -18,7 +18,7 @@ from pathlib import Path
 import fake_nvml
 import jsonschema
 import pytest
-from conftest import REPO, findings_by_id, gpudiag, load_report, run_dirs
+from conftest import REPO, assert_usage_error, findings_by_id, gpudiag, load_report, run_dirs
 from typer.testing import CliRunner
 
 from gpudiag import nvml
@@ -61,11 +61,7 @@ def test_bad_input_one_line_exit_2_nothing_written(
     args: list[str], needle: str, logdir: Path
 ) -> None:
     proc = gpudiag("monitor", "--logdir", str(logdir), *args, timeout=60)
-    assert proc.returncode == 2, proc.stderr
-    lines = proc.stderr.strip().splitlines()
-    assert len(lines) == 1, proc.stderr
-    assert lines[0].startswith("gpudiag: error:") and needle in lines[0]
-    assert not logdir.exists()
+    assert_usage_error(proc, needle, logdir)
 
 
 def test_gpus_beyond_what_nvml_sees_is_exit_2(
