@@ -19,7 +19,8 @@ What is taken from it:
   replicas both use it; gradient ops are ``gradient_tape/.../tower_<i>/...``). With
   virtual CPU devices this is the only per-device evidence; on GPUs the host events are
   kernel launches, so the device planes are the ones to trust;
-- input waits: the ops that hand a batch to the step (op types with ``GetNext``);
+- input waits: the ops that hand a batch to the step (op types with ``GetNext``, and
+  tf.data's asynchronous ``...GetNext...Op::DoCompute`` kernels);
 - communication: collective and NCCL ops and the ``average_gradients/`` scope;
 - the top ops by total time.
 
@@ -43,6 +44,9 @@ OP_EVENT_RE = re.compile(r"^(?P<name>[^:\s][^:]*):(?P<type>[A-Za-z_][\w]*)$")
 TOWER_RE = re.compile(r"(?:^|/)tower_(\d+)/")
 STEP_MARKERS = frozenset({"train", "TraceContext"})  # ours; Keras's profile_batch
 INPUT_OP_MARK = "GetNext"
+# tf.data's get-next kernels are asynchronous; their run shows as "<Kernel>::DoCompute"
+# on the tf_data_iterator_get_next threads (IteratorGetNextOp::DoCompute ...).
+INPUT_KERNEL_RE = re.compile(r"^\w*GetNext\w*Op::DoCompute$")
 COMM_OP_TYPES = frozenset({
     "CollectiveReduceV2", "CollectiveReduce", "CollectiveReduceV3", "CollectiveGatherV2",
     "CollectiveBcastSendV2", "CollectiveBcastRecvV2", "NcclAllReduce", "NcclReduce",
@@ -170,12 +174,15 @@ def summarize_events(
     markers = [e for e in events if e.plane.startswith(HOST_PLANE_PREFIX)
                and e.name in STEP_MARKERS]
     host_ops: list[tuple[Event, str, str]] = []
+    input_kernels: list[Event] = []
     for e in events:
         if not e.plane.startswith(HOST_PLANE_PREFIX):
             continue
         m = OP_EVENT_RE.match(e.name)
         if m:
             host_ops.append((e, m.group("name"), m.group("type")))
+        elif INPUT_KERNEL_RE.match(e.name):
+            input_kernels.append(e)
     if markers:
         w_start = min(e.start_ns for e in markers)
         w_end = max(e.end_ns for e in markers)
@@ -229,6 +236,7 @@ def summarize_events(
                                   fraction(busy)))
     top = sorted((OpTotal(k, v[0], int(v[1])) for k, v in totals.items()),
                  key=lambda o: -o.total_s)[:TOP_OPS]
+    inputs += [(e.start_ns, e.end_ns) for e in input_kernels if in_window(e)]
     input_s, comm_s = union_s(inputs), union_s(comm)
     return TraceSummary(
         path=path, planes=planes, step_markers=len(markers), window_s=window_s,

@@ -118,11 +118,14 @@ def write_step(
 
     def write_histograms() -> tf.Tensor:
         gradients, variables, ema_values = histogram_values()
-        for name, grad, var in zip(names, gradients, variables, strict=True):
-            tf.summary.histogram(param_tag(TAG_GRADIENT, name), grad, step=step)
-            tf.summary.histogram(param_tag(TAG_VARIABLE, name), var, step=step)
-        for name, avg in zip(names, ema_values or [], strict=False):
-            tf.summary.histogram(param_tag(TAG_EMA, name), avg, step=step)
+        # The cond branch opens a "cond/" name scope, which would prefix every tag;
+        # an empty name scope is the top level (Graph.name_scope), so tags stay as named.
+        with tf.name_scope(""):
+            for name, grad, var in zip(names, gradients, variables, strict=True):
+                tf.summary.histogram(param_tag(TAG_GRADIENT, name), grad, step=step)
+                tf.summary.histogram(param_tag(TAG_VARIABLE, name), var, step=step)
+            for name, avg in zip(names, ema_values or [], strict=False):
+                tf.summary.histogram(param_tag(TAG_EMA, name), avg, step=step)
         return tf.constant(True)
 
     tf.cond(

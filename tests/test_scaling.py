@@ -1,0 +1,215 @@
+"""`gpudiag scaling` end to end (real CLI, real children, real event files) and bad input.
+
+No GPU here: the configurations run on virtual CPU devices; the NVML cross-check is
+exercised with the scripted fake backend (tests/fake_nvml.py) through the same
+Sampler and verdict the command uses.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import fake_nvml
+import numpy as np
+import pytest
+from conftest import findings_by_id, gpudiag, load_report, run_dirs
+
+from gpudiag import cli, nvml
+from gpudiag.commands import scaling as scaling_cmd
+from gpudiag.runner import ChildResult
+
+FAST = ["--model", "mlp", "--warmup-steps", "3", "--profile-steps", "2",
+        "--histogram-every", "5", "--allreduce-max-mb", "2"]
+
+
+def events(run: Path):
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    acc = EventAccumulator(str(run), size_guidance={"tensors": 0, "images": 0, "scalars": 0})
+    acc.Reload()
+    return acc
+
+
+@pytest.mark.slow
+def test_scaling_1_2_4_virtual_devices_end_to_end(logdir) -> None:
+    proc = gpudiag("scaling", "--max-gpus", "4", "--strategy", "towers", "--steps", "30",
+                   *FAST, "--json", "--logdir", str(logdir), timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    report = json.loads(proc.stdout)  # --json: report.json on stdout, the table on stderr
+    (run,) = run_dirs(logdir)
+    assert load_report(run) == report
+    assert report["partial"] is False and report["command"] == "scaling"
+    assert report["devices"]["kind"] == "virtual-cpu"
+    found = findings_by_id(report)
+    for n in (1, 2, 4):
+        f = found[f"scaling.devices-worked.towers-{n}dev"]
+        assert f["status"] == "ok", f
+        assert set(f["evidence"]["trace_busy_s"]) == {f"/device:CPU:{i}" for i in range(1, n + 1)}
+        assert all(v > 0 for v in f["evidence"]["trace_busy_s"].values())
+    eff = found["scaling.efficiency.towers"]
+    assert eff["status"] == "warn" and "Not meaningful" in eff["message"]
+    assert [e["n_devices"] for e in eff["evidence"]["per_device_count"]] == [2, 4]
+    assert found["scaling.learning"]["status"] == "ok"
+    assert found["scaling.nvml"]["status"] == "skip"
+    allreduce = found["scaling.allreduce"]
+    assert allreduce["status"] == "ok" and "host-memory numbers" in allreduce["message"]
+    assert [r["size_bytes"] for r in allreduce["evidence"]["rows"]] == [1 << 20, 2 << 20]
+    rows = report["data"]["scaling"]["rows"]
+    assert [(r["strategy"], r["n_devices"]) for r in rows] == [("towers", 1), ("towers", 2),
+                                                               ("towers", 4)]
+    for r in rows:
+        assert r["examples_per_s"] > 0
+    assert rows[0]["speedup"] == pytest.approx(1.0)
+    assert rows[2]["efficiency"] == pytest.approx(rows[2]["speedup"] / 4)
+    # one TensorBoard run per configuration, with scalars, histograms, a trace, a checkpoint
+    for n in (1, 2, 4):
+        cfg_dir = run / f"towers-{n}dev"
+        tags = set(events(cfg_dir).Tags()["tensors"])
+        assert {"train/loss", "train/examples_per_s", "gradients/dense/kernel",
+                "ema/dense/kernel", "eval/accuracy_ema", f"towers/loss_{n - 1}"} <= tags
+        assert list(cfg_dir.glob("plugins/profile/*/*.xplane.pb"))
+        assert (cfg_dir / "checkpoints" / "checkpoint").exists()
+    # the parent's runs: the plot as an image and the table, the all-reduce scalars
+    png = run / scaling_cmd.PLOT_PNG
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    scaling_tb = events(run / scaling_cmd.SCALING_TB_RUN)
+    assert scaling_cmd.TAG_PLOT in scaling_tb.Tags()["images"]
+    assert [s.step for s in scaling_tb.Scalars("scaling/towers/examples_per_s")] == [1, 2, 4]
+    allreduce_tb = events(run / scaling_cmd.ALLREDUCE_TB_RUN)
+    assert [s.step for s in allreduce_tb.Scalars("allreduce/busbw_GBps")] == [1, 2]
+    assert "| towers | 4 |" in (run / "report.md").read_text() or \
+        "towers-4dev" in (run / "report.md").read_text()
+
+
+@pytest.mark.slow
+def test_learning_check_fails_with_learning_rate_zero(logdir) -> None:
+    proc = gpudiag("scaling", "--max-gpus", "1", "--strategy", "towers", "--steps", "20",
+                   "--learning-rate", "0", *FAST, "--logdir", str(logdir), timeout=300)
+    assert proc.returncode == 1, proc.stderr[-3000:]
+    (run,) = run_dirs(logdir)
+    found = findings_by_id(load_report(run))
+    learning = found["scaling.learning"]
+    assert learning["status"] == "fail"
+    (row,) = learning["evidence"]["runs"]
+    assert row["final_loss"] == pytest.approx(np.log(10), abs=0.15)  # the initial loss
+    assert row["final_accuracy"] < 0.2
+    assert "towers-1dev: loss 2.3" in learning["message"]
+    # one device: no all-reduce, no efficiency to judge
+    assert found["scaling.allreduce"]["status"] == "skip"
+    assert found["scaling.efficiency.towers"]["status"] == "skip"
+
+
+def run_main(capsys, *args: str) -> tuple[int, str]:
+    code = cli.main(["scaling", *args])
+    return code, capsys.readouterr().err
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["--max-gpus", "0"], "--max-gpus"),
+    (["--max-gpus", "-1"], "--max-gpus"),
+    (["--max-gpus", "abc"], "Invalid value for '--max-gpus'"),
+    (["--steps", "0"], "--steps"),
+    (["--steps", "12"], "leaves no timed steps"),
+    (["--strategy", "towers,horovod"], "--strategy 'horovod' is not one of"),
+    (["--model", "resnet"], "--model 'resnet' is not one of"),
+    (["--variables-on", "gpu"], "--variables-on 'gpu'"),
+    (["--ema-decay", "1.5"], "--ema-decay must be in [0, 1)"),
+    (["--data", "/nonexistent/train.npz"], "no such file"),
+])
+def test_bad_input_is_one_line_and_exit_2(args, message, capsys, tmp_path) -> None:
+    code, err = run_main(capsys, *args, "--logdir", str(tmp_path / "runs"))
+    assert code == 2
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("gpudiag: error: "), err
+    assert message in lines[0]
+    assert "Traceback" not in err
+    assert not (tmp_path / "runs").exists()  # rejected before any run directory
+
+
+def test_corrupt_tfrecord_is_rejected_before_any_child(capsys, tmp_path) -> None:
+    bad = tmp_path / "train.tfrecord"
+    bad.write_bytes(b"\x10\x00\x00\x00\x00\x00\x00\x00garbage-that-is-not-framed")
+    code, err = run_main(capsys, "--data", str(bad), "--logdir", str(tmp_path / "runs"))
+    assert code == 2 and "corrupt" in err and len(err.strip().splitlines()) == 1
+
+
+@pytest.mark.slow
+def test_records_that_are_not_examples_fail_in_the_child_with_exit_2(logdir, tmp_path) -> None:
+    import tensorflow as tf
+
+    path = tmp_path / "strings.tfrecord"
+    with tf.io.TFRecordWriter(str(path)) as writer:
+        for i in range(20):
+            writer.write(f"not an example {i}".encode())
+    proc = gpudiag("scaling", "--max-gpus", "1", "--strategy", "towers", "--steps", "10",
+                   *FAST, "--data", str(path), "--logdir", str(logdir), timeout=300)
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    last = proc.stderr.strip().splitlines()[-1]
+    assert last.startswith("gpudiag: error: --data") and "tf.train.Example" in last
+    assert "Traceback" not in proc.stderr
+
+
+@pytest.mark.slow
+def test_more_devices_than_can_be_made_is_exit_2(logdir) -> None:
+    proc = gpudiag("scaling", "--max-gpus", "20", "--logdir", str(logdir), timeout=300)
+    assert proc.returncode == 2
+    last = proc.stderr.strip().splitlines()[-1]
+    assert last == ("gpudiag: error: 20 devices asked for, but there is no GPU and at most 16 "
+                    "virtual CPU devices are made (they share the same cores)")
+
+
+# ------------------------------------------------------------------ NVML cross-check
+
+
+def sample(backend: fake_nvml.FakeBackend, seconds: float = 1.2) -> nvml.SamplingResult:
+    import time
+
+    sampler = nvml.Sampler(backend, interval_s=0.1).start()
+    time.sleep(seconds)
+    return sampler.stop()
+
+
+def config_run(kind: str, devices: list[str], sampling: nvml.SamplingResult,
+               tmp_path: Path) -> scaling_cmd.ConfigRun:
+    child = ChildResult(
+        name="towers-2dev", probe="training", ok=True,
+        result={"setup": {"kind": kind, "compute_devices": devices,
+                          "cuda_visible_devices": None}},
+        error=None, error_type=None, returncode=0, timed_out=False, duration_s=1.0,
+        dir=tmp_path)
+    return scaling_cmd.ConfigRun("towers-2dev", "towers", len(devices), child, sampling)
+
+
+def physical(backend: fake_nvml.FakeBackend) -> list[nvml.DeviceInfo]:
+    return [backend.device_info(i) for i in range(backend.device_count())]
+
+
+def test_nvml_cross_check_fails_naming_the_idle_gpu(tmp_path) -> None:
+    backend = fake_nvml.one_idle(n=2, idle_index=1)
+    run = config_run("gpu", ["/device:GPU:0", "/device:GPU:1"], sample(backend), tmp_path)
+    finding = scaling_cmd.nvml_finding(run, None, physical(backend))
+    assert finding is not None
+    assert finding.id == "scaling.nvml.towers-2dev"
+    assert finding.status == "fail"
+    assert "GPU 1" in finding.message and "idle" in finding.message
+    assert finding.evidence["idle_indices"] == [1]
+    assert finding.evidence["expected_indices"] == [0, 1]
+
+
+def test_nvml_cross_check_ok_when_busy_and_absent_without_nvml(tmp_path) -> None:
+    backend = fake_nvml.busy(n=2)
+    run = config_run("gpu", ["/device:GPU:0", "/device:GPU:1"], sample(backend), tmp_path)
+    finding = scaling_cmd.nvml_finding(run, None, physical(backend))
+    assert finding is not None and finding.status == "ok"
+    assert scaling_cmd.nvml_finding(run, fake_nvml.NO_NVML_REASON, []) is None
+
+
+def test_virtual_gpus_are_expected_on_one_physical_gpu(tmp_path) -> None:
+    backend = fake_nvml.one_idle(n=2, idle_index=1)
+    setup = {"kind": "virtual-gpu", "compute_devices": ["/device:GPU:0", "/device:GPU:1"]}
+    assert scaling_cmd.expected_nvml_indices(setup, physical(backend)) == [0]
+    run = config_run("virtual-gpu", setup["compute_devices"], sample(backend), tmp_path)
+    finding = scaling_cmd.nvml_finding(run, None, physical(backend))
+    assert finding is not None and finding.status == "ok"  # GPU 1 was not asked for
+    assert scaling_cmd.expected_nvml_indices({"kind": "virtual-cpu"}, []) is None
