@@ -106,7 +106,7 @@ def run(config: dict[str, Any]) -> dict[str, Any]:
         checkpoint=bool(cfg["checkpoint"]),
     )
     dataset = data.train_dataset(global_batch, seed=int(cfg["seed"]))
-    common = {
+    common: dict[str, Any] = {
         "batch_per_device": batch,
         "learning_rate": float(cfg["learning_rate"]),
         "momentum": float(cfg["momentum"]),
