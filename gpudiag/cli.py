@@ -132,8 +132,8 @@ def scaling(
                                         help="SGD learning rate."),
     ema_decay: float = typer.Option(0.99, "--ema-decay", help="Decay of the moving average "
                                     "of the weights, in [0, 1); 0 turns it off."),
-    histogram_every: int = typer.Option(25, "--histogram-every", min=0, help="Gradient and "
-                                        "weight histograms every K steps (0: none)."),
+    histogram_every: int = typer.Option(100, "--histogram-every", min=0, help="Gradient and "
+                                        "weight histograms at step 1 and every K steps (0: none)."),
     variables_on: str = typer.Option("cpu", "--variables-on", help="towers: keep the "
                                      "variables on the cpu or on the first device."),
     data: Path | None = typer.Option(None, "--data", help="Keras-style .npz (x_train, "

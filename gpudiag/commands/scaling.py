@@ -69,7 +69,7 @@ class ScalingOptions:
     learning_rate: float = 0.05
     momentum: float = 0.9
     ema_decay: float = 0.99  # 0: no moving average
-    histogram_every: int = 25  # 0: no histograms
+    histogram_every: int = 100  # 0: no histograms
     variables_on: str = "cpu"
     data: Path | None = None
     virtual_gpus: int | None = None

@@ -42,7 +42,7 @@ DEFAULTS: dict[str, Any] = {
     "learning_rate": 0.05,
     "momentum": 0.9,
     "ema_decay": 0.99,
-    "histogram_every": 25,
+    "histogram_every": 100,
     "scalars": True,
     "variables_on": "cpu",
     "data": None,

@@ -11,7 +11,7 @@ and accuracy come back through ``strategy.reduce``.
 
 ``optimizer.apply_gradients`` is called inside ``strategy.run``, where Keras all-reduces
 the gradients before updating. The histogram of the averaged gradient (every K steps) is
-the sum of the replicas' gradients, built only into the histogram branch.
+the sum of the replicas' gradients, built only into the histogram steps' trace.
 Each replica's ops are under ``tf.name_scope("tower_<i>")`` like the towers', so a
 profiler trace attributes work to devices the same way for both.
 """
@@ -83,7 +83,7 @@ class MirroredTrainer:
         self.optimizer.apply_gradients(zip(grads, self.model.params, strict=True))
         return loss, grads, correct, mean_loss
 
-    def _step(self, iterator: Any) -> dict[str, tf.Tensor]:
+    def _step(self, iterator: Any, histograms: bool = False) -> dict[str, tf.Tensor]:
         x, y = next(iterator)
         loss, grads, correct, tower_loss = self.strategy.run(self._replica_step, args=(x, y))
         step = self.step.assign_add(1)
@@ -98,23 +98,20 @@ class MirroredTrainer:
         tower_losses = list(local(tower_loss))
 
         def histogram_values() -> tuple[list[Any], list[Any], list[Any] | None]:
-            # Only built into the histogram branch: the averaged gradient is the sum of
+            # Only built into the histogram steps: the averaged gradient is the sum of
             # the replicas' gradients (each loss is already divided by the global batch).
             averaged = [tf.add_n(list(local(g))) for g in grads]
             variables = [local(v)[0] for v in self.model.params]
             emas = [local(v)[0] for v in self.ema_params()] if self.ema else None
             return averaged, variables, emas
 
-        summaries.write_step(
-            self.instr, step, loss=total_loss, accuracy=accuracy,
-            learning_rate=self.optimizer.learning_rate, tower_losses=tower_losses,
-            names=self.model.param_names, histogram_values=histogram_values,
-        )
+        if histograms:
+            summaries.write_histograms(step, self.model.param_names, histogram_values)
         return {"loss": total_loss, "accuracy": accuracy, "tower_losses": tf.stack(tower_losses)}
 
-    def run_step(self, iterator: Any) -> dict[str, tf.Tensor]:
+    def run_step(self, iterator: Any, histograms: bool = False) -> dict[str, tf.Tensor]:
         with self.strategy.scope():  # the moving average's update needs the strategy's scope
-            return self._step_fn(iterator)
+            return self._step_fn(iterator, histograms)
 
     def make_iterator(self, dataset: tf.data.Dataset) -> Any:
         return iter(self.strategy.experimental_distribute_dataset(dataset))
@@ -143,7 +140,7 @@ class MirroredTrainer:
     def step_graph(self, iterator: Any) -> tf.Graph:
         if self._graph is None:
             with self.strategy.scope():
-                self._graph = self._step_fn.get_concrete_function(iterator).graph
+                self._graph = self._step_fn.get_concrete_function(iterator, False).graph
         return self._graph
 
     def raw_params(self) -> list[tf.Tensor]:

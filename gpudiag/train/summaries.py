@@ -12,16 +12,19 @@ train/learning_rate         scalar      every step
 train/examples_per_s        scalar      every step: global batch / step wall time
 train/step_s                scalar      every step: wall seconds per batch (sec/batch)
 towers/loss_<i>             scalar      every step: the loss of tower (replica) i's slice
-gradients/<param>           histogram   every K steps: the gradient averaged over towers
-variables/<param>           histogram   every K steps: the weights after the update
-ema/<param>                 histogram   every K steps: the moving-average weights
+gradients/<param>           histogram   step 1 and every K: the gradient averaged over towers
+variables/<param>           histogram   step 1 and every K: the weights after the update
+ema/<param>                 histogram   step 1 and every K: the moving-average weights
 eval/accuracy, eval/loss    scalar      at the end: held-out set, raw weights
 eval/accuracy_ema, ...      scalar      at the end: held-out set, moving-average weights
 gpudiag/config              text        once: the configuration as a markdown table
 ==========================  ==========  =================================================
 
-plus the hparams plugin's session summary (the configuration), a checkpoint under
-``checkpoints/`` and the profiler trace under ``plugins/profile/<ts>/<host>.xplane.pb``.
+Every step's scalars are buffered by the loop (gpudiag.train.loop.StepScalars) and
+written 25 steps at a time, so they appear in TensorBoard in batches; K is
+``--histogram-every`` (default 100). Plus the hparams plugin's session summary (the
+configuration), a checkpoint under ``checkpoints/`` and the profiler trace under
+``plugins/profile/<ts>/<host>.xplane.pb``.
 Step numbers start at 1 (the first update).
 """
 
@@ -49,7 +52,7 @@ TAG_EVAL_LOSS_EMA = "eval/loss_ema"
 TAG_CONFIG = "gpudiag/config"
 CHECKPOINT_DIR = "checkpoints"
 
-DEFAULT_HISTOGRAM_EVERY = 25
+DEFAULT_HISTOGRAM_EVERY = 100
 DEFAULT_EMA_DECAY = 0.99
 
 
@@ -89,47 +92,28 @@ def param_tag(template: str, name: str) -> str:
 HistogramValues = Callable[[], tuple[Sequence[Any], Sequence[Any], Sequence[Any] | None]]
 
 
-def write_step(
-    instr: Instrumentation,
-    step: tf.Tensor,
-    *,
-    loss: tf.Tensor,
-    accuracy: tf.Tensor,
-    learning_rate: tf.Tensor,
-    tower_losses: Sequence[tf.Tensor],
-    names: Sequence[str],
-    histogram_values: HistogramValues,
-) -> None:
-    """The in-graph part of a step's summaries; call inside the step's tf.function.
+def histogram_due(instr: Instrumentation, step: int) -> bool:
+    """Whether update ``step`` (1-based) writes histograms: the first and every K-th.
 
-    ``histogram_values`` returns (averaged gradients, variables, moving averages or
-    None); it is called inside a ``tf.cond`` branch taken every ``histogram_every``
-    steps, so whatever it computes costs nothing on the other steps. The timing scalars
-    are written by the loop, which alone knows the step's wall time.
+    Decided in Python, and the step's tf.function traced once with and once without the
+    histogram ops (the classic ``if step % K == 0: run(summary_op)``): a ``tf.cond``
+    inside every step would cost every step, the histograms only every K-th.
     """
-    if instr.scalars:
-        tf.summary.scalar(TAG_LOSS, loss, step=step)
-        tf.summary.scalar(TAG_ACCURACY, accuracy, step=step)
-        tf.summary.scalar(TAG_LEARNING_RATE, learning_rate, step=step)
-        for i, tower_loss in enumerate(tower_losses):
-            tf.summary.scalar(TAG_TOWER_LOSS.format(index=i), tower_loss, step=step)
-    if not instr.histogram_every:
-        return
+    k = instr.histogram_every
+    return bool(k) and (step == 1 or step % k == 0)
 
-    def write_histograms() -> tf.Tensor:
-        gradients, variables, ema_values = histogram_values()
-        # The cond branch opens a "cond/" name scope, which would prefix every tag;
-        # an empty name scope is the top level (Graph.name_scope), so tags stay as named.
-        with tf.name_scope(""):
-            for name, grad, var in zip(names, gradients, variables, strict=True):
-                tf.summary.histogram(param_tag(TAG_GRADIENT, name), grad, step=step)
-                tf.summary.histogram(param_tag(TAG_VARIABLE, name), var, step=step)
-            for name, avg in zip(names, ema_values or [], strict=False):
-                tf.summary.histogram(param_tag(TAG_EMA, name), avg, step=step)
-        return tf.constant(True)
 
-    tf.cond(
-        tf.equal(step % instr.histogram_every, 0),
-        write_histograms,
-        lambda: tf.constant(False),
-    )
+def write_histograms(
+    step: tf.Tensor, names: Sequence[str], histogram_values: HistogramValues
+) -> None:
+    """Histograms of (averaged gradients, variables, moving averages or None), in-graph.
+
+    Called only in the step function's histogram trace (see ``histogram_due``), so what
+    ``histogram_values`` computes costs nothing on the other steps.
+    """
+    gradients, variables, ema_values = histogram_values()
+    for name, grad, var in zip(names, gradients, variables, strict=True):
+        tf.summary.histogram(param_tag(TAG_GRADIENT, name), grad, step=step)
+        tf.summary.histogram(param_tag(TAG_VARIABLE, name), var, step=step)
+    for name, avg in zip(names, ema_values or [], strict=False):
+        tf.summary.histogram(param_tag(TAG_EMA, name), avg, step=step)

@@ -116,7 +116,7 @@ class TowerTrainer:
         grads, _, _ = self.tower_gradients(x, y)
         return average_gradients(grads, self.variables_device)
 
-    def _step(self, iterator: Any) -> dict[str, tf.Tensor]:
+    def _step(self, iterator: Any, histograms: bool = False) -> dict[str, tf.Tensor]:
         x, y = next(iterator)
         tower_grads, losses, correct = self.tower_gradients(x, y)
         grads = average_gradients(tower_grads, self.variables_device)
@@ -127,18 +127,13 @@ class TowerTrainer:
         step = self.step.assign_add(1)
         if self.ema is not None:
             self.ema.apply(self.model.params)
-        summaries.write_step(
-            self.instr, step, loss=loss, accuracy=accuracy,
-            learning_rate=self.optimizer.learning_rate, tower_losses=losses,
-            names=self.model.param_names,
-            histogram_values=lambda: (
-                grads, self.model.params, self.ema_params() if self.ema else None
-            ),
-        )
+        if histograms:
+            summaries.write_histograms(step, self.model.param_names, lambda: (
+                grads, self.model.params, self.ema_params() if self.ema else None))
         return {"loss": loss, "accuracy": accuracy, "tower_losses": tf.stack(losses)}
 
-    def run_step(self, iterator: Any) -> dict[str, tf.Tensor]:
-        return self._step_fn(iterator)
+    def run_step(self, iterator: Any, histograms: bool = False) -> dict[str, tf.Tensor]:
+        return self._step_fn(iterator, histograms)
 
     def make_iterator(self, dataset: tf.data.Dataset) -> Any:
         with tf.device(HOST_DEVICE):
@@ -152,7 +147,7 @@ class TowerTrainer:
 
     def step_graph(self, iterator: Any) -> tf.Graph:
         if self._graph is None:
-            self._graph = self._step_fn.get_concrete_function(iterator).graph
+            self._graph = self._step_fn.get_concrete_function(iterator, False).graph
         return self._graph
 
     def raw_params(self) -> list[tf.Tensor]:

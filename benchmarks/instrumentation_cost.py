@@ -1,0 +1,78 @@
+"""What gpudiag's training instrumentation costs a step, measured side by side in one run.
+
+Two identical tower trainers on the same devices, same model, same batch: one with the
+instrumentation `gpudiag scaling` uses by default (per-step scalars: loss, accuracy,
+learning rate, per-tower loss, examples/sec, sec/batch, buffered and written every 25
+steps; histograms of the averaged gradients, the weights and their moving averages at
+step 1 and every 100 steps; the moving average of
+the weights updated every step), one with none of it, and a second bare one as a control
+(its ratio to the first is the noise floor of the machine). Blocks of ``--block`` steps
+(by default the histogram period, so each block holds exactly one histogram step) run
+back to back, the order rotating each round (benchmarks/_training.py). The last line is
+the median per-round ratio of step time with / without: the target is <= 1.05 at
+default settings.
+
+The profiler window, the evaluation and the checkpoint happen once per run, outside the
+timed steps, and are not counted here.
+
+    python benchmarks/instrumentation_cost.py [--devices 2] [--model cnn-small]
+        [--batch-per-device 32] [--rounds 30] [--block 100]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+from _training import compare, make_side, median_ratio, median_s, setup_devices
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--devices", type=int, default=2)
+    parser.add_argument("--model", default="cnn-small")
+    parser.add_argument("--batch-per-device", type=int, default=32)
+    parser.add_argument("--rounds", type=int, default=30)
+    parser.add_argument("--block", type=int, default=None,
+                        help="steps per block (default: the histogram period, so every "
+                             "block holds exactly one histogram step)")
+    parser.add_argument("--warmup", type=int, default=30,
+                        help="untimed steps per side first (tracing, first scalar flush)")
+    args = parser.parse_args()
+
+    dev = setup_devices(args.devices)
+    from gpudiag.train.model import model_spec
+    from gpudiag.train.summaries import Instrumentation
+    from gpudiag.train.towers import TowerTrainer
+
+    spec = model_spec(args.model)
+
+    def trainer(instr: Instrumentation) -> TowerTrainer:
+        return TowerTrainer(spec, (28, 28, 1), 10, dev.compute_devices,
+                            batch_per_device=args.batch_per_device, learning_rate=0.05,
+                            instrumentation=instr)
+
+    default = Instrumentation()
+    block = args.block or default.histogram_every
+    print(f"devices: {dev.to_dict()['summary']}")
+    print(f"model {spec.name}, batch {args.batch_per_device}/device; instrumented: scalars "
+          f"every step, histograms every {default.histogram_every} steps, EMA decay "
+          f"{default.ema_decay}; blocks of {block} steps, {args.rounds} rounds")
+    batch = args.batch_per_device * args.devices
+    sides = [make_side("instrumented", trainer(default), batch),
+             make_side("bare", trainer(Instrumentation.off()), batch),
+             make_side("bare-control", trainer(Instrumentation.off()), batch)]
+    per = compare(sides, rounds=args.rounds, block=block, warmup=args.warmup)
+    print(f"instrumented {median_s(per, 'instrumented') * 1e3:.3f} ms/step, bare "
+          f"{median_s(per, 'bare') * 1e3:.3f} ms/step (medians over rounds)")
+    print(f"noise floor (bare-control / bare, two identical bare trainers): "
+          f"{median_ratio(per, 'bare-control', 'bare'):.3f}")
+    print(f"instrumentation cost ratio (instrumented / bare step time, target <= 1.05): "
+          f"{median_ratio(per, 'instrumented', 'bare'):.3f}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
