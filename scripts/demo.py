@@ -27,6 +27,7 @@ STEPS: list[list[str]] = [
     ["env"],
     ["placement"],
     ["memory"],
+    ["scaling", "--max-gpus", "4"],
     ["monitor", "--", sys.executable, "-c", MONITOR_WORKLOAD],
 ]
 
