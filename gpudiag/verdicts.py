@@ -872,6 +872,7 @@ def device_work(
     *,
     trace_window_s: float | None = None,
     trace_reason: str | None = None,
+    placement_reason: str | None = None,
 ) -> Finding:
     """Every compute device of one configuration did work: by placement and by trace.
 
@@ -882,7 +883,8 @@ def device_work(
     check_id = f"scaling.devices-worked.{config}"
     evidence: dict[str, Any] = {"devices": list(devices), "ops_by_device": ops_by_device,
                                 "trace_busy_s": trace_busy_s, "trace_window_s": trace_window_s,
-                                "trace_reason": trace_reason}
+                                "trace_reason": trace_reason,
+                                "placement_reason": placement_reason}
     no_ops = [d for d in devices if ops_by_device and not ops_by_device.get(d)]
     no_busy = [d for d in devices if trace_busy_s is not None and not trace_busy_s.get(d)]
     sources = []
@@ -911,6 +913,8 @@ def device_work(
                        f"{config}: neither placement nor a trace could be inspected"
                        + (f" ({trace_reason})" if trace_reason else ""), evidence)
     tail = f" (no trace: {trace_reason})" if trace_busy_s is None and trace_reason else ""
+    if not ops_by_device and placement_reason:
+        tail += f" (placement not inspected: {placement_reason})"
     return Finding(check_id, "ok",
                    f"{config}: every device did work; " + "; ".join(sources) + tail, evidence)
 

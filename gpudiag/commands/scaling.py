@@ -50,6 +50,7 @@ TAG_ALLREDUCE_TABLE = "gpudiag/allreduce"
 STEP_LINE = re.compile(r"^GPUDIAG-STEP (\d+) (\d+) (\S+)$")
 NVML_IDLE_THRESHOLD_PERCENT = nvml.DEFAULT_ACTIVE_THRESHOLD_PERCENT
 MIB = 1 << 20
+KERAS_PLACEMENT_REASON = "model.fit builds its own step function, which gpudiag does not trace"
 
 #: How the command opens NVML: the real backend. Tests put a scripted fake here.
 open_nvml: Callable[[], nvml.NvmlBackend | nvml.NvmlUnavailable] = nvml.open_backend
@@ -264,7 +265,8 @@ def run(session: RunSession, options: ScalingOptions, *, console: Any = None) ->
             counts = device_counts(max_n)
             runs: list[ConfigRun] = []
             tasks = {
-                (s, n): progress.add_task(f"{s} {n} dev", total=options.steps, status="waiting")
+                (s, n): progress.add_task(f"{s} {n} dev", total=options.steps, status="waiting",
+                                          start=False)
                 for n in counts for s in options.strategies
             }
             for n in counts:
@@ -279,7 +281,9 @@ def run(session: RunSession, options: ScalingOptions, *, console: Any = None) ->
     finally:
         if not isinstance(backend, nvml.NvmlUnavailable):
             backend.close()
-    _judge(session, options, setup, allreduce, runs, backend_reason, physical)
+    rows, configs = _judge(session, options, setup, allreduce, runs, backend_reason, physical)
+    if console is not None and rows:
+        render_table(rows, configs, console)
 
 
 def _run_allreduce(session: RunSession, options: ScalingOptions,
@@ -322,6 +326,7 @@ def _run_config(session: RunSession, options: ScalingOptions, strategy: str, n: 
                 task: Any) -> ConfigRun:
     name = f"{strategy}-{n}dev"
     logdir = session.run_dir / name
+    progress.start_task(task)
     progress.update(task, status="starting")
 
     def update(step: int, total: int, loss: float) -> None:
@@ -369,15 +374,17 @@ def _point(run_: ConfigRun, summary: traces.TraceSummary | None) -> dict[str, An
         "strategy": run_.strategy, "n_devices": run_.n_devices, "name": run_.name,
         "examples_per_s": train.get("examples_per_s"), "step_s": train.get("step_s_median"),
         "input_wait_fraction": summary.input_wait_fraction if summary else None,
-        "trace_busy_fraction": ({d.device: d.busy_fraction for d in summary.devices
-                                 if d.source == "op-names" or d.device.startswith("/device:GPU")}
-                                if summary else None),
+        "trace_busy_fraction": ({d: busy / summary.window_s
+                                 for d, busy in summary.busy_by_device().items()}
+                                if summary and summary.window_s > 0 else None),
     }
 
 
 def _judge(session: RunSession, options: ScalingOptions, setup: dict[str, Any],
            allreduce: dict[str, Any] | None, runs: list[ConfigRun],
-           backend_reason: str | None, physical: Sequence[nvml.DeviceInfo]) -> None:
+           backend_reason: str | None, physical: Sequence[nvml.DeviceInfo],
+           ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """Every finding of the run; returns the scaling rows and per-configuration data."""
     kind = setup["kind"]
     points: list[dict[str, Any]] = []
     learning_rows: list[dict[str, Any]] = []
@@ -396,7 +403,8 @@ def _judge(session: RunSession, options: ScalingOptions, setup: dict[str, Any],
         trace_busy = summary.busy_by_device() if summary else None
         session.add(verdicts.device_work(
             r.name, train["devices"], train.get("ops_by_device") or None, trace_busy,
-            trace_window_s=summary.window_s if summary else None, trace_reason=reason))
+            trace_window_s=summary.window_s if summary else None, trace_reason=reason,
+            placement_reason=KERAS_PLACEMENT_REASON if r.strategy == "keras" else None))
         finding = nvml_finding(r, backend_reason, physical)
         if finding is not None:
             session.add(finding)
@@ -447,6 +455,7 @@ def _judge(session: RunSession, options: ScalingOptions, setup: dict[str, Any],
     table_rows = table(rows, configs_data)
     session.text(TAG_TABLE, markdown_table(TABLE_HEADERS, table_rows))
     _write_scaling_tb(session.run_dir, rows, table_rows, kind)
+    return rows, configs_data
 
 
 TABLE_HEADERS = ["strategy", "devices", "examples/s", "speedup", "efficiency",
@@ -483,7 +492,7 @@ def _fmt(value: float | None, pattern: str) -> str:
 def render_table(rows: Sequence[dict[str, Any]], configs: dict[str, Any], console: Any) -> None:
     from rich.table import Table
 
-    t = Table(title="scaling")
+    t = Table(title="scaling (efficiency = throughput(n) / (n x throughput(1)))")
     for h in TABLE_HEADERS:
         t.add_column(h)
     for cells in table(rows, configs):
