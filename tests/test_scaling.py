@@ -213,3 +213,45 @@ def test_virtual_gpus_are_expected_on_one_physical_gpu(tmp_path) -> None:
     finding = scaling_cmd.nvml_finding(run, None, physical(backend))
     assert finding is not None and finding.status == "ok"  # GPU 1 was not asked for
     assert scaling_cmd.expected_nvml_indices({"kind": "virtual-cpu"}, []) is None
+
+
+@pytest.mark.slow
+def test_ctrl_c_leaves_a_partial_report_with_the_finished_configurations(logdir) -> None:
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from conftest import REPO
+
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "gpudiag", "scaling", "--max-gpus", "2", "--strategy", "towers",
+         "--steps", "400", *FAST, "--logdir", str(logdir)],
+        env={**os.environ, "PYTHONPATH": str(REPO)}, cwd=REPO, stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 240
+        while time.monotonic() < deadline:
+            runs = run_dirs(logdir)
+            if runs and (runs[0] / "children" / "towers-2dev" / "stdout.txt").exists():
+                break  # towers-1dev is done, towers-2dev has started
+            time.sleep(0.2)
+        else:
+            pytest.fail("the second configuration never started")
+        time.sleep(1.0)
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 130, err[-2000:]
+    (run,) = run_dirs(logdir)
+    report = load_report(run)
+    assert report["partial"] is True and report["interrupted"] is True
+    found = findings_by_id(report)
+    assert found["scaling.devices-worked.towers-1dev"]["status"] == "ok"
+    assert "scaling.devices-worked.towers-2dev" not in found
+    assert found["scaling.learning"]["evidence"]["runs"][0]["name"] == "towers-1dev"
+    leftover = subprocess.run(["pgrep", "-f", str(run)], capture_output=True, text=True)
+    assert leftover.stdout.strip() == ""  # the killed child did not outlive gpudiag

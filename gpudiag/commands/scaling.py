@@ -256,6 +256,8 @@ def run(session: RunSession, options: ScalingOptions, *, console: Any = None) ->
     progress = Progress(TextColumn("{task.description}"), BarColumn(),
                         TextColumn("{task.fields[status]}"), TimeElapsedColumn(),
                         console=console, transient=False)
+    runs: list[ConfigRun] = []
+    interrupted: KeyboardInterrupt | None = None
     try:
         with progress:
             allreduce, setup = _run_allreduce(session, options, progress)
@@ -263,27 +265,31 @@ def run(session: RunSession, options: ScalingOptions, *, console: Any = None) ->
                 return
             max_n = len(setup["compute_devices"])
             counts = device_counts(max_n)
-            runs: list[ConfigRun] = []
             tasks = {
                 (s, n): progress.add_task(f"{s} {n} dev", total=options.steps, status="waiting",
                                           start=False)
                 for n in counts for s in options.strategies
             }
-            for n in counts:
-                for strategy in options.strategies:
-                    cfg_run = _run_config(session, options, strategy, n, backend, progress,
-                                          tasks[(strategy, n)])
-                    runs.append(cfg_run)
-                    if not cfg_run.child.ok:
-                        err = _usage_error_from(cfg_run.child)
-                        if err is not None:
-                            raise err
+            try:
+                for n in counts:
+                    for strategy in options.strategies:
+                        cfg_run = _run_config(session, options, strategy, n, backend, progress,
+                                              tasks[(strategy, n)])
+                        runs.append(cfg_run)
+                        if not cfg_run.child.ok:
+                            err = _usage_error_from(cfg_run.child)
+                            if err is not None:
+                                raise err
+            except KeyboardInterrupt as exc:  # judge what finished, then stop
+                interrupted = exc
     finally:
         if not isinstance(backend, nvml.NvmlUnavailable):
             backend.close()
     rows, configs = _judge(session, options, setup, allreduce, runs, backend_reason, physical)
     if console is not None and rows:
         render_table(rows, configs, console)
+    if interrupted is not None:
+        raise interrupted
 
 
 def _run_allreduce(session: RunSession, options: ScalingOptions,
