@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from gpudiag.errors import EnvironmentBroken
 from gpudiag.layout import child_dir
 
 CONFIG_JSON = "config.json"
@@ -118,7 +119,8 @@ def run_child(
     """Run ``probe`` (a module under gpudiag.probes, or a dotted module path) in a child.
 
     ``env`` entries are laid over this process's environment. KeyboardInterrupt kills the
-    child and propagates, so the caller can write a partial report.
+    child and propagates, so the caller can write a partial report. A child that cannot
+    import TensorFlow raises EnvironmentBroken (exit 3): no probe can run at all.
     """
     cdir = child_dir(run_dir, name)
     config_path, result_path = cdir / CONFIG_JSON, cdir / RESULT_JSON
@@ -151,6 +153,10 @@ def run_child(
             payload = None
 
     ok, result, error_type, error = _outcome(payload, proc.returncode, timed_out, timeout_s)
+    if error_type == "ModuleNotFoundError" and "tensorflow" in (error or ""):
+        raise EnvironmentBroken(
+            f"TensorFlow cannot be imported by {sys.executable} ({error}); install it: "
+            "pip install tensorflow (or tensorflow[and-cuda])")
     return ChildResult(
         name=name, probe=probe, ok=ok, result=result, error=error, error_type=error_type,
         returncode=proc.returncode, timed_out=timed_out, duration_s=duration, dir=cdir,

@@ -121,3 +121,14 @@ def test_child_past_its_timeout_is_a_failed_check_not_a_lost_run(tmp_path: Path)
     f = findings_by_id(report)["placement.probe"]
     assert f["status"] == "fail" and f["evidence"]["timed_out"] is True
     assert "did not finish within 0.5 s" in f["message"]
+
+
+def test_missing_tensorflow_is_exit_3_with_one_line(tmp_path: Path) -> None:
+    shadow = Path(__file__).parent / "fixture_notf"
+    proc = gpudiag("placement", "--logdir", str(tmp_path),
+                   env={"PYTHONPATH": os.pathsep.join([str(shadow), str(REPO)])})
+    assert proc.returncode == 3, proc.stderr
+    (line,) = proc.stderr.strip().splitlines()
+    assert line.startswith("gpudiag: error: TensorFlow cannot be imported")
+    report = load_report(run_dirs(tmp_path)[0])  # what was done so far is still readable
+    assert report["partial"] is True
