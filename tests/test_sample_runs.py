@@ -18,7 +18,7 @@ REPORTS = sorted((REPO / "sample_runs").glob("*/*/report.json"))
 
 def test_there_are_sample_runs() -> None:
     commands = {json.loads(p.read_text())["command"] for p in REPORTS}
-    assert {"env", "placement"} <= commands
+    assert {"env", "placement", "memory", "monitor", "scaling"} <= commands
 
 
 @pytest.mark.parametrize("path", REPORTS, ids=lambda p: f"{p.parent.parent.name}/{p.parent.name}")
@@ -34,3 +34,15 @@ def test_placement_sample_counts_rederive_from_its_log() -> None:
     report = json.loads(path.read_text())
     log = (path.parent / "children" / "placement" / "stderr.txt").read_text()
     assert op_counts_by_device(parse(log)) == report["data"]["placement"]["op_counts_by_device"]
+
+
+def test_scaling_sample_traces_show_every_tower_device_busy() -> None:
+    """The checked-in 4-device towers trace, read again through xprof, shows all 4 busy."""
+    from gpudiag import traces
+
+    (path,) = [p for p in REPORTS if json.loads(p.read_text())["command"] == "scaling"]
+    (xplane,) = traces.find_xplanes(path.parent / "towers-4dev")
+    devices = [f"/device:CPU:{i}" for i in range(1, 5)]
+    busy = traces.summarize(xplane, devices).busy_by_device()
+    assert sorted(busy) == devices
+    assert all(seconds > 0 for seconds in busy.values()), busy
