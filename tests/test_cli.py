@@ -26,6 +26,10 @@ def test_help_imports_no_tensorflow() -> None:
 
 
 def test_version_and_command_help_via_clirunner() -> None:
+    from gpudiag import __version__
+
+    version = CliRunner().invoke(app, ["--version"])
+    assert version.exit_code == 0 and version.output.strip() == f"gpudiag {__version__}"
     result = CliRunner().invoke(app, ["placement", "--help"])
     assert result.exit_code == 0
     assert "--virtual-gpus" in result.output and "--timeout" in result.output

@@ -23,9 +23,9 @@ from typing import Any
 import tensorflow as tf
 
 from gpudiag.train import summaries
-from gpudiag.train.model import ModelSpec, ProbeModel, correct_count, per_example_loss
+from gpudiag.train.model import ModelSpec, correct_count, per_example_loss
 from gpudiag.train.summaries import Instrumentation
-from gpudiag.train.towers import make_optimizer
+from gpudiag.train.towers import build_state, checkpoint_of
 
 
 class MirroredTrainer:
@@ -53,13 +53,9 @@ class MirroredTrainer:
         self.strategy = tf.distribute.MirroredStrategy(self.devices)
         self.variables_device = self.devices[0]
         with self.strategy.scope():
-            self.model = ProbeModel(spec, input_shape, num_classes, seed=seed)
-            self.step = tf.Variable(0, dtype=tf.int64, trainable=False, name="global_step")
-            self.optimizer = make_optimizer(learning_rate, momentum)
-            self.optimizer.build(self.model.params)
-            self.ema = summaries.make_ema(self.instr.ema_decay, self.step)
-            if self.ema is not None:
-                self.ema.apply(self.model.params)
+            self.model, self.step, self.optimizer, self.ema = build_state(
+                spec, input_shape, num_classes, learning_rate=learning_rate,
+                momentum=momentum, instr=self.instr, seed=seed)
         self._step_fn = tf.function(self._step)
         self._graph: tf.Graph | None = None
 
@@ -152,12 +148,4 @@ class MirroredTrainer:
         return [self.ema.average(v) for v in self.model.params]
 
     def checkpoint(self) -> tf.train.Checkpoint:
-        extra: dict[str, Any] = {}
-        if self.ema is not None:
-            extra["ema"] = {
-                name.replace("/", "_"): avg
-                for name, avg in zip(self.model.param_names, self.ema_params(), strict=True)
-            }
-        return tf.train.Checkpoint(
-            step=self.step, model=self.model, optimizer=self.optimizer, **extra
-        )
+        return checkpoint_of(self.model, self.step, self.optimizer, self.ema)

@@ -35,6 +35,39 @@ def make_optimizer(learning_rate: float, momentum: float) -> keras.optimizers.SG
     return keras.optimizers.SGD(learning_rate=learning_rate, momentum=momentum)
 
 
+def build_state(
+    spec: ModelSpec,
+    input_shape: tuple[int, int, int],
+    num_classes: int,
+    *,
+    learning_rate: float,
+    momentum: float,
+    instr: Instrumentation,
+    seed: int,
+) -> tuple[ProbeModel, tf.Variable, keras.optimizers.SGD, Any]:
+    """What every trainer keeps: model, step counter, built optimizer, moving average
+    (its shadows created, equal to the weights; None when off). Call it under the scope
+    that places the variables (``tf.device`` or ``strategy.scope()``)."""
+    model = ProbeModel(spec, input_shape, num_classes, seed=seed)
+    step = tf.Variable(0, dtype=tf.int64, trainable=False, name="global_step")
+    optimizer = make_optimizer(learning_rate, momentum)
+    optimizer.build(model.params)
+    ema = summaries.make_ema(instr.ema_decay, step)
+    if ema is not None:
+        ema.apply(model.params)
+    return model, step, optimizer, ema
+
+
+def checkpoint_of(model: ProbeModel, step: tf.Variable, optimizer: Any,
+                  ema: Any) -> tf.train.Checkpoint:
+    """Model, optimizer, step and (when on) the moving averages under ``ema/<param>``."""
+    extra: dict[str, Any] = {}
+    if ema is not None:
+        extra["ema"] = {name.replace("/", "_"): ema.average(v)
+                        for name, v in zip(model.param_names, model.params, strict=True)}
+    return tf.train.Checkpoint(step=step, model=model, optimizer=optimizer, **extra)
+
+
 def normalize_device(name: str) -> str:
     """``/job:localhost/replica:0/task:0/device:CPU:1`` -> ``/device:CPU:1``; '' stays ''."""
     if not name:
@@ -81,13 +114,9 @@ class TowerTrainer:
         self.instr = instrumentation or Instrumentation()
         self.variables_device = HOST_DEVICE if variables_on == "cpu" else self.devices[0]
         with tf.device(self.variables_device):
-            self.model = ProbeModel(spec, input_shape, num_classes, seed=seed)
-            self.step = tf.Variable(0, dtype=tf.int64, trainable=False, name="global_step")
-            self.optimizer = make_optimizer(learning_rate, momentum)
-            self.optimizer.build(self.model.params)
-            self.ema = summaries.make_ema(self.instr.ema_decay, self.step)
-            if self.ema is not None:
-                self.ema.apply(self.model.params)  # creates the shadows, equal to the weights
+            self.model, self.step, self.optimizer, self.ema = build_state(
+                spec, input_shape, num_classes, learning_rate=learning_rate,
+                momentum=momentum, instr=self.instr, seed=seed)
         self._step_fn = tf.function(self._step)
         self._graph: tf.Graph | None = None
 
@@ -158,15 +187,7 @@ class TowerTrainer:
         return [self.ema.average(v) for v in self.model.params]
 
     def checkpoint(self) -> tf.train.Checkpoint:
-        extra: dict[str, Any] = {}
-        if self.ema is not None:
-            extra["ema"] = {
-                name.replace("/", "_"): avg
-                for name, avg in zip(self.model.param_names, self.ema_params(), strict=True)
-            }
-        return tf.train.Checkpoint(
-            step=self.step, model=self.model, optimizer=self.optimizer, **extra
-        )
+        return checkpoint_of(self.model, self.step, self.optimizer, self.ema)
 
 
 def average_gradients(
