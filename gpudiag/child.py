@@ -15,11 +15,11 @@ import traceback
 from pathlib import Path
 from typing import Any
 
+from gpudiag.files import atomic_write_text, dumps_strict
+
 
 def _write(path: Path, payload: dict[str, Any]) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(payload, indent=2, default=str), encoding="utf-8")
-    tmp.replace(path)
+    atomic_write_text(path, dumps_strict(payload, indent=2))
 
 
 def main(argv: list[str]) -> int:

@@ -9,7 +9,8 @@ click's usage errors, turned once, in ``main``, into a one-line message and an e
 
 from __future__ import annotations
 
-import json
+import errno
+import signal
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -18,8 +19,9 @@ import typer
 from rich.console import Console
 
 from gpudiag import __version__
-from gpudiag.errors import GpudiagError
+from gpudiag.errors import GpudiagError, Interrupted, WriteFailed
 from gpudiag.report import render_table
+from gpudiag.report import to_json as report_to_json
 from gpudiag.runner import DEFAULT_TIMEOUT_S
 from gpudiag.session import RunSession
 
@@ -58,22 +60,38 @@ VirtualGpuMemOpt = typer.Option(1024, "--virtual-gpu-memory-mb", min=64, max=1 <
 def _execute(command: str, logdir: Path, as_json: bool,
              body: Callable[[RunSession, Console], int | None]) -> None:
     """Run one command's body in a session, render the findings, exit with their code
-    (or with the code the body returns, e.g. `monitor` forwarding its command's)."""
+    (or with the watched command's, e.g. `monitor` forwarding its command's)."""
     console = Console(stderr=as_json)
+    session = RunSession(command, logdir)
     try:
-        with RunSession(command, logdir) as session:
+        with session:
             console.print(f"[bold]gpudiag {command}[/] -> {session.run_dir}")
             forwarded = body(session, console)
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as exc:  # Ctrl-C, SIGTERM, SIGHUP (errors.Interrupted)
+        signum = int(getattr(exc, "signum", signal.SIGINT))
         render_table(session.report, console)
-        console.print(f"interrupted: the partial report is in {session.run_dir}")
-        raise typer.Exit(EXIT_INTERRUPTED) from None
+        console.print(f"interrupted by {signal.Signals(signum).name}: the partial report "
+                      f"is in {session.run_dir}")
+        _print_json(session, as_json)
+        raise typer.Exit(128 + signum) from None
+    except WriteFailed as exc:
+        if session.forwarded_exit is None:
+            raise
+        _error(exc.message, exc.exit_code)  # the report is incomplete; the code is the user's
+        raise typer.Exit(session.forwarded_exit) from None
     render_table(session.report, console)
     console.print(f"report: {session.run_dir / 'report.md'}")
     console.print(f"TensorBoard: gpudiag tensorboard {session.run_dir.parent}")
-    if as_json:
-        sys.stdout.write(json.dumps(session.report.to_dict(), indent=2, default=str) + "\n")
+    _print_json(session, as_json)
+    if session.forwarded_exit is not None:
+        raise typer.Exit(session.forwarded_exit)
     raise typer.Exit(session.report.exit_code() if forwarded is None else forwarded)
+
+
+def _print_json(session: RunSession, as_json: bool) -> None:
+    if as_json:
+        sys.stdout.write(report_to_json(session.report))
+        sys.stdout.flush()
 
 
 @app.command()
@@ -300,8 +318,23 @@ def _error(message: str, code: int) -> int:
     return code
 
 
+#: Signals handled like Ctrl-C: what `timeout`, a CI cancel, systemd and a closed ssh
+#: session send. Handled once; a repeat while stopping is ignored (the stop is bounded).
+HANDLED_SIGNALS = (signal.SIGTERM, signal.SIGHUP)
+#: OSErrors that mean the disk, not gpudiag, is at fault: one line, exit 3.
+DISK_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EFBIG, errno.EIO})
+
+
+def _on_signal(signum: int, _frame: object) -> None:
+    for sig in HANDLED_SIGNALS:
+        signal.signal(sig, signal.SIG_IGN)
+    raise Interrupted(signum)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Console-script entry point; returns the exit code (see module docstring)."""
+    for sig in HANDLED_SIGNALS:
+        signal.signal(sig, _on_signal)
     command = typer.main.get_command(app)
     try:
         rv = command.main(args=argv, prog_name="gpudiag", standalone_mode=False)
@@ -310,12 +343,20 @@ def main(argv: list[str] | None = None) -> int:
     except typer.Abort:
         return _error("aborted", EXIT_INTERRUPTED)
     except typer.TyperException as exc:  # usage errors: bad option values, unknown options
-        return _error(" ".join(exc.format_message().split()), getattr(exc, "exit_code", 2))
+        message = " ".join(exc.format_message().split())
+        if not message:  # no arguments at all: click printed the help, nothing is wrong
+            return int(getattr(exc, "exit_code", 2))
+        return _error(message, getattr(exc, "exit_code", 2))
     except GpudiagError as exc:
         return _error(exc.message, exc.exit_code)
-    except KeyboardInterrupt:
-        return _error("interrupted; the partial report is in the run directory",
-                      EXIT_INTERRUPTED)
+    except KeyboardInterrupt as exc:
+        signum = int(getattr(exc, "signum", signal.SIGINT))
+        return _error(f"interrupted by {signal.Signals(signum).name}", 128 + signum)
+    except OSError as exc:  # a write outside the report's own paths (events, traces)
+        if exc.errno not in DISK_ERRNOS:
+            raise
+        failed = WriteFailed.of(exc, exc.filename or "a run file")
+        return _error(failed.message, failed.exit_code)
     return int(rv or 0)
 
 

@@ -32,3 +32,27 @@ class EnvironmentBroken(GpudiagError):
     """The environment cannot run the diagnosis at all (e.g. TensorFlow missing): exit 3."""
 
     exit_code = EXIT_ENVIRONMENT
+
+
+class Interrupted(KeyboardInterrupt):
+    """SIGTERM or SIGHUP turned into what Ctrl-C is, so every path that stops children and
+    writes the partial report on Ctrl-C does so for them too. ``signum`` gives the exit
+    code, 128 + signum, as a shell reports a process ended by that signal."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
+
+class WriteFailed(EnvironmentBroken):
+    """A file of the run could not be written (a full disk, a read-only filesystem): exit 3,
+    one line naming the path and the errno."""
+
+    @classmethod
+    def of(cls, exc: OSError, path: object) -> WriteFailed:
+        import errno as errno_mod
+
+        code = exc.errno or 0
+        name = errno_mod.errorcode.get(code, str(code))
+        return cls(f"cannot write {exc.filename or path}: {exc.strerror or exc} "
+                   f"(errno {code}, {name})")

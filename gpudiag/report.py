@@ -16,6 +16,7 @@ from typing import Any, Literal
 
 from gpudiag import __version__
 from gpudiag.errors import EXIT_CHECK_FAILED, EXIT_OK
+from gpudiag.files import atomic_write_text, strict_json
 from gpudiag.layout import REPORT_JSON, REPORT_MD, SCHEMA_VERSION
 
 Status = Literal["ok", "warn", "fail", "skip"]
@@ -87,16 +88,29 @@ class Report:
         }
 
 
-def _atomic_write(path: Path, text: str) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(text, encoding="utf-8")
-    tmp.replace(path)
+NON_FINITE_NOTE = ("JSON has no Infinity or NaN: these values were not finite and are "
+                   "written as null")
+
+
+def to_json_dict(report: Report) -> dict[str, Any]:
+    """report.json's content: strict JSON, non-finite numbers as null and listed under
+    ``data.non_finite`` with a note."""
+    clean, replaced = strict_json(report.to_dict())
+    if replaced:
+        clean["data"]["non_finite"] = {"note": NON_FINITE_NOTE, "values": replaced}
+    data: dict[str, Any] = clean
+    return data
+
+
+def to_json(report: Report) -> str:
+    return json.dumps(to_json_dict(report), indent=2, allow_nan=False) + "\n"
 
 
 def save(report: Report, run_dir: Path) -> None:
-    """Write report.json and report.md; each replaced atomically, so a reader never sees half."""
-    _atomic_write(run_dir / REPORT_JSON, json.dumps(report.to_dict(), indent=2, default=str) + "\n")
-    _atomic_write(run_dir / REPORT_MD, to_markdown(report))
+    """Write report.json and report.md; each replaced atomically, so a reader never sees
+    half, and a full disk leaves the last complete version (WriteFailed, exit 3)."""
+    atomic_write_text(run_dir / REPORT_JSON, to_json(report))
+    atomic_write_text(run_dir / REPORT_MD, to_markdown(report))
 
 
 def load(run_dir: Path) -> dict[str, Any]:

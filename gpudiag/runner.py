@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from gpudiag import procs
 from gpudiag.errors import EnvironmentBroken
 from gpudiag.layout import child_dir
 
@@ -31,7 +32,6 @@ RESULT_JSON = "result.json"
 STDOUT_TXT = "stdout.txt"
 STDERR_TXT = "stderr.txt"
 DEFAULT_TIMEOUT_S = 120.0
-_KILL_GRACE_S = 3.0
 
 
 @dataclass(frozen=True)
@@ -83,20 +83,6 @@ def _tail(path: Path, lines: int = 12) -> list[str]:
     return [ln for ln in text.splitlines() if ln.strip()][-lines:]
 
 
-def _kill_group(proc: subprocess.Popen[bytes]) -> None:
-    """SIGTERM the child's process group, then SIGKILL what is left after a grace period."""
-    for sig, wait_s in ((signal.SIGTERM, _KILL_GRACE_S), (signal.SIGKILL, 5.0)):
-        try:
-            os.killpg(proc.pid, sig)
-        except ProcessLookupError:
-            return
-        try:
-            proc.wait(timeout=wait_s)
-            return
-        except subprocess.TimeoutExpired:
-            continue
-
-
 def _describe_exit(returncode: int) -> str:
     if returncode < 0:
         try:
@@ -131,18 +117,17 @@ def run_child(
     start = time.monotonic()
     timed_out = False
     with (cdir / STDOUT_TXT).open("wb") as out, (cdir / STDERR_TXT).open("wb") as err:
-        proc = subprocess.Popen(
-            argv, stdin=subprocess.DEVNULL, stdout=out, stderr=err, env=child_env,
-            start_new_session=True,
-        )
+        proc = procs.spawn(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=err,
+                           env=child_env)
         try:
             proc.wait(timeout=timeout_s)
         except subprocess.TimeoutExpired:
             timed_out = True
-            _kill_group(proc)
+            procs.stop_group(proc)
         except BaseException:
-            _kill_group(proc)
+            procs.stop_group(proc)
             raise
+        procs.release(proc)
     duration = time.monotonic() - start
     tail = _tail(cdir / STDERR_TXT)
     payload: dict[str, Any] | None = None

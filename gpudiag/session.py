@@ -5,19 +5,29 @@
         session.text("gpudiag/placement", markdown_table)   # TensorBoard text, at the end
 
 report.json exists from the first moment (``partial: true``). On a normal end the
-session marks it complete; on Ctrl-C (KeyboardInterrupt) or an unexpected error it marks
-it interrupted and keeps every finding made so far, then lets the exception through. In
-every case the report is also written to the ``report/`` TensorBoard run as markdown.
+session marks it complete; on Ctrl-C, SIGTERM or SIGHUP (KeyboardInterrupt) or an
+unexpected error it marks it interrupted and keeps every finding made so far, then lets
+the exception through. In every case the report is also written to the ``report/``
+TensorBoard run as markdown.
+
+A write that fails (a full disk) raises WriteFailed; report.json then keeps its last
+complete version. While another exception is already on its way out, a failing write at
+close does not replace it: the first cause is the one the user sees.
+
+``forward_exit`` records the exit code of a command gpudiag ran for the user (`monitor`,
+`run`): the CLI exits with it whatever else happens afterwards, a failing write included.
 """
 
 from __future__ import annotations
 
+import signal
 from datetime import UTC, datetime
 from pathlib import Path
 from types import TracebackType
 from typing import Any
 
 from gpudiag import report as report_mod
+from gpudiag.errors import WriteFailed
 from gpudiag.layout import REPORT_TB_RUN, TAG_REPORT, new_run_dir
 from gpudiag.report import Finding, Report
 
@@ -27,7 +37,12 @@ class RunSession:
         self.run_dir = new_run_dir(logdir, command)
         self.report = Report(command=command, run_dir=str(self.run_dir))
         self._texts: dict[str, str] = {}
+        self.forwarded_exit: int | None = None
         self.save()
+
+    def forward_exit(self, code: int) -> None:
+        """The exit code gpudiag must end with: the watched command's own."""
+        self.forwarded_exit = code
 
     def save(self) -> None:
         report_mod.save(self.report, self.run_dir)
@@ -49,17 +64,22 @@ class RunSession:
         """A markdown text summary for the report's TensorBoard run (written at the end)."""
         self._texts[tag] = markdown
 
-    def close(self, *, interrupted: bool) -> None:
+    def close(self, *, interrupted: bool, signal_name: str | None = None) -> None:
         self.report.partial = interrupted
         self.report.interrupted = interrupted
+        if signal_name is not None:
+            self.report.data["interrupted_by"] = signal_name
         self.report.finished_at = datetime.now(UTC).isoformat(timespec="seconds")
         self.save()
         from gpudiag.tb import EventWriter
 
-        with EventWriter(self.run_dir / REPORT_TB_RUN) as writer:
-            writer.text(TAG_REPORT, report_mod.to_markdown(self.report))
-            for tag, markdown in self._texts.items():
-                writer.text(tag, markdown)
+        try:
+            with EventWriter(self.run_dir / REPORT_TB_RUN) as writer:
+                writer.text(TAG_REPORT, report_mod.to_markdown(self.report))
+                for tag, markdown in self._texts.items():
+                    writer.text(tag, markdown)
+        except OSError as exc:
+            raise WriteFailed.of(exc, self.run_dir / REPORT_TB_RUN) from exc
 
     def __enter__(self) -> RunSession:
         return self
@@ -70,4 +90,12 @@ class RunSession:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        self.close(interrupted=exc_type is not None)
+        signal_name = None
+        if isinstance(exc, KeyboardInterrupt):
+            signum = getattr(exc, "signum", signal.SIGINT)
+            signal_name = signal.Signals(signum).name
+        try:
+            self.close(interrupted=exc_type is not None, signal_name=signal_name)
+        except WriteFailed:
+            if exc_type is None:
+                raise

@@ -2,8 +2,9 @@
 
 The command (a user's training script, any framework) runs as a child of this process
 with this process's stdin, stdout and stderr (with ``--json``, its stdout goes to stderr so
-stdout stays report.json), in the same process group, so Ctrl-C in a terminal reaches it
-directly. Its exit code becomes gpudiag's. The sampler (gpudiag.nvml.Sampler) runs in this
+stdout stays report.json), as the leader of a process group of its own
+(gpudiag.procs), so that it and everything it starts end with gpudiag however gpudiag
+ends. Its exit code becomes gpudiag's. The sampler (gpudiag.nvml.Sampler) runs in this
 process from before the command starts until after it ends, so a crash of the command
 does not lose the samples.
 
@@ -14,9 +15,10 @@ Writes: report.json/report.md with findings ``monitor.command``, ``monitor.nvml`
 ``monitor.every-gpu-used``; per-GPU scalars in the ``nvml/`` TensorBoard run
 (gpudiag.nvml.write_scalars); a per-GPU table as TensorBoard text (``gpudiag/monitor``).
 
-Ctrl-C: the child gets the terminal's SIGINT itself; if it has not exited half a second
-later, gpudiag forwards SIGINT, then SIGTERM after 5 s, then SIGKILL after 5 s more. The
-report is then written with what was sampled and marked interrupted (exit code 130).
+Ctrl-C, SIGTERM, SIGHUP: gpudiag passes the same signal on to the command's process
+group, then SIGTERM after 5 s, then SIGKILL after 3 s more. The report is then written
+with what was sampled and marked interrupted (exit code 128 + the signal's number, 130
+for Ctrl-C).
 """
 
 from __future__ import annotations
@@ -32,7 +34,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from gpudiag import nvml, verdicts
+from gpudiag import nvml, procs, verdicts
 from gpudiag.errors import UsageError
 from gpudiag.layout import NVML_TB_RUN
 from gpudiag.report import Finding
@@ -46,14 +48,9 @@ TAG_MONITOR = "gpudiag/monitor"
 open_nvml: Callable[[], nvml.NvmlBackend | nvml.NvmlUnavailable] = nvml.open_backend
 DEFAULT_IDLE_THRESHOLD_PERCENT = nvml.DEFAULT_ACTIVE_THRESHOLD_PERCENT
 
-# (signal to send, seconds to wait for the child after it); None: only wait, since the
-# terminal's Ctrl-C already reached the child.
-_STOP_SEQUENCE: tuple[tuple[signal.Signals | None, float], ...] = (
-    (None, 0.5),
-    (signal.SIGINT, 5.0),
-    (signal.SIGTERM, 5.0),
-    (signal.SIGKILL, 5.0),
-)
+#: After the interrupting signal has been passed on to the command's process group:
+#: how long to wait, then SIGTERM, then SIGKILL.
+_FORWARD_WAIT_S = 5.0
 
 
 def resolve_command(command: Sequence[str]) -> list[str]:
@@ -103,24 +100,11 @@ def check_gpus(
         raise UsageError(f"--gpus {bad[0]}: there are {count} GPU(s) (indices {listing})")
 
 
-def _stop_child(proc: subprocess.Popen[bytes]) -> None:
-    for sig, wait_s in _STOP_SEQUENCE:
-        if proc.poll() is not None:
-            return
-        if sig is not None:
-            try:
-                proc.send_signal(sig)
-            except ProcessLookupError:
-                return
-        try:
-            proc.wait(timeout=wait_s)
-            return
-        except subprocess.TimeoutExpired:
-            continue
-        except KeyboardInterrupt:  # a second Ctrl-C: no more patience
-            proc.kill()
-            proc.wait()
-            return
+def _stop_child(proc: subprocess.Popen[bytes], signum: int) -> None:
+    """Pass the interrupting signal on to the command's whole process group (it runs in
+    a group of its own, so the terminal's Ctrl-C reaches gpudiag only), give it time to
+    end cleanly, then end the group for certain."""
+    procs.stop_group(proc, ((signum, _FORWARD_WAIT_S), *procs.STOP_SEQUENCE))
 
 
 def exit_code_of(returncode: int) -> int:
@@ -148,7 +132,7 @@ def command_finding(argv: list[str], returncode: int | None, duration_s: float,
                                 "duration_s": round(duration_s, 3), "interrupted": interrupted}
     if interrupted:
         return Finding("monitor.command", "warn",
-                       f"interrupted (Ctrl-C) after {duration_s:.1f} s; the command "
+                       f"interrupted after {duration_s:.1f} s; the command "
                        f"{_describe(returncode)}", evidence,
                        advice="The findings cover only the time before the interruption.")
     if returncode == 0:
@@ -218,19 +202,23 @@ def run(
             f"({description})")
 
     interrupted = False
+    interrupt: KeyboardInterrupt | None = None
     returncode: int | None = None
     start = time.monotonic()
     try:
         try:
-            proc = subprocess.Popen(command, stdout=sys.stderr if stdout_to_stderr else None)
+            proc = procs.spawn(command, stdout=sys.stderr if stdout_to_stderr else None)
         except OSError as exc:
             raise UsageError(f"cannot run {command[0]}: {exc.strerror}") from exc
         try:
             returncode = proc.wait()
-        except KeyboardInterrupt:
-            interrupted = True
-            _stop_child(proc)
+            procs.release(proc)
+        except KeyboardInterrupt as exc:
+            interrupted, interrupt = True, exc
+            _stop_child(proc, int(getattr(exc, "signum", signal.SIGINT)))
             returncode = proc.returncode
+        if returncode:  # 0: the findings decide the exit code
+            session.forward_exit(exit_code_of(returncode))
     finally:
         duration = time.monotonic() - start
         result = sampler.stop() if sampler is not None else None
@@ -256,6 +244,6 @@ def run(
             check_id="monitor.every-gpu-used"))
         if not isinstance(backend, nvml.NvmlUnavailable):
             backend.close()
-    if interrupted:
-        raise KeyboardInterrupt
+    if interrupt is not None:
+        raise interrupt
     return exit_code_of(returncode) if returncode else None
