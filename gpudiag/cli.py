@@ -10,6 +10,7 @@ click's usage errors, turned once, in ``main``, into a one-line message and an e
 from __future__ import annotations
 
 import errno
+import math
 import signal
 import sys
 from collections.abc import Callable
@@ -36,16 +37,43 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 
-LogdirOpt = typer.Option(Path("runs"), "--logdir", help="Directory that receives one run "
+def logdir_path(text: str) -> Path:
+    """Option parser for --logdir: checked before anything is created (layout.check_logdir
+    does the rest: a file in the way, no permission)."""
+    if not text.strip():
+        raise typer.BadParameter("is empty; name a directory (default: runs)")
+    return Path(text)
+
+
+LogdirOpt = typer.Option(Path("runs"), "--logdir", parser=logdir_path, help="Directory that receives one run "
                          "directory per command; created if missing, earlier runs untouched.")
 JsonOpt = typer.Option(False, "--json", help="Print report.json to stdout (the table goes "
                        "to stderr).")
 
 
 def positive(value: float | None) -> float | None:
-    """Option callback: the value must be > 0 (typer's min= admits 0)."""
-    if value is not None and not value > 0:
-        raise typer.BadParameter(f"{value:g} is not a positive number")
+    """Option callback: the value must be a finite number > 0 (typer's min= admits 0,
+    and inf or 1e400 would end up as Infinity in report.json)."""
+    if value is not None and not (math.isfinite(value) and value > 0):
+        raise typer.BadParameter(f"{value:g} is not a positive finite number")
+    return value
+
+
+def finite_nonnegative(value: float) -> float:
+    if not (math.isfinite(value) and value >= 0):
+        raise typer.BadParameter(f"{value:g} is not a finite number >= 0")
+    return value
+
+
+#: All-reduce message sizes the probe accepts, in MiB: 1 KiB to 16 GiB (at most 25 sizes).
+ALLREDUCE_MB_RANGE = (1 / 1024, 16384.0)
+
+
+def allreduce_mb(value: float) -> float:
+    low, high = ALLREDUCE_MB_RANGE
+    if not (math.isfinite(value) and low <= value <= high):
+        raise typer.BadParameter(f"{value:g} MiB is outside {low:g} .. {high:g} MiB "
+                                 "(1 KiB to 16 GiB)")
     return value
 
 
@@ -146,7 +174,7 @@ def scaling(
                                      help="First steps left out of the timing."),
     profile_steps: int = typer.Option(5, "--profile-steps", min=0, max=10, help="Steps traced "
                                       "by the profiler after the warm-up (not timed; 0: none)."),
-    learning_rate: float = typer.Option(0.05, "--learning-rate", min=0.0,
+    learning_rate: float = typer.Option(0.05, "--learning-rate", callback=finite_nonnegative,
                                         help="SGD learning rate."),
     ema_decay: float = typer.Option(0.99, "--ema-decay", help="Decay of the moving average "
                                     "of the weights, in [0, 1); 0 turns it off."),
@@ -157,10 +185,12 @@ def scaling(
     data: Path | None = typer.Option(None, "--data", help="Keras-style .npz (x_train, "
                                      "y_train) or TFRecord (image_raw bytes, label int64) "
                                      "instead of the synthetic set."),
-    allreduce_max_mb: float = typer.Option(256.0, "--allreduce-max-mb", help="Largest "
-                                           "all-reduce message in MiB (from 1 MiB, doubling)."),
-    allreduce_min_mb: float = typer.Option(1.0, "--allreduce-min-mb",
-                                           help="Smallest all-reduce message in MiB."),
+    allreduce_max_mb: float = typer.Option(256.0, "--allreduce-max-mb", callback=allreduce_mb,
+                                           help="Largest all-reduce message in MiB (from "
+                                           "--allreduce-min-mb, doubling; at most 16384)."),
+    allreduce_min_mb: float = typer.Option(1.0, "--allreduce-min-mb", callback=allreduce_mb,
+                                           help="Smallest all-reduce message in MiB (at "
+                                           "least 1/1024, 1 KiB)."),
     virtual_gpus: int | None = VirtualGpusOpt,
     virtual_gpu_memory_mb: int = VirtualGpuMemOpt,
     timeout: float = typer.Option(300.0, "--timeout", callback=positive,
@@ -194,7 +224,13 @@ def _interval(value: float) -> float:
     if not value >= MIN_INTERVAL_S:
         raise typer.BadParameter(f"{value:g} s is too short: at least {MIN_INTERVAL_S:g} s "
                                  "(NVML's utilization window is 1/6 s to 1 s)")
+    if not value <= MAX_INTERVAL_S:
+        raise typer.BadParameter(f"{value:g} s is too long: at most {MAX_INTERVAL_S:g} s "
+                                 "(one sample an hour)")
     return value
+
+
+MAX_INTERVAL_S = 3600.0
 
 
 def _percent(value: float) -> float:
@@ -290,10 +326,14 @@ def tensorboard(
     """Open TensorBoard on a gpudiag logdir (bound to localhost unless --host says otherwise)."""
     import os
 
-    from gpudiag.tb import tensorboard_argv
+    from gpudiag.tb import check_bind, tensorboard_argv
 
     if not logdir.is_dir():
         raise GpudiagError(f"logdir {logdir} does not exist or is not a directory")
+    exposed = check_bind(host, port)
+    if exposed:
+        typer.echo(f"gpudiag: warning: --host {host} makes TensorBoard reachable from other "
+                   "machines on your network; it has no authentication", err=True)
     argv = tensorboard_argv(logdir, port, host)
     typer.echo(f"starting TensorBoard on {logdir}, bound to {host} (Ctrl-C stops it)", err=True)
     os.execv(argv[0], argv)

@@ -49,6 +49,7 @@ def check_logdir(logdir: Path) -> Path:
     Raises UsageError (exit 2) with a one-line message otherwise. Creates nothing.
     """
     logdir = logdir.expanduser()
+    _check_name_lengths(logdir)
     probe = logdir
     while not probe.exists():
         parent = probe.parent
@@ -61,6 +62,27 @@ def check_logdir(logdir: Path) -> Path:
     if not os.access(probe, os.W_OK | os.X_OK):
         raise UsageError(f"--logdir {logdir} is not writable (no write permission on {probe})")
     return logdir
+
+
+#: Room kept for what gpudiag adds under the logdir (run directory, children/<probe>/...).
+_RUN_PATH_ROOM = 160
+
+
+def _check_name_lengths(logdir: Path) -> None:
+    """The OS limits a name (NAME_MAX, 255 bytes on Linux) and a path (PATH_MAX, 4096):
+    refuse before creating anything, rather than leave half a directory tree behind."""
+    try:
+        name_max = os.pathconf("/", "PC_NAME_MAX")
+        path_max = os.pathconf("/", "PC_PATH_MAX")
+    except (OSError, ValueError):
+        name_max, path_max = 255, 4096
+    for part in logdir.parts:
+        if len(os.fsencode(part)) > name_max:
+            raise UsageError(f"--logdir: the name {part[:40]}... is longer than the "
+                             f"{name_max} bytes a file name may have")
+    if len(os.fsencode(str(logdir.absolute()))) + _RUN_PATH_ROOM > path_max:
+        raise UsageError(f"--logdir is too long: {len(str(logdir.absolute()))} characters, "
+                         f"leaving no room under the OS's {path_max}-byte path limit")
 
 
 def new_run_dir(logdir: Path, command: str, now: datetime | None = None) -> Path:

@@ -93,3 +93,34 @@ def tensorboard_argv(logdir: Path, port: int, host: str) -> list[str]:
 
     return [sys.executable, "-m", "tensorboard.main", "--logdir", str(logdir),
             "--port", str(port), "--host", host]
+
+
+def check_bind(host: str, port: int) -> bool:
+    """Check, before TensorBoard starts, that it can listen on ``host``:``port``; True when
+    that address is reachable from other machines (not loopback). UsageError (exit 2, one
+    line) for an empty or unknown host and for a port already in use."""
+    import errno
+    import ipaddress
+    import socket
+
+    from gpudiag.errors import UsageError
+
+    if not host.strip():
+        raise UsageError("--host is empty: give an interface such as localhost (the default)")
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM,
+                                   flags=socket.AI_PASSIVE)
+    except (socket.gaierror, UnicodeError) as exc:
+        raise UsageError(f"--host {host}: not an address of this machine ({exc})") from exc
+    family, kind, proto, _, address = infos[0]
+    with socket.socket(family, kind, proto) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind(address)
+        except OSError as exc:
+            if exc.errno == errno.EADDRINUSE:
+                raise UsageError(f"--port {port} on {host} is already in use; pick another "
+                                 "or --port 0 for any free one") from exc
+            raise UsageError(f"--host {host}: cannot listen there ({exc.strerror})") from exc
+    return not all(ipaddress.ip_address(str(info[4][0]).split("%")[0]).is_loopback
+                   for info in infos)
