@@ -45,8 +45,9 @@ def logdir_path(text: str) -> Path:
     return Path(text)
 
 
-LogdirOpt = typer.Option(Path("runs"), "--logdir", parser=logdir_path, help="Directory that receives one run "
-                         "directory per command; created if missing, earlier runs untouched.")
+LogdirOpt = typer.Option(Path("runs"), "--logdir", parser=logdir_path,
+                         help="Directory that receives one run directory per command; "
+                         "created if missing, earlier runs untouched.")
 JsonOpt = typer.Option(False, "--json", help="Print report.json to stdout (the table goes "
                        "to stderr).")
 
