@@ -27,7 +27,7 @@ from types import TracebackType
 from typing import Any
 
 from gpudiag import report as report_mod
-from gpudiag.errors import WriteFailed
+from gpudiag.errors import GpudiagError, WriteFailed
 from gpudiag.layout import REPORT_TB_RUN, TAG_REPORT, new_run_dir
 from gpudiag.report import Finding, Report
 
@@ -64,8 +64,11 @@ class RunSession:
         """A markdown text summary for the report's TensorBoard run (written at the end)."""
         self._texts[tag] = markdown
 
-    def close(self, *, interrupted: bool, signal_name: str | None = None) -> None:
-        self.report.partial = interrupted
+    def close(self, *, interrupted: bool, signal_name: str | None = None,
+              complete: bool | None = None) -> None:
+        """Finish the report: complete unless ``complete`` says otherwise (default: complete
+        when not interrupted)."""
+        self.report.partial = interrupted if complete is None else not complete
         self.report.interrupted = interrupted
         if signal_name is not None:
             self.report.data["interrupted_by"] = signal_name
@@ -94,8 +97,16 @@ class RunSession:
         if isinstance(exc, KeyboardInterrupt):
             signum = getattr(exc, "signum", signal.SIGINT)
             signal_name = signal.Signals(signum).name
+        stopped_by_error = isinstance(exc, GpudiagError) and not isinstance(exc, WriteFailed)
+        if stopped_by_error:  # bad input found mid-run: the cause belongs in the report
+            assert isinstance(exc, GpudiagError)
+            self.report.add(Finding(
+                f"{self.report.command}.error", "fail", exc.message,
+                {"error_type": type(exc).__name__, "exit_code": exc.exit_code},
+                advice="gpudiag stopped here; fix what the message names and run again."))
         try:
-            self.close(interrupted=exc_type is not None, signal_name=signal_name)
+            self.close(interrupted=exc_type is not None and not stopped_by_error,
+                       signal_name=signal_name, complete=exc_type is None)
         except WriteFailed:
             if exc_type is None:
                 raise

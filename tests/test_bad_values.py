@@ -66,3 +66,12 @@ def test_tensorboard_port_in_use_is_exit_2(tmp_path: Path) -> None:
         port = busy.getsockname()[1]
         proc = gpudiag("tensorboard", str(tmp_path), "--port", str(port))
     assert_usage_error(proc, f"--port {port} on localhost is already in use")
+
+
+def test_a_script_without_a_shebang_is_refused_before_a_run_directory(
+        logdir: Path, tmp_path: Path) -> None:
+    script = tmp_path / "train.sh"
+    script.write_text("echo hi\n")
+    script.chmod(0o755)
+    assert_usage_error(gpudiag("monitor", "--logdir", str(logdir), "--", str(script)),
+                       "has no #! line", logdir)

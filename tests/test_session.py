@@ -69,3 +69,32 @@ def test_report_json_is_always_valid_mid_run(tmp_path: Path) -> None:
 def test_finding_rejects_unknown_status() -> None:
     with pytest.raises(ValueError, match="unknown status"):
         Finding("x", "great", "nope")  # type: ignore[arg-type]
+
+
+def test_bad_input_found_mid_run_is_named_in_the_report(tmp_path: Path) -> None:
+    from gpudiag.errors import UsageError
+
+    with pytest.raises(UsageError), RunSession("scaling", tmp_path) as s:
+        raise UsageError("--data x.tfrecord: record 17 is corrupt")
+    report = json.loads((s.run_dir / "report.json").read_text())
+    jsonschema.validate(report, SCHEMA)
+    assert report["partial"] is True and report["interrupted"] is False
+    (finding,) = report["findings"]
+    assert finding["id"] == "scaling.error" and finding["status"] == "fail"
+    assert finding["message"] == "--data x.tfrecord: record 17 is corrupt"
+
+
+def test_non_finite_numbers_are_null_in_strict_json_with_a_note(tmp_path: Path) -> None:
+    with RunSession("monitor", tmp_path) as s:
+        s.add(Finding("monitor.x", "ok", "numbers", {"rate": float("inf"), "ok": 1.5,
+                                                      "series": [1.0, float("nan")]}))
+
+    def reject(constant: str) -> None:
+        raise ValueError(constant)
+
+    report = json.loads((s.run_dir / "report.json").read_text(), parse_constant=reject)
+    jsonschema.validate(report, SCHEMA)
+    evidence = report["findings"][0]["evidence"]
+    assert evidence == {"rate": None, "ok": 1.5, "series": [1.0, None]}
+    assert report["data"]["non_finite"]["values"] == [
+        "findings[0].evidence.rate (inf)", "findings[0].evidence.series[1] (nan)"]

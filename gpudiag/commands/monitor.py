@@ -23,6 +23,7 @@ for Ctrl-C).
 
 from __future__ import annotations
 
+import errno
 import os
 import shlex
 import shutil
@@ -67,7 +68,23 @@ def resolve_command(command: Sequence[str]) -> list[str]:
         if os.sep in program and path.is_dir():
             raise UsageError(f"command is a directory: {program}")
         raise UsageError(f"command not found: {program}")
+    _check_runnable(Path(shutil.which(program) or program))
     return list(command)
+
+
+_EXECUTABLE_MAGIC = (b"#!", b"\x7fELF")
+
+
+def _check_runnable(path: Path) -> None:
+    """A file the kernel would refuse (ENOEXEC): say so before any run directory exists."""
+    try:
+        with path.open("rb") as handle:
+            head = handle.read(4)
+    except OSError:
+        return  # unreadable but executable: let exec decide
+    if head and not head.startswith(_EXECUTABLE_MAGIC):
+        raise UsageError(f"cannot run {path}: it has no #! line (a script needs a first line "
+                         f"such as #!/bin/sh, or run it through its interpreter: sh {path})")
 
 
 def parse_gpus(text: str) -> tuple[int, ...]:
@@ -209,7 +226,11 @@ def run(
         try:
             proc = procs.spawn(command, stdout=sys.stderr if stdout_to_stderr else None)
         except OSError as exc:
-            raise UsageError(f"cannot run {command[0]}: {exc.strerror}") from exc
+            hint = ""
+            if exc.errno == errno.ENOEXEC:
+                hint = (" (a script needs a first line such as #!/bin/sh, or run it through "
+                        f"its interpreter: sh {command[0]})")
+            raise UsageError(f"cannot run {command[0]}: {exc.strerror}{hint}") from exc
         try:
             returncode = proc.wait()
             procs.release(proc)
