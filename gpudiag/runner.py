@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from gpudiag.errors import EnvironmentBroken
+from gpudiag.exitstatus import describe_exit
 from gpudiag.layout import child_dir
 
 CONFIG_JSON = "config.json"
@@ -97,16 +98,6 @@ def _kill_group(proc: subprocess.Popen[bytes]) -> None:
             continue
 
 
-def _describe_exit(returncode: int) -> str:
-    if returncode < 0:
-        try:
-            name = signal.Signals(-returncode).name
-        except ValueError:
-            name = f"signal {-returncode}"
-        return f"the child process was killed by {name}"
-    return f"the child process exited with code {returncode} and left no result"
-
-
 def run_child(
     probe: str,
     config: dict[str, Any],
@@ -172,7 +163,8 @@ def _outcome(
         return (False, None, "Timeout",
                 f"the child process did not finish within {timeout_s:g} s and was killed")
     if payload is None:
-        return False, None, "Crash", _describe_exit(returncode or 0)
+        return (False, None, "Crash",
+                f"the child process {describe_exit(returncode)} and left no result")
     if not payload.get("ok"):
         return (False, payload.get("result"), payload.get("error_type"),
                 payload.get("error") or "the probe failed")

@@ -8,7 +8,7 @@ from dataclasses import asdict
 
 from conftest import REPO, findings_by_id
 
-from gpudiag import verdicts
+from gpudiag.verdicts import memory as memory_verdicts
 
 (RUN,) = [p.parent for p in sorted((REPO / "sample_runs" / "cpu-only").glob("*/report.json"))
           if json.loads(p.read_text())["command"] == "memory"]
@@ -25,9 +25,10 @@ def test_memory_sample_findings_rederive_from_the_children() -> None:
     found = findings_by_id(report)
     default, modify = child_result("default"), child_result("modify_after_init")
     assert default["gpu_available"] is False  # the CPU-only machine
-    assert found["memory.cpu"] == json.loads(json.dumps(asdict(verdicts.memory_cpu(default))))
+    cpu = memory_verdicts.memory_cpu(default)
+    assert found["memory.cpu"] == json.loads(json.dumps(asdict(cpu)))
     assert (found["memory.modify-after-init"]["message"]
-            == verdicts.memory_modify_after_init(modify).message)
+            == memory_verdicts.memory_modify_after_init(modify).message)
     # the default pattern: 8 steps of 64 MiB on the CPU, all given back
     readings = default["pattern"]["readings"]
     assert [r["tf_current_bytes"] for r in readings] == [k * 64 * 2**20 for k in range(9)] + [0]

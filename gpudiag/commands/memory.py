@@ -16,11 +16,14 @@ import os
 from collections.abc import Callable
 from typing import Any
 
-from gpudiag import nvml, verdicts
+from gpudiag import nvml
+from gpudiag.markdown import markdown_table
 from gpudiag.report import Finding
 from gpudiag.runner import ChildResult, run_child
 from gpudiag.session import RunSession
-from gpudiag.tb import EventWriter, markdown_table
+from gpudiag.tb import EventWriter
+from gpudiag.verdicts import common as common_verdicts
+from gpudiag.verdicts import memory as memory_verdicts
 
 TAG_MEMORY = "gpudiag/memory"
 TB_RUN_PREFIX = "memory-"
@@ -127,25 +130,25 @@ def run(
 
     first = child("default", {})
     if not first.ok or first.result is None:
-        add("default", verdicts.child_failed("memory.default", "the default-mode memory probe",
-                                             first))
+        add("default", common_verdicts.child_failed(
+            "memory.default", "the default-mode memory probe", first))
     elif not first.result["gpu_available"]:
         reason = "TensorFlow sees no GPU"
         nvml_reason = first.result["nvml"].get("reason")
         if nvml_reason:
             reason += f"; NVML: {nvml_reason}"
-        add("cpu", verdicts.memory_cpu(first.result))
-        for mode in verdicts.MEMORY_GPU_MODES:
-            add(mode, verdicts.memory_no_gpu(mode, reason))
+        add("cpu", memory_verdicts.memory_cpu(first.result))
+        for mode in memory_verdicts.MEMORY_GPU_MODES:
+            add(mode, memory_verdicts.memory_no_gpu(mode, reason))
     else:
-        add("default", verdicts.memory_default(first.result))
+        add("default", memory_verdicts.memory_default(first.result))
         for mode in ("growth", "growth_env"):
-            check_id = verdicts.MEMORY_GPU_MODES[mode]
+            check_id = memory_verdicts.MEMORY_GPU_MODES[mode]
             out = child(mode, {})
-            add(mode, verdicts.memory_growth(out.result, check_id=check_id,
-                                             default=first.result)
+            add(mode, memory_verdicts.memory_growth(out.result, check_id=check_id,
+                                                    default=first.result)
                 if out.ok and out.result is not None
-                else verdicts.child_failed(check_id, f"the {mode} memory probe", out))
+                else common_verdicts.child_failed(check_id, f"the {mode} memory probe", out))
         limit_mb, why = memory_limit_mb or DEFAULT_LIMIT_MB, None
         if fraction is not None:
             total, why = gpu0_total_bytes(open_nvml)
@@ -161,14 +164,14 @@ def run(
         else:
             out = child("limit", {"memory_limit_mb": limit_mb})
             if out.ok and out.result is not None:
-                add("limit", verdicts.memory_limit(out.result, limit_mb))
+                add("limit", memory_verdicts.memory_limit(out.result, limit_mb))
             else:
-                add("limit", verdicts.child_failed(
+                add("limit", common_verdicts.child_failed(
                     "memory.limit", f"the memory-limit probe ({limit_mb} MiB)", out))
     out = child("modify_after_init", {})
-    add("modify_after_init", verdicts.memory_modify_after_init(out.result)
+    add("modify_after_init", memory_verdicts.memory_modify_after_init(out.result)
         if out.ok and out.result is not None
-        else verdicts.child_failed("memory.modify-after-init",
-                                   "the modify-after-initialise probe", out))
+        else common_verdicts.child_failed("memory.modify-after-init",
+                                          "the modify-after-initialise probe", out))
     session.text(TAG_MEMORY, markdown_table(
         ["mode", "status", "TF peak MiB", "NVML held MiB", "NVML source", "finding"], rows))

@@ -25,6 +25,7 @@ import sys
 from typing import Any
 
 from gpudiag.devices import setup
+from gpudiag.devnames import device_name, short_device
 from gpudiag.placementlog import SECTION_MARKER
 
 MATRIX_SIZE = 64
@@ -44,8 +45,6 @@ def run(config: dict[str, Any]) -> dict[str, Any]:
     )
     import numpy as np
     import tensorflow as tf
-
-    from gpudiag.placementlog import short_device
 
     rng = np.random.default_rng(0)
     a_np = rng.standard_normal((MATRIX_SIZE, MATRIX_SIZE)).astype(np.float32)
@@ -89,7 +88,7 @@ def run(config: dict[str, Any]) -> dict[str, Any]:
     out["pinned"] = {"targets": targets, "eager": eager_pins,
                      "graph_nodes": {f"pinned_{i}": t for i, t in enumerate(targets)}}
 
-    invalid = f"/device:GPU:{n_gpus}"
+    invalid = device_name("GPU", n_gpus)
     _section("invalid-soft-off")
     tf.config.set_soft_device_placement(False)
     try:

@@ -1,9 +1,9 @@
-"""Placement and env verdicts from plain data."""
+"""Placement verdicts from plain data: parsed placement rows and the probe's result."""
 
 from __future__ import annotations
 
-from gpudiag import verdicts
 from gpudiag.placementlog import PlacementRow
+from gpudiag.verdicts import placement as verdicts
 
 CPU0, CPU1, GPU0 = "/device:CPU:0", "/device:CPU:1", "/device:GPU:0"
 
@@ -67,60 +67,11 @@ def test_multitower_checks_value_and_every_part() -> None:
     assert bad_value.status == "fail" and "sum wrong" in bad_value.message
 
 
-def _tf(gpus: int, cuda: bool = True, cvd: str | None = None) -> dict:
-    return {"tf_version": "2.21.0",
-            "build_info": {"is_cuda_build": cuda, "cuda_version": "12.5.1", "cudnn_version": "9",
-                           "cuda_compute_capabilities": ["sm_80"]},
-            "physical_gpus": [{"index": i, "name": f"/physical_device:GPU:{i}",
-                               "device_name": "NVIDIA H100", "compute_capability": [9, 0]}
-                              for i in range(gpus)],
-            "env": {"CUDA_VISIBLE_DEVICES": cvd}}
-
-
-def _nvml(n: int) -> dict:
-    return {"backend": "fake", "devices": [{"index": i, "name": "NVIDIA H100",
-                                            "pci_bus_id": f"00000000:0{i}:00.0"}
-                                           for i in range(n)]}
-
-
-def _by_id(findings: list) -> dict:
-    return {f.id: f for f in findings}
-
-
-def test_env_no_gpu_anywhere_warns_and_skips_nvml() -> None:
-    f = _by_id(verdicts.env_findings(_tf(0), None, "libnvidia-ml.so.1 not found", []))
-    assert f["env.nvml"].status == "skip" and "libnvidia-ml" in f["env.nvml"].message
-    assert f["env.tf-gpus"].status == "warn"
-    assert "env.gpu-count" not in f
-
-
-def test_env_cpu_only_build_on_gpu_machine_fails() -> None:
-    f = _by_id(verdicts.env_findings(_tf(0, cuda=False), _nvml(2), None, []))
-    assert f["env.tensorflow"].status == "fail" and "CPU-only" in f["env.tensorflow"].message
-    assert f["env.tf-gpus"].status == "fail"
-
-
-def test_env_tf_seeing_fewer_gpus_than_nvml_fails() -> None:
-    f = _by_id(verdicts.env_findings(_tf(1), _nvml(2), None, []))
-    assert f["env.gpu-count"].status == "fail"
-    assert "1 GPU(s) but 2" in f["env.gpu-count"].message
-
-
-def test_env_cuda_visible_devices_hiding_gpus_is_named() -> None:
-    f = _by_id(verdicts.env_findings(_tf(1, cvd="1"), _nvml(4), None, []))
-    assert f["env.cuda-visible-devices"].status == "warn"
-    assert "hides 3 of 4" in f["env.cuda-visible-devices"].message
-    assert "env.gpu-count" not in f  # TF sees exactly what CUDA lets it see
-
-
-def test_visible_count_follows_cuda_rules() -> None:
-    assert verdicts.visible_count(None, 4) == 4
-    assert verdicts.visible_count("", 4) == 0
-    assert verdicts.visible_count("0,2", 4) == 2
-    assert verdicts.visible_count("0,9,1", 4) == 1  # parsing stops at the first invalid index
-    assert verdicts.visible_count("GPU-abc", 2) == 1
-
-
-def test_gpu_log_lines_pick_the_cuda_reasons() -> None:
-    stderr = "I port.cc] oneDNN on\nI cudart_stub.cc:31] Could not find cuda drivers\nother\n"
-    assert verdicts.gpu_log_lines(stderr) == ["I cudart_stub.cc:31] Could not find cuda drivers"]
+def test_device_kinds_are_read_from_any_spelling_of_the_name() -> None:
+    long_cpu = "/job:localhost/replica:0/task:0/device:CPU:0"
+    moved = {"op": "AsString", "requested": "/GPU:0", "actual": long_cpu}
+    assert verdicts.no_gpu_kernel(moved).status == "ok"
+    assert verdicts.no_gpu_kernel({**moved, "actual": "/job:localhost/device:gpu:0"}).status \
+        == "fail"
+    rows = [_row("mm", "/job:localhost/replica:0/task:0/device:GPU:0"), _row("c", CPU0, "Const")]
+    assert verdicts.default_device(rows, "gpu", CPU0).status == "ok"

@@ -8,11 +8,9 @@ docs/gpu-validation.md.
 
 from __future__ import annotations
 
-import fake_nvml
 import pytest
 
-from gpudiag import verdicts
-from gpudiag.commands import memory as memory_cmd
+from gpudiag.verdicts import memory as verdicts
 
 MIB, GIB = 2**20, 2**30
 CONTEXT = 420 * MIB  # CUDA context + cuBLAS handles
@@ -168,25 +166,6 @@ def test_modify_after_init_quotes_tensorflow() -> None:
     assert "TF_FORCE_GPU_ALLOW_GROWTH=true" in f.message
     silent = {"gpu_available": True, "attempts": [{**gpu["attempts"][0], "raised": False}]}
     assert verdicts.memory_modify_after_init(silent).status == "fail"
-
-
-def test_fraction_converts_with_the_gpus_total() -> None:
-    assert memory_cmd.limit_from_fraction(0.5, 40 * GIB) == 20480
-    assert memory_cmd.limit_from_fraction(1e-9, 40 * GIB) == 1
-
-
-def test_fraction_uses_the_nvml_device_behind_gpu0(monkeypatch: pytest.MonkeyPatch) -> None:
-    backend = fake_nvml.FakeBackend(
-        [
-            fake_nvml.FakeDevice(memory_total_bytes=16 * GIB),
-            fake_nvml.FakeDevice(memory_total_bytes=80 * GIB),
-        ]
-    )
-    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "1")
-    assert memory_cmd.gpu0_total_bytes(lambda: backend) == (80 * GIB, None)
-    assert backend.closed
-    total, why = memory_cmd.gpu0_total_bytes(lambda: fake_nvml.open_scenario("no_nvml"))
-    assert total is None and why == fake_nvml.NO_NVML_REASON
 
 
 def test_growth_allows_the_allocators_doubling_regions() -> None:
