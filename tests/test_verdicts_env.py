@@ -2,17 +2,25 @@
 
 from __future__ import annotations
 
+from gpudiag.probes.results import EnvResult
 from gpudiag.verdicts import env as verdicts
 
 
-def _tf(gpus: int, cuda: bool = True, cvd: str | None = None) -> dict:
-    return {"tf_version": "2.21.0",
-            "build_info": {"is_cuda_build": cuda, "cuda_version": "12.5.1", "cudnn_version": "9",
-                           "cuda_compute_capabilities": ["sm_80"]},
-            "physical_gpus": [{"index": i, "name": f"/physical_device:GPU:{i}",
-                               "device_name": "NVIDIA H100", "compute_capability": [9, 0]}
-                              for i in range(gpus)],
-            "env": {"CUDA_VISIBLE_DEVICES": cvd}}
+def _tf(gpus: int, cuda: bool = True, cvd: str | None = None) -> EnvResult:
+    physical_gpus = [{"index": i, "name": f"/physical_device:GPU:{i}",
+                      "device_name": "NVIDIA H100", "compute_capability": [9, 0]}
+                     for i in range(gpus)]
+    return EnvResult(
+        tf_version="2.21.0", keras_version="3.10.0",
+        build_info={"is_cuda_build": cuda, "cuda_version": "12.5.1", "cudnn_version": "9",
+                    "cuda_compute_capabilities": ["sm_80"]},
+        is_built_with_cuda=cuda, is_built_with_gpu_support=cuda,
+        physical_devices=[{"name": "/physical_device:CPU:0", "device_type": "CPU"}]
+        + [{"name": g["name"], "device_type": "GPU"} for g in physical_gpus],
+        physical_gpus=physical_gpus,
+        logical_devices=[{"name": "/device:CPU:0", "device_type": "CPU"}],
+        soft_device_placement=True,
+        env={"CUDA_VISIBLE_DEVICES": cvd})
 
 
 def _nvml(n: int) -> dict:

@@ -6,6 +6,7 @@ from collections.abc import Callable
 from typing import Any
 
 from gpudiag import nvml
+from gpudiag.probes.results import EnvResult
 from gpudiag.runner import run_child
 from gpudiag.session import RunSession
 from gpudiag.verdicts import common as common_verdicts
@@ -51,13 +52,13 @@ def run(session: RunSession, *, timeout_s: float,
     if not child.ok or child.result is None:
         session.add(common_verdicts.child_failed("env.tensorflow", "importing TensorFlow", child))
         return
-    tf_info = child.result
+    tf_info = EnvResult.from_dict(child.result)
     session.set("devices", {
-        "summary": f"{len(tf_info['physical_gpus'])} GPU(s) visible to TensorFlow; logical: "
-                   + ", ".join(d["name"] for d in tf_info["logical_devices"]),
-        "physical_devices": tf_info["physical_devices"],
-        "physical_gpus": tf_info["physical_gpus"],
-        "logical_devices": tf_info["logical_devices"],
+        "summary": f"{len(tf_info.physical_gpus)} GPU(s) visible to TensorFlow; logical: "
+                   + ", ".join(d["name"] for d in tf_info.logical_devices),
+        "physical_devices": tf_info.physical_devices,
+        "physical_gpus": tf_info.physical_gpus,
+        "logical_devices": tf_info.logical_devices,
     })
     gpu_log = env_verdicts.gpu_log_lines(child.stderr_text())
     for finding in env_verdicts.env_findings(tf_info, nvml_info, nvml_reason, gpu_log):

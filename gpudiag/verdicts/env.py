@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from gpudiag.probes.results import EnvResult
 from gpudiag.report import Finding
 
 _GPU_LOG_HINTS = ("cuda", "cudnn", "dlopen", "gpu will not be used", "skipping registering gpu",
@@ -38,33 +39,33 @@ def visible_count(cuda_visible_devices: str | None, physical: int) -> int:
 
 
 def env_findings(
-    tf_info: dict[str, Any],
+    tf_info: EnvResult,
     nvml_info: dict[str, Any] | None,
     nvml_reason: str | None,
     gpu_log: list[str],
 ) -> list[Finding]:
     """Findings of `gpudiag env` from the TF probe, NVML's inventory (or why it is absent)."""
     out: list[Finding] = []
-    build = tf_info["build_info"]
-    tf_gpus = len(tf_info["physical_gpus"])
-    cvd = tf_info["env"].get("CUDA_VISIBLE_DEVICES")
+    build = tf_info.build_info
+    tf_gpus = len(tf_info.physical_gpus)
+    cvd = tf_info.env.get("CUDA_VISIBLE_DEVICES")
     nvml_gpus = len(nvml_info["devices"]) if nvml_info else None
     cuda_build = bool(build.get("is_cuda_build"))
 
     if cuda_build:
         out.append(Finding(
             "env.tensorflow", "ok",
-            f"TensorFlow {tf_info['tf_version']} is a CUDA build (CUDA "
+            f"TensorFlow {tf_info.tf_version} is a CUDA build (CUDA "
             f"{build.get('cuda_version')}, cuDNN {build.get('cudnn_version')}, compute "
             f"capabilities {', '.join(build.get('cuda_compute_capabilities') or [])})",
-            {"tf_version": tf_info["tf_version"], "build_info": build},
+            {"tf_version": tf_info.tf_version, "build_info": build},
         ))
     else:
         out.append(Finding(
             "env.tensorflow", "fail" if nvml_gpus else "warn",
-            f"TensorFlow {tf_info['tf_version']} is a CPU-only build: it can never use a GPU"
+            f"TensorFlow {tf_info.tf_version} is a CPU-only build: it can never use a GPU"
             + (f", yet NVML sees {nvml_gpus} GPU(s)" if nvml_gpus else ""),
-            {"tf_version": tf_info["tf_version"], "build_info": build,
+            {"tf_version": tf_info.tf_version, "build_info": build,
              "nvml_gpu_count": nvml_gpus},
             advice="Install a CUDA build: `pip install 'tensorflow[and-cuda]'` (or gpudiag's "
                    "`cuda` extra) on Linux.",
@@ -87,13 +88,13 @@ def env_findings(
             dict(nvml_info),
         ))
 
-    gpu_evidence = {"tf_physical_gpus": tf_info["physical_gpus"], "nvml_gpu_count": nvml_gpus,
+    gpu_evidence = {"tf_physical_gpus": tf_info.physical_gpus, "nvml_gpu_count": nvml_gpus,
                     "CUDA_VISIBLE_DEVICES": cvd, "tf_log": gpu_log}
     if tf_gpus:
         listing = ", ".join(
             f"{g['name']} ({g.get('device_name', '?')}, compute capability "
             f"{'.'.join(str(x) for x in g.get('compute_capability') or []) or '?'})"
-            for g in tf_info["physical_gpus"])
+            for g in tf_info.physical_gpus)
         out.append(Finding("env.tf-gpus", "ok", f"TensorFlow sees {tf_gpus} GPU(s): {listing}",
                            gpu_evidence))
     elif nvml_gpus:

@@ -7,10 +7,17 @@ each pinned op reported, what soft placement did, the multi-tower sum).
 
 from __future__ import annotations
 
-from typing import Any
+from dataclasses import asdict
 
 from gpudiag.devnames import device_type
 from gpudiag.placementlog import PlacementRow, is_work, op_counts_by_device
+from gpudiag.probes.results import (
+    InvalidPinResult,
+    MultitowerResult,
+    NoKernelPin,
+    PinnedResult,
+    SoftPinResult,
+)
 from gpudiag.report import Finding
 
 
@@ -67,21 +74,21 @@ def default_device(rows: list[PlacementRow], kind: str, host: str) -> Finding:
     )
 
 
-def pinned(result: dict[str, Any], rows: list[PlacementRow]) -> Finding:
+def pinned(result: PinnedResult, rows: list[PlacementRow]) -> Finding:
     """Ops pinned with tf.device land where pinned, eagerly and in a tf.function graph."""
     mismatches = [
-        f"eager matmul pinned to {p['requested']} ran on {p['actual']}"
-        for p in result["eager"] if p["actual"] != p["requested"]
+        f"eager matmul pinned to {p.requested} ran on {p.actual}"
+        for p in result.eager if p.actual != p.requested
     ]
     graph = {r.op: r.device for r in rows if r.kind == "graph"}
-    for node, target in result["graph_nodes"].items():
+    for node, target in result.graph_nodes.items():
         seen = graph.get(node)
         if seen is None:
             mismatches.append(f"graph node {node} (pinned to {target}) missing from the log")
         elif seen != target:
             mismatches.append(f"graph node {node} pinned to {target} placed on {seen}")
-    evidence = {"targets": result["targets"], "eager": result["eager"],
-                "graph_nodes_seen": {n: graph.get(n) for n in result["graph_nodes"]}}
+    evidence = {"targets": result.targets, "eager": [asdict(p) for p in result.eager],
+                "graph_nodes_seen": {n: graph.get(n) for n in result.graph_nodes}}
     if mismatches:
         return Finding("placement.pinned", "fail",
                        f"{len(mismatches)} pinned op(s) did not land where pinned: "
@@ -89,63 +96,63 @@ def pinned(result: dict[str, Any], rows: list[PlacementRow]) -> Finding:
                        advice="Soft placement moves ops whose device has no kernel for them; "
                               "check the device names (`gpudiag env` lists the logical devices).")
     return Finding("placement.pinned", "ok",
-                   f"ops pinned to {', '.join(result['targets'])} ran there, eagerly and "
+                   f"ops pinned to {', '.join(result.targets)} ran there, eagerly and "
                    "inside a tf.function", evidence)
 
 
-def invalid_device(result: dict[str, Any]) -> Finding:
+def invalid_device(result: InvalidPinResult) -> Finding:
     """Soft placement off: pinning to a device that does not exist must raise."""
-    requested = result["requested"]
-    if result["raised"]:
+    requested = result.requested
+    if result.raised:
         return Finding(
             "placement.invalid-device", "ok",
             f"with soft placement off, pinning to {requested} (which does not exist) raised "
-            f"{result['error_type']}: {result['message']}",
-            dict(result),
+            f"{result.error_type}: {result.message}",
+            asdict(result),
         )
     return Finding(
         "placement.invalid-device", "fail",
         f"with soft placement off, pinning to non-existent {requested} did not raise; the op "
-        f"ran on {result['actual']}",
-        dict(result),
+        f"ran on {result.actual}",
+        asdict(result),
         advice="tf.config.set_soft_device_placement(False) did not take effect; something "
                "re-enables soft placement.",
     )
 
 
-def soft_fallback(result: dict[str, Any], host: str) -> Finding:
+def soft_fallback(result: SoftPinResult) -> Finding:
     """Soft placement on: the same pin falls back to an existing device."""
-    actual, requested = result["actual"], result["requested"]
+    actual, requested = result.actual, result.requested
     if actual and actual != requested:
         return Finding(
             "placement.soft-fallback", "ok",
             f"with soft placement on, the op pinned to non-existent {requested} fell back to "
             f"{actual}",
-            dict(result),
+            asdict(result),
         )
     return Finding("placement.soft-fallback", "fail",
                    f"with soft placement on, the op pinned to {requested} reported device "
-                   f"{actual!r}", dict(result))
+                   f"{actual!r}", asdict(result))
 
 
-def no_gpu_kernel(result: dict[str, Any] | None) -> Finding:
+def no_gpu_kernel(result: NoKernelPin | None) -> Finding:
     """An op without a GPU kernel pinned to a GPU falls back to the CPU (GPU machines only)."""
     if result is None:
         return Finding("placement.no-gpu-kernel", "skip",
                        "no GPU visible to TensorFlow, so an op without a GPU kernel cannot be "
                        "pinned to one", {})
-    if device_type(result["actual"]) == "CPU":
+    if device_type(result.actual) == "CPU":
         return Finding("placement.no-gpu-kernel", "ok",
-                       f"{result['op']} (no GPU kernel) pinned to {result['requested']} fell "
-                       f"back to {result['actual']}", dict(result))
+                       f"{result.op} (no GPU kernel) pinned to {result.requested} fell "
+                       f"back to {result.actual}", asdict(result))
     return Finding("placement.no-gpu-kernel", "fail",
-                   f"{result['op']} pinned to {result['requested']} reported {result['actual']}, "
-                   "not the CPU", dict(result))
+                   f"{result.op} pinned to {result.requested} reported {result.actual}, "
+                   "not the CPU", asdict(result))
 
 
-def multitower(result: dict[str, Any], rows: list[PlacementRow]) -> Finding:
+def multitower(result: MultitowerResult, rows: list[PlacementRow]) -> Finding:
     """The same matmul on every device, add_n on the host: value right, parts placed right."""
-    towers, host = result["towers"], result["host"]
+    towers, host = result.towers, result.host
     matmuls = {r.op: r.device for r in rows if r.kind == "graph" and r.op_type == "MatMul"}
     addn = [r.device for r in rows if r.kind == "graph" and r.op_type == "AddN"]
     problems = []
@@ -155,10 +162,10 @@ def multitower(result: dict[str, Any], rows: list[PlacementRow]) -> Finding:
             problems.append(f"tower_{i}/MatMul on {seen}, expected {target}")
     if addn != [host]:
         problems.append(f"add_n on {addn}, expected [{host}]")
-    if not result["value_ok"]:
-        problems.append(f"sum wrong: max relative error {result['max_relative_error']:.3g}")
+    if not result.value_ok:
+        problems.append(f"sum wrong: max relative error {result.max_relative_error:.3g}")
     evidence = {"towers": towers, "matmul_devices": matmuls, "add_n_devices": addn,
-                "max_relative_error": result["max_relative_error"]}
+                "max_relative_error": result.max_relative_error}
     if problems:
         return Finding("placement.multitower", "fail",
                        "multi-tower matmul: " + "; ".join(problems), evidence,
@@ -168,6 +175,6 @@ def multitower(result: dict[str, Any], rows: list[PlacementRow]) -> Finding:
         "placement.multitower", "ok",
         f"multi-tower matmul ran one tower on each of {len(towers)} devices and add_n summed "
         f"them on {host}; the sum matches numpy (max relative error "
-        f"{result['max_relative_error']:.1e})",
+        f"{result.max_relative_error:.1e})",
         evidence,
     )
