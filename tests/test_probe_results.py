@@ -1,5 +1,5 @@
-"""The env and placement probes' typed results: JSON round trips, and the checked-in
-sample runs' findings re-derived from the children's own result.json and stderr."""
+"""The env, placement and memory probes' typed results: JSON round trips, and the
+checked-in sample runs' findings re-derived from the children's own result.json and stderr."""
 
 from __future__ import annotations
 
@@ -12,10 +12,16 @@ from conftest import REPO
 
 from gpudiag.placementlog import parse, split_sections
 from gpudiag.probes.results import (
+    AllocationError,
+    AllocationPattern,
     EnvResult,
     InvalidPinResult,
+    MemoryNvml,
+    MemoryReading,
+    MemoryResult,
     MultitowerResult,
     NoKernelPin,
+    PastLimit,
     Pin,
     PinnedResult,
     PlacementResult,
@@ -32,7 +38,7 @@ SAMPLES = REPO / "sample_runs" / "cpu-only"
 def sample(command: str) -> tuple[dict[str, Any], Path]:
     (path,) = [p for p in sorted(SAMPLES.glob("*/report.json"))
                if json.loads(p.read_text())["command"] == command]
-    return json.loads(path.read_text()), path.parent / "children" / command
+    return json.loads(path.read_text()), path.parent / "children"
 
 
 def child_result(child_dir: Path) -> dict[str, Any]:
@@ -61,7 +67,8 @@ def test_placement_result_survives_json() -> None:
 
 
 def test_env_sample_findings_rederive_from_the_child() -> None:
-    report, child = sample("env")
+    report, children = sample("env")
+    child = children / "env"
     tf_info = EnvResult.from_dict(child_result(child))
     assert EnvResult.from_dict(json.loads(json.dumps(tf_info.to_dict()))) == tf_info
     env = report["environment"]
@@ -72,7 +79,8 @@ def test_env_sample_findings_rederive_from_the_child() -> None:
 
 
 def test_placement_sample_findings_rederive_from_the_child() -> None:
-    report, child = sample("placement")
+    report, children = sample("placement")
+    child = children / "placement"
     result = PlacementResult.from_dict(child_result(child))
     sections = {n: parse(t) for n, t in split_sections((child / "stderr.txt").read_text()).items()}
     rows = [r for rs in sections.values() for r in rs]
@@ -93,3 +101,32 @@ def test_placement_sample_findings_rederive_from_the_child() -> None:
         # typed records spell out every field: old evidence is a subset of the new
         assert stored[f["id"]]["evidence"].items() <= f["evidence"].items(), f["id"]
     assert len(findings) == len(stored)
+
+
+def test_memory_result_survives_json_and_keeps_nvml_fields_only_where_read() -> None:
+    mib = 2**20
+    readings = [MemoryReading(0, "initialised", 0, 0.0, 0, 0, 300 * mib, None),
+                MemoryReading(1, "grow", 64, 0.1, 64 * mib, 64 * mib, 800 * mib, 500 * mib)]
+    result = MemoryResult(
+        "limit", True, ["/physical_device:GPU:0"], {"TF_FORCE_GPU_ALLOW_GROWTH": None},
+        MemoryNvml(True, index=0, total_bytes=40 * 2**30, baseline_device_used_bytes=300 * mib),
+        pattern=AllocationPattern("/GPU:0", 2, 64, readings,
+                                  AllocationError(2, "ResourceExhaustedError", "OOM")),
+        memory_growth=False, memory_limit_mb=128,
+        past_limit=PastLimit(192, True, "ResourceExhaustedError", "OOM when allocating"),
+        alive_after=True, after_past_limit=MemoryReading(-1, "after_past_limit", 0, 0.2, 0, 0),
+    )
+    d = json.loads(json.dumps(result.to_dict()))
+    assert MemoryResult.from_dict(d) == result
+    assert d["pattern"]["readings"][0]["nvml_device_used_bytes"] == 300 * mib
+    assert "nvml_process_used_bytes" not in d["pattern"]["readings"][0]
+    assert "nvml_device_used_bytes" not in d["after_past_limit"]
+
+
+def test_memory_sample_results_read_back() -> None:
+    _, children = sample("memory")
+    for mode in ("default", "modify_after_init"):
+        raw = child_result(children / f"memory-{mode}")
+        result = MemoryResult.from_dict(raw)
+        assert result.mode == mode and result.nvml.available is False
+        assert MemoryResult.from_dict(json.loads(json.dumps(result.to_dict()))) == result

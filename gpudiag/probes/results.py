@@ -1,10 +1,10 @@
-"""What the env and placement probes return: typed records, TF-free.
+"""What the env, placement and memory probes return: typed records, TF-free.
 
 A probe builds its record inside the child and returns ``record.to_dict()`` (the child
 protocol carries JSON, gpudiag/child.py); the parent turns result.json back into the
 record with ``from_dict`` and hands it to the verdicts (gpudiag.verdicts.env,
-gpudiag.verdicts.placement). Device names are in devnames' short form
-(``/device:GPU:1``). The scaling probes' records live with the training code.
+.placement, .memory). Device names are in devnames' short form (``/device:GPU:1``).
+The scaling probes' records live with the training code.
 """
 
 from __future__ import annotations
@@ -173,4 +173,155 @@ class PlacementResult:
             soft_on=SoftPinResult.from_dict(d["soft_on"]),
             no_gpu_kernel=None if no_kernel is None else NoKernelPin.from_dict(no_kernel),
             multitower=MultitowerResult.from_dict(d["multitower"]),
+        )
+
+
+# ---------------------------------------------------------------- memory
+
+
+@dataclass(frozen=True)
+class MemoryReading:
+    """TensorFlow's and NVML's view of memory at one point of the allocation pattern."""
+
+    step: int  # 0 at initialisation, 1..steps while growing, then the release
+    phase: str  # "initialised" | "grow" | "released" | "after_past_limit"
+    held_mb: int  # what the pattern held at this point
+    t_s: float  # seconds since the pattern started
+    tf_current_bytes: int  # tf.config.experimental.get_memory_info(device)["current"]
+    tf_peak_bytes: int  # ... ["peak"]
+    nvml_device_used_bytes: int | None = None  # the device's used memory (NVML)
+    nvml_process_used_bytes: int | None = None  # this process's entry, when NVML lists it
+
+    def to_dict(self) -> dict[str, Any]:
+        """The NVML fields only where NVML gave them (never on the CPU)."""
+        return {k: v for k, v in asdict(self).items()
+                if v is not None or not k.startswith("nvml_")}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> MemoryReading:
+        return cls(int(d["step"]), d["phase"], int(d["held_mb"]), float(d["t_s"]),
+                   int(d["tf_current_bytes"]), int(d["tf_peak_bytes"]),
+                   d.get("nvml_device_used_bytes"), d.get("nvml_process_used_bytes"))
+
+
+@dataclass(frozen=True)
+class AllocationError:
+    """An allocation of the pattern that raised (ResourceExhaustedError), at ``step``."""
+
+    step: int
+    error_type: str
+    error: str  # the first line of its message
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> AllocationError:
+        return cls(int(d["step"]), d["error_type"], d["error"])
+
+
+@dataclass(frozen=True)
+class AllocationPattern:
+    """``steps`` tensors of ``step_mb`` MiB allocated one by one on ``device``, then freed."""
+
+    device: str
+    steps: int
+    step_mb: int
+    readings: list[MemoryReading]
+    allocation_error: AllocationError | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**asdict(self), "readings": [r.to_dict() for r in self.readings]}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> AllocationPattern:
+        error = d.get("allocation_error")
+        return cls(d["device"], int(d["steps"]), int(d["step_mb"]),
+                   [MemoryReading.from_dict(r) for r in d["readings"]],
+                   None if error is None else AllocationError.from_dict(error))
+
+
+@dataclass(frozen=True)
+class ConfigAttempt:
+    """A device-configuration call after TensorFlow initialised its devices: it must raise."""
+
+    api: str  # the call, as written
+    raised: bool
+    error_type: str | None = None
+    error: str | None = None  # the first line of its message
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> ConfigAttempt:
+        return cls(d["api"], bool(d["raised"]), d.get("error_type"), d.get("error"))
+
+
+@dataclass(frozen=True)
+class PastLimit:
+    """One allocation larger than the memory limit: it must raise inside the child."""
+
+    size_mb: int
+    raised: bool
+    error_type: str | None = None
+    error: str | None = None  # the first line of its message
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> PastLimit:
+        return cls(int(d["size_mb"]), bool(d["raised"]), d.get("error_type"), d.get("error"))
+
+
+@dataclass(frozen=True)
+class MemoryNvml:
+    """NVML's view from inside the memory child: the device behind TensorFlow's GPU:0."""
+
+    available: bool
+    reason: str | None = None  # why not available
+    index: int | None = None  # the NVML index of GPU:0
+    mapping_note: str | None = None  # how GPU:0 was matched to it
+    total_bytes: int | None = None
+    baseline_device_used_bytes: int | None = None  # used before TensorFlow started
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> MemoryNvml:
+        return cls(bool(d["available"]), d.get("reason"), d.get("index"), d.get("mapping_note"),
+                   d.get("total_bytes"), d.get("baseline_device_used_bytes"))
+
+
+@dataclass(frozen=True)
+class MemoryResult:
+    """One memory mode in one child (probes/memory.py); fields a mode does not fill are
+    None (``pattern`` in modify_after_init, ``attempts`` in the others, the limit's
+    fields outside ``limit``)."""
+
+    mode: str  # probes.memory.MODES
+    gpu_available: bool
+    physical_gpus: list[str]
+    env: dict[str, str | None]  # TF_FORCE_GPU_ALLOW_GROWTH (and what was inherited) ...
+    nvml: MemoryNvml
+    pattern: AllocationPattern | None = None
+    attempts: list[ConfigAttempt] | None = None  # modify_after_init
+    memory_growth: bool | None = None  # tf.config.experimental.get_memory_growth(GPU:0)
+    memory_limit_mb: int | None = None
+    past_limit: PastLimit | None = None
+    alive_after: bool | None = None  # an op still ran after it
+    after_past_limit: MemoryReading | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        if self.pattern is not None:
+            d["pattern"] = self.pattern.to_dict()
+        if self.after_past_limit is not None:
+            d["after_past_limit"] = self.after_past_limit.to_dict()
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> MemoryResult:
+        pattern, attempts = d.get("pattern"), d.get("attempts")
+        past, after = d.get("past_limit"), d.get("after_past_limit")
+        return cls(
+            mode=d["mode"], gpu_available=bool(d["gpu_available"]),
+            physical_gpus=list(d["physical_gpus"]), env=dict(d["env"]),
+            nvml=MemoryNvml.from_dict(d["nvml"]),
+            pattern=None if pattern is None else AllocationPattern.from_dict(pattern),
+            attempts=None if attempts is None else [ConfigAttempt.from_dict(a) for a in attempts],
+            memory_growth=d.get("memory_growth"), memory_limit_mb=d.get("memory_limit_mb"),
+            past_limit=None if past is None else PastLimit.from_dict(past),
+            alive_after=d.get("alive_after"),
+            after_past_limit=None if after is None else MemoryReading.from_dict(after),
         )
