@@ -10,13 +10,32 @@ The scaling probes' records live with the training code.
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import Any, ClassVar, Self
+
+
+class Record:
+    """Base of the records here: ``to_dict`` for the child, ``from_dict`` for the parent.
+
+    ``from_dict`` as written here suits a record of JSON values (str, numbers, lists and
+    dicts of them): keys that are not fields are ignored, a missing field takes its
+    default. Records holding other records override it.
+    """
+
+    __dataclass_fields__: ClassVar[dict[str, Any]]
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Self:
+        return cls(**{k: v for k, v in d.items() if k in cls.__dataclass_fields__})
+
 
 # ---------------------------------------------------------------- env
 
 
 @dataclass(frozen=True)
-class EnvResult:
+class EnvResult(Record):
     """TensorFlow's view of the machine with its default device setup (probes/env.py)."""
 
     tf_version: str
@@ -32,50 +51,28 @@ class EnvResult:
     soft_device_placement: bool
     env: dict[str, str | None]  # devices.DEVICE_ENV_VARS, set or not
 
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> EnvResult:
-        return cls(
-            tf_version=d["tf_version"], keras_version=d.get("keras_version"),
-            build_info=dict(d["build_info"]), is_built_with_cuda=bool(d["is_built_with_cuda"]),
-            is_built_with_gpu_support=bool(d["is_built_with_gpu_support"]),
-            physical_devices=list(d["physical_devices"]), physical_gpus=list(d["physical_gpus"]),
-            logical_devices=list(d["logical_devices"]),
-            soft_device_placement=bool(d["soft_device_placement"]), env=dict(d["env"]),
-        )
-
 
 # ---------------------------------------------------------------- placement
 
 
 @dataclass(frozen=True)
-class Workload:
+class Workload(Record):
     """Where unpinned work ended up: an eager op's result, a tf.function's result."""
 
     eager_result_device: str
     function_result_device: str
 
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> Workload:
-        return cls(d["eager_result_device"], d["function_result_device"])
-
 
 @dataclass(frozen=True)
-class Pin:
+class Pin(Record):
     """One op pinned with ``tf.device``: the device asked for, the device it reported."""
 
     requested: str
     actual: str
 
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> Pin:
-        return cls(d["requested"], d["actual"])
-
 
 @dataclass(frozen=True)
-class PinnedResult:
+class PinnedResult(Record):
     """One matmul pinned to each device, eagerly and as node ``pinned_<i>`` of a graph."""
 
     targets: list[str]
@@ -89,7 +86,7 @@ class PinnedResult:
 
 
 @dataclass(frozen=True)
-class InvalidPinResult:
+class InvalidPinResult(Record):
     """Soft placement off, a matmul pinned to a device that does not exist."""
 
     requested: str
@@ -98,40 +95,27 @@ class InvalidPinResult:
     error_type: str | None = None  # what it raised
     message: str | None = None
 
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> InvalidPinResult:
-        return cls(d["requested"], bool(d["raised"]), d.get("actual"), d.get("error_type"),
-                   d.get("message"))
-
 
 @dataclass(frozen=True)
-class SoftPinResult:
+class SoftPinResult(Record):
     """Soft placement on, the same pin: where the op fell back to."""
 
     requested: str
     actual: str
     soft_device_placement: bool
 
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> SoftPinResult:
-        return cls(d["requested"], d["actual"], bool(d["soft_device_placement"]))
-
 
 @dataclass(frozen=True)
-class NoKernelPin:
+class NoKernelPin(Record):
     """An op with no GPU kernel (``op``) pinned to a GPU, and where it ran."""
 
     op: str
     requested: str
     actual: str
 
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> NoKernelPin:
-        return cls(d["op"], d["requested"], d["actual"])
-
 
 @dataclass(frozen=True)
-class MultitowerResult:
+class MultitowerResult(Record):
     """One matmul per compute device (``tower_<i>/MatMul``), add_n on the host."""
 
     towers: list[str]
@@ -139,14 +123,9 @@ class MultitowerResult:
     max_relative_error: float  # of the sum against numpy's, in float64
     value_ok: bool
 
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> MultitowerResult:
-        return cls(list(d["towers"]), d["host"], float(d["max_relative_error"]),
-                   bool(d["value_ok"]))
-
 
 @dataclass(frozen=True)
-class PlacementResult:
+class PlacementResult(Record):
     """Everything the placement probe observed itself (probes/placement.py); the
     placement log it made TensorFlow write is in the child's stderr."""
 
@@ -158,9 +137,6 @@ class PlacementResult:
     soft_on: SoftPinResult
     no_gpu_kernel: NoKernelPin | None  # None: no GPU, not run
     multitower: MultitowerResult
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> PlacementResult:
@@ -180,7 +156,7 @@ class PlacementResult:
 
 
 @dataclass(frozen=True)
-class MemoryReading:
+class MemoryReading(Record):
     """TensorFlow's and NVML's view of memory at one point of the allocation pattern."""
 
     step: int  # 0 at initialisation, 1..steps while growing, then the release
@@ -197,28 +173,18 @@ class MemoryReading:
         return {k: v for k, v in asdict(self).items()
                 if v is not None or not k.startswith("nvml_")}
 
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> MemoryReading:
-        return cls(int(d["step"]), d["phase"], int(d["held_mb"]), float(d["t_s"]),
-                   int(d["tf_current_bytes"]), int(d["tf_peak_bytes"]),
-                   d.get("nvml_device_used_bytes"), d.get("nvml_process_used_bytes"))
-
 
 @dataclass(frozen=True)
-class AllocationError:
+class AllocationError(Record):
     """An allocation of the pattern that raised (ResourceExhaustedError), at ``step``."""
 
     step: int
     error_type: str
     error: str  # the first line of its message
 
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> AllocationError:
-        return cls(int(d["step"]), d["error_type"], d["error"])
-
 
 @dataclass(frozen=True)
-class AllocationPattern:
+class AllocationPattern(Record):
     """``steps`` tensors of ``step_mb`` MiB allocated one by one on ``device``, then freed."""
 
     device: str
@@ -239,7 +205,7 @@ class AllocationPattern:
 
 
 @dataclass(frozen=True)
-class ConfigAttempt:
+class ConfigAttempt(Record):
     """A device-configuration call after TensorFlow initialised its devices: it must raise."""
 
     api: str  # the call, as written
@@ -247,13 +213,9 @@ class ConfigAttempt:
     error_type: str | None = None
     error: str | None = None  # the first line of its message
 
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> ConfigAttempt:
-        return cls(d["api"], bool(d["raised"]), d.get("error_type"), d.get("error"))
-
 
 @dataclass(frozen=True)
-class PastLimit:
+class PastLimit(Record):
     """One allocation larger than the memory limit: it must raise inside the child."""
 
     size_mb: int
@@ -261,13 +223,9 @@ class PastLimit:
     error_type: str | None = None
     error: str | None = None  # the first line of its message
 
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> PastLimit:
-        return cls(int(d["size_mb"]), bool(d["raised"]), d.get("error_type"), d.get("error"))
-
 
 @dataclass(frozen=True)
-class MemoryNvml:
+class MemoryNvml(Record):
     """NVML's view from inside the memory child: the device behind TensorFlow's GPU:0."""
 
     available: bool
@@ -277,14 +235,9 @@ class MemoryNvml:
     total_bytes: int | None = None
     baseline_device_used_bytes: int | None = None  # used before TensorFlow started
 
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> MemoryNvml:
-        return cls(bool(d["available"]), d.get("reason"), d.get("index"), d.get("mapping_note"),
-                   d.get("total_bytes"), d.get("baseline_device_used_bytes"))
-
 
 @dataclass(frozen=True)
-class MemoryResult:
+class MemoryResult(Record):
     """One memory mode in one child (probes/memory.py); fields a mode does not fill are
     None (``pattern`` in modify_after_init, ``attempts`` in the others, the limit's
     fields outside ``limit``)."""
