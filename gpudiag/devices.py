@@ -18,6 +18,8 @@ import os
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from gpudiag.devnames import device_name
+
 # Environment variables that change how TensorFlow finds and uses devices.
 DEVICE_ENV_VARS = (
     "CUDA_VISIBLE_DEVICES",
@@ -108,7 +110,7 @@ def setup(
         kind = "virtual-gpu"
         note = (f"physical GPU 0 split into {virtual_gpus} logical GPUs of {memory_limit_mb} MB; "
                 "NVML sees one physical device behind all of them")
-        compute = [f"/device:GPU:{i}" for i in range(n_devices)]
+        compute = [device_name("GPU", i) for i in range(n_devices)]
     elif gpus:
         n_devices = len(gpus) if n_devices is None else n_devices
         if n_devices > len(gpus):
@@ -118,7 +120,7 @@ def setup(
             )
         tf.config.set_visible_devices(gpus[:n_devices], "GPU")
         kind, note = "gpu", f"{n_devices} of {len(gpus)} physical GPU(s) used"
-        compute = [f"/device:GPU:{i}" for i in range(n_devices)]
+        compute = [device_name("GPU", i) for i in range(n_devices)]
     else:
         if n_devices is None:
             n_devices = virtual_gpus or DEFAULT_VIRTUAL_DEVICES
@@ -129,11 +131,11 @@ def setup(
         kind = "virtual-cpu"
         note = (f"no GPU visible to TensorFlow: {n_devices} virtual CPU devices stand in for "
                 "GPUs (CPU:0 is the host); they share the same cores")
-        compute = [f"/device:CPU:{i}" for i in range(1, n_devices + 1)]
+        compute = [device_name("CPU", i) for i in range(1, n_devices + 1)]
     logical = [d.name for d in tf.config.list_logical_devices()]
     return DeviceSetup(
         kind=kind,
-        host_device="/device:CPU:0",
+        host_device=device_name("CPU", 0),
         compute_devices=compute,
         logical_devices=logical,
         physical_gpus=details,

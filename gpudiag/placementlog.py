@@ -23,11 +23,12 @@ from collections import Counter
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from gpudiag.devnames import short_device
+
 SECTION_MARKER = "GPUDIAG-SECTION "
 
 _EAGER = re.compile(r"Executing op (?P<op>\S+) in device (?P<device>\S+)")
 _GRAPH = re.compile(r"placer\.cc:\d+\]\s+(?P<node>.+?): \((?P<type>[^)]+)\): (?P<device>/\S+)\s*$")
-_JOB_PREFIX = re.compile(r"^/job:[^/]+/replica:\d+/task:\d+")
 
 # Function plumbing, not work: left out of per-device op counts.
 PLUMBING_OPS = frozenset(
@@ -45,11 +46,6 @@ class PlacementRow:
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
-
-
-def short_device(device: str) -> str:
-    """``/job:localhost/replica:0/task:0/device:GPU:1`` -> ``/device:GPU:1``."""
-    return _JOB_PREFIX.sub("", device)
 
 
 def _is_function(op: str) -> bool:

@@ -18,6 +18,7 @@ from gpudiag import __version__
 from gpudiag.errors import EXIT_CHECK_FAILED, EXIT_OK
 from gpudiag.files import atomic_write_text, strict_json
 from gpudiag.layout import REPORT_JSON, REPORT_MD, SCHEMA_VERSION
+from gpudiag.markdown import markdown_table
 
 Status = Literal["ok", "warn", "fail", "skip"]
 STATUSES: tuple[Status, ...] = ("ok", "warn", "fail", "skip")
@@ -122,10 +123,6 @@ def load(run_dir: Path) -> dict[str, Any]:
 _ICON = {"ok": "OK", "warn": "WARN", "fail": "FAIL", "skip": "SKIP"}
 
 
-def _md_cell(value: Any) -> str:
-    return str(value).replace("|", "\\|").replace("\n", " ")
-
-
 def _evidence_md(evidence: dict[str, Any]) -> list[str]:
     lines = []
     for key, value in evidence.items():
@@ -152,9 +149,9 @@ def to_markdown(report: Report) -> str:
     ]
     if report.devices:
         out += [f"Devices: {report.devices.get('summary', '')}", ""]
-    out += ["| status | check | finding |", "|---|---|---|"]
-    out += [f"| {_ICON[f.status]} | `{f.id}` | {_md_cell(f.message)} |" for f in report.findings]
-    out.append("")
+    out += [markdown_table(["status", "check", "finding"],
+                           [[_ICON[f.status], f"`{f.id}`", f.message] for f in report.findings]),
+            ""]
     for f in report.findings:
         out += [f"## {_ICON[f.status]} `{f.id}`", "", f.message, ""]
         if f.advice and f.status != "ok":

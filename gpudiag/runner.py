@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import sys
 import time
@@ -25,6 +24,7 @@ from typing import Any
 
 from gpudiag import procs
 from gpudiag.errors import EnvironmentBroken
+from gpudiag.exitstatus import describe_exit
 from gpudiag.layout import child_dir
 
 CONFIG_JSON = "config.json"
@@ -83,14 +83,6 @@ def _tail(path: Path, lines: int = 12) -> list[str]:
     return [ln for ln in text.splitlines() if ln.strip()][-lines:]
 
 
-def _describe_exit(returncode: int) -> str:
-    if returncode < 0:
-        try:
-            name = signal.Signals(-returncode).name
-        except ValueError:
-            name = f"signal {-returncode}"
-        return f"the child process was killed by {name}"
-    return f"the child process exited with code {returncode} and left no result"
 
 
 def run_child(
@@ -157,7 +149,8 @@ def _outcome(
         return (False, None, "Timeout",
                 f"the child process did not finish within {timeout_s:g} s and was killed")
     if payload is None:
-        return False, None, "Crash", _describe_exit(returncode or 0)
+        return (False, None, "Crash",
+                f"the child process {describe_exit(returncode)} and left no result")
     if not payload.get("ok"):
         return (False, payload.get("result"), payload.get("error_type"),
                 payload.get("error") or "the probe failed")

@@ -77,16 +77,6 @@ class EventWriter:
         self.close()
 
 
-def markdown_table(headers: list[str], rows: list[list[Any]]) -> str:
-    """A markdown table (TensorBoard's text plugin renders these)."""
-    def cell(v: Any) -> str:
-        return str(v).replace("|", "\\|").replace("\n", " ")
-
-    lines = ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
-    lines += ["| " + " | ".join(cell(v) for v in row) + " |" for row in rows]
-    return "\n".join(lines)
-
-
 def tensorboard_argv(logdir: Path, port: int, host: str) -> list[str]:
     """The TensorBoard command line gpudiag runs (bound to ``host``, localhost by default)."""
     import sys

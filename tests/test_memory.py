@@ -2,6 +2,7 @@
 
 No GPU here: the GPU modes must be skip findings with the reason, the CPU's memory info
 must be reported, and the "modify after initialise" error must come from TensorFlow itself.
+The --fraction helpers (limit from a fraction of GPU:0's memory) run on the fake NVML backend.
 """
 
 from __future__ import annotations
@@ -9,12 +10,15 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import fake_nvml
 import jsonschema
 import pytest
 from conftest import REPO, assert_usage_error, findings_by_id, gpudiag, load_report, run_dirs
 
+from gpudiag.commands import memory as memory_cmd
+
 SCHEMA = json.loads((REPO / "gpudiag" / "report.schema.json").read_text())
-MIB = 2**20
+MIB, GIB = 2**20, 2**30
 
 
 @pytest.mark.parametrize(
@@ -94,3 +98,22 @@ def test_memory_without_gpu(logdir: Path) -> None:
     assert [e.value for e in acc.Scalars("memory/tf_peak_mib")][-1] == 24
     assert "memory/nvml_process_mib" not in acc.Tags()["scalars"]
     assert "TensorFlow sees no GPU" in (run_dir / "report.md").read_text()
+
+
+def test_fraction_converts_with_the_gpus_total() -> None:
+    assert memory_cmd.limit_from_fraction(0.5, 40 * GIB) == 20480
+    assert memory_cmd.limit_from_fraction(1e-9, 40 * GIB) == 1
+
+
+def test_fraction_uses_the_nvml_device_behind_gpu0(monkeypatch: pytest.MonkeyPatch) -> None:
+    backend = fake_nvml.FakeBackend(
+        [
+            fake_nvml.FakeDevice(memory_total_bytes=16 * GIB),
+            fake_nvml.FakeDevice(memory_total_bytes=80 * GIB),
+        ]
+    )
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "1")
+    assert memory_cmd.gpu0_total_bytes(lambda: backend) == (80 * GIB, None)
+    assert backend.closed
+    total, why = memory_cmd.gpu0_total_bytes(lambda: fake_nvml.open_scenario("no_nvml"))
+    assert total is None and why == fake_nvml.NO_NVML_REASON

@@ -8,28 +8,31 @@ from dataclasses import asdict
 
 from conftest import REPO, findings_by_id
 
-from gpudiag import verdicts
+from gpudiag.probes.results import MemoryResult
+from gpudiag.verdicts import memory as memory_verdicts
 
 (RUN,) = [p.parent for p in sorted((REPO / "sample_runs" / "cpu-only").glob("*/report.json"))
           if json.loads(p.read_text())["command"] == "memory"]
 
 
-def child_result(mode: str) -> dict:
+def child_result(mode: str) -> MemoryResult:
     payload = json.loads((RUN / "children" / f"memory-{mode}" / "result.json").read_text())
     assert payload["ok"] is True
-    return payload["result"]
+    return MemoryResult.from_dict(payload["result"])
 
 
 def test_memory_sample_findings_rederive_from_the_children() -> None:
     report = json.loads((RUN / "report.json").read_text())
     found = findings_by_id(report)
     default, modify = child_result("default"), child_result("modify_after_init")
-    assert default["gpu_available"] is False  # the CPU-only machine
-    assert found["memory.cpu"] == json.loads(json.dumps(asdict(verdicts.memory_cpu(default))))
+    assert default.gpu_available is False  # the CPU-only machine
+    cpu = memory_verdicts.memory_cpu(default)
+    assert found["memory.cpu"] == json.loads(json.dumps(asdict(cpu)))
     assert (found["memory.modify-after-init"]["message"]
-            == verdicts.memory_modify_after_init(modify).message)
+            == memory_verdicts.memory_modify_after_init(modify).message)
     # the default pattern: 8 steps of 64 MiB on the CPU, all given back
-    readings = default["pattern"]["readings"]
-    assert [r["tf_current_bytes"] for r in readings] == [k * 64 * 2**20 for k in range(9)] + [0]
+    assert default.pattern is not None
+    readings = default.pattern.readings
+    assert [r.tf_current_bytes for r in readings] == [k * 64 * 2**20 for k in range(9)] + [0]
     for check in ("memory.default", "memory.growth", "memory.growth-env", "memory.limit"):
         assert found[check]["status"] == "skip"

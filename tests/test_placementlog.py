@@ -4,14 +4,9 @@ from __future__ import annotations
 
 from conftest import TESTS_DIR
 
-from gpudiag.placementlog import op_counts_by_device, parse, short_device, split_sections
+from gpudiag.placementlog import op_counts_by_device, parse, split_sections
 
 LOG = (TESTS_DIR / "data" / "placement_stderr_virtual_cpu.txt").read_text()
-
-
-def test_short_device_strips_the_job_prefix() -> None:
-    assert short_device("/job:localhost/replica:0/task:0/device:GPU:1") == "/device:GPU:1"
-    assert short_device("/device:CPU:0") == "/device:CPU:0"
 
 
 def test_sections_are_split_at_markers() -> None:

@@ -5,9 +5,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from gpudiag import nvml, verdicts
+from gpudiag import nvml
+from gpudiag.probes.results import EnvResult
 from gpudiag.runner import run_child
 from gpudiag.session import RunSession
+from gpudiag.verdicts import common as common_verdicts
+from gpudiag.verdicts import env as env_verdicts
 
 OpenBackend = Callable[[], "nvml.NvmlBackend | nvml.NvmlUnavailable"]
 
@@ -47,16 +50,16 @@ def run(session: RunSession, *, timeout_s: float,
     session.set("environment", {"nvml": nvml_info, "nvml_unavailable_reason": nvml_reason,
                                 "tensorflow": child.result if child.ok else None})
     if not child.ok or child.result is None:
-        session.add(verdicts.child_failed("env.tensorflow", "importing TensorFlow", child))
+        session.add(common_verdicts.child_failed("env.tensorflow", "importing TensorFlow", child))
         return
-    tf_info = child.result
+    tf_info = EnvResult.from_dict(child.result)
     session.set("devices", {
-        "summary": f"{len(tf_info['physical_gpus'])} GPU(s) visible to TensorFlow; logical: "
-                   + ", ".join(d["name"] for d in tf_info["logical_devices"]),
-        "physical_devices": tf_info["physical_devices"],
-        "physical_gpus": tf_info["physical_gpus"],
-        "logical_devices": tf_info["logical_devices"],
+        "summary": f"{len(tf_info.physical_gpus)} GPU(s) visible to TensorFlow; logical: "
+                   + ", ".join(d["name"] for d in tf_info.logical_devices),
+        "physical_devices": tf_info.physical_devices,
+        "physical_gpus": tf_info.physical_gpus,
+        "logical_devices": tf_info.logical_devices,
     })
-    gpu_log = verdicts.gpu_log_lines(child.stderr_text())
-    for finding in verdicts.env_findings(tf_info, nvml_info, nvml_reason, gpu_log):
+    gpu_log = env_verdicts.gpu_log_lines(child.stderr_text())
+    for finding in env_verdicts.env_findings(tf_info, nvml_info, nvml_reason, gpu_log):
         session.add(finding)

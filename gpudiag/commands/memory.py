@@ -16,11 +16,16 @@ import os
 from collections.abc import Callable
 from typing import Any
 
-from gpudiag import nvml, verdicts
+from gpudiag import nvml
+from gpudiag.devnames import device_type
+from gpudiag.markdown import markdown_table
+from gpudiag.probes.results import MemoryResult
 from gpudiag.report import Finding
 from gpudiag.runner import ChildResult, run_child
 from gpudiag.session import RunSession
-from gpudiag.tb import EventWriter, markdown_table
+from gpudiag.tb import EventWriter
+from gpudiag.verdicts import common as common_verdicts
+from gpudiag.verdicts import memory as memory_verdicts
 
 TAG_MEMORY = "gpudiag/memory"
 TB_RUN_PREFIX = "memory-"
@@ -67,22 +72,20 @@ def child_env(mode: str) -> dict[str, str]:
     return env
 
 
-def write_scalars(session: RunSession, mode: str, result: dict[str, Any]) -> None:
+def write_scalars(session: RunSession, mode: str, result: MemoryResult) -> None:
     """One TensorBoard run per mode (``memory-cpu`` for the pattern on the CPU)."""
-    pattern = result.get("pattern") or {}
-    readings = pattern.get("readings") or []
-    if not readings:
+    pattern = result.pattern
+    if pattern is None or not pattern.readings:
         return
-    name = "cpu" if pattern.get("device") == "/CPU:0" else mode
+    name = "cpu" if device_type(pattern.device) == "CPU" else mode
     with EventWriter(session.run_dir / f"{TB_RUN_PREFIX}{name}") as writer:
-        for k, r in enumerate(readings):
-            writer.scalar("memory/tf_current_mib", r["tf_current_bytes"] / 2**20, k)
-            writer.scalar("memory/tf_peak_mib", r["tf_peak_bytes"] / 2**20, k)
-            if r.get("nvml_process_used_bytes") is not None:
-                writer.scalar("memory/nvml_process_mib", r["nvml_process_used_bytes"] / 2**20, k)
-            if r.get("nvml_device_used_bytes") is not None:
-                writer.scalar("memory/nvml_device_used_mib", r["nvml_device_used_bytes"] / 2**20,
-                              k)
+        for k, r in enumerate(pattern.readings):
+            writer.scalar("memory/tf_current_mib", r.tf_current_bytes / 2**20, k)
+            writer.scalar("memory/tf_peak_mib", r.tf_peak_bytes / 2**20, k)
+            if r.nvml_process_used_bytes is not None:
+                writer.scalar("memory/nvml_process_mib", r.nvml_process_used_bytes / 2**20, k)
+            if r.nvml_device_used_bytes is not None:
+                writer.scalar("memory/nvml_device_used_mib", r.nvml_device_used_bytes / 2**20, k)
 
 
 def _row(mode: str, finding: Finding) -> list[Any]:
@@ -111,41 +114,41 @@ def run(
     results: dict[str, dict[str, Any]] = {}
     rows: list[list[Any]] = []
 
-    def child(mode: str, config: dict[str, Any]) -> ChildResult:
+    def child(mode: str, config: dict[str, Any]) -> tuple[ChildResult, MemoryResult | None]:
         say(f"memory mode {mode}: child process ...")
         out = run_child("memory", {**base, "mode": mode, **config}, run_dir=session.run_dir,
                         name=f"memory-{mode}", timeout_s=timeout_s, env=child_env(mode))
-        if out.ok and out.result is not None:
-            results[mode] = out.result
-            session.set("memory", results)
-            write_scalars(session, mode, out.result)
-        return out
+        if not out.ok or out.result is None:
+            return out, None
+        results[mode] = out.result
+        session.set("memory", results)
+        result = MemoryResult.from_dict(out.result)
+        write_scalars(session, mode, result)
+        return out, result
 
     def add(mode: str, finding: Finding) -> None:
         session.add(finding)
         rows.append(_row(mode, finding))
 
-    first = child("default", {})
-    if not first.ok or first.result is None:
-        add("default", verdicts.child_failed("memory.default", "the default-mode memory probe",
-                                             first))
-    elif not first.result["gpu_available"]:
+    first, default = child("default", {})
+    if default is None:
+        add("default", common_verdicts.child_failed(
+            "memory.default", "the default-mode memory probe", first))
+    elif not default.gpu_available:
         reason = "TensorFlow sees no GPU"
-        nvml_reason = first.result["nvml"].get("reason")
-        if nvml_reason:
-            reason += f"; NVML: {nvml_reason}"
-        add("cpu", verdicts.memory_cpu(first.result))
-        for mode in verdicts.MEMORY_GPU_MODES:
-            add(mode, verdicts.memory_no_gpu(mode, reason))
+        if default.nvml.reason:
+            reason += f"; NVML: {default.nvml.reason}"
+        add("cpu", memory_verdicts.memory_cpu(default))
+        for mode in memory_verdicts.MEMORY_GPU_MODES:
+            add(mode, memory_verdicts.memory_no_gpu(mode, reason))
     else:
-        add("default", verdicts.memory_default(first.result))
+        add("default", memory_verdicts.memory_default(default))
         for mode in ("growth", "growth_env"):
-            check_id = verdicts.MEMORY_GPU_MODES[mode]
-            out = child(mode, {})
-            add(mode, verdicts.memory_growth(out.result, check_id=check_id,
-                                             default=first.result)
-                if out.ok and out.result is not None
-                else verdicts.child_failed(check_id, f"the {mode} memory probe", out))
+            check_id = memory_verdicts.MEMORY_GPU_MODES[mode]
+            out, result = child(mode, {})
+            add(mode, memory_verdicts.memory_growth(result, check_id=check_id, default=default)
+                if result is not None
+                else common_verdicts.child_failed(check_id, f"the {mode} memory probe", out))
         limit_mb, why = memory_limit_mb or DEFAULT_LIMIT_MB, None
         if fraction is not None:
             total, why = gpu0_total_bytes(open_nvml)
@@ -159,16 +162,16 @@ def run(
                 f"{why}", {"fraction": fraction, "reason": why},
                 advice="Give the limit in MiB with --memory-limit-mb instead."))
         else:
-            out = child("limit", {"memory_limit_mb": limit_mb})
-            if out.ok and out.result is not None:
-                add("limit", verdicts.memory_limit(out.result, limit_mb))
+            out, result = child("limit", {"memory_limit_mb": limit_mb})
+            if result is not None:
+                add("limit", memory_verdicts.memory_limit(result, limit_mb))
             else:
-                add("limit", verdicts.child_failed(
+                add("limit", common_verdicts.child_failed(
                     "memory.limit", f"the memory-limit probe ({limit_mb} MiB)", out))
-    out = child("modify_after_init", {})
-    add("modify_after_init", verdicts.memory_modify_after_init(out.result)
-        if out.ok and out.result is not None
-        else verdicts.child_failed("memory.modify-after-init",
-                                   "the modify-after-initialise probe", out))
+    out, result = child("modify_after_init", {})
+    add("modify_after_init", memory_verdicts.memory_modify_after_init(result)
+        if result is not None
+        else common_verdicts.child_failed("memory.modify-after-init",
+                                          "the modify-after-initialise probe", out))
     session.text(TAG_MEMORY, markdown_table(
         ["mode", "status", "TF peak MiB", "NVML held MiB", "NVML source", "finding"], rows))

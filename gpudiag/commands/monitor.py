@@ -35,12 +35,14 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from gpudiag import nvml, procs, verdicts
+from gpudiag import nvml, procs
 from gpudiag.errors import UsageError
+from gpudiag.exitstatus import describe_exit
 from gpudiag.layout import NVML_TB_RUN
+from gpudiag.markdown import markdown_table
 from gpudiag.report import Finding
 from gpudiag.session import RunSession
-from gpudiag.tb import markdown_table
+from gpudiag.verdicts import gpu_use as gpu_verdicts
 
 TAG_MONITOR = "gpudiag/monitor"
 
@@ -129,17 +131,6 @@ def exit_code_of(returncode: int) -> int:
     return 128 - returncode if returncode < 0 else returncode
 
 
-def _describe(returncode: int | None) -> str:
-    if returncode is None:
-        return "did not finish"
-    if returncode < 0:
-        try:
-            return f"was killed by {signal.Signals(-returncode).name}"
-        except ValueError:
-            return f"was killed by signal {-returncode}"
-    return f"exited with code {returncode}"
-
-
 def command_finding(argv: list[str], returncode: int | None, duration_s: float,
                     interrupted: bool) -> Finding:
     shown = " ".join(shlex.join(argv).split())  # one line, even for `python -c` programs
@@ -150,13 +141,13 @@ def command_finding(argv: list[str], returncode: int | None, duration_s: float,
     if interrupted:
         return Finding("monitor.command", "warn",
                        f"interrupted after {duration_s:.1f} s; the command "
-                       f"{_describe(returncode)}", evidence,
+                       f"{describe_exit(returncode)}", evidence,
                        advice="The findings cover only the time before the interruption.")
     if returncode == 0:
         return Finding("monitor.command", "ok",
                        f"`{shown}` exited with code 0 after {duration_s:.1f} s", evidence)
     return Finding("monitor.command", "fail",
-                   f"`{shown}` {_describe(returncode)} after {duration_s:.1f} s", evidence,
+                   f"`{shown}` {describe_exit(returncode)} after {duration_s:.1f} s", evidence,
                    advice="Its own output (passed through above) says why; gpudiag exits "
                           "with the same code.")
 
@@ -164,7 +155,7 @@ def command_finding(argv: list[str], returncode: int | None, duration_s: float,
 def _device_rows(result: nvml.SamplingResult) -> list[list[Any]]:
     rows = []
     for s in result.summaries:
-        n = verdicts.gpu_numbers(s)
+        n = gpu_verdicts.gpu_numbers(s)
         rows.append([s.index, n["name"] or "?", n["pci_bus_id"] or "?", n["util_mean_percent"],
                      n["util_p95_percent"], n["util_max_percent"], n["active_s"],
                      None if n["peak_memory_used_bytes"] is None
@@ -211,8 +202,8 @@ def run(
                                 "nvml_unavailable_reason": reason})
     if sampler is None:
         session.set("devices", {"summary": f"NVML not available ({reason}); GPU checks skipped"})
-        session.add(verdicts.nvml_sampling(None, reason, interval_s, None,
-                                           check_id="monitor.nvml"))
+        session.add(gpu_verdicts.nvml_sampling(None, reason, interval_s, None,
+                                               check_id="monitor.nvml"))
         say(f"NVML not available ({reason}): running the command without GPU sampling")
     else:
         say(f"sampling {len(sampler.device_indices)} GPU(s) every {interval_s:g} s "
@@ -254,12 +245,12 @@ def run(
         if result is not None:
             session.set("devices", {
                 "summary": ", ".join(s.label for s in result.summaries) + " (NVML)",
-                "nvml_devices": [verdicts.gpu_numbers(s) for s in result.summaries],
+                "nvml_devices": [gpu_verdicts.gpu_numbers(s) for s in result.summaries],
             })
-            session.add(verdicts.nvml_sampling(result.backend, None, interval_s, result,
-                                               check_id="monitor.nvml"))
+            session.add(gpu_verdicts.nvml_sampling(result.backend, None, interval_s, result,
+                                                   check_id="monitor.nvml"))
             _write_sampling(session, result)
-        session.add(verdicts.every_gpu_used(
+        session.add(gpu_verdicts.every_gpu_used(
             result.summaries if result else [], idle_threshold_percent,
             nvml_unavailable_reason=reason, expected_indices=gpus,
             check_id="monitor.every-gpu-used"))

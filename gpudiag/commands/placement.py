@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
-from gpudiag import verdicts
 from gpudiag.layout import TAG_PLACEMENT
+from gpudiag.markdown import markdown_table
 from gpudiag.placementlog import is_work, op_counts_by_device, parse, split_sections
+from gpudiag.probes.results import PlacementResult
 from gpudiag.runner import run_child
 from gpudiag.session import RunSession
-from gpudiag.tb import markdown_table
+from gpudiag.verdicts import common as common_verdicts
+from gpudiag.verdicts import placement as placement_verdicts
 
 # The placement log is C++ INFO logging: without level 0 TensorFlow prints none of it.
 PLACEMENT_ENV = {"TF_CPP_MIN_LOG_LEVEL": "0"}
@@ -19,10 +21,10 @@ def run(session: RunSession, *, timeout_s: float, virtual_gpus: int | None,
     child = run_child("placement", config, run_dir=session.run_dir, name="placement",
                       timeout_s=timeout_s, env=PLACEMENT_ENV)
     if not child.ok or child.result is None:
-        session.add(verdicts.child_failed("placement.probe", "the placement probe", child))
+        session.add(common_verdicts.child_failed("placement.probe", "the placement probe", child))
         return
-    result = child.result
-    setup = result["setup"]
+    result = PlacementResult.from_dict(child.result)
+    setup = result.setup
     session.set("devices", setup)
     sections = {name: parse(text) for name, text in split_sections(child.stderr_text()).items()}
     rows = [row for section_rows in sections.values() for row in section_rows]
@@ -33,13 +35,13 @@ def run(session: RunSession, *, timeout_s: float, virtual_gpus: int | None,
         "log_file": str(child.stderr_path),
     })
     kind, host = setup["kind"], setup["host_device"]
-    session.add(verdicts.placement_log(rows, kind))
-    session.add(verdicts.default_device(sections.get("workload", []), kind, host))
-    session.add(verdicts.pinned(result["pinned"], sections.get("pinned", [])))
-    session.add(verdicts.invalid_device(result["invalid_soft_off"]))
-    session.add(verdicts.soft_fallback(result["soft_on"], host))
-    session.add(verdicts.no_gpu_kernel(result["no_gpu_kernel"]))
-    session.add(verdicts.multitower(result["multitower"], sections.get("multitower", [])))
+    session.add(placement_verdicts.placement_log(rows, kind))
+    session.add(placement_verdicts.default_device(sections.get("workload", []), kind, host))
+    session.add(placement_verdicts.pinned(result.pinned, sections.get("pinned", [])))
+    session.add(placement_verdicts.invalid_device(result.invalid_soft_off))
+    session.add(placement_verdicts.soft_fallback(result.soft_on))
+    session.add(placement_verdicts.no_gpu_kernel(result.no_gpu_kernel))
+    session.add(placement_verdicts.multitower(result.multitower, sections.get("multitower", [])))
     table = markdown_table(
         ["section", "kind", "op", "type", "device", "function"],
         [[n, r.kind, r.op, r.op_type, r.device, r.function or ""]

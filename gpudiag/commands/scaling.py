@@ -29,14 +29,18 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from gpudiag import nvml, traces, verdicts
+from gpudiag import nvml, traces
 from gpudiag.errors import UsageError
+from gpudiag.markdown import markdown_table
 from gpudiag.report import Finding
 from gpudiag.runner import STDOUT_TXT, ChildResult, run_child
 from gpudiag.session import RunSession
-from gpudiag.tb import EventWriter, markdown_table
+from gpudiag.tb import EventWriter
 from gpudiag.train.datafile import check_data_file
 from gpudiag.train.specs import MODEL_SPECS, model_spec
+from gpudiag.verdicts import common as common_verdicts
+from gpudiag.verdicts import gpu_use as gpu_verdicts
+from gpudiag.verdicts import scaling as scaling_verdicts
 
 STRATEGIES = ("towers", "mirrored", "keras")
 DEFAULT_STRATEGIES = ("towers", "mirrored")
@@ -228,7 +232,7 @@ def nvml_finding(run: ConfigRun, backend_reason: str | None,
         return None
     setup = (run.child.result or {}).get("setup", {})
     expected = expected_nvml_indices(setup, physical)
-    return verdicts.every_gpu_used(
+    return gpu_verdicts.every_gpu_used(
         run.sampling.summaries, NVML_IDLE_THRESHOLD_PERCENT, expected_indices=expected,
         check_id=f"scaling.nvml.{run.name}",
     )
@@ -307,9 +311,8 @@ def _run_allreduce(session: RunSession, options: ScalingOptions,
         if err is not None:
             raise err
         progress.update(task, completed=1, status="failed")
-        session.add(verdicts.child_failed("scaling.allreduce",
-                                          "the collective bandwidth probe (and device set-up)",
-                                          child))
+        session.add(common_verdicts.child_failed(
+            "scaling.allreduce", "the collective bandwidth probe (and device set-up)", child))
         return None, None
     setup = child.result["setup"]
     session.set("devices", setup)
@@ -399,15 +402,15 @@ def _judge(session: RunSession, options: ScalingOptions, setup: dict[str, Any],
     variables_on = options.variables_on
     for r in runs:
         if not r.child.ok or not r.child.result:
-            session.add(verdicts.child_failed(f"scaling.run.{r.name}",
-                                              f"training {r.name}", r.child))
+            session.add(common_verdicts.child_failed(f"scaling.run.{r.name}",
+                                                     f"training {r.name}", r.child))
             continue
         result = r.child.result
         train = result["train"]
         gradient_bytes = result["gradient_bytes"]
         summary, reason = _trace_summary(result)
         trace_busy = summary.busy_by_device() if summary else None
-        session.add(verdicts.device_work(
+        session.add(scaling_verdicts.device_work(
             r.name, train["devices"], train.get("ops_by_device") or None, trace_busy,
             trace_window_s=summary.window_s if summary else None, trace_reason=reason,
             placement_reason=KERAS_PLACEMENT_REASON if r.strategy == "keras" else None))
@@ -438,23 +441,23 @@ def _judge(session: RunSession, options: ScalingOptions, setup: dict[str, Any],
             "child_duration_s": r.child.duration_s,
         }
     if backend_reason is not None:
-        session.add(verdicts.every_gpu_used([], NVML_IDLE_THRESHOLD_PERCENT,
-                                            nvml_unavailable_reason=backend_reason,
-                                            check_id="scaling.nvml"))
-    rows = verdicts.scaling_rows(points)
+        session.add(gpu_verdicts.every_gpu_used([], NVML_IDLE_THRESHOLD_PERCENT,
+                                                nvml_unavailable_reason=backend_reason,
+                                                check_id="scaling.nvml"))
+    rows = scaling_verdicts.scaling_rows(points)
     busbw = None
     if allreduce and allreduce.get("rows"):
         busbw = max(row["busbw_bytes_per_s"] for row in allreduce["rows"])
     for strategy in options.strategies:
-        session.add(verdicts.scaling_efficiency(
+        session.add(scaling_verdicts.scaling_efficiency(
             strategy, rows, kind, gradient_bytes=gradient_bytes, busbw_bytes_per_s=busbw,
             batch_per_device=options.batch_per_device,
             variables_on=variables_on if strategy == "towers" else "mirrored"))
-    session.add(verdicts.learning(learning_rows))
+    session.add(scaling_verdicts.learning(learning_rows))
     if {"towers", "mirrored"} <= set(options.strategies):
-        session.add(verdicts.towers_vs_mirrored(rows))
+        session.add(scaling_verdicts.towers_vs_mirrored(rows))
     if allreduce is not None:
-        session.add(verdicts.allreduce_bandwidth(allreduce, kind))
+        session.add(scaling_verdicts.allreduce_bandwidth(allreduce, kind))
     session.set("scaling", {"device_kind": kind, "gradient_bytes": gradient_bytes,
                             "peak_busbw_bytes_per_s": busbw, "rows": rows,
                             "configs": configs_data})
@@ -557,7 +560,7 @@ def plot_png(rows: Sequence[dict[str, Any]], kind: str, path: Path) -> tuple[int
     ax2.set_xticks(counts)
     ax2.set_ylim(0, 1.2)
     title = "scaling efficiency"
-    if kind in verdicts.SHARED_DEVICE_KINDS:
+    if kind in scaling_verdicts.SHARED_DEVICE_KINDS:
         title += f" ({kind}: not meaningful)"
     ax2.set_title(title)
     ax2.legend()

@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from gpudiag.devices import device_env, physical_gpu_details
+from gpudiag.probes.results import EnvResult
 
 
 def run(config: dict[str, Any]) -> dict[str, Any]:
@@ -22,15 +23,15 @@ def run(config: dict[str, Any]) -> dict[str, Any]:
     gpus = physical_gpu_details(tf)
     logical = [{"name": d.name, "device_type": d.device_type}
                for d in tf.config.list_logical_devices()]
-    return {
-        "tf_version": tf.__version__,
-        "keras_version": getattr(tf.keras, "__version__", None),
-        "build_info": build,
-        "is_built_with_cuda": bool(tf.test.is_built_with_cuda()),
-        "is_built_with_gpu_support": bool(tf.test.is_built_with_gpu_support()),
-        "physical_devices": physical,
-        "physical_gpus": gpus,
-        "logical_devices": logical,
-        "soft_device_placement": tf.config.get_soft_device_placement(),
-        "env": device_env(),
-    }
+    return EnvResult(
+        tf_version=tf.__version__,
+        keras_version=getattr(tf.keras, "__version__", None),
+        build_info=build,
+        is_built_with_cuda=bool(tf.test.is_built_with_cuda()),
+        is_built_with_gpu_support=bool(tf.test.is_built_with_gpu_support()),
+        physical_devices=physical,
+        physical_gpus=gpus,
+        logical_devices=logical,
+        soft_device_placement=tf.config.get_soft_device_placement(),
+        env=device_env(),
+    ).to_dict()

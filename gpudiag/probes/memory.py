@@ -27,16 +27,26 @@ allocator's memory info.
 
 Modes other than ``growth_env`` remove an inherited ``TF_FORCE_GPU_ALLOW_GROWTH`` before
 TensorFlow is imported (TensorFlow reads it when it creates the GPU devices); the result
-says when that happened.
+says when that happened. The result is a probes.results.MemoryResult, as a dict.
 """
 
 from __future__ import annotations
 
 import os
 import time
+from dataclasses import replace
 from typing import Any
 
 from gpudiag import nvml
+from gpudiag.probes.results import (
+    AllocationError,
+    AllocationPattern,
+    ConfigAttempt,
+    MemoryNvml,
+    MemoryReading,
+    MemoryResult,
+    PastLimit,
+)
 
 MIB = 2**20
 ENV_GROWTH = "TF_FORCE_GPU_ALLOW_GROWTH"
@@ -78,7 +88,8 @@ class NvmlView:
             self._backend = None
             backend.close()
 
-    def read(self) -> dict[str, Any]:
+    def read(self) -> dict[str, int | None]:
+        """``nvml_device_used_bytes`` and ``nvml_process_used_bytes`` now; {} without NVML."""
         if self._backend is None or self.index is None:
             return {}
         try:
@@ -96,10 +107,10 @@ class NvmlView:
         return {"nvml_device_used_bytes": nvml.or_none(state.memory_used_bytes),
                 "nvml_process_used_bytes": own}
 
-    def describe(self) -> dict[str, Any]:
-        return {"available": self.reason is None, "reason": self.reason, "index": self.index,
-                "mapping_note": self.mapping_note, "total_bytes": self.total_bytes,
-                "baseline_device_used_bytes": self.baseline_used_bytes}
+    def describe(self) -> MemoryNvml:
+        return MemoryNvml(available=self.reason is None, reason=self.reason, index=self.index,
+                          mapping_note=self.mapping_note, total_bytes=self.total_bytes,
+                          baseline_device_used_bytes=self.baseline_used_bytes)
 
     def close(self) -> None:
         if self._backend is not None:
@@ -113,51 +124,45 @@ def _first_line(exc: BaseException) -> str:
 
 
 def _reading(tf: Any, device: str, step: int, phase: str, held_mb: int, view: NvmlView | None,
-             t0: float) -> dict[str, Any]:
+             t0: float) -> MemoryReading:
     info = tf.config.experimental.get_memory_info(device)
-    out = {"step": step, "phase": phase, "held_mb": held_mb, "t_s": round(time.monotonic() - t0, 3),
-           "tf_current_bytes": int(info["current"]), "tf_peak_bytes": int(info["peak"])}
-    if view is not None:
-        out.update(view.read())
-    return out
+    nvml_now = view.read() if view is not None else {}
+    return MemoryReading(step, phase, held_mb, round(time.monotonic() - t0, 3),
+                         int(info["current"]), int(info["peak"]),
+                         nvml_now.get("nvml_device_used_bytes"),
+                         nvml_now.get("nvml_process_used_bytes"))
 
 
 def allocation_pattern(tf: Any, device: str, steps: int, step_mb: int,
-                       view: NvmlView | None) -> dict[str, Any]:
+                       view: NvmlView | None) -> AllocationPattern:
     """Grow a set of ``step_mb`` MiB tensors on ``device`` one per step, then release it."""
     t0 = time.monotonic()
     readings = [_reading(tf, device, 0, "initialised", 0, view, t0)]
     held: list[Any] = []
-    error: dict[str, str] | None = None
+    error: AllocationError | None = None
     with tf.device(device):
         for step in range(1, steps + 1):
             try:
                 held.append(tf.fill([step_mb * MIB // 4], 1.0))  # float32: step_mb MiB
             except tf.errors.ResourceExhaustedError as exc:
-                error = {"step": str(step), "error_type": type(exc).__name__,
-                         "error": _first_line(exc)}
+                error = AllocationError(step, type(exc).__name__, _first_line(exc))
                 break
             readings.append(_reading(tf, device, step, "grow", step_mb * len(held), view, t0))
     held.clear()
     readings.append(_reading(tf, device, len(readings), "released", 0, view, t0))
-    return {"device": device, "steps": steps, "step_mb": step_mb, "readings": readings,
-            "allocation_error": error}
+    return AllocationPattern(device, steps, step_mb, readings, error)
 
 
-def past_limit(tf: Any, device: str, limit_mb: int, step_mb: int) -> dict[str, Any]:
+def past_limit(tf: Any, device: str, limit_mb: int, step_mb: int) -> PastLimit:
     """Allocate one tensor larger than the limit; it must fail inside this process."""
     size_mb = limit_mb + step_mb
     try:
         with tf.device(device):
             big = tf.fill([size_mb * MIB // 4], 1.0)
         del big
-    except tf.errors.ResourceExhaustedError as exc:
-        return {"size_mb": size_mb, "raised": True, "error_type": type(exc).__name__,
-                "error": _first_line(exc)}
-    except tf.errors.OpError as exc:
-        return {"size_mb": size_mb, "raised": True, "error_type": type(exc).__name__,
-                "error": _first_line(exc)}
-    return {"size_mb": size_mb, "raised": False, "error_type": None, "error": None}
+    except tf.errors.OpError as exc:  # ResourceExhaustedError, or what went wrong instead
+        return PastLimit(size_mb, True, type(exc).__name__, _first_line(exc))
+    return PastLimit(size_mb, False)
 
 
 def still_works(tf: Any, device: str) -> bool:
@@ -165,7 +170,7 @@ def still_works(tf: Any, device: str) -> bool:
         return float(tf.reduce_sum(tf.ones([1024]))) == 1024.0
 
 
-def modify_after_init(tf: Any, gpus: list[Any]) -> list[dict[str, Any]]:
+def modify_after_init(tf: Any, gpus: list[Any]) -> list[ConfigAttempt]:
     """Initialise the devices with one op, then try to change their configuration."""
     float(tf.reduce_sum(tf.ones([4])))  # devices are initialised now
     attempts: list[tuple[str, Any]]
@@ -191,10 +196,9 @@ def modify_after_init(tf: Any, gpus: list[Any]) -> list[dict[str, Any]]:
         try:
             call()
         except (RuntimeError, ValueError) as exc:
-            out.append({"api": api, "raised": True, "error_type": type(exc).__name__,
-                        "error": _first_line(exc)})
+            out.append(ConfigAttempt(api, True, type(exc).__name__, _first_line(exc)))
         else:
-            out.append({"api": api, "raised": False, "error_type": None, "error": None})
+            out.append(ConfigAttempt(api, False))
     return out
 
 
@@ -210,23 +214,22 @@ def run(config: dict[str, Any]) -> dict[str, Any]:
     import tensorflow as tf
 
     gpus = tf.config.list_physical_devices("GPU")
-    out: dict[str, Any] = {
-        "mode": mode,
-        "gpu_available": bool(gpus),
-        "physical_gpus": [g.name for g in gpus],
-        "env": {ENV_GROWTH: os.environ.get(ENV_GROWTH),
-                "inherited_" + ENV_GROWTH: inherited,
-                "CUDA_VISIBLE_DEVICES": os.environ.get("CUDA_VISIBLE_DEVICES"),
-                "CUDA_DEVICE_ORDER": os.environ.get("CUDA_DEVICE_ORDER")},
-        "nvml": view.describe(),
-    }
+    out = MemoryResult(
+        mode=mode,
+        gpu_available=bool(gpus),
+        physical_gpus=[g.name for g in gpus],
+        env={ENV_GROWTH: os.environ.get(ENV_GROWTH),
+             "inherited_" + ENV_GROWTH: inherited,
+             "CUDA_VISIBLE_DEVICES": os.environ.get("CUDA_VISIBLE_DEVICES"),
+             "CUDA_DEVICE_ORDER": os.environ.get("CUDA_DEVICE_ORDER")},
+        nvml=view.describe(),
+    )
     try:
         if mode == "modify_after_init":
-            out["attempts"] = modify_after_init(tf, gpus)
-            return out
+            return replace(out, attempts=modify_after_init(tf, gpus)).to_dict()
         if not gpus:
-            out["pattern"] = allocation_pattern(tf, "/CPU:0", steps, step_mb, None)
-            return out
+            pattern = allocation_pattern(tf, "/CPU:0", steps, step_mb, None)
+            return replace(out, pattern=pattern).to_dict()
         tf.config.set_visible_devices(gpus[:1], "GPU")
         limit_mb = int(config.get("memory_limit_mb") or 0)
         if mode == "limit" and limit_mb <= 0:
@@ -237,15 +240,14 @@ def run(config: dict[str, Any]) -> dict[str, Any]:
             tf.config.set_logical_device_configuration(
                 gpus[0], [tf.config.LogicalDeviceConfiguration(memory_limit=limit_mb)])
         tf.config.list_logical_devices()  # initialise the devices
-        out["memory_growth"] = tf.config.experimental.get_memory_growth(gpus[0])
-        out["memory_limit_mb"] = limit_mb if mode == "limit" else None
-        out["pattern"] = allocation_pattern(tf, "/GPU:0", steps, step_mb, view)
+        out = replace(out, memory_growth=tf.config.experimental.get_memory_growth(gpus[0]),
+                      pattern=allocation_pattern(tf, "/GPU:0", steps, step_mb, view))
         if mode == "limit":
-            out["past_limit"] = past_limit(tf, "/GPU:0", limit_mb, step_mb)
-            out["alive_after"] = still_works(tf, "/GPU:0")
-            out["after_past_limit"] = _reading(tf, "/GPU:0", -1, "after_past_limit", 0, view,
-                                               time.monotonic())
-        out["nvml"] = view.describe()
-        return out
+            out = replace(out, memory_limit_mb=limit_mb,
+                          past_limit=past_limit(tf, "/GPU:0", limit_mb, step_mb),
+                          alive_after=still_works(tf, "/GPU:0"),
+                          after_past_limit=_reading(tf, "/GPU:0", -1, "after_past_limit", 0,
+                                                    view, time.monotonic()))
+        return replace(out, nvml=view.describe()).to_dict()
     finally:
         view.close()

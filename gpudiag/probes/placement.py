@@ -25,7 +25,18 @@ import sys
 from typing import Any
 
 from gpudiag.devices import setup
+from gpudiag.devnames import device_name, short_device
 from gpudiag.placementlog import SECTION_MARKER
+from gpudiag.probes.results import (
+    InvalidPinResult,
+    MultitowerResult,
+    NoKernelPin,
+    Pin,
+    PinnedResult,
+    PlacementResult,
+    SoftPinResult,
+    Workload,
+)
 
 MATRIX_SIZE = 64
 
@@ -45,12 +56,9 @@ def run(config: dict[str, Any]) -> dict[str, Any]:
     import numpy as np
     import tensorflow as tf
 
-    from gpudiag.placementlog import short_device
-
     rng = np.random.default_rng(0)
     a_np = rng.standard_normal((MATRIX_SIZE, MATRIX_SIZE)).astype(np.float32)
     b_np = rng.standard_normal((MATRIX_SIZE, MATRIX_SIZE)).astype(np.float32)
-    out: dict[str, Any] = {"setup": dev.to_dict(), "tf_version": tf.__version__}
     n_gpus = len(tf.config.list_logical_devices("GPU"))
 
     _section("workload")
@@ -66,16 +74,14 @@ def run(config: dict[str, Any]) -> dict[str, Any]:
         return tf.reduce_sum(z, name="probe_sum")
 
     total = probe_fn(a, b)
-    out["workload"] = {"eager_result_device": short_device(d.device),
-                       "function_result_device": short_device(total.device)}
 
     _section("pinned")
     targets = [dev.host_device, *dev.compute_devices]
-    eager_pins = []
+    eager_pins: list[Pin] = []
     for target in targets:
         with tf.device(target):
             r = tf.matmul(a, b)
-        eager_pins.append({"requested": target, "actual": short_device(r.device)})
+        eager_pins.append(Pin(target, short_device(r.device)))
 
     @tf.function
     def pinned_fn(x: Any, y: Any) -> list[Any]:
@@ -86,38 +92,34 @@ def run(config: dict[str, Any]) -> dict[str, Any]:
         return results
 
     pinned_fn(a, b)
-    out["pinned"] = {"targets": targets, "eager": eager_pins,
-                     "graph_nodes": {f"pinned_{i}": t for i, t in enumerate(targets)}}
+    pinned = PinnedResult(targets, eager_pins, {f"pinned_{i}": t for i, t in enumerate(targets)})
 
-    invalid = f"/device:GPU:{n_gpus}"
+    invalid = device_name("GPU", n_gpus)
     _section("invalid-soft-off")
     tf.config.set_soft_device_placement(False)
     try:
         with tf.device(invalid):
             r = tf.matmul(a, b)
-        out["invalid_soft_off"] = {"requested": invalid, "raised": False,
-                                   "actual": short_device(r.device)}
+        invalid_soft_off = InvalidPinResult(invalid, raised=False, actual=short_device(r.device))
     except tf.errors.InvalidArgumentError as exc:
-        out["invalid_soft_off"] = {"requested": invalid, "raised": True,
-                                   "error_type": type(exc).__name__,
-                                   "message": exc.message.strip()}
+        invalid_soft_off = InvalidPinResult(invalid, raised=True, error_type=type(exc).__name__,
+                                            message=exc.message.strip())
     finally:
         tf.config.set_soft_device_placement(True)
 
     _section("soft-on")
     with tf.device(invalid):
         r = tf.matmul(a, b)
-    out["soft_on"] = {"requested": invalid, "actual": short_device(r.device),
-                      "soft_device_placement": tf.config.get_soft_device_placement()}
+    soft_on = SoftPinResult(invalid, short_device(r.device),
+                            tf.config.get_soft_device_placement())
 
     _section("no-gpu-kernel")
+    no_gpu_kernel = None
     if n_gpus:
-        with tf.device("/device:GPU:0"):
+        gpu0 = device_name("GPU", 0)
+        with tf.device(gpu0):
             s = tf.strings.as_string(tf.constant([1, 2, 3]))
-        out["no_gpu_kernel"] = {"op": "AsString", "requested": "/device:GPU:0",
-                                "actual": short_device(s.device)}
-    else:
-        out["no_gpu_kernel"] = None
+        no_gpu_kernel = NoKernelPin("AsString", gpu0, short_device(s.device))
 
     _section("multitower")
 
@@ -133,7 +135,11 @@ def run(config: dict[str, Any]) -> dict[str, Any]:
     value = multitower(a, b).numpy()
     expected = len(dev.compute_devices) * (a_np.astype(np.float64) @ b_np.astype(np.float64))
     err = float(np.max(np.abs(value - expected)) / max(1.0, float(np.max(np.abs(expected)))))
-    out["multitower"] = {"towers": dev.compute_devices, "host": dev.host_device,
-                         "max_relative_error": err, "value_ok": err < 1e-4}
     _section("end")
-    return out
+    return PlacementResult(
+        setup=dev.to_dict(), tf_version=tf.__version__,
+        workload=Workload(short_device(d.device), short_device(total.device)),
+        pinned=pinned, invalid_soft_off=invalid_soft_off, soft_on=soft_on,
+        no_gpu_kernel=no_gpu_kernel,
+        multitower=MultitowerResult(dev.compute_devices, dev.host_device, err, err < 1e-4),
+    ).to_dict()

@@ -1,4 +1,4 @@
-"""verdicts.every_gpu_used and verdicts.nvml_sampling from scripted samples (plain data)."""
+"""gpu_use verdicts (every_gpu_used, nvml_sampling) from scripted samples (plain data)."""
 
 from __future__ import annotations
 
@@ -9,9 +9,11 @@ from gpudiag.nvml import (
     DeviceSummary,
     ProcessSeen,
     Sample,
+    SamplerCost,
+    SamplingResult,
     summarise_device,
 )
-from gpudiag.verdicts import every_gpu_used
+from gpudiag.verdicts.gpu_use import every_gpu_used, gpu_numbers, nvml_sampling
 
 GIB = 2**30
 NA = NOT_AVAILABLE
@@ -140,3 +142,45 @@ def test_gpu_without_utilization_readings_is_not_called_idle() -> None:
 def test_check_id_is_the_callers() -> None:
     f = every_gpu_used([scripted(0, BUSY)], 10.0, check_id="scaling.towers-2dev.nvml")
     assert f.id == "scaling.towers-2dev.nvml"
+
+
+def sampling(summaries: list[DeviceSummary], *, cpu_s: float = 0.02,
+             sampler_error: str | None = None) -> SamplingResult:
+    """A sampler run of 10 s, 20 polls, costing ``cpu_s`` CPU seconds."""
+    return SamplingResult(
+        backend="fake", interval_s=0.5, started_wall_s=1e9, duration_s=10.0,
+        device_indices=tuple(s.index for s in summaries), samples=(), util_samples=(),
+        summaries=tuple(summaries),
+        cost=SamplerCost(polls=20, slow_polls=0, cpu_s=cpu_s, duration_s=10.0,
+                         poll_wall_mean_s=0.001, poll_wall_max_s=0.002),
+        sampler_error=sampler_error,
+    )
+
+
+def test_sampling_ok_names_its_cost_and_what_devices_could_not_report() -> None:
+    f = nvml_sampling("fake", None, 0.5, sampling([scripted(0, BUSY)]))
+    assert f.status == "ok" and f.id == "nvml.sampling"
+    assert "sampled 1 GPU(s) every 0.5 s for 10.0 s (20 polls" in f.message
+    assert "0.20% of one CPU core" in f.message
+    assert "GPU 0:" in f.message and "not available" in f.message  # the fake's NA fields
+    assert f.evidence["cost"]["cpu_fraction"] == 0.002
+
+
+def test_sampling_that_costs_too_much_warns_and_a_dead_sampler_fails() -> None:
+    costly = nvml_sampling("fake", None, 0.5, sampling([scripted(0, BUSY)], cpu_s=1.0))
+    assert costly.status == "warn" and "more than 5 %" in costly.message
+    assert "--interval" in costly.advice
+    dead = nvml_sampling("fake", None, 0.5, sampling([scripted(0, BUSY)],
+                                                     sampler_error="NVMLError: boom"))
+    assert dead.status == "fail" and "stopped early: NVMLError: boom" in dead.message
+
+
+def test_sampling_without_nvml_is_a_skip_under_the_callers_id() -> None:
+    f = nvml_sampling(None, "no driver", 0.5, None, check_id="monitor.nvml")
+    assert f.status == "skip" and f.id == "monitor.nvml" and "no driver" in f.message
+
+
+def test_gpu_numbers_turn_not_available_into_none() -> None:
+    n = gpu_numbers(scripted(0, BUSY, util_supported=False))
+    assert n["util_mean_percent"] is None and n["util_source"] is not None
+    assert n["peak_memory_used_bytes"] == 2 * GIB and n["name"] == "NVIDIA A100-SXM4-40GB"

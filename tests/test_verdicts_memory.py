@@ -1,6 +1,7 @@
 """Memory verdicts from plain data: what a GPU machine's children would report.
 
-The readings follow gpudiag/probes/memory.py's result format; the numbers are the shapes
+The results are written in the children's result.json format (probes/results.py's
+MemoryResult.to_dict) and read back with from_dict, as the parent does; the numbers are the shapes
 seen on GPUs (default mode reserving most of a 40 GiB card, growth tracking the peak), so
 the rules are tested without a GPU. Whether TensorFlow really behaves so is for
 docs/gpu-validation.md.
@@ -8,11 +9,12 @@ docs/gpu-validation.md.
 
 from __future__ import annotations
 
-import fake_nvml
+from dataclasses import replace
+
 import pytest
 
-from gpudiag import verdicts
-from gpudiag.commands import memory as memory_cmd
+from gpudiag.probes.results import ConfigAttempt, MemoryNvml, MemoryResult
+from gpudiag.verdicts import memory as verdicts
 
 MIB, GIB = 2**20, 2**30
 CONTEXT = 420 * MIB  # CUDA context + cuBLAS handles
@@ -26,7 +28,7 @@ def result(
     process_entry: bool = True,
     baseline: int = 300 * MIB,
     **extra: object,
-) -> dict:
+) -> MemoryResult:
     """A child's result: TF peak grows step_mb per step; NVML holds ``nvml_held`` per step."""
     readings = []
     for k in range(steps + 1):
@@ -34,6 +36,7 @@ def result(
             "step": k,
             "phase": "initialised" if k == 0 else "grow",
             "held_mb": k * step_mb,
+            "t_s": 0.1 * k,
             "tf_current_bytes": k * step_mb * MIB,
             "tf_peak_bytes": k * step_mb * MIB,
         }
@@ -46,8 +49,11 @@ def result(
                 r["nvml_device_used_bytes"] = baseline + nvml_held[k]
         readings.append(r)
     readings.append({**readings[-1], "step": steps + 1, "phase": "released", "tf_current_bytes": 0})
-    return {
+    return MemoryResult.from_dict({
+        "mode": "default",
         "gpu_available": True,
+        "physical_gpus": ["/physical_device:GPU:0"],
+        "env": {"TF_FORCE_GPU_ALLOW_GROWTH": None},
         "memory_growth": extra.pop("memory_growth", False),
         "nvml": {
             "available": nvml_held is not None,
@@ -63,7 +69,7 @@ def result(
             "allocation_error": None,
         },
         **extra,
-    }
+    })
 
 
 GROWING = [CONTEXT + k * 64 * MIB for k in range(9)]
@@ -103,11 +109,16 @@ def test_growth_without_nvml_is_a_skip_with_tf_numbers() -> None:
     assert "NVML did not initialise" in f.message
 
 
+def test_cpu_without_a_pattern_is_a_fail() -> None:
+    cpu = replace(result(None), gpu_available=False, pattern=None)
+    assert verdicts.memory_cpu(cpu).status == "fail"
+
+
 def test_device_minus_baseline_when_nvml_lists_no_pid() -> None:
     s = verdicts.memory_series(result(GROWING, process_entry=False))
-    assert s["nvml_source"] == "device minus baseline"
-    assert s["nvml_held_by_step"] == GROWING
-    assert s["released_current_bytes"] == 0
+    assert s.nvml_source == "device minus baseline"
+    assert s.nvml_held_by_step == GROWING
+    assert s.released_current_bytes == 0
 
 
 def limit_result(
@@ -116,7 +127,7 @@ def limit_result(
     error_type: str = "ResourceExhaustedError",
     alive: bool = True,
     held: list[int] | None = None,
-) -> dict:
+) -> MemoryResult:
     return result(
         held or [CONTEXT + 1024 * MIB] * 9,
         memory_limit_mb=1024,
@@ -151,42 +162,18 @@ def test_limit_failures(kwargs: dict, status: str, needle: str) -> None:
 
 
 def test_modify_after_init_quotes_tensorflow() -> None:
-    gpu = {
-        "gpu_available": True,
-        "attempts": [
-            {
-                "api": "tf.config.experimental.set_memory_growth(gpu, True)",
-                "raised": True,
-                "error_type": "RuntimeError",
-                "error": "Physical devices cannot be modified after being initialized",
-            }
-        ],
-    }
+    attempt = ConfigAttempt("tf.config.experimental.set_memory_growth(gpu, True)", raised=True,
+                            error_type="RuntimeError",
+                            error="Physical devices cannot be modified after being initialized")
+    gpu = MemoryResult("modify_after_init", True, ["/physical_device:GPU:0"], {},
+                       MemoryNvml(available=True), attempts=[attempt])
     f = verdicts.memory_modify_after_init(gpu)
     assert f.status == "ok"
     assert '"Physical devices cannot be modified after being initialized"' in f.message
     assert "TF_FORCE_GPU_ALLOW_GROWTH=true" in f.message
-    silent = {"gpu_available": True, "attempts": [{**gpu["attempts"][0], "raised": False}]}
+    silent = replace(gpu, attempts=[replace(attempt, raised=False)])
     assert verdicts.memory_modify_after_init(silent).status == "fail"
-
-
-def test_fraction_converts_with_the_gpus_total() -> None:
-    assert memory_cmd.limit_from_fraction(0.5, 40 * GIB) == 20480
-    assert memory_cmd.limit_from_fraction(1e-9, 40 * GIB) == 1
-
-
-def test_fraction_uses_the_nvml_device_behind_gpu0(monkeypatch: pytest.MonkeyPatch) -> None:
-    backend = fake_nvml.FakeBackend(
-        [
-            fake_nvml.FakeDevice(memory_total_bytes=16 * GIB),
-            fake_nvml.FakeDevice(memory_total_bytes=80 * GIB),
-        ]
-    )
-    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "1")
-    assert memory_cmd.gpu0_total_bytes(lambda: backend) == (80 * GIB, None)
-    assert backend.closed
-    total, why = memory_cmd.gpu0_total_bytes(lambda: fake_nvml.open_scenario("no_nvml"))
-    assert total is None and why == fake_nvml.NO_NVML_REASON
+    assert verdicts.memory_modify_after_init(replace(gpu, attempts=[])).status == "fail"
 
 
 def test_growth_allows_the_allocators_doubling_regions() -> None:

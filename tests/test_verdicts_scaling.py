@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from gpudiag import verdicts as v
+from gpudiag.verdicts import scaling as v
 
 MIB = 1 << 20
 

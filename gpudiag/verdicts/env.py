@@ -1,0 +1,136 @@
+"""Verdicts of `gpudiag env`: the TensorFlow build, NVML's inventory, the GPUs each sees.
+
+Evidence: the env probe's result (gpudiag/probes/env.py), NVML's device list from the
+parent (or why NVML is absent), and TensorFlow's own log lines about GPU registration.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from gpudiag.probes.results import EnvResult
+from gpudiag.report import Finding
+
+_GPU_LOG_HINTS = ("cuda", "cudnn", "dlopen", "gpu will not be used", "skipping registering gpu",
+                  "cuinit", "nvidia")
+
+
+def gpu_log_lines(stderr: str, limit: int = 8) -> list[str]:
+    """The lines of a TensorFlow stderr that explain why GPUs were (not) registered."""
+    lines = [ln.strip() for ln in stderr.splitlines()
+             if any(h in ln.lower() for h in _GPU_LOG_HINTS)]
+    return lines[:limit]
+
+
+def visible_count(cuda_visible_devices: str | None, physical: int) -> int:
+    """How many of ``physical`` GPUs CUDA_VISIBLE_DEVICES leaves visible (CUDA's rules:
+    unset = all; entries are parsed up to the first invalid one)."""
+    if cuda_visible_devices is None:
+        return physical
+    count = 0
+    for entry in cuda_visible_devices.split(","):
+        entry = entry.strip()
+        if not entry:
+            break
+        if entry.isdigit() and int(entry) >= physical:
+            break
+        count += 1
+    return min(count, physical)
+
+
+def env_findings(
+    tf_info: EnvResult,
+    nvml_info: dict[str, Any] | None,
+    nvml_reason: str | None,
+    gpu_log: list[str],
+) -> list[Finding]:
+    """Findings of `gpudiag env` from the TF probe, NVML's inventory (or why it is absent)."""
+    out: list[Finding] = []
+    build = tf_info.build_info
+    tf_gpus = len(tf_info.physical_gpus)
+    cvd = tf_info.env.get("CUDA_VISIBLE_DEVICES")
+    nvml_gpus = len(nvml_info["devices"]) if nvml_info else None
+    cuda_build = bool(build.get("is_cuda_build"))
+
+    if cuda_build:
+        out.append(Finding(
+            "env.tensorflow", "ok",
+            f"TensorFlow {tf_info.tf_version} is a CUDA build (CUDA "
+            f"{build.get('cuda_version')}, cuDNN {build.get('cudnn_version')}, compute "
+            f"capabilities {', '.join(build.get('cuda_compute_capabilities') or [])})",
+            {"tf_version": tf_info.tf_version, "build_info": build},
+        ))
+    else:
+        out.append(Finding(
+            "env.tensorflow", "fail" if nvml_gpus else "warn",
+            f"TensorFlow {tf_info.tf_version} is a CPU-only build: it can never use a GPU"
+            + (f", yet NVML sees {nvml_gpus} GPU(s)" if nvml_gpus else ""),
+            {"tf_version": tf_info.tf_version, "build_info": build,
+             "nvml_gpu_count": nvml_gpus},
+            advice="Install a CUDA build: `pip install 'tensorflow[and-cuda]'` (or gpudiag's "
+                   "`cuda` extra) on Linux.",
+        ))
+
+    if nvml_info is None:
+        out.append(Finding(
+            "env.nvml", "skip", f"NVML is not available: {nvml_reason}",
+            {"reason": nvml_reason},
+            advice="Without NVML gpudiag cannot confirm from the driver's side that GPUs "
+                   "worked; install the NVIDIA driver (libnvidia-ml.so) where there is a GPU.",
+        ))
+    else:
+        names = ", ".join(f"{d['index']}: {d['name']} ({d['pci_bus_id']})"
+                          for d in nvml_info["devices"])
+        out.append(Finding(
+            "env.nvml", "ok",
+            f"NVML initialised ({nvml_info.get('backend')}): {nvml_gpus} GPU(s)"
+            + (f": {names}" if names else ""),
+            dict(nvml_info),
+        ))
+
+    gpu_evidence = {"tf_physical_gpus": tf_info.physical_gpus, "nvml_gpu_count": nvml_gpus,
+                    "CUDA_VISIBLE_DEVICES": cvd, "tf_log": gpu_log}
+    if tf_gpus:
+        listing = ", ".join(
+            f"{g['name']} ({g.get('device_name', '?')}, compute capability "
+            f"{'.'.join(str(x) for x in g.get('compute_capability') or []) or '?'})"
+            for g in tf_info.physical_gpus)
+        out.append(Finding("env.tf-gpus", "ok", f"TensorFlow sees {tf_gpus} GPU(s): {listing}",
+                           gpu_evidence))
+    elif nvml_gpus:
+        out.append(Finding(
+            "env.tf-gpus", "fail",
+            f"TensorFlow sees no GPU although NVML sees {nvml_gpus}",
+            gpu_evidence,
+            advice="Read the tf_log lines in the evidence: usually missing CUDA/cuDNN libraries "
+                   "(install tensorflow[and-cuda]) or a driver older than the CUDA build needs.",
+        ))
+    else:
+        out.append(Finding(
+            "env.tf-gpus", "warn",
+            "TensorFlow sees no GPU; gpudiag's probes will run on virtual CPU devices",
+            gpu_evidence,
+            advice="If this machine should have a GPU, check the driver (`nvidia-smi`) and the "
+                   "tf_log lines in the evidence.",
+        ))
+
+    if nvml_gpus is not None:
+        visible = visible_count(cvd, nvml_gpus)
+        evidence = {"nvml_gpu_count": nvml_gpus, "visible_by_cuda_visible_devices": visible,
+                    "CUDA_VISIBLE_DEVICES": cvd, "tf_gpu_count": tf_gpus}
+        if visible < nvml_gpus:
+            out.append(Finding(
+                "env.cuda-visible-devices", "warn",
+                f"CUDA_VISIBLE_DEVICES={cvd!r} hides {nvml_gpus - visible} of {nvml_gpus} GPU(s)",
+                evidence,
+                advice="Unset CUDA_VISIBLE_DEVICES or list every GPU index to use them all.",
+            ))
+        if cuda_build and tf_gpus and tf_gpus < visible:
+            out.append(Finding(
+                "env.gpu-count", "fail",
+                f"TensorFlow sees {tf_gpus} GPU(s) but {visible} are visible to CUDA",
+                evidence,
+                advice="A GPU TensorFlow skips is usually one whose compute capability the build "
+                       "does not support, or one in use exclusively by another process.",
+            ))
+    return out

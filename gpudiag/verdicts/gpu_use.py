@@ -1,0 +1,197 @@
+"""Verdicts from the parent's NVML sampling: was every GPU used, and what sampling cost.
+
+Used by `gpudiag monitor` (any workload) and `gpudiag scaling` (per configuration).
+Evidence: the sampler's per-device summaries (gpudiag.nvml.DeviceSummary, where a value a
+device cannot report is NOT_AVAILABLE) and its SamplingResult; nothing here calls NVML.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from gpudiag.nvml import NOT_AVAILABLE, DeviceSummary, NotAvailable, SamplingResult, or_none
+from gpudiag.report import Finding
+from gpudiag.verdicts.common import gib_text
+
+# A run shorter than this cannot be judged from NVML's utilization (its window is up to 1 s).
+MIN_JUDGED_S = 1.0
+
+
+def gpu_numbers(s: DeviceSummary) -> dict[str, Any]:
+    """One GPU's summary as plain numbers for evidence (None where not available)."""
+    return {
+        "index": s.index,
+        "name": or_none(s.name),
+        "pci_bus_id": or_none(s.pci_bus_id),
+        "util_mean_percent": _round(s.util_mean_percent),
+        "util_p50_percent": _round(s.util_p50_percent),
+        "util_p95_percent": _round(s.util_p95_percent),
+        "util_max_percent": _round(s.util_max_percent),
+        "util_source": s.util_source,
+        "util_samples": s.util_sample_count,
+        "active_s": _round(s.active_s),
+        "observed_s": round(s.observed_s, 2),
+        "peak_memory_used_bytes": or_none(s.peak_memory_used_bytes),
+        "memory_total_bytes": or_none(s.memory_total_bytes),
+        "processes": [p.pid for p in s.processes],
+        "error": s.error,
+    }
+
+
+def _round(value: float | NotAvailable, digits: int = 1) -> float | None:
+    return None if value is NOT_AVAILABLE else round(float(value), digits)
+
+
+def _util_text(s: DeviceSummary) -> str:
+    if s.util_p95_percent is NOT_AVAILABLE or s.util_mean_percent is NOT_AVAILABLE:
+        return f"GPU {s.index}: utilization not available"
+    active = ("" if s.active_s is NOT_AVAILABLE
+              else f", active {s.active_s:.1f} of {s.observed_s:.1f} s")
+    return (f"GPU {s.index}: mean {s.util_mean_percent:.0f} %, p95 {s.util_p95_percent:.0f} %"
+            f"{active}")
+
+
+def every_gpu_used(
+    summaries: Sequence[DeviceSummary],
+    idle_threshold_percent: float,
+    *,
+    nvml_unavailable_reason: str | None = None,
+    expected_indices: Sequence[int] | None = None,
+    check_id: str = "nvml.every-gpu-used",
+) -> Finding:
+    """Did every expected GPU work? From the sampler's per-device summaries.
+
+    A GPU counts as idle when its p95 utilization stayed under ``idle_threshold_percent``
+    (it worked less than 5 % of the time at most); a GPU NVML lost is a fail; a GPU whose
+    utilization NVML cannot give is neither. Skip when NVML was unavailable.
+    """
+    if nvml_unavailable_reason is not None:
+        return Finding(
+            check_id, "skip",
+            f"could not check that every GPU was used: NVML is not available "
+            f"({nvml_unavailable_reason})",
+            {"reason": nvml_unavailable_reason},
+            advice="Run where the NVIDIA driver is installed (libnvidia-ml.so.1); "
+                   "`gpudiag env` says what NVML reports.",
+        )
+    judged = [s for s in summaries if expected_indices is None or s.index in expected_indices]
+    evidence: dict[str, Any] = {
+        "idle_threshold_percent": idle_threshold_percent,
+        "expected_indices": None if expected_indices is None else list(expected_indices),
+        "gpus": [gpu_numbers(s) for s in summaries],
+    }
+    if not judged:
+        return Finding(check_id, "skip", "no GPU was sampled, so none can be judged", evidence)
+    lost = [s for s in judged if s.error is not None]
+    blind = [s for s in judged if s.error is None and s.util_p95_percent is NOT_AVAILABLE]
+    idle = [s for s in judged if s.error is None and s.util_p95_percent is not NOT_AVAILABLE
+            and s.util_p95_percent < idle_threshold_percent]
+    worked = [s for s in judged if s.error is None and s.util_p95_percent is not NOT_AVAILABLE
+              and s.util_p95_percent >= idle_threshold_percent]
+    evidence.update(idle_indices=[s.index for s in idle], worked_indices=[s.index for s in worked],
+                    lost_indices=[s.index for s in lost],
+                    no_utilization_indices=[s.index for s in blind])
+    lost_text = "; ".join(f"{s.label} failed: {s.error}" for s in lost)
+
+    def idle_text(s: DeviceSummary) -> str:
+        held = ""
+        if s.processes:
+            pids = ", ".join(str(p.pid) for p in s.processes)
+            held = (f"; memory held there ({gib_text(or_none(s.peak_memory_used_bytes))}, "
+                    f"pid {pids}) but no kernel ran")
+        return (f"{s.label} stayed idle (p95 {s.util_p95_percent:.0f} %, max "
+                f"{s.util_max_percent:.0f} % over {s.observed_s:.1f} s{held})")
+
+    if lost:
+        return Finding(
+            check_id, "fail",
+            lost_text + (f"; {len(worked)} other GPU(s) kept working" if worked else ""),
+            evidence,
+            advice="A lost GPU (NVMLError_GpuIsLost) needs a reset or a reboot; check "
+                   "`nvidia-smi -q` and the kernel log (dmesg: Xid errors).",
+        )
+    if idle and worked:
+        used = ", ".join(str(s.index) for s in worked)
+        return Finding(
+            check_id, "fail",
+            f"only GPU(s) {used} of {len(judged)} worked: " + "; ".join(idle_text(s) for s in idle)
+            + " - while " + "; ".join(_util_text(s) for s in worked),
+            evidence,
+            advice="The workload put no work on the idle GPU(s). With TensorFlow, distribute "
+                   "it (tf.distribute.MirroredStrategy, or one tower per GPU under tf.device) "
+                   "and check with `gpudiag placement`; if only some GPUs are meant to be "
+                   "used, hide the others with CUDA_VISIBLE_DEVICES (or watch only those "
+                   "with --gpus).",
+        )
+    longest = max(s.observed_s for s in judged)
+    if idle and longest < MIN_JUDGED_S:
+        return Finding(
+            check_id, "warn",
+            f"the run lasted {longest:.1f} s, too short to tell idle GPUs from busy ones "
+            f"(NVML's utilization window is up to 1 s); no GPU reached "
+            f"{idle_threshold_percent:g} %",
+            evidence,
+            advice="Watch a run of a few seconds at least.",
+        )
+    if idle:
+        return Finding(
+            check_id, "fail",
+            f"no GPU was used: all {len(idle)} stayed under {idle_threshold_percent:g} % "
+            f"utilization (" + "; ".join(_util_text(s) for s in idle) + ")",
+            evidence,
+            advice="The workload ran without touching the GPUs: check that the framework "
+                   "sees them (`gpudiag env`) and where ops were placed (`gpudiag placement`).",
+        )
+    if blind and not worked:
+        return Finding(
+            check_id, "skip",
+            "NVML gives no utilization for " + ", ".join(s.label for s in blind)
+            + ", so whether they worked cannot be told",
+            evidence,
+        )
+    message = (f"every GPU worked (at least {idle_threshold_percent:g} % utilization at p95): "
+               + "; ".join(_util_text(s) for s in worked))
+    if blind:
+        return Finding(
+            check_id, "warn",
+            message + "; no utilization reading for " + ", ".join(s.label for s in blind),
+            evidence,
+            advice="NVML does not report utilization for those devices (e.g. MIG instances, "
+                   "some virtual GPUs); check them another way.",
+        )
+    return Finding(check_id, "ok", message, evidence)
+
+
+def nvml_sampling(
+    backend: str | None, reason: str | None, interval_s: float,
+    result: SamplingResult | None, *, check_id: str = "nvml.sampling",
+) -> Finding:
+    """Whether NVML sampling ran, what it cost, and what the devices could not report."""
+    if result is None:
+        return Finding(
+            check_id, "skip", f"NVML sampling skipped: {reason}", {"reason": reason},
+            advice="Without NVML there is no driver-side view of the GPUs; install the NVIDIA "
+                   "driver where there is a GPU.",
+        )
+    cost = result.cost
+    missing = {s.index: list(s.unavailable_fields) for s in result.summaries
+               if s.unavailable_fields}
+    evidence = {"backend": backend, "interval_s": interval_s, "cost": cost.to_dict(),
+                "unavailable_fields": missing, "sampler_error": result.sampler_error}
+    text = (f"sampled {len(result.summaries)} GPU(s) every {interval_s:g} s for "
+            f"{result.duration_s:.1f} s ({cost.polls} polls, "
+            f"{len(result.util_samples)} driver utilization samples); the sampler used "
+            f"{cost.cpu_fraction:.2%} of one CPU core, {cost.poll_wall_mean_s * 1000:.2f} ms "
+            f"per poll")
+    if result.sampler_error is not None:
+        return Finding(check_id, "fail", f"the NVML sampler stopped early: "
+                       f"{result.sampler_error}", evidence,
+                       advice="Report this as a gpudiag bug with the evidence.")
+    if cost.cpu_fraction > 0.05:
+        return Finding(check_id, "warn", text + ": more than 5 %", evidence,
+                       advice="Use a longer --interval.")
+    if missing:
+        text += "; not available: " + "; ".join(
+            f"GPU {i}: {', '.join(f)}" for i, f in missing.items())
+    return Finding(check_id, "ok", text, evidence)

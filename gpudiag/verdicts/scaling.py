@@ -1,0 +1,318 @@
+"""Verdicts of `gpudiag scaling`: did more devices help, did every device work, did it learn.
+
+Evidence: per configuration (strategy x device count) the training probe's throughput,
+ops per device and profiler-trace busy time; the collective probe's all-reduce table.
+The thresholds below are the rules' numbers, named so docs/findings.md can quote them.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+from gpudiag.report import Finding
+
+# Efficiency = throughput(n) / (n x throughput(1)) that well-tuned data-parallel CNN
+# training reaches within one node; below it is a warn.
+SCALING_OK_EFFICIENCY = {2: 0.95, 4: 0.93, 8: 0.90}
+SHARED_DEVICE_KINDS = ("virtual-cpu", "virtual-gpu")
+INPUT_WAIT_CAUSE_FRACTION = 0.10  # of the traced window spent handing over batches
+AVERAGING_CAUSE_FRACTION = 0.20  # of a step that the all-reduce lower bound alone takes
+LEARN_LOSS_FRACTION = 0.8  # final loss must be below this x ln(classes)
+LEARN_ACCURACY_GAIN = 0.10  # final accuracy >= chance + this x (1 - chance)
+TOWERS_SLOWER_RATIO = 0.90  # towers below this x mirrored throughput is a warn
+
+
+def efficiency_threshold(n_devices: int) -> float:
+    """The ok threshold for ``n_devices`` (0.95 up to 2, 0.93 up to 4, 0.90 beyond)."""
+    for n, threshold in sorted(SCALING_OK_EFFICIENCY.items()):
+        if n_devices <= n:
+            return threshold
+    return SCALING_OK_EFFICIENCY[max(SCALING_OK_EFFICIENCY)]
+
+
+def allreduce_lower_bound_s(gradient_bytes: int, n_devices: int, busbw_bytes_per_s: float) -> float:
+    """Least time an all-reduce of ``gradient_bytes`` over ``n_devices`` can take:
+    a ring moves bytes x 2(n-1)/n over each link, at best at the bus bandwidth."""
+    if n_devices < 2 or busbw_bytes_per_s <= 0:
+        return 0.0
+    return gradient_bytes * 2 * (n_devices - 1) / n_devices / busbw_bytes_per_s
+
+
+def scaling_rows(points: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Speedup and efficiency per configuration.
+
+    ``points``: dicts with ``strategy``, ``n_devices``, ``examples_per_s`` and
+    ``step_s`` (median seconds per step); the same strategy's 1-device point is the base.
+    """
+    base = {p["strategy"]: p for p in points if p["n_devices"] == 1}
+    rows = []
+    for p in sorted(points, key=lambda q: (q["strategy"], q["n_devices"])):
+        b = base.get(p["strategy"])
+        eps, b_eps = p.get("examples_per_s"), b.get("examples_per_s") if b else None
+        speedup = eps / b_eps if eps and b_eps else None
+        rows.append({**p, "speedup": speedup,
+                     "efficiency": speedup / p["n_devices"] if speedup else None})
+    return rows
+
+
+def _fmt_rate(x: float | None) -> str:
+    return "n/a" if x is None else f"{x:,.0f}"
+
+
+def scaling_efficiency(
+    strategy: str,
+    rows: Sequence[dict[str, Any]],
+    kind: str,
+    *,
+    gradient_bytes: int,
+    busbw_bytes_per_s: float | None,
+    batch_per_device: int,
+    variables_on: str,
+) -> Finding:
+    """Did adding devices make ``strategy`` faster, and what explains the time lost?
+
+    ``rows``: this strategy's scaling_rows, each optionally with ``input_wait_fraction``
+    (from its trace). ``busbw_bytes_per_s``: the best bus bandwidth the collective probe
+    measured (None when it did not run).
+    """
+    check_id = f"scaling.efficiency.{strategy}"
+    mine = sorted((r for r in rows if r["strategy"] == strategy), key=lambda r: r["n_devices"])
+    base = next((r for r in mine if r["n_devices"] == 1), None)
+    multi = [r for r in mine if r["n_devices"] > 1]
+    if base is None or not base.get("examples_per_s") or not base.get("step_s"):
+        return Finding(check_id, "skip",
+                       f"{strategy}: no 1-device throughput to compare with", {"rows": mine})
+    if not multi:
+        return Finding(check_id, "skip",
+                       f"{strategy}: only one device count ran, nothing to compare",
+                       {"rows": mine})
+    per_n: list[dict[str, Any]] = []
+    below: list[str] = []
+    causes: list[str] = []
+    fixes: list[str] = []
+    for r in multi:
+        n, eff = r["n_devices"], r.get("efficiency")
+        threshold = efficiency_threshold(n)
+        comm_s = allreduce_lower_bound_s(gradient_bytes, n, busbw_bytes_per_s or 0.0)
+        step_s = r.get("step_s") or 0.0
+        lost_s = max(0.0, step_s - base["step_s"])
+        explained = min(1.0, comm_s / lost_s) if lost_s > 0 and busbw_bytes_per_s else None
+        entry = {"n_devices": n, "examples_per_s": r.get("examples_per_s"),
+                 "speedup": r.get("speedup"), "efficiency": eff, "ok_threshold": threshold,
+                 "step_s": step_s, "lost_s_per_step": lost_s,
+                 "allreduce_lower_bound_s": comm_s if busbw_bytes_per_s else None,
+                 "communication_explains_fraction": explained,
+                 "input_wait_fraction": r.get("input_wait_fraction")}
+        per_n.append(entry)
+        if eff is None or eff >= threshold:
+            continue
+        below.append(f"{n} devices {eff:.2f} (ok from {threshold:.2f})" if eff is not None
+                     else f"{n} devices: no throughput")
+        if explained is not None:
+            causes.append(f"at {n} devices the all-reduce of {gradient_bytes / 2**20:.2f} MiB "
+                          f"of gradients needs at least {comm_s * 1e3:.2f} ms per step, "
+                          f"{explained:.0%} of the {lost_s * 1e3:.2f} ms lost per step")
+        wait = r.get("input_wait_fraction")
+        if wait is not None and wait > INPUT_WAIT_CAUSE_FRACTION:
+            causes.append(f"at {n} devices {wait:.0%} of the traced steps waited for input")
+            fixes.append("prefetch (dataset.prefetch(tf.data.AUTOTUNE)), parallel map "
+                         "calls, cache decoded data")
+        if step_s > 0 and comm_s / step_s > AVERAGING_CAUSE_FRACTION:
+            causes.append(f"at {n} devices gradient averaging alone takes at least "
+                          f"{comm_s / step_s:.0%} of a step: a per-device batch of "
+                          f"{batch_per_device} is too small for the gradient size")
+            fixes.append("a bigger per-device batch (--batch-per-device)")
+    if strategy == "towers" and variables_on == "cpu" and kind not in SHARED_DEVICE_KINDS \
+            and below:
+        causes.append("the variables live on the CPU: every tower reads them across PCIe "
+                      "and every update is computed there")
+        fixes.append("variables on the first device (--variables-on device)")
+    listing = ", ".join(
+        f"{e['n_devices']} devices {_fmt_rate(e['examples_per_s'])} ex/s "
+        f"(x{e['speedup']:.2f}, efficiency {e['efficiency']:.2f})"
+        if e["efficiency"] is not None else f"{e['n_devices']} devices: n/a"
+        for e in per_n)
+    evidence = {"device_kind": kind, "base_examples_per_s": base["examples_per_s"],
+                "base_step_s": base["step_s"], "per_device_count": per_n,
+                "gradient_bytes": gradient_bytes, "busbw_bytes_per_s": busbw_bytes_per_s,
+                "batch_per_device": batch_per_device, "variables_on": variables_on,
+                "causes": causes}
+    head = f"{strategy}: 1 device {_fmt_rate(base['examples_per_s'])} ex/s; {listing}"
+    if kind in SHARED_DEVICE_KINDS:
+        what = "virtual CPU devices" if kind == "virtual-cpu" else "logical GPUs split from one"
+        return Finding(
+            check_id, "warn",
+            f"{head}. Not meaningful: these are {what} sharing the same cores, so more "
+            "devices cannot add compute",
+            evidence,
+            advice="Run on a machine with several physical GPUs to measure scaling; here the "
+                   "run checks only that multi-device training works and every device did work.",
+        )
+    if not below:
+        return Finding(check_id, "ok", f"{head}: every device count scales at or above its "
+                       "threshold", evidence)
+    why = ("; ".join(causes) + ".") if causes else (
+        "None of the causes gpudiag measures (input waits, averaging cost, variable "
+        "placement) explains it.")
+    advice = ("Try " + "; ".join(dict.fromkeys(fixes)) + ".") if fixes else (
+        "Open the profile of the slowest configuration in TensorBoard (Profile tab, "
+        "trace viewer) and compare the devices' busy time.")
+    return Finding(check_id, "warn",
+                   f"{head}: below threshold at {', '.join(below)}. {why}", evidence,
+                   advice=advice)
+
+
+def device_work(
+    config: str,
+    devices: Sequence[str],
+    ops_by_device: dict[str, int] | None,
+    trace_busy_s: dict[str, float] | None,
+    *,
+    trace_window_s: float | None = None,
+    trace_reason: str | None = None,
+    placement_reason: str | None = None,
+) -> Finding:
+    """Every compute device of one configuration did work: by placement and by trace.
+
+    ``ops_by_device``: ops of the traced step per device (None: not inspected).
+    ``trace_busy_s``: busy seconds per device in the profiled window (None: no trace,
+    ``trace_reason`` says why).
+    """
+    check_id = f"scaling.devices-worked.{config}"
+    evidence: dict[str, Any] = {"devices": list(devices), "ops_by_device": ops_by_device,
+                                "trace_busy_s": trace_busy_s, "trace_window_s": trace_window_s,
+                                "trace_reason": trace_reason,
+                                "placement_reason": placement_reason}
+    no_ops = [d for d in devices if ops_by_device and not ops_by_device.get(d)]
+    no_busy = [d for d in devices if trace_busy_s is not None and not trace_busy_s.get(d)]
+    sources = []
+    if ops_by_device:
+        sources.append("placement: " + ", ".join(f"{d} {ops_by_device.get(d, 0)} ops"
+                                                 for d in devices))
+    if trace_busy_s is not None:
+        window = f" of a {trace_window_s * 1e3:.1f} ms window" if trace_window_s else ""
+        sources.append("trace: " + ", ".join(f"{d} busy {trace_busy_s.get(d, 0.0) * 1e3:.1f} ms"
+                                             for d in devices) + window)
+    if no_ops or no_busy:
+        idle = list(dict.fromkeys(no_ops + no_busy))
+        parts = []
+        if no_ops:
+            parts.append(f"no ops placed on {', '.join(no_ops)}")
+        if no_busy:
+            parts.append(f"no work in the trace on {', '.join(no_busy)}")
+        return Finding(check_id, "fail",
+                       f"{config}: {', '.join(idle)} did no work ({'; '.join(parts)})",
+                       evidence,
+                       advice="Each tower's ops must be under tf.device(<its device>) and the "
+                              "batch split across all towers; with MirroredStrategy pass every "
+                              "device to the strategy.")
+    if not sources:
+        return Finding(check_id, "skip",
+                       f"{config}: neither placement nor a trace could be inspected"
+                       + (f" ({trace_reason})" if trace_reason else ""), evidence)
+    tail = f" (no trace: {trace_reason})" if trace_busy_s is None and trace_reason else ""
+    if not ops_by_device and placement_reason:
+        tail += f" (placement not inspected: {placement_reason})"
+    return Finding(check_id, "ok",
+                   f"{config}: every device did work; " + "; ".join(sources) + tail, evidence)
+
+
+def learning(configs: Sequence[dict[str, Any]]) -> Finding:
+    """The loss fell clearly below ln(classes) and accuracy rose above chance, per run.
+
+    ``configs``: dicts with ``name``, ``num_classes``, ``steps``, ``initial_loss``,
+    ``final_loss``, ``final_accuracy`` (training, mean of the last steps) and optionally
+    ``eval_accuracy``, ``eval_accuracy_ema``, ``learning_rate``. A NaN loss is None.
+    """
+    if not configs:
+        return Finding("scaling.learning", "skip", "no training run completed", {})
+    failed, rows = [], []
+    for c in configs:
+        classes = int(c["num_classes"])
+        ln_c = math.log(classes)
+        chance = 1.0 / classes
+        max_loss = LEARN_LOSS_FRACTION * ln_c
+        min_acc = chance + LEARN_ACCURACY_GAIN * (1 - chance)
+        loss, acc = c.get("final_loss"), c.get("final_accuracy")
+        ok = loss is not None and acc is not None and loss <= max_loss and acc >= min_acc
+        row = {**c, "ln_classes": ln_c, "chance_accuracy": chance, "max_final_loss": max_loss,
+               "min_final_accuracy": min_acc, "learned": ok}
+        rows.append(row)
+        if not ok:
+            loss_text = "NaN (diverged)" if loss is None else f"{loss:.4f}"
+            acc_text = "n/a" if acc is None else f"{acc:.2f}"
+            failed.append(f"{c['name']}: loss {loss_text} (ln {classes} = {ln_c:.4f}, must "
+                          f"fall below {max_loss:.2f}), accuracy {acc_text} (chance "
+                          f"{chance:.2f}, must reach {min_acc:.2f}) after {c['steps']} steps")
+    evidence = {"runs": rows}
+    if failed:
+        return Finding(
+            "scaling.learning", "fail",
+            "did not learn: " + "; ".join(failed), evidence,
+            advice="A loss stuck at ln(classes) with chance accuracy means the updates do "
+                   "not reach the weights: a zero or tiny learning rate, gradients that are "
+                   "None or zero (variables created outside the tape, a stop_gradient), or "
+                   "an optimizer applied to a copy of the weights. A NaN loss means too "
+                   "high a learning rate.",
+        )
+    best = ", ".join(f"{r['name']} {r['final_loss']:.3f}/{r['final_accuracy']:.2f}"
+                     for r in rows)
+    return Finding("scaling.learning", "ok",
+                   f"every run learned (final loss/accuracy; ln {int(configs[0]['num_classes'])}"
+                   f" = {math.log(int(configs[0]['num_classes'])):.4f}): {best}", evidence)
+
+
+def towers_vs_mirrored(rows: Sequence[dict[str, Any]]) -> Finding:
+    """Throughput of the hand-written towers beside MirroredStrategy at each device count."""
+    by = {(r["strategy"], r["n_devices"]): r.get("examples_per_s") for r in rows}
+    counts = sorted({n for s, n in by if s in ("towers", "mirrored")})
+    pairs = []
+    for n in counts:
+        t, m = by.get(("towers", n)), by.get(("mirrored", n))
+        if t and m:
+            pairs.append({"n_devices": n, "towers_examples_per_s": t,
+                          "mirrored_examples_per_s": m, "towers_over_mirrored": t / m})
+    if not pairs:
+        return Finding("scaling.towers-vs-mirrored", "skip",
+                       "towers and mirrored did not both run at any device count",
+                       {"rows": list(rows)})
+    text = "; ".join(f"{p['n_devices']} device(s): towers {p['towers_examples_per_s']:,.0f} vs "
+                     f"mirrored {p['mirrored_examples_per_s']:,.0f} ex/s "
+                     f"(x{p['towers_over_mirrored']:.2f})" for p in pairs)
+    slower = [p for p in pairs if p["n_devices"] > 1
+              and p["towers_over_mirrored"] < TOWERS_SLOWER_RATIO]
+    evidence = {"pairs": pairs, "warn_below_ratio": TOWERS_SLOWER_RATIO}
+    if slower:
+        return Finding("scaling.towers-vs-mirrored", "warn",
+                       f"the tower code is slower than MirroredStrategy: {text}", evidence,
+                       advice="MirroredStrategy all-reduces with NCCL on GPUs and overlaps it; "
+                              "prefer it, or put the tower variables on a device "
+                              "(--variables-on device) and average with fewer ops.")
+    return Finding("scaling.towers-vs-mirrored", "ok", f"side by side: {text}", evidence)
+
+
+def allreduce_bandwidth(result: dict[str, Any], kind: str) -> Finding:
+    """The collective probe's table: time, algorithm and bus bandwidth per message size."""
+    rows = result.get("rows") or []
+    n = result.get("n_devices")
+    if not rows:
+        return Finding("scaling.allreduce", "skip",
+                       f"no all-reduce measured ({n} device(s): nothing to reduce across)",
+                       dict(result))
+    best = max(rows, key=lambda r: r["busbw_bytes_per_s"])
+    largest = max(rows, key=lambda r: r["size_bytes"])
+    ops = result.get("cross_device_ops")
+    text = (f"all-reduce over {n} devices with {ops}: peak bus bandwidth "
+            f"{best['busbw_bytes_per_s'] / 1e9:.2f} GB/s at {best['size_bytes'] / 2**20:g} MiB; "
+            f"{largest['size_bytes'] / 2**20:g} MiB in {largest['time_s'] * 1e3:.1f} ms "
+            f"(busbw {largest['busbw_bytes_per_s'] / 1e9:.2f} GB/s)")
+    evidence = {"n_devices": n, "cross_device_ops": ops, "device_kind": kind, "rows": rows,
+                "peak_busbw_bytes_per_s": best["busbw_bytes_per_s"]}
+    if kind == "virtual-cpu":
+        text += ("; these are virtual CPU devices in one process, so the numbers are "
+                 "host-memory numbers, not an interconnect's")
+    elif kind == "virtual-gpu":
+        text += "; logical GPUs split from one GPU: this is that GPU's memory, not a link"
+    return Finding("scaling.allreduce", "ok", text, evidence)
