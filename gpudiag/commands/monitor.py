@@ -34,12 +34,10 @@ from typing import Any
 
 from gpudiag import nvml, verdicts
 from gpudiag.errors import UsageError
-from gpudiag.layout import NVML_TB_RUN
+from gpudiag.layout import NVML_TB_RUN, TAG_MONITOR
 from gpudiag.report import Finding
 from gpudiag.session import RunSession
 from gpudiag.tb import markdown_table
-
-TAG_MONITOR = "gpudiag/monitor"
 
 #: How the CLI opens NVML: the real backend. Tests put a scripted fake backend here
 #: (tests/fake_nvml.py), the one seam through which a fake enters the CLI.
