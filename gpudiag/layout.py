@@ -26,7 +26,9 @@ Inside a run directory::
                          written by the training child with tf.summary: the TAG_TRAIN_*,
                          tower, histogram and TAG_EVAL_* tags below, the hparams plugin's
                          session, ``checkpoints/`` (CHECKPOINT_DIR) and the profiler trace
-                         ``plugins/profile/<ts>/<host>.xplane.pb``; a ``keras`` run's
+                         ``plugins/profile/<ts>/<host>.xplane.pb`` (steps marked
+                         PROFILER_STEP_MARKER; each tower's ops under ``tower_scope(i)``,
+                         the averaging under AVERAGE_GRADIENTS_SCOPE); a ``keras`` run's
                          Keras callback writes its own tags under ``train/`` (KERAS_TRAIN_RUN)
     nvml/<config>/       (scaling) NVML scalars sampled while that configuration ran
     scaling/             TensorBoard run (SCALING_TB_RUN): examples/s and efficiency per
@@ -115,6 +117,16 @@ TAG_EVAL_ACCURACY = "eval/accuracy"  # at the end, held-out set, raw weights
 TAG_EVAL_LOSS = "eval/loss"
 TAG_EVAL_ACCURACY_EMA = "eval/accuracy_ema"  # at the end, moving-average weights
 TAG_EVAL_LOSS_EMA = "eval/loss_ema"
+# Name scopes in a configuration's graphs and profiler trace: each tower's (replica's)
+# ops, and the towers' gradient averaging.
+AVERAGE_GRADIENTS_SCOPE = "average_gradients"
+
+
+def tower_scope(index: int) -> str:
+    """``tower_<i>``: the name scope of tower (replica) ``index``'s ops."""
+    return f"tower_{index}"
+
+
 # Profiler step markers in a configuration's xplane.pb: ours
 # (tf.profiler.experimental.Trace(PROFILER_STEP_MARKER, step_num=...)) and Keras's.
 PROFILER_STEP_MARKER = "train"

@@ -44,7 +44,7 @@ class _TowerScoped(keras.Model):
     def call(self, x: Any, training: bool = False) -> Any:
         ctx = tf.distribute.get_replica_context()
         replica = tf.get_static_value(ctx.replica_id_in_sync_group) if ctx else 0
-        with tf.name_scope(f"tower_{int(replica or 0)}"):
+        with tf.name_scope(layout.tower_scope(int(replica or 0))):
             return self.inner(x, training=training)
 
 
