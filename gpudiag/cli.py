@@ -20,13 +20,18 @@ import typer
 from rich.console import Console
 
 from gpudiag import __version__
+from gpudiag.devices import DEFAULT_VIRTUAL_GPU_MEMORY_MB
 from gpudiag.errors import GpudiagError, Interrupted, WriteFailed
+from gpudiag.probes.records import MAX_PROFILE_STEPS, Workload
 from gpudiag.report import render_table
 from gpudiag.report import to_json as report_to_json
 from gpudiag.runner import DEFAULT_TIMEOUT_S
+from gpudiag.scaling.options import ScalingOptions
 from gpudiag.session import RunSession
 
 EXIT_INTERRUPTED = 130
+_SCALING = ScalingOptions()  # `gpudiag scaling`'s defaults, defined once there ...
+_WORKLOAD = _SCALING.workload  # ... and in records.Workload, shared with the training child
 
 app = typer.Typer(
     name="gpudiag",
@@ -82,7 +87,8 @@ TimeoutOpt = typer.Option(DEFAULT_TIMEOUT_S, "--timeout", callback=positive,
                           help="Seconds each probe's child process may run before it is killed.")
 VirtualGpusOpt = typer.Option(None, "--virtual-gpus", min=1, max=64, help="Split GPU 0 into "
                               "N logical GPUs (without a GPU: N virtual CPU devices).")
-VirtualGpuMemOpt = typer.Option(1024, "--virtual-gpu-memory-mb", min=64, max=1 << 20,
+VirtualGpuMemOpt = typer.Option(DEFAULT_VIRTUAL_GPU_MEMORY_MB, "--virtual-gpu-memory-mb",
+                                min=64, max=1 << 20,
                                 help="Memory limit of each logical GPU made by --virtual-gpus.")
 
 
@@ -161,56 +167,68 @@ def placement(
 @app.command()
 def scaling(
     max_gpus: int | None = typer.Option(
-        None, "--max-gpus", min=1, max=64, help="Train on 1, 2, 4 ... up to this many devices "
-        "(default: every GPU; without a GPU, 2 virtual CPU devices). More than exist: exit 2, "
-        "unless --virtual-gpus splits GPU 0."),
-    strategy: str = typer.Option("towers,mirrored", "--strategy", help="Comma-separated: "
-                                 "towers (in-graph replication), mirrored (MirroredStrategy "
-                                 "custom loop), keras (model.fit under MirroredStrategy)."),
-    model: str = typer.Option("cnn-small", "--model", help="cnn-small, cnn or mlp."),
-    batch_per_device: int = typer.Option(32, "--batch-per-device", min=1, max=1 << 16,
+        _SCALING.max_gpus, "--max-gpus", min=1, max=64, help="Train on 1, 2, 4 ... up to this "
+        "many devices (default: every GPU; without a GPU, 2 virtual CPU devices). More than "
+        "exist: exit 2, unless --virtual-gpus splits GPU 0."),
+    strategy: str = typer.Option(",".join(_SCALING.strategies), "--strategy", help="Comma-"
+                                 "separated: towers (in-graph replication), mirrored "
+                                 "(MirroredStrategy custom loop), keras (model.fit under "
+                                 "MirroredStrategy)."),
+    model: str = typer.Option(_WORKLOAD.model, "--model", help="cnn-small, cnn or mlp."),
+    batch_per_device: int = typer.Option(_WORKLOAD.batch_per_device, "--batch-per-device",
+                                         min=1, max=1 << 16,
                                          help="Examples per device per step."),
-    steps: int = typer.Option(100, "--steps", min=1, help="Training steps per configuration."),
-    warmup_steps: int = typer.Option(10, "--warmup-steps", min=0,
+    steps: int = typer.Option(_WORKLOAD.steps, "--steps", min=1,
+                              help="Training steps per configuration."),
+    warmup_steps: int = typer.Option(_WORKLOAD.warmup_steps, "--warmup-steps", min=0,
                                      help="First steps left out of the timing."),
-    profile_steps: int = typer.Option(5, "--profile-steps", min=0, max=10, help="Steps traced "
-                                      "by the profiler after the warm-up (not timed; 0: none)."),
-    learning_rate: float = typer.Option(0.05, "--learning-rate", callback=finite_nonnegative,
+    profile_steps: int = typer.Option(_WORKLOAD.profile_steps, "--profile-steps", min=0,
+                                      max=MAX_PROFILE_STEPS, help="Steps traced by the "
+                                      "profiler after the warm-up (not timed; 0: none)."),
+    learning_rate: float = typer.Option(_WORKLOAD.learning_rate, "--learning-rate",
+                                        callback=finite_nonnegative,
                                         help="SGD learning rate."),
-    ema_decay: float = typer.Option(0.99, "--ema-decay", help="Decay of the moving average "
-                                    "of the weights, in [0, 1); 0 turns it off."),
-    histogram_every: int = typer.Option(100, "--histogram-every", min=0, help="Gradient and "
-                                        "weight histograms at step 1 and every K steps (0: none)."),
-    variables_on: str = typer.Option("cpu", "--variables-on", help="towers: keep the "
-                                     "variables on the cpu or on the first device."),
+    ema_decay: float = typer.Option(_WORKLOAD.ema_decay, "--ema-decay", help="Decay of the "
+                                    "moving average of the weights, in [0, 1); 0 turns it off."),
+    histogram_every: int = typer.Option(_WORKLOAD.histogram_every, "--histogram-every", min=0,
+                                        help="Gradient and weight histograms at step 1 and "
+                                        "every K steps (0: none)."),
+    variables_on: str = typer.Option(_WORKLOAD.variables_on, "--variables-on", help="towers: "
+                                     "keep the variables on the cpu or on the first device."),
     data: Path | None = typer.Option(None, "--data", help="Keras-style .npz (x_train, "
                                      "y_train) or TFRecord (image_raw bytes, label int64) "
                                      "instead of the synthetic set."),
-    allreduce_max_mb: float = typer.Option(256.0, "--allreduce-max-mb", callback=allreduce_mb,
+    allreduce_max_mb: float = typer.Option(_SCALING.allreduce_max_mb, "--allreduce-max-mb",
+                                           callback=allreduce_mb,
                                            help="Largest all-reduce message in MiB (from "
                                            "--allreduce-min-mb, doubling; at most 16384)."),
-    allreduce_min_mb: float = typer.Option(1.0, "--allreduce-min-mb", callback=allreduce_mb,
+    allreduce_min_mb: float = typer.Option(_SCALING.allreduce_min_mb, "--allreduce-min-mb",
+                                           callback=allreduce_mb,
                                            help="Smallest all-reduce message in MiB (at "
                                            "least 1/1024, 1 KiB)."),
     virtual_gpus: int | None = VirtualGpusOpt,
     virtual_gpu_memory_mb: int = VirtualGpuMemOpt,
-    timeout: float = typer.Option(300.0, "--timeout", callback=positive,
+    timeout: float = typer.Option(_SCALING.timeout_s, "--timeout", callback=positive,
                                   help="Seconds each configuration's child process may run."),
     logdir: Path = LogdirOpt,
     as_json: bool = JsonOpt,
 ) -> None:
     """Train the probe on 1, 2, 4 ... devices: faster with more devices? did every one work?"""
     from gpudiag.commands import scaling as scaling_cmd
+    from gpudiag.scaling.options import check, parse_strategies
 
-    options = scaling_cmd.ScalingOptions(
-        max_gpus=max_gpus, strategies=scaling_cmd.parse_strategies(strategy), model=model,
-        batch_per_device=batch_per_device, steps=steps, warmup_steps=warmup_steps,
+    workload = Workload(
+        model=model, batch_per_device=batch_per_device, steps=steps, warmup_steps=warmup_steps,
         profile_steps=profile_steps, learning_rate=learning_rate, ema_decay=ema_decay,
-        histogram_every=histogram_every, variables_on=variables_on, data=data,
+        histogram_every=histogram_every, variables_on=variables_on,
+        data=None if data is None else str(data),
+    )
+    options = ScalingOptions(
+        workload=workload, max_gpus=max_gpus, strategies=parse_strategies(strategy),
         virtual_gpus=virtual_gpus, memory_limit_mb=virtual_gpu_memory_mb,
         allreduce_min_mb=allreduce_min_mb, allreduce_max_mb=allreduce_max_mb, timeout_s=timeout,
     )
-    scaling_cmd.check(options)
+    check(options)  # once, before the run directory exists
 
     def body(session: RunSession, console: Console) -> None:
         scaling_cmd.run(session, options, console=console)

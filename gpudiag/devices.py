@@ -15,6 +15,7 @@ Runs before TensorFlow initialises its devices (configuration is frozen after th
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -60,6 +61,11 @@ class DeviceSetup:
             self.compute_devices
         )
         return d
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> DeviceSetup:
+        """``to_dict``'s output back (its derived ``summary`` is dropped)."""
+        return cls(**{k: v for k, v in data.items() if k != "summary"})
 
 
 def physical_gpu_details(tf: Any) -> list[dict[str, Any]]:

@@ -1,6 +1,8 @@
 """The format contract: what gpudiag writes on disk, and under which names.
 
-Everything that writes or reads a run directory goes through this module.
+Every name a writer puts on disk and a reader looks up (run-directory and file names,
+TensorBoard runs and tags, the progress lines a child prints) is defined here once;
+writers and readers import it. Imports nothing heavy (no TensorFlow, no NVML).
 
 A logdir (``--logdir``, default ``runs/``) holds one run directory per command
 invocation, named ``<UTC timestamp>-<command>`` (``2026-11-21T22-15-03-placement``);
@@ -9,23 +11,50 @@ created exclusively and is never reused, so nothing written earlier is overwritt
 
 Inside a run directory::
 
-    report.json        the contract: ``schema_version`` = SCHEMA_VERSION, see
-                       gpudiag/report.schema.json; every finding with its evidence
-    report.md          the same report for people
-    report/            TensorBoard run: the report as a markdown text summary
-                       (tag TAG_REPORT) and, per command, its tables (TAG_PLACEMENT ...)
-    children/<name>/   per child process: config.json, result.json, stdout.txt,
-                       stderr.txt (the whole of the child's output, kept as evidence)
-    nvml/              TensorBoard run: per-GPU NVML scalars (``gpu<i>/util_percent`` ...)
-    <config>/          one TensorBoard run per probe configuration (scaling, memory)
+    report.json          the contract: ``schema_version`` = SCHEMA_VERSION, see
+                         gpudiag/report.schema.json; every finding with its evidence
+    report.md            the same report for people
+    report/              TensorBoard run: the report as markdown text (TAG_REPORT) and,
+                         per command, its tables (TAG_PLACEMENT, TAG_MEMORY, TAG_MONITOR,
+                         TAG_SCALING_TABLE)
+    children/<name>/     per child process: config.json (what the parent asked),
+                         result.json (``{"ok": ..., "result" | "error" ...}``), stdout.txt,
+                         stderr.txt (the whole of the child's output, kept as evidence)
+    nvml/                TensorBoard run (monitor): per-GPU NVML scalars, ``gpu_tag``
+    memory-<mode>/       TensorBoard run per memory mode (memory): TAG_MEMORY_* scalars
+    <strategy>-<n>dev/   TensorBoard run per scaling configuration (``config_run_name``),
+                         written by the training child with tf.summary: the TAG_TRAIN_*,
+                         tower, histogram and TAG_EVAL_* tags below, the hparams plugin's
+                         session, ``checkpoints/`` (CHECKPOINT_DIR) and the profiler trace
+                         ``plugins/profile/<ts>/<host>.xplane.pb`` (steps marked
+                         PROFILER_STEP_MARKER; each tower's ops under ``tower_scope(i)``,
+                         the averaging under AVERAGE_GRADIENTS_SCOPE); a ``keras`` run's
+                         Keras callback writes its own tags under ``train/`` (KERAS_TRAIN_RUN)
+    nvml/<config>/       (scaling) NVML scalars sampled while that configuration ran
+    scaling/             TensorBoard run (SCALING_TB_RUN): examples/s and efficiency per
+                         strategy against the device count, the table, the plot image
+    allreduce/           TensorBoard run (ALLREDUCE_TB_RUN): bus/algorithm bandwidth and
+                         time against the message size in MiB, the table as text
+    scaling.png          the scaling plot (PLOT_PNG)
 
 ``report.json`` is written first with ``"partial": true`` when a run starts and
 rewritten as findings arrive, so an interrupted run still leaves a readable report.
+
+Every scalar, in every run, is a scalar-plugin tensor summary (what ``tf.summary.scalar``
+writes in the child and ``tensorboard.plugins.scalar.summary_v2.scalar_pb`` in the
+parent): one way to read them all. Text is the text plugin's, images the image plugin's
+``[width, height, png]`` string tensor.
+
+A training child with ``progress`` on prints one progress line per step on its stdout,
+``GPUDIAG-STEP <step> <total> <loss>`` (``step_line``); the parent follows stdout.txt and
+reads them with ``parse_step_line``.
 """
 
 from __future__ import annotations
 
 import os
+import re
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -33,14 +62,184 @@ from gpudiag.errors import UsageError
 
 SCHEMA_VERSION = 1
 
+# --------------------------------------------------------------------- run directory
+
 REPORT_JSON = "report.json"
 REPORT_MD = "report.md"
 REPORT_TB_RUN = "report"
 CHILDREN_DIR = "children"
 NVML_TB_RUN = "nvml"
+SCALING_TB_RUN = "scaling"
+ALLREDUCE_TB_RUN = "allreduce"
+PLOT_PNG = "scaling.png"
+MEMORY_TB_RUN_PREFIX = "memory-"
+CHECKPOINT_DIR = "checkpoints"  # inside a configuration's run: tf.train.CheckpointManager
+KERAS_TRAIN_RUN = "train"  # inside a keras configuration's run: Keras's TensorBoard callback
+
+# Files of one child process, in children/<name>/
+CONFIG_JSON = "config.json"
+RESULT_JSON = "result.json"
+STDOUT_TXT = "stdout.txt"
+STDERR_TXT = "stderr.txt"
+ALLREDUCE_CHILD = "allreduce"  # scaling's collective probe; its configurations: config_run_name
+
+
+def config_run_name(strategy: str, n_devices: int) -> str:
+    """``towers-4dev``: a scaling configuration's TensorBoard run and child name."""
+    return f"{strategy}-{n_devices}dev"
+
+
+def memory_run_name(mode: str) -> str:
+    """``memory-growth``: one memory mode's TensorBoard run."""
+    return f"{MEMORY_TB_RUN_PREFIX}{mode}"
+
+
+# ---------------------------------------------------------------- text and image tags
 
 TAG_REPORT = "gpudiag/report"
 TAG_PLACEMENT = "gpudiag/placement"
+TAG_MEMORY = "gpudiag/memory"
+TAG_MONITOR = "gpudiag/monitor"
+TAG_SCALING_TABLE = "gpudiag/scaling"
+TAG_SCALING_PLOT = "gpudiag/scaling_plot"
+TAG_ALLREDUCE_TABLE = "gpudiag/allreduce"
+TAG_TRAIN_CONFIG = "gpudiag/config"  # a configuration's settings, once, as a markdown table
+
+# ------------------------------------------------------- a scaling configuration's run
+# Written by the training child (gpudiag/train/); steps start at 1 (the first update).
+
+TAG_TRAIN_LOSS = "train/loss"  # every step: mean loss over the global batch
+TAG_TRAIN_ACCURACY = "train/accuracy"
+TAG_TRAIN_LEARNING_RATE = "train/learning_rate"
+TAG_TRAIN_EXAMPLES_PER_S = "train/examples_per_s"  # global batch / step wall time
+TAG_TRAIN_STEP_S = "train/step_s"  # wall seconds per batch (sec/batch)
+TAG_EVAL_ACCURACY = "eval/accuracy"  # at the end, held-out set, raw weights
+TAG_EVAL_LOSS = "eval/loss"
+TAG_EVAL_ACCURACY_EMA = "eval/accuracy_ema"  # at the end, moving-average weights
+TAG_EVAL_LOSS_EMA = "eval/loss_ema"
+# Name scopes in a configuration's graphs and profiler trace: each tower's (replica's)
+# ops, and the towers' gradient averaging.
+AVERAGE_GRADIENTS_SCOPE = "average_gradients"
+
+
+def tower_scope(index: int) -> str:
+    """``tower_<i>``: the name scope of tower (replica) ``index``'s ops."""
+    return f"tower_{index}"
+
+
+# Profiler step markers in a configuration's xplane.pb: ours
+# (tf.profiler.experimental.Trace(PROFILER_STEP_MARKER, step_num=...)) and Keras's.
+PROFILER_STEP_MARKER = "train"
+KERAS_PROFILER_STEP_MARKER = "TraceContext"
+
+
+def tower_loss_tag(index: int) -> str:
+    """Scalar, every step: the loss of tower (replica) ``index``'s slice of the batch."""
+    return f"towers/loss_{index}"
+
+
+def gradient_tag(param: str) -> str:
+    """Histogram: the gradient of ``param`` averaged over the towers."""
+    return f"gradients/{param}"
+
+
+def variable_tag(param: str) -> str:
+    """Histogram: the weights of ``param`` after the update."""
+    return f"variables/{param}"
+
+
+def ema_tag(param: str) -> str:
+    """Histogram: the moving average of ``param``."""
+    return f"ema/{param}"
+
+
+# ------------------------------------------------------------------- parent scalars
+
+
+def gpu_util_tag(index: int) -> str:
+    """NVML utilization (nvidia-smi's utilization.gpu) of GPU ``index``, percent."""
+    return f"gpu{index}/util_percent"
+
+
+def gpu_util_driver_tag(index: int) -> str:
+    """The driver's finer utilization samples (nvmlDeviceGetSamples), percent."""
+    return f"gpu{index}/util_driver_percent"
+
+
+def gpu_memory_used_tag(index: int) -> str:
+    """Device memory in use on GPU ``index``, MiB."""
+    return f"gpu{index}/memory_used_mib"
+
+
+def gpu_power_tag(index: int) -> str:
+    """Power draw of GPU ``index``, watts."""
+    return f"gpu{index}/power_w"
+
+
+# memory-<mode>/ runs: TensorFlow's and NVML's view per allocation step (MiB)
+TAG_MEMORY_TF_CURRENT = "memory/tf_current_mib"
+TAG_MEMORY_TF_PEAK = "memory/tf_peak_mib"
+TAG_MEMORY_NVML_PROCESS = "memory/nvml_process_mib"
+TAG_MEMORY_NVML_DEVICE_USED = "memory/nvml_device_used_mib"
+
+# allreduce/ run: step = message size in MiB
+TAG_ALLREDUCE_BUSBW = "allreduce/busbw_GBps"
+TAG_ALLREDUCE_ALGBW = "allreduce/algbw_GBps"
+TAG_ALLREDUCE_TIME = "allreduce/time_ms"
+
+
+def scaling_examples_per_s_tag(strategy: str) -> str:
+    """scaling/ run, step = device count: median examples/s of ``strategy``."""
+    return f"scaling/{strategy}/examples_per_s"
+
+
+def scaling_efficiency_tag(strategy: str) -> str:
+    """scaling/ run, step = device count: throughput(n) / (n x throughput(1))."""
+    return f"scaling/{strategy}/efficiency"
+
+
+# -------------------------------------------------------------- progress marker lines
+
+STEP_MARKER = "GPUDIAG-STEP"
+_STEP_LINE = re.compile(rf"^{STEP_MARKER} (\d+) (\d+) (\S+)$")
+
+
+@dataclass(frozen=True)
+class StepProgress:
+    """One ``GPUDIAG-STEP`` line: update ``step`` (1-based) of ``total``, its loss."""
+
+    step: int
+    total: int
+    loss: float  # nan when the loss was not a number
+
+
+def step_line(step: int, total: int, loss: float) -> str:
+    """The line a training child prints after update ``step`` (1-based) of ``total``."""
+    return f"{STEP_MARKER} {step} {total} {loss:.4f}"
+
+
+def parse_step_line(line: str) -> StepProgress | None:
+    """``step_line``'s output back; None for any other line."""
+    m = _STEP_LINE.match(line.strip())
+    if m is None:
+        return None
+    try:
+        loss = float(m.group(3))
+    except ValueError:
+        return None
+    return StepProgress(int(m.group(1)), int(m.group(2)), loss)
+
+
+def last_step(text: str) -> StepProgress | None:
+    """The last progress line in a child's stdout so far (None: none yet)."""
+    for line in reversed(text.splitlines()):
+        progress = parse_step_line(line)
+        if progress is not None:
+            return progress
+    return None
+
+
+# ---------------------------------------------------------------- run directories
 
 
 def check_logdir(logdir: Path) -> Path:
@@ -106,8 +305,13 @@ def new_run_dir(logdir: Path, command: str, now: datetime | None = None) -> Path
     raise UsageError(f"--logdir {logdir}: too many runs named {base}")
 
 
+def child_path(run_dir: Path, name: str) -> Path:
+    """Where one child process's config, result and whole output live (not created)."""
+    return run_dir / CHILDREN_DIR / name
+
+
 def child_dir(run_dir: Path, name: str) -> Path:
-    """Directory holding one child process's config, result and whole output."""
-    path = run_dir / CHILDREN_DIR / name
+    """``child_path``, created."""
+    path = child_path(run_dir, name)
     path.mkdir(parents=True, exist_ok=True)
     return path

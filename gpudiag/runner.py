@@ -4,7 +4,8 @@ Why a child: TensorFlow's device configuration is process-global and frozen once
 are initialised, memory modes need fresh processes, and the device-placement log is
 written by TF's C++ logging to the process's stderr, which the parent captures whole.
 
-The parent writes the child's config.json, sends stdout and stderr to files (whole, no
+The parent writes the child's config.json (a dict, or a typed record's ``to_dict()``:
+gpudiag/probes/records.py), sends stdout and stderr to files (whole, no
 pipe to fill up), enforces a timeout by killing the child's whole process group, and
 reads result.json. A crash (signal, non-zero exit, no result) or a hang past the timeout
 comes back as a ChildResult with ``ok`` False and the tail of stderr, never an exception:
@@ -18,25 +19,29 @@ import os
 import subprocess
 import sys
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from gpudiag import procs
 from gpudiag.errors import EnvironmentBroken
 from gpudiag.exitstatus import describe_exit
-from gpudiag.layout import child_dir
+from gpudiag.layout import CONFIG_JSON, RESULT_JSON, STDERR_TXT, STDOUT_TXT, child_dir
 
-CONFIG_JSON = "config.json"
-RESULT_JSON = "result.json"
-STDOUT_TXT = "stdout.txt"
-STDERR_TXT = "stderr.txt"
 DEFAULT_TIMEOUT_S = 120.0
+
+
+class JsonRecord(Protocol):
+    """A typed config record (gpudiag/probes/records.py): plain JSON data via to_dict."""
+
+    def to_dict(self) -> dict[str, Any]: ...
 
 
 @dataclass(frozen=True)
 class ChildResult:
-    """What one child process left behind."""
+    """What one child process left behind. ``result`` is the probe's plain data; a typed
+    probe's caller reads it back with its record's ``from_dict``."""
 
     name: str
     probe: str
@@ -87,7 +92,7 @@ def _tail(path: Path, lines: int = 12) -> list[str]:
 
 def run_child(
     probe: str,
-    config: dict[str, Any],
+    config: Mapping[str, Any] | JsonRecord,
     *,
     run_dir: Path,
     name: str,
@@ -102,7 +107,8 @@ def run_child(
     """
     cdir = child_dir(run_dir, name)
     config_path, result_path = cdir / CONFIG_JSON, cdir / RESULT_JSON
-    config_path.write_text(json.dumps(config, indent=2), encoding="utf-8")
+    plain = dict(config) if isinstance(config, Mapping) else config.to_dict()
+    config_path.write_text(json.dumps(plain, indent=2), encoding="utf-8")
     result_path.unlink(missing_ok=True)
     child_env = {**os.environ, **(env or {})}
     argv = [sys.executable, "-m", "gpudiag.child", probe, str(config_path), str(result_path)]

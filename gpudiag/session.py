@@ -2,7 +2,7 @@
 
     with RunSession("placement", logdir) as session:
         session.add(finding)          # report.json/report.md rewritten at once
-        session.text("gpudiag/placement", markdown_table)   # TensorBoard text, at the end
+        session.text(TAG_PLACEMENT, markdown_table)   # TensorBoard text, at the end
 
 report.json exists from the first moment (``partial: true``). On a normal end the
 session marks it complete; on Ctrl-C, SIGTERM or SIGHUP (KeyboardInterrupt) or an

@@ -1,12 +1,15 @@
 """TensorBoard writing in the parent process (no TensorFlow) and the launcher.
 
 Text, scalars and PNG images are written as ordinary TensorBoard event files with
-tensorboard's own protos and record framing (``RecordWriter``), so `gpudiag monitor` and
-the report writer work where TensorFlow is absent. tensorboard's ``EventFileWriter`` and
-``tensorboard.summary.Writer`` are not used: they reach files through
+tensorboard's own summary builders (the plugins' TF-free ``*_pb`` functions and
+metadata) and record framing (``RecordWriter``), so `gpudiag monitor` and the report
+writer work where TensorFlow is absent. Every summary is a plugin tensor, the form
+``tf.summary`` writes in the training child, so a reader reads every tag the same way
+(EventAccumulator's ``Tensors``; gpudiag/layout.py). tensorboard's ``EventFileWriter``
+and ``tensorboard.summary.Writer`` are not used: they reach files through
 ``tensorboard.compat.tf``, which imports the whole of TensorFlow whenever it is installed
-(seconds of start-up and its log noise in the parent). Read back with TensorBoard's
-EventAccumulator (tests).
+(seconds of start-up and its log noise in the parent). Nor is ``tensorboard.summary.v1``:
+importing it imports TensorFlow too.
 """
 
 from __future__ import annotations
@@ -20,8 +23,10 @@ from typing import Any
 
 from tensorboard.compat.proto import event_pb2, summary_pb2
 from tensorboard.plugins.image import metadata as image_metadata
+from tensorboard.plugins.scalar.summary_v2 import scalar_pb
 from tensorboard.plugins.text.summary_v2 import text_pb
 from tensorboard.summary.writer.record_writer import RecordWriter
+from tensorboard.util import tensor_util
 
 _file_counter = itertools.count()
 
@@ -50,18 +55,17 @@ class EventWriter:
         self._emit(text_pb(tag, markdown), step, None)
 
     def scalar(self, tag: str, value: float, step: int, wall_time: float | None = None) -> None:
-        summary = summary_pb2.Summary()
-        summary.value.add(tag=tag, simple_value=float(value))
-        self._emit(summary, step, wall_time)
+        """A scalar (a float32 scalar-plugin tensor, as ``tf.summary.scalar`` writes)."""
+        self._emit(scalar_pb(tag, float(value)), step, wall_time)
 
     def png(self, tag: str, png_bytes: bytes, width: int, height: int, step: int = 0) -> None:
-        """A PNG image for TensorBoard's Images tab."""
+        """A PNG image for TensorBoard's Images tab: the image plugin's string tensor
+        ``[width, height, png]``, as ``tf.summary.image`` writes it."""
         summary = summary_pb2.Summary()
         meta = image_metadata.create_summary_metadata(display_name=tag, description="")
-        image = summary_pb2.Summary.Image(
-            height=height, width=width, colorspace=4, encoded_image_string=png_bytes
-        )
-        summary.value.add(tag=tag, image=image, metadata=meta)
+        tensor = tensor_util.make_tensor_proto([str(width).encode(), str(height).encode(),
+                                               png_bytes])
+        summary.value.add(tag=tag, metadata=meta, tensor=tensor)
         self._emit(summary, step, None)
 
     def flush(self) -> None:

@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -49,6 +50,30 @@ def load_report(run_dir: Path) -> dict[str, Any]:
 
 def findings_by_id(report: dict[str, Any]) -> dict[str, dict[str, Any]]:
     return {f["id"]: f for f in report["findings"]}
+
+
+@dataclass(frozen=True)
+class ScalarEvent:
+    step: int
+    value: float
+    wall_time: float
+
+
+def read_scalars(tb_run: Path) -> dict[str, list[ScalarEvent]]:
+    """Every scalar of a TensorBoard run, by tag: the scalar plugin's tensors (how gpudiag
+    writes every scalar, parent and child alike; gpudiag/layout.py)."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+    from tensorboard.util import tensor_util
+
+    acc = EventAccumulator(str(tb_run), size_guidance={"tensors": 0})
+    acc.Reload()
+    out: dict[str, list[ScalarEvent]] = {}
+    for tag in acc.Tags()["tensors"]:
+        if acc.SummaryMetadata(tag).plugin_data.plugin_name != "scalars":
+            continue
+        out[tag] = [ScalarEvent(e.step, float(tensor_util.make_ndarray(e.tensor_proto)),
+                                e.wall_time) for e in acc.Tensors(tag)]
+    return out
 
 
 @pytest.fixture

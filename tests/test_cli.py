@@ -12,6 +12,19 @@ from typer.testing import CliRunner
 
 from gpudiag.cli import app, main
 
+PARENT_MODULES = ("gpudiag.cli", "gpudiag.tb", "gpudiag.layout", "gpudiag.runner",
+                  "gpudiag.probes.records", "gpudiag.commands.scaling", "gpudiag.scaling.judge",
+                  "gpudiag.scaling.tb_runs", "gpudiag.train.datafile")
+
+
+def test_parent_modules_import_no_tensorflow() -> None:
+    code = (f"import importlib, sys\nfor m in {PARENT_MODULES!r}:\n"
+            "    importlib.import_module(m)\n"
+            "    assert 'tensorflow' not in sys.modules, m\n")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          cwd=REPO, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+
 
 def test_help_imports_no_tensorflow() -> None:
     code = ("import sys\nfrom gpudiag.cli import main\n"

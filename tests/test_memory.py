@@ -13,7 +13,15 @@ from pathlib import Path
 import fake_nvml
 import jsonschema
 import pytest
-from conftest import REPO, assert_usage_error, findings_by_id, gpudiag, load_report, run_dirs
+from conftest import (
+    REPO,
+    assert_usage_error,
+    findings_by_id,
+    gpudiag,
+    load_report,
+    read_scalars,
+    run_dirs,
+)
 
 from gpudiag.commands import memory as memory_cmd
 
@@ -90,13 +98,10 @@ def test_memory_without_gpu(logdir: Path) -> None:
     assert "Traceback" not in stderr  # caught inside the child, which exited cleanly
 
     # TensorBoard: the CPU pattern as scalars, read back
-    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
-
-    acc = EventAccumulator(str(run_dir / "memory-cpu"))
-    acc.Reload()
-    assert [e.value for e in acc.Scalars("memory/tf_current_mib")] == [0, 8, 16, 24, 0]
-    assert [e.value for e in acc.Scalars("memory/tf_peak_mib")][-1] == 24
-    assert "memory/nvml_process_mib" not in acc.Tags()["scalars"]
+    scalars = read_scalars(run_dir / "memory-cpu")
+    assert [e.value for e in scalars["memory/tf_current_mib"]] == [0, 8, 16, 24, 0]
+    assert [e.value for e in scalars["memory/tf_peak_mib"]][-1] == 24
+    assert "memory/nvml_process_mib" not in scalars
     assert "TensorFlow sees no GPU" in (run_dir / "report.md").read_text()
 
 

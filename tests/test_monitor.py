@@ -18,7 +18,15 @@ from pathlib import Path
 import fake_nvml
 import jsonschema
 import pytest
-from conftest import REPO, assert_usage_error, findings_by_id, gpudiag, load_report, run_dirs
+from conftest import (
+    REPO,
+    assert_usage_error,
+    findings_by_id,
+    gpudiag,
+    load_report,
+    read_scalars,
+    run_dirs,
+)
 from typer.testing import CliRunner
 
 from gpudiag import nvml
@@ -222,17 +230,14 @@ def test_idle_gpu_is_named_while_a_real_command_runs(logdir: Path) -> None:
     assert [s["index"] for s in sampling["summaries"]] == [0, 1]
     assert sampling["duration_s"] >= 1.5
     # per-GPU scalars in the nvml/ TensorBoard run
-    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
-
-    acc = EventAccumulator(str(run_dir / "nvml"))
-    acc.Reload()
+    scalars = read_scalars(run_dir / "nvml")
     assert {
         "gpu0/util_percent",
         "gpu1/util_percent",
         "gpu0/memory_used_mib",
         "gpu1/power_w",
-    } <= set(acc.Tags()["scalars"])
-    assert {e.value for e in acc.Scalars("gpu1/util_percent")} == {0.0}
+    } <= set(scalars)
+    assert {e.value for e in scalars["gpu1/util_percent"]} == {0.0}
 
 
 @pytest.mark.slow

@@ -13,6 +13,7 @@ import time
 import fake_nvml
 import pynvml
 import pytest
+from conftest import read_scalars
 from fake_nvml import FakeBackend, FakeDevice
 
 from gpudiag import nvml
@@ -320,21 +321,17 @@ def test_percentile() -> None:
 
 
 def test_scalars_round_trip(tmp_path) -> None:
-    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
-
     result = run_sampler(fake_nvml.one_idle(n=2), 0.5, interval_s=0.1)
     tags = nvml.write_scalars(result, tmp_path / "nvml")
     assert "gpu0/util_percent" in tags and "gpu1/memory_used_mib" in tags
-    acc = EventAccumulator(str(tmp_path / "nvml"))
-    acc.Reload()
-    stored = acc.Tags()["scalars"]
+    stored = read_scalars(tmp_path / "nvml")
     assert set(tags) == set(stored)
-    busy = [e.value for e in acc.Scalars("gpu0/util_percent")]
-    idle = [e.value for e in acc.Scalars("gpu1/util_percent")]
+    busy = [e.value for e in stored["gpu0/util_percent"]]
+    idle = [e.value for e in stored["gpu1/util_percent"]]
     assert len(busy) == result.summary(0).poll_count
     assert set(busy) == {90.0} and set(idle) == {0.0}
-    assert acc.Scalars("gpu1/memory_used_mib")[0].value == pytest.approx(300.0)
-    fine = acc.Scalars("gpu0/util_driver_percent")
+    assert stored["gpu1/memory_used_mib"][0].value == pytest.approx(300.0)
+    fine = stored["gpu0/util_driver_percent"]
     assert len(fine) == result.summary(0).util_sample_count
-    steps = [e.step for e in acc.Scalars("gpu0/util_percent")]
+    steps = [e.step for e in stored["gpu0/util_percent"]]
     assert steps == sorted(steps) and steps[-1] >= 400  # milliseconds since start

@@ -13,11 +13,12 @@ from pathlib import Path
 import fake_nvml
 import numpy as np
 import pytest
-from conftest import findings_by_id, gpudiag, load_report, run_dirs
+from conftest import findings_by_id, gpudiag, load_report, read_scalars, run_dirs
 
-from gpudiag import cli, nvml
-from gpudiag.commands import scaling as scaling_cmd
-from gpudiag.runner import ChildResult
+from gpudiag import cli, layout, nvml
+from gpudiag.devices import DeviceSetup
+from gpudiag.probes.records import TrainingResult
+from gpudiag.scaling import judge
 
 FAST = ["--model", "mlp", "--warmup-steps", "3", "--profile-steps", "2",
         "--histogram-every", "5", "--allreduce-max-mb", "2"]
@@ -29,6 +30,14 @@ def events(run: Path):
     acc = EventAccumulator(str(run), size_guidance={"tensors": 0, "images": 0, "scalars": 0})
     acc.Reload()
     return acc
+
+
+def tensor_value(acc, tag: str):
+    """The (only) value of ``tag`` in a run written by gpudiag's parent, as NumPy."""
+    from tensorboard.util import tensor_util
+
+    (event,) = acc.Tensors(tag)
+    return tensor_util.make_ndarray(event.tensor_proto)
 
 
 @pytest.mark.slow
@@ -71,15 +80,32 @@ def test_scaling_1_2_4_virtual_devices_end_to_end(logdir) -> None:
         assert list(cfg_dir.glob("plugins/profile/*/*.xplane.pb"))
         assert (cfg_dir / "checkpoints" / "checkpoint").exists()
     # the parent's runs: the plot as an image and the table, the all-reduce scalars
-    png = run / scaling_cmd.PLOT_PNG
+    png = run / layout.PLOT_PNG
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    scaling_tb = events(run / scaling_cmd.SCALING_TB_RUN)
-    assert scaling_cmd.TAG_PLOT in scaling_tb.Tags()["images"]
-    assert [s.step for s in scaling_tb.Scalars("scaling/towers/examples_per_s")] == [1, 2, 4]
-    allreduce_tb = events(run / scaling_cmd.ALLREDUCE_TB_RUN)
-    assert [s.step for s in allreduce_tb.Scalars("allreduce/busbw_GBps")] == [1, 2]
-    assert "| towers | 4 |" in (run / "report.md").read_text() or \
-        "towers-4dev" in (run / "report.md").read_text()
+    scaling_tb = events(run / layout.SCALING_TB_RUN)
+    assert scaling_tb.SummaryMetadata(layout.TAG_SCALING_PLOT).plugin_data.plugin_name \
+        == "images"
+    width, height, image = tensor_value(scaling_tb, layout.TAG_SCALING_PLOT)
+    assert image == png.read_bytes() and int(width) > int(height) > 0
+    scaling_scalars = read_scalars(run / layout.SCALING_TB_RUN)
+    assert [s.step for s in scaling_scalars[layout.scaling_examples_per_s_tag("towers")]] == \
+        [1, 2, 4]
+    allreduce_scalars = read_scalars(run / layout.ALLREDUCE_TB_RUN)
+    assert [s.step for s in allreduce_scalars[layout.TAG_ALLREDUCE_BUSBW]] == [1, 2]
+    # the scaling table, one row per configuration, in the report's and scaling's runs
+    eps = {r["n_devices"]: r["examples_per_s"] for r in rows}
+    for tb_run in (layout.REPORT_TB_RUN, layout.SCALING_TB_RUN):
+        text = tensor_value(events(run / tb_run), layout.TAG_SCALING_TABLE).item().decode()
+        for n in (1, 2, 4):
+            assert f"| towers | {n} | {eps[n]:,.0f} |" in text, text
+    # the child's progress lines, read back with the parser the parent follows them with,
+    # agree with the child's typed result
+    child = layout.child_path(run, "towers-4dev")
+    result = TrainingResult.from_dict(
+        json.loads((child / layout.RESULT_JSON).read_text())["result"])
+    last = layout.last_step((child / layout.STDOUT_TXT).read_text())
+    assert last is not None and (last.step, last.total) == (30, 30)
+    assert last.loss == pytest.approx(result.train.losses[-1], abs=1e-4)
 
 
 @pytest.mark.slow
@@ -170,25 +196,19 @@ def sample(backend: fake_nvml.FakeBackend, seconds: float = 1.2) -> nvml.Samplin
     return sampler.stop()
 
 
-def config_run(kind: str, devices: list[str], sampling: nvml.SamplingResult,
-               tmp_path: Path) -> scaling_cmd.ConfigRun:
-    child = ChildResult(
-        name="towers-2dev", probe="training", ok=True,
-        result={"setup": {"kind": kind, "compute_devices": devices,
-                          "cuda_visible_devices": None}},
-        error=None, error_type=None, returncode=0, timed_out=False, duration_s=1.0,
-        dir=tmp_path)
-    return scaling_cmd.ConfigRun("towers-2dev", "towers", len(devices), child, sampling)
+def device_setup(kind: str, devices: list[str]) -> DeviceSetup:
+    return DeviceSetup(kind=kind, host_device="/device:CPU:0", compute_devices=devices,
+                       logical_devices=["/device:CPU:0", *devices])
 
 
 def physical(backend: fake_nvml.FakeBackend) -> list[nvml.DeviceInfo]:
     return [backend.device_info(i) for i in range(backend.device_count())]
 
 
-def test_nvml_cross_check_fails_naming_the_idle_gpu(tmp_path) -> None:
+def test_nvml_cross_check_fails_naming_the_idle_gpu() -> None:
     backend = fake_nvml.one_idle(n=2, idle_index=1)
-    run = config_run("gpu", ["/device:GPU:0", "/device:GPU:1"], sample(backend), tmp_path)
-    finding = scaling_cmd.nvml_finding(run, None, physical(backend))
+    setup = device_setup("gpu", ["/device:GPU:0", "/device:GPU:1"])
+    finding = judge.nvml_finding("towers-2dev", sample(backend), setup, None, physical(backend))
     assert finding is not None
     assert finding.id == "scaling.nvml.towers-2dev"
     assert finding.status == "fail"
@@ -197,22 +217,24 @@ def test_nvml_cross_check_fails_naming_the_idle_gpu(tmp_path) -> None:
     assert finding.evidence["expected_indices"] == [0, 1]
 
 
-def test_nvml_cross_check_ok_when_busy_and_absent_without_nvml(tmp_path) -> None:
+def test_nvml_cross_check_ok_when_busy_and_absent_without_nvml() -> None:
     backend = fake_nvml.busy(n=2)
-    run = config_run("gpu", ["/device:GPU:0", "/device:GPU:1"], sample(backend), tmp_path)
-    finding = scaling_cmd.nvml_finding(run, None, physical(backend))
+    setup = device_setup("gpu", ["/device:GPU:0", "/device:GPU:1"])
+    sampling = sample(backend)
+    finding = judge.nvml_finding("towers-2dev", sampling, setup, None, physical(backend))
     assert finding is not None and finding.status == "ok"
-    assert scaling_cmd.nvml_finding(run, fake_nvml.NO_NVML_REASON, []) is None
+    assert judge.nvml_finding("towers-2dev", sampling, setup, fake_nvml.NO_NVML_REASON,
+                              []) is None
 
 
-def test_virtual_gpus_are_expected_on_one_physical_gpu(tmp_path) -> None:
+def test_virtual_gpus_are_expected_on_one_physical_gpu() -> None:
     backend = fake_nvml.one_idle(n=2, idle_index=1)
-    setup = {"kind": "virtual-gpu", "compute_devices": ["/device:GPU:0", "/device:GPU:1"]}
-    assert scaling_cmd.expected_nvml_indices(setup, physical(backend)) == [0]
-    run = config_run("virtual-gpu", setup["compute_devices"], sample(backend), tmp_path)
-    finding = scaling_cmd.nvml_finding(run, None, physical(backend))
+    setup = device_setup("virtual-gpu", ["/device:GPU:0", "/device:GPU:1"])
+    assert judge.expected_nvml_indices(setup, physical(backend)) == [0]
+    finding = judge.nvml_finding("towers-2dev", sample(backend), setup, None, physical(backend))
     assert finding is not None and finding.status == "ok"  # GPU 1 was not asked for
-    assert scaling_cmd.expected_nvml_indices({"kind": "virtual-cpu"}, []) is None
+    cpu = device_setup("virtual-cpu", ["/device:CPU:1"])
+    assert judge.expected_nvml_indices(cpu, []) is None
 
 
 @pytest.mark.slow

@@ -31,10 +31,10 @@ def _configure_devices() -> None:
 
 _configure_devices()
 
-from gpudiag import traces  # noqa: E402
+from gpudiag import layout, traces  # noqa: E402
+from gpudiag.probes.records import TrainResult  # noqa: E402
 from gpudiag.train import data as data_mod  # noqa: E402
 from gpudiag.train import loop as loop_mod  # noqa: E402
-from gpudiag.train import summaries  # noqa: E402
 from gpudiag.train.mirrored import MirroredTrainer  # noqa: E402
 from gpudiag.train.model import ProbeModel, model_spec, per_example_loss  # noqa: E402
 from gpudiag.train.summaries import Instrumentation  # noqa: E402
@@ -180,7 +180,7 @@ def test_towers_place_each_tower_on_its_device_and_variables_where_asked(batch) 
 
 
 @pytest.fixture(scope="module")
-def short_run(tmp_path_factory) -> tuple[Path, loop_mod.TrainResult, TowerTrainer]:
+def short_run(tmp_path_factory) -> tuple[Path, TrainResult, TowerTrainer]:
     """A short towers run on 2 devices with every instrument on."""
     logdir = tmp_path_factory.mktemp("towers-2dev")
     probe = data_mod.synthetic(n_train=1024, n_eval=256)
@@ -224,18 +224,19 @@ def test_event_files_hold_scalars_histograms_and_ema(short_run) -> None:
     def plugin(tag: str) -> str:
         return acc.SummaryMetadata(tag).plugin_data.plugin_name
 
-    for tag in (summaries.TAG_LOSS, summaries.TAG_ACCURACY, summaries.TAG_LEARNING_RATE,
-                summaries.TAG_EXAMPLES_PER_S, summaries.TAG_STEP_S, "towers/loss_0",
-                "towers/loss_1"):
+    for tag in (layout.TAG_TRAIN_LOSS, layout.TAG_TRAIN_ACCURACY,
+                layout.TAG_TRAIN_LEARNING_RATE, layout.TAG_TRAIN_EXAMPLES_PER_S,
+                layout.TAG_TRAIN_STEP_S, "towers/loss_0", "towers/loss_1"):
         assert tag in tags and plugin(tag) == "scalars", tag
         assert [e.step for e in acc.Tensors(tag)] == list(range(1, 41)), tag
-    losses = [float(tf.make_ndarray(e.tensor_proto)) for e in acc.Tensors(summaries.TAG_LOSS)]
+    losses = [float(tf.make_ndarray(e.tensor_proto)) for e in acc.Tensors(layout.TAG_TRAIN_LOSS)]
     np.testing.assert_allclose(losses, result.losses, rtol=1e-5)
-    lrs = [float(tf.make_ndarray(e.tensor_proto)) for e in acc.Tensors(summaries.TAG_LEARNING_RATE)]
+    lrs = [float(tf.make_ndarray(e.tensor_proto))
+           for e in acc.Tensors(layout.TAG_TRAIN_LEARNING_RATE)]
     assert lrs == pytest.approx([0.05] * 40)
     for name in trainer.model.param_names:
-        for template in (summaries.TAG_GRADIENT, summaries.TAG_VARIABLE, summaries.TAG_EMA):
-            tag = template.format(param=name)
+        for tag_of in (layout.gradient_tag, layout.variable_tag, layout.ema_tag):
+            tag = tag_of(name)
             assert tag in tags and plugin(tag) == "histograms", tag
             events = acc.Tensors(tag)
             assert [e.step for e in events] == [1, 5, 10, 15, 20, 25, 30, 35, 40], tag
@@ -243,15 +244,15 @@ def test_event_files_hold_scalars_histograms_and_ema(short_run) -> None:
             assert buckets.shape[1] == 3 and buckets[:, 2].sum() > 0
     # the last variable histogram is of the final weights, the EMA one of the averages
     kernel = trainer.model.params[0].numpy()
-    hist = tf.make_ndarray(acc.Tensors(summaries.TAG_VARIABLE.format(param="conv1/kernel"))[-1]
+    hist = tf.make_ndarray(acc.Tensors(layout.variable_tag("conv1/kernel"))[-1]
                            .tensor_proto)
     assert hist[0, 0] == pytest.approx(kernel.min(), rel=1e-5)
     assert hist[-1, 1] == pytest.approx(kernel.max(), rel=1e-5)
-    for tag, value in ((summaries.TAG_EVAL_ACCURACY, result.eval_accuracy),
-                       (summaries.TAG_EVAL_ACCURACY_EMA, result.eval_accuracy_ema)):
+    for tag, value in ((layout.TAG_EVAL_ACCURACY, result.eval_accuracy),
+                       (layout.TAG_EVAL_ACCURACY_EMA, result.eval_accuracy_ema)):
         (event,) = acc.Tensors(tag)
         assert float(tf.make_ndarray(event.tensor_proto)) == pytest.approx(value)
-    assert summaries.TAG_CONFIG in tags
+    assert layout.TAG_TRAIN_CONFIG in tags
 
 
 def test_ema_follows_tf_train_semantics(short_run) -> None:
@@ -272,7 +273,7 @@ def test_checkpoint_restores_weights_optimizer_and_ema(short_run) -> None:
                          learning_rate=0.05, seed=123,
                          instrumentation=Instrumentation(histogram_every=5, ema_decay=0.9))
     assert not np.allclose(fresh.raw_params()[0].numpy(), trainer.raw_params()[0].numpy())
-    latest = tf.train.latest_checkpoint(str(logdir / summaries.CHECKPOINT_DIR))
+    latest = tf.train.latest_checkpoint(str(logdir / layout.CHECKPOINT_DIR))
     assert latest == result.checkpoint_path
     fresh.checkpoint().restore(latest).assert_existing_objects_matched()
     assert int(fresh.step.numpy()) == 40
@@ -351,15 +352,15 @@ def test_mirrored_run_writes_the_same_tags(tmp_path) -> None:
     acc = _events(tmp_path)
     tags = set(acc.Tags()["tensors"])
     assert {"towers/loss_0", "towers/loss_1", "gradients/dense/kernel", "variables/dense/kernel",
-            "ema/dense/kernel", summaries.TAG_EVAL_ACCURACY_EMA,
-            summaries.TAG_EXAMPLES_PER_S} <= tags
+            "ema/dense/kernel", layout.TAG_EVAL_ACCURACY_EMA,
+            layout.TAG_TRAIN_EXAMPLES_PER_S} <= tags
     assert [e.step for e in acc.Tensors("gradients/dense/kernel")] == [1, 4, 8, 12]
     assert result["ops_by_device"]["/device:CPU:1"] > 0
     assert result["ops_by_device"]["/device:CPU:2"] > 0
     (xplane,) = traces.find_xplanes(tmp_path)
     busy = traces.summarize(xplane, result["devices"]).busy_by_device()
     assert all(busy[d] > 0 for d in result["devices"])
-    assert tf.train.latest_checkpoint(str(tmp_path / summaries.CHECKPOINT_DIR))
+    assert tf.train.latest_checkpoint(str(tmp_path / layout.CHECKPOINT_DIR))
 
 
 def test_keras_fit_under_mirrored_strategy(tmp_path) -> None:
@@ -372,7 +373,7 @@ def test_keras_fit_under_mirrored_strategy(tmp_path) -> None:
     train_tags = set(train_events.Tags()["tensors"])
     assert "batch_loss" in train_tags
     assert any(t.endswith("histogram") for t in train_tags)  # Keras's weight histograms
-    assert summaries.TAG_EXAMPLES_PER_S in set(_events(tmp_path).Tags()["tensors"])
+    assert layout.TAG_TRAIN_EXAMPLES_PER_S in set(_events(tmp_path).Tags()["tensors"])
     (xplane,) = traces.find_xplanes(tmp_path)
     busy = traces.summarize(xplane, result["devices"]).busy_by_device()
     assert all(busy[d] > 0 for d in result["devices"])

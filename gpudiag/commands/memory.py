@@ -8,6 +8,7 @@ info and the "modify after initialise" error are still observed.
 Writes one TensorBoard run per mode (``memory-<mode>/``: scalars ``memory/tf_current_mib``,
 ``memory/tf_peak_mib``, ``memory/nvml_process_mib``, ``memory/nvml_device_used_mib`` by
 step), a table as TensorBoard text (``gpudiag/memory``) and the findings ``memory.*``.
+Names and tags: gpudiag/layout.py.
 """
 
 from __future__ import annotations
@@ -18,6 +19,14 @@ from typing import Any
 
 from gpudiag import nvml
 from gpudiag.devnames import device_type
+from gpudiag.layout import (
+    TAG_MEMORY,
+    TAG_MEMORY_NVML_DEVICE_USED,
+    TAG_MEMORY_NVML_PROCESS,
+    TAG_MEMORY_TF_CURRENT,
+    TAG_MEMORY_TF_PEAK,
+    memory_run_name,
+)
 from gpudiag.markdown import markdown_table
 from gpudiag.probes.results import MemoryResult
 from gpudiag.report import Finding
@@ -27,8 +36,6 @@ from gpudiag.tb import EventWriter
 from gpudiag.verdicts import common as common_verdicts
 from gpudiag.verdicts import memory as memory_verdicts
 
-TAG_MEMORY = "gpudiag/memory"
-TB_RUN_PREFIX = "memory-"
 DEFAULT_STEPS = 8
 DEFAULT_STEP_MB = 64
 DEFAULT_LIMIT_MB = 1024
@@ -78,14 +85,15 @@ def write_scalars(session: RunSession, mode: str, result: MemoryResult) -> None:
     if pattern is None or not pattern.readings:
         return
     name = "cpu" if device_type(pattern.device) == "CPU" else mode
-    with EventWriter(session.run_dir / f"{TB_RUN_PREFIX}{name}") as writer:
+    with EventWriter(session.run_dir / memory_run_name(name)) as writer:
         for k, r in enumerate(pattern.readings):
-            writer.scalar("memory/tf_current_mib", r.tf_current_bytes / 2**20, k)
-            writer.scalar("memory/tf_peak_mib", r.tf_peak_bytes / 2**20, k)
+            writer.scalar(TAG_MEMORY_TF_CURRENT, r.tf_current_bytes / 2**20, k)
+            writer.scalar(TAG_MEMORY_TF_PEAK, r.tf_peak_bytes / 2**20, k)
             if r.nvml_process_used_bytes is not None:
-                writer.scalar("memory/nvml_process_mib", r.nvml_process_used_bytes / 2**20, k)
+                writer.scalar(TAG_MEMORY_NVML_PROCESS, r.nvml_process_used_bytes / 2**20, k)
             if r.nvml_device_used_bytes is not None:
-                writer.scalar("memory/nvml_device_used_mib", r.nvml_device_used_bytes / 2**20, k)
+                writer.scalar(TAG_MEMORY_NVML_DEVICE_USED,
+                              r.nvml_device_used_bytes / 2**20, k)
 
 
 def _row(mode: str, finding: Finding) -> list[Any]:
@@ -117,7 +125,7 @@ def run(
     def child(mode: str, config: dict[str, Any]) -> tuple[ChildResult, MemoryResult | None]:
         say(f"memory mode {mode}: child process ...")
         out = run_child("memory", {**base, "mode": mode, **config}, run_dir=session.run_dir,
-                        name=f"memory-{mode}", timeout_s=timeout_s, env=child_env(mode))
+                        name=memory_run_name(mode), timeout_s=timeout_s, env=child_env(mode))
         if not out.ok or out.result is None:
             return out, None
         results[mode] = out.result

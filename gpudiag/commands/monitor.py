@@ -38,13 +38,11 @@ from typing import Any
 from gpudiag import nvml, procs
 from gpudiag.errors import UsageError
 from gpudiag.exitstatus import describe_exit
-from gpudiag.layout import NVML_TB_RUN
+from gpudiag.layout import NVML_TB_RUN, TAG_MONITOR
 from gpudiag.markdown import markdown_table
 from gpudiag.report import Finding
 from gpudiag.session import RunSession
 from gpudiag.verdicts import gpu_use as gpu_verdicts
-
-TAG_MONITOR = "gpudiag/monitor"
 
 #: How the CLI opens NVML: the real backend. Tests put a scripted fake backend here
 #: (tests/fake_nvml.py), the one seam through which a fake enters the CLI.

@@ -15,12 +15,11 @@ the per-link rate a ring all-reduce needs, comparable across n.
 On virtual CPU devices every "device" is the same host memory: the numbers are host
 memory-bandwidth numbers, not interconnect numbers (the parent's report says so).
 
-Config: n_devices (None: every GPU, the --virtual-gpus split, or the default number of
-virtual CPU devices), sizes_bytes (list), min_iters, max_iters, max_s_per_size,
-virtual_gpus, memory_limit_mb, max_virtual_cpu_devices. This probe runs first in
-`gpudiag scaling`, so it is also the device check: asking for more GPUs than exist
-raises DeviceRequestError (exit 2 in the parent). Returns the device setup, the
-cross-device ops used, and one row per size.
+Config: a gpudiag.probes.records.AllreduceConfig (n_devices None: every GPU, the
+--virtual-gpus split, or the default number of virtual CPU devices). This probe runs
+first in `gpudiag scaling`, so it is also the device check: asking for more GPUs than
+exist raises DeviceRequestError (exit 2 in the parent). Returns an AllreduceResult: the
+device setup, the cross-device ops used, and one row per size.
 """
 
 from __future__ import annotations
@@ -31,9 +30,7 @@ from typing import Any
 
 from gpudiag.devices import setup
 from gpudiag.errors import UsageError
-
-MB = 1 << 20
-DEFAULT_SIZES_BYTES = [MB << k for k in range(9)]  # 1 MB .. 256 MB, factor 2
+from gpudiag.probes.records import AllreduceConfig, AllreduceResult, AllreduceRow
 
 
 def bus_bandwidth(algbw: float, n: int) -> float:
@@ -42,30 +39,27 @@ def bus_bandwidth(algbw: float, n: int) -> float:
 
 
 def run(config: dict[str, Any]) -> dict[str, Any]:
+    """gpudiag.child's entry point: config.json in, result.json's ``result`` out."""
+    return measure(AllreduceConfig.from_dict(config)).to_dict()
+
+
+def measure(cfg: AllreduceConfig) -> AllreduceResult:
     import tensorflow as tf
 
-    requested = config.get("n_devices")
-    max_virtual = int(config.get("max_virtual_cpu_devices", 16))
-    if (requested is not None and int(requested) > max_virtual and not config.get("virtual_gpus")
+    requested, max_virtual = cfg.n_devices, cfg.max_virtual_cpu_devices
+    if (requested is not None and requested > max_virtual and not cfg.virtual_gpus
             and not tf.config.list_physical_devices("GPU")):
         raise UsageError(
             f"{requested} devices asked for, but there is no GPU and at most {max_virtual} "
             "virtual CPU devices are made (they share the same cores)"
         )
-    dev = setup(None if requested is None else int(requested),
-                virtual_gpus=config.get("virtual_gpus"),
-                memory_limit_mb=int(config.get("memory_limit_mb", 1024)))
+    dev = setup(requested, virtual_gpus=cfg.virtual_gpus, memory_limit_mb=cfg.memory_limit_mb)
     n = len(dev.compute_devices)
-
-    sizes = [int(s) for s in config.get("sizes_bytes", DEFAULT_SIZES_BYTES)]
-    min_iters = int(config.get("min_iters", 2))
-    max_iters = int(config.get("max_iters", 20))
-    max_s = float(config.get("max_s_per_size", 1.0))
     on_gpu = dev.kind in ("gpu", "virtual-gpu")
     cross_ops = tf.distribute.NcclAllReduce() if on_gpu else tf.distribute.ReductionToOneDevice()
     strategy = tf.distribute.MirroredStrategy(dev.compute_devices, cross_device_ops=cross_ops)
-    rows: list[dict[str, Any]] = []
-    for size in sizes if n > 1 else []:  # one device: nothing to reduce across
+    rows: list[AllreduceRow] = []
+    for size in cfg.sizes_bytes if n > 1 else []:  # one device: nothing to reduce across
         elems = max(1, size // 4)
         with strategy.scope():
             buf = tf.Variable(tf.ones([elems], tf.float32), name=f"buf_{size}")
@@ -91,19 +85,15 @@ def run(config: dict[str, Any]) -> dict[str, Any]:
         once()  # trace and warm up
         times: list[float] = []
         spent = 0.0
-        while len(times) < max_iters and (len(times) < min_iters or spent < max_s):
+        while len(times) < cfg.max_iters and (len(times) < cfg.min_iters
+                                              or spent < cfg.max_s_per_size):
             times.append(once())
             spent += times[-1]
         t = statistics.median(times)
         algbw = size / t
-        rows.append({
-            "size_bytes": size, "iters": len(times), "time_s": t,
-            "algbw_bytes_per_s": algbw, "busbw_bytes_per_s": bus_bandwidth(algbw, n),
-        })
+        rows.append(AllreduceRow(size_bytes=size, iters=len(times), time_s=t,
+                                 algbw_bytes_per_s=algbw,
+                                 busbw_bytes_per_s=bus_bandwidth(algbw, n)))
         del buf
-    return {
-        "setup": dev.to_dict(),
-        "n_devices": n,
-        "cross_device_ops": type(cross_ops).__name__,
-        "rows": rows,
-    }
+    return AllreduceResult(setup=dev, n_devices=n, cross_device_ops=type(cross_ops).__name__,
+                           rows=rows)

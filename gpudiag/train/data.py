@@ -30,6 +30,7 @@ import numpy as np
 import tensorflow as tf
 
 from gpudiag.errors import UsageError
+from gpudiag.probes.records import DataInfo
 from gpudiag.train.datafile import check_arrays, check_data_file
 
 SYNTHETIC_SHAPE = (28, 28, 1)
@@ -40,18 +41,6 @@ PROTOTYPE_SEED = 1234
 SHUFFLE_BUFFER = 4096
 EVAL_FRACTION = 0.1
 MAX_EVAL = 1024
-
-
-@dataclass(frozen=True)
-class DataInfo:
-    """What the probe trained on, as recorded in the report."""
-
-    source: str  # "synthetic" or the file path
-    kind: str  # "synthetic", "npz" or "tfrecord"
-    n_train: int
-    n_eval: int
-    input_shape: tuple[int, int, int]
-    num_classes: int
 
 
 @dataclass(frozen=True)

@@ -27,8 +27,9 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from gpudiag.train import summaries
-from gpudiag.train.loop import LoopConfig, TrainResult, throughput
+from gpudiag import layout
+from gpudiag.probes.records import TrainResult, finite
+from gpudiag.train.loop import LoopConfig, throughput
 from gpudiag.train.model import ModelSpec, build_keras_model
 from gpudiag.train.summaries import Instrumentation
 
@@ -43,7 +44,7 @@ class _TowerScoped(keras.Model):
     def call(self, x: Any, training: bool = False) -> Any:
         ctx = tf.distribute.get_replica_context()
         replica = tf.get_static_value(ctx.replica_id_in_sync_group) if ctx else 0
-        with tf.name_scope(f"tower_{int(replica or 0)}"):
+        with tf.name_scope(layout.tower_scope(int(replica or 0))):
             return self.inner(x, training=training)
 
 
@@ -75,8 +76,9 @@ class _StepTimer(keras.callbacks.Callback):
         if self.scalars:
             step = len(self.step_s)
             with self.writer.as_default():
-                tf.summary.scalar(summaries.TAG_EXAMPLES_PER_S, self.global_batch / dt, step=step)
-                tf.summary.scalar(summaries.TAG_STEP_S, dt, step=step)
+                tf.summary.scalar(layout.TAG_TRAIN_EXAMPLES_PER_S, self.global_batch / dt,
+                                  step=step)
+                tf.summary.scalar(layout.TAG_TRAIN_STEP_S, dt, step=step)
         if self.on_step is not None:
             self.on_step(len(self.step_s) - 1, loss, dt)
         if len(self.step_s) >= self.steps:
@@ -149,17 +151,17 @@ def train_keras(
             model.set_weights(timer.raw_weights)
     eval_loss, eval_acc = model.evaluate(eval_x, eval_y, batch_size=loop.eval_batch, verbose=0)
     with writer.as_default():
-        tf.summary.scalar(summaries.TAG_EVAL_LOSS, eval_loss, step=steps_run)
-        tf.summary.scalar(summaries.TAG_EVAL_ACCURACY, eval_acc, step=steps_run)
+        tf.summary.scalar(layout.TAG_EVAL_LOSS, eval_loss, step=steps_run)
+        tf.summary.scalar(layout.TAG_EVAL_ACCURACY, eval_acc, step=steps_run)
         if use_ema:
-            tf.summary.scalar(summaries.TAG_EVAL_LOSS_EMA, eval_loss_ema, step=steps_run)
-            tf.summary.scalar(summaries.TAG_EVAL_ACCURACY_EMA, eval_acc_ema, step=steps_run)
+            tf.summary.scalar(layout.TAG_EVAL_LOSS_EMA, eval_loss_ema, step=steps_run)
+            tf.summary.scalar(layout.TAG_EVAL_ACCURACY_EMA, eval_acc_ema, step=steps_run)
     writer.close()
     checkpoint_path = None
     if loop.checkpoint:
         manager = tf.train.CheckpointManager(
             tf.train.Checkpoint(model=model, optimizer=optimizer),
-            str(loop.logdir / summaries.CHECKPOINT_DIR), max_to_keep=1,
+            str(loop.logdir / layout.CHECKPOINT_DIR), max_to_keep=1,
         )
         checkpoint_path = manager.save(checkpoint_number=steps_run)
     profiled = ([i for i in range(loop.warmup_steps, loop.warmup_steps + loop.profile_steps)
@@ -175,17 +177,17 @@ def train_keras(
         timed_steps=timed,
         examples_per_s=throughput(timer.step_s, timed, global_batch),
         step_s_median=float(np.median([timer.step_s[i] for i in timed])) if timed else None,
-        losses=timer.losses,
-        accuracies=timer.accuracies,
+        losses=[finite(v) for v in timer.losses],
+        accuracies=[finite(v) for v in timer.accuracies],
         tower_losses_last=[],
-        final_loss=float(np.mean(timer.losses[tail])),
-        final_accuracy=float(np.mean(timer.accuracies[tail])),
-        eval_loss=float(eval_loss),
-        eval_accuracy=float(eval_acc),
-        eval_loss_ema=None if eval_loss_ema is None else float(eval_loss_ema),
-        eval_accuracy_ema=None if eval_acc_ema is None else float(eval_acc_ema),
+        final_loss=finite(float(np.mean(timer.losses[tail]))),
+        final_accuracy=finite(float(np.mean(timer.accuracies[tail]))),
+        eval_loss=finite(eval_loss),
+        eval_accuracy=finite(eval_acc),
+        eval_loss_ema=finite(eval_loss_ema),
+        eval_accuracy_ema=finite(eval_acc_ema),
         ops_by_device={},
-        profile_dir=str(Path(loop.logdir) / "train") if loop.profile_steps else None,
+        profile_dir=str(Path(loop.logdir) / layout.KERAS_TRAIN_RUN) if loop.profile_steps else None,
         profiled_steps=profiled,
         checkpoint_path=checkpoint_path,
         wall_s=time.perf_counter() - start,

@@ -3,7 +3,8 @@
 Step by step: warm-up steps (tracing, first-touch allocations) are run and timed but
 left out of the throughput; then a profiler window of at most 10 steps
 (``tf.profiler.experimental.start``/``stop`` into the run directory, each step marked
-with ``tf.profiler.experimental.Trace("train", step_num=...)`` so xprof finds the
+with ``tf.profiler.experimental.Trace(layout.PROFILER_STEP_MARKER, step_num=...)`` so
+xprof finds the
 steps), also left out; then the timed steps. A step's wall time is measured around the
 step call and the fetch of its loss (the fetch waits for the step to finish).
 
@@ -11,8 +12,8 @@ Throughput is the median over timed steps of ``global batch / step wall time``
 (examples/sec), robust to the odd slow step on a shared machine.
 
 At the end: evaluation on the held-out set with the raw weights and with the moving
-averages, a checkpoint (tf.train.CheckpointManager, ``checkpoints/``), and the result as
-plain data for the parent.
+averages, a checkpoint (tf.train.CheckpointManager, ``layout.CHECKPOINT_DIR``), and the
+result as a gpudiag.probes.records.TrainResult for the parent.
 """
 
 from __future__ import annotations
@@ -21,18 +22,19 @@ import contextlib
 import math
 import statistics
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
 import numpy as np
 import tensorflow as tf
 
+from gpudiag import layout
+from gpudiag.probes.records import MAX_PROFILE_STEPS, TrainResult, finite
 from gpudiag.train import summaries
 from gpudiag.train.model import correct_count, per_example_loss
 from gpudiag.train.towers import ops_by_device
 
-MAX_PROFILE_STEPS = 10
 FINAL_WINDOW = 10  # steps averaged for the final training loss / accuracy
 
 
@@ -75,37 +77,6 @@ class LoopConfig:
         return index >= self.warmup_steps and not self.is_profiled(index)
 
 
-@dataclass(frozen=True)
-class TrainResult:
-    """One configuration's training, as plain data (JSON via ``to_dict``)."""
-
-    strategy: str
-    devices: list[str]
-    global_batch: int
-    steps: int
-    step_s: list[float]  # wall time of every step, warm-up and profiled included
-    timed_steps: list[int]  # 0-based indices of the steps that count for throughput
-    examples_per_s: float | None  # median over timed steps; None if none were timed
-    step_s_median: float | None
-    losses: list[float]
-    accuracies: list[float]
-    tower_losses_last: list[float]
-    final_loss: float
-    final_accuracy: float
-    eval_loss: float
-    eval_accuracy: float
-    eval_loss_ema: float | None
-    eval_accuracy_ema: float | None
-    ops_by_device: dict[str, int]
-    profile_dir: str | None
-    profiled_steps: list[int] = field(default_factory=list)
-    checkpoint_path: str | None = None
-    wall_s: float = 0.0
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-
 def throughput(step_s: list[float], timed: list[int], global_batch: int) -> float | None:
     """Median examples/sec over the timed steps."""
     rates = [global_batch / step_s[i] for i in timed if step_s[i] > 0]
@@ -134,7 +105,7 @@ def evaluate(
 
 def _write_config(config: dict[str, Any]) -> None:
     rows = "\n".join(f"| {k} | {v} |" for k, v in config.items())
-    tf.summary.text(summaries.TAG_CONFIG, "| setting | value |\n|---|---|\n" + rows, step=0)
+    tf.summary.text(layout.TAG_TRAIN_CONFIG, "| setting | value |\n|---|---|\n" + rows, step=0)
     try:
         from tensorboard.plugins.hparams import api as hp
 
@@ -190,21 +161,21 @@ def train(
             tf.profiler.experimental.stop()  # the run was shorter than the window
         eval_loss, eval_acc = evaluate(trainer.model.forward, trainer.raw_params(), eval_x, eval_y,
                                        loop.eval_batch)
-        tf.summary.scalar(summaries.TAG_EVAL_LOSS, eval_loss, step=loop.steps)
-        tf.summary.scalar(summaries.TAG_EVAL_ACCURACY, eval_acc, step=loop.steps)
+        tf.summary.scalar(layout.TAG_EVAL_LOSS, eval_loss, step=loop.steps)
+        tf.summary.scalar(layout.TAG_EVAL_ACCURACY, eval_acc, step=loop.steps)
         eval_loss_ema = eval_acc_ema = None
         if trainer.ema is not None:
             eval_loss_ema, eval_acc_ema = evaluate(
                 trainer.model.forward, trainer.ema_params(), eval_x, eval_y, loop.eval_batch
             )
-            tf.summary.scalar(summaries.TAG_EVAL_LOSS_EMA, eval_loss_ema, step=loop.steps)
-            tf.summary.scalar(summaries.TAG_EVAL_ACCURACY_EMA, eval_acc_ema, step=loop.steps)
+            tf.summary.scalar(layout.TAG_EVAL_LOSS_EMA, eval_loss_ema, step=loop.steps)
+            tf.summary.scalar(layout.TAG_EVAL_ACCURACY_EMA, eval_acc_ema, step=loop.steps)
     writer.flush()
     writer.close()
     checkpoint_path = None
     if loop.checkpoint:
         manager = tf.train.CheckpointManager(
-            trainer.checkpoint(), str(loop.logdir / summaries.CHECKPOINT_DIR), max_to_keep=1
+            trainer.checkpoint(), str(loop.logdir / layout.CHECKPOINT_DIR), max_to_keep=1
         )
         checkpoint_path = manager.save(checkpoint_number=loop.steps)
     timed = [i for i in range(loop.steps) if loop.is_timed(i)]
@@ -219,15 +190,15 @@ def train(
         timed_steps=timed,
         examples_per_s=rate,
         step_s_median=statistics.median([step_s[i] for i in timed]) if timed else None,
-        losses=losses,
-        accuracies=accuracies,
-        tower_losses_last=tower_losses,
-        final_loss=_mean(losses[tail]),
-        final_accuracy=_mean(accuracies[tail]),
-        eval_loss=eval_loss,
-        eval_accuracy=eval_acc,
-        eval_loss_ema=eval_loss_ema,
-        eval_accuracy_ema=eval_acc_ema,
+        losses=[finite(v) for v in losses],
+        accuracies=[finite(v) for v in accuracies],
+        tower_losses_last=[finite(v) for v in tower_losses],
+        final_loss=finite(_mean(losses[tail])),
+        final_accuracy=finite(_mean(accuracies[tail])),
+        eval_loss=finite(eval_loss),
+        eval_accuracy=finite(eval_acc),
+        eval_loss_ema=finite(eval_loss_ema),
+        eval_accuracy_ema=finite(eval_acc_ema),
         ops_by_device=graph_counts,
         profile_dir=profile_dir,
         profiled_steps=profiled,
@@ -262,14 +233,14 @@ class StepScalars:
                    accuracy: tf.Tensor, towers: tf.Tensor) -> tf.Tensor:
         for i in range(steps.shape[0]):
             step = steps[i]
-            tf.summary.scalar(summaries.TAG_LOSS, loss[i], step=step)
-            tf.summary.scalar(summaries.TAG_ACCURACY, accuracy[i], step=step)
-            tf.summary.scalar(summaries.TAG_LEARNING_RATE, self.learning_rate, step=step)
-            tf.summary.scalar(summaries.TAG_EXAMPLES_PER_S, self.global_batch / step_s[i],
+            tf.summary.scalar(layout.TAG_TRAIN_LOSS, loss[i], step=step)
+            tf.summary.scalar(layout.TAG_TRAIN_ACCURACY, accuracy[i], step=step)
+            tf.summary.scalar(layout.TAG_TRAIN_LEARNING_RATE, self.learning_rate, step=step)
+            tf.summary.scalar(layout.TAG_TRAIN_EXAMPLES_PER_S, self.global_batch / step_s[i],
                               step=step)
-            tf.summary.scalar(summaries.TAG_STEP_S, step_s[i], step=step)
+            tf.summary.scalar(layout.TAG_TRAIN_STEP_S, step_s[i], step=step)
             for t in range(self.n_towers):
-                tf.summary.scalar(summaries.TAG_TOWER_LOSS.format(index=t), towers[i, t],
+                tf.summary.scalar(layout.tower_loss_tag(t), towers[i, t],
                                   step=step)
         return tf.shape(steps)[0]
 
@@ -310,7 +281,8 @@ def run_one_step(trainer: Trainer, iterator: Any, index: int, *,
     """One training step as the loop runs it: the step (with histograms when due), the
     fetch of its results (the loss fetch waits for the step), and its scalars into the
     buffer (``scalars``). benchmarks/ time exactly this."""
-    marker = (tf.profiler.experimental.Trace("train", step_num=index, _r=1)
+    marker = (tf.profiler.experimental.Trace(layout.PROFILER_STEP_MARKER, step_num=index,
+                                                 _r=1)
               if traced else contextlib.nullcontext())
     instr = getattr(trainer, "instr", None)
     histograms = instr is not None and summaries.histogram_due(instr, index + 1)

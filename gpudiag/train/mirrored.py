@@ -22,6 +22,7 @@ from typing import Any
 
 import tensorflow as tf
 
+from gpudiag import layout
 from gpudiag.train import summaries
 from gpudiag.train.model import ModelSpec, correct_count, per_example_loss
 from gpudiag.train.summaries import Instrumentation
@@ -62,7 +63,7 @@ class MirroredTrainer:
     def _replica_loss_and_grads(self, x: tf.Tensor, y: tf.Tensor) -> tuple[Any, ...]:
         ctx = tf.distribute.get_replica_context()
         replica = tf.get_static_value(ctx.replica_id_in_sync_group)
-        with tf.name_scope(f"tower_{int(replica)}"):
+        with tf.name_scope(layout.tower_scope(int(replica))):
             with tf.GradientTape() as tape:
                 logits = self.model(x)
                 per_example = per_example_loss(logits, y)

@@ -1,31 +1,28 @@
-"""What a training run writes to its TensorBoard run directory, and under which tags.
+"""What a training run records besides the update itself, and how it writes it.
 
 One run directory per configuration (``<strategy>-<n>dev/``) holds TF2 summary event
-files (``tf.summary``), read back with TensorBoard's EventAccumulator:
+files (``tf.summary``); the tag names are gpudiag/layout.py's (its docstring lists what
+is on disk):
 
 ==========================  ==========  =================================================
-tag                         kind        written
+tag (gpudiag.layout)        kind        written
 ==========================  ==========  =================================================
-train/loss                  scalar      every step: mean loss over the global batch
-train/accuracy              scalar      every step: batch accuracy
-train/learning_rate         scalar      every step
-train/examples_per_s        scalar      every step: global batch / step wall time
-train/step_s                scalar      every step: wall seconds per batch (sec/batch)
-towers/loss_<i>             scalar      every step: the loss of tower (replica) i's slice
-gradients/<param>           histogram   step 1 and every K: the gradient averaged over towers
-variables/<param>           histogram   step 1 and every K: the weights after the update
-ema/<param>                 histogram   step 1 and every K: the moving-average weights
-eval/accuracy, eval/loss    scalar      at the end: held-out set, raw weights
-eval/accuracy_ema, ...      scalar      at the end: held-out set, moving-average weights
-gpudiag/config              text        once: the configuration as a markdown table
+TAG_TRAIN_LOSS ...          scalar      every step: loss, accuracy, learning rate,
+                                        examples/sec, sec/batch (TAG_TRAIN_*)
+tower_loss_tag(i)           scalar      every step: the loss of tower (replica) i's slice
+gradient_tag(param)         histogram   step 1 and every K: the gradient averaged over towers
+variable_tag(param)         histogram   step 1 and every K: the weights after the update
+ema_tag(param)              histogram   step 1 and every K: the moving-average weights
+TAG_EVAL_ACCURACY ...       scalar      at the end: held-out set, raw weights
+TAG_EVAL_ACCURACY_EMA ...   scalar      at the end: held-out set, moving-average weights
+TAG_TRAIN_CONFIG            text        once: the configuration as a markdown table
 ==========================  ==========  =================================================
 
 Every step's scalars are buffered by the loop (gpudiag.train.loop.StepScalars) and
 written 25 steps at a time, so they appear in TensorBoard in batches; K is
-``--histogram-every`` (default 100). Plus the hparams plugin's session summary (the
-configuration), a checkpoint under ``checkpoints/`` and the profiler trace under
-``plugins/profile/<ts>/<host>.xplane.pb``.
-Step numbers start at 1 (the first update).
+``--histogram-every``. Plus the hparams plugin's session summary (the configuration),
+a checkpoint under ``layout.CHECKPOINT_DIR`` and the profiler trace under
+``plugins/profile/<ts>/<host>.xplane.pb``. Step numbers start at 1 (the first update).
 """
 
 from __future__ import annotations
@@ -36,24 +33,10 @@ from typing import Any
 
 import tensorflow as tf
 
-TAG_LOSS = "train/loss"
-TAG_ACCURACY = "train/accuracy"
-TAG_LEARNING_RATE = "train/learning_rate"
-TAG_EXAMPLES_PER_S = "train/examples_per_s"
-TAG_STEP_S = "train/step_s"
-TAG_TOWER_LOSS = "towers/loss_{index}"
-TAG_GRADIENT = "gradients/{param}"
-TAG_VARIABLE = "variables/{param}"
-TAG_EMA = "ema/{param}"
-TAG_EVAL_ACCURACY = "eval/accuracy"
-TAG_EVAL_LOSS = "eval/loss"
-TAG_EVAL_ACCURACY_EMA = "eval/accuracy_ema"
-TAG_EVAL_LOSS_EMA = "eval/loss_ema"
-TAG_CONFIG = "gpudiag/config"
-CHECKPOINT_DIR = "checkpoints"
+from gpudiag.layout import ema_tag, gradient_tag, variable_tag
+from gpudiag.probes.records import Workload
 
-DEFAULT_HISTOGRAM_EVERY = 100
-DEFAULT_EMA_DECAY = 0.99
+_DEFAULT = Workload()  # `gpudiag scaling`'s defaults, defined once
 
 
 @dataclass(frozen=True)
@@ -66,8 +49,8 @@ class Instrumentation:
     """
 
     scalars: bool = True
-    histogram_every: int = DEFAULT_HISTOGRAM_EVERY
-    ema_decay: float | None = DEFAULT_EMA_DECAY
+    histogram_every: int = _DEFAULT.histogram_every
+    ema_decay: float | None = _DEFAULT.ema_decay or None
 
     @classmethod
     def off(cls) -> Instrumentation:
@@ -83,10 +66,6 @@ def make_ema(decay: float | None, step: tf.Variable) -> tf.train.ExponentialMovi
     if decay is None:
         return None
     return tf.train.ExponentialMovingAverage(decay=decay, num_updates=step)
-
-
-def param_tag(template: str, name: str) -> str:
-    return template.format(param=name)
 
 
 HistogramValues = Callable[[], tuple[Sequence[Any], Sequence[Any], Sequence[Any] | None]]
@@ -113,7 +92,7 @@ def write_histograms(
     """
     gradients, variables, ema_values = histogram_values()
     for name, grad, var in zip(names, gradients, variables, strict=True):
-        tf.summary.histogram(param_tag(TAG_GRADIENT, name), grad, step=step)
-        tf.summary.histogram(param_tag(TAG_VARIABLE, name), var, step=step)
+        tf.summary.histogram(gradient_tag(name), grad, step=step)
+        tf.summary.histogram(variable_tag(name), var, step=step)
     for name, avg in zip(names, ema_values or [], strict=False):
-        tf.summary.histogram(param_tag(TAG_EMA, name), avg, step=step)
+        tf.summary.histogram(ema_tag(name), avg, step=step)

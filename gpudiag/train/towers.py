@@ -21,6 +21,7 @@ from typing import Any
 import keras
 import tensorflow as tf
 
+from gpudiag import layout
 from gpudiag.errors import UsageError
 from gpudiag.train import summaries
 from gpudiag.train.model import ModelSpec, ProbeModel, correct_count, per_example_loss
@@ -131,7 +132,7 @@ class TowerTrainer:
             xs, ys = tf.split(x, n), tf.split(y, n)
         grads, losses, correct = [], [], []
         for i, device in enumerate(self.devices):
-            with tf.device(device), tf.name_scope(f"tower_{i}"):
+            with tf.device(device), tf.name_scope(layout.tower_scope(i)):
                 with tf.GradientTape() as tape:
                     logits = self.model(xs[i])
                     loss = tf.reduce_mean(per_example_loss(logits, ys[i]))
@@ -194,7 +195,7 @@ def average_gradients(
     tower_grads: list[list[tf.Tensor]], device: str
 ) -> list[tf.Tensor]:
     """One mean per variable across towers, computed on ``device``."""
-    with tf.device(device), tf.name_scope("average_gradients"):
+    with tf.device(device), tf.name_scope(layout.AVERAGE_GRADIENTS_SCOPE):
         return [
             tf.reduce_mean(tf.stack(per_var), axis=0)
             for per_var in zip(*tower_grads, strict=True)

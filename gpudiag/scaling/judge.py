@@ -1,0 +1,184 @@
+"""From the children's typed results to findings: `gpudiag scaling`'s verdict inputs.
+
+The verdict functions (gpudiag.verdicts) take plain data; this module is where the
+typed records (gpudiag/probes/records.py) become those dicts: a throughput point per
+configuration (with its trace's input waits and per-device busy fractions), a learning
+row per configuration, the all-reduce table. It also reads each configuration's profiler
+trace (gpudiag.traces) and cross-checks its NVML samples, then records the table, the
+per-configuration data and the parent's TensorBoard runs (table.py, tb_runs.py).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from gpudiag import nvml, traces
+from gpudiag.devices import DeviceSetup
+from gpudiag.layout import TAG_SCALING_TABLE
+from gpudiag.markdown import markdown_table
+from gpudiag.probes.records import AllreduceResult, TrainingResult
+from gpudiag.report import Finding
+from gpudiag.runner import ChildResult
+from gpudiag.scaling.options import ScalingOptions
+from gpudiag.scaling.table import TABLE_HEADERS, table
+from gpudiag.scaling.tb_runs import write_scaling_tb
+from gpudiag.session import RunSession
+from gpudiag.verdicts import common as common_verdicts
+from gpudiag.verdicts import gpu_use as gpu_verdicts
+from gpudiag.verdicts import scaling as scaling_verdicts
+
+NVML_IDLE_THRESHOLD_PERCENT = nvml.DEFAULT_ACTIVE_THRESHOLD_PERCENT
+KERAS_PLACEMENT_REASON = "model.fit builds its own step function, which gpudiag does not trace"
+
+
+@dataclass(frozen=True)
+class ConfigRun:
+    """One training configuration's outcome as the parent saw it."""
+
+    name: str
+    strategy: str
+    n_devices: int
+    child: ChildResult
+    sampling: nvml.SamplingResult | None
+    result: TrainingResult | None  # the child's result; None when it failed
+
+
+def expected_nvml_indices(setup: DeviceSetup,
+                          physical: Sequence[nvml.DeviceInfo]) -> list[int] | None:
+    """NVML indices of the GPUs a configuration's child used (None: cannot tell)."""
+    if setup.kind not in ("gpu", "virtual-gpu"):
+        return None
+    if setup.kind == "virtual-gpu":
+        details = [{"name": "/device:GPU:0", "physical_index": 0}]
+    else:
+        details = [{"name": d, "physical_index": i} for i, d in enumerate(setup.compute_devices)]
+    mapped = nvml.map_logical_to_physical(details, setup.cuda_visible_devices, list(physical))
+    indices = [m.nvml_index for m in mapped]
+    if any(i is None for i in indices):
+        return None
+    return sorted({int(i) for i in indices if i is not None})
+
+
+def nvml_finding(name: str, sampling: nvml.SamplingResult | None, setup: DeviceSetup,
+                 backend_reason: str | None,
+                 physical: Sequence[nvml.DeviceInfo]) -> Finding | None:
+    """The NVML cross-check of configuration ``name`` (its child's device ``setup``);
+    None when NVML was absent (one skip finding for the whole run says so)."""
+    if backend_reason is not None or sampling is None:
+        return None
+    expected = expected_nvml_indices(setup, physical)
+    return gpu_verdicts.every_gpu_used(
+        sampling.summaries, NVML_IDLE_THRESHOLD_PERCENT, expected_indices=expected,
+        check_id=f"scaling.nvml.{name}",
+    )
+
+
+def trace_summary(result: TrainingResult) -> tuple[traces.TraceSummary | None, str | None]:
+    """The configuration's profiler trace read back, or why there is none."""
+    train = result.train
+    if not train.profile_dir:
+        return None, "no profiler window (--profile-steps 0)"
+    files = traces.find_xplanes(Path(train.profile_dir))
+    if not files:
+        return None, f"no .xplane.pb under {train.profile_dir}"
+    try:
+        return traces.summarize(files[-1], train.devices), None
+    except traces.TraceError as exc:
+        return None, str(exc)
+
+
+def throughput_point(run: ConfigRun, result: TrainingResult,
+                     summary: traces.TraceSummary | None) -> dict[str, Any]:
+    """verdicts.scaling_rows' input for one configuration."""
+    busy = ({d: s / summary.window_s for d, s in summary.busy_by_device().items()}
+            if summary and summary.window_s > 0 else None)
+    return {
+        "strategy": run.strategy, "n_devices": run.n_devices, "name": run.name,
+        "examples_per_s": result.train.examples_per_s, "step_s": result.train.step_s_median,
+        "input_wait_fraction": summary.input_wait_fraction if summary else None,
+        "trace_busy_fraction": busy,
+    }
+
+
+def learning_row(run: ConfigRun, result: TrainingResult, learning_rate: float) -> dict[str, Any]:
+    """verdicts.learning's input for one configuration."""
+    t = result.train
+    return {
+        "name": run.name, "num_classes": result.data.num_classes, "steps": t.steps,
+        "learning_rate": learning_rate, "initial_loss": t.losses[0] if t.losses else None,
+        "final_loss": t.final_loss, "final_accuracy": t.final_accuracy,
+        "eval_accuracy": t.eval_accuracy, "eval_accuracy_ema": t.eval_accuracy_ema,
+    }
+
+
+def config_data(run: ConfigRun, result: TrainingResult, summary: traces.TraceSummary | None,
+                reason: str | None, tb_run: Path) -> dict[str, Any]:
+    """One configuration in the report's ``data.scaling.configs``."""
+    t = result.train
+    return {
+        "strategy": run.strategy, "n_devices": run.n_devices, "devices": t.devices,
+        "global_batch": t.global_batch, "examples_per_s": t.examples_per_s,
+        "step_s_median": t.step_s_median, "timed_steps": len(t.timed_steps),
+        "final_loss": t.final_loss, "final_accuracy": t.final_accuracy,
+        "eval_accuracy": t.eval_accuracy, "eval_accuracy_ema": t.eval_accuracy_ema,
+        "ops_by_device": t.ops_by_device, "checkpoint": t.checkpoint_path,
+        "tensorboard_run": str(tb_run),
+        "trace": summary.to_dict() if summary else {"reason": reason},
+        "nvml": run.sampling.to_dict() if run.sampling else None,
+        "child_duration_s": run.child.duration_s,
+    }
+
+
+def judge(session: RunSession, options: ScalingOptions, setup: DeviceSetup,
+          allreduce: AllreduceResult | None, runs: Sequence[ConfigRun],
+          backend_reason: str | None, physical: Sequence[nvml.DeviceInfo],
+          ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """Every finding of the run; returns the scaling rows and per-configuration data."""
+    points: list[dict[str, Any]] = []
+    learning_rows: list[dict[str, Any]] = []
+    configs: dict[str, Any] = {}
+    gradient_bytes = 0
+    for r in runs:
+        if r.result is None:
+            session.add(common_verdicts.child_failed(f"scaling.run.{r.name}", f"training {r.name}",
+                                              r.child))
+            continue
+        result = r.result
+        gradient_bytes = result.gradient_bytes
+        summary, reason = trace_summary(result)
+        session.add(scaling_verdicts.device_work(
+            r.name, result.train.devices, result.train.ops_by_device or None,
+            summary.busy_by_device() if summary else None,
+            trace_window_s=summary.window_s if summary else None, trace_reason=reason,
+            placement_reason=KERAS_PLACEMENT_REASON if r.strategy == "keras" else None))
+        finding = nvml_finding(r.name, r.sampling, result.setup, backend_reason, physical)
+        if finding is not None:
+            session.add(finding)
+        points.append(throughput_point(r, result, summary))
+        learning_rows.append(learning_row(r, result, options.workload.learning_rate))
+        configs[r.name] = config_data(r, result, summary, reason, session.run_dir / r.name)
+    if backend_reason is not None:
+        session.add(gpu_verdicts.every_gpu_used([], NVML_IDLE_THRESHOLD_PERCENT,
+                                            nvml_unavailable_reason=backend_reason,
+                                            check_id="scaling.nvml"))
+    rows = scaling_verdicts.scaling_rows(points)
+    busbw = allreduce.peak_busbw_bytes_per_s if allreduce else None
+    for strategy in options.strategies:
+        session.add(scaling_verdicts.scaling_efficiency(
+            strategy, rows, setup.kind, gradient_bytes=gradient_bytes, busbw_bytes_per_s=busbw,
+            batch_per_device=options.workload.batch_per_device,
+            variables_on=options.workload.variables_on if strategy == "towers" else "mirrored"))
+    session.add(scaling_verdicts.learning(learning_rows))
+    if {"towers", "mirrored"} <= set(options.strategies):
+        session.add(scaling_verdicts.towers_vs_mirrored(rows))
+    if allreduce is not None:
+        session.add(scaling_verdicts.allreduce_bandwidth(allreduce.to_dict(), setup.kind))
+    session.set("scaling", {"device_kind": setup.kind, "gradient_bytes": gradient_bytes,
+                            "peak_busbw_bytes_per_s": busbw, "rows": rows, "configs": configs})
+    table_rows = table(rows, configs)
+    session.text(TAG_SCALING_TABLE, markdown_table(TABLE_HEADERS, table_rows))
+    write_scaling_tb(session.run_dir, rows, table_rows, setup.kind)
+    return rows, configs

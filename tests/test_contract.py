@@ -1,0 +1,172 @@
+"""The format contract (gpudiag/layout.py) and the typed parent/child records
+(gpudiag/probes/records.py): round trips through JSON and through real event files."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+import typer
+from conftest import read_scalars
+
+from gpudiag import layout
+from gpudiag.cli import app
+from gpudiag.devices import DeviceSetup
+from gpudiag.probes.records import (
+    AllreduceConfig,
+    AllreduceResult,
+    AllreduceRow,
+    DataInfo,
+    TrainingConfig,
+    TrainingResult,
+    TrainResult,
+    Workload,
+    finite,
+)
+from gpudiag.scaling.options import ScalingOptions
+from gpudiag.tb import EventWriter
+
+SETUP = DeviceSetup(kind="virtual-cpu", host_device="/device:CPU:0",
+                    compute_devices=["/device:CPU:1", "/device:CPU:2"],
+                    logical_devices=["/device:CPU:0", "/device:CPU:1", "/device:CPU:2"],
+                    note="two stand-ins")
+
+
+def through_json(record):
+    """``record.to_dict()`` as the other process reads it: strict JSON text, parsed."""
+    return json.loads(json.dumps(record.to_dict(), allow_nan=False))
+
+
+def train_result(**changes) -> TrainResult:
+    values = {
+        "strategy": "towers", "devices": SETUP.compute_devices, "global_batch": 64,
+        "steps": 3, "step_s": [0.5, 0.02, 0.021], "timed_steps": [1, 2],
+        "examples_per_s": 3100.0, "step_s_median": 0.0205, "losses": [2.3, 2.1, None],
+        "accuracies": [0.1, 0.2, 0.25], "tower_losses_last": [1.9, 2.0], "final_loss": 2.2,
+        "final_accuracy": 0.18, "eval_loss": 2.25, "eval_accuracy": 0.2,
+        "eval_loss_ema": None, "eval_accuracy_ema": None,
+        "ops_by_device": {"/device:CPU:1": 40, "/device:CPU:2": 40}, "profile_dir": "/tmp/run",
+        "profiled_steps": [0], "checkpoint_path": "/tmp/run/checkpoints/ckpt-3", "wall_s": 1.5,
+    }
+    return TrainResult(**{**values, **changes})
+
+
+def test_training_config_round_trips_and_defaults_live_in_workload() -> None:
+    config = TrainingConfig(strategy="mirrored", n_devices=2, logdir="/runs/x/mirrored-2dev",
+                            workload=Workload(steps=30, ema_decay=0.0, data="/d/train.npz"),
+                            virtual_gpus=2, progress=True)
+    assert TrainingConfig.from_dict(through_json(config)) == config
+    assert through_json(config)["workload"]["steps"] == 30
+    # the child reads a config without a workload with the one set of defaults
+    bare = TrainingConfig.from_dict({"strategy": "towers", "n_devices": 1, "logdir": "x"})
+    assert bare.workload == Workload() == ScalingOptions().workload
+    assert ScalingOptions().training_config("towers", 4, Path("r")).workload == Workload()
+
+
+def test_records_refuse_unknown_keys_and_strategies() -> None:
+    with pytest.raises(ValueError, match=r"unknown field\(s\) stepz"):
+        Workload.from_dict({"stepz": 3})
+    with pytest.raises(ValueError, match="unknown strategy 'horovod'"):
+        TrainingConfig(strategy="horovod", n_devices=1, logdir="x")
+    with pytest.raises(ValueError, match=r"TrainingResult: missing field\(s\) data, model"):
+        TrainingResult.from_dict({"setup": SETUP.to_dict()})
+
+
+def test_training_result_round_trips_with_nested_records() -> None:
+    result = TrainingResult(
+        setup=SETUP, data=DataInfo("synthetic", "synthetic", 8192, 1024, (28, 28, 1), 10),
+        model="mlp", param_count=101_770, gradient_bytes=407_080, variables_on="cpu",
+        batch_per_device=32, train=train_result())
+    plain = through_json(result)
+    assert plain["setup"]["summary"].startswith("2 virtual-cpu device(s)")
+    assert plain["data"]["input_shape"] == [28, 28, 1]
+    back = TrainingResult.from_dict(plain)
+    assert back == result
+    assert back.data.input_shape == (28, 28, 1) and back.train.losses[2] is None
+
+
+def test_non_finite_numbers_become_none() -> None:
+    assert [finite(v) for v in (1.5, math.nan, math.inf, -math.inf, None, 2)] == \
+        [1.5, None, None, None, None, 2.0]
+    with pytest.raises(ValueError):  # NaN would not be strict JSON; records hold None
+        json.dumps(train_result(final_loss=math.nan).to_dict(), allow_nan=False)
+
+
+def test_allreduce_records_round_trip() -> None:
+    config = AllreduceConfig(sizes_bytes=[1 << 20, 2 << 20], n_devices=2, max_iters=4)
+    assert AllreduceConfig.from_dict(through_json(config)) == config
+    rows = [AllreduceRow(1 << 20, 4, 0.001, 1.0e9, 1.0e9),
+            AllreduceRow(2 << 20, 3, 0.0015, 1.4e9, 1.4e9)]
+    result = AllreduceResult(setup=SETUP, n_devices=2, cross_device_ops="ReductionToOneDevice",
+                             rows=rows)
+    assert AllreduceResult.from_dict(through_json(result)) == result
+    assert result.peak_busbw_bytes_per_s == 1.4e9
+    assert AllreduceResult(SETUP, 1, "x", []).peak_busbw_bytes_per_s is None
+
+
+def test_cli_option_defaults_are_the_records_defaults() -> None:
+    command = typer.main.get_command(app).commands["scaling"]  # type: ignore[attr-defined]
+    defaults = {p.name: p.default for p in command.params}
+    w, s = Workload(), ScalingOptions()
+    for name in ("model", "batch_per_device", "steps", "warmup_steps", "profile_steps",
+                 "learning_rate", "ema_decay", "histogram_every", "variables_on"):
+        assert defaults[name] == getattr(w, name), name
+    assert defaults["steps"] == 100
+    assert defaults["strategy"] == ",".join(s.strategies)
+    assert (defaults["timeout"], defaults["allreduce_min_mb"], defaults["allreduce_max_mb"],
+            defaults["virtual_gpu_memory_mb"]) == \
+        (s.timeout_s, s.allreduce_min_mb, s.allreduce_max_mb, s.memory_limit_mb)
+
+
+# ------------------------------------------------------------------ progress lines
+
+
+def test_step_line_round_trips_through_its_parser() -> None:
+    line = layout.step_line(7, 100, 1.234567)
+    assert line == "GPUDIAG-STEP 7 100 1.2346"
+    assert layout.parse_step_line(line) == layout.StepProgress(7, 100, 1.2346)
+    nan = layout.parse_step_line(layout.step_line(3, 10, math.nan))
+    assert nan is not None and math.isnan(nan.loss)
+    for other in ("", "GPUDIAG-STEP 1 2", "GPUDIAG-STEP a 2 0.1", "GPUDIAG-STEP 1 2 x",
+                  "step 1 2 0.5", "GPUDIAG-STEP 1 2 0.5 extra"):
+        assert layout.parse_step_line(other) is None, other
+    out = "\n".join(["TF log noise", layout.step_line(1, 3, 2.3), layout.step_line(2, 3, 2.1),
+                     "more noise"])
+    assert layout.last_step(out) == layout.StepProgress(2, 3, 2.1)
+    assert layout.last_step("no progress yet\n") is None
+
+
+# ------------------------------------------------------------------ event files
+
+
+def test_parent_event_files_hold_plugin_tensors_only(tmp_path) -> None:
+    """Scalars, text and images from the parent are read the way tf.summary's are."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+    from tensorboard.util import tensor_util
+
+    run = tmp_path / "run"
+    png = b"\x89PNG\r\n\x1a\n fake"
+    with EventWriter(run) as w:
+        for step, value in ((1, 10.0), (2, 19.5), (4, 36.25)):
+            w.scalar(layout.scaling_examples_per_s_tag("towers"), value, step)
+        w.text(layout.TAG_SCALING_TABLE, "| a |\n|---|\n| 1 |")
+        w.png(layout.TAG_SCALING_PLOT, png, width=90, height=36)
+    acc = EventAccumulator(str(run), size_guidance={"tensors": 0})
+    acc.Reload()
+    assert acc.Tags()["scalars"] == [] and acc.Tags()["images"] == []  # no legacy values
+    scalars = read_scalars(run)
+    assert list(scalars) == ["scaling/towers/examples_per_s"]
+    assert [(e.step, e.value) for e in scalars["scaling/towers/examples_per_s"]] == \
+        [(1, 10.0), (2, 19.5), (4, 36.25)]
+
+    def plugin(tag: str) -> str:
+        return acc.SummaryMetadata(tag).plugin_data.plugin_name
+
+    assert plugin(layout.TAG_SCALING_TABLE) == "text"
+    (text,) = acc.Tensors(layout.TAG_SCALING_TABLE)
+    assert tensor_util.make_ndarray(text.tensor_proto).item() == b"| a |\n|---|\n| 1 |"
+    assert plugin(layout.TAG_SCALING_PLOT) == "images"
+    (image,) = acc.Tensors(layout.TAG_SCALING_PLOT)
+    assert list(tensor_util.make_ndarray(image.tensor_proto)) == [b"90", b"36", png]
