@@ -14,6 +14,7 @@ import fake_nvml
 import numpy as np
 import pytest
 from conftest import findings_by_id, gpudiag, load_report, run_dirs
+from fake_clock import FakeClock
 
 from gpudiag import cli, nvml
 from gpudiag.commands import scaling as scaling_cmd
@@ -162,11 +163,12 @@ def test_more_devices_than_can_be_made_is_exit_2(logdir) -> None:
 # ------------------------------------------------------------------ NVML cross-check
 
 
-def sample(backend: fake_nvml.FakeBackend, seconds: float = 1.2) -> nvml.SamplingResult:
-    import time
-
-    sampler = nvml.Sampler(backend, interval_s=0.1).start()
-    time.sleep(seconds)
+def sample(backend: fake_nvml.FakeBackend, seconds: float = 1.25) -> nvml.SamplingResult:
+    """Sample a scenario made on a FakeClock(parties=2) for ``seconds`` of that clock."""
+    clock = backend.clock
+    assert isinstance(clock, FakeClock)
+    sampler = nvml.Sampler(backend, interval_s=0.1, clock=clock).start()
+    clock.advance(seconds)
     return sampler.stop()
 
 
@@ -186,7 +188,7 @@ def physical(backend: fake_nvml.FakeBackend) -> list[nvml.DeviceInfo]:
 
 
 def test_nvml_cross_check_fails_naming_the_idle_gpu(tmp_path) -> None:
-    backend = fake_nvml.one_idle(n=2, idle_index=1)
+    backend = fake_nvml.one_idle(n=2, idle_index=1, clock=FakeClock(parties=2))
     run = config_run("gpu", ["/device:GPU:0", "/device:GPU:1"], sample(backend), tmp_path)
     finding = scaling_cmd.nvml_finding(run, None, physical(backend))
     assert finding is not None
@@ -198,7 +200,7 @@ def test_nvml_cross_check_fails_naming_the_idle_gpu(tmp_path) -> None:
 
 
 def test_nvml_cross_check_ok_when_busy_and_absent_without_nvml(tmp_path) -> None:
-    backend = fake_nvml.busy(n=2)
+    backend = fake_nvml.busy(n=2, clock=FakeClock(parties=2))
     run = config_run("gpu", ["/device:GPU:0", "/device:GPU:1"], sample(backend), tmp_path)
     finding = scaling_cmd.nvml_finding(run, None, physical(backend))
     assert finding is not None and finding.status == "ok"
@@ -206,7 +208,7 @@ def test_nvml_cross_check_ok_when_busy_and_absent_without_nvml(tmp_path) -> None
 
 
 def test_virtual_gpus_are_expected_on_one_physical_gpu(tmp_path) -> None:
-    backend = fake_nvml.one_idle(n=2, idle_index=1)
+    backend = fake_nvml.one_idle(n=2, idle_index=1, clock=FakeClock(parties=2))
     setup = {"kind": "virtual-gpu", "compute_devices": ["/device:GPU:0", "/device:GPU:1"]}
     assert scaling_cmd.expected_nvml_indices(setup, physical(backend)) == [0]
     run = config_run("virtual-gpu", setup["compute_devices"], sample(backend), tmp_path)
