@@ -52,9 +52,6 @@ NVML_IDLE_THRESHOLD_PERCENT = nvml.DEFAULT_ACTIVE_THRESHOLD_PERCENT
 MIB = 1 << 20
 KERAS_PLACEMENT_REASON = "model.fit builds its own step function, which gpudiag does not trace"
 
-#: How the command opens NVML: the real backend. Tests put a scripted fake here.
-open_nvml: Callable[[], nvml.NvmlBackend | nvml.NvmlUnavailable] = nvml.open_backend
-
 
 @dataclass(frozen=True)
 class ScalingOptions:
@@ -237,12 +234,13 @@ def nvml_finding(run: ConfigRun, backend_reason: str | None,
 # ------------------------------------------------------------------------- the command
 
 
-def run(session: RunSession, options: ScalingOptions, *, console: Any = None) -> None:
-    """Run the whole scaling diagnosis into ``session``. See the module docstring."""
+def run(session: RunSession, options: ScalingOptions, *,
+        backend: nvml.NvmlBackend | nvml.NvmlUnavailable, console: Any = None) -> None:
+    """Run the whole scaling diagnosis into ``session``. See the module docstring. NVML
+    comes in as ``backend``, opened and closed by the caller (the CLI)."""
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
     check(options)
-    backend = open_nvml()
     backend_reason = backend.reason if isinstance(backend, nvml.NvmlUnavailable) else None
     physical: list[nvml.DeviceInfo] = []
     if not isinstance(backend, nvml.NvmlUnavailable):
@@ -258,33 +256,29 @@ def run(session: RunSession, options: ScalingOptions, *, console: Any = None) ->
                         console=console, transient=False)
     runs: list[ConfigRun] = []
     interrupted: KeyboardInterrupt | None = None
-    try:
-        with progress:
-            allreduce, setup = _run_allreduce(session, options, progress)
-            if setup is None:
-                return
-            max_n = len(setup["compute_devices"])
-            counts = device_counts(max_n)
-            tasks = {
-                (s, n): progress.add_task(f"{s} {n} dev", total=options.steps, status="waiting",
-                                          start=False)
-                for n in counts for s in options.strategies
-            }
-            try:
-                for n in counts:
-                    for strategy in options.strategies:
-                        cfg_run = _run_config(session, options, strategy, n, backend, progress,
-                                              tasks[(strategy, n)])
-                        runs.append(cfg_run)
-                        if not cfg_run.child.ok:
-                            err = _usage_error_from(cfg_run.child)
-                            if err is not None:
-                                raise err
-            except KeyboardInterrupt as exc:  # judge what finished, then stop
-                interrupted = exc
-    finally:
-        if not isinstance(backend, nvml.NvmlUnavailable):
-            backend.close()
+    with progress:
+        allreduce, setup = _run_allreduce(session, options, progress)
+        if setup is None:
+            return
+        max_n = len(setup["compute_devices"])
+        counts = device_counts(max_n)
+        tasks = {
+            (s, n): progress.add_task(f"{s} {n} dev", total=options.steps, status="waiting",
+                                      start=False)
+            for n in counts for s in options.strategies
+        }
+        try:
+            for n in counts:
+                for strategy in options.strategies:
+                    cfg_run = _run_config(session, options, strategy, n, backend, progress,
+                                          tasks[(strategy, n)])
+                    runs.append(cfg_run)
+                    if not cfg_run.child.ok:
+                        err = _usage_error_from(cfg_run.child)
+                        if err is not None:
+                            raise err
+        except KeyboardInterrupt as exc:  # judge what finished, then stop
+            interrupted = exc
     rows, configs = _judge(session, options, setup, allreduce, runs, backend_reason, physical)
     if console is not None and rows:
         render_table(rows, configs, console)
