@@ -45,15 +45,22 @@ def run_workload(iterations: int) -> float:
     return float(out.strip())
 
 
-def open_backend(fake_gpus: int) -> tuple[nvml.NvmlBackend, str]:
+def open_backend(fake_gpus: int) -> nvml.NvmlBackend:
+    """The real NVML when it initialises, else the tests' fake backend with ``fake_gpus``."""
     backend = nvml.open_backend()
     if not isinstance(backend, nvml.NvmlUnavailable):
-        return backend, f"real NVML: {backend.description}"
+        return backend
     import fake_nvml
 
-    return (fake_nvml.busy(n=fake_gpus),
-            f"fake backend with {fake_gpus} GPU(s) ({backend.reason}); this measures the "
-            "sampler's own Python cost, not the driver's time per NVML call")
+    return fake_nvml.FakeBackend([fake_nvml.FakeDevice() for _ in range(fake_gpus)],
+                                 scenario=f"busy; {backend.reason}")
+
+
+def describe(backend: nvml.NvmlBackend) -> str:
+    if isinstance(backend, nvml.PynvmlBackend):
+        return f"real NVML: {backend.description}"
+    return (f"{backend.description}: this measures the sampler's own Python cost, not the "
+            "driver's time per NVML call")
 
 
 def main() -> int:
@@ -69,7 +76,9 @@ def main() -> int:
     if args.interval < nvml.MIN_INTERVAL_S or args.repeats < 1 or args.iterations < 1:
         parser.error("--interval must be >= 0.1, --repeats and --iterations >= 1")
 
-    print(f"backend: {open_backend(args.fake_gpus)[1]}")
+    with nvml.opened(lambda: open_backend(args.fake_gpus)) as backend:
+        assert not isinstance(backend, nvml.NvmlUnavailable)
+        print(f"backend: {describe(backend)} ({backend.device_count()} GPU(s))")
     print(f"interval {args.interval:g} s, {args.repeats} runs each way, alternating, "
           f"{args.iterations} iterations per run")
     run_workload(args.iterations // 10)  # warm the page cache and the interpreter
@@ -82,13 +91,12 @@ def main() -> int:
             if not sampled:
                 without.append(run_workload(args.iterations))
                 continue
-            backend, _ = open_backend(args.fake_gpus)
-            sampler = nvml.Sampler(backend, args.interval).start()
-            try:
-                with_sampling.append(run_workload(args.iterations))
-            finally:
-                result = sampler.stop()
-                backend.close()
+            with nvml.opened(lambda: open_backend(args.fake_gpus)) as backend:
+                assert not isinstance(backend, nvml.NvmlUnavailable)
+                with nvml.Sampler(backend, args.interval) as sampler:
+                    with_sampling.append(run_workload(args.iterations))
+            assert sampler.result is not None
+            result = sampler.result
             costs.append(result.cost)
         print(f"  pair {k + 1}: without {without[-1]:.3f} s, with {with_sampling[-1]:.3f} s "
               f"({result.cost.polls} polls of {len(result.summaries)} GPU(s))")

@@ -5,6 +5,12 @@ ever runs in the probes' child processes. Errors are gpudiag's own exception typ
 click's usage errors, turned once, in ``main``, into a one-line message and an exit code:
 0 all checks passed, 1 a check failed, 2 bad usage or input, 3 environment broken,
 130 interrupted (the partial report is still written).
+
+NVML is opened here, at the edge, for each command that needs it (``_nvml``: a ``with``
+block, so the code that opens it closes it) and passed into the command function as
+``backend``. ``main(argv, open_nvml=...)`` is the one seam that replaces the real opener
+(gpudiag.nvml.open_backend) with another, e.g. a test's scripted fake backend; it reaches
+the commands as the click context's ``obj``.
 """
 
 from __future__ import annotations
@@ -14,7 +20,9 @@ import math
 import signal
 import sys
 from collections.abc import Callable
+from contextlib import AbstractContextManager
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 from rich.console import Console
@@ -28,6 +36,9 @@ from gpudiag.report import to_json as report_to_json
 from gpudiag.runner import DEFAULT_TIMEOUT_S
 from gpudiag.scaling.options import ScalingOptions
 from gpudiag.session import RunSession
+
+if TYPE_CHECKING:
+    from gpudiag.nvml import NvmlBackend, NvmlUnavailable, Opener
 
 EXIT_INTERRUPTED = 130
 _SCALING = ScalingOptions()  # `gpudiag scaling`'s defaults, defined once there ...
@@ -92,6 +103,15 @@ VirtualGpuMemOpt = typer.Option(DEFAULT_VIRTUAL_GPU_MEMORY_MB, "--virtual-gpu-me
                                 help="Memory limit of each logical GPU made by --virtual-gpus.")
 
 
+def _nvml(ctx: typer.Context) -> AbstractContextManager[NvmlBackend | NvmlUnavailable]:
+    """NVML for one command: opened with the opener ``main`` was given (the real one by
+    default) when the ``with`` block starts, closed when it ends."""
+    from gpudiag import nvml
+
+    opener: Opener | None = ctx.obj
+    return nvml.opened(opener)
+
+
 def _execute(command: str, logdir: Path, as_json: bool,
              body: Callable[[RunSession, Console], int | None]) -> None:
     """Run one command's body in a session, render the findings, exit with their code
@@ -131,6 +151,7 @@ def _print_json(session: RunSession, as_json: bool) -> None:
 
 @app.command()
 def env(
+    ctx: typer.Context,
     logdir: Path = LogdirOpt,
     as_json: bool = JsonOpt,
     timeout: float = TimeoutOpt,
@@ -139,8 +160,8 @@ def env(
     from gpudiag.commands import env as env_cmd
 
     def body(session: RunSession, console: Console) -> None:
-        with console.status("probing TensorFlow in a child process ..."):
-            env_cmd.run(session, timeout_s=timeout)
+        with _nvml(ctx) as backend, console.status("probing TensorFlow in a child process ..."):
+            env_cmd.run(session, backend=backend, timeout_s=timeout)
 
     _execute("env", logdir, as_json, body)
 
@@ -166,6 +187,7 @@ def placement(
 
 @app.command()
 def scaling(
+    ctx: typer.Context,
     max_gpus: int | None = typer.Option(
         _SCALING.max_gpus, "--max-gpus", min=1, max=64, help="Train on 1, 2, 4 ... up to this "
         "many devices (default: every GPU; without a GPU, 2 virtual CPU devices). More than "
@@ -231,7 +253,8 @@ def scaling(
     check(options)  # once, before the run directory exists
 
     def body(session: RunSession, console: Console) -> None:
-        scaling_cmd.run(session, options, console=console)
+        with _nvml(ctx) as backend:
+            scaling_cmd.run(session, options, backend=backend, console=console)
 
     _execute("scaling", logdir, as_json, body)
 
@@ -260,6 +283,7 @@ def _percent(value: float) -> float:
 
 @app.command(context_settings={"allow_interspersed_args": False})
 def monitor(
+    ctx: typer.Context,
     command: list[str] | None = typer.Argument(
         None, metavar="-- CMD [ARGS]...", show_default=False,
         help="The command to run and watch (everything after --, or after the first "
@@ -275,25 +299,19 @@ def monitor(
     as_json: bool = JsonOpt,
 ) -> None:
     """Run any command (any framework) while sampling every GPU: was every GPU used?"""
-    from gpudiag import nvml
     from gpudiag.commands import monitor as monitor_cmd
 
     argv = monitor_cmd.resolve_command(command or [])
     gpu_list = monitor_cmd.parse_gpus(gpus) if gpus is not None else None
-    backend = monitor_cmd.open_nvml()
-    try:
+    with _nvml(ctx) as backend:  # open before the run directory: --gpus is checked first
         monitor_cmd.check_gpus(gpu_list, backend)
-    except GpudiagError:
-        if not isinstance(backend, nvml.NvmlUnavailable):
-            backend.close()
-        raise
 
-    def body(session: RunSession, console: Console) -> int | None:
-        return monitor_cmd.run(session, argv, backend=backend, interval_s=interval,
-                               idle_threshold_percent=idle_threshold, gpus=gpu_list,
-                               stdout_to_stderr=as_json, announce=console.print)
+        def body(session: RunSession, console: Console) -> int | None:
+            return monitor_cmd.run(session, argv, backend=backend, interval_s=interval,
+                                   idle_threshold_percent=idle_threshold, gpus=gpu_list,
+                                   stdout_to_stderr=as_json, announce=console.print)
 
-    _execute("monitor", logdir, as_json, body)
+        _execute("monitor", logdir, as_json, body)
 
 
 def _fraction(value: float | None) -> float | None:
@@ -305,6 +323,7 @@ def _fraction(value: float | None) -> float | None:
 
 @app.command()
 def memory(
+    ctx: typer.Context,
     steps: int = typer.Option(8, "--steps", min=1, max=256,
                               help="Tensors allocated one per step, then released."),
     step_mb: int = typer.Option(64, "--step-mb", min=1, max=1 << 16,
@@ -328,9 +347,10 @@ def memory(
         raise UsageError("give --memory-limit-mb or --fraction, not both")
 
     def body(session: RunSession, console: Console) -> None:
-        memory_cmd.run(session, timeout_s=timeout, steps=steps, step_mb=step_mb,
-                       memory_limit_mb=memory_limit_mb, fraction=fraction,
-                       announce=console.print)
+        with _nvml(ctx) as backend:
+            memory_cmd.run(session, timeout_s=timeout, steps=steps, step_mb=step_mb,
+                           memory_limit_mb=memory_limit_mb, fraction=fraction,
+                           backend=backend, announce=console.print)
 
     _execute("memory", logdir, as_json, body)
 
@@ -390,13 +410,15 @@ def _on_signal(signum: int, _frame: object) -> None:
     raise Interrupted(signum)
 
 
-def main(argv: list[str] | None = None) -> int:
-    """Console-script entry point; returns the exit code (see module docstring)."""
+def main(argv: list[str] | None = None, *, open_nvml: Opener | None = None) -> int:
+    """Console-script entry point; returns the exit code (see module docstring).
+
+    ``open_nvml`` replaces how the commands open NVML (default: the real backend)."""
     for sig in HANDLED_SIGNALS:
         signal.signal(sig, _on_signal)
     command = typer.main.get_command(app)
     try:
-        rv = command.main(args=argv, prog_name="gpudiag", standalone_mode=False)
+        rv = command.main(args=argv, prog_name="gpudiag", standalone_mode=False, obj=open_nvml)
     except typer.Exit as exc:
         return int(exc.exit_code)
     except typer.Abort:

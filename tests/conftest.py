@@ -17,11 +17,16 @@ REPO = TESTS_DIR.parent
 
 
 def gpudiag(*args: str, timeout: float = 300, env: dict[str, str] | None = None,
-            cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
-    """Run ``python -m gpudiag ARGS`` as a user would; text output captured."""
+            cwd: Path | None = None, fake_nvml: str | None = None,
+            ) -> subprocess.CompletedProcess[str]:
+    """Run ``python -m gpudiag ARGS`` as a user would; text output captured. With
+    ``fake_nvml`` (a scenario name of tests/fake_nvml.py) NVML is that scenario, given
+    through gpudiag.cli.main's ``open_nvml`` (tests/gpudiag_with_fake_nvml.py)."""
     full_env = {**os.environ, "PYTHONPATH": str(REPO), **(env or {})}
+    entry = (["-m", "gpudiag"] if fake_nvml is None
+             else [str(TESTS_DIR / "gpudiag_with_fake_nvml.py"), fake_nvml])
     return subprocess.run(
-        [sys.executable, "-m", "gpudiag", *args], capture_output=True, text=True,
+        [sys.executable, *entry, *args], capture_output=True, text=True,
         timeout=timeout, env=full_env, cwd=cwd or REPO, stdin=subprocess.DEVNULL,
     )
 

@@ -1,9 +1,12 @@
 """A fake NVML backend with named, scripted scenarios (NVML cannot exist on this machine).
 
 It implements gpudiag.nvml.NvmlBackend, the same interface the real pynvml backend
-implements, and is injected where the real code takes a backend; pynvml is never
-patched. Each device is scripted as functions of the seconds since the fake was opened
-(wall clock), so a Sampler running in real time sees the scenario unfold:
+implements, and is injected where the real code takes a backend (a command function's
+``backend`` parameter, ``Sampler(backend)``, or ``gpudiag.cli.main(argv, open_nvml=...)``
+for the whole CLI); pynvml is never patched. Each device is scripted as functions of the
+seconds since the fake was opened on its ``clock``: the real clock by default, so a
+Sampler running in real time beside a real command sees the scenario unfold, or a
+tests/fake_clock.FakeClock shared with the Sampler, so a test moves time itself:
 
 * ``busy``              every GPU at ~90 % with memory growing,
 * ``one_idle``          GPU 1 stays at 0 % while the others work,
@@ -21,13 +24,14 @@ and how often (handles, per-process query out of the fast loop).
 from __future__ import annotations
 
 import threading
-import time
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from gpudiag.nvml import (
     NOT_AVAILABLE,
+    SYSTEM_CLOCK,
+    Clock,
     DeviceError,
     DeviceInfo,
     DeviceState,
@@ -80,10 +84,11 @@ class FakeBackend:
     scenario: str = "custom"
     calls: Counter[str] = field(default_factory=Counter)
     closed: bool = False
-    per_call_delay_s: float = 0.0
+    clock: Clock = SYSTEM_CLOCK
 
     def __post_init__(self) -> None:
-        self._wall0 = time.time()
+        self._mono0 = self.clock.monotonic()
+        self._wall0 = self.clock.time()
         self._lock = threading.Lock()
         for i, d in enumerate(self.devices):
             d.uuid = d.uuid or f"GPU-{i:08d}-fake-0000-0000-{i:012d}"
@@ -92,13 +97,12 @@ class FakeBackend:
     # -- helpers
 
     def _t(self) -> float:
-        return time.time() - self._wall0
+        """Seconds since the fake was opened (the scenario's time)."""
+        return self.clock.monotonic() - self._mono0
 
     def _device(self, method: str, index: int) -> FakeDevice:
         with self._lock:
             self.calls[method] += 1
-        if self.per_call_delay_s:
-            time.sleep(self.per_call_delay_s)
         if not 0 <= index < len(self.devices):
             raise DeviceError(index, "Invalid Argument")
         d = self.devices[index]
@@ -186,11 +190,11 @@ class FakeBackend:
 # --------------------------------------------------------------------------- scenarios
 
 
-def busy(n: int = 2) -> FakeBackend:
-    return FakeBackend([FakeDevice() for _ in range(n)], scenario="busy")
+def busy(n: int = 2, *, clock: Clock = SYSTEM_CLOCK) -> FakeBackend:
+    return FakeBackend([FakeDevice() for _ in range(n)], scenario="busy", clock=clock)
 
 
-def one_idle(n: int = 2, idle_index: int = 1) -> FakeBackend:
+def one_idle(n: int = 2, idle_index: int = 1, *, clock: Clock = SYSTEM_CLOCK) -> FakeBackend:
     devices = [FakeDevice(pids=(4242 + i,)) for i in range(n)]
     devices[idle_index] = FakeDevice(
         util_percent=const(0.0),
@@ -198,19 +202,21 @@ def one_idle(n: int = 2, idle_index: int = 1) -> FakeBackend:
         power_draw_w=const(55.0),
         pids=(),
     )
-    return FakeBackend(devices, scenario="one_idle")
+    return FakeBackend(devices, scenario="one_idle", clock=clock)
 
 
-def lost_mid_run(n: int = 2, lost_index: int = 1, lost_after_s: float = 0.35) -> FakeBackend:
+def lost_mid_run(
+    n: int = 2, lost_index: int = 1, lost_after_s: float = 0.35, *, clock: Clock = SYSTEM_CLOCK
+) -> FakeBackend:
     devices = [FakeDevice() for _ in range(n)]
     devices[lost_index].lost_after_s = lost_after_s
-    return FakeBackend(devices, scenario="lost_mid_run")
+    return FakeBackend(devices, scenario="lost_mid_run", clock=clock)
 
 
-def lost_at_start(n: int = 2, lost_index: int = 1) -> FakeBackend:
+def lost_at_start(n: int = 2, lost_index: int = 1, *, clock: Clock = SYSTEM_CLOCK) -> FakeBackend:
     devices = [FakeDevice() for _ in range(n)]
     devices[lost_index].lost_after_s = 0.0
-    return FakeBackend(devices, scenario="lost_at_start")
+    return FakeBackend(devices, scenario="lost_at_start", clock=clock)
 
 
 UNSUPPORTED_ALL_BUT_UTIL_AND_MEMORY = frozenset(
@@ -228,20 +234,22 @@ UNSUPPORTED_ALL_BUT_UTIL_AND_MEMORY = frozenset(
 )
 
 
-def unsupported(n: int = 1) -> FakeBackend:
+def unsupported(n: int = 1, *, clock: Clock = SYSTEM_CLOCK) -> FakeBackend:
     return FakeBackend(
         [FakeDevice(unsupported=UNSUPPORTED_ALL_BUT_UTIL_AND_MEMORY) for _ in range(n)],
         scenario="unsupported",
+        clock=clock,
     )
 
 
-def no_utilization(n: int = 1) -> FakeBackend:
+def no_utilization(n: int = 1, *, clock: Clock = SYSTEM_CLOCK) -> FakeBackend:
     return FakeBackend(
         [
             FakeDevice(unsupported=UNSUPPORTED_ALL_BUT_UTIL_AND_MEMORY | {"util_gpu_percent"})
             for _ in range(n)
         ],
         scenario="no_utilization",
+        clock=clock,
     )
 
 

@@ -118,7 +118,12 @@ def test_fraction_uses_the_nvml_device_behind_gpu0(monkeypatch: pytest.MonkeyPat
         ]
     )
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "1")
-    assert memory_cmd.gpu0_total_bytes(lambda: backend) == (80 * GIB, None)
-    assert backend.closed
-    total, why = memory_cmd.gpu0_total_bytes(lambda: fake_nvml.open_scenario("no_nvml"))
+    assert memory_cmd.gpu0_total_bytes(backend) == (80 * GIB, None)
+    assert not backend.closed  # the caller (the CLI) opened it and closes it
+    total, why = memory_cmd.gpu0_total_bytes(fake_nvml.open_scenario("no_nvml"))
     assert total is None and why == fake_nvml.NO_NVML_REASON
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "-1")
+    total, why = memory_cmd.gpu0_total_bytes(backend)
+    assert total is None and why == ("cannot tell which NVML device is GPU:0: "
+                                     "CUDA_VISIBLE_DEVICES has no entry 0")
+

@@ -1,19 +1,24 @@
 """gpudiag.nvml: the query helper, the sampler against the scripted fake backend, the
-pure summaries, TensorBoard scalars read back, and open_backend on this machine."""
+pure summaries, TensorBoard scalars read back, and open_backend on this machine.
+
+The sampler runs its real threads on a FakeClock shared with the fake backend: the test
+moves time, every poll happens at an exact instant, and nothing sleeps, so the counts and
+times below are exact, on an idle machine as on a loaded one. Durations end between two
+polls (1.05 s, not 1.0 s) so no poll sits on the edge of a window.
+"""
 
 from __future__ import annotations
 
 import itertools
 import json
-import re
-import statistics
 import threading
-import time
+from collections.abc import Callable
 
 import fake_nvml
 import pynvml
 import pytest
 from conftest import read_scalars
+from fake_clock import FakeClock
 from fake_nvml import FakeBackend, FakeDevice
 
 from gpudiag import nvml
@@ -29,10 +34,20 @@ from gpudiag.nvml import (
     summarise_device,
 )
 
+DRIVER_PERIOD_S = fake_nvml.DRIVER_SAMPLE_PERIOD_S
 
-def run_sampler(backend: nvml.NvmlBackend, seconds: float, **kwargs: object) -> nvml.SamplingResult:
-    with Sampler(backend, **kwargs) as sampler:  # type: ignore[arg-type]
-        time.sleep(seconds)
+
+def clocked(scenario: Callable[..., FakeBackend], *args: object, **kwargs: object) -> FakeBackend:
+    """A scripted scenario on a fresh FakeClock that the Sampler's two threads wait on."""
+    return scenario(*args, clock=FakeClock(parties=2), **kwargs)
+
+
+def run_sampler(backend: FakeBackend, seconds: float, **kwargs: object) -> nvml.SamplingResult:
+    """Sample ``backend`` for ``seconds`` of its FakeClock (no real time passes)."""
+    clock = backend.clock
+    assert isinstance(clock, FakeClock)
+    with Sampler(backend, clock=clock, **kwargs) as sampler:  # type: ignore[arg-type]
+        clock.advance(seconds)
     assert sampler.result is not None
     return sampler.result
 
@@ -104,52 +119,59 @@ def test_interval_below_nvml_window_is_refused() -> None:
 
 
 def test_sampler_polls_at_its_interval_and_stops_cleanly() -> None:
-    backend = fake_nvml.busy(n=2)
-    sampler = Sampler(backend, interval_s=0.1).start()
-    time.sleep(1.0)
+    backend = clocked(fake_nvml.busy, n=2)
+    clock = backend.clock
+    assert isinstance(clock, FakeClock)
+    sampler = Sampler(backend, interval_s=0.1, clock=clock).start()
+    clock.advance(1.05)
     result = sampler.stop()
     assert not any(t.name.startswith("gpudiag-nvml") for t in threading.enumerate())
     calls_after_stop = dict(backend.calls)
-    time.sleep(0.3)
+    clock.advance(1.0)
     assert dict(backend.calls) == calls_after_stop  # nothing polls after stop()
 
-    assert 0.95 <= result.duration_s < 1.5
+    assert result.duration_s == pytest.approx(1.05)
     for index in (0, 1):
         times = [s.t_s for s in result.samples if s.index == index]
-        # ~11 polls (one at start, one per 0.1 s, one on stop); generous for a loaded box
-        assert 6 <= len(times) <= 14
-        assert times == sorted(times)
-        gaps = [b - a for a, b in itertools.pairwise(times)][:-1]
-        assert 0.07 <= statistics.median(gaps) <= 0.2
+        # one poll at start, one every 0.1 s up to 1.0 s, one on stop at 1.05 s
+        assert times == pytest.approx([k / 10 for k in range(11)] + [1.05])
+        gaps = [b - a for a, b in itertools.pairwise(times)]
+        assert gaps == pytest.approx([0.1] * 10 + [0.05])
     assert sampler.stop() is result  # idempotent
 
 
 def test_slow_per_process_query_is_kept_out_of_the_fast_loop() -> None:
-    backend = fake_nvml.busy(n=2)
-    run_sampler(backend, 1.0, interval_s=0.1)
-    fast = backend.calls["device_state"]
-    slow = backend.calls["processes"]
-    assert fast >= 14  # two devices, ~11 polls each
-    assert 1 <= slow <= 2 * 3  # first at one interval, then every >= 1 s
-    assert backend.calls["pcie_throughput"] == slow
+    backend = clocked(fake_nvml.busy, n=2)
+    result = run_sampler(backend, 2.15, interval_s=0.1)
+    # fast: at 0, 0.1, ... 2.1 s and on stop, for each of two devices
+    assert backend.calls["device_state"] == 2 * 23
+    assert result.cost.polls == 23
+    # slow: first one interval in (0.1 s), then every 1 s (1.1 s, 2.1 s)
+    assert result.cost.slow_polls == 3
+    assert backend.calls["processes"] == 2 * 3
+    assert backend.calls["pcie_throughput"] == 2 * 3
     assert backend.calls["device_info"] == 2  # static info read once per device
+    assert [p.first_seen_s for p in result.summary(0).processes] == pytest.approx([0.1])
+    assert [p.last_seen_s for p in result.summary(0).processes] == pytest.approx([2.1])
 
 
 def test_short_run_still_gets_fine_grained_driver_samples() -> None:
-    backend = fake_nvml.busy(n=1)
-    result = run_sampler(backend, 1.0, interval_s=0.5)
+    backend = clocked(fake_nvml.busy, n=1)
+    result = run_sampler(backend, 1.1, interval_s=0.5)
     summary = result.summary(0)
-    assert summary.poll_count <= 4
+    assert summary.poll_count == 4  # 0, 0.5, 1.0 s and on stop
     assert summary.util_source == "driver"
-    assert summary.util_sample_count >= 5  # the driver's 1/6 s samples, drained between polls
-    # Only samples taken after start: none from before the sampler ran.
-    assert all(u.t_s >= -0.01 for u in result.util_samples)
+    # the driver's 1/6 s samples, drained between polls: 1/6 s ... 1 s
+    assert summary.util_sample_count == 6
     ts = [u.t_s for u in result.util_samples]
-    assert len(ts) == len(set(ts))  # each driver sample read once
+    assert ts == pytest.approx([k * DRIVER_PERIOD_S for k in range(1, 7)], abs=1e-5)
+    # Only samples taken after start (none from t = 0 or before), each read once.
+    assert all(t > 0 for t in ts)
+    assert len(ts) == len(set(ts))
 
 
 def test_busy_summary() -> None:
-    result = run_sampler(fake_nvml.busy(n=2), 0.8, interval_s=0.1)
+    result = run_sampler(clocked(fake_nvml.busy, n=2), 0.85, interval_s=0.1)
     for s in result.summaries:
         assert s.error is None
         assert s.util_mean_percent == pytest.approx(90.0)
@@ -157,9 +179,12 @@ def test_busy_summary() -> None:
         assert s.util_p95_percent == pytest.approx(90.0)
         assert s.util_max_percent == pytest.approx(90.0)
         assert s.active_s is not NOT_AVAILABLE
-        assert s.active_s == pytest.approx(result.duration_s, abs=0.25)
+        # five driver samples (1/6 s ... 5/6 s), each covering the 1/6 s before it
+        assert s.active_s == pytest.approx(5 * DRIVER_PERIOD_S, abs=1e-5)
+        assert result.duration_s - s.active_s < DRIVER_PERIOD_S
         assert s.peak_memory_used_bytes is not NOT_AVAILABLE
-        assert s.peak_memory_used_bytes > fake_nvml.GIB  # memory grows in the scenario
+        # memory grows 100 MiB/s in the scenario: the peak is the last poll's, at 0.85 s
+        assert s.peak_memory_used_bytes == fake_nvml.GIB + int(0.85 * 100 * 2**20)
         assert s.memory_total_bytes == 40 * fake_nvml.GIB
         assert [p.pid for p in s.processes] == [4242]
         assert s.power_mean_w == pytest.approx(250.0)
@@ -169,46 +194,50 @@ def test_busy_summary() -> None:
 
 
 def test_one_idle_gpu_summary() -> None:
-    result = run_sampler(fake_nvml.one_idle(n=2, idle_index=1), 0.6, interval_s=0.1)
+    result = run_sampler(clocked(fake_nvml.one_idle, n=2, idle_index=1), 0.65, interval_s=0.1)
     busy, idle = result.summary(0), result.summary(1)
     assert busy.util_mean_percent == pytest.approx(90.0)
     assert idle.util_max_percent == 0.0
     assert idle.active_s == 0.0
     assert idle.processes == ()
-    assert busy.active_s is not NOT_AVAILABLE and busy.active_s > 0.3
+    assert busy.active_s is not NOT_AVAILABLE
+    assert busy.active_s == pytest.approx(3 * DRIVER_PERIOD_S, abs=1e-5)  # 1/6 ... 1/2 s
 
 
 def test_gpu_lost_mid_run_becomes_error_record_others_keep_reporting() -> None:
-    backend = fake_nvml.lost_mid_run(n=2, lost_index=1, lost_after_s=0.35)
-    result = run_sampler(backend, 1.0, interval_s=0.1)
+    backend = clocked(fake_nvml.lost_mid_run, n=2, lost_index=1, lost_after_s=0.35)
+    result = run_sampler(backend, 1.05, interval_s=0.1)
     ok, lost = result.summary(0), result.summary(1)
     assert ok.error is None
-    assert lost.error is not None
-    assert re.fullmatch(r"GPU is lost \(at \d+\.\d s\)", lost.error)
-    assert 0.3 <= lost.observed_s < ok.observed_s
-    assert 2 <= lost.poll_count < ok.poll_count
+    # polled fine at 0, 0.1, 0.2, 0.3 s; the poll at 0.4 s found it lost
+    assert lost.error == "GPU is lost (at 0.4 s)"
+    assert lost.poll_count == 4
+    assert lost.observed_s == pytest.approx(0.3)
+    assert ok.observed_s == pytest.approx(1.05)
+    assert ok.poll_count == 12
     # what was seen before the loss still counts
     assert lost.util_mean_percent == pytest.approx(90.0)
-    assert ok.poll_count >= 7
     assert result.sampler_error is None
 
 
 def test_gpu_lost_before_first_poll() -> None:
-    result = run_sampler(fake_nvml.lost_at_start(n=2, lost_index=1), 0.4, interval_s=0.1)
+    result = run_sampler(clocked(fake_nvml.lost_at_start, n=2, lost_index=1), 0.45,
+                         interval_s=0.1)
     lost = result.summary(1)
     assert lost.error == "GPU is lost (at start)"
     assert lost.poll_count == 0
     assert lost.util_source == "none"
     assert lost.util_mean_percent is NOT_AVAILABLE
-    assert result.summary(0).poll_count >= 3
+    assert result.summary(0).poll_count == 6  # 0 ... 0.4 s and on stop
     json.dumps(result.to_dict(with_samples=True))
 
 
 def test_unsupported_fields_are_not_available_not_errors() -> None:
-    result = run_sampler(fake_nvml.unsupported(n=1), 0.5, interval_s=0.1)
+    result = run_sampler(clocked(fake_nvml.unsupported, n=1), 0.55, interval_s=0.1)
     s = result.summary(0)
     assert s.error is None
     assert s.util_source == "polled"  # no driver samples: falls back to the polls
+    assert s.util_sample_count == s.poll_count == 7
     assert s.util_mean_percent == pytest.approx(90.0)
     assert s.power_mean_w is NOT_AVAILABLE
     assert s.temperature_max_c is NOT_AVAILABLE
@@ -231,27 +260,34 @@ def test_unsupported_fields_are_not_available_not_errors() -> None:
 
 
 def test_no_utilization_at_all() -> None:
-    s = run_sampler(fake_nvml.no_utilization(), 0.3, interval_s=0.1).summary(0)
+    s = run_sampler(clocked(fake_nvml.no_utilization), 0.35, interval_s=0.1).summary(0)
     assert s.util_source == "none"
     assert s.util_mean_percent is NOT_AVAILABLE and s.active_s is NOT_AVAILABLE
     assert s.peak_memory_used_bytes is not NOT_AVAILABLE
 
 
 def test_device_indices_restrict_and_are_checked() -> None:
-    backend = fake_nvml.busy(n=3)
-    result = run_sampler(backend, 0.3, interval_s=0.1, device_indices=[2])
+    backend = clocked(fake_nvml.busy, n=3)
+    result = run_sampler(backend, 0.35, interval_s=0.1, device_indices=[2])
     assert result.device_indices == (2,)
     assert {s.index for s in result.samples} == {2}
+    assert backend.calls["device_info"] == 1
     with pytest.raises(ValueError, match="no GPU 7: NVML sees 3"):
         Sampler(fake_nvml.busy(n=3), device_indices=[7]).start()
 
 
 def test_unexpected_backend_failure_is_surfaced_not_swallowed() -> None:
+    polled = threading.Event()
+
     class Broken(FakeBackend):
         def device_state(self, index: int) -> DeviceState:
+            polled.set()
             raise RuntimeError("bug in a backend")
 
-    result = run_sampler(Broken([FakeDevice()]), 0.2, interval_s=0.1)
+    backend = Broken([FakeDevice()], clock=FakeClock())
+    sampler = Sampler(backend, interval_s=0.1, clock=backend.clock).start()
+    assert polled.wait(timeout=30)  # the fast thread's first poll has hit the bug
+    result = sampler.stop()
     assert result.sampler_error is not None
     assert result.sampler_error.startswith("gpudiag-nvml-fast: RuntimeError('bug in a backend'")
     assert result.summary(0).poll_count == 0  # and the summary says so, not a fake 0 %
@@ -259,13 +295,37 @@ def test_unexpected_backend_failure_is_surfaced_not_swallowed() -> None:
 
 
 def test_sampler_measures_its_own_cost() -> None:
-    result = run_sampler(fake_nvml.busy(n=2), 0.6, interval_s=0.1)
+    result = run_sampler(clocked(fake_nvml.busy, n=2), 0.65, interval_s=0.1)
     cost = result.cost
-    assert cost.polls >= 5
+    assert cost.polls == 8  # 0 ... 0.6 s and on stop
+    assert cost.slow_polls == 1
+    assert cost.duration_s == pytest.approx(0.65)
+    # CPU and poll time are measured on the real clocks, whatever clock schedules polls
     assert cost.cpu_s > 0
     assert 0 < cost.poll_wall_mean_s <= cost.poll_wall_max_s < 0.1
+    assert cost.cpu_fraction == pytest.approx(cost.cpu_s / 0.65)
     assert cost.cpu_fraction < 0.2
     assert result.to_dict()["cost"]["cpu_fraction"] == pytest.approx(cost.cpu_fraction)
+
+
+def test_sampler_on_the_system_clock_samples_in_real_time() -> None:
+    # The default clock, as commands use it: the threads really wait between polls. Only
+    # bounds no load can break; the exact schedule is tested on the FakeClock above.
+    third_poll = threading.Event()
+
+    class Counting(FakeBackend):
+        def device_state(self, index: int) -> DeviceState:
+            state = super().device_state(index)
+            if self.calls["device_state"] == 3:
+                third_poll.set()
+            return state
+
+    sampler = Sampler(Counting([FakeDevice()]), interval_s=0.1).start()
+    assert third_poll.wait(timeout=60)
+    result = sampler.stop()
+    assert result.summary(0).poll_count >= 4  # three in the loop, one on stop
+    assert result.duration_s >= 0.2  # the third poll is due 0.2 s after the first
+    assert result.sampler_error is None
 
 
 # --------------------------------------------------------------------------- pure summaries
@@ -321,17 +381,17 @@ def test_percentile() -> None:
 
 
 def test_scalars_round_trip(tmp_path) -> None:
-    result = run_sampler(fake_nvml.one_idle(n=2), 0.5, interval_s=0.1)
+    result = run_sampler(clocked(fake_nvml.one_idle, n=2), 0.55, interval_s=0.1)
     tags = nvml.write_scalars(result, tmp_path / "nvml")
     assert "gpu0/util_percent" in tags and "gpu1/memory_used_mib" in tags
     stored = read_scalars(tmp_path / "nvml")
     assert set(tags) == set(stored)
     busy = [e.value for e in stored["gpu0/util_percent"]]
     idle = [e.value for e in stored["gpu1/util_percent"]]
-    assert len(busy) == result.summary(0).poll_count
+    assert len(busy) == result.summary(0).poll_count == 7
     assert set(busy) == {90.0} and set(idle) == {0.0}
     assert stored["gpu1/memory_used_mib"][0].value == pytest.approx(300.0)
     fine = stored["gpu0/util_driver_percent"]
     assert len(fine) == result.summary(0).util_sample_count
     steps = [e.step for e in stored["gpu0/util_percent"]]
-    assert steps == sorted(steps) and steps[-1] >= 400  # milliseconds since start
+    assert steps == [0, 100, 200, 300, 400, 500, 550]  # milliseconds since start

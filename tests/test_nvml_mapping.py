@@ -8,6 +8,9 @@ compute capability).
 
 from __future__ import annotations
 
+import pytest
+
+from gpudiag import verdicts
 from gpudiag.nvml import (
     NOT_AVAILABLE,
     DeviceInfo,
@@ -149,8 +152,11 @@ def test_unresolvable_entries_say_why() -> None:
     assert "0000:99:00.0 not among NVML's devices" in str(first.note)
     assert "names GPU 7, which NVML does not list" in str(first.note)
     assert second.nvml_index is None and "has no entry 1" in str(second.note)
-    mig = map_logical_to_physical(logical[1:2], "0,MIG-1234", PHYSICAL)
+    mig = map_logical_to_physical(logical[1:2], "MIG-1234,MIG-5678", PHYSICAL)
     assert mig[0].nvml_index is None and "MIG" in str(mig[0].note)
+    # a MIG entry after an index ends the list (CUDA does not mix the forms)
+    mixed = map_logical_to_physical(logical[1:2], "0,MIG-1234", PHYSICAL)
+    assert mixed[0].nvml_index is None and "has no entry 1" in str(mixed[0].note)
     assert logical_by_physical(out) == {}
 
 
@@ -163,6 +169,58 @@ def test_cuda_visible_devices_parsing_follows_cuda() -> None:
     assert parse_cuda_visible_devices("1,abc,2") == ["1"]
     logical = [{"name": "/device:GPU:0", "physical_index": 0}]
     assert map_logical_to_physical(logical, "", PHYSICAL)[0].nvml_index is None
+
+
+@pytest.mark.parametrize(
+    ("value", "device_count", "expected"),
+    [
+        (None, None, None),  # unset: every device
+        (None, 4, None),
+        ("", None, []),  # set but empty: none
+        ("-1", None, []),  # the usual way to hide every GPU
+        ("-1", 4, []),
+        ("0,2,-1,1", 4, ["0", "2"]),  # CUDA's own example: -1 ends the list
+        ("2,1", 4, ["2", "1"]),  # order kept: device 2 becomes CUDA device 0
+        ("1,abc,2", 4, ["1"]),  # a word ends the list
+        ("0,,1", 4, ["0"]),  # so does an empty entry
+        (" 1 , 0 ", 4, ["1", "0"]),  # spaces around entries do not matter
+        ("1gpu,0", 4, ["1", "0"]),  # an entry is read as strtoul reads it
+        ("0,1,0", 4, []),  # a repeated entry: no device at all
+        ("0,9,1", 4, ["0"]),  # an index past the last GPU ends the list
+        ("0,9,1", None, ["0", "9", "1"]),  # (unknown without the count)
+        ("GPU-1a2b,GPU-5e6f", 4, ["GPU-1a2b", "GPU-5e6f"]),
+        ("GPU-1a2b,0", 4, ["GPU-1a2b"]),  # no mixing of UUIDs and indices
+        ("0,GPU-1a2b", 4, ["0"]),
+        ("GPU-1a2b,GPU-1a2b", 4, []),
+        ("MIG-GPU-1a2b/1/0", 4, ["MIG-GPU-1a2b/1/0"]),
+    ],
+)
+def test_cuda_visible_devices_every_cuda_rule(
+    value: str | None, device_count: int | None, expected: list[str] | None
+) -> None:
+    assert parse_cuda_visible_devices(value, device_count) == expected
+
+
+def test_minus_one_makes_no_gpu_visible_for_the_env_verdicts() -> None:
+    # verdicts.visible_count is a thin call of the same parser: they cannot disagree.
+    assert verdicts.visible_count("-1", 2) == 0
+    assert verdicts.visible_count("0,2,-1,1", 4) == 2
+    assert verdicts.visible_count("0,0", 4) == 0
+    for value in (None, "", "-1", "0", "1,0", "0,9,1", "GPU-1a2b", "7"):
+        parsed = parse_cuda_visible_devices(value, 4)
+        assert verdicts.visible_count(value, 4) == (4 if parsed is None else len(parsed))
+    tf_info = {
+        "tf_version": "2.21.0",
+        "build_info": {"is_cuda_build": True},
+        "physical_gpus": [],
+        "env": {"CUDA_VISIBLE_DEVICES": "-1"},
+    }
+    nvml_info = {"backend": "fake", "devices": [{"index": i, "name": "GPU", "pci_bus_id": "x"}
+                                                for i in range(2)]}
+    found = {f.id: f for f in verdicts.env_findings(tf_info, nvml_info, None, [])}
+    hidden = found["env.cuda-visible-devices"]
+    assert hidden.message == "CUDA_VISIBLE_DEVICES='-1' hides 2 of 2 GPU(s)"
+    assert hidden.evidence["visible_by_cuda_visible_devices"] == 0
 
 
 def test_physical_without_pci_or_uuid() -> None:

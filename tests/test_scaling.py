@@ -14,6 +14,7 @@ import fake_nvml
 import numpy as np
 import pytest
 from conftest import findings_by_id, gpudiag, load_report, read_scalars, run_dirs
+from fake_clock import FakeClock
 
 from gpudiag import cli, layout, nvml
 from gpudiag.devices import DeviceSetup
@@ -188,11 +189,12 @@ def test_more_devices_than_can_be_made_is_exit_2(logdir) -> None:
 # ------------------------------------------------------------------ NVML cross-check
 
 
-def sample(backend: fake_nvml.FakeBackend, seconds: float = 1.2) -> nvml.SamplingResult:
-    import time
-
-    sampler = nvml.Sampler(backend, interval_s=0.1).start()
-    time.sleep(seconds)
+def sample(backend: fake_nvml.FakeBackend, seconds: float = 1.25) -> nvml.SamplingResult:
+    """Sample a scenario made on a FakeClock(parties=2) for ``seconds`` of that clock."""
+    clock = backend.clock
+    assert isinstance(clock, FakeClock)
+    sampler = nvml.Sampler(backend, interval_s=0.1, clock=clock).start()
+    clock.advance(seconds)
     return sampler.stop()
 
 
@@ -206,7 +208,7 @@ def physical(backend: fake_nvml.FakeBackend) -> list[nvml.DeviceInfo]:
 
 
 def test_nvml_cross_check_fails_naming_the_idle_gpu() -> None:
-    backend = fake_nvml.one_idle(n=2, idle_index=1)
+    backend = fake_nvml.one_idle(n=2, idle_index=1, clock=FakeClock(parties=2))
     setup = device_setup("gpu", ["/device:GPU:0", "/device:GPU:1"])
     finding = judge.nvml_finding("towers-2dev", sample(backend), setup, None, physical(backend))
     assert finding is not None
@@ -218,7 +220,7 @@ def test_nvml_cross_check_fails_naming_the_idle_gpu() -> None:
 
 
 def test_nvml_cross_check_ok_when_busy_and_absent_without_nvml() -> None:
-    backend = fake_nvml.busy(n=2)
+    backend = fake_nvml.busy(n=2, clock=FakeClock(parties=2))
     setup = device_setup("gpu", ["/device:GPU:0", "/device:GPU:1"])
     sampling = sample(backend)
     finding = judge.nvml_finding("towers-2dev", sampling, setup, None, physical(backend))
@@ -228,7 +230,7 @@ def test_nvml_cross_check_ok_when_busy_and_absent_without_nvml() -> None:
 
 
 def test_virtual_gpus_are_expected_on_one_physical_gpu() -> None:
-    backend = fake_nvml.one_idle(n=2, idle_index=1)
+    backend = fake_nvml.one_idle(n=2, idle_index=1, clock=FakeClock(parties=2))
     setup = device_setup("virtual-gpu", ["/device:GPU:0", "/device:GPU:1"])
     assert judge.expected_nvml_indices(setup, physical(backend)) == [0]
     finding = judge.nvml_finding("towers-2dev", sample(backend), setup, None, physical(backend))

@@ -1,8 +1,11 @@
-"""`gpudiag env`: TensorFlow's view (in a child) beside NVML's view (in this process)."""
+"""`gpudiag env`: TensorFlow's view (in a child) beside NVML's view (in this process).
+
+NVML comes in as ``backend`` (opened and closed by the caller: the CLI, with
+gpudiag.nvml.opened); this module never opens or closes it.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 from gpudiag import nvml
@@ -11,8 +14,6 @@ from gpudiag.runner import run_child
 from gpudiag.session import RunSession
 from gpudiag.verdicts import common as common_verdicts
 from gpudiag.verdicts import env as env_verdicts
-
-OpenBackend = Callable[[], "nvml.NvmlBackend | nvml.NvmlUnavailable"]
 
 
 def inventory(backend: nvml.NvmlBackend) -> dict[str, Any]:
@@ -34,16 +35,12 @@ def inventory(backend: nvml.NvmlBackend) -> dict[str, Any]:
     return {"backend": backend.description, "devices": devices}
 
 
-def run(session: RunSession, *, timeout_s: float,
-        open_nvml: OpenBackend = nvml.open_backend) -> None:
-    backend = open_nvml()
+def run(session: RunSession, *, backend: nvml.NvmlBackend | nvml.NvmlUnavailable,
+        timeout_s: float) -> None:
     if isinstance(backend, nvml.NvmlUnavailable):
         nvml_info, nvml_reason = None, backend.reason
     else:
-        try:
-            nvml_info, nvml_reason = inventory(backend), None
-        finally:
-            backend.close()
+        nvml_info, nvml_reason = inventory(backend), None
     # TF_CPP_MIN_LOG_LEVEL=0: TensorFlow's own words on why a GPU was not registered.
     child = run_child("env", {}, run_dir=session.run_dir, name="env", timeout_s=timeout_s,
                       env={"TF_CPP_MIN_LOG_LEVEL": "0"})

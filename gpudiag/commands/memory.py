@@ -9,6 +9,9 @@ Writes one TensorBoard run per mode (``memory-<mode>/``: scalars ``memory/tf_cur
 ``memory/tf_peak_mib``, ``memory/nvml_process_mib``, ``memory/nvml_device_used_mib`` by
 step), a table as TensorBoard text (``gpudiag/memory``) and the findings ``memory.*``.
 Names and tags: gpudiag/layout.py.
+
+NVML in this process (GPU:0's total memory, for ``--fraction``) comes in as ``backend``,
+opened and closed by the caller (the CLI); each child opens its own (probes/memory.py).
 """
 
 from __future__ import annotations
@@ -40,36 +43,29 @@ DEFAULT_STEPS = 8
 DEFAULT_STEP_MB = 64
 DEFAULT_LIMIT_MB = 1024
 
-OpenBackend = Callable[[], "nvml.NvmlBackend | nvml.NvmlUnavailable"]
-
 
 def limit_from_fraction(fraction: float, total_bytes: int) -> int:
     """per_process_gpu_memory_fraction -> a memory_limit in MiB (of the GPU's total memory)."""
     return max(1, int(fraction * total_bytes) // 2**20)
 
 
-def gpu0_total_bytes(open_nvml: OpenBackend) -> tuple[int | None, str | None]:
+def gpu0_total_bytes(
+    backend: nvml.NvmlBackend | nvml.NvmlUnavailable,
+) -> tuple[int | None, str | None]:
     """Total memory of the NVML device behind TensorFlow's GPU:0 (the children run with
     CUDA_DEVICE_ORDER=PCI_BUS_ID, NVML's order), or why it is unknown."""
-    backend = open_nvml()
     if isinstance(backend, nvml.NvmlUnavailable):
         return None, backend.reason
-    try:
-        physical = [backend.device_info(i) for i in range(backend.device_count())]
-        mapped = nvml.map_logical_to_physical(
-            [{"name": "/device:GPU:0", "physical_index": 0}],
-            os.environ.get("CUDA_VISIBLE_DEVICES"), physical,
-            cuda_device_order=child_env("default")["CUDA_DEVICE_ORDER"],
-        )[0]
-        if mapped.nvml_index is None:
-            return None, f"cannot tell which NVML device is GPU:0: {mapped.note}"
-        total = physical[mapped.nvml_index].memory_total_bytes
-        return (None, "NVML gives no total memory") if total is nvml.NOT_AVAILABLE else (
-            int(total), None)
-    except nvml.DeviceError as exc:
-        return None, f"NVML failed: {exc.reason}"
-    finally:
-        backend.close()
+    found = nvml.gpu0_device(
+        backend, cuda_visible_devices=os.environ.get("CUDA_VISIBLE_DEVICES"),
+        cuda_device_order=child_env("default")["CUDA_DEVICE_ORDER"],
+    )
+    if isinstance(found, str):
+        return None, found
+    total = found.info.memory_total_bytes
+    if total is nvml.NOT_AVAILABLE:
+        return None, "NVML gives no total memory"
+    return int(total), None
 
 
 def child_env(mode: str) -> dict[str, str]:
@@ -114,7 +110,7 @@ def run(
     step_mb: int = DEFAULT_STEP_MB,
     memory_limit_mb: int | None = None,
     fraction: float | None = None,
-    open_nvml: OpenBackend = nvml.open_backend,
+    backend: nvml.NvmlBackend | nvml.NvmlUnavailable,
     announce: Callable[[str], Any] | None = None,
 ) -> None:
     say = announce or (lambda _msg: None)
@@ -159,7 +155,7 @@ def run(
                 else common_verdicts.child_failed(check_id, f"the {mode} memory probe", out))
         limit_mb, why = memory_limit_mb or DEFAULT_LIMIT_MB, None
         if fraction is not None:
-            total, why = gpu0_total_bytes(open_nvml)
+            total, why = gpu0_total_bytes(backend)
             if total is not None:
                 limit_mb = limit_from_fraction(fraction, total)
                 say(f"--fraction {fraction:g} of {total / 2**30:.1f} GiB = {limit_mb} MiB")

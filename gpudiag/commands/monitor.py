@@ -15,6 +15,9 @@ Writes: report.json/report.md with findings ``monitor.command``, ``monitor.nvml`
 ``monitor.every-gpu-used``; per-GPU scalars in the ``nvml/`` TensorBoard run
 (gpudiag.nvml.write_scalars); a per-GPU table as TensorBoard text (``gpudiag/monitor``).
 
+NVML comes in as ``backend``, opened before and closed after by the caller (the CLI,
+with gpudiag.nvml.opened); this module never opens or closes it.
+
 Ctrl-C, SIGTERM, SIGHUP: gpudiag passes the same signal on to the command's process
 group, then SIGTERM after 5 s, then SIGKILL after 3 s more. The report is then written
 with what was sampled and marked interrupted (exit code 128 + the signal's number, 130
@@ -31,7 +34,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -44,9 +47,6 @@ from gpudiag.report import Finding
 from gpudiag.session import RunSession
 from gpudiag.verdicts import gpu_use as gpu_verdicts
 
-#: How the CLI opens NVML: the real backend. Tests put a scripted fake backend here
-#: (tests/fake_nvml.py), the one seam through which a fake enters the CLI.
-open_nvml: Callable[[], nvml.NvmlBackend | nvml.NvmlUnavailable] = nvml.open_backend
 DEFAULT_IDLE_THRESHOLD_PERCENT = nvml.DEFAULT_ACTIVE_THRESHOLD_PERCENT
 
 #: After the interrupting signal has been passed on to the command's process group:
@@ -180,22 +180,23 @@ def run(
     gpus: Sequence[int] | None = None,
     stdout_to_stderr: bool = False,
     announce: Any = None,
+    clock: nvml.Clock = nvml.SYSTEM_CLOCK,
 ) -> int | None:
     """Run ``command`` while sampling; add the findings. Returns the exit code to forward
     (None when the command exited 0: the findings decide). KeyboardInterrupt propagates
-    after the child is stopped and the findings are written."""
+    after the child is stopped and the findings are written. ``clock`` schedules the
+    sampler (tests give a fake one)."""
     say = announce or (lambda _msg: None)
     sampler: nvml.Sampler | None = None
     description = None if isinstance(backend, nvml.NvmlUnavailable) else backend.description
+    reason = backend.reason if isinstance(backend, nvml.NvmlUnavailable) else None
     if not isinstance(backend, nvml.NvmlUnavailable):
         sampler = nvml.Sampler(backend, interval_s, gpus,
-                               active_threshold_percent=idle_threshold_percent)
+                               active_threshold_percent=idle_threshold_percent, clock=clock)
         try:
             sampler.start()
         except nvml.DeviceError as exc:  # NVML itself failed (not one device): no sampling
-            backend.close()
-            backend, sampler = nvml.NvmlUnavailable(f"NVML failed at start: {exc}"), None
-    reason = backend.reason if isinstance(backend, nvml.NvmlUnavailable) else None
+            sampler, reason = None, f"NVML failed at start: {exc}"
     session.set("environment", {"nvml_backend": description,
                                 "nvml_unavailable_reason": reason})
     if sampler is None:
@@ -252,8 +253,6 @@ def run(
             result.summaries if result else [], idle_threshold_percent,
             nvml_unavailable_reason=reason, expected_indices=gpus,
             check_id="monitor.every-gpu-used"))
-        if not isinstance(backend, nvml.NvmlUnavailable):
-            backend.close()
     if interrupt is not None:
         raise interrupt
     return exit_code_of(returncode) if returncode else None

@@ -39,9 +39,6 @@ from gpudiag.scaling.tb_runs import write_allreduce_tb
 from gpudiag.session import RunSession
 from gpudiag.verdicts import common as common_verdicts
 
-#: How the command opens NVML: the real backend. Tests put a scripted fake here.
-open_nvml: Callable[[], nvml.NvmlBackend | nvml.NvmlUnavailable] = nvml.open_backend
-
 
 def _usage_error_from(child: ChildResult) -> UsageError | None:
     """A child that failed on the user's input (devices asked for, data) -> exit 2."""
@@ -82,13 +79,14 @@ class _ProgressTail:
             self._poll()
 
 
-def run(session: RunSession, options: ScalingOptions, *, console: Any = None) -> None:
-    """Run the whole scaling diagnosis into ``session``. See the module docstring.
+def run(session: RunSession, options: ScalingOptions, *,
+        backend: nvml.NvmlBackend | nvml.NvmlUnavailable, console: Any = None) -> None:
+    """Run the whole scaling diagnosis into ``session``. See the module docstring. NVML
+    comes in as ``backend``, opened and closed by the caller (the CLI).
 
     ``options`` have passed ``gpudiag.scaling.options.check`` (the CLI checks them)."""
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
-    backend = open_nvml()
     backend_reason = backend.reason if isinstance(backend, nvml.NvmlUnavailable) else None
     physical: list[nvml.DeviceInfo] = []
     if not isinstance(backend, nvml.NvmlUnavailable):
@@ -103,33 +101,29 @@ def run(session: RunSession, options: ScalingOptions, *, console: Any = None) ->
                         console=console, transient=False)
     runs: list[ConfigRun] = []
     interrupted: KeyboardInterrupt | None = None
-    try:
-        with progress:
-            allreduce = _run_allreduce(session, options, progress)
-            if allreduce is None:
-                return
-            setup = allreduce.setup
-            counts = device_counts(len(setup.compute_devices))
-            tasks = {
-                (s, n): progress.add_task(f"{s} {n} dev", total=options.workload.steps,
-                                          status="waiting", start=False)
-                for n in counts for s in options.strategies
-            }
-            try:
-                for n in counts:
-                    for strategy in options.strategies:
-                        cfg_run = _run_config(session, options, strategy, n, backend, progress,
-                                              tasks[(strategy, n)])
-                        runs.append(cfg_run)
-                        if not cfg_run.child.ok:
-                            err = _usage_error_from(cfg_run.child)
-                            if err is not None:
-                                raise err
-            except KeyboardInterrupt as exc:  # judge what finished, then stop
-                interrupted = exc
-    finally:
-        if not isinstance(backend, nvml.NvmlUnavailable):
-            backend.close()
+    with progress:
+        allreduce = _run_allreduce(session, options, progress)
+        if allreduce is None:
+            return
+        setup = allreduce.setup
+        counts = device_counts(len(setup.compute_devices))
+        tasks = {
+            (s, n): progress.add_task(f"{s} {n} dev", total=options.workload.steps,
+                                      status="waiting", start=False)
+            for n in counts for s in options.strategies
+        }
+        try:
+            for n in counts:
+                for strategy in options.strategies:
+                    cfg_run = _run_config(session, options, strategy, n, backend, progress,
+                                          tasks[(strategy, n)])
+                    runs.append(cfg_run)
+                    if not cfg_run.child.ok:
+                        err = _usage_error_from(cfg_run.child)
+                        if err is not None:
+                            raise err
+        except KeyboardInterrupt as exc:  # judge what finished, then stop
+            interrupted = exc
     rows, configs = judge(session, options, setup, allreduce, runs, backend_reason, physical)
     if console is not None and rows:
         render_table(rows, configs, console)

@@ -54,39 +54,34 @@ MODES = ("default", "growth", "growth_env", "limit", "modify_after_init")
 
 
 class NvmlView:
-    """NVML readings of the NVML device behind TensorFlow's GPU:0, from inside the child."""
+    """NVML readings of the NVML device behind TensorFlow's GPU:0, from inside the child.
 
-    def __init__(self) -> None:
+    ``backend`` is opened and closed by the caller (``run``); a failing NVML makes the view
+    stop reading and say why (``reason``), it never raises.
+    """
+
+    def __init__(self, backend: nvml.NvmlBackend | nvml.NvmlUnavailable) -> None:
         self.reason: str | None = None
         self.index: int | None = None
         self.mapping_note: str | None = None
         self.total_bytes: int | None = None
         self.baseline_used_bytes: int | None = None
         self._backend: nvml.NvmlBackend | None = None
-        backend = nvml.open_backend()
         if isinstance(backend, nvml.NvmlUnavailable):
             self.reason = backend.reason
             return
-        try:
-            physical = [backend.device_info(i) for i in range(backend.device_count())]
-            mapped = nvml.map_logical_to_physical(
-                [{"name": "/device:GPU:0", "physical_index": 0}],
-                os.environ.get("CUDA_VISIBLE_DEVICES"), physical,
-                cuda_device_order=os.environ.get("CUDA_DEVICE_ORDER"),
-            )[0]
-            self.mapping_note = mapped.note
-            if mapped.nvml_index is None:
-                self.reason = f"cannot tell which NVML device is GPU:0: {mapped.note}"
-                backend.close()
-                return
-            self.index = mapped.nvml_index
-            self._backend = backend
-            self.total_bytes = nvml.or_none(physical[self.index].memory_total_bytes)
-            self.baseline_used_bytes = self.read().get("nvml_device_used_bytes")
-        except nvml.DeviceError as exc:
-            self.reason = f"NVML failed: {exc.reason}"
-            self._backend = None
-            backend.close()
+        found = nvml.gpu0_device(
+            backend, cuda_visible_devices=os.environ.get("CUDA_VISIBLE_DEVICES"),
+            cuda_device_order=os.environ.get("CUDA_DEVICE_ORDER"),
+        )
+        if isinstance(found, str):
+            self.reason = found
+            return
+        self.index = found.info.index
+        self.mapping_note = found.mapping.note
+        self.total_bytes = nvml.or_none(found.info.memory_total_bytes)
+        self._backend = backend
+        self.baseline_used_bytes = self.read().get("nvml_device_used_bytes")
 
     def read(self) -> dict[str, int | None]:
         """``nvml_device_used_bytes`` and ``nvml_process_used_bytes`` now; {} without NVML."""
@@ -111,11 +106,6 @@ class NvmlView:
         return MemoryNvml(available=self.reason is None, reason=self.reason, index=self.index,
                           mapping_note=self.mapping_note, total_bytes=self.total_bytes,
                           baseline_device_used_bytes=self.baseline_used_bytes)
-
-    def close(self) -> None:
-        if self._backend is not None:
-            self._backend.close()
-            self._backend = None
 
 
 def _first_line(exc: BaseException) -> str:
@@ -206,11 +196,18 @@ def run(config: dict[str, Any]) -> dict[str, Any]:
     mode = config["mode"]
     if mode not in MODES:
         raise ValueError(f"unknown memory mode {mode!r}; one of {', '.join(MODES)}")
-    steps, step_mb = int(config.get("steps", 8)), int(config.get("step_mb", 64))
     inherited = os.environ.get(ENV_GROWTH)
     if mode != "growth_env" and inherited is not None:
         del os.environ[ENV_GROWTH]  # before TensorFlow reads it
-    view = NvmlView()  # before TensorFlow: the baseline is the device without us
+    with nvml.opened() as backend:  # this child's NVML: opened and closed here
+        view = NvmlView(backend)  # before TensorFlow: the baseline is the device without us
+        return probe(config, view, inherited)
+
+
+def probe(config: dict[str, Any], view: NvmlView, inherited: str | None) -> dict[str, Any]:
+    """The mode's observations, with NVML's readings from ``view``."""
+    mode = config["mode"]
+    steps, step_mb = int(config.get("steps", 8)), int(config.get("step_mb", 64))
     import tensorflow as tf
 
     gpus = tf.config.list_physical_devices("GPU")
@@ -224,30 +221,27 @@ def run(config: dict[str, Any]) -> dict[str, Any]:
              "CUDA_DEVICE_ORDER": os.environ.get("CUDA_DEVICE_ORDER")},
         nvml=view.describe(),
     )
-    try:
-        if mode == "modify_after_init":
-            return replace(out, attempts=modify_after_init(tf, gpus)).to_dict()
-        if not gpus:
-            pattern = allocation_pattern(tf, "/CPU:0", steps, step_mb, None)
-            return replace(out, pattern=pattern).to_dict()
-        tf.config.set_visible_devices(gpus[:1], "GPU")
-        limit_mb = int(config.get("memory_limit_mb") or 0)
-        if mode == "limit" and limit_mb <= 0:
-            raise ValueError("limit mode needs memory_limit_mb > 0")
-        if mode == "growth":
-            tf.config.experimental.set_memory_growth(gpus[0], True)
-        elif mode == "limit":
-            tf.config.set_logical_device_configuration(
-                gpus[0], [tf.config.LogicalDeviceConfiguration(memory_limit=limit_mb)])
-        tf.config.list_logical_devices()  # initialise the devices
-        out = replace(out, memory_growth=tf.config.experimental.get_memory_growth(gpus[0]),
-                      pattern=allocation_pattern(tf, "/GPU:0", steps, step_mb, view))
-        if mode == "limit":
-            out = replace(out, memory_limit_mb=limit_mb,
-                          past_limit=past_limit(tf, "/GPU:0", limit_mb, step_mb),
-                          alive_after=still_works(tf, "/GPU:0"),
-                          after_past_limit=_reading(tf, "/GPU:0", -1, "after_past_limit", 0,
-                                                    view, time.monotonic()))
-        return replace(out, nvml=view.describe()).to_dict()
-    finally:
-        view.close()
+    if mode == "modify_after_init":
+        return replace(out, attempts=modify_after_init(tf, gpus)).to_dict()
+    if not gpus:
+        pattern = allocation_pattern(tf, "/CPU:0", steps, step_mb, None)
+        return replace(out, pattern=pattern).to_dict()
+    tf.config.set_visible_devices(gpus[:1], "GPU")
+    limit_mb = int(config.get("memory_limit_mb") or 0)
+    if mode == "limit" and limit_mb <= 0:
+        raise ValueError("limit mode needs memory_limit_mb > 0")
+    if mode == "growth":
+        tf.config.experimental.set_memory_growth(gpus[0], True)
+    elif mode == "limit":
+        tf.config.set_logical_device_configuration(
+            gpus[0], [tf.config.LogicalDeviceConfiguration(memory_limit=limit_mb)])
+    tf.config.list_logical_devices()  # initialise the devices
+    out = replace(out, memory_growth=tf.config.experimental.get_memory_growth(gpus[0]),
+                  pattern=allocation_pattern(tf, "/GPU:0", steps, step_mb, view))
+    if mode == "limit":
+        out = replace(out, memory_limit_mb=limit_mb,
+                      past_limit=past_limit(tf, "/GPU:0", limit_mb, step_mb),
+                      alive_after=still_works(tf, "/GPU:0"),
+                      after_past_limit=_reading(tf, "/GPU:0", -1, "after_past_limit", 0,
+                                                view, time.monotonic()))
+    return replace(out, nvml=view.describe()).to_dict()

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from gpudiag.nvml.mapping import parse_cuda_visible_devices
 from gpudiag.probes.results import EnvResult
 from gpudiag.report import Finding
 
@@ -23,19 +24,10 @@ def gpu_log_lines(stderr: str, limit: int = 8) -> list[str]:
 
 
 def visible_count(cuda_visible_devices: str | None, physical: int) -> int:
-    """How many of ``physical`` GPUs CUDA_VISIBLE_DEVICES leaves visible (CUDA's rules:
-    unset = all; entries are parsed up to the first invalid one)."""
-    if cuda_visible_devices is None:
-        return physical
-    count = 0
-    for entry in cuda_visible_devices.split(","):
-        entry = entry.strip()
-        if not entry:
-            break
-        if entry.isdigit() and int(entry) >= physical:
-            break
-        count += 1
-    return min(count, physical)
+    """How many of ``physical`` GPUs CUDA_VISIBLE_DEVICES leaves visible, by CUDA's rules
+    (gpudiag.nvml.mapping.parse_cuda_visible_devices: unset = all, ``-1`` = none)."""
+    visible = parse_cuda_visible_devices(cuda_visible_devices, device_count=physical)
+    return physical if visible is None else min(len(visible), physical)
 
 
 def env_findings(

@@ -1,0 +1,165 @@
+"""Pure summaries of what a sampler saw: one device's polls and driver samples -> a
+DeviceSummary (mean, p50, p95, max utilization, seconds active, peaks). No I/O, no clock:
+tested with scripted samples.
+
+What NVML's utilization means: ``utilization.gpu`` is the share of the last sample
+period during which *at least one kernel* was running on the GPU. It is not how full the
+SMs were: a single tiny kernel running back to back reads 100 %. A GPU under the idle
+threshold did (almost) no work; a GPU at 100 % may still be badly used.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import statistics
+from collections.abc import Iterable, Sequence
+from dataclasses import fields
+from typing import Final, Literal, TypeVar
+
+from gpudiag.nvml.records import (
+    NOT_AVAILABLE,
+    DeviceInfo,
+    DeviceState,
+    DeviceSummary,
+    NotAvailable,
+    PcieThroughput,
+    ProcessSeen,
+    Sample,
+    TimedUtil,
+)
+
+#: Seconds between polls when nobody says otherwise (the sampler's default too).
+DEFAULT_INTERVAL_S: Final = 0.5
+#: Utilization at or above this counts as active; a GPU whose p95 stays under it is idle.
+DEFAULT_ACTIVE_THRESHOLD_PERCENT: Final = 10.0
+#: How often the driver buffers a utilization sample (1/6 s on most GPUs): the span a
+#: first driver sample stands for when there is no gap to measure.
+DRIVER_SAMPLE_PERIOD_S: Final = 1.0 / 6.0
+
+T = TypeVar("T")
+
+
+def percentile(sorted_values: Sequence[float], q: float) -> float:
+    """Linear-interpolated percentile (0 <= q <= 100) of already sorted values."""
+    if not sorted_values:
+        raise ValueError("percentile of no values")
+    pos = (len(sorted_values) - 1) * q / 100.0
+    lo = math.floor(pos)
+    hi = min(lo + 1, len(sorted_values) - 1)
+    return sorted_values[lo] + (sorted_values[hi] - sorted_values[lo]) * (pos - lo)
+
+
+def durations(times_s: Sequence[float], fallback_s: float) -> list[float]:
+    """How long each point of a series stands for: the gap since the previous point
+    (a reading covers the period before it); the first point gets the typical gap."""
+    if not times_s:
+        return []
+    gaps = [b - a for a, b in itertools.pairwise(times_s)]
+    typical = statistics.median(gaps) if gaps else fallback_s
+    first = min(typical, max(times_s[0], 0.0))
+    return [first, *gaps]
+
+
+def _values(items: Iterable[T | NotAvailable]) -> list[T]:
+    return [v for v in items if v is not NOT_AVAILABLE]
+
+
+def summarise_device(
+    info: DeviceInfo,
+    samples: Sequence[Sample],
+    util_samples: Sequence[TimedUtil],
+    *,
+    processes: Sequence[ProcessSeen] = (),
+    pcie: Sequence[PcieThroughput] = (),
+    error: str | None = None,
+    observed_s: float,
+    interval_s: float = DEFAULT_INTERVAL_S,
+    active_threshold_percent: float = DEFAULT_ACTIVE_THRESHOLD_PERCENT,
+) -> DeviceSummary:
+    """Pure: summarise one device's samples (all of them for ``info.index``)."""
+    states = [s.state for s in samples]
+    polled_util = [
+        (s.t_s, s.state.util_gpu_percent)
+        for s in samples
+        if s.state.util_gpu_percent is not NOT_AVAILABLE
+    ]
+    util_source: Literal["driver", "polled", "none"]
+    series: list[tuple[float, float]]
+    if util_samples:
+        util_source = "driver"
+        series = sorted((u.t_s, u.util_percent) for u in util_samples)
+        fallback = DRIVER_SAMPLE_PERIOD_S
+    elif polled_util:
+        util_source = "polled"
+        series = [(t, float(u)) for t, u in polled_util]
+        fallback = interval_s
+    else:
+        util_source, series, fallback = "none", [], interval_s
+
+    unavailable: list[str] = []
+    for name in (f.name for f in fields(DeviceState)):
+        if states and all(getattr(s, name) is NOT_AVAILABLE for s in states):
+            unavailable.append(name)
+    for name in ("name", "uuid", "pci_bus_id", "memory_total_bytes", "power_limit_w"):
+        if getattr(info, name) is NOT_AVAILABLE:
+            unavailable.append(name)
+    if samples and not util_samples:
+        unavailable.append("utilization_samples")
+    if pcie and all(p.tx_kib_per_s is NOT_AVAILABLE for p in pcie):
+        unavailable.append("pcie_throughput")
+
+    util_mean: float | NotAvailable = NOT_AVAILABLE
+    util_p50: float | NotAvailable = NOT_AVAILABLE
+    util_p95: float | NotAvailable = NOT_AVAILABLE
+    util_max: float | NotAvailable = NOT_AVAILABLE
+    active: float | NotAvailable = NOT_AVAILABLE
+    if series:
+        values = sorted(u for _, u in series)
+        util_mean = statistics.fmean(values)
+        util_p50 = percentile(values, 50)
+        util_p95 = percentile(values, 95)
+        util_max = values[-1]
+        spans = durations([t for t, _ in series], fallback)
+        active = sum(
+            d for d, (_, u) in zip(spans, series, strict=True) if u >= active_threshold_percent
+        )
+
+    mem_used = _values(s.memory_used_bytes for s in states)
+    mem_util = _values(s.util_memory_percent for s in states)
+    power = _values(s.power_draw_w for s in states)
+    temps = _values(s.temperature_c for s in states)
+    tx = _values(p.tx_kib_per_s for p in pcie)
+    rx = _values(p.rx_kib_per_s for p in pcie)
+    total = info.memory_total_bytes
+    if total is NOT_AVAILABLE:
+        totals = _values(s.memory_total_bytes for s in states)
+        total = totals[0] if totals else NOT_AVAILABLE
+    return DeviceSummary(
+        index=info.index,
+        name=info.name,
+        uuid=info.uuid,
+        pci_bus_id=info.pci_bus_id,
+        memory_total_bytes=total,
+        observed_s=observed_s,
+        poll_count=len(samples),
+        util_source=util_source,
+        util_sample_count=len(series),
+        util_mean_percent=util_mean,
+        util_p50_percent=util_p50,
+        util_p95_percent=util_p95,
+        util_max_percent=util_max,
+        active_threshold_percent=active_threshold_percent,
+        active_s=active,
+        memory_util_mean_percent=statistics.fmean(mem_util) if mem_util else NOT_AVAILABLE,
+        peak_memory_used_bytes=max(mem_used) if mem_used else NOT_AVAILABLE,
+        power_mean_w=statistics.fmean(power) if power else NOT_AVAILABLE,
+        power_max_w=max(power) if power else NOT_AVAILABLE,
+        power_limit_w=info.power_limit_w,
+        temperature_max_c=max(temps) if temps else NOT_AVAILABLE,
+        pcie_tx_max_kib_per_s=max(tx) if tx else NOT_AVAILABLE,
+        pcie_rx_max_kib_per_s=max(rx) if rx else NOT_AVAILABLE,
+        processes=tuple(sorted(processes, key=lambda p: p.pid)),
+        unavailable_fields=tuple(unavailable),
+        error=error,
+    )

@@ -1,0 +1,52 @@
+"""NVML samples as TensorBoard scalars: the ``nvml/`` run of a run directory.
+
+Per device ``i``, tags (gpudiag.layout.gpu_*_tag) ``gpu<i>/util_percent``, ``gpu<i>/memory_used_mib``,
+``gpu<i>/power_w`` (the polls) and ``gpu<i>/util_driver_percent`` (the driver's
+buffered samples); the step is milliseconds since the sampler started, the wall time the
+sample's. Written with gpudiag.tb's event writer (tensorboard's protos, no TensorFlow).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from gpudiag.layout import (
+    gpu_memory_used_tag,
+    gpu_power_tag,
+    gpu_util_driver_tag,
+    gpu_util_tag,
+)
+from gpudiag.nvml.records import NOT_AVAILABLE, SamplingResult
+
+
+def write_scalars(result: SamplingResult, tb_dir: Path) -> list[str]:
+    """Write per-GPU utilization, memory and power as TensorBoard scalars into ``tb_dir``.
+
+    Uses gpudiag.tb's event writer (tensorboard's protos, no TensorFlow). Returns the
+    tags written.
+    """
+    from gpudiag.tb import EventWriter
+
+    tags: set[str] = set()
+    with EventWriter(tb_dir) as writer:
+
+        def add(tag: str, value: float, t_s: float, wall: float) -> None:
+            writer.scalar(tag, value, round(t_s * 1000), wall_time=wall)
+            tags.add(tag)
+
+        for s in result.samples:
+            st = s.state
+            if st.util_gpu_percent is not NOT_AVAILABLE:
+                add(gpu_util_tag(s.index), st.util_gpu_percent, s.t_s, s.wall_time_s)
+            if st.memory_used_bytes is not NOT_AVAILABLE:
+                add(
+                    gpu_memory_used_tag(s.index),
+                    st.memory_used_bytes / 2**20,
+                    s.t_s,
+                    s.wall_time_s,
+                )
+            if st.power_draw_w is not NOT_AVAILABLE:
+                add(gpu_power_tag(s.index), st.power_draw_w, s.t_s, s.wall_time_s)
+        for u in result.util_samples:
+            add(gpu_util_driver_tag(u.index), u.util_percent, u.t_s, u.wall_time_s)
+    return sorted(tags)
