@@ -1,6 +1,7 @@
 """NVML samples as TensorBoard scalars: the ``nvml/`` run of a run directory.
 
-Per device ``i``, tags (gpudiag.layout.gpu_*_tag) ``gpu<i>/util_percent``, ``gpu<i>/memory_used_mib``,
+Per device ``i``, tags (gpudiag.layout.gpu_*_tag) ``gpu<i>/util_percent``,
+``gpu<i>/memory_used_mib``,
 ``gpu<i>/power_w`` (the polls) and ``gpu<i>/util_driver_percent`` (the driver's
 buffered samples); the step is milliseconds since the sampler started, the wall time the
 sample's. Written with gpudiag.tb's event writer (tensorboard's protos, no TensorFlow).
