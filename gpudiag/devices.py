@@ -130,6 +130,11 @@ def setup(
     else:
         if n_devices is None:
             n_devices = virtual_gpus or DEFAULT_VIRTUAL_DEVICES
+        if virtual_gpus and n_devices > virtual_gpus:
+            raise DeviceRequestError(
+                f"{n_devices} devices asked for but --virtual-gpus {virtual_gpus} makes "
+                f"{virtual_gpus} virtual CPU devices here (no GPU); ask for at most "
+                f"{virtual_gpus}")
         cpu = tf.config.list_physical_devices("CPU")[0]
         tf.config.set_logical_device_configuration(
             cpu, [tf.config.LogicalDeviceConfiguration() for _ in range(n_devices + 1)]

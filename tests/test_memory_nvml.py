@@ -17,8 +17,9 @@ import pytest
 from fake_clock import FakeClock
 from fake_nvml import NO_NVML_REASON, FakeBackend, FakeDevice, open_scenario
 
-from gpudiag import verdicts
 from gpudiag.probes import memory as memory_probe
+from gpudiag.probes.results import MemoryNvml, MemoryResult
+from gpudiag.verdicts import memory as verdicts
 
 pytestmark = pytest.mark.slow
 
@@ -37,7 +38,7 @@ def scenario(pids: tuple[int, ...], clock: FakeClock) -> FakeBackend:
     return FakeBackend([other, ours], scenario="process_holds_the_card", clock=clock)
 
 
-def probe_result(backend: FakeBackend, clock: FakeClock) -> dict:
+def probe_result(backend: FakeBackend, clock: FakeClock) -> MemoryResult:
     """What the memory probe's child reports for the default mode, NVML's side scripted."""
     import tensorflow as tf
 
@@ -45,8 +46,8 @@ def probe_result(backend: FakeBackend, clock: FakeClock) -> dict:
     clock.advance(1.0)  # TensorFlow initialises the GPU
     pattern = memory_probe.allocation_pattern(tf, "/CPU:0", STEPS, STEP_MB, view)
     assert not backend.closed  # the view uses the backend; the probe's run() closes it
-    return {"mode": "default", "gpu_available": True, "memory_growth": False,
-            "nvml": view.describe(), "pattern": pattern}
+    return MemoryResult(mode="default", gpu_available=True, physical_gpus=["GPU:0"], env={},
+                        memory_growth=False, nvml=view.describe(), pattern=pattern)
 
 
 @pytest.fixture(autouse=True)
@@ -58,14 +59,15 @@ def _second_gpu_is_gpu0(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_findings_use_nvml_s_numbers_for_the_process() -> None:
     clock = FakeClock()
     result = probe_result(scenario((os.getpid(),), clock), clock)
-    assert result["nvml"] == {"available": True, "reason": None, "index": 1,
-                              "mapping_note": None, "total_bytes": 40 * GIB,
-                              "baseline_device_used_bytes": BEFORE_TF}
-    readings = result["pattern"]["readings"]
+    assert result.nvml == MemoryNvml(available=True, reason=None, index=1, mapping_note=None,
+                                     total_bytes=40 * GIB,
+                                     baseline_device_used_bytes=BEFORE_TF)
+    assert result.pattern is not None
+    readings = result.pattern.readings
     assert len(readings) == STEPS + 2  # initialised, one per step, released
-    assert all(r["nvml_process_used_bytes"] == HELD for r in readings)
-    assert all(r["nvml_device_used_bytes"] == HELD for r in readings)
-    tf_peak = max(r["tf_peak_bytes"] for r in readings)
+    assert all(r.nvml_process_used_bytes == HELD for r in readings)
+    assert all(r.nvml_device_used_bytes == HELD for r in readings)
+    tf_peak = max(r.tf_peak_bytes for r in readings)
     assert STEPS * STEP_MB * MIB <= tf_peak < HELD  # TensorFlow's own view, really measured
 
     default = verdicts.memory_default(result)
@@ -85,8 +87,8 @@ def test_findings_use_nvml_s_numbers_for_the_process() -> None:
 def test_without_the_process_entry_the_device_minus_baseline_is_used() -> None:
     clock = FakeClock()
     result = probe_result(scenario((4242,), clock), clock)  # our pid is not listed
-    readings = result["pattern"]["readings"]
-    assert all(r["nvml_process_used_bytes"] is None for r in readings)
+    assert result.pattern is not None
+    assert all(r.nvml_process_used_bytes is None for r in result.pattern.readings)
     f = verdicts.memory_default(result)
     assert f.status == "ok"
     assert f.evidence["nvml_source"] == "device minus baseline"
@@ -94,10 +96,10 @@ def test_without_the_process_entry_the_device_minus_baseline_is_used() -> None:
 
 
 def test_nvml_view_says_why_it_has_no_numbers(monkeypatch: pytest.MonkeyPatch) -> None:
-    assert memory_probe.NvmlView(open_scenario("no_nvml")).describe()["reason"] == NO_NVML_REASON
+    assert memory_probe.NvmlView(open_scenario("no_nvml")).describe().reason == NO_NVML_REASON
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "-1")
     hidden = memory_probe.NvmlView(scenario((os.getpid(),), FakeClock()))
-    assert hidden.describe()["reason"] == (
+    assert hidden.describe().reason == (
         "cannot tell which NVML device is GPU:0: CUDA_VISIBLE_DEVICES has no entry 0")
     assert hidden.read() == {}
 
@@ -110,6 +112,6 @@ def test_a_gpu_lost_during_the_probe_ends_the_readings_with_the_reason() -> None
     assert view.read()["nvml_process_used_bytes"] == BEFORE_TF
     clock.advance(1.0)
     assert view.read() == {}
-    assert view.describe()["reason"] == "NVML failed during the probe: GPU is lost"
-    assert view.describe()["available"] is False
+    assert view.describe().reason == "NVML failed during the probe: GPU is lost"
+    assert view.describe().available is False
     assert not backend.closed

@@ -47,12 +47,13 @@ def measure(cfg: AllreduceConfig) -> AllreduceResult:
     import tensorflow as tf
 
     requested, max_virtual = cfg.n_devices, cfg.max_virtual_cpu_devices
-    if (requested is not None and requested > max_virtual and not cfg.virtual_gpus
-            and not tf.config.list_physical_devices("GPU")):
-        raise UsageError(
-            f"{requested} devices asked for, but there is no GPU and at most {max_virtual} "
-            "virtual CPU devices are made (they share the same cores)"
-        )
+    if not tf.config.list_physical_devices("GPU"):
+        made = requested if requested is not None else cfg.virtual_gpus
+        if made is not None and made > max_virtual:
+            raise UsageError(
+                f"{made} devices asked for, but there is no GPU and at most {max_virtual} "
+                "virtual CPU devices are made (they share the same cores)"
+            )
     dev = setup(requested, virtual_gpus=cfg.virtual_gpus, memory_limit_mb=cfg.memory_limit_mb)
     n = len(dev.compute_devices)
     on_gpu = dev.kind in ("gpu", "virtual-gpu")

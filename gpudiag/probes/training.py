@@ -42,6 +42,7 @@ def train(cfg: TrainingConfig) -> TrainingResult:
     dev = setup(cfg.n_devices, virtual_gpus=cfg.virtual_gpus, memory_limit_mb=cfg.memory_limit_mb)
     from gpudiag.train import data as data_mod
     from gpudiag.train import loop as loop_mod
+    from gpudiag.train.datafile import check_batch
     from gpudiag.train.model import gradient_bytes, model_spec, param_shapes
     from gpudiag.train.summaries import Instrumentation
 
@@ -52,6 +53,7 @@ def train(cfg: TrainingConfig) -> TrainingResult:
     instr = Instrumentation(scalars=cfg.scalars, histogram_every=w.histogram_every,
                             ema_decay=w.ema_decay or None)
     global_batch = w.batch_per_device * len(devices)
+    check_batch(info.n_train, global_batch, info.source)
     loop = loop_mod.LoopConfig(steps=w.steps, warmup_steps=w.warmup_steps,
                                profile_steps=w.profile_steps, logdir=Path(cfg.logdir),
                                checkpoint=cfg.checkpoint)

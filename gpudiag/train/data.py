@@ -31,7 +31,7 @@ import tensorflow as tf
 
 from gpudiag.errors import UsageError
 from gpudiag.probes.records import DataInfo
-from gpudiag.train.datafile import check_arrays, check_data_file
+from gpudiag.train.datafile import MAX_CLASSES, check_arrays, check_data_file
 
 SYNTHETIC_SHAPE = (28, 28, 1)
 SYNTHETIC_CLASSES = 10
@@ -128,6 +128,9 @@ def load_npz(path: Path) -> ProbeData:
     if test is not None:
         check_arrays(test[0], test[1], f"{path} (x_test, y_test)")
         ex, ey = _as_images(test[0]), test[1].reshape(-1).astype(np.int64)
+        if int(ey.max()) > int(y.max()):
+            raise UsageError(f"--data {path}: y_test has label {int(ey.max())}, a class the "
+                             f"training labels (0..{int(y.max())}) never show")
         if ex.shape[1:] != x.shape[1:]:
             raise UsageError(
                 f"--data {path}: x_test images {ex.shape[1:]} != x_train {x.shape[1:]}"
@@ -207,6 +210,9 @@ def load_tfrecord(path: Path) -> ProbeData:
         raise UsageError(f"--data {path}: too few records ({count}) to train and evaluate")
     if max_label < 1:
         raise UsageError(f"--data {path}: every record has label 0; need at least two classes")
+    if max_label >= MAX_CLASSES:
+        raise UsageError(f"--data {path}: a record has label {max_label}; class ids must be "
+                         f"0..{MAX_CLASSES - 1} (one output per class)")
     ex_arr = np.stack(eval_images[:n_eval]).astype(np.float32) / 255.0
     ey_arr = np.asarray(eval_labels[:n_eval], np.int64)
     info = DataInfo(str(path), "tfrecord", count - n_eval, n_eval, shape, max_label + 1)

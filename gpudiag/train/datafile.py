@@ -92,6 +92,11 @@ def check_arrays(x: np.ndarray, y: np.ndarray, where: str) -> None:
         raise UsageError(f"--data {where}: images of {x.shape[1]}x{x.shape[2]} are too small")
     if not (np.issubdtype(x.dtype, np.integer) or np.issubdtype(x.dtype, np.floating)):
         raise UsageError(f"--data {where}: x_train has dtype {x.dtype}; expected numbers")
+    if np.issubdtype(x.dtype, np.floating):
+        bad = int(x.size - np.count_nonzero(np.isfinite(x)))
+        if bad:
+            raise UsageError(f"--data {where}: {bad} of {x.size} values in x_train are NaN "
+                             "or infinite; training on them gives a NaN loss")
     labels = y.reshape(-1) if y.ndim == 2 and y.shape[1] == 1 else y
     if labels.ndim != 1:
         raise UsageError(f"--data {where}: y_train has shape {y.shape}; expected (N,)")
@@ -107,6 +112,22 @@ def check_arrays(x: np.ndarray, y: np.ndarray, where: str) -> None:
         raise UsageError(f"--data {where}: y_train has negative labels")
     if labels.max() < 1:
         raise UsageError(f"--data {where}: y_train has only one class")
+    if labels.max() >= MAX_CLASSES:
+        raise UsageError(f"--data {where}: y_train has label {int(labels.max())}; class ids "
+                         f"must be 0..{MAX_CLASSES - 1} (one output per class)")
+
+
+#: Class ids above this are taken for a mistake (one output unit per class).
+MAX_CLASSES = 1000
+
+
+def check_batch(n_train: int, global_batch: int, where: str) -> None:
+    """A data set smaller than one global batch gives no full step: refuse, do not
+    report "learned" on a few repeated examples."""
+    if n_train < global_batch:
+        raise UsageError(f"--data {where}: {n_train} training examples, fewer than one "
+                         f"global batch of {global_batch}; use a larger data set or a smaller "
+                         "--batch-per-device")
 
 
 def check_tfrecord_framing(path: Path) -> int:
