@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import pytest
 
-from gpudiag import verdicts
 from gpudiag.nvml import (
     NOT_AVAILABLE,
     DeviceInfo,
@@ -20,6 +19,8 @@ from gpudiag.nvml import (
     parse_cuda_visible_devices,
     pci_bus_id_from_desc,
 )
+from gpudiag.probes.results import EnvResult
+from gpudiag.verdicts import env as verdicts
 
 GIB = 2**30
 
@@ -209,12 +210,12 @@ def test_minus_one_makes_no_gpu_visible_for_the_env_verdicts() -> None:
     for value in (None, "", "-1", "0", "1,0", "0,9,1", "GPU-1a2b", "7"):
         parsed = parse_cuda_visible_devices(value, 4)
         assert verdicts.visible_count(value, 4) == (4 if parsed is None else len(parsed))
-    tf_info = {
-        "tf_version": "2.21.0",
-        "build_info": {"is_cuda_build": True},
-        "physical_gpus": [],
-        "env": {"CUDA_VISIBLE_DEVICES": "-1"},
-    }
+    tf_info = EnvResult(
+        tf_version="2.21.0", keras_version=None, build_info={"is_cuda_build": True},
+        is_built_with_cuda=True, is_built_with_gpu_support=True, physical_devices=[],
+        physical_gpus=[], logical_devices=[], soft_device_placement=True,
+        env={"CUDA_VISIBLE_DEVICES": "-1"},
+    )
     nvml_info = {"backend": "fake", "devices": [{"index": i, "name": "GPU", "pci_bus_id": "x"}
                                                 for i in range(2)]}
     found = {f.id: f for f in verdicts.env_findings(tf_info, nvml_info, None, [])}

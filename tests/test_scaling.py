@@ -175,15 +175,45 @@ def test_records_that_are_not_examples_fail_in_the_child_with_exit_2(logdir, tmp
     last = proc.stderr.strip().splitlines()[-1]
     assert last.startswith("gpudiag: error: --data") and "tf.train.Example" in last
     assert "Traceback" not in proc.stderr
+    (run_dir,) = run_dirs(logdir)  # the cause is in the report too, not only on the terminal
+    report = load_report(run_dir)
+    assert report["interrupted"] is False and report["partial"] is True
+    assert findings_by_id(report)["scaling.error"]["message"] == last.removeprefix(
+        "gpudiag: error: ")
 
 
 @pytest.mark.slow
-def test_more_devices_than_can_be_made_is_exit_2(logdir) -> None:
-    proc = gpudiag("scaling", "--max-gpus", "20", "--logdir", str(logdir), timeout=300)
+def test_a_data_set_smaller_than_one_global_batch_is_exit_2(logdir, tmp_path) -> None:
+    rng = np.random.default_rng(0)
+    path = tmp_path / "three.npz"
+    np.savez(path, x_train=rng.integers(0, 255, (3, 28, 28), dtype=np.uint8),
+             y_train=np.array([0, 1, 2]))
+    proc = gpudiag("scaling", "--max-gpus", "1", "--strategy", "towers", "--steps", "10",
+                   *FAST, "--data", str(path), "--logdir", str(logdir), timeout=300)
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    last = proc.stderr.strip().splitlines()[-1]
+    assert last == (f"gpudiag: error: --data {path}: 2 training examples, fewer than one "
+                    "global batch of 32; use a larger data set or a smaller --batch-per-device")
+    report = load_report(run_dirs(logdir)[0])
+    assert "scaling.learning" not in findings_by_id(report)  # never "every run learned"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("args", "message"), [
+    (["--max-gpus", "20"], "20 devices asked for, but there is no GPU and at most 16 "
+                           "virtual CPU devices are made (they share the same cores)"),
+    (["--max-gpus", "20", "--virtual-gpus", "20"],
+     "20 devices asked for, but there is no GPU and at most 16 virtual CPU devices are made "
+     "(they share the same cores)"),
+    (["--max-gpus", "4", "--virtual-gpus", "2"],
+     "4 devices asked for but --virtual-gpus 2 makes 2 virtual CPU devices here (no GPU); "
+     "ask for at most 2"),
+])
+def test_more_devices_than_can_be_made_is_exit_2(logdir, args, message) -> None:
+    proc = gpudiag("scaling", *args, "--logdir", str(logdir), timeout=300)
     assert proc.returncode == 2
     last = proc.stderr.strip().splitlines()[-1]
-    assert last == ("gpudiag: error: 20 devices asked for, but there is no GPU and at most 16 "
-                    "virtual CPU devices are made (they share the same cores)")
+    assert last == f"gpudiag: error: {message}"
 
 
 # ------------------------------------------------------------------ NVML cross-check

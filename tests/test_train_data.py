@@ -43,12 +43,37 @@ def test_npz_check_accepts_keras_layout_and_names_what_is_wrong(tmp_path) -> Non
         "floatlabels.npz": ({"x_train": x, "y_train": y.astype(float)}, "expected integer"),
         "rank.npz": ({"x_train": x[0], "y_train": y}, r"expected \(N, H, W\)"),
         "oneclass.npz": ({"x_train": x, "y_train": np.zeros(20, np.int64)}, "only one class"),
+        "somenan.npz": ({"x_train": _with(x.astype(np.float32), 3, np.nan), "y_train": y},
+                        "1 of 15680 values in x_train are NaN or infinite"),
+        "allnan.npz": ({"x_train": np.full(x.shape, np.nan, np.float32), "y_train": y},
+                       "15680 of 15680 values in x_train are NaN or infinite"),
+        "inf.npz": ({"x_train": _with(x.astype(np.float32), 0, np.inf), "y_train": y},
+                    "NaN or infinite"),
+        "hugelabel.npz": ({"x_train": x, "y_train": _with(y, 0, 10**6)},
+                          "y_train has label 1000000; class ids must be 0..999"),
     }
     for name, (arrays, message) in cases.items():
         path = tmp_path / name
         np.savez(path, **arrays)
         with pytest.raises(UsageError, match=message):
             datafile.check_data_file(path)
+
+
+def _with(a: np.ndarray, index: int, value: float) -> np.ndarray:
+    out = a.copy()
+    out.flat[index] = value
+    return out
+
+
+def test_test_labels_outside_the_training_classes(tmp_path) -> None:
+    x, y = images(20)
+    path = tmp_path / "split.npz"
+    np.savez(path, x_train=x, y_train=y % 3, x_test=x[:4], y_test=np.array([0, 1, 2, 7]))
+    from gpudiag.train import data as data_mod
+
+    with pytest.raises(UsageError, match="y_test has label 7, a class the training labels "
+                                         r"\(0..2\) never show"):
+        data_mod.load_npz(path)
 
 
 def test_missing_and_unreadable_files(tmp_path) -> None:
