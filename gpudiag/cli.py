@@ -16,7 +16,6 @@ the commands as the click context's ``obj``.
 from __future__ import annotations
 
 import errno
-import math
 import signal
 import sys
 from collections.abc import Callable
@@ -28,12 +27,23 @@ import typer
 from rich.console import Console
 
 from gpudiag import __version__
-from gpudiag.devices import DEFAULT_VIRTUAL_GPU_MEMORY_MB
+from gpudiag.cliopts import (
+    JsonOpt,
+    LogdirOpt,
+    TimeoutOpt,
+    VirtualGpuMemOpt,
+    VirtualGpusOpt,
+    allreduce_mb,
+    finite_nonnegative,
+    fraction,
+    interval,
+    percent,
+    positive,
+)
 from gpudiag.errors import GpudiagError, Interrupted, WriteFailed
 from gpudiag.probes.records import MAX_PROFILE_STEPS, Workload
 from gpudiag.report import render_table
 from gpudiag.report import to_json as report_to_json
-from gpudiag.runner import DEFAULT_TIMEOUT_S
 from gpudiag.scaling.options import ScalingOptions
 from gpudiag.session import RunSession
 
@@ -52,56 +62,6 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
 )
-
-def logdir_path(text: str) -> Path:
-    """Option parser for --logdir: checked before anything is created (layout.check_logdir
-    does the rest: a file in the way, no permission)."""
-    if not text.strip():
-        raise typer.BadParameter("is empty; name a directory (default: runs)")
-    return Path(text)
-
-
-LogdirOpt = typer.Option(Path("runs"), "--logdir", parser=logdir_path,
-                         help="Directory that receives one run directory per command; "
-                         "created if missing, earlier runs untouched.")
-JsonOpt = typer.Option(False, "--json", help="Print report.json to stdout (the table goes "
-                       "to stderr).")
-
-
-def positive(value: float | None) -> float | None:
-    """Option callback: the value must be a finite number > 0 (typer's min= admits 0,
-    and inf or 1e400 would end up as Infinity in report.json)."""
-    if value is not None and not (math.isfinite(value) and value > 0):
-        raise typer.BadParameter(f"{value:g} is not a positive finite number")
-    return value
-
-
-def finite_nonnegative(value: float) -> float:
-    if not (math.isfinite(value) and value >= 0):
-        raise typer.BadParameter(f"{value:g} is not a finite number >= 0")
-    return value
-
-
-#: All-reduce message sizes the probe accepts, in MiB: 1 KiB to 16 GiB (at most 25 sizes).
-ALLREDUCE_MB_RANGE = (1 / 1024, 16384.0)
-
-
-def allreduce_mb(value: float) -> float:
-    low, high = ALLREDUCE_MB_RANGE
-    if not (math.isfinite(value) and low <= value <= high):
-        raise typer.BadParameter(f"{value:g} MiB is outside {low:g} .. {high:g} MiB "
-                                 "(1 KiB to 16 GiB)")
-    return value
-
-
-TimeoutOpt = typer.Option(DEFAULT_TIMEOUT_S, "--timeout", callback=positive,
-                          help="Seconds each probe's child process may run before it is killed.")
-VirtualGpusOpt = typer.Option(None, "--virtual-gpus", min=1, max=64, help="Split GPU 0 into "
-                              "N logical GPUs (without a GPU: N virtual CPU devices).")
-VirtualGpuMemOpt = typer.Option(DEFAULT_VIRTUAL_GPU_MEMORY_MB, "--virtual-gpu-memory-mb",
-                                min=64, max=1 << 20,
-                                help="Memory limit of each logical GPU made by --virtual-gpus.")
-
 
 def _nvml(ctx: typer.Context) -> AbstractContextManager[NvmlBackend | NvmlUnavailable]:
     """NVML for one command: opened with the opener ``main`` was given (the real one by
@@ -259,28 +219,6 @@ def scaling(
     _execute("scaling", logdir, as_json, body)
 
 
-def _interval(value: float) -> float:
-    """Option callback: NVML polls no faster than every 0.1 s."""
-    from gpudiag.nvml import MIN_INTERVAL_S
-
-    if not value >= MIN_INTERVAL_S:
-        raise typer.BadParameter(f"{value:g} s is too short: at least {MIN_INTERVAL_S:g} s "
-                                 "(NVML's utilization window is 1/6 s to 1 s)")
-    if not value <= MAX_INTERVAL_S:
-        raise typer.BadParameter(f"{value:g} s is too long: at most {MAX_INTERVAL_S:g} s "
-                                 "(one sample an hour)")
-    return value
-
-
-MAX_INTERVAL_S = 3600.0
-
-
-def _percent(value: float) -> float:
-    if not 0 < value <= 100:
-        raise typer.BadParameter(f"{value:g} is not a percentage in (0, 100]")
-    return value
-
-
 @app.command(context_settings={"allow_interspersed_args": False})
 def monitor(
     ctx: typer.Context,
@@ -288,10 +226,10 @@ def monitor(
         None, metavar="-- CMD [ARGS]...", show_default=False,
         help="The command to run and watch (everything after --, or after the first "
              "word that is not a gpudiag option)."),
-    interval: float = typer.Option(0.5, "--interval", callback=_interval,
+    interval: float = typer.Option(0.5, "--interval", callback=interval,
                                    help="Seconds between NVML polls (at least 0.1)."),
     idle_threshold: float = typer.Option(
-        10.0, "--idle-threshold", callback=_percent,
+        10.0, "--idle-threshold", callback=percent,
         help="A GPU whose p95 utilization stays under this many percent counts as idle."),
     gpus: str | None = typer.Option(None, "--gpus", help="Watch only these GPUs (NVML "
                                     "indices, as nvidia-smi numbers them), e.g. 0,1."),
@@ -314,13 +252,6 @@ def monitor(
         _execute("monitor", logdir, as_json, body)
 
 
-def _fraction(value: float | None) -> float | None:
-    if value is not None and not 0 < value <= 1:
-        raise typer.BadParameter(f"{value:g} is not in (0, 1]: like the old "
-                                 "per_process_gpu_memory_fraction, a share of the GPU's memory")
-    return value
-
-
 @app.command()
 def memory(
     ctx: typer.Context,
@@ -332,7 +263,7 @@ def memory(
         None, "--memory-limit-mb", min=1, max=1 << 22, show_default=False,
         help="The limit mode's memory_limit in MiB [default: 1024]."),
     fraction: float | None = typer.Option(
-        None, "--fraction", callback=_fraction, help="The limit as the old "
+        None, "--fraction", callback=fraction, help="The limit as the old "
         "per_process_gpu_memory_fraction, converted to MiB with GPU 0's total memory (NVML)."),
     logdir: Path = LogdirOpt,
     as_json: bool = JsonOpt,

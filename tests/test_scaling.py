@@ -288,12 +288,12 @@ def test_ctrl_c_leaves_a_partial_report_with_the_finished_configurations(logdir)
         deadline = time.monotonic() + 240
         while time.monotonic() < deadline:
             runs = run_dirs(logdir)
-            if runs and (runs[0] / "children" / "towers-2dev" / "stdout.txt").exists():
-                break  # towers-1dev is done, towers-2dev has started
+            out = runs[0] / "children" / "towers-2dev" / "stdout.txt" if runs else None
+            if out is not None and out.exists() and layout.STEP_MARKER in out.read_text():
+                break  # towers-1dev is done, towers-2dev is training
             time.sleep(0.2)
         else:
-            pytest.fail("the second configuration never started")
-        time.sleep(1.0)
+            pytest.fail("the second configuration never started training")
         proc.send_signal(signal.SIGINT)
         _, err = proc.communicate(timeout=120)
     finally:
