@@ -46,6 +46,7 @@ from gpudiag.report import render_table
 from gpudiag.report import to_json as report_to_json
 from gpudiag.scaling.options import ScalingOptions
 from gpudiag.session import RunSession
+from gpudiag.ui import Ui
 
 if TYPE_CHECKING:
     from gpudiag.nvml import NvmlBackend, NvmlUnavailable, Opener
@@ -73,15 +74,16 @@ def _nvml(ctx: typer.Context) -> AbstractContextManager[NvmlBackend | NvmlUnavai
 
 
 def _execute(command: str, logdir: Path, as_json: bool,
-             body: Callable[[RunSession, Console], int | None]) -> None:
+             body: Callable[[RunSession, Ui], int | None]) -> None:
     """Run one command's body in a session, render the findings, exit with their code
     (or with the watched command's, e.g. `monitor` forwarding its command's)."""
     console = Console(stderr=as_json)
+    ui = Ui(console)
     session = RunSession(command, logdir)
     try:
         with session:
             console.print(f"[bold]gpudiag {command}[/] -> {session.run_dir}")
-            forwarded = body(session, console)
+            forwarded = body(session, ui)
     except KeyboardInterrupt as exc:  # Ctrl-C, SIGTERM, SIGHUP (errors.Interrupted)
         signum = int(getattr(exc, "signum", signal.SIGINT))
         render_table(session.report, console)
@@ -119,9 +121,9 @@ def env(
     """What TensorFlow, CUDA, NVML and the devices look like, and the mismatches between them."""
     from gpudiag.commands import env as env_cmd
 
-    def body(session: RunSession, console: Console) -> None:
-        with _nvml(ctx) as backend, console.status("probing TensorFlow in a child process ..."):
-            env_cmd.run(session, backend=backend, timeout_s=timeout)
+    def body(session: RunSession, ui: Ui) -> None:
+        with _nvml(ctx) as backend:
+            env_cmd.run(session, backend=backend, timeout_s=timeout, ui=ui)
 
     _execute("env", logdir, as_json, body)
 
@@ -137,10 +139,9 @@ def placement(
     """Where every op runs: placement log, pinning, invalid devices, soft placement, towers."""
     from gpudiag.commands import placement as placement_cmd
 
-    def body(session: RunSession, console: Console) -> None:
-        with console.status("running the placement probe in a child process ..."):
-            placement_cmd.run(session, timeout_s=timeout, virtual_gpus=virtual_gpus,
-                              memory_limit_mb=virtual_gpu_memory_mb)
+    def body(session: RunSession, ui: Ui) -> None:
+        placement_cmd.run(session, timeout_s=timeout, virtual_gpus=virtual_gpus,
+                          memory_limit_mb=virtual_gpu_memory_mb, ui=ui)
 
     _execute("placement", logdir, as_json, body)
 
@@ -212,9 +213,9 @@ def scaling(
     )
     check(options)  # once, before the run directory exists
 
-    def body(session: RunSession, console: Console) -> None:
+    def body(session: RunSession, ui: Ui) -> None:
         with _nvml(ctx) as backend:
-            scaling_cmd.run(session, options, backend=backend, console=console)
+            scaling_cmd.run(session, options, backend=backend, ui=ui)
 
     _execute("scaling", logdir, as_json, body)
 
@@ -244,10 +245,10 @@ def monitor(
     with _nvml(ctx) as backend:  # open before the run directory: --gpus is checked first
         monitor_cmd.check_gpus(gpu_list, backend)
 
-        def body(session: RunSession, console: Console) -> int | None:
+        def body(session: RunSession, ui: Ui) -> int | None:
             return monitor_cmd.run(session, argv, backend=backend, interval_s=interval,
                                    idle_threshold_percent=idle_threshold, gpus=gpu_list,
-                                   stdout_to_stderr=as_json, announce=console.print)
+                                   stdout_to_stderr=as_json, ui=ui)
 
         _execute("monitor", logdir, as_json, body)
 
@@ -277,11 +278,11 @@ def memory(
     if fraction is not None and memory_limit_mb is not None:
         raise UsageError("give --memory-limit-mb or --fraction, not both")
 
-    def body(session: RunSession, console: Console) -> None:
+    def body(session: RunSession, ui: Ui) -> None:
         with _nvml(ctx) as backend:
             memory_cmd.run(session, timeout_s=timeout, steps=steps, step_mb=step_mb,
                            memory_limit_mb=memory_limit_mb, fraction=fraction,
-                           backend=backend, announce=console.print)
+                           backend=backend, ui=ui)
 
     _execute("memory", logdir, as_json, body)
 

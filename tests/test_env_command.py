@@ -13,6 +13,7 @@ from fake_nvml import lost_at_start, open_scenario
 from gpudiag.cli import main
 from gpudiag.commands import env as env_cmd
 from gpudiag.session import RunSession
+from gpudiag.ui import Ui
 
 pytestmark = pytest.mark.slow
 
@@ -42,7 +43,7 @@ def test_gpus_seen_by_nvml_but_not_by_tensorflow_fail_with_tf_own_words(tmp_path
 def test_no_nvml_is_a_skip_with_the_reason(tmp_path: Path) -> None:
     backend = open_scenario("no_nvml")
     with RunSession("env", tmp_path) as session:
-        env_cmd.run(session, backend=backend, timeout_s=120)
+        env_cmd.run(session, backend=backend, timeout_s=120, ui=Ui.quiet())
     f = _findings(session)
     assert f["env.nvml"].status == "skip" and "libnvidia-ml.so.1" in f["env.nvml"].message
     assert session.report.exit_code() == 0

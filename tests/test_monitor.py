@@ -37,6 +37,7 @@ from gpudiag.cli import app, main
 from gpudiag.commands import monitor as monitor_cmd
 from gpudiag.errors import UsageError
 from gpudiag.session import RunSession
+from gpudiag.ui import Ui
 
 SCHEMA = json.loads((REPO / "gpudiag" / "report.schema.json").read_text())
 PY = sys.executable
@@ -240,6 +241,7 @@ def _monitor(
             [PY, "-c", code],
             backend=backend,  # type: ignore[arg-type]
             interval_s=0.1,
+            ui=Ui.quiet(),
             **kwargs,
         )  # type: ignore[arg-type]
     return rc, load_report(session.run_dir), session.run_dir

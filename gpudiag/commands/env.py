@@ -12,6 +12,7 @@ from gpudiag import nvml
 from gpudiag.probes.results import EnvResult
 from gpudiag.runner import run_child
 from gpudiag.session import RunSession
+from gpudiag.ui import Ui
 from gpudiag.verdicts import common as common_verdicts
 from gpudiag.verdicts import env as env_verdicts
 
@@ -36,14 +37,15 @@ def inventory(backend: nvml.NvmlBackend) -> dict[str, Any]:
 
 
 def run(session: RunSession, *, backend: nvml.NvmlBackend | nvml.NvmlUnavailable,
-        timeout_s: float) -> None:
+        timeout_s: float, ui: Ui) -> None:
     if isinstance(backend, nvml.NvmlUnavailable):
         nvml_info, nvml_reason = None, backend.reason
     else:
         nvml_info, nvml_reason = inventory(backend), None
     # TF_CPP_MIN_LOG_LEVEL=0: TensorFlow's own words on why a GPU was not registered.
-    child = run_child("env", {}, run_dir=session.run_dir, name="env", timeout_s=timeout_s,
-                      env={"TF_CPP_MIN_LOG_LEVEL": "0"})
+    with ui.status("probing TensorFlow in a child process ..."):
+        child = run_child("env", {}, run_dir=session.run_dir, name="env", timeout_s=timeout_s,
+                          env={"TF_CPP_MIN_LOG_LEVEL": "0"})
     session.set("environment", {"nvml": nvml_info, "nvml_unavailable_reason": nvml_reason,
                                 "tensorflow": child.result if child.ok else None})
     if not child.ok or child.result is None:

@@ -17,7 +17,6 @@ opened and closed by the caller (the CLI); each child opens its own (probes/memo
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
 from typing import Any
 
 from gpudiag import nvml
@@ -36,6 +35,7 @@ from gpudiag.report import Finding
 from gpudiag.runner import ChildResult, run_child
 from gpudiag.session import RunSession
 from gpudiag.tb import EventWriter
+from gpudiag.ui import Ui
 from gpudiag.verdicts import common as common_verdicts
 from gpudiag.verdicts import memory as memory_verdicts
 
@@ -111,15 +111,14 @@ def run(
     memory_limit_mb: int | None = None,
     fraction: float | None = None,
     backend: nvml.NvmlBackend | nvml.NvmlUnavailable,
-    announce: Callable[[str], Any] | None = None,
+    ui: Ui,
 ) -> None:
-    say = announce or (lambda _msg: None)
     base = {"steps": steps, "step_mb": step_mb}
     results: dict[str, dict[str, Any]] = {}
     rows: list[list[Any]] = []
 
     def child(mode: str, config: dict[str, Any]) -> tuple[ChildResult, MemoryResult | None]:
-        say(f"memory mode {mode}: child process ...")
+        ui.say(f"memory mode {mode}: child process ...")
         out = run_child("memory", {**base, "mode": mode, **config}, run_dir=session.run_dir,
                         name=memory_run_name(mode), timeout_s=timeout_s, env=child_env(mode))
         if not out.ok or out.result is None:
@@ -158,7 +157,7 @@ def run(
             total, why = gpu0_total_bytes(backend)
             if total is not None:
                 limit_mb = limit_from_fraction(fraction, total)
-                say(f"--fraction {fraction:g} of {total / 2**30:.1f} GiB = {limit_mb} MiB")
+                ui.say(f"--fraction {fraction:g} of {total / 2**30:.1f} GiB = {limit_mb} MiB")
         if why is not None:
             add("limit", Finding(
                 "memory.limit", "skip",

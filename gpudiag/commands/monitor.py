@@ -45,6 +45,7 @@ from gpudiag.layout import NVML_TB_RUN, TAG_MONITOR
 from gpudiag.markdown import markdown_table
 from gpudiag.report import Finding
 from gpudiag.session import RunSession
+from gpudiag.ui import Ui
 from gpudiag.verdicts import gpu_use as gpu_verdicts
 
 DEFAULT_IDLE_THRESHOLD_PERCENT = nvml.DEFAULT_ACTIVE_THRESHOLD_PERCENT
@@ -179,14 +180,13 @@ def run(
     idle_threshold_percent: float = DEFAULT_IDLE_THRESHOLD_PERCENT,
     gpus: Sequence[int] | None = None,
     stdout_to_stderr: bool = False,
-    announce: Any = None,
+    ui: Ui,
     clock: nvml.Clock = nvml.SYSTEM_CLOCK,
 ) -> int | None:
     """Run ``command`` while sampling; add the findings. Returns the exit code to forward
     (None when the command exited 0: the findings decide). KeyboardInterrupt propagates
     after the child is stopped and the findings are written. ``clock`` schedules the
     sampler (tests give a fake one)."""
-    say = announce or (lambda _msg: None)
     sampler: nvml.Sampler | None = None
     description = None if isinstance(backend, nvml.NvmlUnavailable) else backend.description
     reason = backend.reason if isinstance(backend, nvml.NvmlUnavailable) else None
@@ -203,9 +203,9 @@ def run(
         session.set("devices", {"summary": f"NVML not available ({reason}); GPU checks skipped"})
         session.add(gpu_verdicts.nvml_sampling(None, reason, interval_s, None,
                                                check_id="monitor.nvml"))
-        say(f"NVML not available ({reason}): running the command without GPU sampling")
+        ui.say(f"NVML not available ({reason}): running the command without GPU sampling")
     else:
-        say(f"sampling {len(sampler.device_indices)} GPU(s) every {interval_s:g} s "
+        ui.say(f"sampling {len(sampler.device_indices)} GPU(s) every {interval_s:g} s "
             f"({description})")
 
     interrupted = False

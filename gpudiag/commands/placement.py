@@ -8,6 +8,7 @@ from gpudiag.placementlog import is_work, op_counts_by_device, parse, split_sect
 from gpudiag.probes.results import PlacementResult
 from gpudiag.runner import run_child
 from gpudiag.session import RunSession
+from gpudiag.ui import Ui
 from gpudiag.verdicts import common as common_verdicts
 from gpudiag.verdicts import placement as placement_verdicts
 
@@ -16,10 +17,11 @@ PLACEMENT_ENV = {"TF_CPP_MIN_LOG_LEVEL": "0"}
 
 
 def run(session: RunSession, *, timeout_s: float, virtual_gpus: int | None,
-        memory_limit_mb: int) -> None:
+        memory_limit_mb: int, ui: Ui) -> None:
     config = {"n_devices": None, "virtual_gpus": virtual_gpus, "memory_limit_mb": memory_limit_mb}
-    child = run_child("placement", config, run_dir=session.run_dir, name="placement",
-                      timeout_s=timeout_s, env=PLACEMENT_ENV)
+    with ui.status("running the placement probe in a child process ..."):
+        child = run_child("placement", config, run_dir=session.run_dir, name="placement",
+                          timeout_s=timeout_s, env=PLACEMENT_ENV)
     if not child.ok or child.result is None:
         session.add(common_verdicts.child_failed("placement.probe", "the placement probe", child))
         return

@@ -34,9 +34,10 @@ from gpudiag.probes.records import AllreduceResult, TrainingResult
 from gpudiag.runner import ChildResult, run_child
 from gpudiag.scaling.judge import ConfigRun, judge
 from gpudiag.scaling.options import ScalingOptions, device_counts
-from gpudiag.scaling.table import render_table
+from gpudiag.scaling.table import rich_table
 from gpudiag.scaling.tb_runs import write_allreduce_tb
 from gpudiag.session import RunSession
+from gpudiag.ui import Ui
 from gpudiag.verdicts import common as common_verdicts
 
 
@@ -80,13 +81,11 @@ class _ProgressTail:
 
 
 def run(session: RunSession, options: ScalingOptions, *,
-        backend: nvml.NvmlBackend | nvml.NvmlUnavailable, console: Any = None) -> None:
+        backend: nvml.NvmlBackend | nvml.NvmlUnavailable, ui: Ui) -> None:
     """Run the whole scaling diagnosis into ``session``. See the module docstring. NVML
     comes in as ``backend``, opened and closed by the caller (the CLI).
 
     ``options`` have passed ``gpudiag.scaling.options.check`` (the CLI checks them)."""
-    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
-
     backend_reason = backend.reason if isinstance(backend, nvml.NvmlUnavailable) else None
     physical: list[nvml.DeviceInfo] = []
     if not isinstance(backend, nvml.NvmlUnavailable):
@@ -96,9 +95,7 @@ def run(session: RunSession, options: ScalingOptions, *,
             except nvml.DeviceError:
                 continue
     session.set("scaling_options", options.to_dict())
-    progress = Progress(TextColumn("{task.description}"), BarColumn(),
-                        TextColumn("{task.fields[status]}"), TimeElapsedColumn(),
-                        console=console, transient=False)
+    progress = ui.progress()
     runs: list[ConfigRun] = []
     interrupted: KeyboardInterrupt | None = None
     with progress:
@@ -125,8 +122,8 @@ def run(session: RunSession, options: ScalingOptions, *,
         except KeyboardInterrupt as exc:  # judge what finished, then stop
             interrupted = exc
     rows, configs = judge(session, options, setup, allreduce, runs, backend_reason, physical)
-    if console is not None and rows:
-        render_table(rows, configs, console)
+    if rows:
+        ui.show(rich_table(rows, configs))
     if interrupted is not None:
         raise interrupted
 

@@ -38,8 +38,8 @@ def table(rows: Sequence[dict[str, Any]], configs: dict[str, Any]) -> list[list[
     return out
 
 
-def render_table(rows: Sequence[dict[str, Any]], configs: dict[str, Any], console: Any) -> None:
-    """The table on a rich console."""
+def rich_table(rows: Sequence[dict[str, Any]], configs: dict[str, Any]) -> Any:
+    """The table as a rich Table, for the console."""
     from rich.table import Table
 
     t = Table(title="scaling (efficiency = throughput(n) / (n x throughput(1)))")
@@ -47,4 +47,4 @@ def render_table(rows: Sequence[dict[str, Any]], configs: dict[str, Any], consol
         t.add_column(h)
     for cells in table(rows, configs):
         t.add_row(*cells)
-    console.print(t)
+    return t

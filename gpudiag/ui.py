@@ -1,0 +1,52 @@
+"""How a command talks to the person running it: one ``Ui``, made by the CLI and passed
+to every command function, the only way a command shows anything while it works.
+
+- ``say(text)``: one line (what is about to happen, what was found out on the way);
+- ``status(text)``: a spinner around a wait with no steps to count (a child probing);
+- ``progress()``: bars for work with steps (scaling's configurations);
+- ``show(renderable)``: a table or other rich renderable.
+
+``Ui.quiet()`` shows nothing: the commands' tests and library callers use it. With
+``--json`` the CLI's Ui writes to stderr, so stdout holds report.json alone.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from typing import Any
+
+from rich.console import Console
+from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+
+class Ui:
+    def __init__(self, console: Console | None) -> None:
+        self.console = console
+
+    @classmethod
+    def quiet(cls) -> Ui:
+        return cls(None)
+
+    def say(self, text: str) -> None:
+        if self.console is not None:
+            self.console.print(text)
+
+    @contextlib.contextmanager
+    def status(self, text: str) -> Iterator[None]:
+        if self.console is None:
+            yield
+            return
+        with self.console.status(text):
+            yield
+
+    def progress(self) -> Progress:
+        """Bars with a description, a ``status`` field and the elapsed time."""
+        return Progress(TextColumn("{task.description}"), BarColumn(),
+                        TextColumn("{task.fields[status]}"), TimeElapsedColumn(),
+                        console=self.console, transient=False,
+                        disable=self.console is None)
+
+    def show(self, renderable: Any) -> None:
+        if self.console is not None:
+            self.console.print(renderable)
