@@ -42,6 +42,7 @@ from gpudiag.cliopts import (
 )
 from gpudiag.errors import GpudiagError, Interrupted, WriteFailed
 from gpudiag.probes.records import MAX_PROFILE_STEPS, Workload
+from gpudiag.probes.results import MemoryConfig
 from gpudiag.report import render_table
 from gpudiag.report import to_json as report_to_json
 from gpudiag.scaling.options import ScalingOptions
@@ -256,9 +257,9 @@ def monitor(
 @app.command()
 def memory(
     ctx: typer.Context,
-    steps: int = typer.Option(8, "--steps", min=1, max=256,
+    steps: int = typer.Option(MemoryConfig.steps, "--steps", min=1, max=256,
                               help="Tensors allocated one per step, then released."),
-    step_mb: int = typer.Option(64, "--step-mb", min=1, max=1 << 16,
+    step_mb: int = typer.Option(MemoryConfig.step_mb, "--step-mb", min=1, max=1 << 16,
                                 help="Size of each step's tensor in MiB."),
     memory_limit_mb: int | None = typer.Option(
         None, "--memory-limit-mb", min=1, max=1 << 22, show_default=False,

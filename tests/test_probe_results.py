@@ -130,3 +130,19 @@ def test_memory_sample_results_read_back() -> None:
         result = MemoryResult.from_dict(raw)
         assert result.mode == mode and result.nvml.available is False
         assert MemoryResult.from_dict(json.loads(json.dumps(result.to_dict()))) == result
+
+
+def test_child_configs_round_trip_and_define_the_defaults_once() -> None:
+    from gpudiag.cli import app
+    from gpudiag.probes.results import MemoryConfig, PlacementConfig
+
+    placement = PlacementConfig(virtual_gpus=3, memory_limit_mb=512)
+    assert PlacementConfig.from_dict(placement.to_dict()) == placement
+    memory = MemoryConfig(mode="limit", memory_limit_mb=256)
+    assert MemoryConfig.from_dict(memory.to_dict()) == memory
+    import typer
+
+    command = typer.main.get_command(app)
+    assert isinstance(command, typer.core.TyperGroup)
+    options = {p.name: p.default for p in command.commands["memory"].params}
+    assert options["steps"] == MemoryConfig.steps and options["step_mb"] == MemoryConfig.step_mb

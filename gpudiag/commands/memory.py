@@ -30,7 +30,7 @@ from gpudiag.layout import (
     memory_run_name,
 )
 from gpudiag.markdown import markdown_table
-from gpudiag.probes.results import MemoryResult
+from gpudiag.probes.results import MemoryConfig, MemoryResult
 from gpudiag.report import Finding
 from gpudiag.runner import ChildResult, run_child
 from gpudiag.session import RunSession
@@ -39,8 +39,8 @@ from gpudiag.ui import Ui
 from gpudiag.verdicts import common as common_verdicts
 from gpudiag.verdicts import memory as memory_verdicts
 
-DEFAULT_STEPS = 8
-DEFAULT_STEP_MB = 64
+DEFAULT_STEPS = MemoryConfig.steps
+DEFAULT_STEP_MB = MemoryConfig.step_mb
 DEFAULT_LIMIT_MB = 1024
 
 
@@ -113,13 +113,14 @@ def run(
     backend: nvml.NvmlBackend | nvml.NvmlUnavailable,
     ui: Ui,
 ) -> None:
-    base = {"steps": steps, "step_mb": step_mb}
     results: dict[str, dict[str, Any]] = {}
     rows: list[list[Any]] = []
 
-    def child(mode: str, config: dict[str, Any]) -> tuple[ChildResult, MemoryResult | None]:
+    def child(mode: str, limit_mb: int | None = None) -> tuple[ChildResult,
+                                                                MemoryResult | None]:
         ui.say(f"memory mode {mode}: child process ...")
-        out = run_child("memory", {**base, "mode": mode, **config}, run_dir=session.run_dir,
+        config = MemoryConfig(mode=mode, steps=steps, step_mb=step_mb, memory_limit_mb=limit_mb)
+        out = run_child("memory", config, run_dir=session.run_dir,
                         name=memory_run_name(mode), timeout_s=timeout_s, env=child_env(mode))
         if not out.ok or out.result is None:
             return out, None
@@ -133,7 +134,7 @@ def run(
         session.add(finding)
         rows.append(_row(mode, finding))
 
-    first, default = child("default", {})
+    first, default = child("default")
     if default is None:
         add("default", common_verdicts.child_failed(
             "memory.default", "the default-mode memory probe", first))
@@ -148,7 +149,7 @@ def run(
         add("default", memory_verdicts.memory_default(default))
         for mode in ("growth", "growth_env"):
             check_id = memory_verdicts.MEMORY_GPU_MODES[mode]
-            out, result = child(mode, {})
+            out, result = child(mode)
             add(mode, memory_verdicts.memory_growth(result, check_id=check_id, default=default)
                 if result is not None
                 else common_verdicts.child_failed(check_id, f"the {mode} memory probe", out))
@@ -165,13 +166,13 @@ def run(
                 f"{why}", {"fraction": fraction, "reason": why},
                 advice="Give the limit in MiB with --memory-limit-mb instead."))
         else:
-            out, result = child("limit", {"memory_limit_mb": limit_mb})
+            out, result = child("limit", limit_mb)
             if result is not None:
                 add("limit", memory_verdicts.memory_limit(result, limit_mb))
             else:
                 add("limit", common_verdicts.child_failed(
                     "memory.limit", f"the memory-limit probe ({limit_mb} MiB)", out))
-    out, result = child("modify_after_init", {})
+    out, result = child("modify_after_init")
     add("modify_after_init", memory_verdicts.memory_modify_after_init(result)
         if result is not None
         else common_verdicts.child_failed("memory.modify-after-init",

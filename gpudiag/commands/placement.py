@@ -5,7 +5,7 @@ from __future__ import annotations
 from gpudiag.layout import TAG_PLACEMENT
 from gpudiag.markdown import markdown_table
 from gpudiag.placementlog import is_work, op_counts_by_device, parse, split_sections
-from gpudiag.probes.results import PlacementResult
+from gpudiag.probes.results import PlacementConfig, PlacementResult
 from gpudiag.runner import run_child
 from gpudiag.session import RunSession
 from gpudiag.ui import Ui
@@ -18,7 +18,7 @@ PLACEMENT_ENV = {"TF_CPP_MIN_LOG_LEVEL": "0"}
 
 def run(session: RunSession, *, timeout_s: float, virtual_gpus: int | None,
         memory_limit_mb: int, ui: Ui) -> None:
-    config = {"n_devices": None, "virtual_gpus": virtual_gpus, "memory_limit_mb": memory_limit_mb}
+    config = PlacementConfig(virtual_gpus=virtual_gpus, memory_limit_mb=memory_limit_mb)
     with ui.status("running the placement probe in a child process ..."):
         child = run_child("placement", config, run_dir=session.run_dir, name="placement",
                           timeout_s=timeout_s, env=PLACEMENT_ENV)

@@ -42,6 +42,7 @@ from gpudiag.probes.results import (
     AllocationError,
     AllocationPattern,
     ConfigAttempt,
+    MemoryConfig,
     MemoryNvml,
     MemoryReading,
     MemoryResult,
@@ -193,7 +194,8 @@ def modify_after_init(tf: Any, gpus: list[Any]) -> list[ConfigAttempt]:
 
 
 def run(config: dict[str, Any]) -> dict[str, Any]:
-    mode = config["mode"]
+    cfg = MemoryConfig.from_dict(config)
+    mode = cfg.mode
     if mode not in MODES:
         raise ValueError(f"unknown memory mode {mode!r}; one of {', '.join(MODES)}")
     inherited = os.environ.get(ENV_GROWTH)
@@ -201,13 +203,12 @@ def run(config: dict[str, Any]) -> dict[str, Any]:
         del os.environ[ENV_GROWTH]  # before TensorFlow reads it
     with nvml.opened() as backend:  # this child's NVML: opened and closed here
         view = NvmlView(backend)  # before TensorFlow: the baseline is the device without us
-        return probe(config, view, inherited)
+        return probe(cfg, view, inherited)
 
 
-def probe(config: dict[str, Any], view: NvmlView, inherited: str | None) -> dict[str, Any]:
+def probe(cfg: MemoryConfig, view: NvmlView, inherited: str | None) -> dict[str, Any]:
     """The mode's observations, with NVML's readings from ``view``."""
-    mode = config["mode"]
-    steps, step_mb = int(config.get("steps", 8)), int(config.get("step_mb", 64))
+    mode, steps, step_mb = cfg.mode, cfg.steps, cfg.step_mb
     import tensorflow as tf
 
     gpus = tf.config.list_physical_devices("GPU")
@@ -227,7 +228,7 @@ def probe(config: dict[str, Any], view: NvmlView, inherited: str | None) -> dict
         pattern = allocation_pattern(tf, "/CPU:0", steps, step_mb, None)
         return replace(out, pattern=pattern).to_dict()
     tf.config.set_visible_devices(gpus[:1], "GPU")
-    limit_mb = int(config.get("memory_limit_mb") or 0)
+    limit_mb = cfg.memory_limit_mb or 0
     if mode == "limit" and limit_mb <= 0:
         raise ValueError("limit mode needs memory_limit_mb > 0")
     if mode == "growth":

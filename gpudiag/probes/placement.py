@@ -33,6 +33,7 @@ from gpudiag.probes.results import (
     NoKernelPin,
     Pin,
     PinnedResult,
+    PlacementConfig,
     PlacementResult,
     SoftPinResult,
     Workload,
@@ -47,10 +48,11 @@ def _section(name: str) -> None:
 
 
 def run(config: dict[str, Any]) -> dict[str, Any]:
+    cfg = PlacementConfig.from_dict(config)
     dev = setup(
-        config.get("n_devices"),
-        virtual_gpus=config.get("virtual_gpus"),
-        memory_limit_mb=int(config.get("memory_limit_mb", 1024)),
+        cfg.n_devices,
+        virtual_gpus=cfg.virtual_gpus,
+        memory_limit_mb=cfg.memory_limit_mb,
         log_device_placement=True,
     )
     import numpy as np

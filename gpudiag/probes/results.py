@@ -1,4 +1,8 @@
-"""What the env, placement and memory probes return: typed records, TF-free.
+"""What the env, placement and memory probes take and return: typed records, TF-free.
+
+The parent sends a config record (PlacementConfig, MemoryConfig; env takes none) as the
+child's config.json (gpudiag.runner.run_child calls ``to_dict``); the child reads it back
+with ``from_dict``. Each default is defined once, here.
 
 A probe builds its record inside the child and returns ``record.to_dict()`` (the child
 protocol carries JSON, gpudiag/child.py); the parent turns result.json back into the
@@ -11,6 +15,8 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 from typing import Any, ClassVar, Self
+
+from gpudiag.devices import DEFAULT_VIRTUAL_GPU_MEMORY_MB
 
 
 class Record:
@@ -29,6 +35,27 @@ class Record:
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Self:
         return cls(**{k: v for k, v in d.items() if k in cls.__dataclass_fields__})
+
+
+# ---------------------------------------------------------------- configs
+
+@dataclass(frozen=True)
+class PlacementConfig(Record):
+    """`gpudiag placement`'s child: the devices to set up (gpudiag.devices.setup)."""
+
+    n_devices: int | None = None  # None: every GPU, or the default virtual CPU devices
+    virtual_gpus: int | None = None
+    memory_limit_mb: int = DEFAULT_VIRTUAL_GPU_MEMORY_MB
+
+
+@dataclass(frozen=True)
+class MemoryConfig(Record):
+    """`gpudiag memory`'s child: one mode (probes.memory.MODES) of the allocation pattern."""
+
+    mode: str
+    steps: int = 8  # tensors allocated one per step, then released
+    step_mb: int = 64  # each step's tensor
+    memory_limit_mb: int | None = None  # the limit mode's memory_limit
 
 
 # ---------------------------------------------------------------- env
