@@ -369,7 +369,7 @@ def _trace_summary(result: dict[str, Any]) -> tuple[traces.TraceSummary | None, 
     if not files:
         return None, f"no .xplane.pb under {train['profile_dir']}"
     try:
-        return traces.summarize(files[-1], train["devices"]), None
+        return traces.summarize(files[-1], train.get("op_devices") or {}, train["devices"]), None
     except traces.TraceError as exc:
         return None, str(exc)
 

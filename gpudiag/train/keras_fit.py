@@ -31,6 +31,7 @@ from gpudiag.train import summaries
 from gpudiag.train.loop import LoopConfig, TrainResult, throughput
 from gpudiag.train.model import ModelSpec, build_keras_model
 from gpudiag.train.summaries import Instrumentation
+from gpudiag.train.towers import op_devices
 
 
 class _TowerScoped(keras.Model):
@@ -185,8 +186,21 @@ def train_keras(
         eval_loss_ema=None if eval_loss_ema is None else float(eval_loss_ema),
         eval_accuracy_ema=None if eval_acc_ema is None else float(eval_acc_ema),
         ops_by_device={},
+        op_devices=_train_function_devices(model),
         profile_dir=str(Path(loop.logdir) / "train") if loop.profile_steps else None,
         profiled_steps=profiled,
         checkpoint_path=checkpoint_path,
         wall_s=time.perf_counter() - start,
     )
+
+
+def _train_function_devices(model: Any) -> dict[str, str]:
+    """Node -> assigned device in Keras's traced train function (its replica call ops carry
+    the replica's device; gpudiag.traces lets the ops inlined from a call inherit it)."""
+    fn = getattr(model, "train_function", None)
+    listing = getattr(fn, "_list_all_concrete_functions", None)
+    devices: dict[str, str] = {}
+    if listing is not None:
+        for cf in listing():
+            devices.update(op_devices(cf.graph))
+    return devices

@@ -30,7 +30,7 @@ import tensorflow as tf
 
 from gpudiag.train import summaries
 from gpudiag.train.model import correct_count, per_example_loss
-from gpudiag.train.towers import ops_by_device
+from gpudiag.train.towers import op_devices, ops_by_device
 
 MAX_PROFILE_STEPS = 10
 FINAL_WINDOW = 10  # steps averaged for the final training loss / accuracy
@@ -97,6 +97,7 @@ class TrainResult:
     eval_loss_ema: float | None
     eval_accuracy_ema: float | None
     ops_by_device: dict[str, int]
+    op_devices: dict[str, str]  # node -> assigned device, to attribute the trace's ops
     profile_dir: str | None
     profiled_steps: list[int] = field(default_factory=list)
     checkpoint_path: str | None = None
@@ -166,7 +167,9 @@ def train(
     profiled: list[int] = []
     with writer.as_default():
         _write_config(hparams or {})
-        graph_counts = ops_by_device(trainer.step_graph(iterator))
+        step_graph = trainer.step_graph(iterator)
+        graph_counts = ops_by_device(step_graph)
+        graph_devices = op_devices(step_graph)
         scalars = step_scalars(trainer)
         for index in range(loop.steps):
             profiling = loop.is_profiled(index)
@@ -229,6 +232,7 @@ def train(
         eval_loss_ema=eval_loss_ema,
         eval_accuracy_ema=eval_acc_ema,
         ops_by_device=graph_counts,
+        op_devices=graph_devices,
         profile_dir=profile_dir,
         profiled_steps=profiled,
         checkpoint_path=checkpoint_path,
