@@ -299,6 +299,12 @@ def profile(obs: ProcessObservation, busy: dict[str, float] | None, window_s: fl
                        "--profile-steps 0.")
     steps = f"steps {p.steps[0]}-{p.steps[-1]}" if p.steps else "a partial window"
     window = f" ({window_s * 1e3:.1f} ms)" if window_s else ""
+    if not busy:
+        return Finding(f"run.profile{proc}", "warn",
+                       f"trace of {steps} of {p.source}{window}: no op in it could be "
+                       "attributed to a device (no placement evidence for its ops)", evidence,
+                       advice="Keep the placement log on (no TF_CPP_MIN_LOG_LEVEL in the "
+                       "program); open the trace in TensorBoard's Profile tab.")
     text = (f"trace of {steps} of {p.source}{window}: " + ", ".join(
         f"{d} busy {b * 1e3:.1f} ms" + (f" ({b / window_s:.0%})" if window_s else "")
         for d, b in busy.items()) + f"; in TensorBoard's Profile tab ({_short(p.logdir)})")

@@ -107,9 +107,10 @@ def devices(obs: ProcessObservation, proc: str = "") -> Finding:
                        "TensorFlow's devices were never initialised (no op ran), so they were "
                        f"not listed; tf.config calls: {listing}", evidence)
     gpus = [d for d in snap.logical if ":GPU:" in d]
-    text = (f"logical devices {', '.join(snap.logical)} (physical: "
-            f"{', '.join(p.rsplit('/', 1)[-1] for p in snap.physical)}); tf.config calls: "
-            f"{listing}")
+    physical = ", ".join(p.rsplit("/", 1)[-1] for p in snap.physical)
+    text = (f"logical devices {', '.join(snap.logical)}"
+            + (f" (physical: {physical})" if physical else f" (as the {snap.reason} saw them)")
+            + f"; tf.config calls: {listing}")
     if not gpus:
         return Finding(f"run.devices{proc}", "warn", f"no GPU visible to TensorFlow: {text}",
                        evidence, advice="If this machine has a GPU, run `gpudiag env`: it says "
@@ -241,9 +242,10 @@ def soft_placement(obs: ProcessObservation, graph_devices: dict[str, dict[str, s
                      + (f" ({', '.join(r['scopes'][:4])})" if r["scopes"] else "")
                      + f" ran on {r['ran_on']}" for r in rows)
     if missing:
-        names = ", ".join(sorted({r["requested"] for r in missing}))
+        names = sorted({r["requested"] for r in missing})
+        verb = "does" if len(names) == 1 else "do"
         return Finding(f"run.soft-placement{proc}", "fail",
-                       f"{text}: {names} does not exist here, and soft placement moved the work "
+                       f"{text}: {', '.join(names)} {verb} not exist here, and soft placement moved the work "
                        "silently (a name scope such as tower_1 says nothing about where ops "
                        "ran)", evidence,
                        advice="Pin only to devices tf.config.list_logical_devices() lists (or "
@@ -270,7 +272,7 @@ def devices_used(obs: ProcessObservation, placed: dict[str, int] | None,
     evidence: dict[str, Any] = {"logical_devices": logical, "strategy_devices": used_by_strategy,
                                 "ops_by_device": ops or None, "trace_busy_s": busy_s,
                                 "nvml_gpus": nvml_gpus}
-    if not ops and busy_s is None and not nvml_gpus:
+    if not ops and not busy_s and not nvml_gpus:
         return Finding(f"run.every-device-used{proc}", "skip",
                        "neither TensorFlow's placement, a trace nor NVML could be observed",
                        evidence)

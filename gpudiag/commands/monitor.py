@@ -56,11 +56,11 @@ _STOP_SEQUENCE: tuple[tuple[signal.Signals | None, float], ...] = (
 )
 
 
-def resolve_command(command: Sequence[str]) -> list[str]:
+def resolve_command(command: Sequence[str], name: str = "monitor") -> list[str]:
     """The command to run, checked: UsageError when there is none or it cannot be found."""
     if not command:
         raise UsageError(
-            "monitor needs a command to run: gpudiag monitor [OPTIONS] -- CMD [ARGS]..."
+            f"{name} needs a command to run: gpudiag {name} [OPTIONS] -- CMD [ARGS]..."
         )
     program = command[0]
     if shutil.which(program) is None:
@@ -103,7 +103,8 @@ def check_gpus(
         raise UsageError(f"--gpus {bad[0]}: there are {count} GPU(s) (indices {listing})")
 
 
-def _stop_child(proc: subprocess.Popen[bytes]) -> None:
+def stop_child(proc: subprocess.Popen[bytes]) -> None:
+    """After Ctrl-C: give the child its own SIGINT, then SIGINT, SIGTERM, SIGKILL."""
     for sig, wait_s in _STOP_SEQUENCE:
         if proc.poll() is not None:
             return
@@ -229,7 +230,7 @@ def run(
             returncode = proc.wait()
         except KeyboardInterrupt:
             interrupted = True
-            _stop_child(proc)
+            stop_child(proc)
             returncode = proc.returncode
     finally:
         duration = time.monotonic() - start

@@ -48,6 +48,12 @@ def read_events(events_dir: Path) -> tuple[dict[int, list[dict[str, Any]]], int]
 
 
 def _series_steps(rows: list[dict[str, Any]], kind: str) -> list[Step]:
+    if kind == "function":  # the final row adds the last call's loss to that call's row
+        merged: dict[int, dict[str, Any]] = {}
+        for r in rows:
+            into = merged.setdefault(int(r["i"]), {})
+            into.update({k: v for k, v in r.items() if v is not None})
+        rows = [merged[i] for i in sorted(merged)]
     steps = []
     for r in rows:
         if kind == "fit":
@@ -118,7 +124,7 @@ def observe(pid: int, events: list[dict[str, Any]], events_dir: Path) -> Process
             group["rows"] += e.get("rows") or []
         elif kind == "step_stats":
             stats.append(StepStats(e.get("group", "?"), e.get("devices") or {},
-                                   e.get("pinned") or []))
+                                   e.get("pinned") or [], e.get("node_devices") or {}))
         elif kind == "weights":
             fingerprints.setdefault(e["source"], []).append(e)
         elif kind == "crash" and "crash" not in fields:

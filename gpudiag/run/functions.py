@@ -5,8 +5,9 @@ is TensorFlow's or Keras's (Keras's own train function ...) takes the original p
 one dictionary lookup. For a function of the program, called eagerly (not while another
 function is being traced), each call is timed (its wall time and its start), its returned
 loss kept when it returns one (a float scalar, or the ``loss`` entry of a dict, or the
-first float scalar of a tuple) and read at most config.loss_reads_per_s times a second, at
-the batch's write, so no call waits on the device for gpudiag. The rows are appended as
+first float scalar of a tuple) and read, at the batch's write, for the first
+ALWAYS_READ_FIRST calls, then at most config.loss_reads_per_s times a second, and for the
+last call at exit: no call waits on the device for gpudiag. The rows are appended as
 ``function_steps`` events (gpudiag.run.recorder.StepBuffer).
 
 After the first call (tracing done): the function's concrete graphs, the device each of
@@ -36,6 +37,7 @@ ATTR = "_gpudiag_step_source"
 NOT_USER = object()
 MAX_PINNED_OPS = 3000
 MAX_CONCRETE = 4
+ALWAYS_READ_FIRST = 20  # the loss of the first calls is always read (learning needs them)
 
 
 def code_of(fn: Any) -> CodeType | None:
@@ -100,6 +102,7 @@ class StepSource:
         self.buffer = StepBuffer(agent.emit, "function_steps", agent.config.flush_interval_s,
                                  UNBUFFERED_FIRST_STEPS, _resolve, function=qualname)
         self.variables: list[Any] = []
+        self.last_loss: tuple[int, Any] | None = None  # the latest call's loss, unread
         agent.on_exit(self.at_exit)
 
     def call(self, original: Callable[..., Any], fn: Any, args: tuple[Any, ...],
@@ -116,9 +119,10 @@ class StepSource:
         if profile is not None and not profile.done:
             profile.step_end(self, index)
         row: dict[str, Any] = {"i": index, "t0": start, "dt": t1 - t0}
-        if t1 - self.last_loss_read >= self.loss_interval_s:
-            loss = loss_of(out)
-            if loss is not None:
+        loss = loss_of(out)
+        if loss is not None:
+            self.last_loss = (index, loss)
+            if index < ALWAYS_READ_FIRST or t1 - self.last_loss_read >= self.loss_interval_s:
                 row["loss"] = loss
                 self.last_loss_read = t1
         self.buffer.add(row)
@@ -152,6 +156,10 @@ class StepSource:
 
     def at_exit(self) -> None:
         self.buffer.flush()
+        if self.last_loss is not None:  # the last call's loss, read once the program is done
+            index, loss = self.last_loss
+            self.agent.emit("function_steps", function=self.name,
+                            rows=[{"i": index, "loss": float(loss.numpy()), "final": True}])
         self._weights("exit")
 
 

@@ -105,6 +105,7 @@ class StepStats:
     group: str
     devices: dict[str, dict[str, Any]]  # device -> nodes, busy_us, scopes, op_types
     pinned: list[dict[str, Any]]  # requested, actual, nodes, examples, scopes
+    node_devices: dict[str, str] = field(default_factory=dict)  # node -> device it ran on
 
 
 @dataclass(frozen=True)

@@ -9,12 +9,14 @@ and the monitored sessions all end there):
 - every run: its wall time, grouped by fetches (the training step is the group run most
   often), and the first float scalar it fetched (the loss, usually), appended as
   ``session_steps`` events;
-- a few runs after warm-up of the first fetch group to reach it (config
-  profile_warmup_steps .. +3), unless the program passed its own RunOptions: run with
-  ``RunOptions(trace_level=FULL_TRACE)``; their step stats say on which device every node
-  really ran, beside the device the graph pinned it to (``node.device``): a tower pinned
-  to a GPU that does not exist runs on CPU:0 under soft placement, whatever its name.
-  These traced runs are marked and left out of the timing.
+- TRACED_RUNS runs of the first fetch group to get there, just before the profiler window
+  (or just after it when the warm-up is too short), unless the program passed its own
+  RunOptions: run with ``RunOptions(trace_level=FULL_TRACE)``; their step stats say on
+  which device every node really ran, beside the device the graph pinned it to
+  (``node.device``): a tower pinned to a GPU that does not exist runs on CPU:0 under soft
+  placement, whatever its name. These traced runs are marked and left out of the timing.
+  Should tracing be refused (another profiler session is active), the run is made again
+  untraced: the refusal comes before anything executes.
 """
 
 from __future__ import annotations
@@ -34,7 +36,7 @@ if TYPE_CHECKING:
 
 TRACED_RUNS = 3
 MAX_GROUPS = 32
-MAX_NODE_SAMPLES = 400
+MAX_NODE_DEVICES = 20000
 
 
 def config_summary(config: Any) -> dict[str, Any] | None:
@@ -85,9 +87,8 @@ def _device_of(stats_device: str) -> tuple[str, bool]:
 
 def summarize_step_stats(run_metadata: Any, graph: Any) -> dict[str, Any]:
     """Per device: nodes and busy time; requested-vs-actual device of every pinned node."""
-    from gpudiag.placementlog import short_device
-
     per_device: dict[str, dict[str, Any]] = {}
+    node_devices: dict[str, str] = {}
     spans: dict[str, list[tuple[int, int]]] = defaultdict(list)
     moved: dict[tuple[str, str], list[str]] = defaultdict(list)
     for dev in run_metadata.step_stats.dev_stats:
@@ -101,6 +102,8 @@ def summarize_step_stats(run_metadata: Any, graph: Any) -> dict[str, Any]:
             op_type = ns.timeline_label.split(" = ", 1)[-1].split("(", 1)[0] \
                 if " = " in ns.timeline_label else ""
             entry["nodes"] += 1
+            if len(node_devices) < MAX_NODE_DEVICES:
+                node_devices[ns.node_name] = device
             entry["op_types"][op_type] = entry["op_types"].get(op_type, 0) + 1
             scope = ns.node_name.split("/", 1)[0]
             entry["scopes"][scope] = entry["scopes"].get(scope, 0) + 1
@@ -115,8 +118,16 @@ def summarize_step_stats(run_metadata: Any, graph: Any) -> dict[str, Any]:
     pinned = [{"requested": req, "actual": act, "nodes": len(names),
                "examples": names[:5], "scopes": sorted({n.split("/", 1)[0] for n in names})}
               for (req, act), names in sorted(moved.items())]
-    return {"devices": per_device, "pinned": pinned,
-            "requested_short": {p["requested"]: short_device(p["requested"]) for p in pinned}}
+    return {"devices": per_device, "pinned": pinned, "node_devices": node_devices}
+
+
+def traced_indices(warmup: int, profile_steps: int) -> range:
+    """Which runs of a fetch group are FULL_TRACE'd: never inside the profiler window, and
+    not the first run (graph set-up)."""
+    if warmup >= TRACED_RUNS + 1:
+        return range(warmup - TRACED_RUNS, warmup)
+    start = warmup + max(0, profile_steps)
+    return range(start, start + TRACED_RUNS)
 
 
 def _union_us(spans: list[tuple[int, int]]) -> int:
@@ -168,7 +179,7 @@ def install(agent: Agent, tf: ModuleType) -> None:
         return
     hooks = SessionHooks(agent, tf)
     original_init, original_run = cls.__init__, cls.run
-    warmup = agent.config.profile_warmup_steps
+    traced_runs = traced_indices(agent.config.profile_warmup_steps, agent.config.profile_steps)
 
     @functools.wraps(original_init)
     def __init__(self: Any, target: str = "", graph: Any = None, config: Any = None) -> None:
@@ -185,6 +196,9 @@ def install(agent: Agent, tf: ModuleType) -> None:
         except Exception as exc:  # noqa: BLE001
             agent.hook_error("recording a Session", exc)
         record_devices("session")
+        from gpudiag.run.tfhooks import record_session_devices
+
+        record_session_devices(self)
 
     @functools.wraps(original_run)
     def run(self: Any, fetches: Any, feed_dict: Any = None, options: Any = None,
@@ -199,7 +213,7 @@ def install(agent: Agent, tf: ModuleType) -> None:
         index = group.calls
         group.calls += 1
         traced = False
-        if options is None and run_metadata is None and warmup <= index < warmup + TRACED_RUNS \
+        if options is None and run_metadata is None and index in traced_runs \
                 and hooks.traced_group in (None, group):
             hooks.traced_group = group
             traced = True
@@ -210,7 +224,16 @@ def install(agent: Agent, tf: ModuleType) -> None:
             profile.step_begin(group, index)
         start = time.time()
         t0 = time.perf_counter()
-        result = original_run(self, fetches, feed_dict, options, run_metadata)
+        if traced:
+            try:
+                with agent.quiet():  # FULL_TRACE's own log lines ("GPU trace was not ...")
+                    result = original_run(self, fetches, feed_dict, options, run_metadata)
+            except tf.errors.AlreadyExistsError as exc:  # a profiler session is active
+                agent.hook_error("FULL_TRACE refused; run again untraced", exc)
+                traced = False
+                result = original_run(self, fetches, feed_dict, None, None)
+        else:
+            result = original_run(self, fetches, feed_dict, options, run_metadata)
         dt = time.perf_counter() - t0
         if profile is not None and not profile.done:
             profile.step_end(group, index)

@@ -39,7 +39,7 @@ from gpudiag.layout import (
 
 PARTIAL_FLUSH_S = 0.05
 _CPP_LINE = re.compile(
-    r"^(?:(?P<sev>[IWEF])\d{4} \d\d:\d\d:\d\d\.\d+\s+\d+ (?P<file>[\w.\-]+):\d+\]"
+    r"^(?:(?P<sev>[IWEF])\d{4} \d\d:\d\d:\d+\.\d+\s+\d+ (?P<file>[\w.\-]+):\d+\]"
     r"|\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d+: (?P<sev2>[IWEF]) (?P<file2>[\w./\-]+):\d+\])")
 _SEVERITY = {"I": 0, "W": 1, "E": 2, "F": 3}
 _PLACEMENT_CPP = re.compile(r"(?:execute\.cc|placer\.cc):\d+\]")

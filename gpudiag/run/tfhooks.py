@@ -211,6 +211,25 @@ def record_devices(reason: str) -> None:
         guard("recording devices", HOOKS.record_devices, reason)
 
 
+def record_session_devices(session: Any) -> None:
+    """A tf.compat.v1 Session's devices, when the eager context never initialised (graph
+    mode): the devices TensorFlow gave that Session (no physical listing)."""
+    if HOOKS is None or HOOKS.devices_recorded or context_initialized():
+        return
+    from gpudiag.run.agent import guard
+
+    def record() -> None:
+        assert HOOKS is not None
+        listed = session.list_devices()
+        HOOKS.devices_recorded = True
+        HOOKS.agent.emit("devices", reason="session", physical=[],
+                         logical=[{"name": d.name, "device_type": d.device_type}
+                                  for d in listed],
+                         gpus=[], soft_placement=None, cuda_build=None, env={})
+
+    guard("recording a Session's devices", record)
+
+
 def install(agent: Agent, tf: ModuleType) -> None:
     global HOOKS
     from gpudiag.run import crash, functions, logcapture, profilewindow, sessions, strategies
