@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from gpudiag.catalogue import match_crash
-from gpudiag.report import Finding
+from gpudiag.report import Finding, Status
 from gpudiag.run.records import ProcessObservation, StepSeries
 
 # A loss within this fraction of ln(k) is "at ln k"; it has "not fallen" when the last
@@ -80,7 +80,9 @@ def _classes_at(loss: float, known: int | None) -> int | None:
 def learning(obs: ProcessObservation, proc: str = "") -> Finding:
     """Per training loop: did the loss fall? Is it stuck at ln(classes), is accuracy at
     chance, did the weights move at all?"""
-    rows, problems, worst = [], [], "ok"
+    rows: list[dict[str, Any]] = []
+    problems: list[str] = []
+    worst: Status = "ok"
     for s in obs.series:
         losses = [st.loss for st in s.steps if st.loss is not None and math.isfinite(st.loss)]
         if len(losses) < MIN_JUDGED_STEPS:
@@ -110,8 +112,9 @@ def learning(obs: ProcessObservation, proc: str = "") -> Finding:
         if acc is not None:
             text += f", accuracy {acc:.3f}" + (" (chance)" if chance else "")
         if moved is False:
-            text += (f"; the weights did not change at all over {weights.calls_between if weights else '?'}"
-                     " steps: this is not a device problem, the updates never reach the weights")
+            steps = weights.calls_between if weights else "?"
+            text += (f"; the weights did not change at all over {steps} steps: this is not "
+                     "a device problem, the updates never reach the weights")
             if s.facts.get("learning_rate") == 0:
                 text += " (the learning rate is 0)"
         elif moved:

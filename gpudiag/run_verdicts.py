@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from gpudiag.catalogue import LogMatch, match_crash
-from gpudiag.report import Finding
+from gpudiag.report import Finding, Status
 from gpudiag.run.records import ProcessObservation
 
 _JOB = re.compile(r"^/job:[^/]+(?:/replica:\d+)?(?:/task:\d+)?")
@@ -223,10 +223,11 @@ def soft_placement(obs: ProcessObservation, graph_devices: dict[str, dict[str, s
                 note(want, p["actual"], list(p.get("examples") or []), int(p["nodes"]))
                 names[(want, p["actual"])] += [f"{x}/" for x in p.get("scopes") or []]
     logical = set(obs.devices.logical) if obs.devices else set()
-    rows = [{"requested": w, "ran_on": g, "nodes": n, "exists": w in logical,
-             "scopes": sorted({x.split("/", 1)[0] for x in names[(w, g)] if "/" in x}),
-             "examples": [x for x in names[(w, g)] if not x.endswith("/")][:5]}
-            for (w, g), n in sorted(counts.items())]
+    rows: list[dict[str, Any]] = [
+        {"requested": w, "ran_on": g, "nodes": n, "exists": w in logical,
+         "scopes": sorted({x.split("/", 1)[0] for x in names[(w, g)] if "/" in x}),
+         "examples": [x for x in names[(w, g)] if not x.endswith("/")][:5]}
+        for (w, g), n in sorted(counts.items())]
     evidence = {"compared_nodes": compared, "moved": rows}
     if not compared:
         return Finding(f"run.soft-placement{proc}", "skip",
@@ -242,12 +243,12 @@ def soft_placement(obs: ProcessObservation, graph_devices: dict[str, dict[str, s
                      + (f" ({', '.join(r['scopes'][:4])})" if r["scopes"] else "")
                      + f" ran on {r['ran_on']}" for r in rows)
     if missing:
-        names = sorted({r["requested"] for r in missing})
-        verb = "does" if len(names) == 1 else "do"
+        absent = sorted({str(r["requested"]) for r in missing})
+        verb = "does" if len(absent) == 1 else "do"
         return Finding(f"run.soft-placement{proc}", "fail",
-                       f"{text}: {', '.join(names)} {verb} not exist here, and soft placement moved the work "
-                       "silently (a name scope such as tower_1 says nothing about where ops "
-                       "ran)", evidence,
+                       f"{text}: {', '.join(absent)} {verb} not exist here, and soft placement "
+                       "moved the work silently (a name scope such as tower_1 says nothing "
+                       "about where ops ran)", evidence,
                        advice="Pin only to devices tf.config.list_logical_devices() lists (or "
                               "use MirroredStrategy); turn soft placement off while testing "
                               "(tf.config.set_soft_device_placement(False), or "
@@ -327,13 +328,13 @@ def tf_log(matches: Sequence[LogMatch], captured_reason: str | None,
         if captured_reason else ""
     serious = [m for m in matches if m.entry.severity != "info"]
     if not matches:
-        status = "skip" if captured_reason else "ok"
+        status: Status = "skip" if captured_reason else "ok"
         return Finding(f"run.tf-log{proc}", status,
                        "no known problem in TensorFlow's log" + tail, evidence)
     text = "; ".join(f"{m.entry.id} x{m.count}: {m.entry.meaning}" for m in serious) or \
         "only informational messages (" + ", ".join(m.entry.id for m in matches) + ")"
     if not serious:
         return Finding(f"run.tf-log{proc}", "ok", text + tail, evidence)
-    worst = "fail" if any(m.entry.severity == "fail" for m in serious) else "warn"
+    worst: Status = "fail" if any(m.entry.severity == "fail" for m in serious) else "warn"
     return Finding(f"run.tf-log{proc}", worst, text + tail, evidence,
                    advice=" ".join(dict.fromkeys(m.entry.fix for m in serious)))

@@ -13,10 +13,12 @@ event and the program carries on.
 from __future__ import annotations
 
 import atexit
+import contextlib
 import os
 import sys
 import traceback
 from collections.abc import Callable
+from pathlib import Path
 from types import ModuleType
 from typing import Any, TypeVar
 
@@ -46,10 +48,8 @@ class Agent:
         self.fault_file: Any = None  # faulthandler's file, kept open for the process's life
 
     def emit(self, kind: str, **fields: Any) -> None:
-        try:
+        with contextlib.suppress(Exception):  # the disk is full or gone: nothing to tell
             self.recorder.emit(kind, **fields)
-        except Exception:  # noqa: BLE001, S110 - the disk is full or gone: nothing to tell
-            pass
 
     def hook_error(self, where: str, exc: BaseException) -> None:
         self.hook_errors += 1
@@ -98,7 +98,7 @@ def guard(where: str, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T | No
     """Call gpudiag code; an exception becomes a hook_error event, never the program's."""
     try:
         return fn(*args, **kwargs)
-    except Exception as exc:  # noqa: BLE001
+    except Exception as exc:
         if AGENT is not None:
             AGENT.hook_error(where, exc)
         return None
@@ -128,7 +128,7 @@ def install() -> Agent | None:
         return None
     agent = AGENT = Agent(config)
     agent.emit("process", ppid=os.getppid(), argv=list(sys.argv), executable=sys.executable,
-               python=sys.version.split()[0], cwd=os.getcwd(),
+               python=sys.version.split()[0], cwd=str(Path.cwd()),
                env={k: os.environ.get(k) for k in RECORDED_ENV})
     from gpudiag.run import crash, importhook
 

@@ -80,7 +80,9 @@ def trace_of(obs: ProcessObservation, rows: list[PlacementRow]
     devices = [d for s in obs.strategies for d in s.worker_devices] or \
         [d for d in (obs.devices.logical if obs.devices else []) if ":GPU:" in d]
     try:
-        return traces.summarize(files[-1], op_devices(rows, obs), list(dict.fromkeys(devices))), None
+        summary = traces.summarize(files[-1], op_devices(rows, obs),
+                                   list(dict.fromkeys(devices)))
+        return summary, None
     except traces.TraceError as exc:
         return None, str(exc)
 

@@ -70,12 +70,12 @@ def is_python(argv: Sequence[str]) -> bool:
     """Whether the command starts a Python interpreter: python3, an interpreter path, or a
     script whose shebang names Python."""
     path = shutil.which(argv[0]) or argv[0]
-    if _PYTHON_NAME.match(os.path.basename(path)):
+    if _PYTHON_NAME.match(Path(path).name):
         return True
     try:
-        if os.path.realpath(path) == os.path.realpath(sys.executable):
+        if Path(path).resolve() == Path(sys.executable).resolve():
             return True
-        with open(path, "rb") as f:
+        with Path(path).open("rb") as f:
             first = f.readline(256)
     except OSError:
         return False

@@ -14,6 +14,7 @@ import faulthandler
 import os
 import sys
 import threading
+from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
@@ -32,7 +33,7 @@ def record(agent: Agent, exc_type: type[BaseException], exc: BaseException,
         return
     agent.crash_recorded = True
     frame_list = frames(tb)
-    chain = []
+    chain: list[dict[str, str]] = []
     cause = exc.__cause__ or exc.__context__
     while cause is not None and len(chain) < 3:
         chain.append({"type": type(cause).__name__, "message": str(cause)[:MAX_MESSAGE_CHARS]})
@@ -50,7 +51,7 @@ def install(agent: Agent) -> None:
                    tb: TracebackType | None) -> None:
         try:
             record(agent, exc_type, exc, tb, "MainThread")
-        except Exception as err:  # noqa: BLE001
+        except Exception as err:
             agent.hook_error("excepthook", err)
         previous(exc_type, exc, tb)
 
@@ -62,7 +63,7 @@ def install(agent: Agent) -> None:
             if args.exc_type is not None and args.exc_value is not None:
                 name = args.thread.name if args.thread is not None else "thread"
                 record(agent, args.exc_type, args.exc_value, args.exc_traceback, name)
-        except Exception as err:  # noqa: BLE001
+        except Exception as err:
             agent.hook_error("threading.excepthook", err)
         previous_thread(args)
 
@@ -81,7 +82,7 @@ def enable_faulthandler(agent: Agent) -> None:
     """Python's stack on a fatal signal, into faults-<pid>.txt (processes with TF only)."""
     if faulthandler.is_enabled():
         return
-    path = os.path.join(agent.config.events_dir, run_faults_name(os.getpid()))
-    handle = open(path, "w", encoding="utf-8")  # noqa: SIM115 - faulthandler keeps it open
+    path = Path(agent.config.events_dir) / run_faults_name(os.getpid())
+    handle = path.open("w", encoding="utf-8")  # faulthandler keeps it open
     faulthandler.enable(file=handle, all_threads=True)
     agent.fault_file = handle

@@ -50,9 +50,9 @@ def code_of(fn: Any) -> CodeType | None:
         elif hasattr(fn, "__wrapped__"):
             fn = inspect.unwrap(fn)
             if not hasattr(fn, "__wrapped__") and getattr(fn, "__code__", None) is None:
-                fn = getattr(type(fn), "__call__", None)
+                fn = type(fn).__dict__.get("__call__")
         elif fn is not None and not inspect.isfunction(fn) and callable(fn):
-            fn = getattr(type(fn), "__call__", None)
+            fn = type(fn).__dict__.get("__call__")
         else:
             return None
     return None
@@ -180,7 +180,7 @@ def install(agent: Agent, tf: ModuleType) -> None:
                 return NOT_USER
             name = getattr(fn.python_function, "__qualname__", None) or code.co_name
             return StepSource(agent, code, str(name))
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:
             agent.hook_error("classifying a tf.function", exc)
             return NOT_USER
 

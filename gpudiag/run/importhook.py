@@ -60,7 +60,7 @@ class PostImportFinder(importlib.abc.MetaPathFinder):
                 return  # already called for this module
             try:
                 callback(module)
-            except Exception as exc:  # noqa: BLE001 - never break the program's import
+            except Exception as exc:
                 on_error(f"after import {name}", exc)
 
         loader.exec_module = exec_module
@@ -75,7 +75,7 @@ def install(callbacks: dict[str, Callback],
         if module is not None:
             try:
                 cb(module)
-            except Exception as exc:  # noqa: BLE001
+            except Exception as exc:
                 on_error(f"after import {name}", exc)
         else:
             pending[name] = cb

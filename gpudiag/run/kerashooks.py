@@ -94,14 +94,14 @@ def make_callback_class(agent: Agent, keras: ModuleType) -> type:
             try:
                 outputs = getattr(model, "outputs", None) or []
                 facts["output_width"] = int(outputs[0].shape[-1]) if outputs else None
-            except Exception:  # noqa: BLE001 - subclassed models have no symbolic outputs
+            except Exception:
                 facts["output_width"] = None
             facts["loss"] = repr(getattr(model, "loss", None))[:200]
             opt = getattr(model, "optimizer", None)
             facts["optimizer"] = type(opt).__name__ if opt is not None else None
             try:
                 facts["learning_rate"] = float(opt.learning_rate)  # type: ignore[union-attr]
-            except Exception:  # noqa: BLE001 - a schedule, or no optimizer
+            except Exception:
                 facts["learning_rate"] = None
             strategy = getattr(model, "distribute_strategy", None)
             facts["strategy"] = type(strategy).__name__ if strategy is not None else None
@@ -109,7 +109,7 @@ def make_callback_class(agent: Agent, keras: ModuleType) -> type:
             try:
                 facts["trainable_parameters"] = int(sum(
                     int(getattr(w, "size", 0) or 0) for w in model.trainable_weights))
-            except Exception:  # noqa: BLE001
+            except Exception:
                 facts["trainable_parameters"] = None
             return facts
 
@@ -194,7 +194,7 @@ def install(agent: Agent, keras: ModuleType) -> None:
                 else:
                     agent.emit("hook_note", where="Model.fit",
                                message="callbacks given as a CallbackList: fit not recorded")
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:
             agent.hook_error("Model.fit callback", exc)
         return original(self, *args, **kwargs)
 

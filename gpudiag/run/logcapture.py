@@ -47,7 +47,7 @@ def _capture(agent: Agent, logger: logging.Logger) -> None:
             count[0] += 1
             try:
                 message = record.getMessage()
-            except Exception:  # noqa: BLE001 - a bad format string is the program's
+            except Exception:
                 message = str(record.msg)
             agent.emit("tf_log", logger=record.name, level=record.levelname,
                        message=message[:4000], source=f"{record.filename}:{record.lineno}",

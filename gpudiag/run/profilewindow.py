@@ -15,6 +15,7 @@ Outside the window this costs one comparison per step.
 from __future__ import annotations
 
 import os
+from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
@@ -53,7 +54,7 @@ class ProfileWindow:
         try:
             self._marker = self.tf.profiler.experimental.Trace("train", step_num=index, _r=1)
             self._marker.__enter__()
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:
             self._marker = None
             self.agent.hook_error("profiler step marker", exc)
 
@@ -64,18 +65,18 @@ class ProfileWindow:
             marker, self._marker = self._marker, None
             try:
                 marker.__exit__(None, None, None)
-            except Exception as exc:  # noqa: BLE001
+            except Exception as exc:
                 self.agent.hook_error("profiler step marker", exc)
         self.traced.append(index)
         if len(self.traced) >= self.steps:
             self._stop(complete=True)
 
     def _start(self, source: object, index: int) -> None:
-        self.logdir = os.path.join(self.agent.config.run_dir, run_tb_name(os.getpid()))
+        self.logdir = str(Path(self.agent.config.run_dir) / run_tb_name(os.getpid()))
         try:
             with self.agent.quiet():
                 self.tf.profiler.experimental.start(self.logdir)
-        except Exception as exc:  # noqa: BLE001 - e.g. the program runs its own profiler
+        except Exception as exc:
             self.done = True
             self.agent.emit("profile", status="failed", logdir=self.logdir,
                             source=getattr(source, "label", str(source)), first_step=index,
@@ -92,7 +93,7 @@ class ProfileWindow:
         try:
             with self.agent.quiet():
                 self.tf.profiler.experimental.stop()
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:
             error = f"{type(exc).__name__}: {exc}"
         self.agent.emit("profile", status="stopped" if complete else "stopped-at-exit",
                         logdir=self.logdir, source=getattr(self.owner, "label", None),

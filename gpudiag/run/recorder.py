@@ -18,6 +18,7 @@ import os
 import threading
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from gpudiag.layout import run_events_name
@@ -30,7 +31,7 @@ def _plain(value: Any) -> Any:
         if callable(fn):
             try:
                 return fn()
-            except Exception:  # noqa: BLE001 - a best-effort conversion
+            except Exception:
                 pass
     return repr(value)
 
@@ -48,8 +49,8 @@ class Recorder:
     def _descriptor(self) -> int:
         pid = os.getpid()
         if self._fd is None or self._pid != pid:
-            os.makedirs(self.events_dir, exist_ok=True)
-            path = os.path.join(self.events_dir, run_events_name(pid))
+            Path(self.events_dir).mkdir(parents=True, exist_ok=True)
+            path = Path(self.events_dir) / run_events_name(pid)
             self._fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
             self._pid = pid
         return self._fd
@@ -104,6 +105,6 @@ class StepBuffer:
             for row in rows:
                 try:
                     self.resolve(row)
-                except Exception:  # noqa: BLE001 - a value that cannot be read stays out
+                except Exception:
                     row.pop("loss", None)
         self.emit(self.kind, rows=rows, **self.fields)

@@ -193,7 +193,7 @@ def install(agent: Agent, tf: ModuleType) -> None:
                 from gpudiag.layout import RUN_MARK_PLACEMENT_ASKED
 
                 agent.marker(RUN_MARK_PLACEMENT_ASKED)
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:
             agent.hook_error("recording a Session", exc)
         record_devices("session")
         from gpudiag.run.tfhooks import record_session_devices
@@ -205,7 +205,7 @@ def install(agent: Agent, tf: ModuleType) -> None:
             run_metadata: Any = None) -> Any:
         try:
             group = hooks.group(fetches)
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:
             agent.hook_error("Session.run fetches", exc)
             group = None
         if group is None:
@@ -248,7 +248,7 @@ def install(agent: Agent, tf: ModuleType) -> None:
             if traced:
                 agent.emit("step_stats", group=group.label, call=index,
                            **summarize_step_stats(run_metadata, self.graph))
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:
             agent.hook_error("recording a Session.run", exc)
         return result
 

@@ -23,7 +23,7 @@ if TYPE_CHECKING:
 def _names(devices: Any) -> list[str] | None:
     try:
         return [str(d) for d in devices]
-    except Exception:  # noqa: BLE001 - e.g. ParameterServerStrategy before connecting
+    except Exception:
         return None
 
 
@@ -49,7 +49,7 @@ def describe(strategy: Any) -> dict[str, Any]:
     if resolver is not None:
         try:
             spec = resolver.cluster_spec().as_dict()
-        except Exception:  # noqa: BLE001
+        except Exception:
             spec = None
         out["cluster"] = {"task_type": getattr(resolver, "task_type", None),
                           "task_id": getattr(resolver, "task_id", None),
@@ -72,7 +72,7 @@ def install(agent: Agent, tf: ModuleType) -> None:
             return
         try:
             agent.emit("strategy", caller=caller(), **describe(self))
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:
             agent.hook_error("recording a strategy", exc)
         record_devices("strategy")
 

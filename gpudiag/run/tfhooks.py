@@ -136,7 +136,7 @@ class TfHooks:
     def _initialized(self) -> bool | None:
         try:
             return context_initialized()
-        except Exception:  # noqa: BLE001 - private API moved: unknown
+        except Exception:
             return None
 
     def _record_call(self, api: str, args: tuple[Any, ...], kwargs: dict[str, Any],
@@ -150,7 +150,7 @@ class TfHooks:
                 initialized_before=initialized_before, caller=where,
                 error_type=None if exc is None else type(exc).__name__,
                 error=None if exc is None else str(exc)[:2000])
-        except Exception as err:  # noqa: BLE001
+        except Exception as err:
             self.agent.hook_error(f"recording {api}", err)
 
     def patch_config(self) -> None:
@@ -187,7 +187,7 @@ class TfHooks:
                 try:
                     entry[key] = describe(call(dev)) if key == "logical_configuration" \
                         else call(dev)
-                except Exception as exc:  # noqa: BLE001 - not every build has every query
+                except Exception as exc:
                     entry[key] = f"unavailable: {exc}"
             gpus.append(entry)
         self.agent.emit(

@@ -6,17 +6,19 @@ and to find the frame of a crash in the program's code.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import site
 import sys
 import sysconfig
 import traceback
 from functools import lru_cache
+from pathlib import Path
 from types import TracebackType
 from typing import Any
 
 _LIBRARY_MARKERS = (f"{os.sep}site-packages{os.sep}", f"{os.sep}dist-packages{os.sep}")
-_HOOKS_DIR = os.path.dirname(os.path.abspath(__file__))  # gpudiag/run: the hooks themselves
+_HOOKS_DIR = str(Path(__file__).resolve().parent)  # gpudiag/run: the hooks themselves
 
 
 @lru_cache(maxsize=1)
@@ -26,10 +28,8 @@ def _library_roots() -> tuple[str, ...]:
         path = sysconfig.get_paths().get(key)
         if path:
             roots.add(os.path.realpath(path))
-    try:
+    with contextlib.suppress(AttributeError):  # some virtualenv versions' site module
         roots.update(os.path.realpath(p) for p in site.getsitepackages())
-    except AttributeError:  # some virtualenv versions' site module
-        pass
     user = getattr(site, "USER_SITE", None)
     if user:
         roots.add(os.path.realpath(user))

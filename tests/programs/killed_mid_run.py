@@ -27,7 +27,7 @@ def step(x):
 
 
 x = tf.random.normal([32, 64])
-for i in range(30):
+for _ in range(30):
     loss = step(x)
 print("about to be killed at step 30, loss", float(loss), flush=True)
 os.kill(os.getpid(), signal.SIGKILL)

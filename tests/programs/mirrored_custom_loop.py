@@ -19,7 +19,8 @@ dataset = tf.data.Dataset.from_tensor_slices((x, y)).repeat().batch(GLOBAL_BATCH
 dist_dataset = strategy.experimental_distribute_dataset(dataset)
 
 with strategy.scope():
-    model = tf.keras.Sequential([tf.keras.Input((16,)), tf.keras.layers.Dense(32, activation="relu"),
+    model = tf.keras.Sequential([tf.keras.Input((16,)),
+                                 tf.keras.layers.Dense(32, activation="relu"),
                                  tf.keras.layers.Dense(4)])
     optimizer = tf.keras.optimizers.SGD(learning_rate=0.1)
     loss_object = tf.keras.losses.SparseCategoricalCrossentropy(
@@ -33,7 +34,7 @@ def train_step(inputs):
         per_example = loss_object(labels, logits)
         loss = tf.nn.compute_average_loss(per_example, global_batch_size=GLOBAL_BATCH)
     grads = tape.gradient(loss, model.trainable_variables)
-    optimizer.apply_gradients(zip(grads, model.trainable_variables))
+    optimizer.apply_gradients(zip(grads, model.trainable_variables, strict=True))
     return loss
 
 
@@ -44,6 +45,6 @@ def distributed_train_step(inputs):
 
 
 iterator = iter(dist_dataset)
-for step in range(40):
+for _ in range(40):
     loss = distributed_train_step(next(iterator))
 print("final loss", round(float(loss), 4))

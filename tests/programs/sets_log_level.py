@@ -4,6 +4,6 @@ import os
 
 os.environ["TF_CPP_MIN_LOG_LEVEL"] = "3"
 
-import tensorflow as tf  # noqa: E402
+import tensorflow as tf
 
 print("sum", float(tf.reduce_sum(tf.ones([3, 3]))))

@@ -19,7 +19,7 @@ with tf.device("/cpu:0"):
     b = tf.compat.v1.get_variable("b", [1], initializer=tf.compat.v1.zeros_initializer())
 opt = tf.compat.v1.train.GradientDescentOptimizer(0.5)
 tower_grads, tower_losses = [], []
-for i, (xs, ys) in enumerate(zip(tf.split(x, 2), tf.split(y, 2))):
+for i, (xs, ys) in enumerate(zip(tf.split(x, 2), tf.split(y, 2), strict=True)):
     with tf.device(f"/gpu:{i}"), tf.compat.v1.name_scope(f"tower_{i}"):
         logits = tf.matmul(xs, w) + b
         loss = tf.reduce_mean(tf.nn.sigmoid_cross_entropy_with_logits(labels=ys, logits=logits))
@@ -34,6 +34,6 @@ with tf.device("/cpu:0"):
 config = tf.compat.v1.ConfigProto(allow_soft_placement=True)
 with tf.compat.v1.Session(config=config) as sess:
     sess.run(tf.compat.v1.global_variables_initializer())
-    for step in range(30):
+    for _ in range(30):
         _, value = sess.run([train_op, total_loss], feed_dict={x: x_data, y: y_data})
 print("final loss", round(float(value), 4))

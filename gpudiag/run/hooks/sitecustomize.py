@@ -17,10 +17,12 @@ the package's own ``__path__``). A failure to load the hooks never stops the pro
 reported to gpudiag on a marker line.
 """
 
+import contextlib
 import importlib.machinery
 import importlib.util
 import os
 import sys
+from pathlib import Path
 
 # Copies of gpudiag.layout's names (this file runs before gpudiag is importable).
 _PKG_ROOT_ENV = "GPUDIAG_RUN_PKG_ROOT"
@@ -39,16 +41,14 @@ def _install_hooks():
         from gpudiag.run import agent
 
         agent.install()
-    except Exception as exc:  # noqa: BLE001 - the program must run regardless
-        try:
+    except Exception as exc:
+        with contextlib.suppress(OSError):
             os.write(2, f"{_MARKER}{type(exc).__name__}: {exc}\n".encode())
-        except OSError:
-            pass
 
 
 def _chain():
-    here = os.path.dirname(os.path.abspath(__file__))
-    rest = [p for p in sys.path if os.path.abspath(p or os.curdir) != here]
+    here = Path(__file__).resolve().parent
+    rest = [p for p in sys.path if Path(p or os.curdir).resolve() != here]
     spec = importlib.machinery.PathFinder.find_spec("sitecustomize", rest)
     if spec is None or spec.loader is None:
         return
