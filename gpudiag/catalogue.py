@@ -184,7 +184,7 @@ ENTRIES: tuple[Entry, ...] = (
           "Find the first error in the log (another worker's crash, an OOM, a timeout).",
           "E tensorflow/core/common_runtime/base_collective_executor.cc:249] Collective ops "
           "is aborted by: Deadline Exceeded", "binary"),
-    Entry("nccl-failed", "log", "distribute", "fail", r"NCCL operation \S+ failed: ",
+    Entry("nccl-failed", "log", "distribute", "fail", r"NCCL operation .+? failed: ",
           "An NCCL call failed (driver, topology or out-of-memory problem).",
           "Run with NCCL_DEBUG=INFO for NCCL's own reason; check `nvidia-smi topo -m`.",
           "NCCL operation ncclCommInitRank(&comm, nranks, id, rank) failed: unhandled cuda "
