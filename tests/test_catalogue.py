@@ -35,7 +35,7 @@ def test_ids_are_unique() -> None:
 
 
 def test_match_lines_counts_each_known_message_and_keeps_the_first_line() -> None:
-    lines = CAPTURED + [CAPTURED[1], "an unrelated line of the program's own output"]
+    lines = [*CAPTURED, CAPTURED[1], "an unrelated line of the program's own output"]
     found = {m.entry.id: m for m in catalogue.match_lines(lines)}
     assert found["cuda-drivers-missing"].count == 2
     assert found["cuda-drivers-missing"].first == CAPTURED[1].strip()

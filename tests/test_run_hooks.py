@@ -13,7 +13,15 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import REPO, findings_by_id, gpudiag, load_report, run_dirs
+from conftest import (
+    REPO,
+    TESTS_DIR,
+    assert_usage_error,
+    findings_by_id,
+    gpudiag,
+    load_report,
+    run_dirs,
+)
 
 from gpudiag import layout
 from gpudiag.run import events, importhook
@@ -144,3 +152,15 @@ def test_import_hook_fires_after_the_real_import_not_on_a_find_spec(
         sys.meta_path.remove(finder)
         sys.modules.pop("gpudiag_fake_framework", None)
         sys.modules.pop("gpudiag_fake_broken", None)
+
+
+@pytest.mark.parametrize(("args", "needle"), [
+    ([], "run needs a command"),
+    (["--"], "run needs a command"),
+    (["--", "no-such-command-gpudiag-xyz"], "command not found: no-such-command-gpudiag-xyz"),
+    (["--", str(TESTS_DIR / "programs" / "sets_log_level.py")], "command is not executable"),
+    (["--profile-steps", "-1", "--", PY, "-c", "pass"], "--profile-steps"),
+])
+def test_bad_input_is_one_line_and_exit_2(args: list[str], needle: str, logdir: Path) -> None:
+    proc = gpudiag("run", "--logdir", str(logdir), *args, timeout=60)
+    assert_usage_error(proc, needle, logdir)
