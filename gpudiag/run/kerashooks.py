@@ -64,7 +64,22 @@ def _batch_size(args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[int | No
         dims = getattr(getattr(first, "shape", None), "as_list", lambda: None)()
         if dims and dims[0]:
             return int(dims[0]), None
+        return _dataset_batch(x), None
     return (int(batch) if batch else None), None
+
+
+def _dataset_batch(dataset: Any) -> int | None:
+    """The batch size of the last .batch() in a tf.data pipeline (shuffle, prefetch, map
+    after it keep it), read from the pipeline's own attributes; None if not found."""
+    for _ in range(20):
+        size = getattr(dataset, "_batch_size", None)
+        if size is not None:
+            value = size.numpy() if hasattr(size, "numpy") else size
+            return int(value) if int(value) > 0 else None
+        dataset = getattr(dataset, "_input_dataset", None)
+        if dataset is None:
+            return None
+    return None
 
 
 def make_callback_class(agent: Agent, keras: ModuleType) -> type:
