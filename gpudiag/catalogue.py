@@ -290,6 +290,14 @@ ENTRIES: tuple[Entry, ...] = (
           "RuntimeError: Method requires being in cross-replica context, use "
           "get_replica_context().merge_call()",
           "python: tensorflow/python/distribute/distribute_lib.py"),
+    Entry("tensorflow-missing", "crash", "config", "fail",
+          r"No module named 'tensorflow'",
+          "The Python that ran the program has no TensorFlow: often another interpreter "
+          "than the one TensorFlow was installed into (python vs python3, a virtualenv not "
+          "activated).",
+          "Run the program with the interpreter that has TensorFlow (`python -c 'import sys; "
+          "print(sys.executable)'` shows which one runs), or pip install tensorflow into it.",
+          "ModuleNotFoundError: No module named 'tensorflow'", "captured"),
     Entry("oom", "crash", "memory", "fail", r"OOM when allocating tensor",
           "A device ran out of memory.",
           "Smaller batch per device; check memory growth and limits; make sure no other "
