@@ -195,12 +195,28 @@ def train_keras(
 
 
 def _train_function_devices(model: Any) -> dict[str, str]:
-    """Node -> assigned device in Keras's traced train function (its replica call ops carry
-    the replica's device; gpudiag.traces lets the ops inlined from a call inherit it)."""
-    fn = getattr(model, "train_function", None)
-    listing = getattr(fn, "_list_all_concrete_functions", None)
+    """Node -> assigned device in Keras's traced train step: the tf.functions inside
+    ``model.train_function`` (Keras 3 keeps them in its closure: the per-replica step and
+    the loop over it), where MirroredStrategy pinned each replica's ops to its device."""
     devices: dict[str, str] = {}
-    if listing is not None:
-        for cf in listing():
+    for fn in _tf_functions(getattr(model, "train_function", None)):
+        for cf in fn._list_all_concrete_functions():
             devices.update(op_devices(cf.graph))
     return devices
+
+
+def _tf_functions(fn: Any, depth: int = 4) -> list[Any]:
+    """The tf.functions reachable from ``fn`` through closures (Keras wraps them)."""
+    if fn is None or depth < 0:
+        return []
+    if hasattr(fn, "_list_all_concrete_functions"):
+        return [fn]
+    found: list[Any] = []
+    for cell in getattr(fn, "__closure__", None) or ():
+        try:
+            value = cell.cell_contents
+        except ValueError:  # an empty cell
+            continue
+        if callable(value):
+            found += [f for f in _tf_functions(value, depth - 1) if f not in found]
+    return found
