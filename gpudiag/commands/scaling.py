@@ -406,7 +406,8 @@ def _judge(session: RunSession, options: ScalingOptions, setup: dict[str, Any],
         train = result["train"]
         gradient_bytes = result["gradient_bytes"]
         summary, reason = _trace_summary(result)
-        trace_busy = summary.busy_by_device() if summary else None
+        trace_busy = ({d: b for d, b in summary.busy_by_device().items()
+                       if d in train["devices"]} if summary else None)
         session.add(verdicts.device_work(
             r.name, train["devices"], train.get("ops_by_device") or None, trace_busy,
             trace_window_s=summary.window_s if summary else None, trace_reason=reason,
