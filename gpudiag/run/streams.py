@@ -25,6 +25,7 @@ import os
 import re
 import select
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import BinaryIO
@@ -38,6 +39,11 @@ from gpudiag.layout import (
 )
 
 PARTIAL_FLUSH_S = 0.05
+# After a read that ended on a whole line, wait this long before the next one, so a
+# program writing many short lines (the placement log: a line per executed function)
+# wakes gpudiag at most ~1/BATCH_S times a second instead of once per line. A pipe holds
+# 64 KiB, so the program never blocks on it for this.
+BATCH_S = 0.02
 _CPP_LINE = re.compile(
     r"^(?:(?P<sev>[IWEF])\d{4} \d\d:\d\d:\d+\.\d+\s+\d+ (?P<file>[\w.\-]+):\d+\]"
     r"|\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d+: (?P<sev2>[IWEF]) (?P<file2>[\w./\-]+):\d+\])")
@@ -168,6 +174,8 @@ def pump(fd: int, save: BinaryIO, show: BinaryIO | None, line_filter: LineFilter
                     break
                 save.write(data)
                 emit(line_filter.feed(data))
+                if data.endswith(b"\n"):
+                    time.sleep(BATCH_S)
             emit(line_filter.flush_partial())
         finally:
             save.flush()
