@@ -164,3 +164,27 @@ def test_import_hook_fires_after_the_real_import_not_on_a_find_spec(
 def test_bad_input_is_one_line_and_exit_2(args: list[str], needle: str, logdir: Path) -> None:
     proc = gpudiag("run", "--logdir", str(logdir), *args, timeout=60)
     assert_usage_error(proc, needle, logdir)
+
+
+def test_nvml_is_sampled_as_monitor_does_and_an_idle_gpu_is_named(
+        logdir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import fake_nvml
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    from gpudiag.cli import main
+    from gpudiag.commands import monitor as monitor_cmd
+
+    backend = fake_nvml.one_idle(n=2)
+    monkeypatch.setattr(monitor_cmd, "open_nvml", lambda: backend)
+    rc = main(["run", "--logdir", str(logdir), "--interval", "0.1", "--", PY, "-c",
+               "import time; time.sleep(1.5)"])
+    assert rc == 1 and backend.closed
+    (run,) = run_dirs(logdir)
+    found = findings_by_id(load_report(run))
+    assert found["run.command"]["status"] == "ok"
+    assert found["run.nvml"]["status"] == "ok"
+    used = found["run.every-gpu-used"]
+    assert used["status"] == "fail" and used["evidence"]["idle_indices"] == [1]
+    acc = EventAccumulator(str(run / layout.NVML_TB_RUN), size_guidance={"scalars": 0})
+    acc.Reload()
+    assert {"gpu0/util_percent", "gpu1/util_percent"} <= set(acc.Tags()["scalars"])
