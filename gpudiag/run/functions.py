@@ -114,8 +114,17 @@ class StepSource:
             profile.step_begin(self, index)
         start = time.time()
         t0 = time.perf_counter()
-        out = original(fn, *args, **kwds)
+        out = original(fn, *args, **kwds)  # the program's call: its exceptions are its own
         t1 = time.perf_counter()
+        try:
+            self._after(fn, out, index, start, t0, t1)
+        except Exception as exc:
+            self.agent.hook_error(f"after a call of {self.name}", exc)
+        return out
+
+    def _after(self, fn: Any, out: Any, index: int, start: float, t0: float,
+               t1: float) -> None:
+        profile = self.agent.profile
         if profile is not None and not profile.done:
             profile.step_end(self, index)
         row: dict[str, Any] = {"i": index, "t0": start, "dt": t1 - t0}
@@ -130,7 +139,6 @@ class StepSource:
             from gpudiag.run.agent import guard
 
             guard(f"first call of {self.name}", self.first_call, fn)
-        return out
 
     def first_call(self, fn: Any) -> None:
         concrete = list(fn._list_all_concrete_functions())[:MAX_CONCRETE]

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import functools
 import time
+from collections.abc import Callable
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
@@ -80,6 +81,19 @@ def _dataset_batch(dataset: Any) -> int | None:
         if dataset is None:
             return None
     return None
+
+
+def _guarded(agent: Agent, method: Callable[..., None]) -> Callable[..., None]:
+    """A callback method whose errors are gpudiag's, recorded, never raised into fit."""
+
+    @functools.wraps(method)
+    def wrapper(*args: Any, **kwargs: Any) -> None:
+        try:
+            method(*args, **kwargs)
+        except Exception as exc:
+            agent.hook_error(f"fit callback {method.__name__}", exc)
+
+    return wrapper
 
 
 def make_callback_class(agent: Agent, keras: ModuleType) -> type:
@@ -182,6 +196,9 @@ def make_callback_class(agent: Agent, keras: ModuleType) -> type:
             self._fingerprint("end")
             agent.emit("fit_end", steps=self.step, logs=_plain_logs(logs))
 
+    for name in ("on_train_begin", "on_epoch_begin", "on_train_batch_begin",
+                 "on_train_batch_end", "on_epoch_end", "on_train_end"):
+        setattr(GpudiagFitRecorder, name, _guarded(agent, getattr(GpudiagFitRecorder, name)))
     return GpudiagFitRecorder
 
 

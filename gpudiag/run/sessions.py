@@ -235,12 +235,12 @@ def install(agent: Agent, tf: ModuleType) -> None:
         else:
             result = original_run(self, fetches, feed_dict, options, run_metadata)
         dt = time.perf_counter() - t0
-        if profile is not None and not profile.done:
-            profile.step_end(group, index)
-        row: dict[str, Any] = {"i": index, "t0": start, "dt": dt}
-        if traced:
-            row["traced"] = True
         try:
+            if profile is not None and not profile.done:
+                profile.step_end(group, index)
+            row: dict[str, Any] = {"i": index, "t0": start, "dt": dt}
+            if traced:
+                row["traced"] = True
             value = _first_scalar(result)
             if value is not None:
                 row["value"] = value
