@@ -266,3 +266,19 @@ def test_a_non_python_command_gets_what_monitor_gives_and_its_exit_code(tmp_path
         "run.command", "run.tensorflow", "run.nvml", "run.every-gpu-used"]
     assert r.found["run.tensorflow"]["status"] == "skip"
     assert "not a Python program" in r.found["run.tensorflow"]["message"]
+
+
+def test_a_launcher_gets_one_record_and_one_set_of_findings_per_tensorflow_process(
+        tmp_path: Path) -> None:
+    r = run_program(tmp_path, PY, str(PROGRAMS / "launcher_two_workers.py"))
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert "worker 0 2.0" in r.stdout and "worker 1 3.0" in r.stdout
+    processes = r.report["data"]["run"]["tensorflow_processes"]
+    assert len(processes) == 2 and r.report["data"]["run"]["python_processes"] == 3
+    assert "2 Python process(es)" not in r.found["run.tensorflow"]["message"]
+    assert "3 Python process(es), 2 imported TensorFlow" in r.found["run.tensorflow"]["message"]
+    for n in (1, 2):
+        assert r.found[f"run.devices.p{n}"]["status"] == "warn"  # CPU only here
+        placement = r.found[f"run.placement.p{n}"]
+        assert placement["status"] == "skip" and "share one stderr" in placement["message"]
+    assert "run.devices" not in r.found
