@@ -254,6 +254,51 @@ def monitor(
         _execute("monitor", logdir, as_json, body)
 
 
+@app.command(name="run", context_settings={"allow_interspersed_args": False})
+def run_program(
+    ctx: typer.Context,
+    command: list[str] | None = typer.Argument(
+        None, metavar="-- python train.py [ARGS]...", show_default=False,
+        help="The program to run, unmodified (python script.py, python -m package, or a "
+             "script whose shebang is Python); everything after --."),
+    profile_steps: int = typer.Option(5, "--profile-steps", min=0, max=100, help="Steps of "
+                                      "the program traced by the profiler (0: none)."),
+    profile_warmup: int = typer.Option(10, "--profile-warmup", min=0, max=100_000,
+                                       help="Steps of the program before the profiled ones "
+                                            "(also left out of the throughput)."),
+    placement_log: bool = typer.Option(True, "--placement-log/--no-placement-log",
+                                       help="Capture TensorFlow's placement log (kept out "
+                                            "of the terminal unless the program asks for it)."),
+    interval_s: float = typer.Option(0.5, "--interval", callback=interval,
+                                     help="Seconds between NVML polls (at least 0.1)."),
+    idle_threshold: float = typer.Option(
+        10.0, "--idle-threshold", callback=percent,
+        help="A GPU whose p95 utilization stays under this many percent counts as idle."),
+    gpus: str | None = typer.Option(None, "--gpus", help="Watch only these GPUs (NVML "
+                                    "indices), e.g. 0,1."),
+    logdir: Path = LogdirOpt,
+    as_json: bool = JsonOpt,
+) -> None:
+    """Run your own TensorFlow program, unmodified, and diagnose it: devices, strategy, where
+    its ops ran, learning, throughput, its log and its crash."""
+    from gpudiag.commands import monitor as monitor_cmd
+    from gpudiag.run import command as run_cmd
+
+    argv = run_cmd.resolve(command or [])
+    gpu_list = monitor_cmd.parse_gpus(gpus) if gpus is not None else None
+    options = run_cmd.RunOptions(interval_s=interval_s, idle_threshold_percent=idle_threshold,
+                                 gpus=gpu_list, profile_warmup_steps=profile_warmup,
+                                 profile_steps=profile_steps, placement_log=placement_log)
+    with _nvml(ctx) as backend:  # open before the run directory: --gpus is checked first
+        monitor_cmd.check_gpus(gpu_list, backend)
+
+        def body(session: RunSession, ui: Ui) -> int | None:
+            return run_cmd.run(session, argv, backend=backend, options=options,
+                               stdout_to_stderr=as_json, ui=ui)
+
+        _execute("run", logdir, as_json, body)
+
+
 @app.command()
 def memory(
     ctx: typer.Context,

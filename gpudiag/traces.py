@@ -13,12 +13,16 @@ What is taken from it:
   the span of all op events when there are none;
 - per GPU, from its device plane (``/device:GPU:<i>``): busy time as the union of the
   kernel intervals on its ``Stream #...`` lines; this is the driver's view, exact;
-- per tower, from the TensorFlow op events on the host plane (``/host:CPU``, lines
-  ``tf_Compute/...`` etc., event names ``<op name>:<op type>``): the union of the
-  intervals of ops whose name has the scope ``tower_<i>/`` (towers and the mirrored
-  replicas both use it; gradient ops are ``gradient_tape/.../tower_<i>/...``). With
-  virtual CPU devices this is the only per-device evidence; on GPUs the host events are
-  kernel launches, so the device planes are the ones to trust;
+- per CPU device, from the TensorFlow op events on the host plane (``/host:CPU``, lines
+  ``tf_Compute/...`` etc., event names ``<op name>:<op type>``): each op is attributed to
+  the device TensorFlow placed it on, looked up by its node name in ``op_devices`` (the
+  placement evidence: the placement log's rows for `gpudiag run`, the step graph's
+  assigned devices for `scaling`); the names of ops run inside a function call carry the
+  call's prefix (``StatefulPartitionedCall/``), which is tried with and without. Never by
+  a name scope: a ``tower_1/`` op that soft placement moved to CPU:0 counts on CPU:0. Ops
+  with no placement are counted as unattributed. With virtual CPU devices this is the
+  only per-device evidence; on GPUs the host events are kernel launches, so the device
+  planes are the ones to trust;
 - input waits: the ops that hand a batch to the step (op types with ``GetNext``, and
   tf.data's asynchronous ``...GetNext...Op::DoCompute`` kernels);
 - communication: collective and NCCL ops and the ``average_gradients/`` scope;
@@ -32,7 +36,7 @@ from __future__ import annotations
 
 import re
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -41,7 +45,7 @@ HOST_PLANE_PREFIX = "/host:CPU"
 GPU_PLANE_RE = re.compile(r"^/device:GPU:(\d+)$")
 STREAM_LINE_PREFIX = "Stream"
 OP_EVENT_RE = re.compile(r"^(?P<name>[^:\s][^:]*):(?P<type>[A-Za-z_][\w]*)$")
-TOWER_RE = re.compile(r"(?:^|/)tower_(\d+)/")
+CALL_PREFIX_RE = re.compile(r"^(?:Stateful)?PartitionedCall(?:_\d+)?/")
 STEP_MARKERS = frozenset({"train", "TraceContext"})  # ours; Keras's profile_batch
 INPUT_OP_MARK = "GetNext"
 # tf.data's get-next kernels are asynchronous; their run shows as "<Kernel>::DoCompute"
@@ -66,8 +70,8 @@ class DeviceBusy:
     """Work seen on one compute device during the trace window."""
 
     device: str  # the compute device, e.g. /device:GPU:1 or /device:CPU:2
-    tower: int | None  # tower index (op-name attribution) or None (device plane)
-    source: str  # "device-plane" (kernels on GPU streams) or "op-names" (host op events)
+    source: str  # "device-plane" (kernels on GPU streams) or "placement" (host op events
+    # attributed by where TensorFlow placed each op)
     busy_s: float  # union of its event intervals
     event_count: int
     busy_fraction: float  # busy_s / window_s
@@ -92,6 +96,7 @@ class TraceSummary:
     communication_s: float  # union of collective/NCCL ops and gradient averaging
     communication_fraction: float
     top_ops: list[OpTotal] = field(default_factory=list)
+    unattributed_s: float = 0.0  # host op time of ops with no known placement
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -161,14 +166,38 @@ def read_events(path: Path) -> tuple[list[str], list[Event]]:
     return planes, events
 
 
-def summarize(path: Path, tower_devices: Sequence[str]) -> TraceSummary:
-    """Summarise one trace; ``tower_devices[i]`` is the device of ``tower_<i>``."""
+def summarize(path: Path, op_devices: Mapping[str, str] | None = None,
+              devices: Sequence[str] = ()) -> TraceSummary:
+    """Summarise one trace. ``op_devices``: node name -> the device TensorFlow placed it
+    on; ``devices``: compute devices to list even when they did nothing."""
     planes, events = read_events(path)
-    return summarize_events(str(path), planes, events, tower_devices)
+    return summarize_events(str(path), planes, events, op_devices, devices)
+
+
+def device_of(name: str, op_devices: Mapping[str, str]) -> str | None:
+    """The device of a trace op by its node name: as it is, without the prefixes of the
+    function calls it was inlined from, or else that of the nearest enclosing node with a
+    placement (an op inlined from a function call runs where the call was placed)."""
+    candidate = name
+    while True:
+        device = op_devices.get(candidate)
+        if device is not None:
+            return device
+        stripped = CALL_PREFIX_RE.sub("", candidate, count=1)
+        if stripped == candidate:
+            break
+        candidate = stripped
+    parts = name.split("/")
+    for end in range(len(parts) - 1, 0, -1):
+        device = op_devices.get("/".join(parts[:end]))
+        if device is not None:
+            return device
+    return None
 
 
 def summarize_events(
-    path: str, planes: list[str], events: Sequence[Event], tower_devices: Sequence[str]
+    path: str, planes: list[str], events: Sequence[Event],
+    op_devices: Mapping[str, str] | None = None, devices: Sequence[str] = (),
 ) -> TraceSummary:
     """The pure part of ``summarize``: plain events in, a TraceSummary out."""
     markers = [e for e in events if e.plane.startswith(HOST_PLANE_PREFIX)
@@ -199,7 +228,7 @@ def summarize_events(
     def fraction(seconds: float) -> float:
         return seconds / window_s if window_s > 0 else 0.0
 
-    devices: list[DeviceBusy] = []
+    found: list[DeviceBusy] = []
     # GPU device planes: kernels on streams.
     by_gpu: dict[int, list[tuple[float, float]]] = defaultdict(list)
     for e in events:
@@ -208,10 +237,11 @@ def summarize_events(
             by_gpu[int(g.group(1))].append((e.start_ns, e.end_ns))
     for index in sorted(by_gpu):
         busy = union_s(by_gpu[index])
-        devices.append(DeviceBusy(f"/device:GPU:{index}", None, "device-plane", busy,
-                                  len(by_gpu[index]), fraction(busy)))
-    # Host op events attributed to towers by name scope.
-    by_tower: dict[int, list[tuple[float, float]]] = defaultdict(list)
+        found.append(DeviceBusy(f"/device:GPU:{index}", "device-plane", busy,
+                                len(by_gpu[index]), fraction(busy)))
+    # Host op events attributed to the device each op was placed on.
+    by_device: dict[str, list[tuple[float, float]]] = defaultdict(list)
+    unattributed: list[tuple[float, float]] = []
     inputs: list[tuple[float, float]] = []
     comm: list[tuple[float, float]] = []
     totals: dict[str, list[float]] = defaultdict(lambda: [0.0, 0])
@@ -219,9 +249,11 @@ def summarize_events(
         if not in_window(e):
             continue
         span = (e.start_ns, e.end_ns)
-        t = TOWER_RE.search(name)
-        if t:
-            by_tower[int(t.group(1))].append(span)
+        placed = device_of(name, op_devices) if op_devices else None
+        if placed is not None:
+            by_device[placed].append(span)
+        else:
+            unattributed.append(span)
         if INPUT_OP_MARK in op_type:
             inputs.append(span)
         if op_type in COMM_OP_TYPES or COMM_SCOPE in name:
@@ -229,17 +261,17 @@ def summarize_events(
         if not op_type.startswith("_"):  # skip _Send/_Recv bookkeeping in the top list
             totals[op_type][0] += (e.end_ns - e.start_ns) / 1e9
             totals[op_type][1] += 1
-    for index in range(len(tower_devices)):
-        spans = by_tower.get(index, [])
+    for device in sorted(set(by_device) | set(devices)):
+        spans = by_device.get(device, [])
         busy = union_s(spans)
-        devices.append(DeviceBusy(tower_devices[index], index, "op-names", busy, len(spans),
-                                  fraction(busy)))
+        found.append(DeviceBusy(device, "placement", busy, len(spans), fraction(busy)))
     top = sorted((OpTotal(k, v[0], int(v[1])) for k, v in totals.items()),
                  key=lambda o: -o.total_s)[:TOP_OPS]
     inputs += [(e.start_ns, e.end_ns) for e in input_kernels if in_window(e)]
     input_s, comm_s = union_s(inputs), union_s(comm)
     return TraceSummary(
         path=path, planes=planes, step_markers=len(markers), window_s=window_s,
-        devices=devices, input_wait_s=input_s, input_wait_fraction=fraction(input_s),
+        devices=found, input_wait_s=input_s, input_wait_fraction=fraction(input_s),
         communication_s=comm_s, communication_fraction=fraction(comm_s), top_ops=top,
+        unattributed_s=union_s(unattributed),
     )

@@ -3,7 +3,9 @@
 Runs each gpudiag command in turn into one logdir (virtual CPU devices when there is no
 GPU), prints every run directory and the command that opens TensorBoard on them. Exits
 non-zero only when a command could not run (exit code 2 or more); failed checks are
-results, shown in the tables.
+results, shown in the tables. The last step runs a small user-like Keras script
+(gpudiag/examples/keras_mnist_like.py) under `gpudiag run`, as a user runs their own
+program.
 """
 
 from __future__ import annotations
@@ -29,6 +31,8 @@ STEPS: list[list[str]] = [
     ["memory"],
     ["scaling", "--max-gpus", "4"],
     ["monitor", "--", sys.executable, "-c", MONITOR_WORKLOAD],
+    # A user-like Keras script (MirroredStrategy, Model.fit), run unmodified under gpudiag.
+    ["run", "--", sys.executable, "-m", "gpudiag.examples.keras_mnist_like"],
 ]
 
 
@@ -42,7 +46,9 @@ def main() -> int:
         before = set(args.logdir.glob("*")) if args.logdir.is_dir() else set()
         # --logdir right after the command name: after `monitor --` it would be the workload's
         cmd = [sys.executable, "-m", "gpudiag", step[0], "--logdir", str(args.logdir), *step[1:]]
-        name = " ".join(step) if "--" not in step else f"{step[0]} -- <a TensorFlow workload>"
+        name = " ".join(step) if "--" not in step else (
+            f"{step[0]} -- python -m {step[-1]}" if step[-2:-1] == ["-m"]
+            else f"{step[0]} -- <a TensorFlow workload>")
         print(f"\n$ gpudiag {name} --logdir {args.logdir}", flush=True)
         code = subprocess.call(cmd)
         new = sorted(set(args.logdir.glob("*")) - before) if args.logdir.is_dir() else []

@@ -26,7 +26,7 @@ def host(name: str, start_ms: float, dur_ms: float, line: str = "tf_Compute/1") 
     return Event("/host:CPU", line, name, start_ms * MS, (start_ms + dur_ms) * MS)
 
 
-def test_host_ops_are_attributed_to_towers_by_scope() -> None:
+def test_host_ops_are_attributed_to_the_device_they_were_placed_on() -> None:
     events = [
         host("train", 0, 10, line="python"),
         host("train", 10, 10, line="python"),
@@ -40,7 +40,13 @@ def test_host_ops_are_attributed_to_towers_by_scope() -> None:
         host("ExecutorState::Process", 0, 20),  # not an op event
         host("tower_0/late:Add", 50, 1),  # outside the step window
     ]
-    s = traces.summarize_events("t.xplane.pb", ["/host:CPU"], events,
+    placed = {  # the placement evidence: node name -> device TensorFlow ran it on
+        "tower_0/conv1/Conv2D": "/device:CPU:1",
+        "gradient_tape/tower_0/conv1/Conv2DBackpropFilter": "/device:CPU:1",
+        "replica_1/tower_1/dense/MatMul": "/device:CPU:2",
+        "tower_0/late": "/device:CPU:1",
+    }
+    s = traces.summarize_events("t.xplane.pb", ["/host:CPU"], events, placed,
                                 ["/device:CPU:1", "/device:CPU:2", "/device:CPU:3"])
     assert s.step_markers == 2 and s.window_s == pytest.approx(0.020)
     busy = s.busy_by_device()
@@ -54,6 +60,26 @@ def test_host_ops_are_attributed_to_towers_by_scope() -> None:
     assert {o.op_type for o in s.top_ops} >= {"Conv2D", "MatMul", "IteratorGetNext"}
 
 
+def test_a_tower_soft_placed_on_cpu0_counts_on_cpu0_not_by_its_name() -> None:
+    """The bug seen on a real program: tower_1 ran on CPU:0 (its GPU did not exist) and the
+    name-scope attribution said "86 % busy on CPU:1". The placement decides."""
+    events = [
+        host("train", 0, 10, line="python"),
+        host("StatefulPartitionedCall/tower_0/MatMul:MatMul", 1, 4),
+        host("StatefulPartitionedCall/tower_1/MatMul:MatMul", 5, 4),
+        host("unknown/Op:Add", 9, 1),
+    ]
+    placed = {"tower_0/MatMul": "/device:CPU:0", "tower_1/MatMul": "/device:CPU:0"}
+    s = traces.summarize_events("t", ["/host:CPU"], events, placed,
+                                ["/device:CPU:1", "/device:CPU:2"])
+    assert s.busy_by_device() == {"/device:CPU:0": pytest.approx(0.008),
+                                  "/device:CPU:1": 0.0, "/device:CPU:2": 0.0}
+    assert s.unattributed_s == pytest.approx(0.001)
+    assert traces.device_of("StatefulPartitionedCall_2/PartitionedCall/tower_1/MatMul",
+                            placed) == "/device:CPU:0"
+    assert traces.device_of("tower_9/MatMul", placed) is None
+
+
 def test_gpu_device_planes_win_over_host_launches() -> None:
     events = [
         host("train", 0, 10, line="python"),
@@ -65,6 +91,8 @@ def test_gpu_device_planes_win_over_host_launches() -> None:
         Event("/device:GPU:1", "Stream #14(Compute)", "volta_sgemm", 2 * MS, 3 * MS),
     ]
     s = traces.summarize_events("t", ["/host:CPU", "/device:GPU:0", "/device:GPU:1"], events,
+                                {"tower_0/MatMul": "/device:GPU:0",
+                                 "tower_1/MatMul": "/device:GPU:1"},
                                 ["/device:GPU:0", "/device:GPU:1"])
     assert s.busy_by_device() == {"/device:GPU:0": pytest.approx(0.005),
                                   "/device:GPU:1": pytest.approx(0.001)}
@@ -75,7 +103,7 @@ def test_gpu_device_planes_win_over_host_launches() -> None:
 def test_a_gpu_without_kernels_shows_as_missing_from_the_planes() -> None:
     events = [host("train", 0, 10, line="python"),
               Event("/device:GPU:0", "Stream #14(Compute)", "k", 1 * MS, 2 * MS)]
-    s = traces.summarize_events("t", [], events, ["/device:GPU:0", "/device:GPU:1"])
+    s = traces.summarize_events("t", [], events, {}, ["/device:GPU:0", "/device:GPU:1"])
     busy = s.busy_by_device()
     assert busy.get("/device:GPU:1", 0.0) == 0.0 and busy["/device:GPU:0"] > 0
 

@@ -55,11 +55,11 @@ DEFAULT_IDLE_THRESHOLD_PERCENT = nvml.DEFAULT_ACTIVE_THRESHOLD_PERCENT
 _FORWARD_WAIT_S = 5.0
 
 
-def resolve_command(command: Sequence[str]) -> list[str]:
+def resolve_command(command: Sequence[str], name: str = "monitor") -> list[str]:
     """The command to run, checked: UsageError when there is none or it cannot be found."""
     if not command:
         raise UsageError(
-            "monitor needs a command to run: gpudiag monitor [OPTIONS] -- CMD [ARGS]..."
+            f"{name} needs a command to run: gpudiag {name} [OPTIONS] -- CMD [ARGS]..."
         )
     program = command[0]
     if shutil.which(program) is None:
@@ -118,7 +118,7 @@ def check_gpus(
         raise UsageError(f"--gpus {bad[0]}: there are {count} GPU(s) (indices {listing})")
 
 
-def _stop_child(proc: subprocess.Popen[bytes], signum: int) -> None:
+def stop_child(proc: subprocess.Popen[bytes], signum: int) -> None:
     """Pass the interrupting signal on to the command's whole process group (it runs in
     a group of its own, so the terminal's Ctrl-C reaches gpudiag only), give it time to
     end cleanly, then end the group for certain."""
@@ -226,7 +226,7 @@ def run(
             procs.release(proc)
         except KeyboardInterrupt as exc:
             interrupted, interrupt = True, exc
-            _stop_child(proc, int(getattr(exc, "signum", signal.SIGINT)))
+            stop_child(proc, int(getattr(exc, "signum", signal.SIGINT)))
             returncode = proc.returncode
         if returncode:  # 0: the findings decide the exit code
             session.forward_exit(exit_code_of(returncode))

@@ -171,6 +171,7 @@ class TrainResult:
     eval_loss_ema: float | None  # held-out set, moving-average weights (None: no EMA)
     eval_accuracy_ema: float | None
     ops_by_device: dict[str, int]  # ops of the traced step per device ({}: not inspected)
+    op_devices: dict[str, str]  # node -> assigned device, to attribute the trace's ops
     profile_dir: str | None  # where the profiler trace went (None: no profiler window)
     profiled_steps: list[int] = field(default_factory=list)
     checkpoint_path: str | None = None

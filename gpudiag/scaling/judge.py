@@ -85,7 +85,7 @@ def trace_summary(result: TrainingResult) -> tuple[traces.TraceSummary | None, s
     if not files:
         return None, f"no .xplane.pb under {train.profile_dir}"
     try:
-        return traces.summarize(files[-1], train.devices), None
+        return traces.summarize(files[-1], train.op_devices, train.devices), None
     except traces.TraceError as exc:
         return None, str(exc)
 
@@ -149,9 +149,10 @@ def judge(session: RunSession, options: ScalingOptions, setup: DeviceSetup,
         result = r.result
         gradient_bytes = result.gradient_bytes
         summary, reason = trace_summary(result)
+        trace_busy = ({d: b for d, b in summary.busy_by_device().items()
+                       if d in result.train.devices} if summary else None)
         session.add(scaling_verdicts.device_work(
-            r.name, result.train.devices, result.train.ops_by_device or None,
-            summary.busy_by_device() if summary else None,
+            r.name, result.train.devices, result.train.ops_by_device or None, trace_busy,
             trace_window_s=summary.window_s if summary else None, trace_reason=reason,
             placement_reason=KERAS_PLACEMENT_REASON if r.strategy == "keras" else None))
         finding = nvml_finding(r.name, r.sampling, result.setup, backend_reason, physical)

@@ -32,6 +32,7 @@ from gpudiag.probes.records import TrainResult, finite
 from gpudiag.train.loop import LoopConfig, throughput
 from gpudiag.train.model import ModelSpec, build_keras_model
 from gpudiag.train.summaries import Instrumentation
+from gpudiag.train.towers import op_devices
 
 
 class _TowerScoped(keras.Model):
@@ -187,8 +188,37 @@ def train_keras(
         eval_loss_ema=finite(eval_loss_ema),
         eval_accuracy_ema=finite(eval_acc_ema),
         ops_by_device={},
+        op_devices=_train_function_devices(model),
         profile_dir=str(Path(loop.logdir) / layout.KERAS_TRAIN_RUN) if loop.profile_steps else None,
         profiled_steps=profiled,
         checkpoint_path=checkpoint_path,
         wall_s=time.perf_counter() - start,
     )
+
+
+def _train_function_devices(model: Any) -> dict[str, str]:
+    """Node -> assigned device in Keras's traced train step: the tf.functions inside
+    ``model.train_function`` (Keras 3 keeps them in its closure: the per-replica step and
+    the loop over it), where MirroredStrategy pinned each replica's ops to its device."""
+    devices: dict[str, str] = {}
+    for fn in _tf_functions(getattr(model, "train_function", None)):
+        for cf in fn._list_all_concrete_functions():
+            devices.update(op_devices(cf.graph))
+    return devices
+
+
+def _tf_functions(fn: Any, depth: int = 4) -> list[Any]:
+    """The tf.functions reachable from ``fn`` through closures (Keras wraps them)."""
+    if fn is None or depth < 0:
+        return []
+    if hasattr(fn, "_list_all_concrete_functions"):
+        return [fn]
+    found: list[Any] = []
+    for cell in getattr(fn, "__closure__", None) or ():
+        try:
+            value = cell.cell_contents
+        except ValueError:  # an empty cell
+            continue
+        if callable(value):
+            found += [f for f in _tf_functions(value, depth - 1) if f not in found]
+    return found

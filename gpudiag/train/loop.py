@@ -33,7 +33,7 @@ from gpudiag import layout
 from gpudiag.probes.records import MAX_PROFILE_STEPS, TrainResult, finite
 from gpudiag.train import summaries
 from gpudiag.train.model import correct_count, per_example_loss
-from gpudiag.train.towers import ops_by_device
+from gpudiag.train.towers import op_devices, ops_by_device
 
 FINAL_WINDOW = 10  # steps averaged for the final training loss / accuracy
 
@@ -137,7 +137,9 @@ def train(
     profiled: list[int] = []
     with writer.as_default():
         _write_config(hparams or {})
-        graph_counts = ops_by_device(trainer.step_graph(iterator))
+        step_graph = trainer.step_graph(iterator)
+        graph_counts = ops_by_device(step_graph)
+        graph_devices = op_devices(step_graph)
         scalars = step_scalars(trainer)
         for index in range(loop.steps):
             profiling = loop.is_profiled(index)
@@ -200,6 +202,7 @@ def train(
         eval_loss_ema=finite(eval_loss_ema),
         eval_accuracy_ema=finite(eval_acc_ema),
         ops_by_device=graph_counts,
+        op_devices=graph_devices,
         profile_dir=profile_dir,
         profiled_steps=profiled,
         checkpoint_path=checkpoint_path,

@@ -79,6 +79,13 @@ def normalize_device(name: str) -> str:
     return f"/device:{spec.device_type.upper()}:{spec.device_index or 0}"
 
 
+def op_devices(graph: tf.Graph) -> dict[str, str]:
+    """Node name -> the device it was assigned in a traced step (gpudiag.traces attributes
+    the trace's host ops with it)."""
+    return {op.name: device for op in graph.get_operations()
+            if (device := normalize_device(op.device))}
+
+
 def ops_by_device(graph: tf.Graph) -> dict[str, int]:
     """How many ops of a traced step were assigned to each device (requested placement)."""
     counts: dict[str, int] = {}

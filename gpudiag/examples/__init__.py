@@ -1,0 +1,5 @@
+"""Small user-like programs shipped with gpudiag, for `make demo` and the docs.
+
+They are written the way a user writes a training script (they do not import gpudiag);
+`gpudiag run -- python -m gpudiag.examples.keras_mnist_like` diagnoses one.
+"""

@@ -1,0 +1,195 @@
+"""From what `gpudiag run` saw to findings, data and TensorBoard (parent, no TensorFlow).
+
+Reads the events (gpudiag.run.events), parses TensorFlow's placement log out of the saved
+stderr (gpudiag.placementlog), reads the profiler trace of the window (gpudiag.traces,
+each op attributed to the device TensorFlow placed it on), matches the log against the
+catalogue, and hands plain data to the verdicts (gpudiag.verdicts.run,
+gpudiag.verdicts.run_progress). A program with several TensorFlow processes gets one set of
+per-process findings each (ids suffixed ``.p1``, ``.p2`` ...); their shared stderr cannot
+be split by process, so the placement log is used only for a single process.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from gpudiag import catalogue, placementlog, traces
+from gpudiag.layout import NVML_TB_RUN, TAG_RUN_TABLE
+from gpudiag.markdown import markdown_table
+from gpudiag.placementlog import PlacementRow
+from gpudiag.report import Finding
+from gpudiag.run import events, tbwrite
+from gpudiag.run.records import ProcessObservation
+from gpudiag.session import RunSession
+from gpudiag.verdicts import gpu_use as gpu_verdicts
+from gpudiag.verdicts import run as run_verdicts
+from gpudiag.verdicts import run_progress
+
+if TYPE_CHECKING:
+    from gpudiag.run.command import Outcome, RunOptions
+
+
+def log_reason(obs: ProcessObservation, options: RunOptions, processes: int) -> str | None:
+    """Why TensorFlow's placement log of this process cannot be used (None: it can)."""
+    if obs.cpp_log_level_overridden:
+        return (f"the program set TF_CPP_MIN_LOG_LEVEL={obs.cpp_log_level} itself before "
+                "importing TensorFlow, so TensorFlow's C++ log (the placement log, CUDA and "
+                "NCCL messages) was not written")
+    if not options.placement_log:
+        return "placement logging was turned off (--no-placement-log)"
+    if not obs.placement_log:
+        return "gpudiag could not enable the placement log (see run.tensorflow)"
+    if processes > 1:
+        return ("several TensorFlow processes share one stderr: the placement log cannot be "
+                "told apart by process")
+    return None
+
+
+def placement_data(rows: list[PlacementRow]) -> tuple[dict[str, int], int, int,
+                                                       dict[str, dict[str, str]]]:
+    """Ops per device, eager op count, graph node count, function -> node -> device."""
+    work = [r for r in rows if placementlog.is_work(r)]
+    graphs: dict[str, dict[str, str]] = {}
+    for r in rows:
+        if r.kind == "graph" and r.function:
+            graphs.setdefault(r.function, {})[r.op] = r.device
+    return (placementlog.op_counts_by_device(rows), sum(r.kind == "eager" for r in work),
+            sum(r.kind == "graph" for r in work), graphs)
+
+
+def op_devices(rows: list[PlacementRow], obs: ProcessObservation) -> dict[str, str]:
+    """Node name -> device for the trace: Session step stats, graph nodes of the placement
+    log, and eager op types that always ran on one device."""
+    out = {n: d for s in obs.step_stats for n, d in s.node_devices.items()}
+    out.update({r.op: r.device for r in rows if r.kind == "graph"})
+    eager: dict[str, set[str]] = {}
+    for r in rows:
+        if r.kind == "eager" and placementlog.is_work(r):
+            eager.setdefault(r.op, set()).add(r.device)
+    out.update({op: next(iter(d)) for op, d in eager.items() if len(d) == 1 and op not in out})
+    return out
+
+
+def trace_of(obs: ProcessObservation, rows: list[PlacementRow]
+             ) -> tuple[traces.TraceSummary | None, str | None]:
+    p = obs.profile
+    if p is None or p.status == "failed":
+        return None, (p.error if p else "no profiler window")
+    files = traces.find_xplanes(Path(p.logdir))
+    if not files:
+        return None, f"no .xplane.pb under {p.logdir}"
+    devices = [d for s in obs.strategies for d in s.worker_devices] or \
+        [d for d in (obs.devices.logical if obs.devices else []) if ":GPU:" in d]
+    try:
+        summary = traces.summarize(files[-1], op_devices(rows, obs),
+                                   list(dict.fromkeys(devices)))
+        return summary, None
+    except traces.TraceError as exc:
+        return None, str(exc)
+
+
+def _process_findings(session: RunSession, obs: ProcessObservation, proc: str,
+                      rows: list[PlacementRow], reason: str | None,
+                      log: list[catalogue.LogMatch], nvml_gpus: list[dict[str, Any]] | None,
+                      options: RunOptions) -> dict[str, Any]:
+    placed, eager, graph, graph_devices = placement_data(rows)
+    summary, trace_reason = trace_of(obs, rows)
+    busy = summary.busy_by_device() if summary else None
+    add = session.add
+    add(run_verdicts.devices(obs, proc))
+    add(run_verdicts.distribution(obs, log, proc))
+    add(run_verdicts.placement(obs, placed or None, eager, graph, reason, proc))
+    add(run_verdicts.soft_placement(obs, graph_devices, proc))
+    add(run_verdicts.devices_used(obs, placed or None, busy, nvml_gpus,
+                                  options.idle_threshold_percent, proc))
+    add(run_progress.learning(obs, proc))
+    add(run_progress.throughput(obs, options.profile_warmup_steps, proc))
+    add(run_progress.memory(obs, nvml_gpus, proc))
+    config = run_progress.session_config(obs, proc)
+    if config is not None:
+        add(config)
+    add(run_progress.profile(obs, busy, summary.window_s if summary else None, trace_reason,
+                             options.profile_warmup_steps, proc))
+    tb_tags = tbwrite.write_program(session.run_dir, obs, options.profile_warmup_steps)
+    return {"pid": obs.pid, "argv": obs.argv, "tf_version": obs.tf_version,
+            "placement_reason": reason, "ops_by_device": placed,
+            "trace": summary.to_dict() if summary else {"reason": trace_reason},
+            "tensorboard": tb_tags, "record": obs.to_dict()}
+
+
+def report(session: RunSession, argv: list[str], outcome: Outcome, options: RunOptions, *,
+           python: bool) -> None:
+    """Every finding of a run, the report's data section and the TensorBoard runs."""
+    observations, bad_lines = events.observe_all(outcome.events_dir)
+    stderr = outcome.stderr_path.read_text(encoding="utf-8", errors="replace")
+    session.add(run_progress.command(argv, outcome.returncode, outcome.duration_s,
+                                     outcome.interrupted))
+    session.add(run_verdicts.tensorflow_seen(observations, python_command=python,
+                                             hook_errors=outcome.state.hook_errors,
+                                             unreadable_lines=bad_lines))
+    sampling = outcome.sampling
+    nvml_gpus = [gpu_verdicts.gpu_numbers(s) for s in sampling.summaries] if sampling else None
+    tf_procs = [o for o in observations if o.imported_tf]
+    rows = placementlog.parse(stderr)
+    lines = stderr.splitlines() + [r.message for o in tf_procs for r in o.tf_logs]
+    log = catalogue.match_lines(lines)
+    processes = []
+    for n, obs in enumerate(tf_procs, 1):
+        proc = "" if len(tf_procs) == 1 else f".p{n}"
+        reason = log_reason(obs, options, len(tf_procs))
+        processes.append(_process_findings(session, obs, proc, [] if reason else rows, reason,
+                                           log, nvml_gpus, options))
+    if tf_procs:
+        overridden = [o for o in tf_procs if o.cpp_log_level_overridden]
+        session.add(run_verdicts.tf_log(log, log_reason(overridden[0], options, 1)
+                                        if overridden else None))
+    if observations:
+        session.add(run_progress.crash(observations, outcome.returncode))
+    _nvml_findings(session, outcome, options)
+    session.set("run", {
+        "command": argv, "returncode": outcome.returncode,
+        "duration_s": round(outcome.duration_s, 3), "interrupted": outcome.interrupted,
+        "python": python, "user_tf_cpp_min_log_level": outcome.state.user_level,
+        "lines_kept_from_terminal": outcome.state.hidden_lines,
+        "stdout": str(outcome.stdout_path), "stderr": str(outcome.stderr_path),
+        "python_processes": len(observations), "tensorflow_processes": processes,
+        "placement_rows": len(rows), "catalogue_matches": [m.entry.id for m in log],
+    })
+    session.set("devices", {"summary": _devices_summary(tf_procs, sampling)})
+    session.text(TAG_RUN_TABLE, markdown_table(
+        ["pid", "argv", "tensorflow", "strategies", "steps", "crash"],
+        [[o.pid, " ".join(o.argv)[:60], o.tf_version or "-",
+          ", ".join(s.class_name for s in o.strategies) or "-",
+          ", ".join(f"{s.label}: {len(s.steps)}" for s in o.series) or "-",
+          o.crash.type if o.crash else "-"] for o in observations]))
+
+
+def _devices_summary(tf_procs: list[ProcessObservation],
+                     sampling: Any) -> str:
+    logical = Counter(d for o in tf_procs if o.devices for d in o.devices.logical)
+    text = ", ".join(logical) if logical else "TensorFlow's devices not observed"
+    if sampling is not None:
+        text += "; NVML: " + ", ".join(s.label for s in sampling.summaries)
+    return text
+
+
+def _nvml_findings(session: RunSession, outcome: Outcome, options: RunOptions) -> None:
+    """What `monitor` reports: NVML's sampling and whether every GPU was used."""
+    from gpudiag import nvml
+
+    result = outcome.sampling
+    if result is None:
+        session.add(gpu_verdicts.nvml_sampling(None, outcome.nvml_reason, options.interval_s, None,
+                                           check_id="run.nvml"))
+    else:
+        session.add(gpu_verdicts.nvml_sampling(result.backend, None, options.interval_s, result,
+                                           check_id="run.nvml"))
+        tags = nvml.write_scalars(result, session.run_dir / NVML_TB_RUN)
+        session.set("nvml_tensorboard", {"run": NVML_TB_RUN, "tags": tags})
+    finding: Finding = gpu_verdicts.every_gpu_used(
+        result.summaries if result else [], options.idle_threshold_percent,
+        nvml_unavailable_reason=outcome.nvml_reason, expected_indices=options.gpus,
+        check_id="run.every-gpu-used")
+    session.add(finding)

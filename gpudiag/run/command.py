@@ -1,0 +1,205 @@
+"""`gpudiag run -- python train.py`: run the user's program with gpudiag's hooks loaded.
+
+The parent side; imports no TensorFlow. The program runs as a child process with this
+process's stdin and its own stdout/stderr piped through gpudiag.run.streams (a pty for
+stdout when gpudiag's own stdout is a terminal, so the program still sees a terminal and
+keeps its line buffering and progress bars). Its environment gets:
+
+- PYTHONPATH with gpudiag/run/hooks first (its sitecustomize loads the hooks and chains
+  to any other sitecustomize), and layout.ENV_RUN_PKG_ROOT / ENV_RUN_CONFIG;
+- TF_CPP_MIN_LOG_LEVEL=0, so TensorFlow's whole C++ log is captured; the user's own level
+  (if their environment set one) still decides which of those lines reach the terminal.
+
+NVML samples every GPU from before the program starts until it ends, as `monitor` does.
+The program runs as the leader of a process group of its own (gpudiag.procs: it and
+everything it starts end with gpudiag, `kill -9` included). Ctrl-C, SIGTERM and SIGHUP
+reach gpudiag, which passes the signal on to the program's group as `monitor` does
+(commands/monitor.stop_child) and writes the report with what was seen (exit 128 + the
+signal). The program's non-zero exit code is forwarded.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import signal
+import sys
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import gpudiag
+from gpudiag import nvml, procs
+from gpudiag.commands.monitor import exit_code_of, resolve_command, stop_child
+from gpudiag.errors import UsageError
+from gpudiag.layout import (
+    ENV_RUN_CONFIG,
+    ENV_RUN_PKG_ROOT,
+    RUN_CHILD_NAME,
+    RUN_STDERR,
+    RUN_STDOUT,
+    child_dir,
+)
+from gpudiag.run import streams
+from gpudiag.run.config import DEFAULT_PROFILE_STEPS, DEFAULT_PROFILE_WARMUP_STEPS, RunHookConfig
+from gpudiag.session import RunSession
+from gpudiag.ui import Ui
+
+HOOKS_DIR = Path(__file__).resolve().with_name("hooks")
+PKG_ROOT = Path(gpudiag.__file__).resolve().parent.parent
+PUMP_JOIN_S = 5.0
+_PYTHON_NAME = re.compile(r"^(?:python|pypy)(?:\d+(?:\.\d+)?)?$")
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    interval_s: float = nvml.DEFAULT_INTERVAL_S
+    idle_threshold_percent: float = nvml.DEFAULT_ACTIVE_THRESHOLD_PERCENT
+    gpus: tuple[int, ...] | None = None
+    profile_warmup_steps: int = DEFAULT_PROFILE_WARMUP_STEPS
+    profile_steps: int = DEFAULT_PROFILE_STEPS
+    placement_log: bool = True
+
+
+def resolve(command: Sequence[str]) -> list[str]:
+    """The command, checked (UsageError, exit 2: none, not found, not executable)."""
+    return resolve_command(command, name="run")
+
+
+def is_python(argv: Sequence[str]) -> bool:
+    """Whether the command starts a Python interpreter: python3, an interpreter path, or a
+    script whose shebang names Python."""
+    path = shutil.which(argv[0]) or argv[0]
+    if _PYTHON_NAME.match(Path(path).name):
+        return True
+    try:
+        if Path(path).resolve() == Path(sys.executable).resolve():
+            return True
+        with Path(path).open("rb") as f:
+            first = f.readline(256)
+    except OSError:
+        return False
+    return first.startswith(b"#!") and b"python" in first
+
+
+def program_env(base: Mapping[str, str], config: RunHookConfig) -> dict[str, str]:
+    """The program's environment: the user's, plus the hooks and the full C++ log."""
+    env = dict(base)
+    paths = [str(HOOKS_DIR)] + ([base["PYTHONPATH"]] if base.get("PYTHONPATH") else [])
+    env["PYTHONPATH"] = os.pathsep.join(paths)
+    env[ENV_RUN_PKG_ROOT] = str(PKG_ROOT)
+    env[ENV_RUN_CONFIG] = config.to_env()
+    env["TF_CPP_MIN_LOG_LEVEL"] = config.child_cpp_log_level
+    return env
+
+
+@dataclass
+class Outcome:
+    """What the parent saw of the program."""
+
+    returncode: int | None
+    duration_s: float
+    interrupt: KeyboardInterrupt | None  # Ctrl-C, SIGTERM or SIGHUP that stopped it
+    sampling: nvml.SamplingResult | None
+    nvml_reason: str | None
+    state: streams.FilterState
+    stdout_path: Path
+    stderr_path: Path
+    events_dir: Path
+
+    @property
+    def interrupted(self) -> bool:
+        return self.interrupt is not None
+
+
+def _start_sampler(backend: nvml.NvmlBackend | nvml.NvmlUnavailable, options: RunOptions
+                   ) -> tuple[nvml.Sampler | None, str | None]:
+    if isinstance(backend, nvml.NvmlUnavailable):
+        return None, backend.reason
+    sampler = nvml.Sampler(backend, options.interval_s, options.gpus,
+                           active_threshold_percent=options.idle_threshold_percent)
+    try:
+        sampler.start()
+    except nvml.DeviceError as exc:  # the CLI, which opened the backend, closes it
+        return None, f"NVML failed at start: {exc}"
+    return sampler, None
+
+
+def execute(session: RunSession, argv: list[str], *,
+            backend: nvml.NvmlBackend | nvml.NvmlUnavailable, options: RunOptions,
+            stdout_to_stderr: bool = False, ui: Ui) -> Outcome:
+    """Run the program with the hooks; return what was seen (the analysis is separate).
+    An interrupt (Ctrl-C, SIGTERM, SIGHUP) stops the program and is returned in
+    ``Outcome.interrupt``; the caller reports, then re-raises it."""
+    out_dir = child_dir(session.run_dir, RUN_CHILD_NAME)
+    user_level = os.environ.get("TF_CPP_MIN_LOG_LEVEL")
+    config = RunHookConfig(events_dir=str(out_dir), run_dir=str(session.run_dir),
+                           profile_warmup_steps=options.profile_warmup_steps,
+                           profile_steps=options.profile_steps,
+                           placement_log=options.placement_log, user_cpp_log_level=user_level)
+    state = streams.FilterState(user_level=streams.user_level(user_level))
+    sampler, reason = _start_sampler(backend, options)
+    if sampler is None:
+        ui.say(f"NVML not available ({reason}): running without GPU sampling")
+    else:
+        ui.say(f"sampling {len(sampler.device_indices)} GPU(s) every {options.interval_s:g} s")
+    terminal_out = sys.stderr.buffer if stdout_to_stderr else sys.stdout.buffer
+    use_pty = not stdout_to_stderr and sys.stdout.isatty()
+    stdout_path, stderr_path = out_dir / RUN_STDOUT, out_dir / RUN_STDERR
+    returncode: int | None = None
+    interrupt: KeyboardInterrupt | None = None
+    start = time.monotonic()
+    with stdout_path.open("wb") as out_file, stderr_path.open("wb") as err_file:
+        if use_pty:
+            read_out, write_out = os.openpty()
+        else:
+            read_out, write_out = os.pipe()
+        read_err, write_err = os.pipe()
+        try:
+            proc = procs.spawn(argv, stdout=write_out, stderr=write_err,
+                               env=program_env(os.environ, config))
+        except OSError as exc:
+            for fd in (read_out, write_out, read_err, write_err):
+                os.close(fd)
+            if sampler is not None:
+                sampler.stop()
+            raise UsageError(f"cannot run {argv[0]}: {exc.strerror}") from exc
+        os.close(write_out)
+        os.close(write_err)
+        pumps = [streams.pump(read_out, out_file, terminal_out,
+                              streams.LineFilter(state, "stdout")),
+                 streams.pump(read_err, err_file, sys.stderr.buffer,
+                              streams.LineFilter(state, "stderr"))]
+        try:
+            try:
+                returncode = proc.wait()
+                procs.release(proc)
+            except KeyboardInterrupt as exc:
+                interrupt = exc
+                stop_child(proc, int(getattr(exc, "signum", signal.SIGINT)))
+                returncode = proc.returncode
+        finally:
+            for p in pumps:
+                p.join(PUMP_JOIN_S)
+    duration = time.monotonic() - start
+    result = sampler.stop() if sampler is not None else None
+    return Outcome(returncode, duration, interrupt, result, reason, state, stdout_path,
+                   stderr_path, out_dir)
+
+
+def run(session: RunSession, argv: list[str], *,
+        backend: nvml.NvmlBackend | nvml.NvmlUnavailable, options: RunOptions,
+        stdout_to_stderr: bool = False, ui: Ui) -> int | None:
+    """Run, analyse, report. Returns the exit code to forward (None when it was 0)."""
+    from gpudiag.run import analyse
+
+    outcome = execute(session, argv, backend=backend, options=options,
+                      stdout_to_stderr=stdout_to_stderr, ui=ui)
+    analyse.report(session, argv, outcome, options, python=is_python(argv))
+    if outcome.returncode:  # 0: the findings decide the exit code
+        session.forward_exit(exit_code_of(outcome.returncode))
+    if outcome.interrupt is not None:
+        raise outcome.interrupt
+    return exit_code_of(outcome.returncode) if outcome.returncode else None

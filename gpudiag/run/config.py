@@ -1,0 +1,48 @@
+"""The hooks' configuration: what the parent tells the program's interpreter.
+
+Passed as JSON in the environment variable layout.ENV_RUN_CONFIG, so every Python process
+the program starts (a launcher's workers included) inherits it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import asdict, dataclass
+
+from gpudiag.layout import ENV_RUN_CONFIG
+
+DEFAULT_PROFILE_WARMUP_STEPS = 10
+DEFAULT_PROFILE_STEPS = 5
+# Step records are buffered and appended at most this often (a SIGKILL loses at most
+# this much of the per-step timing; everything else is appended when it happens).
+DEFAULT_FLUSH_INTERVAL_S = 1.0
+# The first calls of every step source are appended one by one, without buffering.
+UNBUFFERED_FIRST_STEPS = 10
+# A custom loop's returned loss is read (a device-to-host copy) at most this many times a
+# second; calls in between keep only their timing.
+DEFAULT_LOSS_READS_PER_S = 20
+
+
+@dataclass(frozen=True)
+class RunHookConfig:
+    events_dir: str  # children/program/ of the run directory
+    run_dir: str  # the run directory (TensorBoard runs and traces go under it)
+    profile_warmup_steps: int = DEFAULT_PROFILE_WARMUP_STEPS
+    profile_steps: int = DEFAULT_PROFILE_STEPS  # 0: no profiler window
+    placement_log: bool = True  # enable TF's placement log right after `import tensorflow`
+    child_cpp_log_level: str = "0"  # TF_CPP_MIN_LOG_LEVEL the parent gave the program
+    user_cpp_log_level: str | None = None  # the user's own, if their environment set one
+    flush_interval_s: float = DEFAULT_FLUSH_INTERVAL_S
+    loss_reads_per_s: int = DEFAULT_LOSS_READS_PER_S
+
+    def to_env(self) -> str:
+        return json.dumps(asdict(self))
+
+    @staticmethod
+    def from_env(environ: dict[str, str] | os._Environ[str] | None = None) -> RunHookConfig | None:
+        text = (os.environ if environ is None else environ).get(ENV_RUN_CONFIG)
+        if not text:
+            return None
+        data = json.loads(text)
+        return RunHookConfig(**data)

@@ -1,0 +1,176 @@
+"""Read the program's events files into typed records (parent side, no TensorFlow).
+
+One file per process (children/program/events-<pid>.jsonl). A file whose last line was
+cut short (the process was killed while writing it) loses only that line; a line that is
+not JSON is skipped and counted.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from gpudiag.layout import RUN_EVENTS_PREFIX, RUN_EVENTS_SUFFIX, run_faults_name
+from gpudiag.placementlog import short_device
+from gpudiag.run.records import (
+    ConfigCall,
+    CrashRecord,
+    DeviceSnapshot,
+    FunctionGraph,
+    ProcessObservation,
+    ProfileRecord,
+    Step,
+    StepSeries,
+    StepStats,
+    StrategyRecord,
+    TfLogRecord,
+    WeightsRecord,
+)
+
+
+def read_events(events_dir: Path) -> tuple[dict[int, list[dict[str, Any]]], int]:
+    """{pid: events in order}, and how many unreadable lines were skipped."""
+    out: dict[int, list[dict[str, Any]]] = {}
+    bad = 0
+    for path in sorted(events_dir.glob(f"{RUN_EVENTS_PREFIX}*{RUN_EVENTS_SUFFIX}")):
+        for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
+            try:
+                event = json.loads(line)
+            except json.JSONDecodeError:
+                bad += 1
+                continue
+            if isinstance(event, dict) and "kind" in event and "pid" in event:
+                out.setdefault(int(event["pid"]), []).append(event)
+    for events in out.values():
+        events.sort(key=lambda e: e.get("seq", 0))
+    return out, bad
+
+
+def _series_steps(rows: list[dict[str, Any]], kind: str) -> list[Step]:
+    if kind == "function":  # the final row adds the last call's loss to that call's row
+        merged: dict[int, dict[str, Any]] = {}
+        for r in rows:
+            into = merged.setdefault(int(r["i"]), {})
+            into.update({k: v for k, v in r.items() if v is not None})
+        rows = [merged[i] for i in sorted(merged)]
+    steps = []
+    for r in rows:
+        if kind == "fit":
+            logs = dict(r.get("logs") or {})
+            steps.append(Step(int(r["i"]), r.get("t0"), None, logs.pop("loss", None), logs,
+                              epoch=r.get("epoch")))
+        else:
+            loss = r.get("loss") if kind == "function" else r.get("value")
+            steps.append(Step(int(r["i"]), r.get("t0"), r.get("dt"), loss,
+                              traced=bool(r.get("traced"))))
+    return steps
+
+
+def observe(pid: int, events: list[dict[str, Any]], events_dir: Path) -> ProcessObservation:
+    """One process's events as a ProcessObservation."""
+    fields: dict[str, Any] = {"pid": pid, "ppid": None, "argv": [], "start_env": {},
+                              "events": len(events)}
+    calls, strategies, graphs, stats, logs, errors, sessions = [], [], [], [], [], [], []
+    fits: list[dict[str, Any]] = []
+    functions: dict[str, list[dict[str, Any]]] = {}
+    groups: dict[int, dict[str, Any]] = {}
+    fingerprints: dict[str, list[dict[str, Any]]] = {}
+
+    for e in events:
+        kind = e["kind"]
+        if kind == "process":
+            fields.update(ppid=e.get("ppid"), argv=e.get("argv") or [],
+                          start_env=e.get("env") or {})
+        elif kind == "tf_import":
+            fields.update(tf_version=e.get("version"), cpp_log_level=e.get("cpp_log_level"),
+                          cpp_log_level_overridden=bool(e.get("cpp_log_level_overridden")),
+                          placement_log=bool(e.get("placement_log")))
+        elif kind == "keras_import":
+            fields["keras_version"] = e.get("version")
+        elif kind == "config_call":
+            calls.append(ConfigCall(e["order"], e["api"], e.get("args") or [],
+                                    e.get("kwargs") or {}, e.get("initialized_before"),
+                                    e.get("caller"), e.get("error_type"), e.get("error")))
+        elif kind == "devices" and "devices" not in fields:
+            fields["devices"] = DeviceSnapshot(
+                e.get("reason", "?"), [d["name"] for d in e.get("physical", [])],
+                [short_device(d["name"]) for d in e.get("logical", [])], e.get("gpus") or [],
+                e.get("soft_placement"), e.get("cuda_build"))
+        elif kind == "strategy":
+            strategies.append(StrategyRecord(
+                e["class"], e.get("num_replicas_in_sync"),
+                [short_device(d) for d in e.get("worker_devices") or []],
+                [short_device(d) for d in e.get("parameter_devices") or []],
+                e.get("cross_device_ops"), e.get("communication_implementation"),
+                bool(e.get("nccl")), e.get("cluster"), e.get("caller")))
+        elif kind == "fit_begin":
+            fits.append({"begin": e, "rows": [], "epochs": []})
+        elif kind == "fit_steps" and fits:
+            fits[-1]["rows"] += e.get("rows") or []
+        elif kind == "fit_epoch" and fits:
+            fits[-1]["epochs"].append(e.get("logs") or {})
+        elif kind == "function_steps":
+            functions.setdefault(e["function"], []).extend(e.get("rows") or [])
+        elif kind == "function":
+            for g in e.get("graphs") or []:
+                graphs.append(FunctionGraph(e["function"], g["name"], g.get("ops", 0),
+                                            [tuple(p) for p in g.get("pinned") or []]))
+        elif kind == "session":
+            sessions.append(e.get("config") or {})
+        elif kind == "session_steps":
+            group = groups.setdefault(e["group"], {"fetches": e.get("fetches") or [],
+                                                   "rows": []})
+            group["rows"] += e.get("rows") or []
+        elif kind == "step_stats":
+            stats.append(StepStats(e.get("group", "?"), e.get("devices") or {},
+                                   e.get("pinned") or [], e.get("node_devices") or {}))
+        elif kind == "weights":
+            fingerprints.setdefault(e["source"], []).append(e)
+        elif kind == "crash" and "crash" not in fields:
+            fields["crash"] = CrashRecord(e["type"], e.get("message", ""), e.get("thread", ""),
+                                          e.get("frames") or [], e.get("user_frame"),
+                                          e.get("causes") or [])
+        elif kind == "profile":
+            fields["profile"] = ProfileRecord(e["status"], e.get("logdir", ""), e.get("source"),
+                                              e.get("steps") or [], e.get("error"))
+        elif kind == "tf_log":
+            logs.append(TfLogRecord(e.get("level", ""), e.get("message", ""),
+                                    e.get("source", ""), bool(e.get("shown"))))
+        elif kind in ("hook_error", "hook_note"):
+            errors.append({k: e.get(k) for k in ("kind", "where", "type", "message")})
+        elif kind == "exit":
+            fields["exited"] = True
+    series: list[StepSeries] = []
+    for n, fit in enumerate(fits, 1):
+        begin = fit["begin"]
+        facts = {k: begin.get(k) for k in ("model", "loss", "optimizer", "learning_rate",
+                                            "strategy", "replicas", "trainable_parameters",
+                                            "params", "examples")}
+        width = begin.get("output_width")
+        series.append(StepSeries("fit", "Model.fit" if len(fits) == 1 else f"Model.fit #{n}",
+                                 _series_steps(fit["rows"], "fit"), begin.get("batch_size"),
+                                 width if width and width > 1 else None, facts, fit["epochs"]))
+    for name, rows in functions.items():
+        series.append(StepSeries("function", f"tf.function {name}",
+                                 _series_steps(rows, "function")))
+    for index, group in sorted(groups.items()):
+        label = f"Session.run #{index} [{', '.join(group['fetches'])[:80]}]"
+        series.append(StepSeries("session", label, _series_steps(group["rows"], "session"),
+                                 facts={"fetches": group["fetches"]}))
+    weights = [WeightsRecord(src, fp[0].get("fingerprint"), fp[-1].get("fingerprint"),
+                             fp[0].get("phase", ""), fp[-1].get("phase", ""),
+                             int(fp[-1].get("calls") or 0) - int(fp[0].get("calls") or 0))
+               for src, fp in fingerprints.items()]
+    faults = events_dir / run_faults_name(pid)
+    return ProcessObservation(
+        **fields, config_calls=calls, strategies=strategies, series=series, weights=weights,
+        graphs=graphs, sessions=sessions, step_stats=stats, tf_logs=logs, hook_errors=errors,
+        faults=faults.read_text(errors="replace") if faults.is_file() else "")
+
+
+def observe_all(events_dir: Path) -> tuple[list[ProcessObservation], int]:
+    """Every process, in the order they started; and the count of unreadable lines."""
+    by_pid, bad = read_events(events_dir)
+    order = sorted(by_pid, key=lambda pid: by_pid[pid][0].get("t", 0.0))
+    return [observe(pid, by_pid[pid], events_dir) for pid in order], bad

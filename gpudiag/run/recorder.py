@@ -1,0 +1,110 @@
+"""Append-only event recording inside the program: one JSONL file per process.
+
+Each event is one JSON object on one line, written with one ``os.write`` on a file opened
+with O_APPEND, the moment it is recorded: a program killed with SIGKILL or crashing in C++
+keeps every event written before. A forked child (multiprocessing) gets its own file at its
+first event (the pid is checked on every write).
+
+Per-step records (:class:`StepBuffer`) are the one exception: the first
+config.UNBUFFERED_FIRST_STEPS steps of a source are appended one by one, later ones are
+gathered and appended at most every ``flush_interval_s`` (and at exit), so that timing a
+step costs a few list appends, not a write.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from gpudiag.layout import run_events_name
+
+
+def _plain(value: Any) -> Any:
+    """JSON fallback: numpy scalars and arrays to numbers/lists, anything else to repr."""
+    for attr in ("item", "tolist"):
+        fn = getattr(value, attr, None)
+        if callable(fn):
+            try:
+                return fn()
+            except Exception:
+                pass
+    return repr(value)
+
+
+class Recorder:
+    """Writes events for the current process under ``events_dir``."""
+
+    def __init__(self, events_dir: str) -> None:
+        self.events_dir = events_dir
+        self._fd: int | None = None
+        self._pid: int | None = None
+        self._lock = threading.Lock()
+        self.seq = 0
+
+    def _descriptor(self) -> int:
+        pid = os.getpid()
+        if self._fd is None or self._pid != pid:
+            Path(self.events_dir).mkdir(parents=True, exist_ok=True)
+            path = Path(self.events_dir) / run_events_name(pid)
+            self._fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+            self._pid = pid
+        return self._fd
+
+    def emit(self, kind: str, **fields: Any) -> None:
+        with self._lock:
+            self.seq += 1
+            event = {"kind": kind, "t": time.time(), "pid": os.getpid(), "seq": self.seq,
+                     **fields}
+            data = (json.dumps(event, default=_plain) + "\n").encode("utf-8", "replace")
+            fd = self._descriptor()
+            while data:
+                written = os.write(fd, data)
+                data = data[written:]
+
+
+class StepBuffer:
+    """Per-step rows of one step source, appended in batches as ``<kind>`` events.
+
+    ``add`` is what runs every step: a list append and a clock read. ``resolve`` turns a
+    row's deferred values (e.g. a loss tensor) into plain numbers just before writing.
+    """
+
+    def __init__(self, emit: Callable[..., None], kind: str, flush_interval_s: float,
+                 unbuffered_first: int, resolve: Callable[[dict[str, Any]], None] | None = None,
+                 **fields: Any) -> None:
+        self.emit = emit
+        self.kind = kind
+        self.fields = fields
+        self.flush_interval_s = flush_interval_s
+        self.unbuffered_first = unbuffered_first
+        self.resolve = resolve
+        self.rows: list[dict[str, Any]] = []
+        self.count = 0
+        self._last_flush = time.monotonic()
+        self._lock = threading.Lock()
+
+    def add(self, row: dict[str, Any]) -> None:
+        self.rows.append(row)
+        self.count += 1
+        if self.count <= self.unbuffered_first or \
+                time.monotonic() - self._last_flush >= self.flush_interval_s:
+            self.flush()
+
+    def flush(self) -> None:
+        with self._lock:
+            rows, self.rows = self.rows, []
+            self._last_flush = time.monotonic()
+        if not rows:
+            return
+        if self.resolve is not None:
+            for row in rows:
+                try:
+                    self.resolve(row)
+                except Exception:
+                    row.pop("loss", None)
+        self.emit(self.kind, rows=rows, **self.fields)

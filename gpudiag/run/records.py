@@ -1,0 +1,172 @@
+"""Typed records of what the hooks saw in one process of the program (parent side).
+
+Built from the events files by gpudiag.run.events; read by the verdicts
+(gpudiag.verdicts.run). Plain frozen dataclasses, no TensorFlow. Times are seconds
+(``_s``), wall-clock times are Unix seconds (``t_unix_s``); devices are in the short form
+``/device:GPU:1``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True)
+class ConfigCall:
+    """One tf.config (or tf.debugging / tf.compat.v1) configuration call, in order."""
+
+    order: int
+    api: str  # tf.config.experimental.set_memory_growth ...
+    args: list[Any]
+    kwargs: dict[str, Any]
+    initialized_before: bool | None  # were the devices initialised when it was called?
+    caller: dict[str, Any] | None  # file, line, function in the program
+    error_type: str | None
+    error: str | None
+
+
+@dataclass(frozen=True)
+class DeviceSnapshot:
+    reason: str  # what made gpudiag look: strategy, fit, step function, session, exit
+    physical: list[str]  # /physical_device:GPU:0 ...
+    logical: list[str]  # /device:GPU:0 ...
+    gpus: list[dict[str, Any]]  # per physical GPU: details, memory_growth, logical config
+    soft_placement: bool | None
+    cuda_build: bool | None
+
+
+@dataclass(frozen=True)
+class StrategyRecord:
+    class_name: str
+    num_replicas: int | None
+    worker_devices: list[str]
+    parameter_devices: list[str]
+    cross_device_ops: str | None
+    implementation: str | None  # RING / NCCL / AUTO for collectives
+    nccl: bool
+    cluster: dict[str, Any] | None
+    caller: dict[str, Any] | None
+
+
+@dataclass(frozen=True)
+class Step:
+    index: int
+    start_unix_s: float | None
+    duration_s: float | None  # the call's own wall time (functions, Session.run)
+    loss: float | None
+    metrics: dict[str, float] = field(default_factory=dict)
+    traced: bool = False  # a FULL_TRACE Session.run: slower, left out of the timing
+    epoch: int | None = None  # Keras fit: the epoch of this batch
+
+
+@dataclass(frozen=True)
+class StepSeries:
+    """One source of training steps: Model.fit, a tf.function of the program, a Session.run
+    group."""
+
+    kind: str  # "fit" | "function" | "session"
+    label: str
+    steps: list[Step]
+    batch_size: int | None = None  # examples per step, when known (Keras fit)
+    num_classes: int | None = None  # the model's output width (Keras fit)
+    facts: dict[str, Any] = field(default_factory=dict)
+    epochs: list[dict[str, float]] = field(default_factory=list)  # per-epoch logs (fit)
+
+
+@dataclass(frozen=True)
+class WeightsRecord:
+    source: str
+    first: list[list[float]] | None
+    last: list[list[float]] | None
+    first_phase: str
+    last_phase: str
+    calls_between: int
+
+    @property
+    def moved(self) -> bool | None:
+        if self.first is None or self.last is None or self.first_phase == self.last_phase:
+            return None
+        return self.first != self.last
+
+
+@dataclass(frozen=True)
+class FunctionGraph:
+    function: str  # the program's function (qualified name)
+    name: str  # the concrete function's name in the placement log (__inference_...)
+    ops: int
+    pinned: list[tuple[str, str, str]]  # (node, op type, requested device)
+
+
+@dataclass(frozen=True)
+class StepStats:
+    """Where a traced Session.run really ran each node (RunMetadata step stats)."""
+
+    group: str
+    devices: dict[str, dict[str, Any]]  # device -> nodes, busy_us, scopes, op_types
+    pinned: list[dict[str, Any]]  # requested, actual, nodes, examples, scopes
+    node_devices: dict[str, str] = field(default_factory=dict)  # node -> device it ran on
+
+
+@dataclass(frozen=True)
+class CrashRecord:
+    type: str
+    message: str
+    thread: str
+    frames: list[dict[str, Any]]
+    user_frame: dict[str, Any] | None
+    causes: list[dict[str, Any]]
+
+
+@dataclass(frozen=True)
+class ProfileRecord:
+    status: str  # started | stopped | stopped-at-exit | failed
+    logdir: str
+    source: str | None
+    steps: list[int]
+    error: str | None
+
+
+@dataclass(frozen=True)
+class TfLogRecord:
+    level: str
+    message: str
+    source: str
+    shown: bool  # did the program's own logger level let the user see it?
+
+
+@dataclass(frozen=True)
+class ProcessObservation:
+    """Everything the hooks recorded in one Python process of the program."""
+
+    pid: int
+    ppid: int | None
+    argv: list[str]
+    start_env: dict[str, str | None]
+    tf_version: str | None = None
+    keras_version: str | None = None
+    cpp_log_level: str | None = None
+    cpp_log_level_overridden: bool = False
+    placement_log: bool = False
+    config_calls: list[ConfigCall] = field(default_factory=list)
+    devices: DeviceSnapshot | None = None
+    strategies: list[StrategyRecord] = field(default_factory=list)
+    series: list[StepSeries] = field(default_factory=list)
+    weights: list[WeightsRecord] = field(default_factory=list)
+    graphs: list[FunctionGraph] = field(default_factory=list)
+    sessions: list[dict[str, Any]] = field(default_factory=list)  # config summaries
+    step_stats: list[StepStats] = field(default_factory=list)
+    crash: CrashRecord | None = None
+    profile: ProfileRecord | None = None
+    tf_logs: list[TfLogRecord] = field(default_factory=list)
+    hook_errors: list[dict[str, Any]] = field(default_factory=list)
+    exited: bool = False  # its exit handler ran (not killed, not a fatal signal)
+    faults: str = ""  # faulthandler's output (a fatal signal's Python stack)
+    events: int = 0
+
+    @property
+    def imported_tf(self) -> bool:
+        return self.tf_version is not None
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)

@@ -1,0 +1,47 @@
+"""Did the weights move? A cheap fingerprint of a model's trainable variables.
+
+Per variable: the sum and the sum of squares of its values (float64) and its size. Two
+fingerprints of the same variables are equal exactly when no update reached them (an
+update that changes a weight changes its sums, short of a coincidence gpudiag ignores).
+Taken twice per step source (after the first step or at the start of ``fit``, and at the
+end): a device-to-host copy of the weights each time, never per step.
+"""
+
+from __future__ import annotations
+
+import weakref
+from collections.abc import Iterable
+from typing import Any
+
+MAX_VARIABLES = 256
+
+
+def track(variables: Iterable[Any]) -> list[weakref.ref[Any]]:
+    seen: set[int] = set()
+    refs = []
+    for v in variables:
+        if id(v) in seen:
+            continue
+        seen.add(id(v))
+        try:
+            refs.append(weakref.ref(v))
+        except TypeError:
+            continue
+        if len(refs) >= MAX_VARIABLES:
+            break
+    return refs
+
+
+def fingerprint(refs: list[weakref.ref[Any]]) -> list[list[float]] | None:
+    """[[sum, sum of squares, size], ...] per variable still alive; None if none is."""
+    import numpy as np
+
+    out = []
+    for ref in refs:
+        v = ref()
+        if v is None:
+            continue
+        value = v.numpy() if hasattr(v, "numpy") else np.asarray(v)
+        a = np.asarray(value, dtype=np.float64)
+        out.append([float(a.sum()), float(np.square(a).sum()), float(a.size)])
+    return out or None

@@ -1,0 +1,366 @@
+"""Verdicts of `gpudiag run` about the program's progress: learning, throughput, memory,
+its Sessions' configuration, the profiler window, the crash, the command itself.
+
+Pure functions of gpudiag.run.records and plain numbers, like gpudiag.verdicts.run (the
+integrator may merge both into gpudiag/verdicts/run.py). ``proc`` as there.
+"""
+
+from __future__ import annotations
+
+import math
+import shlex
+import signal
+import statistics
+from collections.abc import Sequence
+from typing import Any
+
+from gpudiag.catalogue import match_crash
+from gpudiag.report import Finding, Status
+from gpudiag.run.records import ProcessObservation, StepSeries
+
+# A loss within this fraction of ln(k) is "at ln k"; it has "not fallen" when the last
+# value is at least STUCK_FRACTION of the first.
+LN_TOLERANCE = 0.02
+STUCK_FRACTION = 0.97
+MIN_JUDGED_STEPS = 5
+ACCURACY_KEYS = ("accuracy", "acc", "sparse_categorical_accuracy", "categorical_accuracy")
+MEMORY_FULL_FRACTION = 0.9
+
+
+def _short(path: str) -> str:
+    return path.rsplit("/", 1)[-1]
+
+
+def command(argv: Sequence[str], returncode: int | None, duration_s: float,
+            interrupted: bool) -> Finding:
+    """The program ran; its exit code (forwarded) and how long it took."""
+    shown = " ".join(shlex.join(argv).split())
+    shown = shown if len(shown) <= 80 else shown[:77] + "..."
+    evidence = {"command": list(argv), "returncode": returncode,
+                "duration_s": round(duration_s, 3), "interrupted": interrupted}
+    if returncode is not None and returncode < 0:
+        try:
+            how = f"was killed by {signal.Signals(-returncode).name}"
+        except ValueError:
+            how = f"was killed by signal {-returncode}"
+    else:
+        how = f"exited with code {returncode}"
+    if interrupted:
+        return Finding("run.command", "warn", f"interrupted (Ctrl-C) after {duration_s:.1f} s; "
+                       f"`{shown}` {how}", evidence,
+                       advice="The findings cover only the time before the interruption.")
+    if returncode == 0:
+        return Finding("run.command", "ok", f"`{shown}` exited with code 0 after "
+                       f"{duration_s:.1f} s", evidence)
+    return Finding("run.command", "fail", f"`{shown}` {how} after {duration_s:.1f} s", evidence,
+                   advice="gpudiag exits with the same code; run.crash says why when it can.")
+
+
+# ---------------------------------------------------------------- learning
+
+
+def _accuracy(series: StepSeries) -> float | None:
+    logs = series.epochs[-1] if series.epochs else (
+        series.steps[-1].metrics if series.steps else {})
+    for key in ACCURACY_KEYS:
+        if key in logs:
+            return float(logs[key])
+    return None
+
+
+def _classes_at(loss: float, known: int | None) -> int | None:
+    """The k for which the loss is ln k (uniform predictions over k classes)."""
+    candidates = [known] if known else range(2, 1001)
+    for k in candidates:
+        if k and k > 1 and abs(loss - math.log(k)) <= LN_TOLERANCE * math.log(k):
+            return k
+    return None
+
+
+def learning(obs: ProcessObservation, proc: str = "") -> Finding:
+    """Per training loop: did the loss fall? Is it stuck at ln(classes), is accuracy at
+    chance, did the weights move at all?"""
+    rows: list[dict[str, Any]] = []
+    problems: list[str] = []
+    worst: Status = "ok"
+    for s in obs.series:
+        losses = [st.loss for st in s.steps if st.loss is not None and math.isfinite(st.loss)]
+        if len(losses) < MIN_JUDGED_STEPS:
+            continue
+        first = losses[0]
+        last = float(s.epochs[-1]["loss"]) if s.epochs and "loss" in s.epochs[-1] \
+            else losses[-1]
+        weights = next((w for w in obs.weights if w.source == s.label
+                        or (s.kind == "fit" and w.source == "Model.fit")), None)
+        moved = weights.moved if weights else None
+        stuck = first > 0 and last >= STUCK_FRACTION * first
+        classes = _classes_at(last, s.num_classes) if stuck else None
+        acc = _accuracy(s)
+        chance = acc is not None and s.num_classes is not None and \
+            acc <= 1 / s.num_classes + 0.1 * (1 - 1 / s.num_classes)
+        row = {"series": s.label, "steps": len(s.steps), "first_loss": first,
+               "last_loss": last, "num_classes": s.num_classes, "stuck_at_ln_classes": classes,
+               "accuracy": acc, "accuracy_at_chance": chance, "weights_moved": moved,
+               "learning_rate": s.facts.get("learning_rate")}
+        rows.append(row)
+        text = f"{s.label}: loss {first:.4f} -> {last:.4f} over {len(s.steps)} steps"
+        if classes:
+            text += (f", stuck at ln {classes} = {math.log(classes):.4f} (the model predicts "
+                     f"all {classes} classes alike)")
+        elif stuck:
+            text += ", not falling"
+        if acc is not None:
+            text += f", accuracy {acc:.3f}" + (" (chance)" if chance else "")
+        if moved is False:
+            steps = weights.calls_between if weights else "?"
+            text += (f"; the weights did not change at all over {steps} steps: this is not "
+                     "a device problem, the updates never reach the weights")
+            if s.facts.get("learning_rate") == 0:
+                text += " (the learning rate is 0)"
+        elif moved:
+            text += "; the weights moved"
+        bad = moved is False or bool(classes)
+        if bad:
+            worst = "fail"
+        elif (stuck or chance) and worst == "ok":
+            worst = "warn"
+        problems.append(text)
+    evidence = {"loops": rows, "ln_tolerance": LN_TOLERANCE, "stuck_fraction": STUCK_FRACTION}
+    if not rows:
+        return Finding(f"run.learning{proc}", "skip",
+                       f"no training loop with at least {MIN_JUDGED_STEPS} observed losses "
+                       "(Keras fit, a step tf.function returning its loss, or Session.run "
+                       "fetching it)", evidence)
+    advice = ""
+    if worst != "ok":
+        advice = ("A loss at ln(classes) means uniform predictions. Weights that never move "
+                  "mean no update reaches them: a learning rate of 0, gradients that are None "
+                  "or zero (loss not computed from the model under the tape, "
+                  "stop_gradient, trainable=False), or an optimizer applied to other "
+                  "variables. Moving weights with a flat loss: a learning rate too small, "
+                  "labels that do not match the inputs, or a last layer that saturates.")
+    return Finding(f"run.learning{proc}", worst, "; ".join(problems), evidence, advice=advice)
+
+
+# ---------------------------------------------------------------- throughput
+
+
+def step_times(series: StepSeries, warmup: int, skip: Sequence[int] = ()) -> list[float]:
+    """Seconds per step after ``warmup`` steps, the profiled ones (``skip``) left out: the
+    interval between step starts (fit: within an epoch), or the call's own time."""
+    steps = [s for s in series.steps if s.index >= warmup and s.index not in skip
+             and not s.traced]
+    if series.kind == "fit":
+        by_index = {s.index: s for s in series.steps}
+        out = []
+        for s in steps:
+            nxt = by_index.get(s.index + 1)
+            if nxt is not None and nxt.start_unix_s and s.start_unix_s \
+                    and nxt.epoch == s.epoch \
+                    and nxt.index + 1 not in skip:
+                out.append(nxt.start_unix_s - s.start_unix_s)
+        return out
+    return [s.duration_s for s in steps if s.duration_s is not None]
+
+
+def throughput(obs: ProcessObservation, warmup: int, proc: str = "") -> Finding:
+    """Steps per second, step time and examples per second of each training loop."""
+    profiled = obs.profile.steps if obs.profile else []
+    rows, parts = [], []
+    for s in obs.series:
+        skip = profiled if obs.profile and obs.profile.source == s.label else []
+        times = step_times(s, warmup, skip)
+        if not times:
+            continue
+        median = statistics.median(times)
+        row: dict[str, Any] = {"series": s.label, "timed_steps": len(times),
+                               "step_s_median": median, "step_s_p90": sorted(times)[
+                                   int(0.9 * (len(times) - 1))],
+                               "steps_per_s": 1 / median if median > 0 else None,
+                               "batch_size": s.batch_size}
+        text = f"{s.label}: {len(times)} steps, median {median * 1e3:.2f} ms/step"
+        if s.batch_size and median > 0:
+            row["examples_per_s"] = s.batch_size / median
+            text += f", {s.batch_size / median:,.0f} examples/s (batch {s.batch_size})"
+        rows.append(row)
+        parts.append(text)
+    evidence = {"loops": rows, "warmup_steps": warmup, "profiled_steps": profiled}
+    if not rows:
+        return Finding(f"run.throughput{proc}", "skip",
+                       f"no training loop ran more than {warmup} warm-up steps", evidence)
+    return Finding(f"run.throughput{proc}", "ok",
+                   "; ".join(parts) + f" (the first {warmup} steps and the profiled ones "
+                   "left out)", evidence)
+
+
+# ---------------------------------------------------------------- memory, Sessions
+
+
+def memory(obs: ProcessObservation, nvml_gpus: list[dict[str, Any]] | None,
+           proc: str = "") -> Finding:
+    """The memory configuration that took effect, beside what NVML saw the GPUs hold."""
+    calls = [c for c in obs.config_calls if "memory_growth" in c.api
+             or "logical_device_configuration" in c.api or "virtual_device" in c.api]
+    gpus = obs.devices.gpus if obs.devices else []
+    growth_env = obs.start_env.get("TF_FORCE_GPU_ALLOW_GROWTH")
+    sessions = [{k: s.get(k) for k in ("allow_growth", "per_process_gpu_memory_fraction")}
+                for s in obs.sessions]
+    evidence = {"calls": [{"api": c.api, "args": c.args, "error": c.error} for c in calls],
+                "gpus": gpus, "TF_FORCE_GPU_ALLOW_GROWTH": growth_env,
+                "session_gpu_options": sessions, "nvml": nvml_gpus}
+    failed = [c for c in calls if c.error_type]
+    if failed:
+        entry = match_crash(failed[0].error_type or "", failed[0].error or "")
+        return Finding(f"run.memory{proc}", "fail",
+                       f"{failed[0].api} raised {failed[0].error_type}: {failed[0].error}: the "
+                       "memory configuration did not take effect", evidence,
+                       advice=entry.fix if entry else "")
+    if not gpus:
+        return Finding(f"run.memory{proc}", "skip",
+                       "no GPU visible to TensorFlow: GPU memory settings do not apply", evidence)
+    parts = []
+    for g in gpus:
+        limit = g.get("logical_configuration")
+        parts.append(f"{g['name'].rsplit('/', 1)[-1]}: memory growth "
+                     f"{'on' if g.get('memory_growth') is True else 'off'}"
+                     + (f", logical devices {limit}" if limit else ""))
+    if growth_env:
+        parts.append(f"TF_FORCE_GPU_ALLOW_GROWTH={growth_env}")
+    full = []
+    for n in nvml_gpus or []:
+        used, total = n.get("peak_memory_used_bytes"), n.get("memory_total_bytes")
+        if used is not None and total:
+            parts.append(f"NVML GPU {n['index']}: peak {used / 2**30:.1f} of "
+                         f"{total / 2**30:.1f} GiB")
+            if used > MEMORY_FULL_FRACTION * total:
+                full.append(n["index"])
+    growth = any(g.get("memory_growth") is True for g in gpus) or growth_env == "true"
+    if growth and full:
+        return Finding(f"run.memory{proc}", "warn",
+                       "; ".join(parts) + f": memory growth was on, yet GPU(s) {full} were "
+                       "almost full", evidence,
+                       advice="Either the program needs that much, or growth did not take "
+                       "effect (configured after initialisation, or another process holds "
+                       "the memory: `nvidia-smi`).")
+    return Finding(f"run.memory{proc}", "ok", "; ".join(parts), evidence)
+
+
+def session_config(obs: ProcessObservation, proc: str = "") -> Finding | None:
+    """A ConfigProto given to tf.compat.v1 Sessions, against the tf.config calls."""
+    if not obs.sessions:
+        return None
+    apis = {c.api.rsplit(".", 1)[-1] for c in obs.config_calls if not c.error_type}
+    conflicts = []
+    for s in obs.sessions:
+        if s.get("visible_device_list") and "set_visible_devices" in apis:
+            conflicts.append(f"visible_device_list '{s['visible_device_list']}' and "
+                             "tf.config.set_visible_devices both choose GPUs")
+        if (s.get("allow_growth") or s.get("per_process_gpu_memory_fraction")) and \
+                apis & {"set_memory_growth", "set_logical_device_configuration",
+                        "set_virtual_device_configuration"}:
+            conflicts.append("gpu_options (allow_growth / memory fraction) and tf.config "
+                             "memory calls both configure GPU memory; the first to reach the "
+                             "GPUs wins")
+        if obs.devices and s.get("allow_soft_placement") is not None and \
+                obs.devices.soft_placement is not None and \
+                s["allow_soft_placement"] != obs.devices.soft_placement:
+            conflicts.append(f"allow_soft_placement={s['allow_soft_placement']} in the "
+                             f"ConfigProto, {obs.devices.soft_placement} in tf.config: the "
+                             "Session follows its ConfigProto")
+    evidence = {"sessions": obs.sessions, "tf_config_calls": sorted(apis),
+                "conflicts": conflicts}
+    text = f"{len(obs.sessions)} Session(s); ConfigProto: " + "; ".join(
+        ", ".join(f"{k}={v}" for k, v in s.items() if v not in (None, {}, "", 0, False))
+        or "defaults" for s in obs.sessions)
+    if conflicts:
+        return Finding(f"run.session-config{proc}", "warn", f"{text}. " + "; ".join(conflicts),
+                       evidence, advice="Configure devices in one place: tf.config calls "
+                       "right after importing TensorFlow, and a ConfigProto without "
+                       "device or memory settings.")
+    return Finding(f"run.session-config{proc}", "ok", text, evidence)
+
+
+# ---------------------------------------------------------------- profile, crash
+
+
+def profile(obs: ProcessObservation, busy: dict[str, float] | None, window_s: float | None,
+            reason: str | None, warmup: int, proc: str = "") -> Finding:
+    """The profiler window over the program's own steps: busy time per device."""
+    p = obs.profile
+    evidence = {"profile": None if p is None else {"status": p.status, "logdir": p.logdir,
+                                                    "source": p.source, "steps": p.steps,
+                                                    "error": p.error},
+                "busy_s": busy, "window_s": window_s, "reason": reason}
+    if p is None:
+        return Finding(f"run.profile{proc}", "skip",
+                       f"no profiler window: no training loop reached step {warmup} after "
+                       "its warm-up" + (f" ({reason})" if reason else ""), evidence)
+    if p.status == "failed" or busy is None:
+        return Finding(f"run.profile{proc}", "warn",
+                       f"the profiler window on {p.source} gave no trace: {p.error or reason}",
+                       evidence, advice="If the program runs its own profiler, pass "
+                       "--profile-steps 0.")
+    steps = f"steps {p.steps[0]}-{p.steps[-1]}" if p.steps else "a partial window"
+    window = f" ({window_s * 1e3:.1f} ms)" if window_s else ""
+    if not busy:
+        return Finding(f"run.profile{proc}", "warn",
+                       f"trace of {steps} of {p.source}{window}: no op in it could be "
+                       "attributed to a device (no placement evidence for its ops)", evidence,
+                       advice="Keep the placement log on (no TF_CPP_MIN_LOG_LEVEL in the "
+                       "program); open the trace in TensorBoard's Profile tab.")
+    text = (f"trace of {steps} of {p.source}{window}: " + ", ".join(
+        f"{d} busy {b * 1e3:.1f} ms" + (f" ({b / window_s:.0%})" if window_s else "")
+        for d, b in busy.items()) + f"; in TensorBoard's Profile tab ({_short(p.logdir)})")
+    return Finding(f"run.profile{proc}", "ok", text, evidence)
+
+
+def crash(obs: Sequence[ProcessObservation], returncode: int | None) -> Finding:
+    """The program's crash: exception, message, the frame in the user's code, the fix."""
+    crashed = [o for o in obs if o.crash is not None]
+    faulted = [o for o in obs if o.faults.strip()]
+    if crashed:
+        o = crashed[0]
+        c = o.crash
+        assert c is not None
+        entry = match_crash(c.type, c.message) or next(
+            (e for e in (match_crash(x["type"], x["message"]) for x in c.causes) if e), None)
+        where = ""
+        if c.user_frame:
+            f = c.user_frame
+            where = f" in {f['function']}() at {_short(f['file'])}:{f['line']}"
+            if f.get("code"):
+                where += f" (`{f['code'][:80]}`)"
+        evidence = {"pid": o.pid, "type": c.type, "message": c.message[:2000],
+                    "thread": c.thread, "user_frame": c.user_frame, "frames": c.frames[-8:],
+                    "catalogue": entry.id if entry else None}
+        message = c.message.strip().splitlines()[0][:300] if c.message.strip() else ""
+        text = f"{c.type}{where}: {message}"
+        if entry:
+            text += f" - {entry.meaning}"
+        return Finding("run.crash", "fail", text, evidence,
+                       advice=entry.fix if entry else "Read the traceback above (saved in "
+                       "children/program/stderr.txt).")
+    if faulted:
+        o = faulted[0]
+        tail = [ln for ln in o.faults.strip().splitlines() if ln.strip()]
+        return Finding("run.crash", "fail",
+                       f"process {o.pid} died of a fatal signal: {tail[0] if tail else ''}",
+                       {"pid": o.pid, "faulthandler": tail[-30:]},
+                       advice="A crash inside TensorFlow's C++ code or a library: the "
+                       "Python stack in the evidence shows the call that triggered it.")
+    if returncode is not None and returncode < 0:
+        seen = [o for o in obs if o.imported_tf]
+        last = [f"{s.label}: {max((st.index for st in s.steps), default=-1) + 1} steps"
+                for o in seen for s in o.series]
+        return Finding("run.crash", "fail",
+                       f"the program was killed by signal {-returncode} with no Python "
+                       f"exception; what the hooks recorded before survives"
+                       + (f" ({'; '.join(last)})" if last else ""),
+                       {"returncode": returncode, "recorded": last},
+                       advice="SIGKILL usually comes from the kernel's OOM killer (dmesg) or a "
+                       "scheduler's time or memory limit.")
+    return Finding("run.crash", "ok",
+                   "no uncaught Python exception" + ("" if not returncode else
+                                                     f" (the program exited {returncode} "
+                                                     "itself)"),
+                   {"returncode": returncode})

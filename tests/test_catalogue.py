@@ -1,0 +1,70 @@
+"""gpudiag.catalogue: every entry against its real text; matching lines and crashes."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from conftest import TESTS_DIR
+
+from gpudiag import catalogue
+
+CAPTURED = [ln for ln in (TESTS_DIR / "data" / "tf_messages_cpu_2.21.txt").read_text()
+            .splitlines() if ln and not ln.startswith("#")]
+
+
+@pytest.mark.parametrize("entry", catalogue.ENTRIES, ids=lambda e: e.id)
+def test_every_entry_matches_its_example_and_says_what_to_do(entry: catalogue.Entry) -> None:
+    assert entry.search(entry.example), entry.id
+    assert entry.meaning and entry.fix and entry.kind in ("log", "crash")
+    assert entry.source == "captured" or entry.source == "binary" or \
+        entry.source.startswith("python: ")
+    re.compile(entry.pattern)
+
+
+@pytest.mark.parametrize("entry", [e for e in catalogue.ENTRIES if e.source == "captured"],
+                         ids=lambda e: e.id)
+def test_captured_entries_match_text_tensorflow_really_printed(entry: catalogue.Entry) -> None:
+    assert any(entry.search(line) for line in CAPTURED), \
+        f"{entry.id}: no captured line matches {entry.pattern!r}"
+
+
+def test_ids_are_unique() -> None:
+    ids = [e.id for e in catalogue.ENTRIES]
+    assert len(ids) == len(set(ids))
+
+
+def test_match_lines_counts_each_known_message_and_keeps_the_first_line() -> None:
+    lines = [*CAPTURED, CAPTURED[1], "an unrelated line of the program's own output"]
+    found = {m.entry.id: m for m in catalogue.match_lines(lines)}
+    assert found["cuda-drivers-missing"].count == 2
+    assert found["cuda-drivers-missing"].first == CAPTURED[1].strip()
+    assert {"onednn-on", "cpu-instructions", "cuinit-failed", "mirrored-devices",
+            "retracing"} <= set(found)
+    assert all(m.entry.kind == "log" for m in found.values())  # crashes are matched apart
+
+
+def test_match_crash_explains_the_exceptions_seen_in_real_programs() -> None:
+    invalid = catalogue.match_crash(
+        "InvalidArgumentError", "Could not satisfy device specification '/job:localhost/"
+        "replica:0/task:0/device:GPU:3'. enable_soft_placement=0. Supported device types "
+        "[CPU].")
+    assert invalid is not None and invalid.id == "invalid-device"
+    late = catalogue.match_crash("RuntimeError",
+                                 "Physical devices cannot be modified after being initialized")
+    assert late is not None and late.id == "configured-after-init"
+    assert "before any op" in late.fix
+    average = catalogue.match_crash("ValueError", "Invalid value passed for `per_example_loss`. "
+                                    "Expected a tensor with at least rank 1. Received "
+                                    "per_example_loss=2.0 with rank 0")
+    assert average is not None and "Reduction.NONE" in average.fix
+    assert catalogue.match_crash("ZeroDivisionError", "division by zero") is None
+
+
+def test_gpu_log_lines_for_env_are_the_gpu_library_messages() -> None:
+    text = "\n".join(CAPTURED)
+    lines = catalogue.gpu_log_lines(text)
+    assert any("Could not find cuda drivers" in ln for ln in lines)
+    assert any("failed call to cuInit" in ln for ln in lines)
+    assert not any("oneDNN" in ln for ln in lines)
+    assert catalogue.by_id("gpu-libraries-missing").topic == "gpu-libraries"

@@ -1,0 +1,173 @@
+"""`gpudiag run`'s verdicts with plain records (no TensorFlow, no processes)."""
+
+from __future__ import annotations
+
+import math
+
+from gpudiag import catalogue
+from gpudiag.run.records import (
+    ConfigCall,
+    CrashRecord,
+    DeviceSnapshot,
+    FunctionGraph,
+    ProcessObservation,
+    Step,
+    StepSeries,
+    StrategyRecord,
+    WeightsRecord,
+)
+from gpudiag.verdicts import run as run_verdicts
+from gpudiag.verdicts import run_progress
+
+GPUS = [f"/device:GPU:{i}" for i in range(4)]
+
+
+def obs(**fields: object) -> ProcessObservation:
+    base: dict[str, object] = {"pid": 10, "ppid": 1, "argv": ["train.py"], "start_env": {},
+                               "tf_version": "2.21.0"}
+    base.update(fields)
+    return ProcessObservation(**base)  # type: ignore[arg-type]
+
+
+def snapshot(logical: list[str]) -> DeviceSnapshot:
+    return DeviceSnapshot("strategy", [], logical, [], True, True)
+
+
+def mirrored(devices: list[str], nccl: bool = True) -> StrategyRecord:
+    return StrategyRecord("MirroredStrategy", len(devices), devices, devices,
+                          "NcclAllReduce" if nccl else "ReductionToOneDevice", None, nccl, None,
+                          {"file": "/x/train.py", "line": 7, "function": "<module>"})
+
+
+def test_canonical_device_names() -> None:
+    assert run_verdicts.canonical("/gpu:1") == "/device:GPU:1"
+    assert run_verdicts.canonical("/job:localhost/replica:0/task:0/device:CPU:2") == \
+        "/device:CPU:2"
+    assert run_verdicts.canonical("GPU:0") == "/device:GPU:0"
+    assert run_verdicts.canonical("/job:worker/task:1") is None
+
+
+def test_every_device_used_names_each_idle_gpu_and_what_the_strategy_used() -> None:
+    o = obs(devices=snapshot(["/device:CPU:0", *GPUS]), strategies=[mirrored(GPUS[:1])])
+    nvml = [{"index": i, "util_p95_percent": 93.0 if i == 0 else 0.0} for i in range(4)]
+    f = run_verdicts.devices_used(o, {"/device:CPU:0": 40, "/device:GPU:0": 300},
+                                  {"/device:GPU:0": 0.08}, nvml, 10.0)
+    assert f.status == "fail"
+    assert f.message.startswith("4 GPU(s) visible to TensorFlow; MirroredStrategy used 1: "
+                                "/device:GPU:1, /device:GPU:2, /device:GPU:3")
+    assert "NVML GPU 1 (p95 0 %)" in f.message and "did no work" in f.message
+    assert f.evidence["idle"] == GPUS[1:] and f.evidence["nvml_idle"] == [1, 2, 3]
+
+
+def test_every_device_used_on_virtual_cpus_checks_the_strategys_devices() -> None:
+    devices = ["/device:CPU:1", "/device:CPU:2"]
+    o = obs(devices=snapshot(["/device:CPU:0", *devices]), strategies=[mirrored(devices,
+                                                                                 False)])
+    ok = run_verdicts.devices_used(o, {"/device:CPU:1": 9, "/device:CPU:2": 9}, None, None, 10)
+    assert ok.status == "warn" and "every device did work" in ok.message
+    idle = run_verdicts.devices_used(o, {"/device:CPU:1": 9}, None, None, 10)
+    assert idle.status == "fail" and "/device:CPU:2 did no work" in idle.message
+    none = run_verdicts.devices_used(obs(), None, None, None, 10)
+    assert none.status == "skip"
+
+
+def test_soft_placement_compares_pinned_graph_nodes_with_the_placement_log() -> None:
+    graph = FunctionGraph("train_step", "__inference_train_step_9", 10, [
+        ("tower_0/MatMul", "MatMul", "/device:CPU:0"),
+        ("tower_1/MatMul", "MatMul", "/gpu:1"),
+        ("tower_1/Relu", "Relu", "/gpu:1"),
+    ])
+    o = obs(devices=snapshot(["/device:CPU:0"]), graphs=[graph])
+    placed = {"__inference_train_step_9": {"tower_0/MatMul": "/device:CPU:0",
+                                           "tower_1/MatMul": "/device:CPU:0",
+                                           "tower_1/Relu": "/device:CPU:0"}}
+    f = run_verdicts.soft_placement(o, placed)
+    assert f.status == "fail"
+    assert f.message.startswith("2 op(s) pinned to /device:GPU:1 (tower_1) ran on "
+                                "/device:CPU:0: /device:GPU:1 does not exist here")
+    assert f.evidence["compared_nodes"] == 3
+    exists = obs(devices=snapshot(["/device:CPU:0", "/device:GPU:1"]), graphs=[graph])
+    assert run_verdicts.soft_placement(exists, placed).status == "warn"  # no kernel there
+    assert run_verdicts.soft_placement(o, {}).status == "skip"
+
+
+def test_devices_fail_on_a_configuration_made_after_initialisation() -> None:
+    call = ConfigCall(2, "tf.config.experimental.set_memory_growth",
+                      ["/physical_device:GPU:0", True], {}, True,
+                      {"file": "/x/train.py", "line": 30, "function": "main"}, "RuntimeError",
+                      "Physical devices cannot be modified after being initialized")
+    f = run_verdicts.devices(obs(config_calls=[call], devices=snapshot(["/device:GPU:0"])))
+    assert f.status == "fail"
+    assert "at train.py:30 was called after the devices were initialised" in f.message
+    assert f.advice == catalogue.by_id("configured-after-init").fix
+
+
+def series(losses: list[float], kind: str = "fit", classes: int | None = 10,
+           accuracy: float | None = None) -> StepSeries:
+    steps = [Step(i, 100.0 + i * 0.01, 0.01, loss,
+                  {} if accuracy is None else {"accuracy": accuracy}, epoch=0)
+             for i, loss in enumerate(losses)]
+    return StepSeries(kind, "Model.fit" if kind == "fit" else "tf.function step", steps, 64,
+                      classes, {"learning_rate": 0.0})
+
+
+def test_learning_stuck_at_ln10_with_weights_that_never_moved_is_not_a_device_problem() -> None:
+    flat = [math.log(10)] * 20
+    frozen = WeightsRecord("Model.fit", [[1.0, 2.0, 3.0]], [[1.0, 2.0, 3.0]], "begin", "end", 20)
+    f = run_progress.learning(obs(series=[series(flat, accuracy=0.1)], weights=[frozen]))
+    assert f.status == "fail"
+    assert "stuck at ln 10 = 2.3026" in f.message and "accuracy 0.100 (chance)" in f.message
+    assert "this is not a device problem" in f.message and "learning rate is 0" in f.message
+
+
+def test_learning_ok_when_the_loss_falls_and_ln_k_found_without_known_classes() -> None:
+    falling = [2.3 - 0.1 * i for i in range(20)]
+    moved = WeightsRecord("tf.function step", [[1.0]], [[1.5]], "after-first-call", "exit", 19)
+    ok = run_progress.learning(obs(series=[series(falling, "function", None)], weights=[moved]))
+    assert ok.status == "ok" and "the weights moved" in ok.message
+    stuck = run_progress.learning(obs(series=[series([math.log(4)] * 8, "function", None)]))
+    assert stuck.status == "fail" and "stuck at ln 4" in stuck.message
+    assert run_progress.learning(obs(series=[series([1.0, 0.5])])).status == "skip"
+
+
+def test_throughput_leaves_out_warmup_and_profiled_steps() -> None:
+    s = series([1.0] * 30)
+    f = run_progress.throughput(obs(series=[s]), warmup=10)
+    (row,) = f.evidence["loops"]
+    assert row["timed_steps"] == 19  # steps 10..28 have a next step in the same epoch
+    assert row["step_s_median"] == 0.01 or math.isclose(row["step_s_median"], 0.01)
+    assert math.isclose(row["examples_per_s"], 6400.0, rel_tol=1e-6)
+
+
+def test_tf_log_status_is_the_worst_known_message() -> None:
+    lines = ["W gpu_device.cc:2256] Cannot dlopen some GPU libraries. Please make sure ...",
+             "I port.cc:153] oneDNN custom operations are on."]
+    f = run_verdicts.tf_log(catalogue.match_lines(lines), None)
+    assert f.status == "fail" and "gpu-libraries-missing" in f.message
+    assert run_verdicts.tf_log(catalogue.match_lines(lines[1:]), None).status == "ok"
+    assert run_verdicts.tf_log([], "the program set TF_CPP_MIN_LOG_LEVEL=3").status == "skip"
+
+
+def test_crash_with_catalogue_fix_and_the_kill_case() -> None:
+    crash = CrashRecord("ValueError", "Invalid value passed for `per_example_loss`. Expected a "
+                        "tensor with at least rank 1. Received per_example_loss=2.0 with rank 0",
+                        "MainThread", [], {"file": "/x/train.py", "line": 41,
+                                           "function": "train_step", "code": "loss = ..."}, [])
+    f = run_progress.crash([obs(crash=crash)], 1)
+    assert f.status == "fail" and "in train_step() at train.py:41" in f.message
+    assert "Reduction.NONE" in f.advice
+    killed = run_progress.crash([obs(series=[series([1.0] * 12)])], -9)
+    assert killed.status == "fail" and "Model.fit: 12 steps" in killed.message
+    assert run_progress.crash([obs()], 0).status == "ok"
+
+
+def test_session_config_against_tf_config_calls() -> None:
+    call = ConfigCall(1, "tf.config.experimental.set_memory_growth", [], {}, False, None, None,
+                      None)
+    o = obs(sessions=[{"allow_soft_placement": False, "allow_growth": True}],
+            config_calls=[call], devices=snapshot(["/device:CPU:0"]))
+    f = run_progress.session_config(o)
+    assert f is not None and f.status == "warn"
+    assert "both configure GPU memory" in f.message
+    assert "the Session follows its ConfigProto" in f.message
+    assert run_progress.session_config(obs()) is None
