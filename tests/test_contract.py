@@ -47,7 +47,8 @@ def train_result(**changes) -> TrainResult:
         "accuracies": [0.1, 0.2, 0.25], "tower_losses_last": [1.9, 2.0], "final_loss": 2.2,
         "final_accuracy": 0.18, "eval_loss": 2.25, "eval_accuracy": 0.2,
         "eval_loss_ema": None, "eval_accuracy_ema": None,
-        "ops_by_device": {"/device:CPU:1": 40, "/device:CPU:2": 40}, "profile_dir": "/tmp/run",
+        "ops_by_device": {"/device:CPU:1": 40, "/device:CPU:2": 40},
+        "op_devices": {"tower_0/MatMul": "/device:CPU:1"}, "profile_dir": "/tmp/run",
         "profiled_steps": [0], "checkpoint_path": "/tmp/run/checkpoints/ckpt-3", "wall_s": 1.5,
     }
     return TrainResult(**{**values, **changes})

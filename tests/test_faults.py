@@ -228,3 +228,27 @@ def test_disk_full_while_the_command_runs_keeps_its_exit_code(small_fs: Path) ->
     assert not list(run_dir.rglob("*.tmp"))
     filler.unlink()
     _strict_report(run_dir)  # the last version that could be written, whole
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGKILL])
+def test_signal_to_gpudiag_run_ends_the_users_program(tmp_path: Path,
+                                                      sig: signal.Signals) -> None:
+    marker = tmp_path / "pids"
+    program = (f"import os, subprocess, time\n"
+               f"child = subprocess.Popen(['sleep', '300'])\n"
+               f"open({str(marker)!r}, 'w').write(f'{{os.getpid()}} {{child.pid}}')\n"
+               f"time.sleep(300)\n")
+    proc = _start("run", "--logdir", str(tmp_path / "runs"), "--", sys.executable, "-c",
+                  program)
+    _wait_for(lambda: len(_pids_of(marker)) == 2, "the program and its child", proc)
+    pids = _pids_of(marker)
+    proc.send_signal(sig)
+    _, err = proc.communicate(timeout=60)
+    _assert_all_gone(pids)
+    report = _strict_report(run_dirs(tmp_path / "runs")[0])
+    assert report["partial"] is True
+    if sig == signal.SIGTERM:
+        assert proc.returncode == 128 + signal.SIGTERM, err
+        assert report["interrupted"] is True and report["data"]["interrupted_by"] == "SIGTERM"
+        assert findings_by_id(report)["run.command"]["status"] == "warn"
