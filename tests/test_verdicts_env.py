@@ -68,5 +68,9 @@ def test_visible_count_follows_cuda_rules() -> None:
 
 
 def test_gpu_log_lines_pick_the_cuda_reasons() -> None:
-    stderr = "I port.cc] oneDNN on\nI cudart_stub.cc:31] Could not find cuda drivers\nother\n"
-    assert verdicts.gpu_log_lines(stderr) == ["I cudart_stub.cc:31] Could not find cuda drivers"]
+    from gpudiag import catalogue  # env reads TensorFlow's log through the shared catalogue
+
+    line = ("I0000 00:00:1795326986.458645   30884 cudart_stub.cc:31] Could not find cuda "
+            "drivers on your machine, GPU will not be used.")
+    stderr = f"I port.cc] oneDNN on\n{line}\nother\n"
+    assert catalogue.gpu_log_lines(stderr) == [line]

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from gpudiag import nvml
+from gpudiag import catalogue, nvml
 from gpudiag.probes.results import EnvResult
 from gpudiag.runner import run_child
 from gpudiag.session import RunSession
@@ -59,6 +59,6 @@ def run(session: RunSession, *, backend: nvml.NvmlBackend | nvml.NvmlUnavailable
         "physical_gpus": tf_info.physical_gpus,
         "logical_devices": tf_info.logical_devices,
     })
-    gpu_log = env_verdicts.gpu_log_lines(child.stderr_text())
+    gpu_log = catalogue.gpu_log_lines(child.stderr_text())
     for finding in env_verdicts.env_findings(tf_info, nvml_info, nvml_reason, gpu_log):
         session.add(finding)

@@ -12,16 +12,6 @@ from gpudiag.nvml.mapping import parse_cuda_visible_devices
 from gpudiag.probes.results import EnvResult
 from gpudiag.report import Finding
 
-_GPU_LOG_HINTS = ("cuda", "cudnn", "dlopen", "gpu will not be used", "skipping registering gpu",
-                  "cuinit", "nvidia")
-
-
-def gpu_log_lines(stderr: str, limit: int = 8) -> list[str]:
-    """The lines of a TensorFlow stderr that explain why GPUs were (not) registered."""
-    lines = [ln.strip() for ln in stderr.splitlines()
-             if any(h in ln.lower() for h in _GPU_LOG_HINTS)]
-    return lines[:limit]
-
 
 def visible_count(cuda_visible_devices: str | None, physical: int) -> int:
     """How many of ``physical`` GPUs CUDA_VISIBLE_DEVICES leaves visible, by CUDA's rules
