@@ -28,6 +28,7 @@ import typer
 from rich.console import Console
 
 from gpudiag import __version__
+from gpudiag.cluster import options as cluster_opts
 from gpudiag.devices import DEFAULT_VIRTUAL_GPU_MEMORY_MB
 from gpudiag.errors import GpudiagError, Interrupted, WriteFailed
 from gpudiag.probes.records import MAX_PROFILE_STEPS, Workload
@@ -234,8 +235,16 @@ def scaling(
                                   help="Seconds each configuration's child process may run."),
     logdir: Path = LogdirOpt,
     as_json: bool = JsonOpt,
+    workers: int | None = cluster_opts.WorkersOpt,
+    mode: str | None = cluster_opts.ModeOpt,
+    batch_factor: int = cluster_opts.BatchFactorOpt,
+    restarts: int = cluster_opts.RestartsOpt,
+    fault: str | None = cluster_opts.FaultOpt,
+    form_timeout: float = cluster_opts.FormTimeoutOpt,
+    collective_timeout: float = cluster_opts.CollectiveTimeoutOpt,
 ) -> None:
-    """Train the probe on 1, 2, 4 ... devices: faster with more devices? did every one work?"""
+    """Train the probe on 1, 2, 4 ... devices: faster with more devices? did every one work?
+    With --workers N: on a local cluster of 1, then N, TensorFlow worker processes."""
     from gpudiag.commands import scaling as scaling_cmd
     from gpudiag.scaling.options import check, parse_strategies
 
@@ -245,6 +254,20 @@ def scaling(
         histogram_every=histogram_every, variables_on=variables_on,
         data=None if data is None else str(data),
     )
+    if workers is not None or mode is not None:  # a local cluster: gpudiag/cluster/local.py
+        from gpudiag.cluster import local
+
+        copts = cluster_opts.from_cli(
+            workload, workers=workers, mode=mode, batch_factor=batch_factor, restarts=restarts,
+            fault=fault, form_timeout_s=form_timeout, collective_timeout_s=collective_timeout,
+            timeout_s=timeout, not_with_workers={"--max-gpus": max_gpus,
+                                                 "--virtual-gpus": virtual_gpus})
+
+        def cluster_body(session: RunSession, console: Console) -> None:
+            with _nvml(ctx) as backend:
+                local.run(session, copts, backend=backend, console=console)
+
+        _execute("scaling", logdir, as_json, cluster_body)
     options = ScalingOptions(
         workload=workload, max_gpus=max_gpus, strategies=parse_strategies(strategy),
         virtual_gpus=virtual_gpus, memory_limit_mb=virtual_gpu_memory_mb,
