@@ -282,6 +282,46 @@ def scaling(
     _execute("scaling", logdir, as_json, body)
 
 
+@app.command()
+def worker(
+    ctx: typer.Context,
+    mode: str = cluster_opts.WorkerModeOpt,
+    slurm: bool = cluster_opts.SlurmOpt,
+    slurm_port_base: int = cluster_opts.SlurmPortBaseOpt,
+    model: str = typer.Option(_WORKLOAD.model, "--model", help="cnn-small, cnn or mlp."),
+    batch_per_device: int = typer.Option(_WORKLOAD.batch_per_device, "--batch-per-device",
+                                         min=1, max=1 << 16, help="Examples per replica per "
+                                         "step."),
+    steps: int = typer.Option(_WORKLOAD.steps, "--steps", min=1, help="Training steps."),
+    warmup_steps: int = typer.Option(_WORKLOAD.warmup_steps, "--warmup-steps", min=0),
+    profile_steps: int = typer.Option(_WORKLOAD.profile_steps, "--profile-steps", min=0,
+                                      max=MAX_PROFILE_STEPS),
+    form_timeout: float = cluster_opts.FormTimeoutOpt,
+    collective_timeout: float = cluster_opts.CollectiveTimeoutOpt,
+    timeout: float = typer.Option(600.0, "--timeout", callback=positive,
+                                  help="Seconds this task may run in all."),
+    logdir: Path = LogdirOpt,
+    as_json: bool = JsonOpt,
+) -> None:
+    """Join a real cluster (TF_CONFIG, or --slurm) as this machine's task; the chief
+    writes the combined report. See docs/cluster.md."""
+    from gpudiag.cluster import worker_cmd
+
+    options = worker_cmd.WorkerOptions(
+        workload=Workload(model=model, batch_per_device=batch_per_device, steps=steps,
+                          warmup_steps=warmup_steps, profile_steps=profile_steps),
+        mode=mode, slurm=slurm, slurm_port_base=slurm_port_base, form_timeout_s=form_timeout,
+        collective_timeout_s=collective_timeout, timeout_s=timeout)
+    tfc, env = worker_cmd.resolve(options)  # exit 2 on a bad TF_CONFIG, before anything
+
+    def body(session: RunSession, console: Console) -> None:
+        with _nvml(ctx) as backend:
+            worker_cmd.run(session, options, tfc, env, logdir=logdir, backend=backend,
+                           console=console)
+
+    _execute("worker", logdir, as_json, body)
+
+
 def _interval(value: float) -> float:
     """Option callback: NVML polls no faster than every 0.1 s."""
     from gpudiag.nvml import MIN_INTERVAL_S

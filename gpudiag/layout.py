@@ -256,6 +256,9 @@ def last_step(text: str) -> StepProgress | None:
 
 CLUSTER_TB_RUN = "cluster"
 BACKUP_DIR = "backup"
+WORKER_BACKUP_DIR = "worker-backup"  # `gpudiag worker`: <logdir>/worker-backup/<task>/, kept
+# across runs (unlike run directories) so that a restarted task resumes; removed when
+# a run completes
 TAG_CLUSTER_TABLE = "gpudiag/cluster"
 TAG_CLUSTER_TOTAL_EXAMPLES_PER_S = "workers/examples_per_s_total"  # chief: summed
 CLUSTER_MARKER = "GPUDIAG-CLUSTER"

@@ -20,8 +20,8 @@ from gpudiag.cluster.supervise import ClusterRun, Limits, TaskOutcome, describe
 from gpudiag.markdown import markdown_table
 from gpudiag.tb import EventWriter
 
-TABLE_HEADERS = ["mode", "workers", "batch/worker", "examples/s per worker", "total examples/s",
-                 "step time", "collectives/step", "final loss", "eval accuracy", "outcome"]
+TABLE_HEADERS = ["mode", "workers", "batch", "ex/s per worker", "ex/s total", "step",
+                 "collectives", "loss", "eval acc", "outcome"]
 
 
 def _stats_dict(w: WorkerStats) -> dict[str, Any]:
@@ -55,7 +55,8 @@ def busy_fraction(result: WorkerResult) -> float | None:
 
 def task_row(t: TaskOutcome) -> dict[str, Any]:
     text = t.stderr_text()
-    return {"task": t.name, "attempt": t.attempt, "role": t.role, "started": t.started,
+    return {"task": t.name, "attempt": t.attempt, "role": t.role, "ok": t.ok,
+            "started": t.started,
             "formed": t.formed, "last_step": t.last_step, "resumed_from": t.resumed_from,
             "ended": t.ended_by, "exit": t.exit_text, "error_type": t.error_type,
             "error": t.error, "stderr_tail": t.stderr_tail, "listening": t.listening,

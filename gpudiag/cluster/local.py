@@ -147,7 +147,8 @@ def judge_runs(session: RunSession, options: ClusterOptions, runs: list[ClusterR
             session.add(verdicts.sync_vs_ps(*_same_shape(rows, options)))
     for finding in verdicts.tf_messages(
             judge.seen_messages(runs),
-            never_formed=any(r.outcome == "never-formed" for r in runs)):
+            never_formed=any(r.outcome == "never-formed" for r in runs),
+            recovered=[r.name for r in runs if r.outcome == "complete"]):
         session.add(finding)
     session.add(verdicts.listening(
         [{**t, "task": f"{row['config']}/{t['task']}"} for row in rows for t in row["tasks"]],

@@ -158,3 +158,9 @@ CollectiveTimeoutOpt = typer.Option(ClusterOptions.collective_timeout_s,
                                     "--collective-timeout", min=1.0, max=3600.0,
                                     help="CommunicationOptions(timeout_seconds): a collective "
                                     "waiting longer for a peer fails.")
+SlurmOpt = typer.Option(False, "--slurm", help="Read the cluster from this Slurm job step "
+                        "(TensorFlow's SlurmClusterResolver) instead of TF_CONFIG.")
+SlurmPortBaseOpt = typer.Option(8888, "--slurm-port-base", min=1024, max=65000,
+                                help="--slurm: the first port of each node's tasks.")
+WorkerModeOpt = typer.Option("sync", "--mode", help="sync (MultiWorkerMirroredStrategy) or "
+                             "ps (ParameterServerStrategy: the chief coordinates).")

@@ -102,6 +102,7 @@ class TaskOutcome:
     dir: str
     duration_s: float
     ended_at_s: float | None  # when it ended, seconds after the configuration started
+    pid: int | None  # its process (and process group) id
     listening: list[str] | None  # what it listened on once formed (None: unknown)
 
     @property
@@ -248,7 +249,7 @@ def _outcome(task: _Live, run_start: float, now: float) -> TaskOutcome:
         return TaskOutcome(spec.name, spec.task_type, spec.index, spec.role, task.attempt,
                            False, False, None, None, None, "not-started",
                            "was never started (--fault absent)", None, None, None, [],
-                           str(task.dir), 0.0, None, None)
+                           str(task.dir), 0.0, None, None, None)
     result, error_type, error = _read_result(task)
     rc = task.proc.returncode
     ended = task.ended_at if task.ended_at is not None else now
@@ -256,7 +257,7 @@ def _outcome(task: _Live, run_start: float, now: float) -> TaskOutcome:
         spec.name, spec.task_type, spec.index, spec.role, task.attempt, True, task.formed,
         task.last_step, task.resumed_from, rc, task.ended_by, describe_exit(rc), error_type,
         error, result, _tail(task.dir / layout.STDERR_TXT), str(task.dir),
-        ended - task.started, ended - run_start, task.listening)
+        ended - task.started, ended - run_start, task.proc.pid, task.listening)
 
 
 def _failed(task: _Live, coordinator_done: bool) -> bool:
@@ -331,7 +332,7 @@ def _watch(run_dir: Path, config_name: str, mode: str, live: list[_Live],
                 t.ended_at = now
             before = t.last_step
             _follow(t)
-            if t.formed and t.listening is None and t.proc.poll() is None:
+            if not t.listening and t.proc.poll() is None:  # until its server is up
                 t.listening = sockets.listening(t.proc.pid)
             if on_step is not None and t.last_step is not None and t.last_step != before:
                 on_step(t.spec.name, t.last_step)
@@ -382,6 +383,6 @@ def describe(run: ClusterRun) -> dict[str, Any]:
         "tasks": [{"task": t.name, "attempt": t.attempt, "role": t.role, "started": t.started,
                    "formed": t.formed, "last_step": t.last_step, "resumed_from": t.resumed_from,
                    "ended": t.ended_by, "exit": t.exit_text, "error_type": t.error_type,
-                   "error": t.error, "listening": t.listening, "dir": t.dir,
+                   "error": t.error, "listening": t.listening, "dir": t.dir, "pid": t.pid,
                    "duration_s": round(t.duration_s, 3)} for t in run.outcomes()],
     }

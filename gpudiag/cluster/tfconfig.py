@@ -57,6 +57,10 @@ class TfConfig:
         return self.cluster[self.task_type][self.task_index]
 
     @property
+    def addresses(self) -> list[str]:
+        return [a for addresses in self.cluster.values() for a in addresses]
+
+    @property
     def training_tasks(self) -> list[tuple[str, int]]:
         """The (type, index) of the tasks that train under MultiWorkerMirroredStrategy,
         chief first: the order of their replica ids."""
@@ -93,6 +97,11 @@ def _is_loopback(host: str) -> bool:
         return ipaddress.ip_address(host.strip("[]")).is_loopback
     except ValueError:
         return False
+
+
+def is_loopback_address(address: str) -> bool:
+    """``127.0.0.1:2222``, ``localhost:2222``, ``[::1]:2222``: this machine only."""
+    return _is_loopback(address.rpartition(":")[0])
 
 
 def split_address(address: str, where: str) -> tuple[str, int]:

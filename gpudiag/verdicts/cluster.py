@@ -46,17 +46,22 @@ def cluster_run(row: dict[str, Any]) -> Finding:
                                          "timeout_s", "stopped_within_s")}
     evidence["tasks"] = tasks if outcome != "complete" else [
         {k: v for k, v in t.items() if k != "stderr_tail"} for t in tasks]
-    dead = [t for t in tasks if t["task"] in row["failed"] and t["ended"] != "stopped"]
+    dead = sorted((t for t in tasks if t["task"] in row["failed"] and not t["ok"]
+                   and t["ended"] != "stopped"),
+                  key=lambda t: (t["attempt"], row["failed"].index(t["task"])))
     if outcome == "complete":
         steps = row.get("steps")
         n = row["n_workers"]
         text = (f"{config}: {n} worker{'s' if n != 1 else ''} formed a cluster and ran "
                 f"{steps} steps")
         if row.get("restarts_used"):
-            lost = ", ".join(f"{t['task']} ({t['exit']}, at step {t['last_step'] or 0})"
+            lost = "; ".join(f"{t['task']} {t['exit']} at step {t['last_step'] or 0}"
                              for t in dead)
-            text += (f"; {lost} was lost and the cluster restarted {row['restarts_used']} "
-                     f"time(s), resuming from the backup at step {row.get('resumed_from') or 0}")
+            resumed = row.get("resumed_from")
+            text += (f"; after {lost} the cluster restarted ({row['restarts_used']} restart"
+                     f"{'s' if row['restarts_used'] != 1 else ''}) and "
+                     + (f"resumed from its backup at step {resumed}" if resumed
+                        else "started over (no backup had been made yet)"))
         return Finding(check_id, "ok", text, evidence)
     if outcome == "never-formed":
         waiting = row.get("stragglers") or []
@@ -80,8 +85,11 @@ def cluster_run(row: dict[str, Any]) -> Finding:
             lost = (f"{first['task']} was killed (SIGKILL, --fault drill) at step "
                     f"{first['last_step']}")
         within = row.get("stopped_within_s")
-        text = (f"{config}: {lost}; the others stopped"
-                + (f" within {within:.1f} s" if within is not None else "")
+        then = [f"{t['task']} {t['exit']}" for t in dead[1:] if t["attempt"] == first["attempt"]] \
+            if first else []
+        text = (f"{config}: {lost}; " + (f"then {', '.join(then)}; " if then else "")
+                + "every task had ended"
+                + (f" {within:.1f} s later" if within is not None else "")
                 + f" (last steps: {_steps(final)})")
         if row.get("restarts_used"):
             text += f"; {row['restarts_used']} restart(s) did not bring it to the end"
@@ -214,20 +222,29 @@ def sync_vs_ps(sync: dict[str, Any] | None, ps: dict[str, Any] | None) -> Findin
     return Finding(check_id, "ok", text, evidence)
 
 
-def tf_messages(seen: Sequence[dict[str, Any]], *, never_formed: bool) -> list[Finding]:
+def tf_messages(seen: Sequence[dict[str, Any]], *, never_formed: bool,
+                recovered: Sequence[str] = ()) -> list[Finding]:
     """One finding per TensorFlow message recognised (gpudiag.cluster.messages), with its
-    meaning and fix. ``seen``: {id, severity, meaning, fix, count, first, tasks}. The
-    coordination service's "waiting for tasks" is normal at start-up and reported only
-    when the cluster never formed."""
+    meaning and fix. ``seen``: {id, severity, meaning, fix, count, first, tasks} where a
+    task is ``<config>/<task>``. The coordination service's "waiting for tasks" is
+    normal at start-up and reported only when the cluster never formed. A failure
+    printed only in configurations that completed anyway (``recovered``: restarted from
+    their backups) is a warn: the run survived it."""
     out = []
     for s in seen:
         if s["id"] == "cluster-waiting-for-tasks" and not never_formed:
             continue
         status = SEVERITY_STATUS.get(s["severity"], "warn")
+        if s["id"] == "cluster-waiting-for-tasks":
+            status = "warn"  # the cluster never formed: the tasks it waited for are why
+        survived = all(t.split("/")[0] in recovered for t in s["tasks"])
+        if status == "fail" and survived:
+            status = "warn"
         out.append(Finding(f"cluster.tf-message.{s['id']}", status,
                            f"TensorFlow said, in {', '.join(s['tasks'])} ({s['count']}x): "
-                           f"\"{s['first'][:240]}\". {s['meaning']}", dict(s),
-                           advice=s["fix"]))
+                           f"\"{s['first'][:240]}\". {s['meaning']}"
+                           + (" The run recovered from it." if survived and s["severity"] ==
+                              "fail" else ""), dict(s), advice=s["fix"]))
     return out
 
 
@@ -241,7 +258,8 @@ def listening(tasks: Sequence[dict[str, Any]], tf_config_loopback: bool) -> Find
                        "read (/proc unavailable, or no task came up)", evidence)
     exposed = sorted({a for t in known for a in t["listening"] if not a.startswith("127.")
                       and not a.startswith("[::1]")})
-    listing = "; ".join(f"{t['task']} {', '.join(t['listening']) or 'nothing'}" for t in known)
+    listing = "; ".join(dict.fromkeys(f"{t['task']} {', '.join(t['listening']) or 'nothing'}"
+                                      for t in known))
     if exposed and tf_config_loopback:
         return Finding("cluster.listen", "warn",
                        f"TF_CONFIG names only 127.0.0.1 and the tasks talked over loopback, "
