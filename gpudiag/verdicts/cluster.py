@@ -58,7 +58,7 @@ def cluster_run(row: dict[str, Any]) -> Finding:
             lost = "; ".join(f"{t['task']} {t['exit']} at step {t['last_step'] or 0}"
                              for t in dead)
             resumed = row.get("resumed_from")
-            text += (f"; after {lost} the cluster restarted ({row['restarts_used']} restart"
+            text += (f"; after {lost}, the cluster restarted ({row['restarts_used']} restart"
                      f"{'s' if row['restarts_used'] != 1 else ''}) and "
                      + (f"resumed from its backup at step {resumed}" if resumed
                         else "started over (no backup had been made yet)"))
