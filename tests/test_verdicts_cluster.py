@@ -156,6 +156,9 @@ def test_tf_messages_become_findings_with_the_fix() -> None:
     recovered = v.tf_messages([seen("cluster-peer-unhealthy", "fail", ["b/worker-0"])],
                               never_formed=False, recovered=["b"])
     assert recovered[0].status == "warn" and "The run recovered from it." in recovered[0].message
+    clean = v.tf_messages([seen("cluster-peer-connection-lost", "fail", ["c/worker-1"])],
+                          never_formed=False, completed=["c"])
+    assert clean[0].status == "ok" and "every step completed" in clean[0].message
     waiting = v.tf_messages([seen("cluster-waiting-for-tasks", "info", ["a/worker-0"])],
                             never_formed=True)
     assert [f.status for f in waiting] == ["warn"]

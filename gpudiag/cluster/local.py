@@ -148,7 +148,8 @@ def judge_runs(session: RunSession, options: ClusterOptions, runs: list[ClusterR
     for finding in verdicts.tf_messages(
             judge.seen_messages(runs),
             never_formed=any(r.outcome == "never-formed" for r in runs),
-            recovered=[r.name for r in runs if r.outcome == "complete"]):
+            recovered=[r.name for r in runs if r.outcome == "complete" and r.restarts_used],
+            completed=[r.name for r in runs if r.outcome == "complete" and not r.restarts_used]):
         session.add(finding)
     session.add(verdicts.listening(
         [{**t, "task": f"{row['config']}/{t['task']}"} for row in rows for t in row["tasks"]],

@@ -169,7 +169,7 @@ def _spawn(run_dir: Path, config_name: str, spec: TaskSpec, attempt: int,
     config_path.write_text(json.dumps(spec.config.to_dict(), indent=2), encoding="utf-8")
     result_path.unlink(missing_ok=True)
     env = {**os.environ, "TF_CONFIG": spec.tf_config, "TF_CPP_MIN_LOG_LEVEL": "0",
-           **spec.env}
+           "PYTHONFAULTHANDLER": "1", **spec.env}  # a crash leaves its Python stack
     argv = [sys.executable, "-m", "gpudiag.child", PROBE, str(config_path), str(result_path)]
     with (cdir / layout.STDOUT_TXT).open("wb") as out, (cdir / layout.STDERR_TXT).open("wb") as err:
         proc = procs.spawn(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=err, env=env)

@@ -189,8 +189,10 @@ def judge_task(session: RunSession, options: WorkerOptions, tfc: tfconfig.TfConf
         session.add(gpu_verdicts.every_gpu_used([], nvml.DEFAULT_ACTIVE_THRESHOLD_PERCENT,
                                                 nvml_unavailable_reason=reason,
                                                 check_id="cluster.nvml"))
+    done = [run.name] if run.outcome == "complete" else []
     for finding in verdicts.tf_messages(judge.seen_messages([run]),
-                                        never_formed=run.outcome == "never-formed"):
+                                        never_formed=run.outcome == "never-formed",
+                                        completed=done):
         session.add(finding)
     loopback = all(tfconfig.is_loopback_address(a) for a in tfc.addresses)
     session.add(verdicts.listening(row["tasks"], tf_config_loopback=loopback))

@@ -223,13 +223,14 @@ def sync_vs_ps(sync: dict[str, Any] | None, ps: dict[str, Any] | None) -> Findin
 
 
 def tf_messages(seen: Sequence[dict[str, Any]], *, never_formed: bool,
-                recovered: Sequence[str] = ()) -> list[Finding]:
+                recovered: Sequence[str] = (), completed: Sequence[str] = ()) -> list[Finding]:
     """One finding per TensorFlow message recognised (gpudiag.cluster.messages), with its
     meaning and fix. ``seen``: {id, severity, meaning, fix, count, first, tasks} where a
     task is ``<config>/<task>``. The coordination service's "waiting for tasks" is
     normal at start-up and reported only when the cluster never formed. A failure
-    printed only in configurations that completed anyway (``recovered``: restarted from
-    their backups) is a warn: the run survived it."""
+    printed only in configurations that finished anyway is not a fail: a warn where they
+    got there by restarting (``recovered``), ok where they ran straight through
+    (``completed``: a peer's connection closing as the tasks shut down)."""
     out = []
     for s in seen:
         if s["id"] == "cluster-waiting-for-tasks" and not never_formed:
@@ -237,14 +238,16 @@ def tf_messages(seen: Sequence[dict[str, Any]], *, never_formed: bool,
         status = SEVERITY_STATUS.get(s["severity"], "warn")
         if s["id"] == "cluster-waiting-for-tasks":
             status = "warn"  # the cluster never formed: the tasks it waited for are why
-        survived = all(t.split("/")[0] in recovered for t in s["tasks"])
-        if status == "fail" and survived:
-            status = "warn"
+        configs = {t.split("/")[0] for t in s["tasks"]}
+        note = ""
+        if status == "fail" and configs <= set(completed):
+            status, note = "ok", " It did not stop the run: every step completed."
+        elif status == "fail" and configs <= set(completed) | set(recovered):
+            status, note = "warn", " The run recovered from it."
         out.append(Finding(f"cluster.tf-message.{s['id']}", status,
                            f"TensorFlow said, in {', '.join(s['tasks'])} ({s['count']}x): "
-                           f"\"{s['first'][:240]}\". {s['meaning']}"
-                           + (" The run recovered from it." if survived and s["severity"] ==
-                              "fail" else ""), dict(s), advice=s["fix"]))
+                           f"\"{s['first'][:240]}\". {s['meaning']}{note}", dict(s),
+                           advice=s["fix"]))
     return out
 
 
