@@ -178,8 +178,11 @@ def test_a_killed_worker_ends_the_run_in_bounded_time_naming_it(killed) -> None:
     assert tasks["worker-0"]["ended"] == "exit" and tasks["worker-0"]["last_step"] < 400
     assert f["evidence"]["stopped_within_s"] < 30
     survivor = (run_dir / "children" / "sync-2w-b32-worker-0" / "stderr.txt").read_text()
-    assert messages.unhealthy_tasks(survivor) == ["worker-1"]
-    assert findings_by_id(report)["cluster.tf-message.cluster-peer-unhealthy"]["status"] == "fail"
+    assert messages.lost_peers(survivor) == ["worker-1"]  # TensorFlow named the dead one
+    tasks_seen = [f for f in report["findings"] if f["id"] in (
+        "cluster.tf-message.cluster-peer-unhealthy",
+        "cluster.tf-message.cluster-peer-connection-lost")]
+    assert tasks_seen and all(f["status"] == "fail" for f in tasks_seen)
     assert wall < 120
     assert_no_task_left(report)
 
@@ -209,8 +212,9 @@ def test_a_restarted_cluster_resumes_from_its_backups_and_completes(restarted, s
     whole = worker_result(sync_dir, "sync-2w-b32", "worker-0")
     resumed = worker_result(run_dir, "sync-2w-b32", "worker-0", attempt=1)
     assert resumed["losses"][-1] == pytest.approx(whole["losses"][-1], rel=1e-3)
-    warn = findings_by_id(report)["cluster.tf-message.cluster-peer-unhealthy"]
-    assert warn["status"] == "warn" and "recovered" in warn["message"]
+    warned = [f for f in report["findings"] if f["id"].startswith("cluster.tf-message.")]
+    assert warned and all(f["status"] == "warn" and "recovered" in f["message"]
+                          for f in warned)
     assert_no_task_left(report)
 
 

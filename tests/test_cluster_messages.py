@@ -65,6 +65,8 @@ def test_the_tasks_tensorflow_waited_for_and_declared_dead() -> None:
     assert messages.stragglers(died) == []  # it said "Waiting for 0/2" later: all came
     assert messages.unhealthy_tasks(died) == ["worker-1"]
     assert messages.unhealthy_tasks(never) == []
+    assert messages.lost_peers(died) == ["worker-1"]
+    assert messages.lost_peers((DATA / "leader_died_w1.txt").read_text()) == ["worker-0"]
     lost = messages.by_id("cluster-peer-connection-lost").search(
         (DATA / "leader_died_w1.txt").read_text())
     assert lost is not None and lost.group("task") == "/job:worker/replica:0/task:0"

@@ -15,7 +15,7 @@ def task(name: str, *, attempt: int = 0, ok: bool = True, ended: str = "exit",
     return {"task": name, "attempt": attempt, "role": "trainer", "ok": ok, "started": started,
             "formed": started, "last_step": last_step, "resumed_from": None, "ended": ended,
             "exit": exit_text, "error_type": None, "error": None, "stderr_tail": ["tail"],
-            "listening": None, "stragglers": [], "unhealthy": [], **extra}
+            "listening": None, "stragglers": [], "lost_peers": [], **extra}
 
 
 def row(config: str = "sync-2w-b32", *, outcome: str = "complete", n: int = 2,

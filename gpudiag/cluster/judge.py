@@ -60,7 +60,7 @@ def task_row(t: TaskOutcome) -> dict[str, Any]:
             "formed": t.formed, "last_step": t.last_step, "resumed_from": t.resumed_from,
             "ended": t.ended_by, "exit": t.exit_text, "error_type": t.error_type,
             "error": t.error, "stderr_tail": t.stderr_tail, "listening": t.listening,
-            "stragglers": messages.stragglers(text), "unhealthy": messages.unhealthy_tasks(text)}
+            "stragglers": messages.stragglers(text), "lost_peers": messages.lost_peers(text)}
 
 
 def config_row(run: ClusterRun, limits: Limits) -> dict[str, Any]:

@@ -10,7 +10,8 @@ noted, a message of TensorFlow's Python source.
 
 Besides the entries: ``stragglers`` reads the tasks TensorFlow's coordination service
 was still waiting for (``Example stragglers:`` and the task names on the lines after it)
-and ``unhealthy_tasks`` the tasks it declared dead; ``scan`` finds every entry in a
+and ``unhealthy_tasks`` the tasks it declared dead (``lost_peers`` adds those a failed
+call named); ``scan`` finds every entry in a
 task's whole stderr. Pure data and regular expressions: no TensorFlow.
 """
 
@@ -221,6 +222,22 @@ def unhealthy_tasks(text: str) -> list[str]:
     for i, line in enumerate(lines):
         if "are unhealthy (stopped sending heartbeats)" in line:
             found += [t for t in _tasks_after(lines, i) if t not in found]
+    return found
+
+
+def lost_peers(text: str) -> list[str]:
+    """The tasks this task's TensorFlow says it lost: declared dead by the coordination
+    service, or named by a failed call (``... from remote target /job:worker/replica:0/
+    task:1 ...``); which of the two a survivor prints depends on where it was waiting."""
+    found = unhealthy_tasks(text)
+    entry = by_id("cluster-peer-connection-lost")
+    for line in text.splitlines():
+        m = entry.search(line)
+        if m is not None:
+            t = TASK_RE.match(m.group("task"))
+            name = f"{t.group(1)}-{t.group(2)}" if t else m.group("task")
+            if name not in found:
+                found.append(name)
     return found
 
 
