@@ -105,8 +105,10 @@ def test_scaling_sums_what_each_worker_measured() -> None:
 def test_scaling_on_shared_cpu_is_not_a_speedup_and_low_efficiency_warns() -> None:
     one = row("sync-1w-b32", n=1, workers=workers(1000.0), total_examples_per_s=1000.0)
     slow = row("sync-2w-b32", workers=workers(500.0, 500.0), total_examples_per_s=1000.0)
-    assert "Not meaningful" in v.cluster_scaling("sync", 32, [one, {**slow,
-                                                "device_kind": "cpu"}]).message
+    shared = {**slow, "device_kind": "cpu", "shared_machine": True}
+    assert "Not meaningful" in v.cluster_scaling("sync", 32, [one, shared]).message
+    apart = {**shared, "shared_machine": False}  # CPU workers on separate machines do scale
+    assert "Not meaningful" not in v.cluster_scaling("sync", 32, [one, apart]).message
     f = v.cluster_scaling("sync", 32, [one, slow])
     assert f.status == "warn" and "larger batch" in f.advice
     assert v.cluster_scaling("sync", 32, [one]).status == "skip"

@@ -63,8 +63,9 @@ def task_row(t: TaskOutcome) -> dict[str, Any]:
             "stragglers": messages.stragglers(text), "lost_peers": messages.lost_peers(text)}
 
 
-def config_row(run: ClusterRun, limits: Limits) -> dict[str, Any]:
-    """verdicts.cluster's input for one configuration."""
+def config_row(run: ClusterRun, limits: Limits, *, shared_machine: bool) -> dict[str, Any]:
+    """verdicts.cluster's input for one configuration; ``shared_machine``: every task on
+    this one machine (their CPUs are the same cores)."""
     result = chief_result(run)
     workers = [_stats_dict(w) for w in result.workers] if result else []
     tasks = [task_row(t) for t in run.outcomes()]
@@ -81,6 +82,7 @@ def config_row(run: ClusterRun, limits: Limits) -> dict[str, Any]:
         "stopped_within_s": stopped_within_s(run), "stragglers": stragglers, "tasks": tasks,
         "steps": max((t.last_step or 0 for t in run.final), default=0),
         "device_kind": result.device_kind if result else None, "workers": workers,
+        "shared_machine": shared_machine,
         "total_examples_per_s": result.total_examples_per_s if result else None,
         "step_s": max(steps) if steps else None,
         "comm_s_per_step": statistics.mean(comm) if comm else None,

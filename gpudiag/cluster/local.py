@@ -121,7 +121,7 @@ def judge_runs(session: RunSession, options: ClusterOptions, runs: list[ClusterR
                samplings: dict[str, nvml.SamplingResult | None], reason: str | None,
                gpu_count: int, console: Any) -> None:
     lim = limits(options)
-    rows = [judge.config_row(r, lim) for r in runs]
+    rows = [judge.config_row(r, lim, shared_machine=True) for r in runs]
     for r, row in zip(runs, rows, strict=True):
         session.add(verdicts.cluster_run(row))
         sampling = samplings.get(r.name)

@@ -19,6 +19,7 @@ restarted with the same --logdir resumes with the others (docs/cluster.md).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import tempfile
@@ -141,7 +142,7 @@ def run(session: RunSession, options: WorkerOptions, tfc: tfconfig.TfConfig,
                              options.limits(), on_step=on_step)
     finally:
         sampling = sampler.stop() if sampler is not None else None
-    judge_task(session, options, tfc, result, sampling, reason, console)
+    judge_task(session, options, tfc, result, sampling, reason, console, logdir)
 
 
 def _not_formed(tfc: tfconfig.TfConfig, row: dict[str, Any], form_timeout_s: float) -> Finding:
@@ -163,8 +164,10 @@ def _not_formed(tfc: tfconfig.TfConfig, row: dict[str, Any], form_timeout_s: flo
 
 def judge_task(session: RunSession, options: WorkerOptions, tfc: tfconfig.TfConfig,
                run: ClusterRun, sampling: nvml.SamplingResult | None, reason: str | None,
-               console: Any) -> None:
-    row = {**judge.config_row(run, options.limits()), "config": tfc.task,
+               console: Any, logdir: Path) -> None:
+    hosts = {a.rpartition(":")[0] for a in tfc.addresses}
+    shared = all(tfconfig.is_loopback_address(a) for a in tfc.addresses) or len(hosts) == 1
+    row = {**judge.config_row(run, options.limits(), shared_machine=shared), "config": tfc.task,
            "n_workers": len(tfc.training_tasks) if options.mode == "sync"
            else len(tfc.cluster["worker"])}
     task = run.final[0] if run.final else None
@@ -180,6 +183,15 @@ def judge_task(session: RunSession, options: WorkerOptions, tfc: tfconfig.TfConf
         session.add(verdicts.cluster_run(row))
     if row["workers"]:
         session.add(verdicts.cluster_scaling(options.mode, row["batch_per_worker"], [row]))
+    elif task is not None and task.result is not None and task.result.own is not None:
+        own = task.result.own
+        rate = "n/a" if own.examples_per_s is None else f"{own.examples_per_s:,.0f}"
+        step = "n/a" if own.step_s_median is None else f"{own.step_s_median * 1e3:.1f} ms"
+        session.add(Finding(f"cluster.worker.{tfc.task}", "ok",
+                            f"{tfc.task} measured {rate} examples/s on itself (batch "
+                            f"{own.batch}, median step {step}); the chief's report "
+                            f"({tfc.training_tasks[0][0]}-0) has every worker's and their sum",
+                            own.to_dict()))
     if sampling is not None:
         nvml.write_scalars(sampling, session.run_dir / layout.NVML_TB_RUN / tfc.task)
         session.add(gpu_verdicts.every_gpu_used(sampling.summaries,
@@ -197,6 +209,8 @@ def judge_task(session: RunSession, options: WorkerOptions, tfc: tfconfig.TfConf
     loopback = all(tfconfig.is_loopback_address(a) for a in tfc.addresses)
     session.add(verdicts.listening(row["tasks"], tf_config_loopback=loopback))
     session.set("cluster", {"rows": [row], "configs": {tfc.task: judge.run_data(run)}})
+    with contextlib.suppress(OSError):  # empty once every task's backup was removed
+        (logdir / layout.WORKER_BACKUP_DIR).rmdir()
     if row["workers"]:
         judge.write_tb(session.run_dir, [row])
         if console is not None:

@@ -131,6 +131,9 @@ def coordinate(cfg: WorkerConfig, tfc: TfConfig) -> WorkerResult:
     spec = model_spec(w.model)
     info = cluster_data.info(cfg.n_eval)
     n_workers = len(tfc.cluster["worker"])
+    # after connecting, the cluster's devices are listed here too (/job:worker/...)
+    worker_gpus = [d.name for d in tf.config.list_logical_devices("GPU")
+                   if "/job:worker/" in d.name]
     batch = w.batch_per_device
     with strategy.scope():
         model = ProbeModel(spec, info.input_shape, info.num_classes, seed=w.seed)
@@ -223,7 +226,8 @@ def coordinate(cfg: WorkerConfig, tfc: TfConfig) -> WorkerResult:
     return WorkerResult(
         mode="ps", role="coordinator", task=tfc.task, is_chief=True,
         cluster={k: list(v) for k, v in tfc.cluster.items()}, num_workers=n_workers,
-        devices=[], device_kind="cpu", global_batch=batch, resumed_from=first, own=None,
+        devices=worker_gpus, device_kind="gpu" if worker_gpus else "cpu", global_batch=batch,
+        resumed_from=first, own=None,
         workers=workers, losses=[finite(v) for v in losses],
         final_loss=finite(float(np.mean(losses[tail]))) if losses else None,
         final_accuracy=finite(float(np.mean(accuracies[tail]))) if accuracies else None,

@@ -128,7 +128,8 @@ def cluster_scaling(mode: str, batch: int, rows: Sequence[dict[str, Any]]) -> Fi
     one, many = _pair(rows)
     evidence = {"mode": mode, "batch_per_worker": batch, "rows": [
         {k: r.get(k) for k in ("config", "n_workers", "total_examples_per_s", "workers",
-                               "step_s", "comm_s_per_step", "device_kind")} for r in rows]}
+                               "step_s", "comm_s_per_step", "device_kind", "shared_machine",
+                               "busy_fraction")} for r in rows]}
     if many is None or not many.get("workers"):
         return Finding(check_id, "skip", f"{mode}, batch {batch}: no multi-worker run "
                        "finished to measure", evidence)
@@ -144,7 +145,11 @@ def cluster_scaling(mode: str, batch: int, rows: Sequence[dict[str, Any]]) -> Fi
     if comm is not None and many.get("step_s"):
         text += (f"; collective ops {_ms(comm)} of a {_ms(many['step_s'])} step "
                  "(profiled steps)")
-    if many.get("device_kind") == "cpu":
+    busy = many.get("busy_fraction")
+    if busy is not None:
+        text += (f"; each worker was busy {busy:.0%} of its span (one coordinator dispatches "
+                 "every step)")
+    if many.get("device_kind") == "cpu" and many.get("shared_machine"):
         return Finding(check_id, "warn", text + ". Not meaningful as a speed-up: the workers "
                        "are processes sharing this machine's CPU cores", evidence,
                        advice="Run the workers on separate machines or GPUs (gpudiag "
