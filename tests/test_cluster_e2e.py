@@ -236,3 +236,25 @@ def test_a_worker_that_never_starts_is_named_and_nothing_hangs(absent) -> None:
         == "warn"
     assert wall < 60
     assert_no_task_left(report)
+
+
+@pytest.fixture(scope="module")
+def ps_killed(tmp_path_factory: pytest.TempPathFactory,
+              ) -> tuple[int, dict[str, Any], Path, float]:
+    return run(tmp_path_factory, "ps_killed", "--workers", "2", "--mode", "ps", "--steps", "300",
+               "--batch-factor", "1", "--fault", "kill:worker-1@40", "--restarts", "1", *FAST)
+
+
+def test_ps_goes_on_without_a_killed_worker_and_its_server_is_restarted(ps_killed) -> None:
+    code, report, run_dir, _ = ps_killed
+    assert code == 0, report["findings"]
+    f = findings_by_id(report)["cluster.run.ps-2w-b32"]
+    assert f["status"] == "ok" and "worker-1 was killed by SIGKILL at step " in f["message"]
+    assert "the coordinator went on with the other workers" in f["message"]
+    tasks = [(t["task"], t["attempt"], t["ended"])
+             for t in report["data"]["cluster"]["configs"]["ps-2w-b32"]["tasks"]]
+    assert ("worker-1", 0, "killed-by-drill") in tasks and ("worker-1", 1, "stopped") in tasks
+    coordinator = worker_result(run_dir, "ps-2w-b32", "chief-0")
+    steps = {w["task"]: w["steps"] for w in coordinator["workers"]}
+    assert sum(steps.values()) == 300 and steps["worker-0"] > steps["worker-1"]
+    assert_no_task_left(report)

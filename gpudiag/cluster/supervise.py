@@ -325,24 +325,31 @@ def _watch(run_dir: Path, config_name: str, mode: str, live: list[_Live],
     ever_formed = False
     while True:
         now = clock()
+        steps = [t.last_step or 0 for t in live if t.spec.role != "server"]
+        cluster_step = max(steps, default=0)  # a ps-mode server's step: the coordinator's
         for t in live:
             if t.proc is None:
                 continue
             if t.ended_at is None and t.proc.poll() is not None:
                 t.ended_at = now
+                if t.spec.role == "server":  # a server prints no steps: the cluster's
+                    t.last_step = cluster_step
             before = t.last_step
             _follow(t)
             if not t.listening and t.proc.poll() is None:  # until its server is up
                 t.listening = sockets.listening(t.proc.pid)
             if on_step is not None and t.last_step is not None and t.last_step != before:
                 on_step(t.spec.name, t.last_step)
+            step = cluster_step if t.spec.role == "server" else (t.last_step or 0)
             if (fault is not None and fault.kind == "kill" and fault.task == t.spec.name
-                    and t.ended_by == "exit" and (t.last_step or 0) >= (fault.at_step or 0)
+                    and t.ended_by == "exit" and step >= (fault.at_step or 0)
                     and t.proc.poll() is None):
                 procs.signal_group(t.proc, signal.SIGKILL)
                 t.proc.wait()
                 t.ended_by = "killed-by-drill"
                 t.ended_at = clock()
+                t.last_step = step
+                fault = None  # once: not its restarted successor
         if not ever_formed:
             ever_formed = all(t.proc is not None and t.formed for t in live)
         trainers = [t for t in live if t.spec.role in ("trainer", "coordinator")]

@@ -54,7 +54,12 @@ def cluster_run(row: dict[str, Any]) -> Finding:
         n = row["n_workers"]
         text = (f"{config}: {n} worker{'s' if n != 1 else ''} formed a cluster and ran "
                 f"{steps} steps")
-        if row.get("restarts_used"):
+        if row.get("restarts_used") and row["mode"] == "ps":
+            lost = "; ".join(f"{t['task']} {t['exit']} at step {t['last_step'] or 0}"
+                             for t in dead)
+            text += (f"; {lost}: the coordinator went on with the other workers (TensorFlow "
+                     "re-runs a lost worker's steps) and gpudiag restarted its server")
+        elif row.get("restarts_used"):
             lost = "; ".join(f"{t['task']} {t['exit']} at step {t['last_step'] or 0}"
                              for t in dead)
             resumed = row.get("resumed_from")
