@@ -99,7 +99,8 @@ def run(session: RunSession, options: ClusterOptions, *,
                 def on_step(task: str, step: int, bar: Any = bar) -> None:
                     progress.update(bar, completed=step, status=f"{task} step {step}")
 
-                sampler = None if reason else nvml.Sampler(backend).start()  # type: ignore[arg-type]
+                sampler = (None if isinstance(backend, nvml.NvmlUnavailable)
+                   else nvml.Sampler(backend).start())
                 try:
                     result = run_cluster(session.run_dir, name, mode,
                                          task_specs(session.run_dir, name, mode, n, batch,
