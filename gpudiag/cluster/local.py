@@ -100,7 +100,7 @@ def run(session: RunSession, options: ClusterOptions, *,
                     progress.update(bar, completed=step, status=f"{task} step {step}")
 
                 sampler = (None if isinstance(backend, nvml.NvmlUnavailable)
-                   else nvml.Sampler(backend).start())
+                           else nvml.Sampler(backend).start())
                 try:
                     result = run_cluster(session.run_dir, name, mode,
                                          task_specs(session.run_dir, name, mode, n, batch,

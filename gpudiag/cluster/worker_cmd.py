@@ -129,7 +129,7 @@ def run(session: RunSession, options: WorkerOptions, tfc: tfconfig.TfConfig,
     spec = spec_of(session, options, tfc, env, logdir)
     reason = backend.reason if isinstance(backend, nvml.NvmlUnavailable) else None
     sampler = (None if isinstance(backend, nvml.NvmlUnavailable)
-                   else nvml.Sampler(backend).start())
+               else nvml.Sampler(backend).start())
     announce = console.print if console is not None else (lambda *_: None)
     announce(f"{tfc.task} ({spec.role}, {options.mode}) at {tfc.address}; waiting for the "
              f"cluster (coordination leader {tfc.coordination_leader})")
