@@ -145,3 +145,34 @@ def _two_free_ports() -> int:
             continue
         return p
     raise AssertionError("no two consecutive free ports")
+
+
+def test_two_tasks_given_the_same_index_are_told_why(tmp_path: Path) -> None:
+    """A wrong task index: both processes say worker 0. The second cannot bind worker 0's
+    port and ends at once; the first waits for a worker 1 that never comes."""
+    cluster = tfconfig.local_cluster("sync", 2, 0)
+    first = tfconfig.tasks_of(cluster)[0]
+    logdirs = [tmp_path / "a", tmp_path / "b"]
+    a = start(logdirs[0], {"TF_CONFIG": first.to_json()}, "--form-timeout", "12")
+    wait_for_server(logdirs[0])  # the first one holds worker 0's port
+    b = start(logdirs[1], {"TF_CONFIG": first.to_json()}, "--form-timeout", "12")
+    assert finish([b, a], 120) == [1, 1]
+    second = findings_by_id(load_report(run_dirs(logdirs[1])[0]))
+    assert second["cluster.run.worker-0"]["status"] == "fail"
+    port = first.address.rpartition(":")[2]
+    in_use = second["cluster.tf-message.grpc-port-in-use"]
+    assert in_use["status"] == "fail" and f"0.0.0.0:{port}" in in_use["message"]
+    assert "task.index" in in_use["advice"]
+    lone = findings_by_id(load_report(run_dirs(logdirs[0])[0]))
+    assert "still waiting for worker-1" in lone["cluster.run.worker-0"]["message"]
+
+
+def wait_for_server(logdir: Path, timeout_s: float = 60) -> None:
+    """Until the task's TensorFlow says its server started (its stderr, in the run dir)."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        for stderr in logdir.glob("*/children/*/stderr.txt"):
+            if "Started server with target" in stderr.read_text(errors="replace"):
+                return
+        time.sleep(0.1)
+    raise AssertionError(f"no TensorFlow server started under {logdir}")

@@ -10,6 +10,7 @@ supervisor follows each task's stdout for its GPUDIAG-CLUSTER and GPUDIAG-STEP l
   ``form_timeout_s`` of the attempt's start: the cluster never formed; stop everything;
 - complete: sync, every trainer exited 0; ps, the coordinator exited 0 (the servers are
   then stopped, as their job is done);
+- a task failed before the cluster formed: it never will; stop everything at once;
 - a task failed (non-zero exit, a signal, or killed by the ``--fault`` drill): the others
   get ``grace_s`` to notice and end by themselves (TensorFlow's heartbeats and
   collective timeouts), then are stopped. With restarts left the whole cluster starts
@@ -371,9 +372,11 @@ def _watch(run_dir: Path, config_name: str, mode: str, live: list[_Live],
             failed.append(t.spec.name)
             first_failure = first_failure if first_failure is not None else now
         if first_failure is not None:
+            if not ever_formed:  # it can no longer form: the others would wait forever
+                return "never-formed", failed
             running = [t for t in live if t.proc is not None and t.proc.poll() is None]
             if not running or now - first_failure > limits.grace_s:
-                return ("task-failed" if ever_formed else "never-formed"), failed
+                return "task-failed", failed
         elif not ever_formed and now - start_attempt > limits.form_timeout_s:
             return "never-formed", failed
         if now > deadline:
