@@ -125,6 +125,8 @@ def test_a_larger_batch_paying_off_is_said_with_the_numbers() -> None:
                          "pays for the communication better (the all-reduce costs the same "
                          "per step whatever the batch)")
     assert v.batch_payoff("sync", rows[:2]).status == "skip"
+    ps = v.batch_payoff("ps", [{**r, "mode": "ps"} for r in rows])
+    assert "all-reduce" not in ps.message and "parameter servers" in ps.message
 
 
 def test_sync_beside_ps_explains_the_trade_off_with_the_numbers() -> None:

@@ -192,8 +192,10 @@ def batch_payoff(mode: str, rows: Sequence[dict[str, Any]]) -> Finding:
 
     text = f"{mode}: {say(small)}; {say(large)}"
     if large["efficiency"] > small["efficiency"]:
-        text += (": the larger batch pays for the communication better (the all-reduce "
-                 "costs the same per step whatever the batch)")
+        cost = ("the all-reduce costs the same per step whatever the batch" if mode == "sync"
+                else "a step's exchange with the parameter servers and its dispatch by the "
+                "coordinator cost the same whatever the batch")
+        text += f": the larger batch pays for the communication better ({cost})"
     else:
         text += ": the larger batch did not improve efficiency here"
     return Finding(check_id, "ok", text, evidence)
