@@ -1,7 +1,9 @@
 """A catalogue of TensorFlow's own messages: the exact text, what it means, what to do.
 
 Shared by `gpudiag run` (the program's stderr, TensorFlow's Python log records and its
-crash) and `gpudiag env` (:func:`gpu_log_lines`). Each entry's ``example`` is real text
+crash), `gpudiag env` (:func:`gpu_log_lines`) and the multi-worker commands, whose
+entries live in gpudiag.cluster.messages with this module's Entry (:func:`all_entries`
+is the whole catalogue). Each entry's ``example`` is real text
 as TensorFlow 2.21 writes it, and ``source`` says where it was taken from:
 
 - ``captured``: printed by TensorFlow 2.21 on this project's CPU-only machine
@@ -166,17 +168,6 @@ ENTRIES: tuple[Entry, ...] = (
           "Expected with virtual GPUs; on real GPUs do not split them.",
           "WARNING:tensorflow:NCCL is not supported when using virtual GPUs, fallingback to "
           "reduction to one device", "python: tensorflow/python/distribute/cross_device_ops.py"),
-    Entry("auto-shard-data", "log", "data", "warn",
-          r"AUTO sharding policy will apply DATA sharding policy as it failed to apply FILE "
-          r"sharding policy because of the following reason: (?P<reason>.*)",
-          "Multi-worker input is sharded by element: every worker reads the whole dataset "
-          "and keeps 1/N of it (more I/O than needed).",
-          "Read from several files (sharded by file), or set "
-          "options.experimental_distribute.auto_shard_policy explicitly.",
-          "W tensorflow/core/grappler/optimizers/data/auto_shard.cc:786] AUTO sharding "
-          "policy will apply DATA sharding policy as it failed to apply FILE sharding "
-          "policy because of the following reason: Found an unshardable source dataset: "
-          "name: \"TensorSliceDataset/_2\"", "binary"),
     Entry("collective-aborted", "log", "distribute", "fail",
           r"Collective ops is aborted by: (?P<detail>.*)",
           "A collective (all-reduce) was aborted, usually because another worker or device "
@@ -315,9 +306,18 @@ class LogMatch:
     first: str  # the first matching line, stripped
 
 
+def all_entries() -> tuple[Entry, ...]:
+    """This module's entries and the multi-worker ones (gpudiag.cluster.messages, which
+    uses this module's Entry): the one catalogue that `env`, `run` and the cluster
+    commands read."""
+    from gpudiag.cluster.messages import ENTRIES as CLUSTER_ENTRIES
+
+    return ENTRIES + CLUSTER_ENTRIES
+
+
 def match_lines(lines: Iterable[str], kind: Kind = "log") -> list[LogMatch]:
     """Entries of ``kind`` matched by ``lines``, in catalogue order, with counts."""
-    entries = [e for e in ENTRIES if e.kind == kind]
+    entries = [e for e in all_entries() if e.kind == kind]
     counts: dict[str, int] = {}
     first: dict[str, str] = {}
     for line in lines:
@@ -331,14 +331,14 @@ def match_lines(lines: Iterable[str], kind: Kind = "log") -> list[LogMatch]:
 def match_crash(error_type: str, message: str) -> Entry | None:
     """The catalogue entry explaining an exception, if any (log entries too: an OOM)."""
     text = f"{error_type}: {message}"
-    for e in ENTRIES:
+    for e in all_entries():
         if e.kind == "crash" and e.search(text):
             return e
     return None
 
 
 def by_id(entry_id: str) -> Entry:
-    for e in ENTRIES:
+    for e in all_entries():
         if e.id == entry_id:
             return e
     raise KeyError(entry_id)

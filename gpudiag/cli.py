@@ -40,6 +40,7 @@ from gpudiag.cliopts import (
     percent,
     positive,
 )
+from gpudiag.cluster import options as cluster_opts
 from gpudiag.errors import GpudiagError, Interrupted, WriteFailed
 from gpudiag.probes.records import MAX_PROFILE_STEPS, Workload
 from gpudiag.probes.results import MemoryConfig
@@ -196,8 +197,16 @@ def scaling(
                                   help="Seconds each configuration's child process may run."),
     logdir: Path = LogdirOpt,
     as_json: bool = JsonOpt,
+    workers: int | None = cluster_opts.WorkersOpt,
+    mode: str | None = cluster_opts.ModeOpt,
+    batch_factor: int = cluster_opts.BatchFactorOpt,
+    restarts: int = cluster_opts.RestartsOpt,
+    fault: str | None = cluster_opts.FaultOpt,
+    form_timeout: float = cluster_opts.FormTimeoutOpt,
+    collective_timeout: float = cluster_opts.CollectiveTimeoutOpt,
 ) -> None:
-    """Train the probe on 1, 2, 4 ... devices: faster with more devices? did every one work?"""
+    """Train the probe on 1, 2, 4 ... devices: faster with more devices? did every one work?
+    With --workers N: on a local cluster of 1, then N, TensorFlow worker processes."""
     from gpudiag.commands import scaling as scaling_cmd
     from gpudiag.scaling.options import check, parse_strategies
 
@@ -207,6 +216,20 @@ def scaling(
         histogram_every=histogram_every, variables_on=variables_on,
         data=None if data is None else str(data),
     )
+    if workers is not None or mode is not None:  # a local cluster: gpudiag/cluster/local.py
+        from gpudiag.cluster import local
+
+        copts = cluster_opts.from_cli(
+            workload, workers=workers, mode=mode, batch_factor=batch_factor, restarts=restarts,
+            fault=fault, form_timeout_s=form_timeout, collective_timeout_s=collective_timeout,
+            timeout_s=timeout, not_with_workers={"--max-gpus": max_gpus,
+                                                 "--virtual-gpus": virtual_gpus})
+
+        def cluster_body(session: RunSession, ui: Ui) -> None:
+            with _nvml(ctx) as backend:
+                local.run(session, copts, backend=backend, ui=ui)
+
+        _execute("scaling", logdir, as_json, cluster_body)
     options = ScalingOptions(
         workload=workload, max_gpus=max_gpus, strategies=parse_strategies(strategy),
         virtual_gpus=virtual_gpus, memory_limit_mb=virtual_gpu_memory_mb,
@@ -219,6 +242,46 @@ def scaling(
             scaling_cmd.run(session, options, backend=backend, ui=ui)
 
     _execute("scaling", logdir, as_json, body)
+
+
+@app.command()
+def worker(
+    ctx: typer.Context,
+    mode: str = cluster_opts.WorkerModeOpt,
+    slurm: bool = cluster_opts.SlurmOpt,
+    slurm_port_base: int = cluster_opts.SlurmPortBaseOpt,
+    model: str = typer.Option(_WORKLOAD.model, "--model", help="cnn-small, cnn or mlp."),
+    batch_per_device: int = typer.Option(_WORKLOAD.batch_per_device, "--batch-per-device",
+                                         min=1, max=1 << 16, help="Examples per replica per "
+                                         "step."),
+    steps: int = typer.Option(_WORKLOAD.steps, "--steps", min=1, help="Training steps."),
+    warmup_steps: int = typer.Option(_WORKLOAD.warmup_steps, "--warmup-steps", min=0),
+    profile_steps: int = typer.Option(_WORKLOAD.profile_steps, "--profile-steps", min=0,
+                                      max=MAX_PROFILE_STEPS),
+    form_timeout: float = cluster_opts.FormTimeoutOpt,
+    collective_timeout: float = cluster_opts.CollectiveTimeoutOpt,
+    timeout: float = typer.Option(600.0, "--timeout", callback=positive,
+                                  help="Seconds this task may run in all."),
+    logdir: Path = LogdirOpt,
+    as_json: bool = JsonOpt,
+) -> None:
+    """Join a real cluster (TF_CONFIG, or --slurm) as this machine's task; the chief
+    writes the combined report. See docs/cluster.md."""
+    from gpudiag.cluster import worker_cmd
+
+    options = worker_cmd.WorkerOptions(
+        workload=Workload(model=model, batch_per_device=batch_per_device, steps=steps,
+                          warmup_steps=warmup_steps, profile_steps=profile_steps),
+        mode=mode, slurm=slurm, slurm_port_base=slurm_port_base, form_timeout_s=form_timeout,
+        collective_timeout_s=collective_timeout, timeout_s=timeout)
+    tfc, env = worker_cmd.resolve(options)  # exit 2 on a bad TF_CONFIG, before anything
+
+    def body(session: RunSession, ui: Ui) -> None:
+        with _nvml(ctx) as backend:
+            worker_cmd.run(session, options, tfc, env, logdir=logdir, backend=backend,
+                           ui=ui)
+
+    _execute("worker", logdir, as_json, body)
 
 
 @app.command(context_settings={"allow_interspersed_args": False})

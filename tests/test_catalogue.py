@@ -68,3 +68,15 @@ def test_gpu_log_lines_for_env_are_the_gpu_library_messages() -> None:
     assert any("failed call to cuInit" in ln for ln in lines)
     assert not any("oneDNN" in ln for ln in lines)
     assert catalogue.by_id("gpu-libraries-missing").topic == "gpu-libraries"
+
+
+def test_one_catalogue_with_the_cluster_entries_and_unique_ids() -> None:
+    ids = [e.id for e in catalogue.all_entries()]
+    assert len(ids) == len(set(ids)), sorted(i for i in ids if ids.count(i) > 1)
+    # a multi-worker message met by `gpudiag run` is explained like any other
+    line = ("I0000 00:00:1795333000.000000   123 auto_shard.cc:799] AUTO sharding policy "
+            "will apply DATA sharding policy as it failed to apply FILE sharding policy "
+            "because of the following reason: Found an unshardable source dataset: name: "
+            "\"TensorSliceDataset/_2\"")
+    (found,) = catalogue.match_lines([line])
+    assert found.entry.id == "auto-shard-data" and found.entry.source == "captured"

@@ -71,10 +71,9 @@ class ProbeData:
         )
 
 
-def synthetic_arrays(
-    n: int, seed: int, num_classes: int = SYNTHETIC_CLASSES
-) -> tuple[np.ndarray, np.ndarray]:
-    """``n`` synthetic examples; prototypes are fixed, ``seed`` picks the examples."""
+def class_prototypes(num_classes: int = SYNTHETIC_CLASSES) -> np.ndarray:
+    """The fixed class prototypes [classes, 28, 28]: a few Gaussian blobs per class, peak 1.
+    The cluster probe (gpudiag/train/cluster_data.py) draws its examples from the same."""
     height, width, _ = SYNTHETIC_SHAPE
     proto_rng = np.random.default_rng(PROTOTYPE_SEED)
     yy, xx = np.mgrid[0:height, 0:width]
@@ -85,6 +84,15 @@ def synthetic_arrays(
             sigma = proto_rng.uniform(1.5, 3.5)
             prototypes[c] += np.exp(-((yy - cy) ** 2 + (xx - cx) ** 2) / (2 * sigma**2))
         prototypes[c] /= prototypes[c].max()
+    return prototypes
+
+
+def synthetic_arrays(
+    n: int, seed: int, num_classes: int = SYNTHETIC_CLASSES
+) -> tuple[np.ndarray, np.ndarray]:
+    """``n`` synthetic examples; prototypes are fixed, ``seed`` picks the examples."""
+    height, width, _ = SYNTHETIC_SHAPE
+    prototypes = class_prototypes(num_classes)
     rng = np.random.default_rng(seed)
     labels = rng.integers(0, num_classes, n)
     shifts = rng.integers(-2, 3, (n, 2))

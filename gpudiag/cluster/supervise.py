@@ -1,0 +1,398 @@
+"""Run a cluster's tasks as child processes here: start, watch, stop; bounded, nothing left.
+
+Each task is ``python -m gpudiag.child gpudiag.probes.cluster`` with its TF_CONFIG in
+the environment, started by gpudiag.procs (its own process group, watched by the
+reaper), its files in ``children/<task_child_name>/`` like any probe child. The
+supervisor follows each task's stdout for its GPUDIAG-CLUSTER and GPUDIAG-STEP lines
+(gpudiag/layout.py) and decides, every POLL_S:
+
+- formed: every task said ``formed`` (its strategy or server is up). Not within
+  ``form_timeout_s`` of the attempt's start: the cluster never formed; stop everything;
+- complete: sync, every trainer exited 0; ps, the coordinator exited 0 (the servers are
+  then stopped, as their job is done);
+- a task failed before the cluster formed: it never will; stop everything at once;
+- a task failed (non-zero exit, a signal, or killed by the ``--fault`` drill): the others
+  get ``grace_s`` to notice and end by themselves (TensorFlow's heartbeats and
+  collective timeouts), then are stopped. With restarts left the whole cluster starts
+  again with the same TF_CONFIGs and resumes from its backups; in ps mode a lost
+  *worker* server is restarted alone, the coordinator goes on (TensorFlow re-runs its
+  steps elsewhere and takes it back);
+- the whole configuration's ``timeout_s`` is spent: stop everything.
+
+Stopping a TensorFlow task: SIGTERM to every group at once (TensorFlow catches it for
+its preemption notifier and goes on), then SIGKILL through procs.stop_group.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from gpudiag import layout, procs
+from gpudiag.cluster import sockets
+from gpudiag.cluster.records import WorkerConfig, WorkerResult
+from gpudiag.exitstatus import describe_exit
+
+POLL_S = 0.2
+TERM_WAIT_S = 1.0
+KILL_SEQUENCE: tuple[tuple[int | None, float], ...] = ((signal.SIGKILL, 5.0),)
+PROBE = "gpudiag.probes.cluster"
+OUTCOMES = ("complete", "never-formed", "task-failed", "timeout")
+
+
+@dataclass(frozen=True)
+class TaskSpec:
+    """One task to run: who it is, its TF_CONFIG (JSON) and its config."""
+
+    name: str  # layout.task_name
+    task_type: str
+    index: int
+    role: str  # records.ROLES
+    tf_config: str
+    config: WorkerConfig
+    env: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Fault:
+    """A fault drill: ``kill`` SIGKILLs ``task`` once it reports step ``at_step``;
+    ``absent`` never starts it."""
+
+    kind: str
+    task: str
+    at_step: int | None = None
+
+
+@dataclass(frozen=True)
+class Limits:
+    form_timeout_s: float
+    timeout_s: float
+    grace_s: float
+    restarts: int = 0
+
+
+@dataclass(frozen=True)
+class TaskOutcome:
+    """How one task process of one attempt went."""
+
+    name: str
+    task_type: str
+    index: int
+    role: str
+    attempt: int
+    started: bool
+    formed: bool
+    last_step: int | None  # the last GPUDIAG-STEP it printed
+    resumed_from: int | None
+    returncode: int | None
+    ended_by: str  # "exit" | "stopped" | "killed-by-drill" | "not-started"
+    exit_text: str
+    error_type: str | None
+    error: str | None
+    result: WorkerResult | None
+    stderr_tail: list[str]
+    dir: str
+    duration_s: float
+    ended_at_s: float | None  # when it ended, seconds after the configuration started
+    pid: int | None  # its process (and process group) id
+    listening: list[str] | None  # what it listened on once formed (None: unknown)
+
+    @property
+    def ok(self) -> bool:
+        return self.returncode == 0 and self.ended_by == "exit"
+
+    def stderr_text(self) -> str:
+        try:
+            return (Path(self.dir) / layout.STDERR_TXT).read_text(encoding="utf-8",
+                                                                   errors="replace")
+        except OSError:
+            return ""
+
+
+@dataclass(frozen=True)
+class ClusterRun:
+    """One cluster configuration, every attempt."""
+
+    name: str
+    mode: str
+    n_workers: int
+    batch_per_worker: int
+    outcome: str  # one of OUTCOMES
+    attempts: list[list[TaskOutcome]]
+    failed: list[str]  # tasks that failed first, per attempt in order
+    restarts_used: int
+    wall_s: float
+
+    @property
+    def final(self) -> list[TaskOutcome]:
+        return self.attempts[-1] if self.attempts else []
+
+    def outcomes(self) -> list[TaskOutcome]:
+        return [t for attempt in self.attempts for t in attempt]
+
+    @property
+    def chief(self) -> TaskOutcome | None:
+        """The final attempt's chief (sync: chief, else worker 0; ps: the coordinator)."""
+        tasks = {t.name: t for t in self.final}
+        return tasks.get("chief-0") or tasks.get("worker-0")
+
+
+@dataclass
+class _Live:
+    spec: TaskSpec
+    attempt: int
+    dir: Path
+    proc: subprocess.Popen[bytes] | None
+    started: float
+    offset: int = 0
+    pending: str = ""
+    formed: bool = False
+    last_step: int | None = None
+    resumed_from: int | None = None
+    ended_by: str = "exit"
+    ended_at: float | None = None
+    listening: list[str] | None = None
+
+
+def _spawn(run_dir: Path, config_name: str, spec: TaskSpec, attempt: int,
+           clock: Callable[[], float]) -> _Live:
+    cdir = layout.child_dir(run_dir, layout.task_child_name(config_name, spec.name, attempt))
+    config_path, result_path = cdir / layout.CONFIG_JSON, cdir / layout.RESULT_JSON
+    config_path.write_text(json.dumps(spec.config.to_dict(), indent=2), encoding="utf-8")
+    result_path.unlink(missing_ok=True)
+    env = {**os.environ, "TF_CONFIG": spec.tf_config, "TF_CPP_MIN_LOG_LEVEL": "0",
+           "PYTHONFAULTHANDLER": "1", **spec.env}  # a crash leaves its Python stack
+    argv = [sys.executable, "-m", "gpudiag.child", PROBE, str(config_path), str(result_path)]
+    with (cdir / layout.STDOUT_TXT).open("wb") as out, (cdir / layout.STDERR_TXT).open("wb") as err:
+        proc = procs.spawn(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=err, env=env)
+    return _Live(spec, attempt, cdir, proc, clock())
+
+
+def _follow(task: _Live) -> None:
+    """Read what the task printed since the last poll."""
+    try:
+        with (task.dir / layout.STDOUT_TXT).open("rb") as f:
+            f.seek(task.offset)
+            data = f.read()
+    except OSError:
+        return
+    task.offset += len(data)
+    text = task.pending + data.decode("utf-8", "replace")
+    lines = text.split("\n")
+    task.pending = lines.pop()
+    for line in lines:
+        progress = layout.parse_step_line(line)
+        if progress is not None:
+            task.last_step = progress.step
+            continue
+        event = layout.parse_cluster_line(line)
+        if event is None:
+            continue
+        if event[0] == layout.CLUSTER_FORMED:
+            task.formed = True
+        elif event[0] == layout.CLUSTER_RESUMED and event[1].isdigit():
+            task.resumed_from = int(event[1])
+
+
+def _stop(tasks: Sequence[_Live], clock: Callable[[], float]) -> None:
+    """Every task still running: SIGTERM all, a moment, then SIGKILL each group."""
+    running = [t for t in tasks if t.proc is not None and t.proc.poll() is None]
+    for t in running:
+        assert t.proc is not None
+        procs.signal_group(t.proc, signal.SIGTERM)
+        if t.ended_by == "exit":
+            t.ended_by = "stopped"
+    deadline = time.monotonic() + TERM_WAIT_S
+    for t in running:
+        assert t.proc is not None
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            t.proc.wait(timeout=max(0.0, deadline - time.monotonic()))
+    for t in tasks:
+        if t.proc is not None:
+            procs.stop_group(t.proc, KILL_SEQUENCE)
+            if t.ended_at is None:
+                t.ended_at = clock()
+
+
+def _read_result(task: _Live) -> tuple[WorkerResult | None, str | None, str | None]:
+    try:
+        payload = json.loads((task.dir / layout.RESULT_JSON).read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError):
+        return None, None, None
+    if not payload.get("ok"):
+        return None, payload.get("error_type"), payload.get("error")
+    try:
+        return WorkerResult.from_dict(payload.get("result") or {}), None, None
+    except (TypeError, ValueError) as exc:
+        return None, "BadResult", str(exc)
+
+
+def _tail(path: Path, lines: int = 15) -> list[str]:
+    try:
+        text = path.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return []
+    return [ln for ln in text.splitlines() if ln.strip()][-lines:]
+
+
+def _outcome(task: _Live, run_start: float, now: float) -> TaskOutcome:
+    spec = task.spec
+    if task.proc is None:
+        return TaskOutcome(spec.name, spec.task_type, spec.index, spec.role, task.attempt,
+                           False, False, None, None, None, "not-started",
+                           "was never started (--fault absent)", None, None, None, [],
+                           str(task.dir), 0.0, None, None, None)
+    result, error_type, error = _read_result(task)
+    rc = task.proc.returncode
+    ended = task.ended_at if task.ended_at is not None else now
+    return TaskOutcome(
+        spec.name, spec.task_type, spec.index, spec.role, task.attempt, True, task.formed,
+        task.last_step, task.resumed_from, rc, task.ended_by, describe_exit(rc), error_type,
+        error, result, _tail(task.dir / layout.STDERR_TXT), str(task.dir),
+        ended - task.started, ended - run_start, task.proc.pid, task.listening)
+
+
+def _failed(task: _Live, coordinator_done: bool) -> bool:
+    """Ended, and not the way it should: a non-zero exit, a signal, the drill's kill. A
+    ps-mode server that ends once the coordinator is done is not a failure."""
+    if task.proc is None or task.proc.poll() is None:
+        return False
+    if task.ended_by == "killed-by-drill":
+        return True
+    if task.spec.role == "server" and coordinator_done:
+        return False
+    return task.proc.returncode != 0 or task.spec.role == "server"
+
+
+def run_cluster(run_dir: Path, config_name: str, mode: str, specs: Sequence[TaskSpec],
+                limits: Limits, *, fault: Fault | None = None,
+                on_step: Callable[[str, int], None] | None = None,
+                clock: Callable[[], float] = time.monotonic) -> ClusterRun:
+    """Run one cluster configuration to its end; see the module docstring."""
+    start = clock()
+    deadline = start + limits.timeout_s
+    attempts: list[list[TaskOutcome]] = []
+    failed_names: list[str] = []
+    restarts = 0
+    workers = sum(1 for s in specs
+                  if s.task_type in ("chief", "worker") and s.role != "coordinator")
+    batch = specs[0].config.workload.batch_per_device if specs else 0
+    outcome = "timeout"
+    attempt = 0
+    while True:
+        live = [_Live(s, attempt, layout.child_path(run_dir, layout.task_child_name(
+                    config_name, s.name, attempt)), None, clock())
+                if fault is not None and fault.kind == "absent" and fault.task == s.name
+                else _spawn(run_dir, config_name, s, attempt, clock) for s in specs]
+        replaced: list[_Live] = []
+        try:
+            outcome, first_failed = _watch(run_dir, config_name, mode, live, replaced, limits,
+                                           deadline, start_attempt=clock(),
+                                           fault=fault if attempt == 0 else None,
+                                           restarts_left=limits.restarts - restarts,
+                                           on_step=on_step, clock=clock)
+        finally:
+            _stop(live, clock)
+        restarts += len(replaced)
+        now = clock()
+        attempts.append([_outcome(t, start, now) for t in replaced + live])
+        failed_names += first_failed
+        if outcome == "task-failed" and restarts < limits.restarts and clock() < deadline:
+            restarts += 1
+            attempt += 1
+            continue
+        break
+    return ClusterRun(config_name, mode, workers, batch, outcome, attempts, failed_names,
+                      restarts, clock() - start)
+
+
+def _watch(run_dir: Path, config_name: str, mode: str, live: list[_Live],
+           replaced: list[_Live], limits: Limits, deadline: float, *, start_attempt: float,
+           fault: Fault | None, restarts_left: int,
+           on_step: Callable[[str, int], None] | None,
+           clock: Callable[[], float]) -> tuple[str, list[str]]:
+    """Poll until the attempt ends; returns (outcome, the tasks that failed first)."""
+    first_failure: float | None = None
+    failed: list[str] = []
+    ever_formed = False
+    while True:
+        now = clock()
+        steps = [t.last_step or 0 for t in live if t.spec.role != "server"]
+        cluster_step = max(steps, default=0)  # a ps-mode server's step: the coordinator's
+        for t in live:
+            if t.proc is None:
+                continue
+            if t.ended_at is None and t.proc.poll() is not None:
+                t.ended_at = now
+                if t.spec.role == "server":  # a server prints no steps: the cluster's
+                    t.last_step = cluster_step
+            before = t.last_step
+            _follow(t)
+            if not t.listening and t.proc.poll() is None:  # until its server is up
+                t.listening = sockets.listening(t.proc.pid)
+            if on_step is not None and t.last_step is not None and t.last_step != before:
+                on_step(t.spec.name, t.last_step)
+            step = cluster_step if t.spec.role == "server" else (t.last_step or 0)
+            if (fault is not None and fault.kind == "kill" and fault.task == t.spec.name
+                    and t.ended_by == "exit" and step >= (fault.at_step or 0)
+                    and t.proc.poll() is None):
+                procs.signal_group(t.proc, signal.SIGKILL)
+                t.proc.wait()
+                t.ended_by = "killed-by-drill"
+                t.ended_at = clock()
+                t.last_step = step
+                fault = None  # once: not its restarted successor
+        if not ever_formed:
+            ever_formed = all(t.proc is not None and t.formed for t in live)
+        trainers = [t for t in live if t.spec.role in ("trainer", "coordinator")]
+        done = all(t.proc is not None and t.proc.poll() == 0 and t.ended_by == "exit"
+                   for t in trainers)
+        coordinator_done = mode == "ps" and done
+        if done:
+            return "complete", failed
+        for t in list(live):
+            if t.spec.name in failed or not _failed(t, coordinator_done):
+                continue
+            if (mode == "ps" and t.spec.task_type == "worker" and restarts_left > 0
+                    and first_failure is None):
+                restarts_left -= 1
+                replaced.append(t)
+                live[live.index(t)] = _spawn(run_dir, config_name, t.spec, t.attempt + 1, clock)
+                failed.append(t.spec.name)
+                continue
+            failed.append(t.spec.name)
+            first_failure = first_failure if first_failure is not None else now
+        if first_failure is not None:
+            if not ever_formed:  # it can no longer form: the others would wait forever
+                return "never-formed", failed
+            running = [t for t in live if t.proc is not None and t.proc.poll() is None]
+            if not running or now - first_failure > limits.grace_s:
+                return "task-failed", failed
+        elif not ever_formed and now - start_attempt > limits.form_timeout_s:
+            return "never-formed", failed
+        if now > deadline:
+            return "timeout", failed
+        time.sleep(POLL_S)
+
+
+def describe(run: ClusterRun) -> dict[str, Any]:
+    """Plain data for the report: every task of every attempt."""
+    return {
+        "config": run.name, "mode": run.mode, "n_workers": run.n_workers,
+        "batch_per_worker": run.batch_per_worker, "outcome": run.outcome,
+        "failed": run.failed, "restarts_used": run.restarts_used, "wall_s": round(run.wall_s, 3),
+        "tasks": [{"task": t.name, "attempt": t.attempt, "role": t.role, "started": t.started,
+                   "formed": t.formed, "last_step": t.last_step, "resumed_from": t.resumed_from,
+                   "ended": t.ended_by, "exit": t.exit_text, "error_type": t.error_type,
+                   "error": t.error, "listening": t.listening, "dir": t.dir, "pid": t.pid,
+                   "duration_s": round(t.duration_s, 3)} for t in run.outcomes()],
+    }

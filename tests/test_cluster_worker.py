@@ -1,0 +1,178 @@
+"""`gpudiag worker` as on a real cluster, here on 127.0.0.1: one gpudiag per task, each
+with its own TF_CONFIG, or with a Slurm job step's variables (TensorFlow's
+SlurmClusterResolver resolves them); the chief writes the combined report."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import REPO, findings_by_id, load_report, read_scalars, run_dirs
+
+from gpudiag import layout
+from gpudiag.cluster import tfconfig
+
+pytestmark = pytest.mark.slow
+
+FAST = ["--model", "mlp", "--steps", "30", "--warmup-steps", "3", "--profile-steps", "2",
+        "--form-timeout", "60"]
+
+
+def start(logdir: Path, env: dict[str, str], *args: str) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "gpudiag", "worker", *FAST, *args, "--logdir", str(logdir)],
+        env={**os.environ, "PYTHONPATH": str(REPO), **env}, cwd=REPO, text=True,
+        stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+
+
+def finish(procs: list[subprocess.Popen[str]], timeout_s: float = 240) -> list[int]:
+    codes = []
+    for p in procs:
+        try:
+            p.communicate(timeout=timeout_s)
+        finally:
+            if p.poll() is None:
+                p.kill()
+                p.communicate()
+        codes.append(p.returncode)
+    return codes
+
+
+def gone(report: dict[str, Any]) -> bool:
+    pids = [t["pid"] for c in report["data"]["cluster"]["configs"].values()
+            for t in c["tasks"] if t["pid"]]
+    deadline = time.monotonic() + 12
+    while time.monotonic() < deadline:
+        if not any(Path(f"/proc/{p}").exists()
+                   and Path(f"/proc/{p}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+                   for p in pids):
+            return True
+        time.sleep(0.1)
+    return False
+
+
+@pytest.fixture(scope="module")
+def tf_config_cluster(tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
+    cluster = tfconfig.local_cluster("sync", 2, 0)
+    logdirs = [tmp_path_factory.mktemp(f"machine{i}") / "runs" for i in (0, 1)]
+    procs = [start(logdirs[t.task_index], {"TF_CONFIG": t.to_json()})
+             for t in tfconfig.tasks_of(cluster)]
+    assert finish(procs) == [0, 0]
+    return logdirs
+
+
+def test_each_task_runs_its_part_and_the_chief_reports_every_worker(tf_config_cluster) -> None:
+    (chief_run,) = run_dirs(tf_config_cluster[0])
+    chief = load_report(chief_run)
+    found = findings_by_id(chief)
+    assert found["cluster.run.worker-0"]["status"] == "ok"
+    scaling = found["cluster.scaling.sync-b32"]
+    workers = scaling["evidence"]["rows"][0]["workers"]
+    assert [w["task"] for w in workers] == ["worker-0", "worker-1"]
+    total = scaling["evidence"]["rows"][0]["total_examples_per_s"]
+    assert total == pytest.approx(sum(w["examples_per_s"] for w in workers))
+    (other_run,) = run_dirs(tf_config_cluster[1])
+    other = findings_by_id(load_report(other_run))
+    own = other["cluster.worker.worker-1"]
+    assert own["status"] == "ok" and own["evidence"]["examples_per_s"] == pytest.approx(
+        workers[1]["examples_per_s"])  # what worker-1 measured is what the chief received
+    assert "cluster.scaling.sync-b32" not in other
+    scalars = read_scalars(chief_run / "worker-0")
+    assert scalars[layout.TAG_CLUSTER_TOTAL_EXAMPLES_PER_S][-1].value == pytest.approx(
+        total, rel=1e-5)
+    assert layout.worker_examples_per_s_tag(1) in scalars
+    assert not (tf_config_cluster[0] / layout.WORKER_BACKUP_DIR).exists()
+    assert gone(chief) and gone(load_report(other_run))
+
+
+def test_a_lone_task_reports_who_it_waited_for(tmp_path: Path) -> None:
+    cluster = tfconfig.local_cluster("sync", 2, 0)
+    tasks = tfconfig.tasks_of(cluster)
+    logdir = tmp_path / "runs"
+    proc = start(logdir, {"TF_CONFIG": tasks[1].to_json()}, "--form-timeout", "8")
+    assert finish([proc], 120) == [1]
+    (run,) = run_dirs(logdir)
+    report = load_report(run)
+    f = findings_by_id(report)["cluster.run.worker-1"]
+    assert f["status"] == "fail"
+    assert f["message"] == (f"worker-1: the cluster did not form within 8 s: this task "
+                            f"(worker-1 at {tasks[1].address}) got no answer from the "
+                            f"cluster's leader worker-0 at {tasks[0].address}, or not every "
+                            "task joined; the task was stopped")
+    assert gone(report)
+
+
+def test_slurm_allocation_resolved_by_tensorflow_forms_the_cluster(
+        tmp_path_factory: pytest.TempPathFactory) -> None:
+    """Two tasks of a Slurm step on one node (localhost), ports from --slurm-port-base."""
+    base = _two_free_ports()
+    logdirs = [tmp_path_factory.mktemp(f"slurm{i}") / "runs" for i in (0, 1)]
+    env = {"SLURM_STEP_NUM_TASKS": "2", "SLURM_STEP_NODELIST": "localhost",
+           "SLURM_STEP_TASKS_PER_NODE": "2", "TF_CONFIG": ""}
+    procs = [start(logdirs[i], {**env, "SLURM_PROCID": str(i)}, "--slurm",
+                   "--slurm-port-base", str(base)) for i in (0, 1)]
+    assert finish(procs) == [0, 0]
+    (run,) = run_dirs(logdirs[1])
+    task = load_report(run)["data"]["cluster_task"]
+    assert task["slurm"] is True and task["task"] == "worker-1"
+    assert task["tf_config"] == {"cluster": {"worker": [f"localhost:{base}",
+                                                        f"localhost:{base + 1}"]},
+                                 "task": {"type": "worker", "index": 1}}
+    (chief_run,) = run_dirs(logdirs[0])
+    chief = findings_by_id(load_report(chief_run))
+    assert chief["cluster.run.worker-0"]["status"] == "ok"
+    assert json.dumps(chief["cluster.scaling.sync-b32"]["evidence"]).count("worker-1") >= 1
+
+
+def _two_free_ports() -> int:
+    """A port p with p and p + 1 both free on loopback (SlurmClusterResolver's layout)."""
+    import socket
+
+    for _ in range(50):
+        (p,) = tfconfig.free_ports(1)
+        if p >= 65535:
+            continue
+        try:
+            with socket.socket() as s:
+                s.bind(("127.0.0.1", p + 1))
+        except OSError:
+            continue
+        return p
+    raise AssertionError("no two consecutive free ports")
+
+
+def test_two_tasks_given_the_same_index_are_told_why(tmp_path: Path) -> None:
+    """A wrong task index: both processes say worker 0. The second cannot bind worker 0's
+    port and ends at once; the first waits for a worker 1 that never comes."""
+    cluster = tfconfig.local_cluster("sync", 2, 0)
+    first = tfconfig.tasks_of(cluster)[0]
+    logdirs = [tmp_path / "a", tmp_path / "b"]
+    a = start(logdirs[0], {"TF_CONFIG": first.to_json()}, "--form-timeout", "12")
+    wait_for_server(logdirs[0])  # the first one holds worker 0's port
+    b = start(logdirs[1], {"TF_CONFIG": first.to_json()}, "--form-timeout", "12")
+    assert finish([b, a], 120) == [1, 1]
+    second = findings_by_id(load_report(run_dirs(logdirs[1])[0]))
+    assert second["cluster.run.worker-0"]["status"] == "fail"
+    port = first.address.rpartition(":")[2]
+    in_use = second["cluster.tf-message.grpc-port-in-use"]
+    assert in_use["status"] == "fail" and f"0.0.0.0:{port}" in in_use["message"]
+    assert "task.index" in in_use["advice"]
+    lone = findings_by_id(load_report(run_dirs(logdirs[0])[0]))
+    assert "still waiting for worker-1" in lone["cluster.run.worker-0"]["message"]
+
+
+def wait_for_server(logdir: Path, timeout_s: float = 60) -> None:
+    """Until the task's TensorFlow says its server started (its stderr, in the run dir)."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        for stderr in logdir.glob("*/children/*/stderr.txt"):
+            if "Started server with target" in stderr.read_text(errors="replace"):
+                return
+        time.sleep(0.1)
+    raise AssertionError(f"no TensorFlow server started under {logdir}")
