@@ -15,16 +15,13 @@ the commands as the click context's ``obj``.
 
 from __future__ import annotations
 
-import errno
 import signal
 import sys
-from collections.abc import Callable
 from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import typer
-from rich.console import Console
 
 from gpudiag import __version__
 from gpudiag.cliopts import (
@@ -41,11 +38,10 @@ from gpudiag.cliopts import (
     positive,
 )
 from gpudiag.cluster import options as cluster_opts
-from gpudiag.errors import GpudiagError, Interrupted, WriteFailed
+from gpudiag.errors import GpudiagError, WriteFailed
+from gpudiag.execute import DISK_ERRNOS, HANDLED_SIGNALS, error_line, execute, on_signal
 from gpudiag.probes.records import MAX_PROFILE_STEPS, Workload
 from gpudiag.probes.results import MemoryConfig
-from gpudiag.report import render_table
-from gpudiag.report import to_json as report_to_json
 from gpudiag.scaling.options import ScalingOptions
 from gpudiag.session import RunSession
 from gpudiag.ui import Ui
@@ -75,44 +71,6 @@ def _nvml(ctx: typer.Context) -> AbstractContextManager[NvmlBackend | NvmlUnavai
     return nvml.opened(opener)
 
 
-def _execute(command: str, logdir: Path, as_json: bool,
-             body: Callable[[RunSession, Ui], int | None]) -> None:
-    """Run one command's body in a session, render the findings, exit with their code
-    (or with the watched command's, e.g. `monitor` forwarding its command's)."""
-    console = Console(stderr=as_json)
-    ui = Ui(console)
-    session = RunSession(command, logdir)
-    try:
-        with session:
-            console.print(f"[bold]gpudiag {command}[/] -> {session.run_dir}")
-            forwarded = body(session, ui)
-    except KeyboardInterrupt as exc:  # Ctrl-C, SIGTERM, SIGHUP (errors.Interrupted)
-        signum = int(getattr(exc, "signum", signal.SIGINT))
-        render_table(session.report, console)
-        console.print(f"interrupted by {signal.Signals(signum).name}: the partial report "
-                      f"is in {session.run_dir}")
-        _print_json(session, as_json)
-        raise typer.Exit(128 + signum) from None
-    except WriteFailed as exc:
-        if session.forwarded_exit is None:
-            raise
-        _error(exc.message, exc.exit_code)  # the report is incomplete; the code is the user's
-        raise typer.Exit(session.forwarded_exit) from None
-    render_table(session.report, console)
-    console.print(f"report: {session.run_dir / 'report.md'}")
-    console.print(f"TensorBoard: gpudiag tensorboard {session.run_dir.parent}")
-    _print_json(session, as_json)
-    if session.forwarded_exit is not None:
-        raise typer.Exit(session.forwarded_exit)
-    raise typer.Exit(session.report.exit_code() if forwarded is None else forwarded)
-
-
-def _print_json(session: RunSession, as_json: bool) -> None:
-    if as_json:
-        sys.stdout.write(report_to_json(session.report))
-        sys.stdout.flush()
-
-
 @app.command()
 def env(
     ctx: typer.Context,
@@ -127,7 +85,7 @@ def env(
         with _nvml(ctx) as backend:
             env_cmd.run(session, backend=backend, timeout_s=timeout, ui=ui)
 
-    _execute("env", logdir, as_json, body)
+    execute("env", logdir, as_json, body)
 
 
 @app.command()
@@ -145,7 +103,7 @@ def placement(
         placement_cmd.run(session, timeout_s=timeout, virtual_gpus=virtual_gpus,
                           memory_limit_mb=virtual_gpu_memory_mb, ui=ui)
 
-    _execute("placement", logdir, as_json, body)
+    execute("placement", logdir, as_json, body)
 
 
 @app.command()
@@ -229,7 +187,7 @@ def scaling(
             with _nvml(ctx) as backend:
                 local.run(session, copts, backend=backend, ui=ui)
 
-        _execute("scaling", logdir, as_json, cluster_body)
+        execute("scaling", logdir, as_json, cluster_body)
     options = ScalingOptions(
         workload=workload, max_gpus=max_gpus, strategies=parse_strategies(strategy),
         virtual_gpus=virtual_gpus, memory_limit_mb=virtual_gpu_memory_mb,
@@ -241,7 +199,7 @@ def scaling(
         with _nvml(ctx) as backend:
             scaling_cmd.run(session, options, backend=backend, ui=ui)
 
-    _execute("scaling", logdir, as_json, body)
+    execute("scaling", logdir, as_json, body)
 
 
 @app.command()
@@ -281,7 +239,7 @@ def worker(
             worker_cmd.run(session, options, tfc, env, logdir=logdir, backend=backend,
                            ui=ui)
 
-    _execute("worker", logdir, as_json, body)
+    execute("worker", logdir, as_json, body)
 
 
 @app.command(context_settings={"allow_interspersed_args": False})
@@ -314,7 +272,7 @@ def monitor(
                                    idle_threshold_percent=idle_threshold, gpus=gpu_list,
                                    stdout_to_stderr=as_json, ui=ui)
 
-        _execute("monitor", logdir, as_json, body)
+        execute("monitor", logdir, as_json, body)
 
 
 @app.command(name="run", context_settings={"allow_interspersed_args": False})
@@ -359,7 +317,7 @@ def run_program(
             return run_cmd.run(session, argv, backend=backend, options=options,
                                stdout_to_stderr=as_json, ui=ui)
 
-        _execute("run", logdir, as_json, body)
+        execute("run", logdir, as_json, body)
 
 
 @app.command()
@@ -393,7 +351,7 @@ def memory(
                            memory_limit_mb=memory_limit_mb, fraction=fraction,
                            backend=backend, ui=ui)
 
-    _execute("memory", logdir, as_json, body)
+    execute("memory", logdir, as_json, body)
 
 
 @app.command()
@@ -433,52 +391,34 @@ def _root(
     """Is TensorFlow really using my GPUs, and if not, why?"""
 
 
-def _error(message: str, code: int) -> int:
-    sys.stderr.write(f"gpudiag: error: {message}\n")
-    return code
-
-
-#: Signals handled like Ctrl-C: what `timeout`, a CI cancel, systemd and a closed ssh
-#: session send. Handled once; a repeat while stopping is ignored (the stop is bounded).
-HANDLED_SIGNALS = (signal.SIGTERM, signal.SIGHUP)
-#: OSErrors that mean the disk, not gpudiag, is at fault: one line, exit 3.
-DISK_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EFBIG, errno.EIO})
-
-
-def _on_signal(signum: int, _frame: object) -> None:
-    for sig in HANDLED_SIGNALS:
-        signal.signal(sig, signal.SIG_IGN)
-    raise Interrupted(signum)
-
-
 def main(argv: list[str] | None = None, *, open_nvml: Opener | None = None) -> int:
     """Console-script entry point; returns the exit code (see module docstring).
 
     ``open_nvml`` replaces how the commands open NVML (default: the real backend)."""
     for sig in HANDLED_SIGNALS:
-        signal.signal(sig, _on_signal)
+        signal.signal(sig, on_signal)
     command = typer.main.get_command(app)
     try:
         rv = command.main(args=argv, prog_name="gpudiag", standalone_mode=False, obj=open_nvml)
     except typer.Exit as exc:
         return int(exc.exit_code)
     except typer.Abort:
-        return _error("aborted", EXIT_INTERRUPTED)
+        return error_line("aborted", EXIT_INTERRUPTED)
     except typer.TyperException as exc:  # usage errors: bad option values, unknown options
         message = " ".join(exc.format_message().split())
         if not message:  # no arguments at all: click printed the help, nothing is wrong
             return int(getattr(exc, "exit_code", 2))
-        return _error(message, getattr(exc, "exit_code", 2))
+        return error_line(message, getattr(exc, "exit_code", 2))
     except GpudiagError as exc:
-        return _error(exc.message, exc.exit_code)
+        return error_line(exc.message, exc.exit_code)
     except KeyboardInterrupt as exc:
         signum = int(getattr(exc, "signum", signal.SIGINT))
-        return _error(f"interrupted by {signal.Signals(signum).name}", 128 + signum)
+        return error_line(f"interrupted by {signal.Signals(signum).name}", 128 + signum)
     except OSError as exc:  # a write outside the report's own paths (events, traces)
         if exc.errno not in DISK_ERRNOS:
             raise
         failed = WriteFailed.of(exc, exc.filename or "a run file")
-        return _error(failed.message, failed.exit_code)
+        return error_line(failed.message, failed.exit_code)
     return int(rv or 0)
 
 

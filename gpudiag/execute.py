@@ -1,0 +1,82 @@
+"""How every command runs once its options are parsed: in a RunSession, with the
+findings rendered, the exit code chosen, and Ctrl-C, SIGTERM, SIGHUP and full disks
+turned into a finished report and one line (gpudiag.cli's commands call ``execute``;
+``main`` installs ``on_signal``).
+
+Exit codes: 0 all checks passed, 1 a check failed, 2 bad usage or input, 3 environment
+broken (a full disk included), 128 + N ended by signal N (130 Ctrl-C), or the watched
+command's own code (`monitor`, `run`).
+"""
+
+from __future__ import annotations
+
+import errno
+import signal
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import typer
+from rich.console import Console
+
+from gpudiag.errors import Interrupted, WriteFailed
+from gpudiag.report import render_table
+from gpudiag.report import to_json as report_to_json
+from gpudiag.session import RunSession
+from gpudiag.ui import Ui
+
+
+def execute(command: str, logdir: Path, as_json: bool,
+             body: Callable[[RunSession, Ui], int | None]) -> None:
+    """Run one command's body in a session, render the findings, exit with their code
+    (or with the watched command's, e.g. `monitor` forwarding its command's)."""
+    console = Console(stderr=as_json)
+    ui = Ui(console)
+    session = RunSession(command, logdir)
+    try:
+        with session:
+            console.print(f"[bold]gpudiag {command}[/] -> {session.run_dir}")
+            forwarded = body(session, ui)
+    except KeyboardInterrupt as exc:  # Ctrl-C, SIGTERM, SIGHUP (errors.Interrupted)
+        signum = int(getattr(exc, "signum", signal.SIGINT))
+        render_table(session.report, console)
+        console.print(f"interrupted by {signal.Signals(signum).name}: the partial report "
+                      f"is in {session.run_dir}")
+        print_json(session, as_json)
+        raise typer.Exit(128 + signum) from None
+    except WriteFailed as exc:
+        if session.forwarded_exit is None:
+            raise
+        error_line(exc.message, exc.exit_code)  # the report is incomplete; the code is the user's
+        raise typer.Exit(session.forwarded_exit) from None
+    render_table(session.report, console)
+    console.print(f"report: {session.run_dir / 'report.md'}")
+    console.print(f"TensorBoard: gpudiag tensorboard {session.run_dir.parent}")
+    print_json(session, as_json)
+    if session.forwarded_exit is not None:
+        raise typer.Exit(session.forwarded_exit)
+    raise typer.Exit(session.report.exit_code() if forwarded is None else forwarded)
+
+
+def print_json(session: RunSession, as_json: bool) -> None:
+    if as_json:
+        sys.stdout.write(report_to_json(session.report))
+        sys.stdout.flush()
+
+
+def error_line(message: str, code: int) -> int:
+    sys.stderr.write(f"gpudiag: error: {message}\n")
+    return code
+
+
+#: Signals handled like Ctrl-C: what `timeout`, a CI cancel, systemd and a closed ssh
+#: session send. Handled once; a repeat while stopping is ignored (the stop is bounded).
+HANDLED_SIGNALS = (signal.SIGTERM, signal.SIGHUP)
+#: OSErrors that mean the disk, not gpudiag, is at fault: one line, exit 3.
+DISK_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EFBIG, errno.EIO})
+
+
+def on_signal(signum: int, _frame: object) -> None:
+    for sig in HANDLED_SIGNALS:
+        signal.signal(sig, signal.SIG_IGN)
+    raise Interrupted(signum)
