@@ -10,6 +10,7 @@ from typing import Any
 
 from conftest import REPO
 
+from gpudiag import catalogue
 from gpudiag.placementlog import parse, split_sections
 from gpudiag.probes.results import (
     AllocationError,
@@ -72,7 +73,7 @@ def test_env_sample_findings_rederive_from_the_child() -> None:
     tf_info = EnvResult.from_dict(child_result(child))
     assert EnvResult.from_dict(json.loads(json.dumps(tf_info.to_dict()))) == tf_info
     env = report["environment"]
-    gpu_log = env_verdicts.gpu_log_lines((child / "stderr.txt").read_text())
+    gpu_log = catalogue.gpu_log_lines((child / "stderr.txt").read_text())
     findings = env_verdicts.env_findings(tf_info, env["nvml"], env["nvml_unavailable_reason"],
                                          gpu_log)
     assert as_json(findings) == report["findings"]

@@ -108,6 +108,7 @@ class WorkerResult:
     coordinator_examples_per_s: float | None = None  # ps: steps fetched per second x batch
     profile_dir: str | None = None
     backups_saved: int = 0
+    lost_outputs: int = 0  # ps: steps that ran but whose outputs died with their worker
     served_s: float | None = None  # a server: how long it served
     wall_s: float = 0.0
     notes: list[str] = field(default_factory=list)

@@ -190,13 +190,22 @@ def coordinate(cfg: WorkerConfig, tfc: TfConfig) -> WorkerResult:
     accuracies: list[float] = []
     fetched_at: list[float] = []
     backups = 0
+    lost_outputs = 0
     done = first
     with writer.as_default():
         while done < w.steps:
             chunk = min(cfg.backup_every, w.steps - done)
             remote = [coordinator.schedule(train_step, args=(iterator,)) for _ in range(chunk)]
             for value in remote:
-                loss, correct, index, t0, t1 = value.fetch()
+                try:
+                    loss, correct, index, t0, t1 = value.fetch()
+                except tf.errors.UnavailableError:
+                    # The step ran (its update is on the parameter servers), but the worker
+                    # holding its outputs died before the coordinator copied them: the
+                    # step counts, its loss and timing are lost with the worker.
+                    done += 1
+                    lost_outputs += 1
+                    continue
                 done += 1
                 rows.append((int(index), float(t0), float(t1)))
                 losses.append(float(loss))
@@ -233,4 +242,4 @@ def coordinate(cfg: WorkerConfig, tfc: TfConfig) -> WorkerResult:
         final_accuracy=finite(float(np.mean(accuracies[tail]))) if accuracies else None,
         eval_loss=finite(eval_loss), eval_accuracy=finite(eval_acc),
         coordinator_examples_per_s=coord_rate, backups_saved=backups,
-        wall_s=time.perf_counter() - start)
+        lost_outputs=lost_outputs, wall_s=time.perf_counter() - start)
