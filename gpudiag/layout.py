@@ -14,9 +14,12 @@ Inside a run directory::
     report.json          the contract: ``schema_version`` = SCHEMA_VERSION, see
                          gpudiag/report.schema.json; every finding with its evidence
     report.md            the same report for people
-    report/              TensorBoard run: the report as markdown text (TAG_REPORT) and,
-                         per command, its tables (TAG_PLACEMENT, TAG_MEMORY, TAG_MONITOR,
-                         TAG_SCALING_TABLE)
+    report/              TensorBoard run: the findings at a glance (TAG_FINDINGS, the Text
+                         tab's first card), each finding's evidence (TAG_REPORT), per
+                         command its tables (TAG_PLACEMENT, TAG_MEMORY, TAG_MONITOR,
+                         TAG_SCALING_TABLE, TAG_ALLREDUCE_TABLE) and plots
+                         (TAG_SCALING_PLOT, TAG_ALLREDUCE_PLOT), the Custom Scalars layout
+                         (gpudiag/tbviews.py) and, for scaling, the HParams experiment
     children/<name>/     per child process: config.json (what the parent asked),
                          result.json (``{"ok": ..., "result" | "error" ...}``), stdout.txt,
                          stderr.txt (the whole of the child's output, kept as evidence)
@@ -24,18 +27,18 @@ Inside a run directory::
     memory-<mode>/       TensorBoard run per memory mode (memory): TAG_MEMORY_* scalars
     <strategy>-<n>dev/   TensorBoard run per scaling configuration (``config_run_name``),
                          written by the training child with tf.summary: the TAG_TRAIN_*,
-                         tower, histogram and TAG_EVAL_* tags below, the hparams plugin's
-                         session, ``checkpoints/`` (CHECKPOINT_DIR) and the profiler trace
+                         tower or replica, norm, histogram and TAG_EVAL_* tags below,
+                         ``checkpoints/`` (CHECKPOINT_DIR) and the profiler trace
                          ``plugins/profile/<ts>/<host>.xplane.pb`` (steps marked
                          PROFILER_STEP_MARKER; each tower's ops under ``tower_scope(i)``,
                          the averaging under AVERAGE_GRADIENTS_SCOPE); a ``keras`` run's
-                         Keras callback writes its own tags under ``train/`` (KERAS_TRAIN_RUN)
+                         Keras callback writes its own tags under ``train/`` (KERAS_TRAIN_RUN);
+                         and by the parent, after the verdicts: the configuration's figures
+                         (BY_DEVICES tags, step = device count) and its HParams session
     nvml/<config>/       (scaling) NVML scalars sampled while that configuration ran
-    scaling/             TensorBoard run (SCALING_TB_RUN): examples/s and efficiency per
-                         strategy against the device count, the table, the plot image
-    allreduce/           TensorBoard run (ALLREDUCE_TB_RUN): bus/algorithm bandwidth and
-                         time against the message size in MiB, the table as text
-    scaling.png          the scaling plot (PLOT_PNG)
+    scaling.png          the scaling plot (PLOT_PNG): examples/s and efficiency against
+                         the device count, towers and mirrored together
+    allreduce.png        bus and algorithm bandwidth against the message size (ALLREDUCE_PNG)
 
 ``report.json`` is written first with ``"partial": true`` when a run starts and
 rewritten as findings arrive, so an interrupted run still leaves a readable report.
@@ -69,8 +72,6 @@ REPORT_MD = "report.md"
 REPORT_TB_RUN = "report"
 CHILDREN_DIR = "children"
 NVML_TB_RUN = "nvml"
-SCALING_TB_RUN = "scaling"
-ALLREDUCE_TB_RUN = "allreduce"
 PLOT_PNG = "scaling.png"
 MEMORY_TB_RUN_PREFIX = "memory-"
 CHECKPOINT_DIR = "checkpoints"  # inside a configuration's run: tf.train.CheckpointManager
@@ -103,7 +104,6 @@ TAG_MONITOR = "gpudiag/monitor"
 TAG_SCALING_TABLE = "gpudiag/scaling"
 TAG_SCALING_PLOT = "gpudiag/scaling_plot"
 TAG_ALLREDUCE_TABLE = "gpudiag/allreduce"
-TAG_TRAIN_CONFIG = "gpudiag/config"  # a configuration's settings, once, as a markdown table
 
 # ------------------------------------------------------- a scaling configuration's run
 # Written by the training child (gpudiag/train/); steps start at 1 (the first update).
@@ -148,11 +148,6 @@ def variable_tag(param: str) -> str:
     return f"variables/{param}"
 
 
-def ema_tag(param: str) -> str:
-    """Histogram: the moving average of ``param``."""
-    return f"ema/{param}"
-
-
 # ------------------------------------------------------------------- parent scalars
 
 
@@ -181,21 +176,6 @@ TAG_MEMORY_TF_CURRENT = "memory/tf_current_mib"
 TAG_MEMORY_TF_PEAK = "memory/tf_peak_mib"
 TAG_MEMORY_NVML_PROCESS = "memory/nvml_process_mib"
 TAG_MEMORY_NVML_DEVICE_USED = "memory/nvml_device_used_mib"
-
-# allreduce/ run: step = message size in MiB
-TAG_ALLREDUCE_BUSBW = "allreduce/busbw_GBps"
-TAG_ALLREDUCE_ALGBW = "allreduce/algbw_GBps"
-TAG_ALLREDUCE_TIME = "allreduce/time_ms"
-
-
-def scaling_examples_per_s_tag(strategy: str) -> str:
-    """scaling/ run, step = device count: median examples/s of ``strategy``."""
-    return f"scaling/{strategy}/examples_per_s"
-
-
-def scaling_efficiency_tag(strategy: str) -> str:
-    """scaling/ run, step = device count: throughput(n) / (n x throughput(1))."""
-    return f"scaling/{strategy}/efficiency"
 
 
 # -------------------------------------------------------------- progress marker lines
@@ -305,6 +285,22 @@ def new_run_dir(logdir: Path, command: str, now: datetime | None = None) -> Path
     raise UsageError(f"--logdir {logdir}: too many runs named {base}")
 
 
+_RUN_DIR_NAME = re.compile(r"^(\d{4}-\d\d-\d\dT\d\d-\d\d-\d\d)-[a-z][a-z0-9_-]*?(?:-(\d+))?$")
+
+
+def newest_run_dir(logdir: Path) -> Path | None:
+    """The newest run directory directly under ``logdir`` (``new_run_dir``'s names: by
+    timestamp, then by the ``-2``, ``-3`` ... suffix); None when there is none."""
+    if not logdir.is_dir():
+        return None
+    found = []
+    for p in logdir.iterdir():
+        m = _RUN_DIR_NAME.match(p.name)
+        if m and p.is_dir() and (p / REPORT_JSON).exists():
+            found.append((m.group(1), int(m.group(2) or 1), p))
+    return max(found)[2] if found else None
+
+
 def child_path(run_dir: Path, name: str) -> Path:
     """Where one child process's config, result and whole output live (not created)."""
     return run_dir / CHILDREN_DIR / name
@@ -315,3 +311,65 @@ def child_dir(run_dir: Path, name: str) -> Path:
     path = child_path(run_dir, name)
     path.mkdir(parents=True, exist_ok=True)
     return path
+
+
+# ============================================================ TensorBoard views
+# What `gpudiag tensorboard` shows and checks (gpudiag/tbviews.py writes it, tbcheck.py
+# checks it): the findings' own text tag, the per-configuration results the HParams
+# dashboard reads, the training norms, the custom-scalars layout's charts.
+
+TAG_FINDINGS = "findings/summary"  # report run: one line per finding; sorts before gpudiag/*
+TAG_ALLREDUCE_PLOT = "gpudiag/allreduce_plot"  # report run (scaling): bandwidth vs size
+ALLREDUCE_PNG = "allreduce.png"
+
+# A scaling configuration's run, written by the parent after the verdicts: the report's
+# figures for that configuration, each once, at step = its device count (so a Time
+# Series card reads "against the device count", towers and mirrored on one card), and
+# the HParams dashboard's metrics (its value is the tag's last and only value). Named so
+# that Time Series, which sorts cards by tag, shows examples/s first.
+BY_DEVICES = "by_devices"
+TAG_BY_DEVICES_EXAMPLES_PER_S = f"{BY_DEVICES}/examples_per_s"  # median over timed steps
+TAG_BY_DEVICES_SPEEDUP = f"{BY_DEVICES}/speedup"  # vs the same strategy on 1 device
+TAG_BY_DEVICES_EFFICIENCY = f"{BY_DEVICES}/scaling_efficiency"  # speedup / devices
+TAG_BY_DEVICES_FINAL_LOSS = f"{BY_DEVICES}/final_loss"  # mean of the last 10 steps
+TAG_BY_DEVICES_FINAL_ACCURACY = f"{BY_DEVICES}/final_accuracy"
+
+
+def busy_share_tag(index: int) -> str:
+    """The configuration's ``index``-th device's busy share of the profiled window."""
+    return f"{BY_DEVICES}/trace_busy_share_dev{index}"
+
+
+def nvml_util_mean_tag(index: int) -> str:
+    """Mean NVML utilization (percent) of GPU ``index`` while the configuration ran."""
+    return f"{BY_DEVICES}/util_nvml_mean_gpu{index}"
+
+
+# The HParams dashboard: one trial per configuration (session run = the configuration's
+# run), the hyperparameters that tell configurations apart, in this order.
+HPARAM_DEVICES = "devices"
+HPARAM_STRATEGY = "strategy"
+HPARAM_BATCH_PER_DEVICE = "batch_per_device"
+HPARAM_GLOBAL_BATCH = "global_batch"
+HPARAM_VARIABLES_ON = "variables_on"
+HPARAM_MODEL = "model"
+HPARAM_DATA = "data"
+HPARAMS = (HPARAM_DEVICES, HPARAM_STRATEGY, HPARAM_BATCH_PER_DEVICE, HPARAM_GLOBAL_BATCH,
+           HPARAM_VARIABLES_ON, HPARAM_MODEL, HPARAM_DATA)
+
+
+def trial_name(run_dir_name: str, config: str) -> str:
+    """The HParams trial (session group) of configuration ``config`` of a run directory:
+    unique across the run directories of a logdir, the configuration's name first."""
+    return f"{config} {run_dir_name}"
+
+
+# Every step, in a configuration's run (the training child): global norms, the loss of
+# each MirroredStrategy replica (towers write tower_loss_tag).
+TAG_NORM_GRADIENTS = "norms/gradients"  # of the averaged gradients the update applied
+TAG_NORM_EMA = "norms/ema"  # of the weights' moving averages
+
+
+def replica_loss_tag(index: int) -> str:
+    """Scalar, every step (mirrored): the loss of replica ``index``'s slice."""
+    return f"replicas/loss_{index}"

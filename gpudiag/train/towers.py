@@ -158,9 +158,14 @@ class TowerTrainer:
         if self.ema is not None:
             self.ema.apply(self.model.params)
         if histograms:
-            summaries.write_histograms(step, self.model.param_names, lambda: (
-                grads, self.model.params, self.ema_params() if self.ema else None))
-        return {"loss": loss, "accuracy": accuracy, "tower_losses": tf.stack(losses)}
+            summaries.write_histograms(step, self.model.param_names,
+                                       lambda: (grads, self.model.params))
+        out = {"loss": loss, "accuracy": accuracy, "tower_losses": tf.stack(losses)}
+        if self.instr.scalars:
+            with tf.device(self.variables_device):
+                out["norms"] = summaries.step_norms(
+                    grads, self.ema_params() if self.ema is not None else None)
+        return out
 
     def run_step(self, iterator: Any, histograms: bool = False) -> dict[str, tf.Tensor]:
         return self._step_fn(iterator, histograms)
