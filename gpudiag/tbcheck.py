@@ -184,19 +184,32 @@ def compare(want: Expected, seen: Observed) -> list[Verdict]:
 
 
 def check(get: Callable[..., Any], want: Expected, *, timeout_s: float = 120.0,
+          settle_polls: int = 3, interval_s: float = 2.0,
           errors: tuple[type[BaseException], ...] = (OSError, ValueError),
           sleep: Callable[[float], None] = time.sleep,
           clock: Callable[[], float] = time.monotonic) -> list[Verdict]:
-    """``compare`` until every dashboard passes or ``timeout_s`` runs out (TensorBoard
-    loads event files in the background after it starts); the last verdicts. A read that
-    raises one of ``errors`` is retried; at the end it is the one failing verdict."""
+    """``compare`` until every dashboard passes; TensorBoard loads event files in the
+    background after it starts, so a failing answer is final only once every expected
+    report run is listed and the answers stayed the same ``settle_polls`` polls in a row
+    (or ``timeout_s`` ran out). A read that raises one of ``errors`` is retried; at the
+    end it is the one failing verdict."""
     deadline = clock() + timeout_s
+    last: Observed | None = None
+    same = 0
     while True:
+        seen: Observed | None = None
         try:
-            verdicts = compare(want, observe(get))
+            seen = observe(get)
         except errors as exc:
             verdicts = [Verdict("server", False, f"server: a dashboard did not answer: "
                                 f"{' '.join(str(exc).split())[:200]}")]
+        if seen is not None:
+            verdicts = compare(want, seen)
+            same = same + 1 if seen == last else 1
+            last = seen
         if all(v.ok for v in verdicts) or clock() >= deadline:
             return verdicts
-        sleep(2.0)
+        if seen is not None and same >= settle_polls and \
+                set(want.runs["text"]) <= set(seen.runs["text"]):
+            return verdicts
+        sleep(interval_s)

@@ -25,8 +25,9 @@ def run(logdir: Path | None, *, port: int, host: str, check: bool,
     """Serve (until Ctrl-C) or check; returns the exit code. ``say`` prints to stdout,
     ``warn`` to stderr."""
     chosen = tbserve.default_logdir() if logdir is None else logdir
+    exposed = tbserve.check_bind(host, port)
     tbserve.check_logdir(chosen)
-    if tbserve.check_bind(host, port):
+    if exposed:
         warn(f"gpudiag: warning: --host {host} makes TensorBoard reachable from other "
              "machines on your network; it has no authentication")
     server = tbserve.start(chosen, port, host)
