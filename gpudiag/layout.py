@@ -34,7 +34,7 @@ Inside a run directory::
                          the averaging under AVERAGE_GRADIENTS_SCOPE); a ``keras`` run's
                          Keras callback writes its own tags under ``train/`` (KERAS_TRAIN_RUN);
                          and by the parent, after the verdicts: the configuration's figures
-                         (BY_DEVICES tags, step = device count) and its HParams session
+                         (BY_CONFIG tags, a level line over the steps) and its HParams session
     nvml/<config>/       (scaling) NVML scalars sampled while that configuration ran
     scaling.png          the scaling plot (PLOT_PNG): examples/s and efficiency against
                          the device count, towers and mirrored together
@@ -323,26 +323,28 @@ TAG_ALLREDUCE_PLOT = "gpudiag/allreduce_plot"  # report run (scaling): bandwidth
 ALLREDUCE_PNG = "allreduce.png"
 
 # A scaling configuration's run, written by the parent after the verdicts: the report's
-# figures for that configuration, each once, at step = its device count (so a Time
-# Series card reads "against the device count", towers and mirrored on one card), and
-# the HParams dashboard's metrics (its value is the tag's last and only value). Named so
-# that Time Series, which sorts cards by tag, shows examples/s first.
-BY_DEVICES = "by_devices"
-TAG_BY_DEVICES_EXAMPLES_PER_S = f"{BY_DEVICES}/examples_per_s"  # median over timed steps
-TAG_BY_DEVICES_SPEEDUP = f"{BY_DEVICES}/speedup"  # vs the same strategy on 1 device
-TAG_BY_DEVICES_EFFICIENCY = f"{BY_DEVICES}/scaling_efficiency"  # speedup / devices
-TAG_BY_DEVICES_FINAL_LOSS = f"{BY_DEVICES}/final_loss"  # mean of the last 10 steps
-TAG_BY_DEVICES_FINAL_ACCURACY = f"{BY_DEVICES}/final_accuracy"
+# figures for that configuration, each as a flat line over the training steps (the value
+# at the first and at the last step: a Time Series card shows every configuration's
+# figure as one level line, which neither smoothing nor "ignore outliers" can move or
+# hide), and the HParams dashboard's metrics (its value is the tag's last value). Named
+# so that Time Series, which sorts groups and cards by tag, shows them first, examples/s
+# first.
+BY_CONFIG = "by_config"
+TAG_BY_CONFIG_EXAMPLES_PER_S = f"{BY_CONFIG}/examples_per_s"  # median over timed steps
+TAG_BY_CONFIG_SPEEDUP = f"{BY_CONFIG}/speedup"  # vs the same strategy on 1 device
+TAG_BY_CONFIG_EFFICIENCY = f"{BY_CONFIG}/scaling_efficiency"  # speedup / devices
+TAG_BY_CONFIG_FINAL_LOSS = f"{BY_CONFIG}/final_loss"  # mean of the last 10 steps
+TAG_BY_CONFIG_FINAL_ACCURACY = f"{BY_CONFIG}/final_accuracy"
 
 
 def busy_share_tag(index: int) -> str:
     """The configuration's ``index``-th device's busy share of the profiled window."""
-    return f"{BY_DEVICES}/trace_busy_share_dev{index}"
+    return f"{BY_CONFIG}/trace_busy_share_dev{index}"
 
 
 def nvml_util_mean_tag(index: int) -> str:
     """Mean NVML utilization (percent) of GPU ``index`` while the configuration ran."""
-    return f"{BY_DEVICES}/util_nvml_mean_gpu{index}"
+    return f"{BY_CONFIG}/util_nvml_mean_gpu{index}"
 
 
 # The HParams dashboard: one trial per configuration (session run = the configuration's

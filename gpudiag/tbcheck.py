@@ -90,7 +90,7 @@ def _scaling(out: Expected, prefix: str, run_dir_name: str, data: dict[str, Any]
     for name, config in configs.items():
         run = _run(prefix, name)
         out.need("scalars", run, layout.TAG_TRAIN_LOSS, layout.TAG_TRAIN_EXAMPLES_PER_S,
-                 layout.TAG_BY_DEVICES_EXAMPLES_PER_S)
+                 layout.TAG_BY_CONFIG_EXAMPLES_PER_S)
         out.need("hparams", layout.trial_name(run_dir_name, name))
         if workload.get("histogram_every") and config.get("strategy") != "keras":
             out.need("histograms", run)
@@ -171,9 +171,9 @@ def compare(want: Expected, seen: Observed) -> list[Verdict]:
                 continue
         inactive = plugin not in seen.active
         if plugin == "hparams" and seen.hparams_metrics[:1] != \
-                [layout.TAG_BY_DEVICES_EXAMPLES_PER_S]:
+                [layout.TAG_BY_CONFIG_EXAMPLES_PER_S]:
             missing.append(f"first metric {seen.hparams_metrics[:1]}, not "
-                           f"{layout.TAG_BY_DEVICES_EXAMPLES_PER_S}")
+                           f"{layout.TAG_BY_CONFIG_EXAMPLES_PER_S}")
         if missing or inactive:
             gaps = ("inactive; " if inactive else "") + "; ".join(missing[:4])
             more = f" (+{len(missing) - 4} more)" if len(missing) > 4 else ""

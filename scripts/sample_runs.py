@@ -38,7 +38,7 @@ COMMANDS: dict[str, list[str]] = {
     "memory": [],
     "scaling": ["--max-gpus", "4", "--steps", "60", "--warmup-steps", "5",
                 "--profile-steps", "3", "--histogram-every", "20", "--allreduce-max-mb", "64"],
-    "monitor": ["--", sys.executable, "-c", WORKLOAD],
+    "monitor": ["--", "python", "-c", WORKLOAD],  # this interpreter, first on PATH
 }
 TEXT_FILES = ("report.json", "report.md", "config.json", "result.json", "stdout.txt",
               "stderr.txt")
@@ -70,15 +70,17 @@ def main() -> int:
     out: Path = args.out
     out.mkdir(parents=True, exist_ok=True)
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(
-        p for p in (str(REPO), os.environ.get("PYTHONPATH", "")) if p)}
+        p for p in (str(REPO), os.environ.get("PYTHONPATH", "")) if p),
+        "PATH": os.pathsep.join((str(Path(sys.executable).parent), os.environ["PATH"]))}
     worst = 0
     for command in args.only:
         shutil.rmtree(out / command, ignore_errors=True)
         argv = [sys.executable, "-m", "gpudiag", command, "--logdir", command,
                 *COMMANDS[command]]
-        print(f"$ gpudiag {command} --logdir {out / command} {' '.join(COMMANDS[command])}",
-              flush=True)
-        code = subprocess.call(argv, cwd=out, env=env, stdout=subprocess.DEVNULL)
+        shown = " ".join(COMMANDS[command]).replace(WORKLOAD, "<TensorFlow matmuls>")
+        print(f"$ gpudiag {command} --logdir {out / command} {shown}", flush=True)
+        code = subprocess.call(argv, cwd=out, env=env, stdout=subprocess.DEVNULL,
+                               stderr=subprocess.DEVNULL)
         print(f"  exit {code}", flush=True)
         if code >= 2:
             worst = max(worst, code)

@@ -150,15 +150,15 @@ def test_parent_event_files_hold_plugin_tensors_only(tmp_path) -> None:
     png = b"\x89PNG\r\n\x1a\n fake"
     with EventWriter(run) as w:
         for step, value in ((1, 10.0), (2, 19.5), (4, 36.25)):
-            w.scalar(layout.TAG_BY_DEVICES_EXAMPLES_PER_S, value, step)
+            w.scalar(layout.TAG_BY_CONFIG_EXAMPLES_PER_S, value, step)
         w.text(layout.TAG_SCALING_TABLE, "| a |\n|---|\n| 1 |")
         w.png(layout.TAG_SCALING_PLOT, png, width=90, height=36)
     acc = EventAccumulator(str(run), size_guidance={"tensors": 0})
     acc.Reload()
     assert acc.Tags()["scalars"] == [] and acc.Tags()["images"] == []  # no legacy values
     scalars = read_scalars(run)
-    assert list(scalars) == ["by_devices/examples_per_s"]
-    assert [(e.step, e.value) for e in scalars["by_devices/examples_per_s"]] == \
+    assert list(scalars) == ["by_config/examples_per_s"]
+    assert [(e.step, e.value) for e in scalars["by_config/examples_per_s"]] == \
         [(1, 10.0), (2, 19.5), (4, 36.25)]
 
     def plugin(tag: str) -> str:
@@ -188,7 +188,7 @@ def test_hparams_and_custom_scalars_read_back_with_the_plugins_parsers(tmp_path)
     with EventWriter(tmp_path / "report") as w:
         w.hparams_experiment([HParam("devices", numeric=True, differs=True),
                               HParam("model", numeric=False, differs=False)],
-                             [(layout.TAG_BY_DEVICES_EXAMPLES_PER_S, "examples/s (median)")])
+                             [(layout.TAG_BY_CONFIG_EXAMPLES_PER_S, "examples/s (median)")])
         w.custom_scalars(tbviews.scaling_charts(nvml=True))
     with EventWriter(tmp_path / "towers-2dev") as w:
         w.hparams_session(layout.trial_name("2026-01-01T00-00-00-scaling", "towers-2dev"),
@@ -199,7 +199,7 @@ def test_hparams_and_custom_scalars_read_back_with_the_plugins_parsers(tmp_path)
     experiment = hp_metadata.parse_experiment_plugin_data(content)
     assert [(h.name, h.type, h.differs) for h in experiment.hparam_infos] == [
         ("devices", api_pb2.DATA_TYPE_FLOAT64, True), ("model", api_pb2.DATA_TYPE_STRING, False)]
-    assert [m.name.tag for m in experiment.metric_infos] == ["by_devices/examples_per_s"]
+    assert [m.name.tag for m in experiment.metric_infos] == ["by_config/examples_per_s"]
     (event,) = report.Tensors(cs_metadata.CONFIG_SUMMARY_TAG)
     parsed = layout_pb2.Layout.FromString(tensor_util.make_ndarray(event.tensor_proto).item())
     assert [c.title for c in parsed.category] == [tbviews.SCALING, tbviews.GPUS]

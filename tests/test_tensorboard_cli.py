@@ -47,7 +47,8 @@ def test_newest_run_directory_served_quietly_and_stopped_by_ctrl_c(tmp_path: Pat
         url = m.group(2)
         with urllib.request.urlopen(f"{url}/data/plugin/text/tags", timeout=30) as resp:
             tags = json.load(resp)
-        assert tags == {layout.REPORT_TB_RUN: [layout.TAG_FINDINGS, layout.TAG_REPORT]}
+        assert {run: sorted(t) for run, t in tags.items()} == \
+            {layout.REPORT_TB_RUN: sorted([layout.TAG_FINDINGS, layout.TAG_REPORT])}
         proc.send_signal(signal.SIGINT)
         out, err = proc.communicate(timeout=60)
     finally:
@@ -82,6 +83,7 @@ def test_check_fails_when_a_promised_run_is_missing(tmp_path: Path) -> None:
     with RunSession("scaling", tmp_path) as session:
         session.set("scaling", {"configs": {"towers-1dev": {"strategy": "towers",
                                                             "trace": {"reason": "none"}}}})
+        session.text(layout.TAG_SCALING_TABLE, "| strategy |\n|---|\n| towers |")
     started = time.monotonic()
     proc = gpudiag("tensorboard", "--check", "--port", "0", str(tmp_path), timeout=300)
     assert proc.returncode == 1, proc.stdout + proc.stderr
@@ -89,7 +91,9 @@ def test_check_fails_when_a_promised_run_is_missing(tmp_path: Path) -> None:
     lines = proc.stdout.splitlines()
     assert lines[0].startswith(f"TensorBoard on {tmp_path} (http://localhost:")
     by_plugin = {ln.split()[1].rstrip(":"): ln for ln in lines[1:]}
-    assert by_plugin["scalars"].startswith("  FAIL scalars: 1 expected runs, missing: " + run)
+    assert by_plugin["scalars"].startswith("  FAIL scalars: 1 expected runs, missing: ")
+    assert f"{run} ['by_config/examples_per_s', 'train/examples_per_s', 'train/loss']" \
+        in by_plugin["scalars"]
     assert by_plugin["hparams"].startswith("  FAIL hparams:")
     assert layout.trial_name(session.run_dir.name, "towers-1dev") in by_plugin["hparams"]
     assert by_plugin["text"] == "  OK   text: 1 expected runs, all listed"
@@ -99,7 +103,7 @@ def test_check_fails_when_a_promised_run_is_missing(tmp_path: Path) -> None:
 
 def test_compare_names_what_is_missing() -> None:
     want = tbcheck.Expected()
-    want.need("scalars", "a/towers-1dev", "train/loss", "by_devices/examples_per_s")
+    want.need("scalars", "a/towers-1dev", "train/loss", "by_config/examples_per_s")
     want.need("hparams", "towers-1dev a")
     want.categories.add("scaling")
     seen = tbcheck.Observed(
@@ -107,16 +111,16 @@ def test_compare_names_what_is_missing() -> None:
               "images": {}, "hparams": {"towers-1dev a": set()}, "custom_scalars": {},
               "profile": {}},
         active={"scalars", "hparams", "custom_scalars"}, categories={"scaling"},
-        hparams_metrics=["by_devices/examples_per_s", "by_devices/speedup"])
+        hparams_metrics=["by_config/examples_per_s", "by_config/speedup"])
     verdicts = {v.plugin: v for v in tbcheck.compare(want, seen)}
     assert not verdicts["scalars"].ok
     assert verdicts["scalars"].line == ("scalars: 1 expected runs, missing: a/towers-1dev "
-                                        "['by_devices/examples_per_s']")
+                                        "['by_config/examples_per_s']")
     assert verdicts["hparams"].ok and verdicts["custom_scalars"].ok
     assert verdicts["text"].ok  # nothing expected
-    worse = tbcheck.Observed(seen.runs, {"scalars"}, set(), ["by_devices/speedup"])
+    worse = tbcheck.Observed(seen.runs, {"scalars"}, set(), ["by_config/speedup"])
     verdicts = {v.plugin: v for v in tbcheck.compare(want, worse)}
     assert verdicts["hparams"].line.startswith("hparams: 1 expected trials, missing: inactive")
-    assert "first metric ['by_devices/speedup']" in verdicts["hparams"].line
+    assert "first metric ['by_config/speedup']" in verdicts["hparams"].line
     assert verdicts["custom_scalars"].line == \
         "custom_scalars: 0 chart categories, missing: inactive; scaling"

@@ -93,13 +93,12 @@ def test_dashboards_list_the_expected_runs_and_tags(server: tbserve.Server) -> N
                      else layout.replica_loss_tag)(config["n_devices"] - 1)
         assert {layout.TAG_TRAIN_LOSS, layout.TAG_TRAIN_EXAMPLES_PER_S, slice_tag,
                 layout.TAG_NORM_GRADIENTS, layout.TAG_NORM_EMA,
-                layout.TAG_BY_DEVICES_EXAMPLES_PER_S} <= set(scalars[run]), run
+                layout.TAG_BY_CONFIG_EXAMPLES_PER_S} <= set(scalars[run]), run
         other = "replicas/" if config["strategy"] == "towers" else "towers/"
         assert not [t for t in scalars[run] if t.startswith(other)], run
         assert set(histograms[run]) == {"gradients/conv1/kernel", "variables/conv1/kernel",
                                         "gradients/logits/kernel", "variables/logits/kernel"}
-    # no scalar anywhere whose step is a device count or a message size, except the
-    # figures by device count; no run without a purpose
+    # no scalar anywhere whose step is a device count or a message size
     assert not [t for tags in scalars.values() for t in tags if t.startswith("allreduce/")]
     memory_dir, _ = runs["memory"]
     assert layout.TAG_MEMORY_TF_CURRENT in scalars[f"{prefix(memory_dir)}/memory-cpu"]
@@ -123,8 +122,8 @@ def test_dashboards_list_the_expected_runs_and_tags(server: tbserve.Server) -> N
     # HParams: one trial per configuration, named by its run; throughput first
     experiment = get(server, "/data/plugin/hparams/experiment", {"experimentName": ""})
     assert [m["name"]["tag"] for m in experiment["metricInfos"]][:3] == [
-        layout.TAG_BY_DEVICES_EXAMPLES_PER_S, layout.TAG_BY_DEVICES_SPEEDUP,
-        layout.TAG_BY_DEVICES_EFFICIENCY]
+        layout.TAG_BY_CONFIG_EXAMPLES_PER_S, layout.TAG_BY_CONFIG_SPEEDUP,
+        layout.TAG_BY_CONFIG_EFFICIENCY]
     assert sorted(g["name"] for g in session_groups(server)) == sorted(
         layout.trial_name(scaling_dir.name, name) for name in configs)
 
@@ -138,11 +137,11 @@ def test_hparams_metrics_are_the_reports_figures(server: tbserve.Server) -> None
     groups = {g["name"]: g for g in session_groups(server)}
     for name, config in data["configs"].items():
         row = rows[name]
-        want = {layout.TAG_BY_DEVICES_EXAMPLES_PER_S: row["examples_per_s"],
-                layout.TAG_BY_DEVICES_SPEEDUP: row["speedup"],
-                layout.TAG_BY_DEVICES_EFFICIENCY: row["efficiency"],
-                layout.TAG_BY_DEVICES_FINAL_LOSS: config["final_loss"],
-                layout.TAG_BY_DEVICES_FINAL_ACCURACY: config["final_accuracy"]}
+        want = {layout.TAG_BY_CONFIG_EXAMPLES_PER_S: row["examples_per_s"],
+                layout.TAG_BY_CONFIG_SPEEDUP: row["speedup"],
+                layout.TAG_BY_CONFIG_EFFICIENCY: row["efficiency"],
+                layout.TAG_BY_CONFIG_FINAL_LOSS: config["final_loss"],
+                layout.TAG_BY_CONFIG_FINAL_ACCURACY: config["final_accuracy"]}
         busy = row["trace_busy_fraction"]
         want.update({layout.busy_share_tag(i): busy[d] for i, d in enumerate(config["devices"])})
         group = groups[layout.trial_name(scaling_dir.name, name)]
@@ -157,7 +156,7 @@ def test_hparams_metrics_are_the_reports_figures(server: tbserve.Server) -> None
     eps = {n: groups[layout.trial_name(scaling_dir.name, n)]["metricValues"] for n in rows}
     best = max(rows, key=lambda n: rows[n]["examples_per_s"])
     assert max(eps, key=lambda n: next(m["value"] for m in eps[n] if m["name"]["tag"]
-                                       == layout.TAG_BY_DEVICES_EXAMPLES_PER_S)) == best
+                                       == layout.TAG_BY_CONFIG_EXAMPLES_PER_S)) == best
 
 
 # ------------------------------------------------------------------ the real browser
@@ -211,12 +210,13 @@ def test_browser_renders_the_answers(page: Any, server: tbserve.Server, tmp_path
     runs = reports()
     scaling_dir, scaling = runs["scaling"]
     timeout = 90_000
-    # Time Series: the figures by device count come first, every configuration listed
+    # Time Series: each configuration's figures come first, every configuration listed
     open_dashboard(page, server, "timeseries")
-    expect(page.get_by_text(layout.BY_DEVICES, exact=True).first).to_be_visible(timeout=timeout)
-    expect(page.get_by_text(layout.TAG_BY_DEVICES_EXAMPLES_PER_S).first).to_be_visible()
+    expect(page.get_by_text(layout.BY_CONFIG, exact=True).first).to_be_visible(timeout=timeout)
+    expect(page.get_by_text(layout.TAG_BY_CONFIG_EXAMPLES_PER_S).first).to_be_visible()
     for name in ("towers-4dev", "mirrored-4dev"):
         expect(page.get_by_text(f"{prefix(scaling_dir)}/{name}").first).to_be_attached()
+    page.wait_for_timeout(3000)  # the charts draw after their cards appear
     shoot(page, "timeseries", tmp_path)
     # Text: the findings summary is the first card, with the scaling findings in it
     open_dashboard(page, server, "text")
@@ -224,6 +224,11 @@ def test_browser_renders_the_answers(page: Any, server: tbserve.Server, tmp_path
     first_finding = next(f for f in scaling["findings"] if f["status"] == "warn")
     expect(page.get_by_text(first_finding["id"]).first).to_be_visible(timeout=timeout)
     expect(page.get_by_text(f"gpudiag {scaling['command']}").first).to_be_attached()
+    env_summary = page.locator(f"text={prefix(runs['env'][0])} >> visible=true")
+    assert env_summary.count() > 0
+    page.get_by_label("Write a regex to filter runs").fill(prefix(scaling_dir))
+    expect(env_summary).to_have_count(0, timeout=timeout)  # only the scaling run's cards
+    page.wait_for_timeout(1000)
     shoot(page, "text", tmp_path)
     # HParams: a row per configuration, named by its run, throughput first
     open_dashboard(page, server, "hparams")
@@ -241,5 +246,6 @@ def test_browser_renders_the_answers(page: Any, server: tbserve.Server, tmp_path
     # Images: the scaling plot
     open_dashboard(page, server, "images")
     expect(page.get_by_text(layout.TAG_SCALING_PLOT).first).to_be_visible(timeout=timeout)
-    page.wait_for_timeout(1500)  # the image itself loads after its card
+    page.get_by_role("checkbox", name="Show actual image size").click()
+    page.wait_for_timeout(1500)  # the images load after their cards
     shoot(page, "images", tmp_path)

@@ -121,7 +121,7 @@ def config_data(run: ConfigRun, result: TrainingResult, summary: traces.TraceSum
     t = result.train
     return {
         "strategy": run.strategy, "n_devices": run.n_devices, "devices": t.devices,
-        "global_batch": t.global_batch, "examples_per_s": t.examples_per_s,
+        "global_batch": t.global_batch, "steps": t.steps, "examples_per_s": t.examples_per_s,
         "step_s_median": t.step_s_median, "timed_steps": len(t.timed_steps),
         "final_loss": t.final_loss, "final_accuracy": t.final_accuracy,
         "eval_accuracy": t.eval_accuracy, "eval_accuracy_ema": t.eval_accuracy_ema,

@@ -2,11 +2,12 @@
 
 Into each configuration's run (``<strategy>-<n>dev/``, beside the child's events):
 
-- the report's figures for that configuration, each once, at step = its device count
-  (``layout.BY_DEVICES`` tags: median examples/s, speedup, efficiency, final loss and
-  accuracy, each device's busy share of the profiled window, each GPU's mean NVML
-  utilization), so a Time Series card plots them against the device count with towers
-  and mirrored side by side, and no smoothing can move a single point;
+- the report's figures for that configuration (``layout.BY_CONFIG`` tags: median
+  examples/s, speedup, efficiency, final loss and accuracy, each device's busy share of
+  the profiled window, each GPU's mean NVML utilization), each written at the first and
+  at the last training step: a Time Series card shows every configuration's figure as
+  a level line, towers and mirrored together, which smoothing cannot change and "ignore
+  outliers" cannot crop (a single point per run it would);
 - an HParams session: the trial ``layout.trial_name``, the hyperparameters that tell the
   configurations apart (``layout.HPARAMS``), success or failure. Its metrics are the
   figures above, read by the HParams dashboard as the tags' last (only) values: the
@@ -133,11 +134,11 @@ def config_figures(row: dict[str, Any] | None, config: dict[str, Any]) -> dict[s
     figures (no trace, no NVML, no 1-device base) are left out."""
     row = row or {}
     figures: dict[str, Any] = {
-        layout.TAG_BY_DEVICES_EXAMPLES_PER_S: row.get("examples_per_s"),
-        layout.TAG_BY_DEVICES_SPEEDUP: row.get("speedup"),
-        layout.TAG_BY_DEVICES_EFFICIENCY: row.get("efficiency"),
-        layout.TAG_BY_DEVICES_FINAL_LOSS: config.get("final_loss"),
-        layout.TAG_BY_DEVICES_FINAL_ACCURACY: config.get("final_accuracy"),
+        layout.TAG_BY_CONFIG_EXAMPLES_PER_S: row.get("examples_per_s"),
+        layout.TAG_BY_CONFIG_SPEEDUP: row.get("speedup"),
+        layout.TAG_BY_CONFIG_EFFICIENCY: row.get("efficiency"),
+        layout.TAG_BY_CONFIG_FINAL_LOSS: config.get("final_loss"),
+        layout.TAG_BY_CONFIG_FINAL_ACCURACY: config.get("final_accuracy"),
     }
     busy = row.get("trace_busy_fraction") or {}
     for i, device in enumerate(config.get("devices") or []):
@@ -149,11 +150,11 @@ def config_figures(row: dict[str, Any] | None, config: dict[str, Any]) -> dict[s
 
 def metrics(max_devices: int, nvml_indices: Sequence[int]) -> list[tuple[str, str]]:
     """The HParams metrics, (tag, display name), in the order the dashboard shows them."""
-    out = [(layout.TAG_BY_DEVICES_EXAMPLES_PER_S, "examples/s (median)"),
-           (layout.TAG_BY_DEVICES_SPEEDUP, "speedup"),
-           (layout.TAG_BY_DEVICES_EFFICIENCY, "efficiency"),
-           (layout.TAG_BY_DEVICES_FINAL_LOSS, "final loss"),
-           (layout.TAG_BY_DEVICES_FINAL_ACCURACY, "final accuracy")]
+    out = [(layout.TAG_BY_CONFIG_EXAMPLES_PER_S, "examples/s (median)"),
+           (layout.TAG_BY_CONFIG_SPEEDUP, "speedup"),
+           (layout.TAG_BY_CONFIG_EFFICIENCY, "efficiency"),
+           (layout.TAG_BY_CONFIG_FINAL_LOSS, "final loss"),
+           (layout.TAG_BY_CONFIG_FINAL_ACCURACY, "final accuracy")]
     out += [(layout.busy_share_tag(i), f"dev{i} busy share (trace)") for i in range(max_devices)]
     out += [(layout.nvml_util_mean_tag(i), f"GPU {i} util % (NVML mean)") for i in nvml_indices]
     return out
@@ -200,8 +201,10 @@ def write_scaling_tb(run_dir: Path, rows: Sequence[dict[str, Any]], configs: dic
             w.hparams_session(layout.trial_name(run_dir.name, run.name), trial,
                               ok=config is not None)
             if config is not None:
+                last = max(1, int(config.get("steps") or 1))
                 for tag, value in config_figures(by_name.get(run.name), config).items():
-                    w.scalar(tag, value, run.n_devices)
+                    for step in sorted({1, last}):
+                        w.scalar(tag, value, step)
     max_devices = max((r.n_devices for r in runs), default=0)
     png = run_dir / layout.PLOT_PNG
     with EventWriter(run_dir / layout.REPORT_TB_RUN) as w:
