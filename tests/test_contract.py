@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import math
 from pathlib import Path
+from typing import Any
 
 import pytest
 import typer
@@ -246,3 +247,77 @@ def test_newest_run_dir_follows_the_run_directory_names(tmp_path) -> None:
     (tmp_path / "2027-01-01T00-00-00-env").mkdir()  # no report.json: not a run directory
     (tmp_path / "zz-notes").mkdir()
     assert layout.newest_run_dir(tmp_path) == tmp_path / "2026-01-02T00-00-00-env-10"
+
+
+def test_scaling_figures_and_trials_of_ok_and_failed_configurations(tmp_path) -> None:
+    """The parent's per-configuration writing from the report's data: an ok configuration
+    gets its figures (NVML's included) as a level line and a successful trial; a failed one
+    a failed trial with its hyperparameters from the options and no figures."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+    from tensorboard.plugins.hparams import api_pb2
+    from tensorboard.plugins.hparams import metadata as hp_metadata
+
+    from gpudiag.runner import ChildResult
+    from gpudiag.scaling import tb_runs
+    from gpudiag.scaling.judge import ConfigRun
+
+    def child(name: str, ok: bool) -> ChildResult:
+        return ChildResult(name, "training", ok, None, None if ok else "boom",
+                           None if ok else "RuntimeError", 0 if ok else 1, False, 1.0,
+                           tmp_path / name)
+
+    result = TrainingResult(
+        setup=SETUP, data=DataInfo("synthetic", "synthetic", 8192, 1024, (28, 28, 1), 10),
+        model="mlp", param_count=1, gradient_bytes=4, variables_on="cpu",
+        batch_per_device=32, train=train_result(steps=3))
+    run_dir = tmp_path / "2026-01-01T00-00-00-scaling"
+    runs = [ConfigRun("towers-2dev", "towers", 2, child("towers-2dev", True), None, result),
+            ConfigRun("mirrored-2dev", "mirrored", 2, child("mirrored-2dev", False), None,
+                      None)]
+    rows = [{"name": "towers-2dev", "strategy": "towers", "n_devices": 2,
+             "examples_per_s": 3100.0, "speedup": 1.5, "efficiency": 0.75,
+             "trace_busy_fraction": {"/device:CPU:1": 0.5, "/device:CPU:2": 0.25}}]
+    configs = {"towers-2dev": {"devices": SETUP.compute_devices, "steps": 3,
+                               "final_loss": 2.2, "final_accuracy": 0.18,
+                               "nvml": {"summaries": [{"index": 0, "util_mean_percent": 87.5},
+                                                      {"index": 1, "util_mean_percent": None}]}}}
+    tb_runs.write_scaling_tb(run_dir, rows, configs, runs, "virtual-cpu", Workload())
+    figures = read_scalars(run_dir / "towers-2dev")
+    assert {tag: [(e.step, e.value) for e in events] for tag, events in figures.items()} == {
+        tag: [(1, value), (3, value)] for tag, value in {
+            layout.TAG_BY_CONFIG_EXAMPLES_PER_S: 3100.0, layout.TAG_BY_CONFIG_SPEEDUP: 1.5,
+            layout.TAG_BY_CONFIG_EFFICIENCY: 0.75, layout.TAG_BY_CONFIG_FINAL_LOSS:
+            pytest.approx(2.2), layout.TAG_BY_CONFIG_FINAL_ACCURACY: pytest.approx(0.18),
+            layout.busy_share_tag(0): 0.5, layout.busy_share_tag(1): 0.25,
+            layout.nvml_util_mean_tag(0): 87.5}.items()}
+    assert read_scalars(run_dir / "mirrored-2dev") == {}
+
+    def session(run: str) -> tuple[Any, Any]:
+        acc = EventAccumulator(str(run_dir / run), size_guidance={"tensors": 0})
+        acc.Reload()
+        start = hp_metadata.parse_session_start_info_plugin_data(
+            acc.SummaryMetadata(hp_metadata.SESSION_START_INFO_TAG).plugin_data.content)
+        end = hp_metadata.parse_session_end_info_plugin_data(
+            acc.SummaryMetadata(hp_metadata.SESSION_END_INFO_TAG).plugin_data.content)
+        return start, end
+
+    start, end = session("towers-2dev")
+    assert start.group_name == layout.trial_name(run_dir.name, "towers-2dev")
+    assert end.status == api_pb2.STATUS_SUCCESS
+    start, end = session("mirrored-2dev")
+    assert end.status == api_pb2.STATUS_FAILURE
+    assert {k: (v.number_value or v.string_value) for k, v in start.hparams.items()} == {
+        "devices": 2, "strategy": "mirrored", "batch_per_device": 32, "global_batch": 64,
+        "variables_on": "mirrored", "model": "cnn-small", "data": "synthetic"}
+    acc = EventAccumulator(str(run_dir / layout.REPORT_TB_RUN), size_guidance={"tensors": 0})
+    acc.Reload()
+    experiment = hp_metadata.parse_experiment_plugin_data(
+        acc.SummaryMetadata(hp_metadata.EXPERIMENT_TAG).plugin_data.content)
+    assert [m.name.tag for m in experiment.metric_infos] == [
+        layout.TAG_BY_CONFIG_EXAMPLES_PER_S, layout.TAG_BY_CONFIG_SPEEDUP,
+        layout.TAG_BY_CONFIG_EFFICIENCY, layout.TAG_BY_CONFIG_FINAL_LOSS,
+        layout.TAG_BY_CONFIG_FINAL_ACCURACY, layout.busy_share_tag(0),
+        layout.busy_share_tag(1), layout.nvml_util_mean_tag(0), layout.nvml_util_mean_tag(1)]
+    assert {h.name: h.differs for h in experiment.hparam_infos} == {
+        "devices": False, "strategy": True, "batch_per_device": False, "global_batch": False,
+        "variables_on": True, "model": True, "data": False}
