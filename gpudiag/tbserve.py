@@ -100,7 +100,7 @@ def quiet_env() -> dict[str, str]:
 class Server:
     """A running TensorBoard: its process, the URL it announced, its log file."""
 
-    proc: Any  # subprocess.Popen[bytes]
+    proc: subprocess.Popen[bytes]
     url: str
     log_path: Path
 

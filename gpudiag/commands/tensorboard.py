@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from gpudiag import tbcheck, tbserve
-from gpudiag.errors import EXIT_CHECK_FAILED, EXIT_OK
+from gpudiag.errors import EXIT_CHECK_FAILED, EXIT_ENVIRONMENT, EXIT_OK
 
 
 def run(logdir: Path | None, *, port: int, host: str, check: bool,
@@ -36,8 +36,8 @@ def run(logdir: Path | None, *, port: int, host: str, check: bool,
             return _check(server, chosen, say, check_timeout_s)
         say(f"TensorBoard on {chosen}: {server.url}/ (Ctrl-C stops it)")
         server.proc.wait()
-        warn(f"gpudiag: TensorBoard exited ({server.log_tail()})")
-        return 3
+        warn(f"gpudiag: error: TensorBoard exited ({server.log_tail()})")
+        return EXIT_ENVIRONMENT
     except KeyboardInterrupt as exc:
         if int(getattr(exc, "signum", signal.SIGINT)) != signal.SIGINT:
             raise
