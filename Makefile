@@ -5,7 +5,9 @@ BIN := $(VENV)/bin
 LOGDIR ?= runs
 PYTEST_ARGS ?=
 
-.PHONY: demo test lint venv clean
+CHROMIUM ?= /usr/bin/chromium
+
+.PHONY: demo test lint venv clean browser screenshots sample-runs
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -25,8 +27,26 @@ lint: $(VENV)/.installed
 	$(BIN)/ruff check gpudiag tests benchmarks scripts
 	$(BIN)/mypy gpudiag
 
-test: lint
+# The browser test's chromium: Debian's package, installed when it is missing and apt-get
+# can run as root; otherwise the browser test skips and says why.
+browser:
+	@if [ -x $(CHROMIUM) ]; then :; \
+	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+		echo "installing chromium for the browser test (apt-get)"; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null \
+		|| echo "chromium could not be installed: the browser test will skip"; \
+	else echo "no $(CHROMIUM) and no root apt-get: the browser test will skip"; fi
+
+test: lint browser
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+# docs/images: the screenshots the user guide shows, taken by the browser test.
+screenshots: $(VENV)/.installed browser
+	GPUDIAG_SCREENSHOTS=docs/images $(BIN)/python -m pytest -q tests/test_tensorboard_views.py
+
+# sample_runs/: every command run again, one logdir per command.
+sample-runs: $(VENV)/.installed
+	$(BIN)/python scripts/sample_runs.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache .mypy_cache .ruff_cache

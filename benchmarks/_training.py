@@ -93,5 +93,13 @@ def median_ratio(per: dict[str, list[float]], a: str, b: str) -> float:
     return statistics.median(x / y for x, y in zip(per[a], per[b], strict=True))
 
 
+def median_ratio_to_mean(per: dict[str, list[float]], a: str, controls: list[str]) -> float:
+    """Median over rounds of a's step time / the mean of the ``controls``' (identical
+    trainers) in that round: two controls halve what one control's own luck adds."""
+    return statistics.median(
+        x / statistics.fmean(ys) for x, *ys in zip(per[a], *(per[c] for c in controls),
+                                                   strict=True))
+
+
 def median_s(per: dict[str, list[float]], name: str) -> float:
     return statistics.median(per[name])

@@ -2,15 +2,18 @@
 
 Two identical tower trainers on the same devices, same model, same batch: one with the
 instrumentation `gpudiag scaling` uses by default (per-step scalars: loss, accuracy,
-learning rate, per-tower loss, examples/sec, sec/batch, buffered and written every 25
-steps; histograms of the averaged gradients, the weights and their moving averages at
-step 1 and every 100 steps; the moving average of
-the weights updated every step), one with none of it, and a second bare one as a control
+learning rate, per-tower loss, examples/sec, sec/batch, the global norms of the averaged
+gradients and of the moving averages, buffered and written every 25 steps; histograms
+of the first and the last layer's averaged gradient and weights at step 1 and every 100
+steps; the moving average of the weights updated every step), one with none of it, and
+a second bare one as a control
 (its ratio to the first is the noise floor of the machine). Blocks of ``--block`` steps
 (by default the histogram period, so each block holds exactly one histogram step) run
-back to back, the order rotating each round (benchmarks/_training.py). The last line is
-the median per-round ratio of step time with / without: the target is <= 1.05 at
-default settings.
+back to back, the order rotating each round (benchmarks/_training.py). The ratio to
+each bare trainer is printed, and last the median per-round ratio of the instrumented
+step time to the mean of the two bare ones: the target is <= 1.03 at default settings,
+read beside the noise floor printed above it (on a shared 2-core machine two identical
+trainers have differed by up to 4-5 %).
 
 The profiler window, the evaluation and the checkpoint happen once per run, outside the
 timed steps, and are not counted here.
@@ -26,7 +29,14 @@ import os
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
-from _training import compare, make_side, median_ratio, median_s, setup_devices
+from _training import (
+    compare,
+    make_side,
+    median_ratio,
+    median_ratio_to_mean,
+    median_s,
+    setup_devices,
+)
 
 
 def main() -> int:
@@ -58,7 +68,8 @@ def main() -> int:
     block = args.block or default.histogram_every
     print(f"devices: {dev.to_dict()['summary']}")
     print(f"model {spec.name}, batch {args.batch_per_device}/device; instrumented: scalars "
-          f"every step, histograms every {default.histogram_every} steps, EMA decay "
+          f"and norms every step, 2 layers' histograms every {default.histogram_every} "
+          f"steps, EMA decay "
           f"{default.ema_decay}; blocks of {block} steps, {args.rounds} rounds")
     batch = args.batch_per_device * args.devices
     sides = [make_side("instrumented", trainer(default), batch),
@@ -69,8 +80,11 @@ def main() -> int:
           f"{median_s(per, 'bare') * 1e3:.3f} ms/step (medians over rounds)")
     print(f"noise floor (bare-control / bare, two identical bare trainers): "
           f"{median_ratio(per, 'bare-control', 'bare'):.3f}")
-    print(f"instrumentation cost ratio (instrumented / bare step time, target <= 1.05): "
-          f"{median_ratio(per, 'instrumented', 'bare'):.3f}")
+    print(f"instrumented / bare {median_ratio(per, 'instrumented', 'bare'):.3f}, "
+          f"instrumented / bare-control {median_ratio(per, 'instrumented', 'bare-control'):.3f}")
+    print(f"instrumentation cost ratio (instrumented / mean of the two bare step times, "
+          f"target <= 1.03): "
+          f"{median_ratio_to_mean(per, 'instrumented', ['bare', 'bare-control']):.3f}")
     return 0
 
 

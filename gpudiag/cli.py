@@ -356,25 +356,22 @@ def memory(
 
 @app.command()
 def tensorboard(
-    logdir: Path = typer.Argument(Path("runs"), help="The logdir to open."),
+    logdir: Path | None = typer.Argument(
+        None, show_default=False, help="The logdir to open [default: the newest run "
+        "directory under runs/, else runs/]."),
     port: int = typer.Option(6006, "--port", min=0, max=65535, help="Port (0: any free one)."),
     host: str = typer.Option("localhost", "--host", help="Interface to bind. Only localhost "
                              "unless you ask: 0.0.0.0 exposes TensorBoard to your network."),
+    check: bool = typer.Option(False, "--check", help="Start it, check over HTTP that every "
+                               "dashboard lists the expected runs, print that, stop; exit "
+                               "0 when all pass, 1 otherwise."),
 ) -> None:
-    """Open TensorBoard on a gpudiag logdir (bound to localhost unless --host says otherwise)."""
-    import os
+    """Open TensorBoard on gpudiag's runs (localhost unless --host), or --check it."""
+    from gpudiag.commands import tensorboard as tensorboard_cmd
 
-    from gpudiag.tb import check_bind, tensorboard_argv
-
-    if not logdir.is_dir():
-        raise GpudiagError(f"logdir {logdir} does not exist or is not a directory")
-    exposed = check_bind(host, port)
-    if exposed:
-        typer.echo(f"gpudiag: warning: --host {host} makes TensorBoard reachable from other "
-                   "machines on your network; it has no authentication", err=True)
-    argv = tensorboard_argv(logdir, port, host)
-    typer.echo(f"starting TensorBoard on {logdir}, bound to {host} (Ctrl-C stops it)", err=True)
-    os.execv(argv[0], argv)
+    raise typer.Exit(tensorboard_cmd.run(
+        logdir, port=port, host=host, check=check,
+        say=typer.echo, warn=lambda line: typer.echo(line, err=True)))
 
 
 def _version(value: bool) -> None:

@@ -133,8 +133,7 @@ def _evidence_md(evidence: dict[str, Any]) -> list[str]:
     return lines
 
 
-def to_markdown(report: Report) -> str:
-    """The report for people: a findings table, then each finding with its evidence."""
+def _headline(report: Report) -> list[str]:
     counts = report.counts()
     state = "complete"
     if report.partial:
@@ -149,16 +148,54 @@ def to_markdown(report: Report) -> str:
     ]
     if report.devices:
         out += [f"Devices: {report.devices.get('summary', '')}", ""]
-    out += [markdown_table(["status", "check", "finding"],
-                           [[_ICON[f.status], f"`{f.id}`", f.message] for f in report.findings]),
-            ""]
+    return out
+
+
+def _sections(report: Report) -> list[str]:
+    out: list[str] = []
     for f in report.findings:
         out += [f"## {_ICON[f.status]} `{f.id}`", "", f.message, ""]
         if f.advice and f.status != "ok":
             out += [f"What to do: {f.advice}", ""]
         if f.evidence:
             out += ["Evidence:", "", *_evidence_md(f.evidence), ""]
-    return "\n".join(out)
+    return out
+
+
+def to_markdown(report: Report) -> str:
+    """The report for people: a findings table, then each finding with its evidence."""
+    return "\n".join([
+        *_headline(report),
+        markdown_table(["status", "check", "finding"],
+                       [[_ICON[f.status], f"`{f.id}`", f.message] for f in report.findings]),
+        "", *_sections(report)])
+
+
+#: The summary lists findings by severity: what failed first, what could not be checked
+#: before what passed.
+SUMMARY_ORDER: tuple[Status, ...] = ("fail", "warn", "skip", "ok")
+
+
+def summary_markdown(report: Report) -> str:
+    """The findings at a glance (TensorBoard's first text card): the counts, then one
+    line per finding, failures first; no table, so nothing wraps into a narrow column."""
+    counts = report.counts()
+    state = "" if not report.partial else (
+        " (interrupted: partial)" if report.interrupted else " (partial)")
+    head = (f"**gpudiag {report.command}**{state}: "
+            + ", ".join(f"{counts[s]} {s}" for s in STATUSES))
+    if report.devices.get("summary"):
+        head += f"; {report.devices['summary']}"
+    lines = [f"- **{_ICON[f.status]}** `{f.id}`: {f.message}"
+             for status in SUMMARY_ORDER for f in report.findings if f.status == status]
+    return "\n".join([head, "", *lines, "",
+                      f"Run directory `{report.run_dir}`. Evidence and advice for each "
+                      "finding: the `gpudiag/report` text."])
+
+
+def details_markdown(report: Report) -> str:
+    """Each finding with its advice and evidence (the summary holds the one-line list)."""
+    return "\n".join([*_headline(report), *_sections(report)])
 
 
 _STYLE = {"ok": "green", "warn": "yellow", "fail": "bold red", "skip": "dim"}

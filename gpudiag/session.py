@@ -8,7 +8,8 @@ report.json exists from the first moment (``partial: true``). On a normal end th
 session marks it complete; on Ctrl-C, SIGTERM or SIGHUP (KeyboardInterrupt) or an
 unexpected error it marks it interrupted and keeps every finding made so far, then lets
 the exception through. In every case the report is also written to the ``report/``
-TensorBoard run as markdown.
+TensorBoard run as markdown: the findings at a glance (TAG_FINDINGS, the Text tab's
+first card) and each finding's evidence (TAG_REPORT).
 
 A write that fails (a full disk) raises WriteFailed; report.json then keeps its last
 complete version. While another exception is already on its way out, a failing write at
@@ -28,7 +29,7 @@ from typing import Any
 
 from gpudiag import report as report_mod
 from gpudiag.errors import GpudiagError, WriteFailed
-from gpudiag.layout import REPORT_TB_RUN, TAG_REPORT, new_run_dir
+from gpudiag.layout import REPORT_TB_RUN, TAG_FINDINGS, TAG_REPORT, new_run_dir
 from gpudiag.report import Finding, Report
 
 
@@ -78,7 +79,8 @@ class RunSession:
 
         try:
             with EventWriter(self.run_dir / REPORT_TB_RUN) as writer:
-                writer.text(TAG_REPORT, report_mod.to_markdown(self.report))
+                writer.text(TAG_FINDINGS, report_mod.summary_markdown(self.report))
+                writer.text(TAG_REPORT, report_mod.details_markdown(self.report))
                 for tag, markdown in self._texts.items():
                     writer.text(tag, markdown)
         except OSError as exc:

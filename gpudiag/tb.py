@@ -1,6 +1,7 @@
-"""TensorBoard writing in the parent process (no TensorFlow) and the launcher.
+"""TensorBoard writing in the parent process (no TensorFlow).
 
-Text, scalars and PNG images are written as ordinary TensorBoard event files with
+Text, scalars, PNG images, the HParams plugin's experiment and sessions and the custom
+scalars plugin's layout are written as ordinary TensorBoard event files with
 tensorboard's own summary builders (the plugins' TF-free ``*_pb`` functions and
 metadata) and record framing (``RecordWriter``), so `gpudiag monitor` and the report
 writer work where TensorFlow is absent. Every summary is a plugin tensor, the form
@@ -9,7 +10,7 @@ writer work where TensorFlow is absent. Every summary is a plugin tensor, the fo
 and ``tensorboard.summary.Writer`` are not used: they reach files through
 ``tensorboard.compat.tf``, which imports the whole of TensorFlow whenever it is installed
 (seconds of start-up and its log noise in the parent). Nor is ``tensorboard.summary.v1``:
-importing it imports TensorFlow too.
+importing it imports TensorFlow too. The server is gpudiag/tbserve.py's.
 """
 
 from __future__ import annotations
@@ -18,6 +19,8 @@ import itertools
 import os
 import socket
 import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +32,33 @@ from tensorboard.summary.writer.record_writer import RecordWriter
 from tensorboard.util import tensor_util
 
 _file_counter = itertools.count()
+
+
+@dataclass(frozen=True)
+class Chart:
+    """A Custom Scalars chart: every (run, tag) whose tag matches one of the regexes."""
+
+    title: str
+    tag_regexes: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class HParam:
+    """An HParams dashboard column: a number or a string, and whether it differs between
+    the trials (those are listed first)."""
+
+    name: str
+    numeric: bool
+    differs: bool
+
+
+@dataclass(frozen=True)
+class ChartGroup:
+    """A Custom Scalars category."""
+
+    title: str
+    charts: tuple[Chart, ...]
+    closed: bool = False
 
 
 class EventWriter:
@@ -68,6 +98,66 @@ class EventWriter:
         summary.value.add(tag=tag, metadata=meta, tensor=tensor)
         self._emit(summary, step, None)
 
+    def custom_scalars(self, groups: Sequence[ChartGroup]) -> None:
+        """The Custom Scalars dashboard's layout: one category per group, one multi-line
+        chart per chart (every (run, tag) whose tag matches one of its regexes). The
+        plugin merges the layouts of every run, categories by title, equal charts once."""
+        from tensorboard.plugins.custom_scalar import layout_pb2
+        from tensorboard.plugins.custom_scalar import metadata as cs_metadata
+
+        layout = layout_pb2.Layout(category=[
+            layout_pb2.Category(title=g.title, closed=g.closed, chart=[
+                layout_pb2.Chart(title=c.title, multiline=layout_pb2.MultilineChartContent(
+                    tag=list(c.tag_regexes)))
+                for c in g.charts])
+            for g in groups])
+        summary = summary_pb2.Summary()
+        summary.value.add(tag=cs_metadata.CONFIG_SUMMARY_TAG,
+                          metadata=cs_metadata.create_summary_metadata(),
+                          tensor=tensor_util.make_tensor_proto(layout.SerializeToString()))
+        self._emit(summary, 0, None)
+
+    def hparams_experiment(self, hparams: Sequence[HParam],
+                           metrics: Sequence[tuple[str, str]]) -> None:
+        """The HParams dashboard's experiment: the hyperparameters shown and the metrics
+        ((tag, display name), in order), each read from the sessions' runs. The
+        dashboard lists hyperparameters that differ first, then by name, and ticks the
+        first five of each by default."""
+        from tensorboard.plugins.hparams import api_pb2, metadata, plugin_data_pb2
+
+        experiment = api_pb2.Experiment(
+            hparam_infos=[api_pb2.HParamInfo(
+                name=h.name, differs=h.differs,
+                type=api_pb2.DATA_TYPE_FLOAT64 if h.numeric else api_pb2.DATA_TYPE_STRING)
+                for h in hparams],
+            metric_infos=[api_pb2.MetricInfo(name=api_pb2.MetricName(tag=tag),
+                                             display_name=name) for tag, name in metrics],
+            time_created_secs=time.time())
+        summary = summary_pb2.Summary()
+        summary.value.add(tag=metadata.EXPERIMENT_TAG,
+                          metadata=metadata.create_summary_metadata(
+                              plugin_data_pb2.HParamsPluginData(experiment=experiment)),
+                          tensor=metadata.NULL_TENSOR)
+        self._emit(summary, 0, None)
+
+    def hparams_session(self, trial: str, hparams: Mapping[str, bool | int | float | str],
+                        *, ok: bool) -> None:
+        """This run is one HParams session of trial ``trial``: its hyperparameter values
+        and how it ended (its metrics are this run's scalars)."""
+        from tensorboard.plugins.hparams import api_pb2, metadata, plugin_data_pb2
+        from tensorboard.plugins.hparams import summary_v2 as hp
+
+        self._emit(hp.hparams_pb(dict(hparams), trial_id=trial), 0, None)
+        end = plugin_data_pb2.SessionEndInfo(
+            status=api_pb2.STATUS_SUCCESS if ok else api_pb2.STATUS_FAILURE,
+            end_time_secs=time.time())
+        summary = summary_pb2.Summary()
+        summary.value.add(tag=metadata.SESSION_END_INFO_TAG,
+                          metadata=metadata.create_summary_metadata(
+                              plugin_data_pb2.HParamsPluginData(session_end_info=end)),
+                          tensor=metadata.NULL_TENSOR)
+        self._emit(summary, 0, None)
+
     def flush(self) -> None:
         self._writer.flush()
 
@@ -79,42 +169,3 @@ class EventWriter:
 
     def __exit__(self, *exc: Any) -> None:
         self.close()
-
-
-def tensorboard_argv(logdir: Path, port: int, host: str) -> list[str]:
-    """The TensorBoard command line gpudiag runs (bound to ``host``, localhost by default)."""
-    import sys
-
-    return [sys.executable, "-m", "tensorboard.main", "--logdir", str(logdir),
-            "--port", str(port), "--host", host]
-
-
-def check_bind(host: str, port: int) -> bool:
-    """Check, before TensorBoard starts, that it can listen on ``host``:``port``; True when
-    that address is reachable from other machines (not loopback). UsageError (exit 2, one
-    line) for an empty or unknown host and for a port already in use."""
-    import errno
-    import ipaddress
-    import socket
-
-    from gpudiag.errors import UsageError
-
-    if not host.strip():
-        raise UsageError("--host is empty: give an interface such as localhost (the default)")
-    try:
-        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM,
-                                   flags=socket.AI_PASSIVE)
-    except (socket.gaierror, UnicodeError) as exc:
-        raise UsageError(f"--host {host}: not an address of this machine ({exc})") from exc
-    family, kind, proto, _, address = infos[0]
-    with socket.socket(family, kind, proto) as sock:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            sock.bind(address)
-        except OSError as exc:
-            if exc.errno == errno.EADDRINUSE:
-                raise UsageError(f"--port {port} on {host} is already in use; pick another "
-                                 "or --port 0 for any free one") from exc
-            raise UsageError(f"--host {host}: cannot listen there ({exc.strerror})") from exc
-    return not all(ipaddress.ip_address(str(info[4][0]).split("%")[0]).is_loopback
-                   for info in infos)

@@ -14,13 +14,27 @@ from gpudiag.cli import app, main
 
 PARENT_MODULES = ("gpudiag.cli", "gpudiag.tb", "gpudiag.layout", "gpudiag.runner",
                   "gpudiag.probes.records", "gpudiag.commands.scaling", "gpudiag.scaling.judge",
-                  "gpudiag.scaling.tb_runs", "gpudiag.train.datafile")
+                  "gpudiag.scaling.tb_runs", "gpudiag.train.datafile", "gpudiag.tbviews",
+                  "gpudiag.tbserve", "gpudiag.tbcheck", "gpudiag.commands.tensorboard",
+                  "gpudiag.commands.memory", "gpudiag.commands.monitor", "gpudiag.session")
 
 
-def test_parent_modules_import_no_tensorflow() -> None:
+def test_parent_modules_import_no_tensorflow(tmp_path) -> None:
+    """Imported, and writing the parent's TensorBoard summaries (HParams experiment and
+    session, Custom Scalars layout), the parent's modules bring in no TensorFlow."""
     code = (f"import importlib, sys\nfor m in {PARENT_MODULES!r}:\n"
             "    importlib.import_module(m)\n"
-            "    assert 'tensorflow' not in sys.modules, m\n")
+            "    assert 'tensorflow' not in sys.modules, m\n"
+            "from pathlib import Path\n"
+            "from gpudiag import tbviews\n"
+            "from gpudiag.tb import EventWriter, HParam\n"
+            f"run = Path({str(tmp_path)!r})\n"
+            "tbviews.write_charts(run, tbviews.scaling_charts(nvml=True))\n"
+            "with EventWriter(run / 'towers-1dev') as w:\n"
+            "    w.hparams_experiment([HParam('devices', True, True)], [('a/b', 'b')])\n"
+            "    w.hparams_session('t', {'devices': 1}, ok=False)\n"
+            "    w.scalar('a/b', 1.0, 1)\n"
+            "assert 'tensorflow' not in sys.modules, 'writing imported tensorflow'\n")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           cwd=REPO, timeout=60)
     assert proc.returncode == 0, proc.stderr

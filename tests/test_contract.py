@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import math
 from pathlib import Path
+from typing import Any
 
 import pytest
 import typer
@@ -151,15 +152,15 @@ def test_parent_event_files_hold_plugin_tensors_only(tmp_path) -> None:
     png = b"\x89PNG\r\n\x1a\n fake"
     with EventWriter(run) as w:
         for step, value in ((1, 10.0), (2, 19.5), (4, 36.25)):
-            w.scalar(layout.scaling_examples_per_s_tag("towers"), value, step)
+            w.scalar(layout.TAG_BY_CONFIG_EXAMPLES_PER_S, value, step)
         w.text(layout.TAG_SCALING_TABLE, "| a |\n|---|\n| 1 |")
         w.png(layout.TAG_SCALING_PLOT, png, width=90, height=36)
     acc = EventAccumulator(str(run), size_guidance={"tensors": 0})
     acc.Reload()
     assert acc.Tags()["scalars"] == [] and acc.Tags()["images"] == []  # no legacy values
     scalars = read_scalars(run)
-    assert list(scalars) == ["scaling/towers/examples_per_s"]
-    assert [(e.step, e.value) for e in scalars["scaling/towers/examples_per_s"]] == \
+    assert list(scalars) == ["by_config/examples_per_s"]
+    assert [(e.step, e.value) for e in scalars["by_config/examples_per_s"]] == \
         [(1, 10.0), (2, 19.5), (4, 36.25)]
 
     def plugin(tag: str) -> str:
@@ -171,3 +172,153 @@ def test_parent_event_files_hold_plugin_tensors_only(tmp_path) -> None:
     assert plugin(layout.TAG_SCALING_PLOT) == "images"
     (image,) = acc.Tensors(layout.TAG_SCALING_PLOT)
     assert list(tensor_util.make_ndarray(image.tensor_proto)) == [b"90", b"36", png]
+
+
+def test_hparams_and_custom_scalars_read_back_with_the_plugins_parsers(tmp_path) -> None:
+    """The parent's HParams experiment and session and the Custom Scalars layout, written
+    without TensorFlow, parse with the plugins' own metadata readers."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+    from tensorboard.plugins.custom_scalar import layout_pb2
+    from tensorboard.plugins.custom_scalar import metadata as cs_metadata
+    from tensorboard.plugins.hparams import api_pb2
+    from tensorboard.plugins.hparams import metadata as hp_metadata
+    from tensorboard.util import tensor_util
+
+    from gpudiag import tbviews
+    from gpudiag.tb import HParam
+
+    with EventWriter(tmp_path / "report") as w:
+        w.hparams_experiment([HParam("devices", numeric=True, differs=True),
+                              HParam("model", numeric=False, differs=False)],
+                             [(layout.TAG_BY_CONFIG_EXAMPLES_PER_S, "examples/s (median)")])
+        w.custom_scalars(tbviews.scaling_charts(nvml=True))
+    with EventWriter(tmp_path / "towers-2dev") as w:
+        w.hparams_session(layout.trial_name("2026-01-01T00-00-00-scaling", "towers-2dev"),
+                          {"devices": 2, "model": "mlp"}, ok=True)
+    report = EventAccumulator(str(tmp_path / "report"), size_guidance={"tensors": 0})
+    report.Reload()
+    content = report.SummaryMetadata(hp_metadata.EXPERIMENT_TAG).plugin_data.content
+    experiment = hp_metadata.parse_experiment_plugin_data(content)
+    assert [(h.name, h.type, h.differs) for h in experiment.hparam_infos] == [
+        ("devices", api_pb2.DATA_TYPE_FLOAT64, True), ("model", api_pb2.DATA_TYPE_STRING, False)]
+    assert [m.name.tag for m in experiment.metric_infos] == ["by_config/examples_per_s"]
+    (event,) = report.Tensors(cs_metadata.CONFIG_SUMMARY_TAG)
+    parsed = layout_pb2.Layout.FromString(tensor_util.make_ndarray(event.tensor_proto).item())
+    assert [c.title for c in parsed.category] == [tbviews.SCALING, tbviews.GPUS]
+    charts = {c.title: list(c.multiline.tag) for c in parsed.category[0].chart}
+    assert charts["loss, every configuration"] == ["^train/loss$"]
+    session = EventAccumulator(str(tmp_path / "towers-2dev"), size_guidance={"tensors": 0})
+    session.Reload()
+    start = hp_metadata.parse_session_start_info_plugin_data(
+        session.SummaryMetadata(hp_metadata.SESSION_START_INFO_TAG).plugin_data.content)
+    assert start.group_name == "towers-2dev 2026-01-01T00-00-00-scaling"
+    assert start.hparams["devices"].number_value == 2
+    end = hp_metadata.parse_session_end_info_plugin_data(
+        session.SummaryMetadata(hp_metadata.SESSION_END_INFO_TAG).plugin_data.content)
+    assert end.status == api_pb2.STATUS_SUCCESS
+
+
+def test_chart_regexes_match_the_tags_they_are_for() -> None:
+    import re
+
+    from gpudiag import tbviews
+
+    def matches(groups, tag: str) -> list[str]:
+        return [c.title for g in groups for c in g.charts
+                if any(re.match(rx, tag) for rx in c.tag_regexes)]
+
+    scaling = tbviews.scaling_charts(nvml=True)
+    assert matches(scaling, layout.TAG_TRAIN_LOSS) == ["loss, every configuration"]
+    assert matches(scaling, layout.tower_loss_tag(3)) == matches(scaling,
+                                                                 layout.replica_loss_tag(12))
+    assert matches(scaling, "towers/loss_x") == []
+    assert matches(scaling, layout.gpu_util_tag(7)) == ["utilization % per GPU (NVML)"]
+    assert matches(scaling, layout.TAG_TRAIN_LOSS + "_ema") == []
+    assert len(matches(tbviews.memory_charts(), layout.TAG_MEMORY_NVML_PROCESS)) == 1
+
+
+def test_newest_run_dir_follows_the_run_directory_names(tmp_path) -> None:
+    assert layout.newest_run_dir(tmp_path / "missing") is None
+    assert layout.newest_run_dir(tmp_path) is None
+    names = ["2026-01-02T00-00-00-env", "2026-01-02T00-00-00-env-2",
+             "2026-01-02T00-00-00-env-10", "2026-01-01T23-59-59-scaling"]
+    for name in names:
+        (tmp_path / name).mkdir()
+        (tmp_path / name / layout.REPORT_JSON).write_text("{}")
+    (tmp_path / "2027-01-01T00-00-00-env").mkdir()  # no report.json: not a run directory
+    (tmp_path / "zz-notes").mkdir()
+    assert layout.newest_run_dir(tmp_path) == tmp_path / "2026-01-02T00-00-00-env-10"
+
+
+def test_scaling_figures_and_trials_of_ok_and_failed_configurations(tmp_path) -> None:
+    """The parent's per-configuration writing from the report's data: an ok configuration
+    gets its figures (NVML's included) as a level line and a successful trial; a failed one
+    a failed trial with its hyperparameters from the options and no figures."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+    from tensorboard.plugins.hparams import api_pb2
+    from tensorboard.plugins.hparams import metadata as hp_metadata
+
+    from gpudiag.runner import ChildResult
+    from gpudiag.scaling import tb_runs
+    from gpudiag.scaling.judge import ConfigRun
+
+    def child(name: str, ok: bool) -> ChildResult:
+        return ChildResult(name, "training", ok, None, None if ok else "boom",
+                           None if ok else "RuntimeError", 0 if ok else 1, False, 1.0,
+                           tmp_path / name)
+
+    result = TrainingResult(
+        setup=SETUP, data=DataInfo("synthetic", "synthetic", 8192, 1024, (28, 28, 1), 10),
+        model="mlp", param_count=1, gradient_bytes=4, variables_on="cpu",
+        batch_per_device=32, train=train_result(steps=3))
+    run_dir = tmp_path / "2026-01-01T00-00-00-scaling"
+    runs = [ConfigRun("towers-2dev", "towers", 2, child("towers-2dev", True), None, result),
+            ConfigRun("mirrored-2dev", "mirrored", 2, child("mirrored-2dev", False), None,
+                      None)]
+    rows = [{"name": "towers-2dev", "strategy": "towers", "n_devices": 2,
+             "examples_per_s": 3100.0, "speedup": 1.5, "efficiency": 0.75,
+             "trace_busy_fraction": {"/device:CPU:1": 0.5, "/device:CPU:2": 0.25}}]
+    configs = {"towers-2dev": {"devices": SETUP.compute_devices, "steps": 3,
+                               "final_loss": 2.2, "final_accuracy": 0.18,
+                               "nvml": {"summaries": [{"index": 0, "util_mean_percent": 87.5},
+                                                      {"index": 1, "util_mean_percent": None}]}}}
+    tb_runs.write_scaling_tb(run_dir, rows, configs, runs, "virtual-cpu", Workload())
+    figures = read_scalars(run_dir / "towers-2dev")
+    assert {tag: [(e.step, e.value) for e in events] for tag, events in figures.items()} == {
+        tag: [(1, value), (3, value)] for tag, value in {
+            layout.TAG_BY_CONFIG_EXAMPLES_PER_S: 3100.0, layout.TAG_BY_CONFIG_SPEEDUP: 1.5,
+            layout.TAG_BY_CONFIG_EFFICIENCY: 0.75, layout.TAG_BY_CONFIG_FINAL_LOSS:
+            pytest.approx(2.2), layout.TAG_BY_CONFIG_FINAL_ACCURACY: pytest.approx(0.18),
+            layout.busy_share_tag(0): 0.5, layout.busy_share_tag(1): 0.25,
+            layout.nvml_util_mean_tag(0): 87.5}.items()}
+    assert read_scalars(run_dir / "mirrored-2dev") == {}
+
+    def session(run: str) -> tuple[Any, Any]:
+        acc = EventAccumulator(str(run_dir / run), size_guidance={"tensors": 0})
+        acc.Reload()
+        start = hp_metadata.parse_session_start_info_plugin_data(
+            acc.SummaryMetadata(hp_metadata.SESSION_START_INFO_TAG).plugin_data.content)
+        end = hp_metadata.parse_session_end_info_plugin_data(
+            acc.SummaryMetadata(hp_metadata.SESSION_END_INFO_TAG).plugin_data.content)
+        return start, end
+
+    start, end = session("towers-2dev")
+    assert start.group_name == layout.trial_name(run_dir.name, "towers-2dev")
+    assert end.status == api_pb2.STATUS_SUCCESS
+    start, end = session("mirrored-2dev")
+    assert end.status == api_pb2.STATUS_FAILURE
+    assert {k: (v.number_value or v.string_value) for k, v in start.hparams.items()} == {
+        "devices": 2, "strategy": "mirrored", "batch_per_device": 32, "global_batch": 64,
+        "variables_on": "mirrored", "model": "cnn-small", "data": "synthetic"}
+    acc = EventAccumulator(str(run_dir / layout.REPORT_TB_RUN), size_guidance={"tensors": 0})
+    acc.Reload()
+    experiment = hp_metadata.parse_experiment_plugin_data(
+        acc.SummaryMetadata(hp_metadata.EXPERIMENT_TAG).plugin_data.content)
+    assert [m.name.tag for m in experiment.metric_infos] == [
+        layout.TAG_BY_CONFIG_EXAMPLES_PER_S, layout.TAG_BY_CONFIG_SPEEDUP,
+        layout.TAG_BY_CONFIG_EFFICIENCY, layout.TAG_BY_CONFIG_FINAL_LOSS,
+        layout.TAG_BY_CONFIG_FINAL_ACCURACY, layout.busy_share_tag(0),
+        layout.busy_share_tag(1), layout.nvml_util_mean_tag(0), layout.nvml_util_mean_tag(1)]
+    assert {h.name: h.differs for h in experiment.hparam_infos} == {
+        "devices": False, "strategy": True, "batch_per_device": False, "global_batch": False,
+        "variables_on": True, "model": True, "data": False}

@@ -1,4 +1,4 @@
-"""The checked-in `gpudiag monitor` sample run (sample_runs/cpu-only): a TensorFlow
+"""The checked-in `gpudiag monitor` sample run (sample_runs/): a TensorFlow
 workload watched without NVML, so every GPU check is a skip with the reason."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import json
 
 from conftest import REPO, findings_by_id
 
-(RUN,) = [p.parent for p in sorted((REPO / "sample_runs" / "cpu-only").glob("*/report.json"))
+(RUN,) = [p.parent for p in sorted((REPO / "sample_runs").glob("*/*/report.json"))
           if json.loads(p.read_text())["command"] == "monitor"]
 
 

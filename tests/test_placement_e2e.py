@@ -16,10 +16,10 @@ import pytest
 from conftest import REPO, findings_by_id, gpudiag, load_report, run_dirs
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-from gpudiag import layout
+import gpudiag as gpudiag_pkg
 
 pytestmark = pytest.mark.slow
-SCHEMA = json.loads((Path(layout.__file__).parent / "report.schema.json").read_text())
+SCHEMA = json.loads((Path(gpudiag_pkg.__file__).parent / "report.schema.json").read_text())
 
 
 @pytest.fixture(scope="module")

@@ -33,11 +33,11 @@ from gpudiag.report import Finding
 from gpudiag.verdicts import env as env_verdicts
 from gpudiag.verdicts import placement as placement_verdicts
 
-SAMPLES = REPO / "sample_runs" / "cpu-only"
+SAMPLES = REPO / "sample_runs"
 
 
 def sample(command: str) -> tuple[dict[str, Any], Path]:
-    (path,) = [p for p in sorted(SAMPLES.glob("*/report.json"))
+    (path,) = [p for p in sorted(SAMPLES.glob("*/*/report.json"))
                if json.loads(p.read_text())["command"] == command]
     return json.loads(path.read_text()), path.parent / "children"
 

@@ -72,33 +72,61 @@ def test_scaling_1_2_4_virtual_devices_end_to_end(logdir) -> None:
         assert r["examples_per_s"] > 0
     assert rows[0]["speedup"] == pytest.approx(1.0)
     assert rows[2]["efficiency"] == pytest.approx(rows[2]["speedup"] / 4)
-    # one TensorBoard run per configuration, with scalars, histograms, a trace, a checkpoint
-    for n in (1, 2, 4):
+    # one TensorBoard run per configuration, with scalars, histograms, a trace, a checkpoint,
+    # and the parent's figures (the report's) and HParams session
+    configs = report["data"]["scaling"]["configs"]
+    for r in rows:
+        n = r["n_devices"]
         cfg_dir = run / f"towers-{n}dev"
-        tags = set(events(cfg_dir).Tags()["tensors"])
+        acc = events(cfg_dir)
+        tags = set(acc.Tags()["tensors"])
         assert {"train/loss", "train/examples_per_s", "gradients/dense/kernel",
-                "ema/dense/kernel", "eval/accuracy_ema", f"towers/loss_{n - 1}"} <= tags
+                "norms/gradients", "norms/ema", "eval/accuracy_ema",
+                f"towers/loss_{n - 1}", "_hparams_/session_start_info"} <= tags
         assert list(cfg_dir.glob("plugins/profile/*/*.xplane.pb"))
         assert (cfg_dir / "checkpoints" / "checkpoint").exists()
-    # the parent's runs: the plot as an image and the table, the all-reduce scalars
-    png = run / layout.PLOT_PNG
-    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    scaling_tb = events(run / layout.SCALING_TB_RUN)
-    assert scaling_tb.SummaryMetadata(layout.TAG_SCALING_PLOT).plugin_data.plugin_name \
+        figures = {tag: [(e.step, e.value) for e in events_]
+                   for tag, events_ in read_scalars(cfg_dir).items()
+                   if tag.startswith(layout.BY_CONFIG + "/")}
+        busy = r["trace_busy_fraction"]
+        want = {layout.TAG_BY_CONFIG_EXAMPLES_PER_S: r["examples_per_s"],
+                layout.TAG_BY_CONFIG_SPEEDUP: r["speedup"],
+                layout.TAG_BY_CONFIG_EFFICIENCY: r["efficiency"],
+                layout.TAG_BY_CONFIG_FINAL_LOSS: configs[r["name"]]["final_loss"],
+                layout.TAG_BY_CONFIG_FINAL_ACCURACY: configs[r["name"]]["final_accuracy"],
+                **{layout.busy_share_tag(i): busy[d]
+                   for i, d in enumerate(configs[r["name"]]["devices"])}}
+        assert set(figures) == set(want), figures
+        for tag, value in want.items():  # a level line over the 30 steps
+            assert [step for step, _ in figures[tag]] == [1, 30], tag
+            assert all(got == pytest.approx(value, rel=1e-6) for _, got in figures[tag]), tag
+    # the report run: the findings first, the table once, the plots, HParams, the layout
+    report_tb = events(run / layout.REPORT_TB_RUN)
+    report_tags = set(report_tb.Tags()["tensors"])
+    assert {layout.TAG_FINDINGS, layout.TAG_REPORT, layout.TAG_SCALING_TABLE,
+            layout.TAG_ALLREDUCE_TABLE, layout.TAG_SCALING_PLOT, layout.TAG_ALLREDUCE_PLOT,
+            "_hparams_/experiment", "custom_scalars__config__"} <= report_tags
+    summary = tensor_value(report_tb, layout.TAG_FINDINGS).item().decode()
+    lines = [ln for ln in summary.splitlines() if ln.startswith("- **")]
+    assert len(lines) == len(report["findings"])
+    assert lines[0].startswith("- **WARN** `scaling.efficiency.towers`")  # worst first
+    for name in (layout.PLOT_PNG, layout.ALLREDUCE_PNG):
+        assert (run / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    width, height, image = tensor_value(report_tb, layout.TAG_SCALING_PLOT)
+    assert image == (run / layout.PLOT_PNG).read_bytes() and int(width) > int(height) > 0
+    assert report_tb.SummaryMetadata(layout.TAG_ALLREDUCE_PLOT).plugin_data.plugin_name \
         == "images"
-    width, height, image = tensor_value(scaling_tb, layout.TAG_SCALING_PLOT)
-    assert image == png.read_bytes() and int(width) > int(height) > 0
-    scaling_scalars = read_scalars(run / layout.SCALING_TB_RUN)
-    assert [s.step for s in scaling_scalars[layout.scaling_examples_per_s_tag("towers")]] == \
-        [1, 2, 4]
-    allreduce_scalars = read_scalars(run / layout.ALLREDUCE_TB_RUN)
-    assert [s.step for s in allreduce_scalars[layout.TAG_ALLREDUCE_BUSBW]] == [1, 2]
-    # the scaling table, one row per configuration, in the report's and scaling's runs
+    # TensorBoard runs: the report, one per configuration; nothing with a step that is not
+    # a step (no device-count or message-size scalars elsewhere)
+    tb_runs = {p.parent.relative_to(run).as_posix() for p in run.rglob("events.out.tfevents.*")}
+    assert tb_runs == {"report", "towers-1dev", "towers-2dev", "towers-4dev"}
+    # the scaling table and the all-reduce table, once each, in the report run
     eps = {r["n_devices"]: r["examples_per_s"] for r in rows}
-    for tb_run in (layout.REPORT_TB_RUN, layout.SCALING_TB_RUN):
-        text = tensor_value(events(run / tb_run), layout.TAG_SCALING_TABLE).item().decode()
-        for n in (1, 2, 4):
-            assert f"| towers | {n} | {eps[n]:,.0f} |" in text, text
+    text = tensor_value(report_tb, layout.TAG_SCALING_TABLE).item().decode()
+    for n in (1, 2, 4):
+        assert f"| towers | {n} | {eps[n]:,.0f} |" in text, text
+    allreduce_table = tensor_value(report_tb, layout.TAG_ALLREDUCE_TABLE).item().decode()
+    assert [ln.split("|")[1].strip() for ln in allreduce_table.splitlines()[2:]] == ["1", "2"]
     # the child's progress lines, read back with the parser the parent follows them with,
     # agree with the child's typed result
     child = layout.child_path(run, "towers-4dev")

@@ -9,11 +9,12 @@ import jsonschema
 import pytest
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
+import gpudiag
 from gpudiag import layout
 from gpudiag.report import Finding
 from gpudiag.session import RunSession
 
-SCHEMA = json.loads((Path(layout.__file__).parent / "report.schema.json").read_text())
+SCHEMA = json.loads((Path(gpudiag.__file__).parent / "report.schema.json").read_text())
 
 
 def _texts(run: Path) -> dict[str, str]:

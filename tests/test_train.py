@@ -35,6 +35,7 @@ from gpudiag import layout, traces  # noqa: E402
 from gpudiag.probes.records import TrainResult  # noqa: E402
 from gpudiag.train import data as data_mod  # noqa: E402
 from gpudiag.train import loop as loop_mod  # noqa: E402
+from gpudiag.train import summaries  # noqa: E402
 from gpudiag.train.mirrored import MirroredTrainer  # noqa: E402
 from gpudiag.train.model import ProbeModel, model_spec, per_example_loss  # noqa: E402
 from gpudiag.train.summaries import Instrumentation  # noqa: E402
@@ -190,7 +191,6 @@ def short_run(tmp_path_factory) -> tuple[Path, TrainResult, TowerTrainer]:
     result = loop_mod.train(
         trainer, probe.train_dataset(trainer.global_batch), probe.eval_x, probe.eval_y,
         loop_mod.LoopConfig(steps=40, warmup_steps=4, profile_steps=3, logdir=logdir),
-        hparams={"strategy": "towers"},
     )
     return logdir, result, trainer
 
@@ -234,25 +234,94 @@ def test_event_files_hold_scalars_histograms_and_ema(short_run) -> None:
     lrs = [float(tf.make_ndarray(e.tensor_proto))
            for e in acc.Tensors(layout.TAG_TRAIN_LEARNING_RATE)]
     assert lrs == pytest.approx([0.05] * 40)
-    for name in trainer.model.param_names:
-        for tag_of in (layout.gradient_tag, layout.variable_tag, layout.ema_tag):
-            tag = tag_of(name)
-            assert tag in tags and plugin(tag) == "histograms", tag
-            events = acc.Tensors(tag)
-            assert [e.step for e in events] == [1, 5, 10, 15, 20, 25, 30, 35, 40], tag
-            buckets = tf.make_ndarray(events[-1].tensor_proto)
-            assert buckets.shape[1] == 3 and buckets[:, 2].sum() > 0
-    # the last variable histogram is of the final weights, the EMA one of the averages
+    # full histograms of the first and the last layer's kernel only, at step 1 and every K
+    names = trainer.model.param_names
+    assert [names[i] for i in summaries.histogram_params(names)] == \
+        ["conv1/kernel", "logits/kernel"]
+    histogram_tags = {t for t in tags if plugin(t) == "histograms"}
+    assert histogram_tags == {tag_of(n) for n in ("conv1/kernel", "logits/kernel")
+                              for tag_of in (layout.gradient_tag, layout.variable_tag)}
+    for tag in histogram_tags:
+        events = acc.Tensors(tag)
+        assert [e.step for e in events] == [1, 5, 10, 15, 20, 25, 30, 35, 40], tag
+        buckets = tf.make_ndarray(events[-1].tensor_proto)
+        assert buckets.shape[1] == 3 and buckets[:, 2].sum() > 0
+    # the last variable histogram is of the final weights
     kernel = trainer.model.params[0].numpy()
     hist = tf.make_ndarray(acc.Tensors(layout.variable_tag("conv1/kernel"))[-1]
                            .tensor_proto)
     assert hist[0, 0] == pytest.approx(kernel.min(), rel=1e-5)
     assert hist[-1, 1] == pytest.approx(kernel.max(), rel=1e-5)
+    # the global norms, every step; the last EMA norm is that of the final averages
+    for tag in (layout.TAG_NORM_GRADIENTS, layout.TAG_NORM_EMA):
+        assert plugin(tag) == "scalars" and [e.step for e in acc.Tensors(tag)] == \
+            list(range(1, 41)), tag
+    norms = {tag: [float(tf.make_ndarray(e.tensor_proto)) for e in acc.Tensors(tag)]
+             for tag in (layout.TAG_NORM_GRADIENTS, layout.TAG_NORM_EMA)}
+    assert all(v > 0 for v in norms[layout.TAG_NORM_GRADIENTS])
+    ema_now = np.sqrt(sum(float(np.sum(a.numpy() ** 2)) for a in trainer.ema_params()))
+    assert norms[layout.TAG_NORM_EMA][-1] == pytest.approx(ema_now, rel=1e-5)
     for tag, value in ((layout.TAG_EVAL_ACCURACY, result.eval_accuracy),
                        (layout.TAG_EVAL_ACCURACY_EMA, result.eval_accuracy_ema)):
         (event,) = acc.Tensors(tag)
         assert float(tf.make_ndarray(event.tensor_proto)) == pytest.approx(value)
-    assert layout.TAG_TRAIN_CONFIG in tags
+    # the configuration is the parent's HParams session now, not a text card per run
+    assert not {t for t in tags if plugin(t) in ("text", "hparams")}
+
+
+def test_gradient_norm_is_the_averaged_gradients_norm(batch) -> None:
+    """The logged gradient norm of one step is the global norm of the gradient the update
+    applies (towers.averaged_gradients of the same batch, before the update)."""
+    x, y = batch
+    trainer = TowerTrainer(model_spec("mlp"), SHAPE, 10, devices(2), batch_per_device=8,
+                           learning_rate=0.05, instrumentation=Instrumentation(ema_decay=0.9))
+    expected = np.sqrt(sum(float(np.sum(g.numpy() ** 2)) for g in
+                           trainer.averaged_gradients(tf.constant(x), tf.constant(y))))
+    out = trainer.run_step(iter(tf.data.Dataset.from_tensors((x, y))))
+    assert float(out["norms"][0]) == pytest.approx(expected, rel=1e-5)
+    assert "norms" not in TowerTrainer(
+        model_spec("mlp"), SHAPE, 10, devices(2), batch_per_device=8, learning_rate=0.05,
+        instrumentation=Instrumentation.off()).run_step(
+            iter(tf.data.Dataset.from_tensors((x, y))))
+
+
+def test_fused_ema_update_is_tf_trains_update() -> None:
+    """summaries.apply_ema gives the averages ExponentialMovingAverage.apply gives, with
+    num_updates' warm-up, step after step."""
+    rng = np.random.default_rng(3)
+    start = [rng.normal(size=s).astype(np.float32) for s in ((3, 4), (4,))]
+
+    def state() -> tuple[list[tf.Variable], tf.Variable, tf.train.ExponentialMovingAverage]:
+        params = [tf.Variable(a) for a in start]
+        step = tf.Variable(0, dtype=tf.int64)
+        ema = summaries.make_ema(0.9, step)
+        assert ema is not None
+        ema.apply(params)
+        return params, step, ema
+
+    ref_params, ref_step, ref_ema = state()
+    params, step, ema = state()
+
+    @tf.function
+    def reference(delta: tf.Tensor) -> None:
+        for p in ref_params:
+            p.assign_add(tf.fill(tf.shape(p), delta))
+        ref_step.assign_add(1)
+        ref_ema.apply(ref_params)
+
+    @tf.function
+    def fused(delta: tf.Tensor) -> None:
+        for p in params:
+            p.assign_add(tf.fill(tf.shape(p), delta))
+        summaries.apply_ema(ema, 0.9, step.assign_add(1), params)
+
+    for delta in (0.5, -0.25, 1.0, 0.125):
+        reference(tf.constant(delta))
+        fused(tf.constant(delta))
+        for a, b in zip(ref_params, params, strict=True):
+            np.testing.assert_allclose(ema.average(b).numpy(), ref_ema.average(a).numpy(),
+                                       rtol=1e-6, atol=1e-7)
+    assert not np.allclose(ema.average(params[0]).numpy(), params[0].numpy())
 
 
 def test_ema_follows_tf_train_semantics(short_run) -> None:
@@ -352,10 +421,13 @@ def test_mirrored_run_writes_the_same_tags(tmp_path) -> None:
     assert result["steps"] == 12 and result["strategy"] == "mirrored"
     acc = _events(tmp_path)
     tags = set(acc.Tags()["tensors"])
-    assert {"towers/loss_0", "towers/loss_1", "gradients/dense/kernel", "variables/dense/kernel",
-            "ema/dense/kernel", layout.TAG_EVAL_ACCURACY_EMA,
+    assert {layout.replica_loss_tag(0), layout.replica_loss_tag(1), "gradients/dense/kernel",
+            "variables/dense/kernel", "gradients/logits/kernel", layout.TAG_NORM_GRADIENTS,
+            layout.TAG_NORM_EMA, layout.TAG_EVAL_ACCURACY_EMA,
             layout.TAG_TRAIN_EXAMPLES_PER_S} <= tags
+    assert not [t for t in tags if t.startswith(("towers/", "ema/"))]  # replicas, not towers
     assert [e.step for e in acc.Tensors("gradients/dense/kernel")] == [1, 4, 8, 12]
+    assert [e.step for e in acc.Tensors(layout.TAG_NORM_GRADIENTS)] == list(range(1, 13))
     assert result["ops_by_device"]["/device:CPU:1"] > 0
     assert result["ops_by_device"]["/device:CPU:2"] > 0
     (xplane,) = traces.find_xplanes(tmp_path)

@@ -19,7 +19,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from gpudiag import nvml
+from gpudiag import nvml, tbviews
 from gpudiag.devnames import device_type
 from gpudiag.layout import (
     TAG_MEMORY,
@@ -75,11 +75,12 @@ def child_env(mode: str) -> dict[str, str]:
     return env
 
 
-def write_scalars(session: RunSession, mode: str, result: MemoryResult) -> None:
-    """One TensorBoard run per mode (``memory-cpu`` for the pattern on the CPU)."""
+def write_scalars(session: RunSession, mode: str, result: MemoryResult) -> bool:
+    """One TensorBoard run per mode (``memory-cpu`` for the pattern on the CPU); False
+    when the mode had no readings to write."""
     pattern = result.pattern
     if pattern is None or not pattern.readings:
-        return
+        return False
     name = "cpu" if device_type(pattern.device) == "CPU" else mode
     with EventWriter(session.run_dir / memory_run_name(name)) as writer:
         for k, r in enumerate(pattern.readings):
@@ -90,6 +91,7 @@ def write_scalars(session: RunSession, mode: str, result: MemoryResult) -> None:
             if r.nvml_device_used_bytes is not None:
                 writer.scalar(TAG_MEMORY_NVML_DEVICE_USED,
                               r.nvml_device_used_bytes / 2**20, k)
+    return True
 
 
 def _row(mode: str, finding: Finding) -> list[Any]:
@@ -115,6 +117,7 @@ def run(
 ) -> None:
     results: dict[str, dict[str, Any]] = {}
     rows: list[list[Any]] = []
+    charted: list[str] = []  # modes with a TensorBoard run
 
     def child(mode: str, limit_mb: int | None = None) -> tuple[ChildResult,
                                                                 MemoryResult | None]:
@@ -127,7 +130,8 @@ def run(
         results[mode] = out.result
         session.set("memory", results)
         result = MemoryResult.from_dict(out.result)
-        write_scalars(session, mode, result)
+        if write_scalars(session, mode, result):
+            charted.append(mode)
         return out, result
 
     def add(mode: str, finding: Finding) -> None:
@@ -179,3 +183,5 @@ def run(
                                           "the modify-after-initialise probe", out))
     session.text(TAG_MEMORY, markdown_table(
         ["mode", "status", "TF peak MiB", "NVML held MiB", "NVML source", "finding"], rows))
+    if charted:
+        tbviews.write_charts(session.run_dir, tbviews.memory_charts())

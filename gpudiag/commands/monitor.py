@@ -165,6 +165,10 @@ def _device_rows(result: nvml.SamplingResult) -> list[list[Any]]:
 
 def _write_sampling(session: RunSession, result: nvml.SamplingResult) -> None:
     tags = nvml.write_scalars(result, session.run_dir / NVML_TB_RUN)
+    if tags:
+        from gpudiag import tbviews
+
+        tbviews.write_charts(session.run_dir, [tbviews.nvml_charts()])
     session.text(TAG_MONITOR, markdown_table(
         ["gpu", "name", "pci bus id", "util mean %", "util p95 %", "util max %", "active s",
          "peak memory MiB", "pids", "error"], _device_rows(result)))

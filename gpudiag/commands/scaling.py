@@ -15,9 +15,10 @@ and output a typed record (gpudiag/probes/records.py):
    (placement, profiler trace, NVML), scaling efficiency against the communication lower
    bound, learning, towers beside mirrored, the all-reduce table.
 
-Writes, besides report.json/report.md: ``scaling/`` and ``allreduce/`` TensorBoard runs
-and ``scaling.png`` (gpudiag/scaling/tb_runs.py), ``nvml/<config>/`` (per-GPU scalars,
-when NVML is there). Names: gpudiag/layout.py. The options are checked by the CLI, once,
+Writes, besides report.json/report.md: each configuration's figures and HParams session,
+the HParams experiment, the Custom Scalars layout, ``scaling.png`` and ``allreduce.png``
+(gpudiag/scaling/tb_runs.py), ``nvml/<config>/`` (per-GPU scalars, when NVML is there).
+Names: gpudiag/layout.py. The options are checked by the CLI, once,
 before the run directory exists (gpudiag/scaling/options.py).
 """
 
@@ -149,7 +150,9 @@ def _run_allreduce(session: RunSession, options: ScalingOptions,
     progress.update(task, completed=1, status="1 device: skipped" if peak is None
                     else f"peak busbw {peak / 1e9:.2f} GB/s")
     session.set("allreduce", result.to_dict())
-    write_allreduce_tb(session.run_dir / layout.ALLREDUCE_TB_RUN, result)
+    table = write_allreduce_tb(session.run_dir, result)
+    if table is not None:
+        session.text(layout.TAG_ALLREDUCE_TABLE, table)
     return result
 
 

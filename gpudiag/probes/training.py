@@ -62,14 +62,6 @@ def train(cfg: TrainingConfig) -> TrainingResult:
         "batch_per_device": w.batch_per_device, "learning_rate": w.learning_rate,
         "momentum": w.momentum, "instrumentation": instr, "seed": w.seed,
     }
-    hparams = {
-        "strategy": cfg.strategy, "n_devices": len(devices), "device_kind": dev.kind,
-        "model": spec.name, "batch_per_device": w.batch_per_device,
-        "global_batch": global_batch, "learning_rate": w.learning_rate,
-        "momentum": w.momentum, "variables_on": w.variables_on, "data": info.source,
-        "ema_decay": -1.0 if instr.ema_decay is None else instr.ema_decay,
-        "histogram_every": instr.histogram_every,
-    }
     on_step = _print_progress(loop.steps) if cfg.progress else None
     if cfg.strategy == "keras":
         from gpudiag.train.keras_fit import train_keras
@@ -89,7 +81,7 @@ def train(cfg: TrainingConfig) -> TrainingResult:
             trainer = MirroredTrainer(spec, info.input_shape, info.num_classes, devices,
                                       **common)
         result = loop_mod.train(trainer, dataset, data.eval_x, data.eval_y, loop,
-                                hparams=hparams, on_step=on_step)
+                                on_step=on_step)
     shapes = param_shapes(spec, info.input_shape, info.num_classes)
     return TrainingResult(
         setup=dev, data=info, model=spec.name,

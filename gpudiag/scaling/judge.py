@@ -5,7 +5,8 @@ typed records (gpudiag/probes/records.py) become those dicts: a throughput point
 configuration (with its trace's input waits and per-device busy fractions), a learning
 row per configuration, the all-reduce table. It also reads each configuration's profiler
 trace (gpudiag.traces) and cross-checks its NVML samples, then records the table, the
-per-configuration data and the parent's TensorBoard runs (table.py, tb_runs.py).
+per-configuration data and what the parent writes for TensorBoard (table.py, tb_runs.py:
+each configuration's figures and HParams session, exactly the report's numbers).
 """
 
 from __future__ import annotations
@@ -120,7 +121,7 @@ def config_data(run: ConfigRun, result: TrainingResult, summary: traces.TraceSum
     t = result.train
     return {
         "strategy": run.strategy, "n_devices": run.n_devices, "devices": t.devices,
-        "global_batch": t.global_batch, "examples_per_s": t.examples_per_s,
+        "global_batch": t.global_batch, "steps": t.steps, "examples_per_s": t.examples_per_s,
         "step_s_median": t.step_s_median, "timed_steps": len(t.timed_steps),
         "final_loss": t.final_loss, "final_accuracy": t.final_accuracy,
         "eval_accuracy": t.eval_accuracy, "eval_accuracy_ema": t.eval_accuracy_ema,
@@ -181,5 +182,5 @@ def judge(session: RunSession, options: ScalingOptions, setup: DeviceSetup,
                             "peak_busbw_bytes_per_s": busbw, "rows": rows, "configs": configs})
     table_rows = table(rows, configs)
     session.text(TAG_SCALING_TABLE, markdown_table(TABLE_HEADERS, table_rows))
-    write_scaling_tb(session.run_dir, rows, table_rows, setup.kind)
+    write_scaling_tb(session.run_dir, rows, configs, runs, setup.kind, options.workload)
     return rows, configs

@@ -22,6 +22,7 @@ import contextlib
 import math
 import statistics
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
@@ -103,17 +104,6 @@ def evaluate(
     return loss_sum / len(x), correct / len(x)
 
 
-def _write_config(config: dict[str, Any]) -> None:
-    rows = "\n".join(f"| {k} | {v} |" for k, v in config.items())
-    tf.summary.text(layout.TAG_TRAIN_CONFIG, "| setting | value |\n|---|---|\n" + rows, step=0)
-    try:
-        from tensorboard.plugins.hparams import api as hp
-
-        hp.hparams({k: v for k, v in config.items() if isinstance(v, bool | int | float | str)})
-    except ImportError:  # the hparams plugin ships with tensorboard; be tolerant anyway
-        pass
-
-
 def train(
     trainer: Trainer,
     dataset: tf.data.Dataset,
@@ -121,10 +111,10 @@ def train(
     eval_y: np.ndarray,
     loop: LoopConfig,
     *,
-    hparams: dict[str, Any] | None = None,
     on_step: Any = None,
 ) -> TrainResult:
-    """Run ``loop.steps`` steps of ``trainer`` on ``dataset`` and log everything."""
+    """Run ``loop.steps`` steps of ``trainer`` on ``dataset`` and log everything. (Its
+    configuration reaches TensorBoard from the parent, as an HParams session.)"""
     start = time.perf_counter()
     loop.logdir.mkdir(parents=True, exist_ok=True)
     writer = tf.summary.create_file_writer(str(loop.logdir))
@@ -136,7 +126,6 @@ def train(
     profile_dir: str | None = None
     profiled: list[int] = []
     with writer.as_default():
-        _write_config(hparams or {})
         step_graph = trainer.step_graph(iterator)
         graph_counts = ops_by_device(step_graph)
         graph_devices = op_devices(step_graph)
@@ -211,29 +200,35 @@ def train(
 
 
 class StepScalars:
-    """Every per-step scalar (loss, accuracy, learning rate, per-tower loss, examples/sec,
-    sec/batch), buffered in Python and written in one tf.function call every
-    ``flush_every`` steps.
+    """Every per-step scalar (loss, accuracy, learning rate, per-tower or per-replica loss,
+    examples/sec, sec/batch, global norms), buffered in Python and written in one
+    tf.function call every ``flush_every`` steps.
 
     The loop fetches these numbers after each step anyway (the loss fetch is what waits
     for the step); writing them from inside the step would add summary ops to every step,
     and an eager ``tf.summary.scalar`` costs about 0.3 ms of Python per call, as much as
     a small model's whole step on a GPU. Create and flush it under its writer.
+    ``slice_loss_tag`` names slice i's loss (layout.tower_loss_tag or replica_loss_tag);
+    ``norm_tags`` the step's norms, in the order the step returns them.
     """
 
     def __init__(self, global_batch: int, n_towers: int, learning_rate: float,
-                 flush_every: int = 25) -> None:
+                 flush_every: int = 25, *,
+                 slice_loss_tag: Callable[[int], str] = layout.tower_loss_tag,
+                 norm_tags: tuple[str, ...] = ()) -> None:
         self.global_batch = float(global_batch)
         self.n_towers = n_towers
         self.learning_rate = float(learning_rate)
         self.flush_every = flush_every
-        self._rows: list[tuple[int, float, float, float, list[float]]] = []
+        self.slice_loss_tags = [slice_loss_tag(t) for t in range(n_towers)]
+        self.norm_tags = norm_tags
+        self._rows: list[tuple[int, float, float, float, list[float], list[float]]] = []
         # Traced per batch length (flush_every, and once the shorter last batch) and
         # unrolled: straight-line summary ops run faster than a tf.while_loop of them.
         self._write = tf.function(self._write_all)
 
     def _write_all(self, steps: tf.Tensor, step_s: tf.Tensor, loss: tf.Tensor,
-                   accuracy: tf.Tensor, towers: tf.Tensor) -> tf.Tensor:
+                   accuracy: tf.Tensor, towers: tf.Tensor, norms: tf.Tensor) -> tf.Tensor:
         for i in range(steps.shape[0]):
             step = steps[i]
             tf.summary.scalar(layout.TAG_TRAIN_LOSS, loss[i], step=step)
@@ -242,24 +237,27 @@ class StepScalars:
             tf.summary.scalar(layout.TAG_TRAIN_EXAMPLES_PER_S, self.global_batch / step_s[i],
                               step=step)
             tf.summary.scalar(layout.TAG_TRAIN_STEP_S, step_s[i], step=step)
-            for t in range(self.n_towers):
-                tf.summary.scalar(layout.tower_loss_tag(t), towers[i, t],
-                                  step=step)
+            for t, tag in enumerate(self.slice_loss_tags):
+                tf.summary.scalar(tag, towers[i, t], step=step)
+            for k, tag in enumerate(self.norm_tags):
+                tf.summary.scalar(tag, norms[i, k], step=step)
         return tf.shape(steps)[0]
 
     def add(self, step: int, step_s: float, loss: float, accuracy: float,
-            tower_losses: list[float]) -> None:
-        self._rows.append((step, step_s, loss, accuracy, tower_losses))
+            tower_losses: list[float], norms: list[float] | None = None) -> None:
+        self._rows.append((step, step_s, loss, accuracy, tower_losses,
+                           (norms or [])[:len(self.norm_tags)]))
         if len(self._rows) >= self.flush_every:
             self.flush()
 
     def flush(self) -> None:
         if not self._rows:
             return
-        steps, step_s, loss, acc, towers = zip(*self._rows, strict=True)
+        steps, step_s, loss, acc, towers, norms = zip(*self._rows, strict=True)
         self._write(tf.constant(steps, tf.int64), tf.constant(step_s, tf.float32),
                     tf.constant(loss, tf.float32), tf.constant(acc, tf.float32),
-                    tf.constant(towers, tf.float32))
+                    tf.constant(towers, tf.float32),
+                    tf.constant(norms, tf.float32, shape=[len(steps), len(self.norm_tags)]))
         self._rows = []
 
 
@@ -268,7 +266,14 @@ def step_scalars(trainer: Trainer) -> StepScalars | None:
     if not trainer_scalars(trainer):
         return None
     lr = float(np.asarray(trainer.optimizer.learning_rate))
-    return StepScalars(trainer.global_batch, len(trainer.devices), lr)
+    norm_tags: tuple[str, ...] = (layout.TAG_NORM_GRADIENTS,)
+    if trainer.ema is not None:
+        norm_tags += (layout.TAG_NORM_EMA,)
+    return StepScalars(trainer.global_batch, len(trainer.devices), lr,
+                       slice_loss_tag=(layout.replica_loss_tag
+                                       if trainer.strategy_name == "mirrored"
+                                       else layout.tower_loss_tag),
+                       norm_tags=norm_tags)
 
 
 @dataclass(frozen=True)
@@ -297,7 +302,9 @@ def run_one_step(trainer: Trainer, iterator: Any, index: int, *,
     outcome = StepOutcome(dt, loss, float(out["accuracy"]),
                           [float(v) for v in out["tower_losses"].numpy()])
     if scalars is not None:
-        scalars.add(index + 1, dt, loss, outcome.accuracy, outcome.tower_losses)
+        norms = out.get("norms")
+        scalars.add(index + 1, dt, loss, outcome.accuracy, outcome.tower_losses,
+                    None if norms is None else [float(v) for v in norms.numpy()])
     return outcome
 
 

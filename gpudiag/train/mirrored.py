@@ -10,8 +10,9 @@ average over the global batch; one update is applied to every mirrored copy; the
 and accuracy come back through ``strategy.reduce``.
 
 ``optimizer.apply_gradients`` is called inside ``strategy.run``, where Keras all-reduces
-the gradients before updating. The histogram of the averaged gradient (every K steps) is
-the sum of the replicas' gradients, built only into the histogram steps' trace.
+the gradients before updating. The averaged gradient whose global norm is logged every
+step (and whose histogram every K steps) is the sum of the replicas' gradients, added
+on the first device.
 Each replica's ops are under ``tf.name_scope("tower_<i>")`` like the towers', so a
 profiler trace attributes work to devices the same way for both.
 """
@@ -93,18 +94,20 @@ class MirroredTrainer:
         )
         local = self.strategy.experimental_local_results
         tower_losses = list(local(tower_loss))
-
-        def histogram_values() -> tuple[list[Any], list[Any], list[Any] | None]:
-            # Only built into the histogram steps: the averaged gradient is the sum of
-            # the replicas' gradients (each loss is already divided by the global batch).
+        out = {"loss": total_loss, "accuracy": accuracy, "tower_losses": tf.stack(tower_losses)}
+        if not (histograms or self.instr.scalars):
+            return out
+        # The averaged gradient is the sum of the replicas' gradients (each loss is
+        # already divided by the global batch), on the first device.
+        with tf.device(self.variables_device):
             averaged = [tf.add_n(list(local(g))) for g in grads]
-            variables = [local(v)[0] for v in self.model.params]
-            emas = [local(v)[0] for v in self.ema_params()] if self.ema else None
-            return averaged, variables, emas
-
+            if self.instr.scalars:
+                out["norms"] = summaries.step_norms(
+                    averaged, [local(v)[0] for v in self.ema_params()] if self.ema else None)
         if histograms:
-            summaries.write_histograms(step, self.model.param_names, histogram_values)
-        return {"loss": total_loss, "accuracy": accuracy, "tower_losses": tf.stack(tower_losses)}
+            summaries.write_histograms(step, self.model.param_names, lambda: (
+                averaged, [local(v)[0] for v in self.model.params]))
+        return out
 
     def run_step(self, iterator: Any, histograms: bool = False) -> dict[str, tf.Tensor]:
         with self.strategy.scope():  # the moving average's update needs the strategy's scope

@@ -9,20 +9,27 @@ tag (gpudiag.layout)        kind        written
 ==========================  ==========  =================================================
 TAG_TRAIN_LOSS ...          scalar      every step: loss, accuracy, learning rate,
                                         examples/sec, sec/batch (TAG_TRAIN_*)
-tower_loss_tag(i)           scalar      every step: the loss of tower (replica) i's slice
-gradient_tag(param)         histogram   step 1 and every K: the gradient averaged over towers
-variable_tag(param)         histogram   step 1 and every K: the weights after the update
-ema_tag(param)              histogram   step 1 and every K: the moving-average weights
+tower_loss_tag(i)           scalar      every step (towers): the loss of tower i's slice
+replica_loss_tag(i)         scalar      every step (mirrored): the loss of replica i's
+TAG_NORM_GRADIENTS          scalar      every step: global norm of the averaged gradients
+TAG_NORM_EMA                scalar      every step: global norm of the moving averages
+gradient_tag(param)         histogram   step 1 and every K, the first and the last layer's
+variable_tag(param)         histogram   kernel only (``histogram_params``): the averaged
+                                        gradient and the weights after the update
 TAG_EVAL_ACCURACY ...       scalar      at the end: held-out set, raw weights
 TAG_EVAL_ACCURACY_EMA ...   scalar      at the end: held-out set, moving-average weights
-TAG_TRAIN_CONFIG            text        once: the configuration as a markdown table
 ==========================  ==========  =================================================
 
-Every step's scalars are buffered by the loop (gpudiag.train.loop.StepScalars) and
-written 25 steps at a time, so they appear in TensorBoard in batches; K is
-``--histogram-every``. Plus the hparams plugin's session summary (the configuration),
-a checkpoint under ``layout.CHECKPOINT_DIR`` and the profiler trace under
-``plugins/profile/<ts>/<host>.xplane.pb``. Step numbers start at 1 (the first update).
+Why these: the global norms show, every step and in two numbers, whether the gradients
+vanish or explode and whether the moving average follows the weights; two layers' full
+histograms (the input side and the output side of the network) show how the
+distribution moves without a card per parameter. Every step's scalars are buffered by
+the loop (gpudiag.train.loop.StepScalars) and written 25 steps at a time, so they
+appear in TensorBoard in batches; K is ``--histogram-every``. The configuration itself
+(hyperparameters, the report's figures) is written by the parent as an HParams session
+(gpudiag/scaling/tb_runs.py). Plus a checkpoint under ``layout.CHECKPOINT_DIR`` and the
+profiler trace under ``plugins/profile/<ts>/<host>.xplane.pb``. Step numbers start at 1
+(the first update).
 """
 
 from __future__ import annotations
@@ -33,7 +40,7 @@ from typing import Any
 
 import tensorflow as tf
 
-from gpudiag.layout import ema_tag, gradient_tag, variable_tag
+from gpudiag.layout import gradient_tag, variable_tag
 from gpudiag.probes.records import Workload
 
 _DEFAULT = Workload()  # `gpudiag scaling`'s defaults, defined once
@@ -68,7 +75,25 @@ def make_ema(decay: float | None, step: tf.Variable) -> tf.train.ExponentialMovi
     return tf.train.ExponentialMovingAverage(decay=decay, num_updates=step)
 
 
-HistogramValues = Callable[[], tuple[Sequence[Any], Sequence[Any], Sequence[Any] | None]]
+def apply_ema(ema: tf.train.ExponentialMovingAverage, decay: float, step: tf.Tensor,
+              params: Sequence[tf.Variable]) -> None:
+    """``ema.apply(params)`` for plain (not distributed) variables in fewer ops: the same
+    update, shadow -= (1 - d) * (shadow - weight) with d = min(decay, (1 + step) /
+    (10 + step)), as one fused ResourceApplyGradientDescent per variable instead of the
+    six ops and the replica-context merge ``apply`` builds for each. ``step`` is the
+    step counter after this update (``ema``'s ``num_updates``). Halves the moving
+    average's share of a step (benchmarks/instrumentation_cost.py); tests/test_train.py
+    checks it against ``ema.apply``.
+    """
+    n = tf.cast(step, tf.float32)
+    alpha = 1.0 - tf.minimum(tf.constant(decay, tf.float32), (1.0 + n) / (10.0 + n))
+    for v in params:
+        shadow = ema.average(v)
+        tf.raw_ops.ResourceApplyGradientDescent(var=shadow.handle, alpha=alpha,
+                                                delta=shadow - v)
+
+
+HistogramValues = Callable[[], tuple[Sequence[Any], Sequence[Any]]]
 
 
 def histogram_due(instr: Instrumentation, step: int) -> bool:
@@ -82,17 +107,40 @@ def histogram_due(instr: Instrumentation, step: int) -> bool:
     return bool(k) and (step == 1 or step % k == 0)
 
 
+def histogram_params(names: Sequence[str]) -> list[int]:
+    """Indices of the parameters with full histograms: the first and the last kernel
+    (the network's input and output side); every parameter when there is no kernel."""
+    kernels = [i for i, n in enumerate(names) if n.endswith("kernel")]
+    if not kernels:
+        return list(range(len(names)))
+    return sorted({kernels[0], kernels[-1]})
+
+
 def write_histograms(
     step: tf.Tensor, names: Sequence[str], histogram_values: HistogramValues
 ) -> None:
-    """Histograms of (averaged gradients, variables, moving averages or None), in-graph.
+    """Histograms of the averaged gradients and the weights of ``histogram_params``,
+    in-graph.
 
     Called only in the step function's histogram trace (see ``histogram_due``), so what
     ``histogram_values`` computes costs nothing on the other steps.
     """
-    gradients, variables, ema_values = histogram_values()
-    for name, grad, var in zip(names, gradients, variables, strict=True):
-        tf.summary.histogram(gradient_tag(name), grad, step=step)
-        tf.summary.histogram(variable_tag(name), var, step=step)
-    for name, avg in zip(names, ema_values or [], strict=False):
-        tf.summary.histogram(ema_tag(name), avg, step=step)
+    gradients, variables = histogram_values()
+    for i in histogram_params(names):
+        tf.summary.histogram(gradient_tag(names[i]), gradients[i], step=step)
+        tf.summary.histogram(variable_tag(names[i]), variables[i], step=step)
+
+
+def global_norm(tensors: Sequence[Any]) -> tf.Tensor:
+    """sqrt(sum of squares) over ``tensors``: one ``l2_loss`` (sum(t**2) / 2) per tensor,
+    the fewest ops a step can spend on it."""
+    return tf.sqrt(2.0 * tf.add_n([tf.nn.l2_loss(t) for t in tensors]))
+
+
+def step_norms(gradients: Sequence[Any], ema_values: Sequence[Any] | None) -> tf.Tensor:
+    """[global norm of the averaged gradients, of the moving averages] of one step (the
+    second only with a moving average): TAG_NORM_GRADIENTS, TAG_NORM_EMA."""
+    norms = [global_norm(gradients)]
+    if ema_values is not None:
+        norms.append(global_norm(ema_values))
+    return tf.stack(norms)

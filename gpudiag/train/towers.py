@@ -125,6 +125,7 @@ class TowerTrainer:
             self.model, self.step, self.optimizer, self.ema = build_state(
                 spec, input_shape, num_classes, learning_rate=learning_rate,
                 momentum=momentum, instr=self.instr, seed=seed)
+        self.ema_decay = self.instr.ema_decay or 0.0
         self._step_fn = tf.function(self._step)
         self._graph: tf.Graph | None = None
 
@@ -163,11 +164,17 @@ class TowerTrainer:
         self.optimizer.apply_gradients(zip(grads, self.model.params, strict=True))
         step = self.step.assign_add(1)
         if self.ema is not None:
-            self.ema.apply(self.model.params)
+            with tf.device(self.variables_device):
+                summaries.apply_ema(self.ema, self.ema_decay, step, self.model.params)
         if histograms:
-            summaries.write_histograms(step, self.model.param_names, lambda: (
-                grads, self.model.params, self.ema_params() if self.ema else None))
-        return {"loss": loss, "accuracy": accuracy, "tower_losses": tf.stack(losses)}
+            summaries.write_histograms(step, self.model.param_names,
+                                       lambda: (grads, self.model.params))
+        out = {"loss": loss, "accuracy": accuracy, "tower_losses": tf.stack(losses)}
+        if self.instr.scalars:
+            with tf.device(self.variables_device):
+                out["norms"] = summaries.step_norms(
+                    grads, self.ema_params() if self.ema is not None else None)
+        return out
 
     def run_step(self, iterator: Any, histograms: bool = False) -> dict[str, tf.Tensor]:
         return self._step_fn(iterator, histograms)

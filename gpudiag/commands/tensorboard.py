@@ -1,0 +1,61 @@
+"""`gpudiag tensorboard [LOGDIR]`: open TensorBoard on gpudiag's runs, or check it.
+
+Without LOGDIR: the newest run directory under ``runs/`` (else ``runs/`` itself). The
+logdir and the address are checked first (gpudiag.tbserve: one line, exit 2), then
+TensorBoard starts quietly and gpudiag prints its URL. ``--check`` starts it the same
+way, asks every dashboard over HTTP whether it lists what the run directories promise
+(gpudiag.tbcheck), prints one line per dashboard and stops it: exit 0 when all pass,
+1 otherwise. Writes nothing: no run directory of its own.
+"""
+
+from __future__ import annotations
+
+import signal
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from gpudiag import tbcheck, tbserve
+from gpudiag.errors import EXIT_CHECK_FAILED, EXIT_ENVIRONMENT, EXIT_OK
+
+
+def run(logdir: Path | None, *, port: int, host: str, check: bool,
+        say: Callable[[str], Any], warn: Callable[[str], Any],
+        check_timeout_s: float = 120.0) -> int:
+    """Serve (until Ctrl-C) or check; returns the exit code. ``say`` prints to stdout,
+    ``warn`` to stderr."""
+    chosen = tbserve.default_logdir() if logdir is None else logdir
+    exposed = tbserve.check_bind(host, port)
+    tbserve.check_logdir(chosen)
+    if exposed:
+        warn(f"gpudiag: warning: --host {host} makes TensorBoard reachable from other "
+             "machines on your network; it has no authentication")
+    server = tbserve.start(chosen, port, host)
+    try:
+        if check:
+            return _check(server, chosen, say, check_timeout_s)
+        say(f"TensorBoard on {chosen}: {server.url}/ (Ctrl-C stops it)")
+        server.proc.wait()
+        warn(f"gpudiag: error: TensorBoard exited ({server.log_tail()})")
+        return EXIT_ENVIRONMENT
+    except KeyboardInterrupt as exc:
+        if int(getattr(exc, "signum", signal.SIGINT)) != signal.SIGINT:
+            raise
+        say("TensorBoard stopped")
+        return EXIT_OK
+    finally:
+        server.stop()
+
+
+def _check(server: tbserve.Server, logdir: Path, say: Callable[[str], Any],
+           timeout_s: float) -> int:
+    want = tbcheck.expected(logdir)
+
+    def get(path: str, body: dict[str, Any] | None = None) -> Any:
+        return tbserve.get_json(server.url + path, body)
+
+    verdicts = tbcheck.check(get, want, timeout_s=timeout_s, errors=tbserve.HTTP_ERRORS)
+    say(f"TensorBoard on {logdir} ({server.url}/):")
+    for v in verdicts:
+        say(f"  {'OK  ' if v.ok else 'FAIL'} {v.line}")
+    return EXIT_OK if all(v.ok for v in verdicts) else EXIT_CHECK_FAILED

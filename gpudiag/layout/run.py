@@ -1,0 +1,66 @@
+"""On-disk names of `gpudiag run` (gpudiag/run/); part of gpudiag.layout."""
+
+from __future__ import annotations
+
+# ---------------------------------------------------------------- `gpudiag run`
+#
+# What `gpudiag run -- CMD ...` writes beside report.json, report.md, report/ and nvml/:
+#
+#     children/program/stdout.txt        the program's whole stdout, as it came
+#     children/program/stderr.txt        its whole stderr, including the lines kept out
+#                                        of the terminal (placement log, gpudiag markers)
+#     children/program/events-<pid>.jsonl  what the hooks saw in one Python process of the
+#                                        program: one JSON object per line, appended as it
+#                                        happens (RUN_EVENT_FIELDS below)
+#     children/program/faults-<pid>.txt  faulthandler's Python stack of a fatal signal
+#                                        (SIGSEGV ...), when there was one
+#     program-<pid>/                     TensorBoard run of one TensorFlow process: its
+#                                        loss, metrics and step time (TAG_RUN_*), and the
+#                                        profiler trace under plugins/profile/<ts>/
+#
+# The hooks are loaded into the program's interpreter through RUN_HOOKS_PACKAGE's
+# directory on PYTHONPATH (its sitecustomize.py chains to any other sitecustomize) and
+# configured by the environment variables ENV_RUN_*. Marker lines (RUN_MARKER + word)
+# are written by the hooks to the program's stderr, in order with TensorFlow's own log
+# lines, and never reach the terminal.
+
+RUN_CHILD_NAME = "program"
+RUN_STDOUT = "stdout.txt"
+RUN_STDERR = "stderr.txt"
+RUN_EVENTS_PREFIX = "events-"
+RUN_EVENTS_SUFFIX = ".jsonl"
+RUN_FAULTS_PREFIX = "faults-"
+RUN_TB_PREFIX = "program-"
+
+# Environment of the program (set by the parent, read by the hooks).
+ENV_RUN_CONFIG = "GPUDIAG_RUN_CONFIG"  # JSON: RunHookConfig (gpudiag/run/config.py)
+ENV_RUN_PKG_ROOT = "GPUDIAG_RUN_PKG_ROOT"  # directory holding the gpudiag package
+
+# Marker lines on the program's stderr: RUN_MARKER + one of RUN_MARK_*.
+RUN_MARKER = "GPUDIAG-RUN "
+RUN_MARK_PLACEMENT_ASKED = "placement-asked"  # the program itself enabled the placement log
+RUN_MARK_QUIET_BEGIN = "quiet-begin"  # TF log lines caused by gpudiag's own calls follow
+RUN_MARK_QUIET_END = "quiet-end"
+RUN_MARK_HOOK_ERROR = "hook-error"  # the hooks could not load at all (message follows)
+
+# Fields every event line has; the rest depend on "kind" (gpudiag/run/records.py).
+RUN_EVENT_FIELDS = ("kind", "t", "pid")
+
+# TensorBoard scalar tags of the program's run (program-<pid>/).
+TAG_RUN_LOSS = "program/loss"
+TAG_RUN_METRIC = "program/{name}"  # Keras metrics by their name (accuracy ...)
+TAG_RUN_STEP_TIME = "program/step_time_s"
+TAG_RUN_EXAMPLES_PER_S = "program/examples_per_s"
+TAG_RUN_TABLE = "gpudiag/run"  # text: one row per process of the program
+
+
+def run_events_name(pid: int) -> str:
+    return f"{RUN_EVENTS_PREFIX}{pid}{RUN_EVENTS_SUFFIX}"
+
+
+def run_faults_name(pid: int) -> str:
+    return f"{RUN_FAULTS_PREFIX}{pid}.txt"
+
+
+def run_tb_name(pid: int) -> str:
+    return f"{RUN_TB_PREFIX}{pid}"
