@@ -25,6 +25,9 @@ import typer
 
 from gpudiag import __version__
 from gpudiag.cliopts import (
+    GpusOpt,
+    IdleThresholdOpt,
+    IntervalOpt,
     JsonOpt,
     LogdirOpt,
     TimeoutOpt,
@@ -33,8 +36,6 @@ from gpudiag.cliopts import (
     allreduce_mb,
     finite_nonnegative,
     fraction,
-    interval,
-    percent,
     positive,
 )
 from gpudiag.cluster import options as cluster_opts
@@ -249,13 +250,9 @@ def monitor(
         None, metavar="-- CMD [ARGS]...", show_default=False,
         help="The command to run and watch (everything after --, or after the first "
              "word that is not a gpudiag option)."),
-    interval: float = typer.Option(0.5, "--interval", callback=interval,
-                                   help="Seconds between NVML polls (at least 0.1)."),
-    idle_threshold: float = typer.Option(
-        10.0, "--idle-threshold", callback=percent,
-        help="A GPU whose p95 utilization stays under this many percent counts as idle."),
-    gpus: str | None = typer.Option(None, "--gpus", help="Watch only these GPUs (NVML "
-                                    "indices, as nvidia-smi numbers them), e.g. 0,1."),
+    interval_s: float = IntervalOpt,
+    idle_threshold: float = IdleThresholdOpt,
+    gpus: str | None = GpusOpt,
     logdir: Path = LogdirOpt,
     as_json: bool = JsonOpt,
 ) -> None:
@@ -268,7 +265,7 @@ def monitor(
         monitor_cmd.check_gpus(gpu_list, backend)
 
         def body(session: RunSession, ui: Ui) -> int | None:
-            return monitor_cmd.run(session, argv, backend=backend, interval_s=interval,
+            return monitor_cmd.run(session, argv, backend=backend, interval_s=interval_s,
                                    idle_threshold_percent=idle_threshold, gpus=gpu_list,
                                    stdout_to_stderr=as_json, ui=ui)
 
@@ -290,13 +287,9 @@ def run_program(
     placement_log: bool = typer.Option(True, "--placement-log/--no-placement-log",
                                        help="Capture TensorFlow's placement log (kept out "
                                             "of the terminal unless the program asks for it)."),
-    interval_s: float = typer.Option(0.5, "--interval", callback=interval,
-                                     help="Seconds between NVML polls (at least 0.1)."),
-    idle_threshold: float = typer.Option(
-        10.0, "--idle-threshold", callback=percent,
-        help="A GPU whose p95 utilization stays under this many percent counts as idle."),
-    gpus: str | None = typer.Option(None, "--gpus", help="Watch only these GPUs (NVML "
-                                    "indices), e.g. 0,1."),
+    interval_s: float = IntervalOpt,
+    idle_threshold: float = IdleThresholdOpt,
+    gpus: str | None = GpusOpt,
     logdir: Path = LogdirOpt,
     as_json: bool = JsonOpt,
 ) -> None:

@@ -92,3 +92,13 @@ def fraction(value: float | None) -> float | None:
         raise typer.BadParameter(f"{value:g} is not in (0, 1]: like the old "
                                  "per_process_gpu_memory_fraction, a share of the GPU's memory")
     return value
+
+
+# `monitor` and `run`: how NVML watches the GPUs while the command runs.
+IntervalOpt = typer.Option(0.5, "--interval", callback=interval,
+                           help="Seconds between NVML polls (at least 0.1).")
+IdleThresholdOpt = typer.Option(
+    10.0, "--idle-threshold", callback=percent,
+    help="A GPU whose p95 utilization stays under this many percent counts as idle.")
+GpusOpt = typer.Option(None, "--gpus", help="Watch only these GPUs (NVML indices, as "
+                       "nvidia-smi numbers them), e.g. 0,1.")

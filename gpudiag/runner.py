@@ -80,7 +80,8 @@ class ChildResult:
         }
 
 
-def _tail(path: Path, lines: int = 12) -> list[str]:
+def tail_lines(path: Path, lines: int = 12) -> list[str]:
+    """The last ``lines`` non-blank lines of a child's output file ([] if unreadable)."""
     try:
         text = path.read_text(encoding="utf-8", errors="replace")
     except OSError:
@@ -127,7 +128,7 @@ def run_child(
             raise
         procs.release(proc)
     duration = time.monotonic() - start
-    tail = _tail(cdir / STDERR_TXT)
+    tail = tail_lines(cdir / STDERR_TXT)
     payload: dict[str, Any] | None = None
     if result_path.exists():
         try:

@@ -18,6 +18,7 @@ from gpudiag.cluster import records
 from gpudiag.cluster.supervise import Fault
 from gpudiag.errors import UsageError
 from gpudiag.probes.records import Workload
+from gpudiag.scaling.options import check_steps
 
 MAX_WORKERS = 16
 MODE_CHOICES = {"sync": ("sync",), "ps": ("ps",), "both": ("sync", "ps")}
@@ -96,9 +97,7 @@ def check(options: ClusterOptions) -> None:
     if w.data is not None:
         raise UsageError("--data is not supported with --workers: each worker generates "
                          "the synthetic set itself (gpudiag/train/cluster_data.py)")
-    if w.steps <= w.warmup_steps + w.profile_steps:
-        raise UsageError(f"--steps {w.steps} leaves no timed steps after {w.warmup_steps} "
-                         f"warm-up and {w.profile_steps} profiled steps; use more --steps")
+    check_steps(w)
     if options.restarts < 0:
         raise UsageError("--restarts must be >= 0")
     fault = options.fault

@@ -41,6 +41,7 @@ from gpudiag import layout, procs
 from gpudiag.cluster import sockets
 from gpudiag.cluster.records import WorkerConfig, WorkerResult
 from gpudiag.exitstatus import describe_exit
+from gpudiag.runner import tail_lines
 
 POLL_S = 0.2
 TERM_WAIT_S = 1.0
@@ -236,14 +237,6 @@ def _read_result(task: _Live) -> tuple[WorkerResult | None, str | None, str | No
         return None, "BadResult", str(exc)
 
 
-def _tail(path: Path, lines: int = 15) -> list[str]:
-    try:
-        text = path.read_text(encoding="utf-8", errors="replace")
-    except OSError:
-        return []
-    return [ln for ln in text.splitlines() if ln.strip()][-lines:]
-
-
 def _outcome(task: _Live, run_start: float, now: float) -> TaskOutcome:
     spec = task.spec
     if task.proc is None:
@@ -257,7 +250,7 @@ def _outcome(task: _Live, run_start: float, now: float) -> TaskOutcome:
     return TaskOutcome(
         spec.name, spec.task_type, spec.index, spec.role, task.attempt, True, task.formed,
         task.last_step, task.resumed_from, rc, task.ended_by, describe_exit(rc), error_type,
-        error, result, _tail(task.dir / layout.STDERR_TXT), str(task.dir),
+        error, result, tail_lines(task.dir / layout.STDERR_TXT, 15), str(task.dir),
         ended - task.started, ended - run_start, task.proc.pid, task.listening)
 
 

@@ -39,6 +39,7 @@ from gpudiag.cluster.supervise import ClusterRun, Limits, TaskSpec, run_cluster
 from gpudiag.errors import EnvironmentBroken, UsageError
 from gpudiag.probes.records import Workload
 from gpudiag.report import Finding
+from gpudiag.scaling.options import check_steps
 from gpudiag.session import RunSession
 from gpudiag.ui import Ui
 from gpudiag.verdicts import cluster as verdicts
@@ -73,9 +74,7 @@ def check(options: WorkerOptions) -> None:
     if w.data is not None:
         raise UsageError("--data is not supported by gpudiag worker: each worker generates "
                          "the synthetic set itself")
-    if w.steps <= w.warmup_steps + w.profile_steps:
-        raise UsageError(f"--steps {w.steps} leaves no timed steps after {w.warmup_steps} "
-                         f"warm-up and {w.profile_steps} profiled steps; use more --steps")
+    check_steps(w)
     if options.slurm:
         missing = [v for v in SLURM_VARS if v not in os.environ]
         if missing:

@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 from gpudiag.run.config import UNBUFFERED_FIRST_STEPS
 from gpudiag.run.recorder import StepBuffer
 from gpudiag.run.tfhooks import caller, record_devices
+from gpudiag.traces import union_s
 
 if TYPE_CHECKING:
     from gpudiag.run.agent import Agent
@@ -114,7 +115,7 @@ def summarize_step_stats(run_metadata: Any, graph: Any) -> dict[str, Any]:
             if requested:
                 moved[(requested, device)].append(ns.node_name)
     for device, sp in spans.items():
-        per_device[device]["busy_us"] = _union_us(sp)
+        per_device[device]["busy_us"] = round(union_s(sp) * 1e9)  # us in, us out
     pinned = [{"requested": req, "actual": act, "nodes": len(names),
                "examples": names[:5], "scopes": sorted({n.split("/", 1)[0] for n in names})}
               for (req, act), names in sorted(moved.items())]
@@ -128,20 +129,6 @@ def traced_indices(warmup: int, profile_steps: int) -> range:
         return range(warmup - TRACED_RUNS, warmup)
     start = warmup + max(0, profile_steps)
     return range(start, start + TRACED_RUNS)
-
-
-def _union_us(spans: list[tuple[int, int]]) -> int:
-    total, cur_s, cur_e = 0, None, None
-    for s, e in sorted(spans):
-        if cur_e is None or s > cur_e:
-            if cur_e is not None and cur_s is not None:
-                total += cur_e - cur_s
-            cur_s, cur_e = s, e
-        else:
-            cur_e = max(cur_e, e)
-    if cur_e is not None and cur_s is not None:
-        total += cur_e - cur_s
-    return total
 
 
 class SessionHooks:

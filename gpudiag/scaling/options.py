@@ -81,6 +81,15 @@ def device_counts(max_devices: int) -> list[int]:
     return [*counts, max_devices]
 
 
+def check_steps(w: Workload) -> None:
+    """Some steps must be timed: more than the warm-up and the profiled ones (exit 2)."""
+    if w.steps <= w.warmup_steps + w.profile_steps:
+        raise UsageError(
+            f"--steps {w.steps} leaves no timed steps after {w.warmup_steps} "
+            f"warm-up and {w.profile_steps} profiled steps; use more --steps"
+        )
+
+
 def check(options: ScalingOptions) -> None:
     """Reject bad combinations with a one-line UsageError (exit 2). The CLI calls it once,
     before the run directory is made; ``commands.scaling.run`` expects checked options."""
@@ -93,11 +102,7 @@ def check(options: ScalingOptions) -> None:
     model_spec(w.model)  # raises the UsageError naming the choices
     if not 0 <= w.profile_steps <= MAX_PROFILE_STEPS:
         raise UsageError(f"--profile-steps must be 0..{MAX_PROFILE_STEPS}, got {w.profile_steps}")
-    if w.steps <= w.warmup_steps + w.profile_steps:
-        raise UsageError(
-            f"--steps {w.steps} leaves no timed steps after {w.warmup_steps} "
-            f"warm-up and {w.profile_steps} profiled steps; use more --steps"
-        )
+    check_steps(w)
     if w.variables_on not in VARIABLES_ON:
         raise UsageError(f"--variables-on {w.variables_on!r} is not one of: "
                          + ", ".join(VARIABLES_ON))
