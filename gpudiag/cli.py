@@ -24,24 +24,11 @@ from typing import TYPE_CHECKING
 import typer
 
 from gpudiag import __version__
-from gpudiag.cliopts import (
-    GpusOpt,
-    IdleThresholdOpt,
-    IntervalOpt,
-    JsonOpt,
-    LogdirOpt,
-    TimeoutOpt,
-    VirtualGpuMemOpt,
-    VirtualGpusOpt,
-    allreduce_mb,
-    finite_nonnegative,
-    fraction,
-    positive,
-)
+from gpudiag import cliopts as opt
 from gpudiag.cluster import options as cluster_opts
 from gpudiag.errors import GpudiagError, WriteFailed
 from gpudiag.execute import DISK_ERRNOS, HANDLED_SIGNALS, error_line, execute, on_signal
-from gpudiag.probes.records import MAX_PROFILE_STEPS, Workload
+from gpudiag.probes.records import Workload
 from gpudiag.probes.results import MemoryConfig
 from gpudiag.scaling.options import ScalingOptions
 from gpudiag.session import RunSession
@@ -75,9 +62,9 @@ def _nvml(ctx: typer.Context) -> AbstractContextManager[NvmlBackend | NvmlUnavai
 @app.command()
 def env(
     ctx: typer.Context,
-    logdir: Path = LogdirOpt,
-    as_json: bool = JsonOpt,
-    timeout: float = TimeoutOpt,
+    logdir: Path = opt.LogdirOpt,
+    as_json: bool = opt.JsonOpt,
+    timeout: float = opt.TimeoutOpt,
 ) -> None:
     """What TensorFlow, CUDA, NVML and the devices look like, and the mismatches between them."""
     from gpudiag.commands import env as env_cmd
@@ -91,11 +78,11 @@ def env(
 
 @app.command()
 def placement(
-    logdir: Path = LogdirOpt,
-    as_json: bool = JsonOpt,
-    timeout: float = TimeoutOpt,
-    virtual_gpus: int | None = VirtualGpusOpt,
-    virtual_gpu_memory_mb: int = VirtualGpuMemOpt,
+    logdir: Path = opt.LogdirOpt,
+    as_json: bool = opt.JsonOpt,
+    timeout: float = opt.TimeoutOpt,
+    virtual_gpus: int | None = opt.VirtualGpusOpt,
+    virtual_gpu_memory_mb: int = opt.VirtualGpuMemOpt,
 ) -> None:
     """Where every op runs: placement log, pinning, invalid devices, soft placement, towers."""
     from gpudiag.commands import placement as placement_cmd
@@ -118,19 +105,13 @@ def scaling(
                                  "separated: towers (in-graph replication), mirrored "
                                  "(MirroredStrategy custom loop), keras (model.fit under "
                                  "MirroredStrategy)."),
-    model: str = typer.Option(_WORKLOAD.model, "--model", help="cnn-small, cnn or mlp."),
-    batch_per_device: int = typer.Option(_WORKLOAD.batch_per_device, "--batch-per-device",
-                                         min=1, max=1 << 16,
-                                         help="Examples per device per step."),
-    steps: int = typer.Option(_WORKLOAD.steps, "--steps", min=1,
-                              help="Training steps per configuration."),
-    warmup_steps: int = typer.Option(_WORKLOAD.warmup_steps, "--warmup-steps", min=0,
-                                     help="First steps left out of the timing."),
-    profile_steps: int = typer.Option(_WORKLOAD.profile_steps, "--profile-steps", min=0,
-                                      max=MAX_PROFILE_STEPS, help="Steps traced by the "
-                                      "profiler after the warm-up (not timed; 0: none)."),
+    model: str = opt.ModelOpt,
+    batch_per_device: int = opt.BatchPerDeviceOpt,
+    steps: int = opt.StepsOpt,
+    warmup_steps: int = opt.WarmupStepsOpt,
+    profile_steps: int = opt.ProfileStepsOpt,
     learning_rate: float = typer.Option(_WORKLOAD.learning_rate, "--learning-rate",
-                                        callback=finite_nonnegative,
+                                        callback=opt.finite_nonnegative,
                                         help="SGD learning rate."),
     ema_decay: float = typer.Option(_WORKLOAD.ema_decay, "--ema-decay", help="Decay of the "
                                     "moving average of the weights, in [0, 1); 0 turns it off."),
@@ -143,19 +124,19 @@ def scaling(
                                      "y_train) or TFRecord (image_raw bytes, label int64) "
                                      "instead of the synthetic set."),
     allreduce_max_mb: float = typer.Option(_SCALING.allreduce_max_mb, "--allreduce-max-mb",
-                                           callback=allreduce_mb,
+                                           callback=opt.allreduce_mb,
                                            help="Largest all-reduce message in MiB (from "
                                            "--allreduce-min-mb, doubling; at most 16384)."),
     allreduce_min_mb: float = typer.Option(_SCALING.allreduce_min_mb, "--allreduce-min-mb",
-                                           callback=allreduce_mb,
+                                           callback=opt.allreduce_mb,
                                            help="Smallest all-reduce message in MiB (at "
                                            "least 1/1024, 1 KiB)."),
-    virtual_gpus: int | None = VirtualGpusOpt,
-    virtual_gpu_memory_mb: int = VirtualGpuMemOpt,
-    timeout: float = typer.Option(_SCALING.timeout_s, "--timeout", callback=positive,
+    virtual_gpus: int | None = opt.VirtualGpusOpt,
+    virtual_gpu_memory_mb: int = opt.VirtualGpuMemOpt,
+    timeout: float = typer.Option(_SCALING.timeout_s, "--timeout", callback=opt.positive,
                                   help="Seconds each configuration's child process may run."),
-    logdir: Path = LogdirOpt,
-    as_json: bool = JsonOpt,
+    logdir: Path = opt.LogdirOpt,
+    as_json: bool = opt.JsonOpt,
     workers: int | None = cluster_opts.WorkersOpt,
     mode: str | None = cluster_opts.ModeOpt,
     batch_factor: int = cluster_opts.BatchFactorOpt,
@@ -209,20 +190,17 @@ def worker(
     mode: str = cluster_opts.WorkerModeOpt,
     slurm: bool = cluster_opts.SlurmOpt,
     slurm_port_base: int = cluster_opts.SlurmPortBaseOpt,
-    model: str = typer.Option(_WORKLOAD.model, "--model", help="cnn-small, cnn or mlp."),
-    batch_per_device: int = typer.Option(_WORKLOAD.batch_per_device, "--batch-per-device",
-                                         min=1, max=1 << 16, help="Examples per replica per "
-                                         "step."),
-    steps: int = typer.Option(_WORKLOAD.steps, "--steps", min=1, help="Training steps."),
-    warmup_steps: int = typer.Option(_WORKLOAD.warmup_steps, "--warmup-steps", min=0),
-    profile_steps: int = typer.Option(_WORKLOAD.profile_steps, "--profile-steps", min=0,
-                                      max=MAX_PROFILE_STEPS),
+    model: str = opt.ModelOpt,
+    batch_per_device: int = opt.BatchPerDeviceOpt,
+    steps: int = opt.StepsOpt,
+    warmup_steps: int = opt.WarmupStepsOpt,
+    profile_steps: int = opt.ProfileStepsOpt,
     form_timeout: float = cluster_opts.FormTimeoutOpt,
     collective_timeout: float = cluster_opts.CollectiveTimeoutOpt,
-    timeout: float = typer.Option(600.0, "--timeout", callback=positive,
+    timeout: float = typer.Option(600.0, "--timeout", callback=opt.positive,
                                   help="Seconds this task may run in all."),
-    logdir: Path = LogdirOpt,
-    as_json: bool = JsonOpt,
+    logdir: Path = opt.LogdirOpt,
+    as_json: bool = opt.JsonOpt,
 ) -> None:
     """Join a real cluster (TF_CONFIG, or --slurm) as this machine's task; the chief
     writes the combined report. See docs/cluster.md."""
@@ -250,11 +228,11 @@ def monitor(
         None, metavar="-- CMD [ARGS]...", show_default=False,
         help="The command to run and watch (everything after --, or after the first "
              "word that is not a gpudiag option)."),
-    interval_s: float = IntervalOpt,
-    idle_threshold: float = IdleThresholdOpt,
-    gpus: str | None = GpusOpt,
-    logdir: Path = LogdirOpt,
-    as_json: bool = JsonOpt,
+    interval_s: float = opt.IntervalOpt,
+    idle_threshold: float = opt.IdleThresholdOpt,
+    gpus: str | None = opt.GpusOpt,
+    logdir: Path = opt.LogdirOpt,
+    as_json: bool = opt.JsonOpt,
 ) -> None:
     """Run any command (any framework) while sampling every GPU: was every GPU used?"""
     from gpudiag.commands import monitor as monitor_cmd
@@ -279,19 +257,14 @@ def run_program(
         None, metavar="-- python train.py [ARGS]...", show_default=False,
         help="The program to run, unmodified (python script.py, python -m package, or a "
              "script whose shebang is Python); everything after --."),
-    profile_steps: int = typer.Option(5, "--profile-steps", min=0, max=100, help="Steps of "
-                                      "the program traced by the profiler (0: none)."),
-    profile_warmup: int = typer.Option(10, "--profile-warmup", min=0, max=100_000,
-                                       help="Steps of the program before the profiled ones "
-                                            "(also left out of the throughput)."),
-    placement_log: bool = typer.Option(True, "--placement-log/--no-placement-log",
-                                       help="Capture TensorFlow's placement log (kept out "
-                                            "of the terminal unless the program asks for it)."),
-    interval_s: float = IntervalOpt,
-    idle_threshold: float = IdleThresholdOpt,
-    gpus: str | None = GpusOpt,
-    logdir: Path = LogdirOpt,
-    as_json: bool = JsonOpt,
+    profile_steps: int = opt.RunProfileStepsOpt,
+    profile_warmup: int = opt.RunProfileWarmupOpt,
+    placement_log: bool = opt.PlacementLogOpt,
+    interval_s: float = opt.IntervalOpt,
+    idle_threshold: float = opt.IdleThresholdOpt,
+    gpus: str | None = opt.GpusOpt,
+    logdir: Path = opt.LogdirOpt,
+    as_json: bool = opt.JsonOpt,
 ) -> None:
     """Run your own TensorFlow program, unmodified, and diagnose it: devices, strategy, where
     its ops ran, learning, throughput, its log and its crash."""
@@ -324,11 +297,11 @@ def memory(
         None, "--memory-limit-mb", min=1, max=1 << 22, show_default=False,
         help="The limit mode's memory_limit in MiB [default: 1024]."),
     fraction: float | None = typer.Option(
-        None, "--fraction", callback=fraction, help="The limit as the old "
+        None, "--fraction", callback=opt.fraction, help="The limit as the old "
         "per_process_gpu_memory_fraction, converted to MiB with GPU 0's total memory (NVML)."),
-    logdir: Path = LogdirOpt,
-    as_json: bool = JsonOpt,
-    timeout: float = TimeoutOpt,
+    logdir: Path = opt.LogdirOpt,
+    as_json: bool = opt.JsonOpt,
+    timeout: float = opt.TimeoutOpt,
 ) -> None:
     """Memory modes, each in its own process: default, growth, TF_FORCE_GPU_ALLOW_GROWTH,
     a memory limit, and changing them after initialisation. TF's view beside NVML's."""

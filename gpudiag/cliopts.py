@@ -14,6 +14,8 @@ import typer
 
 from gpudiag.devices import DEFAULT_VIRTUAL_GPU_MEMORY_MB
 from gpudiag.nvml.sampler import MIN_INTERVAL_S
+from gpudiag.probes.records import MAX_PROFILE_STEPS, Workload
+from gpudiag.run.config import DEFAULT_PROFILE_STEPS, DEFAULT_PROFILE_WARMUP_STEPS
 from gpudiag.runner import DEFAULT_TIMEOUT_S
 
 
@@ -102,3 +104,29 @@ IdleThresholdOpt = typer.Option(
     help="A GPU whose p95 utilization stays under this many percent counts as idle.")
 GpusOpt = typer.Option(None, "--gpus", help="Watch only these GPUs (NVML indices, as "
                        "nvidia-smi numbers them), e.g. 0,1.")
+
+
+# `scaling` and `worker`: the probe training's workload (defaults: probes.records.Workload).
+_WORKLOAD = Workload()
+ModelOpt = typer.Option(_WORKLOAD.model, "--model", help="cnn-small, cnn or mlp.")
+BatchPerDeviceOpt = typer.Option(_WORKLOAD.batch_per_device, "--batch-per-device", min=1,
+                                 max=1 << 16, help="Examples per device (replica) per step.")
+StepsOpt = typer.Option(_WORKLOAD.steps, "--steps", min=1,
+                        help="Training steps per configuration.")
+WarmupStepsOpt = typer.Option(_WORKLOAD.warmup_steps, "--warmup-steps", min=0,
+                              help="First steps left out of the timing.")
+ProfileStepsOpt = typer.Option(_WORKLOAD.profile_steps, "--profile-steps", min=0,
+                               max=MAX_PROFILE_STEPS, help="Steps traced by the profiler "
+                               "after the warm-up (not timed; 0: none).")
+
+
+# `run`: the profiler window over the program's own steps, and the placement log.
+RunProfileStepsOpt = typer.Option(
+    DEFAULT_PROFILE_STEPS, "--profile-steps", min=0, max=100,
+    help="Steps of the program traced by the profiler (0: none).")
+RunProfileWarmupOpt = typer.Option(
+    DEFAULT_PROFILE_WARMUP_STEPS, "--profile-warmup", min=0, max=100_000,
+    help="Steps of the program before the profiled ones (also left out of the throughput).")
+PlacementLogOpt = typer.Option(True, "--placement-log/--no-placement-log",
+                               help="Capture TensorFlow's placement log (kept out of the "
+                               "terminal unless the program asks for it).")
