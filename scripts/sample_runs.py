@@ -4,7 +4,8 @@
 
 Runs ``gpudiag env``, ``placement``, ``memory``, ``scaling --max-gpus 4`` (towers and
 mirrored on 1, 2, 4 devices, small settings so the checkout stays a few MB) and
-``monitor -- python -c <TensorFlow matmuls>`` from inside the output directory with
+``monitor -- python -c <TensorFlow matmuls>`` and ``run -- python -m
+gpudiag.examples.keras_mnist_like`` from inside the output directory with
 ``--logdir <command>``, so every path a report holds is relative to sample_runs/
 (``scaling/2026-...-scaling/towers-4dev``). Then the absolute paths that still name
 this checkout or this interpreter (the argv gpudiag was started with, the workload's
@@ -39,6 +40,8 @@ COMMANDS: dict[str, list[str]] = {
     "scaling": ["--max-gpus", "4", "--steps", "60", "--warmup-steps", "5",
                 "--profile-steps", "3", "--histogram-every", "20", "--allreduce-max-mb", "64"],
     "monitor": ["--", "python", "-c", WORKLOAD],  # this interpreter, first on PATH
+    # a user-like Keras program, unmodified, under `gpudiag run`
+    "run": ["--", "python", "-m", "gpudiag.examples.keras_mnist_like"],
 }
 TEXT_FILES = ("report.json", "report.md", "config.json", "result.json", "stdout.txt",
               "stderr.txt")
