@@ -1,19 +1,20 @@
 """What gpudiag's training instrumentation costs a step, measured side by side in one run.
 
-Two identical tower trainers on the same devices, same model, same batch: one with the
-instrumentation `gpudiag scaling` uses by default (per-step scalars: loss, accuracy,
-learning rate, per-tower loss, examples/sec, sec/batch, the global norms of the averaged
-gradients and of the moving averages, buffered and written every 25 steps; histograms
-of the first and the last layer's averaged gradient and weights at step 1 and every 100
-steps; the moving average of the weights updated every step), one with none of it, and
-a second bare one as a control
-(its ratio to the first is the noise floor of the machine). Blocks of ``--block`` steps
-(by default the histogram period, so each block holds exactly one histogram step) run
-back to back, the order rotating each round (benchmarks/_training.py). The ratio to
-each bare trainer is printed, and last the median per-round ratio of the instrumented
-step time to the mean of the two bare ones: the target is <= 1.03 at default settings,
-read beside the noise floor printed above it (on a shared 2-core machine two identical
-trainers have differed by up to 4-5 %).
+One tower trainer with the instrumentation `gpudiag scaling` uses by default (per-step
+scalars: loss, accuracy, learning rate, per-tower loss, examples/sec, sec/batch, the
+global norms of the averaged gradients and of the moving averages, buffered and written
+every 25 steps; histograms of the first and the last layer's averaged gradient and
+weights at step 1 and every 100 steps; the moving average of the weights updated every
+step), and two bare views of the same trainer: the same variables, optimizer and
+devices, a step function traced with none of it (no scalars, norms, histograms or
+moving average). The two bare views are identical, so their ratio is the noise floor of
+the machine. (Separately built trainers are not compared: on a shared 2-core machine
+two identical ones differed by up to 5 %, more than what is measured here.) Blocks of
+``--block`` steps (by default the histogram period, so each block holds exactly one
+histogram step) run back to back, the order rotating each round
+(benchmarks/_training.py). The ratio to each bare view is printed, and last the median
+per-round ratio of the instrumented step time to the mean of the two bare ones: the
+target is <= 1.03 at default settings, read beside the noise floor printed above it.
 
 The profiler window, the evaluation and the checkpoint happen once per run, outside the
 timed steps, and are not counted here.
@@ -25,6 +26,7 @@ timed steps, and are not counted here.
 from __future__ import annotations
 
 import argparse
+import copy
 import os
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
@@ -53,16 +55,21 @@ def main() -> int:
     args = parser.parse_args()
 
     dev = setup_devices(args.devices)
+    import tensorflow as tf
+
     from gpudiag.train.model import model_spec
     from gpudiag.train.summaries import Instrumentation
     from gpudiag.train.towers import TowerTrainer
 
     spec = model_spec(args.model)
 
-    def trainer(instr: Instrumentation) -> TowerTrainer:
-        return TowerTrainer(spec, (28, 28, 1), 10, dev.compute_devices,
-                            batch_per_device=args.batch_per_device, learning_rate=0.05,
-                            instrumentation=instr)
+    def bare_view(trainer: TowerTrainer) -> TowerTrainer:
+        """``trainer``'s state with a step traced without any instrumentation."""
+        view = copy.copy(trainer)
+        view.instr, view.ema = Instrumentation.off(), None
+        view._step_fn = tf.function(view._step)
+        view._graph = None
+        return view
 
     default = Instrumentation()
     block = args.block or default.histogram_every
@@ -72,9 +79,12 @@ def main() -> int:
           f"steps, EMA decay "
           f"{default.ema_decay}; blocks of {block} steps, {args.rounds} rounds")
     batch = args.batch_per_device * args.devices
-    sides = [make_side("instrumented", trainer(default), batch),
-             make_side("bare", trainer(Instrumentation.off()), batch),
-             make_side("bare-control", trainer(Instrumentation.off()), batch)]
+    instrumented = TowerTrainer(spec, (28, 28, 1), 10, dev.compute_devices,
+                                batch_per_device=args.batch_per_device, learning_rate=0.05,
+                                instrumentation=default)
+    sides = [make_side("instrumented", instrumented, batch),
+             make_side("bare", bare_view(instrumented), batch),
+             make_side("bare-control", bare_view(instrumented), batch)]
     per = compare(sides, rounds=args.rounds, block=block, warmup=args.warmup)
     print(f"instrumented {median_s(per, 'instrumented') * 1e3:.3f} ms/step, bare "
           f"{median_s(per, 'bare') * 1e3:.3f} ms/step (medians over rounds)")

@@ -259,8 +259,14 @@ def test_event_files_hold_scalars_histograms_and_ema(short_run) -> None:
     norms = {tag: [float(tf.make_ndarray(e.tensor_proto)) for e in acc.Tensors(tag)]
              for tag in (layout.TAG_NORM_GRADIENTS, layout.TAG_NORM_EMA)}
     assert all(v > 0 for v in norms[layout.TAG_NORM_GRADIENTS])
-    ema_now = np.sqrt(sum(float(np.sum(a.numpy() ** 2)) for a in trainer.ema_params()))
-    assert norms[layout.TAG_NORM_EMA][-1] == pytest.approx(ema_now, rel=1e-5)
+    # the towers' average takes a step's weights at the start of the next step, so the
+    # norm logged at step 40 is that of the average through step 39: the final average
+    # (synced after the loop) without the last update, d = min(0.9, 41 / 50)
+    d = min(0.9, 41 / 50)
+    before_last = [(a.numpy() - (1 - d) * w.numpy()) / d
+                   for a, w in zip(trainer.ema_params(), trainer.raw_params(), strict=True)]
+    norm_39 = np.sqrt(sum(float(np.sum(a ** 2)) for a in before_last))
+    assert norms[layout.TAG_NORM_EMA][-1] == pytest.approx(norm_39, rel=1e-4)
     for tag, value in ((layout.TAG_EVAL_ACCURACY, result.eval_accuracy),
                        (layout.TAG_EVAL_ACCURACY_EMA, result.eval_accuracy_ema)):
         (event,) = acc.Tensors(tag)
@@ -322,6 +328,30 @@ def test_fused_ema_update_is_tf_trains_update() -> None:
             np.testing.assert_allclose(ema.average(b).numpy(), ref_ema.average(a).numpy(),
                                        rtol=1e-6, atol=1e-7)
     assert not np.allclose(ema.average(params[0]).numpy(), params[0].numpy())
+
+
+def test_towers_moving_average_is_the_per_step_average_after_sync(batch) -> None:
+    """The towers bring the average up to a step's weights at the start of the next step;
+    after sync_ema it is exactly the average of every step's weights, as
+    ExponentialMovingAverage.apply after each update would have it, and a second sync
+    changes nothing."""
+    x, y = batch
+    trainer = TowerTrainer(model_spec("mlp"), SHAPE, 10, devices(2), batch_per_device=8,
+                           learning_rate=0.1,
+                           instrumentation=Instrumentation(histogram_every=0, ema_decay=0.9))
+    iterator = iter(tf.data.Dataset.from_tensors((x, y)).repeat())
+    shadow = [p.numpy() for p in trainer.raw_params()]
+    for n in range(1, 6):
+        trainer.run_step(iterator)
+        d = min(0.9, (1 + n) / (10 + n))
+        shadow = [d * s + (1 - d) * w.numpy()
+                  for s, w in zip(shadow, trainer.raw_params(), strict=True)]
+    trainer.sync_ema()
+    for _ in range(2):
+        for got, want in zip(trainer.ema_params(), shadow, strict=True):
+            np.testing.assert_allclose(got.numpy(), want, rtol=1e-5, atol=1e-6)
+        assert int(trainer.ema_step.numpy()) == 5
+        trainer.sync_ema()
 
 
 def test_ema_follows_tf_train_semantics(short_run) -> None:

@@ -150,6 +150,9 @@ def train(
             scalars.flush()
         if profile_dir is not None and len(profiled) < loop.profile_steps:
             tf.profiler.experimental.stop()  # the run was shorter than the window
+        sync = getattr(trainer, "sync_ema", None)
+        if sync is not None:  # towers bring the moving average up to date one step late
+            sync()
         eval_loss, eval_acc = evaluate(trainer.model.forward, trainer.raw_params(), eval_x, eval_y,
                                        loop.eval_batch)
         tf.summary.scalar(layout.TAG_EVAL_LOSS, eval_loss, step=loop.steps)

@@ -13,6 +13,7 @@ tower_loss_tag(i)           scalar      every step (towers): the loss of tower i
 replica_loss_tag(i)         scalar      every step (mirrored): the loss of replica i's
 TAG_NORM_GRADIENTS          scalar      every step: global norm of the averaged gradients
 TAG_NORM_EMA                scalar      every step: global norm of the moving averages
+                                        (towers: as they enter the step, see catch_up_ema)
 gradient_tag(param)         histogram   step 1 and every K, the first and the last layer's
 variable_tag(param)         histogram   kernel only (``histogram_params``): the averaged
                                         gradient and the weights after the update
@@ -76,21 +77,36 @@ def make_ema(decay: float | None, step: tf.Variable) -> tf.train.ExponentialMovi
 
 
 def apply_ema(ema: tf.train.ExponentialMovingAverage, decay: float, step: tf.Tensor,
-              params: Sequence[tf.Variable]) -> None:
+              params: Sequence[tf.Variable], gate: tf.Tensor | float = 1.0) -> None:
     """``ema.apply(params)`` for plain (not distributed) variables in fewer ops: the same
     update, shadow -= (1 - d) * (shadow - weight) with d = min(decay, (1 + step) /
     (10 + step)), as one fused ResourceApplyGradientDescent per variable instead of the
     six ops and the replica-context merge ``apply`` builds for each. ``step`` is the
-    step counter after this update (``ema``'s ``num_updates``). Halves the moving
-    average's share of a step (benchmarks/instrumentation_cost.py); tests/test_train.py
-    checks it against ``ema.apply``.
+    step counter of the weights being averaged (``ema``'s ``num_updates``); ``gate`` 0
+    makes it a no-op. tests/test_train.py checks it against ``ema.apply``.
     """
     n = tf.cast(step, tf.float32)
-    alpha = 1.0 - tf.minimum(tf.constant(decay, tf.float32), (1.0 + n) / (10.0 + n))
+    alpha = (1.0 - tf.minimum(tf.constant(decay, tf.float32), (1.0 + n) / (10.0 + n))) * gate
     for v in params:
         shadow = ema.average(v)
         tf.raw_ops.ResourceApplyGradientDescent(var=shadow.handle, alpha=alpha,
                                                 delta=shadow - v)
+
+
+def catch_up_ema(ema: tf.train.ExponentialMovingAverage, decay: float, step: tf.Variable,
+                 ema_step: tf.Variable, params: Sequence[tf.Variable]) -> None:
+    """Bring the moving average up to the weights after update ``step``, once: a no-op when
+    it holds them already (``ema_step``, the last update it holds, is not behind).
+
+    The towers' step calls it first, for the previous step's weights, so the average's
+    update runs beside the step's forward and backward pass instead of after its weight
+    update, where it lengthened every step by several percent
+    (benchmarks/instrumentation_cost.py); the loop calls it once more after the last
+    step. The numbers are ``ExponentialMovingAverage.apply``'s after every update.
+    """
+    n = step.read_value()
+    apply_ema(ema, decay, n, params, gate=tf.cast(ema_step < n, tf.float32))
+    ema_step.assign(n)
 
 
 HistogramValues = Callable[[], tuple[Sequence[Any], Sequence[Any]]]

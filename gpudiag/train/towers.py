@@ -6,7 +6,9 @@ computes its slice's mean loss and the gradients with respect to the *shared*
 variables; the gradients are averaged (one mean per variable across the towers, on the
 variables' device) and applied with one optimizer update. The variables, the optimizer's
 slots and the moving averages live on the host CPU (``variables_on="cpu"``) or on the
-first compute device (``"device"``). The whole step is one ``tf.function``.
+first compute device (``"device"``). The whole step is one ``tf.function``. The moving
+average takes each step's weights at the start of the next step (and once more after
+the last, ``sync_ema``), beside that step's work rather than after its update.
 
 Because every tower's slice has the same size, the mean of the towers' mean-loss
 gradients equals the gradient of the mean loss over the whole batch; MirroredStrategy
@@ -126,7 +128,10 @@ class TowerTrainer:
                 spec, input_shape, num_classes, learning_rate=learning_rate,
                 momentum=momentum, instr=self.instr, seed=seed)
         self.ema_decay = self.instr.ema_decay or 0.0
+        with tf.device(self.variables_device):  # the last update the moving average holds
+            self.ema_step = tf.Variable(0, dtype=tf.int64, trainable=False, name="ema_step")
         self._step_fn = tf.function(self._step)
+        self._sync_fn = tf.function(self._sync)
         self._graph: tf.Graph | None = None
 
     # -- the step ---------------------------------------------------------------------
@@ -155,6 +160,10 @@ class TowerTrainer:
         return average_gradients(grads, self.variables_device)
 
     def _step(self, iterator: Any, histograms: bool = False) -> dict[str, tf.Tensor]:
+        if self.ema is not None:  # the previous step's weights, beside this step's work
+            with tf.device(self.variables_device):
+                summaries.catch_up_ema(self.ema, self.ema_decay, self.step, self.ema_step,
+                                       self.model.params)
         x, y = next(iterator)
         tower_grads, losses, correct = self.tower_gradients(x, y)
         grads = average_gradients(tower_grads, self.variables_device)
@@ -163,9 +172,6 @@ class TowerTrainer:
             accuracy = tf.add_n(correct) / float(self.global_batch)
         self.optimizer.apply_gradients(zip(grads, self.model.params, strict=True))
         step = self.step.assign_add(1)
-        if self.ema is not None:
-            with tf.device(self.variables_device):
-                summaries.apply_ema(self.ema, self.ema_decay, step, self.model.params)
         if histograms:
             summaries.write_histograms(step, self.model.param_names,
                                        lambda: (grads, self.model.params))
@@ -178,6 +184,17 @@ class TowerTrainer:
 
     def run_step(self, iterator: Any, histograms: bool = False) -> dict[str, tf.Tensor]:
         return self._step_fn(iterator, histograms)
+
+    def _sync(self) -> None:
+        if self.ema is not None:
+            with tf.device(self.variables_device):
+                summaries.catch_up_ema(self.ema, self.ema_decay, self.step, self.ema_step,
+                                       self.model.params)
+
+    def sync_ema(self) -> None:
+        """The moving average up to the last step's weights (each step brings it up to the
+        previous step's): before evaluating or saving the average."""
+        self._sync_fn()
 
     def make_iterator(self, dataset: tf.data.Dataset) -> Any:
         with tf.device(HOST_DEVICE):
@@ -202,7 +219,9 @@ class TowerTrainer:
         return [self.ema.average(v) for v in self.model.params]
 
     def checkpoint(self) -> tf.train.Checkpoint:
-        return checkpoint_of(self.model, self.step, self.optimizer, self.ema)
+        ckpt = checkpoint_of(self.model, self.step, self.optimizer, self.ema)
+        ckpt.ema_step = self.ema_step
+        return ckpt
 
 
 def average_gradients(
