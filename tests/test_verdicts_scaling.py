@@ -3,17 +3,21 @@
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import pytest
 
+from gpudiag.devices import DeviceSetup
+from gpudiag.probes.records import AllreduceResult, AllreduceRow
 from gpudiag.verdicts import scaling as v
 
 MIB = 1 << 20
 
 
-def point(strategy: str, n: int, eps: float, batch: int = 32, **extra) -> dict:
-    return {"strategy": strategy, "n_devices": n, "name": f"{strategy}-{n}dev",
-            "examples_per_s": eps, "step_s": batch * n / eps, **extra}
+def point(strategy: str, n: int, eps: float, batch: int = 32,
+          **extra: float) -> v.ThroughputPoint:
+    return v.ThroughputPoint(strategy=strategy, n_devices=n, name=f"{strategy}-{n}dev",
+                             examples_per_s=eps, step_s=batch * n / eps, **extra)
 
 
 def test_thresholds_per_device_count() -> None:
@@ -24,11 +28,11 @@ def test_thresholds_per_device_count() -> None:
 def test_scaling_rows_speedup_and_efficiency() -> None:
     rows = v.scaling_rows([point("towers", 1, 1000), point("towers", 2, 1900),
                            point("towers", 4, 3000), point("mirrored", 2, 500)])
-    by = {(r["strategy"], r["n_devices"]): r for r in rows}
-    assert by[("towers", 2)]["speedup"] == pytest.approx(1.9)
-    assert by[("towers", 2)]["efficiency"] == pytest.approx(0.95)
-    assert by[("towers", 4)]["efficiency"] == pytest.approx(0.75)
-    assert by[("mirrored", 2)]["efficiency"] is None  # no 1-device base for mirrored
+    by = {(r.strategy, r.n_devices): r for r in rows}
+    assert by[("towers", 2)].speedup == pytest.approx(1.9)
+    assert by[("towers", 2)].efficiency == pytest.approx(0.95)
+    assert by[("towers", 4)].efficiency == pytest.approx(0.75)
+    assert by[("mirrored", 2)].efficiency is None  # no 1-device base for mirrored
 
 
 def test_lower_bound_is_ring_allreduce_time() -> None:
@@ -125,9 +129,10 @@ def test_device_work_names_the_idle_device() -> None:
     assert nothing.status == "skip"
 
 
-def run(name: str, loss: float | None, acc: float | None, classes: int = 10) -> dict:
-    return {"name": name, "num_classes": classes, "steps": 100, "initial_loss": 2.31,
-            "final_loss": loss, "final_accuracy": acc}
+def run(name: str, loss: float | None, acc: float | None,
+        classes: int = 10) -> v.LearningRow:
+    return v.LearningRow(name=name, num_classes=classes, steps=100, initial_loss=2.31,
+                         final_loss=loss, final_accuracy=acc)
 
 
 def test_learning_fails_on_the_stuck_symptom_and_passes_when_learning() -> None:
@@ -166,16 +171,21 @@ def test_towers_vs_mirrored_side_by_side() -> None:
 
 
 def test_allreduce_finding_says_what_the_numbers_are() -> None:
-    result = {"n_devices": 4, "cross_device_ops": "ReductionToOneDevice", "rows": [
-        {"size_bytes": MIB, "time_s": 0.001, "algbw_bytes_per_s": MIB / 0.001,
-         "busbw_bytes_per_s": 1.5 * MIB / 0.001, "iters": 20},
-        {"size_bytes": 4 * MIB, "time_s": 0.002, "algbw_bytes_per_s": 4 * MIB / 0.002,
-         "busbw_bytes_per_s": 1.5 * 4 * MIB / 0.002, "iters": 20},
-    ]}
+    setup = DeviceSetup(kind="virtual-cpu", host_device="/device:CPU:0",
+                        compute_devices=[f"/device:CPU:{i}" for i in range(1, 5)],
+                        logical_devices=[f"/device:CPU:{i}" for i in range(5)])
+    result = AllreduceResult(setup=setup, n_devices=4, cross_device_ops="ReductionToOneDevice",
+                             rows=[
+        AllreduceRow(size_bytes=MIB, time_s=0.001, algbw_bytes_per_s=MIB / 0.001,
+                     busbw_bytes_per_s=1.5 * MIB / 0.001, iters=20),
+        AllreduceRow(size_bytes=4 * MIB, time_s=0.002, algbw_bytes_per_s=4 * MIB / 0.002,
+                     busbw_bytes_per_s=1.5 * 4 * MIB / 0.002, iters=20),
+    ])
     cpu = v.allreduce_bandwidth(result, "virtual-cpu")
     assert cpu.status == "ok" and "host-memory numbers" in cpu.message
     assert "peak bus bandwidth 3.15 GB/s at 4 MiB" in cpu.message
     assert cpu.evidence["peak_busbw_bytes_per_s"] == pytest.approx(1.5 * 4 * MIB / 0.002)
-    gpu = v.allreduce_bandwidth({**result, "cross_device_ops": "NcclAllReduce"}, "gpu")
+    gpu = v.allreduce_bandwidth(replace(result, cross_device_ops="NcclAllReduce"), "gpu")
     assert "host-memory" not in gpu.message
-    assert v.allreduce_bandwidth({"n_devices": 1, "rows": []}, "gpu").status == "skip"
+    one = replace(result, n_devices=1, rows=[])
+    assert v.allreduce_bandwidth(one, "gpu").status == "skip"

@@ -12,7 +12,7 @@ each configuration's figures and HParams session, exactly the report's numbers).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +30,7 @@ from gpudiag.session import RunSession
 from gpudiag.verdicts import common as common_verdicts
 from gpudiag.verdicts import gpu_use as gpu_verdicts
 from gpudiag.verdicts import scaling as scaling_verdicts
+from gpudiag.verdicts.scaling import LearningRow, ThroughputPoint
 
 NVML_IDLE_THRESHOLD_PERCENT = nvml.DEFAULT_ACTIVE_THRESHOLD_PERCENT
 KERAS_PLACEMENT_REASON = "model.fit builds its own step function, which gpudiag does not trace"
@@ -92,27 +93,25 @@ def trace_summary(result: TrainingResult) -> tuple[traces.TraceSummary | None, s
 
 
 def throughput_point(run: ConfigRun, result: TrainingResult,
-                     summary: traces.TraceSummary | None) -> dict[str, Any]:
+                     summary: traces.TraceSummary | None) -> ThroughputPoint:
     """verdicts.scaling_rows' input for one configuration."""
     busy = ({d: s / summary.window_s for d, s in summary.busy_by_device().items()}
             if summary and summary.window_s > 0 else None)
-    return {
-        "strategy": run.strategy, "n_devices": run.n_devices, "name": run.name,
-        "examples_per_s": result.train.examples_per_s, "step_s": result.train.step_s_median,
-        "input_wait_fraction": summary.input_wait_fraction if summary else None,
-        "trace_busy_fraction": busy,
-    }
+    return ThroughputPoint(
+        strategy=run.strategy, n_devices=run.n_devices, name=run.name,
+        examples_per_s=result.train.examples_per_s, step_s=result.train.step_s_median,
+        input_wait_fraction=summary.input_wait_fraction if summary else None,
+        trace_busy_fraction=busy)
 
 
-def learning_row(run: ConfigRun, result: TrainingResult, learning_rate: float) -> dict[str, Any]:
+def learning_row(run: ConfigRun, result: TrainingResult, learning_rate: float) -> LearningRow:
     """verdicts.learning's input for one configuration."""
     t = result.train
-    return {
-        "name": run.name, "num_classes": result.data.num_classes, "steps": t.steps,
-        "learning_rate": learning_rate, "initial_loss": t.losses[0] if t.losses else None,
-        "final_loss": t.final_loss, "final_accuracy": t.final_accuracy,
-        "eval_accuracy": t.eval_accuracy, "eval_accuracy_ema": t.eval_accuracy_ema,
-    }
+    return LearningRow(
+        name=run.name, num_classes=result.data.num_classes, steps=t.steps,
+        learning_rate=learning_rate, initial_loss=t.losses[0] if t.losses else None,
+        final_loss=t.final_loss, final_accuracy=t.final_accuracy,
+        eval_accuracy=t.eval_accuracy, eval_accuracy_ema=t.eval_accuracy_ema)
 
 
 def config_data(run: ConfigRun, result: TrainingResult, summary: traces.TraceSummary | None,
@@ -138,8 +137,8 @@ def judge(session: RunSession, options: ScalingOptions, setup: DeviceSetup,
           backend_reason: str | None, physical: Sequence[nvml.DeviceInfo],
           ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """Every finding of the run; returns the scaling rows and per-configuration data."""
-    points: list[dict[str, Any]] = []
-    learning_rows: list[dict[str, Any]] = []
+    points: list[ThroughputPoint] = []
+    learning_rows: list[LearningRow] = []
     configs: dict[str, Any] = {}
     gradient_bytes = 0
     for r in runs:
@@ -166,18 +165,20 @@ def judge(session: RunSession, options: ScalingOptions, setup: DeviceSetup,
         session.add(gpu_verdicts.every_gpu_used([], NVML_IDLE_THRESHOLD_PERCENT,
                                             nvml_unavailable_reason=backend_reason,
                                             check_id="scaling.nvml"))
-    rows = scaling_verdicts.scaling_rows(points)
+    typed_rows = scaling_verdicts.scaling_rows(points)
     busbw = allreduce.peak_busbw_bytes_per_s if allreduce else None
     for strategy in options.strategies:
         session.add(scaling_verdicts.scaling_efficiency(
-            strategy, rows, setup.kind, gradient_bytes=gradient_bytes, busbw_bytes_per_s=busbw,
+            strategy, typed_rows, setup.kind, gradient_bytes=gradient_bytes,
+            busbw_bytes_per_s=busbw,
             batch_per_device=options.workload.batch_per_device,
             variables_on=options.workload.variables_on if strategy == "towers" else "mirrored"))
     session.add(scaling_verdicts.learning(learning_rows))
     if {"towers", "mirrored"} <= set(options.strategies):
-        session.add(scaling_verdicts.towers_vs_mirrored(rows))
+        session.add(scaling_verdicts.towers_vs_mirrored(typed_rows))
     if allreduce is not None:
-        session.add(scaling_verdicts.allreduce_bandwidth(allreduce.to_dict(), setup.kind))
+        session.add(scaling_verdicts.allreduce_bandwidth(allreduce, setup.kind))
+    rows = [asdict(r) for r in typed_rows]  # the report's rows, from here on plain data
     session.set("scaling", {"device_kind": setup.kind, "gradient_bytes": gradient_bytes,
                             "peak_busbw_bytes_per_s": busbw, "rows": rows, "configs": configs})
     table_rows = table(rows, configs)

@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
+from gpudiag.probes.records import AllreduceResult
 from gpudiag.report import Finding
 
 # Efficiency = throughput(n) / (n x throughput(1)) that well-tuned data-parallel CNN
@@ -22,6 +24,36 @@ AVERAGING_CAUSE_FRACTION = 0.20  # of a step that the all-reduce lower bound alo
 LEARN_LOSS_FRACTION = 0.8  # final loss must be below this x ln(classes)
 LEARN_ACCURACY_GAIN = 0.10  # final accuracy >= chance + this x (1 - chance)
 TOWERS_SLOWER_RATIO = 0.90  # towers below this x mirrored throughput is a warn
+
+
+@dataclass(frozen=True)
+class ThroughputPoint:
+    """One configuration's throughput; scaling_rows fills speedup and efficiency."""
+
+    strategy: str
+    n_devices: int
+    name: str
+    examples_per_s: float | None  # median over the timed steps
+    step_s: float | None  # median seconds per step
+    input_wait_fraction: float | None = None  # of the traced window
+    trace_busy_fraction: dict[str, float] | None = None  # per device, of the traced window
+    speedup: float | None = None  # vs the same strategy on 1 device
+    efficiency: float | None = None  # speedup / n_devices
+
+
+@dataclass(frozen=True)
+class LearningRow:
+    """One configuration's training outcome (a NaN loss is None)."""
+
+    name: str
+    num_classes: int
+    steps: int
+    final_loss: float | None  # training, mean of the last steps
+    final_accuracy: float | None
+    initial_loss: float | None = None
+    learning_rate: float | None = None
+    eval_accuracy: float | None = None
+    eval_accuracy_ema: float | None = None
 
 
 def efficiency_threshold(n_devices: int) -> float:
@@ -40,20 +72,17 @@ def allreduce_lower_bound_s(gradient_bytes: int, n_devices: int, busbw_bytes_per
     return gradient_bytes * 2 * (n_devices - 1) / n_devices / busbw_bytes_per_s
 
 
-def scaling_rows(points: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Speedup and efficiency per configuration.
-
-    ``points``: dicts with ``strategy``, ``n_devices``, ``examples_per_s`` and
-    ``step_s`` (median seconds per step); the same strategy's 1-device point is the base.
-    """
-    base = {p["strategy"]: p for p in points if p["n_devices"] == 1}
+def scaling_rows(points: Sequence[ThroughputPoint]) -> list[ThroughputPoint]:
+    """Speedup and efficiency per configuration, sorted by strategy and device count; the
+    same strategy's 1-device point is the base."""
+    base = {p.strategy: p for p in points if p.n_devices == 1}
     rows = []
-    for p in sorted(points, key=lambda q: (q["strategy"], q["n_devices"])):
-        b = base.get(p["strategy"])
-        eps, b_eps = p.get("examples_per_s"), b.get("examples_per_s") if b else None
+    for p in sorted(points, key=lambda q: (q.strategy, q.n_devices)):
+        b = base.get(p.strategy)
+        eps, b_eps = p.examples_per_s, b.examples_per_s if b else None
         speedup = eps / b_eps if eps and b_eps else None
-        rows.append({**p, "speedup": speedup,
-                     "efficiency": speedup / p["n_devices"] if speedup else None})
+        rows.append(replace(p, speedup=speedup,
+                            efficiency=speedup / p.n_devices if speedup else None))
     return rows
 
 
@@ -63,7 +92,7 @@ def _fmt_rate(x: float | None) -> str:
 
 def scaling_efficiency(
     strategy: str,
-    rows: Sequence[dict[str, Any]],
+    rows: Sequence[ThroughputPoint],
     kind: str,
     *,
     gradient_bytes: int,
@@ -78,33 +107,33 @@ def scaling_efficiency(
     measured (None when it did not run).
     """
     check_id = f"scaling.efficiency.{strategy}"
-    mine = sorted((r for r in rows if r["strategy"] == strategy), key=lambda r: r["n_devices"])
-    base = next((r for r in mine if r["n_devices"] == 1), None)
-    multi = [r for r in mine if r["n_devices"] > 1]
-    if base is None or not base.get("examples_per_s") or not base.get("step_s"):
-        return Finding(check_id, "skip",
-                       f"{strategy}: no 1-device throughput to compare with", {"rows": mine})
+    mine = sorted((r for r in rows if r.strategy == strategy), key=lambda r: r.n_devices)
+    base = next((r for r in mine if r.n_devices == 1), None)
+    multi = [r for r in mine if r.n_devices > 1]
+    if base is None or not base.examples_per_s or not base.step_s:
+        return Finding(check_id, "skip", f"{strategy}: no 1-device throughput to compare with",
+                       {"rows": [asdict(r) for r in mine]})
     if not multi:
         return Finding(check_id, "skip",
                        f"{strategy}: only one device count ran, nothing to compare",
-                       {"rows": mine})
+                       {"rows": [asdict(r) for r in mine]})
     per_n: list[dict[str, Any]] = []
     below: list[str] = []
     causes: list[str] = []
     fixes: list[str] = []
     for r in multi:
-        n, eff = r["n_devices"], r.get("efficiency")
+        n, eff = r.n_devices, r.efficiency
         threshold = efficiency_threshold(n)
         comm_s = allreduce_lower_bound_s(gradient_bytes, n, busbw_bytes_per_s or 0.0)
-        step_s = r.get("step_s") or 0.0
-        lost_s = max(0.0, step_s - base["step_s"])
+        step_s = r.step_s or 0.0
+        lost_s = max(0.0, step_s - base.step_s)
         explained = min(1.0, comm_s / lost_s) if lost_s > 0 and busbw_bytes_per_s else None
-        entry = {"n_devices": n, "examples_per_s": r.get("examples_per_s"),
-                 "speedup": r.get("speedup"), "efficiency": eff, "ok_threshold": threshold,
+        entry = {"n_devices": n, "examples_per_s": r.examples_per_s,
+                 "speedup": r.speedup, "efficiency": eff, "ok_threshold": threshold,
                  "step_s": step_s, "lost_s_per_step": lost_s,
                  "allreduce_lower_bound_s": comm_s if busbw_bytes_per_s else None,
                  "communication_explains_fraction": explained,
-                 "input_wait_fraction": r.get("input_wait_fraction")}
+                 "input_wait_fraction": r.input_wait_fraction}
         per_n.append(entry)
         if eff is None or eff >= threshold:
             continue
@@ -114,7 +143,7 @@ def scaling_efficiency(
             causes.append(f"at {n} devices the all-reduce of {gradient_bytes / 2**20:.2f} MiB "
                           f"of gradients needs at least {comm_s * 1e3:.2f} ms per step, "
                           f"{explained:.0%} of the {lost_s * 1e3:.2f} ms lost per step")
-        wait = r.get("input_wait_fraction")
+        wait = r.input_wait_fraction
         if wait is not None and wait > INPUT_WAIT_CAUSE_FRACTION:
             causes.append(f"at {n} devices {wait:.0%} of the traced steps waited for input")
             fixes.append("prefetch (dataset.prefetch(tf.data.AUTOTUNE)), parallel map "
@@ -134,12 +163,12 @@ def scaling_efficiency(
         f"(x{e['speedup']:.2f}, efficiency {e['efficiency']:.2f})"
         if e["efficiency"] is not None else f"{e['n_devices']} devices: n/a"
         for e in per_n)
-    evidence = {"device_kind": kind, "base_examples_per_s": base["examples_per_s"],
-                "base_step_s": base["step_s"], "per_device_count": per_n,
+    evidence = {"device_kind": kind, "base_examples_per_s": base.examples_per_s,
+                "base_step_s": base.step_s, "per_device_count": per_n,
                 "gradient_bytes": gradient_bytes, "busbw_bytes_per_s": busbw_bytes_per_s,
                 "batch_per_device": batch_per_device, "variables_on": variables_on,
                 "causes": causes}
-    head = f"{strategy}: 1 device {_fmt_rate(base['examples_per_s'])} ex/s; {listing}"
+    head = f"{strategy}: 1 device {_fmt_rate(base.examples_per_s)} ex/s; {listing}"
     if kind in SHARED_DEVICE_KINDS:
         what = "virtual CPU devices" if kind == "virtual-cpu" else "logical GPUs split from one"
         return Finding(
@@ -219,33 +248,28 @@ def device_work(
                    f"{config}: every device did work; " + "; ".join(sources) + tail, evidence)
 
 
-def learning(configs: Sequence[dict[str, Any]]) -> Finding:
-    """The loss fell clearly below ln(classes) and accuracy rose above chance, per run.
-
-    ``configs``: dicts with ``name``, ``num_classes``, ``steps``, ``initial_loss``,
-    ``final_loss``, ``final_accuracy`` (training, mean of the last steps) and optionally
-    ``eval_accuracy``, ``eval_accuracy_ema``, ``learning_rate``. A NaN loss is None.
-    """
+def learning(configs: Sequence[LearningRow]) -> Finding:
+    """The loss fell clearly below ln(classes) and accuracy rose above chance, per run."""
     if not configs:
         return Finding("scaling.learning", "skip", "no training run completed", {})
     failed, rows = [], []
     for c in configs:
-        classes = int(c["num_classes"])
+        classes = c.num_classes
         ln_c = math.log(classes)
         chance = 1.0 / classes
         max_loss = LEARN_LOSS_FRACTION * ln_c
         min_acc = chance + LEARN_ACCURACY_GAIN * (1 - chance)
-        loss, acc = c.get("final_loss"), c.get("final_accuracy")
+        loss, acc = c.final_loss, c.final_accuracy
         ok = loss is not None and acc is not None and loss <= max_loss and acc >= min_acc
-        row = {**c, "ln_classes": ln_c, "chance_accuracy": chance, "max_final_loss": max_loss,
-               "min_final_accuracy": min_acc, "learned": ok}
+        row = {**asdict(c), "ln_classes": ln_c, "chance_accuracy": chance,
+               "max_final_loss": max_loss, "min_final_accuracy": min_acc, "learned": ok}
         rows.append(row)
         if not ok:
             loss_text = "NaN (diverged)" if loss is None else f"{loss:.4f}"
             acc_text = "n/a" if acc is None else f"{acc:.2f}"
-            failed.append(f"{c['name']}: loss {loss_text} (ln {classes} = {ln_c:.4f}, must "
+            failed.append(f"{c.name}: loss {loss_text} (ln {classes} = {ln_c:.4f}, must "
                           f"fall below {max_loss:.2f}), accuracy {acc_text} (chance "
-                          f"{chance:.2f}, must reach {min_acc:.2f}) after {c['steps']} steps")
+                          f"{chance:.2f}, must reach {min_acc:.2f}) after {c.steps} steps")
     evidence = {"runs": rows}
     if failed:
         return Finding(
@@ -260,13 +284,13 @@ def learning(configs: Sequence[dict[str, Any]]) -> Finding:
     best = ", ".join(f"{r['name']} {r['final_loss']:.3f}/{r['final_accuracy']:.2f}"
                      for r in rows)
     return Finding("scaling.learning", "ok",
-                   f"every run learned (final loss/accuracy; ln {int(configs[0]['num_classes'])}"
-                   f" = {math.log(int(configs[0]['num_classes'])):.4f}): {best}", evidence)
+                   f"every run learned (final loss/accuracy; ln {configs[0].num_classes}"
+                   f" = {math.log(configs[0].num_classes):.4f}): {best}", evidence)
 
 
-def towers_vs_mirrored(rows: Sequence[dict[str, Any]]) -> Finding:
+def towers_vs_mirrored(rows: Sequence[ThroughputPoint]) -> Finding:
     """Throughput of the hand-written towers beside MirroredStrategy at each device count."""
-    by = {(r["strategy"], r["n_devices"]): r.get("examples_per_s") for r in rows}
+    by = {(r.strategy, r.n_devices): r.examples_per_s for r in rows}
     counts = sorted({n for s, n in by if s in ("towers", "mirrored")})
     pairs = []
     for n in counts:
@@ -277,7 +301,7 @@ def towers_vs_mirrored(rows: Sequence[dict[str, Any]]) -> Finding:
     if not pairs:
         return Finding("scaling.towers-vs-mirrored", "skip",
                        "towers and mirrored did not both run at any device count",
-                       {"rows": list(rows)})
+                       {"rows": [asdict(r) for r in rows]})
     text = "; ".join(f"{p['n_devices']} device(s): towers {p['towers_examples_per_s']:,.0f} vs "
                      f"mirrored {p['mirrored_examples_per_s']:,.0f} ex/s "
                      f"(x{p['towers_over_mirrored']:.2f})" for p in pairs)
@@ -293,23 +317,22 @@ def towers_vs_mirrored(rows: Sequence[dict[str, Any]]) -> Finding:
     return Finding("scaling.towers-vs-mirrored", "ok", f"side by side: {text}", evidence)
 
 
-def allreduce_bandwidth(result: dict[str, Any], kind: str) -> Finding:
+def allreduce_bandwidth(result: AllreduceResult, kind: str) -> Finding:
     """The collective probe's table: time, algorithm and bus bandwidth per message size."""
-    rows = result.get("rows") or []
-    n = result.get("n_devices")
+    rows, n, ops = result.rows, result.n_devices, result.cross_device_ops
     if not rows:
         return Finding("scaling.allreduce", "skip",
                        f"no all-reduce measured ({n} device(s): nothing to reduce across)",
-                       dict(result))
-    best = max(rows, key=lambda r: r["busbw_bytes_per_s"])
-    largest = max(rows, key=lambda r: r["size_bytes"])
-    ops = result.get("cross_device_ops")
+                       result.to_dict())
+    best = max(rows, key=lambda r: r.busbw_bytes_per_s)
+    largest = max(rows, key=lambda r: r.size_bytes)
     text = (f"all-reduce over {n} devices with {ops}: peak bus bandwidth "
-            f"{best['busbw_bytes_per_s'] / 1e9:.2f} GB/s at {best['size_bytes'] / 2**20:g} MiB; "
-            f"{largest['size_bytes'] / 2**20:g} MiB in {largest['time_s'] * 1e3:.1f} ms "
-            f"(busbw {largest['busbw_bytes_per_s'] / 1e9:.2f} GB/s)")
-    evidence = {"n_devices": n, "cross_device_ops": ops, "device_kind": kind, "rows": rows,
-                "peak_busbw_bytes_per_s": best["busbw_bytes_per_s"]}
+            f"{best.busbw_bytes_per_s / 1e9:.2f} GB/s at {best.size_bytes / 2**20:g} MiB; "
+            f"{largest.size_bytes / 2**20:g} MiB in {largest.time_s * 1e3:.1f} ms "
+            f"(busbw {largest.busbw_bytes_per_s / 1e9:.2f} GB/s)")
+    evidence = {"n_devices": n, "cross_device_ops": ops, "device_kind": kind,
+                "rows": [r.to_dict() for r in rows],
+                "peak_busbw_bytes_per_s": best.busbw_bytes_per_s}
     if kind == "virtual-cpu":
         text += ("; these are virtual CPU devices in one process, so the numbers are "
                  "host-memory numbers, not an interconnect's")
