@@ -84,3 +84,16 @@ def read_scalars(tb_run: Path) -> dict[str, list[ScalarEvent]]:
 @pytest.fixture
 def logdir(tmp_path: Path) -> Path:
     return tmp_path / "runs"
+
+
+def process_alive(pid: int) -> bool:
+    """Whether ``pid`` still runs; a zombie not yet reaped by its parent counts as gone."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return False
+    return state != "Z"

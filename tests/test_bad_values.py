@@ -7,8 +7,7 @@ import socket
 from pathlib import Path
 
 import pytest
-
-from tests.conftest import assert_usage_error, gpudiag
+from conftest import assert_usage_error, gpudiag
 
 LONG_NAME = "a" * 300
 LONG_PATH = "/".join(["b" * 200] * 25)

@@ -8,13 +8,12 @@ counts). Every run must leave no process behind: the tasks' pids are in the repo
 from __future__ import annotations
 
 import json
-import os
 import time
 from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import findings_by_id, gpudiag, read_scalars, run_dirs
+from conftest import findings_by_id, gpudiag, process_alive, read_scalars, run_dirs
 
 from gpudiag import layout
 from gpudiag.cluster import messages
@@ -26,25 +25,13 @@ FAST = ["--model", "mlp", "--warmup-steps", "3", "--profile-steps", "2",
 GONE_WITHIN_S = 12.0
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except (OSError, IndexError):
-        return False
-    return state != "Z"
-
-
 def assert_no_task_left(report: dict[str, Any]) -> None:
     pids = [t["pid"] for c in report["data"]["cluster"]["configs"].values()
             for t in c["tasks"] if t["pid"]]
     assert pids
     deadline = time.monotonic() + GONE_WITHIN_S
-    while any(_alive(p) for p in pids):
-        assert time.monotonic() < deadline, f"left running: {[p for p in pids if _alive(p)]}"
+    while any(process_alive(p) for p in pids):
+        assert time.monotonic() < deadline, f"left running: {[p for p in pids if process_alive(p)]}"
         time.sleep(0.1)
 
 

@@ -20,8 +20,7 @@ from pathlib import Path
 
 import jsonschema
 import pytest
-
-from tests.conftest import REPO, findings_by_id, run_dirs
+from conftest import REPO, findings_by_id, process_alive, run_dirs
 
 SCHEMA = json.loads((REPO / "gpudiag" / "report.schema.json").read_text())
 GONE_WITHIN_S = 12.0  # the reaper's grace (3 s) plus a loaded 2-core machine's slack
@@ -45,23 +44,10 @@ def _wait_for(predicate: object, what: str, proc: subprocess.Popen[str],
         time.sleep(0.05)
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    # a zombie not yet reaped by its parent is gone for every purpose that matters here
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except (OSError, IndexError):
-        return False
-    return state != "Z"
-
-
 def _assert_all_gone(pids: list[int]) -> None:
     deadline = time.monotonic() + GONE_WITHIN_S
-    while any(_alive(p) for p in pids):
-        left = [p for p in pids if _alive(p)]
+    while any(process_alive(p) for p in pids):
+        left = [p for p in pids if process_alive(p)]
         if time.monotonic() > deadline:
             for p in left:
                 os.kill(p, signal.SIGKILL)
