@@ -62,6 +62,10 @@ class _Watchdog:
             self._pipe = os.fdopen(write_fd, "wb", buffering=0)
         return self._pipe
 
+    def start(self) -> None:
+        """Start the watchdog process now (it otherwise starts on the first ``tell``)."""
+        self._open()
+
     def tell(self, line: str) -> None:
         pipe = self._open()
         if pipe is not None:
@@ -74,10 +78,19 @@ _watchdog = _Watchdog()
 
 def spawn(argv: Sequence[str], **popen_kwargs: Any) -> subprocess.Popen[bytes]:
     """``subprocess.Popen(argv, ...)`` as the leader of a new process group (and session),
-    watched by the reaper until ``release`` or ``stop_group``. OSError propagates."""
+    watched by the reaper until ``release`` or ``stop_group``. OSError propagates.
+
+    The watchdog is started before the child, and an interrupt (Ctrl-C, SIGTERM) that
+    lands once the child exists stops the child's group before it propagates: there is
+    no moment at which a child runs that neither the caller nor the watchdog will end."""
+    _watchdog.start()
     proc: subprocess.Popen[bytes] = subprocess.Popen(
         list(argv), start_new_session=True, **popen_kwargs)
-    _watchdog.tell(f"{WATCH}{proc.pid}")
+    try:
+        _watchdog.tell(f"{WATCH}{proc.pid}")
+    except BaseException:
+        stop_group(proc)
+        raise
     return proc
 
 
