@@ -133,12 +133,8 @@ class EventWriter:
             metric_infos=[api_pb2.MetricInfo(name=api_pb2.MetricName(tag=tag),
                                              display_name=name) for tag, name in metrics],
             time_created_secs=time.time())
-        summary = summary_pb2.Summary()
-        summary.value.add(tag=metadata.EXPERIMENT_TAG,
-                          metadata=metadata.create_summary_metadata(
-                              plugin_data_pb2.HParamsPluginData(experiment=experiment)),
-                          tensor=metadata.NULL_TENSOR)
-        self._emit(summary, 0, None)
+        self._hparams_plugin(metadata.EXPERIMENT_TAG,
+                             plugin_data_pb2.HParamsPluginData(experiment=experiment))
 
     def hparams_session(self, trial: str, hparams: Mapping[str, bool | int | float | str],
                         *, ok: bool) -> None:
@@ -151,10 +147,15 @@ class EventWriter:
         end = plugin_data_pb2.SessionEndInfo(
             status=api_pb2.STATUS_SUCCESS if ok else api_pb2.STATUS_FAILURE,
             end_time_secs=time.time())
+        self._hparams_plugin(metadata.SESSION_END_INFO_TAG,
+                             plugin_data_pb2.HParamsPluginData(session_end_info=end))
+
+    def _hparams_plugin(self, tag: str, plugin_data: Any) -> None:
+        """One HParams plugin record (experiment or session end): metadata, no value."""
+        from tensorboard.plugins.hparams import metadata
+
         summary = summary_pb2.Summary()
-        summary.value.add(tag=metadata.SESSION_END_INFO_TAG,
-                          metadata=metadata.create_summary_metadata(
-                              plugin_data_pb2.HParamsPluginData(session_end_info=end)),
+        summary.value.add(tag=tag, metadata=metadata.create_summary_metadata(plugin_data),
                           tensor=metadata.NULL_TENSOR)
         self._emit(summary, 0, None)
 

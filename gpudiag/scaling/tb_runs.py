@@ -67,11 +67,7 @@ def allreduce_png(result: AllreduceResult, kind: str, path: Path) -> tuple[int, 
         title += f" ({kind}: host memory)"
     ax.set_title(title)
     ax.legend()
-    fig.tight_layout()
-    fig.savefig(path, format="png")
-    width, height = (int(v) for v in fig.canvas.get_width_height())
-    plt.close(fig)
-    return width, height
+    return _save_png(fig, path)
 
 
 def write_allreduce_tb(run_dir: Path, result: AllreduceResult) -> str | None:
@@ -121,11 +117,7 @@ def plot_png(rows: Sequence[dict[str, Any]], kind: str, path: Path) -> tuple[int
         title += f" ({kind}: not meaningful)"
     ax2.set_title(title)
     ax2.legend()
-    fig.tight_layout()
-    fig.savefig(path, format="png")
-    width, height = (int(v) for v in fig.canvas.get_width_height())
-    plt.close(fig)
-    return width, height
+    return _save_png(fig, path)
 
 
 def config_figures(row: dict[str, Any] | None, config: dict[str, Any]) -> dict[str, float]:
@@ -213,3 +205,14 @@ def write_scaling_tb(run_dir: Path, rows: Sequence[dict[str, Any]], configs: dic
         if rows:
             width, height = plot_png(rows, kind, png)
             w.png(layout.TAG_SCALING_PLOT, png.read_bytes(), width, height)
+
+
+def _save_png(fig: Any, path: Path) -> tuple[int, int]:
+    """Lay out, save as PNG, close; the image's (width, height) for TensorBoard."""
+    import matplotlib.pyplot as plt
+
+    fig.tight_layout()
+    fig.savefig(path, format="png")
+    width, height = (int(v) for v in fig.canvas.get_width_height())
+    plt.close(fig)
+    return width, height
