@@ -27,6 +27,8 @@ from gpudiag.devnames import short_device
 
 SECTION_MARKER = "GPUDIAG-SECTION "
 
+# The prefix of a TensorFlow C++ log line: severity, date, time, thread id, file:line.
+_LOG_THREAD = re.compile(r"^[IWEF]\d{4} [\d:.]+\s+(?P<tid>\d+) \S+:\d+\]")
 _EAGER = re.compile(r"Executing op (?P<op>\S+) in device (?P<device>\S+)")
 _GRAPH = re.compile(r"placer\.cc:\d+\]\s+(?P<node>.+?): \((?P<type>[^)]+)\): (?P<device>/\S+)\s*$")
 
@@ -50,6 +52,19 @@ class PlacementRow:
 
 def _is_function(op: str) -> bool:
     return op.startswith("__") or "_inference_" in op
+
+
+def lines_of_thread(text: str, tid: int) -> str:
+    """The C++ log lines of ``text`` written by thread ``tid``. Several processes writing
+    to one stderr are told apart this way: TensorFlow writes the placement log from the
+    thread that runs the op or instantiates the function, the program's main thread, whose
+    id is the process id."""
+    keep = []
+    for line in text.splitlines():
+        m = _LOG_THREAD.match(line)
+        if m is not None and int(m["tid"]) == tid:
+            keep.append(line)
+    return "\n".join(keep)
 
 
 def parse(text: str) -> list[PlacementRow]:

@@ -101,6 +101,11 @@ class TraceSummary:
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
+    def attributed(self) -> bool:
+        """Whether any work of the window was tied to a device: a device plane, or an op
+        whose placement is known."""
+        return any(d.source == "device-plane" or d.event_count for d in self.devices)
+
     def busy_by_device(self) -> dict[str, float]:
         """Busy seconds per compute device: device planes where there are any."""
         planes = {d.device: d.busy_s for d in self.devices if d.source == "device-plane"}

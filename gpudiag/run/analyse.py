@@ -31,7 +31,7 @@ if TYPE_CHECKING:
     from gpudiag.run.command import Outcome, RunOptions
 
 
-def log_reason(obs: ProcessObservation, options: RunOptions, processes: int) -> str | None:
+def log_reason(obs: ProcessObservation, options: RunOptions) -> str | None:
     """Why TensorFlow's placement log of this process cannot be used (None: it can)."""
     if obs.cpp_log_level_overridden:
         return (f"the program set TF_CPP_MIN_LOG_LEVEL={obs.cpp_log_level} itself before "
@@ -41,10 +41,20 @@ def log_reason(obs: ProcessObservation, options: RunOptions, processes: int) -> 
         return "placement logging was turned off (--no-placement-log)"
     if not obs.placement_log:
         return "gpudiag could not enable the placement log (see run.tensorflow)"
-    if processes > 1:
-        return ("several TensorFlow processes share one stderr: the placement log cannot be "
-                "told apart by process")
     return None
+
+
+def placement_rows(stderr: str, obs: ProcessObservation, processes: int
+                   ) -> tuple[list[PlacementRow], str | None]:
+    """This process's placement log rows. Several TensorFlow processes share one stderr:
+    each gets the lines its main thread wrote (placementlog.lines_of_thread)."""
+    if processes == 1:
+        return placementlog.parse(stderr), None
+    rows = placementlog.parse(placementlog.lines_of_thread(stderr, obs.pid))
+    if rows:
+        return rows, None
+    return [], (f"{processes} TensorFlow processes share one stderr and no placement line "
+                f"came from process {obs.pid}'s main thread")
 
 
 def placement_data(rows: list[PlacementRow]) -> tuple[dict[str, int], int, int,
@@ -96,7 +106,7 @@ def _process_findings(session: RunSession, obs: ProcessObservation, proc: str,
                       options: RunOptions) -> dict[str, Any]:
     placed, eager, graph, graph_devices = placement_data(rows)
     summary, trace_reason = trace_of(obs, rows)
-    busy = summary.busy_by_device() if summary else None
+    busy = summary.busy_by_device() if summary and summary.attributed() else None
     add = session.add
     add(run_verdicts.devices(obs, proc))
     add(run_verdicts.distribution(obs, log, proc))
@@ -132,18 +142,22 @@ def report(session: RunSession, argv: list[str], outcome: Outcome, options: RunO
     sampling = outcome.sampling
     nvml_gpus = [gpu_verdicts.gpu_numbers(s) for s in sampling.summaries] if sampling else None
     tf_procs = [o for o in observations if o.imported_tf]
-    rows = placementlog.parse(stderr)
     lines = stderr.splitlines() + [r.message for o in tf_procs for r in o.tf_logs]
     log = catalogue.match_lines(lines)
     processes = []
+    placement_total = 0
     for n, obs in enumerate(tf_procs, 1):
         proc = "" if len(tf_procs) == 1 else f".p{n}"
-        reason = log_reason(obs, options, len(tf_procs))
-        processes.append(_process_findings(session, obs, proc, [] if reason else rows, reason,
+        reason = log_reason(obs, options)
+        rows: list[PlacementRow] = []
+        if reason is None:
+            rows, reason = placement_rows(stderr, obs, len(tf_procs))
+        placement_total += len(rows)
+        processes.append(_process_findings(session, obs, proc, rows, reason,
                                            log, nvml_gpus, options))
     if tf_procs:
         overridden = [o for o in tf_procs if o.cpp_log_level_overridden]
-        session.add(run_verdicts.tf_log(log, log_reason(overridden[0], options, 1)
+        session.add(run_verdicts.tf_log(log, log_reason(overridden[0], options)
                                         if overridden else None))
     if observations:
         session.add(run_progress.crash(observations, outcome.returncode))
@@ -155,7 +169,7 @@ def report(session: RunSession, argv: list[str], outcome: Outcome, options: RunO
         "lines_kept_from_terminal": outcome.state.hidden_lines,
         "stdout": str(outcome.stdout_path), "stderr": str(outcome.stderr_path),
         "python_processes": len(observations), "tensorflow_processes": processes,
-        "placement_rows": len(rows), "catalogue_matches": [m.entry.id for m in log],
+        "placement_rows": placement_total, "catalogue_matches": [m.entry.id for m in log],
     })
     session.set("devices", {"summary": _devices_summary(tf_procs, sampling)})
     session.text(TAG_RUN_TABLE, markdown_table(

@@ -8,12 +8,15 @@ not JSON is skipped and counted.
 from __future__ import annotations
 
 import json
+import re
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from gpudiag.layout import RUN_EVENTS_PREFIX, RUN_EVENTS_SUFFIX, run_faults_name
 from gpudiag.placementlog import short_device
 from gpudiag.run.records import (
+    ClusterJoin,
     ConfigCall,
     CrashRecord,
     DeviceSnapshot,
@@ -47,6 +50,18 @@ def read_events(events_dir: Path) -> tuple[dict[int, list[dict[str, Any]]], int]
     return out, bad
 
 
+_TASK = re.compile(r"/job:(?P<job>\w+)/replica:\d+/task:(?P<task>\d+)")
+
+
+def _local(device: str, joins: list[ClusterJoin]) -> bool:
+    """Whether a listed device is this process's own: in a cluster, TensorFlow lists every
+    task's devices (``/job:worker/replica:0/task:1/device:CPU:0``)."""
+    m = _TASK.search(device)
+    if m is None or m["job"] == "localhost" or not joins:
+        return True
+    return (m["job"], int(m["task"])) == (joins[-1].task_type, joins[-1].task_id)
+
+
 def _series_steps(rows: list[dict[str, Any]], kind: str) -> list[Step]:
     if kind == "function":  # the final row adds the last call's loss to that call's row
         merged: dict[int, dict[str, Any]] = {}
@@ -69,10 +84,14 @@ def _series_steps(rows: list[dict[str, Any]], kind: str) -> list[Step]:
 
 def observe(pid: int, events: list[dict[str, Any]], events_dir: Path) -> ProcessObservation:
     """One process's events as a ProcessObservation."""
+    times = [e["t"] for e in events if isinstance(e.get("t"), int | float)]
     fields: dict[str, Any] = {"pid": pid, "ppid": None, "argv": [], "start_env": {},
-                              "events": len(events)}
+                              "events": len(events),
+                              "first_t_unix_s": min(times) if times else None,
+                              "last_t_unix_s": max(times) if times else None}
     calls, strategies, graphs, stats, logs, errors, sessions = [], [], [], [], [], [], []
     fits: list[dict[str, Any]] = []
+    joins: list[ClusterJoin] = []
     functions: dict[str, list[dict[str, Any]]] = {}
     groups: dict[int, dict[str, Any]] = {}
     fingerprints: dict[str, list[dict[str, Any]]] = {}
@@ -93,10 +112,12 @@ def observe(pid: int, events: list[dict[str, Any]], events_dir: Path) -> Process
                                     e.get("kwargs") or {}, e.get("initialized_before"),
                                     e.get("caller"), e.get("error_type"), e.get("error")))
         elif kind == "devices" and "devices" not in fields:
+            names = [d["name"] for d in e.get("logical", [])]
+            remote = [n for n in names if not _local(n, joins)]
             fields["devices"] = DeviceSnapshot(
                 e.get("reason", "?"), [d["name"] for d in e.get("physical", [])],
-                [short_device(d["name"]) for d in e.get("logical", [])], e.get("gpus") or [],
-                e.get("soft_placement"), e.get("cuda_build"))
+                [short_device(n) for n in names if n not in remote], e.get("gpus") or [],
+                e.get("soft_placement"), e.get("cuda_build"), remote)
         elif kind == "strategy":
             strategies.append(StrategyRecord(
                 e["class"], e.get("num_replicas_in_sync"),
@@ -104,6 +125,16 @@ def observe(pid: int, events: list[dict[str, Any]], events_dir: Path) -> Process
                 [short_device(d) for d in e.get("parameter_devices") or []],
                 e.get("cross_device_ops"), e.get("communication_implementation"),
                 bool(e.get("nccl")), e.get("cluster"), e.get("caller")))
+        elif kind == "cluster_join":
+            joins.append(ClusterJoin(e.get("via", "?"), e.get("task_type"), e.get("task_id"),
+                                     e.get("cluster_spec"), e.get("tf_config"), e.get("caller"),
+                                     e.get("t")))
+        elif kind in ("cluster_joined", "cluster_join_failed") and joins:
+            failed = kind == "cluster_join_failed"
+            joins[-1] = replace(joins[-1], outcome="failed" if failed else "joined",
+                                seconds=e.get("seconds"),
+                                error=f"{e.get('error_type')}: {e.get('error')}" if failed
+                                else None)
         elif kind == "fit_begin":
             fits.append({"begin": e, "rows": [], "epochs": []})
         elif kind == "fit_steps" and fits:
@@ -164,7 +195,7 @@ def observe(pid: int, events: list[dict[str, Any]], events_dir: Path) -> Process
                for src, fp in fingerprints.items()]
     faults = events_dir / run_faults_name(pid)
     return ProcessObservation(
-        **fields, config_calls=calls, strategies=strategies, series=series, weights=weights,
+        **fields, config_calls=calls, strategies=strategies, cluster_joins=joins, series=series, weights=weights,
         graphs=graphs, sessions=sessions, step_stats=stats, tf_logs=logs, hook_errors=errors,
         faults=faults.read_text(errors="replace") if faults.is_file() else "")
 

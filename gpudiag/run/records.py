@@ -34,6 +34,7 @@ class DeviceSnapshot:
     gpus: list[dict[str, Any]]  # per physical GPU: details, memory_growth, logical config
     soft_placement: bool | None
     cuda_build: bool | None
+    remote: list[str] = field(default_factory=list)  # other tasks' devices of its cluster
 
 
 @dataclass(frozen=True)
@@ -47,6 +48,23 @@ class StrategyRecord:
     nccl: bool
     cluster: dict[str, Any] | None
     caller: dict[str, Any] | None
+
+
+@dataclass(frozen=True)
+class ClusterJoin:
+    """The process joining a cluster: a multi-worker strategy, a parameter-server
+    strategy's coordinator or a tf.distribute.Server (gpudiag.run.strategies)."""
+
+    via: str  # MultiWorkerMirroredStrategy | ParameterServerStrategy | tf.distribute.Server
+    task_type: str | None
+    task_id: int | None
+    cluster_spec: dict[str, list[str]] | None
+    tf_config: str | None  # TF_CONFIG as it was in the process's environment then
+    caller: dict[str, Any] | None
+    t_unix_s: float | None
+    outcome: str = "waiting"  # waiting (never returned) | joined | failed
+    seconds: float | None = None  # how long joining took (or failed after)
+    error: str | None = None  # ``Type: message`` when it failed
 
 
 @dataclass(frozen=True)
@@ -151,6 +169,7 @@ class ProcessObservation:
     config_calls: list[ConfigCall] = field(default_factory=list)
     devices: DeviceSnapshot | None = None
     strategies: list[StrategyRecord] = field(default_factory=list)
+    cluster_joins: list[ClusterJoin] = field(default_factory=list)
     series: list[StepSeries] = field(default_factory=list)
     weights: list[WeightsRecord] = field(default_factory=list)
     graphs: list[FunctionGraph] = field(default_factory=list)
@@ -161,6 +180,8 @@ class ProcessObservation:
     tf_logs: list[TfLogRecord] = field(default_factory=list)
     hook_errors: list[dict[str, Any]] = field(default_factory=list)
     exited: bool = False  # its exit handler ran (not killed, not a fatal signal)
+    first_t_unix_s: float | None = None  # its first and last event
+    last_t_unix_s: float | None = None
     faults: str = ""  # faulthandler's output (a fatal signal's Python stack)
     events: int = 0
 

@@ -6,11 +6,23 @@ and ``parameter_devices``, the cross-device ops (class; for collectives the impl
 RING or NCCL), whether NCCL is used, and for multi-worker strategies the cluster and this
 task are recorded, with where in the program it was created. TensorFlow's own log lines
 about the strategy come through gpudiag.run.logcapture.
+
+Joining a cluster is recorded on its own, *before* TensorFlow connects: a multi-worker
+strategy's constructor blocks until every task of the cluster has connected (forever, when
+one never starts), so the strategy record above may never come. Three places are wrapped:
+MultiWorkerMirroredStrategy's ``_initialize_multi_worker`` (the collective cluster),
+ParameterServerStrategy's ``_connect_to_cluster`` (the coordinator) and
+``tf.distribute.Server`` (the parameter servers' and workers' servers). Each writes a
+``cluster_join`` event (the task, the cluster spec, TF_CONFIG as it is at that moment)
+before, and ``cluster_joined`` (seconds it took) or ``cluster_join_failed`` after.
 """
 
 from __future__ import annotations
 
 import functools
+import os
+import time
+from collections.abc import Callable
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
@@ -78,3 +90,89 @@ def install(agent: Agent, tf: ModuleType) -> None:
 
     __init__.__gpudiag_wrapped__ = original  # type: ignore[attr-defined]
     cls.__init__ = __init__
+
+
+def _as_spec(cluster: Any) -> dict[str, list[str]] | None:
+    """A ClusterSpec as {job: [address, ...]} (a sparse job's tasks in index order)."""
+    try:
+        raw = cluster.as_dict()
+    except Exception:
+        return None
+    out = {}
+    for job, tasks in raw.items():
+        out[str(job)] = ([str(tasks[k]) for k in sorted(tasks)] if isinstance(tasks, dict)
+                         else [str(t) for t in tasks])
+    return out
+
+
+def _collective(self: Any, cluster_resolver: Any) -> dict[str, Any]:
+    return {"via": "MultiWorkerMirroredStrategy", "task_type": cluster_resolver.task_type,
+            "task_id": cluster_resolver.task_id,
+            "cluster_spec": _as_spec(cluster_resolver.cluster_spec())}
+
+
+def _coordinator(self: Any, coordinator_name: str) -> dict[str, Any]:
+    resolver = self._cluster_resolver
+    return {"via": "ParameterServerStrategy", "task_type": coordinator_name,
+            "task_id": getattr(resolver, "task_id", None) or 0,
+            "cluster_spec": _as_spec(resolver.cluster_spec())}
+
+
+def _server(self: Any, server_or_cluster_def: Any, job_name: Any = None,
+            task_index: Any = None, protocol: Any = None, config: Any = None,
+            start: bool = True) -> dict[str, Any]:
+    from tensorflow.python.training import server_lib
+
+    server_def = server_lib._make_server_def(server_or_cluster_def, job_name, task_index,
+                                             protocol, config)
+    return {"via": "tf.distribute.Server", "task_type": server_def.job_name,
+            "task_id": server_def.task_index,
+            "cluster_spec": _as_spec(server_lib.ClusterSpec(server_def.cluster))}
+
+
+def _wrap_join(agent: Agent, owner: type, name: str,
+               identify: Callable[..., dict[str, Any]]) -> None:
+    original = getattr(owner, name)
+    if hasattr(original, "__gpudiag_wrapped__"):
+        return
+
+    @functools.wraps(original)
+    def joining(self: Any, *args: Any, **kwargs: Any) -> Any:
+        info = None
+        try:
+            info = identify(self, *args, **kwargs)
+            agent.emit("cluster_join", caller=caller(), tf_config=os.environ.get("TF_CONFIG"),
+                       **info)
+        except Exception as exc:
+            agent.hook_error(f"recording the cluster joined by {owner.__name__}", exc)
+        start = time.monotonic()
+        try:
+            result = original(self, *args, **kwargs)
+        except BaseException as exc:
+            if info is not None:
+                agent.emit("cluster_join_failed", via=info["via"],
+                           seconds=round(time.monotonic() - start, 3),
+                           error_type=type(exc).__name__, error=str(exc)[:1000])
+            raise
+        if info is not None:
+            agent.emit("cluster_joined", via=info["via"],
+                       seconds=round(time.monotonic() - start, 3))
+        return result
+
+    joining.__gpudiag_wrapped__ = original  # type: ignore[attr-defined]
+    setattr(owner, name, joining)
+
+
+def install_cluster(agent: Agent, tf: ModuleType) -> None:
+    """Wrap the three ways a process joins a cluster (see the module's docstring)."""
+    from tensorflow.python.distribute import (
+        collective_all_reduce_strategy,
+        parameter_server_strategy_v2,
+    )
+    from tensorflow.python.training import server_lib
+
+    _wrap_join(agent, collective_all_reduce_strategy.CollectiveAllReduceExtended,
+               "_initialize_multi_worker", _collective)
+    _wrap_join(agent, parameter_server_strategy_v2.ParameterServerStrategyV2,
+               "_connect_to_cluster", _coordinator)
+    _wrap_join(agent, server_lib.Server, "__init__", _server)

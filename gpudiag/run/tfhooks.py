@@ -253,6 +253,7 @@ def install(agent: Agent, tf: ModuleType) -> None:
     guard("log capture", logcapture.install, agent)
     agent.profile = guard("profiler window", profilewindow.ProfileWindow, agent, tf)
     guard("strategy hooks", strategies.install, agent, tf)
+    guard("cluster hooks", strategies.install_cluster, agent, tf)
     guard("tf.function hooks", functions.install, agent, tf)
     guard("Session hooks", sessions.install, agent, tf)
     agent.on_exit(lambda: hooks.record_devices("exit"))
