@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 # ---------------------------------------------------------------- `gpudiag run`
 #
 # What `gpudiag run -- CMD ...` writes beside report.json, report.md, report/ and nvml/:
@@ -17,6 +19,17 @@ from __future__ import annotations
 #     program-<pid>/                     TensorBoard run of one TensorFlow process: its
 #                                        loss, metrics and step time (TAG_RUN_*), and the
 #                                        profiler trace under plugins/profile/<ts>/
+#
+# A program whose processes join a multi-worker or parameter-server cluster also writes,
+# directly under the logdir, one directory per cluster (every `gpudiag run` sharing the
+# logdir writes into the same one, so their tasks are reported together):
+#
+#     cluster-<key>/tasks/<type>-<index>-<host>-<pid>.json   one TaskReport per task seen
+#     cluster-<key>/report.json, report.md    the cluster's findings over every task seen so
+#                                             far, rewritten by each run as it ends
+#     cluster-<key>/.lock                     held while a run writes its tasks and the report
+#
+# <key> is a digest of the cluster spec (gpudiag.run.tasks.cluster_key).
 #
 # The hooks are loaded into the program's interpreter through RUN_HOOKS_PACKAGE's
 # directory on PYTHONPATH (its sitecustomize.py chains to any other sitecustomize) and
@@ -52,6 +65,20 @@ TAG_RUN_METRIC = "program/{name}"  # Keras metrics by their name (accuracy ...)
 TAG_RUN_STEP_TIME = "program/step_time_s"
 TAG_RUN_EXAMPLES_PER_S = "program/examples_per_s"
 TAG_RUN_TABLE = "gpudiag/run"  # text: one row per process of the program
+
+
+RUN_CLUSTER_DIR_PREFIX = "cluster-"
+RUN_CLUSTER_TASKS_DIR = "tasks"
+RUN_CLUSTER_LOCK = ".lock"
+
+
+def run_cluster_dir(logdir: Path, key: str) -> Path:
+    return logdir / f"{RUN_CLUSTER_DIR_PREFIX}{key}"
+
+
+def run_task_file_name(task_type: str, task_id: int, host: str, pid: int) -> str:
+    safe_host = "".join(c if c.isalnum() or c in "-." else "_" for c in host) or "host"
+    return f"{task_type}-{task_id}-{safe_host}-{pid}.json"
 
 
 def run_events_name(pid: int) -> str:

@@ -11,6 +11,7 @@ be split by process, so the placement log is used only for a single process.
 
 from __future__ import annotations
 
+import os
 from collections import Counter
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -20,7 +21,7 @@ from gpudiag.layout import NVML_TB_RUN, TAG_RUN_TABLE
 from gpudiag.markdown import markdown_table
 from gpudiag.placementlog import PlacementRow
 from gpudiag.report import Finding
-from gpudiag.run import events, tbwrite
+from gpudiag.run import events, tasks, tbwrite
 from gpudiag.run.records import ProcessObservation
 from gpudiag.session import RunSession
 from gpudiag.verdicts import gpu_use as gpu_verdicts
@@ -146,8 +147,7 @@ def report(session: RunSession, argv: list[str], outcome: Outcome, options: RunO
     log = catalogue.match_lines(lines)
     processes = []
     placement_total = 0
-    for n, obs in enumerate(tf_procs, 1):
-        proc = "" if len(tf_procs) == 1 else f".p{n}"
+    for obs, proc in named_processes(tf_procs):
         reason = log_reason(obs, options)
         rows: list[PlacementRow] = []
         if reason is None:
@@ -161,6 +161,13 @@ def report(session: RunSession, argv: list[str], outcome: Outcome, options: RunO
                                         if overridden else None))
     if observations:
         session.add(run_progress.crash(observations, outcome.returncode))
+    task_reports = tasks.task_reports(tf_procs, stderr, run_dir=session.run_dir,
+                                      returncode=outcome.returncode,
+                                      interrupted=outcome.interrupted,
+                                      warmup=options.profile_warmup_steps,
+                                      parent_pid=os.getpid())
+    for finding in tasks.share(session.run_dir.parent, task_reports) if task_reports else []:
+        session.add(finding)
     _nvml_findings(session, outcome, options)
     session.set("run", {
         "command": argv, "returncode": outcome.returncode,
@@ -173,11 +180,31 @@ def report(session: RunSession, argv: list[str], outcome: Outcome, options: RunO
     })
     session.set("devices", {"summary": _devices_summary(tf_procs, sampling)})
     session.text(TAG_RUN_TABLE, markdown_table(
-        ["pid", "argv", "tensorflow", "strategies", "steps", "crash"],
-        [[o.pid, " ".join(o.argv)[:60], o.tf_version or "-",
+        ["pid", "task", "argv", "tensorflow", "strategies", "steps", "crash"],
+        [[o.pid, _task_label(o), " ".join(o.argv)[:60], o.tf_version or "-",
           ", ".join(s.class_name for s in o.strategies) or "-",
           ", ".join(f"{s.label}: {len(s.steps)}" for s in o.series) or "-",
           o.crash.type if o.crash else "-"] for o in observations]))
+
+
+def _task_label(obs: ProcessObservation) -> str:
+    found = tasks.identity(obs)
+    return f"{found[0]}:{found[1]}" if found else "-"
+
+
+def named_processes(tf_procs: list[ProcessObservation]
+                    ) -> list[tuple[ProcessObservation, str]]:
+    """Each TensorFlow process with its finding id suffix: none for one process; its task
+    (``.worker-1``), in task order, when every process is a distinct task of one cluster;
+    else ``.p1``, ``.p2`` ... in the order they started."""
+    if len(tf_procs) == 1:
+        return [(tf_procs[0], "")]
+    found = [tasks.identity(o) for o in tf_procs]
+    known = [(f[0], f[1], o) for f, o in zip(found, tf_procs, strict=True) if f is not None]
+    if len(known) == len(tf_procs) and len({(t, i) for t, i, _ in known}) == len(known) and \
+            len({tasks.cluster_key(f[2]) for f in found if f is not None}) == 1:
+        return [(o, f".{t}-{i}") for t, i, o in sorted(known, key=lambda k: (k[0], k[1]))]
+    return [(o, f".p{n}") for n, o in enumerate(tf_procs, 1)]
 
 
 def _devices_summary(tf_procs: list[ProcessObservation],

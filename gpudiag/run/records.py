@@ -191,3 +191,51 @@ class ProcessObservation:
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+
+@dataclass(frozen=True)
+class TaskReport:
+    """One task of a multi-worker or parameter-server cluster as one `gpudiag run` saw it:
+    a process of the program that joined the cluster (or had a TF_CONFIG naming its task).
+    Written into the logdir (layout.run_cluster_dir) so that runs sharing a logdir are
+    reported together; read back by gpudiag.run.tasks, judged by
+    gpudiag.verdicts.run_cluster."""
+
+    task_type: str
+    task_id: int
+    cluster_key: str  # a digest of the cluster spec: the same cluster, the same key
+    cluster_spec: dict[str, list[str]]
+    via: str  # MultiWorkerMirroredStrategy | ParameterServerStrategy | tf.distribute.Server
+    # | TF_CONFIG (the process never joined: only its environment names the task)
+    joined: str  # joined | waiting (still blocked joining when it ended) | failed | never
+    join_s: float | None
+    host: str
+    pid: int
+    run_dir: str  # the `gpudiag run` that saw it
+    started_unix_s: float | None
+    ended_unix_s: float | None
+    exited: bool  # its exit handler ran: it ended normally (or by an exception)
+    interrupted: bool  # the `gpudiag run` was stopped (Ctrl-C, SIGTERM, SIGHUP)
+    returncode: int | None  # when this process was the program itself (else unknown)
+    loop: str | None = None  # the training loop with the most steps
+    steps: int = 0
+    step_s_median: float | None = None
+    examples_per_s: float | None = None
+    first_loss: float | None = None
+    last_loss: float | None = None
+    crash: str | None = None  # ``Type: first line of the message`` or a fatal signal
+    stragglers: list[str] = field(default_factory=list)  # tasks TensorFlow waited for
+    lost_peers: list[str] = field(default_factory=list)  # tasks TensorFlow declared lost
+    messages: list[str] = field(default_factory=list)  # catalogue ids seen in its log
+
+    @property
+    def task(self) -> str:
+        return f"{self.task_type}:{self.task_id}"
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> TaskReport:
+        names = set(cls.__dataclass_fields__)
+        return cls(**{k: v for k, v in data.items() if k in names})

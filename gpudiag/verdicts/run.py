@@ -119,6 +119,12 @@ def devices(obs: ProcessObservation, proc: str = "") -> Finding:
     return Finding(f"run.devices{proc}", "ok", text, evidence)
 
 
+# TensorFlow's class names of the strategies users know by their public name.
+PUBLIC_NAMES = {"CollectiveAllReduceStrategy": "MultiWorkerMirroredStrategy",
+                "CollectiveAllReduceStrategyV1": "MultiWorkerMirroredStrategy (v1)",
+                "ParameterServerStrategyV2": "ParameterServerStrategy"}
+
+
 def distribution(obs: ProcessObservation, log: Sequence[LogMatch], proc: str = "") -> Finding:
     """The tf.distribute strategies created, and TensorFlow's log lines about them."""
     notes = [m for m in log if m.entry.topic == "distribute"]
@@ -148,12 +154,17 @@ def distribution(obs: ProcessObservation, log: Sequence[LogMatch], proc: str = "
         ops = s.cross_device_ops or "-"
         if s.implementation:
             ops += f" ({s.implementation})"
-        task = ""
+        name = PUBLIC_NAMES.get(s.class_name, s.class_name)
         if s.cluster and s.cluster.get("task_type"):
-            task = f", task {s.cluster['task_type']}:{s.cluster.get('task_id')}"
-        parts.append(f"{s.class_name}{_where(s.caller)}: {s.num_replicas} replica(s) on "
+            parts.append(f"{name}{_where(s.caller)}, task {s.cluster['task_type']}:"
+                         f"{s.cluster.get('task_id')}: {s.num_replicas} replica(s) in sync "
+                         f"across the cluster, {len(s.worker_devices)} here on "
+                         f"{', '.join(s.worker_devices) or '-'}; all-reduce {ops}"
+                         f"{', NCCL' if s.nccl else ''}")
+            continue
+        parts.append(f"{name}{_where(s.caller)}: {s.num_replicas} replica(s) on "
                      f"{', '.join(s.worker_devices)}; all-reduce {ops}"
-                     f"{', NCCL' if s.nccl else ''}{task}")
+                     f"{', NCCL' if s.nccl else ''}")
     text = "; ".join(parts)
     bad = [m for m in notes if m.entry.severity == "fail"]
     warn = [m for m in notes if m.entry.severity == "warn"]
@@ -293,7 +304,8 @@ def devices_used(obs: ProcessObservation, placed: dict[str, int] | None,
             parts.append(f"busy {busy_s.get(d, 0.0) * 1e3:.1f} ms")
         return f"{d} ({', '.join(parts)})" if parts else d
 
-    strategy = obs.strategies[-1].class_name if obs.strategies else None
+    strategy = (PUBLIC_NAMES.get(obs.strategies[-1].class_name, obs.strategies[-1].class_name)
+                if obs.strategies else None)
     head = f"{len(gpus)} GPU(s) visible to TensorFlow" if gpus else "no GPU visible to TensorFlow"
     if nvml_gpus is not None and len(nvml_gpus) != len(gpus):
         head += f" ({len(nvml_gpus)} seen by NVML)"

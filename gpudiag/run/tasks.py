@@ -1,0 +1,212 @@
+"""The cluster tasks among a program's processes, and runs that share a logdir (parent).
+
+A process of the program is a task of a cluster when it joined one (a
+MultiWorkerMirroredStrategy, a ParameterServerStrategy's coordinator, a
+tf.distribute.Server: gpudiag.run.strategies records it before TensorFlow connects) or,
+failing that, when the TF_CONFIG it started with names its task. Each such process becomes
+a ``TaskReport``: which task, how joining went, how far it trained, how it ended.
+
+Tasks of one cluster are seen by one `gpudiag run` (a launcher that starts every worker)
+or by several (each machine runs `gpudiag run --logdir /shared/runs -- python train.py`).
+Either way every run writes its tasks into ``<logdir>/cluster-<key>/tasks/`` and then
+reads back every task of that cluster found there, under an exclusive lock (flock; the
+lock of a shared filesystem where it supports one), so the run that ends last sees them
+all. Its finding goes into the run's own report and into the cluster's combined
+``report.json``/``report.md`` beside the tasks. A task that ran twice is told apart by
+time: two runs of one task at the same time are a mistake (the same task index given
+twice); one after the other, a restart (the latest counts).
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import json
+import socket
+import statistics
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from gpudiag import files
+from gpudiag.cluster import messages
+from gpudiag.errors import WriteFailed
+from gpudiag.layout import (
+    RUN_CLUSTER_LOCK,
+    RUN_CLUSTER_TASKS_DIR,
+    run_cluster_dir,
+    run_task_file_name,
+)
+from gpudiag.report import Finding, Report
+from gpudiag.report import save as save_report
+from gpudiag.run.records import ProcessObservation, TaskReport
+from gpudiag.verdicts import run_cluster, run_progress
+
+CLUSTER_REPORT_COMMAND = "run-cluster"
+
+
+def finding_time() -> str:
+    return datetime.now(UTC).isoformat(timespec="seconds")
+
+
+def cluster_key(spec: dict[str, list[str]]) -> str:
+    """The same cluster spec (jobs and addresses), the same key, on every machine."""
+    canonical = json.dumps({k: list(v) for k, v in sorted(spec.items())}, sort_keys=True)
+    return hashlib.sha256(canonical.encode()).hexdigest()[:12]
+
+
+def _spec(raw: Any) -> dict[str, list[str]] | None:
+    if not isinstance(raw, dict) or not raw:
+        return None
+    out = {}
+    for job, tasks in raw.items():
+        if isinstance(tasks, dict):  # a sparse job: {index: address}
+            tasks = [tasks[k] for k in sorted(tasks, key=lambda k: int(k))]
+        if not isinstance(tasks, list):
+            return None
+        out[str(job)] = [str(t) for t in tasks]
+    return out
+
+
+def identity(obs: ProcessObservation) -> tuple[str, int, dict[str, list[str]], str] | None:
+    """(task type, task index, cluster spec, how it is known) of a process, or None."""
+    for join in reversed(obs.cluster_joins):
+        spec = _spec(join.cluster_spec)
+        if join.task_type and join.task_id is not None and spec:
+            return join.task_type, int(join.task_id), spec, join.via
+    for s in reversed(obs.strategies):
+        c = s.cluster or {}
+        spec = _spec(c.get("cluster_spec"))
+        if c.get("task_type") and c.get("task_id") is not None and spec:
+            return str(c["task_type"]), int(c["task_id"]), spec, s.class_name
+    try:
+        tf_config = json.loads(obs.start_env.get("TF_CONFIG") or "null")
+        task = tf_config["task"]
+        spec = _spec(tf_config["cluster"])
+        if spec and task.get("type"):
+            return str(task["type"]), int(task.get("index", 0)), spec, "TF_CONFIG"
+    except (ValueError, TypeError, KeyError, AttributeError):
+        pass
+    return None
+
+
+def _task_name(name: str) -> str:
+    """``worker-1`` (gpudiag.cluster.messages) -> ``worker:1``."""
+    job, _, index = name.rpartition("-")
+    return f"{job}:{index}" if job and index.isdigit() else name
+
+
+def _progress(obs: ProcessObservation, warmup: int) -> dict[str, Any]:
+    series = max(obs.series, key=lambda s: len(s.steps), default=None)
+    if series is None or not series.steps:
+        return {}
+    losses = [s.loss for s in series.steps if s.loss is not None]
+    out: dict[str, Any] = {"loop": series.label, "steps": max(s.index for s in series.steps) + 1,
+                           "first_loss": losses[0] if losses else None,
+                           "last_loss": losses[-1] if losses else None}
+    times = run_progress.step_times(series, warmup, obs.profile.steps if obs.profile
+                                    and obs.profile.source == series.label else [])
+    if times:
+        median = statistics.median(times)
+        out["step_s_median"] = median
+        if series.batch_size and median > 0:
+            out["examples_per_s"] = series.batch_size / median
+    return out
+
+
+def _crash(obs: ProcessObservation) -> str | None:
+    if obs.crash is not None:
+        first = obs.crash.message.strip().splitlines()[:1]
+        return f"{obs.crash.type}: {first[0][:300]}" if first else obs.crash.type
+    lines = [ln for ln in obs.faults.strip().splitlines() if ln.strip()]
+    return f"fatal signal: {lines[0][:200]}" if lines else None
+
+
+def task_reports(tf_procs: Sequence[ProcessObservation], stderr: str, *, run_dir: Path,
+                 returncode: int | None, interrupted: bool, warmup: int, parent_pid: int,
+                 host: str | None = None) -> list[TaskReport]:
+    """A TaskReport for every process of this run that is a cluster task. ``returncode``
+    is the program's: it is the task's own when the task is the program (its parent is
+    ``parent_pid``, gpudiag). ``stderr`` is the run's whole stderr: what TensorFlow said
+    about stragglers and lost peers is a fact of the cluster, whichever process wrote it."""
+    host = host or socket.gethostname()
+    stragglers = [_task_name(t) for t in messages.stragglers(stderr)]
+    lost = [_task_name(t) for t in messages.lost_peers(stderr)]
+    seen = [s.entry.id for s in messages.scan(stderr)]
+    out = []
+    for obs in tf_procs:
+        found = identity(obs)
+        if found is None:
+            continue
+        task_type, task_id, spec, via = found
+        join = obs.cluster_joins[-1] if obs.cluster_joins else None
+        out.append(TaskReport(
+            task_type=task_type, task_id=task_id, cluster_key=cluster_key(spec),
+            cluster_spec=spec, via=via, joined=join.outcome if join else "never",
+            join_s=join.seconds if join else None, host=host, pid=obs.pid,
+            run_dir=str(run_dir.resolve()), started_unix_s=obs.first_t_unix_s,
+            ended_unix_s=obs.last_t_unix_s, exited=obs.exited, interrupted=interrupted,
+            returncode=returncode if obs.ppid == parent_pid else None,
+            crash=_crash(obs), stragglers=stragglers, lost_peers=lost, messages=seen,
+            **_progress(obs, warmup)))
+    return out
+
+
+@contextmanager
+def _locked(directory: Path) -> Iterator[None]:
+    with (directory / RUN_CLUSTER_LOCK).open("a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+def _read(tasks_dir: Path) -> tuple[list[TaskReport], list[str]]:
+    found, unreadable = [], []
+    for path in sorted(tasks_dir.glob("*.json")):
+        try:
+            found.append(TaskReport.from_dict(json.loads(path.read_text(encoding="utf-8"))))
+        except (OSError, ValueError, TypeError) as exc:
+            unreadable.append(f"{path.name}: {exc}")
+    found.sort(key=lambda t: (t.started_unix_s or 0.0, t.task_type, t.task_id))
+    return found, unreadable
+
+
+def share(logdir: Path, reports: Sequence[TaskReport]) -> list[Finding]:
+    """Write this run's tasks under ``logdir``, read every task of their clusters back,
+    keep those of the same job (verdicts.run_cluster.same_job) and judge them: one finding
+    per cluster (``run.cluster``, or ``run.cluster.<key>`` when the run saw several), also
+    written as the cluster directory's combined report."""
+    keys = list(dict.fromkeys(r.cluster_key for r in reports))
+    findings = []
+    for key in keys:
+        directory = run_cluster_dir(logdir, key)
+        tasks_dir = directory / RUN_CLUSTER_TASKS_DIR
+        try:
+            tasks_dir.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise WriteFailed.of(exc, tasks_dir) from exc
+        mine = [r for r in reports if r.cluster_key == key]
+        with _locked(directory):
+            for r in mine:
+                name = run_task_file_name(r.task_type, r.task_id, r.host, r.pid)
+                files.atomic_write_text(tasks_dir / name,
+                                        files.dumps_strict(r.to_dict(), indent=1) + "\n")
+            tasks, unreadable = _read(tasks_dir)
+            job, earlier = run_cluster.same_job(tasks, mine)
+            finding = run_cluster.cluster(
+                job, check_id="run.cluster" if len(keys) == 1 else f"run.cluster.{key}",
+                scope=f"logdir {logdir}", earlier=len(earlier))
+            if unreadable:
+                finding.evidence["unreadable_task_files"] = unreadable
+            combined = Report(command=CLUSTER_REPORT_COMMAND, run_dir=str(directory))
+            combined.add(finding)
+            combined.data["tasks"] = files.strict_json([t.to_dict() for t in job])[0]
+            combined.partial = False
+            combined.finished_at = finding_time()
+            save_report(combined, directory)
+        findings.append(finding)
+    return findings

@@ -1,0 +1,197 @@
+"""Verdicts of a user's multi-worker program as `gpudiag run` saw it: its cluster's tasks
+together, from one run or from every run that shared the logdir.
+
+Input: the TaskReports of one cluster (gpudiag.run.records; built by gpudiag.run.tasks),
+oldest first. Pure: no TensorFlow, no I/O.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from gpudiag.report import Finding, Status
+from gpudiag.run.records import TaskReport
+from gpudiag.verdicts.cluster import NOT_FORMED_ADVICE
+
+SERVER = "tf.distribute.Server"
+LOOPBACK = ("localhost", "127.", "[::1]", "::1")
+DUPLICATE_ADVICE = (
+    "Give every process its own task: TF_CONFIG's task.index (or the task_index you pass) "
+    "must differ between the processes of one job, and each address may be used once.")
+DIED_ADVICE = (
+    "Read that task's error (its crash here, its stderr); under MultiWorkerMirroredStrategy "
+    "one task stopping stops every other at its next all-reduce. Restart all tasks; "
+    "tf.keras.callbacks.BackupAndRestore (or a tf.train.CheckpointManager you restore at "
+    "start) lets the restarted job resume where it stopped.")
+LOCALHOST_ADVICE = (
+    "Put in TF_CONFIG each task's address as the other machines reach it (a host name or "
+    "IP, not localhost), the same cluster spec on every machine.")
+
+
+def _overlap(a: TaskReport, b: TaskReport) -> bool:
+    if None in (a.started_unix_s, a.ended_unix_s, b.started_unix_s, b.ended_unix_s):
+        return False
+    return a.started_unix_s <= b.ended_unix_s and b.started_unix_s <= a.ended_unix_s  # type: ignore[operator]
+
+
+def expected_tasks(spec: dict[str, list[str]]) -> list[str]:
+    return [f"{job}:{i}" for job, addresses in spec.items() for i in range(len(addresses))]
+
+
+def _kind(tasks: Sequence[TaskReport]) -> str:
+    vias = {t.via for t in tasks}
+    for name in ("MultiWorkerMirroredStrategy", "ParameterServerStrategy"):
+        if name in vias:
+            return name
+    if "ps" in tasks[-1].cluster_spec:
+        return "ParameterServerStrategy"
+    return next(iter(vias - {SERVER, "TF_CONFIG"}), "TF_CONFIG")
+
+
+def _describe(t: TaskReport) -> str:
+    parts = [f"pid {t.pid} on {t.host}"]
+    if t.joined == "waiting":
+        parts.append("still waiting for the cluster when it ended")
+    elif t.joined == "failed":
+        parts.append("failed to join")
+    if t.steps:
+        step = f"{t.steps} steps"
+        if t.step_s_median:
+            step += f", median {t.step_s_median * 1e3:.1f} ms/step"
+        if t.examples_per_s:
+            step += f", {t.examples_per_s:,.0f} examples/s"
+        parts.append(step)
+    elif t.via == SERVER:
+        parts.append("served (no loop of its own)")
+    if t.first_loss is not None and t.last_loss is not None:
+        parts.append(f"loss {t.first_loss:.4g} -> {t.last_loss:.4g}")
+    if t.crash:
+        parts.append(t.crash)
+    return f"{t.task} ({', '.join(parts)})"
+
+
+def _died(t: TaskReport) -> bool:
+    """Ended by a crash, or cut short without its exit handler (killed), when gpudiag was
+    not the one stopping it. A server killed after the job is how servers end."""
+    if t.crash:
+        return True
+    if t.returncode not in (None, 0) and not (t.via == SERVER and t.returncode < 0):
+        return True
+    return not t.exited and not t.interrupted and t.via != SERVER
+
+
+def cluster(tasks: Sequence[TaskReport], *, check_id: str = "run.cluster",
+            scope: str = "this run", earlier: int = 0) -> Finding:
+    """The cluster's tasks together: who ran where, how far each got, and the first thing
+    that went wrong with the cluster as a whole (never formed, a task given twice, a task
+    that died, localhost across machines, tasks not seen)."""
+    latest: dict[str, TaskReport] = {}
+    duplicates: dict[str, list[TaskReport]] = {}
+    restarts: dict[str, int] = {}
+    for t in tasks:
+        before = latest.get(t.task)
+        if before is not None:
+            if _overlap(before, t) and (before.host, before.pid) != (t.host, t.pid):
+                duplicates.setdefault(t.task, [before]).append(t)
+            else:
+                restarts[t.task] = restarts.get(t.task, 0) + 1
+        latest[t.task] = t
+    spec = tasks[-1].cluster_spec
+    expected = expected_tasks(spec)
+    missing = [name for name in expected if name not in latest]
+    unknown = [name for name in latest if name not in expected]
+    seen = [latest[n] for n in expected if n in latest] + [latest[n] for n in unknown]
+    kind = _kind(tasks)
+    formed = any(t.joined == "joined" and t.via != SERVER for t in seen)
+    waiting = [t for t in seen if t.joined == "waiting"]
+    stragglers = list(dict.fromkeys(s for t in seen for s in t.stragglers))
+    lost = list(dict.fromkeys(s for t in seen for s in t.lost_peers))
+    died = [t for t in seen if _died(t)]
+    hosts = sorted({t.host for t in seen})
+    loopback = [a for addresses in spec.values() for a in addresses if a.startswith(LOOPBACK)]
+
+    head = (f"{kind} cluster of {len(expected)} task(s) ({', '.join(expected)}); "
+            f"{len(seen)} seen in {scope}: " + "; ".join(_describe(t) for t in seen))
+    rates = [t.examples_per_s for t in seen if t.examples_per_s]
+    if len(rates) > 1 and len(rates) == len([t for t in seen if t.steps]):
+        head += f"; together {sum(rates):,.0f} examples/s (the sum of what each measured)"
+    evidence: dict[str, Any] = {
+        "kind": kind, "cluster_spec": spec, "expected": expected, "missing": missing,
+        "unknown": unknown, "formed": formed, "stragglers": stragglers, "lost_peers": lost,
+        "died": [t.task for t in died], "duplicates": {k: [f"{t.host}:{t.pid}" for t in v]
+                                                      for k, v in duplicates.items()},
+        "restarts": restarts, "hosts": hosts, "earlier_runs_left_out": earlier,
+        "tasks": [{"task": t.task, "via": t.via, "joined": t.joined, "host": t.host,
+                   "pid": t.pid, "run_dir": t.run_dir, "steps": t.steps,
+                   "step_s_median": t.step_s_median, "examples_per_s": t.examples_per_s,
+                   "last_loss": t.last_loss, "crash": t.crash, "exited": t.exited}
+                  for t in seen]}
+
+    problems: list[tuple[Status, str, str]] = []
+    if duplicates:
+        problems.append(("fail", "the same task ran twice at once: " + "; ".join(
+            f"{k} by " + " and ".join(f"pid {t.pid} on {t.host}" for t in v)
+            for k, v in duplicates.items()), DUPLICATE_ADVICE))
+    if unknown:
+        problems.append(("fail", f"{', '.join(unknown)} is not in the cluster spec "
+                         f"({', '.join(expected)})", DUPLICATE_ADVICE))
+    if not formed and (waiting or stragglers):
+        absent = stragglers or missing
+        problems.append(("fail", "the cluster never formed: "
+                         + (f"{', '.join(t.task for t in waiting)} waited for "
+                            if waiting else "TensorFlow waited for ")
+                         + (", ".join(absent) if absent else "the other tasks")
+                         + (f" ({', '.join(n for n in absent if n in missing)} never ran "
+                            f"under gpudiag in {scope})" if set(absent) & set(missing)
+                            else ""), NOT_FORMED_ADVICE))
+    if len(hosts) > 1 and loopback:
+        problems.append(("fail", f"TF_CONFIG names {', '.join(loopback)} but the tasks ran "
+                         f"on {len(hosts)} machines ({', '.join(hosts)}): a loopback "
+                         "address reaches only the machine it is used on",
+                         LOCALHOST_ADVICE))
+    for t in died:
+        others = [o for o in seen if o is not t]
+        how = t.crash or "killed: no exit, no Python exception"
+        problems.append(("fail", f"{t.task} died ({how}) after {t.steps} step(s)"
+                         + ("; the others reached: " + ", ".join(
+                             f"{o.task} step {o.steps}" for o in others) if others else "")
+                         + (f"; TensorFlow reported lost: {', '.join(lost)}" if lost else ""),
+                         DIED_ADVICE))
+    if missing and formed:
+        problems.append(("warn", f"{', '.join(missing)} not seen in {scope}: they ran "
+                         "without gpudiag, with another --logdir, or have not ended yet "
+                         "(each run rewrites the cluster's report as it ends)",
+                         "Run every task under `gpudiag run --logdir <the same directory>` "
+                         "to see them together."))
+    if restarts:
+        head += "; restarted: " + ", ".join(f"{k} x{n}" for k, n in restarts.items()) + \
+            " (the latest run of each counts)"
+    if earlier:
+        head += f" ({earlier} task record(s) of earlier runs of this cluster left out)"
+    if not problems:
+        return Finding(check_id, "ok", head, evidence)
+    status: Status = "fail" if any(p[0] == "fail" for p in problems) else "warn"
+    text = "; ".join(p[1] for p in problems) + ". " + head
+    advice = " ".join(dict.fromkeys(p[2] for p in problems))
+    return Finding(check_id, status, text, evidence, advice=advice)
+
+
+def same_job(tasks: Sequence[TaskReport], mine: Sequence[TaskReport]
+             ) -> tuple[list[TaskReport], list[TaskReport]]:
+    """The tasks of the job ``mine`` belong to, and the earlier ones: a logdir keeps every
+    run of a cluster spec, and a job is the tasks whose lifetimes overlap, directly or
+    through others (a restarted task overlaps the tasks that kept running)."""
+    job = list(mine)
+    rest = [t for t in tasks if not any(t is m or (t.host, t.pid, t.run_dir) ==
+                                        (m.host, m.pid, m.run_dir) for m in mine)]
+    grew = True
+    while grew:
+        grew = False
+        for t in list(rest):
+            if any(_overlap(t, j) for j in job):
+                job.append(t)
+                rest.remove(t)
+                grew = True
+    job.sort(key=lambda t: (t.started_unix_s or 0.0, t.task_type, t.task_id))
+    return job, rest
