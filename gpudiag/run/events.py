@@ -195,8 +195,9 @@ def observe(pid: int, events: list[dict[str, Any]], events_dir: Path) -> Process
                for src, fp in fingerprints.items()]
     faults = events_dir / run_faults_name(pid)
     return ProcessObservation(
-        **fields, config_calls=calls, strategies=strategies, cluster_joins=joins, series=series, weights=weights,
-        graphs=graphs, sessions=sessions, step_stats=stats, tf_logs=logs, hook_errors=errors,
+        **fields, config_calls=calls, strategies=strategies, cluster_joins=joins,
+        series=series, weights=weights, graphs=graphs, sessions=sessions, step_stats=stats,
+        tf_logs=logs, hook_errors=errors,
         faults=faults.read_text(errors="replace") if faults.is_file() else "")
 
 
