@@ -10,6 +10,8 @@ machine, two worker processes on 127.0.0.1 each:
 - tf_config_after: the strategy created, then TF_CONFIG set (Python log at INFO);
 - collective_timeout_w0: CommunicationOptions(timeout_seconds=5), worker 1 SIGSTOPped;
 - keras3_fit_w0: Keras 3 Model.fit under MultiWorkerMirroredStrategy;
+- sigterm_waiting_w0: worker 0 started alone, sent SIGTERM while it waited for worker 1
+  (it went on waiting: TensorFlow's preemption notifier caught the signal);
 - auto_shard_w0: a from_tensor_slices dataset distributed, TF_CPP_VMODULE=auto_shard=2
   (TensorFlow 2.21 logs this notice at VLOG level 2 only).
 """
@@ -39,6 +41,7 @@ def found(name: str) -> dict[str, int]:
     ("collective_timeout_w0", {"cluster-waiting-for-tasks", "collective-timeout"}),
     ("keras3_fit_w0", {"cluster-waiting-for-tasks", "keras3-fit-perreplica"}),
     ("auto_shard_w0", {"cluster-waiting-for-tasks", "auto-shard-data"}),
+    ("sigterm_waiting_w0", {"cluster-waiting-for-tasks", "tf-caught-sigterm"}),
 ])
 def test_each_captured_run_is_recognised_as_what_happened(capture: str,
                                                           expected: set[str]) -> None:

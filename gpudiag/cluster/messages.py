@@ -125,6 +125,16 @@ ENTRIES: tuple[Entry, ...] = (
           "TensorFlow), set TF_USE_LEGACY_KERAS=1 before importing TensorFlow and use "
           "tf.keras; or train with a custom loop (strategy.run), as gpudiag's probe does.",
           "ValueError: Attempt to convert a value (PerReplica:{", "captured"),
+    Entry("tf-caught-sigterm", "log", "distribute", "info",
+          r"preemption_notifier\.cc:\d+\] SIGTERM caught at",
+          "TensorFlow's preemption notifier (installed by MultiWorkerMirroredStrategy) "
+          "caught SIGTERM: it treats SIGTERM as a notice that the machine is being "
+          "preempted, for tf.distribute.experimental.PreemptionCheckpointHandler, so the "
+          "program does not end on SIGTERM by itself.",
+          "To stop such a program use SIGKILL, or SIGINT (Ctrl-C); to save on preemption, "
+          "wrap the training loop in PreemptionCheckpointHandler.",
+          "W0000 00:00:1795334173.968711    1620 preemption_notifier.cc:90] SIGTERM caught "
+          "at 2026-11-22T07:56:13.968709445+00:00", "captured"),
     Entry("auto-shard-data", "log", "data", "info",
           r"AUTO sharding policy will apply DATA sharding policy as it failed to apply FILE "
           r"sharding policy because of the following reason: (?P<reason>.*)",

@@ -136,7 +136,7 @@ def report(session: RunSession, argv: list[str], outcome: Outcome, options: RunO
     observations, bad_lines = events.observe_all(outcome.events_dir)
     stderr = outcome.stderr_path.read_text(encoding="utf-8", errors="replace")
     session.add(run_progress.command(argv, outcome.returncode, outcome.duration_s,
-                                     outcome.interrupted))
+                                     outcome.interrupted, outcome.interrupt_signal))
     session.add(run_verdicts.tensorflow_seen(observations, python_command=python,
                                              hook_errors=outcome.state.hook_errors,
                                              unreadable_lines=bad_lines))
@@ -160,7 +160,8 @@ def report(session: RunSession, argv: list[str], outcome: Outcome, options: RunO
         session.add(run_verdicts.tf_log(log, log_reason(overridden[0], options)
                                         if overridden else None))
     if observations:
-        session.add(run_progress.crash(observations, outcome.returncode))
+        session.add(run_progress.crash(observations, outcome.returncode,
+                                               outcome.interrupted))
     task_reports = tasks.task_reports(tf_procs, stderr, run_dir=session.run_dir,
                                       returncode=outcome.returncode,
                                       interrupted=outcome.interrupted,

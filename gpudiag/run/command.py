@@ -113,6 +113,12 @@ class Outcome:
     def interrupted(self) -> bool:
         return self.interrupt is not None
 
+    @property
+    def interrupt_signal(self) -> str:
+        """The signal that interrupted the run (SIGINT: Ctrl-C)."""
+        signum = int(getattr(self.interrupt, "signum", signal.SIGINT))
+        return signal.Signals(signum).name
+
 
 def _start_sampler(backend: nvml.NvmlBackend | nvml.NvmlUnavailable, options: RunOptions
                    ) -> tuple[nvml.Sampler | None, str | None]:

@@ -34,6 +34,7 @@ from gpudiag import files
 from gpudiag.cluster import messages
 from gpudiag.errors import WriteFailed
 from gpudiag.layout import (
+    REPORT_MD,
     RUN_CLUSTER_LOCK,
     RUN_CLUSTER_TASKS_DIR,
     run_cluster_dir,
@@ -199,7 +200,8 @@ def share(logdir: Path, reports: Sequence[TaskReport]) -> list[Finding]:
             job, earlier = run_cluster.same_job(tasks, mine)
             finding = run_cluster.cluster(
                 job, check_id="run.cluster" if len(keys) == 1 else f"run.cluster.{key}",
-                scope=f"logdir {logdir}", earlier=len(earlier))
+                scope=f"logdir {logdir}", earlier=len(earlier),
+                combined_report=str(directory / REPORT_MD))
             if unreadable:
                 finding.evidence["unreadable_task_files"] = unreadable
             combined = Report(command=CLUSTER_REPORT_COMMAND, run_dir=str(directory))

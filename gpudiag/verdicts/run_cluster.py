@@ -76,13 +76,16 @@ def _died(t: TaskReport) -> bool:
     not the one stopping it. A server killed after the job is how servers end."""
     if t.crash:
         return True
+    if t.interrupted:  # stopped with the run (Ctrl-C, SIGTERM ...): not a death
+        return False
     if t.returncode not in (None, 0) and not (t.via == SERVER and t.returncode < 0):
         return True
-    return not t.exited and not t.interrupted and t.via != SERVER
+    return not t.exited and t.via != SERVER
 
 
 def cluster(tasks: Sequence[TaskReport], *, check_id: str = "run.cluster",
-            scope: str = "this run", earlier: int = 0) -> Finding:
+            scope: str = "this run", earlier: int = 0,
+            combined_report: str | None = None) -> Finding:
     """The cluster's tasks together: who ran where, how far each got, and the first thing
     that went wrong with the cluster as a whole (never formed, a task given twice, a task
     that died, localhost across machines, tasks not seen)."""
@@ -159,9 +162,10 @@ def cluster(tasks: Sequence[TaskReport], *, check_id: str = "run.cluster",
                          + (f"; TensorFlow reported lost: {', '.join(lost)}" if lost else ""),
                          DIED_ADVICE))
     if missing and formed:
-        problems.append(("warn", f"{', '.join(missing)} not seen in {scope}: they ran "
-                         "without gpudiag, with another --logdir, or have not ended yet "
-                         "(each run rewrites the cluster's report as it ends)",
+        problems.append(("warn", f"{', '.join(missing)} not seen in {scope} (the cluster "
+                         "formed, so they ran): without gpudiag, with another --logdir, or "
+                         "they have not ended yet (the run that ends last reports every "
+                         "task)",
                          "Run every task under `gpudiag run --logdir <the same directory>` "
                          "to see them together."))
     if restarts:
@@ -169,6 +173,9 @@ def cluster(tasks: Sequence[TaskReport], *, check_id: str = "run.cluster",
             " (the latest run of each counts)"
     if earlier:
         head += f" ({earlier} task record(s) of earlier runs of this cluster left out)"
+    if combined_report:
+        head += f"; the cluster's report: {combined_report}"
+        evidence["combined_report"] = combined_report
     if not problems:
         return Finding(check_id, "ok", head, evidence)
     status: Status = "fail" if any(p[0] == "fail" for p in problems) else "warn"

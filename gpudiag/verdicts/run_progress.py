@@ -32,12 +32,15 @@ def _short(path: str) -> str:
 
 
 def command(argv: Sequence[str], returncode: int | None, duration_s: float,
-            interrupted: bool) -> Finding:
-    """The program ran; its exit code (forwarded) and how long it took."""
+            interrupted: bool, interrupted_by: str = "SIGINT") -> Finding:
+    """The program ran; its exit code (forwarded) and how long it took. Interrupted: by
+    which signal (SIGINT is Ctrl-C), and whether the program ended on it or had to be
+    killed (TensorFlow's preemption notifier catches SIGTERM in multi-worker programs)."""
     shown = " ".join(shlex.join(argv).split())
     shown = shown if len(shown) <= 80 else shown[:77] + "..."
     evidence = {"command": list(argv), "returncode": returncode,
-                "duration_s": round(duration_s, 3), "interrupted": interrupted}
+                "duration_s": round(duration_s, 3), "interrupted": interrupted,
+                "interrupted_by": interrupted_by if interrupted else None}
     if returncode is not None and returncode < 0:
         try:
             how = f"was killed by {signal.Signals(-returncode).name}"
@@ -46,8 +49,12 @@ def command(argv: Sequence[str], returncode: int | None, duration_s: float,
     else:
         how = f"exited with code {returncode}"
     if interrupted:
-        return Finding("run.command", "warn", f"interrupted (Ctrl-C) after {duration_s:.1f} s; "
-                       f"`{shown}` {how}", evidence,
+        said = "Ctrl-C" if interrupted_by == "SIGINT" else interrupted_by
+        text = f"interrupted ({said}) after {duration_s:.1f} s; `{shown}` {how}"
+        if returncode == -signal.SIGKILL and interrupted_by != "SIGKILL":
+            text += (f": it did not end on the {interrupted_by} gpudiag passed on, so gpudiag "
+                     "killed it")
+        return Finding("run.command", "warn", text, evidence,
                        advice="The findings cover only the time before the interruption.")
     if returncode == 0:
         return Finding("run.command", "ok", f"`{shown}` exited with code 0 after "
@@ -314,7 +321,8 @@ def profile(obs: ProcessObservation, busy: dict[str, float] | None, window_s: fl
     return Finding(f"run.profile{proc}", "ok", text, evidence)
 
 
-def crash(obs: Sequence[ProcessObservation], returncode: int | None) -> Finding:
+def crash(obs: Sequence[ProcessObservation], returncode: int | None,
+          interrupted: bool = False) -> Finding:
     """The program's crash: exception, message, the frame in the user's code, the fix."""
     crashed = [o for o in obs if o.crash is not None]
     faulted = [o for o in obs if o.faults.strip()]
@@ -348,6 +356,10 @@ def crash(obs: Sequence[ProcessObservation], returncode: int | None) -> Finding:
                        {"pid": o.pid, "faulthandler": tail[-30:]},
                        advice="A crash inside TensorFlow's C++ code or a library: the "
                        "Python stack in the evidence shows the call that triggered it.")
+    if returncode is not None and returncode < 0 and interrupted:
+        return Finding("run.crash", "ok", "no uncaught Python exception before the "
+                       f"interruption (the program then ended by signal {-returncode})",
+                       {"returncode": returncode, "interrupted": True})
     if returncode is not None and returncode < 0:
         seen = [o for o in obs if o.imported_tf]
         last = [f"{s.label}: {max((st.index for st in s.steps), default=-1) + 1} steps"
