@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from conftest import TESTS_DIR
 
+from gpudiag import placementlog
 from gpudiag.placementlog import op_counts_by_device, parse, split_sections
 
 LOG = (TESTS_DIR / "data" / "placement_stderr_virtual_cpu.txt").read_text()
@@ -49,3 +50,22 @@ def test_graph_block_without_an_executing_line_is_kept() -> None:
 
 def test_empty_log_gives_no_rows() -> None:
     assert parse("nothing to see\n") == []
+
+
+def test_lines_of_thread_splits_a_shared_stderr_by_each_process_main_thread() -> None:
+    shared = "\n".join([
+        "I0000 00:00:1795333862.41 30942 placer.cc:162] a/MatMul: (MatMul): "
+        "/job:worker/replica:0/task:0/device:CPU:0",
+        "I0000 00:00:1795333862.42 30941 execute.cc:1775] Executing op MatMul in device "
+        "/job:worker/replica:0/task:1/device:CPU:0",
+        "/job:worker/replica:0/task:1",  # a continuation line: no prefix, nobody's
+        "I0000 00:00:1795333862.43 31063 coordination_service.cc:502] Waiting for 1/2 tasks",
+        "I0000 00:00:1795333862.44 30942 execute.cc:1775] Executing op __inference_f_9 in "
+        "device /job:worker/replica:0/task:0/device:CPU:0",
+    ])
+    mine = placementlog.parse(placementlog.lines_of_thread(shared, 30942))
+    assert [(r.kind, r.op, r.function) for r in mine] == [
+        ("graph", "a/MatMul", "__inference_f_9"), ("eager", "__inference_f_9", None)]
+    theirs = placementlog.parse(placementlog.lines_of_thread(shared, 30941))
+    assert [(r.kind, r.op) for r in theirs] == [("eager", "MatMul")]
+    assert placementlog.lines_of_thread(shared, 4242) == ""

@@ -1,0 +1,105 @@
+"""The verdict on a user's multi-worker program's tasks together (gpudiag.verdicts.run_cluster):
+each rule on TaskReports as gpudiag.run.tasks builds them."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from gpudiag.run.records import TaskReport
+from gpudiag.verdicts import run_cluster
+
+SPEC = {"worker": ["127.0.0.1:2222", "127.0.0.1:2223"]}
+
+
+def task(index: int, *, start: float = 100.0, end: float = 160.0, pid: int | None = None,
+         host: str = "node-a", spec: dict[str, list[str]] | None = None,
+         **fields: object) -> TaskReport:
+    base = TaskReport(
+        task_type="worker", task_id=index, cluster_key="k", cluster_spec=spec or SPEC,
+        via="MultiWorkerMirroredStrategy", joined="joined", join_s=1.0, host=host,
+        pid=pid or 1000 + index, run_dir=f"/runs/r{index}", started_unix_s=start,
+        ended_unix_s=end, exited=True, interrupted=False, returncode=0,
+        loop="tf.function step", steps=30, step_s_median=0.004, examples_per_s=None,
+        first_loss=1.5, last_loss=0.9)
+    return replace(base, **fields)  # type: ignore[arg-type]
+
+
+def test_every_task_seen_and_trained_is_ok_and_sums_what_each_measured() -> None:
+    f = run_cluster.cluster([task(0, examples_per_s=1000.0), task(1, examples_per_s=900.0)])
+    assert f.status == "ok"
+    assert "MultiWorkerMirroredStrategy cluster of 2 task(s) (worker:0, worker:1)" in f.message
+    assert "together 1,900 examples/s" in f.message
+    assert f.evidence["formed"] is True and f.evidence["missing"] == []
+
+
+def test_a_cluster_that_never_formed_names_the_task_it_waited_for() -> None:
+    f = run_cluster.cluster([task(0, joined="waiting", exited=False, interrupted=True,
+                                  returncode=-9, steps=0, stragglers=["worker:1"])])
+    assert f.status == "fail"
+    assert "never formed: worker:0 waited for worker:1" in f.message
+    assert "worker:1 never ran under gpudiag" in f.message
+    assert f.evidence["died"] == []  # stopped with the interrupted run: not a death
+    assert "task.index" in f.advice
+
+
+def test_two_processes_running_one_task_at_once_is_a_duplicate_not_a_restart() -> None:
+    f = run_cluster.cluster([task(0), task(1), task(0, pid=2000, start=110.0, end=150.0)])
+    assert f.status == "fail" and "the same task ran twice at once: worker:0" in f.message
+    assert "task.index" in f.advice
+
+
+def test_a_task_run_again_after_the_first_ended_is_a_restart_and_the_latest_counts() -> None:
+    first = task(1, end=120.0, exited=False, returncode=None, steps=12)
+    again = task(1, pid=3000, start=125.0, end=170.0, steps=30)
+    f = run_cluster.cluster([task(0, end=175.0), first, again])
+    assert f.status == "ok" and "restarted: worker:1 x1" in f.message
+    assert f.evidence["tasks"][1]["pid"] == 3000
+
+
+def test_a_dead_task_is_named_with_the_steps_everyone_reached() -> None:
+    f = run_cluster.cluster([
+        task(0, steps=14, crash=None, lost_peers=["worker:1"], exited=True, returncode=1),
+        task(1, steps=10, exited=False, returncode=None)])
+    assert f.status == "fail"
+    assert "worker:1 died (killed: no exit, no Python exception) after 10 step(s)" in f.message
+    assert "worker:0 step 14" in f.message and "TensorFlow reported lost: worker:1" in f.message
+    assert "BackupAndRestore" in f.advice
+
+
+def test_a_server_ended_by_a_signal_is_how_servers_end_not_a_death() -> None:
+    spec = {"chief": ["h:1"], "worker": ["h:2"], "ps": ["h:3"]}
+    chief = replace(task(0, spec=spec), task_type="chief", via="ParameterServerStrategy")
+    worker = replace(task(0, spec=spec, exited=False, returncode=-15), via="tf.distribute.Server",
+                     steps=0, loop=None)
+    ps = replace(task(0, spec=spec, exited=False, returncode=None), task_type="ps",
+                 via="tf.distribute.Server", steps=0, loop=None)
+    f = run_cluster.cluster([chief, worker, ps])
+    assert f.status == "ok", f.message
+    assert f.message.startswith("ParameterServerStrategy cluster of 3 task(s)")
+    assert "ps:0 (pid 1000 on node-a, served (no loop of its own)" in f.message
+
+
+def test_localhost_in_tf_config_across_machines_fails() -> None:
+    f = run_cluster.cluster([task(0, host="node-a"), task(1, host="node-b")])
+    assert f.status == "fail" and "ran on 2 machines (node-a, node-b)" in f.message
+    assert "not localhost" in f.advice
+
+
+def test_tasks_not_seen_after_the_cluster_formed_are_a_warning() -> None:
+    f = run_cluster.cluster([task(1)], scope="logdir /shared")
+    assert f.status == "warn"
+    assert "worker:0 not seen in logdir /shared (the cluster formed, so they ran)" in f.message
+
+
+def test_a_task_outside_the_cluster_spec_fails() -> None:
+    f = run_cluster.cluster([task(0), task(1), task(2)])
+    assert f.status == "fail" and "worker:2 is not in the cluster spec" in f.message
+
+
+def test_same_job_keeps_the_tasks_that_overlap_this_run_and_leaves_earlier_runs_out() -> None:
+    old = [task(0, start=0.0, end=50.0, pid=1), task(1, start=0.0, end=50.0, pid=2)]
+    mine = task(0, start=100.0, end=160.0)
+    other = task(1, start=105.0, end=170.0)
+    late_restart = task(1, start=165.0, end=200.0, pid=9)  # overlaps only through `other`
+    job, earlier = run_cluster.same_job([*old, mine, other, late_restart], [mine])
+    assert [t.pid for t in job] == [1000, 1001, 9] and [t.pid for t in earlier] == [1, 2]
