@@ -45,7 +45,14 @@ def assert_usage_error(proc: subprocess.CompletedProcess[str], needle: str,
 
 
 def run_dirs(logdir: Path) -> list[Path]:
-    return sorted(p for p in logdir.iterdir() if p.is_dir()) if logdir.exists() else []
+    """The run directories under ``logdir`` (not the cluster directories `gpudiag run`
+    writes beside them for a multi-worker program)."""
+    from gpudiag.layout import RUN_CLUSTER_DIR_PREFIX
+
+    if not logdir.exists():
+        return []
+    return sorted(p for p in logdir.iterdir()
+                  if p.is_dir() and not p.name.startswith(RUN_CLUSTER_DIR_PREFIX))
 
 
 def load_report(run_dir: Path) -> dict[str, Any]:

@@ -233,7 +233,7 @@ class TaskReport:
         return f"{self.task_type}:{self.task_id}"
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        return {"task": self.task, **asdict(self)}
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> TaskReport:

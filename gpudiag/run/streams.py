@@ -163,8 +163,9 @@ def pump(fd: int, save: BinaryIO, show: BinaryIO | None, line_filter: LineFilter
         try:
             while True:
                 ready, _, _ = select.select([fd], [], [], PARTIAL_FLUSH_S)
-                if not ready:
+                if not ready:  # output paused: the terminal and the saved file catch up
                     emit(line_filter.flush_partial())
+                    save.flush()
                     continue
                 try:
                     data = os.read(fd, 65536)

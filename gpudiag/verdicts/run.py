@@ -87,7 +87,8 @@ def devices(obs: ProcessObservation, proc: str = "") -> Finding:
     evidence: dict[str, Any] = {"config_calls": calls, "devices": None if snap is None else
                                 {"physical": snap.physical, "logical": snap.logical,
                                  "gpus": snap.gpus, "soft_placement": snap.soft_placement,
-                                 "cuda_build": snap.cuda_build, "seen_at": snap.reason}}
+                                 "cuda_build": snap.cuda_build, "seen_at": snap.reason,
+                                 "other_tasks": snap.remote}}
     listing = "; ".join(f"{c.api.removeprefix('tf.')}{_where(c.caller)}"
                         + (" -> " + (c.error_type or "") if c.error_type else "")
                         for c in obs.config_calls) or "none"
@@ -110,6 +111,8 @@ def devices(obs: ProcessObservation, proc: str = "") -> Finding:
     physical = ", ".join(p.rsplit("/", 1)[-1] for p in snap.physical)
     text = (f"logical devices {', '.join(snap.logical)}"
             + (f" (physical: {physical})" if physical else f" (as the {snap.reason} saw them)")
+            + (f"; and {len(snap.remote)} device(s) of the cluster's other tasks"
+               if snap.remote else "")
             + f"; tf.config calls: {listing}")
     if not gpus:
         return Finding(f"run.devices{proc}", "warn", f"no GPU visible to TensorFlow: {text}",
