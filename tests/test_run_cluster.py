@@ -174,3 +174,25 @@ def test_a_cluster_that_never_forms_is_named_when_the_user_stops_the_run(
     assert "tf-caught-sigterm" in report["data"]["run"]["catalogue_matches"]
     pid = cluster["evidence"]["tasks"][0]["pid"]
     assert not process_alive(pid)
+
+
+def test_a_parameter_server_job_s_four_tasks_are_reported_together(tmp_path: Path) -> None:
+    """1 ps and 2 workers serving (tf.distribute.Server(...).join()), the coordinator
+    scheduling steps: the servers are tasks of the cluster, with no findings of their own;
+    their connections closing as the launcher stops them are not failures (exit 0)."""
+    logdir = tmp_path / "runs"
+    proc = gpudiag("run", "--logdir", str(logdir), "--", PY, str(PROGRAMS / "ps_launch.py"))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "last loss" in proc.stdout
+    (run_dir,) = run_dirs(logdir)
+    found = findings_by_id(_report(run_dir))
+    cluster = found["run.cluster"]
+    assert cluster["status"] == "ok", cluster["message"]
+    assert cluster["message"].startswith(
+        "ParameterServerStrategy cluster of 4 task(s) (chief:0, ps:0, worker:0, worker:1)")
+    vias = {t["task"]: t["via"] for t in cluster["evidence"]["tasks"]}
+    assert vias == {"chief:0": "ParameterServerStrategy", "ps:0": "tf.distribute.Server",
+                    "worker:0": "tf.distribute.Server", "worker:1": "tf.distribute.Server"}
+    assert "ParameterServerStrategy" in found["run.distribution.chief-0"]["message"]
+    assert not [k for k in found if k.endswith(("ps-0", "worker-0", "worker-1"))]
+    assert found["run.tf-log"]["status"] != "fail", found["run.tf-log"]["message"]

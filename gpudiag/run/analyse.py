@@ -144,10 +144,15 @@ def report(session: RunSession, argv: list[str], outcome: Outcome, options: RunO
     nvml_gpus = [gpu_verdicts.gpu_numbers(s) for s in sampling.summaries] if sampling else None
     tf_procs = [o for o in observations if o.imported_tf]
     lines = stderr.splitlines() + [r.message for o in tf_procs for r in o.tf_logs]
-    log = catalogue.match_lines(lines)
+    log = run_verdicts.settle(catalogue.match_lines(lines),
+                              completed=outcome.returncode == 0 and not outcome.interrupted)
     processes = []
     placement_total = 0
     for obs, proc in named_processes(tf_procs):
+        if server_only(obs):  # a ps or worker task serving: run.cluster tells its part
+            processes.append({"pid": obs.pid, "argv": obs.argv, "tf_version": obs.tf_version,
+                              "server_only": True, "record": obs.to_dict()})
+            continue
         reason = log_reason(obs, options)
         rows: list[PlacementRow] = []
         if reason is None:
@@ -191,6 +196,14 @@ def report(session: RunSession, argv: list[str], outcome: Outcome, options: RunO
 def _task_label(obs: ProcessObservation) -> str:
     found = tasks.identity(obs)
     return f"{found[0]}:{found[1]}" if found else "-"
+
+
+def server_only(obs: ProcessObservation) -> bool:
+    """A process that only ran a tf.distribute.Server (a parameter-server job's ps and
+    worker tasks): its work is the coordinator's, run in the server's threads."""
+    return bool(obs.cluster_joins) and all(j.via == "tf.distribute.Server"
+                                           for j in obs.cluster_joins) \
+        and not obs.strategies and not obs.series and obs.crash is None
 
 
 def named_processes(tf_procs: list[ProcessObservation]

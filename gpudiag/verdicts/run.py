@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
 from gpudiag.catalogue import LogMatch, match_crash
@@ -330,6 +331,22 @@ def devices_used(obs: ProcessObservation, placed: dict[str, int] | None,
                        advice="Without a GPU everything ran on the CPU; `gpudiag env` says why "
                               "TensorFlow sees none.")
     return Finding(f"run.every-device-used{proc}", "ok", text, evidence)
+
+
+# Cluster messages that a program which exited 0 prints as its tasks shut down (a
+# coordinator's connection to servers a launcher stops, a peer leaving first).
+SHUTDOWN_MESSAGES = frozenset({"cluster-peer-connection-lost", "cluster-peer-unhealthy"})
+
+
+def settle(matches: Sequence[LogMatch], *, completed: bool) -> list[LogMatch]:
+    """The log matches as they count: when the program ran to exit code 0, a lost peer's
+    messages were its tasks shutting down, informational, not a failure."""
+    if not completed:
+        return list(matches)
+    return [replace(m, entry=replace(m.entry, severity="info",
+                                     meaning=m.entry.meaning + " The program still exited "
+                                     "0: here it was the tasks shutting down."))
+            if m.entry.id in SHUTDOWN_MESSAGES else m for m in matches]
 
 
 def tf_log(matches: Sequence[LogMatch], captured_reason: str | None,
