@@ -115,3 +115,14 @@ def test_a_peer_that_exited_during_the_last_all_reduce_is_explained() -> None:
     assert ("worker:0 failed in its last step(s) because worker:1 finished and exited while "
             "worker:0's last all-reduce was still reading from it") in f.message
     assert "wait_at_barrier" in f.advice
+
+
+def test_each_task_s_gpus_from_its_machine_s_nvml_are_in_the_report() -> None:
+    gpu = {"index": 1, "name": "H100", "util_p95_percent": 87.0,
+           "peak_memory_used_bytes": 2**30, "this_process": True}
+    f = run_cluster.cluster([task(0, gpus=[gpu]), task(1, gpus=[])])
+    assert "worker:0 (pid 1000 on node-a, 30 steps, median 4.0 ms/step, on GPU 1 p95 87 %, " \
+        in f.message
+    assert "worker:1 (pid 1001 on node-a, 30 steps, median 4.0 ms/step, no GPU in use by it " \
+        "(NVML)" in f.message
+    assert f.evidence["tasks"][0]["gpus"] == [gpu]

@@ -171,7 +171,7 @@ def report(session: RunSession, argv: list[str], outcome: Outcome, options: RunO
                                       returncode=outcome.returncode,
                                       interrupted=outcome.interrupted,
                                       warmup=options.profile_warmup_steps,
-                                      parent_pid=os.getpid())
+                                      parent_pid=os.getpid(), nvml_gpus=nvml_gpus)
     for finding in tasks.share(session.run_dir.parent, task_reports) if task_reports else []:
         session.add(finding)
     _nvml_findings(session, outcome, options)

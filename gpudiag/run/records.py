@@ -227,6 +227,10 @@ class TaskReport:
     stragglers: list[str] = field(default_factory=list)  # tasks TensorFlow waited for
     lost_peers: list[str] = field(default_factory=list)  # tasks TensorFlow declared lost
     messages: list[str] = field(default_factory=list)  # catalogue ids seen in its log
+    # NVML on its machine during the run: the GPUs NVML saw this process on, or every GPU
+    # of the machine when NVML does not list processes ({index, name, util_p95_percent,
+    # peak_memory_used_bytes, this_process}); None without NVML
+    gpus: list[dict[str, Any]] | None = None
 
     @property
     def task(self) -> str:

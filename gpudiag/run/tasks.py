@@ -117,6 +117,18 @@ def _progress(obs: ProcessObservation, warmup: int) -> dict[str, Any]:
     return out
 
 
+def _gpus(pid: int, nvml_gpus: list[dict[str, Any]] | None) -> list[dict[str, Any]] | None:
+    """The GPUs NVML saw ``pid`` on; every GPU of the machine when NVML lists no process."""
+    if nvml_gpus is None:
+        return None
+    listed = any(g.get("processes") for g in nvml_gpus)
+    return [{"index": g["index"], "name": g.get("name"),
+             "util_p95_percent": g.get("util_p95_percent"),
+             "peak_memory_used_bytes": g.get("peak_memory_used_bytes"),
+             "this_process": pid in (g.get("processes") or []) if listed else None}
+            for g in nvml_gpus if not listed or pid in (g.get("processes") or [])]
+
+
 def _crash(obs: ProcessObservation) -> str | None:
     if obs.crash is not None:
         first = obs.crash.message.strip().splitlines()[:1]
@@ -127,6 +139,7 @@ def _crash(obs: ProcessObservation) -> str | None:
 
 def task_reports(tf_procs: Sequence[ProcessObservation], stderr: str, *, run_dir: Path,
                  returncode: int | None, interrupted: bool, warmup: int, parent_pid: int,
+                 nvml_gpus: list[dict[str, Any]] | None = None,
                  host: str | None = None) -> list[TaskReport]:
     """A TaskReport for every process of this run that is a cluster task. ``returncode``
     is the program's: it is the task's own when the task is the program (its parent is
@@ -151,7 +164,7 @@ def task_reports(tf_procs: Sequence[ProcessObservation], stderr: str, *, run_dir
             ended_unix_s=obs.last_t_unix_s, exited=obs.exited, interrupted=interrupted,
             returncode=returncode if obs.ppid == parent_pid else None,
             crash=_crash(obs), stragglers=stragglers, lost_peers=lost, messages=seen,
-            **_progress(obs, warmup)))
+            gpus=_gpus(obs.pid, nvml_gpus), **_progress(obs, warmup)))
     return out
 
 

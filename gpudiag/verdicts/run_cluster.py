@@ -68,6 +68,13 @@ def _describe(t: TaskReport) -> str:
         parts.append(step)
     elif t.via == SERVER:
         parts.append("served (no loop of its own)")
+    if t.gpus is not None:
+        mine = any(g.get("this_process") for g in t.gpus)
+        gpus = ", ".join(f"GPU {g['index']} p95 {g['util_p95_percent']:.0f} %"
+                         if g.get("util_p95_percent") is not None else f"GPU {g['index']}"
+                         for g in t.gpus)
+        parts.append(("on " if mine else "its machine's NVML: ") + gpus if gpus
+                     else "no GPU in use by it (NVML)")
     if t.first_loss is not None and t.last_loss is not None:
         parts.append(f"loss {t.first_loss:.4g} -> {t.last_loss:.4g}")
     if t.crash:
@@ -132,7 +139,8 @@ def cluster(tasks: Sequence[TaskReport], *, check_id: str = "run.cluster",
         "tasks": [{"task": t.task, "via": t.via, "joined": t.joined, "host": t.host,
                    "pid": t.pid, "run_dir": t.run_dir, "steps": t.steps,
                    "step_s_median": t.step_s_median, "examples_per_s": t.examples_per_s,
-                   "last_loss": t.last_loss, "crash": t.crash, "exited": t.exited}
+                   "last_loss": t.last_loss, "crash": t.crash, "exited": t.exited,
+                   "gpus": t.gpus}
                   for t in seen]}
 
     problems: list[tuple[Status, str, str]] = []
