@@ -6,6 +6,8 @@ Each carries the process exit code the CLI turns it into (see docs/findings.md):
 
 from __future__ import annotations
 
+import signal
+
 EXIT_OK = 0
 EXIT_CHECK_FAILED = 1
 EXIT_USAGE = 2
@@ -42,6 +44,12 @@ class Interrupted(KeyboardInterrupt):
     def __init__(self, signum: int) -> None:
         super().__init__(signum)
         self.signum = signum
+
+
+def signum_of(interrupt: KeyboardInterrupt) -> int:
+    """The signal behind an interrupt: Interrupted's (SIGTERM, SIGHUP), else SIGINT
+    (Ctrl-C)."""
+    return int(getattr(interrupt, "signum", signal.SIGINT))
 
 
 class WriteFailed(EnvironmentBroken):

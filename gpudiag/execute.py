@@ -19,7 +19,7 @@ from pathlib import Path
 import typer
 from rich.console import Console
 
-from gpudiag.errors import Interrupted, WriteFailed
+from gpudiag.errors import Interrupted, WriteFailed, signum_of
 from gpudiag.report import render_table
 from gpudiag.report import to_json as report_to_json
 from gpudiag.session import RunSession
@@ -38,7 +38,7 @@ def execute(command: str, logdir: Path, as_json: bool,
             console.print(f"[bold]gpudiag {command}[/] -> {session.run_dir}")
             forwarded = body(session, ui)
     except KeyboardInterrupt as exc:  # Ctrl-C, SIGTERM, SIGHUP (errors.Interrupted)
-        signum = int(getattr(exc, "signum", signal.SIGINT))
+        signum = signum_of(exc)
         render_table(session.report, console)
         console.print(f"interrupted by {signal.Signals(signum).name}: the partial report "
                       f"is in {session.run_dir}")

@@ -39,7 +39,7 @@ class Finding:
             raise ValueError(f"finding {self.id}: unknown status {self.status!r}")
 
 
-def _now() -> str:
+def now_iso() -> str:
     return datetime.now(UTC).isoformat(timespec="seconds")
 
 
@@ -50,7 +50,7 @@ class Report:
     command: str
     run_dir: str
     argv: list[str] = field(default_factory=lambda: list(sys.argv))
-    started_at: str = field(default_factory=_now)
+    started_at: str = field(default_factory=now_iso)
     finished_at: str | None = None
     partial: bool = True
     interrupted: bool = False

@@ -28,7 +28,7 @@ from types import TracebackType
 from typing import Any
 
 from gpudiag import report as report_mod
-from gpudiag.errors import GpudiagError, WriteFailed
+from gpudiag.errors import GpudiagError, WriteFailed, signum_of
 from gpudiag.layout import REPORT_TB_RUN, TAG_FINDINGS, TAG_REPORT, new_run_dir
 from gpudiag.report import Finding, Report
 
@@ -97,8 +97,7 @@ class RunSession:
     ) -> None:
         signal_name = None
         if isinstance(exc, KeyboardInterrupt):
-            signum = getattr(exc, "signum", signal.SIGINT)
-            signal_name = signal.Signals(signum).name
+            signal_name = signal.Signals(signum_of(exc)).name
         stopped_by_error = isinstance(exc, GpudiagError) and not isinstance(exc, WriteFailed)
         if stopped_by_error:  # bad input found mid-run: the cause belongs in the report
             assert isinstance(exc, GpudiagError)

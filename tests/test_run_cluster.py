@@ -13,7 +13,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -25,6 +24,7 @@ import pytest
 from conftest import REPO, TESTS_DIR, findings_by_id, gpudiag, process_alive, run_dirs
 
 from gpudiag import layout
+from gpudiag.cluster.tfconfig import free_ports
 
 PY = sys.executable
 PROGRAMS = TESTS_DIR / "programs"
@@ -49,17 +49,6 @@ def _tf_config(ports: list[int], index: int) -> str:
                        "task": {"type": "worker", "index": index}})
 
 
-def _free_ports(n: int) -> list[int]:
-    sockets = [socket.socket() for _ in range(n)]
-    try:
-        for s in sockets:
-            s.bind(("127.0.0.1", 0))
-        return [s.getsockname()[1] for s in sockets]
-    finally:
-        for s in sockets:
-            s.close()
-
-
 def test_a_launcher_s_two_workers_are_reported_together_by_task(tmp_path: Path) -> None:
     logdir = tmp_path / "runs"
     proc = gpudiag("run", "--logdir", str(logdir), "--", PY, str(PROGRAMS / "mwms_launch.py"))
@@ -71,15 +60,15 @@ def test_a_launcher_s_two_workers_are_reported_together_by_task(tmp_path: Path) 
     cluster = found["run.cluster"]
     assert cluster["status"] == "ok", cluster["message"]
     assert cluster["message"].startswith(
-        "MultiWorkerMirroredStrategy cluster of 2 task(s) (worker:0, worker:1); 2 seen")
+        "MultiWorkerMirroredStrategy cluster of 2 task(s) (worker-0, worker-1); 2 seen")
     tasks = {t["task"]: t for t in cluster["evidence"]["tasks"]}
-    assert set(tasks) == {"worker:0", "worker:1"}
+    assert set(tasks) == {"worker-0", "worker-1"}
     assert all(t["steps"] == 30 and t["joined"] == "joined" and t["exited"]
                for t in tasks.values())
-    assert tasks["worker:0"]["pid"] != tasks["worker:1"]["pid"]
+    assert tasks["worker-0"]["pid"] != tasks["worker-1"]["pid"]
     # one set of findings per worker, named by its task, each with its own placement log
     for name in ("worker-0", "worker-1"):
-        assert "task worker:" + name[-1] in found[f"run.distribution.{name}"]["message"]
+        assert "task " + name in found[f"run.distribution.{name}"]["message"]
         assert "2 replica(s) in sync across the cluster, 1 here" in \
             found[f"run.distribution.{name}"]["message"]
         assert found[f"run.placement.{name}"]["status"] == "ok"
@@ -97,7 +86,7 @@ def test_a_launcher_s_two_workers_are_reported_together_by_task(tmp_path: Path) 
 
 def test_two_runs_sharing_a_logdir_are_reported_together(tmp_path: Path) -> None:
     logdir = tmp_path / "shared"
-    ports = _free_ports(2)
+    ports = free_ports(2)
     runs = [subprocess.Popen(
         [PY, "-m", "gpudiag", "run", "--json", "--logdir", str(logdir), "--", PY,
          str(PROGRAMS / "mwms_worker.py")], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
@@ -112,7 +101,7 @@ def test_two_runs_sharing_a_logdir_are_reported_together(tmp_path: Path) -> None
     # each run saw its own task, one process
     for i, r in enumerate(reports):
         found = findings_by_id(r)
-        assert f"task worker:{i}" in found["run.distribution"]["message"]
+        assert f"task worker-{i}" in found["run.distribution"]["message"]
         assert found["run.placement"]["status"] == "ok"
     # the run that ended last reports both tasks; the cluster's report holds both
     complete = [findings_by_id(r)["run.cluster"] for r in reports
@@ -123,7 +112,7 @@ def test_two_runs_sharing_a_logdir_are_reported_together(tmp_path: Path) -> None
     (finding,) = combined["findings"]
     assert finding["status"] == "ok", finding["message"]
     tasks = {t["task"]: t for t in combined["data"]["tasks"]}
-    assert set(tasks) == {"worker:0", "worker:1"}
+    assert set(tasks) == {"worker-0", "worker-1"}
     assert {t["run_dir"] for t in tasks.values()} == \
         {str(Path(d).resolve()) for d in run_dirs_seen}
     assert all(t["returncode"] == 0 and t["steps"] == 30 for t in tasks.values())
@@ -141,7 +130,7 @@ def test_a_cluster_that_never_forms_is_named_when_the_user_stops_the_run(
         [PY, "-m", "gpudiag", "run", "--logdir", str(logdir), "--", PY,
          str(PROGRAMS / "mwms_worker.py")], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
         stdin=subprocess.DEVNULL, text=True, cwd=tmp_path,
-        env={**os.environ, "PYTHONPATH": str(REPO), "TF_CONFIG": _tf_config(_free_ports(2), 0)})
+        env={**os.environ, "PYTHONPATH": str(REPO), "TF_CONFIG": _tf_config(free_ports(2), 0)})
 
     def waiting() -> bool:
         stderr = [d / layout.CHILDREN_DIR / layout.RUN_CHILD_NAME / layout.RUN_STDERR
@@ -163,9 +152,9 @@ def test_a_cluster_that_never_forms_is_named_when_the_user_stops_the_run(
 
     cluster = found["run.cluster"]
     assert cluster["status"] == "fail"
-    assert "the cluster never formed: worker:0 waited for worker:1" in cluster["message"]
-    assert "worker:1 never ran under gpudiag" in cluster["message"]
-    assert cluster["evidence"]["stragglers"] == ["worker:1"]
+    assert "the cluster never formed: worker-0 waited for worker-1" in cluster["message"]
+    assert "worker-1 never ran under gpudiag" in cluster["message"]
+    assert cluster["evidence"]["stragglers"] == ["worker-1"]
     assert cluster["evidence"]["died"] == []
     assert "own task.index" in cluster["advice"]
     command = found["run.command"]["message"]
@@ -189,10 +178,10 @@ def test_a_parameter_server_job_s_four_tasks_are_reported_together(tmp_path: Pat
     cluster = found["run.cluster"]
     assert cluster["status"] == "ok", cluster["message"]
     assert cluster["message"].startswith(
-        "ParameterServerStrategy cluster of 4 task(s) (chief:0, ps:0, worker:0, worker:1)")
+        "ParameterServerStrategy cluster of 4 task(s) (chief-0, ps-0, worker-0, worker-1)")
     vias = {t["task"]: t["via"] for t in cluster["evidence"]["tasks"]}
-    assert vias == {"chief:0": "ParameterServerStrategy", "ps:0": "tf.distribute.Server",
-                    "worker:0": "tf.distribute.Server", "worker:1": "tf.distribute.Server"}
+    assert vias == {"chief-0": "ParameterServerStrategy", "ps-0": "tf.distribute.Server",
+                    "worker-0": "tf.distribute.Server", "worker-1": "tf.distribute.Server"}
     assert "ParameterServerStrategy" in found["run.distribution.chief-0"]["message"]
     assert not [k for k in found if k.endswith(("ps-0", "worker-0", "worker-1"))]
     assert found["run.tf-log"]["status"] != "fail", found["run.tf-log"]["message"]

@@ -16,7 +16,7 @@ def task(index: int, *, start: float = 100.0, end: float = 160.0, pid: int | Non
          **fields: object) -> TaskReport:
     base = TaskReport(
         task_type="worker", task_id=index, cluster_key="k", cluster_spec=spec or SPEC,
-        via="MultiWorkerMirroredStrategy", joined="joined", join_s=1.0, host=host,
+        via="MultiWorkerMirroredStrategy", joined="joined", host=host,
         pid=pid or 1000 + index, run_dir=f"/runs/r{index}", started_unix_s=start,
         ended_unix_s=end, exited=True, interrupted=False, returncode=0,
         loop="tf.function step", steps=30, step_s_median=0.004, examples_per_s=None,
@@ -27,24 +27,24 @@ def task(index: int, *, start: float = 100.0, end: float = 160.0, pid: int | Non
 def test_every_task_seen_and_trained_is_ok_and_sums_what_each_measured() -> None:
     f = run_cluster.cluster([task(0, examples_per_s=1000.0), task(1, examples_per_s=900.0)])
     assert f.status == "ok"
-    assert "MultiWorkerMirroredStrategy cluster of 2 task(s) (worker:0, worker:1)" in f.message
+    assert "MultiWorkerMirroredStrategy cluster of 2 task(s) (worker-0, worker-1)" in f.message
     assert "together 1,900 examples/s" in f.message
     assert f.evidence["formed"] is True and f.evidence["missing"] == []
 
 
 def test_a_cluster_that_never_formed_names_the_task_it_waited_for() -> None:
     f = run_cluster.cluster([task(0, joined="waiting", exited=False, interrupted=True,
-                                  returncode=-9, steps=0, stragglers=["worker:1"])])
+                                  returncode=-9, steps=0, stragglers=["worker-1"])])
     assert f.status == "fail"
-    assert "never formed: worker:0 waited for worker:1" in f.message
-    assert "worker:1 never ran under gpudiag" in f.message
+    assert "never formed: worker-0 waited for worker-1" in f.message
+    assert "worker-1 never ran under gpudiag" in f.message
     assert f.evidence["died"] == []  # stopped with the interrupted run: not a death
     assert "task.index" in f.advice
 
 
 def test_two_processes_running_one_task_at_once_is_a_duplicate_not_a_restart() -> None:
     f = run_cluster.cluster([task(0), task(1), task(0, pid=2000, start=110.0, end=150.0)])
-    assert f.status == "fail" and "the same task ran twice at once: worker:0" in f.message
+    assert f.status == "fail" and "the same task ran twice at once: worker-0" in f.message
     assert "task.index" in f.advice
 
 
@@ -52,17 +52,17 @@ def test_a_task_run_again_after_the_first_ended_is_a_restart_and_the_latest_coun
     first = task(1, end=120.0, exited=False, returncode=None, steps=12)
     again = task(1, pid=3000, start=125.0, end=170.0, steps=30)
     f = run_cluster.cluster([task(0, end=175.0), first, again])
-    assert f.status == "ok" and "restarted: worker:1 x1" in f.message
+    assert f.status == "ok" and "restarted: worker-1 x1" in f.message
     assert f.evidence["tasks"][1]["pid"] == 3000
 
 
 def test_a_dead_task_is_named_with_the_steps_everyone_reached() -> None:
     f = run_cluster.cluster([
-        task(0, steps=14, crash=None, lost_peers=["worker:1"], exited=True, returncode=1),
+        task(0, steps=14, crash=None, lost_peers=["worker-1"], exited=True, returncode=1),
         task(1, steps=10, exited=False, returncode=None)])
     assert f.status == "fail"
-    assert "worker:1 died (killed: no exit, no Python exception) after 10 step(s)" in f.message
-    assert "worker:0 step 14" in f.message and "TensorFlow reported lost: worker:1" in f.message
+    assert "worker-1 died (killed: no exit, no Python exception) after 10 step(s)" in f.message
+    assert "worker-0 step 14" in f.message and "TensorFlow reported lost: worker-1" in f.message
     assert "BackupAndRestore" in f.advice
 
 
@@ -76,7 +76,7 @@ def test_a_server_ended_by_a_signal_is_how_servers_end_not_a_death() -> None:
     f = run_cluster.cluster([chief, worker, ps])
     assert f.status == "ok", f.message
     assert f.message.startswith("ParameterServerStrategy cluster of 3 task(s)")
-    assert "ps:0 (pid 1000 on node-a, served (no loop of its own)" in f.message
+    assert "ps-0 (pid 1000 on node-a, served (no loop of its own)" in f.message
 
 
 def test_localhost_in_tf_config_across_machines_fails() -> None:
@@ -88,12 +88,12 @@ def test_localhost_in_tf_config_across_machines_fails() -> None:
 def test_tasks_not_seen_after_the_cluster_formed_are_a_warning() -> None:
     f = run_cluster.cluster([task(1)], scope="logdir /shared")
     assert f.status == "warn"
-    assert "worker:0 not seen in logdir /shared (the cluster formed, so they ran)" in f.message
+    assert "worker-0 not seen in logdir /shared (the cluster formed, so they ran)" in f.message
 
 
 def test_a_task_outside_the_cluster_spec_fails() -> None:
     f = run_cluster.cluster([task(0), task(1), task(2)])
-    assert f.status == "fail" and "worker:2 is not in the cluster spec" in f.message
+    assert f.status == "fail" and "worker-2 is not in the cluster spec" in f.message
 
 
 def test_same_job_keeps_the_tasks_that_overlap_this_run_and_leaves_earlier_runs_out() -> None:
@@ -107,13 +107,13 @@ def test_same_job_keeps_the_tasks_that_overlap_this_run_and_leaves_earlier_runs_
 
 def test_a_peer_that_exited_during_the_last_all_reduce_is_explained() -> None:
     f = run_cluster.cluster([
-        task(0, steps=30, returncode=1, lost_peers=["worker:1"],
+        task(0, steps=30, returncode=1, lost_peers=["worker-1"],
              crash="UnavailableError: Collective ops is aborted by: recvmsg:Connection reset "
                    "by peer"),
-        task(1, steps=30, lost_peers=["worker:1"])])
+        task(1, steps=30, lost_peers=["worker-1"])])
     assert f.status == "fail"
-    assert ("worker:0 failed in its last step(s) because worker:1 finished and exited while "
-            "worker:0's last all-reduce was still reading from it") in f.message
+    assert ("worker-0 failed in its last step(s) because worker-1 finished and exited while "
+            "worker-0's last all-reduce was still reading from it") in f.message
     assert "wait_at_barrier" in f.advice
 
 
@@ -121,8 +121,8 @@ def test_each_task_s_gpus_from_its_machine_s_nvml_are_in_the_report() -> None:
     gpu = {"index": 1, "name": "H100", "util_p95_percent": 87.0,
            "peak_memory_used_bytes": 2**30, "this_process": True}
     f = run_cluster.cluster([task(0, gpus=[gpu]), task(1, gpus=[])])
-    assert "worker:0 (pid 1000 on node-a, 30 steps, median 4.0 ms/step, on GPU 1 p95 87 %, " \
+    assert "worker-0 (pid 1000 on node-a, 30 steps, median 4.0 ms/step, on GPU 1 p95 87 %, " \
         in f.message
-    assert "worker:1 (pid 1001 on node-a, 30 steps, median 4.0 ms/step, no GPU in use by it " \
+    assert "worker-1 (pid 1001 on node-a, 30 steps, median 4.0 ms/step, no GPU in use by it " \
         "(NVML)" in f.message
     assert f.evidence["tasks"][0]["gpus"] == [gpu]

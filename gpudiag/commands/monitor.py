@@ -30,7 +30,6 @@ import errno
 import os
 import shlex
 import shutil
-import signal
 import subprocess
 import sys
 import time
@@ -39,7 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from gpudiag import nvml, procs
-from gpudiag.errors import UsageError
+from gpudiag.errors import UsageError, signum_of
 from gpudiag.exitstatus import describe_exit
 from gpudiag.layout import NVML_TB_RUN, TAG_MONITOR
 from gpudiag.markdown import markdown_table
@@ -230,7 +229,7 @@ def run(
             procs.release(proc)
         except KeyboardInterrupt as exc:
             interrupted, interrupt = True, exc
-            stop_child(proc, int(getattr(exc, "signum", signal.SIGINT)))
+            stop_child(proc, signum_of(exc))
             returncode = proc.returncode
         if returncode:  # 0: the findings decide the exit code
             session.forward_exit(exit_code_of(returncode))

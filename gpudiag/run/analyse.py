@@ -195,7 +195,7 @@ def report(session: RunSession, argv: list[str], outcome: Outcome, options: RunO
 
 def _task_label(obs: ProcessObservation) -> str:
     found = tasks.identity(obs)
-    return f"{found[0]}:{found[1]}" if found else "-"
+    return f"{found[0]}-{found[1]}" if found else "-"
 
 
 def server_only(obs: ProcessObservation) -> bool:

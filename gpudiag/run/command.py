@@ -33,7 +33,7 @@ from pathlib import Path
 import gpudiag
 from gpudiag import nvml, procs
 from gpudiag.commands.monitor import exit_code_of, resolve_command, stop_child
-from gpudiag.errors import UsageError
+from gpudiag.errors import UsageError, signum_of
 from gpudiag.layout import (
     ENV_RUN_CONFIG,
     ENV_RUN_PKG_ROOT,
@@ -116,8 +116,8 @@ class Outcome:
     @property
     def interrupt_signal(self) -> str:
         """The signal that interrupted the run (SIGINT: Ctrl-C)."""
-        signum = int(getattr(self.interrupt, "signum", signal.SIGINT))
-        return signal.Signals(signum).name
+        return signal.Signals(signum_of(self.interrupt) if self.interrupt else
+                              signal.SIGINT).name
 
 
 def _start_sampler(backend: nvml.NvmlBackend | nvml.NvmlUnavailable, options: RunOptions
@@ -184,7 +184,7 @@ def execute(session: RunSession, argv: list[str], *,
                 procs.release(proc)
             except KeyboardInterrupt as exc:
                 interrupt = exc
-                stop_child(proc, int(getattr(exc, "signum", signal.SIGINT)))
+                stop_child(proc, signum_of(exc))
                 returncode = proc.returncode
         finally:
             for p in pumps:

@@ -127,14 +127,10 @@ def observe(pid: int, events: list[dict[str, Any]], events_dir: Path) -> Process
                 bool(e.get("nccl")), e.get("cluster"), e.get("caller")))
         elif kind == "cluster_join":
             joins.append(ClusterJoin(e.get("via", "?"), e.get("task_type"), e.get("task_id"),
-                                     e.get("cluster_spec"), e.get("tf_config"), e.get("caller"),
-                                     e.get("t")))
+                                     e.get("cluster_spec")))
         elif kind in ("cluster_joined", "cluster_join_failed") and joins:
-            failed = kind == "cluster_join_failed"
-            joins[-1] = replace(joins[-1], outcome="failed" if failed else "joined",
-                                seconds=e.get("seconds"),
-                                error=f"{e.get('error_type')}: {e.get('error')}" if failed
-                                else None)
+            joins[-1] = replace(joins[-1], outcome="joined" if kind == "cluster_joined"
+                                else "failed")
         elif kind == "fit_begin":
             fits.append({"begin": e, "rows": [], "epochs": []})
         elif kind == "fit_steps" and fits:

@@ -58,13 +58,9 @@ class ClusterJoin:
     via: str  # MultiWorkerMirroredStrategy | ParameterServerStrategy | tf.distribute.Server
     task_type: str | None
     task_id: int | None
-    cluster_spec: dict[str, list[str]] | None
-    tf_config: str | None  # TF_CONFIG as it was in the process's environment then
-    caller: dict[str, Any] | None
-    t_unix_s: float | None
-    outcome: str = "waiting"  # waiting (never returned) | joined | failed
-    seconds: float | None = None  # how long joining took (or failed after)
-    error: str | None = None  # ``Type: message`` when it failed
+    cluster_spec: dict[str, list[str]] | None  # {job: [address, ...]}
+    outcome: str = "waiting"  # waiting (never returned) | joined | failed (its exception
+    # is the program's crash)
 
 
 @dataclass(frozen=True)
@@ -208,7 +204,6 @@ class TaskReport:
     via: str  # MultiWorkerMirroredStrategy | ParameterServerStrategy | tf.distribute.Server
     # | TF_CONFIG (the process never joined: only its environment names the task)
     joined: str  # joined | waiting (still blocked joining when it ended) | failed | never
-    join_s: float | None
     host: str
     pid: int
     run_dir: str  # the `gpudiag run` that saw it
@@ -226,7 +221,6 @@ class TaskReport:
     crash: str | None = None  # ``Type: first line of the message`` or a fatal signal
     stragglers: list[str] = field(default_factory=list)  # tasks TensorFlow waited for
     lost_peers: list[str] = field(default_factory=list)  # tasks TensorFlow declared lost
-    messages: list[str] = field(default_factory=list)  # catalogue ids seen in its log
     # NVML on its machine during the run: the GPUs NVML saw this process on, or every GPU
     # of the machine when NVML does not list processes ({index, name, util_p95_percent,
     # peak_memory_used_bytes, this_process}); None without NVML
@@ -234,7 +228,8 @@ class TaskReport:
 
     @property
     def task(self) -> str:
-        return f"{self.task_type}:{self.task_id}"
+        """``worker-1``: how gpudiag names a task everywhere (cluster.tfconfig, messages)."""
+        return f"{self.task_type}-{self.task_id}"
 
     def to_dict(self) -> dict[str, Any]:
         return {"task": self.task, **asdict(self)}

@@ -13,15 +13,13 @@ one never starts), so the strategy record above may never come. Three places are
 MultiWorkerMirroredStrategy's ``_initialize_multi_worker`` (the collective cluster),
 ParameterServerStrategy's ``_connect_to_cluster`` (the coordinator) and
 ``tf.distribute.Server`` (the parameter servers' and workers' servers). Each writes a
-``cluster_join`` event (the task, the cluster spec, TF_CONFIG as it is at that moment)
-before, and ``cluster_joined`` (seconds it took) or ``cluster_join_failed`` after.
+``cluster_join`` event (the task and the cluster spec) before, and ``cluster_joined`` or
+``cluster_join_failed`` after.
 """
 
 from __future__ import annotations
 
 import functools
-import os
-import time
 from collections.abc import Callable
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
@@ -59,13 +57,9 @@ def describe(strategy: Any) -> dict[str, Any]:
     }
     resolver = getattr(strategy, "cluster_resolver", None)
     if resolver is not None:
-        try:
-            spec = resolver.cluster_spec().as_dict()
-        except Exception:
-            spec = None
         out["cluster"] = {"task_type": getattr(resolver, "task_type", None),
                           "task_id": getattr(resolver, "task_id", None),
-                          "cluster_spec": spec}
+                          "cluster_spec": _as_spec(resolver.cluster_spec())}
     return out
 
 
@@ -141,22 +135,17 @@ def _wrap_join(agent: Agent, owner: type, name: str,
         info = None
         try:
             info = identify(self, *args, **kwargs)
-            agent.emit("cluster_join", caller=caller(), tf_config=os.environ.get("TF_CONFIG"),
-                       **info)
+            agent.emit("cluster_join", caller=caller(), **info)
         except Exception as exc:
             agent.hook_error(f"recording the cluster joined by {owner.__name__}", exc)
-        start = time.monotonic()
         try:
             result = original(self, *args, **kwargs)
-        except BaseException as exc:
+        except BaseException:  # the exception itself is the program's (gpudiag.run.crash)
             if info is not None:
-                agent.emit("cluster_join_failed", via=info["via"],
-                           seconds=round(time.monotonic() - start, 3),
-                           error_type=type(exc).__name__, error=str(exc)[:1000])
+                agent.emit("cluster_join_failed", via=info["via"])
             raise
         if info is not None:
-            agent.emit("cluster_joined", via=info["via"],
-                       seconds=round(time.monotonic() - start, 3))
+            agent.emit("cluster_joined", via=info["via"])
         return result
 
     joining.__gpudiag_wrapped__ = original  # type: ignore[attr-defined]

@@ -23,16 +23,14 @@ import fcntl
 import hashlib
 import json
 import socket
-import statistics
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from gpudiag import files
-from gpudiag.cluster import messages
-from gpudiag.errors import WriteFailed
+from gpudiag.cluster import messages, tfconfig
+from gpudiag.errors import UsageError, WriteFailed
 from gpudiag.layout import (
     REPORT_MD,
     RUN_CLUSTER_LOCK,
@@ -40,16 +38,12 @@ from gpudiag.layout import (
     run_cluster_dir,
     run_task_file_name,
 )
-from gpudiag.report import Finding, Report
+from gpudiag.report import Finding, Report, now_iso
 from gpudiag.report import save as save_report
 from gpudiag.run.records import ProcessObservation, TaskReport
 from gpudiag.verdicts import run_cluster, run_progress
 
 CLUSTER_REPORT_COMMAND = "run-cluster"
-
-
-def finding_time() -> str:
-    return datetime.now(UTC).isoformat(timespec="seconds")
 
 
 def cluster_key(spec: dict[str, list[str]]) -> str:
@@ -58,45 +52,23 @@ def cluster_key(spec: dict[str, list[str]]) -> str:
     return hashlib.sha256(canonical.encode()).hexdigest()[:12]
 
 
-def _spec(raw: Any) -> dict[str, list[str]] | None:
-    if not isinstance(raw, dict) or not raw:
-        return None
-    out = {}
-    for job, tasks in raw.items():
-        if isinstance(tasks, dict):  # a sparse job: {index: address}
-            tasks = [tasks[k] for k in sorted(tasks, key=lambda k: int(k))]
-        if not isinstance(tasks, list):
-            return None
-        out[str(job)] = [str(t) for t in tasks]
-    return out
-
-
 def identity(obs: ProcessObservation) -> tuple[str, int, dict[str, list[str]], str] | None:
-    """(task type, task index, cluster spec, how it is known) of a process, or None."""
+    """(task type, task index, cluster spec, how it is known) of a process, or None: the
+    cluster it joined, else its multi-worker strategy's, else the TF_CONFIG it started
+    with (when cluster.tfconfig finds it valid)."""
     for join in reversed(obs.cluster_joins):
-        spec = _spec(join.cluster_spec)
-        if join.task_type and join.task_id is not None and spec:
-            return join.task_type, int(join.task_id), spec, join.via
+        if join.task_type and join.task_id is not None and join.cluster_spec:
+            return join.task_type, int(join.task_id), join.cluster_spec, join.via
     for s in reversed(obs.strategies):
         c = s.cluster or {}
-        spec = _spec(c.get("cluster_spec"))
-        if c.get("task_type") and c.get("task_id") is not None and spec:
-            return str(c["task_type"]), int(c["task_id"]), spec, s.class_name
+        if c.get("task_type") and c.get("task_id") is not None and c.get("cluster_spec"):
+            return str(c["task_type"]), int(c["task_id"]), c["cluster_spec"], s.class_name
     try:
-        tf_config = json.loads(obs.start_env.get("TF_CONFIG") or "null")
-        task = tf_config["task"]
-        spec = _spec(tf_config["cluster"])
-        if spec and task.get("type"):
-            return str(task["type"]), int(task.get("index", 0)), spec, "TF_CONFIG"
-    except (ValueError, TypeError, KeyError, AttributeError):
-        pass
-    return None
-
-
-def _task_name(name: str) -> str:
-    """``worker-1`` (gpudiag.cluster.messages) -> ``worker:1``."""
-    job, _, index = name.rpartition("-")
-    return f"{job}:{index}" if job and index.isdigit() else name
+        config = tfconfig.parse(obs.start_env.get("TF_CONFIG"))
+    except UsageError:
+        return None
+    return (config.task_type, config.task_index,
+            {job: list(addresses) for job, addresses in config.cluster.items()}, "TF_CONFIG")
 
 
 def _progress(obs: ProcessObservation, warmup: int) -> dict[str, Any]:
@@ -107,13 +79,10 @@ def _progress(obs: ProcessObservation, warmup: int) -> dict[str, Any]:
     out: dict[str, Any] = {"loop": series.label, "steps": max(s.index for s in series.steps) + 1,
                            "first_loss": losses[0] if losses else None,
                            "last_loss": losses[-1] if losses else None}
-    times = run_progress.step_times(series, warmup, obs.profile.steps if obs.profile
-                                    and obs.profile.source == series.label else [])
-    if times:
-        median = statistics.median(times)
-        out["step_s_median"] = median
-        if series.batch_size and median > 0:
-            out["examples_per_s"] = series.batch_size / median
+    timing = run_progress.loop_timing(obs, series, warmup)
+    if timing is not None:
+        out["step_s_median"] = timing["step_s_median"]
+        out["examples_per_s"] = timing.get("examples_per_s")
     return out
 
 
@@ -146,9 +115,8 @@ def task_reports(tf_procs: Sequence[ProcessObservation], stderr: str, *, run_dir
     ``parent_pid``, gpudiag). ``stderr`` is the run's whole stderr: what TensorFlow said
     about stragglers and lost peers is a fact of the cluster, whichever process wrote it."""
     host = host or socket.gethostname()
-    stragglers = [_task_name(t) for t in messages.stragglers(stderr)]
-    lost = [_task_name(t) for t in messages.lost_peers(stderr)]
-    seen = [s.entry.id for s in messages.scan(stderr)]
+    stragglers = messages.stragglers(stderr)
+    lost = messages.lost_peers(stderr)
     out = []
     for obs in tf_procs:
         found = identity(obs)
@@ -159,11 +127,11 @@ def task_reports(tf_procs: Sequence[ProcessObservation], stderr: str, *, run_dir
         out.append(TaskReport(
             task_type=task_type, task_id=task_id, cluster_key=cluster_key(spec),
             cluster_spec=spec, via=via, joined=join.outcome if join else "never",
-            join_s=join.seconds if join else None, host=host, pid=obs.pid,
+            host=host, pid=obs.pid,
             run_dir=str(run_dir.resolve()), started_unix_s=obs.first_t_unix_s,
             ended_unix_s=obs.last_t_unix_s, exited=obs.exited, interrupted=interrupted,
             returncode=returncode if obs.ppid == parent_pid else None,
-            crash=_crash(obs), stragglers=stragglers, lost_peers=lost, messages=seen,
+            crash=_crash(obs), stragglers=stragglers, lost_peers=lost,
             gpus=_gpus(obs.pid, nvml_gpus), **_progress(obs, warmup)))
     return out
 
@@ -221,7 +189,7 @@ def share(logdir: Path, reports: Sequence[TaskReport]) -> list[Finding]:
             combined.add(finding)
             combined.data["tasks"] = files.strict_json([t.to_dict() for t in job])[0]
             combined.partial = False
-            combined.finished_at = finding_time()
+            combined.finished_at = now_iso()
             save_report(combined, directory)
         findings.append(finding)
     return findings

@@ -160,7 +160,7 @@ def distribution(obs: ProcessObservation, log: Sequence[LogMatch], proc: str = "
             ops += f" ({s.implementation})"
         name = PUBLIC_NAMES.get(s.class_name, s.class_name)
         if s.cluster and s.cluster.get("task_type"):
-            parts.append(f"{name}{_where(s.caller)}, task {s.cluster['task_type']}:"
+            parts.append(f"{name}{_where(s.caller)}, task {s.cluster['task_type']}-"
                          f"{s.cluster.get('task_id')}: {s.num_replicas} replica(s) in sync "
                          f"across the cluster, {len(s.worker_devices)} here on "
                          f"{', '.join(s.worker_devices) or '-'}; all-reduce {ops}"

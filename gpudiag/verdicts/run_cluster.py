@@ -10,12 +10,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from gpudiag.cluster.tfconfig import is_loopback_address
 from gpudiag.report import Finding, Status
 from gpudiag.run.records import TaskReport
 from gpudiag.verdicts.cluster import NOT_FORMED_ADVICE
 
 SERVER = "tf.distribute.Server"
-LOOPBACK = ("localhost", "127.", "[::1]", "::1")
 DUPLICATE_ADVICE = (
     "Give every process its own task: TF_CONFIG's task.index (or the task_index you pass) "
     "must differ between the processes of one job, and each address may be used once.")
@@ -40,7 +40,7 @@ def _overlap(a: TaskReport, b: TaskReport) -> bool:
 
 
 def expected_tasks(spec: dict[str, list[str]]) -> list[str]:
-    return [f"{job}:{i}" for job, addresses in spec.items() for i in range(len(addresses))]
+    return [f"{job}-{i}" for job, addresses in spec.items() for i in range(len(addresses))]
 
 
 def _kind(tasks: Sequence[TaskReport]) -> str:
@@ -123,7 +123,7 @@ def cluster(tasks: Sequence[TaskReport], *, check_id: str = "run.cluster",
     lost = list(dict.fromkeys(s for t in seen for s in t.lost_peers))
     died = [t for t in seen if _died(t)]
     hosts = sorted({t.host for t in seen})
-    loopback = [a for addresses in spec.values() for a in addresses if a.startswith(LOOPBACK)]
+    loopback = [a for addresses in spec.values() for a in addresses if is_loopback_address(a)]
 
     head = (f"{kind} cluster of {len(expected)} task(s) ({', '.join(expected)}); "
             f"{len(seen)} seen in {scope}: " + "; ".join(_describe(t) for t in seen))
@@ -209,9 +209,9 @@ def same_job(tasks: Sequence[TaskReport], mine: Sequence[TaskReport]
     """The tasks of the job ``mine`` belong to, and the earlier ones: a logdir keeps every
     run of a cluster spec, and a job is the tasks whose lifetimes overlap, directly or
     through others (a restarted task overlaps the tasks that kept running)."""
+    ours = {(m.host, m.pid, m.run_dir) for m in mine}
     job = list(mine)
-    rest = [t for t in tasks if not any(t is m or (t.host, t.pid, t.run_dir) ==
-                                        (m.host, m.pid, m.run_dir) for m in mine)]
+    rest = [t for t in tasks if (t.host, t.pid, t.run_dir) not in ours]
     grew = True
     while grew:
         grew = False

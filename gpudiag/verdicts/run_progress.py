@@ -170,25 +170,37 @@ def step_times(series: StepSeries, warmup: int, skip: Sequence[int] = ()) -> lis
     return [s.duration_s for s in steps if s.duration_s is not None]
 
 
+def loop_timing(obs: ProcessObservation, series: StepSeries, warmup: int
+                ) -> dict[str, Any] | None:
+    """A loop's timed steps (after ``warmup``, its profiled steps left out): median and
+    p90 step time, steps/s and, when the batch is known, examples/s. None: none timed."""
+    skip = obs.profile.steps if obs.profile and obs.profile.source == series.label else []
+    times = step_times(series, warmup, skip)
+    if not times:
+        return None
+    median = statistics.median(times)
+    row: dict[str, Any] = {"series": series.label, "timed_steps": len(times),
+                           "step_s_median": median,
+                           "step_s_p90": sorted(times)[int(0.9 * (len(times) - 1))],
+                           "steps_per_s": 1 / median if median > 0 else None,
+                           "batch_size": series.batch_size}
+    if series.batch_size and median > 0:
+        row["examples_per_s"] = series.batch_size / median
+    return row
+
+
 def throughput(obs: ProcessObservation, warmup: int, proc: str = "") -> Finding:
     """Steps per second, step time and examples per second of each training loop."""
     profiled = obs.profile.steps if obs.profile else []
     rows, parts = [], []
     for s in obs.series:
-        skip = profiled if obs.profile and obs.profile.source == s.label else []
-        times = step_times(s, warmup, skip)
-        if not times:
+        row = loop_timing(obs, s, warmup)
+        if row is None:
             continue
-        median = statistics.median(times)
-        row: dict[str, Any] = {"series": s.label, "timed_steps": len(times),
-                               "step_s_median": median, "step_s_p90": sorted(times)[
-                                   int(0.9 * (len(times) - 1))],
-                               "steps_per_s": 1 / median if median > 0 else None,
-                               "batch_size": s.batch_size}
-        text = f"{s.label}: {len(times)} steps, median {median * 1e3:.2f} ms/step"
-        if s.batch_size and median > 0:
-            row["examples_per_s"] = s.batch_size / median
-            text += f", {s.batch_size / median:,.0f} examples/s (batch {s.batch_size})"
+        text = f"{s.label}: {row['timed_steps']} steps, median " \
+               f"{row['step_s_median'] * 1e3:.2f} ms/step"
+        if "examples_per_s" in row:
+            text += f", {row['examples_per_s']:,.0f} examples/s (batch {s.batch_size})"
         rows.append(row)
         parts.append(text)
     evidence = {"loops": rows, "warmup_steps": warmup, "profiled_steps": profiled}
