@@ -105,18 +105,6 @@ def test_same_job_keeps_the_tasks_that_overlap_this_run_and_leaves_earlier_runs_
     assert [t.pid for t in job] == [1000, 1001, 9] and [t.pid for t in earlier] == [1, 2]
 
 
-def test_a_peer_that_exited_during_the_last_all_reduce_is_explained() -> None:
-    f = run_cluster.cluster([
-        task(0, steps=30, returncode=1, lost_peers=["worker-1"],
-             crash="UnavailableError: Collective ops is aborted by: recvmsg:Connection reset "
-                   "by peer"),
-        task(1, steps=30, lost_peers=["worker-1"])])
-    assert f.status == "fail"
-    assert ("worker-0 failed in its last step(s) because worker-1 finished and exited while "
-            "worker-0's last all-reduce was still reading from it") in f.message
-    assert "wait_at_barrier" in f.advice
-
-
 def test_each_task_s_gpus_from_its_machine_s_nvml_are_in_the_report() -> None:
     gpu = {"index": 1, "name": "H100", "util_p95_percent": 87.0,
            "peak_memory_used_bytes": 2**30, "this_process": True}

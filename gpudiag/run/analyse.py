@@ -86,7 +86,7 @@ def op_devices(rows: list[PlacementRow], obs: ProcessObservation) -> dict[str, s
 def trace_of(obs: ProcessObservation, rows: list[PlacementRow]
              ) -> tuple[traces.TraceSummary | None, str | None]:
     p = obs.profile
-    if p is None or p.status == "failed":
+    if p is None or p.status in ("failed", "skipped"):
         return None, (p.error if p else "no profiler window")
     files = traces.find_xplanes(Path(p.logdir))
     if not files:

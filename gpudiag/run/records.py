@@ -134,7 +134,7 @@ class CrashRecord:
 
 @dataclass(frozen=True)
 class ProfileRecord:
-    status: str  # started | stopped | stopped-at-exit | failed
+    status: str  # started | stopped | stopped-at-exit | failed | skipped (error: why)
     logdir: str
     source: str | None
     steps: list[int]

@@ -24,10 +24,6 @@ DIED_ADVICE = (
     "one task stopping stops every other at its next all-reduce. Restart all tasks; "
     "tf.keras.callbacks.BackupAndRestore (or a tf.train.CheckpointManager you restore at "
     "start) lets the restarted job resume where it stopped.")
-EXITED_EARLY_ADVICE = (
-    "Make every worker wait for the others before it exits: a barrier after the loop "
-    "(tensorflow.python.eager.context.context().wait_at_barrier('done', timeout_in_ms)), "
-    "or a last step every worker must join (saving a checkpoint on every worker).")
 LOCALHOST_ADVICE = (
     "Put in TF_CONFIG each task's address as the other machines reach it (a host name or "
     "IP, not localhost), the same cluster spec on every machine.")
@@ -168,14 +164,6 @@ def cluster(tasks: Sequence[TaskReport], *, check_id: str = "run.cluster",
     for t in died:
         others = [o for o in seen if o is not t]
         how = t.crash or "killed: no exit, no Python exception"
-        left = [o for o in others if o.task in lost and o.exited and not o.crash
-                and o.steps >= t.steps > 0]
-        if left:
-            problems.append(("fail", f"{t.task} failed in its last step(s) because "
-                             f"{', '.join(o.task for o in left)} finished and exited while "
-                             f"{t.task}'s last all-reduce was still reading from it ({how})",
-                             EXITED_EARLY_ADVICE))
-            continue
         problems.append(("fail", f"{t.task} died ({how}) after {t.steps} step(s)"
                          + ("; the others reached: " + ", ".join(
                              f"{o.task} step {o.steps}" for o in others) if others else "")

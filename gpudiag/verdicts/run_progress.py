@@ -314,6 +314,10 @@ def profile(obs: ProcessObservation, busy: dict[str, float] | None, window_s: fl
         return Finding(f"run.profile{proc}", "skip",
                        f"no profiler window: no training loop reached step {warmup} after "
                        "its warm-up" + (f" ({reason})" if reason else ""), evidence)
+    if p.status == "skipped":
+        return Finding(f"run.profile{proc}", "skip", p.error or "no profiler window",
+                       evidence, advice="`gpudiag scaling --workers N` traces a "
+                       "multi-worker run's steps with its own probe.")
     if p.status == "failed" or busy is None:
         return Finding(f"run.profile{proc}", "warn",
                        f"the profiler window on {p.source} gave no trace: {p.error or reason}",

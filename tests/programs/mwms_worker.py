@@ -3,8 +3,7 @@
 Written the way the TensorFlow tutorial writes it: TF_CONFIG comes from the environment
 (the launcher, a scheduler or the user's shell sets it), the strategy is created first,
 then a custom training loop with strategy.run inside a tf.function. Each worker prints
-its final loss, waits for the others at a barrier (``NO_FINAL_BARRIER=1``: it does not,
-the mistake) and exits 0. ``STEPS`` (environment, default 30) sets the steps.
+its final loss and exits 0. ``STEPS`` (environment, default 30) sets the steps.
 """
 
 import json
@@ -56,9 +55,3 @@ iterator = iter(dist_dataset)
 for _ in range(STEPS):
     loss = distributed_train_step(next(iterator))
 print(f"worker {task.get('index')} final loss {float(loss):.4f}")
-if os.environ.get("NO_FINAL_BARRIER") != "1":
-    # Wait for every worker before leaving: a peer's last all-reduce may still be reading
-    # from this worker, and a worker that exits at once fails that step.
-    from tensorflow.python.eager import context
-
-    context.context().wait_at_barrier("end_of_training", timeout_in_ms=120_000)
