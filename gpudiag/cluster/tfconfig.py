@@ -68,12 +68,8 @@ class TfConfig:
 
     @property
     def coordination_leader(self) -> str:
-        """The task TensorFlow's coordination service runs on (multi_worker_util's
-        coordination_leader): the chief if there is one, else worker 0, else ps 0."""
-        for job in ("chief", "worker", "ps"):
-            if self.cluster.get(job):
-                return f"{job}-0"
-        return self.task
+        """The task TensorFlow's coordination service runs on (coordination_leader_of)."""
+        return coordination_leader_of(self.cluster) or self.task
 
     def to_dict(self) -> dict[str, Any]:
         data: dict[str, Any] = {"cluster": {k: list(v) for k, v in self.cluster.items()},
@@ -84,6 +80,15 @@ class TfConfig:
 
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), separators=(",", ":"))
+
+
+def coordination_leader_of(cluster: Mapping[str, Sequence[str]]) -> str | None:
+    """The task TensorFlow's coordination service runs on (multi_worker_util's
+    coordination_leader): the chief if there is one, else worker 0, else ps 0."""
+    for job in ("chief", "worker", "ps"):
+        if cluster.get(job):
+            return f"{job}-0"
+    return None
 
 
 def _fail(message: str) -> UsageError:

@@ -17,9 +17,13 @@ way TensorFlow's "multi-worker training with a custom training loop" tutorial do
    (an all-gather of each one's latest backup, then the minimum) and resumes there, the
    data stream included: what tf.keras.callbacks.BackupAndRestore does for Model.fit.
    The backups are removed when the run completes;
-4. each worker times its own steps (warm-up and profiled steps left out), reads its own
-   profiler trace for the time in collective ops, and all workers exchange these
-   numbers with one all-gather at the end, so the chief can report every worker's.
+4. each worker times its own steps (warm-up and profiled steps left out), and all workers
+   exchange these numbers with one all-gather at the end, so the chief can report every
+   worker's. Only the coordination leader (the chief, else worker 0) runs the profiler
+   over the profiled steps and reads the time in collective ops from its trace: TensorFlow
+   2.21's profiler aborted a worker that was not the leader (``free(): invalid pointer``)
+   as it stopped, in 4 of 64 two-worker runs with both traced, 0 of 80 with the leader
+   alone.
 
 No Model.fit here: Keras 3's Model.fit fails under this strategy (gpudiag/cluster/
 messages.py, ``keras3-fit-perreplica``).
@@ -193,10 +197,11 @@ def train_sync(cfg: WorkerConfig, tfc: TfConfig) -> WorkerResult:
     accuracies: list[float] = []
     backups = 0
     profiled = 0
+    traces_here = tfc.task == tfc.coordination_leader
     with writer.as_default():
         scalars = step_scalars(trainer)
         for k, index in enumerate(range(first, w.steps)):
-            tracing = w.warmup_steps <= k < w.warmup_steps + w.profile_steps
+            tracing = traces_here and w.warmup_steps <= k < w.warmup_steps + w.profile_steps
             if tracing and k == w.warmup_steps:
                 tf.profiler.experimental.start(str(logdir))
             outcome = run_one_step(trainer, iterator, index, scalars=scalars, traced=tracing)
