@@ -19,9 +19,11 @@ from gpudiag.run.config import DEFAULT_PROFILE_STEPS, DEFAULT_PROFILE_WARMUP_STE
 from gpudiag.runner import DEFAULT_TIMEOUT_S
 
 
-def logdir_path(text: str) -> Path:
+def logdir_path(value: str | Path) -> Path:
     """Option parser for --logdir: checked before anything is created (layout.check_logdir
-    does the rest: a file in the way, no permission)."""
+    does the rest: a file in the way, no permission). Typer 0.29 passes the default through
+    the parser too, already a Path."""
+    text = str(value) if isinstance(value, Path) else value
     if not text.strip():
         raise typer.BadParameter("is empty; name a directory (default: runs)")
     return Path(text)

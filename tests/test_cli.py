@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -106,3 +107,44 @@ def test_unwritable_logdir_is_refused() -> None:
 def test_tensorboard_on_missing_logdir_is_exit_2(tmp_path: Path) -> None:
     proc = gpudiag("tensorboard", str(tmp_path / "nothing"), timeout=60)
     assert proc.returncode == 2 and "does not exist" in proc.stderr
+
+
+# The README's commands as a new user types them: no --logdir, from an empty directory.
+# Each runs for real (the default `runs` is parsed like a typed value) and writes its run
+# directory under the current directory; scaling with the smallest workload.
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("args", "codes"),
+    [
+        (["env"], {0}),
+        (["placement"], {0}),
+        (["memory"], {0}),
+        (["scaling", "--max-gpus", "1", "--steps", "4", "--warmup-steps", "1",
+          "--profile-steps", "0"], {0, 1}),
+        (["monitor", "--", "true"], {0}),
+        (["run", "--", sys.executable, "-c", "pass"], {0}),
+    ],
+    ids=lambda v: v[0] if isinstance(v, list) else "",
+)
+def test_every_command_without_logdir_from_an_empty_directory(
+        args: list[str], codes: set[int], tmp_path: Path) -> None:
+    proc = gpudiag(*args, cwd=tmp_path, timeout=240)
+    assert proc.returncode in codes, proc.stderr
+    assert "Traceback" not in proc.stderr
+    runs = tmp_path / "runs"
+    made = [p for p in runs.iterdir() if p.is_dir()]
+    assert len(made) == 1 and made[0].name.endswith(args[0])
+    assert (made[0] / "report.json").is_file()
+
+
+def test_worker_and_tensorboard_without_logdir_from_an_empty_directory(tmp_path: Path) -> None:
+    """`worker` reads TF_CONFIG after the options: with none it is a one-line exit 2, not a
+    traceback; `tensorboard` with no runs under the default logdir says so."""
+    env = {k: v for k, v in os.environ.items() if k not in ("TF_CONFIG", "SLURM_JOB_ID")}
+    worker = subprocess.run([sys.executable, "-m", "gpudiag", "worker"], capture_output=True,
+                            text=True, timeout=60, cwd=tmp_path, stdin=subprocess.DEVNULL,
+                            env={**env, "PYTHONPATH": str(REPO)})
+    assert_usage_error(worker, "TF_CONFIG is not set")
+    board = gpudiag("tensorboard", cwd=tmp_path, timeout=60)
+    assert board.returncode == 2 and "Traceback" not in board.stderr
+    assert len(board.stderr.strip().splitlines()) == 1, board.stderr
