@@ -20,6 +20,7 @@ signal). The program's non-zero exit code is forwarded.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import shutil
@@ -33,7 +34,7 @@ from pathlib import Path
 import gpudiag
 from gpudiag import nvml, procs
 from gpudiag.commands.monitor import exit_code_of, resolve_command, stop_child
-from gpudiag.errors import UsageError, signum_of
+from gpudiag.errors import EXIT_ENVIRONMENT, UsageError, WriteFailed, signum_of
 from gpudiag.layout import (
     ENV_RUN_CONFIG,
     ENV_RUN_PKG_ROOT,
@@ -46,6 +47,7 @@ from gpudiag.run import streams
 from gpudiag.run.config import DEFAULT_PROFILE_STEPS, DEFAULT_PROFILE_WARMUP_STEPS, RunHookConfig
 from gpudiag.session import RunSession
 from gpudiag.ui import Ui
+from gpudiag.verdicts import run_outcome
 
 HOOKS_DIR = Path(__file__).resolve().with_name("hooks")
 PKG_ROOT = Path(gpudiag.__file__).resolve().parent.parent
@@ -108,6 +110,7 @@ class Outcome:
     stdout_path: Path
     stderr_path: Path
     events_dir: Path
+    save_failures: tuple[WriteFailed, ...] = ()  # the saved output that could not be written
 
     @property
     def interrupted(self) -> bool:
@@ -158,11 +161,15 @@ def execute(session: RunSession, argv: list[str], *,
     interrupt: KeyboardInterrupt | None = None
     start = time.monotonic()
     with stdout_path.open("wb") as out_file, stderr_path.open("wb") as err_file:
+        saved = [streams.SaveFile(out_file, stdout_path, on_fail=_say_save_failed),
+                 streams.SaveFile(err_file, stderr_path, on_fail=_say_save_failed)]
         if use_pty:
             read_out, write_out = os.openpty()
         else:
             read_out, write_out = os.pipe()
+            streams.grow_pipe(write_out)
         read_err, write_err = os.pipe()
+        streams.grow_pipe(write_err)
         try:
             proc = procs.spawn(argv, stdout=write_out, stderr=write_err,
                                env=program_env(os.environ, config))
@@ -174,9 +181,9 @@ def execute(session: RunSession, argv: list[str], *,
             raise UsageError(f"cannot run {argv[0]}: {exc.strerror}") from exc
         os.close(write_out)
         os.close(write_err)
-        pumps = [streams.pump(read_out, out_file, terminal_out,
+        pumps = [streams.pump(read_out, saved[0], terminal_out,
                               streams.LineFilter(state, "stdout")),
-                 streams.pump(read_err, err_file, sys.stderr.buffer,
+                 streams.pump(read_err, saved[1], sys.stderr.buffer,
                               streams.LineFilter(state, "stderr"))]
         try:
             try:
@@ -191,8 +198,19 @@ def execute(session: RunSession, argv: list[str], *,
                 p.join(PUMP_JOIN_S)
     duration = time.monotonic() - start
     result = sampler.stop() if sampler is not None else None
+    failures = tuple(WriteFailed.of(f.failure, f.path) for f in saved if f.failure)
     return Outcome(returncode, duration, interrupt, result, reason, state, stdout_path,
-                   stderr_path, out_dir)
+                   stderr_path, out_dir, failures)
+
+
+def _say_save_failed(saved: streams.SaveFile) -> None:
+    """Said at once, from the pump, while the program goes on."""
+    assert saved.failure is not None
+    message = WriteFailed.of(saved.failure, saved.path).message
+    with contextlib.suppress(OSError, ValueError):
+        sys.stderr.write(f"gpudiag: {message}: stopped saving the program's output there; "
+                         f"the program goes on and its output still reaches the terminal\n")
+        sys.stderr.flush()
 
 
 def run(session: RunSession, argv: list[str], *,
@@ -203,9 +221,15 @@ def run(session: RunSession, argv: list[str], *,
 
     outcome = execute(session, argv, backend=backend, options=options,
                       stdout_to_stderr=stdout_to_stderr, ui=ui)
-    analyse.report(session, argv, outcome, options, python=is_python(argv))
     if outcome.returncode:  # 0: the findings decide the exit code
         session.forward_exit(exit_code_of(outcome.returncode))
+    elif outcome.save_failures:  # the program ran its course; the run is not whole
+        session.forward_exit(EXIT_ENVIRONMENT)
+    analyse.report(session, argv, outcome, options, python=is_python(argv))
+    finding = run_outcome.saved_output([f.message for f in outcome.save_failures])
+    if finding is not None:
+        with contextlib.suppress(WriteFailed):  # the same full disk may refuse it too
+            session.add(finding)
     if outcome.interrupt is not None:
         raise outcome.interrupt
     return exit_code_of(outcome.returncode) if outcome.returncode else None

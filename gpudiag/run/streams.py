@@ -17,17 +17,25 @@ What reaches the terminal is what the user would have seen without gpudiag:
 
 A line still being written (no newline yet: a progress bar) passes as soon as no more
 comes for PARTIAL_FLUSH_S, so progress bars keep moving.
+
+The output flows at the program's own speed: the pump reads as soon as there is data and
+never sleeps, and a chunk in which no line can be one of the above (no marker, no C++ log
+prefix, no ``/job:``) passes whole without being split into lines (``might_hide``).
+Saving is second to showing: when the saved file cannot be written (a full disk), the
+pump stops saving, records why (``SaveFile.failure``), and goes on passing the output.
 """
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import os
 import re
 import select
 import threading
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import BinaryIO
 
 from gpudiag.layout import (
@@ -39,11 +47,7 @@ from gpudiag.layout import (
 )
 
 PARTIAL_FLUSH_S = 0.05
-# After a read that ended on a whole line, wait this long before the next one, so a
-# program writing many short lines (the placement log: a line per executed function)
-# wakes gpudiag at most ~1/BATCH_S times a second instead of once per line. A pipe holds
-# 64 KiB, so the program never blocks on it for this.
-BATCH_S = 0.02
+READ_BYTES = 1 << 20
 _CPP_LINE = re.compile(
     r"^(?:(?P<sev>[IWEF])\d{4} \d\d:\d\d:\d+\.\d+\s+\d+ (?P<file>[\w.\-]+):\d+\]"
     r"|\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d+: (?P<sev2>[IWEF]) (?P<file2>[\w./\-]+):\d+\])")
@@ -51,6 +55,12 @@ _SEVERITY = {"I": 0, "W": 1, "E": 2, "F": 3}
 _PLACEMENT_CPP = re.compile(r"(?:execute\.cc|placer\.cc):\d+\]")
 _PLACEMENT_STDOUT = re.compile(r"^\S[^\n]*?: \([A-Za-z0-9_]+\): /job:\S+$")
 _ABSL_PRE_INIT = "WARNING: All log messages before absl::InitializeLog() is called"
+# What in a chunk of bytes could make a line hidden or change the filter's state: a
+# marker, a C++ log line's ``file:line]``, the pre-init warning, a placement line's /job:.
+# Searched for one by one: one alternation is twenty times slower than three searches.
+_MARKER_BYTES = RUN_MARKER.encode()
+_CPP_FILE_LINE = re.compile(rb":\d+\]")
+_PRE_INIT_BYTES = _ABSL_PRE_INIT.encode()
 PRE_INIT_FILES = frozenset({"port.cc", "cudart_stub.cc"})
 # A C++ message that goes on over a second line: (file, how the second line starts).
 CONTINUATIONS = {"cpu_feature_guard.cc": "To enable the following instructions"}
@@ -114,6 +124,18 @@ def classify(line: str, state: FilterState, stream: str) -> bool:
     return show
 
 
+def might_hide(data: bytes, state: FilterState, stream: str) -> bool:
+    """Whether some whole line of ``data`` may be hidden or change ``state`` (else every
+    line passes as it is, and the only state they change is ``_pre_init``, to False)."""
+    if state._continue is not None:
+        return True
+    if _MARKER_BYTES in data:
+        return True
+    if stream == "stdout":
+        return not state.placement_asked and b"/job:" in data
+    return _PRE_INIT_BYTES in data or _CPP_FILE_LINE.search(data) is not None
+
+
 class LineFilter:
     """Bytes in, bytes for the terminal out; whole lines are classified, partial ones wait."""
 
@@ -124,8 +146,14 @@ class LineFilter:
         self._passing = False  # the current line's start already went out as a partial
 
     def feed(self, data: bytes) -> bytes:
-        out = []
         data = self._pending + data
+        cut = data.rfind(b"\n") + 1
+        if cut and not might_hide(data[:cut], self.state, self.stream):
+            self._pending = data[cut:]
+            self._passing = False
+            self.state._pre_init = False
+            return data[:cut]
+        out = []
         *lines, self._pending = data.split(b"\n")
         for raw in lines:
             if self._passing:
@@ -147,7 +175,47 @@ class LineFilter:
         return data
 
 
-def pump(fd: int, save: BinaryIO, show: BinaryIO | None, line_filter: LineFilter,
+class SaveFile:
+    """The file a stream is saved to; the first write that fails (a full disk) stops the
+    saving for good and is kept in ``failure`` (the output still reaches the terminal)."""
+
+    def __init__(self, handle: BinaryIO, path: Path,
+                 on_fail: Callable[[SaveFile], None] | None = None) -> None:
+        self.handle = handle
+        self.path = path
+        self.failure: OSError | None = None
+        self._on_fail = on_fail
+
+    def _failed(self, exc: OSError) -> None:
+        self.failure = exc
+        with contextlib.suppress(OSError):
+            self.handle.close()
+        if self._on_fail is not None:
+            self._on_fail(self)
+
+    def write(self, data: bytes) -> None:
+        if self.failure is None:
+            try:
+                self.handle.write(data)
+            except OSError as exc:
+                self._failed(exc)
+
+    def flush(self) -> None:
+        if self.failure is None:
+            try:
+                self.handle.flush()
+            except OSError as exc:
+                self._failed(exc)
+
+
+def grow_pipe(fd: int) -> None:
+    """Let the pipe hold up to 1 MiB (Linux; elsewhere, or when refused, it stays 64 KiB),
+    so a program writing in bursts rarely waits for the pump."""
+    with contextlib.suppress(OSError, AttributeError):
+        fcntl.fcntl(fd, fcntl.F_SETPIPE_SZ, READ_BYTES)
+
+
+def pump(fd: int, save: SaveFile | BinaryIO, show: BinaryIO | None, line_filter: LineFilter,
          on_close: Callable[[], None] | None = None) -> threading.Thread:
     """A thread copying ``fd`` to ``save`` whole and, filtered, to ``show``."""
 
@@ -168,15 +236,13 @@ def pump(fd: int, save: BinaryIO, show: BinaryIO | None, line_filter: LineFilter
                     save.flush()
                     continue
                 try:
-                    data = os.read(fd, 65536)
+                    data = os.read(fd, READ_BYTES)
                 except OSError:  # a pty reports EIO once the program has closed it
                     data = b""
                 if not data:
                     break
                 save.write(data)
                 emit(line_filter.feed(data))
-                if data.endswith(b"\n"):
-                    time.sleep(BATCH_S)
             emit(line_filter.flush_partial())
         finally:
             save.flush()
