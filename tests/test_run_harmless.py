@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from conftest import REPO, run_dirs
+from conftest import REPO, findings_by_id, load_report, run_dirs
 
 ENV = {**os.environ, "PYTHONPATH": str(REPO)}
 
@@ -70,3 +70,25 @@ def test_a_full_disk_stops_the_saving_not_the_program(small_fs: Path) -> None:
     assert any(str(run_dir / "children" / "program" / "stdout.txt") in ln
                and "errno 28, ENOSPC" in ln for ln in said), said
     assert not list(logdir.rglob("*.tmp"))
+
+
+@pytest.mark.slow
+def test_a_program_that_changes_directory_keeps_its_trace_and_crash_stack_in_the_run(
+        tmp_path: Path) -> None:
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    done = subprocess.run(
+        [sys.executable, "-m", "gpudiag", "run", "--logdir", "runs", "--", sys.executable,
+         str(REPO / "tests" / "programs" / "moves_cwd.py"), str(elsewhere)],
+        capture_output=True, text=True, timeout=300, env=ENV, cwd=tmp_path,
+        stdin=subprocess.DEVNULL)
+    assert done.returncode == 128 + 11, done.stderr[-3000:]
+    assert "30 steps in" in done.stdout
+    assert list(elsewhere.iterdir()) == []  # nothing of gpudiag's under the new directory
+    (run_dir,) = run_dirs(tmp_path / "runs")
+    assert list(run_dir.rglob("*.xplane.pb")), "the profiled window's trace is in the run"
+    found = findings_by_id(load_report(run_dir))
+    assert found["run.profile"]["status"] == "ok", found["run.profile"]
+    crash = found["run.crash"]
+    assert crash["status"] == "fail" and "Segmentation fault" in crash["message"], crash
+    assert "crash_in_user_code" in str(crash["evidence"]), crash["evidence"]

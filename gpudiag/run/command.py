@@ -144,7 +144,10 @@ def execute(session: RunSession, argv: list[str], *,
     ``Outcome.interrupt``; the caller reports, then re-raises it."""
     out_dir = child_dir(session.run_dir, RUN_CHILD_NAME)
     user_level = os.environ.get("TF_CPP_MIN_LOG_LEVEL")
-    config = RunHookConfig(events_dir=str(out_dir), run_dir=str(session.run_dir),
+    # Absolute: the program may change its working directory (the default logdir, runs,
+    # is relative), and its trace, events and crash stack must still land in the run.
+    config = RunHookConfig(events_dir=str(out_dir.absolute()),
+                           run_dir=str(session.run_dir.absolute()),
                            profile_warmup_steps=options.profile_warmup_steps,
                            profile_steps=options.profile_steps,
                            placement_log=options.placement_log, user_cpp_log_level=user_level)
