@@ -4,16 +4,19 @@ processes, real signals, a real small filesystem. docs/reliability.md counts the
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
+import signal
 import subprocess
 import sys
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from conftest import REPO, findings_by_id, load_report, run_dirs
+from conftest import REPO, findings_by_id, load_report, process_alive, run_dirs
 
 ENV = {**os.environ, "PYTHONPATH": str(REPO)}
 
@@ -92,3 +95,97 @@ def test_a_program_that_changes_directory_keeps_its_trace_and_crash_stack_in_the
     crash = found["run.crash"]
     assert crash["status"] == "fail" and "Segmentation fault" in crash["message"], crash
     assert "crash_in_user_code" in str(crash["evidence"]), crash["evidence"]
+
+
+def _wait_until(predicate: object, what: str, timeout_s: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not predicate():  # type: ignore[operator]
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.05)
+
+
+DETACHED = """
+import subprocess, sys, pathlib
+tmp = pathlib.Path(sys.argv[1])
+child = subprocess.Popen([sys.executable, "-c", '''
+import os, pathlib, sys, time
+tmp = pathlib.Path(sys.argv[1])
+(tmp / "child.pid").write_text(str(os.getpid()))
+while not (tmp / "go").exists():
+    time.sleep(0.05)
+print("the detached child goes on after gpudiag", flush=True)
+''', str(tmp)], start_new_session=True)
+print("program done", flush=True)
+"""
+
+
+@pytest.mark.slow
+def test_a_detached_child_neither_holds_gpudiag_nor_loses_its_output(tmp_path: Path) -> None:
+    out, err = tmp_path / "out", tmp_path / "err"
+    start = time.monotonic()
+    with out.open("wb") as o, err.open("wb") as e:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "gpudiag", "run", "--logdir", str(tmp_path / "runs"), "--",
+             sys.executable, "-c", DETACHED, str(tmp_path)],
+            stdout=o, stderr=e, stdin=subprocess.DEVNULL, env=ENV, cwd=REPO)
+        code = proc.wait(timeout=120)
+    took = time.monotonic() - start
+    child = int((tmp_path / "child.pid").read_text())
+    try:
+        assert code == 0, err.read_text()[-2000:]
+        assert took < 8.0, f"gpudiag waited {took:.1f} s for a child it does not own"
+        assert "Traceback" not in err.read_text() + out.read_text()
+        assert process_alive(child)  # left running, as plainly
+        found = findings_by_id(load_report(run_dirs(tmp_path / "runs")[0]))
+        assert found["run.command"]["evidence"]["returncode"] == 0
+        descendants = found["run.descendants"]
+        assert [d["pid"] for d in descendants["evidence"]["descendants"]] == [child]
+        assert f"pid {child}" in descendants["message"]
+        (tmp_path / "go").touch()  # its output after gpudiag's end still reaches the terminal
+        _wait_until(lambda: b"goes on after gpudiag" in out.read_bytes(), "the child's line")
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(child, signal.SIGKILL)
+
+
+CHATTY_CHILD = """
+import os, subprocess, sys, pathlib
+tmp = pathlib.Path(sys.argv[1])
+child = subprocess.Popen([sys.executable, "-c", '''
+import time
+while True:
+    print("still talking", flush=True)
+    time.sleep(0.002)
+'''], start_new_session=True)
+(tmp / "program.pid").write_text(str(os.getpid()))
+(tmp / "child.pid").write_text(str(child.pid))
+"""
+
+
+@pytest.mark.slow
+def test_sigterm_after_the_program_ended_still_gives_its_findings(tmp_path: Path) -> None:
+    err_file = tmp_path / "err"
+    with err_file.open("wb") as e:  # a file: the descendant holds gpudiag's stderr open
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "gpudiag", "run", "--logdir", str(tmp_path / "runs"), "--",
+             sys.executable, "-c", CHATTY_CHILD, str(tmp_path)],
+            stdout=subprocess.DEVNULL, stderr=e, stdin=subprocess.DEVNULL, env=ENV, cwd=REPO)
+    pid_file = tmp_path / "child.pid"
+    try:
+        _wait_until(pid_file.exists, "the program's child")
+        program = int((tmp_path / "program.pid").read_text())
+        # gpudiag reads the talking descendant's output for a moment after the program's
+        # exit (streams.AFTER_END_S): the signal lands then
+        _wait_until(lambda: not process_alive(program), "the program's exit")
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=60)
+    finally:
+        if pid_file.exists():
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(int(pid_file.read_text()), signal.SIGKILL)
+    err = err_file.read_text()
+    assert proc.returncode == 128 + signal.SIGTERM, err[-2000:]
+    assert "Traceback" not in err
+    report = load_report(run_dirs(tmp_path / "runs")[0])
+    assert report["data"]["interrupted_by"] == "SIGTERM"
+    assert findings_by_id(report)["run.command"]["evidence"]["returncode"] == 0

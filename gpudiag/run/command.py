@@ -28,7 +28,7 @@ import signal
 import sys
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import gpudiag
@@ -43,7 +43,7 @@ from gpudiag.layout import (
     RUN_STDOUT,
     child_dir,
 )
-from gpudiag.run import streams
+from gpudiag.run import streams, survivors
 from gpudiag.run.config import DEFAULT_PROFILE_STEPS, DEFAULT_PROFILE_WARMUP_STEPS, RunHookConfig
 from gpudiag.session import RunSession
 from gpudiag.ui import Ui
@@ -51,7 +51,6 @@ from gpudiag.verdicts import run_outcome
 
 HOOKS_DIR = Path(__file__).resolve().with_name("hooks")
 PKG_ROOT = Path(gpudiag.__file__).resolve().parent.parent
-PUMP_JOIN_S = 5.0
 _PYTHON_NAME = re.compile(r"^(?:python|pypy)(?:\d+(?:\.\d+)?)?$")
 
 
@@ -111,6 +110,7 @@ class Outcome:
     stderr_path: Path
     events_dir: Path
     save_failures: tuple[WriteFailed, ...] = ()  # the saved output that could not be written
+    settled: survivors.Settled = field(default_factory=survivors.Settled)  # outlived it
 
     @property
     def interrupted(self) -> bool:
@@ -182,6 +182,7 @@ def execute(session: RunSession, argv: list[str], *,
             if sampler is not None:
                 sampler.stop()
             raise UsageError(f"cannot run {argv[0]}: {exc.strerror}") from exc
+        ends = {e for e in map(survivors.end_name, (write_out, write_err)) if e}
         os.close(write_out)
         os.close(write_err)
         pumps = [streams.pump(read_out, saved[0], terminal_out,
@@ -196,14 +197,18 @@ def execute(session: RunSession, argv: list[str], *,
                 interrupt = exc
                 stop_child(proc, signum_of(exc))
                 returncode = proc.returncode
-        finally:
-            for p in pumps:
-                p.join(PUMP_JOIN_S)
+        finally:  # the program's end is its own exit, whoever still holds its output
+            shows = [terminal_out, sys.stderr.buffer]
+            try:
+                settled = survivors.settle(pumps, ends, shows)
+            except KeyboardInterrupt as exc:  # it had ended: the report still says all
+                interrupt = interrupt or exc
+                settled = survivors.settle(pumps, ends, shows)  # SIGTERM/HUP now ignored
     duration = time.monotonic() - start
     result = sampler.stop() if sampler is not None else None
     failures = tuple(WriteFailed.of(f.failure, f.path) for f in saved if f.failure)
     return Outcome(returncode, duration, interrupt, result, reason, state, stdout_path,
-                   stderr_path, out_dir, failures)
+                   stderr_path, out_dir, failures, settled)
 
 
 def _say_save_failed(saved: streams.SaveFile) -> None:
@@ -229,10 +234,12 @@ def run(session: RunSession, argv: list[str], *,
     elif outcome.save_failures:  # the program ran its course; the run is not whole
         session.forward_exit(EXIT_ENVIRONMENT)
     analyse.report(session, argv, outcome, options, python=is_python(argv))
-    finding = run_outcome.saved_output([f.message for f in outcome.save_failures])
-    if finding is not None:
-        with contextlib.suppress(WriteFailed):  # the same full disk may refuse it too
-            session.add(finding)
+    for finding in (run_outcome.saved_output([f.message for f in outcome.save_failures]),
+                    run_outcome.survivors([(d.pid, d.command) for d in outcome.settled.survivors],
+                                          outcome.settled.forwarders, outcome.settled.held)):
+        if finding is not None:
+            with contextlib.suppress(WriteFailed):  # the same full disk may refuse it too
+                session.add(finding)
     if outcome.interrupt is not None:
         raise outcome.interrupt
     return exit_code_of(outcome.returncode) if outcome.returncode else None

@@ -33,6 +33,7 @@ import os
 import re
 import select
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -199,6 +200,8 @@ class SaveFile:
                 self.handle.write(data)
             except OSError as exc:
                 self._failed(exc)
+            except ValueError:  # closed by its owner: nothing more to save
+                pass
 
     def flush(self) -> None:
         if self.failure is None:
@@ -206,6 +209,8 @@ class SaveFile:
                 self.handle.flush()
             except OSError as exc:
                 self._failed(exc)
+            except ValueError:
+                pass
 
 
 def grow_pipe(fd: int) -> None:
@@ -215,42 +220,74 @@ def grow_pipe(fd: int) -> None:
         fcntl.fcntl(fd, fcntl.F_SETPIPE_SZ, READ_BYTES)
 
 
-def pump(fd: int, save: SaveFile | BinaryIO, show: BinaryIO | None, line_filter: LineFilter,
-         on_close: Callable[[], None] | None = None) -> threading.Thread:
-    """A thread copying ``fd`` to ``save`` whole and, filtered, to ``show``."""
+#: Once the program has ended, how long the pump goes on reading what is still coming
+#: (the program's last words in the pipe, a descendant's) before it hands the pipe over.
+AFTER_END_S = 1.0
 
-    def emit(data: bytes) -> None:
-        if data and show is not None:
+
+class Pump(threading.Thread):
+    """Copies ``fd`` to ``save`` whole and, filtered, to ``show``, until end-of-file or,
+    once ``program_ended`` is called, until the pipe is quiet (PARTIAL_FLUSH_S) or
+    AFTER_END_S has passed: a descendant that outlives the program may hold the pipe open
+    for ever. ``eof`` says which; without end-of-file, ``fd`` is left open for the caller
+    (gpudiag.run.survivors hands it on), else it is closed."""
+
+    def __init__(self, fd: int, save: SaveFile | BinaryIO, show: BinaryIO | None,
+                 line_filter: LineFilter, on_close: Callable[[], None] | None = None) -> None:
+        super().__init__(name=f"gpudiag-run-{line_filter.stream}", daemon=True)
+        self.fd, self.save, self.show, self.line_filter = fd, save, show, line_filter
+        self.on_close = on_close
+        self.eof = False
+        self._ended_at: float | None = None
+
+    def program_ended(self) -> None:
+        self._ended_at = time.monotonic()
+
+    def _emit(self, data: bytes) -> None:
+        if data and self.show is not None:
             try:
-                show.write(data)
-                show.flush()
+                self.show.write(data)
+                self.show.flush()
             except (OSError, ValueError):
                 pass
 
-    def loop() -> None:
+    def _done_after_end(self, quiet: bool) -> bool:
+        ended = self._ended_at
+        return ended is not None and (quiet or time.monotonic() - ended > AFTER_END_S)
+
+    def run(self) -> None:
         try:
             while True:
-                ready, _, _ = select.select([fd], [], [], PARTIAL_FLUSH_S)
+                ready, _, _ = select.select([self.fd], [], [], PARTIAL_FLUSH_S)
                 if not ready:  # output paused: the terminal and the saved file catch up
-                    emit(line_filter.flush_partial())
-                    save.flush()
+                    self._emit(self.line_filter.flush_partial())
+                    self.save.flush()
+                    if self._done_after_end(quiet=True):
+                        break
                     continue
                 try:
-                    data = os.read(fd, READ_BYTES)
+                    data = os.read(self.fd, READ_BYTES)
                 except OSError:  # a pty reports EIO once the program has closed it
                     data = b""
                 if not data:
+                    self.eof = True
                     break
-                save.write(data)
-                emit(line_filter.feed(data))
-            emit(line_filter.flush_partial())
+                self.save.write(data)
+                self._emit(self.line_filter.feed(data))
+                if self._done_after_end(quiet=False):
+                    break
+            self._emit(self.line_filter.flush_partial())
         finally:
-            save.flush()
-            os.close(fd)
-            if on_close is not None:
-                on_close()
+            self.save.flush()
+            if self.eof:
+                os.close(self.fd)
+            if self.on_close is not None:
+                self.on_close()
 
-    thread = threading.Thread(target=loop, name=f"gpudiag-run-{line_filter.stream}",
-                              daemon=True)
+
+def pump(fd: int, save: SaveFile | BinaryIO, show: BinaryIO | None, line_filter: LineFilter,
+         on_close: Callable[[], None] | None = None) -> Pump:
+    """A started Pump (see there)."""
+    thread = Pump(fd, save, show, line_filter, on_close)
     thread.start()
     return thread
