@@ -76,7 +76,27 @@ HANDLED_SIGNALS = (signal.SIGTERM, signal.SIGHUP)
 DISK_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EFBIG, errno.EIO})
 
 
+#: The handled signal that arrived, if one did (``on_signal``): whatever exception comes
+#: after it (an import it interrupted, click's Abort) is that signal's doing.
+received: list[int] = []
+
+
+def install_signal_handlers() -> None:
+    received.clear()
+    for sig in HANDLED_SIGNALS:
+        signal.signal(sig, on_signal)
+
+
 def on_signal(signum: int, _frame: object) -> None:
     for sig in HANDLED_SIGNALS:
         signal.signal(sig, signal.SIG_IGN)
+    received.append(signum)
     raise Interrupted(signum)
+
+
+def interrupted_exit() -> int | None:
+    """After an exception escaped a command: 128 + the signal that caused it, said in one
+    line, when a handled signal had arrived (else None)."""
+    if not received:
+        return None
+    return error_line(f"interrupted by {signal.Signals(received[0]).name}", 128 + received[0])

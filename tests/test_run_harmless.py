@@ -189,3 +189,34 @@ def test_sigterm_after_the_program_ended_still_gives_its_findings(tmp_path: Path
     report = load_report(run_dirs(tmp_path / "runs")[0])
     assert report["data"]["interrupted_by"] == "SIGTERM"
     assert findings_by_id(report)["run.command"]["evidence"]["returncode"] == 0
+
+
+EARLY_DELAYS_S = (0.1, 0.17, 0.24, 0.31, 0.38, 0.45)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP])
+def test_a_signal_in_the_first_half_second_ends_gpudiag_cleanly(tmp_path: Path,
+                                                                sig: signal.Signals) -> None:
+    """Each delay lands somewhere else in gpudiag's start: importing, building the command,
+    making the run directory, starting the program. Every time: 128 + the signal (or, before
+    gpudiag's handler exists, death by that signal, which a shell reports the same), no
+    traceback, and any run directory made holds a whole report saying the signal."""
+    for i, delay in enumerate(EARLY_DELAYS_S):
+        logdir = tmp_path / f"runs-{i}"
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "gpudiag", "run", "--logdir", str(logdir), "--",
+             sys.executable, "-c", "import time; time.sleep(30)"],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, env=ENV,
+            cwd=REPO)
+        time.sleep(delay)  # the delay is the point: where in the start the signal lands
+        proc.send_signal(sig)
+        _, err = proc.communicate(timeout=60)
+        text = err.decode(errors="replace")
+        assert proc.returncode in (128 + sig, -sig), (delay, proc.returncode, text[-2000:])
+        assert "Traceback" not in text, (delay, text[-3000:])
+        for run_dir in run_dirs(logdir) if logdir.exists() else []:
+            report = load_report(run_dir)
+            assert report["interrupted"] is True, (delay, report)
+            assert report["data"]["interrupted_by"] == sig.name, (delay, report)
+            assert not list(run_dir.rglob("*.tmp"))
