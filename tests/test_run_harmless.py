@@ -220,3 +220,28 @@ def test_a_signal_in_the_first_half_second_ends_gpudiag_cleanly(tmp_path: Path,
             assert report["interrupted"] is True, (delay, report)
             assert report["data"]["interrupted_by"] == sig.name, (delay, report)
             assert not list(run_dir.rglob("*.tmp"))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("command", ["run", "monitor"])
+def test_a_file_name_that_is_not_utf8_is_reported_whole(tmp_path: Path, command: str) -> None:
+    where = os.fsencode(tmp_path)
+    script = where + b"/caf\xe9.py"  # Latin-1: not valid UTF-8
+    Path(os.fsdecode(script)).write_text("print('ran')\n")
+    logdir = tmp_path / "runs"
+    done = subprocess.run(
+        [os.fsencode(sys.executable), b"-m", b"gpudiag", command.encode(), b"--logdir",
+         os.fsencode(logdir), b"--", os.fsencode(sys.executable), script],
+        capture_output=True, timeout=120, env={**ENV, "LC_ALL": "C.UTF-8"}, cwd=REPO,
+        stdin=subprocess.DEVNULL)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert b"Traceback" not in done.stderr + done.stdout
+    assert b"ran\n" in done.stdout
+    (run_dir,) = run_dirs(logdir)
+    assert not list(run_dir.rglob("*.tmp"))
+    report = load_report(run_dir)  # strict UTF-8 JSON
+    assert report["partial"] is False and report["interrupted"] is False
+    assert "interrupted_by" not in report["data"]
+    found = findings_by_id(report)[f"{command}.command"]
+    assert found["evidence"]["command"][-1].endswith("/caf\\xe9.py"), found
+    (run_dir / "report.md").read_text(encoding="utf-8")  # valid UTF-8
