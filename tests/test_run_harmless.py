@@ -245,3 +245,58 @@ def test_a_file_name_that_is_not_utf8_is_reported_whole(tmp_path: Path, command:
     found = findings_by_id(report)[f"{command}.command"]
     assert found["evidence"]["command"][-1].endswith("/caf\\xe9.py"), found
     (run_dir / "report.md").read_text(encoding="utf-8")  # valid UTF-8
+
+
+def _head_2(argv: list[str]) -> tuple[int, bytes, bytes]:
+    """``argv | head -2``: two lines read, then the pipe closed."""
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            stdin=subprocess.DEVNULL, env=ENV, cwd=REPO)
+    assert proc.stdout is not None and proc.stderr is not None
+    head = proc.stdout.readline() + proc.stdout.readline()
+    proc.stdout.close()
+    err = proc.stderr.read()
+    return proc.wait(timeout=120), head, err
+
+
+MANY_LINES = "for i in range(3_000_000):\n    print('line', i)\n"
+
+
+@pytest.mark.slow
+def test_a_closed_stdout_reaches_the_program_as_plainly(tmp_path: Path) -> None:
+    plain = _head_2([sys.executable, "-c", MANY_LINES])
+    under = _head_2([sys.executable, "-m", "gpudiag", "run", "--logdir", str(tmp_path),
+                     "--", sys.executable, "-c", MANY_LINES])
+    assert plain[0] == under[0] == 1, under  # the program's own BrokenPipeError, forwarded
+    assert plain[1] == b"line 0\nline 1\n"
+    said = [ln for ln in under[2].decode().splitlines() if ln.startswith("gpudiag: ")]
+    program_err = [ln for ln in under[2].decode().splitlines() if not ln.startswith("gpudiag")]
+    assert program_err == plain[2].decode().splitlines()  # its traceback, as plainly
+    assert "BrokenPipeError" in plain[2].decode()
+    (run_dir,) = run_dirs(tmp_path)
+    assert said == [f"gpudiag: stdout was closed (broken pipe): gpudiag's own output stopped "
+                    f"there; the report is in {run_dir}"]
+    assert findings_by_id(load_report(run_dir))["run.command"]["evidence"]["returncode"] == 1
+
+
+VMODULE = """
+import os
+os.environ["TF_CPP_VMODULE"] = "placer=2"
+import tensorflow as tf
+tf.function(lambda x: tf.matmul(x, x) + 1.0)(tf.ones([2, 2]))
+"""
+
+
+def _placer_lines(stderr: bytes) -> set[str]:
+    return {ln.split("] ", 1)[1] for ln in stderr.decode(errors="replace").splitlines()
+            if "placer.cc:" in ln and "] " in ln}
+
+
+@pytest.mark.slow
+def test_a_placer_log_the_program_asked_for_reaches_the_terminal(tmp_path: Path) -> None:
+    plain = subprocess.run([sys.executable, "-c", VMODULE], capture_output=True, env=ENV,
+                           timeout=300, stdin=subprocess.DEVNULL)
+    under = run_under(tmp_path, VMODULE, timeout=300)
+    assert plain.returncode == under.returncode == 0, under.stderr[-2000:]
+    wanted = _placer_lines(plain.stderr)
+    assert len(wanted) > 5
+    assert wanted <= _placer_lines(under.stderr)

@@ -11,7 +11,8 @@ What reaches the terminal is what the user would have seen without gpudiag:
   cudart_stub.cc) are printed whatever the level, so they pass;
 - the placement log (``Executing op ... in device ...`` and the placer's
   ``node: (Type): /job:...`` lines, which TensorFlow also prints on stdout) only after the
-  program asked for it itself (marker ``placement-asked``);
+  program asked for it itself (marker ``placement-asked``), or, for one file's lines, when
+  the program's own TF_CPP_VMODULE names it (``placement-asked placer``);
 - lines caused by gpudiag's own TensorFlow calls (between ``quiet-begin`` and
   ``quiet-end``, e.g. starting the profiler) never.
 
@@ -23,6 +24,8 @@ never sleeps, and a chunk in which no line can be one of the above (no marker, n
 prefix, no ``/job:``) passes whole without being split into lines (``might_hide``).
 Saving is second to showing: when the saved file cannot be written (a full disk), the
 pump stops saving, records why (``SaveFile.failure``), and goes on passing the output.
+When where it shows is closed (``gpudiag run ... | head -2``), the pump closes the pipe, so
+the program gets the broken pipe itself, as it would plainly.
 """
 
 from __future__ import annotations
@@ -81,6 +84,7 @@ class FilterState:
 
     user_level: int = 0
     placement_asked: bool = False
+    vmodule: set[str] = field(default_factory=set)  # placement sources asked for by name
     quiet: bool = False
     hook_errors: list[str] = field(default_factory=list)
     hidden_lines: int = 0
@@ -92,7 +96,9 @@ def classify(line: str, state: FilterState, stream: str) -> bool:
     """Whether a complete line (without its newline) goes to the terminal; updates state."""
     if line.startswith(RUN_MARKER):
         word, _, rest = line[len(RUN_MARKER):].partition(" ")
-        if word == RUN_MARK_PLACEMENT_ASKED:
+        if word == RUN_MARK_PLACEMENT_ASKED and rest:  # TF_CPP_VMODULE=placer=2: one file
+            state.vmodule.add(rest.strip())
+        elif word == RUN_MARK_PLACEMENT_ASKED:
             state.placement_asked = True
         elif word == RUN_MARK_QUIET_BEGIN:
             state.quiet = True
@@ -119,7 +125,8 @@ def classify(line: str, state: FilterState, stream: str) -> bool:
         state._pre_init = True
         return True
     show = (not state.quiet and _SEVERITY[m["sev"] or m["sev2"]] >= state.user_level
-            and (state.placement_asked or not _PLACEMENT_CPP.search(line)))
+            and (state.placement_asked or not _PLACEMENT_CPP.search(line)
+                 or source.partition(".")[0] in state.vmodule))
     if not show:
         state._continue = CONTINUATIONS.get(source)
     return show
@@ -238,6 +245,7 @@ class Pump(threading.Thread):
         self.fd, self.save, self.show, self.line_filter = fd, save, show, line_filter
         self.on_close = on_close
         self.eof = False
+        self.broken = False  # where it showed is closed: the program gets the broken pipe
         self._ended_at: float | None = None
 
     def program_ended(self) -> None:
@@ -248,6 +256,9 @@ class Pump(threading.Thread):
             try:
                 self.show.write(data)
                 self.show.flush()
+            except BrokenPipeError:  # `gpudiag run ... | head`: head has gone
+                self.show = None
+                self.broken = True
             except (OSError, ValueError):
                 pass
 
@@ -274,6 +285,9 @@ class Pump(threading.Thread):
                     break
                 self.save.write(data)
                 self._emit(self.line_filter.feed(data))
+                if self.broken:  # as plainly: the program's next write fails (EPIPE)
+                    self.eof = True
+                    break
                 if self._done_after_end(quiet=False):
                     break
             self._emit(self.line_filter.flush_partial())
