@@ -16,7 +16,15 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from conftest import REPO, findings_by_id, load_report, process_alive, run_dirs
+from conftest import (
+    REPO,
+    assert_usage_error,
+    findings_by_id,
+    gpudiag,
+    load_report,
+    process_alive,
+    run_dirs,
+)
 
 ENV = {**os.environ, "PYTHONPATH": str(REPO)}
 
@@ -300,3 +308,66 @@ def test_a_placer_log_the_program_asked_for_reaches_the_terminal(tmp_path: Path)
     wanted = _placer_lines(plain.stderr)
     assert len(wanted) > 5
     assert wanted <= _placer_lines(under.stderr)
+
+
+@pytest.mark.slow
+def test_a_run_directory_removed_mid_run_is_one_line(tmp_path: Path) -> None:
+    logdir = tmp_path / "runs"
+    remove = f"import shutil; shutil.rmtree({str(logdir)!r}); print('removed it')"
+    done = run_under(logdir, remove)
+    err = done.stderr.decode()
+    assert b"removed it" in done.stdout
+    assert "Traceback" not in err
+    assert done.returncode == 3, err
+    lines = [ln for ln in err.splitlines() if ln.startswith("gpudiag: error:")]
+    assert len(lines) == 1 and "was removed while the program ran" in lines[0], err
+
+
+def test_a_shebang_naming_a_missing_interpreter_is_refused_like_no_shebang(
+        tmp_path: Path) -> None:
+    script = tmp_path / "train.py"
+    script.write_text("#!/nonexistent/bin/python3\nprint('never')\n")
+    script.chmod(0o755)
+    for command in ("run", "monitor"):
+        done = gpudiag(command, "--logdir", str(tmp_path / "runs"), "--", str(script))
+        assert_usage_error(done, "its #! line names /nonexistent/bin/python3, which does not "
+                           "exist", tmp_path / "runs")
+
+
+PROFILED_TO_THE_END = """
+import tensorflow as tf
+w = tf.Variable(tf.ones([16, 16]))
+
+
+@tf.function
+def step(x):
+    with tf.GradientTape() as tape:
+        loss = tf.reduce_mean(tf.matmul(x, w) ** 2)
+    w.assign_sub(1e-4 * tape.gradient(loss, w))
+    return loss
+
+
+x = tf.ones([4, 16])
+for _ in range(40):
+    step(x)
+"""
+
+
+@pytest.mark.slow
+def test_a_profiler_window_open_at_the_end_is_reported_as_such(tmp_path: Path) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "gpudiag", "run", "--logdir", str(tmp_path), "--profile-warmup",
+         "30", "--profile-steps", "20", "--", sys.executable, "-c", PROFILED_TO_THE_END],
+        capture_output=True, text=True, timeout=300, env=ENV, cwd=REPO,
+        stdin=subprocess.DEVNULL)
+    assert done.returncode in (0, 1), done.stderr[-2000:]
+    found = findings_by_id(load_report(run_dirs(tmp_path)[0]))
+    profile, timing = found["run.profile"], found["run.throughput"]
+    assert profile["evidence"]["profile"]["status"] == "stopped-at-exit"
+    assert "None" not in profile["message"], profile["message"]
+    assert "the program ended inside the window" in profile["message"] or \
+        "gave no trace" in profile["message"], profile["message"]
+    assert timing["status"] == "skip"
+    assert timing["message"].startswith("tf.function"), timing["message"]
+    assert "ran 40 steps, but every step after its 30 warm-up steps was in the profiled " \
+           "window (steps 30-39)" in timing["message"], timing["message"]

@@ -233,6 +233,9 @@ def run(session: RunSession, argv: list[str], *,
         session.forward_exit(exit_code_of(outcome.returncode))
     elif outcome.save_failures:  # the program ran its course; the run is not whole
         session.forward_exit(EXIT_ENVIRONMENT)
+    if not outcome.stderr_path.is_file():  # the run directory was removed while it ran
+        raise WriteFailed(f"the run directory {session.run_dir} was removed while the "
+                          "program ran: no report")
     analyse.report(session, argv, outcome, options, python=is_python(argv))
     for finding in (run_outcome.saved_output([f.message for f in outcome.save_failures]),
                     run_outcome.survivors([(d.pid, d.command) for d in outcome.settled.survivors],
