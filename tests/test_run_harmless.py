@@ -371,3 +371,25 @@ def test_a_profiler_window_open_at_the_end_is_reported_as_such(tmp_path: Path) -
     assert timing["message"].startswith("tf.function"), timing["message"]
     assert "ran 40 steps, but every step after its 30 warm-up steps was in the profiled " \
            "window (steps 30-39)" in timing["message"], timing["message"]
+
+
+@pytest.mark.slow
+def test_under_parameter_server_fit_of_tf_keras_gpudiag_stands_aside(tmp_path: Path) -> None:
+    pytest.importorskip("tf_keras", reason="tf_keras (Keras 2) is not installed here: "
+                        "pip install tf_keras to run this case")
+    program = [sys.executable, str(REPO / "tests" / "programs" / "ps_fit_tf_keras.py")]
+    plain = subprocess.run(program, capture_output=True, text=True, timeout=300, env=ENV,
+                           stdin=subprocess.DEVNULL)
+    assert plain.returncode == 0 and "fit done" in plain.stdout, plain.stderr[-2000:]
+    done = subprocess.run(
+        [sys.executable, "-m", "gpudiag", "run", "--logdir", str(tmp_path), "--", *program],
+        capture_output=True, text=True, timeout=300, env=ENV, cwd=REPO,
+        stdin=subprocess.DEVNULL)
+    assert "Batch-level" not in done.stderr
+    assert "fit done" in done.stdout, done.stderr[-3000:]
+    found = findings_by_id(load_report(run_dirs(tmp_path)[0]))
+    assert found["run.command"]["evidence"]["returncode"] == 0
+    seen = found["run.tensorflow"]
+    assert any("tf_keras refuses callbacks with batch-level hooks, so gpudiag's fit recorder "
+               "stood aside" in n for n in seen["evidence"]["hook_notes"]), seen
+    assert "stood aside" in seen["message"]
