@@ -183,7 +183,7 @@ def test_sigterm_after_the_program_ended_still_gives_its_findings(tmp_path: Path
         _wait_until(pid_file.exists, "the program's child")
         program = int((tmp_path / "program.pid").read_text())
         # gpudiag reads the talking descendant's output for a moment after the program's
-        # exit (streams.AFTER_END_S): the signal lands then
+        # exit (survivors.AFTER_END_S): the signal lands then
         _wait_until(lambda: not process_alive(program), "the program's exit")
         proc.send_signal(signal.SIGTERM)
         proc.wait(timeout=60)

@@ -36,7 +36,6 @@ import os
 import re
 import select
 import threading
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -227,16 +226,11 @@ def grow_pipe(fd: int) -> None:
         fcntl.fcntl(fd, fcntl.F_SETPIPE_SZ, READ_BYTES)
 
 
-#: Once the program has ended, how long the pump goes on reading what is still coming
-#: (the program's last words in the pipe, a descendant's) before it hands the pipe over.
-AFTER_END_S = 1.0
-
-
 class Pump(threading.Thread):
     """Copies ``fd`` to ``save`` whole and, filtered, to ``show``, until end-of-file or,
-    once ``program_ended`` is called, until the pipe is quiet (PARTIAL_FLUSH_S) or
-    AFTER_END_S has passed: a descendant that outlives the program may hold the pipe open
-    for ever. ``eof`` says which; without end-of-file, ``fd`` is left open for the caller
+    once ``program_ended`` is called, until the pipe is quiet for PARTIAL_FLUSH_S (a
+    descendant that outlives the program may hold it open for ever) or ``stop_now`` is
+    called. ``eof`` says which; without end-of-file, ``fd`` is left open for the caller
     (gpudiag.run.survivors hands it on), else it is closed."""
 
     def __init__(self, fd: int, save: SaveFile | BinaryIO, show: BinaryIO | None,
@@ -246,10 +240,15 @@ class Pump(threading.Thread):
         self.on_close = on_close
         self.eof = False
         self.broken = False  # where it showed is closed: the program gets the broken pipe
-        self._ended_at: float | None = None
+        self._ended = False
+        self._stopping = False
 
     def program_ended(self) -> None:
-        self._ended_at = time.monotonic()
+        self._ended = True
+
+    def stop_now(self) -> None:
+        """Stop after the chunk being copied (a descendant holds the pipe and talks on)."""
+        self._stopping = True
 
     def _emit(self, data: bytes) -> None:
         if data and self.show is not None:
@@ -262,10 +261,6 @@ class Pump(threading.Thread):
             except (OSError, ValueError):
                 pass
 
-    def _done_after_end(self, quiet: bool) -> bool:
-        ended = self._ended_at
-        return ended is not None and (quiet or time.monotonic() - ended > AFTER_END_S)
-
     def run(self) -> None:
         try:
             while True:
@@ -273,7 +268,7 @@ class Pump(threading.Thread):
                 if not ready:  # output paused: the terminal and the saved file catch up
                     self._emit(self.line_filter.flush_partial())
                     self.save.flush()
-                    if self._done_after_end(quiet=True):
+                    if self._ended:  # quiet, yet open: held by a descendant
                         break
                     continue
                 try:
@@ -288,7 +283,7 @@ class Pump(threading.Thread):
                 if self.broken:  # as plainly: the program's next write fails (EPIPE)
                     self.eof = True
                     break
-                if self._done_after_end(quiet=False):
+                if self._stopping:
                     break
             self._emit(self.line_filter.flush_partial())
         finally:

@@ -17,6 +17,7 @@ import contextlib
 import os
 import shutil
 import subprocess
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
@@ -88,8 +89,10 @@ def hand_over(fd: int, out_fd: int) -> int | None:
     return pid
 
 
-#: Most a pump may take to end once the program has (streams.AFTER_END_S plus slack).
-PUMP_END_S = 5.0
+#: Once the program has ended, how long its output may go on coming before gpudiag asks
+#: who still writes it: a descendant (then the pipe is handed over) or nobody (then it is
+#: what the program wrote before its end, still in the pipe: read to the end).
+AFTER_END_S = 1.0
 
 
 @dataclass(frozen=True)
@@ -106,8 +109,15 @@ def settle(pumps: list[streams.Pump], ends: set[str], shows: list[BinaryIO]) -> 
     any pipe a descendant still holds to a forwarder (``hand_over``)."""
     for p in pumps:
         p.program_ended()
+    deadline = time.monotonic() + AFTER_END_S
     for p in pumps:
-        p.join(PUMP_END_S)
+        p.join(max(0.0, deadline - time.monotonic()))
+    talking = [p for p in pumps if p.is_alive()]
+    if talking and (holders(ends) or not PROC.is_dir()):
+        for p in talking:
+            p.stop_now()
+    for p in pumps:
+        p.join()  # stopped after one chunk, or at end-of-file once the backlog is read
     held = [(p, show) for p, show in zip(pumps, shows, strict=True)
             if not p.eof and not p.is_alive()]
     if not held:
