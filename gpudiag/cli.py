@@ -368,8 +368,7 @@ def main(argv: list[str] | None = None, *, open_nvml: Opener | None = None) -> i
     try:
         return _main(argv, open_nvml)
     except BaseException:  # e.g. an import a signal interrupted fails when tried again
-        code = interrupted_exit()
-        if code is None:
+        if (code := interrupted_exit()) is None:
             raise
         return code
 
@@ -381,8 +380,7 @@ def _main(argv: list[str] | None, open_nvml: Opener | None) -> int:
     except typer.Exit as exc:
         return int(exc.exit_code)
     except typer.Abort:  # click turns a KeyboardInterrupt (and SIGTERM's) into Abort
-        code = interrupted_exit()
-        return error_line("aborted", EXIT_INTERRUPTED) if code is None else code
+        return interrupted_exit() or error_line("aborted", EXIT_INTERRUPTED)
     except typer.TyperException as exc:  # usage errors: bad option values, unknown options
         message = " ".join(exc.format_message().split())
         if not message:  # no arguments at all: click printed the help, nothing is wrong

@@ -205,14 +205,12 @@ def throughput(obs: ProcessObservation, warmup: int, proc: str = "") -> Finding:
         parts.append(text)
     evidence = {"loops": rows, "warmup_steps": warmup, "profiled_steps": profiled}
     if not rows:
-        longest = max(obs.series, key=lambda s: len(s.steps), default=None)
-        if longest is not None and len(longest.steps) > warmup and profiled:
-            return Finding(f"run.throughput{proc}", "skip",
-                           f"{longest.label} ran {len(longest.steps)} steps, but every step "
-                           f"after its {warmup} warm-up steps was in the profiled window "
-                           f"(steps {profiled[0]}-{profiled[-1]}), which is not timed",
-                           evidence, advice="Fewer --profile-steps, or a longer run, leave "
-                           "steps to time.")
+        top = max(obs.series, key=lambda s: len(s.steps), default=None)
+        if top is not None and len(top.steps) > warmup and profiled:
+            return Finding(f"run.throughput{proc}", "skip", f"{top.label} ran {len(top.steps)} "
+                           f"steps, but every step after its {warmup} warm-up steps was in "
+                           f"the profiled window (steps {profiled[0]}-{profiled[-1]}), which "
+                           "is not timed", evidence)
         return Finding(f"run.throughput{proc}", "skip",
                        f"no training loop ran more than {warmup} warm-up steps", evidence)
     return Finding(f"run.throughput{proc}", "ok",
