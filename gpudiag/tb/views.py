@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from gpudiag import layout
-from gpudiag.tb import Chart, ChartGroup, EventWriter
+from gpudiag.tb.writer import Chart, ChartGroup, EventWriter
 
 
 def _exact(*tags: str) -> tuple[str, ...]:
