@@ -43,8 +43,6 @@ if TYPE_CHECKING:
 Body = Callable[[RunSession, Ui], int | None]  # a command's body in its session
 
 EXIT_INTERRUPTED = 130
-_SCALING = ScalingOptions()  # `gpudiag scaling`'s defaults, defined once there ...
-_WORKLOAD = _SCALING.workload  # ... and in records.Workload, shared with the training child
 
 app = typer.Typer(
     name="gpudiag",
@@ -102,44 +100,23 @@ def placement(
 @app.command()
 def scaling(
     ctx: typer.Context,
-    max_gpus: int | None = typer.Option(
-        _SCALING.max_gpus, "--max-gpus", min=1, max=64, help="Train on 1, 2, 4 ... up to this "
-        "many devices (default: every GPU; without a GPU, 2 virtual CPU devices). More than "
-        "exist: exit 2, unless --virtual-gpus splits GPU 0."),
-    strategy: str = typer.Option(",".join(_SCALING.strategies), "--strategy", help="Comma-"
-                                 "separated: towers (in-graph replication), mirrored "
-                                 "(MirroredStrategy custom loop), keras (model.fit under "
-                                 "MirroredStrategy)."),
+    max_gpus: int | None = opt.MaxGpusOpt,
+    strategy: str = opt.StrategyOpt,
     model: str = opt.ModelOpt,
     batch_per_device: int = opt.BatchPerDeviceOpt,
     steps: int = opt.StepsOpt,
     warmup_steps: int = opt.WarmupStepsOpt,
     profile_steps: int = opt.ProfileStepsOpt,
-    learning_rate: float = typer.Option(_WORKLOAD.learning_rate, "--learning-rate",
-                                        callback=opt.finite_nonnegative,
-                                        help="SGD learning rate."),
-    ema_decay: float = typer.Option(_WORKLOAD.ema_decay, "--ema-decay", help="Decay of the "
-                                    "moving average of the weights, in [0, 1); 0 turns it off."),
-    histogram_every: int = typer.Option(_WORKLOAD.histogram_every, "--histogram-every", min=0,
-                                        help="Gradient and weight histograms at step 1 and "
-                                        "every K steps (0: none)."),
-    variables_on: str = typer.Option(_WORKLOAD.variables_on, "--variables-on", help="towers: "
-                                     "keep the variables on the cpu or on the first device."),
-    data: Path | None = typer.Option(None, "--data", help="Keras-style .npz (x_train, "
-                                     "y_train) or TFRecord (image_raw bytes, label int64) "
-                                     "instead of the synthetic set."),
-    allreduce_max_mb: float = typer.Option(_SCALING.allreduce_max_mb, "--allreduce-max-mb",
-                                           callback=opt.allreduce_mb,
-                                           help="Largest all-reduce message in MiB (from "
-                                           "--allreduce-min-mb, doubling; at most 16384)."),
-    allreduce_min_mb: float = typer.Option(_SCALING.allreduce_min_mb, "--allreduce-min-mb",
-                                           callback=opt.allreduce_mb,
-                                           help="Smallest all-reduce message in MiB (at "
-                                           "least 1/1024, 1 KiB)."),
+    learning_rate: float = opt.LearningRateOpt,
+    ema_decay: float = opt.EmaDecayOpt,
+    histogram_every: int = opt.HistogramEveryOpt,
+    variables_on: str = opt.VariablesOnOpt,
+    data: Path | None = opt.DataOpt,
+    allreduce_max_mb: float = opt.AllreduceMaxOpt,
+    allreduce_min_mb: float = opt.AllreduceMinOpt,
     virtual_gpus: int | None = opt.VirtualGpusOpt,
     virtual_gpu_memory_mb: int = opt.VirtualGpuMemOpt,
-    timeout: float = typer.Option(_SCALING.timeout_s, "--timeout", callback=opt.positive,
-                                  help="Seconds each configuration's child process may run."),
+    timeout: float = opt.ScalingTimeoutOpt,
     logdir: Path = opt.LogdirOpt,
     as_json: bool = opt.JsonOpt,
     workers: int | None = cluster_opts.WorkersOpt,
