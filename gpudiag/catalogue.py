@@ -271,6 +271,20 @@ ENTRIES: tuple[Entry, ...] = (
           "ValueError: tf.function only supports singleton tf.Variables created on the first "
           "call. Make sure the tf.Variable is only created once or created outside "
           "tf.function.", "captured"),
+    Entry("lazy-variables-in-replica", "crash", "distribute", "fail",
+          r"You must feed a value for placeholder tensor '(?P<tensor>[^']+)'",
+          "A variable was created inside the step function on its first call: Keras 3 "
+          "builds a model (and its optimizer) lazily, on the first batch, so under "
+          "strategy.run each replica creates it, and the initial value of replica 1 and up "
+          "is a placeholder of the traced function that nothing feeds.",
+          "Build everything inside strategy.scope() before the loop: model.build(input "
+          "shape) or call the model on one batch, and optimizer.build(model.trainable_"
+          "variables); or run the program with Keras 2 (pip install tf_keras; "
+          "TF_USE_LEGACY_KERAS=1).",
+          "InvalidArgumentError: Graph execution error:\n\nDetected at node "
+          "cond/Placeholder_1 defined at (most recent call last):\n2 root error(s) found.\n"
+          "  (0) INVALID_ARGUMENT:  You must feed a value for placeholder tensor "
+          "'cond/else/_1/cond/Placeholder_1' with dtype int32", "captured"),
     Entry("cross-replica-required", "crash", "distribute", "fail",
           r"Method requires being in cross-replica context",
           "Something that must run once for all replicas (creating an optimizer's variables, "

@@ -120,13 +120,20 @@ def test_learning_stuck_at_ln10_with_weights_that_never_moved_is_not_a_device_pr
     assert "this is not a device problem" in f.message and "learning rate is 0" in f.message
 
 
-def test_learning_ok_when_the_loss_falls_and_ln_k_found_without_known_classes() -> None:
+def test_learning_ok_when_the_loss_falls_and_ln_c_only_with_the_programs_class_count() -> None:
     falling = [2.3 - 0.1 * i for i in range(20)]
     moved = WeightsRecord("tf.function step", [[1.0]], [[1.5]], "after-first-call", "exit", 19)
     ok = run_progress.learning(obs(series=[series(falling, "function", None)], weights=[moved]))
     assert ok.status == "ok" and "the weights moved" in ok.message
-    stuck = run_progress.learning(obs(series=[series([math.log(4)] * 8, "function", None)]))
+    stuck = run_progress.learning(obs(series=[series([math.log(4)] * 8, "function", 4)]))
     assert stuck.status == "fail" and "stuck at ln 4" in stuck.message
+    # no class count from the program: no ln k guessed (issue 19: "stuck at ln 86")
+    unknown = run_progress.learning(obs(series=[series([math.log(4)] * 8, "function", None)]))
+    assert unknown.status == "warn" and "stuck at ln" not in unknown.message
+    assert "the number of classes is unknown" in unknown.message
+    slow = [4.46 - 0.001 * i for i in range(30)]  # ln 86 = 4.454: a slow 10-class learner
+    slow10 = run_progress.learning(obs(series=[series(slow, "function", 10)], weights=[moved]))
+    assert "stuck at ln" not in slow10.message and slow10.status == "warn"
     assert run_progress.learning(obs(series=[series([1.0, 0.5])])).status == "skip"
 
 
@@ -171,3 +178,28 @@ def test_session_config_against_tf_config_calls() -> None:
     assert "both configure GPU memory" in f.message
     assert "the Session follows its ConfigProto" in f.message
     assert run_progress.session_config(obs()) is None
+
+
+def test_crash_cause_on_a_later_line_of_the_message_or_in_tensorflows_log() -> None:
+    message = ("Graph execution error:\n\nDetected at node cond/Placeholder_1 defined at (most "
+               "recent call last):\n2 root error(s) found.\n  (0) INVALID_ARGUMENT:  You must "
+               "feed a value for placeholder tensor 'cond/else/_1/cond/Placeholder_1' with "
+               "dtype int32\n\t [[{{node cond/Placeholder_1}}]]")
+    crash = CrashRecord("InvalidArgumentError", message, "MainThread", [], None, [])
+    f = run_progress.crash([obs(crash=crash)], 1)
+    assert f.evidence["catalogue"] == "lazy-variables-in-replica"
+    assert "You must feed a value for placeholder tensor" in f.message
+    assert "Graph execution error" not in f.message
+    assert "strategy.scope()" in f.advice and "tf_keras" in f.advice
+    # the exception says only its first line: the cause is in TensorFlow's log around it
+    short = CrashRecord("InvalidArgumentError", "Graph execution error:", "MainThread", [],
+                        None, [])
+    log = ["W0000 00:00:1795520196.888933    9561 local_rendezvous.cc:412] Local rendezvous "
+           "is aborting with status: INVALID_ARGUMENT: You must feed a value for placeholder "
+           "tensor 'replica_1/dense/kernel/Initializer/x' with dtype float"]
+    g = run_progress.crash([obs(crash=short)], 1, log_lines=log)
+    assert g.evidence["catalogue"] == "lazy-variables-in-replica"
+    assert g.evidence["matched_in"] == "log" and "replica_1/dense/kernel" in g.message
+    unknown = run_progress.crash([obs(crash=CrashRecord("KeyError", "'x'\nmore", "MainThread",
+                                                        [], None, []))], 1)
+    assert unknown.evidence["catalogue"] is None and "'x'" in unknown.message

@@ -166,7 +166,7 @@ def report(session: RunSession, argv: list[str], outcome: Outcome, options: RunO
                                         if overridden else None))
     if observations:
         session.add(run_progress.crash(observations, outcome.returncode,
-                                               outcome.interrupted))
+                                       outcome.interrupted, stderr.splitlines()))
     task_reports = tasks.task_reports(tf_procs, stderr, run_dir=session.run_dir,
                                       returncode=outcome.returncode,
                                       interrupted=outcome.interrupted,

@@ -15,6 +15,7 @@ from typing import Any
 
 from gpudiag.layout import RUN_EVENTS_PREFIX, RUN_EVENTS_SUFFIX, run_faults_name
 from gpudiag.placementlog import short_device
+from gpudiag.run import classcount
 from gpudiag.run.records import (
     ClusterJoin,
     ConfigCall,
@@ -93,6 +94,7 @@ def observe(pid: int, events: list[dict[str, Any]], events_dir: Path) -> Process
     fits: list[dict[str, Any]] = []
     joins: list[ClusterJoin] = []
     functions: dict[str, list[dict[str, Any]]] = {}
+    function_events: dict[str, dict[str, Any]] = {}
     groups: dict[int, dict[str, Any]] = {}
     fingerprints: dict[str, list[dict[str, Any]]] = {}
 
@@ -140,6 +142,7 @@ def observe(pid: int, events: list[dict[str, Any]], events_dir: Path) -> Process
         elif kind == "function_steps":
             functions.setdefault(e["function"], []).extend(e.get("rows") or [])
         elif kind == "function":
+            function_events.setdefault(e["function"], e)
             for g in e.get("graphs") or []:
                 graphs.append(FunctionGraph(e["function"], g["name"], g.get("ops", 0),
                                             [tuple(p) for p in g.get("pinned") or []]))
@@ -174,13 +177,16 @@ def observe(pid: int, events: list[dict[str, Any]], events_dir: Path) -> Process
         facts = {k: begin.get(k) for k in ("model", "loss", "optimizer", "learning_rate",
                                             "strategy", "replicas", "trainable_parameters",
                                             "params", "examples")}
-        width = begin.get("output_width")
+        classes, facts["classes_from"] = classcount.fit_classes(begin.get("output_width"),
+                                                                begin.get("loss"))
         series.append(StepSeries("fit", "Model.fit" if len(fits) == 1 else f"Model.fit #{n}",
                                  _series_steps(fit["rows"], "fit"), begin.get("batch_size"),
-                                 width if width and width > 1 else None, facts, fit["epochs"]))
+                                 classes, facts, fit["epochs"]))
     for name, rows in functions.items():
+        classes, source = classcount.function_classes(function_events.get(name))
         series.append(StepSeries("function", f"tf.function {name}",
-                                 _series_steps(rows, "function")))
+                                 _series_steps(rows, "function"), num_classes=classes,
+                                 facts={"classes_from": source}))
     for index, group in sorted(groups.items()):
         label = f"Session.run #{index} [{', '.join(group['fetches'])[:80]}]"
         series.append(StepSeries("session", label, _series_steps(group["rows"], "session"),

@@ -17,6 +17,7 @@ from typing import Any
 from gpudiag.catalogue import match_crash
 from gpudiag.report import Finding, Status
 from gpudiag.run.records import ProcessObservation, StepSeries
+from gpudiag.verdicts import crash_match
 
 # A loss within this fraction of ln(k) is "at ln k"; it has "not fallen" when the last
 # value is at least STUCK_FRACTION of the first.
@@ -76,11 +77,11 @@ def _accuracy(series: StepSeries) -> float | None:
 
 
 def _classes_at(loss: float, known: int | None) -> int | None:
-    """The k for which the loss is ln k (uniform predictions over k classes)."""
-    candidates = [known] if known else range(2, 1001)
-    for k in candidates:
-        if k and k > 1 and abs(loss - math.log(k)) <= LN_TOLERANCE * math.log(k):
-            return k
+    """``known`` when the loss is ln(known) (uniform predictions over the program's
+    classes). Without the class count from the program (gpudiag.run.classcount) there is
+    no ln C verdict: any slowly falling loss is near ln k for some k."""
+    if known and known > 1 and abs(loss - math.log(known)) <= LN_TOLERANCE * math.log(known):
+        return known
     return None
 
 
@@ -106,7 +107,8 @@ def learning(obs: ProcessObservation, proc: str = "") -> Finding:
         chance = acc is not None and s.num_classes is not None and \
             acc <= 1 / s.num_classes + 0.1 * (1 - 1 / s.num_classes)
         row = {"series": s.label, "steps": len(s.steps), "first_loss": first,
-               "last_loss": last, "num_classes": s.num_classes, "stuck_at_ln_classes": classes,
+               "last_loss": last, "num_classes": s.num_classes,
+               "classes_from": s.facts.get("classes_from"), "stuck_at_ln_classes": classes,
                "accuracy": acc, "accuracy_at_chance": chance, "weights_moved": moved,
                "learning_rate": s.facts.get("learning_rate")}
         rows.append(row)
@@ -116,6 +118,9 @@ def learning(obs: ProcessObservation, proc: str = "") -> Finding:
                      f"all {classes} classes alike)")
         elif stuck:
             text += ", not falling"
+            if not s.num_classes:
+                text += (f" (no ln(classes) check: the number of classes is unknown, "
+                         f"{s.facts.get('classes_from') or 'no evidence of it'})")
         if acc is not None:
             text += f", accuracy {acc:.3f}" + (" (chance)" if chance else "")
         if moved is False:
@@ -338,16 +343,18 @@ def profile(obs: ProcessObservation, busy: dict[str, float] | None, window_s: fl
 
 
 def crash(obs: Sequence[ProcessObservation], returncode: int | None,
-          interrupted: bool = False) -> Finding:
-    """The program's crash: exception, message, the frame in the user's code, the fix."""
+          interrupted: bool = False, log_lines: Sequence[str] = ()) -> Finding:
+    """The program's crash: exception, the line of its message (or of TensorFlow's log,
+    ``log_lines``) that says why (gpudiag.verdicts.crash_match), the frame in the user's
+    code, the fix."""
     crashed = [o for o in obs if o.crash is not None]
     faulted = [o for o in obs if o.faults.strip()]
     if crashed:
         o = crashed[0]
         c = o.crash
         assert c is not None
-        entry = match_crash(c.type, c.message) or next(
-            (e for e in (match_crash(x["type"], x["message"]) for x in c.causes) if e), None)
+        cause = crash_match.explain(c.type, c.message, c.causes, log_lines)
+        entry = cause.entry
         where = ""
         if c.user_frame:
             f = c.user_frame
@@ -356,8 +363,9 @@ def crash(obs: Sequence[ProcessObservation], returncode: int | None,
                 where += f" (`{f['code'][:80]}`)"
         evidence = {"pid": o.pid, "type": c.type, "message": c.message[:2000],
                     "thread": c.thread, "user_frame": c.user_frame, "frames": c.frames[-8:],
-                    "catalogue": entry.id if entry else None}
-        message = c.message.strip().splitlines()[0][:300] if c.message.strip() else ""
+                    "catalogue": entry.id if entry else None, "matched_in": cause.where,
+                    "matched_line": cause.line[:500]}
+        message = cause.line[:300]
         text = f"{c.type}{where}: {message}"
         if entry:
             text += f" - {entry.meaning}"
