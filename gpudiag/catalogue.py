@@ -202,6 +202,23 @@ ENTRIES: tuple[Entry, ...] = (
           "UserWarning: Gradients do not exist for variables ['dense/kernel'] when minimizing "
           "the loss. If using `model.compile()`, did you forget to provide a `loss` argument?",
           "python: keras/src/optimizers/base_optimizer.py"),
+    Entry("from-logits-on-softmax", "log", "learning", "warn",
+          r"`(?P<loss>\w+)` received `from_logits=True`, but the `output` argument was "
+          r"produced by a (?P<activation>\w+) activation",
+          "The model's last layer applies a softmax (or sigmoid) and its loss is told the "
+          "outputs are logits. Keras then takes the activation's input as the logits for "
+          "this loss (keras/src/backend/tensorflow/nn.py _get_logits), so this loss is "
+          "right; but anything else that reads the outputs as logits (a custom loop's "
+          "tf.nn.*_cross_entropy_with_logits, a metric, a consumer of the saved model) "
+          "applies the activation twice, and its loss cannot fall below ln(1 + (C-1)/e) "
+          "(1.46 for 10 classes).",
+          "Say it once: either drop the last activation (Dense(classes), then "
+          "from_logits=True: the numerically stable form) or keep it and use "
+          "from_logits=False.",
+          "UserWarning: \"`sparse_categorical_crossentropy` received `from_logits=True`, but "
+          "the `output` argument was produced by a Softmax activation and thus does not "
+          "represent logits. Was this intended?\"",
+          "python: keras/src/backend/tensorflow/nn.py"),
     Entry("oom-log", "log", "memory", "fail", r"OOM when allocating tensor (?:with|of) shape",
           "A device ran out of memory.",
           "Smaller batch per device, memory growth off for a dedicated GPU, fewer live "

@@ -11,6 +11,7 @@ from gpudiag.run.records import (
     DeviceSnapshot,
     FunctionGraph,
     ProcessObservation,
+    PyWarning,
     Step,
     StepSeries,
     StrategyRecord,
@@ -203,3 +204,31 @@ def test_crash_cause_on_a_later_line_of_the_message_or_in_tensorflows_log() -> N
     unknown = run_progress.crash([obs(crash=CrashRecord("KeyError", "'x'\nmore", "MainThread",
                                                         [], None, []))], 1)
     assert unknown.evidence["catalogue"] is None and "'x'" in unknown.message
+
+
+def test_learning_names_probabilities_taken_for_logits_and_what_keras_warned() -> None:
+    floor = math.log(1 + 9 / math.e)  # 1.4612: the least loss of softmax outputs as logits
+    settled = [2.3 - 0.05 * i for i in range(17)] + [floor + 0.001] * 20
+    moved = WeightsRecord("tf.function step", [[1.0]], [[1.5]], "after-first-call", "exit", 36)
+    f = run_progress.learning(obs(series=[series(settled, "function", 10)], weights=[moved]))
+    assert f.status == "fail" and "settled at 1.4612 = ln(1 + 9/e)" in f.message
+    assert "drop the last softmax" in f.advice
+    # the same losses, the class count unknown: no floor claimed
+    assert "settled at" not in run_progress.learning(
+        obs(series=[series(settled, "function", None)], weights=[moved])).message
+    # a loss that went below it on its way down is not stuck there
+    through = [2.3 - 0.05 * i for i in range(40)]
+    assert "settled at" not in run_progress.learning(
+        obs(series=[series(through, "function", 10)], weights=[moved])).message
+    warning = PyWarning("UserWarning", '"`sparse_categorical_crossentropy` received '
+                        "`from_logits=True`, but the `output` argument was produced by a "
+                        "Softmax activation and thus does not represent logits. Was this "
+                        'intended?"', "/site-packages/keras/src/backend/tensorflow/nn.py", 1402,
+                        {"file": "/x/train.py", "line": 21, "function": "<module>"})
+    falling = [2.3 - 0.05 * i for i in range(40)]
+    w = run_progress.learning(obs(series=[series(falling, "fit", 10)], weights=[moved],
+                                  py_warnings=[warning]))
+    assert w.status == "warn" and "Keras warned: UserWarning: `sparse_categorical_crossentropy` " \
+        "received `from_logits=True`" in w.message and "(after train.py:21)" in w.message
+    assert w.advice.startswith("Say it once") and w.evidence["warnings"][0]["id"] == \
+        "from-logits-on-softmax"

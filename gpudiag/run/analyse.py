@@ -144,6 +144,9 @@ def report(session: RunSession, argv: list[str], outcome: Outcome, options: RunO
     nvml_gpus = [gpu_verdicts.gpu_numbers(s) for s in sampling.summaries] if sampling else None
     tf_procs = [o for o in observations if o.imported_tf]
     lines = stderr.splitlines() + [r.message for o in tf_procs for r in o.tf_logs]
+    # Python warnings the hooks recorded that stderr lacks (the program's showwarning or
+    # logging.captureWarnings took them elsewhere)
+    lines += [w.text for o in tf_procs for w in o.py_warnings if w.message not in stderr]
     log = run_verdicts.settle(catalogue.match_lines(lines),
                               completed=outcome.returncode == 0 and not outcome.interrupted)
     processes = []

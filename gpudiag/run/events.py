@@ -24,6 +24,7 @@ from gpudiag.run.records import (
     FunctionGraph,
     ProcessObservation,
     ProfileRecord,
+    PyWarning,
     Step,
     StepSeries,
     StepStats,
@@ -91,6 +92,7 @@ def observe(pid: int, events: list[dict[str, Any]], events_dir: Path) -> Process
                               "first_t_unix_s": min(times) if times else None,
                               "last_t_unix_s": max(times) if times else None}
     calls, strategies, graphs, stats, logs, errors, sessions = [], [], [], [], [], [], []
+    py_warnings: list[PyWarning] = []
     fits: list[dict[str, Any]] = []
     joins: list[ClusterJoin] = []
     functions: dict[str, list[dict[str, Any]]] = {}
@@ -167,6 +169,10 @@ def observe(pid: int, events: list[dict[str, Any]], events_dir: Path) -> Process
         elif kind == "tf_log":
             logs.append(TfLogRecord(e.get("level", ""), e.get("message", ""),
                                     e.get("source", ""), bool(e.get("shown"))))
+        elif kind == "py_warning":
+            py_warnings.append(PyWarning(e.get("category", "Warning"), e.get("message", ""),
+                                         e.get("file", ""), int(e.get("line") or 0),
+                                         e.get("user_frame")))
         elif kind in ("hook_error", "hook_note"):
             errors.append({k: e.get(k) for k in ("kind", "where", "type", "message")})
         elif kind == "exit":
@@ -199,7 +205,7 @@ def observe(pid: int, events: list[dict[str, Any]], events_dir: Path) -> Process
     return ProcessObservation(
         **fields, config_calls=calls, strategies=strategies, cluster_joins=joins,
         series=series, weights=weights, graphs=graphs, sessions=sessions, step_stats=stats,
-        tf_logs=logs, hook_errors=errors,
+        tf_logs=logs, py_warnings=py_warnings, hook_errors=errors,
         faults=faults.read_text(errors="replace") if faults.is_file() else "")
 
 

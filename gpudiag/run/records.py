@@ -150,6 +150,22 @@ class TfLogRecord:
 
 
 @dataclass(frozen=True)
+class PyWarning:
+    """A Python warning TensorFlow, Keras or tf_keras showed (gpudiag.run.pywarnings)."""
+
+    category: str  # UserWarning ...
+    message: str
+    file: str  # where the library attributed it
+    line: int
+    user_frame: dict[str, Any] | None  # the program's innermost frame when it was shown
+
+    @property
+    def text(self) -> str:
+        """As Python prints it: ``UserWarning: message``."""
+        return f"{self.category}: {self.message}"
+
+
+@dataclass(frozen=True)
 class ProcessObservation:
     """Everything the hooks recorded in one Python process of the program."""
 
@@ -174,6 +190,7 @@ class ProcessObservation:
     crash: CrashRecord | None = None
     profile: ProfileRecord | None = None
     tf_logs: list[TfLogRecord] = field(default_factory=list)
+    py_warnings: list[PyWarning] = field(default_factory=list)
     hook_errors: list[dict[str, Any]] = field(default_factory=list)
     exited: bool = False  # its exit handler ran (not killed, not a fatal signal)
     first_t_unix_s: float | None = None  # its first and last event

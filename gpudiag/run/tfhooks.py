@@ -232,7 +232,15 @@ def record_session_devices(session: Any) -> None:
 
 def install(agent: Agent, tf: ModuleType) -> None:
     global HOOKS
-    from gpudiag.run import crash, functions, logcapture, profilewindow, sessions, strategies
+    from gpudiag.run import (
+        crash,
+        functions,
+        logcapture,
+        profilewindow,
+        pywarnings,
+        sessions,
+        strategies,
+    )
     from gpudiag.run.agent import guard
 
     agent.tf = tf
@@ -251,6 +259,7 @@ def install(agent: Agent, tf: ModuleType) -> None:
     guard("faulthandler", crash.enable_faulthandler, agent)
     guard("tf.config hooks", hooks.patch_config)
     guard("log capture", logcapture.install, agent)
+    guard("warnings capture", pywarnings.install, agent)
     agent.profile = guard("profiler window", profilewindow.ProfileWindow, agent, tf)
     guard("strategy hooks", strategies.install, agent, tf)
     guard("cluster hooks", strategies.install_cluster, agent, tf)

@@ -17,7 +17,7 @@ from typing import Any
 from gpudiag.catalogue import match_crash
 from gpudiag.report import Finding, Status
 from gpudiag.run.records import ProcessObservation, StepSeries
-from gpudiag.verdicts import crash_match
+from gpudiag.verdicts import crash_match, learning_causes
 
 # A loss within this fraction of ln(k) is "at ln k"; it has "not fallen" when the last
 # value is at least STUCK_FRACTION of the first.
@@ -103,19 +103,25 @@ def learning(obs: ProcessObservation, proc: str = "") -> Finding:
         moved = weights.moved if weights else None
         stuck = first > 0 and last >= STUCK_FRACTION * first
         classes = _classes_at(last, s.num_classes) if stuck else None
+        floor = learning_causes.at_softmax_floor(losses, last, s.num_classes, LN_TOLERANCE)
         acc = _accuracy(s)
         chance = acc is not None and s.num_classes is not None and \
             acc <= 1 / s.num_classes + 0.1 * (1 - 1 / s.num_classes)
         row = {"series": s.label, "steps": len(s.steps), "first_loss": first,
                "last_loss": last, "num_classes": s.num_classes,
                "classes_from": s.facts.get("classes_from"), "stuck_at_ln_classes": classes,
-               "accuracy": acc, "accuracy_at_chance": chance, "weights_moved": moved,
+               "softmax_floor": floor, "accuracy": acc, "accuracy_at_chance": chance,
+               "weights_moved": moved,
                "learning_rate": s.facts.get("learning_rate")}
         rows.append(row)
         text = f"{s.label}: loss {first:.4f} -> {last:.4f} over {len(s.steps)} steps"
         if classes:
             text += (f", stuck at ln {classes} = {math.log(classes):.4f} (the model predicts "
                      f"all {classes} classes alike)")
+        elif floor:
+            text += (f", settled at {floor:.4f} = ln(1 + {(s.num_classes or 0) - 1}/e), "
+                     "the least a softmax cross-entropy reaches when it is given "
+                     "probabilities as logits (the outputs went through a softmax twice)")
         elif stuck:
             text += ", not falling"
             if not s.num_classes:
@@ -131,13 +137,18 @@ def learning(obs: ProcessObservation, proc: str = "") -> Finding:
                 text += " (the learning rate is 0)"
         elif moved:
             text += "; the weights moved"
-        bad = moved is False or bool(classes)
+        bad = moved is False or bool(classes) or bool(floor)
         if bad:
             worst = "fail"
         elif (stuck or chance) and worst == "ok":
             worst = "warn"
         problems.append(text)
-    evidence = {"loops": rows, "ln_tolerance": LN_TOLERANCE, "stuck_fraction": STUCK_FRACTION}
+    warned = learning_causes.learning_warnings(obs)
+    evidence = {"loops": rows, "ln_tolerance": LN_TOLERANCE, "stuck_fraction": STUCK_FRACTION,
+                "warnings": [w.to_dict() for w in warned]}
+    if warned and rows:
+        problems.append(learning_causes.said(warned))
+        worst = "warn" if worst == "ok" else worst
     if not rows:
         return Finding(f"run.learning{proc}", "skip",
                        f"no training loop with at least {MIN_JUDGED_STEPS} observed losses "
@@ -151,6 +162,7 @@ def learning(obs: ProcessObservation, proc: str = "") -> Finding:
                   "stop_gradient, trainable=False), or an optimizer applied to other "
                   "variables. Moving weights with a flat loss: a learning rate too small, "
                   "labels that do not match the inputs, or a last layer that saturates.")
+    advice = learning_causes.advice(warned, any(r["softmax_floor"] for r in rows), advice)
     return Finding(f"run.learning{proc}", worst, "; ".join(problems), evidence, advice=advice)
 
 
