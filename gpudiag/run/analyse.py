@@ -112,7 +112,11 @@ def _process_findings(session: RunSession, obs: ProcessObservation, proc: str,
     add(run_verdicts.devices(obs, proc))
     add(run_verdicts.distribution(obs, log, proc))
     add(run_verdicts.placement(obs, placed or None, eager, graph, reason, proc))
-    add(run_verdicts.soft_placement(obs, graph_devices, proc))
+    eager_by_device: dict[str, int] = {}
+    for r in rows:
+        if r.kind == "eager" and placementlog.is_work(r):
+            eager_by_device[r.device] = eager_by_device.get(r.device, 0) + 1
+    add(run_verdicts.soft_placement(obs, graph_devices, proc, eager_by_device))
     add(run_verdicts.devices_used(obs, placed or None, busy, nvml_gpus,
                                   options.idle_threshold_percent, proc))
     add(run_progress.learning(obs, proc))

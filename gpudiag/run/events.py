@@ -20,6 +20,7 @@ from gpudiag.run.records import (
     ClusterJoin,
     ConfigCall,
     CrashRecord,
+    DeviceScope,
     DeviceSnapshot,
     FunctionGraph,
     ProcessObservation,
@@ -93,6 +94,7 @@ def observe(pid: int, events: list[dict[str, Any]], events_dir: Path) -> Process
                               "last_t_unix_s": max(times) if times else None}
     calls, strategies, graphs, stats, logs, errors, sessions = [], [], [], [], [], [], []
     py_warnings: list[PyWarning] = []
+    scopes: list[DeviceScope] = []
     fits: list[dict[str, Any]] = []
     joins: list[ClusterJoin] = []
     functions: dict[str, list[dict[str, Any]]] = {}
@@ -169,6 +171,8 @@ def observe(pid: int, events: list[dict[str, Any]], events_dir: Path) -> Process
         elif kind == "tf_log":
             logs.append(TfLogRecord(e.get("level", ""), e.get("message", ""),
                                     e.get("source", ""), bool(e.get("shown"))))
+        elif kind == "device_scope":
+            scopes.append(DeviceScope(str(e.get("device", "")), e.get("caller")))
         elif kind == "py_warning":
             py_warnings.append(PyWarning(e.get("category", "Warning"), e.get("message", ""),
                                          e.get("file", ""), int(e.get("line") or 0),
@@ -205,7 +209,8 @@ def observe(pid: int, events: list[dict[str, Any]], events_dir: Path) -> Process
     return ProcessObservation(
         **fields, config_calls=calls, strategies=strategies, cluster_joins=joins,
         series=series, weights=weights, graphs=graphs, sessions=sessions, step_stats=stats,
-        tf_logs=logs, py_warnings=py_warnings, hook_errors=errors,
+        tf_logs=logs, py_warnings=py_warnings, device_scopes=scopes,
+        hook_errors=errors,
         faults=faults.read_text(errors="replace") if faults.is_file() else "")
 
 

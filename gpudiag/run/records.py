@@ -150,6 +150,14 @@ class TfLogRecord:
 
 
 @dataclass(frozen=True)
+class DeviceScope:
+    """A ``tf.device`` scope the program opened eagerly (gpudiag.run.devicescopes)."""
+
+    device: str  # as the program wrote it: /device:GPU:2, /GPU:0 ...
+    caller: dict[str, Any] | None  # file, line, function
+
+
+@dataclass(frozen=True)
 class PyWarning:
     """A Python warning TensorFlow, Keras or tf_keras showed (gpudiag.run.pywarnings)."""
 
@@ -191,6 +199,7 @@ class ProcessObservation:
     profile: ProfileRecord | None = None
     tf_logs: list[TfLogRecord] = field(default_factory=list)
     py_warnings: list[PyWarning] = field(default_factory=list)
+    device_scopes: list[DeviceScope] = field(default_factory=list)
     hook_errors: list[dict[str, Any]] = field(default_factory=list)
     exited: bool = False  # its exit handler ran (not killed, not a fatal signal)
     first_t_unix_s: float | None = None  # its first and last event

@@ -234,6 +234,7 @@ def install(agent: Agent, tf: ModuleType) -> None:
     global HOOKS
     from gpudiag.run import (
         crash,
+        devicescopes,
         functions,
         logcapture,
         profilewindow,
@@ -260,6 +261,7 @@ def install(agent: Agent, tf: ModuleType) -> None:
     guard("tf.config hooks", hooks.patch_config)
     guard("log capture", logcapture.install, agent)
     guard("warnings capture", pywarnings.install, agent)
+    guard("tf.device hook", devicescopes.install, agent, tf)
     agent.profile = guard("profiler window", profilewindow.ProfileWindow, agent, tf)
     guard("strategy hooks", strategies.install, agent, tf)
     guard("cluster hooks", strategies.install_cluster, agent, tf)

@@ -235,8 +235,9 @@ def throughput(obs: ProcessObservation, warmup: int, proc: str = "") -> Finding:
 def memory(obs: ProcessObservation, nvml_gpus: list[dict[str, Any]] | None,
            proc: str = "") -> Finding:
     """The memory configuration that took effect, beside what NVML saw the GPUs hold."""
-    calls = [c for c in obs.config_calls if "memory_growth" in c.api
-             or "logical_device_configuration" in c.api or "virtual_device" in c.api]
+    calls = [c for c in obs.config_calls if ("memory_growth" in c.api
+             or "logical_device_configuration" in c.api or "virtual_device" in c.api)
+             and ":CPU:" not in str(c.args[:1] or c.kwargs.get("device", ""))]  # GPU memory
     gpus = obs.devices.gpus if obs.devices else []
     growth_env = obs.start_env.get("TF_FORCE_GPU_ALLOW_GROWTH")
     sessions = [{k: s.get(k) for k in ("allow_growth", "per_process_gpu_memory_fraction")}
