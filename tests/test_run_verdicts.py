@@ -8,6 +8,7 @@ from gpudiag import catalogue
 from gpudiag.run.records import (
     ConfigCall,
     CrashRecord,
+    DeviceScope,
     DeviceSnapshot,
     FunctionGraph,
     ProcessObservation,
@@ -232,3 +233,30 @@ def test_learning_names_probabilities_taken_for_logits_and_what_keras_warned() -
         "received `from_logits=True`" in w.message and "(after train.py:21)" in w.message
     assert w.advice.startswith("Say it once") and w.evidence["warnings"][0]["id"] == \
         "from-logits-on-softmax"
+
+
+def test_eager_scopes_on_missing_devices_and_created_devices_left_idle() -> None:
+    scope = DeviceScope("/device:GPU:2", {"file": "/x/guide.py", "line": 17,
+                                          "function": "<module>"})
+    here = DeviceScope("/CPU:0", {"file": "/x/guide.py", "line": 30, "function": "<module>"})
+    o = obs(devices=snapshot(["/device:CPU:0"]), device_scopes=[scope, here])
+    f = run_verdicts.soft_placement(o, {}, eager_by_device={"/device:CPU:0": 3})
+    assert f.status == "fail" and "tf.device('/device:GPU:2') at guide.py:17" in f.message
+    assert "/device:CPU:0 (3)" in f.message and len(f.evidence["eager_pins_missing"]) == 1
+    off = DeviceSnapshot("exit", [], ["/device:CPU:0"], [], False, True)  # it raised instead
+    assert run_verdicts.soft_placement(obs(devices=off, device_scopes=[scope]), {}).status \
+        == "skip"
+    split = ConfigCall(1, "tf.config.set_logical_device_configuration",
+                       ["/physical_device:CPU:0", [{}, {}, {}]], {}, False, None, None, None)
+    three = obs(devices=snapshot(["/device:CPU:0", "/device:CPU:1", "/device:CPU:2"]),
+                config_calls=[split], strategies=[mirrored(["/device:CPU:0", "/device:CPU:1"])])
+    used = run_verdicts.devices_used(three, {"/device:CPU:0": 9, "/device:CPU:1": 7}, None,
+                                     None, 5.0)
+    assert used.status == "warn" and used.evidence["idle"] == ["/device:CPU:2"]
+    assert "/device:CPU:2, created by the program" in used.message
+    late = ConfigCall(1, "tf.config.set_logical_device_configuration",
+                      ["/physical_device:CPU:0", [{}, {}]], {}, True, None, "RuntimeError",
+                      "Virtual devices cannot be modified after being initialized")
+    memory = run_progress.memory(obs(config_calls=[late], devices=snapshot(["/device:CPU:0"])),
+                                 None)
+    assert memory.status == "skip" and "did not take effect" not in memory.message
