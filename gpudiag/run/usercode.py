@@ -59,15 +59,21 @@ def _library_roots() -> tuple[str, ...]:
     return tuple(sorted(roots))
 
 
-def _package_dirs() -> list[str]:
+def _loaded() -> tuple[bool, ...]:
+    """Which library packages are imported: the key of the caches below."""
+    return tuple(name in sys.modules for name in LIBRARY_PACKAGES)
+
+
+@lru_cache(maxsize=64)
+def _package_dirs(loaded: tuple[bool, ...]) -> tuple[str, ...]:
     """The directories the library packages imported so far were loaded from."""
     out = []
-    for name in LIBRARY_PACKAGES:
-        module = sys.modules.get(name)
+    for name, imported in zip(LIBRARY_PACKAGES, loaded, strict=True):
+        module = sys.modules.get(name) if imported else None
         for path in list(getattr(module, "__path__", None) or [])[:4]:
             if isinstance(path, str):
                 out.append(os.path.realpath(path))
-    return out
+    return tuple(out)
 
 
 @lru_cache(maxsize=256)
@@ -105,7 +111,7 @@ def _installed(directory: str) -> bool:
     return top.name in _distributed_tops(str(top.parent))
 
 
-def _under(path: str, roots: list[str] | tuple[str, ...]) -> bool:
+def _under(path: str, roots: tuple[str, ...]) -> bool:
     return any(path == root or path.startswith(root + os.sep) for root in roots)
 
 
@@ -118,6 +124,11 @@ def _user_path(path: str) -> bool:
 
 def is_user_file(filename: str) -> bool:
     """True for the program's own source files (and ``python -c`` code)."""
+    return _is_user_file(filename, _loaded())
+
+
+@lru_cache(maxsize=4096)
+def _is_user_file(filename: str, loaded: tuple[bool, ...]) -> bool:
     if filename in ("<string>", "<stdin>"):
         return True
     if not filename or filename.startswith("<") or autographmap.is_generated(filename):
@@ -125,7 +136,7 @@ def is_user_file(filename: str) -> bool:
     if any(m in filename for m in _LIBRARY_MARKERS):
         return False
     path = os.path.realpath(filename)
-    return _user_path(path) and not _under(path, _package_dirs())
+    return _user_path(path) and not _under(path, _package_dirs(loaded))
 
 
 def frames(tb: TracebackType | None, limit: int = 40) -> list[dict[str, Any]]:
