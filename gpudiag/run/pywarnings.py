@@ -23,6 +23,7 @@ import sys
 import warnings
 from typing import TYPE_CHECKING, Any
 
+from gpudiag.run import autographmap
 from gpudiag.run.usercode import is_user_file
 
 if TYPE_CHECKING:
@@ -48,12 +49,19 @@ def _from_packages(filename: str) -> bool:
 
 
 def _user_frame() -> dict[str, Any] | None:
+    """The innermost frame of the program's code (autograph's converted code mapped back
+    to the program's line, as for a crash)."""
     frame = sys._getframe(2)
+    maps: dict[str, Any] = {}
     for _ in range(MAX_USER_DEPTH):
         if frame is None:
             return None
         code = frame.f_code
-        if is_user_file(code.co_filename):
+        if autographmap.is_generated(code.co_filename):
+            mapped = autographmap.origin(frame, frame.f_lineno, maps)
+            if mapped is not None and is_user_file(mapped["file"]):
+                return {k: mapped[k] for k in ("file", "line", "function")}
+        elif is_user_file(code.co_filename):
             return {"file": code.co_filename, "line": frame.f_lineno,
                     "function": code.co_name}
         frame = frame.f_back  # type: ignore[assignment]
