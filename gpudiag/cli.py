@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import signal
 import sys
+from collections.abc import Callable
 from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -36,6 +37,10 @@ from gpudiag.ui import Ui
 
 if TYPE_CHECKING:
     from gpudiag.nvml import NvmlBackend, NvmlUnavailable, Opener
+
+    Backend = NvmlBackend | NvmlUnavailable
+
+Body = Callable[[RunSession, Ui], int | None]  # a command's body in its session
 
 EXIT_INTERRUPTED = 130
 _SCALING = ScalingOptions()  # `gpudiag scaling`'s defaults, defined once there ...
@@ -236,18 +241,17 @@ def monitor(
 ) -> None:
     """Run any command (any framework) while sampling every GPU: was every GPU used?"""
     from gpudiag.commands import monitor as monitor_cmd
+    from gpudiag.procs.command import resolve_command
 
-    argv = monitor_cmd.resolve_command(command or [])
-    gpu_list = monitor_cmd.parse_gpus(gpus) if gpus is not None else None
-    with _nvml(ctx) as backend:  # open before the run directory: --gpus is checked first
-        monitor_cmd.check_gpus(gpu_list, backend)
+    argv = resolve_command(command or [])
 
-        def body(session: RunSession, ui: Ui) -> int | None:
-            return monitor_cmd.run(session, argv, backend=backend, interval_s=interval_s,
-                                   idle_threshold_percent=idle_threshold, gpus=gpu_list,
-                                   stdout_to_stderr=as_json, ui=ui)
+    def body(backend: Backend, gpu_list: tuple[int, ...] | None) -> Body:
+        return lambda session, ui: monitor_cmd.run(
+            session, argv, backend=backend, interval_s=interval_s,
+            idle_threshold_percent=idle_threshold, gpus=gpu_list, stdout_to_stderr=as_json,
+            ui=ui)
 
-        execute("monitor", logdir, as_json, body)
+    _watch(ctx, "monitor", gpus, logdir, as_json, body)
 
 
 @app.command(name="run", context_settings={"allow_interspersed_args": False})
@@ -268,22 +272,30 @@ def run_program(
 ) -> None:
     """Run your own TensorFlow program, unmodified, and diagnose it: devices, strategy, where
     its ops ran, learning, throughput, its log and its crash."""
-    from gpudiag.commands import monitor as monitor_cmd
     from gpudiag.run import command as run_cmd
+    from gpudiag.run.options import RunOptions
 
     argv = run_cmd.resolve(command or [])
-    gpu_list = monitor_cmd.parse_gpus(gpus) if gpus is not None else None
-    options = run_cmd.RunOptions(interval_s=interval_s, idle_threshold_percent=idle_threshold,
-                                 gpus=gpu_list, profile_warmup_steps=profile_warmup,
-                                 profile_steps=profile_steps, placement_log=placement_log)
-    with _nvml(ctx) as backend:  # open before the run directory: --gpus is checked first
-        monitor_cmd.check_gpus(gpu_list, backend)
 
-        def body(session: RunSession, ui: Ui) -> int | None:
-            return run_cmd.run(session, argv, backend=backend, options=options,
-                               stdout_to_stderr=as_json, ui=ui)
+    def body(backend: Backend, gpu_list: tuple[int, ...] | None) -> Body:
+        options = RunOptions(interval_s=interval_s, idle_threshold_percent=idle_threshold,
+                             gpus=gpu_list, profile_warmup_steps=profile_warmup,
+                             profile_steps=profile_steps, placement_log=placement_log)
+        return lambda session, ui: run_cmd.run(session, argv, backend=backend,
+                                               options=options, stdout_to_stderr=as_json,
+                                               ui=ui)
 
-        execute("run", logdir, as_json, body)
+    _watch(ctx, "run", gpus, logdir, as_json, body)
+
+
+def _watch(ctx: typer.Context, name: str, gpus: str | None, logdir: Path, as_json: bool,
+           body: Callable[[Backend, tuple[int, ...] | None], Body]) -> None:
+    """`monitor` and `run`: --gpus checked against NVML (opened before the run directory
+    exists), then the command's body in its session."""
+    gpu_list = opt.parse_gpus(gpus) if gpus is not None else None
+    with _nvml(ctx) as backend:
+        opt.check_gpus(gpu_list, backend)
+        execute(name, logdir, as_json, body(backend, gpu_list))
 
 
 @app.command()

@@ -8,15 +8,18 @@ exit 2, before anything is created.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from pathlib import Path
 
 import typer
 
-from gpudiag.devices import DEFAULT_VIRTUAL_GPU_MEMORY_MB
+from gpudiag import nvml
+from gpudiag.errors import UsageError
+from gpudiag.inprogram.config import DEFAULT_PROFILE_STEPS, DEFAULT_PROFILE_WARMUP_STEPS
 from gpudiag.nvml.sampler import MIN_INTERVAL_S
+from gpudiag.probes.devices import DEFAULT_VIRTUAL_GPU_MEMORY_MB
 from gpudiag.probes.records import MAX_PROFILE_STEPS, Workload
-from gpudiag.run.config import DEFAULT_PROFILE_STEPS, DEFAULT_PROFILE_WARMUP_STEPS
-from gpudiag.runner import DEFAULT_TIMEOUT_S
+from gpudiag.procs.runner import DEFAULT_TIMEOUT_S
 
 
 def logdir_path(value: str | Path) -> Path:
@@ -106,6 +109,36 @@ IdleThresholdOpt = typer.Option(
     help="A GPU whose p95 utilization stays under this many percent counts as idle.")
 GpusOpt = typer.Option(None, "--gpus", help="Watch only these GPUs (NVML indices, as "
                        "nvidia-smi numbers them), e.g. 0,1.")
+
+
+def parse_gpus(text: str) -> tuple[int, ...]:
+    """``--gpus 0,2`` -> (0, 2): NVML device indices, as nvidia-smi numbers them."""
+    out: list[int] = []
+    for part in text.split(","):
+        token = part.strip()
+        if not token.isdigit():
+            raise UsageError(
+                f"--gpus {text!r}: expected GPU indices separated by commas, such as 0,1"
+            )
+        if int(token) not in out:
+            out.append(int(token))
+    return tuple(out)
+
+
+def check_gpus(
+    gpus: Sequence[int] | None, backend: nvml.NvmlBackend | nvml.NvmlUnavailable
+) -> None:
+    """UsageError when ``--gpus`` names a GPU NVML does not have (unchecked without NVML)."""
+    if gpus is None or isinstance(backend, nvml.NvmlUnavailable):
+        return
+    try:
+        count = backend.device_count()
+    except nvml.DeviceError:
+        return  # NVML is failing as a whole: the command reports it, --gpus cannot be checked
+    bad = [i for i in gpus if i >= count]
+    if bad:
+        listing = "0" if count == 1 else f"0..{count - 1}"
+        raise UsageError(f"--gpus {bad[0]}: there are {count} GPU(s) (indices {listing})")
 
 
 # `scaling` and `worker`: the probe training's workload (defaults: probes.records.Workload).

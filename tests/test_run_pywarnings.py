@@ -1,6 +1,6 @@
 """Python warnings of Keras recorded by gpudiag's hooks without changing what the program
 sees: its own showwarning still receives them, catch_warnings(record=True) still catches
-them, the output is the same with and without the hooks (gpudiag.run.pywarnings)."""
+them, the output is the same with and without the hooks (gpudiag.inprogram.pywarnings)."""
 
 from __future__ import annotations
 
@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 from conftest import TESTS_DIR
 
+from gpudiag.inprogram.config import RunHookConfig
 from gpudiag.run import events
 from gpudiag.run.command import program_env
-from gpudiag.run.config import RunHookConfig
 
 PY = sys.executable
 PROGRAM = TESTS_DIR / "programs" / "keras_warns.py"

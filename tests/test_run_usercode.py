@@ -1,5 +1,5 @@
 """Which code is the program's: by module origin, wherever a library was installed, and
-autograph's generated code mapped back to the program's lines (gpudiag.run.usercode)."""
+autograph's generated code mapped back to the program's lines (gpudiag.inprogram.usercode)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ import pytest
 from conftest import REPO, TESTS_DIR, findings_by_id, gpudiag, run_dirs
 
 from gpudiag import layout
-from gpudiag.run import usercode
+from gpudiag.inprogram import usercode
 
 PY = sys.executable
 PROGRAMS = TESTS_DIR / "programs"

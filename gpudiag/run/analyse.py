@@ -14,22 +14,21 @@ from __future__ import annotations
 import os
 from collections import Counter
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from gpudiag import catalogue, placementlog, traces
+from gpudiag import catalogue
 from gpudiag.layout import NVML_TB_RUN, TAG_RUN_TABLE
 from gpudiag.markdown import markdown_table
-from gpudiag.placementlog import PlacementRow
+from gpudiag.readers import placementlog, traces
+from gpudiag.readers.placementlog import PlacementRow
 from gpudiag.report import Finding
 from gpudiag.run import events, tasks, tbwrite
+from gpudiag.run.options import Outcome, RunOptions
 from gpudiag.run.records import ProcessObservation
 from gpudiag.session import RunSession
 from gpudiag.verdicts import gpu_use as gpu_verdicts
 from gpudiag.verdicts import run as run_verdicts
 from gpudiag.verdicts import run_progress
-
-if TYPE_CHECKING:
-    from gpudiag.run.command import Outcome, RunOptions
 
 
 def log_reason(obs: ProcessObservation, options: RunOptions) -> str | None:

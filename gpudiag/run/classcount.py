@@ -7,7 +7,7 @@ from the program, never a guess (a slowly falling loss is near ln k for some k):
   (sparse or not: C = the width) or a binary one (C = 2 per output); any other loss
   (mean squared error, a custom function) gives no count;
 - a step tf.function: the softmax cross-entropy ops of its graphs
-  (gpudiag.run.classevidence, in the program), their logits' last dimension.
+  (gpudiag.inprogram.classevidence, in the program), their logits' last dimension.
 
 Each count comes with the evidence it was read from (``classes_from``).
 """

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from gpudiag.layout import RUN_EVENTS_PREFIX, RUN_EVENTS_SUFFIX, run_faults_name
-from gpudiag.placementlog import short_device
+from gpudiag.readers.placementlog import short_device
 from gpudiag.run import classcount
 from gpudiag.run.records import (
     ClusterJoin,

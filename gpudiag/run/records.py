@@ -151,7 +151,7 @@ class TfLogRecord:
 
 @dataclass(frozen=True)
 class DeviceScope:
-    """A ``tf.device`` scope the program opened eagerly (gpudiag.run.devicescopes)."""
+    """A ``tf.device`` scope the program opened eagerly (gpudiag.inprogram.devicescopes)."""
 
     device: str  # as the program wrote it: /device:GPU:2, /GPU:0 ...
     caller: dict[str, Any] | None  # file, line, function
@@ -159,7 +159,7 @@ class DeviceScope:
 
 @dataclass(frozen=True)
 class PyWarning:
-    """A Python warning TensorFlow, Keras or tf_keras showed (gpudiag.run.pywarnings)."""
+    """A Python warning TensorFlow, Keras or tf_keras showed (gpudiag.inprogram.pywarnings)."""
 
     category: str  # UserWarning ...
     message: str

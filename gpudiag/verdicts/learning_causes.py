@@ -5,7 +5,7 @@
   vector p, softmax(p) puts e / (e + C - 1) on the right class (1.4612 for 10 classes).
   A loss that settles there, and never went below it, says so. C comes from evidence
   (gpudiag.run.classcount), never guessed.
-- **What Keras warned**: the Python warnings the hooks recorded (gpudiag.run.pywarnings)
+- **What Keras warned**: the Python warnings the hooks recorded (gpudiag.inprogram.pywarnings)
   that the catalogue knows as learning problems (from_logits=True on a softmax's output,
   variables without gradients), with the program's line that led to them.
 """

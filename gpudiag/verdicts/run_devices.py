@@ -1,6 +1,6 @@
 """Device use the graphs do not show (pure; used by gpudiag.verdicts.run):
 
-- eager ``tf.device`` scopes the program opened (gpudiag.run.devicescopes) on devices
+- eager ``tf.device`` scopes the program opened (gpudiag.inprogram.devicescopes) on devices
   that do not exist: with soft placement on (TensorFlow 2's default) their ops ran
   elsewhere silently, the GPU guide's own "invalid GPU" example;
 - logical devices the program created itself (``set_logical_device_configuration``):

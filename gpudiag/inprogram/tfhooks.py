@@ -13,8 +13,8 @@ any device is initialised unless the import itself did it):
   placement ...): each call is recorded in order with its arguments, where it was made and
   the error it raised (a configuration attempted after initialisation), then returned or
   re-raised unchanged;
-- install the other hooks: strategies, step functions, Sessions, Python log capture, the
-  profiler window, faulthandler.
+- (install.py then installs the other hooks: strategies, step functions, Sessions,
+  Python log capture, the profiler window, faulthandler.)
 
 The devices (physical and logical) are recorded once TensorFlow has initialised them for
 the program (when a strategy, a Session, a fit or a step function first runs, or at exit),
@@ -31,11 +31,11 @@ from collections.abc import Callable
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
+from gpudiag.inprogram.usercode import is_user_file
 from gpudiag.layout import RUN_MARK_PLACEMENT_ASKED
-from gpudiag.run.usercode import is_user_file
 
 if TYPE_CHECKING:
-    from gpudiag.run.agent import Agent
+    from gpudiag.inprogram.agent import Agent
 
 # (module path under tf, function names) of the configuration calls that are recorded.
 CONFIG_APIS: tuple[tuple[str, tuple[str, ...]], ...] = (
@@ -206,7 +206,7 @@ HOOKS: TfHooks | None = None
 def record_devices(reason: str) -> None:
     """Called by the other hooks at moments when the devices are surely initialised."""
     if HOOKS is not None and not HOOKS.devices_recorded:
-        from gpudiag.run.agent import guard
+        from gpudiag.inprogram.agent import guard
 
         guard("recording devices", HOOKS.record_devices, reason)
 
@@ -216,7 +216,7 @@ def record_session_devices(session: Any) -> None:
     mode): the devices TensorFlow gave that Session (no physical listing)."""
     if HOOKS is None or HOOKS.devices_recorded or context_initialized():
         return
-    from gpudiag.run.agent import guard
+    from gpudiag.inprogram.agent import guard
 
     def record() -> None:
         assert HOOKS is not None
@@ -230,19 +230,12 @@ def record_session_devices(session: Any) -> None:
     guard("recording a Session's devices", record)
 
 
-def install(agent: Agent, tf: ModuleType) -> None:
+def start(agent: Agent, tf: ModuleType) -> TfHooks:
+    """Right after the program's ``import tensorflow``: record it and turn on the placement
+    log (before device initialisation). install.py then wraps the tf.config setters
+    (``TfHooks.patch_config``) and installs the other hooks."""
     global HOOKS
-    from gpudiag.run import (
-        crash,
-        devicescopes,
-        functions,
-        logcapture,
-        profilewindow,
-        pywarnings,
-        sessions,
-        strategies,
-    )
-    from gpudiag.run.agent import guard
+    from gpudiag.inprogram.agent import guard
 
     agent.tf = tf
     level = os.environ.get("TF_CPP_MIN_LOG_LEVEL")
@@ -257,17 +250,7 @@ def install(agent: Agent, tf: ModuleType) -> None:
                initialized_at_import=initialized, caller=caller(),
                modules_before=sorted(m for m in ("keras", "tf_keras", "jax", "torch")
                                      if m in sys.modules))
-    guard("faulthandler", crash.enable_faulthandler, agent)
-    guard("tf.config hooks", hooks.patch_config)
-    guard("log capture", logcapture.install, agent)
-    guard("warnings capture", pywarnings.install, agent)
-    guard("tf.device hook", devicescopes.install, agent, tf)
-    agent.profile = guard("profiler window", profilewindow.ProfileWindow, agent, tf)
-    guard("strategy hooks", strategies.install, agent, tf)
-    guard("cluster hooks", strategies.install_cluster, agent, tf)
-    guard("tf.function hooks", functions.install, agent, tf)
-    guard("Session hooks", sessions.install, agent, tf)
-    agent.on_exit(lambda: hooks.record_devices("exit"))
+    return hooks
 
 
 def _enable_placement_log(tf: ModuleType) -> bool:

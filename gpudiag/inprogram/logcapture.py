@@ -16,7 +16,7 @@ import logging
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from gpudiag.run.agent import Agent
+    from gpudiag.inprogram.agent import Agent
 
 CAPTURE_LEVEL = logging.INFO
 MAX_RECORDS = 2000

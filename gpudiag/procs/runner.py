@@ -24,10 +24,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from gpudiag import procs
 from gpudiag.errors import EnvironmentBroken
-from gpudiag.exitstatus import describe_exit
 from gpudiag.layout import CONFIG_JSON, RESULT_JSON, STDERR_TXT, STDOUT_TXT, child_dir
+from gpudiag.procs import group as procs
+from gpudiag.procs.exitstatus import describe_exit
 
 DEFAULT_TIMEOUT_S = 120.0
 
@@ -112,7 +112,7 @@ def run_child(
     config_path.write_text(json.dumps(plain, indent=2), encoding="utf-8")
     result_path.unlink(missing_ok=True)
     child_env = {**os.environ, **(env or {})}
-    argv = [sys.executable, "-m", "gpudiag.child", probe, str(config_path), str(result_path)]
+    argv = [sys.executable, "-m", "gpudiag.procs.child", probe, str(config_path), str(result_path)]
     start = time.monotonic()
     timed_out = False
     with (cdir / STDOUT_TXT).open("wb") as out, (cdir / STDERR_TXT).open("wb") as err:

@@ -14,22 +14,11 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from gpudiag import layout
-from gpudiag.tb import Chart, ChartGroup, EventWriter
+from gpudiag.tb.writer import Chart, ChartGroup, EventWriter
 
 
 def _exact(*tags: str) -> tuple[str, ...]:
     return tuple(f"^{re.escape(t)}$" for t in tags)
-
-
-def _gpu(tag_of_gpu_0: str) -> str:
-    """``gpu0/util_percent`` -> a regex for that tag of every GPU."""
-    head, tail = tag_of_gpu_0.split("0", 1)
-    return f"^{re.escape(head)}\\d+{re.escape(tail)}$"
-
-
-def _indexed(tag_of_0: str) -> str:
-    """``towers/loss_0`` -> a regex for every index."""
-    return f"^{re.escape(tag_of_0[:-1])}\\d+$"
 
 
 SCALING = "scaling: did more devices help, did every device work, did it learn?"
@@ -40,8 +29,8 @@ MEMORY = "memory: TensorFlow's view and NVML's, per mode"
 def nvml_charts() -> ChartGroup:
     """Per-GPU NVML scalars of a run on one chart (monitor's nvml/, scaling's nvml/<config>)."""
     return ChartGroup(GPUS, (
-        Chart("utilization % per GPU (NVML)", (_gpu(layout.gpu_util_tag(0)),)),
-        Chart("memory used MiB per GPU (NVML)", (_gpu(layout.gpu_memory_used_tag(0)),)),
+        Chart("utilization % per GPU (NVML)", (layout.gpu_util_tag.pattern,)),
+        Chart("memory used MiB per GPU (NVML)", (layout.gpu_memory_used_tag.pattern,)),
     ))
 
 
@@ -52,7 +41,7 @@ def scaling_charts(*, nvml: bool) -> list[ChartGroup]:
               _exact(layout.TAG_TRAIN_EXAMPLES_PER_S)),
         Chart("loss, every configuration", _exact(layout.TAG_TRAIN_LOSS)),
         Chart("loss of each device's slice (towers, replicas)",
-              (_indexed(layout.tower_loss_tag(0)), _indexed(layout.replica_loss_tag(0)))),
+              (layout.tower_loss_tag.pattern, layout.replica_loss_tag.pattern)),
         Chart("global norms: averaged gradients, moving average of the weights",
               _exact(layout.TAG_NORM_GRADIENTS, layout.TAG_NORM_EMA)),
     ))]

@@ -1,9 +1,10 @@
 """A catalogue of TensorFlow's own messages: the exact text, what it means, what to do.
 
 Shared by `gpudiag run` (the program's stderr, TensorFlow's Python log records and its
-crash), `gpudiag env` (:func:`gpu_log_lines`) and the multi-worker commands, whose
-entries live in gpudiag.cluster.messages with this module's Entry (:func:`all_entries`
-is the whole catalogue). Each entry's ``example`` is real text
+crash), `gpudiag env` (:func:`gpu_log_lines`) and the multi-worker commands. The
+package owns every entry: TensorFlow's here, the multi-worker ones in cluster.py, both of
+entry.py's Entry (:func:`all_entries` is the whole catalogue; gpudiag.cluster.messages
+reads the cluster's messages with them). Each entry's ``example`` is real text
 as TensorFlow 2.21 writes it, and ``source`` says where it was taken from:
 
 - ``captured``: printed by TensorFlow 2.21 on this project's CPU-only machine
@@ -19,39 +20,13 @@ against the captured file. Pure data and regular expressions: no TensorFlow.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Literal
 
-Severity = Literal["info", "warn", "fail"]
-Kind = Literal["log", "crash"]
+from gpudiag.catalogue.cluster import ENTRIES as CLUSTER_ENTRIES
+from gpudiag.catalogue.entry import Entry, Kind, Severity
 
-
-@dataclass(frozen=True)
-class Entry:
-    id: str
-    kind: Kind  # "log": a line TensorFlow writes; "crash": an exception's "Type: message"
-    topic: str  # gpu-libraries | distribute | placement | config | data | memory | function
-    severity: Severity
-    pattern: str  # a regular expression searched in the line (or "Type: message")
-    meaning: str
-    fix: str
-    example: str
-    source: str
-
-    def search(self, text: str) -> re.Match[str] | None:
-        return _compiled(self.pattern).search(text)
-
-
-_CACHE: dict[str, re.Pattern[str]] = {}
-
-
-def _compiled(pattern: str) -> re.Pattern[str]:
-    if pattern not in _CACHE:
-        _CACHE[pattern] = re.compile(pattern)
-    return _CACHE[pattern]
-
+__all__ = ["CLUSTER_ENTRIES", "ENTRIES", "Entry", "Kind", "LogMatch", "Severity"]
 
 _GPU_FIX = ("On Linux install a CUDA build with its libraries: `pip install "
             "'tensorflow[and-cuda]'`; check the driver with `nvidia-smi`; `gpudiag env` "
@@ -338,11 +313,8 @@ class LogMatch:
 
 
 def all_entries() -> tuple[Entry, ...]:
-    """This module's entries and the multi-worker ones (gpudiag.cluster.messages, which
-    uses this module's Entry): the one catalogue that `env`, `run` and the cluster
-    commands read."""
-    from gpudiag.cluster.messages import ENTRIES as CLUSTER_ENTRIES
-
+    """TensorFlow's entries (this module) and the multi-worker ones (cluster.py): the one
+    catalogue that `env`, `run` and the cluster commands read."""
     return ENTRIES + CLUSTER_ENTRIES
 
 

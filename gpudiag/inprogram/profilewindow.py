@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 from gpudiag.layout import run_tb_name
 
 if TYPE_CHECKING:
-    from gpudiag.run.agent import Agent
+    from gpudiag.inprogram.agent import Agent
 
 
 class ProfileWindow:

@@ -24,14 +24,14 @@ from collections.abc import Callable
 from types import CodeType, ModuleType
 from typing import TYPE_CHECKING, Any
 
-from gpudiag.run import classevidence, weights
-from gpudiag.run.config import UNBUFFERED_FIRST_STEPS
-from gpudiag.run.recorder import StepBuffer
-from gpudiag.run.tfhooks import record_devices
-from gpudiag.run.usercode import is_user_file
+from gpudiag.inprogram import classevidence, weights
+from gpudiag.inprogram.config import UNBUFFERED_FIRST_STEPS
+from gpudiag.inprogram.recorder import StepBuffer
+from gpudiag.inprogram.tfhooks import record_devices
+from gpudiag.inprogram.usercode import is_user_file
 
 if TYPE_CHECKING:
-    from gpudiag.run.agent import Agent
+    from gpudiag.inprogram.agent import Agent
 
 ATTR = "_gpudiag_step_source"
 NOT_USER = object()
@@ -136,7 +136,7 @@ class StepSource:
                 self.last_loss_read = t1
         self.buffer.add(row)
         if index == 0:
-            from gpudiag.run.agent import guard
+            from gpudiag.inprogram.agent import guard
 
             guard(f"first call of {self.name}", self.first_call, fn)
 

@@ -27,13 +27,13 @@ from collections import defaultdict
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
-from gpudiag.run.config import UNBUFFERED_FIRST_STEPS
-from gpudiag.run.recorder import StepBuffer
-from gpudiag.run.tfhooks import caller, record_devices
-from gpudiag.traces import union_s
+from gpudiag.inprogram.config import UNBUFFERED_FIRST_STEPS
+from gpudiag.inprogram.recorder import StepBuffer
+from gpudiag.inprogram.tfhooks import caller, record_devices
+from gpudiag.readers.traces import union_s
 
 if TYPE_CHECKING:
-    from gpudiag.run.agent import Agent
+    from gpudiag.inprogram.agent import Agent
 
 TRACED_RUNS = 3
 MAX_GROUPS = 32
@@ -78,7 +78,7 @@ def _first_scalar(result: Any) -> float | None:
 
 def _device_of(stats_device: str) -> tuple[str, bool]:
     """(compute device, is a GPU stream entry) of a step-stats device name."""
-    from gpudiag.placementlog import short_device
+    from gpudiag.readers.placementlog import short_device
 
     base, _, rest = stats_device.partition("/stream:")
     if not rest:
@@ -183,7 +183,7 @@ def install(agent: Agent, tf: ModuleType) -> None:
         except Exception as exc:
             agent.hook_error("recording a Session", exc)
         record_devices("session")
-        from gpudiag.run.tfhooks import record_session_devices
+        from gpudiag.inprogram.tfhooks import record_session_devices
 
         record_session_devices(self)
 

@@ -13,7 +13,7 @@ loaded from, wherever that is (dd-trace-py's ModuleWatchdog decides by origin to
   has its ``<name>-<version>.dist-info`` (or ``.egg-info``) beside it, as every pip
   install leaves (``--target`` and ``--prefix`` included);
 - autograph's generated files (``__autograph_generated_file*.py``): never the program's
-  own; a crash frame in them is mapped to the source it came from (gpudiag.run.autographmap).
+  own; a crash frame in them is mapped to the source it came from (gpudiag.inprogram.autographmap).
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from gpudiag.run import autographmap
+from gpudiag.inprogram import autographmap
 
 _LIBRARY_MARKERS = (f"{os.sep}site-packages{os.sep}", f"{os.sep}dist-packages{os.sep}")
 _HOOKS_DIR = str(Path(__file__).resolve().parent)  # gpudiag/run: the hooks themselves

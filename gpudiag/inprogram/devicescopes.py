@@ -6,7 +6,7 @@ log says where it ran, not what was asked. ``tf.device`` is wrapped once: a call
 program's own code while executing eagerly is recorded (``device_scope``: the device
 asked for and the line), once per device and line, at most MAX_RECORDED; every call then
 goes to TensorFlow's unchanged. Scopes opened while a tf.function is traced are not
-recorded here: their ops carry the device (gpudiag.run.functions reads it from the graph).
+recorded here: their ops carry the device (gpudiag.inprogram.functions reads it from the graph).
 """
 
 from __future__ import annotations
@@ -16,10 +16,10 @@ import sys
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
-from gpudiag.run.usercode import is_user_file
+from gpudiag.inprogram.usercode import is_user_file
 
 if TYPE_CHECKING:
-    from gpudiag.run.agent import Agent
+    from gpudiag.inprogram.agent import Agent
 
 MAX_RECORDED = 100
 

@@ -23,11 +23,11 @@ import sys
 import warnings
 from typing import TYPE_CHECKING, Any
 
-from gpudiag.run import autographmap
-from gpudiag.run.usercode import is_user_file
+from gpudiag.inprogram import autographmap
+from gpudiag.inprogram.usercode import is_user_file
 
 if TYPE_CHECKING:
-    from gpudiag.run.agent import Agent
+    from gpudiag.inprogram.agent import Agent
 
 PACKAGES = ("tensorflow", "keras", "tf_keras")
 MAX_RECORDED = 50

@@ -29,7 +29,7 @@ import sys
 from collections.abc import Sequence
 from typing import IO, Any
 
-from gpudiag.reaper import UNWATCH, WATCH, end_groups, group_alive, signal_groups
+from gpudiag.procs.reaper import UNWATCH, WATCH, end_groups, group_alive, signal_groups
 
 #: (signal, seconds to wait after it) to end a group: polite first, then certain.
 STOP_SEQUENCE: tuple[tuple[signal.Signals, float], ...] = (
@@ -50,7 +50,7 @@ class _Watchdog:
             read_fd, write_fd = os.pipe()  # both non-inheritable: no child keeps it open
             try:
                 self._proc = subprocess.Popen(
-                    [sys.executable, "-m", "gpudiag.reaper"], stdin=read_fd,
+                    [sys.executable, "-m", "gpudiag.procs.reaper"], stdin=read_fd,
                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                     start_new_session=True, env={**os.environ, "PYTHONUNBUFFERED": "1"},
                 )

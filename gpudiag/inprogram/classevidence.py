@@ -5,7 +5,7 @@ A softmax cross-entropy op (``SparseSoftmaxCrossEntropyWithLogits``,
 Keras's categorical cross-entropies build, from logits or from probabilities) takes the
 logits ``[batch, classes]``: its last dimension is the number of classes the loss is
 over, and a loss stuck at ln(classes) means uniform predictions. Read from the concrete
-graphs after the first call (gpudiag.run.functions), never guessed: no such op, an
+graphs after the first call (gpudiag.inprogram.functions), never guessed: no such op, an
 unknown width, or ops of different widths give no count.
 """
 

@@ -26,12 +26,12 @@ from collections.abc import Callable
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
-from gpudiag.run import weights
-from gpudiag.run.config import UNBUFFERED_FIRST_STEPS
-from gpudiag.run.recorder import StepBuffer
+from gpudiag.inprogram import weights
+from gpudiag.inprogram.config import UNBUFFERED_FIRST_STEPS
+from gpudiag.inprogram.recorder import StepBuffer
 
 if TYPE_CHECKING:
-    from gpudiag.run.agent import Agent
+    from gpudiag.inprogram.agent import Agent
 
 CALLBACKS_POSITION = 5  # fit(x, y, batch_size, epochs, verbose, callbacks, ...)
 
@@ -150,7 +150,7 @@ def make_callback_class(agent: Agent, keras: ModuleType) -> type:
                            fingerprint=weights.fingerprint(self.refs))
 
         def on_train_begin(self, logs: Any = None) -> None:
-            from gpudiag.run.tfhooks import record_devices
+            from gpudiag.inprogram.tfhooks import record_devices
 
             record_devices("fit")
             agent.emit("fit_begin", params=dict(self.params or {}), batch_size=self.batch_size,

@@ -18,11 +18,11 @@ from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
+from gpudiag.inprogram.usercode import frames, user_frame
 from gpudiag.layout import run_faults_name
-from gpudiag.run.usercode import frames, user_frame
 
 if TYPE_CHECKING:
-    from gpudiag.run.agent import Agent
+    from gpudiag.inprogram.agent import Agent
 
 MAX_MESSAGE_CHARS = 4000
 

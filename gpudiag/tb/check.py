@@ -20,7 +20,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from gpudiag import layout, tbviews
+from gpudiag import layout
+from gpudiag.tb import views as tbviews
 
 PLUGINS = ("scalars", "histograms", "text", "images", "hparams", "custom_scalars", "profile")
 # Tags every run of a plugin must have: {plugin: {run: {tags}}}; an empty set: the run

@@ -30,8 +30,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from gpudiag import layout, procs
+from gpudiag import layout
 from gpudiag.errors import EnvironmentBroken, UsageError
+from gpudiag.procs import group as procs
 
 EVENTS_GLOB = "events.out.tfevents.*"
 START_TIMEOUT_S = 180.0  # importing TensorFlow on a loaded 2-core machine takes a while

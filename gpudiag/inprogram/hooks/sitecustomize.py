@@ -3,7 +3,7 @@
 `gpudiag run` puts this directory first on the program's PYTHONPATH. Python imports
 ``sitecustomize`` at start-up, finds this one, and this one:
 
-1. installs gpudiag's hooks (gpudiag.run.agent.install: an import hook that waits for the
+1. installs gpudiag's hooks (gpudiag.inprogram.install.install: an import hook that waits for the
    program to import tensorflow / keras; nothing of TensorFlow is imported here);
 2. finds the next ``sitecustomize`` on sys.path (the one Python would have run without
    gpudiag: a distribution's, a virtualenv's, the user's) and executes it as
@@ -38,9 +38,9 @@ def _install_hooks():
                 import gpudiag  # noqa: F401 - fixes the package's __path__ to root
             finally:
                 sys.path.remove(root)
-        from gpudiag.run import agent
+        from gpudiag.inprogram import install
 
-        agent.install()
+        install.install()
     except Exception as exc:
         with contextlib.suppress(OSError):
             os.write(2, f"{_MARKER}{type(exc).__name__}: {exc}\n".encode())

@@ -25,10 +25,10 @@ from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 from gpudiag.cluster.tfconfig import coordination_leader_of
-from gpudiag.run.tfhooks import caller, record_devices
+from gpudiag.inprogram.tfhooks import caller, record_devices
 
 if TYPE_CHECKING:
-    from gpudiag.run.agent import Agent
+    from gpudiag.inprogram.agent import Agent
 
 
 def _names(devices: Any) -> list[str] | None:

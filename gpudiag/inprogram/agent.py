@@ -1,9 +1,7 @@
-"""The hooks' entry point inside the program's interpreter (called by hooks/sitecustomize).
-
-``install()`` reads the configuration from the environment, records the process, and
-installs the import hook, the crash hooks and the exit handler. It imports only the
-standard library and small gpudiag modules: never TensorFlow, which is wrapped only after
-the program imports it (:mod:`gpudiag.run.importhook`).
+"""The primitives every hook uses inside the program's interpreter: the Agent (one per
+process: its configuration, the event recorder, exit callbacks), ``guard`` and the
+process-wide ``AGENT`` that install.py sets. Imports no hook (install.py does), only the
+standard library and small gpudiag modules: never TensorFlow.
 
 Everything gpudiag does inside the program goes through :func:`guard` or
 :meth:`Agent.hook_error`: an error in gpudiag's own code is recorded as a ``hook_error``
@@ -12,19 +10,17 @@ event and the program carries on.
 
 from __future__ import annotations
 
-import atexit
 import contextlib
 import os
 import sys
 import traceback
 from collections.abc import Callable
-from pathlib import Path
 from types import ModuleType
 from typing import Any, TypeVar
 
+from gpudiag.inprogram.config import RunHookConfig
+from gpudiag.inprogram.recorder import Recorder
 from gpudiag.layout import RUN_MARK_QUIET_BEGIN, RUN_MARK_QUIET_END, RUN_MARKER
-from gpudiag.run.config import RunHookConfig
-from gpudiag.run.recorder import Recorder
 
 T = TypeVar("T")
 
@@ -102,38 +98,3 @@ def guard(where: str, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T | No
         if AGENT is not None:
             AGENT.hook_error(where, exc)
         return None
-
-
-def _on_import(name: str) -> Callable[[ModuleType], None]:
-    def callback(module: ModuleType) -> None:
-        assert AGENT is not None
-        if name == "tensorflow":
-            from gpudiag.run import tfhooks
-
-            tfhooks.install(AGENT, module)
-        else:
-            from gpudiag.run import kerashooks
-
-            kerashooks.install(AGENT, module)
-    return callback
-
-
-def install() -> Agent | None:
-    """Set up the hooks in this process (no-op without a configuration)."""
-    global AGENT
-    if AGENT is not None:
-        return AGENT
-    config = RunHookConfig.from_env()
-    if config is None:
-        return None
-    agent = AGENT = Agent(config)
-    agent.emit("process", ppid=os.getppid(), argv=list(sys.argv), executable=sys.executable,
-               python=sys.version.split()[0], cwd=str(Path.cwd()),
-               env={k: os.environ.get(k) for k in RECORDED_ENV})
-    from gpudiag.run import crash, importhook
-
-    crash.install(agent)
-    atexit.register(agent._at_exit)
-    importhook.install({name: _on_import(name) for name in ("tensorflow", "keras", "tf_keras")},
-                       agent.hook_error)
-    return agent
