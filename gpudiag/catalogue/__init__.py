@@ -177,6 +177,23 @@ ENTRIES: tuple[Entry, ...] = (
           "UserWarning: Gradients do not exist for variables ['dense/kernel'] when minimizing "
           "the loss. If using `model.compile()`, did you forget to provide a `loss` argument?",
           "python: keras/src/optimizers/base_optimizer.py"),
+    Entry("from-logits-on-softmax", "log", "learning", "warn",
+          r"`(?P<loss>\w+)` received `from_logits=True`, but the `output` argument was "
+          r"produced by a (?P<activation>\w+) activation",
+          "The model's last layer applies a softmax (or sigmoid) and its loss is told the "
+          "outputs are logits. Keras then takes the activation's input as the logits for "
+          "this loss (keras/src/backend/tensorflow/nn.py _get_logits), so this loss is "
+          "right; but anything else that reads the outputs as logits (a custom loop's "
+          "tf.nn.*_cross_entropy_with_logits, a metric, a consumer of the saved model) "
+          "applies the activation twice, and its loss cannot fall below ln(1 + (C-1)/e) "
+          "(1.46 for 10 classes).",
+          "Say it once: either drop the last activation (Dense(classes), then "
+          "from_logits=True: the numerically stable form) or keep it and use "
+          "from_logits=False.",
+          "UserWarning: \"`sparse_categorical_crossentropy` received `from_logits=True`, but "
+          "the `output` argument was produced by a Softmax activation and thus does not "
+          "represent logits. Was this intended?\"",
+          "python: keras/src/backend/tensorflow/nn.py"),
     Entry("oom-log", "log", "memory", "fail", r"OOM when allocating tensor (?:with|of) shape",
           "A device ran out of memory.",
           "Smaller batch per device, memory growth off for a dedicated GPU, fewer live "
@@ -246,6 +263,20 @@ ENTRIES: tuple[Entry, ...] = (
           "ValueError: tf.function only supports singleton tf.Variables created on the first "
           "call. Make sure the tf.Variable is only created once or created outside "
           "tf.function.", "captured"),
+    Entry("lazy-variables-in-replica", "crash", "distribute", "fail",
+          r"You must feed a value for placeholder tensor '(?P<tensor>[^']+)'",
+          "A variable was created inside the step function on its first call: Keras 3 "
+          "builds a model (and its optimizer) lazily, on the first batch, so under "
+          "strategy.run each replica creates it, and the initial value of replica 1 and up "
+          "is a placeholder of the traced function that nothing feeds.",
+          "Build everything inside strategy.scope() before the loop: model.build(input "
+          "shape) or call the model on one batch, and optimizer.build(model.trainable_"
+          "variables); or run the program with Keras 2 (pip install tf_keras; "
+          "TF_USE_LEGACY_KERAS=1).",
+          "InvalidArgumentError: Graph execution error:\n\nDetected at node "
+          "cond/Placeholder_1 defined at (most recent call last):\n2 root error(s) found.\n"
+          "  (0) INVALID_ARGUMENT:  You must feed a value for placeholder tensor "
+          "'cond/else/_1/cond/Placeholder_1' with dtype int32", "captured"),
     Entry("cross-replica-required", "crash", "distribute", "fail",
           r"Method requires being in cross-replica context",
           "Something that must run once for all replicas (creating an optimizer's variables, "

@@ -24,7 +24,7 @@ from collections.abc import Callable
 from types import CodeType, ModuleType
 from typing import TYPE_CHECKING, Any
 
-from gpudiag.inprogram import weights
+from gpudiag.inprogram import classevidence, weights
 from gpudiag.inprogram.config import UNBUFFERED_FIRST_STEPS
 from gpudiag.inprogram.recorder import StepBuffer
 from gpudiag.inprogram.tfhooks import record_devices
@@ -144,8 +144,10 @@ class StepSource:
         concrete = list(fn._list_all_concrete_functions())[:MAX_CONCRETE]
         graphs = []
         trainable: list[Any] = []
+        cross_entropy: list[dict[str, Any]] = []
         for cf in concrete:
             ops = cf.graph.get_operations()
+            cross_entropy += classevidence.cross_entropy_ops(ops)
             pinned = [[op.name, op.type, op.device] for op in ops if op.device]
             name = cf.name.decode() if isinstance(cf.name, bytes) else str(cf.name)
             graphs.append({"name": name, "ops": len(ops), "pinned": pinned[:MAX_PINNED_OPS],
@@ -153,7 +155,9 @@ class StepSource:
             trainable += list(cf.trainable_variables)
         self.variables = weights.track(trainable)
         self.agent.emit("function", function=self.name, file=self.file, line=self.line,
-                        graphs=graphs, trainable_variables=len(self.variables))
+                        graphs=graphs, trainable_variables=len(self.variables),
+                        cross_entropy=cross_entropy,
+                        classes=classevidence.classes_of(cross_entropy))
         record_devices("step function")
         self._weights("after-first-call")
 

@@ -57,9 +57,11 @@ def install_tensorflow(agent: Agent, tf: ModuleType) -> None:
     """After the program's ``import tensorflow``: tf.config hooks first, then the rest."""
     from gpudiag.inprogram import (
         crash,
+        devicescopes,
         functions,
         logcapture,
         profilewindow,
+        pywarnings,
         sessions,
         strategies,
         tfhooks,
@@ -69,6 +71,8 @@ def install_tensorflow(agent: Agent, tf: ModuleType) -> None:
     guard("faulthandler", crash.enable_faulthandler, agent)
     guard("tf.config hooks", hooks.patch_config)
     guard("log capture", logcapture.install, agent)
+    guard("warnings capture", pywarnings.install, agent)
+    guard("tf.device hook", devicescopes.install, agent, tf)
     agent.profile = guard("profiler window", profilewindow.ProfileWindow, agent, tf)
     guard("strategy hooks", strategies.install, agent, tf)
     guard("cluster hooks", strategies.install_cluster, agent, tf)
