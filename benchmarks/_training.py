@@ -26,7 +26,7 @@ sys.path.insert(0, str(REPO))
 
 def setup_devices(n: int) -> Any:
     """GPUs when there are, else n virtual CPU devices (before TensorFlow initialises)."""
-    from gpudiag.devices import setup
+    from gpudiag.probes.devices import setup
 
     return setup(n)
 

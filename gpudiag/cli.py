@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import signal
 import sys
+from collections.abc import Callable
 from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -43,9 +44,11 @@ from gpudiag.ui import Ui
 if TYPE_CHECKING:
     from gpudiag.nvml import NvmlBackend, NvmlUnavailable, Opener
 
+    Backend = NvmlBackend | NvmlUnavailable
+
+Body = Callable[[RunSession, Ui], int | None]  # a command's body in its session
+
 EXIT_INTERRUPTED = 130
-_SCALING = ScalingOptions()  # `gpudiag scaling`'s defaults, defined once there ...
-_WORKLOAD = _SCALING.workload  # ... and in records.Workload, shared with the training child
 
 app = typer.Typer(
     name="gpudiag",
@@ -103,44 +106,23 @@ def placement(
 @app.command()
 def scaling(
     ctx: typer.Context,
-    max_gpus: int | None = typer.Option(
-        _SCALING.max_gpus, "--max-gpus", min=1, max=64, help="Train on 1, 2, 4 ... up to this "
-        "many devices (default: every GPU; without a GPU, 2 virtual CPU devices). More than "
-        "exist: exit 2, unless --virtual-gpus splits GPU 0."),
-    strategy: str = typer.Option(",".join(_SCALING.strategies), "--strategy", help="Comma-"
-                                 "separated: towers (in-graph replication), mirrored "
-                                 "(MirroredStrategy custom loop), keras (model.fit under "
-                                 "MirroredStrategy)."),
+    max_gpus: int | None = opt.MaxGpusOpt,
+    strategy: str = opt.StrategyOpt,
     model: str = opt.ModelOpt,
     batch_per_device: int = opt.BatchPerDeviceOpt,
     steps: int = opt.StepsOpt,
     warmup_steps: int = opt.WarmupStepsOpt,
     profile_steps: int = opt.ProfileStepsOpt,
-    learning_rate: float = typer.Option(_WORKLOAD.learning_rate, "--learning-rate",
-                                        callback=opt.finite_nonnegative,
-                                        help="SGD learning rate."),
-    ema_decay: float = typer.Option(_WORKLOAD.ema_decay, "--ema-decay", help="Decay of the "
-                                    "moving average of the weights, in [0, 1); 0 turns it off."),
-    histogram_every: int = typer.Option(_WORKLOAD.histogram_every, "--histogram-every", min=0,
-                                        help="Gradient and weight histograms at step 1 and "
-                                        "every K steps (0: none)."),
-    variables_on: str = typer.Option(_WORKLOAD.variables_on, "--variables-on", help="towers: "
-                                     "keep the variables on the cpu or on the first device."),
-    data: Path | None = typer.Option(None, "--data", help="Keras-style .npz (x_train, "
-                                     "y_train) or TFRecord (image_raw bytes, label int64) "
-                                     "instead of the synthetic set."),
-    allreduce_max_mb: float = typer.Option(_SCALING.allreduce_max_mb, "--allreduce-max-mb",
-                                           callback=opt.allreduce_mb,
-                                           help="Largest all-reduce message in MiB (from "
-                                           "--allreduce-min-mb, doubling; at most 16384)."),
-    allreduce_min_mb: float = typer.Option(_SCALING.allreduce_min_mb, "--allreduce-min-mb",
-                                           callback=opt.allreduce_mb,
-                                           help="Smallest all-reduce message in MiB (at "
-                                           "least 1/1024, 1 KiB)."),
+    learning_rate: float = opt.LearningRateOpt,
+    ema_decay: float = opt.EmaDecayOpt,
+    histogram_every: int = opt.HistogramEveryOpt,
+    variables_on: str = opt.VariablesOnOpt,
+    data: Path | None = opt.DataOpt,
+    allreduce_max_mb: float = opt.AllreduceMaxOpt,
+    allreduce_min_mb: float = opt.AllreduceMinOpt,
     virtual_gpus: int | None = opt.VirtualGpusOpt,
     virtual_gpu_memory_mb: int = opt.VirtualGpuMemOpt,
-    timeout: float = typer.Option(_SCALING.timeout_s, "--timeout", callback=opt.positive,
-                                  help="Seconds each configuration's child process may run."),
+    timeout: float = opt.ScalingTimeoutOpt,
     logdir: Path = opt.LogdirOpt,
     as_json: bool = opt.JsonOpt,
     workers: int | None = cluster_opts.WorkersOpt,
@@ -242,18 +224,17 @@ def monitor(
 ) -> None:
     """Run any command (any framework) while sampling every GPU: was every GPU used?"""
     from gpudiag.commands import monitor as monitor_cmd
+    from gpudiag.procs.command import resolve_command
 
-    argv = monitor_cmd.resolve_command(command or [])
-    gpu_list = monitor_cmd.parse_gpus(gpus) if gpus is not None else None
-    with _nvml(ctx) as backend:  # open before the run directory: --gpus is checked first
-        monitor_cmd.check_gpus(gpu_list, backend)
+    argv = resolve_command(command or [])
 
-        def body(session: RunSession, ui: Ui) -> int | None:
-            return monitor_cmd.run(session, argv, backend=backend, interval_s=interval_s,
-                                   idle_threshold_percent=idle_threshold, gpus=gpu_list,
-                                   stdout_to_stderr=as_json, ui=ui)
+    def body(backend: Backend, gpu_list: tuple[int, ...] | None) -> Body:
+        return lambda session, ui: monitor_cmd.run(
+            session, argv, backend=backend, interval_s=interval_s,
+            idle_threshold_percent=idle_threshold, gpus=gpu_list, stdout_to_stderr=as_json,
+            ui=ui)
 
-        execute("monitor", logdir, as_json, body)
+    _watch(ctx, "monitor", gpus, logdir, as_json, body)
 
 
 @app.command(name="run", context_settings={"allow_interspersed_args": False})
@@ -274,22 +255,30 @@ def run_program(
 ) -> None:
     """Run your own TensorFlow program, unmodified, and diagnose it: devices, strategy, where
     its ops ran, learning, throughput, its log and its crash."""
-    from gpudiag.commands import monitor as monitor_cmd
     from gpudiag.run import command as run_cmd
+    from gpudiag.run.options import RunOptions
 
     argv = run_cmd.resolve(command or [])
-    gpu_list = monitor_cmd.parse_gpus(gpus) if gpus is not None else None
-    options = run_cmd.RunOptions(interval_s=interval_s, idle_threshold_percent=idle_threshold,
-                                 gpus=gpu_list, profile_warmup_steps=profile_warmup,
-                                 profile_steps=profile_steps, placement_log=placement_log)
-    with _nvml(ctx) as backend:  # open before the run directory: --gpus is checked first
-        monitor_cmd.check_gpus(gpu_list, backend)
 
-        def body(session: RunSession, ui: Ui) -> int | None:
-            return run_cmd.run(session, argv, backend=backend, options=options,
-                               stdout_to_stderr=as_json, ui=ui)
+    def body(backend: Backend, gpu_list: tuple[int, ...] | None) -> Body:
+        options = RunOptions(interval_s=interval_s, idle_threshold_percent=idle_threshold,
+                             gpus=gpu_list, profile_warmup_steps=profile_warmup,
+                             profile_steps=profile_steps, placement_log=placement_log)
+        return lambda session, ui: run_cmd.run(session, argv, backend=backend,
+                                               options=options, stdout_to_stderr=as_json,
+                                               ui=ui)
 
-        execute("run", logdir, as_json, body)
+    _watch(ctx, "run", gpus, logdir, as_json, body)
+
+
+def _watch(ctx: typer.Context, name: str, gpus: str | None, logdir: Path, as_json: bool,
+           body: Callable[[Backend, tuple[int, ...] | None], Body]) -> None:
+    """`monitor` and `run`: --gpus checked against NVML (opened before the run directory
+    exists), then the command's body in its session."""
+    gpu_list = opt.parse_gpus(gpus) if gpus is not None else None
+    with _nvml(ctx) as backend:
+        opt.check_gpus(gpu_list, backend)
+        execute(name, logdir, as_json, body(backend, gpu_list))
 
 
 @app.command()

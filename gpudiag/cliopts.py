@@ -8,15 +8,19 @@ exit 2, before anything is created.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from pathlib import Path
 
 import typer
 
-from gpudiag.devices import DEFAULT_VIRTUAL_GPU_MEMORY_MB
+from gpudiag import nvml
+from gpudiag.errors import UsageError
+from gpudiag.inprogram.config import DEFAULT_PROFILE_STEPS, DEFAULT_PROFILE_WARMUP_STEPS
 from gpudiag.nvml.sampler import MIN_INTERVAL_S
+from gpudiag.probes.devices import DEFAULT_VIRTUAL_GPU_MEMORY_MB
 from gpudiag.probes.records import MAX_PROFILE_STEPS, Workload
-from gpudiag.run.config import DEFAULT_PROFILE_STEPS, DEFAULT_PROFILE_WARMUP_STEPS
-from gpudiag.runner import DEFAULT_TIMEOUT_S
+from gpudiag.procs.runner import DEFAULT_TIMEOUT_S
+from gpudiag.scaling.options import ScalingOptions
 
 
 def logdir_path(value: str | Path) -> Path:
@@ -108,6 +112,36 @@ GpusOpt = typer.Option(None, "--gpus", help="Watch only these GPUs (NVML indices
                        "nvidia-smi numbers them), e.g. 0,1.")
 
 
+def parse_gpus(text: str) -> tuple[int, ...]:
+    """``--gpus 0,2`` -> (0, 2): NVML device indices, as nvidia-smi numbers them."""
+    out: list[int] = []
+    for part in text.split(","):
+        token = part.strip()
+        if not token.isdigit():
+            raise UsageError(
+                f"--gpus {text!r}: expected GPU indices separated by commas, such as 0,1"
+            )
+        if int(token) not in out:
+            out.append(int(token))
+    return tuple(out)
+
+
+def check_gpus(
+    gpus: Sequence[int] | None, backend: nvml.NvmlBackend | nvml.NvmlUnavailable
+) -> None:
+    """UsageError when ``--gpus`` names a GPU NVML does not have (unchecked without NVML)."""
+    if gpus is None or isinstance(backend, nvml.NvmlUnavailable):
+        return
+    try:
+        count = backend.device_count()
+    except nvml.DeviceError:
+        return  # NVML is failing as a whole: the command reports it, --gpus cannot be checked
+    bad = [i for i in gpus if i >= count]
+    if bad:
+        listing = "0" if count == 1 else f"0..{count - 1}"
+        raise UsageError(f"--gpus {bad[0]}: there are {count} GPU(s) (indices {listing})")
+
+
 # `scaling` and `worker`: the probe training's workload (defaults: probes.records.Workload).
 _WORKLOAD = Workload()
 ModelOpt = typer.Option(_WORKLOAD.model, "--model", help="cnn-small, cnn or mlp.")
@@ -132,3 +166,33 @@ RunProfileWarmupOpt = typer.Option(
 PlacementLogOpt = typer.Option(True, "--placement-log/--no-placement-log",
                                help="Capture TensorFlow's placement log (kept out of the "
                                "terminal unless the program asks for it).")
+
+# `scaling`: its own options (defaults: scaling.options.ScalingOptions and Workload).
+_SCALING = ScalingOptions()
+MaxGpusOpt = typer.Option(
+    _SCALING.max_gpus, "--max-gpus", min=1, max=64, help="Train on 1, 2, 4 ... up to this "
+    "many devices (default: every GPU; without a GPU, 2 virtual CPU devices). More than "
+    "exist: exit 2, unless --virtual-gpus splits GPU 0.")
+StrategyOpt = typer.Option(
+    ",".join(_SCALING.strategies), "--strategy", help="Comma-separated: towers (in-graph "
+    "replication), mirrored (MirroredStrategy custom loop), keras (model.fit under "
+    "MirroredStrategy).")
+LearningRateOpt = typer.Option(_WORKLOAD.learning_rate, "--learning-rate",
+                               callback=finite_nonnegative, help="SGD learning rate.")
+EmaDecayOpt = typer.Option(_WORKLOAD.ema_decay, "--ema-decay", help="Decay of the moving "
+                           "average of the weights, in [0, 1); 0 turns it off.")
+HistogramEveryOpt = typer.Option(_WORKLOAD.histogram_every, "--histogram-every", min=0,
+                                 help="Gradient and weight histograms at step 1 and every K "
+                                 "steps (0: none).")
+VariablesOnOpt = typer.Option(_WORKLOAD.variables_on, "--variables-on", help="towers: keep "
+                              "the variables on the cpu or on the first device.")
+DataOpt = typer.Option(None, "--data", help="Keras-style .npz (x_train, y_train) or TFRecord "
+                       "(image_raw bytes, label int64) instead of the synthetic set.")
+AllreduceMaxOpt = typer.Option(_SCALING.allreduce_max_mb, "--allreduce-max-mb",
+                               callback=allreduce_mb, help="Largest all-reduce message in MiB "
+                               "(from --allreduce-min-mb, doubling; at most 16384).")
+AllreduceMinOpt = typer.Option(_SCALING.allreduce_min_mb, "--allreduce-min-mb",
+                               callback=allreduce_mb, help="Smallest all-reduce message in "
+                               "MiB (at least 1/1024, 1 KiB).")
+ScalingTimeoutOpt = typer.Option(_SCALING.timeout_s, "--timeout", callback=positive,
+                                 help="Seconds each configuration's child process may run.")

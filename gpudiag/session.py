@@ -79,7 +79,7 @@ class RunSession:
             self.report.data["interrupted_by"] = signal_name
         self.report.finished_at = datetime.now(UTC).isoformat(timespec="seconds")
         self.save()
-        from gpudiag.tb import EventWriter
+        from gpudiag.tb.writer import EventWriter
 
         try:
             with EventWriter(self.run_dir / REPORT_TB_RUN) as writer:

@@ -11,7 +11,7 @@ from gpudiag.probes.records import (
     AllreduceResult,
     allreduce_sizes,
 )
-from gpudiag.runner import run_child
+from gpudiag.procs.runner import run_child
 from gpudiag.scaling.options import ScalingOptions, device_counts
 
 MIB = 1 << 20

@@ -13,10 +13,10 @@ from typer.testing import CliRunner
 
 from gpudiag.cli import app, main
 
-PARENT_MODULES = ("gpudiag.cli", "gpudiag.tb", "gpudiag.layout", "gpudiag.runner",
+PARENT_MODULES = ("gpudiag.cli", "gpudiag.tb.writer", "gpudiag.layout", "gpudiag.procs.runner",
                   "gpudiag.probes.records", "gpudiag.commands.scaling", "gpudiag.scaling.judge",
-                  "gpudiag.scaling.tb_runs", "gpudiag.train.datafile", "gpudiag.tbviews",
-                  "gpudiag.tbserve", "gpudiag.tbcheck", "gpudiag.commands.tensorboard",
+                  "gpudiag.scaling.tb_runs", "gpudiag.train.datafile", "gpudiag.tb.views",
+                  "gpudiag.tb.serve", "gpudiag.tb.check", "gpudiag.commands.tensorboard",
                   "gpudiag.commands.memory", "gpudiag.commands.monitor", "gpudiag.session")
 
 
@@ -27,8 +27,8 @@ def test_parent_modules_import_no_tensorflow(tmp_path) -> None:
             "    importlib.import_module(m)\n"
             "    assert 'tensorflow' not in sys.modules, m\n"
             "from pathlib import Path\n"
-            "from gpudiag import tbviews\n"
-            "from gpudiag.tb import EventWriter, HParam\n"
+            "from gpudiag.tb import views as tbviews\n"
+            "from gpudiag.tb.writer import EventWriter, HParam\n"
             f"run = Path({str(tmp_path)!r})\n"
             "tbviews.write_charts(run, tbviews.scaling_charts(nvml=True))\n"
             "with EventWriter(run / 'towers-1dev') as w:\n"

@@ -14,7 +14,7 @@ from conftest import read_scalars
 
 from gpudiag import layout
 from gpudiag.cli import app
-from gpudiag.devices import DeviceSetup
+from gpudiag.probes.devices import DeviceSetup
 from gpudiag.probes.records import (
     AllreduceConfig,
     AllreduceResult,
@@ -27,7 +27,7 @@ from gpudiag.probes.records import (
     finite,
 )
 from gpudiag.scaling.options import ScalingOptions
-from gpudiag.tb import EventWriter
+from gpudiag.tb.writer import EventWriter
 
 SETUP = DeviceSetup(kind="virtual-cpu", host_device="/device:CPU:0",
                     compute_devices=["/device:CPU:1", "/device:CPU:2"],
@@ -184,8 +184,8 @@ def test_hparams_and_custom_scalars_read_back_with_the_plugins_parsers(tmp_path)
     from tensorboard.plugins.hparams import metadata as hp_metadata
     from tensorboard.util import tensor_util
 
-    from gpudiag import tbviews
-    from gpudiag.tb import HParam
+    from gpudiag.tb import views as tbviews
+    from gpudiag.tb.writer import HParam
 
     with EventWriter(tmp_path / "report") as w:
         w.hparams_experiment([HParam("devices", numeric=True, differs=True),
@@ -221,7 +221,7 @@ def test_hparams_and_custom_scalars_read_back_with_the_plugins_parsers(tmp_path)
 def test_chart_regexes_match_the_tags_they_are_for() -> None:
     import re
 
-    from gpudiag import tbviews
+    from gpudiag.tb import views as tbviews
 
     def matches(groups, tag: str) -> list[str]:
         return [c.title for g in groups for c in g.charts
@@ -258,7 +258,7 @@ def test_scaling_figures_and_trials_of_ok_and_failed_configurations(tmp_path) ->
     from tensorboard.plugins.hparams import api_pb2
     from tensorboard.plugins.hparams import metadata as hp_metadata
 
-    from gpudiag.runner import ChildResult
+    from gpudiag.procs.runner import ChildResult
     from gpudiag.scaling import tb_runs
     from gpudiag.scaling.judge import ConfigRun
 

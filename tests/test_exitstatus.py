@@ -6,7 +6,7 @@ import signal
 import subprocess
 import sys
 
-from gpudiag.exitstatus import describe_exit
+from gpudiag.procs.exitstatus import describe_exit
 
 
 def test_exit_code_signal_and_unfinished() -> None:

@@ -130,7 +130,7 @@ def _probe_child_pids(run_dir_glob: Path) -> list[int]:
             cmd = stat.read_bytes().split(b"\0")
         except OSError:
             continue
-        if b"gpudiag.child" in cmd and any(str(run_dir_glob).encode() in c for c in cmd):
+        if b"gpudiag.procs.child" in cmd and any(str(run_dir_glob).encode() in c for c in cmd):
             out.append(int(stat.parent.name))
     return out
 

@@ -34,8 +34,10 @@ from typer.testing import CliRunner
 
 from gpudiag import nvml
 from gpudiag.cli import app, main
+from gpudiag.cliopts import parse_gpus
 from gpudiag.commands import monitor as monitor_cmd
 from gpudiag.errors import UsageError
+from gpudiag.procs.command import resolve_command
 from gpudiag.session import RunSession
 from gpudiag.ui import Ui
 
@@ -135,10 +137,10 @@ def test_idle_gpus_in_a_run_too_short_to_judge_warn(logdir: Path) -> None:
 
 
 def test_command_resolution() -> None:
-    assert monitor_cmd.resolve_command([PY, "-c", "pass"]) == [PY, "-c", "pass"]
+    assert resolve_command([PY, "-c", "pass"]) == [PY, "-c", "pass"]
     with pytest.raises(UsageError, match="command is a directory"):
-        monitor_cmd.resolve_command([str(REPO)])
-    assert monitor_cmd.parse_gpus("1, 0,1") == (1, 0)
+        resolve_command([str(REPO)])
+    assert parse_gpus("1, 0,1") == (1, 0)
 
 
 # --------------------------------------------------------------------------- real runs, no NVML

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from conftest import TESTS_DIR
 
-from gpudiag import placementlog
-from gpudiag.placementlog import op_counts_by_device, parse, split_sections
+from gpudiag.readers import placementlog
+from gpudiag.readers.placementlog import op_counts_by_device, parse, split_sections
 
 LOG = (TESTS_DIR / "data" / "placement_stderr_virtual_cpu.txt").read_text()
 

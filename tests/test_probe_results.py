@@ -11,7 +11,6 @@ from typing import Any
 from conftest import REPO
 
 from gpudiag import catalogue
-from gpudiag.placementlog import parse, split_sections
 from gpudiag.probes.results import (
     AllocationError,
     AllocationPattern,
@@ -29,6 +28,7 @@ from gpudiag.probes.results import (
     SoftPinResult,
     Workload,
 )
+from gpudiag.readers.placementlog import parse, split_sections
 from gpudiag.report import Finding
 from gpudiag.verdicts import env as env_verdicts
 from gpudiag.verdicts import placement as placement_verdicts

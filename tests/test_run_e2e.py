@@ -19,7 +19,8 @@ import jsonschema
 import pytest
 from conftest import REPO, TESTS_DIR, findings_by_id, gpudiag, read_scalars, run_dirs
 
-from gpudiag import layout, traces
+from gpudiag import layout
+from gpudiag.readers import traces
 from gpudiag.run import events
 
 PY = sys.executable

@@ -25,10 +25,11 @@ from conftest import (
 )
 
 from gpudiag import layout
-from gpudiag.run import events, importhook
+from gpudiag.inprogram import importhook
+from gpudiag.inprogram.config import RunHookConfig
+from gpudiag.inprogram.recorder import Recorder
+from gpudiag.run import events
 from gpudiag.run.command import HOOKS_DIR, program_env
-from gpudiag.run.config import RunHookConfig
-from gpudiag.run.recorder import Recorder
 
 PY = sys.executable
 

@@ -8,9 +8,11 @@ from gpudiag import catalogue
 from gpudiag.run.records import (
     ConfigCall,
     CrashRecord,
+    DeviceScope,
     DeviceSnapshot,
     FunctionGraph,
     ProcessObservation,
+    PyWarning,
     Step,
     StepSeries,
     StrategyRecord,
@@ -120,13 +122,20 @@ def test_learning_stuck_at_ln10_with_weights_that_never_moved_is_not_a_device_pr
     assert "this is not a device problem" in f.message and "learning rate is 0" in f.message
 
 
-def test_learning_ok_when_the_loss_falls_and_ln_k_found_without_known_classes() -> None:
+def test_learning_ok_when_the_loss_falls_and_ln_c_only_with_the_programs_class_count() -> None:
     falling = [2.3 - 0.1 * i for i in range(20)]
     moved = WeightsRecord("tf.function step", [[1.0]], [[1.5]], "after-first-call", "exit", 19)
     ok = run_progress.learning(obs(series=[series(falling, "function", None)], weights=[moved]))
     assert ok.status == "ok" and "the weights moved" in ok.message
-    stuck = run_progress.learning(obs(series=[series([math.log(4)] * 8, "function", None)]))
+    stuck = run_progress.learning(obs(series=[series([math.log(4)] * 8, "function", 4)]))
     assert stuck.status == "fail" and "stuck at ln 4" in stuck.message
+    # no class count from the program: no ln k guessed (issue 19: "stuck at ln 86")
+    unknown = run_progress.learning(obs(series=[series([math.log(4)] * 8, "function", None)]))
+    assert unknown.status == "warn" and "stuck at ln" not in unknown.message
+    assert "the number of classes is unknown" in unknown.message
+    slow = [4.46 - 0.001 * i for i in range(30)]  # ln 86 = 4.454: a slow 10-class learner
+    slow10 = run_progress.learning(obs(series=[series(slow, "function", 10)], weights=[moved]))
+    assert "stuck at ln" not in slow10.message and slow10.status == "warn"
     assert run_progress.learning(obs(series=[series([1.0, 0.5])])).status == "skip"
 
 
@@ -171,3 +180,83 @@ def test_session_config_against_tf_config_calls() -> None:
     assert "both configure GPU memory" in f.message
     assert "the Session follows its ConfigProto" in f.message
     assert run_progress.session_config(obs()) is None
+
+
+def test_crash_cause_on_a_later_line_of_the_message_or_in_tensorflows_log() -> None:
+    message = ("Graph execution error:\n\nDetected at node cond/Placeholder_1 defined at (most "
+               "recent call last):\n2 root error(s) found.\n  (0) INVALID_ARGUMENT:  You must "
+               "feed a value for placeholder tensor 'cond/else/_1/cond/Placeholder_1' with "
+               "dtype int32\n\t [[{{node cond/Placeholder_1}}]]")
+    crash = CrashRecord("InvalidArgumentError", message, "MainThread", [], None, [])
+    f = run_progress.crash([obs(crash=crash)], 1)
+    assert f.evidence["catalogue"] == "lazy-variables-in-replica"
+    assert "You must feed a value for placeholder tensor" in f.message
+    assert "Graph execution error" not in f.message
+    assert "strategy.scope()" in f.advice and "tf_keras" in f.advice
+    # the exception says only its first line: the cause is in TensorFlow's log around it
+    short = CrashRecord("InvalidArgumentError", "Graph execution error:", "MainThread", [],
+                        None, [])
+    log = ["W0000 00:00:1795520196.888933    9561 local_rendezvous.cc:412] Local rendezvous "
+           "is aborting with status: INVALID_ARGUMENT: You must feed a value for placeholder "
+           "tensor 'replica_1/dense/kernel/Initializer/x' with dtype float"]
+    g = run_progress.crash([obs(crash=short)], 1, log_lines=log)
+    assert g.evidence["catalogue"] == "lazy-variables-in-replica"
+    assert g.evidence["matched_in"] == "log" and "replica_1/dense/kernel" in g.message
+    unknown = run_progress.crash([obs(crash=CrashRecord("KeyError", "'x'\nmore", "MainThread",
+                                                        [], None, []))], 1)
+    assert unknown.evidence["catalogue"] is None and "'x'" in unknown.message
+
+
+def test_learning_names_probabilities_taken_for_logits_and_what_keras_warned() -> None:
+    floor = math.log(1 + 9 / math.e)  # 1.4612: the least loss of softmax outputs as logits
+    settled = [2.3 - 0.05 * i for i in range(17)] + [floor + 0.001] * 20
+    moved = WeightsRecord("tf.function step", [[1.0]], [[1.5]], "after-first-call", "exit", 36)
+    f = run_progress.learning(obs(series=[series(settled, "function", 10)], weights=[moved]))
+    assert f.status == "fail" and "settled at 1.4612 = ln(1 + 9/e)" in f.message
+    assert "drop the last softmax" in f.advice
+    # the same losses, the class count unknown: no floor claimed
+    assert "settled at" not in run_progress.learning(
+        obs(series=[series(settled, "function", None)], weights=[moved])).message
+    # a loss that went below it on its way down is not stuck there
+    through = [2.3 - 0.05 * i for i in range(40)]
+    assert "settled at" not in run_progress.learning(
+        obs(series=[series(through, "function", 10)], weights=[moved])).message
+    warning = PyWarning("UserWarning", '"`sparse_categorical_crossentropy` received '
+                        "`from_logits=True`, but the `output` argument was produced by a "
+                        "Softmax activation and thus does not represent logits. Was this "
+                        'intended?"', "/site-packages/keras/src/backend/tensorflow/nn.py", 1402,
+                        {"file": "/x/train.py", "line": 21, "function": "<module>"})
+    falling = [2.3 - 0.05 * i for i in range(40)]
+    w = run_progress.learning(obs(series=[series(falling, "fit", 10)], weights=[moved],
+                                  py_warnings=[warning]))
+    assert w.status == "warn" and "Keras warned: UserWarning: `sparse_categorical_crossentropy` " \
+        "received `from_logits=True`" in w.message and "(after train.py:21)" in w.message
+    assert w.advice.startswith("Say it once") and w.evidence["warnings"][0]["id"] == \
+        "from-logits-on-softmax"
+
+
+def test_eager_scopes_on_missing_devices_and_created_devices_left_idle() -> None:
+    scope = DeviceScope("/device:GPU:2", {"file": "/x/guide.py", "line": 17,
+                                          "function": "<module>"})
+    here = DeviceScope("/CPU:0", {"file": "/x/guide.py", "line": 30, "function": "<module>"})
+    o = obs(devices=snapshot(["/device:CPU:0"]), device_scopes=[scope, here])
+    f = run_verdicts.soft_placement(o, {}, eager_by_device={"/device:CPU:0": 3})
+    assert f.status == "fail" and "tf.device('/device:GPU:2') at guide.py:17" in f.message
+    assert "/device:CPU:0 (3)" in f.message and len(f.evidence["eager_pins_missing"]) == 1
+    off = DeviceSnapshot("exit", [], ["/device:CPU:0"], [], False, True)  # it raised instead
+    assert run_verdicts.soft_placement(obs(devices=off, device_scopes=[scope]), {}).status \
+        == "skip"
+    split = ConfigCall(1, "tf.config.set_logical_device_configuration",
+                       ["/physical_device:CPU:0", [{}, {}, {}]], {}, False, None, None, None)
+    three = obs(devices=snapshot(["/device:CPU:0", "/device:CPU:1", "/device:CPU:2"]),
+                config_calls=[split], strategies=[mirrored(["/device:CPU:0", "/device:CPU:1"])])
+    used = run_verdicts.devices_used(three, {"/device:CPU:0": 9, "/device:CPU:1": 7}, None,
+                                     None, 5.0)
+    assert used.status == "warn" and used.evidence["idle"] == ["/device:CPU:2"]
+    assert "/device:CPU:2, created by the program" in used.message
+    late = ConfigCall(1, "tf.config.set_logical_device_configuration",
+                      ["/physical_device:CPU:0", [{}, {}]], {}, True, None, "RuntimeError",
+                      "Virtual devices cannot be modified after being initialized")
+    memory = run_progress.memory(obs(config_calls=[late], devices=snapshot(["/device:CPU:0"])),
+                                 None)
+    assert memory.status == "skip" and "did not take effect" not in memory.message

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from conftest import TESTS_DIR
 
-from gpudiag.runner import run_child
+from gpudiag.procs.runner import run_child
 
 PROBE = "fixture_probes.misbehave"
 

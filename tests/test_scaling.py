@@ -17,7 +17,7 @@ from conftest import findings_by_id, gpudiag, load_report, read_scalars, run_dir
 from fake_clock import FakeClock
 
 from gpudiag import cli, layout, nvml
-from gpudiag.devices import DeviceSetup
+from gpudiag.probes.devices import DeviceSetup
 from gpudiag.probes.records import TrainingResult
 from gpudiag.scaling import judge
 

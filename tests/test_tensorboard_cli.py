@@ -18,9 +18,10 @@ from pathlib import Path
 import pytest
 from conftest import REPO, assert_usage_error, gpudiag
 
-from gpudiag import layout, tbcheck
+from gpudiag import layout
 from gpudiag.report import Finding
 from gpudiag.session import RunSession
+from gpudiag.tb import check as tbcheck
 
 URL_LINE = re.compile(r"^TensorBoard on (\S+): (http://localhost:\d+)/ \(Ctrl-C stops it\)$")
 

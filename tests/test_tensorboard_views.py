@@ -25,7 +25,10 @@ from urllib.parse import urlparse
 import pytest
 from conftest import REPO, gpudiag
 
-from gpudiag import layout, tbcheck, tbserve, tbviews
+from gpudiag import layout
+from gpudiag.tb import check as tbcheck
+from gpudiag.tb import serve as tbserve
+from gpudiag.tb import views as tbviews
 
 pytestmark = pytest.mark.slow
 SAMPLE = REPO / "sample_runs"

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import pytest
 
-from gpudiag import traces
-from gpudiag.traces import Event
+from gpudiag.readers import traces
+from gpudiag.readers.traces import Event
 
 MS = 1_000_000  # ns
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from gpudiag.runner import ChildResult
+from gpudiag.procs.runner import ChildResult
 from gpudiag.verdicts.common import child_failed, gib_text, mib_text
 
 

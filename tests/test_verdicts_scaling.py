@@ -7,7 +7,7 @@ from dataclasses import replace
 
 import pytest
 
-from gpudiag.devices import DeviceSetup
+from gpudiag.probes.devices import DeviceSetup
 from gpudiag.probes.records import AllreduceResult, AllreduceRow
 from gpudiag.verdicts import scaling as v
 

@@ -18,7 +18,7 @@ from gpudiag.cluster import messages
 from gpudiag.cluster.records import WorkerResult, WorkerStats
 from gpudiag.cluster.supervise import ClusterRun, Limits, TaskOutcome, describe
 from gpudiag.markdown import markdown_table
-from gpudiag.tb import EventWriter
+from gpudiag.tb.writer import EventWriter
 
 TABLE_HEADERS = ["mode", "workers", "batch", "ex/s per worker", "ex/s total", "step",
                  "collectives", "loss", "eval acc", "outcome"]

@@ -1,14 +1,7 @@
-"""TensorFlow's own messages about multi-worker clusters: exact text, meaning, fix.
+"""Reading TensorFlow's messages about multi-worker clusters in a task's output.
 
-Entries are gpudiag.catalogue's Entry (id, kind, topic, severity, pattern, meaning, fix,
-example, source) and part of its one catalogue (catalogue.all_entries). ``kind`` "log" is
-a line TensorFlow writes (its C++ log or its Python logger); "crash" an exception's
-``Type: message``. Every ``example`` is text TensorFlow 2.21 printed on this project's
-machine (``source`` "captured": tests/data/cluster_tf_2.21/ holds the whole stderr of
-each run; tests/test_cluster_messages.py matches every entry against it) or, where
-noted, a message of TensorFlow's Python source.
-
-Besides the entries: ``stragglers`` reads the tasks TensorFlow's coordination service
+The entries themselves (exact text, meaning, fix) are the catalogue's
+(gpudiag.catalogue.cluster). ``stragglers`` reads the tasks TensorFlow's coordination service
 was still waiting for (``Example stragglers:`` and the task names on the lines after it)
 and ``unhealthy_tasks`` the tasks it declared dead (``lost_peers`` adds those a failed
 call named); ``scan`` finds every entry in a
@@ -21,135 +14,11 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from gpudiag.catalogue import Entry, Kind
+from gpudiag.catalogue.cluster import ENTRIES
+from gpudiag.catalogue.entry import Entry, Kind
 
 TASK_RE = re.compile(r"^/job:(\w+)/replica:\d+/task:(\d+)$")
 _ALL_CONNECTED = re.compile(r"Waiting for 0/\d+ tasks to connect")
-KERAS_ISSUES = ("keras-team/keras#20585", "tensorflow/tensorflow#72388")
-
-
-_NOT_FORMED_FIX = (
-    "Start every task listed in TF_CONFIG, each with its own task.index; check that each "
-    "address is the one the other machines reach (not localhost across machines) and that "
-    "no firewall blocks the ports; set TF_CONFIG before the strategy is created.")
-
-ENTRIES: tuple[Entry, ...] = (
-    Entry("cluster-waiting-for-tasks", "log", "distribute", "info",
-          r"Waiting for (?P<missing>[1-9]\d*)/(?P<total>\d+) tasks to connect",
-          "The coordination service (on the chief, or worker 0) is waiting for tasks to "
-          "join; the lines after `Example stragglers:` name them. Normal for a moment at "
-          "start-up; if the run stops here, those tasks never connected: not started, a "
-          "wrong task index or address, or TF_CONFIG set after the strategy was created.",
-          _NOT_FORMED_FIX,
-          "I0000 00:00:1795327890.778543   11495 coordination_service.cc:502] Waiting for "
-          "1/2 tasks to connect.", "captured"),
-    Entry("cluster-peer-unhealthy", "log", "distribute", "fail",
-          r"The following tasks are unhealthy \(stopped sending heartbeats\)",
-          "A task stopped sending heartbeats (it crashed, was killed, or hangs); TensorFlow "
-          "aborted the collectives of every other task. MultiWorkerMirroredStrategy cannot "
-          "go on without it.",
-          "Read that task's own log for its error; restart the whole cluster (a backup, "
-          "such as BackupAndRestore or gpudiag's, lets it resume where it stopped).",
-          "E0000 00:00:1795327915.775662   11700 base_collective_executor.cc:252] "
-          "BaseCollectiveExecutor::StartAbort UNAVAILABLE: Error reported from "
-          "/job:worker/task:1: The following tasks are unhealthy (stopped sending "
-          "heartbeats):", "captured"),
-    Entry("cluster-peer-connection-lost", "log", "distribute", "fail",
-          r"Additional GRPC error information from remote target "
-          r"(?P<task>/job:\w+/replica:\d+/task:\d+) while calling",
-          "A call to the named task failed; with `Connection reset by peer` or "
-          "`Connection refused` that task's process has ended or is not listening.",
-          "Read the named task's log for why it ended; restart the cluster.",
-          "Additional GRPC error information from remote target "
-          "/job:worker/replica:0/task:0 while calling "
-          "/tensorflow.WorkerService/CompleteInstance:", "captured"),
-    Entry("collective-timeout", "log", "distribute", "fail",
-          r"Collective has timed out during execution",
-          "An all-reduce waited longer than CommunicationOptions(timeout_seconds=...) for "
-          "its peers: another task is stopped, hung, or much slower.",
-          "Find the task that did not arrive (its log, `top`); raise timeout_seconds only "
-          "if a step is genuinely that long.",
-          "E0000 00:00:1795327957.057247   13439 base_collective_executor.cc:252] "
-          "BaseCollectiveExecutor::StartAbort DEADLINE_EXCEEDED: Collective has timed out "
-          "during execution.", "captured"),
-    Entry("grpc-port-in-use", "log", "distribute", "fail",
-          r"Failed to add port to server: No address added out of total \d+ resolved for "
-          r"'(?P<address>[^']+)'",
-          "This task's port is already taken: another task was given the same task.index "
-          "(or address), or an earlier run still holds the port. Note the address: "
-          "TensorFlow listens on every interface (0.0.0.0), whatever host TF_CONFIG names.",
-          "Give each process its own task.index; stop the earlier run (`ss -ltnp`), or use "
-          "another port.",
-          "E0000 00:00:1795327930.941843   12730 add_port.cc:83] Failed to add port to "
-          "server: No address added out of total 1 resolved for '0.0.0.0:46073'",
-          "captured"),
-    Entry("grpc-server-failed", "crash", "distribute", "fail",
-          r"UnknownError: Could not start gRPC server",
-          "This task's TensorFlow server could not start, usually because its port is "
-          "taken (see `Failed to add port to server` just before).",
-          "Give each process its own task.index and port; stop earlier runs.",
-          "tensorflow.python.framework.errors_impl.UnknownError: Could not start gRPC "
-          "server", "captured"),
-    Entry("collective-after-startup", "crash", "distribute", "fail",
-          r"RuntimeError: Collective ops must be configured at program startup",
-          "The program ran a TensorFlow op (or made a tensor, or listed logical devices) "
-          "before creating MultiWorkerMirroredStrategy; collectives must be configured "
-          "before TensorFlow initialises.",
-          "Create the strategy first, right after importing TensorFlow and setting "
-          "TF_CONFIG, before any other TensorFlow call.",
-          "RuntimeError: Collective ops must be configured at program startup", "captured"),
-    Entry("collective-not-at-startup", "log", "distribute", "warn",
-          r"Collective ops is not configured at program startup",
-          "A single-worker MultiWorkerMirroredStrategy was created after TensorFlow "
-          "initialised; some collective performance features are off.",
-          "Create the strategy before any other TensorFlow call.",
-          "WARNING:tensorflow:Collective ops is not configured at program startup. Some "
-          "performance features may not be enabled.",
-          "python: tensorflow/python/distribute/collective_all_reduce_strategy.py"),
-    Entry("single-worker-mwms", "log", "distribute", "warn",
-          r"Single-worker MultiWorkerMirroredStrategy with local_devices",
-          "This process's MultiWorkerMirroredStrategy saw no cluster: TF_CONFIG was not "
-          "set when the strategy was created (set after it, or not exported), so this "
-          "process trains alone and nothing is synchronised with the others.",
-          "Set TF_CONFIG in the environment before the program starts (or at least before "
-          "the strategy is created).",
-          "INFO:tensorflow:Single-worker MultiWorkerMirroredStrategy with local_devices = "
-          "('/device:CPU:0',), communication = CommunicationImplementation.AUTO",
-          "captured"),
-    Entry("keras3-fit-perreplica", "crash", "distribute", "fail",
-          r"Attempt to convert a value \(PerReplica:\{",
-          "Keras 3's Model.fit does not work under MultiWorkerMirroredStrategy: it hands a "
-          "per-replica batch to an op that expects one tensor (a known Keras 3 problem: "
-          + ", ".join(KERAS_ISSUES) + "). The model is fine.",
-          "Use the legacy Keras 2 path: `pip install tf_keras` (the version of your "
-          "TensorFlow), set TF_USE_LEGACY_KERAS=1 before importing TensorFlow and use "
-          "tf.keras; or train with a custom loop (strategy.run), as gpudiag's probe does.",
-          "ValueError: Attempt to convert a value (PerReplica:{", "captured"),
-    Entry("tf-caught-sigterm", "log", "distribute", "info",
-          r"preemption_notifier\.cc:\d+\] SIGTERM caught at",
-          "TensorFlow's preemption notifier (installed by MultiWorkerMirroredStrategy) "
-          "caught SIGTERM: it treats SIGTERM as a notice that the machine is being "
-          "preempted, for tf.distribute.experimental.PreemptionCheckpointHandler, so the "
-          "program does not end on SIGTERM by itself.",
-          "To stop such a program use SIGKILL, or SIGINT (Ctrl-C); to save on preemption, "
-          "wrap the training loop in PreemptionCheckpointHandler.",
-          "W0000 00:00:1795334173.968711    1620 preemption_notifier.cc:90] SIGTERM caught "
-          "at 2026-11-22T07:56:13.968709445+00:00", "captured"),
-    Entry("auto-shard-data", "log", "data", "info",
-          r"AUTO sharding policy will apply DATA sharding policy as it failed to apply FILE "
-          r"sharding policy because of the following reason: (?P<reason>.*)",
-          "Informational: the dataset is not read from files, so each worker builds the "
-          "whole input and keeps every N-th element (DATA sharding). Correct, but every "
-          "worker does all of the input work.",
-          "Set the policy you want: options = tf.data.Options(); "
-          "options.experimental_distribute.auto_shard_policy = "
-          "tf.data.experimental.AutoShardPolicy.DATA (or FILE with several files, or OFF "
-          "when each worker reads its own shard); dataset = dataset.with_options(options).",
-          "I0000 00:00:1795327976.913739   13880 auto_shard.cc:799] AUTO sharding policy "
-          "will apply DATA sharding policy as it failed to apply FILE sharding policy "
-          "because of the following reason: Found an unshardable source dataset: "
-          "goo.gle/debugproto   ", "captured"),
-)
 
 
 @dataclass(frozen=True)

@@ -37,11 +37,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from gpudiag import layout, procs
+from gpudiag import layout
 from gpudiag.cluster import sockets
 from gpudiag.cluster.records import WorkerConfig, WorkerResult
-from gpudiag.exitstatus import describe_exit
-from gpudiag.runner import tail_lines
+from gpudiag.procs import group as procs
+from gpudiag.procs.exitstatus import describe_exit
+from gpudiag.procs.runner import tail_lines
 
 POLL_S = 0.2
 TERM_WAIT_S = 1.0
@@ -172,7 +173,7 @@ def _spawn(run_dir: Path, config_name: str, spec: TaskSpec, attempt: int,
     result_path.unlink(missing_ok=True)
     env = {**os.environ, "TF_CONFIG": spec.tf_config, "TF_CPP_MIN_LOG_LEVEL": "0",
            "PYTHONFAULTHANDLER": "1", **spec.env}  # a crash leaves its Python stack
-    argv = [sys.executable, "-m", "gpudiag.child", PROBE, str(config_path), str(result_path)]
+    argv = [sys.executable, "-m", "gpudiag.procs.child", PROBE, str(config_path), str(result_path)]
     with (cdir / layout.STDOUT_TXT).open("wb") as out, (cdir / layout.STDERR_TXT).open("wb") as err:
         proc = procs.spawn(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=err, env=env)
     return _Live(spec, attempt, cdir, proc, clock())

@@ -84,7 +84,7 @@ def check(options: WorkerOptions) -> None:
 
 def slurm_tf_config(options: WorkerOptions) -> tuple[str, dict[str, str]]:
     """TensorFlow's SlurmClusterResolver, in a child: (TF_CONFIG text, extra env)."""
-    from gpudiag.runner import run_child
+    from gpudiag.procs.runner import run_child
 
     with tempfile.TemporaryDirectory(prefix="gpudiag-slurm-") as tmp:
         child = run_child("slurm", {"port_base": options.slurm_port_base, "mode": options.mode,

@@ -10,7 +10,7 @@ from typing import Any
 
 from gpudiag import catalogue, nvml
 from gpudiag.probes.results import EnvResult
-from gpudiag.runner import run_child
+from gpudiag.procs.runner import run_child
 from gpudiag.session import RunSession
 from gpudiag.ui import Ui
 from gpudiag.verdicts import common as common_verdicts

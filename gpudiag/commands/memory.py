@@ -19,7 +19,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from gpudiag import nvml, tbviews
+from gpudiag import nvml
 from gpudiag.devnames import device_type
 from gpudiag.layout import (
     TAG_MEMORY,
@@ -31,10 +31,11 @@ from gpudiag.layout import (
 )
 from gpudiag.markdown import markdown_table
 from gpudiag.probes.results import MemoryConfig, MemoryResult
+from gpudiag.procs.runner import ChildResult, run_child
 from gpudiag.report import Finding
-from gpudiag.runner import ChildResult, run_child
 from gpudiag.session import RunSession
-from gpudiag.tb import EventWriter
+from gpudiag.tb import views as tbviews
+from gpudiag.tb.writer import EventWriter
 from gpudiag.ui import Ui
 from gpudiag.verdicts import common as common_verdicts
 from gpudiag.verdicts import memory as memory_verdicts

@@ -27,126 +27,25 @@ for Ctrl-C).
 from __future__ import annotations
 
 import errno
-import os
 import shlex
-import shutil
-import subprocess
 import sys
 import time
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
-from gpudiag import nvml, procs
+from gpudiag import nvml
 from gpudiag.errors import UsageError, signum_of
-from gpudiag.exitstatus import describe_exit
 from gpudiag.layout import NVML_TB_RUN, TAG_MONITOR
 from gpudiag.markdown import markdown_table
+from gpudiag.procs import group as procs
+from gpudiag.procs.command import exit_code_of, stop_child
+from gpudiag.procs.exitstatus import describe_exit
 from gpudiag.report import Finding
 from gpudiag.session import RunSession
 from gpudiag.ui import Ui
 from gpudiag.verdicts import gpu_use as gpu_verdicts
 
 DEFAULT_IDLE_THRESHOLD_PERCENT = nvml.DEFAULT_ACTIVE_THRESHOLD_PERCENT
-
-#: After the interrupting signal has been passed on to the command's process group:
-#: how long to wait, then SIGTERM, then SIGKILL.
-_FORWARD_WAIT_S = 5.0
-
-
-def resolve_command(command: Sequence[str], name: str = "monitor") -> list[str]:
-    """The command to run, checked: UsageError when there is none or it cannot be found."""
-    if not command:
-        raise UsageError(
-            f"{name} needs a command to run: gpudiag {name} [OPTIONS] -- CMD [ARGS]..."
-        )
-    program = command[0]
-    if shutil.which(program) is None:
-        path = Path(program)
-        if os.sep in program and path.is_file():
-            raise UsageError(f"command is not executable: {program}")
-        if os.sep in program and path.is_dir():
-            raise UsageError(f"command is a directory: {program}")
-        raise UsageError(f"command not found: {program}")
-    _check_runnable(Path(shutil.which(program) or program))
-    return list(command)
-
-
-_EXECUTABLE_MAGIC = (b"#!", b"\x7fELF")
-
-
-def _check_runnable(path: Path) -> None:
-    """A file the kernel would refuse (ENOEXEC): say so before any run directory exists."""
-    try:
-        with path.open("rb") as handle:
-            head = handle.read(4)
-    except OSError:
-        return  # unreadable but executable: let exec decide
-    if head and not head.startswith(_EXECUTABLE_MAGIC):
-        raise UsageError(f"cannot run {path}: it has no #! line (a script needs a first line "
-                         f"such as #!/bin/sh, or run it through its interpreter: sh {path})")
-    if head.startswith(b"#!"):
-        _check_interpreter(path)
-
-
-def _check_interpreter(path: Path) -> None:
-    """A ``#!`` naming an interpreter that is not there (the kernel's ENOENT, which names
-    the script): said before any run directory exists, naming the interpreter."""
-    try:
-        with path.open("rb") as handle:
-            line = handle.readline(4096)
-    except OSError:
-        return
-    words = line[2:].strip().split()
-    if not words:
-        return
-    interpreter = Path(os.fsdecode(words[0]))
-    if interpreter.is_absolute() and not os.access(interpreter, os.X_OK):
-        why = "does not exist" if not interpreter.exists() else "is not executable"
-        raise UsageError(f"cannot run {path}: its #! line names {interpreter}, which {why}")
-
-
-def parse_gpus(text: str) -> tuple[int, ...]:
-    """``--gpus 0,2`` -> (0, 2): NVML device indices, as nvidia-smi numbers them."""
-    out: list[int] = []
-    for part in text.split(","):
-        token = part.strip()
-        if not token.isdigit():
-            raise UsageError(
-                f"--gpus {text!r}: expected GPU indices separated by commas, such as 0,1"
-            )
-        if int(token) not in out:
-            out.append(int(token))
-    return tuple(out)
-
-
-def check_gpus(
-    gpus: Sequence[int] | None, backend: nvml.NvmlBackend | nvml.NvmlUnavailable
-) -> None:
-    """UsageError when ``--gpus`` names a GPU NVML does not have (unchecked without NVML)."""
-    if gpus is None or isinstance(backend, nvml.NvmlUnavailable):
-        return
-    try:
-        count = backend.device_count()
-    except nvml.DeviceError:
-        return  # NVML is failing as a whole: run() reports it, --gpus cannot be checked
-    bad = [i for i in gpus if i >= count]
-    if bad:
-        listing = "0" if count == 1 else f"0..{count - 1}"
-        raise UsageError(f"--gpus {bad[0]}: there are {count} GPU(s) (indices {listing})")
-
-
-def stop_child(proc: subprocess.Popen[bytes], signum: int) -> None:
-    """Pass the interrupting signal on to the command's whole process group (it runs in
-    a group of its own, so the terminal's Ctrl-C reaches gpudiag only), give it time to
-    end cleanly, then end the group for certain."""
-    procs.stop_group(proc, ((signum, _FORWARD_WAIT_S), *procs.STOP_SEQUENCE))
-
-
-def exit_code_of(returncode: int) -> int:
-    """A shell's convention: a child killed by signal N exits 128 + N."""
-    return 128 - returncode if returncode < 0 else returncode
-
 
 def command_finding(argv: list[str], returncode: int | None, duration_s: float,
                     interrupted: bool) -> Finding:
@@ -184,7 +83,7 @@ def _device_rows(result: nvml.SamplingResult) -> list[list[Any]]:
 def _write_sampling(session: RunSession, result: nvml.SamplingResult) -> None:
     tags = nvml.write_scalars(result, session.run_dir / NVML_TB_RUN)
     if tags:
-        from gpudiag import tbviews
+        from gpudiag.tb import views as tbviews
 
         tbviews.write_charts(session.run_dir, [tbviews.nvml_charts()])
     session.text(TAG_MONITOR, markdown_table(

@@ -32,7 +32,7 @@ from typing import Any
 from gpudiag import layout, nvml
 from gpudiag.errors import UsageError
 from gpudiag.probes.records import AllreduceResult, TrainingResult
-from gpudiag.runner import ChildResult, run_child
+from gpudiag.procs.runner import ChildResult, run_child
 from gpudiag.scaling.judge import ConfigRun, judge
 from gpudiag.scaling.options import ScalingOptions, device_counts
 from gpudiag.scaling.table import rich_table

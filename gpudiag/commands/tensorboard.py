@@ -15,8 +15,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from gpudiag import tbcheck, tbserve
 from gpudiag.errors import EXIT_CHECK_FAILED, EXIT_ENVIRONMENT, EXIT_OK
+from gpudiag.tb import check as tbcheck
+from gpudiag.tb import serve as tbserve
 
 
 def run(logdir: Path | None, *, port: int, host: str, check: bool,

@@ -62,6 +62,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from gpudiag.errors import UsageError
+from gpudiag.layout.names import Indexed
 
 SCHEMA_VERSION = 1
 
@@ -122,9 +123,8 @@ TAG_EVAL_LOSS_EMA = "eval/loss_ema"
 AVERAGE_GRADIENTS_SCOPE = "average_gradients"
 
 
-def tower_scope(index: int) -> str:
-    """``tower_<i>``: the name scope of tower (replica) ``index``'s ops."""
-    return f"tower_{index}"
+#: The name scope of tower (replica) <i>'s ops.
+tower_scope = Indexed("tower_{}")
 
 
 # Profiler step markers in a configuration's xplane.pb: ours
@@ -133,42 +133,35 @@ PROFILER_STEP_MARKER = "train"
 KERAS_PROFILER_STEP_MARKER = "TraceContext"
 
 
-def tower_loss_tag(index: int) -> str:
-    """Scalar, every step: the loss of tower (replica) ``index``'s slice of the batch."""
-    return f"towers/loss_{index}"
+#: Scalar, every step: the loss of tower (replica) <i>'s slice of the batch.
+tower_loss_tag = Indexed("towers/loss_{}")
 
 
-def gradient_tag(param: str) -> str:
-    """Histogram: the gradient of ``param`` averaged over the towers."""
-    return f"gradients/{param}"
+#: Histogram: the gradient of a parameter averaged over the towers.
+gradient_tag = Indexed("gradients/{}")
 
 
-def variable_tag(param: str) -> str:
-    """Histogram: the weights of ``param`` after the update."""
-    return f"variables/{param}"
+#: Histogram: the weights of a parameter after the update.
+variable_tag = Indexed("variables/{}")
 
 
 # ------------------------------------------------------------------- parent scalars
 
 
-def gpu_util_tag(index: int) -> str:
-    """NVML utilization (nvidia-smi's utilization.gpu) of GPU ``index``, percent."""
-    return f"gpu{index}/util_percent"
+#: NVML utilization (nvidia-smi's utilization.gpu) of GPU <i>, percent.
+gpu_util_tag = Indexed("gpu{}/util_percent")
 
 
-def gpu_util_driver_tag(index: int) -> str:
-    """The driver's finer utilization samples (nvmlDeviceGetSamples), percent."""
-    return f"gpu{index}/util_driver_percent"
+#: The driver's finer utilization samples (nvmlDeviceGetSamples), percent.
+gpu_util_driver_tag = Indexed("gpu{}/util_driver_percent")
 
 
-def gpu_memory_used_tag(index: int) -> str:
-    """Device memory in use on GPU ``index``, MiB."""
-    return f"gpu{index}/memory_used_mib"
+#: Device memory in use on GPU <i>, MiB.
+gpu_memory_used_tag = Indexed("gpu{}/memory_used_mib")
 
 
-def gpu_power_tag(index: int) -> str:
-    """Power draw of GPU ``index``, watts."""
-    return f"gpu{index}/power_w"
+#: Power draw of GPU <i>, watts.
+gpu_power_tag = Indexed("gpu{}/power_w")
 
 
 # memory-<mode>/ runs: TensorFlow's and NVML's view per allocation step (MiB)

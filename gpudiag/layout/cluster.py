@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import re
 
+from gpudiag.layout.names import Indexed
+
 # ===================================================== multi-worker clusters (cluster/)
 # `gpudiag scaling --workers N` and `gpudiag worker`. A scaling run with workers holds,
 # per cluster configuration (``cluster_config_name``: mode, worker count, batch per
@@ -58,9 +60,8 @@ def cluster_step_s_tag(mode: str, batch_per_worker: int) -> str:
     return f"cluster/{mode}-b{batch_per_worker}/step_s"
 
 
-def worker_examples_per_s_tag(index: int) -> str:
-    """Scalar on the chief's run, step = the last step: worker ``index``'s own examples/s."""
-    return f"workers/examples_per_s_{index}"
+#: Scalar on the chief's run, step = the last step: worker <i>'s own examples/s.
+worker_examples_per_s_tag = Indexed("workers/examples_per_s_{}")
 
 
 def cluster_line(event: str, detail: str = "") -> str:

@@ -46,7 +46,7 @@ RUN_FAULTS_PREFIX = "faults-"
 RUN_TB_PREFIX = "program-"
 
 # Environment of the program (set by the parent, read by the hooks).
-ENV_RUN_CONFIG = "GPUDIAG_RUN_CONFIG"  # JSON: RunHookConfig (gpudiag/run/config.py)
+ENV_RUN_CONFIG = "GPUDIAG_RUN_CONFIG"  # JSON: RunHookConfig (gpudiag/inprogram/config.py)
 ENV_RUN_PKG_ROOT = "GPUDIAG_RUN_PKG_ROOT"  # directory holding the gpudiag package
 
 # Marker lines on the program's stderr: RUN_MARKER + one of RUN_MARK_*.

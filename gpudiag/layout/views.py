@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from gpudiag.layout.names import Indexed
+
 # ============================================================ TensorBoard views
 # What `gpudiag tensorboard` shows and checks (gpudiag/tbviews.py writes it, tbcheck.py
 # checks it): the findings' own text tag, the per-configuration results the HParams
@@ -26,14 +28,12 @@ TAG_BY_CONFIG_FINAL_LOSS = f"{BY_CONFIG}/final_loss"  # mean of the last 10 step
 TAG_BY_CONFIG_FINAL_ACCURACY = f"{BY_CONFIG}/final_accuracy"
 
 
-def busy_share_tag(index: int) -> str:
-    """The configuration's ``index``-th device's busy share of the profiled window."""
-    return f"{BY_CONFIG}/trace_busy_share_dev{index}"
+#: The configuration's <i>-th device's busy share of the profiled window.
+busy_share_tag = Indexed(f"{BY_CONFIG}/trace_busy_share_dev{{}}")
 
 
-def nvml_util_mean_tag(index: int) -> str:
-    """Mean NVML utilization (percent) of GPU ``index`` while the configuration ran."""
-    return f"{BY_CONFIG}/util_nvml_mean_gpu{index}"
+#: Mean NVML utilization (percent) of GPU <i> while the configuration ran.
+nvml_util_mean_tag = Indexed(f"{BY_CONFIG}/util_nvml_mean_gpu{{}}")
 
 
 # The HParams dashboard: one trial per configuration (session run = the configuration's
@@ -61,6 +61,5 @@ TAG_NORM_GRADIENTS = "norms/gradients"  # of the averaged gradients the update a
 TAG_NORM_EMA = "norms/ema"  # of the weights' moving averages
 
 
-def replica_loss_tag(index: int) -> str:
-    """Scalar, every step (mirrored): the loss of replica ``index``'s slice."""
-    return f"replicas/loss_{index}"
+#: Scalar, every step (mirrored): the loss of replica <i>'s slice.
+replica_loss_tag = Indexed("replicas/loss_{}")

@@ -26,7 +26,7 @@ def write_scalars(result: SamplingResult, tb_dir: Path) -> list[str]:
     Uses gpudiag.tb's event writer (tensorboard's protos, no TensorFlow). Returns the
     tags written.
     """
-    from gpudiag.tb import EventWriter
+    from gpudiag.tb.writer import EventWriter
 
     tags: set[str] = set()
     with EventWriter(tb_dir) as writer:

@@ -28,8 +28,8 @@ import statistics
 import time
 from typing import Any
 
-from gpudiag.devices import setup
 from gpudiag.errors import UsageError
+from gpudiag.probes.devices import setup
 from gpudiag.probes.records import AllreduceConfig, AllreduceResult, AllreduceRow
 
 
@@ -39,7 +39,7 @@ def bus_bandwidth(algbw: float, n: int) -> float:
 
 
 def run(config: dict[str, Any]) -> dict[str, Any]:
-    """gpudiag.child's entry point: config.json in, result.json's ``result`` out."""
+    """gpudiag.procs.child's entry point: config.json in, result.json's ``result`` out."""
     return measure(AllreduceConfig.from_dict(config)).to_dict()
 
 

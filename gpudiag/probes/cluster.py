@@ -44,5 +44,5 @@ def run_task(cfg: WorkerConfig) -> WorkerResult:
 
 
 def run(config: dict[str, Any]) -> dict[str, Any]:
-    """gpudiag.child's entry point: config.json in, result.json's ``result`` out."""
+    """gpudiag.procs.child's entry point: config.json in, result.json's ``result`` out."""
     return run_task(WorkerConfig.from_dict(config)).to_dict()

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from gpudiag.devices import device_env, physical_gpu_details
+from gpudiag.probes.devices import device_env, physical_gpu_details
 from gpudiag.probes.results import EnvResult
 
 

@@ -24,9 +24,8 @@ from __future__ import annotations
 import sys
 from typing import Any
 
-from gpudiag.devices import setup
 from gpudiag.devnames import device_name, short_device
-from gpudiag.placementlog import SECTION_MARKER
+from gpudiag.probes.devices import setup
 from gpudiag.probes.results import (
     InvalidPinResult,
     MultitowerResult,
@@ -38,6 +37,7 @@ from gpudiag.probes.results import (
     SoftPinResult,
     Workload,
 )
+from gpudiag.readers.placementlog import SECTION_MARKER
 
 MATRIX_SIZE = 64
 

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from gpudiag import layout
-from gpudiag.devices import setup
+from gpudiag.probes.devices import setup
 from gpudiag.probes.records import TrainingConfig, TrainingResult
 
 
@@ -93,5 +93,5 @@ def train(cfg: TrainingConfig) -> TrainingResult:
 
 
 def run(config: dict[str, Any]) -> dict[str, Any]:
-    """gpudiag.child's entry point: config.json in, result.json's ``result`` out."""
+    """gpudiag.procs.child's entry point: config.json in, result.json's ``result`` out."""
     return train(TrainingConfig.from_dict(config)).to_dict()

@@ -14,22 +14,21 @@ from __future__ import annotations
 import os
 from collections import Counter
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from gpudiag import catalogue, placementlog, traces
+from gpudiag import catalogue
 from gpudiag.layout import NVML_TB_RUN, TAG_RUN_TABLE
 from gpudiag.markdown import markdown_table
-from gpudiag.placementlog import PlacementRow
+from gpudiag.readers import placementlog, traces
+from gpudiag.readers.placementlog import PlacementRow
 from gpudiag.report import Finding
 from gpudiag.run import events, tasks, tbwrite
+from gpudiag.run.options import Outcome, RunOptions
 from gpudiag.run.records import ProcessObservation
 from gpudiag.session import RunSession
 from gpudiag.verdicts import gpu_use as gpu_verdicts
 from gpudiag.verdicts import run as run_verdicts
 from gpudiag.verdicts import run_progress
-
-if TYPE_CHECKING:
-    from gpudiag.run.command import Outcome, RunOptions
 
 
 def log_reason(obs: ProcessObservation, options: RunOptions) -> str | None:
@@ -112,7 +111,11 @@ def _process_findings(session: RunSession, obs: ProcessObservation, proc: str,
     add(run_verdicts.devices(obs, proc))
     add(run_verdicts.distribution(obs, log, proc))
     add(run_verdicts.placement(obs, placed or None, eager, graph, reason, proc))
-    add(run_verdicts.soft_placement(obs, graph_devices, proc))
+    eager_by_device: dict[str, int] = {}
+    for r in rows:
+        if r.kind == "eager" and placementlog.is_work(r):
+            eager_by_device[r.device] = eager_by_device.get(r.device, 0) + 1
+    add(run_verdicts.soft_placement(obs, graph_devices, proc, eager_by_device))
     add(run_verdicts.devices_used(obs, placed or None, busy, nvml_gpus,
                                   options.idle_threshold_percent, proc))
     add(run_progress.learning(obs, proc))
@@ -144,6 +147,9 @@ def report(session: RunSession, argv: list[str], outcome: Outcome, options: RunO
     nvml_gpus = [gpu_verdicts.gpu_numbers(s) for s in sampling.summaries] if sampling else None
     tf_procs = [o for o in observations if o.imported_tf]
     lines = stderr.splitlines() + [r.message for o in tf_procs for r in o.tf_logs]
+    # Python warnings the hooks recorded that stderr lacks (the program's showwarning or
+    # logging.captureWarnings took them elsewhere)
+    lines += [w.text for o in tf_procs for w in o.py_warnings if w.message not in stderr]
     log = run_verdicts.settle(catalogue.match_lines(lines),
                               completed=outcome.returncode == 0 and not outcome.interrupted)
     processes = []
@@ -166,7 +172,7 @@ def report(session: RunSession, argv: list[str], outcome: Outcome, options: RunO
                                         if overridden else None))
     if observations:
         session.add(run_progress.crash(observations, outcome.returncode,
-                                               outcome.interrupted))
+                                       outcome.interrupted, stderr.splitlines()))
     task_reports = tasks.task_reports(tf_procs, stderr, run_dir=session.run_dir,
                                       returncode=outcome.returncode,
                                       interrupted=outcome.interrupted,

@@ -5,7 +5,7 @@ process's stdin and its own stdout/stderr piped through gpudiag.run.streams (a p
 stdout when gpudiag's own stdout is a terminal, so the program still sees a terminal and
 keeps its line buffering and progress bars). Its environment gets:
 
-- PYTHONPATH with gpudiag/run/hooks first (its sitecustomize loads the hooks and chains
+- PYTHONPATH with gpudiag/inprogram/hooks first (its sitecustomize loads the hooks and chains
   to any other sitecustomize), and layout.ENV_RUN_PKG_ROOT / ENV_RUN_CONFIG;
 - TF_CPP_MIN_LOG_LEVEL=0, so TensorFlow's whole C++ log is captured; the user's own level
   (if their environment set one) still decides which of those lines reach the terminal.
@@ -14,7 +14,7 @@ NVML samples every GPU from before the program starts until it ends, as `monitor
 The program runs as the leader of a process group of its own (gpudiag.procs: it and
 everything it starts end with gpudiag, `kill -9` included). Ctrl-C, SIGTERM and SIGHUP
 reach gpudiag, which passes the signal on to the program's group as `monitor` does
-(commands/monitor.stop_child) and writes the report with what was seen (exit 128 + the
+(procs.command.stop_child) and writes the report with what was seen (exit 128 + the
 signal). The program's non-zero exit code is forwarded.
 """
 
@@ -24,17 +24,17 @@ import contextlib
 import os
 import re
 import shutil
-import signal
 import sys
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import gpudiag
-from gpudiag import nvml, procs
-from gpudiag.commands.monitor import exit_code_of, resolve_command, stop_child
+from gpudiag import inprogram, nvml
 from gpudiag.errors import EXIT_ENVIRONMENT, UsageError, WriteFailed, signum_of
+from gpudiag.inprogram.config import (
+    RunHookConfig,
+)
 from gpudiag.layout import (
     ENV_RUN_CONFIG,
     ENV_RUN_PKG_ROOT,
@@ -43,25 +43,17 @@ from gpudiag.layout import (
     RUN_STDOUT,
     child_dir,
 )
+from gpudiag.procs import group as procs
+from gpudiag.procs.command import exit_code_of, resolve_command, stop_child
 from gpudiag.run import streams, survivors
-from gpudiag.run.config import DEFAULT_PROFILE_STEPS, DEFAULT_PROFILE_WARMUP_STEPS, RunHookConfig
+from gpudiag.run.options import Outcome, RunOptions
 from gpudiag.session import RunSession
 from gpudiag.ui import Ui
 from gpudiag.verdicts import run_outcome
 
-HOOKS_DIR = Path(__file__).resolve().with_name("hooks")
+HOOKS_DIR = Path(inprogram.__file__).resolve().with_name("hooks")
 PKG_ROOT = Path(gpudiag.__file__).resolve().parent.parent
 _PYTHON_NAME = re.compile(r"^(?:python|pypy)(?:\d+(?:\.\d+)?)?$")
-
-
-@dataclass(frozen=True)
-class RunOptions:
-    interval_s: float = nvml.DEFAULT_INTERVAL_S
-    idle_threshold_percent: float = nvml.DEFAULT_ACTIVE_THRESHOLD_PERCENT
-    gpus: tuple[int, ...] | None = None
-    profile_warmup_steps: int = DEFAULT_PROFILE_WARMUP_STEPS
-    profile_steps: int = DEFAULT_PROFILE_STEPS
-    placement_log: bool = True
 
 
 def resolve(command: Sequence[str]) -> list[str]:
@@ -94,33 +86,6 @@ def program_env(base: Mapping[str, str], config: RunHookConfig) -> dict[str, str
     env[ENV_RUN_CONFIG] = config.to_env()
     env["TF_CPP_MIN_LOG_LEVEL"] = config.child_cpp_log_level
     return env
-
-
-@dataclass
-class Outcome:
-    """What the parent saw of the program."""
-
-    returncode: int | None
-    duration_s: float
-    interrupt: KeyboardInterrupt | None  # Ctrl-C, SIGTERM or SIGHUP that stopped it
-    sampling: nvml.SamplingResult | None
-    nvml_reason: str | None
-    state: streams.FilterState
-    stdout_path: Path
-    stderr_path: Path
-    events_dir: Path
-    save_failures: tuple[WriteFailed, ...] = ()  # the saved output that could not be written
-    settled: survivors.Settled = field(default_factory=survivors.Settled)  # outlived it
-
-    @property
-    def interrupted(self) -> bool:
-        return self.interrupt is not None
-
-    @property
-    def interrupt_signal(self) -> str:
-        """The signal that interrupted the run (SIGINT: Ctrl-C)."""
-        return signal.Signals(signum_of(self.interrupt) if self.interrupt else
-                              signal.SIGINT).name
 
 
 def _start_sampler(backend: nvml.NvmlBackend | nvml.NvmlUnavailable, options: RunOptions

@@ -14,15 +14,18 @@ from pathlib import Path
 from typing import Any
 
 from gpudiag.layout import RUN_EVENTS_PREFIX, RUN_EVENTS_SUFFIX, run_faults_name
-from gpudiag.placementlog import short_device
+from gpudiag.readers.placementlog import short_device
+from gpudiag.run import classcount
 from gpudiag.run.records import (
     ClusterJoin,
     ConfigCall,
     CrashRecord,
+    DeviceScope,
     DeviceSnapshot,
     FunctionGraph,
     ProcessObservation,
     ProfileRecord,
+    PyWarning,
     Step,
     StepSeries,
     StepStats,
@@ -90,9 +93,12 @@ def observe(pid: int, events: list[dict[str, Any]], events_dir: Path) -> Process
                               "first_t_unix_s": min(times) if times else None,
                               "last_t_unix_s": max(times) if times else None}
     calls, strategies, graphs, stats, logs, errors, sessions = [], [], [], [], [], [], []
+    py_warnings: list[PyWarning] = []
+    scopes: list[DeviceScope] = []
     fits: list[dict[str, Any]] = []
     joins: list[ClusterJoin] = []
     functions: dict[str, list[dict[str, Any]]] = {}
+    function_events: dict[str, dict[str, Any]] = {}
     groups: dict[int, dict[str, Any]] = {}
     fingerprints: dict[str, list[dict[str, Any]]] = {}
 
@@ -140,6 +146,7 @@ def observe(pid: int, events: list[dict[str, Any]], events_dir: Path) -> Process
         elif kind == "function_steps":
             functions.setdefault(e["function"], []).extend(e.get("rows") or [])
         elif kind == "function":
+            function_events.setdefault(e["function"], e)
             for g in e.get("graphs") or []:
                 graphs.append(FunctionGraph(e["function"], g["name"], g.get("ops", 0),
                                             [tuple(p) for p in g.get("pinned") or []]))
@@ -164,6 +171,12 @@ def observe(pid: int, events: list[dict[str, Any]], events_dir: Path) -> Process
         elif kind == "tf_log":
             logs.append(TfLogRecord(e.get("level", ""), e.get("message", ""),
                                     e.get("source", ""), bool(e.get("shown"))))
+        elif kind == "device_scope":
+            scopes.append(DeviceScope(str(e.get("device", "")), e.get("caller")))
+        elif kind == "py_warning":
+            py_warnings.append(PyWarning(e.get("category", "Warning"), e.get("message", ""),
+                                         e.get("file", ""), int(e.get("line") or 0),
+                                         e.get("user_frame")))
         elif kind in ("hook_error", "hook_note"):
             errors.append({k: e.get(k) for k in ("kind", "where", "type", "message")})
         elif kind == "exit":
@@ -174,13 +187,16 @@ def observe(pid: int, events: list[dict[str, Any]], events_dir: Path) -> Process
         facts = {k: begin.get(k) for k in ("model", "loss", "optimizer", "learning_rate",
                                             "strategy", "replicas", "trainable_parameters",
                                             "params", "examples")}
-        width = begin.get("output_width")
+        classes, facts["classes_from"] = classcount.fit_classes(begin.get("output_width"),
+                                                                begin.get("loss"))
         series.append(StepSeries("fit", "Model.fit" if len(fits) == 1 else f"Model.fit #{n}",
                                  _series_steps(fit["rows"], "fit"), begin.get("batch_size"),
-                                 width if width and width > 1 else None, facts, fit["epochs"]))
+                                 classes, facts, fit["epochs"]))
     for name, rows in functions.items():
+        classes, source = classcount.function_classes(function_events.get(name))
         series.append(StepSeries("function", f"tf.function {name}",
-                                 _series_steps(rows, "function")))
+                                 _series_steps(rows, "function"), num_classes=classes,
+                                 facts={"classes_from": source}))
     for index, group in sorted(groups.items()):
         label = f"Session.run #{index} [{', '.join(group['fetches'])[:80]}]"
         series.append(StepSeries("session", label, _series_steps(group["rows"], "session"),
@@ -193,7 +209,8 @@ def observe(pid: int, events: list[dict[str, Any]], events_dir: Path) -> Process
     return ProcessObservation(
         **fields, config_calls=calls, strategies=strategies, cluster_joins=joins,
         series=series, weights=weights, graphs=graphs, sessions=sessions, step_stats=stats,
-        tf_logs=logs, hook_errors=errors,
+        tf_logs=logs, py_warnings=py_warnings, device_scopes=scopes,
+        hook_errors=errors,
         faults=faults.read_text(errors="replace") if faults.is_file() else "")
 
 

@@ -150,6 +150,30 @@ class TfLogRecord:
 
 
 @dataclass(frozen=True)
+class DeviceScope:
+    """A ``tf.device`` scope the program opened eagerly (gpudiag.inprogram.devicescopes)."""
+
+    device: str  # as the program wrote it: /device:GPU:2, /GPU:0 ...
+    caller: dict[str, Any] | None  # file, line, function
+
+
+@dataclass(frozen=True)
+class PyWarning:
+    """A Python warning TensorFlow, Keras or tf_keras showed (gpudiag.inprogram.pywarnings)."""
+
+    category: str  # UserWarning ...
+    message: str
+    file: str  # where the library attributed it
+    line: int
+    user_frame: dict[str, Any] | None  # the program's innermost frame when it was shown
+
+    @property
+    def text(self) -> str:
+        """As Python prints it: ``UserWarning: message``."""
+        return f"{self.category}: {self.message}"
+
+
+@dataclass(frozen=True)
 class ProcessObservation:
     """Everything the hooks recorded in one Python process of the program."""
 
@@ -174,6 +198,8 @@ class ProcessObservation:
     crash: CrashRecord | None = None
     profile: ProfileRecord | None = None
     tf_logs: list[TfLogRecord] = field(default_factory=list)
+    py_warnings: list[PyWarning] = field(default_factory=list)
+    device_scopes: list[DeviceScope] = field(default_factory=list)
     hook_errors: list[dict[str, Any]] = field(default_factory=list)
     exited: bool = False  # its exit handler ran (not killed, not a fatal signal)
     first_t_unix_s: float | None = None  # its first and last event

@@ -23,7 +23,7 @@ from gpudiag.layout import (
     run_tb_name,
 )
 from gpudiag.run.records import ProcessObservation, StepSeries
-from gpudiag.tb import EventWriter
+from gpudiag.tb.writer import EventWriter
 
 
 def _slug(label: str) -> str:

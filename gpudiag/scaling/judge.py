@@ -16,13 +16,14 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from gpudiag import nvml, traces
-from gpudiag.devices import DeviceSetup
+from gpudiag import nvml
 from gpudiag.layout import TAG_SCALING_TABLE
 from gpudiag.markdown import markdown_table
+from gpudiag.probes.devices import DeviceSetup
 from gpudiag.probes.records import AllreduceResult, TrainingResult
+from gpudiag.procs.runner import ChildResult
+from gpudiag.readers import traces
 from gpudiag.report import Finding
-from gpudiag.runner import ChildResult
 from gpudiag.scaling.options import ScalingOptions
 from gpudiag.scaling.table import TABLE_HEADERS, table
 from gpudiag.scaling.tb_runs import write_scaling_tb

@@ -12,8 +12,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from gpudiag.devices import DEFAULT_VIRTUAL_GPU_MEMORY_MB
 from gpudiag.errors import UsageError
+from gpudiag.probes.devices import DEFAULT_VIRTUAL_GPU_MEMORY_MB
 from gpudiag.probes.records import (
     DEFAULT_ALLREDUCE_MAX_MB,
     DEFAULT_ALLREDUCE_MIN_MB,

@@ -30,8 +30,8 @@ from typing import Any
 from gpudiag import layout
 from gpudiag.markdown import markdown_table
 from gpudiag.probes.records import MIB, AllreduceResult, TrainingResult
-from gpudiag.tb import EventWriter, HParam
-from gpudiag.tbviews import scaling_charts
+from gpudiag.tb.views import scaling_charts
+from gpudiag.tb.writer import EventWriter, HParam
 from gpudiag.verdicts.scaling import SHARED_DEVICE_KINDS
 
 ALLREDUCE_HEADERS = ["size (MiB)", "time (ms)", "algbw (GB/s)", "busbw (GB/s)", "iterations"]

@@ -41,10 +41,11 @@ from typing import Any
 import numpy as np
 import tensorflow as tf
 
-from gpudiag import layout, traces
+from gpudiag import layout
 from gpudiag.cluster.records import WorkerConfig, WorkerResult, WorkerStats
 from gpudiag.cluster.tfconfig import TfConfig
 from gpudiag.probes.records import finite
+from gpudiag.readers import traces
 from gpudiag.train import cluster_data
 from gpudiag.train.loop import FINAL_WINDOW, evaluate, run_one_step, step_scalars, throughput
 from gpudiag.train.mirrored import MirroredTrainer

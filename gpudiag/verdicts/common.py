@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from gpudiag.procs.runner import ChildResult
 from gpudiag.report import Finding
-from gpudiag.runner import ChildResult
 
 MIB = 2**20
 GIB = 2**30

@@ -10,7 +10,6 @@ from __future__ import annotations
 from dataclasses import asdict
 
 from gpudiag.devnames import device_type
-from gpudiag.placementlog import PlacementRow, is_work, op_counts_by_device
 from gpudiag.probes.results import (
     InvalidPinResult,
     MultitowerResult,
@@ -18,6 +17,7 @@ from gpudiag.probes.results import (
     PinnedResult,
     SoftPinResult,
 )
+from gpudiag.readers.placementlog import PlacementRow, is_work, op_counts_by_device
 from gpudiag.report import Finding
 
 

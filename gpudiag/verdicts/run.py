@@ -17,6 +17,7 @@ from typing import Any
 from gpudiag.catalogue import LogMatch, match_crash
 from gpudiag.report import Finding, Status
 from gpudiag.run.records import ProcessObservation
+from gpudiag.verdicts import run_devices
 
 _JOB = re.compile(r"^/job:[^/]+(?:/replica:\d+)?(?:/task:\d+)?")
 _DEVICE = re.compile(r"(?:^|/)(?:device:)?(?P<type>[A-Za-z_]+):(?P<index>\d+)$")
@@ -214,8 +215,10 @@ def placement(obs: ProcessObservation, placed: dict[str, int] | None, eager_ops:
 
 
 def soft_placement(obs: ProcessObservation, graph_devices: dict[str, dict[str, str]],
-                   proc: str = "") -> Finding:
-    """Ops pinned to one device that ran on another: soft placement moved them."""
+                   proc: str = "", eager_by_device: dict[str, int] | None = None) -> Finding:
+    """Ops pinned to one device that ran on another: soft placement moved them (graphs
+    and Session step stats against where they ran; eager tf.device scopes on devices
+    that do not exist, gpudiag.verdicts.run_devices)."""
     counts: dict[tuple[str, str], int] = {}
     names: dict[tuple[str, str], list[str]] = {}
     compared = 0
@@ -248,7 +251,13 @@ def soft_placement(obs: ProcessObservation, graph_devices: dict[str, dict[str, s
          "scopes": sorted({x.split("/", 1)[0] for x in names[(w, g)] if "/" in x}),
          "examples": [x for x in names[(w, g)] if not x.endswith("/")][:5]}
         for (w, g), n in sorted(counts.items())]
-    evidence = {"compared_nodes": compared, "moved": rows}
+    pins = run_devices.missing_eager_pins(obs, canonical)
+    evidence = {"compared_nodes": compared, "moved": rows, "eager_pins_missing": pins,
+                "eager_ops_by_device": eager_by_device}
+    if pins and not rows:
+        return Finding(f"run.soft-placement{proc}", "fail",
+                       run_devices.describe_pins(pins, eager_by_device), evidence,
+                       advice=_SOFT_ADVICE)
     if not compared:
         return Finding(f"run.soft-placement{proc}", "skip",
                        "no op of the program's step functions or Session graphs was pinned "
@@ -265,18 +274,21 @@ def soft_placement(obs: ProcessObservation, graph_devices: dict[str, dict[str, s
     if missing:
         absent = sorted({str(r["requested"]) for r in missing})
         verb = "does" if len(absent) == 1 else "do"
+        eager = f"; {run_devices.describe_pins(pins, eager_by_device)}" if pins else ""
         return Finding(f"run.soft-placement{proc}", "fail",
                        f"{text}: {', '.join(absent)} {verb} not exist here, and soft placement "
                        "moved the work silently (a name scope such as tower_1 says nothing "
-                       "about where ops ran)", evidence,
-                       advice="Pin only to devices tf.config.list_logical_devices() lists (or "
-                              "use MirroredStrategy); turn soft placement off while testing "
-                              "(tf.config.set_soft_device_placement(False), or "
-                              "allow_soft_placement=False) to make this an error.")
+                       f"about where ops ran){eager}", evidence, advice=_SOFT_ADVICE)
     return Finding(f"run.soft-placement{proc}", "warn",
                    f"{text}: those ops have no kernel on the device they were pinned to",
                    evidence, advice="Keep ops without a GPU kernel (strings, some int ops) "
                    "out of GPU scopes, or accept the copies to and from the CPU.")
+
+
+_SOFT_ADVICE = ("Pin only to devices tf.config.list_logical_devices() lists (or use "
+                "MirroredStrategy); turn soft placement off while testing "
+                "(tf.config.set_soft_device_placement(False), or allow_soft_placement=False) "
+                "to make this an error.")
 
 
 def devices_used(obs: ProcessObservation, placed: dict[str, int] | None,
@@ -298,6 +310,9 @@ def devices_used(obs: ProcessObservation, placed: dict[str, int] | None,
                        "neither TensorFlow's placement, a trace nor NVML could be observed",
                        evidence)
     candidates = gpus or used_by_strategy or sorted(d for d in ops if ops[d]) or logical
+    created = run_devices.created_logical(obs)  # the program split them: each must work
+    candidates = list(dict.fromkeys([*candidates, *created]))
+    evidence["created_by_program"] = created
 
     def worked(d: str) -> bool:
         return bool(ops.get(d)) or bool(busy_s and busy_s.get(d, 0.0) > 0)
@@ -320,9 +335,20 @@ def devices_used(obs: ProcessObservation, placed: dict[str, int] | None,
         head += f" ({len(nvml_gpus)} seen by NVML)"
     if strategy:
         head += f"; {strategy} used {len(used_by_strategy)}"
+    # an idle logical CPU device the program split off only warns: it holds no memory
+    spare_cpus = [d for d in idle if d in created and ":CPU:" in d
+                  and d not in used_by_strategy]
     if idle or nvml_idle:
         names = idle + [f"NVML GPU {g['index']} (p95 {g['util_p95_percent']:.0f} %)"
                         for g in nvml_idle]
+        if spare_cpus == idle and not nvml_idle:
+            return Finding(f"run.every-device-used{proc}", "warn",
+                           f"{head}: {', '.join(idle)}, created by the program "
+                           "(set_logical_device_configuration), did no work; worked: "
+                           f"{', '.join(describe(d) for d in candidates if worked(d))}",
+                           evidence, advice="Create only the logical devices the program "
+                           "uses, or give them to the strategy "
+                           "(tf.distribute.MirroredStrategy() takes every device).")
         return Finding(f"run.every-device-used{proc}", "fail",
                        f"{head}: {', '.join(names)} did no work; worked: "
                        f"{', '.join(describe(d) for d in candidates if worked(d)) or 'none'}",

@@ -17,6 +17,7 @@ from typing import Any
 from gpudiag.catalogue import match_crash
 from gpudiag.report import Finding, Status
 from gpudiag.run.records import ProcessObservation, StepSeries
+from gpudiag.verdicts import crash_match, learning_causes
 
 # A loss within this fraction of ln(k) is "at ln k"; it has "not fallen" when the last
 # value is at least STUCK_FRACTION of the first.
@@ -76,11 +77,11 @@ def _accuracy(series: StepSeries) -> float | None:
 
 
 def _classes_at(loss: float, known: int | None) -> int | None:
-    """The k for which the loss is ln k (uniform predictions over k classes)."""
-    candidates = [known] if known else range(2, 1001)
-    for k in candidates:
-        if k and k > 1 and abs(loss - math.log(k)) <= LN_TOLERANCE * math.log(k):
-            return k
+    """``known`` when the loss is ln(known) (uniform predictions over the program's
+    classes). Without the class count from the program (gpudiag.run.classcount) there is
+    no ln C verdict: any slowly falling loss is near ln k for some k."""
+    if known and known > 1 and abs(loss - math.log(known)) <= LN_TOLERANCE * math.log(known):
+        return known
     return None
 
 
@@ -102,20 +103,30 @@ def learning(obs: ProcessObservation, proc: str = "") -> Finding:
         moved = weights.moved if weights else None
         stuck = first > 0 and last >= STUCK_FRACTION * first
         classes = _classes_at(last, s.num_classes) if stuck else None
+        floor = learning_causes.at_softmax_floor(losses, last, s.num_classes, LN_TOLERANCE)
         acc = _accuracy(s)
         chance = acc is not None and s.num_classes is not None and \
             acc <= 1 / s.num_classes + 0.1 * (1 - 1 / s.num_classes)
         row = {"series": s.label, "steps": len(s.steps), "first_loss": first,
-               "last_loss": last, "num_classes": s.num_classes, "stuck_at_ln_classes": classes,
-               "accuracy": acc, "accuracy_at_chance": chance, "weights_moved": moved,
+               "last_loss": last, "num_classes": s.num_classes,
+               "classes_from": s.facts.get("classes_from"), "stuck_at_ln_classes": classes,
+               "softmax_floor": floor, "accuracy": acc, "accuracy_at_chance": chance,
+               "weights_moved": moved,
                "learning_rate": s.facts.get("learning_rate")}
         rows.append(row)
         text = f"{s.label}: loss {first:.4f} -> {last:.4f} over {len(s.steps)} steps"
         if classes:
             text += (f", stuck at ln {classes} = {math.log(classes):.4f} (the model predicts "
                      f"all {classes} classes alike)")
+        elif floor:
+            text += (f", settled at {floor:.4f} = ln(1 + {(s.num_classes or 0) - 1}/e), "
+                     "the least a softmax cross-entropy reaches when it is given "
+                     "probabilities as logits (the outputs went through a softmax twice)")
         elif stuck:
             text += ", not falling"
+            if not s.num_classes:
+                text += (f" (no ln(classes) check: the number of classes is unknown, "
+                         f"{s.facts.get('classes_from') or 'no evidence of it'})")
         if acc is not None:
             text += f", accuracy {acc:.3f}" + (" (chance)" if chance else "")
         if moved is False:
@@ -126,13 +137,18 @@ def learning(obs: ProcessObservation, proc: str = "") -> Finding:
                 text += " (the learning rate is 0)"
         elif moved:
             text += "; the weights moved"
-        bad = moved is False or bool(classes)
+        bad = moved is False or bool(classes) or bool(floor)
         if bad:
             worst = "fail"
         elif (stuck or chance) and worst == "ok":
             worst = "warn"
         problems.append(text)
-    evidence = {"loops": rows, "ln_tolerance": LN_TOLERANCE, "stuck_fraction": STUCK_FRACTION}
+    warned = learning_causes.learning_warnings(obs)
+    evidence = {"loops": rows, "ln_tolerance": LN_TOLERANCE, "stuck_fraction": STUCK_FRACTION,
+                "warnings": [w.to_dict() for w in warned]}
+    if warned and rows:
+        problems.append(learning_causes.said(warned))
+        worst = "warn" if worst == "ok" else worst
     if not rows:
         return Finding(f"run.learning{proc}", "skip",
                        f"no training loop with at least {MIN_JUDGED_STEPS} observed losses "
@@ -146,6 +162,7 @@ def learning(obs: ProcessObservation, proc: str = "") -> Finding:
                   "stop_gradient, trainable=False), or an optimizer applied to other "
                   "variables. Moving weights with a flat loss: a learning rate too small, "
                   "labels that do not match the inputs, or a last layer that saturates.")
+    advice = learning_causes.advice(warned, any(r["softmax_floor"] for r in rows), advice)
     return Finding(f"run.learning{proc}", worst, "; ".join(problems), evidence, advice=advice)
 
 
@@ -224,8 +241,9 @@ def throughput(obs: ProcessObservation, warmup: int, proc: str = "") -> Finding:
 def memory(obs: ProcessObservation, nvml_gpus: list[dict[str, Any]] | None,
            proc: str = "") -> Finding:
     """The memory configuration that took effect, beside what NVML saw the GPUs hold."""
-    calls = [c for c in obs.config_calls if "memory_growth" in c.api
-             or "logical_device_configuration" in c.api or "virtual_device" in c.api]
+    calls = [c for c in obs.config_calls if ("memory_growth" in c.api
+             or "logical_device_configuration" in c.api or "virtual_device" in c.api)
+             and ":CPU:" not in str(c.args[:1] or c.kwargs.get("device", ""))]  # GPU memory
     gpus = obs.devices.gpus if obs.devices else []
     growth_env = obs.start_env.get("TF_FORCE_GPU_ALLOW_GROWTH")
     sessions = [{k: s.get(k) for k in ("allow_growth", "per_process_gpu_memory_fraction")}
@@ -347,16 +365,18 @@ def profile(obs: ProcessObservation, busy: dict[str, float] | None, window_s: fl
 
 
 def crash(obs: Sequence[ProcessObservation], returncode: int | None,
-          interrupted: bool = False) -> Finding:
-    """The program's crash: exception, message, the frame in the user's code, the fix."""
+          interrupted: bool = False, log_lines: Sequence[str] = ()) -> Finding:
+    """The program's crash: exception, the line of its message (or of TensorFlow's log,
+    ``log_lines``) that says why (gpudiag.verdicts.crash_match), the frame in the user's
+    code, the fix."""
     crashed = [o for o in obs if o.crash is not None]
     faulted = [o for o in obs if o.faults.strip()]
     if crashed:
         o = crashed[0]
         c = o.crash
         assert c is not None
-        entry = match_crash(c.type, c.message) or next(
-            (e for e in (match_crash(x["type"], x["message"]) for x in c.causes) if e), None)
+        cause = crash_match.explain(c.type, c.message, c.causes, log_lines)
+        entry = cause.entry
         where = ""
         if c.user_frame:
             f = c.user_frame
@@ -365,8 +385,9 @@ def crash(obs: Sequence[ProcessObservation], returncode: int | None,
                 where += f" (`{f['code'][:80]}`)"
         evidence = {"pid": o.pid, "type": c.type, "message": c.message[:2000],
                     "thread": c.thread, "user_frame": c.user_frame, "frames": c.frames[-8:],
-                    "catalogue": entry.id if entry else None}
-        message = c.message.strip().splitlines()[0][:300] if c.message.strip() else ""
+                    "catalogue": entry.id if entry else None, "matched_in": cause.where,
+                    "matched_line": cause.line[:500]}
+        message = cause.line[:300]
         text = f"{c.type}{where}: {message}"
         if entry:
             text += f" - {entry.meaning}"

@@ -1,0 +1,100 @@
+"""The primitives every hook uses inside the program's interpreter: the Agent (one per
+process: its configuration, the event recorder, exit callbacks), ``guard`` and the
+process-wide ``AGENT`` that install.py sets. Imports no hook (install.py does), only the
+standard library and small gpudiag modules: never TensorFlow.
+
+Everything gpudiag does inside the program goes through :func:`guard` or
+:meth:`Agent.hook_error`: an error in gpudiag's own code is recorded as a ``hook_error``
+event and the program carries on.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+import traceback
+from collections.abc import Callable
+from types import ModuleType
+from typing import Any, TypeVar
+
+from gpudiag.inprogram.config import RunHookConfig
+from gpudiag.inprogram.recorder import Recorder
+from gpudiag.layout import RUN_MARK_QUIET_BEGIN, RUN_MARK_QUIET_END, RUN_MARKER
+
+T = TypeVar("T")
+
+# Environment variables recorded with each process (what they were when it started).
+RECORDED_ENV = ("TF_CPP_MIN_LOG_LEVEL", "CUDA_VISIBLE_DEVICES", "TF_FORCE_GPU_ALLOW_GROWTH",
+                "TF_GPU_ALLOCATOR", "TF_CONFIG", "TF_XLA_FLAGS", "NVIDIA_VISIBLE_DEVICES")
+MAX_HOOK_ERRORS = 50
+
+
+class Agent:
+    """The hooks' state in one process."""
+
+    def __init__(self, config: RunHookConfig) -> None:
+        self.config = config
+        self.recorder = Recorder(config.events_dir)
+        self.exit_callbacks: list[Callable[[], None]] = []
+        self.hook_errors = 0
+        self.crash_recorded = False
+        self.tf: ModuleType | None = None
+        self.profile: Any = None  # profilewindow.ProfileWindow once TensorFlow is imported
+        self.fault_file: Any = None  # faulthandler's file, kept open for the process's life
+
+    def emit(self, kind: str, **fields: Any) -> None:
+        with contextlib.suppress(Exception):  # the disk is full or gone: nothing to tell
+            self.recorder.emit(kind, **fields)
+
+    def hook_error(self, where: str, exc: BaseException) -> None:
+        self.hook_errors += 1
+        if self.hook_errors > MAX_HOOK_ERRORS:
+            return
+        self.emit("hook_error", where=where, type=type(exc).__name__, message=str(exc)[:2000],
+                  traceback="".join(traceback.format_exception(exc))[-4000:])
+
+    def marker(self, word: str) -> None:
+        """A marker line on the program's stderr, in order with TensorFlow's C++ log."""
+        try:
+            sys.stderr.flush()
+            os.write(2, f"{RUN_MARKER}{word}\n".encode())
+        except OSError:
+            pass
+
+    def quiet(self) -> _Quiet:
+        """Around gpudiag's own TensorFlow calls: the log lines they cause stay out of the
+        terminal (they are saved like every other line)."""
+        return _Quiet(self)
+
+    def on_exit(self, callback: Callable[[], None]) -> None:
+        self.exit_callbacks.append(callback)
+
+    def _at_exit(self) -> None:
+        for callback in list(self.exit_callbacks):
+            guard(f"at exit: {getattr(callback, '__qualname__', callback)}", callback)
+        self.emit("exit", hook_errors=self.hook_errors)
+
+
+class _Quiet:
+    def __init__(self, agent: Agent) -> None:
+        self.agent = agent
+
+    def __enter__(self) -> None:
+        self.agent.marker(RUN_MARK_QUIET_BEGIN)
+
+    def __exit__(self, *exc: Any) -> None:
+        self.agent.marker(RUN_MARK_QUIET_END)
+
+
+AGENT: Agent | None = None
+
+
+def guard(where: str, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T | None:
+    """Call gpudiag code; an exception becomes a hook_error event, never the program's."""
+    try:
+        return fn(*args, **kwargs)
+    except Exception as exc:
+        if AGENT is not None:
+            AGENT.hook_error(where, exc)
+        return None

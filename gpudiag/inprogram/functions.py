@@ -1,0 +1,208 @@
+"""The program's step functions: every tf.function defined in the program's own code.
+
+``Function.__call__`` is wrapped once, for all tf.functions; a function whose Python code
+is TensorFlow's or Keras's (Keras's own train function ...) takes the original path after
+one dictionary lookup. For a function of the program, called eagerly (not while another
+function is being traced), each call is timed (its wall time and its start), its returned
+loss kept when it returns one (a float scalar, or the ``loss`` entry of a dict, or the
+first float scalar of a tuple) and read, at the batch's write, for the first
+ALWAYS_READ_FIRST calls, then at most config.loss_reads_per_s times a second, and for the
+last call at exit: no call waits on the device for gpudiag. The rows are appended as
+``function_steps`` events (gpudiag.run.recorder.StepBuffer).
+
+After the first call (tracing done): the function's concrete graphs, the device each of
+their ops was pinned to (``op.device``, what the program or its strategy asked for, to set
+against where the placement log says the op ran), and a fingerprint of the trainable
+variables it captured (gpudiag.run.weights), taken again at exit.
+"""
+
+from __future__ import annotations
+
+import inspect
+import time
+from collections.abc import Callable
+from types import CodeType, ModuleType
+from typing import TYPE_CHECKING, Any
+
+from gpudiag.inprogram import classevidence, weights
+from gpudiag.inprogram.config import UNBUFFERED_FIRST_STEPS
+from gpudiag.inprogram.recorder import StepBuffer
+from gpudiag.inprogram.tfhooks import record_devices
+from gpudiag.inprogram.usercode import is_user_file
+
+if TYPE_CHECKING:
+    from gpudiag.inprogram.agent import Agent
+
+ATTR = "_gpudiag_step_source"
+NOT_USER = object()
+MAX_PINNED_OPS = 3000
+MAX_CONCRETE = 4
+ALWAYS_READ_FIRST = 20  # the loss of the first calls is always read (learning needs them)
+
+
+def code_of(fn: Any) -> CodeType | None:
+    for _ in range(12):
+        code = getattr(fn, "__code__", None)
+        if isinstance(code, CodeType):
+            return code
+        if hasattr(fn, "__func__"):
+            fn = fn.__func__
+        elif hasattr(fn, "__wrapped__"):
+            fn = inspect.unwrap(fn)
+            if not hasattr(fn, "__wrapped__") and getattr(fn, "__code__", None) is None:
+                fn = type(fn).__dict__.get("__call__")
+        elif fn is not None and not inspect.isfunction(fn) and callable(fn):
+            fn = type(fn).__dict__.get("__call__")
+        else:
+            return None
+    return None
+
+
+def _is_scalar_float(x: Any) -> bool:
+    shape = getattr(x, "shape", None)
+    dtype = getattr(x, "dtype", None)
+    return (shape is not None and getattr(shape, "rank", None) == 0
+            and bool(getattr(dtype, "is_floating", False)) and hasattr(x, "numpy"))
+
+
+def loss_of(out: Any) -> Any:
+    """The loss tensor among a step function's outputs, or None."""
+    if _is_scalar_float(out):
+        return out
+    if isinstance(out, dict):
+        keys = [k for k in out if k == "loss"] + [k for k in out if "loss" in str(k)]
+        for k in keys:
+            if _is_scalar_float(out[k]):
+                return out[k]
+        return None
+    if isinstance(out, list | tuple):
+        for item in out:
+            if _is_scalar_float(item):
+                return item
+    return None
+
+
+def _resolve(row: dict[str, Any]) -> None:
+    loss = row.get("loss")
+    if loss is not None and not isinstance(loss, float):
+        row["loss"] = float(loss.numpy())
+
+
+class StepSource:
+    """One of the program's tf.functions."""
+
+    def __init__(self, agent: Agent, code: CodeType, qualname: str) -> None:
+        self.agent = agent
+        self.name = qualname
+        self.label = f"tf.function {qualname}"
+        self.file, self.line = code.co_filename, code.co_firstlineno
+        self.calls = 0
+        self.loss_interval_s = 1.0 / max(1, agent.config.loss_reads_per_s)
+        self.last_loss_read = -1e9
+        self.buffer = StepBuffer(agent.emit, "function_steps", agent.config.flush_interval_s,
+                                 UNBUFFERED_FIRST_STEPS, _resolve, function=qualname)
+        self.variables: list[Any] = []
+        self.last_loss: tuple[int, Any] | None = None  # the latest call's loss, unread
+        agent.on_exit(self.at_exit)
+
+    def call(self, original: Callable[..., Any], fn: Any, args: tuple[Any, ...],
+             kwds: dict[str, Any]) -> Any:
+        index = self.calls
+        self.calls += 1
+        profile = self.agent.profile
+        if profile is not None and not profile.done:
+            profile.step_begin(self, index)
+        start = time.time()
+        t0 = time.perf_counter()
+        out = original(fn, *args, **kwds)  # the program's call: its exceptions are its own
+        t1 = time.perf_counter()
+        try:
+            self._after(fn, out, index, start, t0, t1)
+        except Exception as exc:
+            self.agent.hook_error(f"after a call of {self.name}", exc)
+        return out
+
+    def _after(self, fn: Any, out: Any, index: int, start: float, t0: float,
+               t1: float) -> None:
+        profile = self.agent.profile
+        if profile is not None and not profile.done:
+            profile.step_end(self, index)
+        row: dict[str, Any] = {"i": index, "t0": start, "dt": t1 - t0}
+        loss = loss_of(out)
+        if loss is not None:
+            self.last_loss = (index, loss)
+            if index < ALWAYS_READ_FIRST or t1 - self.last_loss_read >= self.loss_interval_s:
+                row["loss"] = loss
+                self.last_loss_read = t1
+        self.buffer.add(row)
+        if index == 0:
+            from gpudiag.inprogram.agent import guard
+
+            guard(f"first call of {self.name}", self.first_call, fn)
+
+    def first_call(self, fn: Any) -> None:
+        concrete = list(fn._list_all_concrete_functions())[:MAX_CONCRETE]
+        graphs = []
+        trainable: list[Any] = []
+        cross_entropy: list[dict[str, Any]] = []
+        for cf in concrete:
+            ops = cf.graph.get_operations()
+            cross_entropy += classevidence.cross_entropy_ops(ops)
+            pinned = [[op.name, op.type, op.device] for op in ops if op.device]
+            name = cf.name.decode() if isinstance(cf.name, bytes) else str(cf.name)
+            graphs.append({"name": name, "ops": len(ops), "pinned": pinned[:MAX_PINNED_OPS],
+                           "pinned_total": len(pinned)})
+            trainable += list(cf.trainable_variables)
+        self.variables = weights.track(trainable)
+        self.agent.emit("function", function=self.name, file=self.file, line=self.line,
+                        graphs=graphs, trainable_variables=len(self.variables),
+                        cross_entropy=cross_entropy,
+                        classes=classevidence.classes_of(cross_entropy))
+        record_devices("step function")
+        self._weights("after-first-call")
+
+    def _weights(self, phase: str) -> None:
+        if self.variables:
+            self.agent.emit("weights", source=self.label, phase=phase, calls=self.calls,
+                            fingerprint=weights.fingerprint(self.variables))
+
+    def at_exit(self) -> None:
+        self.buffer.flush()
+        if self.last_loss is not None:  # the last call's loss, read once the program is done
+            index, loss = self.last_loss
+            self.agent.emit("function_steps", function=self.name,
+                            rows=[{"i": index, "loss": float(loss.numpy()), "final": True}])
+        self._weights("exit")
+
+
+def install(agent: Agent, tf: ModuleType) -> None:
+    from tensorflow.python.eager import context
+    from tensorflow.python.eager.polymorphic_function import polymorphic_function as pf
+
+    cls = pf.Function
+    original = cls.__call__
+    if hasattr(original, "__gpudiag_wrapped__"):
+        return
+    executing_eagerly = context.executing_eagerly
+
+    def classify(fn: Any) -> Any:
+        try:
+            code = code_of(fn.python_function)
+            if code is None or not is_user_file(code.co_filename):
+                return NOT_USER
+            name = getattr(fn.python_function, "__qualname__", None) or code.co_name
+            return StepSource(agent, code, str(name))
+        except Exception as exc:
+            agent.hook_error("classifying a tf.function", exc)
+            return NOT_USER
+
+    def __call__(self: Any, *args: Any, **kwds: Any) -> Any:
+        source = self.__dict__.get(ATTR)
+        if source is None:
+            source = self.__dict__[ATTR] = classify(self)
+        if source is NOT_USER or not executing_eagerly():
+            return original(self, *args, **kwds)
+        return source.call(original, self, args, kwds)
+
+    __call__.__gpudiag_wrapped__ = original  # type: ignore[attr-defined]
+    cls.__call__ = __call__

@@ -1,0 +1,262 @@
+"""Keras ``Model.fit``: a callback gpudiag adds beside the program's own.
+
+``Model.fit`` of keras (Keras 3) and tf_keras (Keras 2) is wrapped to append one callback
+to the program's ``callbacks`` (the program's callbacks stay, in their order). It records:
+
+- at the start (``fit_begin``): epochs, steps, batch size and examples when they can be
+  known, the model's output width (the number of classes), the loss, optimizer and its
+  learning rate, metric names, the strategy the model was built under, the trainable
+  parameter count;
+- every batch (``fit_steps``, buffered as gpudiag.run.recorder.StepBuffer does): its start
+  time (main thread) and the logs Keras hands to callbacks (loss and metrics: running means
+  over the epoch). The callback is ``async_safe``: under Keras 3 its batch-end runs where
+  Keras already converts the logs, so it adds no device sync to the step;
+- each epoch's logs (``fit_epoch``, validation included), and ``fit_end``;
+- a fingerprint of the trainable weights at the start (or after the first batch when the
+  model builds then) and at the end (gpudiag.run.weights): did they move at all?
+
+The batches also drive the profiler window (gpudiag.run.profilewindow).
+"""
+
+from __future__ import annotations
+
+import functools
+import time
+from collections.abc import Callable
+from types import ModuleType
+from typing import TYPE_CHECKING, Any
+
+from gpudiag.inprogram import weights
+from gpudiag.inprogram.config import UNBUFFERED_FIRST_STEPS
+from gpudiag.inprogram.recorder import StepBuffer
+
+if TYPE_CHECKING:
+    from gpudiag.inprogram.agent import Agent
+
+CALLBACKS_POSITION = 5  # fit(x, y, batch_size, epochs, verbose, callbacks, ...)
+
+
+def _plain_logs(logs: Any) -> dict[str, float]:
+    out = {}
+    for k, v in (logs or {}).items():
+        try:
+            out[str(k)] = float(v)
+        except (TypeError, ValueError):
+            continue
+    return out
+
+
+def _batch_size(args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[int | None, int | None]:
+    """(batch size, number of examples) of a fit call, where they can be known cheaply."""
+    x = args[0] if args else kwargs.get("x")
+    batch = args[2] if len(args) > 2 else kwargs.get("batch_size")
+    shape = getattr(x, "shape", None)
+    if shape is not None and len(shape) > 0 and shape[0] is not None:
+        return (int(batch) if batch else 32), int(shape[0])
+    if isinstance(x, list | tuple) and x and getattr(x[0], "shape", None) is not None:
+        return (int(batch) if batch else 32), int(x[0].shape[0])
+    if isinstance(x, dict) and x:
+        first = next(iter(x.values()))
+        if getattr(first, "shape", None) is not None:
+            return (int(batch) if batch else 32), int(first.shape[0])
+    spec = getattr(x, "element_spec", None)  # a tf.data.Dataset
+    if spec is not None:
+        first = spec[0] if isinstance(spec, tuple) else spec
+        dims = getattr(getattr(first, "shape", None), "as_list", lambda: None)()
+        if dims and dims[0]:
+            return int(dims[0]), None
+        return _dataset_batch(x), None
+    return (int(batch) if batch else None), None
+
+
+def _dataset_batch(dataset: Any) -> int | None:
+    """The batch size of the last .batch() in a tf.data pipeline (shuffle, prefetch, map
+    after it keep it), read from the pipeline's own attributes; None if not found."""
+    for _ in range(20):
+        size = getattr(dataset, "_batch_size", None)
+        if size is not None:
+            value = size.numpy() if hasattr(size, "numpy") else size
+            return int(value) if int(value) > 0 else None
+        dataset = getattr(dataset, "_input_dataset", None)
+        if dataset is None:
+            return None
+    return None
+
+
+def _guarded(agent: Agent, method: Callable[..., None]) -> Callable[..., None]:
+    """A callback method whose errors are gpudiag's, recorded, never raised into fit."""
+
+    @functools.wraps(method)
+    def wrapper(*args: Any, **kwargs: Any) -> None:
+        try:
+            method(*args, **kwargs)
+        except Exception as exc:
+            agent.hook_error(f"fit callback {method.__name__}", exc)
+
+    return wrapper
+
+
+def make_callback_class(agent: Agent, keras: ModuleType) -> type:
+    base = keras.callbacks.Callback
+
+    class GpudiagFitRecorder(base):  # type: ignore[misc, valid-type]
+        """gpudiag's fit recorder (added by `gpudiag run`; it changes nothing)."""
+
+        async_safe = True
+
+        def __init__(self, batch_size: int | None, examples: int | None) -> None:
+            super().__init__()
+            self.batch_size = batch_size
+            self.examples = examples
+            self.label = "Model.fit"
+            self.epoch = 0
+            self.step = 0
+            self.begun: int | None = None
+            self.starts: dict[int, float] = {}
+            self.refs: list[Any] = []
+            self.buffer = StepBuffer(agent.emit, "fit_steps", agent.config.flush_interval_s,
+                                     UNBUFFERED_FIRST_STEPS, None)
+
+        def _model_facts(self) -> dict[str, Any]:
+            model = self.model
+            facts: dict[str, Any] = {"model": type(model).__name__}
+            try:
+                outputs = getattr(model, "outputs", None) or []
+                facts["output_width"] = int(outputs[0].shape[-1]) if outputs else None
+            except Exception:
+                facts["output_width"] = None
+            facts["loss"] = repr(getattr(model, "loss", None))[:200]
+            opt = getattr(model, "optimizer", None)
+            facts["optimizer"] = type(opt).__name__ if opt is not None else None
+            try:
+                facts["learning_rate"] = float(opt.learning_rate)  # type: ignore[union-attr]
+            except Exception:
+                facts["learning_rate"] = None
+            strategy = getattr(model, "distribute_strategy", None)
+            facts["strategy"] = type(strategy).__name__ if strategy is not None else None
+            facts["replicas"] = getattr(strategy, "num_replicas_in_sync", None)
+            try:
+                facts["trainable_parameters"] = int(sum(
+                    int(getattr(w, "size", 0) or 0) for w in model.trainable_weights))
+            except Exception:
+                facts["trainable_parameters"] = None
+            return facts
+
+        def _fingerprint(self, phase: str) -> None:
+            if not self.refs and getattr(self.model, "built", False):
+                self.refs = weights.track(self.model.trainable_weights)
+            if self.refs:
+                agent.emit("weights", source=self.label, phase=phase, calls=self.step,
+                           fingerprint=weights.fingerprint(self.refs))
+
+        def on_train_begin(self, logs: Any = None) -> None:
+            from gpudiag.inprogram.tfhooks import record_devices
+
+            record_devices("fit")
+            agent.emit("fit_begin", params=dict(self.params or {}), batch_size=self.batch_size,
+                       examples=self.examples, **self._model_facts())
+            self._fingerprint("begin")
+
+        def on_epoch_begin(self, epoch: int, logs: Any = None) -> None:
+            self.epoch = epoch
+
+        def on_train_batch_begin(self, batch: int, logs: Any = None) -> None:
+            now = time.time()
+            self._end_step()
+            profile = agent.profile
+            if profile is not None and not profile.done:
+                profile.step_begin(self, self.step)
+            self.begun = self.step
+            self.starts[self.step] = now
+            if self.step == 1 and not self.refs:
+                self._fingerprint("after-first-batch")
+            self.step += 1
+
+        def _end_step(self) -> None:
+            if self.begun is not None:
+                profile = agent.profile
+                if profile is not None and not profile.done:
+                    profile.step_end(self, self.begun)
+                self.begun = None
+
+        def on_train_batch_end(self, batch: int, logs: Any = None) -> None:
+            step = self.step - 1
+            self.buffer.add({"i": step, "epoch": self.epoch, "batch": batch,
+                             "t0": self.starts.pop(step, None), "t_end": time.time(),
+                             "logs": _plain_logs(logs)})
+
+        def on_epoch_end(self, epoch: int, logs: Any = None) -> None:
+            self._end_step()
+            self.buffer.flush()
+            agent.emit("fit_epoch", epoch=epoch, steps=self.step, logs=_plain_logs(logs))
+
+        def on_train_end(self, logs: Any = None) -> None:
+            self._end_step()
+            self.buffer.flush()
+            self._fingerprint("end")
+            agent.emit("fit_end", steps=self.step, logs=_plain_logs(logs))
+
+    for name in ("on_train_begin", "on_epoch_begin", "on_train_batch_begin",
+                 "on_train_batch_end", "on_epoch_end", "on_train_end"):
+        setattr(GpudiagFitRecorder, name, _guarded(agent, getattr(GpudiagFitRecorder, name)))
+    return GpudiagFitRecorder
+
+
+def batch_hooks_refused(keras: ModuleType, model: Any) -> str | None:
+    """Why this fit refuses a callback with batch-level hooks (None: it takes one).
+    tf_keras raises ValueError for one under ParameterServerStrategy (its CallbackList's
+    ``_disallow_batch_hooks_in_ps_strategy``); gpudiag must not make fit fail."""
+    if not keras.__name__.startswith("tf_keras"):
+        return None
+    strategy = getattr(model, "distribute_strategy", None)
+    if not getattr(strategy, "_should_use_with_coordinator", False):
+        return None
+    return (f"{type(strategy).__name__}: tf_keras refuses callbacks with batch-level hooks, "
+            "so gpudiag's fit recorder stood aside from the batches (fit's epochs recorded; "
+            "no per-step timing and no profiler window from fit)")
+
+
+def epochs_only(recorder_cls: type, keras: ModuleType) -> type:
+    """The fit recorder without batch-level hooks (Keras's own no-op methods put back, so
+    Keras sees none)."""
+    base = keras.callbacks.Callback
+    return type("GpudiagFitEpochRecorder", (recorder_cls,), {
+        "on_train_batch_begin": base.on_train_batch_begin,
+        "on_train_batch_end": base.on_train_batch_end})
+
+
+def install(agent: Agent, keras: ModuleType) -> None:
+    model_cls = getattr(keras, "Model", None)
+    if model_cls is None or hasattr(model_cls.fit, "__gpudiag_wrapped__"):
+        return
+    original = model_cls.fit
+    recorder_cls = make_callback_class(agent, keras)
+    agent.emit("keras_import", module=keras.__name__, version=getattr(keras, "__version__", "?"))
+
+    epochs_only_cls = epochs_only(recorder_cls, keras)
+
+    @functools.wraps(original)
+    def fit(self: Any, *args: Any, **kwargs: Any) -> Any:
+        try:
+            batch, examples = _batch_size(args, kwargs)
+            refused = batch_hooks_refused(keras, self)
+            callback = (epochs_only_cls if refused else recorder_cls)(batch, examples)
+            if refused:
+                agent.emit("hook_note", where="Model.fit", message=refused)
+            if len(args) > CALLBACKS_POSITION:
+                args = (*args[:CALLBACKS_POSITION],
+                        [*list(args[CALLBACKS_POSITION] or []), callback],
+                        *args[CALLBACKS_POSITION + 1:])
+            else:
+                given = kwargs.get("callbacks")
+                if given is None or isinstance(given, list | tuple):
+                    kwargs["callbacks"] = [*list(given or []), callback]
+                else:
+                    agent.emit("hook_note", where="Model.fit",
+                               message="callbacks given as a CallbackList: fit not recorded")
+        except Exception as exc:
+            agent.hook_error("Model.fit callback", exc)
+        return original(self, *args, **kwargs)
+
+    fit.__gpudiag_wrapped__ = original  # type: ignore[attr-defined]
+    model_cls.fit = fit

@@ -1,0 +1,124 @@
+"""The profiler window: a trace of a few of the program's own steps, after warm-up.
+
+Whichever step source first reaches step ``profile_warmup_steps`` (counting from 0: the
+first calls, with tracing and compilation, are left out) owns the window: the program's
+step tf.function, a Keras ``fit`` batch, or a ``Session.run`` of the same fetches. The
+profiler (``tf.profiler.experimental.start``) runs for ``profile_steps`` of that source's
+steps, each marked with ``tf.profiler.experimental.Trace("train", step_num=i)`` so
+gpudiag.traces finds the window, and writes ``<run dir>/program-<pid>/plugins/profile/
+<timestamp>/<host>.xplane.pb``, where TensorBoard's profile plugin looks. A run that ends
+inside the window is stopped at exit (a shorter window).
+
+In a MultiWorkerMirroredStrategy cluster only the coordination leader (the chief, else
+worker 0) gets a window; the other tasks ``forgo`` theirs (gpudiag.run.strategies): on
+this project's machine TensorFlow 2.21 aborted a worker that was not the leader with
+``free(): invalid pointer`` as the profiler stopped, in 4 of 64 two-worker runs with both
+traced, and in 0 of 80 with the leader alone; gpudiag must never break the program it
+watches.
+
+Outside the window this costs one comparison per step.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from types import ModuleType
+from typing import TYPE_CHECKING, Any
+
+from gpudiag.layout import run_tb_name
+
+if TYPE_CHECKING:
+    from gpudiag.inprogram.agent import Agent
+
+
+class ProfileWindow:
+    def __init__(self, agent: Agent, tf: ModuleType) -> None:
+        self.agent = agent
+        self.tf = tf
+        self.warmup = agent.config.profile_warmup_steps
+        self.steps = agent.config.profile_steps
+        self.done = self.steps <= 0
+        self.owner: object | None = None
+        self.started = False
+        self.traced: list[int] = []
+        self._marker: Any = None
+        self.logdir = ""
+        agent.on_exit(self.finish)
+
+    def forgo(self, reason: str) -> None:
+        """No window in this process (recorded as ``skipped`` with the reason)."""
+        if self.done or self.started:
+            return
+        self.done = True
+        self.agent.emit("profile", status="skipped", logdir="", source=None, first_step=None,
+                        steps=[], error=reason)
+
+    def step_begin(self, source: object, index: int) -> None:
+        if self.done:
+            return
+        if self.owner is None:
+            if index < self.warmup:
+                return
+            self.owner = source
+            self._start(source, index)
+            if self.done:
+                return
+        if source is not self.owner:
+            return
+        try:
+            self._marker = self.tf.profiler.experimental.Trace("train", step_num=index, _r=1)
+            self._marker.__enter__()
+        except Exception as exc:
+            self._marker = None
+            self.agent.hook_error("profiler step marker", exc)
+
+    def step_end(self, source: object, index: int) -> None:
+        if self.done or source is not self.owner or not self.started:
+            return
+        if self._marker is not None:
+            marker, self._marker = self._marker, None
+            try:
+                marker.__exit__(None, None, None)
+            except Exception as exc:
+                self.agent.hook_error("profiler step marker", exc)
+        self.traced.append(index)
+        if len(self.traced) >= self.steps:
+            self._stop(complete=True)
+
+    def _start(self, source: object, index: int) -> None:
+        self.logdir = str(Path(self.agent.config.run_dir) / run_tb_name(os.getpid()))
+        try:
+            with self.agent.quiet():
+                self.tf.profiler.experimental.start(self.logdir)
+        except Exception as exc:
+            self.done = True
+            self.agent.emit("profile", status="failed", logdir=self.logdir,
+                            source=getattr(source, "label", str(source)), first_step=index,
+                            steps=[], error=f"{type(exc).__name__}: {exc}")
+            return
+        self.started = True
+        self.agent.emit("profile", status="started", logdir=self.logdir,
+                        source=getattr(source, "label", str(source)), first_step=index,
+                        steps=[], error=None)
+
+    def _stop(self, *, complete: bool) -> None:
+        self.done = True
+        error = None
+        try:
+            with self.agent.quiet():
+                self.tf.profiler.experimental.stop()
+        except Exception as exc:
+            error = f"{type(exc).__name__}: {exc}"
+        self.agent.emit("profile", status="stopped" if complete else "stopped-at-exit",
+                        logdir=self.logdir, source=getattr(self.owner, "label", None),
+                        first_step=self.traced[0] if self.traced else None,
+                        steps=list(self.traced), error=error)
+
+    def finish(self) -> None:
+        """At exit: stop a window the program did not run to its end."""
+        if self.started and not self.done:
+            if self._marker is not None:
+                self._marker.__exit__(None, None, None)
+                self._marker = None
+            self._stop(complete=False)

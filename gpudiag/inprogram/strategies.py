@@ -1,0 +1,186 @@
+"""Every tf.distribute strategy the program creates: class, replicas, devices, all-reduce.
+
+``StrategyBase.__init__`` (the base of every strategy, TF2 and tf.compat.v1) is wrapped:
+after it ran, the strategy's class, ``num_replicas_in_sync``, ``extended.worker_devices``
+and ``parameter_devices``, the cross-device ops (class; for collectives the implementation,
+RING or NCCL), whether NCCL is used, and for multi-worker strategies the cluster and this
+task are recorded, with where in the program it was created. TensorFlow's own log lines
+about the strategy come through gpudiag.run.logcapture.
+
+Joining a cluster is recorded on its own, *before* TensorFlow connects: a multi-worker
+strategy's constructor blocks until every task of the cluster has connected (forever, when
+one never starts), so the strategy record above may never come. Three places are wrapped:
+MultiWorkerMirroredStrategy's ``_initialize_multi_worker`` (the collective cluster),
+ParameterServerStrategy's ``_connect_to_cluster`` (the coordinator) and
+``tf.distribute.Server`` (the parameter servers' and workers' servers). Each writes a
+``cluster_join`` event (the task and the cluster spec) before, and ``cluster_joined`` or
+``cluster_join_failed`` after.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from types import ModuleType
+from typing import TYPE_CHECKING, Any
+
+from gpudiag.cluster.tfconfig import coordination_leader_of
+from gpudiag.inprogram.tfhooks import caller, record_devices
+
+if TYPE_CHECKING:
+    from gpudiag.inprogram.agent import Agent
+
+
+def _names(devices: Any) -> list[str] | None:
+    try:
+        return [str(d) for d in devices]
+    except Exception:
+        return None
+
+
+def describe(strategy: Any) -> dict[str, Any]:
+    extended = strategy.extended
+    ops = getattr(extended, "_cross_device_ops", None)
+    options = getattr(extended, "_communication_options", None)
+    implementation = getattr(getattr(options, "implementation", None), "name", None)
+    ops_name = type(ops).__name__ if ops is not None else None
+    worker_devices = _names(getattr(extended, "worker_devices", ()))
+    nccl = bool(ops_name and "Nccl" in ops_name) or (
+        ops_name == "CollectiveAllReduce" and implementation == "NCCL"
+        and bool(worker_devices) and all("GPU" in d.upper() for d in worker_devices or []))
+    out: dict[str, Any] = {
+        "class": type(strategy).__name__, "module": type(strategy).__module__,
+        "num_replicas_in_sync": getattr(strategy, "num_replicas_in_sync", None),
+        "worker_devices": worker_devices,
+        "parameter_devices": _names(getattr(extended, "parameter_devices", ())),
+        "cross_device_ops": ops_name, "communication_implementation": implementation,
+        "nccl": nccl,
+    }
+    resolver = getattr(strategy, "cluster_resolver", None)
+    if resolver is not None:
+        out["cluster"] = {"task_type": getattr(resolver, "task_type", None),
+                          "task_id": getattr(resolver, "task_id", None),
+                          "cluster_spec": _as_spec(resolver.cluster_spec())}
+    return out
+
+
+def install(agent: Agent, tf: ModuleType) -> None:
+    from tensorflow.python.distribute import distribute_lib
+
+    cls = distribute_lib.StrategyBase
+    original = cls.__init__
+    if hasattr(original, "__gpudiag_wrapped__"):
+        return
+
+    @functools.wraps(original)
+    def __init__(self: Any, extended: Any) -> None:
+        original(self, extended)
+        if type(self).__name__.startswith("_"):  # TensorFlow's own default strategy
+            return
+        try:
+            agent.emit("strategy", caller=caller(), **describe(self))
+        except Exception as exc:
+            agent.hook_error("recording a strategy", exc)
+        record_devices("strategy")
+
+    __init__.__gpudiag_wrapped__ = original  # type: ignore[attr-defined]
+    cls.__init__ = __init__
+
+
+def _as_spec(cluster: Any) -> dict[str, list[str]] | None:
+    """A ClusterSpec as {job: [address, ...]} (a sparse job's tasks in index order)."""
+    try:
+        raw = cluster.as_dict()
+    except Exception:
+        return None
+    out = {}
+    for job, tasks in raw.items():
+        out[str(job)] = ([str(tasks[k]) for k in sorted(tasks)] if isinstance(tasks, dict)
+                         else [str(t) for t in tasks])
+    return out
+
+
+def _collective(self: Any, cluster_resolver: Any) -> dict[str, Any]:
+    return {"via": "MultiWorkerMirroredStrategy", "task_type": cluster_resolver.task_type,
+            "task_id": cluster_resolver.task_id,
+            "cluster_spec": _as_spec(cluster_resolver.cluster_spec())}
+
+
+def _coordinator(self: Any, coordinator_name: str) -> dict[str, Any]:
+    resolver = self._cluster_resolver
+    return {"via": "ParameterServerStrategy", "task_type": coordinator_name,
+            "task_id": getattr(resolver, "task_id", None) or 0,
+            "cluster_spec": _as_spec(resolver.cluster_spec())}
+
+
+def _server(self: Any, server_or_cluster_def: Any, job_name: Any = None,
+            task_index: Any = None, protocol: Any = None, config: Any = None,
+            start: bool = True) -> dict[str, Any]:
+    from tensorflow.python.training import server_lib
+
+    server_def = server_lib._make_server_def(server_or_cluster_def, job_name, task_index,
+                                             protocol, config)
+    return {"via": "tf.distribute.Server", "task_type": server_def.job_name,
+            "task_id": server_def.task_index,
+            "cluster_spec": _as_spec(server_lib.ClusterSpec(server_def.cluster))}
+
+
+NOT_LEADER_NO_PROFILE = (
+    "no profiler window in {task}: in a MultiWorkerMirroredStrategy cluster only the "
+    "coordination leader ({leader}) is traced. TensorFlow 2.21's profiler aborted a worker "
+    "that was not the leader (free(): invalid pointer) as it stopped, in 4 of 64 two-worker "
+    "runs on this project's machine; tracing the leader alone, 0 of 80")
+
+
+def _forgo_profile(agent: Agent, info: dict[str, Any]) -> None:
+    """A MultiWorkerMirroredStrategy task other than the coordination leader: no profiler
+    window (NOT_LEADER_NO_PROFILE)."""
+    leader = coordination_leader_of(info["cluster_spec"] or {})
+    task = f"{info['task_type']}-{info['task_id']}"
+    if info["via"] == "MultiWorkerMirroredStrategy" and agent.profile is not None \
+            and leader is not None and task != leader:
+        agent.profile.forgo(NOT_LEADER_NO_PROFILE.format(task=task, leader=leader))
+
+
+def _wrap_join(agent: Agent, owner: type, name: str,
+               identify: Callable[..., dict[str, Any]]) -> None:
+    original = getattr(owner, name)
+    if hasattr(original, "__gpudiag_wrapped__"):
+        return
+
+    @functools.wraps(original)
+    def joining(self: Any, *args: Any, **kwargs: Any) -> Any:
+        info = None
+        try:
+            info = identify(self, *args, **kwargs)
+            agent.emit("cluster_join", caller=caller(), **info)
+            _forgo_profile(agent, info)
+        except Exception as exc:
+            agent.hook_error(f"recording the cluster joined by {owner.__name__}", exc)
+        try:
+            result = original(self, *args, **kwargs)
+        except BaseException:  # the exception itself is the program's (gpudiag.run.crash)
+            if info is not None:
+                agent.emit("cluster_join_failed", via=info["via"])
+            raise
+        if info is not None:
+            agent.emit("cluster_joined", via=info["via"])
+        return result
+
+    joining.__gpudiag_wrapped__ = original  # type: ignore[attr-defined]
+    setattr(owner, name, joining)
+
+
+def install_cluster(agent: Agent, tf: ModuleType) -> None:
+    """Wrap the three ways a process joins a cluster (see the module's docstring)."""
+    from tensorflow.python.distribute import (
+        collective_all_reduce_strategy,
+        parameter_server_strategy_v2,
+    )
+    from tensorflow.python.training import server_lib
+
+    _wrap_join(agent, collective_all_reduce_strategy.CollectiveAllReduceExtended,
+               "_initialize_multi_worker", _collective)
+    _wrap_join(agent, parameter_server_strategy_v2.ParameterServerStrategyV2,
+               "_connect_to_cluster", _coordinator)
+    _wrap_join(agent, server_lib.Server, "__init__", _server)

@@ -1,0 +1,132 @@
+"""Child processes that never outlive gpudiag, however gpudiag ends.
+
+Every process gpudiag starts (a probe's TensorFlow child, the command `monitor` or `run`
+watches) is started by ``spawn`` as the leader of a process group of its own, so that
+its grandchildren (``sh -c 'sleep 300 & sleep 300'``) can be ended with it by one
+``killpg``. Three ways a run can end, three ways the groups end with it:
+
+- normally, or by an exception: the caller stops the group (``stop_group``);
+- Ctrl-C, SIGTERM, SIGHUP: the CLI turns the signal into ``Interrupted`` (a
+  KeyboardInterrupt), which reaches the same ``stop_group`` calls;
+- ``kill -9`` of gpudiag, where no code of gpudiag's can run: a small watchdog process
+  (``python -m gpudiag.reaper``, in a session of its own) holds the read end of a pipe
+  whose only write end is gpudiag's. The kernel closes that end when gpudiag dies, the
+  watchdog reads end-of-file and ends every group it was told about (SIGTERM, then
+  SIGKILL after a grace period).
+
+The watchdog learns of a group by a line ``+PGID`` and forgets it by ``-PGID``
+(gpudiag.reaper.WATCH / UNWATCH). It starts on the first ``spawn`` (one Python process
+without TensorFlow, a few MiB) and ends by itself when gpudiag exits.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import Sequence
+from typing import IO, Any
+
+from gpudiag.procs.reaper import UNWATCH, WATCH, end_groups, group_alive, signal_groups
+
+#: (signal, seconds to wait after it) to end a group: polite first, then certain.
+STOP_SEQUENCE: tuple[tuple[signal.Signals, float], ...] = (
+    (signal.SIGTERM, 3.0),
+    (signal.SIGKILL, 5.0),
+)
+
+
+class _Watchdog:
+    """The write end of the pipe to gpudiag.reaper, opened on first use."""
+
+    def __init__(self) -> None:
+        self._pipe: IO[bytes] | None = None
+        self._proc: subprocess.Popen[bytes] | None = None
+
+    def _open(self) -> IO[bytes] | None:
+        if self._pipe is None:
+            read_fd, write_fd = os.pipe()  # both non-inheritable: no child keeps it open
+            try:
+                self._proc = subprocess.Popen(
+                    [sys.executable, "-m", "gpudiag.procs.reaper"], stdin=read_fd,
+                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                    start_new_session=True, env={**os.environ, "PYTHONUNBUFFERED": "1"},
+                )
+            except OSError:
+                os.close(write_fd)
+                return None  # no watchdog: the in-process stop paths still hold
+            finally:
+                os.close(read_fd)
+            self._pipe = os.fdopen(write_fd, "wb", buffering=0)
+        return self._pipe
+
+    def start(self) -> None:
+        """Start the watchdog process now (it otherwise starts on the first ``tell``)."""
+        self._open()
+
+    def tell(self, line: str) -> None:
+        pipe = self._open()
+        if pipe is not None:
+            with contextlib.suppress(OSError):
+                pipe.write(line.encode() + b"\n")
+
+
+_watchdog = _Watchdog()
+
+
+def spawn(argv: Sequence[str], **popen_kwargs: Any) -> subprocess.Popen[bytes]:
+    """``subprocess.Popen(argv, ...)`` as the leader of a new process group (and session),
+    watched by the reaper until ``release`` or ``stop_group``. OSError propagates.
+
+    The watchdog is started before the child, and an interrupt (Ctrl-C, SIGTERM) that
+    lands once the child exists stops the child's group before it propagates: there is
+    no moment at which a child runs that neither the caller nor the watchdog will end."""
+    _watchdog.start()
+    proc: subprocess.Popen[bytes] = subprocess.Popen(
+        list(argv), start_new_session=True, **popen_kwargs)
+    try:
+        _watchdog.tell(f"{WATCH}{proc.pid}")
+    except BaseException:
+        stop_group(proc)
+        raise
+    return proc
+
+
+def signal_group(proc: subprocess.Popen[bytes], sig: int) -> None:
+    """Send ``sig`` to the child's whole process group (nothing if it is gone)."""
+    signal_groups({proc.pid}, sig)
+
+
+def stop_group(proc: subprocess.Popen[bytes],
+               sequence: Sequence[tuple[int | None, float]] = STOP_SEQUENCE) -> None:
+    """End the child and everything in its process group: each (signal, wait) in turn
+    until the group is gone; ``None`` as the signal only waits. Always reaps the child."""
+    for sig, wait_s in sequence:
+        if sig is not None:
+            signal_group(proc, sig)
+        try:
+            proc.wait(timeout=wait_s)
+        except subprocess.TimeoutExpired:
+            continue
+        except KeyboardInterrupt:  # a second Ctrl-C or signal while stopping: at once
+            signal_group(proc, signal.SIGKILL)
+            break
+        if not group_alive(proc.pid):
+            break
+        # the leader is gone but grandchildren remain: go on with the next signal
+    else:
+        signal_group(proc, signal.SIGKILL)
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        proc.wait(timeout=5.0)
+    release(proc)
+
+
+def release(proc: subprocess.Popen[bytes]) -> None:
+    """The group needs no watching any more: its leader was waited for. Grandchildren
+    left in the group are ended first (SIGTERM, then SIGKILL after the reaper's grace
+    period): nothing started by gpudiag outlives its run."""
+    if proc.returncode is not None and group_alive(proc.pid):
+        end_groups({proc.pid})
+    _watchdog.tell(f"{UNWATCH}{proc.pid}")

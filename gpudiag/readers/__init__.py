@@ -1,0 +1,2 @@
+"""Readers of what TensorFlow writes, pure and TensorFlow-free: the placement log
+(placementlog.py) and profiler traces (traces.py)."""

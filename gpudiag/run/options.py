@@ -1,0 +1,52 @@
+"""The typed records that pass between run's steps: the options the command line gave
+(RunOptions) and what the parent saw of the program (Outcome). A leaf: command.py builds
+them, analyse.py reads them."""
+
+from __future__ import annotations
+
+import signal
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from gpudiag import nvml
+from gpudiag.errors import WriteFailed, signum_of
+from gpudiag.inprogram.config import DEFAULT_PROFILE_STEPS, DEFAULT_PROFILE_WARMUP_STEPS
+from gpudiag.run import streams, survivors
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    interval_s: float = nvml.DEFAULT_INTERVAL_S
+    idle_threshold_percent: float = nvml.DEFAULT_ACTIVE_THRESHOLD_PERCENT
+    gpus: tuple[int, ...] | None = None
+    profile_warmup_steps: int = DEFAULT_PROFILE_WARMUP_STEPS
+    profile_steps: int = DEFAULT_PROFILE_STEPS
+    placement_log: bool = True
+
+
+
+@dataclass
+class Outcome:
+    """What the parent saw of the program."""
+
+    returncode: int | None
+    duration_s: float
+    interrupt: KeyboardInterrupt | None  # Ctrl-C, SIGTERM or SIGHUP that stopped it
+    sampling: nvml.SamplingResult | None
+    nvml_reason: str | None
+    state: streams.FilterState
+    stdout_path: Path
+    stderr_path: Path
+    events_dir: Path
+    save_failures: tuple[WriteFailed, ...] = ()  # the saved output that could not be written
+    settled: survivors.Settled = field(default_factory=survivors.Settled)  # outlived it
+
+    @property
+    def interrupted(self) -> bool:
+        return self.interrupt is not None
+
+    @property
+    def interrupt_signal(self) -> str:
+        """The signal that interrupted the run (SIGINT: Ctrl-C)."""
+        return signal.Signals(signum_of(self.interrupt) if self.interrupt else
+                              signal.SIGINT).name

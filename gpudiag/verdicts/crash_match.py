@@ -1,0 +1,65 @@
+"""What explains a crash: the catalogue against the whole exception, its causes, then the
+TensorFlow log lines printed with it (pure; used by run_progress.crash).
+
+TensorFlow's errors often say the cause on a later line: an InvalidArgumentError whose
+first line is "Graph execution error:" and whose cause ("You must feed a value for
+placeholder tensor ...") is further down, and printed again by the C++ runtime on stderr
+("Local rendezvous is aborting with status: ..."). So every line counts, and the line
+quoted is the one that matched, not the first.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from gpudiag.catalogue import Entry, all_entries
+
+LOG_LINES_SEARCHED = 400  # the last lines of stderr before the end, where a crash prints
+
+
+@dataclass(frozen=True)
+class CrashCause:
+    entry: Entry | None
+    line: str  # the line quoted: the one that matched, else the message's first line
+    where: str  # "message" | "cause" | "log" | "" (nothing matched)
+
+
+def _line_of(text: str, start: int) -> str:
+    begin = text.rfind("\n", 0, start) + 1
+    end = text.find("\n", start)
+    return text[begin:end if end >= 0 else None].strip()
+
+
+def _search(text: str) -> tuple[Entry, str] | None:
+    for e in all_entries():
+        if e.kind != "crash":
+            continue
+        m = e.search(text)
+        if m is not None:
+            return e, _line_of(text, m.start())
+    return None
+
+
+def _first_line(message: str) -> str:
+    lines = [ln.strip() for ln in message.strip().splitlines() if ln.strip()]
+    return lines[0] if lines else ""
+
+
+def explain(error_type: str, message: str, causes: Sequence[dict[str, Any]] = (),
+            log_lines: Sequence[str] = ()) -> CrashCause:
+    """The catalogue entry for a crash and the line to quote."""
+    found = _search(f"{error_type}: {message}")
+    if found:
+        line = found[1].removeprefix(f"{error_type}: ")
+        return CrashCause(found[0], line, "message")
+    for c in causes:
+        found = _search(f"{c.get('type', '')}: {c.get('message', '')}")
+        if found:
+            return CrashCause(found[0], found[1], "cause")
+    for line in list(log_lines)[-LOG_LINES_SEARCHED:]:
+        found = _search(line)
+        if found:
+            return CrashCause(found[0], found[1], "log")
+    return CrashCause(None, _first_line(message), "")
