@@ -28,7 +28,13 @@ from gpudiag import __version__
 from gpudiag import cliopts as opt
 from gpudiag.cluster import options as cluster_opts
 from gpudiag.errors import GpudiagError, WriteFailed
-from gpudiag.execute import DISK_ERRNOS, HANDLED_SIGNALS, error_line, execute, on_signal
+from gpudiag.execute import (
+    DISK_ERRNOS,
+    error_line,
+    execute,
+    install_signal_handlers,
+    interrupted_exit,
+)
 from gpudiag.probes.records import Workload
 from gpudiag.probes.results import MemoryConfig
 from gpudiag.scaling.options import ScalingOptions
@@ -347,15 +353,23 @@ def main(argv: list[str] | None = None, *, open_nvml: Opener | None = None) -> i
     """Console-script entry point; returns the exit code (see module docstring).
 
     ``open_nvml`` replaces how the commands open NVML (default: the real backend)."""
-    for sig in HANDLED_SIGNALS:
-        signal.signal(sig, on_signal)
-    command = typer.main.get_command(app)
+    install_signal_handlers()  # first: a signal while click builds the command is handled
     try:
+        return _main(argv, open_nvml)
+    except BaseException:  # e.g. an import a signal interrupted fails when tried again
+        if (code := interrupted_exit()) is None:
+            raise
+        return code
+
+
+def _main(argv: list[str] | None, open_nvml: Opener | None) -> int:
+    try:
+        command = typer.main.get_command(app)
         rv = command.main(args=argv, prog_name="gpudiag", standalone_mode=False, obj=open_nvml)
     except typer.Exit as exc:
         return int(exc.exit_code)
-    except typer.Abort:
-        return error_line("aborted", EXIT_INTERRUPTED)
+    except typer.Abort:  # click turns a KeyboardInterrupt (and SIGTERM's) into Abort
+        return interrupted_exit() or error_line("aborted", EXIT_INTERRUPTED)
     except typer.TyperException as exc:  # usage errors: bad option values, unknown options
         message = " ".join(exc.format_message().split())
         if not message:  # no arguments at all: click printed the help, nothing is wrong
@@ -371,7 +385,8 @@ def main(argv: list[str] | None = None, *, open_nvml: Opener | None = None) -> i
             raise
         failed = WriteFailed.of(exc, exc.filename or "a run file")
         return error_line(failed.message, failed.exit_code)
-    return int(rv or 0)
+    code = interrupted_exit() if rv == EXIT_INTERRUPTED else None
+    return int(rv or 0) if code is None else code  # typer's silent 130 for a SIGTERM
 
 
 def run() -> None:

@@ -10,11 +10,15 @@ command's own code (`monitor`, `run`).
 
 from __future__ import annotations
 
+import atexit
+import contextlib
 import errno
+import os
 import signal
 import sys
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import typer
 from rich.console import Console
@@ -30,9 +34,10 @@ def execute(command: str, logdir: Path, as_json: bool,
              body: Callable[[RunSession, Ui], int | None]) -> None:
     """Run one command's body in a session, render the findings, exit with their code
     (or with the watched command's, e.g. `monitor` forwarding its command's)."""
-    console = Console(stderr=as_json)
+    console = _Console(stderr=as_json)
     ui = Ui(console)
     session = RunSession(command, logdir)
+    console.run_dir = session.run_dir
     try:
         with session:
             console.print(f"[bold]gpudiag {command}[/] -> {session.run_dir}")
@@ -58,6 +63,36 @@ def execute(command: str, logdir: Path, as_json: bool,
     raise typer.Exit(session.report.exit_code() if forwarded is None else forwarded)
 
 
+def _silence_stdout() -> None:
+    with contextlib.suppress(OSError, ValueError):
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+
+
+class _Console(Console):
+    """rich's Console, except that a stdout closed under it (``gpudiag run ... | head -2``)
+    does not end gpudiag with a silent exit 1 (rich's default): it is said once on stderr,
+    gpudiag's own output stops, and the exit code stays what the run decides."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.run_dir: Path | None = None
+
+    def on_broken_pipe(self) -> None:
+        if self.quiet:
+            return
+        self.quiet = True
+        # Not now: the program's output still goes to this stdout, and it is the program
+        # that must meet the broken pipe (gpudiag.run.streams). At exit, nothing is left
+        # to flush into the closed pipe.
+        atexit.register(_silence_stdout)
+        where = f"; the report is in {self.run_dir}" if self.run_dir else ""
+        with contextlib.suppress(OSError, ValueError):
+            sys.stderr.write(f"gpudiag: stdout was closed (broken pipe): gpudiag's own "
+                             f"output stopped there{where}\n")
+
+
 def print_json(session: RunSession, as_json: bool) -> None:
     if as_json:
         sys.stdout.write(report_to_json(session.report))
@@ -76,7 +111,27 @@ HANDLED_SIGNALS = (signal.SIGTERM, signal.SIGHUP)
 DISK_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EFBIG, errno.EIO})
 
 
+#: The handled signal that arrived, if one did (``on_signal``): whatever exception comes
+#: after it (an import it interrupted, click's Abort) is that signal's doing.
+received: list[int] = []
+
+
+def install_signal_handlers() -> None:
+    received.clear()
+    for sig in HANDLED_SIGNALS:
+        signal.signal(sig, on_signal)
+
+
 def on_signal(signum: int, _frame: object) -> None:
     for sig in HANDLED_SIGNALS:
         signal.signal(sig, signal.SIG_IGN)
+    received.append(signum)
     raise Interrupted(signum)
+
+
+def interrupted_exit() -> int | None:
+    """After an exception escaped a command: 128 + the signal that caused it, said in one
+    line, when a handled signal had arrived (else None)."""
+    if not received:
+        return None
+    return error_line(f"interrupted by {signal.Signals(received[0]).name}", 128 + received[0])

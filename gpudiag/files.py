@@ -6,6 +6,10 @@ so a reader never sees half a file and a full disk leaves the previous version w
 the ``.tmp`` is removed when the write fails, and the failure becomes WriteFailed (exit 3,
 one line naming the path and the errno).
 
+Names from the command line and the file system need not be UTF-8 (a Latin-1 file name:
+Python holds its bytes as lone surrogates): ``readable`` turns each such byte into
+``\\xNN`` text, so every file of a run is valid UTF-8 and names the byte that was there.
+
 ``strict_json`` is what every JSON file of a run goes through: JSON has no Infinity or
 NaN, and strict readers (``jq``, browsers, Go, ``json.loads(parse_constant=...)``)
 reject Python's ``Infinity``. Non-finite numbers become ``null``, and the places where
@@ -23,24 +27,40 @@ from typing import Any
 from gpudiag.errors import WriteFailed
 
 
+def readable(text: str) -> str:
+    """``text`` with every byte that was not UTF-8 (a lone surrogate of Python's
+    surrogateescape) as ``\\xNN``; text that is all UTF-8 is returned as it is."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+    return text
+
+
 def atomic_write_text(path: Path, text: str) -> None:
     tmp = path.with_name(path.name + ".tmp")
     try:
         with tmp.open("w", encoding="utf-8") as handle:
-            handle.write(text)
+            handle.write(readable(text))
         tmp.replace(path)
     except OSError as exc:
         with contextlib.suppress(OSError):
             tmp.unlink(missing_ok=True)
         raise WriteFailed.of(exc, path) from exc
+    except BaseException:  # never a .tmp left behind, whatever stopped the write
+        with contextlib.suppress(OSError):
+            tmp.unlink(missing_ok=True)
+        raise
 
 
 def _finite(value: Any, where: str, replaced: list[str]) -> Any:
     if isinstance(value, float) and not math.isfinite(value):
         replaced.append(f"{where} ({value})")
         return None
+    if isinstance(value, str):
+        return readable(value)
     if isinstance(value, dict):
-        return {str(k): _finite(v, f"{where}.{k}" if where else str(k), replaced)
+        return {readable(str(k)): _finite(v, f"{where}.{k}" if where else str(k), replaced)
                 for k, v in value.items()}
     if isinstance(value, list | tuple):
         return [_finite(v, f"{where}[{i}]", replaced) for i, v in enumerate(value)]

@@ -39,7 +39,11 @@ class RunSession:
         self.report = Report(command=command, run_dir=str(self.run_dir))
         self._texts: dict[str, str] = {}
         self.forwarded_exit: int | None = None
-        self.save()
+        try:
+            self.save()
+        except KeyboardInterrupt as exc:  # a signal in the first moment: still a report
+            self.__exit__(type(exc), exc, exc.__traceback__)
+            raise
 
     def forward_exit(self, code: int) -> None:
         """The exit code gpudiag must end with: the watched command's own."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import threading
 from io import BytesIO
+from pathlib import Path
 
 from gpudiag.run import streams
 from gpudiag.run.streams import FilterState, LineFilter
@@ -104,3 +105,47 @@ def test_pump_saves_everything_and_shows_the_filtered_part() -> None:
 def test_user_level_reads_like_tensorflow() -> None:
     assert [streams.user_level(v) for v in (None, "", "0", "2", "3", "9", "x")] == \
         [0, 0, 0, 2, 3, 3, 0]
+
+
+def test_a_chunk_with_nothing_to_hide_passes_whole_and_the_rest_still_line_by_line() -> None:
+    state = FilterState()
+    f = LineFilter(state, "stderr")
+    plain = b"".join(b"step %d loss 0.5 [ok]\n" % i for i in range(5000)) + b"12/32 ["
+    assert f.feed(plain) == plain[:-len(b"12/32 [")]
+    assert f.flush_partial() == b"12/32 ["
+    mixed = f"]\n{PLACER}\nafter: 3]\n{PRE}\n{ONEDNN}\n".encode()
+    assert f.feed(mixed) == f"]\nafter: 3]\n{PRE}\n{ONEDNN}\n".encode()
+    assert state.hidden_lines == 1
+    out = LineFilter(FilterState(), "stdout")
+    assert out.feed(f"x\n{STDOUT_PLACER}\ny\n".encode()) == b"x\ny\n"
+    assert out.feed(b"GPUDIAG-RUN quiet-begin\nz\n") == b"z\n"
+
+
+class FullDisk(BytesIO):
+    """A saved file on a disk that fills after ``room`` bytes (ENOSPC at the write)."""
+
+    def __init__(self, room: int) -> None:
+        super().__init__()
+        self.room = room
+
+    def write(self, data: bytes) -> int:  # type: ignore[override]
+        if self.tell() + len(data) > self.room:
+            raise OSError(28, "No space left on device")
+        return super().write(data)
+
+
+def test_a_full_disk_stops_the_saving_not_the_output() -> None:
+    read_fd, write_fd = os.pipe()
+    terminal = BytesIO()
+    failed: list[streams.SaveFile] = []
+    saved = streams.SaveFile(FullDisk(1000), Path("/x/stdout.txt"), on_fail=failed.append)
+    thread = streams.pump(read_fd, saved, terminal, LineFilter(FilterState(), "stdout"))
+    data = b"".join(b"line %d\n" % i for i in range(200_000))
+    writer = threading.Thread(target=lambda: (os.write(write_fd, data), os.close(write_fd)))
+    writer.start()
+    writer.join(30)
+    thread.join(30)
+    assert not thread.is_alive()
+    assert terminal.getvalue() == data
+    assert failed == [saved]
+    assert saved.failure is not None and saved.failure.errno == 28

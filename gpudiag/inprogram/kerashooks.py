@@ -202,6 +202,29 @@ def make_callback_class(agent: Agent, keras: ModuleType) -> type:
     return GpudiagFitRecorder
 
 
+def batch_hooks_refused(keras: ModuleType, model: Any) -> str | None:
+    """Why this fit refuses a callback with batch-level hooks (None: it takes one).
+    tf_keras raises ValueError for one under ParameterServerStrategy (its CallbackList's
+    ``_disallow_batch_hooks_in_ps_strategy``); gpudiag must not make fit fail."""
+    if not keras.__name__.startswith("tf_keras"):
+        return None
+    strategy = getattr(model, "distribute_strategy", None)
+    if not getattr(strategy, "_should_use_with_coordinator", False):
+        return None
+    return (f"{type(strategy).__name__}: tf_keras refuses callbacks with batch-level hooks, "
+            "so gpudiag's fit recorder stood aside from the batches (fit's epochs recorded; "
+            "no per-step timing and no profiler window from fit)")
+
+
+def epochs_only(recorder_cls: type, keras: ModuleType) -> type:
+    """The fit recorder without batch-level hooks (Keras's own no-op methods put back, so
+    Keras sees none)."""
+    base = keras.callbacks.Callback
+    return type("GpudiagFitEpochRecorder", (recorder_cls,), {
+        "on_train_batch_begin": base.on_train_batch_begin,
+        "on_train_batch_end": base.on_train_batch_end})
+
+
 def install(agent: Agent, keras: ModuleType) -> None:
     model_cls = getattr(keras, "Model", None)
     if model_cls is None or hasattr(model_cls.fit, "__gpudiag_wrapped__"):
@@ -210,11 +233,16 @@ def install(agent: Agent, keras: ModuleType) -> None:
     recorder_cls = make_callback_class(agent, keras)
     agent.emit("keras_import", module=keras.__name__, version=getattr(keras, "__version__", "?"))
 
+    epochs_only_cls = epochs_only(recorder_cls, keras)
+
     @functools.wraps(original)
     def fit(self: Any, *args: Any, **kwargs: Any) -> Any:
         try:
             batch, examples = _batch_size(args, kwargs)
-            callback = recorder_cls(batch, examples)
+            refused = batch_hooks_refused(keras, self)
+            callback = (epochs_only_cls if refused else recorder_cls)(batch, examples)
+            if refused:
+                agent.emit("hook_note", where="Model.fit", message=refused)
             if len(args) > CALLBACKS_POSITION:
                 args = (*args[:CALLBACKS_POSITION],
                         [*list(args[CALLBACKS_POSITION] or []), callback],

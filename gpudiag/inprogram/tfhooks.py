@@ -238,6 +238,7 @@ def start(agent: Agent, tf: ModuleType) -> TfHooks:
     from gpudiag.inprogram.agent import guard
 
     agent.tf = tf
+    guard("TF_CPP_VMODULE", _user_vmodule, agent)
     level = os.environ.get("TF_CPP_MIN_LOG_LEVEL")
     overridden = (level or "0") != agent.config.child_cpp_log_level
     hooks = HOOKS = TfHooks(agent, tf)
@@ -251,6 +252,19 @@ def start(agent: Agent, tf: ModuleType) -> TfHooks:
                modules_before=sorted(m for m in ("keras", "tf_keras", "jax", "torch")
                                      if m in sys.modules))
     return hooks
+
+
+#: The C++ files of the placement log; a TF_CPP_VMODULE the program set that names one
+#: asks for its lines, which then reach the terminal as they would plainly.
+PLACEMENT_SOURCES = ("placer", "execute")
+
+
+def _user_vmodule(agent: Agent) -> None:
+    """TensorFlow reads TF_CPP_VMODULE when it loads: what the program set by then."""
+    for part in os.environ.get("TF_CPP_VMODULE", "").split(","):
+        name, _, level = part.strip().partition("=")
+        if name in PLACEMENT_SOURCES and level.strip().isdigit() and int(level) > 0:
+            agent.marker(f"{RUN_MARK_PLACEMENT_ASKED} {name}")
 
 
 def _enable_placement_log(tf: ModuleType) -> bool:

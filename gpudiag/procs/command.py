@@ -49,6 +49,25 @@ def _check_runnable(path: Path) -> None:
     if head and not head.startswith(_EXECUTABLE_MAGIC):
         raise UsageError(f"cannot run {path}: it has no #! line (a script needs a first line "
                          f"such as #!/bin/sh, or run it through its interpreter: sh {path})")
+    if head.startswith(b"#!"):
+        _check_interpreter(path)
+
+
+def _check_interpreter(path: Path) -> None:
+    """A ``#!`` naming an interpreter that is not there (the kernel's ENOENT, which names
+    the script): said before any run directory exists, naming the interpreter."""
+    try:
+        with path.open("rb") as handle:
+            line = handle.readline(4096)
+    except OSError:
+        return
+    words = line[2:].strip().split()
+    if not words:
+        return
+    interpreter = Path(os.fsdecode(words[0]))
+    if interpreter.is_absolute() and not os.access(interpreter, os.X_OK):
+        why = "does not exist" if not interpreter.exists() else "is not executable"
+        raise UsageError(f"cannot run {path}: its #! line names {interpreter}, which {why}")
 
 
 def stop_child(proc: subprocess.Popen[bytes], signum: int) -> None:

@@ -20,6 +20,7 @@ signal). The program's non-zero exit code is forwarded.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import shutil
@@ -30,7 +31,7 @@ from pathlib import Path
 
 import gpudiag
 from gpudiag import inprogram, nvml
-from gpudiag.errors import UsageError, signum_of
+from gpudiag.errors import EXIT_ENVIRONMENT, UsageError, WriteFailed, signum_of
 from gpudiag.inprogram.config import (
     RunHookConfig,
 )
@@ -44,14 +45,14 @@ from gpudiag.layout import (
 )
 from gpudiag.procs import group as procs
 from gpudiag.procs.command import exit_code_of, resolve_command, stop_child
-from gpudiag.run import streams
+from gpudiag.run import streams, survivors
 from gpudiag.run.options import Outcome, RunOptions
 from gpudiag.session import RunSession
 from gpudiag.ui import Ui
+from gpudiag.verdicts import run_outcome
 
 HOOKS_DIR = Path(inprogram.__file__).resolve().with_name("hooks")
 PKG_ROOT = Path(gpudiag.__file__).resolve().parent.parent
-PUMP_JOIN_S = 5.0
 _PYTHON_NAME = re.compile(r"^(?:python|pypy)(?:\d+(?:\.\d+)?)?$")
 
 
@@ -108,7 +109,10 @@ def execute(session: RunSession, argv: list[str], *,
     ``Outcome.interrupt``; the caller reports, then re-raises it."""
     out_dir = child_dir(session.run_dir, RUN_CHILD_NAME)
     user_level = os.environ.get("TF_CPP_MIN_LOG_LEVEL")
-    config = RunHookConfig(events_dir=str(out_dir), run_dir=str(session.run_dir),
+    # Absolute: the program may change its working directory (the default logdir, runs,
+    # is relative), and its trace, events and crash stack must still land in the run.
+    config = RunHookConfig(events_dir=str(out_dir.absolute()),
+                           run_dir=str(session.run_dir.absolute()),
                            profile_warmup_steps=options.profile_warmup_steps,
                            profile_steps=options.profile_steps,
                            placement_log=options.placement_log, user_cpp_log_level=user_level)
@@ -125,11 +129,15 @@ def execute(session: RunSession, argv: list[str], *,
     interrupt: KeyboardInterrupt | None = None
     start = time.monotonic()
     with stdout_path.open("wb") as out_file, stderr_path.open("wb") as err_file:
+        saved = [streams.SaveFile(out_file, stdout_path, on_fail=_say_save_failed),
+                 streams.SaveFile(err_file, stderr_path, on_fail=_say_save_failed)]
         if use_pty:
             read_out, write_out = os.openpty()
         else:
             read_out, write_out = os.pipe()
+            streams.grow_pipe(write_out)
         read_err, write_err = os.pipe()
+        streams.grow_pipe(write_err)
         try:
             proc = procs.spawn(argv, stdout=write_out, stderr=write_err,
                                env=program_env(os.environ, config))
@@ -139,11 +147,12 @@ def execute(session: RunSession, argv: list[str], *,
             if sampler is not None:
                 sampler.stop()
             raise UsageError(f"cannot run {argv[0]}: {exc.strerror}") from exc
+        ends = {e for e in map(survivors.end_name, (write_out, write_err)) if e}
         os.close(write_out)
         os.close(write_err)
-        pumps = [streams.pump(read_out, out_file, terminal_out,
+        pumps = [streams.pump(read_out, saved[0], terminal_out,
                               streams.LineFilter(state, "stdout")),
-                 streams.pump(read_err, err_file, sys.stderr.buffer,
+                 streams.pump(read_err, saved[1], sys.stderr.buffer,
                               streams.LineFilter(state, "stderr"))]
         try:
             try:
@@ -153,13 +162,28 @@ def execute(session: RunSession, argv: list[str], *,
                 interrupt = exc
                 stop_child(proc, signum_of(exc))
                 returncode = proc.returncode
-        finally:
-            for p in pumps:
-                p.join(PUMP_JOIN_S)
+        finally:  # the program's end is its own exit, whoever still holds its output
+            shows = [terminal_out, sys.stderr.buffer]
+            try:
+                settled = survivors.settle(pumps, ends, shows)
+            except KeyboardInterrupt as exc:  # it had ended: the report still says all
+                interrupt = interrupt or exc
+                settled = survivors.settle(pumps, ends, shows)  # SIGTERM/HUP now ignored
     duration = time.monotonic() - start
     result = sampler.stop() if sampler is not None else None
+    failures = tuple(WriteFailed.of(f.failure, f.path) for f in saved if f.failure)
     return Outcome(returncode, duration, interrupt, result, reason, state, stdout_path,
-                   stderr_path, out_dir)
+                   stderr_path, out_dir, failures, settled)
+
+
+def _say_save_failed(saved: streams.SaveFile) -> None:
+    """Said at once, from the pump, while the program goes on."""
+    assert saved.failure is not None
+    message = WriteFailed.of(saved.failure, saved.path).message
+    with contextlib.suppress(OSError, ValueError):
+        sys.stderr.write(f"gpudiag: {message}: stopped saving the program's output there; "
+                         f"the program goes on and its output still reaches the terminal\n")
+        sys.stderr.flush()
 
 
 def run(session: RunSession, argv: list[str], *,
@@ -170,9 +194,20 @@ def run(session: RunSession, argv: list[str], *,
 
     outcome = execute(session, argv, backend=backend, options=options,
                       stdout_to_stderr=stdout_to_stderr, ui=ui)
-    analyse.report(session, argv, outcome, options, python=is_python(argv))
     if outcome.returncode:  # 0: the findings decide the exit code
         session.forward_exit(exit_code_of(outcome.returncode))
+    elif outcome.save_failures:  # the program ran its course; the run is not whole
+        session.forward_exit(EXIT_ENVIRONMENT)
+    if not outcome.stderr_path.is_file():  # the run directory was removed while it ran
+        raise WriteFailed(f"the run directory {session.run_dir} was removed while the "
+                          "program ran: no report")
+    analyse.report(session, argv, outcome, options, python=is_python(argv))
+    for finding in (run_outcome.saved_output([f.message for f in outcome.save_failures]),
+                    run_outcome.survivors([(d.pid, d.command) for d in outcome.settled.survivors],
+                                          outcome.settled.forwarders, outcome.settled.held)):
+        if finding is not None:
+            with contextlib.suppress(WriteFailed):  # the same full disk may refuse it too
+                session.add(finding)
     if outcome.interrupt is not None:
         raise outcome.interrupt
     return exit_code_of(outcome.returncode) if outcome.returncode else None

@@ -5,13 +5,13 @@ them, analyse.py reads them."""
 from __future__ import annotations
 
 import signal
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from gpudiag import nvml
-from gpudiag.errors import signum_of
+from gpudiag.errors import WriteFailed, signum_of
 from gpudiag.inprogram.config import DEFAULT_PROFILE_STEPS, DEFAULT_PROFILE_WARMUP_STEPS
-from gpudiag.run import streams
+from gpudiag.run import streams, survivors
 
 
 @dataclass(frozen=True)
@@ -38,6 +38,8 @@ class Outcome:
     stdout_path: Path
     stderr_path: Path
     events_dir: Path
+    save_failures: tuple[WriteFailed, ...] = ()  # the saved output that could not be written
+    settled: survivors.Settled = field(default_factory=survivors.Settled)  # outlived it
 
     @property
     def interrupted(self) -> bool:

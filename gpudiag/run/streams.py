@@ -11,23 +11,34 @@ What reaches the terminal is what the user would have seen without gpudiag:
   cudart_stub.cc) are printed whatever the level, so they pass;
 - the placement log (``Executing op ... in device ...`` and the placer's
   ``node: (Type): /job:...`` lines, which TensorFlow also prints on stdout) only after the
-  program asked for it itself (marker ``placement-asked``);
+  program asked for it itself (marker ``placement-asked``), or, for one file's lines, when
+  the program's own TF_CPP_VMODULE names it (``placement-asked placer``);
 - lines caused by gpudiag's own TensorFlow calls (between ``quiet-begin`` and
   ``quiet-end``, e.g. starting the profiler) never.
 
 A line still being written (no newline yet: a progress bar) passes as soon as no more
 comes for PARTIAL_FLUSH_S, so progress bars keep moving.
+
+The output flows at the program's own speed: the pump reads as soon as there is data and
+never sleeps, and a chunk in which no line can be one of the above (no marker, no C++ log
+prefix, no ``/job:``) passes whole without being split into lines (``might_hide``).
+Saving is second to showing: when the saved file cannot be written (a full disk), the
+pump stops saving, records why (``SaveFile.failure``), and goes on passing the output.
+When where it shows is closed (``gpudiag run ... | head -2``), the pump closes the pipe, so
+the program gets the broken pipe itself, as it would plainly.
 """
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import os
 import re
 import select
 import threading
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import BinaryIO
 
 from gpudiag.layout import (
@@ -39,11 +50,7 @@ from gpudiag.layout import (
 )
 
 PARTIAL_FLUSH_S = 0.05
-# After a read that ended on a whole line, wait this long before the next one, so a
-# program writing many short lines (the placement log: a line per executed function)
-# wakes gpudiag at most ~1/BATCH_S times a second instead of once per line. A pipe holds
-# 64 KiB, so the program never blocks on it for this.
-BATCH_S = 0.02
+READ_BYTES = 1 << 20
 _CPP_LINE = re.compile(
     r"^(?:(?P<sev>[IWEF])\d{4} \d\d:\d\d:\d+\.\d+\s+\d+ (?P<file>[\w.\-]+):\d+\]"
     r"|\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d+: (?P<sev2>[IWEF]) (?P<file2>[\w./\-]+):\d+\])")
@@ -51,6 +58,12 @@ _SEVERITY = {"I": 0, "W": 1, "E": 2, "F": 3}
 _PLACEMENT_CPP = re.compile(r"(?:execute\.cc|placer\.cc):\d+\]")
 _PLACEMENT_STDOUT = re.compile(r"^\S[^\n]*?: \([A-Za-z0-9_]+\): /job:\S+$")
 _ABSL_PRE_INIT = "WARNING: All log messages before absl::InitializeLog() is called"
+# What in a chunk of bytes could make a line hidden or change the filter's state: a
+# marker, a C++ log line's ``file:line]``, the pre-init warning, a placement line's /job:.
+# Searched for one by one: one alternation is twenty times slower than three searches.
+_MARKER_BYTES = RUN_MARKER.encode()
+_CPP_FILE_LINE = re.compile(rb":\d+\]")
+_PRE_INIT_BYTES = _ABSL_PRE_INIT.encode()
 PRE_INIT_FILES = frozenset({"port.cc", "cudart_stub.cc"})
 # A C++ message that goes on over a second line: (file, how the second line starts).
 CONTINUATIONS = {"cpu_feature_guard.cc": "To enable the following instructions"}
@@ -70,6 +83,7 @@ class FilterState:
 
     user_level: int = 0
     placement_asked: bool = False
+    vmodule: set[str] = field(default_factory=set)  # placement sources asked for by name
     quiet: bool = False
     hook_errors: list[str] = field(default_factory=list)
     hidden_lines: int = 0
@@ -81,7 +95,9 @@ def classify(line: str, state: FilterState, stream: str) -> bool:
     """Whether a complete line (without its newline) goes to the terminal; updates state."""
     if line.startswith(RUN_MARKER):
         word, _, rest = line[len(RUN_MARKER):].partition(" ")
-        if word == RUN_MARK_PLACEMENT_ASKED:
+        if word == RUN_MARK_PLACEMENT_ASKED and rest:  # TF_CPP_VMODULE=placer=2: one file
+            state.vmodule.add(rest.strip())
+        elif word == RUN_MARK_PLACEMENT_ASKED:
             state.placement_asked = True
         elif word == RUN_MARK_QUIET_BEGIN:
             state.quiet = True
@@ -108,10 +124,23 @@ def classify(line: str, state: FilterState, stream: str) -> bool:
         state._pre_init = True
         return True
     show = (not state.quiet and _SEVERITY[m["sev"] or m["sev2"]] >= state.user_level
-            and (state.placement_asked or not _PLACEMENT_CPP.search(line)))
+            and (state.placement_asked or not _PLACEMENT_CPP.search(line)
+                 or source.partition(".")[0] in state.vmodule))
     if not show:
         state._continue = CONTINUATIONS.get(source)
     return show
+
+
+def might_hide(data: bytes, state: FilterState, stream: str) -> bool:
+    """Whether some whole line of ``data`` may be hidden or change ``state`` (else every
+    line passes as it is, and the only state they change is ``_pre_init``, to False)."""
+    if state._continue is not None:
+        return True
+    if _MARKER_BYTES in data:
+        return True
+    if stream == "stdout":
+        return not state.placement_asked and b"/job:" in data
+    return _PRE_INIT_BYTES in data or _CPP_FILE_LINE.search(data) is not None
 
 
 class LineFilter:
@@ -124,8 +153,14 @@ class LineFilter:
         self._passing = False  # the current line's start already went out as a partial
 
     def feed(self, data: bytes) -> bytes:
-        out = []
         data = self._pending + data
+        cut = data.rfind(b"\n") + 1
+        if cut and not might_hide(data[:cut], self.state, self.stream):
+            self._pending = data[cut:]
+            self._passing = False
+            self.state._pre_init = False
+            return data[:cut]
+        out = []
         *lines, self._pending = data.split(b"\n")
         for raw in lines:
             if self._passing:
@@ -147,44 +182,121 @@ class LineFilter:
         return data
 
 
-def pump(fd: int, save: BinaryIO, show: BinaryIO | None, line_filter: LineFilter,
-         on_close: Callable[[], None] | None = None) -> threading.Thread:
-    """A thread copying ``fd`` to ``save`` whole and, filtered, to ``show``."""
+class SaveFile:
+    """The file a stream is saved to; the first write that fails (a full disk) stops the
+    saving for good and is kept in ``failure`` (the output still reaches the terminal)."""
 
-    def emit(data: bytes) -> None:
-        if data and show is not None:
+    def __init__(self, handle: BinaryIO, path: Path,
+                 on_fail: Callable[[SaveFile], None] | None = None) -> None:
+        self.handle = handle
+        self.path = path
+        self.failure: OSError | None = None
+        self._on_fail = on_fail
+
+    def _failed(self, exc: OSError) -> None:
+        self.failure = exc
+        with contextlib.suppress(OSError):
+            self.handle.close()
+        if self._on_fail is not None:
+            self._on_fail(self)
+
+    def write(self, data: bytes) -> None:
+        if self.failure is None:
             try:
-                show.write(data)
-                show.flush()
+                self.handle.write(data)
+            except OSError as exc:
+                self._failed(exc)
+            except ValueError:  # closed by its owner: nothing more to save
+                pass
+
+    def flush(self) -> None:
+        if self.failure is None:
+            try:
+                self.handle.flush()
+            except OSError as exc:
+                self._failed(exc)
+            except ValueError:
+                pass
+
+
+def grow_pipe(fd: int) -> None:
+    """Let the pipe hold up to 1 MiB (Linux; elsewhere, or when refused, it stays 64 KiB),
+    so a program writing in bursts rarely waits for the pump."""
+    with contextlib.suppress(OSError, AttributeError):
+        fcntl.fcntl(fd, fcntl.F_SETPIPE_SZ, READ_BYTES)
+
+
+class Pump(threading.Thread):
+    """Copies ``fd`` to ``save`` whole and, filtered, to ``show``, until end-of-file or,
+    once ``program_ended`` is called, until the pipe is quiet for PARTIAL_FLUSH_S (a
+    descendant that outlives the program may hold it open for ever) or ``stop_now`` is
+    called. ``eof`` says which; without end-of-file, ``fd`` is left open for the caller
+    (gpudiag.run.survivors hands it on), else it is closed."""
+
+    def __init__(self, fd: int, save: SaveFile | BinaryIO, show: BinaryIO | None,
+                 line_filter: LineFilter, on_close: Callable[[], None] | None = None) -> None:
+        super().__init__(name=f"gpudiag-run-{line_filter.stream}", daemon=True)
+        self.fd, self.save, self.show, self.line_filter = fd, save, show, line_filter
+        self.on_close = on_close
+        self.eof = False
+        self.broken = False  # where it showed is closed: the program gets the broken pipe
+        self._ended = False
+        self._stopping = False
+
+    def program_ended(self) -> None:
+        self._ended = True
+
+    def stop_now(self) -> None:
+        """Stop after the chunk being copied (a descendant holds the pipe and talks on)."""
+        self._stopping = True
+
+    def _emit(self, data: bytes) -> None:
+        if data and self.show is not None:
+            try:
+                self.show.write(data)
+                self.show.flush()
+            except BrokenPipeError:  # `gpudiag run ... | head`: head has gone
+                self.show = None
+                self.broken = True
             except (OSError, ValueError):
                 pass
 
-    def loop() -> None:
+    def run(self) -> None:
         try:
             while True:
-                ready, _, _ = select.select([fd], [], [], PARTIAL_FLUSH_S)
+                ready, _, _ = select.select([self.fd], [], [], PARTIAL_FLUSH_S)
                 if not ready:  # output paused: the terminal and the saved file catch up
-                    emit(line_filter.flush_partial())
-                    save.flush()
+                    self._emit(self.line_filter.flush_partial())
+                    self.save.flush()
+                    if self._ended:  # quiet, yet open: held by a descendant
+                        break
                     continue
                 try:
-                    data = os.read(fd, 65536)
+                    data = os.read(self.fd, READ_BYTES)
                 except OSError:  # a pty reports EIO once the program has closed it
                     data = b""
                 if not data:
+                    self.eof = True
                     break
-                save.write(data)
-                emit(line_filter.feed(data))
-                if data.endswith(b"\n"):
-                    time.sleep(BATCH_S)
-            emit(line_filter.flush_partial())
+                self.save.write(data)
+                self._emit(self.line_filter.feed(data))
+                if self.broken:  # as plainly: the program's next write fails (EPIPE)
+                    self.eof = True
+                    break
+                if self._stopping:
+                    break
+            self._emit(self.line_filter.flush_partial())
         finally:
-            save.flush()
-            os.close(fd)
-            if on_close is not None:
-                on_close()
+            self.save.flush()
+            if self.eof:
+                os.close(self.fd)
+            if self.on_close is not None:
+                self.on_close()
 
-    thread = threading.Thread(target=loop, name=f"gpudiag-run-{line_filter.stream}",
-                              daemon=True)
+
+def pump(fd: int, save: SaveFile | BinaryIO, show: BinaryIO | None, line_filter: LineFilter,
+         on_close: Callable[[], None] | None = None) -> Pump:
+    """A started Pump (see there)."""
+    thread = Pump(fd, save, show, line_filter, on_close)
     thread.start()
     return thread

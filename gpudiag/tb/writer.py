@@ -31,6 +31,8 @@ from tensorboard.plugins.text.summary_v2 import text_pb
 from tensorboard.summary.writer.record_writer import RecordWriter
 from tensorboard.util import tensor_util
 
+from gpudiag.files import readable
+
 _file_counter = itertools.count()
 
 
@@ -82,7 +84,7 @@ class EventWriter:
 
     def text(self, tag: str, markdown: str, step: int = 0) -> None:
         """A text summary; TensorBoard's Text tab renders it as markdown."""
-        self._emit(text_pb(tag, markdown), step, None)
+        self._emit(text_pb(tag, readable(markdown)), step, None)
 
     def scalar(self, tag: str, value: float, step: int, wall_time: float | None = None) -> None:
         """A scalar (a float32 scalar-plugin tensor, as ``tf.summary.scalar`` writes)."""

@@ -68,6 +68,11 @@ def tensorflow_seen(observations: Sequence[ProcessObservation], *, python_comman
                        "process(es) seen): nothing TensorFlow did can be observed", evidence)
     text = (f"{len(observations)} Python process(es), {len(tf_procs)} imported TensorFlow "
             + ", ".join(f"{o.tf_version} (pid {o.pid})" for o in tf_procs))
+    notes = list(dict.fromkeys(str(e.get("message")) for o in observations
+                               for e in o.hook_errors if e.get("kind") == "hook_note"))
+    if notes:  # where a hook could not ride along, it stood aside: say why
+        evidence["hook_notes"] = notes
+        text += "; " + "; ".join(notes)
     if errors or hook_errors:
         return Finding("run.tensorflow", "warn",
                        f"{text}; {len(errors) + len(hook_errors)} error(s) inside gpudiag's "

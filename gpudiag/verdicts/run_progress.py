@@ -222,6 +222,12 @@ def throughput(obs: ProcessObservation, warmup: int, proc: str = "") -> Finding:
         parts.append(text)
     evidence = {"loops": rows, "warmup_steps": warmup, "profiled_steps": profiled}
     if not rows:
+        top = max(obs.series, key=lambda s: len(s.steps), default=None)
+        if top is not None and len(top.steps) > warmup and profiled:
+            return Finding(f"run.throughput{proc}", "skip", f"{top.label} ran {len(top.steps)} "
+                           f"steps, but every step after its {warmup} warm-up steps was in "
+                           f"the profiled window (steps {profiled[0]}-{profiled[-1]}), which "
+                           "is not timed", evidence)
         return Finding(f"run.throughput{proc}", "skip",
                        f"no training loop ran more than {warmup} warm-up steps", evidence)
     return Finding(f"run.throughput{proc}", "ok",
@@ -336,12 +342,15 @@ def profile(obs: ProcessObservation, busy: dict[str, float] | None, window_s: fl
         return Finding(f"run.profile{proc}", "skip", p.error or "no profiler window",
                        evidence, advice="`gpudiag scaling --workers N` traces a "
                        "multi-worker run's steps with its own probe.")
-    if p.status == "failed" or busy is None:
+    if p.status == "failed" or (busy is None and window_s is None):
+        why = p.error or reason or "no trace was written"
         return Finding(f"run.profile{proc}", "warn",
-                       f"the profiler window on {p.source} gave no trace: {p.error or reason}",
+                       f"the profiler window on {p.source} gave no trace: {why}",
                        evidence, advice="If the program runs its own profiler, pass "
                        "--profile-steps 0.")
     steps = f"steps {p.steps[0]}-{p.steps[-1]}" if p.steps else "a partial window"
+    if p.status == "stopped-at-exit":
+        steps += " (the program ended inside the window)"
     window = f" ({window_s * 1e3:.1f} ms)" if window_s else ""
     if not busy:
         return Finding(f"run.profile{proc}", "warn",

@@ -1,0 +1,54 @@
+"""Findings about how gpudiag rode along with the program (pure: plain data in).
+
+``run.saved-output``: the program's output that gpudiag could not save (a full disk); the
+program went on and its output still reached the terminal.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from gpudiag.report import Finding
+
+
+def saved_output(failures: Sequence[str]) -> Finding | None:
+    """One finding for the saved streams that failed (each a one-line message naming the
+    file and the errno); None when everything was saved."""
+    if not failures:
+        return None
+    return Finding(
+        "run.saved-output", "fail",
+        f"gpudiag stopped saving the program's output: {failures[0]}"
+        + (f" (and {len(failures) - 1} more)" if len(failures) > 1 else ""),
+        {"failures": list(failures)},
+        advice="The program ran on and its output reached the terminal; the saved copy (and "
+               "the findings read from it: placement, TensorFlow's log) ends where the disk "
+               "filled. Free space or point --logdir at a disk with room, and run again.")
+
+
+def survivors(held_by: Sequence[tuple[int, str]], forwarders: Sequence[int],
+              still_held: bool) -> Finding | None:
+    """``run.descendants``: processes the program started that outlived it holding its
+    output (pid, command line), left running; ``forwarders``: the ``cat`` processes that go
+    on copying their output to the terminal. ``still_held``: the output was still held
+    open after the program ended, whether or not /proc could name who held it."""
+    if not still_held:
+        return None
+    names = ", ".join(f"pid {pid} (`{cmd[:60]}`)" for pid, cmd in held_by)
+    who = (f"{len(held_by)} process(es) the program started outlived it holding its output: "
+           f"{names}" if held_by else
+           "a process the program started outlived it holding its output (/proc could not "
+           "name it)")
+    if forwarders:
+        rest = ("; left running, as it would be plainly; its output goes on reaching the "
+                f"terminal through cat (pid {', '.join(map(str, forwarders))}), not saved")
+    else:
+        rest = "; left running; no cat to forward its later output, which is lost"
+    return Finding(
+        "run.descendants", "warn", who + rest,
+        {"descendants": [{"pid": pid, "command": cmd} for pid, cmd in held_by],
+         "forwarders": list(forwarders)},
+        advice="The program's end is its own exit: findings cover the program up to there. "
+               "A process started with start_new_session=True left gpudiag's process group on "
+               "purpose, so gpudiag neither waits for it nor ends it; stop it yourself "
+               "(kill PID) if it should not go on.")
