@@ -73,7 +73,10 @@ def _series_steps(rows: list[dict[str, Any]], kind: str) -> list[Step]:
     for r in rows:
         if kind == "fit":
             logs = dict(r.get("logs") or {})
-            steps.append(Step(int(r["i"]), r.get("t0"), None, logs.pop("loss", None), logs,
+            t0, t_end = r.get("t0"), r.get("t_end")
+            call = t_end - t0 if isinstance(t0, int | float) and isinstance(t_end, int | float) \
+                else None
+            steps.append(Step(int(r["i"]), t0, call, logs.pop("loss", None), logs,
                               epoch=r.get("epoch")))
         else:
             loss = r.get("loss") if kind == "function" else r.get("value")

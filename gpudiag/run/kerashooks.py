@@ -161,13 +161,12 @@ def make_callback_class(agent: Agent, keras: ModuleType) -> type:
             self.epoch = epoch
 
         def on_train_batch_begin(self, batch: int, logs: Any = None) -> None:
-            now = time.time()
-            self._end_step()
+            self._end_step()  # the profiler's start and stop: before this batch's start
             profile = agent.profile
             if profile is not None and not profile.done:
                 profile.step_begin(self, self.step)
             self.begun = self.step
-            self.starts[self.step] = now
+            self.starts[self.step] = time.time()
             if self.step == 1 and not self.refs:
                 self._fingerprint("after-first-batch")
             self.step += 1

@@ -67,7 +67,7 @@ class ClusterJoin:
 class Step:
     index: int
     start_unix_s: float | None
-    duration_s: float | None  # the call's own wall time (functions, Session.run)
+    duration_s: float | None  # the step call's own wall time (fit: batch begin to end)
     loss: float | None
     metrics: dict[str, float] = field(default_factory=dict)
     traced: bool = False  # a FULL_TRACE Session.run: slower, left out of the timing
