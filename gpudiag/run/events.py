@@ -19,6 +19,7 @@ from gpudiag.run.records import (
     ClusterJoin,
     ConfigCall,
     CrashRecord,
+    DatasetCall,
     DeviceSnapshot,
     FunctionGraph,
     ProcessObservation,
@@ -93,9 +94,11 @@ def observe(pid: int, events: list[dict[str, Any]], events_dir: Path) -> Process
                               "first_t_unix_s": min(times) if times else None,
                               "last_t_unix_s": max(times) if times else None}
     calls, strategies, graphs, stats, logs, errors, sessions = [], [], [], [], [], [], []
+    datasets: list[DatasetCall] = []
     fits: list[dict[str, Any]] = []
     joins: list[ClusterJoin] = []
     functions: dict[str, list[dict[str, Any]]] = {}
+    function_facts: dict[str, dict[str, Any]] = {}
     groups: dict[int, dict[str, Any]] = {}
     fingerprints: dict[str, list[dict[str, Any]]] = {}
 
@@ -143,6 +146,7 @@ def observe(pid: int, events: list[dict[str, Any]], events_dir: Path) -> Process
         elif kind == "function_steps":
             functions.setdefault(e["function"], []).extend(e.get("rows") or [])
         elif kind == "function":
+            function_facts[e["function"]] = {k: e.get(k) for k in ("file", "line", "called_at")}
             for g in e.get("graphs") or []:
                 graphs.append(FunctionGraph(e["function"], g["name"], g.get("ops", 0),
                                             [tuple(p) for p in g.get("pinned") or []]))
@@ -155,6 +159,10 @@ def observe(pid: int, events: list[dict[str, Any]], events_dir: Path) -> Process
         elif kind == "step_stats":
             stats.append(StepStats(e.get("group", "?"), e.get("devices") or {},
                                    e.get("pinned") or [], e.get("node_devices") or {}))
+        elif kind == "dataset_call":
+            datasets.append(DatasetCall(e.get("method", "?"), e.get("args") or {},
+                                        e.get("function"), e.get("input"), e.get("output"),
+                                        e.get("caller")))
         elif kind == "weights":
             fingerprints.setdefault(e["source"], []).append(e)
         elif kind == "crash" and "crash" not in fields:
@@ -183,7 +191,8 @@ def observe(pid: int, events: list[dict[str, Any]], events_dir: Path) -> Process
                                  width if width and width > 1 else None, facts, fit["epochs"]))
     for name, rows in functions.items():
         series.append(StepSeries("function", f"tf.function {name}",
-                                 _series_steps(rows, "function")))
+                                 _series_steps(rows, "function"),
+                                 facts=function_facts.get(name, {})))
     for index, group in sorted(groups.items()):
         label = f"Session.run #{index} [{', '.join(group['fetches'])[:80]}]"
         series.append(StepSeries("session", label, _series_steps(group["rows"], "session"),
@@ -196,6 +205,7 @@ def observe(pid: int, events: list[dict[str, Any]], events_dir: Path) -> Process
     return ProcessObservation(
         **fields, config_calls=calls, strategies=strategies, cluster_joins=joins,
         series=series, weights=weights, graphs=graphs, sessions=sessions, step_stats=stats,
+        dataset_calls=datasets,
         tf_logs=logs, hook_errors=errors,
         faults=faults.read_text(errors="replace") if faults.is_file() else "")
 

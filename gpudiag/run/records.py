@@ -150,6 +150,23 @@ class TfLogRecord:
 
 
 @dataclass(frozen=True)
+class DatasetCall:
+    """One tf.data call the program made (gpudiag.run.datasets), at pipeline build time."""
+
+    method: str  # map, prefetch, cache, interleave, batch, ..., from_generator, py_function
+    args: dict[str, Any]  # num_parallel_calls ("AUTOTUNE" for -1), buffer_size, batch_size ...
+    function: dict[str, Any] | None  # the function given: name, file, line, user
+    input: int | None  # the dataset it was called on (its tag), None: a source or unknown
+    output: int | None  # the dataset it made
+    caller: dict[str, Any] | None  # the program's frame: file, line, function, code, direct
+
+    @property
+    def where(self) -> str:
+        c = self.caller
+        return f"{c['file'].rsplit('/', 1)[-1]}:{c['line']}" if c else "?"
+
+
+@dataclass(frozen=True)
 class ProcessObservation:
     """Everything the hooks recorded in one Python process of the program."""
 
@@ -171,6 +188,7 @@ class ProcessObservation:
     graphs: list[FunctionGraph] = field(default_factory=list)
     sessions: list[dict[str, Any]] = field(default_factory=list)  # config summaries
     step_stats: list[StepStats] = field(default_factory=list)
+    dataset_calls: list[DatasetCall] = field(default_factory=list)
     crash: CrashRecord | None = None
     profile: ProfileRecord | None = None
     tf_logs: list[TfLogRecord] = field(default_factory=list)

@@ -232,7 +232,15 @@ def record_session_devices(session: Any) -> None:
 
 def install(agent: Agent, tf: ModuleType) -> None:
     global HOOKS
-    from gpudiag.run import crash, functions, logcapture, profilewindow, sessions, strategies
+    from gpudiag.run import (
+        crash,
+        datasets,
+        functions,
+        logcapture,
+        profilewindow,
+        sessions,
+        strategies,
+    )
     from gpudiag.run.agent import guard
 
     agent.tf = tf
@@ -256,6 +264,7 @@ def install(agent: Agent, tf: ModuleType) -> None:
     guard("cluster hooks", strategies.install_cluster, agent, tf)
     guard("tf.function hooks", functions.install, agent, tf)
     guard("Session hooks", sessions.install, agent, tf)
+    guard("tf.data hooks", datasets.install, agent, tf)
     agent.on_exit(lambda: hooks.record_devices("exit"))
 
 
