@@ -81,9 +81,11 @@ def test_gpus_without_kernels_are_named_and_not_judged() -> None:
     b = breakdown(("/device:GPU:0", 10, 9, 0, 0.5, 0.5, 0, 0), source="device-plane",
                   idle=("/device:GPU:1", "/device:GPU:2"))
     f = bn.bottleneck(b, None)
-    assert f.status == "ok" and "GPUs that ran no kernel: /device:GPU:1, /device:GPU:2" \
+    assert f.status == "warn" and f.evidence["causes"] == ["idle-gpus"]
+    assert "2 of the 3 GPUs ran no kernel in the window (/device:GPU:1, /device:GPU:2)" \
         in f.message
-    assert list(f.evidence["devices"]) == ["/device:GPU:0"]
+    assert list(f.evidence["devices"]) == ["/device:GPU:0"]  # the idle ones are not averaged
+    assert "compute 90%" in f.message
 
 
 def test_python_generators_and_py_functions_are_named() -> None:

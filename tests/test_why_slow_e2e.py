@@ -60,7 +60,8 @@ def run_program(tmp: Path, program: str, *args: str, options: tuple[str, ...] = 
                    *args, timeout=300)
     (run_dir,) = run_dirs(logdir)
     report = json.loads((run_dir / layout.REPORT_JSON).read_text())
-    assert proc.returncode == 0, proc.stderr[-3000:]
+    failed = [f"{f['id']}: {f['message']}" for f in report["findings"] if f["status"] == "fail"]
+    assert proc.returncode == 0, (failed, proc.stderr[-2000:])
     return Run(proc.returncode, proc.stdout, proc.stderr, run_dir, report)
 
 
@@ -141,3 +142,62 @@ def test_python_between_the_steps_is_host_bound_pointing_at_the_loop(custom_loop
         (PROGRAMS / "custom_loop_python_between.py").read_text().splitlines(), 1)
         if "loss = train_step(features, labels)" in text)
     assert f"the loop at custom_loop_python_between.py:{line}" in f["advice"]
+
+
+@pytest.fixture(scope="module")
+def balanced(tmp_path_factory: pytest.TempPathFactory) -> Run:
+    return run_program(tmp_path_factory.mktemp("balanced"), "balanced_fit.py")
+
+
+@pytest.fixture(scope="module")
+def allreduce(tmp_path_factory: pytest.TempPathFactory) -> Run:
+    return run_program(tmp_path_factory.mktemp("allreduce"), "mirrored_allreduce_heavy.py")
+
+
+def test_a_balanced_program_gets_an_ok_with_its_breakdown(balanced: Run) -> None:
+    f = balanced.found["run.bottleneck"]
+    assert f["status"] == "ok", f["message"]
+    assert f["evidence"]["causes"] == []
+    shares = f["evidence"]["shares"]
+    assert shares["compute"] > shares["input"] and shares["host_between_calls"] < 0.20
+    assert "compute" in f["message"] and "Model.fit:" in f["message"]
+
+
+def test_mirrored_all_reduce_share_is_reported_per_replica(allreduce: Run) -> None:
+    f = allreduce.found["run.bottleneck"]
+    devices = f["evidence"]["devices"]
+    assert set(devices) == {"/device:CPU:1", "/device:CPU:2"}  # the replicas, not CPU:0
+    shares = f["evidence"]["shares"]
+    assert shares["communication"] > 0.10
+    assert shares["communication"] > max(shares["input"], shares["host_between_calls"])
+    assert "communication" in f["message"]
+    if f["status"] == "warn":
+        assert f["evidence"]["causes"][0] == "communication-bound"
+        assert "collectives (all-reduce) take" in f["message"]
+
+
+# ---------------------------------------------------------------- explain on the same traces
+
+
+def explained(run: Run, tmp: Path) -> dict[str, Any]:
+    """`gpudiag explain` on the run directory's trace: its one bottleneck finding."""
+    logdir = tmp / "explain"
+    proc = gpudiag("explain", "--logdir", str(logdir), str(run.run_dir), timeout=180)
+    assert proc.returncode in (0, 1), proc.stderr
+    (run_dir,) = run_dirs(logdir)
+    found = findings_by_id(json.loads((run_dir / layout.REPORT_JSON).read_text()))
+    (finding,) = [f for i, f in found.items() if i.startswith("explain.bottleneck")]
+    return finding
+
+
+def test_explain_gives_the_same_answer_on_each_runs_trace(
+        input_bound: Run, input_tuned: Run, custom_loop: Run, balanced: Run,
+        tmp_path: Path) -> None:
+    for run, cause in ((input_bound, "input-bound"), (custom_loop, "host-bound"),
+                       (input_tuned, None), (balanced, None)):
+        ran = run.found["run.bottleneck"]
+        again = explained(run, tmp_path / run.run_dir.parent.parent.name)
+        assert ran["evidence"]["causes"][:1] == ([cause] if cause else [])
+        assert again["evidence"]["causes"][:1] == ran["evidence"]["causes"][:1], again["message"]
+        assert again["status"] == ran["status"]
+        assert again["evidence"]["step_s"] == pytest.approx(ran["evidence"]["step_s"])

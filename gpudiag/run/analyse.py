@@ -123,7 +123,9 @@ def why_slow(obs: ProcessObservation, rows: list[PlacementRow], proc: str) -> Fi
     epochs = (facts.get("params") or {}).get("epochs")
     return bottleneck.bottleneck(result, None, obs.dataset_calls, p.source,
                                  facts.get("called_at"),
-                                 epochs if isinstance(epochs, int) else None, check_id=check_id)
+                                 epochs if isinstance(epochs, int) else None,
+                                 [d for s in obs.strategies for d in s.worker_devices],
+                                 check_id=check_id)
 
 
 def _process_findings(session: RunSession, obs: ProcessObservation, proc: str,

@@ -37,9 +37,11 @@ class Cause:
     text: str
 
 
-def working(b: Breakdown) -> list[DeviceBreakdown]:
-    """The devices whose steps are judged: those that ran kernels or ops."""
-    rows = [d for d in b.devices if d.steps and d.ran_kernels]
+def working(b: Breakdown, replicas: Sequence[str] = ()) -> list[DeviceBreakdown]:
+    """The devices whose steps are judged: the strategy's replicas where the trace has
+    them, else those that ran kernels or ops."""
+    mine = [d for d in b.devices if d.steps and any(d.device.endswith(r) for r in replicas)]
+    rows = mine or [d for d in b.devices if d.steps and d.ran_kernels]
     return rows or [d for d in b.devices if d.steps]
 
 
@@ -91,9 +93,17 @@ def causes(b: Breakdown, m: StepParts, gpu: bool) -> list[Cause]:
                            "while the host launches ops"))
     if b.replica_skew_s is not None and m.period_s > 0 and \
             b.replica_skew_s / m.period_s >= SKEW_BOUND:
-        found.append(Cause("straggler", b.replica_skew_s / m.period_s,
+        ratio = b.replica_skew_s / m.period_s
+        found.append(Cause("straggler", ratio,
                            f"a straggler: one replica started a step {_ms(b.replica_skew_s)} "
-                           f"after another ({b.replica_skew_s / m.period_s:.0%} of a step)"))
+                           f"after another (" + (f"{ratio:.1f} x" if ratio >= 1 else
+                                                 f"{ratio:.0%} of") + " a step)"))
+    gpus = [d for d in b.devices if d.source == "device-plane"]
+    if b.gpus_without_kernels and len(b.gpus_without_kernels) < len(gpus):
+        idle = len(b.gpus_without_kernels)
+        found.append(Cause("idle-gpus", idle / len(gpus),
+                           f"{idle} of the {len(gpus)} GPUs ran no kernel in the window "
+                           f"({', '.join(b.gpus_without_kernels)})"))
     return sorted(found, key=lambda c: -c.share)
 
 
@@ -143,12 +153,14 @@ def pipeline_fixes(calls: Sequence[DatasetCall], epochs: int | None = None) -> l
 
 def bottleneck(b: Breakdown | None, reason: str | None, calls: Sequence[DatasetCall] = (),
                loop: str | None = None, called_at: dict[str, Any] | None = None,
-               epochs: int | None = None, check_id: str = "run.bottleneck") -> Finding:
-    """The dominant cause of the profiled steps' time, or ok when none stands out."""
+               epochs: int | None = None, replicas: Sequence[str] = (),
+               check_id: str = "run.bottleneck") -> Finding:
+    """The dominant cause of the profiled steps' time, or ok when none stands out.
+    ``replicas``: the strategy's replica devices (the devices judged)."""
     if b is None:
         return Finding(check_id, "skip", f"no trace of the program's steps: {reason}",
                        {"reason": reason})
-    rows = working(b)
+    rows = working(b, replicas)
     m = mean_parts(rows)
     if m is None or m.period_s <= 0:
         return Finding(check_id, "skip", "the trace holds no complete step", {"path": b.path})
@@ -176,7 +188,7 @@ def bottleneck(b: Breakdown | None, reason: str | None, calls: Sequence[DatasetC
     devices = "" if len(rows) < 2 else "; " + "; ".join(f"{d}: {t}" for d, t in
                                                          per_device.items())
     idle = f"; GPUs that ran no kernel: {', '.join(b.gpus_without_kernels)}" \
-        if b.gpus_without_kernels else ""
+        if b.gpus_without_kernels and not any(c.name == "idle-gpus" for c in found) else ""
     if not found:
         moderate = m.share(m.input_s) >= INPUT_MODERATE
         text = f"{head}: " + (f"moderately input-bound ({m.share(m.input_s):.0%} waits for "
@@ -221,6 +233,11 @@ def _advice(found: list[Cause], b: Breakdown, calls: Sequence[DatasetCall],
                        "replicas for a model this size")
         elif c.name == "launch-bound":
             out.append("many small ops: a larger batch, XLA (jit_compile=True) to fuse them")
+        elif c.name == "idle-gpus":
+            out.append("a strategy over every GPU gives each a replica that runs kernels "
+                       "every step: check the devices the program gives its strategy "
+                       "(MirroredStrategy() with no list takes every visible GPU) and "
+                       "CUDA_VISIBLE_DEVICES")
         elif c.name == "straggler":
             out.append("the replicas do not start together: look for per-replica input or "
                        "host work in the Profile tab's trace viewer")
