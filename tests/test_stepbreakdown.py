@@ -109,3 +109,18 @@ def test_interval_sets() -> None:
     assert iv.subtract(a, [(2, 4), (11, 20)]) == [(0, 2), (4, 8), (10, 11)]
     assert iv.intersect(a, [(7, 11)]) == [(7, 8), (10, 11)]
     assert iv.clip(a, 1, 11) == [(1, 8), (10, 11)] and iv.total_s(a) == 10 / 1e9
+
+
+def test_the_trace_summary_lists_every_gpu_and_takes_op_time_from_the_device_planes() -> None:
+    from gpudiag import traces
+
+    s = traces.summarize(BERT)
+    busy = {d.device: d.busy_s for d in s.devices}
+    assert list(busy) == [f"/device:GPU:{i}" for i in range(8)]
+    assert [d for d, b in busy.items() if b == 0] == [f"/device:GPU:{i}" for i in (0, 1, 2, 3,
+                                                                                  5, 7)]
+    # GPU:1 ran host-to-device copies and no kernel: copies are not busy time
+    assert busy["/device:GPU:4"] == pytest.approx(0.01487, rel=0.01)
+    # top ops from the GPU planes' TensorFlow Ops line (the host's events are launches)
+    assert s.top_ops[0].op_type == "Cast" and s.top_ops[0].count == 784
+    assert "RemoteCall" not in [o.op_type for o in s.top_ops]  # a host-only event
