@@ -161,6 +161,8 @@ def test_a_balanced_program_gets_an_ok_with_its_breakdown(balanced: Run) -> None
     shares = f["evidence"]["shares"]
     assert shares["compute"] > shares["input"] and shares["host_between_calls"] < 0.20
     assert "compute" in f["message"] and "Model.fit:" in f["message"]
+    assert balanced.loop["step_s_median"] == pytest.approx(balanced.own_period_s(10),
+                                                           rel=PERIOD_TOLERANCE)
 
 
 def test_mirrored_all_reduce_share_is_reported_per_replica(allreduce: Run) -> None:
@@ -171,6 +173,8 @@ def test_mirrored_all_reduce_share_is_reported_per_replica(allreduce: Run) -> No
     assert shares["communication"] > 0.10
     assert shares["communication"] > max(shares["input"], shares["host_between_calls"])
     assert "communication" in f["message"]
+    assert allreduce.loop["step_s_median"] == pytest.approx(allreduce.own_period_s(10),
+                                                            rel=PERIOD_TOLERANCE)
     if f["status"] == "warn":
         assert f["evidence"]["causes"][0] == "communication-bound"
         assert "collectives (all-reduce) take" in f["message"]

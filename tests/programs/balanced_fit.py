@@ -1,5 +1,10 @@
 """A user's Keras fit on in-memory arrays with a model that has real work per batch: the
-step is compute, no input wait, no Python between batches. Exit 0."""
+step is compute, no input wait, no Python between batches. A callback times the batches
+by the program's own clock and prints each batch's period. Exit 0."""
+
+import itertools
+import json
+import time
 
 import numpy as np
 import tensorflow as tf
@@ -13,5 +18,9 @@ model = tf.keras.Sequential([tf.keras.Input((256,)),
                              tf.keras.layers.Dense(512, activation="relu"),
                              tf.keras.layers.Dense(8)])
 model.compile("adam", tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True))
-model.fit(x, y, batch_size=128, epochs=1, verbose=0)
+starts = []
+clock = tf.keras.callbacks.LambdaCallback(
+    on_train_batch_begin=lambda batch, logs: starts.append(time.perf_counter()))
+model.fit(x, y, batch_size=128, epochs=1, verbose=0, callbacks=[clock])
+print("own periods:", json.dumps([b - a for a, b in itertools.pairwise(starts)] + [None]))
 print("done")

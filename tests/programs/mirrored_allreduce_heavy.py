@@ -1,6 +1,10 @@
 """A user's MirroredStrategy custom loop where the all-reduce is a large share of the step:
 a large dense layer (4M weights) and a small batch, over two devices the program makes
-by splitting the CPU. Exit 0."""
+by splitting the CPU. The program times its loop and prints each step's period. Exit 0."""
+
+import itertools
+import json
+import time
 
 import numpy as np
 import tensorflow as tf
@@ -40,6 +44,9 @@ def distributed_step(inputs):
     return strategy.reduce(tf.distribute.ReduceOp.SUM, per_replica, axis=None)
 
 
+starts = []
 for _ in range(30):
+    starts.append(time.perf_counter())
     loss = distributed_step(next(iterator))
+print("own periods:", json.dumps([b - a for a, b in itertools.pairwise(starts)] + [None]))
 print("final loss", round(float(loss), 4))
