@@ -7,10 +7,11 @@ Python between the steps, a balanced fit, and a MirroredStrategy loop over two v
 CPU devices with a large dense layer and a small batch. Each runs plain, under
 `gpudiag run`, and plain again, in one invocation (interleaved). Each program prints the
 period of every step by its own clock; gpudiag's median period is set against the
-program's median over the same steps (after the warm-up, the profiled steps and the one
-before them left out). Printed per program: the bottleneck finding's classification and
+program's median over the same steps (after the warm-up, the profiled steps and the ones
+before and after them left out). Printed per program: the bottleneck finding's classification and
 breakdown, the plain-vs-plain spread of the program's own median (the machine's noise),
-and the ratio gpudiag / own clock last; the final line is the median ratio.
+and the ratios gpudiag / own clock of the mean and (last) the median period; the final
+line is the median over the programs of the median ratio.
 
     python benchmarks/why_slow.py [--programs input,tuned,loop,balanced,mirrored]
 """
@@ -44,10 +45,14 @@ def own_periods(stdout: str) -> list[float | None]:
     return list(json.loads(stdout.split("own periods:")[1].splitlines()[0]))
 
 
+def chosen(periods: list[float | None], warmup: int, profiled: set[int]) -> list[float]:
+    return [p for i, p in enumerate(periods) if p is not None and i >= warmup
+            and not {i - 1, i, i + 1} & profiled]
+
+
 def median_over(periods: list[float | None], warmup: int, profiled: set[int]) -> float | None:
-    chosen = [p for i, p in enumerate(periods) if p is not None and i >= warmup
-              and not {i, i + 1} & profiled]
-    return statistics.median(chosen) if chosen else None
+    picked = chosen(periods, warmup, profiled)
+    return statistics.median(picked) if picked else None
 
 
 def plain(script: str, args: list[str]) -> list[float | None]:
@@ -88,6 +93,8 @@ def main() -> None:
             continue
         spread = abs(a - b) / min(a, b)
         ratio = loop["step_s_median"] / own
+        mean_ratio = loop["step_s_mean"] / statistics.fmean(
+            chosen(own_periods(stdout), warmup, profiled))
         ratios.append(ratio)
         causes = bottleneck["evidence"].get("causes") or []
         shares = bottleneck["evidence"].get("shares") or {}
@@ -95,7 +102,7 @@ def main() -> None:
               + ", ".join(f"{k} {v:.0%}" for k, v in shares.items()))
         print(f"{name}: gpudiag {loop['step_s_median'] * 1e3:.3f} ms/step, own clock "
               f"{own * 1e3:.3f} ms/step (plain runs {a * 1e3:.3f} and {b * 1e3:.3f}, spread "
-              f"{spread:.1%}); ratio {ratio:.3f}")
+              f"{spread:.1%}); mean ratio {mean_ratio:.3f}; median ratio {ratio:.3f}")
     if ratios:
         print(f"step period gpudiag / program's own clock (median over {len(ratios)} "
               f"programs): {statistics.median(ratios):.3f}")

@@ -155,12 +155,13 @@ def learning(obs: ProcessObservation, proc: str = "") -> Finding:
 def _periods(series: StepSeries, warmup: int, skip: Sequence[int]
              ) -> list[tuple[float, float | None]]:
     """(start-to-start period, the step call's own time) of each steady-state step: after
-    ``warmup``, not traced, the profiled steps and the one before them left out (the
-    profiler starts and stops inside those periods), and, for fit, within one epoch."""
+    ``warmup``, not traced, the profiled steps and the ones just before and after them left
+    out (the profiler starts and stops inside those periods, by gpudiag's clock or by a
+    clock the program reads in a callback of its own), and, for fit, within one epoch."""
     by_index = {s.index: s for s in series.steps}
     out = []
     for s in series.steps:
-        if s.index < warmup or s.index in skip or s.index + 1 in skip or s.traced:
+        if s.index < warmup or {s.index - 1, s.index, s.index + 1} & set(skip) or s.traced:
             continue
         nxt = by_index.get(s.index + 1)
         if nxt is None or nxt.start_unix_s is None or s.start_unix_s is None \
@@ -192,6 +193,7 @@ def loop_timing(obs: ProcessObservation, series: StepSeries, warmup: int
     call = statistics.median(calls) if calls else None
     row: dict[str, Any] = {"series": series.label, "timed_steps": len(times),
                            "step_s_median": median,
+                           "step_s_mean": statistics.fmean(times),
                            "step_s_p90": sorted(times)[int(0.9 * (len(times) - 1))],
                            "call_s_median": call,
                            "call_share": call / median if call is not None and median > 0
