@@ -335,6 +335,25 @@ def tensorboard(
         say=typer.echo, warn=lambda line: typer.echo(line, err=True)))
 
 
+@app.command()
+def explain(
+    path: Path = typer.Argument(..., show_default=False, help="A TensorBoard logdir, a "
+                                "plugins/profile/<run> directory, or one .xplane.pb file."),
+    logdir: Path = opt.LogdirOpt,
+    as_json: bool = opt.JsonOpt,
+) -> None:
+    """Where the steps' time went in traces you already have: per device compute, input,
+    communication, host, idle, and the bottleneck. Runs nothing; no GPU needed."""
+    from gpudiag.commands import explain as explain_cmd
+
+    explain_cmd.find_traces(path)  # a bad PATH: one line, exit 2, before any run directory
+
+    def body(session: RunSession, ui: Ui) -> None:
+        explain_cmd.run(session, path, ui=ui)
+
+    execute("explain", logdir, as_json, body)
+
+
 def _version(value: bool) -> None:
     if value:
         typer.echo(f"gpudiag {__version__}")

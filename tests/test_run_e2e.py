@@ -110,7 +110,8 @@ def test_keras_run_reports_devices_throughput_and_the_profiled_window(keras_run:
     assert throughput["status"] == "ok"
     (loop,) = throughput["evidence"]["loops"]
     assert loop["series"] == "Model.fit" and loop["batch_size"] == 64
-    assert loop["timed_steps"] == 64 - 10 - 5 - 2  # warm-up, profiled, each epoch's last
+    # warm-up, profiled and the one after them, each epoch's last
+    assert loop["timed_steps"] == 64 - 10 - 5 - 1 - 2
     assert loop["examples_per_s"] == pytest.approx(64 / loop["step_s_median"])
     profile = found["run.profile"]
     assert profile["status"] == "ok"
@@ -176,7 +177,8 @@ def test_mirrored_loop_placement_per_device_from_tensorflows_own_log(mirrored_ru
 def test_mirrored_loop_step_function_timed_and_its_loss_read(mirrored_run: Run) -> None:
     (loop,) = mirrored_run.found["run.throughput"]["evidence"]["loops"]
     assert loop["series"] == "tf.function distributed_train_step"
-    assert loop["timed_steps"] == 40 - 10 - 5
+    # warm-up, profiled and the one after them; the last call has no next start
+    assert loop["timed_steps"] == 40 - 10 - 5 - 1 - 1
     learning = mirrored_run.found["run.learning"]
     assert learning["status"] == "ok", learning["message"]
     (row,) = learning["evidence"]["loops"]

@@ -12,6 +12,7 @@ from gpudiag.run.records import (
     DeviceSnapshot,
     FunctionGraph,
     ProcessObservation,
+    ProfileRecord,
     PyWarning,
     Step,
     StepSeries,
@@ -146,6 +147,22 @@ def test_throughput_leaves_out_warmup_and_profiled_steps() -> None:
     assert row["timed_steps"] == 19  # steps 10..28 have a next step in the same epoch
     assert row["step_s_median"] == 0.01 or math.isclose(row["step_s_median"], 0.01)
     assert math.isclose(row["examples_per_s"], 6400.0, rel_tol=1e-6)
+
+
+def test_a_custom_loops_step_time_is_the_start_to_start_period_not_the_call() -> None:
+    # A tf.function called every 1.6 ms whose call takes 1.0 ms (next(iterator) and Python
+    # between calls): the step is 1.6 ms, the call 63 % of it, examples/s from the period.
+    steps = [Step(i, 100.0 + i * 0.0016, 0.001, None) for i in range(40)]
+    loop = StepSeries("function", "tf.function step", steps, 32)
+    profile = ProfileRecord("stopped", "/r", "tf.function step", [10, 11, 12, 13, 14], None)
+    f = run_progress.throughput(obs(series=[loop], profile=profile), warmup=10)
+    (row,) = f.evidence["loops"]
+    # the profiled steps and the one after them, and the last call (no next start)
+    assert row["timed_steps"] == 40 - 10 - 5 - 1 - 1
+    assert math.isclose(row["step_s_median"], 0.0016, rel_tol=1e-6)
+    assert math.isclose(row["call_s_median"], 0.001) and round(row["call_share"], 3) == 0.625
+    assert math.isclose(row["examples_per_s"], 32 / 0.0016, rel_tol=1e-6)
+    assert "1.60 ms/step (start to start), the step call 1.00 ms (63% of it)" in f.message
 
 
 def test_tf_log_status_is_the_worst_known_message() -> None:

@@ -8,7 +8,7 @@ loss kept when it returns one (a float scalar, or the ``loss`` entry of a dict, 
 first float scalar of a tuple) and read, at the batch's write, for the first
 ALWAYS_READ_FIRST calls, then at most config.loss_reads_per_s times a second, and for the
 last call at exit: no call waits on the device for gpudiag. The rows are appended as
-``function_steps`` events (gpudiag.run.recorder.StepBuffer).
+``function_steps`` events (gpudiag.inprogram.recorder.StepBuffer).
 
 After the first call (tracing done): the function's concrete graphs, the device each of
 their ops was pinned to (``op.device``, what the program or its strategy asked for, to set
@@ -19,6 +19,7 @@ variables it captured (gpudiag.run.weights), taken again at exit.
 from __future__ import annotations
 
 import inspect
+import sys
 import time
 from collections.abc import Callable
 from types import CodeType, ModuleType
@@ -88,6 +89,22 @@ def _resolve(row: dict[str, Any]) -> None:
         row["loss"] = float(loss.numpy())
 
 
+def _user_caller() -> dict[str, Any] | None:
+    """The program's frame that called the step function (the loop's line), or None."""
+    try:
+        frame: Any = sys._getframe(2)
+        for _ in range(8):
+            if frame is None:
+                return None
+            if is_user_file(frame.f_code.co_filename):
+                return {"file": frame.f_code.co_filename, "line": frame.f_lineno,
+                        "function": frame.f_code.co_name}
+            frame = frame.f_back
+    except Exception:
+        pass
+    return None
+
+
 class StepSource:
     """One of the program's tf.functions."""
 
@@ -103,12 +120,15 @@ class StepSource:
                                  UNBUFFERED_FIRST_STEPS, _resolve, function=qualname)
         self.variables: list[Any] = []
         self.last_loss: tuple[int, Any] | None = None  # the latest call's loss, unread
+        self.called_at: dict[str, Any] | None = None  # the program's line of the first call
         agent.on_exit(self.at_exit)
 
     def call(self, original: Callable[..., Any], fn: Any, args: tuple[Any, ...],
              kwds: dict[str, Any]) -> Any:
         index = self.calls
         self.calls += 1
+        if index == 0:
+            self.called_at = _user_caller()
         profile = self.agent.profile
         if profile is not None and not profile.done:
             profile.step_begin(self, index)
@@ -157,7 +177,8 @@ class StepSource:
         self.agent.emit("function", function=self.name, file=self.file, line=self.line,
                         graphs=graphs, trainable_variables=len(self.variables),
                         cross_entropy=cross_entropy,
-                        classes=classevidence.classes_of(cross_entropy))
+                        classes=classevidence.classes_of(cross_entropy),
+                        called_at=self.called_at)
         record_devices("step function")
         self._weights("after-first-call")
 

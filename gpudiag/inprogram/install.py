@@ -57,6 +57,7 @@ def install_tensorflow(agent: Agent, tf: ModuleType) -> None:
     """After the program's ``import tensorflow``: tf.config hooks first, then the rest."""
     from gpudiag.inprogram import (
         crash,
+        datasets,
         devicescopes,
         functions,
         logcapture,
@@ -78,4 +79,5 @@ def install_tensorflow(agent: Agent, tf: ModuleType) -> None:
     guard("cluster hooks", strategies.install_cluster, agent, tf)
     guard("tf.function hooks", functions.install, agent, tf)
     guard("Session hooks", sessions.install, agent, tf)
+    guard("tf.data hooks", datasets.install, agent, tf)
     agent.on_exit(lambda: hooks.record_devices("exit"))

@@ -7,7 +7,7 @@ to the program's ``callbacks`` (the program's callbacks stay, in their order). I
   known, the model's output width (the number of classes), the loss, optimizer and its
   learning rate, metric names, the strategy the model was built under, the trainable
   parameter count;
-- every batch (``fit_steps``, buffered as gpudiag.run.recorder.StepBuffer does): its start
+- every batch (``fit_steps``, buffered as gpudiag.inprogram.recorder.StepBuffer does): its start
   time (main thread) and the logs Keras hands to callbacks (loss and metrics: running means
   over the epoch). The callback is ``async_safe``: under Keras 3 its batch-end runs where
   Keras already converts the logs, so it adds no device sync to the step;
@@ -161,13 +161,12 @@ def make_callback_class(agent: Agent, keras: ModuleType) -> type:
             self.epoch = epoch
 
         def on_train_batch_begin(self, batch: int, logs: Any = None) -> None:
-            now = time.time()
-            self._end_step()
+            self._end_step()  # the profiler's start and stop: before this batch's start
             profile = agent.profile
             if profile is not None and not profile.done:
                 profile.step_begin(self, self.step)
             self.begun = self.step
-            self.starts[self.step] = now
+            self.starts[self.step] = time.time()
             if self.step == 1 and not self.refs:
                 self._fingerprint("after-first-batch")
             self.step += 1

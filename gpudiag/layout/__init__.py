@@ -105,6 +105,7 @@ TAG_MONITOR = "gpudiag/monitor"
 TAG_SCALING_TABLE = "gpudiag/scaling"
 TAG_SCALING_PLOT = "gpudiag/scaling_plot"
 TAG_ALLREDUCE_TABLE = "gpudiag/allreduce"
+TAG_EXPLAIN = "gpudiag/explain"  # text: `gpudiag explain`'s breakdown, a row per device
 
 # ------------------------------------------------------- a scaling configuration's run
 # Written by the training child (gpudiag/train/); steps start at 1 (the first update).

@@ -12,7 +12,9 @@ What is taken from it:
   (``tf.profiler.experimental.Trace("train", step_num=...)``; Keras's ``TraceContext``), or
   the span of all op events when there are none;
 - per GPU, from its device plane (``/device:GPU:<i>``): busy time as the union of the
-  kernel intervals on its ``Stream #...`` lines; this is the driver's view, exact;
+  kernel intervals on its ``Stream #...`` lines (copies, ``Memcpy...``, are not kernels);
+  every GPU plane is listed, one that ran no kernel with 0 (on the public 8-GPU trace in
+  tests/data, 6 of 8); this is the driver's view, exact;
 - per CPU device, from the TensorFlow op events on the host plane (``/host:CPU``, lines
   ``tf_Compute/...`` etc., event names ``<op name>:<op type>``): each op is attributed to
   the device TensorFlow placed it on, looked up by its node name in ``op_devices`` (the
@@ -26,10 +28,11 @@ What is taken from it:
 - input waits: the ops that hand a batch to the step (op types with ``GetNext``, and
   tf.data's asynchronous ``...GetNext...Op::DoCompute`` kernels);
 - communication: collective and NCCL ops and the ``average_gradients/`` scope;
-- the top ops by total time.
+- the top ops by total time: from the GPU planes' derived ``TensorFlow Ops`` line where
+  there is one (on a GPU the host's op events are launches), else from the host's.
 
-The GPU-plane part follows the XPlane layout TensorFlow's GPU tracer writes; nothing on
-this machine has a GPU, so it has only been exercised on CPU traces.
+The GPU-plane part follows the XPlane layout TensorFlow's GPU tracer writes, checked on
+the public 8-GPU V100 trace in tests/data (nothing on this machine has a GPU).
 """
 
 from __future__ import annotations
@@ -58,6 +61,8 @@ COMM_OP_TYPES = frozenset({
     "_NcclBroadcastRecv",
 })
 COMM_SCOPE = "average_gradients/"
+COPY_PREFIX = "Memcpy"  # MemcpyH2D / MemcpyD2H / MemcpyD2D / MemcpyP2P on a stream
+DEVICE_OPS_LINE = "TensorFlow Ops"  # a GPU plane's derived line: op time on the device
 TOP_OPS = 10
 
 
@@ -234,12 +239,20 @@ def summarize_events(
         return seconds / window_s if window_s > 0 else 0.0
 
     found: list[DeviceBusy] = []
-    # GPU device planes: kernels on streams.
-    by_gpu: dict[int, list[tuple[float, float]]] = defaultdict(list)
+    # GPU device planes: kernels on streams (copies are not kernels); every GPU plane is
+    # listed, one that ran no kernel with 0.
+    by_gpu: dict[int, list[tuple[float, float]]] = {
+        int(g.group(1)): [] for name in planes if (g := GPU_PLANE_RE.match(name))}
+    device_ops: dict[str, list[float]] = defaultdict(lambda: [0.0, 0])
     for e in events:
         g = GPU_PLANE_RE.match(e.plane)
-        if g and e.line.startswith(STREAM_LINE_PREFIX) and in_window(e):
-            by_gpu[int(g.group(1))].append((e.start_ns, e.end_ns))
+        if not g or not in_window(e):
+            continue
+        if e.line.startswith(STREAM_LINE_PREFIX) and not e.name.startswith(COPY_PREFIX):
+            by_gpu.setdefault(int(g.group(1)), []).append((e.start_ns, e.end_ns))
+        elif e.line == DEVICE_OPS_LINE and (m := OP_EVENT_RE.match(e.name)):
+            device_ops[m.group("type")][0] += (e.end_ns - e.start_ns) / 1e9
+            device_ops[m.group("type")][1] += 1
     for index in sorted(by_gpu):
         busy = union_s(by_gpu[index])
         found.append(DeviceBusy(f"/device:GPU:{index}", "device-plane", busy,
@@ -270,7 +283,10 @@ def summarize_events(
         spans = by_device.get(device, [])
         busy = union_s(spans)
         found.append(DeviceBusy(device, "placement", busy, len(spans), fraction(busy)))
-    top = sorted((OpTotal(k, v[0], int(v[1])) for k, v in totals.items()),
+    # On GPUs the op time is on the device planes (their "TensorFlow Ops" line); the host's
+    # op events there are launches.
+    ranked = device_ops or totals
+    top = sorted((OpTotal(k, v[0], int(v[1])) for k, v in ranked.items()),
                  key=lambda o: -o.total_s)[:TOP_OPS]
     inputs += [(e.start_ns, e.end_ns) for e in input_kernels if in_window(e)]
     input_s, comm_s = union_s(inputs), union_s(comm)

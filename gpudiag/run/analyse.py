@@ -19,16 +19,16 @@ from typing import Any
 from gpudiag import catalogue
 from gpudiag.layout import NVML_TB_RUN, TAG_RUN_TABLE
 from gpudiag.markdown import markdown_table
-from gpudiag.readers import placementlog, traces
+from gpudiag.readers import placementlog, stepbreakdown, traces
 from gpudiag.readers.placementlog import PlacementRow
 from gpudiag.report import Finding
 from gpudiag.run import events, tasks, tbwrite
 from gpudiag.run.options import Outcome, RunOptions
 from gpudiag.run.records import ProcessObservation
 from gpudiag.session import RunSession
+from gpudiag.verdicts import bottleneck, run_progress
 from gpudiag.verdicts import gpu_use as gpu_verdicts
 from gpudiag.verdicts import run as run_verdicts
-from gpudiag.verdicts import run_progress
 
 
 def log_reason(obs: ProcessObservation, options: RunOptions) -> str | None:
@@ -100,6 +100,33 @@ def trace_of(obs: ProcessObservation, rows: list[PlacementRow]
         return None, str(exc)
 
 
+def why_slow(obs: ProcessObservation, rows: list[PlacementRow], proc: str) -> Finding:
+    """run.bottleneck: the profiled window's steps broken down (gpudiag.stepbreakdown)."""
+    p = obs.profile
+    check_id = f"run.bottleneck{proc}"
+    if p is None or p.status in ("failed", "skipped"):
+        return bottleneck.bottleneck(None, p.error if p else "no profiler window",
+                                     check_id=check_id)
+    files = traces.find_xplanes(Path(p.logdir))
+    if not files:
+        return bottleneck.bottleneck(None, f"no .xplane.pb under {p.logdir}", check_id=check_id)
+    devices = [d for s in obs.strategies for d in s.worker_devices] or \
+        [d for d in (obs.devices.logical if obs.devices else []) if ":GPU:" in d]
+    try:
+        result = stepbreakdown.breakdown(files[-1], op_devices(rows, obs) or None,
+                                         list(dict.fromkeys(devices)))
+    except traces.TraceError as exc:
+        return bottleneck.bottleneck(None, str(exc), check_id=check_id)
+    series = next((s for s in obs.series if s.label == p.source), None)
+    facts = series.facts if series else {}
+    epochs = (facts.get("params") or {}).get("epochs")
+    return bottleneck.bottleneck(result, None, obs.dataset_calls, p.source,
+                                 facts.get("called_at"),
+                                 epochs if isinstance(epochs, int) else None,
+                                 [d for s in obs.strategies for d in s.worker_devices],
+                                 check_id=check_id)
+
+
 def _process_findings(session: RunSession, obs: ProcessObservation, proc: str,
                       rows: list[PlacementRow], reason: str | None,
                       log: list[catalogue.LogMatch], nvml_gpus: list[dict[str, Any]] | None,
@@ -126,6 +153,7 @@ def _process_findings(session: RunSession, obs: ProcessObservation, proc: str,
         add(config)
     add(run_progress.profile(obs, busy, summary.window_s if summary else None, trace_reason,
                              options.profile_warmup_steps, proc))
+    add(why_slow(obs, rows, proc))
     tb_tags = tbwrite.write_program(session.run_dir, obs, options.profile_warmup_steps)
     return {"pid": obs.pid, "argv": obs.argv, "tf_version": obs.tf_version,
             "placement_reason": reason, "ops_by_device": placed,

@@ -20,6 +20,7 @@ from gpudiag.run.records import (
     ClusterJoin,
     ConfigCall,
     CrashRecord,
+    DatasetCall,
     DeviceScope,
     DeviceSnapshot,
     FunctionGraph,
@@ -76,7 +77,10 @@ def _series_steps(rows: list[dict[str, Any]], kind: str) -> list[Step]:
     for r in rows:
         if kind == "fit":
             logs = dict(r.get("logs") or {})
-            steps.append(Step(int(r["i"]), r.get("t0"), None, logs.pop("loss", None), logs,
+            t0, t_end = r.get("t0"), r.get("t_end")
+            call = t_end - t0 if isinstance(t0, int | float) and isinstance(t_end, int | float) \
+                else None
+            steps.append(Step(int(r["i"]), t0, call, logs.pop("loss", None), logs,
                               epoch=r.get("epoch")))
         else:
             loss = r.get("loss") if kind == "function" else r.get("value")
@@ -95,6 +99,7 @@ def observe(pid: int, events: list[dict[str, Any]], events_dir: Path) -> Process
     calls, strategies, graphs, stats, logs, errors, sessions = [], [], [], [], [], [], []
     py_warnings: list[PyWarning] = []
     scopes: list[DeviceScope] = []
+    datasets: list[DatasetCall] = []
     fits: list[dict[str, Any]] = []
     joins: list[ClusterJoin] = []
     functions: dict[str, list[dict[str, Any]]] = {}
@@ -159,6 +164,10 @@ def observe(pid: int, events: list[dict[str, Any]], events_dir: Path) -> Process
         elif kind == "step_stats":
             stats.append(StepStats(e.get("group", "?"), e.get("devices") or {},
                                    e.get("pinned") or [], e.get("node_devices") or {}))
+        elif kind == "dataset_call":
+            datasets.append(DatasetCall(e.get("method", "?"), e.get("args") or {},
+                                        e.get("function"), e.get("input"), e.get("output"),
+                                        e.get("caller")))
         elif kind == "weights":
             fingerprints.setdefault(e["source"], []).append(e)
         elif kind == "crash" and "crash" not in fields:
@@ -196,7 +205,9 @@ def observe(pid: int, events: list[dict[str, Any]], events_dir: Path) -> Process
         classes, source = classcount.function_classes(function_events.get(name))
         series.append(StepSeries("function", f"tf.function {name}",
                                  _series_steps(rows, "function"), num_classes=classes,
-                                 facts={"classes_from": source}))
+                                 facts={"classes_from": source,
+                                        **{k: (function_events.get(name) or {}).get(k)
+                                           for k in ("file", "line", "called_at")}}))
     for index, group in sorted(groups.items()):
         label = f"Session.run #{index} [{', '.join(group['fetches'])[:80]}]"
         series.append(StepSeries("session", label, _series_steps(group["rows"], "session"),
@@ -209,7 +220,7 @@ def observe(pid: int, events: list[dict[str, Any]], events_dir: Path) -> Process
     return ProcessObservation(
         **fields, config_calls=calls, strategies=strategies, cluster_joins=joins,
         series=series, weights=weights, graphs=graphs, sessions=sessions, step_stats=stats,
-        tf_logs=logs, py_warnings=py_warnings, device_scopes=scopes,
+        tf_logs=logs, py_warnings=py_warnings, device_scopes=scopes, dataset_calls=datasets,
         hook_errors=errors,
         faults=faults.read_text(errors="replace") if faults.is_file() else "")
 

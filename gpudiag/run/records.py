@@ -67,7 +67,7 @@ class ClusterJoin:
 class Step:
     index: int
     start_unix_s: float | None
-    duration_s: float | None  # the call's own wall time (functions, Session.run)
+    duration_s: float | None  # the step call's own wall time (fit: batch begin to end)
     loss: float | None
     metrics: dict[str, float] = field(default_factory=dict)
     traced: bool = False  # a FULL_TRACE Session.run: slower, left out of the timing
@@ -174,6 +174,23 @@ class PyWarning:
 
 
 @dataclass(frozen=True)
+class DatasetCall:
+    """One tf.data call the program made (gpudiag.inprogram.datasets), at pipeline build time."""
+
+    method: str  # map, prefetch, cache, interleave, batch, ..., from_generator, py_function
+    args: dict[str, Any]  # num_parallel_calls ("AUTOTUNE" for -1), buffer_size, batch_size ...
+    function: dict[str, Any] | None  # the function given: name, file, line, user
+    input: int | None  # the dataset it was called on (its tag), None: a source or unknown
+    output: int | None  # the dataset it made
+    caller: dict[str, Any] | None  # the program's frame: file, line, function, code, direct
+
+    @property
+    def where(self) -> str:
+        c = self.caller
+        return f"{c['file'].rsplit('/', 1)[-1]}:{c['line']}" if c else "?"
+
+
+@dataclass(frozen=True)
 class ProcessObservation:
     """Everything the hooks recorded in one Python process of the program."""
 
@@ -195,6 +212,7 @@ class ProcessObservation:
     graphs: list[FunctionGraph] = field(default_factory=list)
     sessions: list[dict[str, Any]] = field(default_factory=list)  # config summaries
     step_stats: list[StepStats] = field(default_factory=list)
+    dataset_calls: list[DatasetCall] = field(default_factory=list)
     crash: CrashRecord | None = None
     profile: ProfileRecord | None = None
     tf_logs: list[TfLogRecord] = field(default_factory=list)

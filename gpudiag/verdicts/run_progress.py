@@ -169,36 +169,52 @@ def learning(obs: ProcessObservation, proc: str = "") -> Finding:
 # ---------------------------------------------------------------- throughput
 
 
+def _periods(series: StepSeries, warmup: int, skip: Sequence[int]
+             ) -> list[tuple[float, float | None]]:
+    """(start-to-start period, the step call's own time) of each steady-state step: after
+    ``warmup``, not traced, the profiled steps and the ones just before and after them left
+    out (the profiler starts and stops inside those periods, by gpudiag's clock or by a
+    clock the program reads in a callback of its own), and, for fit, within one epoch."""
+    by_index = {s.index: s for s in series.steps}
+    out = []
+    for s in series.steps:
+        if s.index < warmup or {s.index - 1, s.index, s.index + 1} & set(skip) or s.traced:
+            continue
+        nxt = by_index.get(s.index + 1)
+        if nxt is None or nxt.start_unix_s is None or s.start_unix_s is None \
+                or nxt.epoch != s.epoch:
+            continue
+        out.append((nxt.start_unix_s - s.start_unix_s, s.duration_s))
+    return out
+
+
 def step_times(series: StepSeries, warmup: int, skip: Sequence[int] = ()) -> list[float]:
     """Seconds per step after ``warmup`` steps, the profiled ones (``skip``) left out: the
-    interval between step starts (fit: within an epoch), or the call's own time."""
-    steps = [s for s in series.steps if s.index >= warmup and s.index not in skip
-             and not s.traced]
-    if series.kind == "fit":
-        by_index = {s.index: s for s in series.steps}
-        out = []
-        for s in steps:
-            nxt = by_index.get(s.index + 1)
-            if nxt is not None and nxt.start_unix_s and s.start_unix_s \
-                    and nxt.epoch == s.epoch \
-                    and nxt.index + 1 not in skip:
-                out.append(nxt.start_unix_s - s.start_unix_s)
-        return out
-    return [s.duration_s for s in steps if s.duration_s is not None]
+    steady-state period between step starts (for every loop: fit, tf.function, Session.run),
+    which holds the input and Python work between calls as well as the call itself."""
+    return [period for period, _ in _periods(series, warmup, skip)]
 
 
 def loop_timing(obs: ProcessObservation, series: StepSeries, warmup: int
                 ) -> dict[str, Any] | None:
     """A loop's timed steps (after ``warmup``, its profiled steps left out): median and
-    p90 step time, steps/s and, when the batch is known, examples/s. None: none timed."""
+    p90 step period, the step call's own median time and its share of the period,
+    steps/s and, when the batch is known, examples/s (from the period). None: none timed."""
     skip = obs.profile.steps if obs.profile and obs.profile.source == series.label else []
-    times = step_times(series, warmup, skip)
+    pairs = _periods(series, warmup, skip)
+    times = [period for period, _ in pairs]
     if not times:
         return None
     median = statistics.median(times)
+    calls = [call for _, call in pairs if call is not None]
+    call = statistics.median(calls) if calls else None
     row: dict[str, Any] = {"series": series.label, "timed_steps": len(times),
                            "step_s_median": median,
+                           "step_s_mean": statistics.fmean(times),
                            "step_s_p90": sorted(times)[int(0.9 * (len(times) - 1))],
+                           "call_s_median": call,
+                           "call_share": call / median if call is not None and median > 0
+                           else None,
                            "steps_per_s": 1 / median if median > 0 else None,
                            "batch_size": series.batch_size}
     if series.batch_size and median > 0:
@@ -215,7 +231,10 @@ def throughput(obs: ProcessObservation, warmup: int, proc: str = "") -> Finding:
         if row is None:
             continue
         text = f"{s.label}: {row['timed_steps']} steps, median " \
-               f"{row['step_s_median'] * 1e3:.2f} ms/step"
+               f"{row['step_s_median'] * 1e3:.2f} ms/step (start to start)"
+        if row["call_share"] is not None:
+            text += f", the step call {row['call_s_median'] * 1e3:.2f} ms " \
+                    f"({row['call_share']:.0%} of it)"
         if "examples_per_s" in row:
             text += f", {row['examples_per_s']:,.0f} examples/s (batch {s.batch_size})"
         rows.append(row)

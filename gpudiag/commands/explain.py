@@ -1,0 +1,84 @@
+"""`gpudiag explain PATH`: where the steps' time went in traces that already exist.
+
+PATH is a TensorBoard logdir, a ``plugins/profile/<run>`` directory, or one
+``.xplane.pb`` file (what ``tf.keras.callbacks.TensorBoard(profile_batch=...)``,
+``tf.profiler.experimental.start/stop`` and gpudiag's own runs write). Every trace under
+it is read (gpudiag.stepbreakdown, xprof's readers; no TensorFlow, no GPU, nothing run) and
+gets one finding per trace, ``explain.bottleneck[.<host>]``: the breakdown per device and
+the bottleneck (gpudiag.verdicts.bottleneck), as `gpudiag run` gives for its own window.
+What a trace cannot tell (the program's tf.data calls and source lines) is not guessed.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+from gpudiag.errors import UsageError
+from gpudiag.layout import TAG_EXPLAIN
+from gpudiag.markdown import markdown_table
+from gpudiag.readers import stepbreakdown, traces
+from gpudiag.report import Finding
+from gpudiag.session import RunSession
+from gpudiag.ui import Ui
+from gpudiag.verdicts import bottleneck
+
+XPLANE_SUFFIX = ".xplane.pb"
+
+
+def find_traces(path: Path) -> list[Path]:
+    """The traces PATH names; a UsageError (exit 2) when it names none."""
+    if not path.exists():
+        raise UsageError(f"{path} does not exist")
+    if path.is_file():
+        if not path.name.endswith(XPLANE_SUFFIX):
+            raise UsageError(f"{path} is not a profiler trace (*{XPLANE_SUFFIX})")
+        return [path]
+    found = traces.find_xplanes(path)
+    if not found:
+        raise UsageError(f"no profiler trace (*{XPLANE_SUFFIX}) under {path}")
+    return found
+
+
+def label(trace: Path, root: Path, many: bool) -> str:
+    """A finding id suffix per trace: its host and, with several, its profile run."""
+    if not many:
+        return ""
+    host = trace.name[:-len(XPLANE_SUFFIX)]
+    where = trace.parent.name if trace.parent != root else ""
+    text = f"{where}.{host}" if where else host
+    return "." + re.sub(r"[^a-z0-9_-]+", "-", text.lower()).strip("-")
+
+
+def _row(trace: str, d: stepbreakdown.DeviceBreakdown) -> list[Any]:
+    m = d.mean()
+    if m is None:
+        return [trace, d.device, d.kernels, "", "", "", "", "", ""]
+    return [trace, d.device, d.kernels, round(m.period_s * 1e3, 2)] + [
+        f"{m.share(getattr(m, k)):.0%}" for k in ("compute_s", "input_s", "communication_s",
+                                                  "host_s", "idle_s")]
+
+
+def run(session: RunSession, path: Path, *, ui: Ui) -> None:
+    files = find_traces(path)
+    root = path if path.is_dir() else path.parent
+    rows: list[list[Any]] = []
+    data: list[dict[str, Any]] = []
+    for trace in files:
+        check_id = "explain.bottleneck" + label(trace, root, len(files) > 1)
+        shown = str(trace.relative_to(root)) if trace.is_relative_to(root) else str(trace)
+        ui.say(f"reading {shown} ...")
+        try:
+            result = stepbreakdown.breakdown(trace)
+        except traces.TraceError as exc:
+            session.add(Finding(check_id, "fail", f"{shown}: {exc}", {"trace": str(trace)},
+                                advice="The file is not a readable XSpace trace."))
+            continue
+        session.add(bottleneck.bottleneck(result, None, check_id=check_id))
+        rows += [_row(shown, d) for d in result.devices]
+        data.append(result.to_dict())
+    session.set("explain", {"path": str(path), "traces": data})
+    session.text(TAG_EXPLAIN, markdown_table(
+        ["trace", "device", "kernels/ops", "step ms", "compute", "input", "communication",
+         "host", "idle"], rows))

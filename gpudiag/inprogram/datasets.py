@@ -1,0 +1,161 @@
+"""The tf.data pipelines the program builds: one ``dataset_call`` event per call.
+
+``tf.data.Dataset``'s ``map``, ``prefetch``, ``cache``, ``interleave``, ``batch``,
+``padded_batch``, ``shuffle`` and its sources ``from_tensor_slices``, ``from_tensors``,
+``from_generator``, and ``tf.py_function`` / ``tf.numpy_function`` are wrapped once. Each
+call is recorded as it is made (at pipeline build time, never per element): the
+arguments that decide its speed (``num_parallel_calls``, buffer sizes, the batch size, a
+cache's file), the function given to it, and the program's own source line that made the
+call (the innermost frame in the program's code, gpudiag.inprogram.usercode). Each dataset made
+is tagged with a number, so the parent can follow a pipeline from its source to what the
+program iterates (``input`` -> ``output``).
+
+The call itself is the program's: its exceptions are its own, and recording it never
+raises into the program.
+"""
+
+from __future__ import annotations
+
+import inspect
+import itertools
+import linecache
+import sys
+import threading
+from collections.abc import Callable
+from types import ModuleType
+from typing import TYPE_CHECKING, Any
+
+from gpudiag.inprogram.functions import code_of
+from gpudiag.inprogram.usercode import is_user_file
+
+if TYPE_CHECKING:
+    from gpudiag.inprogram.agent import Agent
+
+TAG = "_gpudiag_dataset"
+METHODS = ("map", "prefetch", "cache", "interleave", "batch", "padded_batch", "shuffle")
+SOURCES = ("from_tensor_slices", "from_tensors", "from_generator")
+RECORDED_ARGS = ("num_parallel_calls", "deterministic", "buffer_size", "filename",
+                 "cycle_length", "block_length", "batch_size", "drop_remainder")
+FUNCTION_ARGS = ("map_func", "generator", "func")
+PY_FUNCTIONS = ("py_function", "numpy_function")
+MAX_DEPTH = 40
+_counter = itertools.count(1)
+_local = threading.local()
+
+
+def _value(x: Any) -> Any:
+    """An argument as plain data: -1 is tf.data.AUTOTUNE; a tensor by its value if eager."""
+    if x is None or isinstance(x, bool | str):
+        return x
+    if isinstance(x, int):
+        return "AUTOTUNE" if x == -1 else x
+    numpy = getattr(x, "numpy", None)
+    if callable(numpy):
+        try:
+            return _value(numpy().item())
+        except Exception:
+            return repr(x)[:80]
+    return repr(x)[:80]
+
+
+def _function(fn: Any) -> dict[str, Any] | None:
+    code = code_of(fn) if fn is not None else None
+    if code is None:
+        return None
+    return {"name": getattr(fn, "__qualname__", None) or code.co_name,
+            "file": code.co_filename, "line": code.co_firstlineno,
+            "user": is_user_file(code.co_filename)}
+
+
+def _caller(depth: int) -> dict[str, Any] | None:
+    """The innermost frame of the program's own code on the stack, from ``depth`` frames up
+    (the wrapped call's caller); ``direct``: that frame made the call itself."""
+    frame: Any = sys._getframe(depth)
+    for hop in range(MAX_DEPTH):
+        if frame is None:
+            return None
+        name = frame.f_code.co_filename
+        if is_user_file(name):
+            return {"file": name, "line": frame.f_lineno, "function": frame.f_code.co_name,
+                    "code": linecache.getline(name, frame.f_lineno).strip()[:200],
+                    "direct": hop == 0}
+        frame = frame.f_back
+    return None
+
+
+class _Recorder:
+    def __init__(self, agent: Agent) -> None:
+        self.agent = agent
+
+    def record(self, method: str, original: Callable[..., Any], args: tuple[Any, ...],
+               kwargs: dict[str, Any], result: Any, source: bool) -> None:
+        ba = inspect.signature(original).bind_partial(*args, **kwargs)
+        ba.apply_defaults()
+        bound = dict(ba.arguments)
+        this = None if source else bound.pop("self", None)
+        fn = next((bound[k] for k in FUNCTION_ARGS if k in bound), None)
+        output = next(_counter)
+        try:
+            setattr(result, TAG, output)
+        except Exception:
+            output = 0
+        self.agent.emit("dataset_call", method=method,
+                        args={k: _value(bound[k]) for k in RECORDED_ARGS if k in bound},
+                        function=_function(fn),
+                        input=getattr(this, TAG, None) if this is not None else None,
+                        output=output or None, caller=_caller(3))
+
+    def wrap(self, method: str, original: Callable[..., Any], source: bool
+             ) -> Callable[..., Any]:
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            if getattr(_local, "inside", False):
+                return original(*args, **kwargs)
+            _local.inside = True
+            try:
+                result = original(*args, **kwargs)  # the program's call: its errors
+            finally:
+                _local.inside = False
+            try:
+                self.record(method, original, args, kwargs, result, source)
+            except Exception as exc:
+                self.agent.hook_error(f"recording Dataset.{method}", exc)
+            return result
+        wrapper.__gpudiag_wrapped__ = original  # type: ignore[attr-defined]
+        wrapper.__name__ = method
+        wrapper.__doc__ = original.__doc__
+        return wrapper
+
+    def wrap_py(self, name: str, original: Callable[..., Any]) -> Callable[..., Any]:
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            try:
+                fn = kwargs.get("func", args[0] if args else None)
+                self.agent.emit("dataset_call", method=name, args={}, function=_function(fn),
+                                input=None, output=None, caller=_caller(2))
+            except Exception as exc:
+                self.agent.hook_error(f"recording tf.{name}", exc)
+            return original(*args, **kwargs)
+        wrapper.__gpudiag_wrapped__ = original  # type: ignore[attr-defined]
+        wrapper.__name__ = name
+        wrapper.__doc__ = original.__doc__
+        return wrapper
+
+
+def install(agent: Agent, tf: ModuleType) -> None:
+    from tensorflow.python.data.ops import dataset_ops
+
+    cls = dataset_ops.DatasetV2
+    if hasattr(cls.map, "__gpudiag_wrapped__"):
+        return
+    rec = _Recorder(agent)
+    for name in METHODS:
+        original = cls.__dict__.get(name)
+        if callable(original):
+            setattr(cls, name, rec.wrap(name, original, source=False))
+    for name in SOURCES:
+        raw = cls.__dict__.get(name)
+        if isinstance(raw, staticmethod):
+            setattr(cls, name, staticmethod(rec.wrap(name, raw.__func__, source=True)))
+    for name in PY_FUNCTIONS:
+        original = getattr(tf, name, None)
+        if callable(original) and not hasattr(original, "__gpudiag_wrapped__"):
+            setattr(tf, name, rec.wrap_py(name, original))

@@ -1,0 +1,318 @@
+"""Where each step's time goes, per device, from a profiler trace (``*.xplane.pb``).
+
+No TensorFlow: the events come from xprof's XSpace reader (gpudiag.traces.read_events),
+and xprof's own input-pipeline analysis (``input_pipeline_analyzer``, what TensorBoard's
+Profile tab shows) is taken as it is, beside, in :class:`XprofView`.
+
+The steps: the host's step markers (``tf.profiler.experimental.Trace("train", ...)``,
+Keras's ``TraceContext``), each step from its start to the next step's start, so the time
+between the calls (the Python loop, an eager ``next(iterator)``) is part of it; where a
+trace has no host marker, the device planes' derived ``Steps`` line (TensorFlow 2.4-era
+GPU traces); else the whole trace as one step.
+
+Each step of each device is split, every nanosecond counted once, in this order:
+
+- compute: on a GPU the kernels on its ``Stream`` lines (copies and NCCL kernels apart);
+  on the CPU the TensorFlow op events of the executor threads placed on that device
+  (gpudiag.traces.device_of), tf.data's own threads left out;
+- communication: collective and NCCL ops and kernels, device-to-device / peer copies;
+- input: host-to-device and device-to-host copies (a GPU), and the time the step blocked
+  on tf.data (``IteratorGetNext...`` ops, the get-next kernels' ``DoCompute``);
+- host: time outside the step call (the program's Python between steps) and, inside it,
+  time when no op of any device ran (framework and launch overhead; on a GPU: gaps while
+  the host was launching ops);
+- idle: the rest (this device waited while another device or thread worked).
+"""
+
+from __future__ import annotations
+
+import itertools
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from gpudiag.readers import intervals as iv
+from gpudiag.readers.traces import (
+    COMM_OP_TYPES,
+    COMM_SCOPE,
+    GPU_PLANE_RE,
+    HOST_PLANE_PREFIX,
+    INPUT_KERNEL_RE,
+    INPUT_OP_MARK,
+    OP_EVENT_RE,
+    STEP_MARKERS,
+    STREAM_LINE_PREFIX,
+    Event,
+    TraceError,
+    device_of,
+    read_events,
+)
+from gpudiag.readers.xprofview import XprofView, xprof_view
+
+HOST_ROW = "/host:CPU"
+STEPS_LINE = "Steps"
+TF_DATA_LINE_PREFIX = "tf_data"
+NCCL_MARK = "nccl"
+
+
+@dataclass(frozen=True)
+class StepParts:
+    """One step on one device, in seconds; the parts add up to ``period_s``."""
+
+    step: str
+    period_s: float  # start to the next step's start (the last: start to end)
+    compute_s: float
+    communication_s: float
+    input_s: float
+    host_s: float
+    idle_s: float
+    host_between_calls_s: float = 0.0  # the part of host_s outside the step call
+
+    def share(self, part_s: float) -> float:
+        return part_s / self.period_s if self.period_s > 0 else 0.0
+
+
+@dataclass(frozen=True)
+class DeviceBreakdown:
+    device: str  # /device:GPU:3, /device:CPU:1, or /host:CPU (no placement known)
+    source: str  # "device-plane" (GPU streams) | "placement" | "host-threads"
+    steps: list[StepParts]
+    kernels: int  # kernels on the streams (GPU), op events (CPU)
+    h2d_s: float = 0.0  # host-to-device copies in the steps (GPU)
+    d2h_s: float = 0.0
+
+    @property
+    def ran_kernels(self) -> bool:
+        return self.kernels > 0
+
+    def mean(self) -> StepParts | None:
+        """The mean step (None: no step)."""
+        if not self.steps:
+            return None
+        n = len(self.steps)
+
+        def avg(name: str) -> float:
+            return sum(getattr(s, name) for s in self.steps) / n
+        return StepParts("mean", avg("period_s"), avg("compute_s"), avg("communication_s"),
+                         avg("input_s"), avg("host_s"), avg("idle_s"),
+                         avg("host_between_calls_s"))
+
+
+@dataclass(frozen=True)
+class Breakdown:
+    path: str
+    steps_from: str  # "host step markers" | "device Steps line" | "the whole trace"
+    step_names: list[str]
+    devices: list[DeviceBreakdown]
+    gpus_without_kernels: list[str]  # GPU planes in the trace that ran no kernel
+    replica_skew_s: float | None = None  # the most one replica started a step after another
+    xprof: XprofView | None = None
+    xprof_error: str | None = None
+    notes: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class _Window:
+    name: str
+    start: float
+    end: float  # the next step's start, or this step's end
+    call_end: float  # the end of the step call itself
+
+
+def _windows(events: Sequence[Event]
+             ) -> tuple[str, list[_Window], dict[int, list[_Window]], float | None]:
+    """How the steps were found, the steps, each GPU's own steps (from its Steps line),
+    and the largest gap between the replicas' starts of one step (None: one device)."""
+    by_line: dict[str, list[Event]] = {}
+    for e in events:
+        if e.plane.startswith(HOST_PLANE_PREFIX) and e.name in STEP_MARKERS:
+            by_line.setdefault(e.line, []).append(e)
+    if by_line:
+        busiest = max(by_line, key=lambda line: len(by_line[line]))
+        marks = sorted(by_line[busiest], key=lambda e: e.start_ns)
+        return "host step markers", _chain([(str(i), e.start_ns, e.end_ns)
+                                             for i, e in enumerate(marks)]), {}, None
+    steps: dict[str, list[float]] = {}
+    own: dict[int, list[tuple[str, float, float]]] = {}
+    starts: dict[str, list[float]] = {}
+    for e in events:
+        g = GPU_PLANE_RE.match(e.plane)
+        if g and e.line == STEPS_LINE:
+            span = steps.setdefault(e.name, [e.start_ns, e.end_ns])
+            span[0], span[1] = min(span[0], e.start_ns), max(span[1], e.end_ns)
+            own.setdefault(int(g.group(1)), []).append((e.name, e.start_ns, e.end_ns))
+            starts.setdefault(e.name, []).append(e.start_ns)
+    if steps:
+        ordered = sorted(steps.items(), key=lambda kv: kv[1][0])
+        per_gpu = {g: _chain(sorted(marks, key=lambda m: m[1])) for g, marks in own.items()}
+        skew = max(max(v) - min(v) for v in starts.values()) / 1e9 if len(own) > 1 \
+            else None
+        return ("device Steps line", _chain([(k, a, b) for k, (a, b) in ordered]), per_gpu,
+                skew)
+    spans = [(e.start_ns, e.end_ns) for e in events if _is_op(e) or _is_stream(e)]
+    if not spans:
+        return "the whole trace", [], {}, None
+    a, b = min(s for s, _ in spans), max(t for _, t in spans)
+    return "the whole trace", [_Window("trace", a, b, b)], {}, None
+
+
+def _chain(marks: list[tuple[str, float, float]]) -> list[_Window]:
+    """Start-to-start periods; a lone step stands for itself."""
+    if len(marks) == 1:
+        name, a, b = marks[0]
+        return [_Window(name, a, b, b)]
+    return [_Window(name, a, nxt[1], min(b, nxt[1]))
+            for (name, a, b), nxt in itertools.pairwise(marks)]
+
+
+def _gpu_index(name: str) -> int | None:
+    """The index of a GPU plane (/device:GPU:3) or device name (.../device:GPU:3)."""
+    m = GPU_PLANE_RE.match(name) or re.search(r"/device:GPU:(\d+)$", name)
+    return int(m.group(1)) if m else None
+
+
+def _is_op(e: Event) -> bool:
+    return e.plane.startswith(HOST_PLANE_PREFIX) and \
+        not e.line.startswith(TF_DATA_LINE_PREFIX) and OP_EVENT_RE.match(e.name) is not None
+
+
+def _is_stream(e: Event) -> bool:
+    return GPU_PLANE_RE.match(e.plane) is not None and e.line.startswith(STREAM_LINE_PREFIX)
+
+
+def _is_input_op(e: Event) -> bool:
+    m = OP_EVENT_RE.match(e.name)
+    return (m is not None and INPUT_OP_MARK in m.group("type")) or \
+        (e.plane.startswith(HOST_PLANE_PREFIX) and INPUT_KERNEL_RE.match(e.name) is not None)
+
+
+def _is_comm_op(e: Event) -> bool:
+    m = OP_EVENT_RE.match(e.name)
+    return m is not None and (m.group("type") in COMM_OP_TYPES or COMM_SCOPE in m.group("name"))
+
+
+def _parts(w: _Window, compute: list[iv.Span], comm: list[iv.Span], inputs: list[iv.Span],
+           busy_elsewhere: list[iv.Span], host_active: list[iv.Span] | None) -> StepParts:
+    """One window split in order: compute, communication, input, host, idle.
+    ``host_active``: None on the CPU (an uncovered moment inside the call is framework
+    overhead unless another device worked); on a GPU, the host's op activity."""
+    c = iv.clip(compute, w.start, w.end)
+    m = iv.subtract(iv.clip(comm, w.start, w.end), c)
+    covered = iv.merge(c + m)
+    i = iv.subtract(iv.clip(inputs, w.start, w.end), covered)
+    covered = iv.merge(covered + i)
+    rest = iv.subtract([(w.start, w.end)], covered)
+    outside = iv.clip(rest, w.call_end, w.end)
+    inside = iv.clip(rest, w.start, w.call_end)
+    if host_active is None:
+        idle = iv.clip(iv.merge(busy_elsewhere), w.start, w.call_end)
+        idle_in = iv.total_s(iv.intersect(inside, idle))
+        host_in = iv.total_s(inside) - idle_in
+    else:
+        launching = iv.intersect(inside, host_active)
+        host_in = iv.total_s(launching)
+        idle_in = iv.total_s(inside) - host_in
+    between = iv.total_s(outside)
+    return StepParts(w.name, (w.end - w.start) / 1e9, iv.total_s(c), iv.total_s(m),
+                     iv.total_s(i), host_in + between, idle_in, between)
+
+
+def breakdown_events(path: str, planes: Sequence[str], events: Sequence[Event],
+                     op_devices: Mapping[str, str] | None = None,
+                     devices: Sequence[str] = ()) -> Breakdown:
+    """The pure part of :func:`breakdown`: the trace's plane names and events in."""
+    steps_from, windows, per_gpu, skew = _windows(events)
+    inputs = iv.merge((e.start_ns, e.end_ns) for e in events if _is_input_op(e))
+    ops = [e for e in events if _is_op(e)]
+    host_active = iv.merge((e.start_ns, e.end_ns) for e in ops)
+    rows: list[DeviceBreakdown] = []
+    gpu_planes = sorted({i for name in [*planes, *devices] if (i := _gpu_index(name)) is not None})
+    streams: dict[int, list[Event]] = {g: [] for g in gpu_planes}
+    for e in events:
+        index = _gpu_index(e.plane)
+        if index is not None and e.line.startswith(STREAM_LINE_PREFIX):
+            streams[index].append(e)
+    for g in gpu_planes:
+        kernels: list[iv.Span] = []
+        nccl: list[iv.Span] = []
+        h2d: list[iv.Span] = []
+        d2h: list[iv.Span] = []
+        peer: list[iv.Span] = []
+        for e in streams[g]:
+            span = (e.start_ns, e.end_ns)
+            if e.name.startswith("Memcpy"):
+                (h2d if "H2D" in e.name else d2h if "D2H" in e.name else peer).append(span)
+            elif NCCL_MARK in e.name.lower():
+                nccl.append(span)
+            else:
+                kernels.append(span)
+        k, cm = iv.merge(kernels), iv.merge(nccl + peer)
+        copies = iv.merge(h2d + d2h)
+        mine = per_gpu.get(g, windows)
+        if k or cm:
+            parts = [_parts(w, k, cm, iv.merge(copies + inputs), [], host_active)
+                     for w in mine]
+        else:  # no kernel: its own copies, the rest idle (the host's waits are not its)
+            parts = [_parts(w, [], [], copies, [], []) for w in mine]
+        in_steps = iv.merge((w.start, w.end) for w in mine)
+        rows.append(DeviceBreakdown(
+            f"/device:GPU:{g}", "device-plane", parts, len(kernels) + len(nccl),
+            iv.total_s(iv.intersect(iv.merge(h2d), in_steps)),
+            iv.total_s(iv.intersect(iv.merge(d2h), in_steps))))
+    if not gpu_planes:
+        rows += _cpu_rows(windows, ops, inputs, op_devices, devices)
+    idle_gpus = [r.device for r in rows if r.source == "device-plane" and not r.ran_kernels]
+    return Breakdown(path, steps_from, [w.name for w in windows], rows, idle_gpus, skew)
+
+
+def _cpu_rows(windows: list[_Window], ops: list[Event], inputs: list[iv.Span],
+              op_devices: Mapping[str, str] | None, devices: Sequence[str]
+              ) -> list[DeviceBreakdown]:
+    by_device: dict[str, tuple[list[iv.Span], list[iv.Span], list[int]]] = {}
+    for name in devices:
+        if "GPU" not in name:
+            by_device.setdefault(name, ([], [], [0]))
+    for e in ops:
+        if _is_input_op(e):
+            continue
+        op = OP_EVENT_RE.match(e.name)
+        assert op is not None
+        device = device_of(op.group("name"), op_devices) if op_devices else HOST_ROW
+        if device is None:
+            continue
+        compute, comm, count = by_device.setdefault(device, ([], [], [0]))
+        (comm if _is_comm_op(e) else compute).append((e.start_ns, e.end_ns))
+        count[0] += 1
+    merged = {d: (iv.merge(c), iv.merge(m)) for d, (c, m, _) in by_device.items()}
+    rows = []
+    for device in sorted(by_device):
+        mine, talk = merged[device]
+        elsewhere = iv.merge(s for d, (oc, om) in merged.items() if d != device
+                             for s in oc + om)
+        parts = [_parts(w, mine, talk, inputs, elsewhere, None) for w in windows]
+        rows.append(DeviceBreakdown(device, "placement" if op_devices else "host-threads",
+                                    parts, by_device[device][2][0]))
+    return rows
+
+
+def breakdown(path: Path, op_devices: Mapping[str, str] | None = None,
+              devices: Sequence[str] = (), *, with_xprof: bool = True) -> Breakdown:
+    """The breakdown of one trace file; xprof's input-pipeline analysis beside it."""
+    planes, events = read_events(path)
+    result = breakdown_events(str(path), planes, events, op_devices, devices)
+    if not with_xprof:
+        return result
+    try:
+        view = xprof_view(path)
+    except TraceError as exc:
+        return Breakdown(**{**_fields(result), "xprof_error": str(exc)})
+    return Breakdown(**{**_fields(result), "xprof": view})
+
+
+def _fields(b: Breakdown) -> dict[str, Any]:
+    return {k: getattr(b, k) for k in b.__dataclass_fields__}

@@ -1,0 +1,54 @@
+"""`gpudiag explain PATH` through the real CLI: traces that already exist, nothing run, no
+TensorFlow, no GPU."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import jsonschema
+from conftest import REPO, TESTS_DIR, findings_by_id, gpudiag, run_dirs
+
+from gpudiag import layout
+
+BERT_DIR = TESTS_DIR / "data" / "xprof_demo_gpu_multi_worker"
+SCHEMA = json.loads((REPO / "gpudiag" / "report.schema.json").read_text())
+
+
+def explain(tmp: Path, path: Path) -> tuple[int, dict, Path]:
+    logdir = tmp / "runs"
+    proc = gpudiag("explain", "--logdir", str(logdir), str(path), timeout=180)
+    (run_dir,) = run_dirs(logdir)
+    report = json.loads((run_dir / layout.REPORT_JSON).read_text())
+    jsonschema.validate(report, SCHEMA)
+    return proc.returncode, report, run_dir
+
+
+def test_the_public_8_gpu_trace_lists_all_8_gpus_and_names_the_6_idle(tmp_path: Path) -> None:
+    # as a user has it: a logdir with plugins/profile/<run>/<host>.xplane.pb
+    profile = tmp_path / "logdir" / "plugins" / "profile" / "2020_12_23"
+    profile.mkdir(parents=True)
+    shutil.copy(BERT_DIR / "34.83.195.179_6003.xplane.pb", profile)
+    code, report, run_dir = explain(tmp_path, tmp_path / "logdir")
+    assert code == 0  # warnings, no failed check: exit 0 like every other command
+    f = findings_by_id(report)["explain.bottleneck"]
+    assert f["status"] == "warn"
+    idle = [f"/device:GPU:{i}" for i in (0, 1, 2, 3, 5, 7)]
+    assert "6 of the 8 GPUs ran no kernel in the window (" + ", ".join(idle) + ")" \
+        in f["message"]
+    assert "idle-gpus" in f["evidence"]["causes"] and "straggler" in f["evidence"]["causes"]
+    assert f["evidence"]["steps_from"] == "device Steps line"
+    (trace,) = report["data"]["explain"]["traces"]
+    assert [d["device"] for d in trace["devices"]] == [f"/device:GPU:{i}" for i in range(8)]
+    assert sorted(p.name for p in profile.iterdir()) == ["34.83.195.179_6003.xplane.pb"]
+    assert "explain.bottleneck" in (run_dir / layout.REPORT_MD).read_text()
+
+
+def test_a_bad_path_is_one_line_and_exit_2(tmp_path: Path) -> None:
+    for bad in (tmp_path / "missing", REPO / "README.md", tmp_path):
+        proc = gpudiag("explain", "--logdir", str(tmp_path / "runs"), str(bad))
+        assert proc.returncode == 2, proc.stderr
+        assert proc.stderr.count("\n") == 1 and proc.stderr.startswith("gpudiag: error: ")
+        assert "Traceback" not in proc.stderr
+    assert not (tmp_path / "runs").exists()  # nothing written for a bad PATH

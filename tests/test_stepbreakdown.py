@@ -1,0 +1,126 @@
+"""Where each step's time goes, from traces: a public 8-GPU trace (tests/data/, its source
+in the README beside it) and plain events with known answers."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from conftest import TESTS_DIR
+
+from gpudiag.readers import intervals as iv
+from gpudiag.readers import stepbreakdown as sb
+from gpudiag.readers.traces import Event
+
+BERT = TESTS_DIR / "data" / "xprof_demo_gpu_multi_worker" / "34.83.195.179_6003.xplane.pb"
+MS = 1e6  # ns
+
+
+@pytest.fixture(scope="module")
+def bert() -> sb.Breakdown:
+    return sb.breakdown(BERT)
+
+
+def test_every_gpu_of_the_8_gpu_trace_is_listed_and_the_6_without_kernels_named(
+        bert: sb.Breakdown) -> None:
+    assert [d.device for d in bert.devices] == [f"/device:GPU:{i}" for i in range(8)]
+    assert bert.gpus_without_kernels == [f"/device:GPU:{i}" for i in (0, 1, 2, 3, 5, 7)]
+    ran = {d.device: d for d in bert.devices if d.ran_kernels}
+    assert set(ran) == {"/device:GPU:4", "/device:GPU:6"}
+    assert ran["/device:GPU:4"].kernels == 665
+
+
+def test_steps_from_the_device_steps_line_when_the_host_has_no_marker(
+        bert: sb.Breakdown) -> None:
+    assert bert.steps_from == "device Steps line" and bert.step_names == ["0"]
+    gpu4 = next(d for d in bert.devices if d.device == "/device:GPU:4").steps[0]
+    assert gpu4.period_s == pytest.approx(0.019865491)  # GPU 4's own step, its Steps event
+    # the two replicas ran step 0 648 ms apart: waiting for the slowest replica
+    assert bert.replica_skew_s == pytest.approx(0.647555773)
+
+
+def test_op_time_from_the_device_planes_and_copies_are_input_not_compute(
+        bert: sb.Breakdown) -> None:
+    gpu4 = next(d for d in bert.devices if d.device == "/device:GPU:4")
+    step = gpu4.steps[0]
+    # kernels on the compute stream: what xprof's own analysis calls device compute
+    assert bert.xprof is not None and bert.xprof.hardware_type == "GPU"
+    assert step.compute_s * 1e3 == pytest.approx(bert.xprof.steps[0].device_compute_ms, rel=0.01)
+    assert gpu4.h2d_s > 0 and step.input_s >= gpu4.h2d_s
+    parts = (step.compute_s + step.communication_s + step.input_s + step.host_s + step.idle_s)
+    assert parts == pytest.approx(step.period_s)
+    idle = next(d for d in bert.devices if d.device == "/device:GPU:0").steps[0]
+    assert idle.idle_s == pytest.approx(idle.period_s) and idle.compute_s == 0
+
+
+def test_the_trace_directory_is_left_as_it_was(bert: sb.Breakdown, tmp_path: Path) -> None:
+    # xprof's converter writes a cache file beside the trace it reads: not beside a user's
+    assert sorted(p.name for p in BERT.parent.iterdir()) == [BERT.name, "README.md"]
+
+
+def ev(line: str, name: str, start_ms: float, end_ms: float,
+       plane: str = "/host:CPU") -> Event:
+    return Event(plane, line, name, start_ms * MS, end_ms * MS)
+
+
+def test_a_custom_loop_the_python_between_calls_is_host_time_in_the_step() -> None:
+    # three calls of 1 ms, 3 ms apart; an op runs 0.6 ms of each call; a 0.4 ms blocking
+    # get-next inside it
+    events = []
+    for i in range(3):
+        t = 10 + 3 * i
+        events += [ev("python", "train", t, t + 1),
+                   ev("tf_Compute/1", "StatefulPartitionedCall/MatMul:MatMul", t, t + 0.6),
+                   ev("tf_data_iterator_get_next/2", "IteratorGetNextOp::DoCompute",
+                      t + 0.6, t + 1.0),
+                   ev("tf_data_private_threadpool/3", "map/Tanh:Tanh", t + 1, t + 2)]
+    b = sb.breakdown_events("x", ["/host:CPU"], events)
+    assert b.steps_from == "host step markers" and b.step_names == ["0", "1"]
+    (row,) = b.devices
+    assert row.device == "/host:CPU" and row.source == "host-threads"
+    for s in row.steps:
+        assert s.period_s == pytest.approx(0.003)
+        assert s.compute_s == pytest.approx(0.0006)  # tf.data's own threads are not compute
+        assert s.input_s == pytest.approx(0.0004)
+        assert s.host_s == pytest.approx(0.002) and s.host_between_calls_s == pytest.approx(0.002)
+        assert s.idle_s == pytest.approx(0)
+
+
+def test_two_placed_devices_communication_and_waiting_for_the_other_replica() -> None:
+    events = [ev("python", "train", 0, 10), ev("python", "train", 10, 20)]
+    events += [ev("tf_Compute/1", "replica_1/MatMul:MatMul", 0, 6),
+               ev("tf_Compute/2", "MatMul:MatMul", 0, 3),
+               ev("tf_Compute/1", "CollectiveReduceV2:CollectiveReduceV2", 6, 9),
+               ev("tf_Compute/2", "CollectiveReduceV2_1:CollectiveReduceV2", 3, 9)]
+    placed = {"replica_1/MatMul": "/device:CPU:2", "MatMul": "/device:CPU:1",
+              "CollectiveReduceV2": "/device:CPU:2", "CollectiveReduceV2_1": "/device:CPU:1"}
+    b = sb.breakdown_events("x", ["/host:CPU"], events, placed)
+    one, two = b.devices
+    assert (one.device, two.device) == ("/device:CPU:1", "/device:CPU:2")
+    (s1,), (s2,) = one.steps, two.steps
+    assert (s1.compute_s, s1.communication_s) == pytest.approx((0.003, 0.006))
+    assert (s2.compute_s, s2.communication_s) == pytest.approx((0.006, 0.003))
+    assert s1.host_s == pytest.approx(0.001) and s1.idle_s == pytest.approx(0)
+
+
+def test_interval_sets() -> None:
+    a = iv.merge([(0, 5), (3, 8), (10, 12)])
+    assert a == [(0, 8), (10, 12)]
+    assert iv.subtract(a, [(2, 4), (11, 20)]) == [(0, 2), (4, 8), (10, 11)]
+    assert iv.intersect(a, [(7, 11)]) == [(7, 8), (10, 11)]
+    assert iv.clip(a, 1, 11) == [(1, 8), (10, 11)] and iv.total_s(a) == 10 / 1e9
+
+
+def test_the_trace_summary_lists_every_gpu_and_takes_op_time_from_the_device_planes() -> None:
+    from gpudiag.readers import traces
+
+    s = traces.summarize(BERT)
+    busy = {d.device: d.busy_s for d in s.devices}
+    assert list(busy) == [f"/device:GPU:{i}" for i in range(8)]
+    assert [d for d, b in busy.items() if b == 0] == [f"/device:GPU:{i}" for i in (0, 1, 2, 3,
+                                                                                  5, 7)]
+    # GPU:1 ran host-to-device copies and no kernel: copies are not busy time
+    assert busy["/device:GPU:4"] == pytest.approx(0.01487, rel=0.01)
+    # top ops from the GPU planes' TensorFlow Ops line (the host's events are launches)
+    assert s.top_ops[0].op_type == "Cast" and s.top_ops[0].count == 784
+    assert "RemoteCall" not in [o.op_type for o in s.top_ops]  # a host-only event

@@ -1,0 +1,100 @@
+"""run.bottleneck from plain data: breakdowns with known shares, the program's tf.data
+calls as the hooks record them."""
+
+from __future__ import annotations
+
+from gpudiag.readers.stepbreakdown import Breakdown, DeviceBreakdown, StepParts
+from gpudiag.run.records import DatasetCall
+from gpudiag.verdicts import bottleneck as bn
+
+
+def breakdown(*rows: tuple[str, float, float, float, float, float, float, float],
+              skew: float | None = None, source: str = "placement",
+              idle: tuple[str, ...] = ()) -> Breakdown:
+    """rows: (device, period, compute, communication, input, host, idle, between) in ms."""
+    devices = []
+    for device, *ms in rows:
+        parts = StepParts("0", *(x / 1e3 for x in ms))
+        devices.append(DeviceBreakdown(device, source, [parts, parts], 100))
+    devices += [DeviceBreakdown(d, source, [StepParts("0", 0.01, 0, 0, 0, 0, 0.01)], 0)
+                for d in idle]
+    return Breakdown("t.xplane.pb", "host step markers", ["0", "1"], devices, list(idle), skew)
+
+
+def call(method: str, line: int, output: int, input_: int | None = None,
+         **args: object) -> DatasetCall:
+    return DatasetCall(method, dict(args), {"name": "augment", "file": "/u/train.py",
+                                            "line": 3, "user": True}, input_, output,
+                       {"file": "/u/train.py", "line": line, "function": "<module>",
+                        "code": f"line {line}", "direct": True})
+
+
+PIPELINE = [call("from_tensor_slices", 10, 1), call("map", 11, 2, 1, num_parallel_calls=None),
+            call("batch", 12, 3, 2, batch_size=32)]
+
+
+def test_input_bound_names_the_map_without_parallelism_and_the_missing_prefetch() -> None:
+    f = bn.bottleneck(breakdown(("/device:CPU:0", 10, 3, 0, 5, 2, 0, 0)), None, PIPELINE,
+                      "Model.fit", epochs=3)
+    assert f.status == "warn" and f.evidence["causes"] == ["input-bound"]
+    assert "input-bound: 50% of the step (5.00 ms of 10.00 ms) waits for input" in f.message
+    assert "Dataset.map(augment) at train.py:11 (`line 11`) runs one element at a time" \
+        in f.advice
+    assert "the pipeline ending at train.py:12" in f.advice and "no prefetch" in f.advice
+    assert ".cache() after the map at train.py:11" in f.advice
+    # one epoch: the data is not re-read, no cache advice
+    once = bn.bottleneck(breakdown(("/device:CPU:0", 10, 3, 0, 5, 2, 0, 0)), None, PIPELINE,
+                         epochs=1)
+    assert "cache" not in once.advice
+
+
+def test_a_tuned_pipeline_is_not_blamed_and_moderate_input_is_said() -> None:
+    tuned = [call("from_tensor_slices", 10, 1), call("map", 11, 2, 1,
+                                                     num_parallel_calls="AUTOTUNE"),
+             call("batch", 12, 3, 2, batch_size=32), call("prefetch", 12, 4, 3)]
+    assert bn.pipeline_fixes(tuned) == []
+    f = bn.bottleneck(breakdown(("/device:CPU:0", 10, 8, 0, 1, 1, 0, 0)), None, tuned)
+    assert f.status == "ok" and "moderately input-bound (10% waits for input)" in f.message
+    calm = bn.bottleneck(breakdown(("/device:CPU:0", 10, 9, 0, 0.2, 0.8, 0, 0)), None, tuned)
+    assert calm.status == "ok" and "no bottleneck stands out" in calm.message
+
+
+def test_python_between_step_calls_is_host_bound_with_the_loops_line() -> None:
+    f = bn.bottleneck(breakdown(("/device:CPU:0", 2, 0.4, 0, 0.1, 1.5, 0, 1.2)), None, (),
+                      "tf.function train_step", {"file": "/u/loop.py", "line": 44})
+    assert f.status == "warn" and f.evidence["causes"] == ["host-bound"]
+    assert "60% of the step (1.20 ms of 2.00 ms) is the program's Python" in f.message
+    assert "tf.function train_step (the loop at loop.py:44)" in f.advice
+
+
+def test_communication_share_per_replica_and_a_straggler() -> None:
+    b = breakdown(("/device:CPU:1", 10, 4, 5, 0, 1, 0, 0), ("/device:CPU:2", 10, 6, 3, 0, 1, 0, 0),
+                  skew=0.004)
+    f = bn.bottleneck(b, None)
+    assert f.status == "warn" and f.evidence["causes"] == ["communication-bound", "straggler"]
+    assert "collectives (all-reduce) take 40% of the step" in f.message
+    assert "one replica started a step 4.00 ms after another" in f.message
+    assert "/device:CPU:1: compute 40%" in f.message and "/device:CPU:2: compute 60%" in f.message
+
+
+def test_gpus_without_kernels_are_named_and_not_judged() -> None:
+    b = breakdown(("/device:GPU:0", 10, 9, 0, 0.5, 0.5, 0, 0), source="device-plane",
+                  idle=("/device:GPU:1", "/device:GPU:2"))
+    f = bn.bottleneck(b, None)
+    assert f.status == "warn" and f.evidence["causes"] == ["idle-gpus"]
+    assert "2 of the 3 GPUs ran no kernel in the window (/device:GPU:1, /device:GPU:2)" \
+        in f.message
+    assert list(f.evidence["devices"]) == ["/device:GPU:0"]  # the idle ones are not averaged
+    assert "compute 90%" in f.message
+
+
+def test_python_generators_and_py_functions_are_named() -> None:
+    calls = [call("from_generator", 5, 1), call("py_function", 7, 0)]
+    fixes = bn.pipeline_fixes(calls)
+    assert any("from_generator(augment) at train.py:5" in x for x in fixes)
+    assert any("tf.py_function(augment) at train.py:7" in x for x in fixes)
+
+
+def test_no_trace_is_a_skip_saying_why() -> None:
+    f = bn.bottleneck(None, "no profiler window")
+    assert f.status == "skip" and "no profiler window" in f.message

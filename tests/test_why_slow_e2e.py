@@ -1,0 +1,214 @@
+"""Why is it slow: `gpudiag run` on user-like programs whose time goes to different places
+(tests/programs/), end to end through the real CLI in real child processes.
+
+Each program times its own loop, start to start, and prints each step's period; gpudiag's
+median step period must agree with the median of the program's own periods of the same
+steps (after the warm-up, the profiled steps and the ones just before and after them left out).
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import TESTS_DIR, findings_by_id, gpudiag, run_dirs
+
+from gpudiag import layout
+
+PY = sys.executable
+PROGRAMS = TESTS_DIR / "programs"
+PERIOD_TOLERANCE = 0.05
+FIT_WARMUP = 60  # 48 batches an epoch: the profiled steps in the second epoch
+
+pytestmark = pytest.mark.slow
+
+
+@dataclass
+class Run:
+    returncode: int
+    stdout: str
+    stderr: str
+    run_dir: Path
+    report: dict[str, Any]
+
+    @property
+    def found(self) -> dict[str, dict[str, Any]]:
+        return findings_by_id(self.report)
+
+    def own_periods_s(self, warmup: int) -> list[float]:
+        """The periods the program measured itself, of the steps gpudiag times: after
+        ``warmup``, the profiled steps and the ones just before and after them left out."""
+        periods = json.loads(self.stdout.split("own periods:")[1].splitlines()[0])
+        profiled = set(self.found["run.profile"]["evidence"]["profile"]["steps"])
+        return [p for i, p in enumerate(periods) if p is not None and i >= warmup
+                and not {i - 1, i, i + 1} & profiled]
+
+    def own_period_s(self, warmup: int) -> float:
+        """Their median; the mean (the program's total time over its steps) agrees to
+        the microsecond, checked beside it."""
+        own = self.own_periods_s(warmup)
+        assert self.loop["step_s_mean"] == pytest.approx(statistics.fmean(own), rel=0.01)
+        return statistics.median(own)
+
+    @property
+    def loop(self) -> dict[str, Any]:
+        (loop,) = self.found["run.throughput"]["evidence"]["loops"]
+        return loop
+
+
+def run_program(tmp: Path, program: str, *args: str, options: tuple[str, ...] = ()) -> Run:
+    logdir = tmp / "runs"
+    proc = gpudiag("run", "--logdir", str(logdir), *options, "--", PY, str(PROGRAMS / program),
+                   *args, timeout=300)
+    (run_dir,) = run_dirs(logdir)
+    report = json.loads((run_dir / layout.REPORT_JSON).read_text())
+    failed = [f"{f['id']}: {f['message']}" for f in report["findings"] if f["status"] == "fail"]
+    assert proc.returncode == 0, (failed, proc.stderr[-2000:])
+    return Run(proc.returncode, proc.stdout, proc.stderr, run_dir, report)
+
+
+@pytest.fixture(scope="module")
+def custom_loop(tmp_path_factory: pytest.TempPathFactory) -> Run:
+    return run_program(tmp_path_factory.mktemp("loop"), "custom_loop_python_between.py")
+
+
+@pytest.fixture(scope="module")
+def input_bound(tmp_path_factory: pytest.TempPathFactory) -> Run:
+    return run_program(tmp_path_factory.mktemp("input"), "input_pipeline_fit.py",
+                       options=("--profile-warmup", str(FIT_WARMUP)))
+
+
+@pytest.fixture(scope="module")
+def input_tuned(tmp_path_factory: pytest.TempPathFactory) -> Run:
+    return run_program(tmp_path_factory.mktemp("tuned"), "input_pipeline_fit.py", "tuned",
+                       options=("--profile-warmup", str(FIT_WARMUP)))
+
+
+def test_custom_loop_step_time_is_the_period_the_program_measures(custom_loop: Run) -> None:
+    loop = custom_loop.loop
+    assert loop["series"] == "tf.function train_step"
+    assert loop["step_s_median"] == pytest.approx(custom_loop.own_period_s(10),
+                                                  rel=PERIOD_TOLERANCE)
+    # next(iterator) and the Python between the calls are outside the call, inside the step
+    assert loop["call_s_median"] < 0.8 * loop["step_s_median"]
+    assert loop["call_share"] == pytest.approx(loop["call_s_median"] / loop["step_s_median"])
+    assert "examples_per_s" not in loop  # a custom loop's batch is not known
+    assert "ms/step (start to start), the step call" in custom_loop.found["run.throughput"][
+        "message"]
+
+
+def test_fit_step_time_is_the_period_the_program_measures(input_bound: Run) -> None:
+    loop = input_bound.loop
+    assert loop["series"] == "Model.fit"
+    assert loop["step_s_median"] == pytest.approx(input_bound.own_period_s(FIT_WARMUP),
+                                                  rel=PERIOD_TOLERANCE)
+    assert loop["examples_per_s"] == pytest.approx(32 / loop["step_s_median"])
+    assert 0 < loop["call_share"] <= 1
+
+
+# ---------------------------------------------------------------- the bottleneck, named
+
+
+def test_an_expensive_map_without_parallelism_is_input_bound_and_the_fix_names_its_line(
+        input_bound: Run) -> None:
+    f = input_bound.found["run.bottleneck"]
+    assert f["status"] == "warn", f["message"]
+    assert f["evidence"]["causes"][0] == "input-bound"
+    assert f["evidence"]["shares"]["input"] >= 0.20
+    assert "Model.fit:" in f["message"] and "waits for input" in f["message"]
+    line = next(i for i, text in enumerate(
+        (PROGRAMS / "input_pipeline_fit.py").read_text().splitlines(), 1)
+        if text.strip() == "dataset = dataset.map(augment).batch(32)")
+    assert f"Dataset.map(augment) at input_pipeline_fit.py:{line}" in f["advice"]
+    assert "num_parallel_calls=tf.data.AUTOTUNE" in f["advice"]
+    assert "has no prefetch" in f["advice"] and ".cache() after the map" in f["advice"]
+    assert "MapAndBatch" in f["advice"]  # xprof's own input-pipeline analysis
+
+
+def test_the_same_pipeline_with_autotune_cache_and_prefetch_is_not_input_bound_and_faster(
+        input_bound: Run, input_tuned: Run) -> None:
+    f = input_tuned.found["run.bottleneck"]
+    assert f["status"] == "ok", f["message"]
+    assert f["evidence"]["shares"]["input"] < 0.20
+    assert input_tuned.loop["step_s_median"] < 0.8 * input_bound.loop["step_s_median"]
+    assert input_tuned.loop["step_s_median"] == pytest.approx(
+        input_tuned.own_period_s(FIT_WARMUP), rel=PERIOD_TOLERANCE)
+
+
+def test_python_between_the_steps_is_host_bound_pointing_at_the_loop(custom_loop: Run) -> None:
+    f = custom_loop.found["run.bottleneck"]
+    assert f["status"] == "warn", f["message"]
+    assert f["evidence"]["causes"][0] == "host-bound"
+    assert f["evidence"]["shares"]["host_between_calls"] >= 0.20
+    line = next(i for i, text in enumerate(
+        (PROGRAMS / "custom_loop_python_between.py").read_text().splitlines(), 1)
+        if "loss = train_step(features, labels)" in text)
+    assert f"the loop at custom_loop_python_between.py:{line}" in f["advice"]
+
+
+@pytest.fixture(scope="module")
+def balanced(tmp_path_factory: pytest.TempPathFactory) -> Run:
+    return run_program(tmp_path_factory.mktemp("balanced"), "balanced_fit.py")
+
+
+@pytest.fixture(scope="module")
+def allreduce(tmp_path_factory: pytest.TempPathFactory) -> Run:
+    return run_program(tmp_path_factory.mktemp("allreduce"), "mirrored_allreduce_heavy.py")
+
+
+def test_a_balanced_program_gets_an_ok_with_its_breakdown(balanced: Run) -> None:
+    f = balanced.found["run.bottleneck"]
+    assert f["status"] == "ok", f["message"]
+    assert f["evidence"]["causes"] == []
+    shares = f["evidence"]["shares"]
+    assert shares["compute"] > shares["input"] and shares["host_between_calls"] < 0.20
+    assert "compute" in f["message"] and "Model.fit:" in f["message"]
+    assert balanced.loop["step_s_median"] == pytest.approx(balanced.own_period_s(10),
+                                                           rel=PERIOD_TOLERANCE)
+
+
+def test_mirrored_all_reduce_share_is_reported_per_replica(allreduce: Run) -> None:
+    f = allreduce.found["run.bottleneck"]
+    devices = f["evidence"]["devices"]
+    assert set(devices) == {"/device:CPU:1", "/device:CPU:2"}  # the replicas, not CPU:0
+    shares = f["evidence"]["shares"]
+    assert shares["communication"] > 0.10
+    assert shares["communication"] > max(shares["input"], shares["host_between_calls"])
+    assert "communication" in f["message"]
+    assert allreduce.loop["step_s_median"] == pytest.approx(allreduce.own_period_s(10),
+                                                            rel=PERIOD_TOLERANCE)
+    if f["status"] == "warn":
+        assert f["evidence"]["causes"][0] == "communication-bound"
+        assert "collectives (all-reduce) take" in f["message"]
+
+
+# ---------------------------------------------------------------- explain on the same traces
+
+
+def explained(run: Run, tmp: Path) -> dict[str, Any]:
+    """`gpudiag explain` on the run directory's trace: its one bottleneck finding."""
+    logdir = tmp / "explain"
+    proc = gpudiag("explain", "--logdir", str(logdir), str(run.run_dir), timeout=180)
+    assert proc.returncode in (0, 1), proc.stderr
+    (run_dir,) = run_dirs(logdir)
+    found = findings_by_id(json.loads((run_dir / layout.REPORT_JSON).read_text()))
+    (finding,) = [f for i, f in found.items() if i.startswith("explain.bottleneck")]
+    return finding
+
+
+def test_explain_gives_the_same_answer_on_each_runs_trace(
+        input_bound: Run, input_tuned: Run, custom_loop: Run, balanced: Run,
+        tmp_path: Path) -> None:
+    for run, cause in ((input_bound, "input-bound"), (custom_loop, "host-bound"),
+                       (input_tuned, None), (balanced, None)):
+        ran = run.found["run.bottleneck"]
+        again = explained(run, tmp_path / run.run_dir.parent.parent.name)
+        assert ran["evidence"]["causes"][:1] == ([cause] if cause else [])
+        assert again["evidence"]["causes"][:1] == ran["evidence"]["causes"][:1], again["message"]
+        assert again["status"] == ran["status"]
+        assert again["evidence"]["step_s"] == pytest.approx(ran["evidence"]["step_s"])
