@@ -13,7 +13,7 @@ last call at exit: no call waits on the device for gpudiag. The rows are appende
 After the first call (tracing done): the function's concrete graphs, the device each of
 their ops was pinned to (``op.device``, what the program or its strategy asked for, to set
 against where the placement log says the op ran), and a fingerprint of the trainable
-variables it captured (gpudiag.run.weights), taken again at exit.
+variables it captured (gpudiag.inprogram.weights), taken again at exit.
 """
 
 from __future__ import annotations

@@ -13,9 +13,9 @@ to the program's ``callbacks`` (the program's callbacks stay, in their order). I
   Keras already converts the logs, so it adds no device sync to the step;
 - each epoch's logs (``fit_epoch``, validation included), and ``fit_end``;
 - a fingerprint of the trainable weights at the start (or after the first batch when the
-  model builds then) and at the end (gpudiag.run.weights): did they move at all?
+  model builds then) and at the end (gpudiag.inprogram.weights): did they move at all?
 
-The batches also drive the profiler window (gpudiag.run.profilewindow).
+The batches also drive the profiler window (gpudiag.inprogram.profilewindow).
 """
 
 from __future__ import annotations

@@ -10,7 +10,7 @@ gpudiag.traces finds the window, and writes ``<run dir>/program-<pid>/plugins/pr
 inside the window is stopped at exit (a shorter window).
 
 In a MultiWorkerMirroredStrategy cluster only the coordination leader (the chief, else
-worker 0) gets a window; the other tasks ``forgo`` theirs (gpudiag.run.strategies): on
+worker 0) gets a window; the other tasks ``forgo`` theirs (gpudiag.inprogram.strategies): on
 this project's machine TensorFlow 2.21 aborted a worker that was not the leader with
 ``free(): invalid pointer`` as the profiler stopped, in 4 of 64 two-worker runs with both
 traced, and in 0 of 80 with the leader alone; gpudiag must never break the program it

@@ -5,7 +5,7 @@ after it ran, the strategy's class, ``num_replicas_in_sync``, ``extended.worker_
 and ``parameter_devices``, the cross-device ops (class; for collectives the implementation,
 RING or NCCL), whether NCCL is used, and for multi-worker strategies the cluster and this
 task are recorded, with where in the program it was created. TensorFlow's own log lines
-about the strategy come through gpudiag.run.logcapture.
+about the strategy come through gpudiag.inprogram.logcapture.
 
 Joining a cluster is recorded on its own, *before* TensorFlow connects: a multi-worker
 strategy's constructor blocks until every task of the cluster has connected (forever, when
@@ -159,7 +159,7 @@ def _wrap_join(agent: Agent, owner: type, name: str,
             agent.hook_error(f"recording the cluster joined by {owner.__name__}", exc)
         try:
             result = original(self, *args, **kwargs)
-        except BaseException:  # the exception itself is the program's (gpudiag.run.crash)
+        except BaseException:  # the exception itself is the program's (gpudiag.inprogram.crash)
             if info is not None:
                 agent.emit("cluster_join_failed", via=info["via"])
             raise

@@ -53,7 +53,7 @@ class StrategyRecord:
 @dataclass(frozen=True)
 class ClusterJoin:
     """The process joining a cluster: a multi-worker strategy, a parameter-server
-    strategy's coordinator or a tf.distribute.Server (gpudiag.run.strategies)."""
+    strategy's coordinator or a tf.distribute.Server (gpudiag.inprogram.strategies)."""
 
     via: str  # MultiWorkerMirroredStrategy | ParameterServerStrategy | tf.distribute.Server
     task_type: str | None

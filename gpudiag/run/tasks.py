@@ -2,7 +2,7 @@
 
 A process of the program is a task of a cluster when it joined one (a
 MultiWorkerMirroredStrategy, a ParameterServerStrategy's coordinator, a
-tf.distribute.Server: gpudiag.run.strategies records it before TensorFlow connects) or,
+tf.distribute.Server: gpudiag.inprogram.strategies records it before TensorFlow connects) or,
 failing that, when the TF_CONFIG it started with names its task. Each such process becomes
 a ``TaskReport``: which task, how joining went, how far it trained, how it ended.
 
