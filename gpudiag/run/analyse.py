@@ -21,7 +21,7 @@ from gpudiag.layout import NVML_TB_RUN, TAG_RUN_TABLE
 from gpudiag.markdown import markdown_table
 from gpudiag.placementlog import PlacementRow
 from gpudiag.report import Finding
-from gpudiag.run import events, tasks, tbwrite
+from gpudiag.run import events, placedrows, tasks, tbwrite
 from gpudiag.run.records import ProcessObservation
 from gpudiag.session import RunSession
 from gpudiag.verdicts import gpu_use as gpu_verdicts
@@ -41,14 +41,17 @@ def log_reason(obs: ProcessObservation, options: RunOptions) -> str | None:
     if not options.placement_log:
         return "placement logging was turned off (--no-placement-log)"
     if not obs.placement_log:
-        return "gpudiag could not enable the placement log (see run.tensorflow)"
+        return "gpudiag could not set up its placement window (see run.tensorflow)"
     return None
 
 
 def placement_rows(stderr: str, obs: ProcessObservation, processes: int
                    ) -> tuple[list[PlacementRow], str | None]:
-    """This process's placement log rows. Several TensorFlow processes share one stderr:
-    each gets the lines its main thread wrote (placementlog.lines_of_thread)."""
+    """This process's placement rows: its placement window's graphs (gpudiag.run.placedrows)
+    or, without one, the placement log in stderr. Several TensorFlow processes share one
+    stderr: each gets the lines its main thread wrote (placementlog.lines_of_thread)."""
+    if obs.placed_graphs:
+        return placedrows.rows_of(obs.placed_graphs, obs.graphs), None
     if processes == 1:
         return placementlog.parse(stderr), None
     rows = placementlog.parse(placementlog.lines_of_thread(stderr, obs.pid))

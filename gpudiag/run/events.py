@@ -95,6 +95,7 @@ def observe(pid: int, events: list[dict[str, Any]], events_dir: Path) -> Process
     functions: dict[str, list[dict[str, Any]]] = {}
     groups: dict[int, dict[str, Any]] = {}
     fingerprints: dict[str, list[dict[str, Any]]] = {}
+    placed: list[dict[str, Any]] = []
 
     for e in events:
         kind = e["kind"]
@@ -143,6 +144,8 @@ def observe(pid: int, events: list[dict[str, Any]], events_dir: Path) -> Process
             for g in e.get("graphs") or []:
                 graphs.append(FunctionGraph(e["function"], g["name"], g.get("ops", 0),
                                             [tuple(p) for p in g.get("pinned") or []]))
+        elif kind == "placement":
+            placed.extend(g for g in e.get("graphs") or [] if isinstance(g, dict))
         elif kind == "session":
             sessions.append(e.get("config") or {})
         elif kind == "session_steps":
@@ -193,7 +196,7 @@ def observe(pid: int, events: list[dict[str, Any]], events_dir: Path) -> Process
     return ProcessObservation(
         **fields, config_calls=calls, strategies=strategies, cluster_joins=joins,
         series=series, weights=weights, graphs=graphs, sessions=sessions, step_stats=stats,
-        tf_logs=logs, hook_errors=errors,
+        tf_logs=logs, hook_errors=errors, placed_graphs=placed,
         faults=faults.read_text(errors="replace") if faults.is_file() else "")
 
 

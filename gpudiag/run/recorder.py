@@ -7,12 +7,16 @@ first event (the pid is checked on every write).
 
 Per-step records (:class:`StepBuffer`) are the one exception: the first
 config.UNBUFFERED_FIRST_STEPS steps of a source are appended one by one, later ones are
-gathered and appended at most every ``flush_interval_s`` (and at exit), so that timing a
-step costs a few list appends, not a write.
+gathered and appended every ``flush_interval_s`` (and at exit), so that timing a step costs
+a few list appends, not a write. A flusher thread (:class:`Flusher`, one per process)
+appends what a buffer holds once it is ``flush_interval_s`` old even when no further step
+comes (a program that hangs, then is killed with SIGKILL, loses at most that last
+interval of steps).
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import threading
@@ -67,6 +71,49 @@ class Recorder:
                 data = data[written:]
 
 
+# Called with (buffer, its step count) for every step recorded (the placement window
+# and the live status listen); each listener guards itself.
+STEP_LISTENERS: list[Callable[[object, int], None]] = []
+
+
+class Flusher:
+    """One daemon thread per process: flushes every step buffer whose oldest unwritten row
+    is ``interval_s`` old. It sleeps between rounds; nothing runs per step."""
+
+    def __init__(self, interval_s: float) -> None:
+        self.interval_s = interval_s
+        self.buffers: list[StepBuffer] = []
+        self._pid = -1
+        self._lock = threading.Lock()
+
+    def register(self, buffer: StepBuffer) -> None:
+        with self._lock:
+            self.buffers.append(buffer)
+            if self._pid != os.getpid():  # none yet, or a forked child: threads do not fork
+                self._pid = os.getpid()
+                threading.Thread(target=self._loop, name="gpudiag-flush", daemon=True).start()
+
+    def _loop(self) -> None:
+        pid = os.getpid()
+        while self._pid == pid:
+            time.sleep(self.interval_s / 10)
+            with self._lock:
+                buffers = list(self.buffers)
+            for buffer in buffers:
+                if buffer.rows and time.monotonic() - buffer._last_flush >= self.interval_s:
+                    with contextlib.suppress(Exception):  # never into the program
+                        buffer.flush()
+
+
+_FLUSHERS: dict[float, Flusher] = {}
+
+
+def flusher(interval_s: float) -> Flusher:
+    if interval_s not in _FLUSHERS:
+        _FLUSHERS[interval_s] = Flusher(interval_s)
+    return _FLUSHERS[interval_s]
+
+
 class StepBuffer:
     """Per-step rows of one step source, appended in batches as ``<kind>`` events.
 
@@ -87,10 +134,14 @@ class StepBuffer:
         self.count = 0
         self._last_flush = time.monotonic()
         self._lock = threading.Lock()
+        flusher(flush_interval_s).register(self)
 
     def add(self, row: dict[str, Any]) -> None:
-        self.rows.append(row)
-        self.count += 1
+        with self._lock:  # the flusher thread swaps the list under the same lock
+            self.rows.append(row)
+            self.count += 1
+        for listener in STEP_LISTENERS:
+            listener(self, self.count)
         if self.count <= self.unbuffered_first or \
                 time.monotonic() - self._last_flush >= self.flush_interval_s:
             self.flush()

@@ -161,7 +161,9 @@ class ProcessObservation:
     keras_version: str | None = None
     cpp_log_level: str | None = None
     cpp_log_level_overridden: bool = False
-    placement_log: bool = False
+    placement_log: bool = False  # gpudiag's placement window was set up in this process
+    # the placement window's exports: {"eager": bool, "nodes": [[name, op, device] ...]}
+    placed_graphs: list[dict[str, Any]] = field(default_factory=list)
     config_calls: list[ConfigCall] = field(default_factory=list)
     devices: DeviceSnapshot | None = None
     strategies: list[StrategyRecord] = field(default_factory=list)
