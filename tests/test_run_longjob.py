@@ -84,3 +84,53 @@ def test_a_hung_program_killed_with_sigkill_keeps_every_step_it_ran(tmp_path: Pa
     (obs,), _ = events.observe_all(out)
     (series,) = obs.series
     assert len(series.steps) == 31
+
+
+def dir_size(path: Path, *, besides: tuple[str, ...] = ()) -> int:
+    return sum(p.stat().st_size for p in path.rglob("*") if p.is_file() and
+               p.name not in besides)
+
+
+def test_an_eager_heavy_program_leaves_no_per_op_lines_and_a_small_run_dir(
+        tmp_path: Path) -> None:
+    logdir = tmp_path / "runs"
+    proc = start_run(logdir, PY, str(PROGRAMS / "eager_loop.py"), "3000")
+    out, err = proc.communicate(timeout=300)
+    assert proc.returncode in (0, 1), err[-2000:]  # 1: a check failed (no GPU here)
+    assert "final loss" in out
+    (run_dir,) = run_dirs(logdir)
+    saved = run_dir / layout.CHILDREN_DIR / layout.RUN_CHILD_NAME
+    stderr = (saved / layout.RUN_STDERR).read_text()
+    # gpudiag asked TensorFlow for no per-op log: 3000 steps of ~10 eager ops each would
+    # have written ~30,000 "Executing op" lines (about 4 MB) before
+    assert "Executing op" not in stderr and len(stderr) < 100_000
+    assert dir_size(run_dir, besides=(layout.RUN_STDOUT, layout.RUN_STDERR)) < 2_000_000
+    placement = findings_by_id(json.loads((run_dir / layout.REPORT_JSON).read_text()))[
+        "run.placement"]
+    assert placement["status"] == "ok", placement["message"]
+    ops = placement["evidence"]["ops_by_device"]
+    assert ops["/device:CPU:0"] >= 5  # MatMul, Square, Mean, AssignSubVariableOp ...
+
+
+def test_a_long_loops_step_rows_are_aggregated_and_still_count_every_step(
+        tmp_path: Path) -> None:
+    from gpudiag.run.recorder import Recorder, StepBuffer
+    from gpudiag.verdicts.run_progress import step_times
+
+    recorder = Recorder(str(tmp_path))
+    buffer = StepBuffer(recorder.emit, "function_steps", 3600.0, 10, None,
+                        aggregate_after=100, function="step")
+    for i in range(5000):
+        buffer.add({"i": i, "t0": 1000.0 + i, "dt": 0.001 if i % 2 else 0.003})
+        if i % 50 == 49:  # a flush per "second" of 50 steps
+            buffer.flush()
+    buffer.flush()
+    (obs,), _ = events.observe_all(tmp_path)
+    (series,) = obs.series
+    assert len(series.steps) == 100 + (5000 - 100) // 50  # 100 rows, then one a flush
+    assert sum(s.count for s in series.steps) == 5000
+    times = step_times(series, warmup=0)
+    assert len(times) == 5000
+    assert sorted(times)[2500] in (0.001, 0.003)
+    size = sum(p.stat().st_size for p in tmp_path.iterdir())
+    assert size < 100 * 120 + 98 * 200

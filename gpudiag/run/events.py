@@ -74,11 +74,11 @@ def _series_steps(rows: list[dict[str, Any]], kind: str) -> list[Step]:
         if kind == "fit":
             logs = dict(r.get("logs") or {})
             steps.append(Step(int(r["i"]), r.get("t0"), None, logs.pop("loss", None), logs,
-                              epoch=r.get("epoch")))
+                              epoch=r.get("epoch"), count=int(r.get("n") or 1)))
         else:
             loss = r.get("loss") if kind == "function" else r.get("value")
             steps.append(Step(int(r["i"]), r.get("t0"), r.get("dt"), loss,
-                              traced=bool(r.get("traced"))))
+                              traced=bool(r.get("traced")), count=int(r.get("n") or 1)))
     return steps
 
 

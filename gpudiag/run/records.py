@@ -72,6 +72,7 @@ class Step:
     metrics: dict[str, float] = field(default_factory=dict)
     traced: bool = False  # a FULL_TRACE Session.run: slower, left out of the timing
     epoch: int | None = None  # Keras fit: the epoch of this batch
+    count: int = 1  # steps this row stands for (rows aggregated past the first 20,000)
 
 
 @dataclass(frozen=True)

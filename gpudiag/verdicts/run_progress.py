@@ -105,12 +105,13 @@ def learning(obs: ProcessObservation, proc: str = "") -> Finding:
         acc = _accuracy(s)
         chance = acc is not None and s.num_classes is not None and \
             acc <= 1 / s.num_classes + 0.1 * (1 - 1 / s.num_classes)
-        row = {"series": s.label, "steps": len(s.steps), "first_loss": first,
+        count = sum(st.count for st in s.steps)
+        row = {"series": s.label, "steps": count, "first_loss": first,
                "last_loss": last, "num_classes": s.num_classes, "stuck_at_ln_classes": classes,
                "accuracy": acc, "accuracy_at_chance": chance, "weights_moved": moved,
                "learning_rate": s.facts.get("learning_rate")}
         rows.append(row)
-        text = f"{s.label}: loss {first:.4f} -> {last:.4f} over {len(s.steps)} steps"
+        text = f"{s.label}: loss {first:.4f} -> {last:.4f} over {count} steps"
         if classes:
             text += (f", stuck at ln {classes} = {math.log(classes):.4f} (the model predicts "
                      f"all {classes} classes alike)")
@@ -167,7 +168,8 @@ def step_times(series: StepSeries, warmup: int, skip: Sequence[int] = ()) -> lis
                     and nxt.index + 1 not in skip:
                 out.append(nxt.start_unix_s - s.start_unix_s)
         return out
-    return [s.duration_s for s in steps if s.duration_s is not None]
+    # an aggregated row (gpudiag.run.recorder.StepBuffer) stands for ``count`` steps
+    return [t for s in steps if s.duration_s is not None for t in [s.duration_s] * s.count]
 
 
 def loop_timing(obs: ProcessObservation, series: StepSeries, warmup: int
