@@ -260,6 +260,10 @@ def run_program(
     profile_steps: int = opt.RunProfileStepsOpt,
     profile_warmup: int = opt.RunProfileWarmupOpt,
     placement_log: bool = opt.PlacementLogOpt,
+    stall_timeout: float | None = typer.Option(
+        None, "--stall-timeout", min=0.0, show_default=False,
+        help="Seconds without a finished step before gpudiag names the job stalled and where "
+             "it waits (default: 20x the median step period, at least 60 s; 0: off)."),
     interval_s: float = opt.IntervalOpt,
     idle_threshold: float = opt.IdleThresholdOpt,
     gpus: str | None = opt.GpusOpt,
@@ -275,7 +279,8 @@ def run_program(
     gpu_list = monitor_cmd.parse_gpus(gpus) if gpus is not None else None
     options = run_cmd.RunOptions(interval_s=interval_s, idle_threshold_percent=idle_threshold,
                                  gpus=gpu_list, profile_warmup_steps=profile_warmup,
-                                 profile_steps=profile_steps, placement_log=placement_log)
+                                 profile_steps=profile_steps, placement_log=placement_log,
+                                 stall_timeout_s=stall_timeout)
     with _nvml(ctx) as backend:  # open before the run directory: --gpus is checked first
         monitor_cmd.check_gpus(gpu_list, backend)
 

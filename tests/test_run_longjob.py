@@ -134,3 +134,78 @@ def test_a_long_loops_step_rows_are_aggregated_and_still_count_every_step(
     assert sorted(times)[2500] in (0.001, 0.003)
     size = sum(p.stat().st_size for p in tmp_path.iterdir())
     assert size < 100 * 120 + 98 * 200
+
+
+def test_a_stalled_input_pipeline_is_named_with_its_waiting_line_while_it_runs(
+        tmp_path: Path) -> None:
+    logdir, gate = tmp_path / "runs", tmp_path / "gate"
+    program = PROGRAMS / "generator_waits.py"
+    proc = start_run(logdir, PY, str(program), str(gate), options=("--stall-timeout", "2"))
+    try:
+        line = wait_for_line(proc, "stalled: no step of tf.function step has finished")
+        assert proc.poll() is None  # still running: gpudiag never stops it
+        # the line the generator waits on, in the program's own file
+        waits = [n for n, text in enumerate(program.read_text().splitlines(), 1)
+                 if "gate.exists()" in text or "time.sleep(0.02)" in text]
+        assert "input pipeline" in line
+        assert any(f"generator_waits.py:{n} in batches()" in line for n in waits), line
+        gate.touch()
+        out, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert "done, loss" in out and "steps again after a stall" in out
+    assert proc.returncode in (0, 1), err[-2000:]
+    report = json.loads((run_dirs(logdir)[0] / layout.REPORT_JSON).read_text())
+    stall = findings_by_id(report)["run.stall"]
+    assert stall["status"] == "warn" and "generator_waits.py" in stall["message"]
+
+
+def test_tensorboard_shows_a_running_programs_loss_and_step_time(tmp_path: Path) -> None:
+    from conftest import read_scalars
+
+    logdir, gate = tmp_path / "runs", tmp_path / "gate"
+    proc = start_run(logdir, PY, str(PROGRAMS / "steps_then_waits.py"), str(gate))
+    try:
+        wait_for_line(proc, "waiting after 30 steps")
+        (run_dir,) = run_dirs(logdir)
+
+        def scalars() -> dict[str, list] | None:  # type: ignore[type-arg]
+            runs = list(run_dir.glob(layout.RUN_TB_PREFIX + "*"))
+            if not runs or not list(runs[0].glob("events.out.tfevents.*")):
+                return None
+            found = read_scalars(runs[0])
+            return found if len(found.get(layout.TAG_RUN_LOSS, [])) >= 20 else None
+
+        found = until(scalars, "the program's loss in its TensorBoard run", deadline_s=30)
+        assert proc.poll() is None  # read while the program still runs
+        assert layout.TAG_RUN_STEP_TIME in found
+        gate.touch()
+        proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    # at the end: one event file per run, every step once
+    (tb_run,) = run_dir.glob(layout.RUN_TB_PREFIX + "*")
+    assert len(list(tb_run.glob("events.out.tfevents.*"))) == 1
+    assert [e.step for e in read_scalars(tb_run)[layout.TAG_RUN_STEP_TIME]] == list(range(30))
+
+
+def test_a_nan_loss_reaches_the_terminal_while_it_runs_and_the_report(tmp_path: Path) -> None:
+    logdir, gate = tmp_path / "runs", tmp_path / "gate"
+    proc = start_run(logdir, PY, str(PROGRAMS / "steps_then_waits.py"), str(gate), "5")
+    try:
+        line = wait_for_line(proc, "is nan at step 5")
+        assert proc.poll() is None
+        assert "the loss of train_step" in line and "gpudiag (pid" in line
+        gate.touch()
+        proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    report = json.loads((run_dirs(logdir)[0] / layout.REPORT_JSON).read_text())
+    finite = findings_by_id(report)["run.finite-loss"]
+    assert finite["status"] == "fail" and "is nan at step 5" in finite["message"]

@@ -26,7 +26,7 @@ from gpudiag.run.records import ProcessObservation
 from gpudiag.session import RunSession
 from gpudiag.verdicts import gpu_use as gpu_verdicts
 from gpudiag.verdicts import run as run_verdicts
-from gpudiag.verdicts import run_progress
+from gpudiag.verdicts import run_live, run_progress
 
 if TYPE_CHECKING:
     from gpudiag.run.command import Outcome, RunOptions
@@ -120,6 +120,8 @@ def _process_findings(session: RunSession, obs: ProcessObservation, proc: str,
                                   options.idle_threshold_percent, proc))
     add(run_progress.learning(obs, proc))
     add(run_progress.throughput(obs, options.profile_warmup_steps, proc))
+    add(run_live.stall(obs, proc))
+    add(run_live.finite_loss(obs, proc))
     add(run_progress.memory(obs, nvml_gpus, proc))
     config = run_progress.session_config(obs, proc)
     if config is not None:

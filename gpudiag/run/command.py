@@ -42,6 +42,7 @@ from gpudiag.layout import (
     RUN_STDOUT,
     child_dir,
 )
+from gpudiag.run import live as run_live
 from gpudiag.run import streams
 from gpudiag.run.config import DEFAULT_PROFILE_STEPS, DEFAULT_PROFILE_WARMUP_STEPS, RunHookConfig
 from gpudiag.session import RunSession
@@ -61,6 +62,7 @@ class RunOptions:
     profile_warmup_steps: int = DEFAULT_PROFILE_WARMUP_STEPS
     profile_steps: int = DEFAULT_PROFILE_STEPS
     placement_log: bool = True
+    stall_timeout_s: float | None = None  # None: from the step period (run.stallwatch)
 
 
 def resolve(command: Sequence[str]) -> list[str]:
@@ -108,6 +110,7 @@ class Outcome:
     stdout_path: Path
     stderr_path: Path
     events_dir: Path
+    live: run_live.LiveState | None = None  # what was shown while it ran
 
     @property
     def interrupted(self) -> bool:
@@ -144,7 +147,8 @@ def execute(session: RunSession, argv: list[str], *,
     config = RunHookConfig(events_dir=str(out_dir), run_dir=str(session.run_dir),
                            profile_warmup_steps=options.profile_warmup_steps,
                            profile_steps=options.profile_steps,
-                           placement_log=options.placement_log, user_cpp_log_level=user_level)
+                           placement_log=options.placement_log, user_cpp_log_level=user_level,
+                           stall_timeout_s=options.stall_timeout_s)
     state = streams.FilterState(user_level=streams.user_level(user_level))
     sampler, reason = _start_sampler(backend, options)
     if sampler is None:
@@ -174,6 +178,7 @@ def execute(session: RunSession, argv: list[str], *,
             raise UsageError(f"cannot run {argv[0]}: {exc.strerror}") from exc
         os.close(write_out)
         os.close(write_err)
+        watcher = run_live.Live(out_dir, session.run_dir, ui.say_line).start()
         pumps = [streams.pump(read_out, out_file, terminal_out,
                               streams.LineFilter(state, "stdout")),
                  streams.pump(read_err, err_file, sys.stderr.buffer,
@@ -189,10 +194,11 @@ def execute(session: RunSession, argv: list[str], *,
         finally:
             for p in pumps:
                 p.join(PUMP_JOIN_S)
-    duration = time.monotonic() - start
+            duration = time.monotonic() - start
+            shown = watcher.stop()
     result = sampler.stop() if sampler is not None else None
     return Outcome(returncode, duration, interrupt, result, reason, state, stdout_path,
-                   stderr_path, out_dir)
+                   stderr_path, out_dir, shown)
 
 
 def run(session: RunSession, argv: list[str], *,

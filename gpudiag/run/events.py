@@ -96,6 +96,7 @@ def observe(pid: int, events: list[dict[str, Any]], events_dir: Path) -> Process
     groups: dict[int, dict[str, Any]] = {}
     fingerprints: dict[str, list[dict[str, Any]]] = {}
     placed: list[dict[str, Any]] = []
+    stalls: list[dict[str, Any]] = []
 
     for e in events:
         kind = e["kind"]
@@ -144,6 +145,10 @@ def observe(pid: int, events: list[dict[str, Any]], events_dir: Path) -> Process
             for g in e.get("graphs") or []:
                 graphs.append(FunctionGraph(e["function"], g["name"], g.get("ops", 0),
                                             [tuple(p) for p in g.get("pinned") or []]))
+        elif kind == "stall":
+            stalls.append({**e, "ended_after_s": None})
+        elif kind == "stall_end" and stalls:
+            stalls[-1]["ended_after_s"] = e.get("after_s")
         elif kind == "placement":
             placed.extend(g for g in e.get("graphs") or [] if isinstance(g, dict))
         elif kind == "session":
@@ -197,6 +202,7 @@ def observe(pid: int, events: list[dict[str, Any]], events_dir: Path) -> Process
         **fields, config_calls=calls, strategies=strategies, cluster_joins=joins,
         series=series, weights=weights, graphs=graphs, sessions=sessions, step_stats=stats,
         tf_logs=logs, hook_errors=errors, placed_graphs=placed,
+        stalls=stalls,
         faults=faults.read_text(errors="replace") if faults.is_file() else "")
 
 

@@ -165,6 +165,8 @@ class ProcessObservation:
     placement_log: bool = False  # gpudiag's placement window was set up in this process
     # the placement window's exports: {"eager": bool, "nodes": [[name, op, device] ...]}
     placed_graphs: list[dict[str, Any]] = field(default_factory=list)
+    # stall events (gpudiag.run.stallwatch), each with ``ended_after_s`` once steps came
+    stalls: list[dict[str, Any]] = field(default_factory=list)
     config_calls: list[ConfigCall] = field(default_factory=list)
     devices: DeviceSnapshot | None = None
     strategies: list[StrategyRecord] = field(default_factory=list)

@@ -240,6 +240,7 @@ def install(agent: Agent, tf: ModuleType) -> None:
         profilewindow,
         recorder,
         sessions,
+        stallwatch,
         strategies,
     )
     from gpudiag.run.agent import guard
@@ -267,4 +268,5 @@ def install(agent: Agent, tf: ModuleType) -> None:
     guard("cluster hooks", strategies.install_cluster, agent, tf)
     guard("tf.function hooks", functions.install, agent, tf)
     guard("Session hooks", sessions.install, agent, tf)
+    guard("stall watch", stallwatch.install, agent)
     agent.on_exit(lambda: hooks.record_devices("exit"))
