@@ -132,7 +132,25 @@ def _process_findings(session: RunSession, obs: ProcessObservation, proc: str,
     return {"pid": obs.pid, "argv": obs.argv, "tf_version": obs.tf_version,
             "placement_reason": reason, "ops_by_device": placed,
             "trace": summary.to_dict() if summary else {"reason": trace_reason},
-            "tensorboard": tb_tags, "record": obs.to_dict()}
+            "tensorboard": tb_tags, "record": compact_record(obs)}
+
+
+RECORD_STEPS = 50  # per loop, the first and the last steps kept in report.json's record
+
+
+def compact_record(obs: ProcessObservation) -> dict[str, Any]:
+    """The process's record for report.json, bounded: per loop its first and last
+    RECORD_STEPS steps (the TensorBoard run has every step), the placement window's
+    graphs as a count. report.json is rewritten at every finding: a long job's every
+    step there made gpudiag's end take seconds."""
+    record = obs.to_dict()
+    for series in record["series"]:
+        steps = series["steps"]
+        if len(steps) > 2 * RECORD_STEPS:
+            series["steps"] = steps[:RECORD_STEPS] + steps[-RECORD_STEPS:]
+            series["steps_left_out"] = len(steps) - 2 * RECORD_STEPS
+    record["placed_graphs"] = len(record["placed_graphs"])
+    return record
 
 
 def report(session: RunSession, argv: list[str], outcome: Outcome, options: RunOptions, *,
