@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 from collections import Counter
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -143,13 +144,12 @@ def compact_record(obs: ProcessObservation) -> dict[str, Any]:
     RECORD_STEPS steps (the TensorBoard run has every step), the placement window's
     graphs as a count. report.json is rewritten at every finding: a long job's every
     step there made gpudiag's end take seconds."""
-    record = obs.to_dict()
-    for series in record["series"]:
-        steps = series["steps"]
-        if len(steps) > 2 * RECORD_STEPS:
-            series["steps"] = steps[:RECORD_STEPS] + steps[-RECORD_STEPS:]
-            series["steps_left_out"] = len(steps) - 2 * RECORD_STEPS
-    record["placed_graphs"] = len(record["placed_graphs"])
+    series = [replace(s, steps=s.steps[:RECORD_STEPS] + s.steps[-RECORD_STEPS:])
+              if len(s.steps) > 2 * RECORD_STEPS else s for s in obs.series]
+    record = replace(obs, series=series, placed_graphs=[]).to_dict()
+    for data, full in zip(record["series"], obs.series, strict=True):
+        data["steps_left_out"] = max(0, len(full.steps) - 2 * RECORD_STEPS)
+    record["placed_graphs"] = len(obs.placed_graphs)
     return record
 
 
