@@ -1,9 +1,12 @@
 """The user-like program benchmarks/run_overhead.py times, with and without gpudiag's hooks.
 
-    python benchmarks/_run_workload.py fit|loop [--steps N]
+    python benchmarks/_run_workload.py fit|loop|eager|session [--steps N]
 
 ``fit``: a Keras MLP trained with Model.fit (784-256-10, batch 128, generated data);
-``loop``: the same model in a custom loop, a tf.function step that returns its loss.
+``loop``: the same model in a custom loop, a tf.function step that returns its loss;
+``eager``: an eager-heavy loop, the way notebook code runs without tf.function: a small
+linear model (32-1) updated with a GradientTape by a dozen small eager ops per step;
+``session``: the MLP as a tf.compat.v1 graph run by ``Session.run`` per step.
 WARMUP steps first (tracing, and gpudiag's profiler window when hooked), then N timed
 steps in blocks of BLOCK: fit times them from batch start to batch start (its own small
 callback, the same in both runs), the loop reads the loss at the end of each block.
@@ -26,9 +29,72 @@ BATCH = 128
 BLOCK = 50
 
 
+def eager_blocks(steps: int) -> tuple[list[float], float]:
+    """Small eager ops in a Python loop: no tf.function, no Keras."""
+    rng = np.random.default_rng(0)
+    x = tf.constant(rng.standard_normal((64, 32)).astype("float32"))
+    y = tf.constant(rng.standard_normal((64, 1)).astype("float32"))
+    w = tf.Variable(tf.zeros((32, 1)))
+    b = tf.Variable(0.0)
+
+    def step() -> tf.Tensor:
+        with tf.GradientTape() as tape:
+            loss = tf.reduce_mean(tf.square(tf.matmul(x, w) + b - y))
+        dw, db = tape.gradient(loss, [w, b])
+        w.assign_sub(0.01 * dw)
+        b.assign_sub(0.01 * db)
+        return loss
+
+    for _ in range(WARMUP):
+        step()
+    cpu_start = time.process_time()
+    blocks = []
+    for _ in range(steps // BLOCK):
+        start = time.perf_counter()
+        for _ in range(BLOCK):
+            loss = step()
+        float(loss)
+        blocks.append((time.perf_counter() - start) / BLOCK)
+    return blocks, cpu_start
+
+
+def session_blocks(steps: int) -> tuple[list[float], float]:
+    """The MLP as a tf.compat.v1 graph, one Session.run per step."""
+    v1 = tf.compat.v1
+    v1.disable_eager_execution()
+    rng = np.random.default_rng(0)
+    features = v1.placeholder(tf.float32, (BATCH, 784))
+    labels = v1.placeholder(tf.int64, (BATCH,))
+    w1 = v1.get_variable("w1", (784, 256))
+    w2 = v1.get_variable("w2", (256, 10))
+    hidden = tf.nn.relu(tf.matmul(features, w1))
+    logits = tf.matmul(hidden, w2)
+    loss = tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(labels=labels,
+                                                                          logits=logits))
+    train = v1.train.GradientDescentOptimizer(0.01).minimize(loss)
+    feed = {features: rng.standard_normal((BATCH, 784)).astype("float32"),
+            labels: rng.integers(0, 10, BATCH).astype("int64")}
+    with v1.Session() as sess:
+        sess.run(v1.global_variables_initializer())
+        for _ in range(WARMUP):
+            sess.run([train, loss], feed)
+        cpu_start = time.process_time()
+        blocks = []
+        for _ in range(steps // BLOCK):
+            start = time.perf_counter()
+            for _ in range(BLOCK):
+                sess.run([train, loss], feed)
+            blocks.append((time.perf_counter() - start) / BLOCK)
+    return blocks, cpu_start
+
+
 def main() -> None:
     mode = sys.argv[1]
     steps = int(sys.argv[3]) if len(sys.argv) > 3 else 1000
+    if mode in ("eager", "session"):
+        blocks, cpu_start = (eager_blocks if mode == "eager" else session_blocks)(steps)
+        report(blocks, cpu_start, steps)
+        return
     rng = np.random.default_rng(0)
     x = rng.standard_normal((BATCH * 64, 784)).astype("float32")
     y = rng.integers(0, 10, BATCH * 64).astype("int64")
@@ -78,6 +144,10 @@ def main() -> None:
                 loss = train_step(*next(iterator))
             float(loss)
             blocks.append((time.perf_counter() - start) / BLOCK)
+    report(blocks, cpu_start, steps)
+
+
+def report(blocks: list[float], cpu_start: float, steps: int) -> None:
     cpu_per_step = (time.process_time() - cpu_start) / steps
     print(f"CPU_S {cpu_per_step:.9f}")
     print(f"blocks of {BLOCK}: min {min(blocks) * 1e3:.3f} ms/step, median "

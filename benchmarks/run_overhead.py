@@ -7,12 +7,14 @@ placement log, tf.config/strategy/Session wrappers, the timed step function or f
 callback, the stream filter in the parent, NVML sampling where there is NVML). The
 program times its own steps after its warm-up, which holds gpudiag's profiler window, so
 the timed steps are outside it; it reports its fastest block of 50 steps (a shared
-machine's other jobs slow some blocks at random). Hooked and plain runs alternate, round
-after round, the order flipping each round, in one invocation. The last line is the
-median per-round ratio of step time hooked / plain over both workloads: the target is
-<= 1.02.
+machine's other jobs slow some blocks at random). Each round runs every workload three
+times, plain, hooked, plain (hooked first every other round), in one invocation: the ratio
+is hooked / the mean of the two plain runs, and the two plain runs' own ratio is printed
+beside it (the machine's spread, measured in the same run). The last lines are the
+median step-time ratio per workload (target <= 1.02), each with that spread.
 
-    python benchmarks/run_overhead.py [--rounds 5] [--steps 1000] [--workloads fit,loop]
+    python benchmarks/run_overhead.py [--rounds 5] [--steps 1000]
+        [--workloads fit,loop,eager,session]
         [--gpudiag-args=--no-placement-log]
 """
 
@@ -57,33 +59,44 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--steps", type=int, default=1000)
-    parser.add_argument("--workloads", default="fit,loop")
+    parser.add_argument("--workloads", default="fit,loop,eager,session")
     parser.add_argument("--gpudiag-args", default="", help="extra `gpudiag run` options, "
                         "e.g. --no-placement-log, to see what each part costs")
     args = parser.parse_args()
     workloads = [w.strip() for w in args.workloads.split(",") if w.strip()]
     ratios: dict[str, list[float]] = {w: [] for w in workloads}
+    spreads: dict[str, list[float]] = {w: [] for w in workloads}
     cpu_ratios: dict[str, list[float]] = {w: [] for w in workloads}
+    extra = args.gpudiag_args.split()
     with tempfile.TemporaryDirectory(prefix="gpudiag-run-overhead-") as logdir:
         for r in range(args.rounds):
             for w in workloads:
-                order = (True, False) if r % 2 == 0 else (False, True)
-                times = {hooked: run_once(w, args.steps, hooked, logdir,
-                                          args.gpudiag_args.split()) for hooked in order}
-                ratio = times[True][0] / times[False][0]
-                cpu_ratio = times[True][1] / times[False][1]
+                # two plain runs around the hooked one (or the hooked one first, every
+                # other round): their ratio is the machine's own spread in this run
+                order = ("plain", "hooked", "plain2") if r % 2 == 0 else \
+                    ("hooked", "plain", "plain2")
+                times = {kind: run_once(w, args.steps, kind == "hooked", logdir, extra)
+                         for kind in order}
+                plain = statistics.mean([times["plain"][0], times["plain2"][0]])
+                plain_cpu = statistics.mean([times["plain"][1], times["plain2"][1]])
+                ratio = times["hooked"][0] / plain
+                spread = times["plain2"][0] / times["plain"][0]
                 ratios[w].append(ratio)
-                cpu_ratios[w].append(cpu_ratio)
-                print(f"round {r + 1} {w:4s}: plain {times[False][0] * 1e3:.3f} ms/step, "
-                      f"hooked {times[True][0] * 1e3:.3f} ms/step, ratio {ratio:.3f} "
-                      f"(program CPU time ratio {cpu_ratio:.3f})", flush=True)
+                spreads[w].append(spread)
+                cpu_ratios[w].append(times["hooked"][1] / plain_cpu)
+                print(f"round {r + 1} {w:7s}: plain {times['plain'][0] * 1e3:.3f} and "
+                      f"{times['plain2'][0] * 1e3:.3f} ms/step, hooked "
+                      f"{times['hooked'][0] * 1e3:.3f} ms/step, ratio {ratio:.3f} "
+                      f"(plain/plain {spread:.3f}; program CPU time ratio "
+                      f"{cpu_ratios[w][-1]:.3f})", flush=True)
     for w in workloads:
         print(f"{w}: median program CPU time ratio {statistics.median(cpu_ratios[w]):.3f}")
-        print(f"{w}: median ratio {statistics.median(ratios[w]):.3f} over {args.rounds} "
-              f"rounds (min {min(ratios[w]):.3f}, max {max(ratios[w]):.3f})")
-    every = [x for w in workloads for x in ratios[w]]
-    print(f"step-time ratio with / without gpudiag's hooks (median): "
-          f"{statistics.median(every):.3f}")
+    for w in workloads:
+        spread = max(abs(x - 1) for x in spreads[w])
+        print(f"{w}: median step-time ratio {statistics.median(ratios[w]):.3f} over "
+              f"{args.rounds} rounds (min {min(ratios[w]):.3f}, max {max(ratios[w]):.3f}); "
+              f"plain against plain in the same rounds: median "
+              f"{statistics.median(spreads[w]):.3f}, spread +-{spread:.3f}")
     return 0
 
 

@@ -247,6 +247,10 @@ def run_program(
     profile_steps: int = opt.RunProfileStepsOpt,
     profile_warmup: int = opt.RunProfileWarmupOpt,
     placement_log: bool = opt.PlacementLogOpt,
+    stall_timeout: float | None = typer.Option(
+        None, "--stall-timeout", min=0.0, show_default=False,
+        help="Seconds without a finished step before gpudiag names the job stalled and where "
+             "it waits (default: 20x the median step period, at least 60 s; 0: off)."),
     interval_s: float = opt.IntervalOpt,
     idle_threshold: float = opt.IdleThresholdOpt,
     gpus: str | None = opt.GpusOpt,
@@ -263,7 +267,8 @@ def run_program(
     def body(backend: Backend, gpu_list: tuple[int, ...] | None) -> Body:
         options = RunOptions(interval_s=interval_s, idle_threshold_percent=idle_threshold,
                              gpus=gpu_list, profile_warmup_steps=profile_warmup,
-                             profile_steps=profile_steps, placement_log=placement_log)
+                             profile_steps=profile_steps, placement_log=placement_log,
+                             stall_timeout_s=stall_timeout)
         return lambda session, ui: run_cmd.run(session, argv, backend=backend,
                                                options=options, stdout_to_stderr=as_json,
                                                ui=ui)

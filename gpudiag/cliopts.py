@@ -164,8 +164,9 @@ RunProfileWarmupOpt = typer.Option(
     DEFAULT_PROFILE_WARMUP_STEPS, "--profile-warmup", min=0, max=100_000,
     help="Steps of the program before the profiled ones (also left out of the throughput).")
 PlacementLogOpt = typer.Option(True, "--placement-log/--no-placement-log",
-                               help="Capture TensorFlow's placement log (kept out of the "
-                               "terminal unless the program asks for it).")
+                               help="Record where TensorFlow placed the program's ops, in "
+                               "bounded windows (its run metadata over the first steps of "
+                               "each loop; nothing per op afterwards).")
 
 # `scaling`: its own options (defaults: scaling.options.ScalingOptions and Workload).
 _SCALING = ScalingOptions()

@@ -32,6 +32,11 @@ class Ui:
         if self.console is not None:
             self.console.print(text)
 
+    def say_line(self, text: str) -> None:
+        """One line as it is: never wrapped, no markup (a message with a path or code)."""
+        if self.console is not None:
+            self.console.print(text, soft_wrap=True, markup=False, highlight=False)
+
     @contextlib.contextmanager
     def status(self, text: str) -> Iterator[None]:
         if self.console is None:

@@ -93,12 +93,13 @@ def test_keras_run_forwards_exit_and_keeps_the_terminal_as_the_program_had_it(
     assert keras_run.returncode == 1  # the program exited 0; a check failed (learning)
     assert keras_run.found["run.command"]["status"] == "ok"
     assert "final loss 2.3026" in keras_run.stdout
-    # The placement log gpudiag turned on is saved, never shown.
+    # gpudiag asks TensorFlow for no placement log (nothing per op): where the ops ran
+    # comes from its placement window (TensorFlow's run metadata, in the events).
     assert "Executing op" not in keras_run.stderr and "placer.cc" not in keras_run.stderr
     assert ": (MatMul): /job:" not in keras_run.stdout
-    assert "Executing op __inference_multi_step_on_iterator" in keras_run.saved("stderr.txt")
+    assert "Executing op" not in keras_run.saved("stderr.txt")
     assert "GPUDIAG-RUN" not in keras_run.stderr + keras_run.stdout
-    assert keras_run.report["data"]["run"]["lines_kept_from_terminal"] > 100
+    assert keras_run.report["data"]["run"]["placement_rows"] > 100
 
 
 def test_keras_run_reports_devices_throughput_and_the_profiled_window(keras_run: Run) -> None:

@@ -35,6 +35,9 @@ class RunHookConfig:
     user_cpp_log_level: str | None = None  # the user's own, if their environment set one
     flush_interval_s: float = DEFAULT_FLUSH_INTERVAL_S
     loss_reads_per_s: int = DEFAULT_LOSS_READS_PER_S
+    # no step finished for this long: a stall (None: derived from the step period, with a
+    # floor, gpudiag.run.stallwatch; 0: not watched)
+    stall_timeout_s: float | None = None
 
     def to_env(self) -> str:
         return json.dumps(asdict(self))

@@ -64,6 +64,7 @@ def install_tensorflow(agent: Agent, tf: ModuleType) -> None:
         profilewindow,
         pywarnings,
         sessions,
+        stallwatch,
         strategies,
         tfhooks,
     )
@@ -80,4 +81,5 @@ def install_tensorflow(agent: Agent, tf: ModuleType) -> None:
     guard("tf.function hooks", functions.install, agent, tf)
     guard("Session hooks", sessions.install, agent, tf)
     guard("tf.data hooks", datasets.install, agent, tf)
+    guard("stall watch", stallwatch.install, agent)
     agent.on_exit(lambda: hooks.record_devices("exit"))

@@ -7,12 +7,16 @@ first event (the pid is checked on every write).
 
 Per-step records (:class:`StepBuffer`) are the one exception: the first
 config.UNBUFFERED_FIRST_STEPS steps of a source are appended one by one, later ones are
-gathered and appended at most every ``flush_interval_s`` (and at exit), so that timing a
-step costs a few list appends, not a write.
+gathered and appended every ``flush_interval_s`` (and at exit), so that timing a step costs
+a few list appends, not a write. A flusher thread (:class:`Flusher`, one per process)
+appends what a buffer holds once it is ``flush_interval_s`` old even when no further step
+comes (a program that hangs, then is killed with SIGKILL, loses at most that last
+interval of steps).
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import threading
@@ -67,16 +71,68 @@ class Recorder:
                 data = data[written:]
 
 
+# Called with (buffer, its step count) for every step recorded (the placement window
+# and the live status listen); each listener guards itself.
+STEP_LISTENERS: list[Callable[[object, int], None]] = []
+
+
+# Per step source: rows written one by one before aggregation (about 80 bytes each).
+AGGREGATE_AFTER_ROWS = 20000
+
+
+class Flusher:
+    """One daemon thread per process: flushes every step buffer whose oldest unwritten row
+    is ``interval_s`` old. It sleeps between rounds; nothing runs per step."""
+
+    def __init__(self, interval_s: float) -> None:
+        self.interval_s = interval_s
+        self.buffers: list[StepBuffer] = []
+        self._pid = -1
+        self._lock = threading.Lock()
+
+    def register(self, buffer: StepBuffer) -> None:
+        with self._lock:
+            self.buffers.append(buffer)
+            if self._pid != os.getpid():  # none yet, or a forked child: threads do not fork
+                self._pid = os.getpid()
+                threading.Thread(target=self._loop, name="gpudiag-flush", daemon=True).start()
+
+    def _loop(self) -> None:
+        pid = os.getpid()
+        while self._pid == pid:
+            time.sleep(self.interval_s / 10)
+            with self._lock:
+                buffers = list(self.buffers)
+            for buffer in buffers:
+                if buffer.rows and time.monotonic() - buffer._last_flush >= self.interval_s:
+                    with contextlib.suppress(Exception):  # never into the program
+                        buffer.flush()
+
+
+_FLUSHERS: dict[float, Flusher] = {}
+
+
+def flusher(interval_s: float) -> Flusher:
+    if interval_s not in _FLUSHERS:
+        _FLUSHERS[interval_s] = Flusher(interval_s)
+    return _FLUSHERS[interval_s]
+
+
 class StepBuffer:
     """Per-step rows of one step source, appended in batches as ``<kind>`` events.
 
     ``add`` is what runs every step: a list append and a clock read. ``resolve`` turns a
     row's deferred values (e.g. a loss tensor) into plain numbers just before writing.
+
+    Bounded on disk: after the first ``aggregate_after`` rows of a source, each flush
+    writes one row for the steps it gathered (at most one a ``flush_interval_s``): the
+    last step's row, with ``n`` (how many steps it stands for) and, for rows with a call
+    time ``dt``, the median ``dt`` of those steps. An hour of a 1 ms step stays a few MB.
     """
 
     def __init__(self, emit: Callable[..., None], kind: str, flush_interval_s: float,
                  unbuffered_first: int, resolve: Callable[[dict[str, Any]], None] | None = None,
-                 **fields: Any) -> None:
+                 aggregate_after: int | None = None, **fields: Any) -> None:
         self.emit = emit
         self.kind = kind
         self.fields = fields
@@ -85,12 +141,19 @@ class StepBuffer:
         self.resolve = resolve
         self.rows: list[dict[str, Any]] = []
         self.count = 0
+        self.aggregate_after = AGGREGATE_AFTER_ROWS if aggregate_after is None \
+            else aggregate_after
+        self.written = 0  # rows gathered so far (written one by one, or aggregated)
         self._last_flush = time.monotonic()
         self._lock = threading.Lock()
+        flusher(flush_interval_s).register(self)
 
     def add(self, row: dict[str, Any]) -> None:
-        self.rows.append(row)
-        self.count += 1
+        with self._lock:  # the flusher thread swaps the list under the same lock
+            self.rows.append(row)
+            self.count += 1
+        for listener in STEP_LISTENERS:
+            listener(self, self.count)
         if self.count <= self.unbuffered_first or \
                 time.monotonic() - self._last_flush >= self.flush_interval_s:
             self.flush()
@@ -101,6 +164,7 @@ class StepBuffer:
             self._last_flush = time.monotonic()
         if not rows:
             return
+        rows = self._bounded(rows)
         if self.resolve is not None:
             for row in rows:
                 try:
@@ -108,3 +172,16 @@ class StepBuffer:
                 except Exception:
                     row.pop("loss", None)
         self.emit(self.kind, rows=rows, **self.fields)
+
+    def _bounded(self, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        keep = max(0, self.aggregate_after - self.written)
+        self.written += len(rows)
+        if len(rows) <= keep + 1:
+            return rows
+        head, rest = rows[:keep], rows[keep:]
+        last = dict(rest[-1])
+        last["n"] = len(rest)
+        durations = sorted(r["dt"] for r in rest if isinstance(r.get("dt"), float | int))
+        if durations:
+            last["dt"] = durations[len(durations) // 2]
+        return [*head, last]

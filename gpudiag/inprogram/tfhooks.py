@@ -6,9 +6,9 @@ any device is initialised unless the import itself did it):
 - record TensorFlow's version and the TF_CPP_MIN_LOG_LEVEL it started with: if the
   program set it above 0 itself, TensorFlow's C++ log (the placement log, CUDA and NCCL
   messages) is gone and the parent says so;
-- turn on the placement log (``tf.debugging.set_log_device_placement(True)``: it must
-  happen before device initialisation, so here; the parent keeps its lines out of the
-  terminal unless the program enabled it too);
+- prepare the placement window (gpudiag.inprogram.placementwindow: TensorFlow's own placement
+  decisions from its run metadata, gathered while the context initialises and over the
+  first steps of each loop, nothing per op afterwards);
 - wrap the tf.config setters (visible devices, memory growth, logical devices, soft
   placement ...): each call is recorded in order with its arguments, where it was made and
   the error it raised (a configuration attempted after initialisation), then returned or
@@ -235,6 +235,7 @@ def start(agent: Agent, tf: ModuleType) -> TfHooks:
     log (before device initialisation). install.py then wraps the tf.config setters
     (``TfHooks.patch_config``) and installs the other hooks."""
     global HOOKS
+    from gpudiag.inprogram import placementwindow, recorder
     from gpudiag.inprogram.agent import guard
 
     agent.tf = tf
@@ -245,7 +246,9 @@ def start(agent: Agent, tf: ModuleType) -> TfHooks:
     initialized = guard("context state", hooks._initialized)
     placement = False
     if agent.config.placement_log and not overridden:
-        placement = bool(guard("placement log", _enable_placement_log, tf))
+        placement = bool(guard("placement window", placementwindow.install, agent, tf))
+        if placement:
+            recorder.STEP_LISTENERS.append(placementwindow.on_step)
     agent.emit("tf_import", version=getattr(tf, "__version__", "?"), cpp_log_level=level,
                cpp_log_level_overridden=overridden, placement_log=placement,
                initialized_at_import=initialized, caller=caller(),
@@ -265,8 +268,3 @@ def _user_vmodule(agent: Agent) -> None:
         name, _, level = part.strip().partition("=")
         if name in PLACEMENT_SOURCES and level.strip().isdigit() and int(level) > 0:
             agent.marker(f"{RUN_MARK_PLACEMENT_ASKED} {name}")
-
-
-def _enable_placement_log(tf: ModuleType) -> bool:
-    tf.debugging.set_log_device_placement(True)
-    return True

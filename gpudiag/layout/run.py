@@ -65,6 +65,7 @@ TAG_RUN_METRIC = "program/{name}"  # Keras metrics by their name (accuracy ...)
 TAG_RUN_STEP_TIME = "program/step_time_s"
 TAG_RUN_EXAMPLES_PER_S = "program/examples_per_s"
 TAG_RUN_TABLE = "gpudiag/run"  # text: one row per process of the program
+TAG_RUN_LIVE = "gpudiag/live"  # text: what gpudiag told the terminal while it ran
 
 
 RUN_CLUSTER_DIR_PREFIX = "cluster-"

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 from collections import Counter
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -22,11 +23,11 @@ from gpudiag.markdown import markdown_table
 from gpudiag.readers import placementlog, stepbreakdown, traces
 from gpudiag.readers.placementlog import PlacementRow
 from gpudiag.report import Finding
-from gpudiag.run import events, tasks, tbwrite
+from gpudiag.run import events, placedrows, tasks, tbwrite
 from gpudiag.run.options import Outcome, RunOptions
 from gpudiag.run.records import ProcessObservation
 from gpudiag.session import RunSession
-from gpudiag.verdicts import bottleneck, run_progress
+from gpudiag.verdicts import bottleneck, run_live, run_progress
 from gpudiag.verdicts import gpu_use as gpu_verdicts
 from gpudiag.verdicts import run as run_verdicts
 
@@ -40,14 +41,17 @@ def log_reason(obs: ProcessObservation, options: RunOptions) -> str | None:
     if not options.placement_log:
         return "placement logging was turned off (--no-placement-log)"
     if not obs.placement_log:
-        return "gpudiag could not enable the placement log (see run.tensorflow)"
+        return "gpudiag could not set up its placement window (see run.tensorflow)"
     return None
 
 
 def placement_rows(stderr: str, obs: ProcessObservation, processes: int
                    ) -> tuple[list[PlacementRow], str | None]:
-    """This process's placement log rows. Several TensorFlow processes share one stderr:
-    each gets the lines its main thread wrote (placementlog.lines_of_thread)."""
+    """This process's placement rows: its placement window's graphs (gpudiag.run.placedrows)
+    or, without one, the placement log in stderr. Several TensorFlow processes share one
+    stderr: each gets the lines its main thread wrote (placementlog.lines_of_thread)."""
+    if obs.placed_graphs:
+        return placedrows.rows_of(obs.placed_graphs, obs.graphs), None
     if processes == 1:
         return placementlog.parse(stderr), None
     rows = placementlog.parse(placementlog.lines_of_thread(stderr, obs.pid))
@@ -147,6 +151,8 @@ def _process_findings(session: RunSession, obs: ProcessObservation, proc: str,
                                   options.idle_threshold_percent, proc))
     add(run_progress.learning(obs, proc))
     add(run_progress.throughput(obs, options.profile_warmup_steps, proc))
+    add(run_live.stall(obs, proc))
+    add(run_live.finite_loss(obs, proc))
     add(run_progress.memory(obs, nvml_gpus, proc))
     config = run_progress.session_config(obs, proc)
     if config is not None:
@@ -158,7 +164,24 @@ def _process_findings(session: RunSession, obs: ProcessObservation, proc: str,
     return {"pid": obs.pid, "argv": obs.argv, "tf_version": obs.tf_version,
             "placement_reason": reason, "ops_by_device": placed,
             "trace": summary.to_dict() if summary else {"reason": trace_reason},
-            "tensorboard": tb_tags, "record": obs.to_dict()}
+            "tensorboard": tb_tags, "record": compact_record(obs)}
+
+
+RECORD_STEPS = 50  # per loop, the first and the last steps kept in report.json's record
+
+
+def compact_record(obs: ProcessObservation) -> dict[str, Any]:
+    """The process's record for report.json, bounded: per loop its first and last
+    RECORD_STEPS steps (the TensorBoard run has every step), the placement window's
+    graphs as a count. report.json is rewritten at every finding: a long job's every
+    step there made gpudiag's end take seconds."""
+    series = [replace(s, steps=s.steps[:RECORD_STEPS] + s.steps[-RECORD_STEPS:])
+              if len(s.steps) > 2 * RECORD_STEPS else s for s in obs.series]
+    record = replace(obs, series=series, placed_graphs=[]).to_dict()
+    for data, full in zip(record["series"], obs.series, strict=True):
+        data["steps_left_out"] = max(0, len(full.steps) - 2 * RECORD_STEPS)
+    record["placed_graphs"] = len(obs.placed_graphs)
+    return record
 
 
 def report(session: RunSession, argv: list[str], outcome: Outcome, options: RunOptions, *,

@@ -45,6 +45,7 @@ from gpudiag.layout import (
 )
 from gpudiag.procs import group as procs
 from gpudiag.procs.command import exit_code_of, resolve_command, stop_child
+from gpudiag.run import live as run_live
 from gpudiag.run import streams, survivors
 from gpudiag.run.options import Outcome, RunOptions
 from gpudiag.session import RunSession
@@ -115,7 +116,8 @@ def execute(session: RunSession, argv: list[str], *,
                            run_dir=str(session.run_dir.absolute()),
                            profile_warmup_steps=options.profile_warmup_steps,
                            profile_steps=options.profile_steps,
-                           placement_log=options.placement_log, user_cpp_log_level=user_level)
+                           placement_log=options.placement_log, user_cpp_log_level=user_level,
+                           stall_timeout_s=options.stall_timeout_s)
     state = streams.FilterState(user_level=streams.user_level(user_level))
     sampler, reason = _start_sampler(backend, options)
     if sampler is None:
@@ -150,6 +152,7 @@ def execute(session: RunSession, argv: list[str], *,
         ends = {e for e in map(survivors.end_name, (write_out, write_err)) if e}
         os.close(write_out)
         os.close(write_err)
+        watcher = run_live.Live(out_dir, session.run_dir, ui.say_line).start()
         pumps = [streams.pump(read_out, saved[0], terminal_out,
                               streams.LineFilter(state, "stdout")),
                  streams.pump(read_err, saved[1], sys.stderr.buffer,
@@ -169,11 +172,12 @@ def execute(session: RunSession, argv: list[str], *,
             except KeyboardInterrupt as exc:  # it had ended: the report still says all
                 interrupt = interrupt or exc
                 settled = survivors.settle(pumps, ends, shows)  # SIGTERM/HUP now ignored
-    duration = time.monotonic() - start
+            duration = time.monotonic() - start
+            shown = watcher.stop()
     result = sampler.stop() if sampler is not None else None
     failures = tuple(WriteFailed.of(f.failure, f.path) for f in saved if f.failure)
     return Outcome(returncode, duration, interrupt, result, reason, state, stdout_path,
-                   stderr_path, out_dir, failures, settled)
+                   stderr_path, out_dir, failures, settled, shown)
 
 
 def _say_save_failed(saved: streams.SaveFile) -> None:

@@ -81,11 +81,11 @@ def _series_steps(rows: list[dict[str, Any]], kind: str) -> list[Step]:
             call = t_end - t0 if isinstance(t0, int | float) and isinstance(t_end, int | float) \
                 else None
             steps.append(Step(int(r["i"]), t0, call, logs.pop("loss", None), logs,
-                              epoch=r.get("epoch")))
+                              epoch=r.get("epoch"), count=int(r.get("n") or 1)))
         else:
             loss = r.get("loss") if kind == "function" else r.get("value")
             steps.append(Step(int(r["i"]), r.get("t0"), r.get("dt"), loss,
-                              traced=bool(r.get("traced"))))
+                              traced=bool(r.get("traced")), count=int(r.get("n") or 1)))
     return steps
 
 
@@ -106,6 +106,8 @@ def observe(pid: int, events: list[dict[str, Any]], events_dir: Path) -> Process
     function_events: dict[str, dict[str, Any]] = {}
     groups: dict[int, dict[str, Any]] = {}
     fingerprints: dict[str, list[dict[str, Any]]] = {}
+    placed: list[dict[str, Any]] = []
+    stalls: list[dict[str, Any]] = []
 
     for e in events:
         kind = e["kind"]
@@ -155,6 +157,12 @@ def observe(pid: int, events: list[dict[str, Any]], events_dir: Path) -> Process
             for g in e.get("graphs") or []:
                 graphs.append(FunctionGraph(e["function"], g["name"], g.get("ops", 0),
                                             [tuple(p) for p in g.get("pinned") or []]))
+        elif kind == "stall":
+            stalls.append({**e, "ended_after_s": None})
+        elif kind == "stall_end" and stalls:
+            stalls[-1]["ended_after_s"] = e.get("after_s")
+        elif kind == "placement":
+            placed.extend(g for g in e.get("graphs") or [] if isinstance(g, dict))
         elif kind == "session":
             sessions.append(e.get("config") or {})
         elif kind == "session_steps":
@@ -221,7 +229,7 @@ def observe(pid: int, events: list[dict[str, Any]], events_dir: Path) -> Process
         **fields, config_calls=calls, strategies=strategies, cluster_joins=joins,
         series=series, weights=weights, graphs=graphs, sessions=sessions, step_stats=stats,
         tf_logs=logs, py_warnings=py_warnings, device_scopes=scopes, dataset_calls=datasets,
-        hook_errors=errors,
+        hook_errors=errors, placed_graphs=placed, stalls=stalls,
         faults=faults.read_text(errors="replace") if faults.is_file() else "")
 
 

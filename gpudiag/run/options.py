@@ -7,11 +7,15 @@ from __future__ import annotations
 import signal
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from gpudiag import nvml
 from gpudiag.errors import WriteFailed, signum_of
 from gpudiag.inprogram.config import DEFAULT_PROFILE_STEPS, DEFAULT_PROFILE_WARMUP_STEPS
 from gpudiag.run import streams, survivors
+
+if TYPE_CHECKING:
+    from gpudiag.run.live import LiveState
 
 
 @dataclass(frozen=True)
@@ -22,6 +26,7 @@ class RunOptions:
     profile_warmup_steps: int = DEFAULT_PROFILE_WARMUP_STEPS
     profile_steps: int = DEFAULT_PROFILE_STEPS
     placement_log: bool = True
+    stall_timeout_s: float | None = None  # None: from the step period (inprogram.stallwatch)
 
 
 
@@ -40,6 +45,7 @@ class Outcome:
     events_dir: Path
     save_failures: tuple[WriteFailed, ...] = ()  # the saved output that could not be written
     settled: survivors.Settled = field(default_factory=survivors.Settled)  # outlived it
+    live: LiveState | None = None  # what was shown while it ran (run.live)
 
     @property
     def interrupted(self) -> bool:

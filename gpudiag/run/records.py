@@ -72,6 +72,7 @@ class Step:
     metrics: dict[str, float] = field(default_factory=dict)
     traced: bool = False  # a FULL_TRACE Session.run: slower, left out of the timing
     epoch: int | None = None  # Keras fit: the epoch of this batch
+    count: int = 1  # steps this row stands for (rows aggregated past the first 20,000)
 
 
 @dataclass(frozen=True)
@@ -202,7 +203,11 @@ class ProcessObservation:
     keras_version: str | None = None
     cpp_log_level: str | None = None
     cpp_log_level_overridden: bool = False
-    placement_log: bool = False
+    placement_log: bool = False  # gpudiag's placement window was set up in this process
+    # the placement window's exports: {"eager": bool, "nodes": [[name, op, device] ...]}
+    placed_graphs: list[dict[str, Any]] = field(default_factory=list)
+    # stall events (gpudiag.run.stallwatch), each with ``ended_after_s`` once steps came
+    stalls: list[dict[str, Any]] = field(default_factory=list)
     config_calls: list[ConfigCall] = field(default_factory=list)
     devices: DeviceSnapshot | None = None
     strategies: list[StrategyRecord] = field(default_factory=list)

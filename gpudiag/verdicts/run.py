@@ -207,8 +207,13 @@ def placement(obs: ProcessObservation, placed: dict[str, int] | None, eager_ops:
                        "still filters what you see by it).")
     parts = []
     if placed:
-        parts.append(f"placement log: {eager_ops} eager ops and {graph_nodes} tf.function "
-                     f"nodes ({_listing(placed)})")
+        if obs.placed_graphs:  # run metadata of gpudiag's placement windows
+            parts.append(f"TensorFlow's placement (run metadata, placement windows): "
+                         f"{eager_ops} eager kernels and {graph_nodes} tf.function nodes "
+                         f"({_listing(placed)})")
+        else:
+            parts.append(f"placement log: {eager_ops} eager ops and {graph_nodes} "
+                         f"tf.function nodes ({_listing(placed)})")
     if stats:
         parts.append(f"Session step stats: {_listing(stats, ' nodes')}")
     return Finding(f"run.placement{proc}", "ok", "; ".join(parts), evidence)

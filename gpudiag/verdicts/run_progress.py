@@ -7,6 +7,7 @@ integrator may merge both into gpudiag/verdicts/run.py). ``proc`` as there.
 
 from __future__ import annotations
 
+import itertools
 import math
 import shlex
 import signal
@@ -107,14 +108,15 @@ def learning(obs: ProcessObservation, proc: str = "") -> Finding:
         acc = _accuracy(s)
         chance = acc is not None and s.num_classes is not None and \
             acc <= 1 / s.num_classes + 0.1 * (1 - 1 / s.num_classes)
-        row = {"series": s.label, "steps": len(s.steps), "first_loss": first,
+        count = sum(st.count for st in s.steps)
+        row = {"series": s.label, "steps": count, "first_loss": first,
                "last_loss": last, "num_classes": s.num_classes,
                "classes_from": s.facts.get("classes_from"), "stuck_at_ln_classes": classes,
                "softmax_floor": floor, "accuracy": acc, "accuracy_at_chance": chance,
                "weights_moved": moved,
                "learning_rate": s.facts.get("learning_rate")}
         rows.append(row)
-        text = f"{s.label}: loss {first:.4f} -> {last:.4f} over {len(s.steps)} steps"
+        text = f"{s.label}: loss {first:.4f} -> {last:.4f} over {count} steps"
         if classes:
             text += (f", stuck at ln {classes} = {math.log(classes):.4f} (the model predicts "
                      f"all {classes} classes alike)")
@@ -174,17 +176,25 @@ def _periods(series: StepSeries, warmup: int, skip: Sequence[int]
     """(start-to-start period, the step call's own time) of each steady-state step: after
     ``warmup``, not traced, the profiled steps and the ones just before and after them left
     out (the profiler starts and stops inside those periods, by gpudiag's clock or by a
-    clock the program reads in a callback of its own), and, for fit, within one epoch."""
-    by_index = {s.index: s for s in series.steps}
-    out = []
-    for s in series.steps:
-        if s.index < warmup or {s.index - 1, s.index, s.index + 1} & set(skip) or s.traced:
+    clock the program reads in a callback of its own), and, for fit, within one epoch.
+    An aggregated row (inprogram.recorder.StepBuffer: the last of ``count`` steps, its call
+    time their median) stands for the ``count`` periods since the row before it, each the
+    span's mean."""
+    ordered = sorted(series.steps, key=lambda s: s.index)
+    skipped = set(skip)
+    out: list[tuple[float, float | None]] = []
+    for prev, row in itertools.pairwise(ordered):
+        n = row.index - prev.index
+        if n < 1 or n != row.count or prev.index < warmup or prev.traced \
+                or prev.start_unix_s is None or row.start_unix_s is None \
+                or row.epoch != prev.epoch \
+                or skipped & set(range(prev.index - 1, row.index + 1)):
             continue
-        nxt = by_index.get(s.index + 1)
-        if nxt is None or nxt.start_unix_s is None or s.start_unix_s is None \
-                or nxt.epoch != s.epoch:
-            continue
-        out.append((nxt.start_unix_s - s.start_unix_s, s.duration_s))
+        span = row.start_unix_s - prev.start_unix_s
+        if n == 1:
+            out.append((span, prev.duration_s))
+        else:
+            out += [(span / n, row.duration_s)] * n
     return out
 
 

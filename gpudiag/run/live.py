@@ -1,0 +1,164 @@
+"""While the program runs: its events read as they are appended, shown as they happen
+(parent side, no TensorFlow).
+
+A thread follows every ``events-<pid>.jsonl`` (by offset: only whole new lines are read)
+and, every POLL_S:
+
+- writes the program's step scalars (program/loss, metrics, step time, examples/s, as
+  gpudiag.run.tbwrite names them) into ``program-<pid>/`` and flushes the file at least
+  every TB_FLUSH_S, so TensorBoard (which reloads about every 30 s) shows a running job;
+  at the end this live file is removed and the final one, with every step, written in
+  its place (tbwrite.write_program);
+- tells the terminal, with the time, what can be decided mid-run: a stall
+  (gpudiag.inprogram.stallwatch: no step for the stall timeout, and where the step waits), the
+  stall's end, a NaN or inf loss (once per loop); each also goes to TensorBoard's Text
+  tab (``gpudiag/live``) in the same file.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import math
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from gpudiag.layout import RUN_EVENTS_PREFIX, RUN_EVENTS_SUFFIX, TAG_RUN_LIVE, run_tb_name
+from gpudiag.run import events as run_events
+from gpudiag.run import tbwrite
+from gpudiag.run.records import StepSeries
+from gpudiag.tb.writer import EventWriter
+from gpudiag.verdicts.run_live import describe_stall
+
+POLL_S = 0.5
+TB_FLUSH_S = 5.0  # TensorBoard reloads about every 30 s
+STEP_KINDS = {"fit_steps": "fit", "function_steps": "function", "session_steps": "session"}
+
+
+@dataclass
+class _Follow:
+    offset: int = 0
+    pending: bytes = b""
+
+
+@dataclass
+class LiveState:
+    """What the live thread has shown (read by the final report)."""
+
+    messages: list[tuple[float, str]] = field(default_factory=list)
+    steps_written: int = 0
+
+
+class Live:
+    def __init__(self, events_dir: Path, run_dir: Path, say: Callable[[str], None]) -> None:
+        self.events_dir = events_dir
+        self.run_dir = run_dir
+        self.say = say
+        self.state = LiveState()
+        self._files: dict[Path, _Follow] = {}
+        self._writers: dict[int, EventWriter] = {}
+        self._prefixes: dict[tuple[int, str], str] = {}
+        self._bad_loss: set[tuple[int, str]] = set()
+        self._batch: dict[int, int] = {}  # Keras fit's batch size per process
+        self._last_flush = -TB_FLUSH_S  # the first scalars are flushed at once
+        self._dirty = False
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name="gpudiag-live", daemon=True)
+
+    def start(self) -> Live:
+        self._thread.start()
+        return self
+
+    def stop(self) -> LiveState:
+        """After the program ended: read what is left, then remove the live TensorBoard
+        files (the final report writes every step)."""
+        self._stop.set()
+        self._thread.join(10)
+        with contextlib.suppress(Exception):
+            self.poll()
+        for writer in self._writers.values():
+            with contextlib.suppress(OSError):
+                writer.close()
+                writer.path.unlink()
+        return self.state
+
+    def _loop(self) -> None:
+        while not self._stop.wait(POLL_S):
+            with contextlib.suppress(Exception):  # the final report reads it all anyway
+                self.poll()
+
+    def _new_events(self) -> list[dict[str, Any]]:
+        out = []
+        for path in sorted(self.events_dir.glob(f"{RUN_EVENTS_PREFIX}*{RUN_EVENTS_SUFFIX}")):
+            follow = self._files.setdefault(path, _Follow())
+            with path.open("rb") as f:
+                f.seek(follow.offset)
+                data = f.read()
+            follow.offset += len(data)
+            *lines, follow.pending = (follow.pending + data).split(b"\n")
+            for line in lines:
+                with contextlib.suppress(ValueError):
+                    event = json.loads(line)
+                    if isinstance(event, dict) and "kind" in event and "pid" in event:
+                        out.append(event)
+        return out
+
+    def poll(self) -> None:
+        for event in self._new_events():
+            kind, pid = event["kind"], int(event["pid"])
+            if kind in STEP_KINDS:
+                self._steps(pid, event)
+            elif kind == "fit_begin" and isinstance(event.get("batch_size"), int):
+                self._batch[pid] = event["batch_size"]
+            elif kind == "stall":
+                self._tell(pid, event.get("t"), f"stalled: {describe_stall(event)}")
+            elif kind == "stall_end":
+                self._tell(pid, event.get("t"), f"steps again after a stall of "
+                           f"{event.get('after_s', 0):.1f} s")
+        if self._dirty and time.monotonic() - self._last_flush >= TB_FLUSH_S:
+            self.flush()
+
+    def flush(self) -> None:
+        self._last_flush, self._dirty = time.monotonic(), False
+        for writer in self._writers.values():
+            writer.flush()
+
+    def _writer(self, pid: int) -> EventWriter:
+        if pid not in self._writers:
+            self._writers[pid] = EventWriter(self.run_dir / run_tb_name(pid))
+        return self._writers[pid]
+
+    def _tell(self, pid: int, t: float | None, text: str) -> None:
+        stamp = time.strftime("%H:%M:%S", time.localtime(t or time.time()))
+        line = f"{stamp} gpudiag (pid {pid}): {text}"
+        self.state.messages.append((t or time.time(), line))
+        self.say(line)
+        writer = self._writer(pid)
+        writer.text(TAG_RUN_LIVE, line, step=len(self.state.messages))
+        writer.flush()
+
+    def _steps(self, pid: int, event: dict[str, Any]) -> None:
+        kind = STEP_KINDS[event["kind"]]
+        key = str(event.get("function") or event.get("group") or kind)
+        rows = [r for r in event.get("rows") or [] if isinstance(r, dict) and "i" in r]
+        steps = run_events._series_steps(rows, kind)
+        if not steps:
+            return
+        prefix = self._prefixes.setdefault((pid, key), "" if not any(
+            p == pid for p, _ in self._prefixes) else tbwrite._slug(key))
+        series = StepSeries(kind, key, steps,
+                            batch_size=self._batch.get(pid) if kind == "fit" else None)
+        tbwrite.write_series(self._writer(pid), series, prefix)
+        self._dirty = True
+        self.state.steps_written += len(steps)
+        bad = next((s for s in steps if s.loss is not None and not math.isfinite(s.loss)),
+                   None)
+        if bad is not None and (pid, key) not in self._bad_loss:
+            self._bad_loss.add((pid, key))
+            self._tell(pid, bad.start_unix_s, f"the loss of {key} is {bad.loss} at step "
+                       f"{bad.index}: training has diverged (NaN/inf); every later update "
+                       "is lost")

@@ -1,0 +1,211 @@
+"""`gpudiag run` on a long job: what a hung, stalled or long-running program leaves, and
+what gpudiag shows while it runs. Real TensorFlow in real child processes, real signals."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from conftest import REPO, TESTS_DIR, findings_by_id, run_dirs
+
+from gpudiag import layout
+from gpudiag.run import events
+
+PY = sys.executable
+PROGRAMS = TESTS_DIR / "programs"
+
+pytestmark = pytest.mark.slow
+
+
+def start_run(logdir: Path, *command: str, options: tuple[str, ...] = ()
+              ) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [PY, "-m", "gpudiag", "run", "--logdir", str(logdir), *options, "--", *command],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL,
+        env={**os.environ, "PYTHONPATH": str(REPO)}, cwd=REPO)
+
+
+def wait_for_line(proc: subprocess.Popen[str], needle: str) -> str:
+    assert proc.stdout is not None
+    for line in proc.stdout:
+        if needle in line:
+            return line
+    raise AssertionError(f"gpudiag ended without printing {needle!r}")
+
+
+def until(condition, what: str, deadline_s: float = 20.0):  # type: ignore[no-untyped-def]
+    """Poll a file-backed condition (no fixed sleep); fail after ``deadline_s``."""
+    end = time.monotonic() + deadline_s
+    while time.monotonic() < end:
+        value = condition()
+        if value:
+            return value
+        time.sleep(0.05)
+    raise AssertionError(f"not within {deadline_s} s: {what}")
+
+
+def program_dir(logdir: Path) -> Path:
+    (run_dir,) = run_dirs(logdir)
+    return run_dir / layout.CHILDREN_DIR / layout.RUN_CHILD_NAME
+
+
+def step_rows(events_dir: Path) -> int:
+    by_pid, _ = events.read_events(events_dir)
+    return sum(len(e.get("rows") or []) for evs in by_pid.values() for e in evs
+               if e["kind"] == "function_steps")
+
+
+def test_a_hung_program_killed_with_sigkill_keeps_every_step_it_ran(tmp_path: Path) -> None:
+    logdir = tmp_path / "runs"
+    proc = start_run(logdir, PY, str(PROGRAMS / "hangs_after_steps.py"), "31")
+    try:
+        wait_for_line(proc, "hanging after 31 steps")
+        out = program_dir(logdir)
+        # no further step comes: the rows buffered after the first 10 are written anyway
+        until(lambda: step_rows(out) == 31, "31 step rows written while the program hangs",
+              deadline_s=10)
+        (events_file,) = out.glob(f"{layout.RUN_EVENTS_PREFIX}*")
+        pid = int(events_file.name[len(layout.RUN_EVENTS_PREFIX):].split(".")[0])
+        os.kill(pid, signal.SIGKILL)
+        proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert proc.returncode == 137
+    report = json.loads((out.parent.parent / layout.REPORT_JSON).read_text())
+    assert "was killed by SIGKILL" in findings_by_id(report)["run.command"]["message"]
+    (obs,), _ = events.observe_all(out)
+    (series,) = obs.series
+    assert len(series.steps) == 31
+
+
+def dir_size(path: Path, *, besides: tuple[str, ...] = ()) -> int:
+    return sum(p.stat().st_size for p in path.rglob("*") if p.is_file() and
+               p.name not in besides)
+
+
+def test_an_eager_heavy_program_leaves_no_per_op_lines_and_a_small_run_dir(
+        tmp_path: Path) -> None:
+    logdir = tmp_path / "runs"
+    proc = start_run(logdir, PY, str(PROGRAMS / "eager_loop.py"), "3000")
+    out, err = proc.communicate(timeout=300)
+    assert proc.returncode in (0, 1), err[-2000:]  # 1: a check failed (no GPU here)
+    assert "final loss" in out
+    (run_dir,) = run_dirs(logdir)
+    saved = run_dir / layout.CHILDREN_DIR / layout.RUN_CHILD_NAME
+    stderr = (saved / layout.RUN_STDERR).read_text()
+    # gpudiag asked TensorFlow for no per-op log: 3000 steps of ~10 eager ops each would
+    # have written ~30,000 "Executing op" lines (about 4 MB) before
+    assert "Executing op" not in stderr and len(stderr) < 100_000
+    assert dir_size(run_dir, besides=(layout.RUN_STDOUT, layout.RUN_STDERR)) < 2_000_000
+    placement = findings_by_id(json.loads((run_dir / layout.REPORT_JSON).read_text()))[
+        "run.placement"]
+    assert placement["status"] == "ok", placement["message"]
+    ops = placement["evidence"]["ops_by_device"]
+    assert ops["/device:CPU:0"] >= 5  # MatMul, Square, Mean, AssignSubVariableOp ...
+
+
+def test_a_long_loops_step_rows_are_aggregated_and_still_count_every_step(
+        tmp_path: Path) -> None:
+    from gpudiag.inprogram.recorder import Recorder, StepBuffer
+    from gpudiag.verdicts.run_progress import step_times
+
+    recorder = Recorder(str(tmp_path))
+    buffer = StepBuffer(recorder.emit, "function_steps", 3600.0, 10, None,
+                        aggregate_after=100, function="step")
+    for i in range(5000):
+        buffer.add({"i": i, "t0": 1000.0 + i, "dt": 0.001 if i % 2 else 0.003})
+        if i % 50 == 49:  # a flush per "second" of 50 steps
+            buffer.flush()
+    buffer.flush()
+    (obs,), _ = events.observe_all(tmp_path)
+    (series,) = obs.series
+    assert len(series.steps) == 100 + (5000 - 100) // 50  # 100 rows, then one a flush
+    assert sum(s.count for s in series.steps) == 5000
+    times = step_times(series, warmup=0)
+    assert len(times) == 5000
+    assert sorted(times)[2500] in (0.001, 0.003)
+    size = sum(p.stat().st_size for p in tmp_path.iterdir())
+    assert size < 100 * 120 + 98 * 200
+
+
+def test_a_stalled_input_pipeline_is_named_with_its_waiting_line_while_it_runs(
+        tmp_path: Path) -> None:
+    logdir, gate = tmp_path / "runs", tmp_path / "gate"
+    program = PROGRAMS / "generator_waits.py"
+    proc = start_run(logdir, PY, str(program), str(gate), options=("--stall-timeout", "2"))
+    try:
+        line = wait_for_line(proc, "stalled: no step of tf.function step has finished")
+        assert proc.poll() is None  # still running: gpudiag never stops it
+        # the line the generator waits on, in the program's own file
+        waits = [n for n, text in enumerate(program.read_text().splitlines(), 1)
+                 if "gate.exists()" in text or "time.sleep(0.02)" in text]
+        assert "input pipeline" in line
+        assert any(f"generator_waits.py:{n} in batches()" in line for n in waits), line
+        gate.touch()
+        out, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert "done, loss" in out and "steps again after a stall" in out
+    assert proc.returncode in (0, 1), err[-2000:]
+    report = json.loads((run_dirs(logdir)[0] / layout.REPORT_JSON).read_text())
+    stall = findings_by_id(report)["run.stall"]
+    assert stall["status"] == "warn" and "generator_waits.py" in stall["message"]
+
+
+def test_tensorboard_shows_a_running_programs_loss_and_step_time(tmp_path: Path) -> None:
+    from conftest import read_scalars
+
+    logdir, gate = tmp_path / "runs", tmp_path / "gate"
+    proc = start_run(logdir, PY, str(PROGRAMS / "steps_then_waits.py"), str(gate))
+    try:
+        wait_for_line(proc, "waiting after 30 steps")
+        (run_dir,) = run_dirs(logdir)
+
+        def scalars() -> dict[str, list] | None:  # type: ignore[type-arg]
+            runs = list(run_dir.glob(layout.RUN_TB_PREFIX + "*"))
+            if not runs or not list(runs[0].glob("events.out.tfevents.*")):
+                return None
+            found = read_scalars(runs[0])
+            return found if len(found.get(layout.TAG_RUN_LOSS, [])) >= 20 else None
+
+        found = until(scalars, "the program's loss in its TensorBoard run", deadline_s=30)
+        assert proc.poll() is None  # read while the program still runs
+        assert layout.TAG_RUN_STEP_TIME in found
+        gate.touch()
+        proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    # at the end: one event file per run, every step once
+    (tb_run,) = run_dir.glob(layout.RUN_TB_PREFIX + "*")
+    assert len(list(tb_run.glob("events.out.tfevents.*"))) == 1
+    assert [e.step for e in read_scalars(tb_run)[layout.TAG_RUN_STEP_TIME]] == list(range(30))
+
+
+def test_a_nan_loss_reaches_the_terminal_while_it_runs_and_the_report(tmp_path: Path) -> None:
+    logdir, gate = tmp_path / "runs", tmp_path / "gate"
+    proc = start_run(logdir, PY, str(PROGRAMS / "steps_then_waits.py"), str(gate), "5")
+    try:
+        line = wait_for_line(proc, "is nan at step 5")
+        assert proc.poll() is None
+        assert "the loss of train_step" in line and "gpudiag (pid" in line
+        gate.touch()
+        proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    report = json.loads((run_dirs(logdir)[0] / layout.REPORT_JSON).read_text())
+    finite = findings_by_id(report)["run.finite-loss"]
+    assert finite["status"] == "fail" and "is nan at step 5" in finite["message"]
