@@ -15,7 +15,6 @@ the commands as the click context's ``obj``.
 
 from __future__ import annotations
 
-import signal
 import sys
 from collections.abc import Callable
 from contextlib import AbstractContextManager
@@ -27,16 +26,14 @@ import typer
 from gpudiag import __version__
 from gpudiag import cliopts as opt
 from gpudiag.cluster import options as cluster_opts
-from gpudiag.errors import GpudiagError, WriteFailed
 from gpudiag.execute import (
-    DISK_ERRNOS,
-    error_line,
+    EXIT_INTERRUPTED,
     execute,
+    exit_code_of,
     install_signal_handlers,
     interrupted_exit,
 )
 from gpudiag.probes.records import Workload
-from gpudiag.probes.results import MemoryConfig
 from gpudiag.scaling.options import ScalingOptions
 from gpudiag.session import RunSession
 from gpudiag.ui import Ui
@@ -48,7 +45,6 @@ if TYPE_CHECKING:
 
 Body = Callable[[RunSession, Ui], int | None]  # a command's body in its session
 
-EXIT_INTERRUPTED = 130
 
 app = typer.Typer(
     name="gpudiag",
@@ -247,10 +243,7 @@ def run_program(
     profile_steps: int = opt.RunProfileStepsOpt,
     profile_warmup: int = opt.RunProfileWarmupOpt,
     placement_log: bool = opt.PlacementLogOpt,
-    stall_timeout: float | None = typer.Option(
-        None, "--stall-timeout", min=0.0, show_default=False,
-        help="Seconds without a finished step before gpudiag names the job stalled and where "
-             "it waits (default: 20x the median step period, at least 60 s; 0: off)."),
+    stall_timeout: float | None = opt.StallTimeoutOpt,
     interval_s: float = opt.IntervalOpt,
     idle_threshold: float = opt.IdleThresholdOpt,
     gpus: str | None = opt.GpusOpt,
@@ -289,16 +282,10 @@ def _watch(ctx: typer.Context, name: str, gpus: str | None, logdir: Path, as_jso
 @app.command()
 def memory(
     ctx: typer.Context,
-    steps: int = typer.Option(MemoryConfig.steps, "--steps", min=1, max=256,
-                              help="Tensors allocated one per step, then released."),
-    step_mb: int = typer.Option(MemoryConfig.step_mb, "--step-mb", min=1, max=1 << 16,
-                                help="Size of each step's tensor in MiB."),
-    memory_limit_mb: int | None = typer.Option(
-        None, "--memory-limit-mb", min=1, max=1 << 22, show_default=False,
-        help="The limit mode's memory_limit in MiB [default: 1024]."),
-    fraction: float | None = typer.Option(
-        None, "--fraction", callback=opt.fraction, help="The limit as the old "
-        "per_process_gpu_memory_fraction, converted to MiB with GPU 0's total memory (NVML)."),
+    steps: int = opt.MemoryStepsOpt,
+    step_mb: int = opt.MemoryStepMbOpt,
+    memory_limit_mb: int | None = opt.MemoryLimitOpt,
+    fraction: float | None = opt.MemoryFractionOpt,
     logdir: Path = opt.LogdirOpt,
     as_json: bool = opt.JsonOpt,
     timeout: float = opt.TimeoutOpt,
@@ -325,12 +312,9 @@ def tensorboard(
     logdir: Path | None = typer.Argument(
         None, show_default=False, help="The logdir to open [default: the newest run "
         "directory under runs/, else runs/]."),
-    port: int = typer.Option(6006, "--port", min=0, max=65535, help="Port (0: any free one)."),
-    host: str = typer.Option("localhost", "--host", help="Interface to bind. Only localhost "
-                             "unless you ask: 0.0.0.0 exposes TensorBoard to your network."),
-    check: bool = typer.Option(False, "--check", help="Start it, check over HTTP that every "
-                               "dashboard lists the expected runs, print that, stop; exit "
-                               "0 when all pass, 1 otherwise."),
+    port: int = opt.PortOpt,
+    host: str = opt.HostOpt,
+    check: bool = opt.CheckOpt,
 ) -> None:
     """Open TensorBoard on gpudiag's runs (localhost unless --host), or --check it."""
     from gpudiag.commands import tensorboard as tensorboard_cmd
@@ -390,25 +374,8 @@ def _main(argv: list[str] | None, open_nvml: Opener | None) -> int:
     try:
         command = typer.main.get_command(app)
         rv = command.main(args=argv, prog_name="gpudiag", standalone_mode=False, obj=open_nvml)
-    except typer.Exit as exc:
-        return int(exc.exit_code)
-    except typer.Abort:  # click turns a KeyboardInterrupt (and SIGTERM's) into Abort
-        return interrupted_exit() or error_line("aborted", EXIT_INTERRUPTED)
-    except typer.TyperException as exc:  # usage errors: bad option values, unknown options
-        message = " ".join(exc.format_message().split())
-        if not message:  # no arguments at all: click printed the help, nothing is wrong
-            return int(getattr(exc, "exit_code", 2))
-        return error_line(message, getattr(exc, "exit_code", 2))
-    except GpudiagError as exc:
-        return error_line(exc.message, exc.exit_code)
-    except KeyboardInterrupt as exc:
-        signum = int(getattr(exc, "signum", signal.SIGINT))
-        return error_line(f"interrupted by {signal.Signals(signum).name}", 128 + signum)
-    except OSError as exc:  # a write outside the report's own paths (events, traces)
-        if exc.errno not in DISK_ERRNOS:
-            raise
-        failed = WriteFailed.of(exc, exc.filename or "a run file")
-        return error_line(failed.message, failed.exit_code)
+    except BaseException as exc:
+        return exit_code_of(exc)
     code = interrupted_exit() if rv == EXIT_INTERRUPTED else None
     return int(rv or 0) if code is None else code  # typer's silent 130 for a SIGTERM
 

@@ -19,6 +19,7 @@ from gpudiag.inprogram.config import DEFAULT_PROFILE_STEPS, DEFAULT_PROFILE_WARM
 from gpudiag.nvml.sampler import MIN_INTERVAL_S
 from gpudiag.probes.devices import DEFAULT_VIRTUAL_GPU_MEMORY_MB
 from gpudiag.probes.records import MAX_PROFILE_STEPS, Workload
+from gpudiag.probes.results import MemoryConfig
 from gpudiag.procs.runner import DEFAULT_TIMEOUT_S
 from gpudiag.scaling.options import ScalingOptions
 
@@ -197,3 +198,29 @@ AllreduceMinOpt = typer.Option(_SCALING.allreduce_min_mb, "--allreduce-min-mb",
                                "MiB (at least 1/1024, 1 KiB).")
 ScalingTimeoutOpt = typer.Option(_SCALING.timeout_s, "--timeout", callback=positive,
                                  help="Seconds each configuration's child process may run.")
+
+# `run`: the stall watch.
+StallTimeoutOpt = typer.Option(
+    None, "--stall-timeout", min=0.0, show_default=False,
+    help="Seconds without a finished step before gpudiag names the job stalled and where "
+         "it waits (default: 20x the median step period, at least 60 s; 0: off).")
+
+# `memory`: its allocation steps and the limit mode (defaults: probes.results.MemoryConfig).
+MemoryStepsOpt = typer.Option(MemoryConfig.steps, "--steps", min=1, max=256,
+                              help="Tensors allocated one per step, then released.")
+MemoryStepMbOpt = typer.Option(MemoryConfig.step_mb, "--step-mb", min=1, max=1 << 16,
+                               help="Size of each step's tensor in MiB.")
+MemoryLimitOpt = typer.Option(None, "--memory-limit-mb", min=1, max=1 << 22,
+                              show_default=False,
+                              help="The limit mode's memory_limit in MiB [default: 1024].")
+MemoryFractionOpt = typer.Option(
+    None, "--fraction", callback=fraction, help="The limit as the old "
+    "per_process_gpu_memory_fraction, converted to MiB with GPU 0's total memory (NVML).")
+
+# `tensorboard`: where it listens, and --check.
+PortOpt = typer.Option(6006, "--port", min=0, max=65535, help="Port (0: any free one).")
+HostOpt = typer.Option("localhost", "--host", help="Interface to bind. Only localhost unless "
+                       "you ask: 0.0.0.0 exposes TensorBoard to your network.")
+CheckOpt = typer.Option(False, "--check", help="Start it, check over HTTP that every dashboard "
+                        "lists the expected runs, print that, stop; exit 0 when all pass, 1 "
+                        "otherwise.")

@@ -23,7 +23,7 @@ from typing import Any
 import typer
 from rich.console import Console
 
-from gpudiag.errors import Interrupted, WriteFailed, signum_of
+from gpudiag.errors import GpudiagError, Interrupted, WriteFailed, signum_of
 from gpudiag.report import render_table
 from gpudiag.report import to_json as report_to_json
 from gpudiag.session import RunSession
@@ -93,6 +93,30 @@ class _Console(Console):
                              f"output stopped there{where}\n")
 
 
+def exit_code_of(exc: BaseException) -> int:
+    """What ended the command line, as an exit code and (for an error) one line on stderr:
+    typer's exits and usage errors, gpudiag's own errors, an interrupt, a full disk.
+    Anything else is a bug and is raised again."""
+    if isinstance(exc, typer.Exit):
+        return int(exc.exit_code)
+    if isinstance(exc, typer.Abort):  # click turns a KeyboardInterrupt (and SIGTERM's) into it
+        return interrupted_exit() or error_line("aborted", EXIT_INTERRUPTED)
+    if isinstance(exc, typer.TyperException):  # usage errors: bad values, unknown options
+        message = " ".join(exc.format_message().split())
+        if not message:  # no arguments at all: click printed the help, nothing is wrong
+            return int(getattr(exc, "exit_code", 2))
+        return error_line(message, getattr(exc, "exit_code", 2))
+    if isinstance(exc, GpudiagError):
+        return error_line(exc.message, exc.exit_code)
+    if isinstance(exc, KeyboardInterrupt):
+        signum = int(getattr(exc, "signum", signal.SIGINT))
+        return error_line(f"interrupted by {signal.Signals(signum).name}", 128 + signum)
+    if isinstance(exc, OSError) and exc.errno in DISK_ERRNOS:  # outside the report's paths
+        failed = WriteFailed.of(exc, exc.filename or "a run file")
+        return error_line(failed.message, failed.exit_code)
+    raise exc
+
+
 def print_json(session: RunSession, as_json: bool) -> None:
     if as_json:
         sys.stdout.write(report_to_json(session.report))
@@ -108,6 +132,7 @@ def error_line(message: str, code: int) -> int:
 #: session send. Handled once; a repeat while stopping is ignored (the stop is bounded).
 HANDLED_SIGNALS = (signal.SIGTERM, signal.SIGHUP)
 #: OSErrors that mean the disk, not gpudiag, is at fault: one line, exit 3.
+EXIT_INTERRUPTED = 130  # 128 + SIGINT
 DISK_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EFBIG, errno.EIO})
 
 

@@ -20,7 +20,7 @@ from gpudiag.run.records import (
     WeightsRecord,
 )
 from gpudiag.verdicts import run as run_verdicts
-from gpudiag.verdicts import run_progress
+from gpudiag.verdicts import run_placement, run_progress, run_throughput
 
 GPUS = [f"/device:GPU:{i}" for i in range(4)]
 
@@ -53,7 +53,7 @@ def test_canonical_device_names() -> None:
 def test_every_device_used_names_each_idle_gpu_and_what_the_strategy_used() -> None:
     o = obs(devices=snapshot(["/device:CPU:0", *GPUS]), strategies=[mirrored(GPUS[:1])])
     nvml = [{"index": i, "util_p95_percent": 93.0 if i == 0 else 0.0} for i in range(4)]
-    f = run_verdicts.devices_used(o, {"/device:CPU:0": 40, "/device:GPU:0": 300},
+    f = run_placement.devices_used(o, {"/device:CPU:0": 40, "/device:GPU:0": 300},
                                   {"/device:GPU:0": 0.08}, nvml, 10.0)
     assert f.status == "fail"
     assert f.message.startswith("4 GPU(s) visible to TensorFlow; MirroredStrategy used 1: "
@@ -66,11 +66,11 @@ def test_every_device_used_on_virtual_cpus_checks_the_strategys_devices() -> Non
     devices = ["/device:CPU:1", "/device:CPU:2"]
     o = obs(devices=snapshot(["/device:CPU:0", *devices]), strategies=[mirrored(devices,
                                                                                  False)])
-    ok = run_verdicts.devices_used(o, {"/device:CPU:1": 9, "/device:CPU:2": 9}, None, None, 10)
+    ok = run_placement.devices_used(o, {"/device:CPU:1": 9, "/device:CPU:2": 9}, None, None, 10)
     assert ok.status == "warn" and "every device did work" in ok.message
-    idle = run_verdicts.devices_used(o, {"/device:CPU:1": 9}, None, None, 10)
+    idle = run_placement.devices_used(o, {"/device:CPU:1": 9}, None, None, 10)
     assert idle.status == "fail" and "/device:CPU:2 did no work" in idle.message
-    none = run_verdicts.devices_used(obs(), None, None, None, 10)
+    none = run_placement.devices_used(obs(), None, None, None, 10)
     assert none.status == "skip"
 
 
@@ -84,14 +84,14 @@ def test_soft_placement_compares_pinned_graph_nodes_with_the_placement_log() -> 
     placed = {"__inference_train_step_9": {"tower_0/MatMul": "/device:CPU:0",
                                            "tower_1/MatMul": "/device:CPU:0",
                                            "tower_1/Relu": "/device:CPU:0"}}
-    f = run_verdicts.soft_placement(o, placed)
+    f = run_placement.soft_placement(o, placed)
     assert f.status == "fail"
     assert f.message.startswith("2 op(s) pinned to /device:GPU:1 (tower_1) ran on "
                                 "/device:CPU:0: /device:GPU:1 does not exist here")
     assert f.evidence["compared_nodes"] == 3
     exists = obs(devices=snapshot(["/device:CPU:0", "/device:GPU:1"]), graphs=[graph])
-    assert run_verdicts.soft_placement(exists, placed).status == "warn"  # no kernel there
-    assert run_verdicts.soft_placement(o, {}).status == "skip"
+    assert run_placement.soft_placement(exists, placed).status == "warn"  # no kernel there
+    assert run_placement.soft_placement(o, {}).status == "skip"
 
 
 def test_devices_fail_on_a_configuration_made_after_initialisation() -> None:
@@ -142,7 +142,7 @@ def test_learning_ok_when_the_loss_falls_and_ln_c_only_with_the_programs_class_c
 
 def test_throughput_leaves_out_warmup_and_profiled_steps() -> None:
     s = series([1.0] * 30)
-    f = run_progress.throughput(obs(series=[s]), warmup=10)
+    f = run_throughput.throughput(obs(series=[s]), warmup=10)
     (row,) = f.evidence["loops"]
     assert row["timed_steps"] == 19  # steps 10..28 have a next step in the same epoch
     assert row["step_s_median"] == 0.01 or math.isclose(row["step_s_median"], 0.01)
@@ -155,7 +155,7 @@ def test_a_custom_loops_step_time_is_the_start_to_start_period_not_the_call() ->
     steps = [Step(i, 100.0 + i * 0.0016, 0.001, None) for i in range(40)]
     loop = StepSeries("function", "tf.function step", steps, 32)
     profile = ProfileRecord("stopped", "/r", "tf.function step", [10, 11, 12, 13, 14], None)
-    f = run_progress.throughput(obs(series=[loop], profile=profile), warmup=10)
+    f = run_throughput.throughput(obs(series=[loop], profile=profile), warmup=10)
     (row,) = f.evidence["loops"]
     # the profiled steps and the one after them, and the last call (no next start)
     assert row["timed_steps"] == 40 - 10 - 5 - 1 - 1
@@ -257,17 +257,17 @@ def test_eager_scopes_on_missing_devices_and_created_devices_left_idle() -> None
                                           "function": "<module>"})
     here = DeviceScope("/CPU:0", {"file": "/x/guide.py", "line": 30, "function": "<module>"})
     o = obs(devices=snapshot(["/device:CPU:0"]), device_scopes=[scope, here])
-    f = run_verdicts.soft_placement(o, {}, eager_by_device={"/device:CPU:0": 3})
+    f = run_placement.soft_placement(o, {}, eager_by_device={"/device:CPU:0": 3})
     assert f.status == "fail" and "tf.device('/device:GPU:2') at guide.py:17" in f.message
     assert "/device:CPU:0 (3)" in f.message and len(f.evidence["eager_pins_missing"]) == 1
     off = DeviceSnapshot("exit", [], ["/device:CPU:0"], [], False, True)  # it raised instead
-    assert run_verdicts.soft_placement(obs(devices=off, device_scopes=[scope]), {}).status \
+    assert run_placement.soft_placement(obs(devices=off, device_scopes=[scope]), {}).status \
         == "skip"
     split = ConfigCall(1, "tf.config.set_logical_device_configuration",
                        ["/physical_device:CPU:0", [{}, {}, {}]], {}, False, None, None, None)
     three = obs(devices=snapshot(["/device:CPU:0", "/device:CPU:1", "/device:CPU:2"]),
                 config_calls=[split], strategies=[mirrored(["/device:CPU:0", "/device:CPU:1"])])
-    used = run_verdicts.devices_used(three, {"/device:CPU:0": 9, "/device:CPU:1": 7}, None,
+    used = run_placement.devices_used(three, {"/device:CPU:0": 9, "/device:CPU:1": 7}, None,
                                      None, 5.0)
     assert used.status == "warn" and used.evidence["idle"] == ["/device:CPU:2"]
     assert "/device:CPU:2, created by the program" in used.message

@@ -27,7 +27,7 @@ from gpudiag.run import events, placedrows, tasks, tbwrite
 from gpudiag.run.options import Outcome, RunOptions
 from gpudiag.run.records import ProcessObservation
 from gpudiag.session import RunSession
-from gpudiag.verdicts import bottleneck, run_live, run_progress
+from gpudiag.verdicts import bottleneck, run_live, run_placement, run_progress, run_throughput
 from gpudiag.verdicts import gpu_use as gpu_verdicts
 from gpudiag.verdicts import run as run_verdicts
 
@@ -141,16 +141,16 @@ def _process_findings(session: RunSession, obs: ProcessObservation, proc: str,
     add = session.add
     add(run_verdicts.devices(obs, proc))
     add(run_verdicts.distribution(obs, log, proc))
-    add(run_verdicts.placement(obs, placed or None, eager, graph, reason, proc))
+    add(run_placement.placement(obs, placed or None, eager, graph, reason, proc))
     eager_by_device: dict[str, int] = {}
     for r in rows:
         if r.kind == "eager" and placementlog.is_work(r):
             eager_by_device[r.device] = eager_by_device.get(r.device, 0) + 1
-    add(run_verdicts.soft_placement(obs, graph_devices, proc, eager_by_device))
-    add(run_verdicts.devices_used(obs, placed or None, busy, nvml_gpus,
+    add(run_placement.soft_placement(obs, graph_devices, proc, eager_by_device))
+    add(run_placement.devices_used(obs, placed or None, busy, nvml_gpus,
                                   options.idle_threshold_percent, proc))
     add(run_progress.learning(obs, proc))
-    add(run_progress.throughput(obs, options.profile_warmup_steps, proc))
+    add(run_throughput.throughput(obs, options.profile_warmup_steps, proc))
     add(run_live.stall(obs, proc))
     add(run_live.finite_loss(obs, proc))
     add(run_progress.memory(obs, nvml_gpus, proc))

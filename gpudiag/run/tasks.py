@@ -41,7 +41,7 @@ from gpudiag.layout import (
 from gpudiag.report import Finding, Report, now_iso
 from gpudiag.report import save as save_report
 from gpudiag.run.records import ProcessObservation, TaskReport
-from gpudiag.verdicts import run_cluster, run_progress
+from gpudiag.verdicts import run_cluster, run_throughput
 
 CLUSTER_REPORT_COMMAND = "run-cluster"
 
@@ -79,7 +79,7 @@ def _progress(obs: ProcessObservation, warmup: int) -> dict[str, Any]:
     out: dict[str, Any] = {"loop": series.label, "steps": max(s.index for s in series.steps) + 1,
                            "first_loss": losses[0] if losses else None,
                            "last_loss": losses[-1] if losses else None}
-    timing = run_progress.loop_timing(obs, series, warmup)
+    timing = run_throughput.loop_timing(obs, series, warmup)
     if timing is not None:
         out["step_s_median"] = timing["step_s_median"]
         out["examples_per_s"] = timing.get("examples_per_s")
