@@ -114,3 +114,38 @@ def test_each_task_s_gpus_from_its_machine_s_nvml_are_in_the_report() -> None:
     assert "worker-1 (pid 1001 on node-a, 30 steps, median 4.0 ms/step, no GPU in use by it " \
         "(NVML)" in f.message
     assert f.evidence["tasks"][0]["gpus"] == [gpu]
+
+
+PS_SPEC = {"worker": ["127.0.0.1:2222", "127.0.0.1:2223"], "ps": ["127.0.0.1:2224"]}
+
+
+def _in_process(task_type: str, index: int, via: str) -> TaskReport:
+    return replace(task(index, spec=PS_SPEC, pid=500, steps=0, loop=None, first_loss=None,
+                        last_loss=None, step_s_median=None, run_dir="/runs/r"),
+                   task_type=task_type, via=via, in_process=True,
+                   ops_by_task={"worker-0": {"/device:CPU:0": 40},
+                                "worker-1": {"/device:CPU:0": 38},
+                                "ps-0": {"/device:CPU:0": 90}},
+                   variables_by_task={"ps-0": 5})
+
+
+def test_an_in_process_parameter_server_cluster_s_coordinator_is_not_outside_the_spec() -> None:
+    """The tutorial's cluster: the spec names the workers and ps only; TensorFlow adds the
+    coordinator's job (chief) itself. One process serves every task."""
+    tasks = [_in_process("worker", 0, run_cluster.SERVER),
+             _in_process("worker", 1, run_cluster.SERVER),
+             _in_process("ps", 0, run_cluster.SERVER),
+             _in_process("chief", 0, run_cluster.PSS)]
+    f = run_cluster.cluster(tasks)
+    assert f.status == "ok", f.message
+    assert f.evidence["unknown"] == [] and f.evidence["missing"] == []
+    assert f.evidence["coordinator_added_by_tensorflow"] == ["chief-0"]
+    assert "asynchronous" in f.message and "in-process: pid 500" in f.message
+    # counted once although every task of the run carries the run's counts
+    assert f.evidence["ops_by_task"]["ps-0"] == {"/device:CPU:0": 90}
+    assert "variables created on: ps-0 5" in f.message
+
+
+def test_a_task_outside_the_spec_is_still_named_when_it_is_not_a_coordinator() -> None:
+    f = run_cluster.cluster([task(0), task(1), replace(task(0), task_type="evaluator")])
+    assert f.status == "fail" and "evaluator-0 is not in the cluster spec" in f.message

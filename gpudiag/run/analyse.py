@@ -19,7 +19,7 @@ from typing import Any
 from gpudiag import catalogue
 from gpudiag.layout import NVML_TB_RUN, TAG_RUN_TABLE
 from gpudiag.markdown import markdown_table
-from gpudiag.readers import placementlog, traces
+from gpudiag.readers import clusterplacement, placementlog, traces
 from gpudiag.readers.placementlog import PlacementRow
 from gpudiag.report import Finding
 from gpudiag.run import events, tasks, tbwrite
@@ -28,7 +28,7 @@ from gpudiag.run.records import ProcessObservation
 from gpudiag.session import RunSession
 from gpudiag.verdicts import gpu_use as gpu_verdicts
 from gpudiag.verdicts import run as run_verdicts
-from gpudiag.verdicts import run_progress
+from gpudiag.verdicts import run_progress, run_ps
 
 
 def log_reason(obs: ProcessObservation, options: RunOptions) -> str | None:
@@ -103,17 +103,21 @@ def trace_of(obs: ProcessObservation, rows: list[PlacementRow]
 def _process_findings(session: RunSession, obs: ProcessObservation, proc: str,
                       rows: list[PlacementRow], reason: str | None,
                       log: list[catalogue.LogMatch], nvml_gpus: list[dict[str, Any]] | None,
-                      options: RunOptions) -> dict[str, Any]:
+                      options: RunOptions, stderr: str) -> dict[str, Any]:
     placed, eager, graph, graph_devices = placement_data(rows)
     summary, trace_reason = trace_of(obs, rows)
     busy = summary.busy_by_device() if summary and summary.attributed() else None
     add = session.add
     add(run_verdicts.devices(obs, proc))
-    add(run_verdicts.distribution(obs, log, proc))
+    # a parameter-server coordinator's work ran on the cluster's tasks: counted there
+    by_task = clusterplacement.ops_by_task(stderr) if run_ps.coordinator(obs) else {}
+    add(run_ps.distribution(run_verdicts.distribution(obs, log, proc), obs, by_task,
+                            clusterplacement.variables_by_task(stderr) if by_task else {}))
     add(run_verdicts.placement(obs, placed or None, eager, graph, reason, proc))
     add(run_verdicts.soft_placement(obs, graph_devices, proc))
-    add(run_verdicts.devices_used(obs, placed or None, busy, nvml_gpus,
-                                  options.idle_threshold_percent, proc))
+    add(run_ps.devices_used(run_verdicts.devices_used(obs, placed or None, busy, nvml_gpus,
+                                                      options.idle_threshold_percent, proc),
+                            obs, by_task))
     add(run_progress.learning(obs, proc))
     add(run_progress.throughput(obs, options.profile_warmup_steps, proc))
     add(run_progress.memory(obs, nvml_gpus, proc))
@@ -158,7 +162,7 @@ def report(session: RunSession, argv: list[str], outcome: Outcome, options: RunO
             rows, reason = placement_rows(stderr, obs, len(tf_procs))
         placement_total += len(rows)
         processes.append(_process_findings(session, obs, proc, rows, reason,
-                                           log, nvml_gpus, options))
+                                           log, nvml_gpus, options, stderr))
     if tf_procs:
         overridden = [o for o in tf_procs if o.cpp_log_level_overridden]
         session.add(run_verdicts.tf_log(log, log_reason(overridden[0], options)

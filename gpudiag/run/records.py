@@ -225,6 +225,13 @@ class TaskReport:
     # of the machine when NVML does not list processes ({index, name, util_p95_percent,
     # peak_memory_used_bytes, this_process}); None without NVML
     gpus: list[dict[str, Any]] | None = None
+    # several tasks of the cluster served by this one process (the tutorial's in-process
+    # cluster: tf.distribute.Server for each worker and ps, the coordinator beside them)
+    in_process: bool = False
+    # {task: {device: ops}} TensorFlow's placement log in this task's run placed on each
+    # task of the cluster (readers.clusterplacement); the same for every task of one run
+    ops_by_task: dict[str, dict[str, int]] = field(default_factory=dict)
+    variables_by_task: dict[str, int] = field(default_factory=dict)  # likewise: VarHandleOps
 
     @property
     def task(self) -> str:

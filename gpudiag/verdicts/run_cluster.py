@@ -11,11 +11,16 @@ from collections.abc import Sequence
 from typing import Any
 
 from gpudiag.cluster.tfconfig import is_loopback_address
+from gpudiag.readers import clusterplacement
 from gpudiag.report import Finding, Status
 from gpudiag.run.records import TaskReport
 from gpudiag.verdicts.cluster import NOT_FORMED_ADVICE
 
 SERVER = "tf.distribute.Server"
+PSS = "ParameterServerStrategy"
+ASYNC_PS = ("asynchronous: the coordinator dispatches each step to whichever worker is "
+            "free; each worker reads the variables from the parameter servers and applies "
+            "its own update there, waiting for no other worker")
 DUPLICATE_ADVICE = (
     "Give every process its own task: TF_CONFIG's task.index (or the task_index you pass) "
     "must differ between the processes of one job, and each address may be used once.")
@@ -39,13 +44,29 @@ def expected_tasks(spec: dict[str, list[str]]) -> list[str]:
     return [f"{job}-{i}" for job, addresses in spec.items() for i in range(len(addresses))]
 
 
+def _coordinators(tasks: Sequence[TaskReport], spec: dict[str, list[str]]) -> list[str]:
+    """A ParameterServerStrategy coordinator whose job the spec does not name: TensorFlow
+    adds it itself (eager/remote.py connect_to_cluster adds the coordinator's job, on a
+    local port, when the cluster spec lacks it), as the tutorial's in-process cluster has
+    it. It is part of the cluster, not a task outside the spec."""
+    return list(dict.fromkeys(t.task for t in tasks
+                              if t.via == PSS and t.task_type not in spec))
+
+
+def _work(tasks: Sequence[TaskReport]) -> dict[str, dict[str, int]]:
+    """Ops TensorFlow placed on each task, summed over the runs that saw the tasks (each
+    run's log once: every task of one run carries the same counts)."""
+    per_run = {t.run_dir: t.ops_by_task for t in tasks if t.ops_by_task}
+    return clusterplacement.merge(list(per_run.values()))
+
+
 def _kind(tasks: Sequence[TaskReport]) -> str:
     vias = {t.via for t in tasks}
-    for name in ("MultiWorkerMirroredStrategy", "ParameterServerStrategy"):
+    for name in ("MultiWorkerMirroredStrategy", PSS):
         if name in vias:
             return name
     if "ps" in tasks[-1].cluster_spec:
-        return "ParameterServerStrategy"
+        return PSS
     return next(iter(vias - {SERVER, "TF_CONFIG"}), "TF_CONFIG")
 
 
@@ -63,7 +84,11 @@ def _describe(t: TaskReport) -> str:
             step += f", {t.examples_per_s:,.0f} examples/s"
         parts.append(step)
     elif t.via == SERVER:
-        parts.append("served (no loop of its own)")
+        parts.append("served in the coordinator's process (in-process cluster)"
+                     if t.in_process else "served (no loop of its own)")
+    elif t.via == PSS:
+        parts.append("coordinator: dispatched the steps (ClusterCoordinator closures are "
+                     "not timed here)")
     if t.gpus is not None:
         mine = any(g.get("this_process") for g in t.gpus)
         gpus = ", ".join(f"GPU {g['index']} p95 {g['util_p95_percent']:.0f} %"
@@ -108,7 +133,7 @@ def cluster(tasks: Sequence[TaskReport], *, check_id: str = "run.cluster",
                 restarts[t.task] = restarts.get(t.task, 0) + 1
         latest[t.task] = t
     spec = tasks[-1].cluster_spec
-    expected = expected_tasks(spec)
+    expected = expected_tasks(spec) + _coordinators(tasks, spec)
     missing = [name for name in expected if name not in latest]
     unknown = [name for name in latest if name not in expected]
     seen = [latest[n] for n in expected if n in latest] + [latest[n] for n in unknown]
@@ -121,8 +146,21 @@ def cluster(tasks: Sequence[TaskReport], *, check_id: str = "run.cluster",
     hosts = sorted({t.host for t in seen})
     loopback = [a for addresses in spec.values() for a in addresses if is_loopback_address(a)]
 
-    head = (f"{kind} cluster of {len(expected)} task(s) ({', '.join(expected)}); "
-            f"{len(seen)} seen in {scope}: " + "; ".join(_describe(t) for t in seen))
+    in_process = sorted({t.pid for t in seen if t.in_process})
+    head = (f"{kind} cluster of {len(expected)} task(s) ({', '.join(expected)})"
+            + (f" ({ASYNC_PS})" if kind == PSS else "")
+            + (f", in-process: pid {', '.join(map(str, in_process))} served "
+               f"{', '.join(t.task for t in seen if t.pid in in_process)}"
+               if in_process else "")
+            + f"; {len(seen)} seen in {scope}: " + "; ".join(_describe(t) for t in seen))
+    work = _work(seen)
+    variables = clusterplacement.merge_counts(
+        list({t.run_dir: t.variables_by_task for t in seen if t.variables_by_task}.values()))
+    if variables:
+        head += "; variables created on: " + ", ".join(f"{k} {n}" for k, n in variables.items())
+    if work:
+        head += ("; TensorFlow's placement log placed work on: "
+                 + clusterplacement.listing(work))
     rates = [t.examples_per_s for t in seen if t.examples_per_s]
     if len(rates) > 1 and len(rates) == len([t for t in seen if t.steps]):
         head += f"; together {sum(rates):,.0f} examples/s (the sum of what each measured)"
@@ -132,6 +170,8 @@ def cluster(tasks: Sequence[TaskReport], *, check_id: str = "run.cluster",
         "died": [t.task for t in died], "duplicates": {k: [f"{t.host}:{t.pid}" for t in v]
                                                       for k, v in duplicates.items()},
         "restarts": restarts, "hosts": hosts, "earlier_runs_left_out": earlier,
+        "coordinator_added_by_tensorflow": _coordinators(tasks, spec),
+        "in_process_pids": in_process, "ops_by_task": work, "variables_by_task": variables,
         "tasks": [{"task": t.task, "via": t.via, "joined": t.joined, "host": t.host,
                    "pid": t.pid, "run_dir": t.run_dir, "steps": t.steps,
                    "step_s_median": t.step_s_median, "examples_per_s": t.examples_per_s,
