@@ -55,18 +55,40 @@ def ops_by_task(text: str) -> dict[str, dict[str, int]]:
     return out
 
 
+_VARIABLE_OPS = frozenset({"VarHandleOp", "VariableV2", "Variable"})
+_GRAPH_NODE = re.compile(r"placer\.cc:\d+\]\s+(?P<node>.+?): \((?P<type>[^)]+)\): "
+                         r"(?P<device>/\S+)\s*$")
+
+
 def variables_by_task(text: str) -> dict[str, int]:
-    """{task: resource variables created there}: each ``VarHandleOp`` a task executed
-    (eagerly: TF2 creates every variable that way; the coordinator's ``Executing op
-    VarHandleOp on task ...`` dispatch lines are not counted, the task's own are)."""
+    """{task: variables created there}: each ``VarHandleOp`` a task executed eagerly (TF2
+    creates every variable that way; the coordinator's ``Executing op VarHandleOp on task
+    ...`` dispatch lines are not counted, the task's own are), and each distinct variable
+    node a tf.compat.v1 graph placed on it (``w: (VariableV2): /job:ps/...``; a graph is
+    placed again for each Session, its nodes counted once)."""
     counts: Counter[str] = Counter()
+    nodes: set[tuple[str, str]] = set()
     for line in text.splitlines():
+        graph = _GRAPH_NODE.search(line)
+        if graph is not None:
+            where = task_device(graph["device"])
+            if graph["type"] in _VARIABLE_OPS and where is not None:
+                nodes.add((where[0], graph["node"]))
+            continue
         eager = _EAGER.search(line)
         if eager is not None and eager["op"] == "VarHandleOp":
             where = task_device(eager["device"])
             if where is not None:
                 counts[where[0]] += 1
+    for task, _node in nodes:
+        counts[task] += 1
     return dict(sorted(counts.items()))
+
+
+def sync_replicas(text: str) -> bool:
+    """The log placed tf.train.SyncReplicasOptimizer's token queue (``sync_token_q``, the
+    queue its chief fills once per aggregated update): synchronous between-graph training."""
+    return any("sync_token_q" in line and "placer.cc" in line for line in text.splitlines())
 
 
 def merge(parts: list[dict[str, dict[str, int]]]) -> dict[str, dict[str, int]]:

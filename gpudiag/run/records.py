@@ -232,6 +232,12 @@ class TaskReport:
     # task of the cluster (readers.clusterplacement); the same for every task of one run
     ops_by_task: dict[str, dict[str, int]] = field(default_factory=dict)
     variables_by_task: dict[str, int] = field(default_factory=dict)  # likewise: VarHandleOps
+    sessions: int = 0  # tf.compat.v1 Sessions its process created (TF1 between-graph)
+    sync_replicas: bool = False  # its log placed tf.train.SyncReplicasOptimizer's queues
+    # the tasks TensorFlow's master was "still waiting for response from" when it ended
+    # (CreateSession could not reach them), and how many times it said so
+    waiting_for: list[str] = field(default_factory=list)
+    waiting_lines: int = 0
 
     @property
     def task(self) -> str:

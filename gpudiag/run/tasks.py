@@ -133,6 +133,7 @@ def task_reports(tf_procs: Sequence[ProcessObservation], stderr: str, *, run_dir
     stragglers = messages.stragglers(stderr)
     lost = messages.lost_peers(stderr)
     placed = clusterplacement.ops_by_task(stderr)
+    waiting_for, waiting_lines = messages.still_waiting(stderr)
     out = []
     for obs in tf_procs:
         found = identity(obs)
@@ -147,7 +148,10 @@ def task_reports(tf_procs: Sequence[ProcessObservation], stderr: str, *, run_dir
             "returncode": returncode if obs.ppid == parent_pid else None,
             "stragglers": stragglers, "lost_peers": lost, "gpus": _gpus(obs.pid, nvml_gpus),
             "ops_by_task": placed,
-            "variables_by_task": clusterplacement.variables_by_task(stderr)}
+            "variables_by_task": clusterplacement.variables_by_task(stderr),
+            "sessions": len(obs.sessions),
+            "sync_replicas": clusterplacement.sync_replicas(stderr),
+            "waiting_for": waiting_for, "waiting_lines": waiting_lines}
         others = [h for h in hosted(obs) if (h[0], h[1]) != (task_type, task_id)]
         for o_type, o_id, o_spec, o_via, o_outcome in others:
             out.append(TaskReport(task_type=o_type, task_id=o_id,

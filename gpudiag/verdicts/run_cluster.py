@@ -18,6 +18,18 @@ from gpudiag.verdicts.cluster import NOT_FORMED_ADVICE
 
 SERVER = "tf.distribute.Server"
 PSS = "ParameterServerStrategy"
+BETWEEN_GRAPH = "between-graph replication (tf.compat.v1, no tf.distribute strategy)"
+ASYNC_BG = ("asynchronous: each worker runs its own copy of the graph and applies its "
+            "updates to the variables on the parameter servers as it goes, waiting for no "
+            "other worker (no tf.train.SyncReplicasOptimizer)")
+SYNC_BG = ("synchronous: tf.train.SyncReplicasOptimizer aggregates the workers' gradients "
+           "and the chief applies one update per round (each worker waits for the round)")
+WAITING_ADVICE = (
+    "A tf.compat.v1 Session waits for every task of the cluster spec: start the task it "
+    "waits for, or, when that task has already finished (the chief ended before this "
+    "worker was ready: a non-chief checks every 30 s), let each worker see only the ps and "
+    "itself: tf.compat.v1.ConfigProto(device_filters=['/job:ps', "
+    "'/job:worker/task:%d' % task_index]) passed as MonitoredTrainingSession(config=...).")
 ASYNC_PS = ("asynchronous: the coordinator dispatches each step to whichever worker is "
             "free; each worker reads the variables from the parameter servers and applies "
             "its own update there, waiting for no other worker")
@@ -65,6 +77,8 @@ def _kind(tasks: Sequence[TaskReport]) -> str:
     for name in ("MultiWorkerMirroredStrategy", PSS):
         if name in vias:
             return name
+    if any(t.sessions for t in tasks):
+        return BETWEEN_GRAPH
     if "ps" in tasks[-1].cluster_spec:
         return PSS
     return next(iter(vias - {SERVER, "TF_CONFIG"}), "TF_CONFIG")
@@ -72,11 +86,15 @@ def _kind(tasks: Sequence[TaskReport]) -> str:
 
 def _describe(t: TaskReport) -> str:
     parts = [f"pid {t.pid} on {t.host}"]
+    if _never_trained(t):
+        parts.append(f"never trained: TensorFlow was still waiting for "
+                     f"{', '.join(t.waiting_for)} ({t.waiting_lines} time(s) "
+                     "'CreateSession still waiting for response from worker')")
     if t.joined == "waiting":
         parts.append("still waiting for the cluster when it ended")
     elif t.joined == "failed":
         parts.append("failed to join")
-    if t.steps:
+    if t.steps and not _never_trained(t):
         step = f"{t.steps} steps"
         if t.step_s_median:
             step += f", median {t.step_s_median * 1e3:.1f} ms/step"
@@ -101,6 +119,20 @@ def _describe(t: TaskReport) -> str:
     if t.crash:
         parts.append(t.crash)
     return f"{t.task} ({', '.join(parts)})"
+
+
+def _never_trained(t: TaskReport) -> bool:
+    """Its Session never started: TensorFlow's master was still waiting for a task when
+    the process ended (stopped, killed): whatever runs it made were before that."""
+    return bool(t.waiting_for) and (t.interrupted or not t.exited)
+
+
+def _mode(kind: str, tasks: Sequence[TaskReport]) -> str:
+    if kind == PSS:
+        return f" ({ASYNC_PS})"
+    if kind == BETWEEN_GRAPH:
+        return f" ({SYNC_BG if any(t.sync_replicas for t in tasks) else ASYNC_BG})"
+    return ""
 
 
 def _died(t: TaskReport) -> bool:
@@ -147,8 +179,9 @@ def cluster(tasks: Sequence[TaskReport], *, check_id: str = "run.cluster",
     loopback = [a for addresses in spec.values() for a in addresses if is_loopback_address(a)]
 
     in_process = sorted({t.pid for t in seen if t.in_process})
+    never = [t for t in seen if _never_trained(t)]
     head = (f"{kind} cluster of {len(expected)} task(s) ({', '.join(expected)})"
-            + (f" ({ASYNC_PS})" if kind == PSS else "")
+            + _mode(kind, seen)
             + (f", in-process: pid {', '.join(map(str, in_process))} served "
                f"{', '.join(t.task for t in seen if t.pid in in_process)}"
                if in_process else "")
@@ -171,6 +204,9 @@ def cluster(tasks: Sequence[TaskReport], *, check_id: str = "run.cluster",
                                                       for k, v in duplicates.items()},
         "restarts": restarts, "hosts": hosts, "earlier_runs_left_out": earlier,
         "coordinator_added_by_tensorflow": _coordinators(tasks, spec),
+        "never_trained": [t.task for t in never],
+        "mode": ("synchronous" if any(t.sync_replicas for t in seen) else "asynchronous")
+        if kind in (PSS, BETWEEN_GRAPH) else None,
         "in_process_pids": in_process, "ops_by_task": work, "variables_by_task": variables,
         "tasks": [{"task": t.task, "via": t.via, "joined": t.joined, "host": t.host,
                    "pid": t.pid, "run_dir": t.run_dir, "steps": t.steps,
@@ -196,6 +232,11 @@ def cluster(tasks: Sequence[TaskReport], *, check_id: str = "run.cluster",
                          + (f" ({', '.join(n for n in absent if n in missing)} never ran "
                             f"under gpudiag in {scope})" if set(absent) & set(missing)
                             else ""), NOT_FORMED_ADVICE))
+    if never:
+        problems.append(("fail", "; ".join(
+            f"{t.task} never trained: it waited for {', '.join(t.waiting_for)} (TensorFlow: "
+            f"'CreateSession still waiting for response from worker', {t.waiting_lines} "
+            "time(s), every 10 s) until it was stopped" for t in never), WAITING_ADVICE))
     if len(hosts) > 1 and loopback:
         problems.append(("fail", f"TF_CONFIG names {', '.join(loopback)} but the tasks ran "
                          f"on {len(hosts)} machines ({', '.join(hosts)}): a loopback "
