@@ -149,3 +149,38 @@ def test_an_in_process_parameter_server_cluster_s_coordinator_is_not_outside_the
 def test_a_task_outside_the_spec_is_still_named_when_it_is_not_a_coordinator() -> None:
     f = run_cluster.cluster([task(0), task(1), replace(task(0), task_type="evaluator")])
     assert f.status == "fail" and "evaluator-0 is not in the cluster spec" in f.message
+
+
+TF1_SPEC = {"ps": ["127.0.0.1:2224"], "worker": ["127.0.0.1:2222", "127.0.0.1:2223"]}
+
+
+def _tf1(task_type: str, index: int, **fields: object) -> TaskReport:
+    base = replace(task(index, spec=TF1_SPEC, run_dir=f"/runs/{task_type}{index}"),
+                   task_type=task_type, via=run_cluster.SERVER,
+                   sessions=2 if task_type == "worker" else 0,
+                   variables_by_task={"ps-0": 3})
+    return replace(base, **fields)  # type: ignore[arg-type]
+
+
+def test_tf1_between_graph_replication_is_named_so_async_or_sync_and_variables_once() -> None:
+    tasks = [_tf1("ps", 0, steps=0), _tf1("worker", 0), _tf1("worker", 1)]
+    f = run_cluster.cluster(tasks)
+    assert f.status == "ok", f.message
+    assert f.message.startswith("between-graph replication (tf.compat.v1, no "
+                                "tf.distribute strategy) cluster of 3 task(s)")
+    assert "ParameterServerStrategy" not in f.message
+    assert f.evidence["mode"] == "asynchronous" and "asynchronous" in f.message
+    # each worker's graph placed the same 3 ps variables: 3, not 6
+    assert f.evidence["variables_by_task"] == {"ps-0": 3}
+    sync = run_cluster.cluster([replace(t, sync_replicas=True) for t in tasks])
+    assert sync.evidence["mode"] == "synchronous" and "SyncReplicasOptimizer" in sync.message
+
+
+def test_a_tf1_worker_whose_session_never_started_is_a_fail_not_ok_with_one_step() -> None:
+    stuck = _tf1("worker", 1, steps=1, exited=False, interrupted=True, returncode=-15,
+                 waiting_for=["worker-0"], waiting_lines=3)
+    f = run_cluster.cluster([_tf1("ps", 0, steps=0), _tf1("worker", 0), stuck])
+    assert f.status == "fail"
+    assert "worker-1 never trained: it waited for worker-0" in f.message
+    assert "1 steps" not in f.message and f.evidence["never_trained"] == ["worker-1"]
+    assert "device_filters" in f.advice

@@ -62,3 +62,26 @@ def test_the_coordinator_s_distribution_says_asynchronous_and_where_work_and_var
     # a process that is not a coordinator keeps its finding
     other = ProcessObservation(pid=2, ppid=0, argv=[], start_env={})
     assert run_ps.distribution(base, other, {"worker-0": {"/device:CPU:0": 7}}, {}) is base
+
+
+def test_a_tf1_worker_s_findings_say_where_its_compute_and_the_variables_are() -> None:
+    spec = {"ps": ["127.0.0.1:3"], "worker": ["127.0.0.1:1", "127.0.0.1:2"]}
+    obs = ProcessObservation(pid=3, ppid=0, argv=[], start_env={}, sessions=[{}],
+                             cluster_joins=[ClusterJoin("tf.distribute.Server", "worker", 1,
+                                                        spec, "joined")])
+    base = Finding("run.distribution", "ok", "no tf.distribute strategy created")
+    f = run_ps.distribution(base, obs, {"worker-1": {"/device:CPU:0": 135},
+                                        "ps-0": {"/device:CPU:0": 57}}, {"ps-0": 3})
+    assert "between-graph replication" in f.message and "worker-1 of 2 worker(s)" in f.message
+    assert "compute on worker-1 135 ops" in f.message and "variables on ps-0 3" in f.message
+
+
+def test_the_loss_a_monitored_session_fetches_is_read_from_its_nested_result() -> None:
+    import numpy as np
+
+    from gpudiag.inprogram.sessions import _first_scalar
+
+    # MonitoredTrainingSession runs {"caller": [train_op, loss, global_step], <hook>: ...}
+    assert _first_scalar({"caller": [None, np.float32(0.25), np.int64(7)],
+                          "hook": np.int64(7)}) == 0.25
+    assert _first_scalar([None, np.int64(3)]) is None

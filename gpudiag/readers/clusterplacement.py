@@ -102,11 +102,12 @@ def merge(parts: list[dict[str, dict[str, int]]]) -> dict[str, dict[str, int]]:
     return dict(sorted(out.items()))
 
 
-def merge_counts(parts: list[dict[str, int]]) -> dict[str, int]:
+def most(parts: list[dict[str, int]]) -> dict[str, int]:
+    """Per task, the largest of several runs' counts."""
     out: dict[str, int] = {}
     for part in parts:
         for task, n in part.items():
-            out[task] = out.get(task, 0) + n
+            out[task] = max(out.get(task, 0), n)
     return dict(sorted(out.items()))
 
 

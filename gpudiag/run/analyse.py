@@ -109,8 +109,8 @@ def _process_findings(session: RunSession, obs: ProcessObservation, proc: str,
     busy = summary.busy_by_device() if summary and summary.attributed() else None
     add = session.add
     add(run_verdicts.devices(obs, proc))
-    # a parameter-server coordinator's work ran on the cluster's tasks: counted there
-    by_task = clusterplacement.ops_by_task(stderr) if run_ps.coordinator(obs) else {}
+    # a parameter-server coordinator's (or TF1 worker's) work ran on the cluster's tasks
+    by_task = clusterplacement.ops_by_task(stderr) if run_ps.cluster_process(obs) else {}
     add(run_ps.distribution(run_verdicts.distribution(obs, log, proc), obs, by_task,
                             clusterplacement.variables_by_task(stderr) if by_task else {}))
     add(run_verdicts.placement(obs, placed or None, eager, graph, reason, proc))

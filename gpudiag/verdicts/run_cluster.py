@@ -101,7 +101,7 @@ def _describe(t: TaskReport) -> str:
         if t.examples_per_s:
             step += f", {t.examples_per_s:,.0f} examples/s"
         parts.append(step)
-    elif t.via == SERVER:
+    elif t.via == SERVER and not t.sessions:
         parts.append("served in the coordinator's process (in-process cluster)"
                      if t.in_process else "served (no loop of its own)")
     elif t.via == PSS:
@@ -187,7 +187,9 @@ def cluster(tasks: Sequence[TaskReport], *, check_id: str = "run.cluster",
                if in_process else "")
             + f"; {len(seen)} seen in {scope}: " + "; ".join(_describe(t) for t in seen))
     work = _work(seen)
-    variables = clusterplacement.merge_counts(
+    # the most any one run's log placed: each between-graph worker's graph places the same
+    # ps variables again, so the runs' counts are not added
+    variables = clusterplacement.most(
         list({t.run_dir: t.variables_by_task for t in seen if t.variables_by_task}.values()))
     if variables:
         head += "; variables created on: " + ", ".join(f"{k} {n}" for k, n in variables.items())

@@ -29,11 +29,45 @@ def coordinator(obs: ProcessObservation) -> bool:
     return any(s.class_name in PSS_CLASSES for s in obs.strategies)
 
 
+def between_graph_worker(obs: ProcessObservation) -> str | None:
+    """``worker-1`` when the process is a worker of TF1 between-graph replication: it
+    started a tf.compat.v1 Server as a worker and ran its own Sessions, no strategy."""
+    if obs.strategies or not obs.sessions:
+        return None
+    for join in reversed(obs.cluster_joins):
+        if join.via == "tf.distribute.Server" and join.task_type == "worker":
+            return f"worker-{join.task_id}"
+    return None
+
+
+def cluster_process(obs: ProcessObservation) -> bool:
+    """Its work ran on a cluster's tasks: a coordinator, or a between-graph worker."""
+    return coordinator(obs) or between_graph_worker(obs) is not None
+
+
 def _spec(obs: ProcessObservation) -> dict[str, list[str]]:
     for join in reversed(obs.cluster_joins):
-        if join.via == "ParameterServerStrategy" and join.cluster_spec:
+        if join.cluster_spec and join.via in ("ParameterServerStrategy",
+                                              "tf.distribute.Server"):
             return join.cluster_spec
     return {}
+
+
+def _between_graph(base: Finding, obs: ProcessObservation, me: str,
+                   by_task: dict[str, dict[str, int]], variables: dict[str, int]) -> Finding:
+    spec = _spec(obs)
+    mine = {t: d for t, d in by_task.items() if t == me}
+    ps = _tasks(by_task, "ps")
+    text = (f"no tf.distribute strategy: between-graph replication (tf.compat.v1), this "
+            f"process {me} of {len(spec.get('worker', []))} worker(s) and "
+            f"{len(spec.get('ps', []))} parameter server(s). TensorFlow's placement log: "
+            f"compute on {listing(mine) or me + ' none'}; parameter servers "
+            f"{listing(ps) or 'none'}")
+    if variables:
+        text += "; variables on " + ", ".join(f"{k} {n}" for k, n in variables.items())
+    return replace(base, message=text, evidence={
+        **base.evidence, "between_graph_task": me, "ops_by_task": by_task,
+        "variables_by_task": variables})
 
 
 def _tasks(by_task: dict[str, dict[str, int]], job: str) -> dict[str, dict[str, int]]:
@@ -44,6 +78,9 @@ def distribution(base: Finding, obs: ProcessObservation, by_task: dict[str, dict
                  variables: dict[str, int]) -> Finding:
     """run.distribution of a coordinator: asynchronous, which workers ran the steps and
     which parameter servers hold the variables, from TensorFlow's placement log."""
+    me = between_graph_worker(obs)
+    if me is not None and by_task and base.status == "ok":
+        return _between_graph(base, obs, me, by_task, variables)
     if not coordinator(obs) or not by_task:
         return base
     spec = _spec(obs)
@@ -71,6 +108,11 @@ def devices_used(base: Finding, obs: ProcessObservation,
                  by_task: dict[str, dict[str, int]]) -> Finding:
     """run.every-device-used of a coordinator: every worker and parameter server of the
     spec got work (fail naming those that did not), each with its ops."""
+    if between_graph_worker(obs) is not None and by_task:
+        head = base.message.split(";", 1)[0]
+        return replace(base, evidence={**base.evidence, "ops_by_task": by_task},
+                       message=f"{head}; TensorFlow's placement log placed this worker's "
+                               f"graph on: {listing(by_task)}")
     if not coordinator(obs) or not by_task:
         return base
     spec = _spec(obs)
