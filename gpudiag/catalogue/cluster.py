@@ -161,4 +161,26 @@ ENTRIES: tuple[Entry, ...] = (
           "Waiting for model to be ready.  Ready_for_local_init_op:  None, ready: "
           "Variables not initialized: w, b, global_step",
           "python: tensorflow/python/training/session_manager.py"),
+    Entry("keras3-datasetcreator-removed", "crash", "distribute", "fail",
+          r"AttributeError: module 'keras\.utils' has no attribute 'experimental'",
+          "Keras 3 removed tf.keras.utils.experimental.DatasetCreator, which the "
+          "parameter-server tutorial's Model.fit section uses: under TensorFlow 2.16+ "
+          "tf.keras is Keras 3.",
+          "Keep the tutorial's Model.fit with tf_keras (pip install tf_keras, run with "
+          "TF_USE_LEGACY_KERAS=1, the version matching TensorFlow's), or use its custom "
+          "loop: ClusterCoordinator.create_per_worker_dataset(dataset_fn) and "
+          "coordinator.schedule(step_fn, ...).",
+          "AttributeError: module 'keras.utils' has no attribute 'experimental'",
+          "captured"),
+    Entry("keras3-sharded-variable", "crash", "distribute", "fail",
+          r"'ShardedVariable' object has no attribute 'handle'",
+          "ParameterServerStrategy's variable_partitioner split a variable into shards "
+          "(a ShardedVariable), which Keras 3 layers and optimizers do not support: the "
+          "gradient step fails on it (the tutorial's own check that the embedding has two "
+          "shards fails under Keras 3 for the same reason).",
+          "Under Keras 3 create the strategy without variable_partitioner (or with a "
+          "MinSizePartitioner whose min_shard_bytes keeps every variable whole); to shard "
+          "embeddings across parameter servers use tf_keras (TF_USE_LEGACY_KERAS=1).",
+          "AttributeError: 'ShardedVariable' object has no attribute 'handle'",
+          "captured"),
 )
