@@ -184,3 +184,18 @@ def test_a_tf1_worker_whose_session_never_started_is_a_fail_not_ok_with_one_step
     assert "worker-1 never trained: it waited for worker-0" in f.message
     assert "1 steps" not in f.message and f.evidence["never_trained"] == ["worker-1"]
     assert "device_filters" in f.advice
+
+
+def test_a_sync_chief_that_ends_minutes_after_its_last_step_is_explained() -> None:
+    chief = _tf1("worker", 0, sync_replicas=True, last_step_end_unix_s=130.0, ended_unix_s=252.0)
+    other = _tf1("worker", 1, sync_replicas=True, last_step_end_unix_s=130.0, ended_unix_s=131.0)
+    f = run_cluster.cluster([_tf1("ps", 0, steps=0, sync_replicas=True), chief, other])
+    assert f.status == "warn", f.message
+    assert "worker-0 ended 122 s after its last step" in f.message
+    assert "worker-1 ended" not in f.message
+    assert "stop_grace_period_secs" in f.advice
+    # asynchronous: said in the task's line, not a warning
+    f = run_cluster.cluster([_tf1("ps", 0, steps=0),
+                             replace(chief, sync_replicas=False), other])
+    assert f.status == "ok" and "worker-0 (pid 1000 on node-a, ended 122 s after" not in \
+        f.message and "ended 122 s after its last step" in f.message

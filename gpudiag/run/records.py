@@ -238,6 +238,7 @@ class TaskReport:
     # (CreateSession could not reach them), and how many times it said so
     waiting_for: list[str] = field(default_factory=list)
     waiting_lines: int = 0
+    last_step_end_unix_s: float | None = None  # when its longest loop's last step ended
 
     @property
     def task(self) -> str:

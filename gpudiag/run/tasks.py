@@ -91,9 +91,12 @@ def _progress(obs: ProcessObservation, warmup: int) -> dict[str, Any]:
     if series is None or not series.steps:
         return {}
     losses = [s.loss for s in series.steps if s.loss is not None]
+    ends = [s.start_unix_s + (s.duration_s or 0.0) for s in series.steps
+            if s.start_unix_s is not None]
     out: dict[str, Any] = {"loop": series.label, "steps": max(s.index for s in series.steps) + 1,
                            "first_loss": losses[0] if losses else None,
-                           "last_loss": losses[-1] if losses else None}
+                           "last_loss": losses[-1] if losses else None,
+                           "last_step_end_unix_s": max(ends) if ends else None}
     timing = run_progress.loop_timing(obs, series, warmup)
     if timing is not None:
         out["step_s_median"] = timing["step_s_median"]

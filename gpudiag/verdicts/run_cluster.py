@@ -24,6 +24,12 @@ ASYNC_BG = ("asynchronous: each worker runs its own copy of the graph and applie
             "other worker (no tf.train.SyncReplicasOptimizer)")
 SYNC_BG = ("synchronous: tf.train.SyncReplicasOptimizer aggregates the workers' gradients "
            "and the chief applies one update per round (each worker waits for the round)")
+SLOW_STOP_S = 30.0  # a task that ended this long after its last step: said, with why
+SYNC_STOP_ADVICE = (
+    "With tf.train.SyncReplicasOptimizer the chief's MonitoredTrainingSession, as it "
+    "closes, waits for its queue-runner threads (sync_token_q) up to the Coordinator's "
+    "stop grace period, 120 s by default: pass stop_grace_period_secs (a few seconds) to "
+    "tf.compat.v1.train.MonitoredTrainingSession to end sooner.")
 WAITING_ADVICE = (
     "A tf.compat.v1 Session waits for every task of the cluster spec: start the task it "
     "waits for, or, when that task has already finished (the chief ended before this "
@@ -114,11 +120,20 @@ def _describe(t: TaskReport) -> str:
                          for g in t.gpus)
         parts.append(("on " if mine else "its machine's NVML: ") + gpus if gpus
                      else "no GPU in use by it (NVML)")
+    tail = _after_last_step(t)
+    if tail is not None and tail > SLOW_STOP_S:
+        parts.append(f"ended {tail:.0f} s after its last step")
     if t.first_loss is not None and t.last_loss is not None:
         parts.append(f"loss {t.first_loss:.4g} -> {t.last_loss:.4g}")
     if t.crash:
         parts.append(t.crash)
     return f"{t.task} ({', '.join(parts)})"
+
+
+def _after_last_step(t: TaskReport) -> float | None:
+    if t.last_step_end_unix_s is None or t.ended_unix_s is None or not t.exited:
+        return None
+    return t.ended_unix_s - t.last_step_end_unix_s
 
 
 def _never_trained(t: TaskReport) -> bool:
@@ -239,6 +254,12 @@ def cluster(tasks: Sequence[TaskReport], *, check_id: str = "run.cluster",
             f"{t.task} never trained: it waited for {', '.join(t.waiting_for)} (TensorFlow: "
             f"'CreateSession still waiting for response from worker', {t.waiting_lines} "
             "time(s), every 10 s) until it was stopped" for t in never), WAITING_ADVICE))
+    slow = [t for t in seen if t.sync_replicas and (_after_last_step(t) or 0.0) > SLOW_STOP_S]
+    if slow and kind == BETWEEN_GRAPH:
+        problems.append(("warn", "; ".join(
+            f"{t.task} ended {_after_last_step(t):.0f} s after its last step (the "
+            "SyncReplicasOptimizer chief's stop grace period)" for t in slow),
+            SYNC_STOP_ADVICE))
     if len(hosts) > 1 and loopback:
         problems.append(("fail", f"TF_CONFIG names {', '.join(loopback)} but the tasks ran "
                          f"on {len(hosts)} machines ({', '.join(hosts)}): a loopback "
