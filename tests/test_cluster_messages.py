@@ -13,7 +13,14 @@ machine, two worker processes on 127.0.0.1 each:
 - sigterm_waiting_w0: worker 0 started alone, sent SIGTERM while it waited for worker 1
   (it went on waiting: TensorFlow's preemption notifier caught the signal);
 - auto_shard_w0: a from_tensor_slices dataset distributed, TF_CPP_VMODULE=auto_shard=2
-  (TensorFlow 2.21 logs this notice at VLOG level 2 only).
+  (TensorFlow 2.21 logs this notice at VLOG level 2 only);
+- tf1_chief_worker1_absent: tests/programs/tf1_between_graph.py's chief (worker 0) under
+  `gpudiag run` with its ps running and worker 1 never started (its first 40 lines);
+- keras3_datasetcreator: the tutorial's `tf.keras.utils.experimental.DatasetCreator(...)`
+  under Keras 3.15;
+- keras3_sharded_embedding: tests/programs/ps_tutorial_inprocess.py with its embedding
+  large enough for the tutorial's partitioner to shard it, under Keras 3.15 (traceback,
+  site-packages frames left out).
 """
 
 from __future__ import annotations
@@ -42,6 +49,9 @@ def found(name: str) -> dict[str, int]:
     ("keras3_fit_w0", {"cluster-waiting-for-tasks", "keras3-fit-perreplica"}),
     ("auto_shard_w0", {"cluster-waiting-for-tasks", "auto-shard-data"}),
     ("sigterm_waiting_w0", {"cluster-waiting-for-tasks", "tf-caught-sigterm"}),
+    ("tf1_chief_worker1_absent", {"session-waiting-for-task"}),
+    ("keras3_datasetcreator", {"keras3-datasetcreator-removed"}),
+    ("keras3_sharded_embedding", {"keras3-sharded-variable"}),
 ])
 def test_each_captured_run_is_recognised_as_what_happened(capture: str,
                                                           expected: set[str]) -> None:
@@ -92,3 +102,9 @@ def test_auto_shard_is_informational_with_the_policy_to_set() -> None:
     assert "AutoShardPolicy.DATA" in e.fix
     m = e.search((DATA / "auto_shard_w0.txt").read_text())
     assert m is not None and m.group("reason").startswith("Found an unshardable source dataset")
+
+
+def test_the_tasks_a_tf1_session_kept_waiting_for() -> None:
+    text = (DATA / "tf1_chief_worker1_absent.txt").read_text()
+    assert messages.still_waiting(text) == (["worker-1"], 32)
+    assert messages.still_waiting("") == ([], 0)

@@ -114,3 +114,88 @@ def test_each_task_s_gpus_from_its_machine_s_nvml_are_in_the_report() -> None:
     assert "worker-1 (pid 1001 on node-a, 30 steps, median 4.0 ms/step, no GPU in use by it " \
         "(NVML)" in f.message
     assert f.evidence["tasks"][0]["gpus"] == [gpu]
+
+
+PS_SPEC = {"worker": ["127.0.0.1:2222", "127.0.0.1:2223"], "ps": ["127.0.0.1:2224"]}
+
+
+def _in_process(task_type: str, index: int, via: str) -> TaskReport:
+    return replace(task(index, spec=PS_SPEC, pid=500, steps=0, loop=None, first_loss=None,
+                        last_loss=None, step_s_median=None, run_dir="/runs/r"),
+                   task_type=task_type, via=via, in_process=True,
+                   ops_by_task={"worker-0": {"/device:CPU:0": 40},
+                                "worker-1": {"/device:CPU:0": 38},
+                                "ps-0": {"/device:CPU:0": 90}},
+                   variables_by_task={"ps-0": 5})
+
+
+def test_an_in_process_parameter_server_cluster_s_coordinator_is_not_outside_the_spec() -> None:
+    """The tutorial's cluster: the spec names the workers and ps only; TensorFlow adds the
+    coordinator's job (chief) itself. One process serves every task."""
+    tasks = [_in_process("worker", 0, run_cluster.SERVER),
+             _in_process("worker", 1, run_cluster.SERVER),
+             _in_process("ps", 0, run_cluster.SERVER),
+             _in_process("chief", 0, run_cluster.PSS)]
+    f = run_cluster.cluster(tasks)
+    assert f.status == "ok", f.message
+    assert f.evidence["unknown"] == [] and f.evidence["missing"] == []
+    assert f.evidence["coordinator_added_by_tensorflow"] == ["chief-0"]
+    assert "asynchronous" in f.message and "in-process: pid 500" in f.message
+    # counted once although every task of the run carries the run's counts
+    assert f.evidence["ops_by_task"]["ps-0"] == {"/device:CPU:0": 90}
+    assert "variables created on: ps-0 5" in f.message
+
+
+def test_a_task_outside_the_spec_is_still_named_when_it_is_not_a_coordinator() -> None:
+    f = run_cluster.cluster([task(0), task(1), replace(task(0), task_type="evaluator")])
+    assert f.status == "fail" and "evaluator-0 is not in the cluster spec" in f.message
+
+
+TF1_SPEC = {"ps": ["127.0.0.1:2224"], "worker": ["127.0.0.1:2222", "127.0.0.1:2223"]}
+
+
+def _tf1(task_type: str, index: int, **fields: object) -> TaskReport:
+    base = replace(task(index, spec=TF1_SPEC, run_dir=f"/runs/{task_type}{index}"),
+                   task_type=task_type, via=run_cluster.SERVER,
+                   sessions=2 if task_type == "worker" else 0,
+                   variables_by_task={"ps-0": 3})
+    return replace(base, **fields)  # type: ignore[arg-type]
+
+
+def test_tf1_between_graph_replication_is_named_so_async_or_sync_and_variables_once() -> None:
+    tasks = [_tf1("ps", 0, steps=0), _tf1("worker", 0), _tf1("worker", 1)]
+    f = run_cluster.cluster(tasks)
+    assert f.status == "ok", f.message
+    assert f.message.startswith("between-graph replication (tf.compat.v1, no "
+                                "tf.distribute strategy) cluster of 3 task(s)")
+    assert "ParameterServerStrategy" not in f.message
+    assert f.evidence["mode"] == "asynchronous" and "asynchronous" in f.message
+    # each worker's graph placed the same 3 ps variables: 3, not 6
+    assert f.evidence["variables_by_task"] == {"ps-0": 3}
+    sync = run_cluster.cluster([replace(t, sync_replicas=True) for t in tasks])
+    assert sync.evidence["mode"] == "synchronous" and "SyncReplicasOptimizer" in sync.message
+
+
+def test_a_tf1_worker_whose_session_never_started_is_a_fail_not_ok_with_one_step() -> None:
+    stuck = _tf1("worker", 1, steps=1, exited=False, interrupted=True, returncode=-15,
+                 waiting_for=["worker-0"], waiting_lines=3)
+    f = run_cluster.cluster([_tf1("ps", 0, steps=0), _tf1("worker", 0), stuck])
+    assert f.status == "fail"
+    assert "worker-1 never trained: it waited for worker-0" in f.message
+    assert "1 steps" not in f.message and f.evidence["never_trained"] == ["worker-1"]
+    assert "device_filters" in f.advice
+
+
+def test_a_sync_chief_that_ends_minutes_after_its_last_step_is_explained() -> None:
+    chief = _tf1("worker", 0, sync_replicas=True, last_step_end_unix_s=130.0, ended_unix_s=252.0)
+    other = _tf1("worker", 1, sync_replicas=True, last_step_end_unix_s=130.0, ended_unix_s=131.0)
+    f = run_cluster.cluster([_tf1("ps", 0, steps=0, sync_replicas=True), chief, other])
+    assert f.status == "warn", f.message
+    assert "worker-0 ended 122 s after its last step" in f.message
+    assert "worker-1 ended" not in f.message
+    assert "stop_grace_period_secs" in f.advice
+    # asynchronous: said in the task's line, not a warning
+    f = run_cluster.cluster([_tf1("ps", 0, steps=0),
+                             replace(chief, sync_replicas=False), other])
+    assert f.status == "ok" and "worker-0 (pid 1000 on node-a, ended 122 s after" not in \
+        f.message and "ended 122 s after its last step" in f.message

@@ -136,4 +136,51 @@ ENTRIES: tuple[Entry, ...] = (
           "will apply DATA sharding policy as it failed to apply FILE sharding policy "
           "because of the following reason: Found an unshardable source dataset: "
           "goo.gle/debugproto   ", "captured"),
+    Entry("session-waiting-for-task", "log", "distribute", "warn",
+          r"CreateSession still waiting for response from worker: "
+          r"(?P<task>/job:\w+/replica:\d+/task:\d+)",
+          "A tf.compat.v1 Session (MonitoredTrainingSession, between-graph replication) "
+          "cannot start: TensorFlow's master waits for every task of the cluster spec and "
+          "the named one does not answer (not started, or already finished: a chief that "
+          "ended before a non-chief worker was ready, which checks every 30 s). It says "
+          "so every 10 s and waits forever.",
+          "Start the named task (a ps first); if it has already finished, let each worker "
+          "see only the parameter servers and itself: "
+          "tf.compat.v1.ConfigProto(device_filters=['/job:ps', '/job:worker/task:%d' % "
+          "task_index]) as MonitoredTrainingSession(config=...).",
+          "I0000 00:00:1795522554.400429    3914 master.cc:278] CreateSession still "
+          "waiting for response from worker: /job:worker/replica:0/task:1", "captured"),
+    Entry("session-waiting-for-model", "log", "distribute", "info",
+          r"Waiting for model to be ready\.",
+          "A non-chief worker found the variables not initialised yet and sleeps "
+          "(SessionManager's recovery_wait_secs, 30 s) before it looks again; the chief "
+          "initialises them. Normal at start-up; a worker that keeps saying it waits for a "
+          "chief that is not running.",
+          "Start the chief (worker task 0, is_chief=True); expect up to 30 s before a "
+          "non-chief worker trains.",
+          "Waiting for model to be ready.  Ready_for_local_init_op:  None, ready: "
+          "Variables not initialized: w, b, global_step",
+          "python: tensorflow/python/training/session_manager.py"),
+    Entry("keras3-datasetcreator-removed", "crash", "distribute", "fail",
+          r"AttributeError: module 'keras\.utils' has no attribute 'experimental'",
+          "Keras 3 removed tf.keras.utils.experimental.DatasetCreator, which the "
+          "parameter-server tutorial's Model.fit section uses: under TensorFlow 2.16+ "
+          "tf.keras is Keras 3.",
+          "Keep the tutorial's Model.fit with tf_keras (pip install tf_keras, run with "
+          "TF_USE_LEGACY_KERAS=1, the version matching TensorFlow's), or use its custom "
+          "loop: ClusterCoordinator.create_per_worker_dataset(dataset_fn) and "
+          "coordinator.schedule(step_fn, ...).",
+          "AttributeError: module 'keras.utils' has no attribute 'experimental'",
+          "captured"),
+    Entry("keras3-sharded-variable", "crash", "distribute", "fail",
+          r"'ShardedVariable' object has no attribute 'handle'",
+          "ParameterServerStrategy's variable_partitioner split a variable into shards "
+          "(a ShardedVariable), which Keras 3 layers and optimizers do not support: the "
+          "gradient step fails on it (the tutorial's own check that the embedding has two "
+          "shards fails under Keras 3 for the same reason).",
+          "Under Keras 3 create the strategy without variable_partitioner (or with a "
+          "MinSizePartitioner whose min_shard_bytes keeps every variable whole); to shard "
+          "embeddings across parameter servers use tf_keras (TF_USE_LEGACY_KERAS=1).",
+          "AttributeError: 'ShardedVariable' object has no attribute 'handle'",
+          "captured"),
 )

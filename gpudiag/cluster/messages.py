@@ -104,3 +104,22 @@ def lost_peers(text: str) -> list[str]:
 
 def entries_of(kind: Kind) -> Iterable[Entry]:
     return (e for e in ENTRIES if e.kind == kind)
+
+
+_STILL_WAITING = re.compile(r"CreateSession still waiting for response from worker: "
+                            r"/job:(\w+)/replica:\d+/task:(\d+)")
+
+
+def still_waiting(text: str) -> tuple[list[str], int]:
+    """(the tasks, how many lines) TensorFlow's master kept waiting for as it created a
+    tf.compat.v1 Session (``CreateSession still waiting for response from worker:
+    /job:worker/replica:0/task:0``, every 10 s; master.cc): a task of the cluster spec that
+    is not running, so the Session, and the program, never start."""
+    found: list[str] = []
+    count = 0
+    for m in _STILL_WAITING.finditer(text):
+        count += 1
+        name = f"{m.group(1)}-{m.group(2)}"
+        if name not in found:
+            found.append(name)
+    return found, count

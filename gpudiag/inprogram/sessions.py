@@ -64,7 +64,10 @@ def _fetch_names(fetches: Any) -> list[str]:
     return [str(getattr(fetches, "name", fetches))]
 
 
-def _first_scalar(result: Any) -> float | None:
+def _first_scalar(result: Any, depth: int = 0) -> float | None:
+    """The first float scalar of a run's result, nested lists and dicts included: a
+    MonitoredTrainingSession runs ``{"caller": [train_op, loss, global_step], <hook>: ...}``
+    for the program's ``mon_sess.run([train_op, loss, global_step])``."""
     items = result if isinstance(result, list | tuple) else (
         list(result.values()) if isinstance(result, dict) else [result])
     for item in items:
@@ -73,6 +76,10 @@ def _first_scalar(result: Any) -> float | None:
         if getattr(item, "shape", None) == () and getattr(getattr(item, "dtype", None),
                                                           "kind", "") == "f":
             return float(item)
+        if depth < 2 and isinstance(item, list | tuple | dict):
+            found = _first_scalar(item, depth + 1)
+            if found is not None:
+                return found
     return None
 
 

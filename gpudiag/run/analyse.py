@@ -20,14 +20,21 @@ from typing import Any
 from gpudiag import catalogue
 from gpudiag.layout import NVML_TB_RUN, TAG_RUN_TABLE
 from gpudiag.markdown import markdown_table
-from gpudiag.readers import placementlog, stepbreakdown, traces
+from gpudiag.readers import clusterplacement, placementlog, stepbreakdown, traces
 from gpudiag.readers.placementlog import PlacementRow
 from gpudiag.report import Finding
 from gpudiag.run import events, placedrows, tasks, tbwrite
 from gpudiag.run.options import Outcome, RunOptions
 from gpudiag.run.records import ProcessObservation
 from gpudiag.session import RunSession
-from gpudiag.verdicts import bottleneck, run_live, run_placement, run_progress, run_throughput
+from gpudiag.verdicts import (
+    bottleneck,
+    run_live,
+    run_placement,
+    run_progress,
+    run_ps,
+    run_throughput,
+)
 from gpudiag.verdicts import gpu_use as gpu_verdicts
 from gpudiag.verdicts import run as run_verdicts
 
@@ -134,21 +141,25 @@ def why_slow(obs: ProcessObservation, rows: list[PlacementRow], proc: str) -> Fi
 def _process_findings(session: RunSession, obs: ProcessObservation, proc: str,
                       rows: list[PlacementRow], reason: str | None,
                       log: list[catalogue.LogMatch], nvml_gpus: list[dict[str, Any]] | None,
-                      options: RunOptions) -> dict[str, Any]:
+                      options: RunOptions, stderr: str) -> dict[str, Any]:
     placed, eager, graph, graph_devices = placement_data(rows)
     summary, trace_reason = trace_of(obs, rows)
     busy = summary.busy_by_device() if summary and summary.attributed() else None
     add = session.add
     add(run_verdicts.devices(obs, proc))
-    add(run_verdicts.distribution(obs, log, proc))
+    # a parameter-server coordinator's (or TF1 worker's) work ran on the cluster's tasks
+    by_task = clusterplacement.ops_by_task(stderr) if run_ps.cluster_process(obs) else {}
+    add(run_ps.distribution(run_verdicts.distribution(obs, log, proc), obs, by_task,
+                            clusterplacement.variables_by_task(stderr) if by_task else {}))
     add(run_placement.placement(obs, placed or None, eager, graph, reason, proc))
     eager_by_device: dict[str, int] = {}
     for r in rows:
         if r.kind == "eager" and placementlog.is_work(r):
             eager_by_device[r.device] = eager_by_device.get(r.device, 0) + 1
     add(run_placement.soft_placement(obs, graph_devices, proc, eager_by_device))
-    add(run_placement.devices_used(obs, placed or None, busy, nvml_gpus,
-                                  options.idle_threshold_percent, proc))
+    add(run_ps.devices_used(run_placement.devices_used(obs, placed or None, busy, nvml_gpus,
+                                                       options.idle_threshold_percent, proc),
+                            obs, by_task))
     add(run_progress.learning(obs, proc))
     add(run_throughput.throughput(obs, options.profile_warmup_steps, proc))
     add(run_live.stall(obs, proc))
@@ -216,7 +227,7 @@ def report(session: RunSession, argv: list[str], outcome: Outcome, options: RunO
             rows, reason = placement_rows(stderr, obs, len(tf_procs))
         placement_total += len(rows)
         processes.append(_process_findings(session, obs, proc, rows, reason,
-                                           log, nvml_gpus, options))
+                                           log, nvml_gpus, options, stderr))
     if tf_procs:
         overridden = [o for o in tf_procs if o.cpp_log_level_overridden]
         session.add(run_verdicts.tf_log(log, log_reason(overridden[0], options)

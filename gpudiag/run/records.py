@@ -274,6 +274,20 @@ class TaskReport:
     # of the machine when NVML does not list processes ({index, name, util_p95_percent,
     # peak_memory_used_bytes, this_process}); None without NVML
     gpus: list[dict[str, Any]] | None = None
+    # several tasks of the cluster served by this one process (the tutorial's in-process
+    # cluster: tf.distribute.Server for each worker and ps, the coordinator beside them)
+    in_process: bool = False
+    # {task: {device: ops}} TensorFlow's placement log in this task's run placed on each
+    # task of the cluster (readers.clusterplacement); the same for every task of one run
+    ops_by_task: dict[str, dict[str, int]] = field(default_factory=dict)
+    variables_by_task: dict[str, int] = field(default_factory=dict)  # likewise: VarHandleOps
+    sessions: int = 0  # tf.compat.v1 Sessions its process created (TF1 between-graph)
+    sync_replicas: bool = False  # its log placed tf.train.SyncReplicasOptimizer's queues
+    # the tasks TensorFlow's master was "still waiting for response from" when it ended
+    # (CreateSession could not reach them), and how many times it said so
+    waiting_for: list[str] = field(default_factory=list)
+    waiting_lines: int = 0
+    last_step_end_unix_s: float | None = None  # when its longest loop's last step ended
 
     @property
     def task(self) -> str:

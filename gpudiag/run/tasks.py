@@ -38,6 +38,7 @@ from gpudiag.layout import (
     run_cluster_dir,
     run_task_file_name,
 )
+from gpudiag.readers import clusterplacement
 from gpudiag.report import Finding, Report, now_iso
 from gpudiag.report import save as save_report
 from gpudiag.run.records import ProcessObservation, TaskReport
@@ -71,14 +72,31 @@ def identity(obs: ProcessObservation) -> tuple[str, int, dict[str, list[str]], s
             {job: list(addresses) for job, addresses in config.cluster.items()}, "TF_CONFIG")
 
 
+def hosted(obs: ProcessObservation) -> list[tuple[str, int, dict[str, list[str]], str, str]]:
+    """Every task this process joined as (type, index, spec, via, outcome), the task it
+    is known by (``identity``) last. More than one: an in-process cluster (the TF2
+    parameter-server tutorial starts a tf.distribute.Server per worker and ps in the
+    coordinator's own process)."""
+    found: dict[tuple[str, int], tuple[str, int, dict[str, list[str]], str, str]] = {}
+    for join in obs.cluster_joins:
+        if join.task_type and join.task_id is not None and join.cluster_spec:
+            key = (join.task_type, int(join.task_id))
+            found.pop(key, None)
+            found[key] = (key[0], key[1], join.cluster_spec, join.via, join.outcome)
+    return list(found.values())
+
+
 def _progress(obs: ProcessObservation, warmup: int) -> dict[str, Any]:
     series = max(obs.series, key=lambda s: len(s.steps), default=None)
     if series is None or not series.steps:
         return {}
     losses = [s.loss for s in series.steps if s.loss is not None]
+    ends = [s.start_unix_s + (s.duration_s or 0.0) for s in series.steps
+            if s.start_unix_s is not None]
     out: dict[str, Any] = {"loop": series.label, "steps": max(s.index for s in series.steps) + 1,
                            "first_loss": losses[0] if losses else None,
-                           "last_loss": losses[-1] if losses else None}
+                           "last_loss": losses[-1] if losses else None,
+                           "last_step_end_unix_s": max(ends) if ends else None}
     timing = run_throughput.loop_timing(obs, series, warmup)
     if timing is not None:
         out["step_s_median"] = timing["step_s_median"]
@@ -117,6 +135,8 @@ def task_reports(tf_procs: Sequence[ProcessObservation], stderr: str, *, run_dir
     host = host or socket.gethostname()
     stragglers = messages.stragglers(stderr)
     lost = messages.lost_peers(stderr)
+    placed = clusterplacement.ops_by_task(stderr)
+    waiting_for, waiting_lines = messages.still_waiting(stderr)
     out = []
     for obs in tf_procs:
         found = identity(obs)
@@ -124,15 +144,26 @@ def task_reports(tf_procs: Sequence[ProcessObservation], stderr: str, *, run_dir
             continue
         task_type, task_id, spec, via = found
         join = obs.cluster_joins[-1] if obs.cluster_joins else None
+        common: dict[str, Any] = {
+            "host": host, "pid": obs.pid, "run_dir": str(run_dir.resolve()),
+            "started_unix_s": obs.first_t_unix_s, "ended_unix_s": obs.last_t_unix_s,
+            "exited": obs.exited, "interrupted": interrupted,
+            "returncode": returncode if obs.ppid == parent_pid else None,
+            "stragglers": stragglers, "lost_peers": lost, "gpus": _gpus(obs.pid, nvml_gpus),
+            "ops_by_task": placed,
+            "variables_by_task": clusterplacement.variables_by_task(stderr),
+            "sessions": len(obs.sessions),
+            "sync_replicas": clusterplacement.sync_replicas(stderr),
+            "waiting_for": waiting_for, "waiting_lines": waiting_lines}
+        others = [h for h in hosted(obs) if (h[0], h[1]) != (task_type, task_id)]
+        for o_type, o_id, o_spec, o_via, o_outcome in others:
+            out.append(TaskReport(task_type=o_type, task_id=o_id,
+                                  cluster_key=cluster_key(o_spec), cluster_spec=o_spec,
+                                  via=o_via, joined=o_outcome, in_process=True, **common))
         out.append(TaskReport(
             task_type=task_type, task_id=task_id, cluster_key=cluster_key(spec),
             cluster_spec=spec, via=via, joined=join.outcome if join else "never",
-            host=host, pid=obs.pid,
-            run_dir=str(run_dir.resolve()), started_unix_s=obs.first_t_unix_s,
-            ended_unix_s=obs.last_t_unix_s, exited=obs.exited, interrupted=interrupted,
-            returncode=returncode if obs.ppid == parent_pid else None,
-            crash=_crash(obs), stragglers=stragglers, lost_peers=lost,
-            gpus=_gpus(obs.pid, nvml_gpus), **_progress(obs, warmup)))
+            in_process=bool(others), crash=_crash(obs), **common, **_progress(obs, warmup)))
     return out
 
 

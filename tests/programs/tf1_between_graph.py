@@ -1,0 +1,97 @@
+"""TF1 between-graph replication as the TensorFlow 1 book and its readers write it.
+
+Source: the "Distributed TensorFlow" how-to of TensorFlow 1.x (tensorflow/tensorflow
+tensorflow/docs_src/deploy/distributed.md, "Putting it all together: example trainer
+program") and Hands-On Machine Learning (1st ed.), chapter 12. Each task is this file
+started by hand:
+
+    python tf1_between_graph.py --job_name=ps --task_id=0 --ps_hosts=H:P --worker_hosts=H:P,H:P
+    python tf1_between_graph.py --job_name=worker --task_id=0 ...   # the chief
+    python tf1_between_graph.py --job_name=worker --task_id=1 ...
+
+Adapted: TF 2.21 through tf.compat.v1 (eager off); a linear model on generated data
+instead of MNIST; 60 global steps instead of 1000000; the chief's checkpoint_dir from
+--train_dir (a temporary directory in tests); `--sync` builds tf.train.SyncReplicasOptimizer
+with its session hook as the how-to's synchronous variant does.
+"""
+
+# The how-to's code as it is written (its % formats, its argv):
+# ruff: noqa: UP031, RUF005
+
+import argparse
+import sys
+
+import numpy as np
+import tensorflow as tf
+
+tf1 = tf.compat.v1
+FLAGS = None
+
+
+def main(_):
+    ps_hosts = FLAGS.ps_hosts.split(",")
+    worker_hosts = FLAGS.worker_hosts.split(",")
+
+    # Create a cluster from the parameter server and worker hosts.
+    cluster = tf.train.ClusterSpec({"ps": ps_hosts, "worker": worker_hosts})
+
+    # Create and start a server for the local task.
+    server = tf1.train.Server(cluster, job_name=FLAGS.job_name, task_index=FLAGS.task_id)
+
+    if FLAGS.job_name == "ps":
+        server.join()
+    elif FLAGS.job_name == "worker":
+        is_chief = FLAGS.task_id == 0
+        # Assigns ops to the local worker by default.
+        with tf1.device(tf1.train.replica_device_setter(
+                worker_device="/job:worker/task:%d" % FLAGS.task_id, cluster=cluster)):
+            rng = np.random.default_rng(FLAGS.task_id)
+            x_data = rng.standard_normal((256, 8)).astype("float32")
+            y_data = x_data @ np.arange(1, 9, dtype="float32").reshape(8, 1)
+            x = tf1.placeholder(tf.float32, [None, 8])
+            y = tf1.placeholder(tf.float32, [None, 1])
+            w = tf1.get_variable("w", [8, 1], initializer=tf1.zeros_initializer())
+            b = tf1.get_variable("b", [1], initializer=tf1.zeros_initializer())
+            loss = tf1.reduce_mean(tf1.square(tf1.matmul(x, w) + b - y))
+            global_step = tf1.train.get_or_create_global_step()
+            opt = tf1.train.GradientDescentOptimizer(0.01)
+            if FLAGS.sync:
+                opt = tf1.train.SyncReplicasOptimizer(
+                    opt, replicas_to_aggregate=len(worker_hosts),
+                    total_num_replicas=len(worker_hosts))
+            train_op = opt.minimize(loss, global_step=global_step)
+
+        # The StopAtStepHook handles stopping after running given steps.
+        hooks = [tf1.train.StopAtStepHook(last_step=FLAGS.last_step)]
+        if FLAGS.sync:
+            hooks.append(opt.make_session_run_hook(is_chief))
+
+        # The MonitoredTrainingSession takes care of session initialization,
+        # restoring from a checkpoint, saving to a checkpoint, and closing when done
+        # or an error occurs.
+        with tf1.train.MonitoredTrainingSession(master=server.target, is_chief=is_chief,
+                                                checkpoint_dir=FLAGS.train_dir,
+                                                hooks=hooks) as mon_sess:
+            local_step = 0
+            while not mon_sess.should_stop():
+                i = (local_step * 32) % 256
+                _, loss_value, step = mon_sess.run(
+                    [train_op, loss, global_step],
+                    feed_dict={x: x_data[i:i + 32], y: y_data[i:i + 32]})
+                local_step += 1
+            print("worker %d: %d local steps, global step %d, loss %f"
+                  % (FLAGS.task_id, local_step, step, loss_value))
+
+
+if __name__ == "__main__":
+    tf1.disable_eager_execution()
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--ps_hosts", type=str, default="")
+    parser.add_argument("--worker_hosts", type=str, default="")
+    parser.add_argument("--job_name", type=str, default="")
+    parser.add_argument("--task_id", type=int, default=0)
+    parser.add_argument("--train_dir", type=str, default=None)
+    parser.add_argument("--last_step", type=int, default=60)
+    parser.add_argument("--sync", action="store_true")
+    FLAGS, unparsed = parser.parse_known_args()
+    main([sys.argv[0]] + unparsed)

@@ -1,0 +1,134 @@
+"""`gpudiag run` on parameter-server programs as people write them.
+
+TF2: tests/programs/ps_tutorial_inprocess.py, the official parameter-server tutorial's
+in-process cluster (3 workers and 2 parameter servers as tf.distribute.Server in the
+program's own process, no TF_CONFIG) with its ClusterCoordinator custom loop.
+TF1: tests/programs/tf1_between_graph.py, the TF1 how-to's between-graph trainer, each
+task started by hand under its own `gpudiag run` sharing one logdir. Real TensorFlow,
+loopback only, no GPU.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import pytest
+from conftest import REPO, TESTS_DIR, findings_by_id, gpudiag, process_alive, run_dirs
+
+from gpudiag import layout
+from gpudiag.cluster.tfconfig import free_ports
+
+PY = sys.executable
+PROGRAMS = TESTS_DIR / "programs"
+SCHEMA = json.loads((REPO / "gpudiag" / "report.schema.json").read_text())
+
+
+def _report(run_dir: Path) -> dict[str, Any]:
+    report: dict[str, Any] = json.loads((run_dir / layout.REPORT_JSON).read_text())
+    jsonschema.validate(report, SCHEMA)
+    return report
+
+
+@pytest.mark.slow
+def test_the_tutorial_s_in_process_cluster_is_no_false_alarm_and_work_counted_per_task(
+        tmp_path: Path) -> None:
+    logdir = tmp_path / "runs"
+    proc = gpudiag("run", "--logdir", str(logdir), "--", PY,
+                   str(PROGRAMS / "ps_tutorial_inprocess.py"))
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert "Final loss is" in proc.stdout
+    (run_dir,) = run_dirs(logdir)
+    found = findings_by_id(_report(run_dir))
+
+    # the coordinator (chief-0) TensorFlow added itself is part of the cluster, not a
+    # task outside the spec; every task was seen: no TF_CONFIG, no other gpudiag run
+    cluster = found["run.cluster"]
+    assert cluster["status"] == "ok", cluster["message"]
+    ev = cluster["evidence"]
+    assert sorted(ev["expected"]) == ["chief-0", "ps-0", "ps-1", "worker-0", "worker-1", "worker-2"]
+    assert ev["coordinator_added_by_tensorflow"] == ["chief-0"]
+    assert ev["missing"] == [] and ev["unknown"] == []
+    assert len({t["pid"] for t in ev["tasks"]}) == 1 and ev["in_process_pids"]
+    assert "asynchronous" in cluster["message"]
+    assert "in-process" in cluster["message"]
+
+    # the work is counted where TensorFlow placed it: on every worker and both ps
+    for name in ("worker-0", "worker-1", "worker-2", "ps-0", "ps-1"):
+        assert sum(ev["ops_by_task"][name].values()) > 0, (name, ev["ops_by_task"])
+    # the variables live on the parameter servers, round-robin
+    assert ev["variables_by_task"]["ps-0"] > 0 and ev["variables_by_task"]["ps-1"] > 0
+
+    dist = found["run.distribution"]
+    assert dist["status"] == "ok", dist["message"]
+    assert "asynchronous" in dist["message"] and "3 worker(s), 2 parameter server(s)" in \
+        dist["message"]
+    assert "steps ran on worker-0" in dist["message"] and "worker-2" in dist["message"]
+    used = found["run.every-device-used"]
+    assert used["status"] != "fail", used["message"]
+    assert "every worker and parameter server did work" in used["message"]
+    assert used["evidence"]["idle_tasks"] == []
+    assert "ps-1" in used["message"]
+
+
+def _stderr_of(run_dir: Path) -> str:
+    path = run_dir / layout.CHILDREN_DIR / layout.RUN_CHILD_NAME / layout.RUN_STDERR
+    return path.read_text() if path.exists() else ""
+
+
+@pytest.mark.slow
+def test_tf1_workers_started_with_no_ps_never_trained_and_the_cluster_is_not_ok(
+        tmp_path: Path) -> None:
+    """Both workers of the how-to's trainer started, the ps never: each one's Session
+    waits for /job:ps forever (TensorFlow: "CreateSession still waiting for response from
+    worker: /job:ps/replica:0/task:0" every 10 s). The user stops them (SIGTERM, waited for
+    on that line in each run's stderr, not on a clock): no task is "OK ... 1 steps", the
+    cluster is a fail naming ps-0, and the catalogue explains the line."""
+    logdir = tmp_path / "runs"
+    ps, w0, w1 = free_ports(3)
+    hosts = [f"--ps_hosts=127.0.0.1:{ps}", f"--worker_hosts=127.0.0.1:{w0},127.0.0.1:{w1}"]
+    procs = [subprocess.Popen(
+        [PY, "-m", "gpudiag", "run", "--logdir", str(logdir), "--", PY,
+         str(PROGRAMS / "tf1_between_graph.py"), *hosts, "--job_name=worker",
+         f"--task_id={i}", f"--train_dir={tmp_path / 'train'}"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL,
+        cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(REPO)}) for i in (0, 1)]
+    try:
+        deadline = time.monotonic() + 120
+        needle = "still waiting for response from worker: /job:ps/replica:0/task:0"
+        while sum(needle in _stderr_of(d) for d in run_dirs(logdir)) < 2:
+            assert all(p.poll() is None for p in procs), "a worker ended before it waited"
+            assert time.monotonic() < deadline, "the workers never said they were waiting"
+            time.sleep(0.2)
+        for p in procs:
+            p.send_signal(signal.SIGTERM)
+            p.wait(timeout=60)
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+    reports = [_report(d) for d in run_dirs(logdir)]
+    assert len(reports) == 2
+    last = max(reports, key=lambda r: r["finished_at"])  # the run that ended last
+    cluster = findings_by_id(last)["run.cluster"]
+    assert cluster["status"] == "fail", cluster["message"]
+    ev = cluster["evidence"]
+    assert ev["kind"].startswith("between-graph replication") and ev["mode"] == "asynchronous"
+    assert "ParameterServerStrategy" not in cluster["message"]
+    assert sorted(ev["never_trained"]) == ["worker-0", "worker-1"]
+    assert "worker-0 never trained: it waited for ps-0" in cluster["message"]
+    assert "worker-1 never trained: it waited for ps-0" in cluster["message"]
+    assert "OK" not in cluster["message"] and " 1 steps" not in cluster["message"]
+    assert ev["missing"] == ["ps-0"]
+    assert "device_filters" in cluster["advice"]
+    for report in reports:
+        assert "session-waiting-for-task" in report["data"]["run"]["catalogue_matches"]
+        for t in findings_by_id(report)["run.cluster"]["evidence"]["tasks"]:
+            assert not process_alive(t["pid"])
