@@ -142,6 +142,30 @@ def _forgo_profile(agent: Agent, info: dict[str, Any]) -> None:
         agent.profile.forgo(NOT_LEADER_NO_PROFILE.format(task=task, leader=leader))
 
 
+#: Joins whose work runs in TensorFlow servers (a parameter-server cluster, TF1
+#: between-graph replication): the program's run metadata does not see the ops the servers
+#: execute, TensorFlow's placement log does (with each task's full device name).
+SERVER_JOINS = ("ParameterServerStrategy", "tf.distribute.Server")
+
+
+def _ask_placement_log(agent: Agent, info: dict[str, Any]) -> None:
+    """For a server or parameter-server process, ask for TensorFlow's placement log (before
+    its context initialises: later it would log nothing). Its lines stay out of the
+    terminal (the parent filters them) and cost a line per op placed for the whole run:
+    the price of knowing which task ran what (docs/run.md)."""
+    tf = agent.tf
+    if info["via"] not in SERVER_JOINS or tf is None or not agent.config.placement_log:
+        return
+    from tensorflow.python.eager import context
+
+    ctx = context.context_safe()
+    if ctx is not None and getattr(ctx, "_context_handle", None) is not None:
+        return  # initialised: too late to turn it on
+    if not tf.debugging.get_log_device_placement():
+        tf.debugging.set_log_device_placement(True)
+        agent.emit("placement_log_asked", reason=f"joined a cluster via {info['via']}")
+
+
 def _wrap_join(agent: Agent, owner: type, name: str,
                identify: Callable[..., dict[str, Any]]) -> None:
     original = getattr(owner, name)
@@ -155,6 +179,7 @@ def _wrap_join(agent: Agent, owner: type, name: str,
             info = identify(self, *args, **kwargs)
             agent.emit("cluster_join", caller=caller(), **info)
             _forgo_profile(agent, info)
+            _ask_placement_log(agent, info)
         except Exception as exc:
             agent.hook_error(f"recording the cluster joined by {owner.__name__}", exc)
         try:
