@@ -116,8 +116,10 @@ def test_tf1_workers_started_with_no_ps_never_trained_and_the_cluster_is_not_ok(
                 p.kill()
     reports = [_report(d) for d in run_dirs(logdir)]
     assert len(reports) == 2
-    last = max(reports, key=lambda r: r["finished_at"])  # the run that ended last
-    cluster = findings_by_id(last)["run.cluster"]
+    # the cluster's combined report: written, under the logdir's lock, by the run that took
+    # the lock last and so saw both tasks (whichever run finished its own report last)
+    (combined,) = logdir.glob(f"{layout.RUN_CLUSTER_DIR_PREFIX}*/{layout.REPORT_JSON}")
+    cluster = findings_by_id(json.loads(combined.read_text()))["run.cluster"]
     assert cluster["status"] == "fail", cluster["message"]
     ev = cluster["evidence"]
     assert ev["kind"].startswith("between-graph replication") and ev["mode"] == "asynchronous"
