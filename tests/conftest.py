@@ -104,3 +104,18 @@ def process_alive(pid: int) -> bool:
     except (OSError, IndexError):
         return False
     return state != "Z"
+
+
+def split_own_lines(stderr: bytes, command: str) -> tuple[bytes, bytes, bytes]:
+    """A watched command's stderr under `gpudiag monitor|run`: gpudiag's own lines before it
+    started (the banner, NVML's state), the command's stderr (with any ``gpudiag:`` line
+    said while it ran), gpudiag's own lines after it ended (the table titled ``gpudiag
+    <command>``, the report's path)."""
+    lines = stderr.splitlines(keepends=True)
+    start = next(i for i, ln in enumerate(lines)
+                 if b"without GPU sampling" in ln or b"GPU(s) every" in ln) + 1
+    title = f"gpudiag {command}".encode()
+    ends = [i for i, ln in enumerate(lines) if ln.strip() == title or
+            ln.startswith(b"interrupted by")]
+    end = ends[-1] if ends else len(lines)
+    return b"".join(lines[:start]), b"".join(lines[start:end]), b"".join(lines[end:])
