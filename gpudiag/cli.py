@@ -276,7 +276,7 @@ def _watch(ctx: typer.Context, name: str, gpus: str | None, logdir: Path, as_jso
     gpu_list = opt.parse_gpus(gpus) if gpus is not None else None
     with _nvml(ctx) as backend:
         opt.check_gpus(gpu_list, backend)
-        execute(name, logdir, as_json, body(backend, gpu_list))
+        execute(name, logdir, as_json, body(backend, gpu_list), watches_a_command=True)
 
 
 @app.command()

@@ -31,10 +31,13 @@ from gpudiag.ui import Ui
 
 
 def execute(command: str, logdir: Path, as_json: bool,
-             body: Callable[[RunSession, Ui], int | None]) -> None:
+             body: Callable[[RunSession, Ui], int | None], *,
+             watches_a_command: bool = False) -> None:
     """Run one command's body in a session, render the findings, exit with their code
     (or with the watched command's, e.g. `monitor` forwarding its command's)."""
-    console = _Console(stderr=as_json)
+    # stdout is the data's: report.json with --json, the watched command's own output for
+    # `monitor` and `run` (gpudiag's lines would be mixed into a file the user redirects it to)
+    console = _Console(stderr=as_json or watches_a_command)
     ui = Ui(console)
     session = RunSession(command, logdir)
     console.run_dir = session.run_dir

@@ -27,7 +27,7 @@ def start_run(logdir: Path, *command: str, options: tuple[str, ...] = ()
               ) -> subprocess.Popen[str]:
     return subprocess.Popen(
         [PY, "-m", "gpudiag", "run", "--logdir", str(logdir), *options, "--", *command],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, stdin=subprocess.DEVNULL,
         env={**os.environ, "PYTHONPATH": str(REPO)}, cwd=REPO)
 
 
@@ -95,8 +95,8 @@ def test_an_eager_heavy_program_leaves_no_per_op_lines_and_a_small_run_dir(
         tmp_path: Path) -> None:
     logdir = tmp_path / "runs"
     proc = start_run(logdir, PY, str(PROGRAMS / "eager_loop.py"), "3000")
-    out, err = proc.communicate(timeout=300)
-    assert proc.returncode in (0, 1), err[-2000:]  # 1: a check failed (no GPU here)
+    out, _ = proc.communicate(timeout=300)
+    assert proc.returncode in (0, 1), out[-2000:]  # 1: a check failed (no GPU here)
     assert "final loss" in out
     (run_dir,) = run_dirs(logdir)
     saved = run_dir / layout.CHILDREN_DIR / layout.RUN_CHILD_NAME
@@ -152,13 +152,13 @@ def test_a_stalled_input_pipeline_is_named_with_its_waiting_line_while_it_runs(
         assert "input pipeline" in line
         assert any(f"generator_waits.py:{n} in batches()" in line for n in waits), line
         gate.touch()
-        out, err = proc.communicate(timeout=120)
+        out, _ = proc.communicate(timeout=120)
     finally:
         if proc.poll() is None:
             proc.kill()
             proc.communicate()
     assert "done, loss" in out and "steps again after a stall" in out
-    assert proc.returncode in (0, 1), err[-2000:]
+    assert proc.returncode in (0, 1), out[-2000:]
     report = json.loads((run_dirs(logdir)[0] / layout.REPORT_JSON).read_text())
     stall = findings_by_id(report)["run.stall"]
     assert stall["status"] == "warn" and "generator_waits.py" in stall["message"]

@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import REPO
+from conftest import REPO, split_own_lines
 
 ENV = {**os.environ, "PYTHONPATH": str(REPO)}
 
@@ -62,15 +62,6 @@ def _run(argv: list[str], stdin: bytes, where: Path) -> subprocess.CompletedProc
                           env=ENV, cwd=REPO)
 
 
-def _program_part(stdout: bytes, program_out: bytes) -> tuple[bytes, bytes]:
-    """gpudiag's banner (before) and summary (after) around ``program_out``."""
-    start = stdout.find(b"\n", stdout.find(b"without GPU sampling") if b"without GPU "
-                        b"sampling" in stdout else stdout.find(b"GPU(s) every")) + 1
-    before, rest = stdout[:start], stdout[start:]
-    assert rest.startswith(program_out), (before[-300:], rest[:300], program_out[:300])
-    return before, rest[len(program_out):]
-
-
 @pytest.mark.slow
 @pytest.mark.parametrize("name", list(PROGRAMS))
 def test_the_program_behaves_the_same_under_gpudiag_run(tmp_path: Path, name: str) -> None:
@@ -79,10 +70,11 @@ def test_the_program_behaves_the_same_under_gpudiag_run(tmp_path: Path, name: st
     under = _run([sys.executable, "-m", "gpudiag", "run", "--logdir", str(tmp_path / "runs"),
                   "--", sys.executable, "-c", program], stdin, tmp_path / "under")
     assert _shell_code(under.returncode) == _shell_code(plain.returncode), under.stderr[-2000:]
-    before, after = _program_part(under.stdout, plain.stdout)
+    assert under.stdout == plain.stdout  # stdout is the program's alone, byte for byte
+    before, program_err, after = split_own_lines(under.stderr, "run")
     assert before.startswith(b"gpudiag run -> "), before
     assert b"report: " in after or b"interrupted by" in after, after[-500:]
-    theirs = b"".join(ln for ln in under.stderr.splitlines(keepends=True)
+    theirs = b"".join(ln for ln in program_err.splitlines(keepends=True)
                       if not ln.startswith(b"gpudiag: "))
     assert theirs == plain.stderr
     assert b"Traceback" not in under.stderr or b"Traceback" in plain.stderr
