@@ -214,7 +214,7 @@ def test_ctrl_c_stops_the_command_and_still_writes_the_report(logdir: Path, tmp_
             time.sleep(0.1)
         child_pid = int(pid_file.read_text())
         proc.send_signal(signal.SIGINT)  # to gpudiag only: it must pass it on
-        out, err = proc.communicate(timeout=60)
+        _, err = proc.communicate(timeout=60)
     finally:
         if proc.poll() is None:
             proc.kill()
