@@ -121,3 +121,40 @@ def split_own_lines(stderr: bytes, command: str) -> tuple[bytes, bytes, bytes]:
                               stderr))
     end = titles[-1].start() if titles else len(stderr)
     return stderr[:start], stderr[start:end], stderr[end:]
+
+
+@dataclass
+class ProgramRun:
+    """One `gpudiag run` of a program: what the terminal got, the run directory, its report."""
+
+    returncode: int
+    stdout: str
+    stderr: str
+    run_dir: Path
+    report: dict[str, Any]
+
+    @property
+    def found(self) -> dict[str, dict[str, Any]]:
+        return findings_by_id(self.report)
+
+    def saved(self, name: str) -> str:
+        """A file of the program's child directory (its saved stdout, stderr ...)."""
+        from gpudiag import layout
+
+        return (self.run_dir / layout.CHILDREN_DIR / layout.RUN_CHILD_NAME / name).read_text()
+
+
+def run_program(tmp: Path, *command: str, options: tuple[str, ...] = ()) -> ProgramRun:
+    """``gpudiag run [options] -- command`` with a logdir under ``tmp``; its one run
+    directory's report, checked against the report's JSON Schema."""
+    import jsonschema
+
+    from gpudiag import layout
+
+    logdir = tmp / "runs"
+    proc = gpudiag("run", "--logdir", str(logdir), *options, "--", *command, timeout=300)
+    (run_dir,) = run_dirs(logdir)
+    report = json.loads((run_dir / layout.REPORT_JSON).read_text())
+    schema = json.loads((REPO / "gpudiag" / "report.schema.json").read_text())
+    jsonschema.validate(report, schema)
+    return ProgramRun(proc.returncode, proc.stdout, proc.stderr, run_dir, report)

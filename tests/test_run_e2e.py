@@ -8,16 +8,13 @@ CPU and, where they need several devices, split it themselves.
 
 from __future__ import annotations
 
-import json
 import math
 import sys
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
-import jsonschema
 import pytest
-from conftest import REPO, TESTS_DIR, findings_by_id, gpudiag, read_scalars, run_dirs
+from conftest import TESTS_DIR, read_scalars, run_program
+from conftest import ProgramRun as Run
 
 from gpudiag import layout
 from gpudiag.readers import traces
@@ -25,34 +22,8 @@ from gpudiag.run import events
 
 PY = sys.executable
 PROGRAMS = TESTS_DIR / "programs"
-SCHEMA = json.loads((REPO / "gpudiag" / "report.schema.json").read_text())
 
 pytestmark = pytest.mark.slow
-
-
-@dataclass
-class Run:
-    returncode: int
-    stdout: str
-    stderr: str
-    run_dir: Path
-    report: dict[str, Any]
-
-    @property
-    def found(self) -> dict[str, dict[str, Any]]:
-        return findings_by_id(self.report)
-
-    def saved(self, name: str) -> str:
-        return (self.run_dir / layout.CHILDREN_DIR / layout.RUN_CHILD_NAME / name).read_text()
-
-
-def run_program(tmp: Path, *command: str, options: tuple[str, ...] = ()) -> Run:
-    logdir = tmp / "runs"
-    proc = gpudiag("run", "--logdir", str(logdir), *options, "--", *command, timeout=300)
-    (run_dir,) = run_dirs(logdir)
-    report = json.loads((run_dir / layout.REPORT_JSON).read_text())
-    jsonschema.validate(report, SCHEMA)
-    return Run(proc.returncode, proc.stdout, proc.stderr, run_dir, report)
 
 
 @pytest.fixture(scope="module")

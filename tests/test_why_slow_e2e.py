@@ -11,12 +11,11 @@ from __future__ import annotations
 import json
 import statistics
 import sys
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import TESTS_DIR, findings_by_id, gpudiag, run_dirs
+from conftest import TESTS_DIR, ProgramRun, findings_by_id, gpudiag, run_dirs, run_program
 
 from gpudiag import layout
 
@@ -28,17 +27,8 @@ FIT_WARMUP = 60  # 48 batches an epoch: the profiled steps in the second epoch
 pytestmark = pytest.mark.slow
 
 
-@dataclass
-class Run:
-    returncode: int
-    stdout: str
-    stderr: str
-    run_dir: Path
-    report: dict[str, Any]
-
-    @property
-    def found(self) -> dict[str, dict[str, Any]]:
-        return findings_by_id(self.report)
+class Run(ProgramRun):
+    """A program that prints the period of every step by its own clock (``own periods:``)."""
 
     def own_periods_s(self, warmup: int) -> list[float]:
         """The periods the program measured itself, of the steps gpudiag times: after
@@ -61,31 +51,27 @@ class Run:
         return loop
 
 
-def run_program(tmp: Path, program: str, *args: str, options: tuple[str, ...] = ()) -> Run:
-    logdir = tmp / "runs"
-    proc = gpudiag("run", "--logdir", str(logdir), *options, "--", PY, str(PROGRAMS / program),
-                   *args, timeout=300)
-    (run_dir,) = run_dirs(logdir)
-    report = json.loads((run_dir / layout.REPORT_JSON).read_text())
-    failed = [f"{f['id']}: {f['message']}" for f in report["findings"] if f["status"] == "fail"]
-    assert proc.returncode == 0, (failed, proc.stderr[-2000:])
-    return Run(proc.returncode, proc.stdout, proc.stderr, run_dir, report)
+def run(tmp: Path, program: str, *args: str, options: tuple[str, ...] = ()) -> Run:
+    r = run_program(tmp, PY, str(PROGRAMS / program), *args, options=options)
+    failed = [f"{f['id']}: {f['message']}" for f in r.report["findings"] if f["status"] == "fail"]
+    assert r.returncode == 0, (failed, r.stderr[-2000:])
+    return Run(r.returncode, r.stdout, r.stderr, r.run_dir, r.report)
 
 
 @pytest.fixture(scope="module")
 def custom_loop(tmp_path_factory: pytest.TempPathFactory) -> Run:
-    return run_program(tmp_path_factory.mktemp("loop"), "custom_loop_python_between.py")
+    return run(tmp_path_factory.mktemp("loop"), "custom_loop_python_between.py")
 
 
 @pytest.fixture(scope="module")
 def input_bound(tmp_path_factory: pytest.TempPathFactory) -> Run:
-    return run_program(tmp_path_factory.mktemp("input"), "input_pipeline_fit.py",
+    return run(tmp_path_factory.mktemp("input"), "input_pipeline_fit.py",
                        options=("--profile-warmup", str(FIT_WARMUP)))
 
 
 @pytest.fixture(scope="module")
 def input_tuned(tmp_path_factory: pytest.TempPathFactory) -> Run:
-    return run_program(tmp_path_factory.mktemp("tuned"), "input_pipeline_fit.py", "tuned",
+    return run(tmp_path_factory.mktemp("tuned"), "input_pipeline_fit.py", "tuned",
                        options=("--profile-warmup", str(FIT_WARMUP)))
 
 
@@ -153,12 +139,12 @@ def test_python_between_the_steps_is_host_bound_pointing_at_the_loop(custom_loop
 
 @pytest.fixture(scope="module")
 def balanced(tmp_path_factory: pytest.TempPathFactory) -> Run:
-    return run_program(tmp_path_factory.mktemp("balanced"), "balanced_fit.py")
+    return run(tmp_path_factory.mktemp("balanced"), "balanced_fit.py")
 
 
 @pytest.fixture(scope="module")
 def allreduce(tmp_path_factory: pytest.TempPathFactory) -> Run:
-    return run_program(tmp_path_factory.mktemp("allreduce"), "mirrored_allreduce_heavy.py")
+    return run(tmp_path_factory.mktemp("allreduce"), "mirrored_allreduce_heavy.py")
 
 
 def test_a_balanced_program_gets_an_ok_with_its_breakdown(balanced: Run) -> None:
