@@ -42,6 +42,10 @@ class Run:
     stderr: str
     found: dict[str, dict[str, Any]]
 
+    def failed(self) -> dict[str, str]:
+        """The findings that failed, by id: what a wrong exit code was for."""
+        return {k: f["message"] for k, f in self.found.items() if f["status"] == "fail"}
+
 
 @pytest.fixture(scope="module")
 def run(tmp_path_factory: pytest.TempPathFactory) -> Callable[..., Run]:
@@ -132,7 +136,7 @@ def test_custom_training_tutorial_with_the_loss_reduced_twice(run: Callable[...,
 
 def test_distributed_keras_tutorial_learns_on_both_replicas(run: Callable[..., Run]) -> None:
     r = run(CORPUS / "distributed_keras_fit.py")
-    assert r.returncode == 0
+    assert r.returncode == 0, r.failed()
     learning = r.found["run.learning"]
     (loop,) = learning["evidence"]["loops"]
     assert learning["status"] == "ok" and loop["num_classes"] == 10
