@@ -30,6 +30,7 @@ from gpudiag.session import RunSession
 from gpudiag.verdicts import (
     bottleneck,
     run_live,
+    run_peers,
     run_placement,
     run_progress,
     run_ps,
@@ -242,6 +243,11 @@ def report(session: RunSession, argv: list[str], outcome: Outcome, options: RunO
                                       parent_pid=os.getpid(), nvml_gpus=nvml_gpus)
     for finding in tasks.share(session.run_dir.parent, task_reports) if task_reports else []:
         session.add(finding)
+    live = outcome.live
+    peers_finding = run_peers.peers_finding(live.peer_notes, live.peers, live.own_tasks) \
+        if live is not None else None
+    if peers_finding is not None:
+        session.add(peers_finding)
     _nvml_findings(session, outcome, options)
     session.set("run", {
         "command": argv, "returncode": outcome.returncode,

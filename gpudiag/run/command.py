@@ -173,7 +173,7 @@ def execute(session: RunSession, argv: list[str], *,
                 interrupt = interrupt or exc
                 settled = survivors.settle(pumps, ends, shows)  # SIGTERM/HUP now ignored
             duration = time.monotonic() - start
-            shown = watcher.stop()
+            shown = watcher.stop(returncode)
     result = sampler.stop() if sampler is not None else None
     failures = tuple(WriteFailed.of(f.failure, f.path) for f in saved if f.failure)
     return Outcome(returncode, duration, interrupt, result, reason, state, stdout_path,

@@ -12,7 +12,10 @@ and, every POLL_S:
 - tells the terminal, with the time, what can be decided mid-run: a stall
   (gpudiag.inprogram.stallwatch: no step for the stall timeout, and where the step waits), the
   stall's end, a NaN or inf loss (once per loop); each also goes to TensorBoard's Text
-  tab (``gpudiag/live``) in the same file.
+  tab (``gpudiag/live``) in the same file;
+- for a program that joined a cluster, publishes each task's live state in the shared
+  logdir and tells what the other tasks published (gpudiag.run.peers): which worker is
+  behind and where it waits, a worker gone.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from __future__ import annotations
 import contextlib
 import json
 import math
+import os
 import threading
 import time
 from collections.abc import Callable
@@ -29,7 +33,7 @@ from typing import Any
 
 from gpudiag.layout import RUN_EVENTS_PREFIX, RUN_EVENTS_SUFFIX, TAG_RUN_LIVE, run_tb_name
 from gpudiag.run import events as run_events
-from gpudiag.run import tbwrite
+from gpudiag.run import peers, tbwrite
 from gpudiag.run.records import StepSeries
 from gpudiag.tb.writer import EventWriter
 from gpudiag.verdicts.run_live import describe_stall
@@ -51,6 +55,10 @@ class LiveState:
 
     messages: list[tuple[float, str]] = field(default_factory=list)
     steps_written: int = 0
+    # the cluster's other tasks (gpudiag.run.peers): what was told, the states last read
+    peer_notes: list[dict[str, Any]] = field(default_factory=list)
+    peers: dict[str, dict[str, Any]] = field(default_factory=dict)
+    own_tasks: list[str] = field(default_factory=list)
 
 
 class Live:
@@ -64,6 +72,9 @@ class Live:
         self._prefixes: dict[tuple[int, str], str] = {}
         self._bad_loss: set[tuple[int, str]] = set()
         self._batch: dict[int, int] = {}  # Keras fit's batch size per process
+        self.board = peers.Board(run_dir)
+        self._ppid: dict[int, int] = {}
+        self._exited: set[int] = set()
         self._last_flush = -TB_FLUSH_S  # the first scalars are flushed at once
         self._dirty = False
         self._stop = threading.Event()
@@ -73,13 +84,19 @@ class Live:
         self._thread.start()
         return self
 
-    def stop(self) -> LiveState:
-        """After the program ended: read what is left, then remove the live TensorBoard
-        files (the final report writes every step)."""
+    def stop(self, returncode: int | None = None) -> LiveState:
+        """After the program ended (``returncode``: the program's): read what is left,
+        publish how its cluster tasks ended, then remove the live TensorBoard files (the
+        final report writes every step)."""
         self._stop.set()
         self._thread.join(10)
         with contextlib.suppress(Exception):
             self.poll()
+        with contextlib.suppress(Exception):
+            self._end_tasks(returncode)
+        self.state.peers = dict(self.board.peers)
+        self.state.peer_notes = list(self.board.notes)
+        self.state.own_tasks = [s["task"] for s in self.board.own.values()]
         for writer in self._writers.values():
             with contextlib.suppress(OSError):
                 writer.close()
@@ -115,12 +132,38 @@ class Live:
             elif kind == "fit_begin" and isinstance(event.get("batch_size"), int):
                 self._batch[pid] = event["batch_size"]
             elif kind == "stall":
-                self._tell(pid, event.get("t"), f"stalled: {describe_stall(event)}")
+                self.board.stall(pid, event)
+                self._tell(pid, event.get("t"), f"stalled: {describe_stall(event)}"
+                           + self.board.clause_for_stall(pid))
             elif kind == "stall_end":
+                self.board.stall_end(pid, event)
                 self._tell(pid, event.get("t"), f"steps again after a stall of "
                            f"{event.get('after_s', 0):.1f} s")
+            elif kind == "cluster_join":
+                self.board.join(pid, event)
+            elif kind == "process" and isinstance(event.get("ppid"), int):
+                self._ppid[pid] = event["ppid"]
+            elif kind == "exit":
+                self._exited.add(pid)
+        if self.board.own:
+            self.board.publish()
+            for _, text, t in self.board.news():
+                self._tell(next(iter(self.board.own)), t, text)
         if self._dirty and time.monotonic() - self._last_flush >= TB_FLUSH_S:
             self.flush()
+
+    def _end_tasks(self, returncode: int | None) -> None:
+        """How each cluster task's program ended: the program's exit status when the task
+        is the program itself, else whether its Python exit ran."""
+        for pid in list(self.board.own):
+            if self._ppid.get(pid) == os.getpid():
+                how, normal = peers.how_ended(returncode)
+            elif pid in self._exited:
+                how, normal = "its Python exit ran", True
+            else:
+                how, normal = "ended without its Python exit (a signal or a crash)", False
+            self.board.end(pid, how, normal)
+        self.board.publish()
 
     def flush(self) -> None:
         self._last_flush, self._dirty = time.monotonic(), False
@@ -155,6 +198,9 @@ class Live:
         tbwrite.write_series(self._writer(pid), series, prefix)
         self._dirty = True
         self.state.steps_written += len(steps)
+        ends = [st.start_unix_s + (st.duration_s or 0.0) for st in steps
+                if st.start_unix_s is not None]
+        self.board.steps(pid, max(st.index + 1 for st in steps), max(ends) if ends else None)
         bad = next((s for s in steps if s.loss is not None and not math.isfinite(s.loss)),
                    None)
         if bad is not None and (pid, key) not in self._bad_loss:
