@@ -13,7 +13,8 @@ The same thread reads the other tasks' files (``Board.news``): a peer's new stal
 with which worker is behind (gpudiag.verdicts.run_peers), and a peer seen running that is
 gone (its gpudiag published an abnormal end; or, on this host, its program and its gpudiag
 no longer run and nothing final was published). A file left by an earlier job (ended
-before this run started) is not a peer.
+before this run started, or on this host with its processes gone before this run saw it
+running) is not a peer.
 """
 
 from __future__ import annotations
@@ -69,7 +70,11 @@ def _alive(pid: Any) -> bool:
         return False
     except OSError:  # EPERM: it runs, as someone else
         return True
-    return True
+    try:  # a zombie (ended, not yet reaped by its parent) is gone
+        stat = Path(f"/proc/{pid}/stat").read_text(encoding="ascii", errors="replace")
+        return stat.rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return True
 
 
 class Board:
@@ -177,8 +182,8 @@ class Board:
                 if peer.get("host") == self.host else None
             if not ended and alive is not False:
                 self._running.add(name)
-            elif name not in self._running:
-                continue  # never seen running: an earlier job's, or its end only
+            elif not ended and name not in self._running:
+                continue  # never seen running, its processes gone: an earlier job's
             self.peers[name] = peer
             out.append((peer, alive))
         return out
@@ -190,7 +195,7 @@ class Board:
         out: list[tuple[str, str, float]] = []
         for peer, alive in self._current():
             name = str(peer.get("task"))
-            why = run_peers.gone(peer, seen_running=True, alive=alive)
+            why = run_peers.gone(peer, alive=alive)
             if why:
                 if name not in self._told_gone:
                     self._told_gone.add(name)

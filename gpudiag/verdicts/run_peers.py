@@ -87,13 +87,10 @@ def peers_clause(peers: list[dict[str, Any]], own: dict[str, Any] | None) -> str
         if live else ""
 
 
-def gone(peer: dict[str, Any], *, seen_running: bool, alive: bool | None
-         ) -> str | None:
-    """Why a peer seen running is gone, or None: its gpudiag published an end other than a
+def gone(peer: dict[str, Any], *, alive: bool | None) -> str | None:
+    """Why a peer of this run is gone, or None: its gpudiag published an end other than a
     normal exit, or (same host: ``alive`` False) its program and its gpudiag are both gone
     without a final state. ``alive`` None: another host, the processes cannot be checked."""
-    if not seen_running:
-        return None
     name, pid, host = peer.get("task", "?"), peer.get("pid"), peer.get("host")
     steps = int(peer.get("steps") or 0)
     ended = peer.get("ended")
