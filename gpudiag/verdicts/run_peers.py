@@ -124,6 +124,9 @@ def peers_finding(notes: list[dict[str, Any]], peers: dict[str, dict[str, Any]],
         return Finding(fid, "ok", f"{len(peers)} other task(s) seen while it ran "
                        f"({', '.join(sorted(peers))}): none gone, none reported a stall", evidence)
     text = " | ".join(f"{_clock(n['t'])} {n['text']}" for n in notes)
+    if not kinds & {"behind", "gone"}:
+        return Finding(fid, "ok", f"none of the {len(peers)} other task(s) was behind or "
+                       f"gone; told while it ran: {text}", evidence)
     advice = ("A worker gone stops every synchronous step of the others: its own report "
               "(run directory in the evidence) says how it ended; restart it, or the job, "
               "from a checkpoint." if "gone" in kinds else
