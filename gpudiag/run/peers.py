@@ -218,7 +218,8 @@ class Board:
         """The peers' part of this task's stall line (each peer's stall told once)."""
         if pid not in self.own:
             return ""
-        running = [p for p, _ in self._current()]
+        running = [p for p, _ in self._current()] + \
+            [s for p, s in self.own.items() if p != pid]  # a launcher's other tasks
         for p in running:
             stall = p.get("stall") or {}
             if stall.get("t") and p.get("stall_ended_after_s") is None and \
