@@ -152,7 +152,7 @@ def execute(session: RunSession, argv: list[str], *,
         ends = {e for e in map(survivors.end_name, (write_out, write_err)) if e}
         os.close(write_out)
         os.close(write_err)
-        watcher = run_live.Live(out_dir, session.run_dir, ui.say_line).start()
+        watcher = run_live.Live(out_dir, session.run_dir, ui.say_line, sampler).start()
         pumps = [streams.pump(read_out, saved[0], terminal_out,
                               streams.LineFilter(state, "stdout")),
                  streams.pump(read_err, saved[1], sys.stderr.buffer,
