@@ -72,6 +72,8 @@ class Live:
         self._prefixes: dict[tuple[int, str], str] = {}
         self._bad_loss: set[tuple[int, str]] = set()
         self._batch: dict[int, int] = {}  # Keras fit's batch size per process
+        self._done: dict[tuple[int, str], tuple[int, float | None]] = {}  # steps, last start
+        self._latest: tuple[int, float | None, str | None] | None = None  # for the status
         self._last_flush = -TB_FLUSH_S  # the first scalars are flushed at once
         self._dirty = False
         self._stop = threading.Event()
@@ -150,6 +152,41 @@ class Live:
             self._writers[pid] = EventWriter(self.run_dir / run_tb_name(pid))
         return self._writers[pid]
 
+    def _note_progress(self, loop: tuple[int, str], steps: list[Any],
+                       batch_size: int | None) -> None:
+        """The status line's step, loss and rate: the highest step seen (a row may come
+        again later with its loss), the rate over the time between the last step starts
+        of two polls (examples/s where the batch size is known)."""
+        done, start = self._done.get(loop, (0, None))
+        last = max(steps, key=lambda s: s.index)
+        now_done = max(done, last.index + last.count)
+        rate = self._latest[2] if self._latest else None
+        if start is not None and last.start_unix_s is not None and \
+                last.start_unix_s > start and now_done > done:
+            per_s = (now_done - done) / (last.start_unix_s - start)
+            rate = f"{batch_size * per_s:.0f} examples/s" if batch_size else \
+                f"{per_s:.1f} steps/s"
+        self._done[loop] = (now_done, max(last.start_unix_s or 0.0, start or 0.0) or None)
+        with_loss = [s for s in steps if s.loss is not None and s.index + s.count >= done]
+        loss = max(with_loss, key=lambda s: s.index).loss if with_loss else \
+            (self._latest[1] if self._latest else None)
+        self._latest = (now_done, loss, rate)
+
+    def status(self) -> str:
+        """The terminal's status line (gpudiag.run.statusline): what was last seen."""
+        parts = []
+        if self._latest is not None:
+            steps, loss, rate = self._latest
+            parts.append(f"step {steps}")
+            if loss is not None:
+                parts.append(f"loss {loss:.4g}")
+            if rate:
+                parts.append(rate)
+        if self.gpus is not None and self.gpus.util_percent:
+            parts.append(" ".join(f"GPU{i} {u:.0f}%"
+                                  for i, u in sorted(self.gpus.util_percent.items())))
+        return " | ".join(parts)
+
     def _tell(self, pid: int | None, t: float | None, text: str) -> None:
         """Said with the time; into the Text tab of the program's live file (of
         ``nvml/`` for what NVML found, ``pid`` None)."""
@@ -177,6 +214,7 @@ class Live:
         tbwrite.write_series(self._writer(pid), series, prefix)
         self._dirty = True
         self.state.steps_written += len(steps)
+        self._note_progress((pid, key), steps, series.batch_size)
         bad = next((s for s in steps if s.loss is not None and not math.isfinite(s.loss)),
                    None)
         if bad is not None and (pid, key) not in self._bad_loss:
