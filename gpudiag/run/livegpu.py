@@ -39,7 +39,8 @@ class LiveGpus:
             self.writer = EventWriter(self.tb_dir)
         nvml.write_samples(self.writer, samples, utils)
         polls = polls_of(samples)
-        self.util_percent.update((p.index, p.util_percent) for p in polls)
+        # replaced, not updated: the status line's thread reads it
+        self.util_percent = {**self.util_percent, **{p.index: p.util_percent for p in polls}}
         return True, self.watch.feed(polls)
 
     def close(self) -> None:
