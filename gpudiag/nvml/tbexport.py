@@ -9,7 +9,9 @@ sample's. Written with gpudiag.tb's event writer (tensorboard's protos, no Tenso
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from gpudiag.layout import (
     gpu_memory_used_tag,
@@ -17,7 +19,34 @@ from gpudiag.layout import (
     gpu_util_driver_tag,
     gpu_util_tag,
 )
-from gpudiag.nvml.records import NOT_AVAILABLE, SamplingResult
+from gpudiag.nvml.records import NOT_AVAILABLE, Sample, SamplingResult, TimedUtil
+
+if TYPE_CHECKING:
+    from gpudiag.tb.writer import EventWriter
+
+
+def write_samples(writer: EventWriter, samples: Iterable[Sample],
+                  util_samples: Iterable[TimedUtil]) -> set[str]:
+    """Write these polls and driver samples into an open writer; returns the tags written
+    (gpudiag.run.live writes them as they come, write_scalars all at the end)."""
+    tags: set[str] = set()
+
+    def add(tag: str, value: float, t_s: float, wall: float) -> None:
+        writer.scalar(tag, value, round(t_s * 1000), wall_time=wall)
+        tags.add(tag)
+
+    for s in samples:
+        st = s.state
+        if st.util_gpu_percent is not NOT_AVAILABLE:
+            add(gpu_util_tag(s.index), st.util_gpu_percent, s.t_s, s.wall_time_s)
+        if st.memory_used_bytes is not NOT_AVAILABLE:
+            add(gpu_memory_used_tag(s.index), st.memory_used_bytes / 2**20, s.t_s,
+                s.wall_time_s)
+        if st.power_draw_w is not NOT_AVAILABLE:
+            add(gpu_power_tag(s.index), st.power_draw_w, s.t_s, s.wall_time_s)
+    for u in util_samples:
+        add(gpu_util_driver_tag(u.index), u.util_percent, u.t_s, u.wall_time_s)
+    return tags
 
 
 def write_scalars(result: SamplingResult, tb_dir: Path) -> list[str]:
@@ -28,26 +57,5 @@ def write_scalars(result: SamplingResult, tb_dir: Path) -> list[str]:
     """
     from gpudiag.tb.writer import EventWriter
 
-    tags: set[str] = set()
     with EventWriter(tb_dir) as writer:
-
-        def add(tag: str, value: float, t_s: float, wall: float) -> None:
-            writer.scalar(tag, value, round(t_s * 1000), wall_time=wall)
-            tags.add(tag)
-
-        for s in result.samples:
-            st = s.state
-            if st.util_gpu_percent is not NOT_AVAILABLE:
-                add(gpu_util_tag(s.index), st.util_gpu_percent, s.t_s, s.wall_time_s)
-            if st.memory_used_bytes is not NOT_AVAILABLE:
-                add(
-                    gpu_memory_used_tag(s.index),
-                    st.memory_used_bytes / 2**20,
-                    s.t_s,
-                    s.wall_time_s,
-                )
-            if st.power_draw_w is not NOT_AVAILABLE:
-                add(gpu_power_tag(s.index), st.power_draw_w, s.t_s, s.wall_time_s)
-        for u in result.util_samples:
-            add(gpu_util_driver_tag(u.index), u.util_percent, u.t_s, u.wall_time_s)
-    return sorted(tags)
+        return sorted(write_samples(writer, result.samples, result.util_samples))

@@ -29,6 +29,7 @@ from gpudiag.run.records import ProcessObservation
 from gpudiag.session import RunSession
 from gpudiag.verdicts import (
     bottleneck,
+    run_gpu_idle,
     run_live,
     run_peers,
     run_placement,
@@ -322,3 +323,9 @@ def _nvml_findings(session: RunSession, outcome: Outcome, options: RunOptions) -
         nvml_unavailable_reason=outcome.nvml_reason, expected_indices=options.gpus,
         check_id="run.every-gpu-used")
     session.add(finding)
+    session.add(run_gpu_idle.gpu_idle(
+        run_gpu_idle.replay(run_gpu_idle.polls_of(result.samples),
+                            options.idle_threshold_percent) if result else [],
+        gpus=len(result.device_indices) if result else 0,
+        observed_s=result.duration_s if result else None,
+        unavailable=None if result else outcome.nvml_reason or "NVML was not sampled"))
