@@ -142,7 +142,6 @@ def test_a_worker_holding_back_is_named_by_the_other_with_where_it_waits(
     assert found["run.stall"]["status"] == "warn"
     peers = found["run.peers"]
     assert peers["status"] == "warn" and "worker-1 is behind" in peers["message"]
-    assert found["run.cluster"]["status"] in ("ok", "warn")  # the last run to end sees both
     # each task's live state: one small file, ended with its exit status
     (cluster,) = logdir.glob(layout.RUN_CLUSTER_DIR_PREFIX + "*")
     live = {p.name: p for p in (cluster / layout.RUN_CLUSTER_LIVE_DIR).iterdir()}
