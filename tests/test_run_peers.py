@@ -88,3 +88,19 @@ def test_a_peer_waiting_outside_its_step_is_behind_one_waiting_inside() -> None:
     assert run_peers.gone(_peer(2, ended={"t": 1.0, "how": "exit 0", "normal": True}),
                           alive=False) is None  # a normal end is no worker gone
     assert run_peers.gone(_peer(2), alive=None) is None  # another host: not checkable
+
+
+def test_a_cluster_task_gets_longer_before_its_first_step_than_between_steps() -> None:
+    # building the model and loading data come after the join in real jobs: the default
+    # timeout before the first step is FIRST_STEP_FLOOR_S, then the usual floor; a
+    # timeout the user set holds throughout
+    from gpudiag.inprogram import stallwatch
+
+    watch = stallwatch.StallWatch(object(), None)  # type: ignore[arg-type]
+    assert watch.timeout() == stallwatch.STALL_FLOOR_S
+    watch.arm()
+    assert watch.since == "cluster_joined"
+    assert watch.timeout() == stallwatch.FIRST_STEP_FLOOR_S > stallwatch.STALL_FLOOR_S
+    watch.on_step(object(), 1)
+    assert watch.timeout() == stallwatch.STALL_FLOOR_S
+    assert stallwatch.StallWatch(object(), 3.0).timeout() == 3.0  # type: ignore[arg-type]

@@ -47,6 +47,9 @@ if TYPE_CHECKING:
 
 POLL_S = 0.25
 STALL_FLOOR_S = 60.0
+# Before a cluster task's first step (counted from its join) the default allows for what
+# real jobs do there (building the model, loading data, the other workers starting).
+FIRST_STEP_FLOOR_S = 300.0
 STALL_FACTOR = 20.0
 MAX_FRAMES = 16
 _ITERATOR = ("tensorflow/python/data/", "keras/src/trainers/data_adapters",
@@ -134,6 +137,8 @@ class StallWatch:
     def timeout(self) -> float:
         if self.timeout_s is not None:
             return self.timeout_s
+        if self.since == "cluster_joined":
+            return FIRST_STEP_FLOOR_S
         period = statistics.median(self.periods) if self.periods else 0.0
         return max(STALL_FLOOR_S, STALL_FACTOR * period)
 
