@@ -1,10 +1,13 @@
 """NVML samples as TensorBoard scalars: the ``nvml/`` run of a run directory.
 
 Per device ``i``, tags (gpudiag.layout.gpu_*_tag) ``gpu<i>/util_percent``,
-``gpu<i>/memory_used_mib``,
-``gpu<i>/power_w`` (the polls) and ``gpu<i>/util_driver_percent`` (the driver's
-buffered samples); the step is milliseconds since the sampler started, the wall time the
-sample's. Written with gpudiag.tb's event writer (tensorboard's protos, no TensorFlow).
+``gpu<i>/memory_used_mib``, ``gpu<i>/power_w`` (the polls), ``gpu<i>/util_driver_percent``
+(the driver's buffered samples) and, where the GPU offers GPM,
+``gpu<i>/gpm_sm_util_percent``, ``gpu<i>/gpm_sm_occupancy_percent``,
+``gpu<i>/gpm_tensor_util_percent`` and ``gpu<i>/gpm_dram_bw_util_percent`` (each over the
+period before its step); the step is milliseconds since the sampler started, the wall time
+the sample's. Written with gpudiag.tb's event writer (tensorboard's protos, no
+TensorFlow).
 """
 
 from __future__ import annotations
@@ -12,8 +15,12 @@ from __future__ import annotations
 from pathlib import Path
 
 from gpudiag.layout import (
+    gpu_dram_bw_util_tag,
     gpu_memory_used_tag,
     gpu_power_tag,
+    gpu_sm_occupancy_tag,
+    gpu_sm_util_tag,
+    gpu_tensor_util_tag,
     gpu_util_driver_tag,
     gpu_util_tag,
 )
@@ -50,4 +57,11 @@ def write_scalars(result: SamplingResult, tb_dir: Path) -> list[str]:
                 add(gpu_power_tag(s.index), st.power_draw_w, s.t_s, s.wall_time_s)
         for u in result.util_samples:
             add(gpu_util_driver_tag(u.index), u.util_percent, u.t_s, u.wall_time_s)
+        for g in result.gpm_samples:
+            for tag, value in ((gpu_sm_util_tag, g.reading.sm_util_percent),
+                               (gpu_sm_occupancy_tag, g.reading.sm_occupancy_percent),
+                               (gpu_tensor_util_tag, g.reading.tensor_util_percent),
+                               (gpu_dram_bw_util_tag, g.reading.dram_bw_util_percent)):
+                if value is not NOT_AVAILABLE:
+                    add(tag(g.index), value, g.t_s, g.wall_time_s)
     return sorted(tags)

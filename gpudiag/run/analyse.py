@@ -29,6 +29,7 @@ from gpudiag.run.records import ProcessObservation
 from gpudiag.session import RunSession
 from gpudiag.verdicts import (
     bottleneck,
+    gpu_fill,
     run_live,
     run_placement,
     run_progress,
@@ -111,8 +112,10 @@ def trace_of(obs: ProcessObservation, rows: list[PlacementRow]
         return None, str(exc)
 
 
-def why_slow(obs: ProcessObservation, rows: list[PlacementRow], proc: str) -> Finding:
-    """run.bottleneck: the profiled window's steps broken down (gpudiag.stepbreakdown)."""
+def why_slow(obs: ProcessObservation, rows: list[PlacementRow], proc: str,
+             nvml_gpus: list[dict[str, Any]] | None = None) -> Finding:
+    """run.bottleneck: the profiled window's steps broken down (gpudiag.stepbreakdown),
+    with how full NVML's GPM saw the process's GPUs (``nvml_gpus``: gpu_numbers)."""
     p = obs.profile
     check_id = f"run.bottleneck{proc}"
     if p is None or p.status in ("failed", "skipped"):
@@ -135,7 +138,9 @@ def why_slow(obs: ProcessObservation, rows: list[PlacementRow], proc: str) -> Fi
                                  facts.get("called_at"),
                                  epochs if isinstance(epochs, int) else None,
                                  [d for s in obs.strategies for d in s.worker_devices],
-                                 check_id=check_id)
+                                 check_id=check_id,
+                                 nvml_gpus=None if nvml_gpus is None
+                                 else gpu_fill.gpus_of(obs.pid, nvml_gpus))
 
 
 def _process_findings(session: RunSession, obs: ProcessObservation, proc: str,
@@ -170,7 +175,7 @@ def _process_findings(session: RunSession, obs: ProcessObservation, proc: str,
         add(config)
     add(run_progress.profile(obs, busy, summary.window_s if summary else None, trace_reason,
                              options.profile_warmup_steps, proc))
-    add(why_slow(obs, rows, proc))
+    add(why_slow(obs, rows, proc, nvml_gpus))
     tb_tags = tbwrite.write_program(session.run_dir, obs, options.profile_warmup_steps)
     return {"pid": obs.pid, "argv": obs.argv, "tf_version": obs.tf_version,
             "placement_reason": reason, "ops_by_device": placed,
@@ -316,3 +321,7 @@ def _nvml_findings(session: RunSession, outcome: Outcome, options: RunOptions) -
         nvml_unavailable_reason=outcome.nvml_reason, expected_indices=options.gpus,
         check_id="run.every-gpu-used")
     session.add(finding)
+    if result is not None:
+        session.add(gpu_fill.sm_utilization(
+            [gpu_verdicts.gpu_numbers(s) for s in result.summaries],
+            nvml_unavailable_reason=None, check_id="run.sm-utilization"))
