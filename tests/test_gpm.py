@@ -203,3 +203,20 @@ def test_monitor_without_nvml_has_no_gpm_finding(tmp_path: Path) -> None:
     found = findings_by_id(load_report(run_dir))
     assert "monitor.sm-utilization" not in found
     assert found["monitor.every-gpu-used"]["status"] == "skip"  # which says why
+
+
+@pytest.mark.slow
+def test_run_bottleneck_says_when_busy_means_a_few_small_kernels(tmp_path: Path) -> None:
+    # A real TensorFlow program on the CPU beside the fake's GPU at 100 % utilization and
+    # 3 % SM utilization: run's bottleneck carries what GPM saw, and run.sm-utilization.
+    program = Path(__file__).parent / "programs" / "keras_fit_tiny.py"
+    proc = gpudiag("run", "--logdir", str(tmp_path), "--", sys.executable, str(program),
+                   fake_nvml="small_kernels", timeout=300)
+    (run_dir,) = run_dirs(tmp_path)
+    found = findings_by_id(load_report(run_dir))
+    assert found["run.sm-utilization"]["status"] == "warn", proc.stderr[-2000:]
+    bottleneck = found["run.bottleneck"]
+    assert bottleneck["status"] == "warn" and "small-kernels" in bottleneck["evidence"]["causes"]
+    assert "GPU 0 is 'busy' with a few small kernels: NVML's utilization 100 % (a kernel " \
+           "ran), GPM's SM utilization 3 %" in bottleneck["message"]
+    assert bottleneck["evidence"]["gpm"]["gpus"][0]["sm_util_mean_percent"] == 3.0

@@ -59,6 +59,7 @@ def test_the_process_gpus_are_those_nvml_lists_it_on() -> None:
     gpus = [gpu(0, pids=(7,)), gpu(1, pids=(8,))]
     assert [g["index"] for g in gpus_of(7, gpus)] == [0]
     assert [g["index"] for g in gpus_of(7, [gpu(0), gpu(1)])] == [0, 1]  # no pids anywhere
+    assert [g["index"] for g in gpus_of(9, gpus)] == [0, 1]  # pids of another namespace
 
 
 def test_bottleneck_names_small_kernels_on_a_compute_bound_gpu_step() -> None:

@@ -81,9 +81,9 @@ def fills(gpus: Sequence[dict[str, Any]]) -> list[Fill]:
 
 
 def gpus_of(pid: int, gpus: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The GPUs NVML listed ``pid`` on; every GPU when NVML lists no process anywhere."""
-    listed = any(g.get("processes") for g in gpus)
-    return [g for g in gpus if not listed or pid in (g.get("processes") or [])]
+    """The GPUs NVML listed ``pid`` on; every GPU when NVML lists it on none (no process
+    list, or a container whose pids NVML does not see)."""
+    return [g for g in gpus if pid in (g.get("processes") or [])] or list(gpus)
 
 
 def sm_utilization(gpus: Sequence[dict[str, Any]], *, nvml_unavailable_reason: str | None,
