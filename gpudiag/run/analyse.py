@@ -28,6 +28,7 @@ from gpudiag.run.options import Outcome, RunOptions
 from gpudiag.run.records import ProcessObservation
 from gpudiag.session import RunSession
 from gpudiag.verdicts import (
+    allreduce,
     bottleneck,
     gpu_fill,
     run_live,
@@ -134,13 +135,17 @@ def why_slow(obs: ProcessObservation, rows: list[PlacementRow], proc: str,
     series = next((s for s in obs.series if s.label == p.source), None)
     facts = series.facts if series else {}
     epochs = (facts.get("params") or {}).get("epochs")
+    mirrored = [d for s in obs.strategies if "Mirrored" in s.class_name
+                for d in s.worker_devices]
     return bottleneck.bottleneck(result, None, obs.dataset_calls, p.source,
                                  facts.get("called_at"),
                                  epochs if isinstance(epochs, int) else None,
                                  [d for s in obs.strategies for d in s.worker_devices],
                                  check_id=check_id,
                                  nvml_gpus=None if nvml_gpus is None
-                                 else gpu_fill.gpus_of(obs.pid, nvml_gpus))
+                                 else gpu_fill.gpus_of(obs.pid, nvml_gpus),
+                                 gradient_bytes=allreduce.gradient_bytes(
+                                     facts.get("trainable_bytes_by_device"), mirrored))
 
 
 def _process_findings(session: RunSession, obs: ProcessObservation, proc: str,

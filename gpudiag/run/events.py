@@ -215,7 +215,8 @@ def observe(pid: int, events: list[dict[str, Any]], events_dir: Path) -> Process
                                  _series_steps(rows, "function"), num_classes=classes,
                                  facts={"classes_from": source,
                                         **{k: (function_events.get(name) or {}).get(k)
-                                           for k in ("file", "line", "called_at")}}))
+                                           for k in ("file", "line", "called_at",
+                                                     "trainable_bytes_by_device")}}))
     for index, group in sorted(groups.items()):
         label = f"Session.run #{index} [{', '.join(group['fetches'])[:80]}]"
         series.append(StepSeries("session", label, _series_steps(group["rows"], "session"),

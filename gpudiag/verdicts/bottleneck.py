@@ -22,7 +22,7 @@ from typing import Any
 from gpudiag.readers.stepbreakdown import Breakdown, DeviceBreakdown, StepParts
 from gpudiag.report import Finding
 from gpudiag.run.records import DatasetCall
-from gpudiag.verdicts import gpu_fill
+from gpudiag.verdicts import allreduce, gpu_fill
 
 INPUT_BOUND = 0.20  # xprof: "HIGHLY input-bound"
 INPUT_MODERATE = 0.05  # xprof: "MODERATELY input-bound" from here
@@ -159,10 +159,12 @@ def bottleneck(b: Breakdown | None, reason: str | None, calls: Sequence[DatasetC
                loop: str | None = None, called_at: dict[str, Any] | None = None,
                epochs: int | None = None, replicas: Sequence[str] = (),
                check_id: str = "run.bottleneck",
-               nvml_gpus: Sequence[dict[str, Any]] | None = None) -> Finding:
+               nvml_gpus: Sequence[dict[str, Any]] | None = None,
+               gradient_bytes: int | None = None) -> Finding:
     """The dominant cause of the profiled steps' time, or ok when none stands out.
     ``replicas``: the strategy's replica devices (the devices judged). ``nvml_gpus``: the
-    process's GPUs as NVML sampled them (gpu_use.gpu_numbers; None: not sampled)."""
+    process's GPUs as NVML sampled them (gpu_use.gpu_numbers; None: not sampled).
+    ``gradient_bytes``: per replica per step, for a MirroredStrategy program (None: unknown)."""
     if b is None:
         return Finding(check_id, "skip", f"no trace of the program's steps: {reason}",
                        {"reason": reason})
@@ -194,6 +196,11 @@ def bottleneck(b: Breakdown | None, reason: str | None, calls: Sequence[DatasetC
         "dataset_calls": [{"method": c.method, "args": c.args, "where": c.where}
                           for c in calls if c.caller and c.caller.get("direct")],
         "gpm": note.evidence}
+    reduce = allreduce.all_reduce(gradient_bytes, m.communication_s, m.period_s)
+    evidence["allreduce"] = None if reduce is None else reduce.evidence()
+    if reduce is not None:
+        found = [Cause(c.name, c.share, f"{c.text}; {reduce.text()}")
+                 if c.name == "communication-bound" else c for c in found]
     who = f"{loop}: " if loop else ""
     head = (f"{who}{_ms(m.period_s)} per step over {len(b.step_names)} profiled step(s) "
             f"({b.steps_from})")
