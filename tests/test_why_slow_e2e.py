@@ -181,6 +181,19 @@ def test_mirrored_all_reduce_share_is_reported_per_replica(allreduce: Run) -> No
         assert "16.0 MiB of gradients per replica per step" in f["message"]
 
 
+def test_mirrored_fit_gives_the_model_gradient_bytes_and_the_bandwidth(
+        tmp_path: Path) -> None:
+    r = run(tmp_path, "mirrored_fit.py")
+    f = r.found["run.bottleneck"]
+    reduce = f["evidence"]["allreduce"]
+    # the model's trainable weights, each once: Dense 2048x2048 and 2048x4, float32
+    assert reduce["gradient_bytes_per_replica"] == (2048 * 2048 + 2048 + 2048 * 4 + 4) * 4
+    assert reduce["achieved_bytes_per_s"] == pytest.approx(
+        reduce["gradient_bytes_per_replica"] / reduce["communication_s_per_step"])
+    if "communication-bound" in f["evidence"]["causes"]:
+        assert "16.0 MiB of gradients per replica per step" in f["message"]
+
+
 # ---------------------------------------------------------------- explain on the same traces
 
 

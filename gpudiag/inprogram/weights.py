@@ -54,6 +54,22 @@ def bytes_by_device(variables: Iterable[Any]) -> dict[str, int] | None:
     return out
 
 
+def logical_bytes(variables: Iterable[Any]) -> int | None:
+    """The bytes of a Keras model's trainable weights, each logical weight once (under
+    MirroredStrategy: one replica's copy); None when a size or dtype cannot be read."""
+    import numpy as np
+
+    total = 0
+    try:
+        for w in variables:
+            dtype = w.dtype
+            itemsize = np.dtype(dtype).itemsize if isinstance(dtype, str) else int(dtype.size)
+            total += int(np.prod(tuple(w.shape), dtype=np.int64)) * itemsize
+    except Exception:
+        return None
+    return total
+
+
 def fingerprint(refs: list[weakref.ref[Any]]) -> list[list[float]] | None:
     """[[sum, sum of squares, size], ...] per variable still alive; None if none is."""
     import numpy as np

@@ -145,7 +145,8 @@ def why_slow(obs: ProcessObservation, rows: list[PlacementRow], proc: str,
                                  nvml_gpus=None if nvml_gpus is None
                                  else gpu_fill.gpus_of(obs.pid, nvml_gpus),
                                  gradient_bytes=allreduce.gradient_bytes(
-                                     facts.get("trainable_bytes_by_device"), mirrored))
+                                     facts.get("trainable_bytes_by_device"), mirrored)
+                                 or (facts.get("trainable_bytes") if mirrored else None))
 
 
 def _process_findings(session: RunSession, obs: ProcessObservation, proc: str,

@@ -203,6 +203,7 @@ def observe(pid: int, events: list[dict[str, Any]], events_dir: Path) -> Process
         begin = fit["begin"]
         facts = {k: begin.get(k) for k in ("model", "loss", "optimizer", "learning_rate",
                                             "strategy", "replicas", "trainable_parameters",
+                                            "trainable_bytes",
                                             "params", "examples")}
         classes, facts["classes_from"] = classcount.fit_classes(begin.get("output_width"),
                                                                 begin.get("loss"))

@@ -1,9 +1,10 @@
 """The all-reduce's bytes and the bandwidth it achieved: for a MirroredStrategy program whose
 step the trace finds communication-bound.
 
-Pure. The bytes are what the in-program hooks saw (gpudiag.inprogram.weights.bytes_by_device:
-the trainable variables the step tf.function captured, summed per device), taken on one
-replica's device: the gradient bytes each replica all-reduces per step. The time is the
+Pure. The bytes are what the in-program hooks saw (gpudiag.inprogram.weights): for a step
+tf.function, the trainable variables it captured, summed per device and taken on one
+replica's device (bytes_by_device); for Keras fit, the model's trainable weights, each once
+(logical_bytes). Either is the gradient bytes each replica all-reduces per step. The time is the
 trace's collective communication per step (gpudiag.readers.stepbreakdown). Nothing is
 guessed: without either, there is no note.
 """
@@ -57,7 +58,7 @@ class AllReduce:
 
     def text(self) -> str:
         return (f"{_bytes_text(self.gradient_bytes)} of gradients per replica per step (the "
-                f"trainable variables the step captured) all-reduced in "
+                f"sizes of its trainable variables) all-reduced in "
                 f"{self.communication_s * 1e3:.2f} ms: {_rate_text(self.bytes_per_s)} "
                 f"achieved; at that bandwidth the all-reduce alone holds each step to at "
                 f"least {self.communication_s * 1e3:.2f} ms of the {self.period_s * 1e3:.2f} "
