@@ -7,10 +7,10 @@ faster only takes the driver's lock more often) and, between polls, drains the d
 own buffered utilization samples (``nvmlDeviceGetSamples``), so a short run still gets
 fine-grained data, and, where the GPU offers GPM (Hopper and later), reads the GPM metrics
 (SM utilization and occupancy, tensor-core and DRAM bandwidth utilization) over the time
-since its previous reading, at most every MIN_INTERVAL_S. The slow thread queries the
-per-process list and PCIe throughput (``nvmlDeviceGetPcieThroughput`` measures over 20 ms per
-call), so neither delays the fast loop. The sampler measures its own cost (CPU seconds of
-both threads, wall time per poll): see :class:`SamplerCost` and
+since its previous reading (each covering at least GPM_MIN_SPAN_S). The slow thread
+queries the per-process list and PCIe throughput (``nvmlDeviceGetPcieThroughput``
+measures over 20 ms per call), so neither delays the fast loop. The sampler measures its
+own cost (CPU seconds of both threads, wall time per poll): see :class:`SamplerCost` and
 benchmarks/sampler_cost.py.
 
 Time comes from a :class:`Clock`: the system's by default; tests give a fake one that
@@ -49,6 +49,8 @@ from gpudiag.nvml.summaries import (
 )
 
 MIN_INTERVAL_S: Final = 0.1
+#: A GPM reading covers at least this long (the poll right after start has nothing yet).
+GPM_MIN_SPAN_S: Final = MIN_INTERVAL_S / 2
 #: The slow loop (processes, PCIe) runs at most this often.
 DEFAULT_SLOW_INTERVAL_S: Final = 1.0
 #: The sampler's threads are named ``gpudiag-nvml-fast`` and ``gpudiag-nvml-slow``.
@@ -272,9 +274,9 @@ class Sampler:
             self._gpm_reasons[index] = gpm.reason
 
     def _read_gpm(self, index: int) -> None:
-        """One GPM reading when GPM works there and MIN_INTERVAL_S passed since the last."""
+        """One GPM reading when GPM works there and GPM_MIN_SPAN_S passed since the last."""
         begun = self._gpm_last_t.get(index)
-        if begun is None or index in self._gpm_reasons or self._now_s() - begun < MIN_INTERVAL_S:
+        if begun is None or index in self._gpm_reasons or self._now_s() - begun < GPM_MIN_SPAN_S:
             return
         reading = self._backend.gpm_read(index)
         t = self._now_s()
