@@ -128,10 +128,10 @@ AVERAGE_GRADIENTS_SCOPE = "average_gradients"
 tower_scope = Indexed("tower_{}")
 
 
-# Profiler step markers in a configuration's xplane.pb: ours
-# (tf.profiler.experimental.Trace(PROFILER_STEP_MARKER, step_num=...)) and Keras's.
+# gpudiag's profiler step marker in an xplane.pb
+# (tf.profiler.experimental.Trace(PROFILER_STEP_MARKER, step_num=...)); the markers of
+# TensorFlow and Keras that gpudiag reads are gpudiag.readers.traces.STEP_MARKERS.
 PROFILER_STEP_MARKER = "train"
-KERAS_PROFILER_STEP_MARKER = "TraceContext"
 
 
 #: Scalar, every step: the loss of tower (replica) <i>'s slice of the batch.

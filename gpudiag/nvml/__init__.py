@@ -62,7 +62,7 @@ from gpudiag.nvml.summaries import (
     percentile,
     summarise_device,
 )
-from gpudiag.nvml.tbexport import write_scalars
+from gpudiag.nvml.tbexport import write_samples, write_scalars
 
 __all__ = [
     "DEFAULT_ACTIVE_THRESHOLD_PERCENT",
@@ -108,5 +108,6 @@ __all__ = [
     "percentile",
     "query",
     "summarise_device",
+    "write_samples",
     "write_scalars",
 ]

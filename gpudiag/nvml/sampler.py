@@ -156,6 +156,12 @@ class Sampler:
         """The NVML indices being sampled (known once started)."""
         return self._indices
 
+    def samples_since(self, polls: int, driver: int) -> tuple[list[Sample], list[TimedUtil]]:
+        """While it runs: the polls after the first ``polls`` taken, and the driver's
+        samples after the first ``driver`` read (gpudiag.run.live follows them by count).
+        Both lists only grow, so a slice is a consistent view."""
+        return self._samples[polls:], self._utils[driver:]
+
     # -- lifecycle
 
     def start(self) -> Sampler:

@@ -31,6 +31,7 @@ from gpudiag.verdicts import (
     allreduce,
     bottleneck,
     gpu_fill,
+    run_gpu_idle,
     run_live,
     run_placement,
     run_progress,
@@ -327,6 +328,12 @@ def _nvml_findings(session: RunSession, outcome: Outcome, options: RunOptions) -
         nvml_unavailable_reason=outcome.nvml_reason, expected_indices=options.gpus,
         check_id="run.every-gpu-used")
     session.add(finding)
+    session.add(run_gpu_idle.gpu_idle(
+        run_gpu_idle.replay(run_gpu_idle.polls_of(result.samples),
+                            options.idle_threshold_percent) if result else [],
+        gpus=len(result.device_indices) if result else 0,
+        observed_s=result.duration_s if result else None,
+        unavailable=None if result else outcome.nvml_reason or "NVML was not sampled"))
     if result is not None:
         session.add(gpu_fill.sm_utilization(
             [gpu_verdicts.gpu_numbers(s) for s in result.summaries],
