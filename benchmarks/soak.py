@@ -9,7 +9,8 @@ again: the step-time ratio is the hooked run's median step time over the mean of
 plain runs', printed beside the two plain runs' own ratio (the machine's spread in this
 run). The run directory's size is given without the program's own stdout.txt and
 stderr.txt (saved whole: they are the user's); the finish time is from the program's
-last line (its ``END_UNIX``, printed just before it exits) to `gpudiag run` returning.
+last line (its ``END_UNIX``, printed just before it exits) to `gpudiag run` returning,
+beside the same time for the plain runs (the program's own exit: TensorFlow's teardown).
 The ratio is printed last.
 """
 
@@ -66,19 +67,25 @@ def main() -> int:
     parser.add_argument("--plain-minutes", type=float, default=1.0)
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="gpudiag-soak-") as logdir:
-        plain1, _ = run(args.plain_minutes * 60, None)
+        plain1, plain1_returned = run(args.plain_minutes * 60, None)
         hooked, returned = run(args.minutes * 60, logdir)
-        plain2, _ = run(args.plain_minutes * 60, None)
+        plain2, plain2_returned = run(args.plain_minutes * 60, None)
         (run_dir,) = [p for p in Path(logdir).iterdir() if p.name.endswith("-run")]
         other, own = size(run_dir)
     p1, p2, h = value(plain1, "STEP_S"), value(plain2, "STEP_S"), value(hooked, "STEP_S")
     finish = returned - value(hooked, "END_UNIX")
+    # a plain run's own exit after its last line: TensorFlow's teardown, not gpudiag's
+    plain_exit = [plain1_returned - value(plain1, "END_UNIX"),
+                  plain2_returned - value(plain2, "END_UNIX")]
     print(f"plain: {p1 * 1e3:.3f} and {p2 * 1e3:.3f} ms/step ({args.plain_minutes:g} min "
           f"each); under gpudiag run: {h * 1e3:.3f} ms/step over {int(value(hooked, 'STEPS'))}"
           f" steps ({args.minutes:g} min)")
     print(f"run directory: {other / 1e6:.2f} MB besides the program's own output "
           f"({own / 1e6:.2f} MB, saved whole)")
-    print(f"gpudiag returned {finish:.2f} s after the program's last line")
+    print(f"gpudiag returned {finish:.2f} s after the program's last line; the plain runs "
+          f"exited {plain_exit[0]:.2f} and {plain_exit[1]:.2f} s after theirs (the program's "
+          f"own exit), so gpudiag's part is about "
+          f"{finish - sum(plain_exit) / 2:.2f} s")
     print(f"step-time ratio {h / ((p1 + p2) / 2):.3f} (plain against plain in this run: "
           f"{p2 / p1:.3f})")
     return 0
