@@ -24,6 +24,7 @@ from gpudiag.probes.records import AllreduceResult, TrainingResult
 from gpudiag.procs.runner import ChildResult
 from gpudiag.readers import traces
 from gpudiag.report import Finding
+from gpudiag.scaling import whyslow
 from gpudiag.scaling.options import ScalingOptions
 from gpudiag.scaling.table import TABLE_HEADERS, table
 from gpudiag.scaling.tb_runs import write_scaling_tb
@@ -162,6 +163,9 @@ def judge(session: RunSession, options: ScalingOptions, setup: DeviceSetup,
         points.append(throughput_point(r, result, summary))
         learning_rows.append(learning_row(r, result, options.workload.learning_rate))
         configs[r.name] = config_data(r, result, summary, reason, session.run_dir / r.name)
+    for finding in whyslow.findings([(r.name, r.strategy, r.n_devices, r.result,
+                                      r.child.error_type) for r in runs]):
+        session.add(finding)
     if backend_reason is not None:
         session.add(gpu_verdicts.every_gpu_used([], NVML_IDLE_THRESHOLD_PERCENT,
                                             nvml_unavailable_reason=backend_reason,
