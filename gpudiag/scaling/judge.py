@@ -163,9 +163,6 @@ def judge(session: RunSession, options: ScalingOptions, setup: DeviceSetup,
         points.append(throughput_point(r, result, summary))
         learning_rows.append(learning_row(r, result, options.workload.learning_rate))
         configs[r.name] = config_data(r, result, summary, reason, session.run_dir / r.name)
-    for finding in whyslow.findings([(r.name, r.strategy, r.n_devices, r.result,
-                                      r.child.error_type) for r in runs]):
-        session.add(finding)
     if backend_reason is not None:
         session.add(gpu_verdicts.every_gpu_used([], NVML_IDLE_THRESHOLD_PERCENT,
                                             nvml_unavailable_reason=backend_reason,
@@ -183,6 +180,10 @@ def judge(session: RunSession, options: ScalingOptions, setup: DeviceSetup,
         session.add(scaling_verdicts.towers_vs_mirrored(typed_rows))
     if allreduce is not None:
         session.add(scaling_verdicts.allreduce_bandwidth(allreduce, setup.kind))
+    # why each configuration is as fast as it is, after whether scaling helped
+    for finding in whyslow.findings([(r.name, r.strategy, r.n_devices, r.result,
+                                      r.child.error_type) for r in runs]):
+        session.add(finding)
     rows = [asdict(r) for r in typed_rows]  # the report's rows, from here on plain data
     session.set("scaling", {"device_kind": setup.kind, "gradient_bytes": gradient_bytes,
                             "peak_busbw_bytes_per_s": busbw, "rows": rows, "configs": configs})
