@@ -50,10 +50,10 @@ def lost_speedup(mine: StepParts, base: StepParts, n_devices: int,
             "replica_skew_s": skew_s}
 
 
-def lost_text(lost: dict[str, Any], base_name: str) -> str:
+def lost_text(lost: dict[str, Any], base_name: str, unit: str = "device") -> str:
     n = lost["n_devices"]
     head = (f"lost speed-up: {lost['step_s'] * 1e3:.2f} ms per step against "
-            f"{lost['base_step_s'] * 1e3:.2f} ms on 1 device ({base_name}), "
+            f"{lost['base_step_s'] * 1e3:.2f} ms on 1 {unit} ({base_name}), "
             f"{lost['speedup_by_trace']:.2f}x of {n}x by the trace")
     if lost["lost_s_per_step"] <= 0:
         return head + "; nothing lost per step"
@@ -70,10 +70,13 @@ def lost_text(lost: dict[str, Any], base_name: str) -> str:
 def scaling_bottleneck(name: str, b: Breakdown | None, reason: str | None,
                        replicas: Sequence[str], n_devices: int,
                        base: tuple[str, StepParts] | None = None,
-                       base_reason: str | None = None) -> Finding:
+                       base_reason: str | None = None, *, check_prefix: str = CHECK_PREFIX,
+                       unit: str = "device") -> Finding:
     """One configuration's finding. ``base``: (name, mean step) of the same strategy on one
-    device; ``base_reason``: why there is none (for a configuration of several devices)."""
-    f = bottleneck(b, reason, replicas=replicas, check_id=CHECK_PREFIX + name)
+    device; ``base_reason``: why there is none (for a configuration of several devices).
+    `scaling --workers` gives its configurations' ``check_prefix`` and ``unit``
+    ("worker": ``n_devices`` counts workers, the base is 1 worker)."""
+    f = bottleneck(b, reason, replicas=replicas, check_id=check_prefix + name)
     if b is None:
         return replace(f, message=f"{name}: no trace to break down: {reason}")
     if f.status == "skip" or n_devices < 2:
@@ -81,11 +84,11 @@ def scaling_bottleneck(name: str, b: Breakdown | None, reason: str | None,
     mine = judged_mean(b, replicas)
     assert mine is not None  # bottleneck() skipped otherwise
     if base is None:
-        why = base_reason or "no 1-device configuration of this strategy"
+        why = base_reason or f"no 1-{unit} configuration of this strategy"
         return replace(f, message=f"{f.message}; where the speed-up went: not compared "
                        f"({why})", evidence={**f.evidence, "lost_speedup": None,
                                              "lost_speedup_reason": why})
     lost = lost_speedup(mine, base[1], n_devices, b.replica_skew_s)
-    return replace(f, message=f"{f.message}; {lost_text(lost, base[0])}",
+    return replace(f, message=f"{f.message}; {lost_text(lost, base[0], unit)}",
                    evidence={**f.evidence, "lost_speedup": lost,
                              "base": {"name": base[0], **parts_seconds(base[1])}})
