@@ -103,6 +103,10 @@ def test_sync_steps_are_broken_down_from_the_leaders_trace_with_the_lost_speed_u
             assert f["status"] in ("ok", "warn"), f
             assert f["evidence"]["steps_from"] == "host step markers"
             assert f["evidence"]["step_s"] > 0 and f["evidence"]["parts_s"]
+            assert f["evidence"]["shares"]["compute"] > 0  # the trace's ops, on the host row
+        # the all-reduce between the workers: CollectiveReduceV2 in the leader's trace
+        assert two["evidence"]["shares"]["communication"] > 0
+        assert one["evidence"]["shares"]["communication"] == 0
         assert "lost_speedup" not in one["evidence"]
         lost = two["evidence"]["lost_speedup"]
         assert lost["base_step_s"] == pytest.approx(one["evidence"]["step_s"])

@@ -27,7 +27,9 @@ PS_REASON = "parameter-server mode runs no profiler (only sync trainers trace th
 
 
 def breakdown_of(run: ClusterRun) -> tuple[Breakdown | None, str | None, list[str]]:
-    """The leader's trace broken down (or why there is none) and its replica devices."""
+    """The leader's trace broken down (or why there is none) and the devices judged (none
+    named: the child records no op placement, so the trace's ops are one host row; a
+    GPU trace has its device planes)."""
     chief = run.chief
     result: WorkerResult | None = chief.result if chief is not None else None
     if run.mode != "sync":
@@ -38,11 +40,11 @@ def breakdown_of(run: ClusterRun) -> tuple[Breakdown | None, str | None, list[st
         return None, "no profiler window (--profile-steps 0, or the run ended first)", []
     files = traces.find_xplanes(Path(result.profile_dir))
     if not files:
-        return None, f"no .xplane.pb under {result.profile_dir}", result.devices
-    try:
-        return stepbreakdown.breakdown(files[-1], None, result.devices), None, result.devices
+        return None, f"no .xplane.pb under {result.profile_dir}", []
+    try:  # no placement: every op on the process's own row (/host:CPU), judged as such
+        return stepbreakdown.breakdown(files[-1]), None, []
     except traces.TraceError as exc:
-        return None, str(exc), result.devices
+        return None, str(exc), []
 
 
 def findings(runs: Sequence[ClusterRun]) -> list[Finding]:
