@@ -203,7 +203,12 @@ ScalingTimeoutOpt = typer.Option(_SCALING.timeout_s, "--timeout", callback=posit
 StallTimeoutOpt = typer.Option(
     None, "--stall-timeout", min=0.0, show_default=False,
     help="Seconds without a finished step before gpudiag names the job stalled and where "
-         "it waits (default: 20x the median step period, at least 60 s; 0: off).")
+         "it waits (default: 20x the median step period, at least 60 s; before a "
+         "multi-worker task's first step, 300 s from its join; 0: off).")
+QuietOpt = typer.Option(
+    False, "--quiet", help="No status line (step, loss, examples/s, GPU utilization) at "
+    "the bottom of the terminal while the program runs; live findings and the report are "
+    "still shown. Without a terminal on stderr there is none anyway.")
 
 # `memory`: its allocation steps and the limit mode (defaults: probes.results.MemoryConfig).
 MemoryStepsOpt = typer.Option(MemoryConfig.steps, "--steps", min=1, max=256,

@@ -15,7 +15,12 @@ tests/fake_clock.FakeClock shared with the Sampler, so a test moves time itself:
 * ``unsupported``       a GPU that gives utilization and memory only (no power,
                         temperature, clocks, PCIe, driver samples or process list),
 * ``no_utilization``    a GPU that gives memory but no utilization at all,
+* ``small_kernels``     GPM (Hopper and later): NVML's utilization reads 100 % while GPM's
+                        SM utilization is 3 % and occupancy 1.5 %: a few small kernels,
+* ``gpm_busy``          GPM: utilization 90 % with SM utilization 85 %: a full GPU,
 * ``no_nvml``           open_scenario returns NvmlUnavailable, as open_backend does here.
+
+Every other scenario's GPUs do not offer GPM (``gpm_start`` says why, as on pre-Hopper GPUs).
 
 ``calls`` counts every method call per name, so tests can check what the sampler asks
 and how often (handles, per-process query out of the fast loop).
@@ -35,6 +40,8 @@ from gpudiag.nvml import (
     DeviceError,
     DeviceInfo,
     DeviceState,
+    GpmReading,
+    GpmUnavailable,
     NotAvailable,
     NvmlUnavailable,
     PcieThroughput,
@@ -43,6 +50,11 @@ from gpudiag.nvml import (
 )
 
 GIB = 2**30
+#: What gpudiag.nvml.gpm says on a GPU without GPM (before Hopper).
+NO_GPM_REASON = ("this GPU does not offer GPM metrics (nvmlGpmQueryDeviceSupport: Hopper "
+                 "and later do)")
+GPM_FIELDS = ("sm_util_percent", "sm_occupancy_percent", "tensor_util_percent",
+              "dram_bw_util_percent")
 DRIVER_SAMPLE_PERIOD_S = 1 / 6
 
 Curve = Callable[[float], float]
@@ -76,6 +88,8 @@ class FakeDevice:
     unsupported: frozenset[str] = frozenset()
     uuid: str = ""
     pci_bus_id: str = ""
+    #: GPM metrics (GpmReading's field names) as curves; None: the GPU has no GPM
+    gpm: dict[str, Curve] | None = None
 
 
 @dataclass
@@ -183,6 +197,18 @@ class FakeBackend:
             return PcieThroughput(NOT_AVAILABLE, NOT_AVAILABLE)
         return PcieThroughput(1000, 2000)
 
+    def gpm_start(self, index: int) -> GpmUnavailable | None:
+        d = self._device("gpm_start", index)
+        return GpmUnavailable(NO_GPM_REASON) if d.gpm is None else None
+
+    def gpm_read(self, index: int) -> GpmReading | GpmUnavailable:
+        d = self._device("gpm_read", index)
+        if d.gpm is None:
+            return GpmUnavailable("GPM was not started on this device")
+        t = self._t()
+        return GpmReading(**{name: d.gpm[name](t) if name in d.gpm else NOT_AVAILABLE
+                             for name in GPM_FIELDS})
+
     def close(self) -> None:
         self.closed = True
 
@@ -253,6 +279,22 @@ def no_utilization(n: int = 1, *, clock: Clock = SYSTEM_CLOCK) -> FakeBackend:
     )
 
 
+def small_kernels(n: int = 1, *, clock: Clock = SYSTEM_CLOCK) -> FakeBackend:
+    """NVML's utilization at 100 %, GPM's SM utilization at 3 %: a few small kernels."""
+    gpm = {"sm_util_percent": const(3.0), "sm_occupancy_percent": const(1.5),
+           "tensor_util_percent": const(0.0), "dram_bw_util_percent": const(2.0)}
+    return FakeBackend([FakeDevice(name="Fake H100 80GB", util_percent=const(100.0), gpm=gpm)
+                        for _ in range(n)], scenario="small_kernels", clock=clock)
+
+
+def gpm_busy(n: int = 1, *, clock: Clock = SYSTEM_CLOCK) -> FakeBackend:
+    """GPM on a GPU the kernels fill: utilization 90 %, SM utilization 85 %."""
+    gpm = {"sm_util_percent": const(85.0), "sm_occupancy_percent": const(40.0),
+           "tensor_util_percent": const(60.0), "dram_bw_util_percent": const(50.0)}
+    return FakeBackend([FakeDevice(name="Fake H100 80GB", gpm=gpm) for _ in range(n)],
+                       scenario="gpm_busy", clock=clock)
+
+
 NO_NVML_REASON = (
     "NVML did not initialise: libnvidia-ml.so.1 was not found: no NVIDIA driver is installed "
     "here (NVML Shared Library Not Found)"
@@ -265,6 +307,8 @@ SCENARIOS: dict[str, Callable[[], FakeBackend]] = {
     "lost_at_start": lost_at_start,
     "unsupported": unsupported,
     "no_utilization": no_utilization,
+    "small_kernels": small_kernels,
+    "gpm_busy": gpm_busy,
 }
 
 

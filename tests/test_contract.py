@@ -233,6 +233,9 @@ def test_chart_regexes_match_the_tags_they_are_for() -> None:
                                                                  layout.replica_loss_tag(12))
     assert matches(scaling, "towers/loss_x") == []
     assert matches(scaling, layout.gpu_util_tag(7)) == ["utilization % per GPU (NVML)"]
+    gpm = "GPM SM utilization and occupancy % per GPU (Hopper and later)"
+    assert matches(scaling, layout.gpu_sm_util_tag(7)) == [gpm]
+    assert matches(scaling, layout.gpu_sm_occupancy_tag(0)) == [gpm]
     assert matches(scaling, layout.TAG_TRAIN_LOSS + "_ema") == []
     assert len(matches(tbviews.memory_charts(), layout.TAG_MEMORY_NVML_PROCESS)) == 1
 

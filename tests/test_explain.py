@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import jsonschema
@@ -57,3 +59,32 @@ def test_a_bad_path_is_one_line_and_exit_2(tmp_path: Path) -> None:
         assert proc.stderr.count("\n") == 1 and proc.stderr.startswith("gpudiag: error: ")
         assert "Traceback" not in proc.stderr
     assert not (tmp_path / "runs").exists()  # nothing written for a bad PATH
+
+
+def test_profile_data_of_the_older_format_is_named_not_read(tmp_path: Path) -> None:
+    # what the profiler wrote before XSpace traces (tensorflow/profiler's 2020 demo logdir
+    # has these names): told apart from an empty directory, one line, exit 2
+    profile = tmp_path / "logdir" / "plugins" / "profile" / "GPU-input-bound"
+    profile.mkdir(parents=True)
+    for name in ("localhost.trace.json.gz", "localhost.overview_page.pb",
+                 "localhost.input_pipeline.pb"):
+        (profile / name).write_bytes(b"\0")
+    proc = gpudiag("explain", "--logdir", str(tmp_path / "runs"), str(tmp_path / "logdir"))
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr
+    assert "only profile data of the older format (localhost.input_pipeline.pb, " \
+        "localhost.overview_page.pb, localhost.trace.json.gz)" in proc.stderr
+    assert "TensorFlow 2.4 and later" in proc.stderr
+
+
+def test_a_keras_fit_profiled_by_its_own_tensorboard_callback_has_its_steps(
+        tmp_path: Path) -> None:
+    # Keras 3's callback marks each profiled step "Profiled batch": batches 3 to 7 give 4
+    # start-to-start periods, not the whole trace as one step
+    logs = tmp_path / "logs"
+    subprocess.run([sys.executable, str(TESTS_DIR / "programs" / "keras_tensorboard_profile.py"),
+                    str(logs)], check=True, capture_output=True, timeout=300)
+    code, report, _ = explain(tmp_path, logs)
+    assert code == 0
+    f = findings_by_id(report)["explain.bottleneck"]
+    assert f["evidence"]["steps_from"] == "host step markers", f["message"]
+    assert "over 4 profiled step(s) (host step markers)" in f["message"]

@@ -185,9 +185,30 @@ def test_mirrored_all_reduce_share_is_reported_per_replica(allreduce: Run) -> No
     assert "communication" in f["message"]
     assert allreduce.loop["step_s_median"] == pytest.approx(allreduce.own_period_s(10),
                                                             rel=PERIOD_TOLERANCE)
+    # the gradient bytes each replica all-reduces: the program's two Dense layers, float32
+    reduce = f["evidence"]["allreduce"]
+    assert reduce["gradient_bytes_per_replica"] == (2048 * 2048 + 2048 + 2048 * 4 + 4) * 4
+    assert reduce["achieved_bytes_per_s"] == pytest.approx(
+        reduce["gradient_bytes_per_replica"] / reduce["communication_s_per_step"])
+    assert reduce["communication_s_per_step"] == pytest.approx(
+        shares["communication"] * f["evidence"]["step_s"])
     if f["status"] == "warn":
         assert f["evidence"]["causes"][0] == "communication-bound"
         assert "collectives (all-reduce) take" in f["message"]
+        assert "16.0 MiB of gradients per replica per step" in f["message"]
+
+
+def test_mirrored_fit_gives_the_model_gradient_bytes_and_the_bandwidth(
+        tmp_path: Path) -> None:
+    r = run(tmp_path, "mirrored_fit.py")
+    f = r.found["run.bottleneck"]
+    reduce = f["evidence"]["allreduce"]
+    # the model's trainable weights, each once: Dense 2048x2048 and 2048x4, float32
+    assert reduce["gradient_bytes_per_replica"] == (2048 * 2048 + 2048 + 2048 * 4 + 4) * 4
+    assert reduce["achieved_bytes_per_s"] == pytest.approx(
+        reduce["gradient_bytes_per_replica"] / reduce["communication_s_per_step"])
+    if "communication-bound" in f["evidence"]["causes"]:
+        assert "16.0 MiB of gradients per replica per step" in f["message"]
 
 
 # ---------------------------------------------------------------- explain on the same traces

@@ -25,6 +25,10 @@ from gpudiag.ui import Ui
 from gpudiag.verdicts import bottleneck
 
 XPLANE_SUFFIX = ".xplane.pb"
+# What the profiler wrote before it saved XSpace traces: a Chrome trace and each tool's
+# data converted at capture time (tensorflow/profiler's demo logdir of 2020 holds them).
+OLDER_SUFFIXES = (".trace.json.gz", ".overview_page.pb", ".input_pipeline.pb",
+                  ".tensorflow_stats.pb", ".op_profile.json", ".overview_page.json")
 
 
 def find_traces(path: Path) -> list[Path]:
@@ -37,6 +41,12 @@ def find_traces(path: Path) -> list[Path]:
         return [path]
     found = traces.find_xplanes(path)
     if not found:
+        older = sorted(p.name for p in path.rglob("*") if p.name.endswith(OLDER_SUFFIXES))
+        if older:
+            raise UsageError(
+                f"no profiler trace (*{XPLANE_SUFFIX}) under {path}, only profile data of "
+                f"the older format ({', '.join(older[:3])}{', ...' if len(older) > 3 else ''}): "
+                f"gpudiag reads the {XPLANE_SUFFIX} traces TensorFlow 2.4 and later write")
         raise UsageError(f"no profiler trace (*{XPLANE_SUFFIX}) under {path}")
     return found
 

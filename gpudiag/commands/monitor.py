@@ -11,9 +11,11 @@ does not lose the samples.
 Imports no TensorFlow (nor does anything it uses): monitor starts at once and runs where
 TensorFlow is absent.
 
-Writes: report.json/report.md with findings ``monitor.command``, ``monitor.nvml`` and
-``monitor.every-gpu-used``; per-GPU scalars in the ``nvml/`` TensorBoard run
-(gpudiag.nvml.write_scalars); a per-GPU table as TensorBoard text (``gpudiag/monitor``).
+Writes: report.json/report.md with findings ``monitor.command``, ``monitor.nvml``,
+``monitor.every-gpu-used`` and (when NVML sampled) ``monitor.sm-utilization`` (NVML's
+utilization against GPM's SM utilization and occupancy, where the GPU offers GPM);
+per-GPU scalars in the ``nvml/`` TensorBoard run (gpudiag.nvml.write_scalars); a per-GPU
+table as TensorBoard text (``gpudiag/monitor``).
 
 NVML comes in as ``backend``, opened before and closed after by the caller (the CLI,
 with gpudiag.nvml.opened); this module never opens or closes it.
@@ -43,6 +45,7 @@ from gpudiag.procs.exitstatus import describe_exit
 from gpudiag.report import Finding
 from gpudiag.session import RunSession
 from gpudiag.ui import Ui
+from gpudiag.verdicts import gpu_fill
 from gpudiag.verdicts import gpu_use as gpu_verdicts
 
 DEFAULT_IDLE_THRESHOLD_PERCENT = nvml.DEFAULT_ACTIVE_THRESHOLD_PERCENT
@@ -73,7 +76,8 @@ def _device_rows(result: nvml.SamplingResult) -> list[list[Any]]:
     for s in result.summaries:
         n = gpu_verdicts.gpu_numbers(s)
         rows.append([s.index, n["name"] or "?", n["pci_bus_id"] or "?", n["util_mean_percent"],
-                     n["util_p95_percent"], n["util_max_percent"], n["active_s"],
+                     n["util_p95_percent"], n["util_max_percent"],
+                     n["sm_util_mean_percent"], n["sm_occupancy_mean_percent"], n["active_s"],
                      None if n["peak_memory_used_bytes"] is None
                      else round(n["peak_memory_used_bytes"] / 2**20),
                      ", ".join(str(p) for p in n["processes"]), s.error or ""])
@@ -87,7 +91,8 @@ def _write_sampling(session: RunSession, result: nvml.SamplingResult) -> None:
 
         tbviews.write_charts(session.run_dir, [tbviews.nvml_charts()])
     session.text(TAG_MONITOR, markdown_table(
-        ["gpu", "name", "pci bus id", "util mean %", "util p95 %", "util max %", "active s",
+        ["gpu", "name", "pci bus id", "util mean %", "util p95 %", "util max %",
+         "GPM SM util mean %", "GPM occupancy mean %", "active s",
          "peak memory MiB", "pids", "error"], _device_rows(result)))
     session.set("nvml_tensorboard", {"run": NVML_TB_RUN, "tags": tags})
 
@@ -174,6 +179,11 @@ def run(
             result.summaries if result else [], idle_threshold_percent,
             nvml_unavailable_reason=reason, expected_indices=gpus,
             check_id="monitor.every-gpu-used"))
+        if result is not None:
+            session.add(gpu_fill.sm_utilization(
+                [gpu_verdicts.gpu_numbers(s) for s in result.summaries
+                 if gpus is None or s.index in gpus],
+                nvml_unavailable_reason=None, check_id="monitor.sm-utilization"))
     if interrupt is not None:
         raise interrupt
     return exit_code_of(returncode) if returncode else None

@@ -176,6 +176,7 @@ class StepSource:
         self.variables = weights.track(trainable)
         self.agent.emit("function", function=self.name, file=self.file, line=self.line,
                         graphs=graphs, trainable_variables=len(self.variables),
+                        trainable_bytes_by_device=weights.bytes_by_device(trainable),
                         cross_entropy=cross_entropy,
                         classes=classevidence.classes_of(cross_entropy),
                         called_at=self.called_at)

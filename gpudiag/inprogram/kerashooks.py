@@ -140,6 +140,7 @@ def make_callback_class(agent: Agent, keras: ModuleType) -> type:
                     int(getattr(w, "size", 0) or 0) for w in model.trainable_weights))
             except Exception:
                 facts["trainable_parameters"] = None
+            facts["trainable_bytes"] = weights.logical_bytes(model.trainable_weights)
             return facts
 
         def _fingerprint(self, phase: str) -> None:

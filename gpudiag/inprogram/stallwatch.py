@@ -17,6 +17,13 @@ how long, which loop, each thread's frames, and where the step waits:
 - ``lock``: the innermost frame is threading's ``wait``/``acquire``/``join`` or a queue;
 - ``user``: the program's own line, anything else.
 
+A task of a multi-worker cluster is watched from the moment it joined (``arm``: the
+strategy's constructor returned): a worker that never reaches its first step, or whose
+first step waits in the all-reduce for another that never comes, is a stall too
+(``since``: ``cluster_joined``). Inside the step function's execution with no Python
+frame of TensorFlow's collectives, a cluster task's step waits in the runtime
+(``step``: TensorFlow's graph, the all-reduce among it, runs in C++ with no Python frame).
+
 When steps come again a ``stall_end`` event says after how long. The parent shows both as
 they happen (gpudiag.run.live) and reports them (``run.stall``).
 """
@@ -40,6 +47,9 @@ if TYPE_CHECKING:
 
 POLL_S = 0.25
 STALL_FLOOR_S = 60.0
+# Before a cluster task's first step (counted from its join) the default allows for what
+# real jobs do there (building the model, loading data, the other workers starting).
+FIRST_STEP_FLOOR_S = 300.0
 STALL_FACTOR = 20.0
 MAX_FRAMES = 16
 _ITERATOR = ("tensorflow/python/data/", "keras/src/trainers/data_adapters",
@@ -47,6 +57,8 @@ _ITERATOR = ("tensorflow/python/data/", "keras/src/trainers/data_adapters",
 _COLLECTIVE = ("tensorflow/python/distribute/cross_device", "collective_all_reduce",
                "tensorflow/python/distribute/coordinator", "tensorflow/python/ops/collective",
                "tensorflow/python/distribute/cluster_resolver")
+_STEP_CALL = ("tensorflow/python/eager/polymorphic_function/", "tensorflow/python/eager/execute",
+              "tensorflow/python/eager/function", "tensorflow/python/client/session")
 _LOCK_FUNCS = frozenset({"wait", "acquire", "join", "get", "_wait_for_tstate_lock"})
 _LOCK_FILES = ("threading.py", "queue.py", "multiprocessing/", "concurrent/futures/")
 
@@ -66,8 +78,8 @@ def _frames(frame: FrameType | None) -> list[dict[str, Any]]:
     return list(reversed(out))[-MAX_FRAMES:]
 
 
-def classify(stepping: list[dict[str, Any]], others: list[list[dict[str, Any]]]
-             ) -> dict[str, Any]:
+def classify(stepping: list[dict[str, Any]], others: list[list[dict[str, Any]]],
+             in_cluster: bool = False) -> dict[str, Any]:
     """Where the stepping thread waits: kind, and the program's own frame that says it."""
     files = [f["file"].replace("\\", "/") for f in stepping]
     user = [f for f in stepping if f["user"]]
@@ -80,6 +92,8 @@ def classify(stepping: list[dict[str, Any]], others: list[list[dict[str, Any]]]
                 "waiting": feeding[0] if feeding else None}
     if any(any(m in f for m in _COLLECTIVE) for f in files):
         return {"kind": "collective", "frame": user[-1] if user else None, "waiting": None}
+    if in_cluster and any(any(m in f for m in _STEP_CALL) for f in files):
+        return {"kind": "step", "frame": user[-1] if user else None, "waiting": None}
     if innermost is not None and innermost["function"] in _LOCK_FUNCS and \
             any(m in innermost["file"] for m in _LOCK_FILES):
         return {"kind": "lock", "frame": user[-1] if user else None, "waiting": None}
@@ -96,6 +110,8 @@ class StallWatch:
         self.steps = 0
         self.periods: deque[float] = deque(maxlen=50)
         self.stalled_since: float | None = None
+        self.since = "step"  # what the wait is counted from: the last step, or the join
+        self.in_cluster = False
         self._pid = os.getpid()
         threading.Thread(target=self._loop, name="gpudiag-stall", daemon=True).start()
 
@@ -106,14 +122,23 @@ class StallWatch:
         self.last_step, self.last_loop = now, loop
         self.stepping_thread = threading.get_ident()
         self.steps += 1
+        self.since = "step"
         if self.stalled_since is not None:
             since, self.stalled_since = self.stalled_since, None
             self.agent.emit("stall_end", after_s=round(now - since, 3), step=count,
                             loop=getattr(loop, "kind", None))
 
+    def arm(self) -> None:
+        """The program joined a multi-worker cluster: from now on a step is due."""
+        self.in_cluster = True
+        if self.last_step is None:
+            self.last_step, self.since = time.monotonic(), "cluster_joined"
+
     def timeout(self) -> float:
         if self.timeout_s is not None:
             return self.timeout_s
+        if self.since == "cluster_joined":
+            return FIRST_STEP_FLOOR_S
         period = statistics.median(self.periods) if self.periods else 0.0
         return max(STALL_FLOOR_S, STALL_FACTOR * period)
 
@@ -140,7 +165,7 @@ class StallWatch:
             threading.main_thread().ident
         main = stacks.get(stepping or -1, [])
         others = [s for ident, s in stacks.items() if ident != stepping and s]
-        where = classify(main, others)
+        where = classify(main, others, self.in_cluster)
         threads = [{"name": names.get(ident, str(ident)), "stepping": ident == stepping,
                     "frames": frames} for ident, frames in stacks.items()]
         buffer = self.last_loop
@@ -148,7 +173,7 @@ class StallWatch:
                         steps=self.steps, loop=getattr(buffer, "fields", None),
                         loop_kind=getattr(buffer, "kind", None),
                         median_period_s=statistics.median(self.periods) if self.periods
-                        else None, where=where, threads=threads)
+                        else None, where=where, threads=threads, since=self.since)
 
 
 WATCH: StallWatch | None = None
@@ -163,6 +188,12 @@ def install(agent: Agent) -> None:
         return  # --stall-timeout 0: off
     WATCH = StallWatch(agent, timeout)
     recorder.STEP_LISTENERS.append(_on_step)
+
+
+def arm() -> None:
+    """Called when the program joined a multi-worker cluster (gpudiag.inprogram.strategies)."""
+    if WATCH is not None:
+        WATCH.arm()
 
 
 def _on_step(loop: object, count: int) -> None:

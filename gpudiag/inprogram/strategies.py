@@ -190,6 +190,11 @@ def _wrap_join(agent: Agent, owner: type, name: str,
             raise
         if info is not None:
             agent.emit("cluster_joined", via=info["via"])
+            if info["via"] == "MultiWorkerMirroredStrategy":  # servers never step
+                from gpudiag.inprogram import stallwatch
+                from gpudiag.inprogram.agent import guard
+
+                guard("arming the stall watch", stallwatch.arm)
         return result
 
     joining.__gpudiag_wrapped__ = original  # type: ignore[attr-defined]

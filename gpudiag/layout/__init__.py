@@ -131,10 +131,10 @@ AVERAGE_GRADIENTS_SCOPE = "average_gradients"
 tower_scope = Indexed("tower_{}")
 
 
-# Profiler step markers in a configuration's xplane.pb: ours
-# (tf.profiler.experimental.Trace(PROFILER_STEP_MARKER, step_num=...)) and Keras's.
+# gpudiag's profiler step marker in an xplane.pb
+# (tf.profiler.experimental.Trace(PROFILER_STEP_MARKER, step_num=...)); the markers of
+# TensorFlow and Keras that gpudiag reads are gpudiag.readers.traces.STEP_MARKERS.
 PROFILER_STEP_MARKER = "train"
-KERAS_PROFILER_STEP_MARKER = "TraceContext"
 
 
 #: Scalar, every step: the loss of tower (replica) <i>'s slice of the batch.
@@ -166,6 +166,25 @@ gpu_memory_used_tag = Indexed("gpu{}/memory_used_mib")
 
 #: Power draw of GPU <i>, watts.
 gpu_power_tag = Indexed("gpu{}/power_w")
+
+
+# GPM (GPU performance monitoring, Hopper and later), each over the period since the
+# previous reading: how much of the GPU the kernels used while NVML's utilization says
+# "a kernel ran".
+#: Share of the SMs that were busy on GPU <i> (NVML_GPM_METRIC_SM_UTIL), percent.
+gpu_sm_util_tag = Indexed("gpu{}/gpm_sm_util_percent")
+
+
+#: Active warps against the SMs' maximum (NVML_GPM_METRIC_SM_OCCUPANCY), percent.
+gpu_sm_occupancy_tag = Indexed("gpu{}/gpm_sm_occupancy_percent")
+
+
+#: Time the SMs ran any tensor-core op (NVML_GPM_METRIC_ANY_TENSOR_UTIL), percent.
+gpu_tensor_util_tag = Indexed("gpu{}/gpm_tensor_util_percent")
+
+
+#: DRAM bandwidth used against its maximum (NVML_GPM_METRIC_DRAM_BW_UTIL), percent.
+gpu_dram_bw_util_tag = Indexed("gpu{}/gpm_dram_bw_util_percent")
 
 
 # memory-<mode>/ runs: TensorFlow's and NVML's view per allocation step (MiB)

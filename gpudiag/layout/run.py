@@ -28,6 +28,11 @@ from pathlib import Path
 #     cluster-<key>/report.json, report.md    the cluster's findings over every task seen so
 #                                             far, rewritten by each run as it ends
 #     cluster-<key>/.lock                     held while a run writes its tasks and the report
+#     cluster-<key>/live/<type>-<index>.json  one task's live state while it runs (steps,
+#                                             its stall and where it waits, how it ended),
+#                                             rewritten whole (atomic) by its own `gpudiag
+#                                             run` as it changes, a few KB; read by the
+#                                             other runs (gpudiag.run.peers)
 #
 # <key> is a digest of the cluster spec (gpudiag.run.tasks.cluster_key).
 #
@@ -71,6 +76,8 @@ TAG_RUN_LIVE = "gpudiag/live"  # text: what gpudiag told the terminal while it r
 RUN_CLUSTER_DIR_PREFIX = "cluster-"
 RUN_CLUSTER_TASKS_DIR = "tasks"
 RUN_CLUSTER_LOCK = ".lock"
+RUN_CLUSTER_LIVE_DIR = "live"
+RUN_CLUSTER_LIVE_SUFFIX = ".json"
 
 
 def run_cluster_dir(logdir: Path, key: str) -> Path:
@@ -80,6 +87,12 @@ def run_cluster_dir(logdir: Path, key: str) -> Path:
 def run_task_file_name(task_type: str, task_id: int, host: str, pid: int) -> str:
     safe_host = "".join(c if c.isalnum() or c in "-." else "_" for c in host) or "host"
     return f"{task_type}-{task_id}-{safe_host}-{pid}.json"
+
+
+def run_task_live_name(task_type: str, task_id: int) -> str:
+    """``worker-1.json``: one task's live state (one per task: a restart rewrites it)."""
+    safe = "".join(c if c.isalnum() or c in "-_" else "_" for c in task_type) or "task"
+    return f"{safe}-{task_id}{RUN_CLUSTER_LIVE_SUFFIX}"
 
 
 def run_events_name(pid: int) -> str:

@@ -7,6 +7,7 @@ Modules (each one concern; see docs/nvml.md):
 * ``records``   typed records with units in field names, NOT_AVAILABLE, DeviceError;
 * ``backend``   the NvmlBackend protocol, query(), PynvmlBackend, open_backend(), and
                 opened(), the context manager through which every command gets NVML;
+* ``gpm``       GPM metrics through pynvml (SM utilization, occupancy; Hopper and later);
 * ``sampler``   the two-thread Sampler, with an injectable Clock;
 * ``summaries`` pure per-device summaries (percentiles, seconds active);
 * ``mapping``   pure: CUDA_VISIBLE_DEVICES, PCI bus ids, logical GPU -> NVML device;
@@ -32,6 +33,8 @@ from gpudiag.nvml.records import (
     DeviceInfo,
     DeviceState,
     DeviceSummary,
+    GpmReading,
+    GpmUnavailable,
     NotAvailable,
     NvmlUnavailable,
     PcieThroughput,
@@ -40,6 +43,7 @@ from gpudiag.nvml.records import (
     Sample,
     SamplerCost,
     SamplingResult,
+    TimedGpm,
     TimedUtil,
     UtilSample,
     or_none,
@@ -58,7 +62,7 @@ from gpudiag.nvml.summaries import (
     percentile,
     summarise_device,
 )
-from gpudiag.nvml.tbexport import write_scalars
+from gpudiag.nvml.tbexport import write_samples, write_scalars
 
 __all__ = [
     "DEFAULT_ACTIVE_THRESHOLD_PERCENT",
@@ -72,6 +76,8 @@ __all__ = [
     "DeviceInfo",
     "DeviceState",
     "DeviceSummary",
+    "GpmReading",
+    "GpmUnavailable",
     "LogicalGpu",
     "MappedGpu",
     "NotAvailable",
@@ -87,6 +93,7 @@ __all__ = [
     "SamplerCost",
     "SamplingResult",
     "SystemClock",
+    "TimedGpm",
     "TimedUtil",
     "UtilSample",
     "gpu0_device",
@@ -101,5 +108,6 @@ __all__ = [
     "percentile",
     "query",
     "summarise_device",
+    "write_samples",
     "write_scalars",
 ]

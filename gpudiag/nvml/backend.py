@@ -30,11 +30,14 @@ from collections.abc import Callable, Iterator
 from types import ModuleType
 from typing import Any, Final, Protocol, TypeVar
 
+from gpudiag.nvml.gpm import PynvmlGpm
 from gpudiag.nvml.records import (
     NOT_AVAILABLE,
     DeviceError,
     DeviceInfo,
     DeviceState,
+    GpmReading,
+    GpmUnavailable,
     NotAvailable,
     NvmlUnavailable,
     PcieThroughput,
@@ -70,6 +73,14 @@ class NvmlBackend(Protocol):
     def processes(self, index: int) -> list[ProcessUsage] | NotAvailable: ...
 
     def pcie_throughput(self, index: int) -> PcieThroughput: ...
+
+    def gpm_start(self, index: int) -> GpmUnavailable | None:
+        """Start GPM on a device (its first sample); None when it works, else why not."""
+        ...
+
+    def gpm_read(self, index: int) -> GpmReading | GpmUnavailable:
+        """GPM metrics over the time since the previous gpm_read (or gpm_start)."""
+        ...
 
     def close(self) -> None: ...
 
@@ -113,6 +124,7 @@ class PynvmlBackend:
     def __init__(self, nv: ModuleType) -> None:
         self._nv = nv
         self._handles: dict[int, Any] = {}
+        self._gpm = PynvmlGpm(nv)
         driver = query(nv, nv.nvmlSystemGetDriverVersion, index=None)
         self._description = f"pynvml (nvidia-ml-py), NVIDIA driver {_text(driver)}"
         self._value_readers = {
@@ -226,7 +238,14 @@ class PynvmlBackend:
             rx_kib_per_s=NOT_AVAILABLE if rx is NOT_AVAILABLE else int(rx),
         )
 
+    def gpm_start(self, index: int) -> GpmUnavailable | None:
+        return self._gpm.start(index, self._handle(index))
+
+    def gpm_read(self, index: int) -> GpmReading | GpmUnavailable:
+        return self._gpm.read(index, self._handle(index))
+
     def close(self) -> None:
+        self._gpm.close()
         self._handles.clear()
         with contextlib.suppress(self._nv.NVMLError):  # a half-broken NVML: nothing to release
             self._nv.nvmlShutdown()

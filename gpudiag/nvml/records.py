@@ -126,6 +126,29 @@ class PcieThroughput:
     rx_kib_per_s: int | NotAvailable
 
 
+@dataclass(frozen=True)
+class GpmReading:
+    """GPM metrics of one device over the period since its previous reading (NVML's
+    nvmlGpmMetricsGet between two nvmlGpmSampleGet samples; Hopper and later). Where NVML's
+    utilization says a kernel ran, these say how much of the GPU it used.
+
+    DCGM's equivalents: dcgmi dmon -e 1002,1003,1004,1005 (SM active, SM occupancy,
+    tensor active, DRAM active).
+    """
+
+    sm_util_percent: float | NotAvailable  # NVML_GPM_METRIC_SM_UTIL: SMs busy
+    sm_occupancy_percent: float | NotAvailable  # NVML_GPM_METRIC_SM_OCCUPANCY: warps
+    tensor_util_percent: float | NotAvailable  # NVML_GPM_METRIC_ANY_TENSOR_UTIL
+    dram_bw_util_percent: float | NotAvailable  # NVML_GPM_METRIC_DRAM_BW_UTIL
+
+
+@dataclass(frozen=True)
+class GpmUnavailable:
+    """GPM metrics cannot be read from a device; ``reason`` says why in one sentence."""
+
+    reason: str
+
+
 # --------------------------------------------------------------------------- what a sampler saw
 
 
@@ -147,6 +170,18 @@ class TimedUtil:
     wall_time_s: float
     index: int
     util_percent: float
+
+
+@dataclass(frozen=True)
+class TimedGpm:
+    """A GPM reading placed on the sampler's clock: it covers the ``span_s`` seconds before
+    ``t_s`` (seconds since start)."""
+
+    t_s: float
+    wall_time_s: float
+    index: int
+    span_s: float
+    reading: GpmReading
 
 
 @dataclass(frozen=True)
@@ -196,6 +231,14 @@ class DeviceSummary:
     processes: tuple[ProcessSeen, ...]
     unavailable_fields: tuple[str, ...]
     error: str | None
+    # GPM (Hopper and later), time-weighted means over the readings; when the device
+    # gives none, ``gpm_unavailable_reason`` says why (not supported, failed, too short)
+    gpm_reading_count: int = 0
+    sm_util_mean_percent: float | NotAvailable = NOT_AVAILABLE
+    sm_occupancy_mean_percent: float | NotAvailable = NOT_AVAILABLE
+    tensor_util_mean_percent: float | NotAvailable = NOT_AVAILABLE
+    dram_bw_util_mean_percent: float | NotAvailable = NOT_AVAILABLE
+    gpm_unavailable_reason: str | None = None
 
     @property
     def label(self) -> str:
@@ -245,6 +288,7 @@ class SamplingResult:
     summaries: tuple[DeviceSummary, ...]
     cost: SamplerCost
     sampler_error: str | None
+    gpm_samples: tuple[TimedGpm, ...] = ()
 
     def summary(self, index: int) -> DeviceSummary:
         for s in self.summaries:
@@ -266,6 +310,7 @@ class SamplingResult:
         if with_samples:
             out["samples"] = [jsonable(s) for s in self.samples]
             out["util_samples"] = [jsonable(s) for s in self.util_samples]
+            out["gpm_samples"] = [jsonable(s) for s in self.gpm_samples]
         return out
 
 

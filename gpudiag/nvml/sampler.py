@@ -1,19 +1,22 @@
 """The NVML sampler: two threads in the *parent* process that watch every GPU while a
 workload runs (so a crash of the workload does not lose the samples).
 
-The fast thread polls every device each ``interval_s`` (default 0.5 s, never below
-0.1 s: NVML computes utilization over a window of 1/6 s to 1 s depending on the GPU, so
-polling faster only takes the driver's lock more often) and, between polls, drains the
-driver's own buffered utilization samples (``nvmlDeviceGetSamples``), so a short run
-still gets fine-grained data. The slow thread queries the per-process list and PCIe
-throughput (``nvmlDeviceGetPcieThroughput`` measures over 20 ms per call), so neither
-delays the fast loop. The sampler measures its own cost (CPU seconds of both threads,
-wall time per poll): see :class:`SamplerCost` and benchmarks/sampler_cost.py.
+The fast thread polls every device each ``interval_s`` (default 0.5 s, never below 0.1 s:
+NVML computes utilization over a window of 1/6 s to 1 s depending on the GPU, so polling
+faster only takes the driver's lock more often) and, between polls, drains the driver's
+own buffered utilization samples (``nvmlDeviceGetSamples``), so a short run still gets
+fine-grained data, and, where the GPU offers GPM (Hopper and later), reads the GPM metrics
+(SM utilization and occupancy, tensor-core and DRAM bandwidth utilization) over the time
+since its previous reading (each covering at least GPM_MIN_SPAN_S). The slow thread
+queries the per-process list and PCIe throughput (``nvmlDeviceGetPcieThroughput``
+measures over 20 ms per call), so neither delays the fast loop. The sampler measures its
+own cost (CPU seconds of both threads, wall time per poll): see :class:`SamplerCost` and
+benchmarks/sampler_cost.py.
 
 Time comes from a :class:`Clock`: the system's by default; tests give a fake one that
-moves only when told, so every poll happens at a known instant and no test sleeps.
-Only scheduling and timestamps use the clock; the sampler's cost is always measured on
-the real clocks (``time.thread_time``, ``time.perf_counter``).
+moves only when told, so every poll happens at a known instant and no test sleeps. Only
+scheduling and timestamps use the clock; the sampler's cost is always measured on the real
+clocks (``time.thread_time``, ``time.perf_counter``).
 """
 
 from __future__ import annotations
@@ -30,11 +33,13 @@ from gpudiag.nvml.records import (
     NOT_AVAILABLE,
     DeviceError,
     DeviceInfo,
+    GpmUnavailable,
     PcieThroughput,
     ProcessSeen,
     Sample,
     SamplerCost,
     SamplingResult,
+    TimedGpm,
     TimedUtil,
 )
 from gpudiag.nvml.summaries import (
@@ -44,6 +49,8 @@ from gpudiag.nvml.summaries import (
 )
 
 MIN_INTERVAL_S: Final = 0.1
+#: A GPM reading covers at least this long (the poll right after start has nothing yet).
+GPM_MIN_SPAN_S: Final = MIN_INTERVAL_S / 2
 #: The slow loop (processes, PCIe) runs at most this often.
 DEFAULT_SLOW_INTERVAL_S: Final = 1.0
 #: The sampler's threads are named ``gpudiag-nvml-fast`` and ``gpudiag-nvml-slow``.
@@ -132,6 +139,9 @@ class Sampler:
         self._procs: dict[int, dict[int, ProcessSeen]] = {}
         self._pcie: dict[int, list[PcieThroughput]] = {}
         self._since_us: dict[int, int] = {}
+        self._gpm: list[TimedGpm] = []
+        self._gpm_last_t: dict[int, float] = {}  # index -> when GPM's period began
+        self._gpm_reasons: dict[int, str] = {}  # index -> why no (more) GPM readings
         self._poll_walls: list[float] = []
         self._slow_polls = 0
         self._cpu_s = 0.0
@@ -145,6 +155,12 @@ class Sampler:
     def device_indices(self) -> tuple[int, ...]:
         """The NVML indices being sampled (known once started)."""
         return self._indices
+
+    def samples_since(self, polls: int, driver: int) -> tuple[list[Sample], list[TimedUtil]]:
+        """While it runs: the polls after the first ``polls`` taken, and the driver's
+        samples after the first ``driver`` read (gpudiag.run.live follows them by count).
+        Both lists only grow, so a slice is a consistent view."""
+        return self._samples[polls:], self._utils[driver:]
 
     # -- lifecycle
 
@@ -169,6 +185,8 @@ class Sampler:
                 self._infos[i] = _unknown_info(i)
                 self._errors[i] = f"{exc.reason} (at start)"
             self._since_us[i] = int(self._wall0 * 1e6)
+            if i not in self._errors:
+                self._start_gpm(i)
             self._procs[i] = {}
             self._pcie[i] = []
         self._threads = [
@@ -251,12 +269,36 @@ class Sampler:
             if index not in self._errors:
                 self._errors[index] = f"{exc.reason} (at {self._now_s():.1f} s)"
 
+    def _start_gpm(self, index: int) -> None:
+        try:
+            gpm = self._backend.gpm_start(index)
+        except DeviceError as exc:
+            gpm = GpmUnavailable(f"GPM failed at start: {exc.reason}")
+        if gpm is None:
+            self._gpm_last_t[index] = self._now_s()
+        else:
+            self._gpm_reasons[index] = gpm.reason
+
+    def _read_gpm(self, index: int) -> None:
+        """One GPM reading when GPM works there and GPM_MIN_SPAN_S passed since the last."""
+        begun = self._gpm_last_t.get(index)
+        if begun is None or index in self._gpm_reasons or self._now_s() - begun < GPM_MIN_SPAN_S:
+            return
+        reading = self._backend.gpm_read(index)
+        t = self._now_s()
+        if isinstance(reading, GpmUnavailable):
+            self._gpm_reasons[index] = f"{reading.reason} (at {t:.1f} s)"
+            return
+        self._gpm.append(TimedGpm(t, self._wall0 + t, index, t - begun, reading))
+        self._gpm_last_t[index] = t
+
     def _poll_all(self) -> None:
         begin = time.perf_counter()
         for i in self._alive():
             try:
                 state = self._backend.device_state(i)
                 fine = self._backend.utilization_samples(i, self._since_us[i])
+                self._read_gpm(i)
             except DeviceError as exc:
                 self._fail(i, exc)
                 continue
@@ -307,6 +349,8 @@ class Sampler:
                     samples,
                     [u for u in self._utils if u.index == i],
                     processes=list(self._procs[i].values()),
+                    gpm=[g for g in self._gpm if g.index == i],
+                    gpm_unavailable_reason=self._gpm_reasons.get(i),
                     pcie=self._pcie[i],
                     error=error,
                     observed_s=observed,
@@ -333,4 +377,5 @@ class Sampler:
                 poll_wall_max_s=max(walls),
             ),
             sampler_error=self._thread_error,
+            gpm_samples=tuple(self._gpm),
         )

@@ -5,7 +5,9 @@ tested with scripted samples.
 What NVML's utilization means: ``utilization.gpu`` is the share of the last sample
 period during which *at least one kernel* was running on the GPU. It is not how full the
 SMs were: a single tiny kernel running back to back reads 100 %. A GPU under the idle
-threshold did (almost) no work; a GPU at 100 % may still be badly used.
+threshold did (almost) no work; a GPU at 100 % may still be badly used. Where the GPU
+offers GPM (Hopper and later), its SM utilization and occupancy say how much: their
+time-weighted means are in the summary beside NVML's utilization.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from gpudiag.nvml.records import (
     PcieThroughput,
     ProcessSeen,
     Sample,
+    TimedGpm,
     TimedUtil,
 )
 
@@ -65,6 +68,14 @@ def _values(items: Iterable[T | NotAvailable]) -> list[T]:
     return [v for v in items if v is not NOT_AVAILABLE]
 
 
+def gpm_mean(readings: Sequence[TimedGpm], field: str) -> float | NotAvailable:
+    """Time-weighted mean of one GpmReading field over the readings that have it."""
+    pairs = [(g.span_s, v) for g in readings
+             if (v := getattr(g.reading, field)) is not NOT_AVAILABLE and g.span_s > 0]
+    total = sum(span for span, _ in pairs)
+    return sum(span * v for span, v in pairs) / total if total > 0 else NOT_AVAILABLE
+
+
 def summarise_device(
     info: DeviceInfo,
     samples: Sequence[Sample],
@@ -72,12 +83,17 @@ def summarise_device(
     *,
     processes: Sequence[ProcessSeen] = (),
     pcie: Sequence[PcieThroughput] = (),
+    gpm: Sequence[TimedGpm] = (),
+    gpm_unavailable_reason: str | None = None,
     error: str | None = None,
     observed_s: float,
     interval_s: float = DEFAULT_INTERVAL_S,
     active_threshold_percent: float = DEFAULT_ACTIVE_THRESHOLD_PERCENT,
 ) -> DeviceSummary:
-    """Pure: summarise one device's samples (all of them for ``info.index``)."""
+    """Pure: summarise one device's samples (all of them for ``info.index``).
+
+    ``gpm``: the device's GPM readings; ``gpm_unavailable_reason``: why there are none (or
+    why they stopped)."""
     states = [s.state for s in samples]
     polled_util = [
         (s.t_s, s.state.util_gpu_percent)
@@ -162,4 +178,11 @@ def summarise_device(
         processes=tuple(sorted(processes, key=lambda p: p.pid)),
         unavailable_fields=tuple(unavailable),
         error=error,
+        gpm_reading_count=len(gpm),
+        sm_util_mean_percent=gpm_mean(gpm, "sm_util_percent"),
+        sm_occupancy_mean_percent=gpm_mean(gpm, "sm_occupancy_percent"),
+        tensor_util_mean_percent=gpm_mean(gpm, "tensor_util_percent"),
+        dram_bw_util_mean_percent=gpm_mean(gpm, "dram_bw_util_percent"),
+        gpm_unavailable_reason=gpm_unavailable_reason if gpm_unavailable_reason or gpm else
+        f"no GPM reading in the {observed_s:.1f} s watched",
     )

@@ -4,11 +4,11 @@ No TensorFlow: the events come from xprof's XSpace reader (gpudiag.traces.read_e
 and xprof's own input-pipeline analysis (``input_pipeline_analyzer``, what TensorBoard's
 Profile tab shows) is taken as it is, beside, in :class:`XprofView`.
 
-The steps: the host's step markers (``tf.profiler.experimental.Trace("train", ...)``,
-Keras's ``TraceContext``), each step from its start to the next step's start, so the time
-between the calls (the Python loop, an eager ``next(iterator)``) is part of it; where a
-trace has no host marker, the device planes' derived ``Steps`` line (TensorFlow 2.4-era
-GPU traces); else the whole trace as one step.
+The steps: the host's step markers (``tf.profiler.experimental.Trace("train", ...)``:
+gpudiag's and tf_keras's fit; Keras 3's ``Profiled batch``), each step from its start to
+the next step's start, so the time between the calls (the Python loop, an eager
+``next(iterator)``) is part of it; where a trace has no host marker, the device planes'
+derived ``Steps`` line (TensorFlow 2.4-era GPU traces); else the whole trace as one step.
 
 Each step of each device is split, every nanosecond counted once, in this order:
 
@@ -129,10 +129,10 @@ def _windows(events: Sequence[Event]
              ) -> tuple[str, list[_Window], dict[int, list[_Window]], float | None]:
     """How the steps were found, the steps, each GPU's own steps (from its Steps line),
     and the largest gap between the replicas' starts of one step (None: one device)."""
-    by_line: dict[str, list[Event]] = {}
+    by_line: dict[tuple[str, str], list[Event]] = {}  # one marker name on one thread
     for e in events:
         if e.plane.startswith(HOST_PLANE_PREFIX) and e.name in STEP_MARKERS:
-            by_line.setdefault(e.line, []).append(e)
+            by_line.setdefault((e.line, e.name), []).append(e)
     if by_line:
         busiest = max(by_line, key=lambda line: len(by_line[line]))
         marks = sorted(by_line[busiest], key=lambda e: e.start_ns)

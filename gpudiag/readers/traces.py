@@ -9,7 +9,8 @@ uses), without TensorFlow.
 What is taken from it:
 
 - the window: from the first to the last step marker
-  (``tf.profiler.experimental.Trace("train", step_num=...)``; Keras's ``TraceContext``), or
+  (STEP_MARKERS: ``tf.profiler.experimental.Trace("train", step_num=...)``, Keras 3's
+  ``Profiled batch``), or
   the span of all op events when there are none;
 - per GPU, from its device plane (``/device:GPU:<i>``): busy time as the union of the
   kernel intervals on its ``Stream #...`` lines (copies, ``Memcpy...``, are not kernels);
@@ -49,7 +50,12 @@ GPU_PLANE_RE = re.compile(r"^/device:GPU:(\d+)$")
 STREAM_LINE_PREFIX = "Stream"
 OP_EVENT_RE = re.compile(r"^(?P<name>[^:\s][^:]*):(?P<type>[A-Za-z_][\w]*)$")
 CALL_PREFIX_RE = re.compile(r"^(?:Stateful)?PartitionedCall(?:_\d+)?/")
-STEP_MARKERS = frozenset({"train", "TraceContext"})  # ours; Keras's profile_batch
+# Host step markers: tf.profiler.experimental.Trace("train", step_num=...) is gpudiag's
+# own (layout.PROFILER_STEP_MARKER) and what tf_keras's (and TF 2.x's tf.keras) fit wraps
+# each step in; Keras 3's TensorBoard(profile_batch=...) callback marks each profiled step
+# "Profiled batch" (keras/src/backend/tensorflow/tensorboard.py); "TraceContext" is
+# tf.keras's of TF 2.0-2.1.
+STEP_MARKERS = frozenset({"train", "Profiled batch", "TraceContext"})
 INPUT_OP_MARK = "GetNext"
 # tf.data's get-next kernels are asynchronous; their run shows as "<Kernel>::DoCompute"
 # on the tf_data_iterator_get_next threads (IteratorGetNextOp::DoCompute ...).

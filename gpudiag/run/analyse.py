@@ -28,8 +28,12 @@ from gpudiag.run.options import Outcome, RunOptions
 from gpudiag.run.records import ProcessObservation
 from gpudiag.session import RunSession
 from gpudiag.verdicts import (
+    allreduce,
     bottleneck,
+    gpu_fill,
+    run_gpu_idle,
     run_live,
+    run_peers,
     run_placement,
     run_progress,
     run_ps,
@@ -111,8 +115,10 @@ def trace_of(obs: ProcessObservation, rows: list[PlacementRow]
         return None, str(exc)
 
 
-def why_slow(obs: ProcessObservation, rows: list[PlacementRow], proc: str) -> Finding:
-    """run.bottleneck: the profiled window's steps broken down (gpudiag.stepbreakdown)."""
+def why_slow(obs: ProcessObservation, rows: list[PlacementRow], proc: str,
+             nvml_gpus: list[dict[str, Any]] | None = None) -> Finding:
+    """run.bottleneck: the profiled window's steps broken down (gpudiag.stepbreakdown),
+    with how full NVML's GPM saw the process's GPUs (``nvml_gpus``: gpu_numbers)."""
     p = obs.profile
     check_id = f"run.bottleneck{proc}"
     if p is None or p.status in ("failed", "skipped"):
@@ -131,11 +137,18 @@ def why_slow(obs: ProcessObservation, rows: list[PlacementRow], proc: str) -> Fi
     series = next((s for s in obs.series if s.label == p.source), None)
     facts = series.facts if series else {}
     epochs = (facts.get("params") or {}).get("epochs")
+    mirrored = [d for s in obs.strategies if "Mirrored" in s.class_name
+                for d in s.worker_devices]
     return bottleneck.bottleneck(result, None, obs.dataset_calls, p.source,
                                  facts.get("called_at"),
                                  epochs if isinstance(epochs, int) else None,
                                  [d for s in obs.strategies for d in s.worker_devices],
-                                 check_id=check_id)
+                                 check_id=check_id,
+                                 nvml_gpus=None if nvml_gpus is None
+                                 else gpu_fill.gpus_of(obs.pid, nvml_gpus),
+                                 gradient_bytes=allreduce.gradient_bytes(
+                                     facts.get("trainable_bytes_by_device"), mirrored)
+                                 or (facts.get("trainable_bytes") if mirrored else None))
 
 
 def _process_findings(session: RunSession, obs: ProcessObservation, proc: str,
@@ -170,7 +183,7 @@ def _process_findings(session: RunSession, obs: ProcessObservation, proc: str,
         add(config)
     add(run_progress.profile(obs, busy, summary.window_s if summary else None, trace_reason,
                              options.profile_warmup_steps, proc))
-    add(why_slow(obs, rows, proc))
+    add(why_slow(obs, rows, proc, nvml_gpus))
     tb_tags = tbwrite.write_program(session.run_dir, obs, options.profile_warmup_steps)
     return {"pid": obs.pid, "argv": obs.argv, "tf_version": obs.tf_version,
             "placement_reason": reason, "ops_by_device": placed,
@@ -242,6 +255,11 @@ def report(session: RunSession, argv: list[str], outcome: Outcome, options: RunO
                                       parent_pid=os.getpid(), nvml_gpus=nvml_gpus)
     for finding in tasks.share(session.run_dir.parent, task_reports) if task_reports else []:
         session.add(finding)
+    live = outcome.live
+    peers_finding = run_peers.peers_finding(live.peer_notes, live.peers, live.own_tasks) \
+        if live is not None else None
+    if peers_finding is not None:
+        session.add(peers_finding)
     _nvml_findings(session, outcome, options)
     session.set("run", {
         "command": argv, "returncode": outcome.returncode,
@@ -316,3 +334,13 @@ def _nvml_findings(session: RunSession, outcome: Outcome, options: RunOptions) -
         nvml_unavailable_reason=outcome.nvml_reason, expected_indices=options.gpus,
         check_id="run.every-gpu-used")
     session.add(finding)
+    session.add(run_gpu_idle.gpu_idle(
+        run_gpu_idle.replay(run_gpu_idle.polls_of(result.samples),
+                            options.idle_threshold_percent) if result else [],
+        gpus=len(result.device_indices) if result else 0,
+        observed_s=result.duration_s if result else None,
+        unavailable=None if result else outcome.nvml_reason or "NVML was not sampled"))
+    if result is not None:
+        session.add(gpu_fill.sm_utilization(
+            [gpu_verdicts.gpu_numbers(s) for s in result.summaries],
+            nvml_unavailable_reason=None, check_id="run.sm-utilization"))

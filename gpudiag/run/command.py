@@ -28,6 +28,7 @@ import sys
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import BinaryIO
 
 import gpudiag
 from gpudiag import inprogram, nvml
@@ -46,7 +47,7 @@ from gpudiag.layout import (
 from gpudiag.procs import group as procs
 from gpudiag.procs.command import exit_code_of, resolve_command, stop_child
 from gpudiag.run import live as run_live
-from gpudiag.run import streams, survivors
+from gpudiag.run import statusline, streams, survivors
 from gpudiag.run.options import Outcome, RunOptions
 from gpudiag.session import RunSession
 from gpudiag.ui import Ui
@@ -152,11 +153,18 @@ def execute(session: RunSession, argv: list[str], *,
         ends = {e for e in map(survivors.end_name, (write_out, write_err)) if e}
         os.close(write_out)
         os.close(write_err)
-        watcher = run_live.Live(out_dir, session.run_dir, ui.say_line).start()
-        pumps = [streams.pump(read_out, saved[0], terminal_out,
+        terminal = _status_line(options)
+        watcher = run_live.Live(out_dir, session.run_dir, terminal.say(ui.say_line)
+                                if terminal else ui.say_line, sampler)
+        if terminal is not None:
+            terminal.text = watcher.status
+        watcher.start()
+        pumps = [streams.pump(read_out, saved[0], _shown(terminal, terminal_out),
                               streams.LineFilter(state, "stdout")),
-                 streams.pump(read_err, saved[1], sys.stderr.buffer,
+                 streams.pump(read_err, saved[1], _shown(terminal, sys.stderr.buffer),
                               streams.LineFilter(state, "stderr"))]
+        if terminal is not None:
+            terminal.start()
         try:
             try:
                 returncode = proc.wait()
@@ -166,6 +174,8 @@ def execute(session: RunSession, argv: list[str], *,
                 stop_child(proc, signum_of(exc))
                 returncode = proc.returncode
         finally:  # the program's end is its own exit, whoever still holds its output
+            if terminal is not None:
+                terminal.close()
             shows = [terminal_out, sys.stderr.buffer]
             try:
                 settled = survivors.settle(pumps, ends, shows)
@@ -173,11 +183,31 @@ def execute(session: RunSession, argv: list[str], *,
                 interrupt = interrupt or exc
                 settled = survivors.settle(pumps, ends, shows)  # SIGTERM/HUP now ignored
             duration = time.monotonic() - start
-            shown = watcher.stop()
+            shown = watcher.stop(returncode)
     result = sampler.stop() if sampler is not None else None
     failures = tuple(WriteFailed.of(f.failure, f.path) for f in saved if f.failure)
     return Outcome(returncode, duration, interrupt, result, reason, state, stdout_path,
                    stderr_path, out_dir, failures, settled, shown)
+
+
+def _status_line(options: RunOptions) -> statusline.Terminal | None:
+    """The status line: on a terminal (gpudiag's stderr), unless --quiet."""
+    try:
+        on_terminal = sys.stderr.isatty()
+    except (AttributeError, ValueError):
+        on_terminal = False
+    if options.quiet or not on_terminal:
+        return None
+    return statusline.Terminal(sys.stderr.buffer, lambda: "")
+
+
+def _shown(terminal: statusline.Terminal | None, stream: BinaryIO) -> streams.Shows:
+    """Where a pump shows: through the status line where the stream is that terminal."""
+    try:
+        same = terminal is not None and stream.isatty()
+    except (AttributeError, ValueError):
+        same = False
+    return terminal.through(stream) if same and terminal is not None else stream
 
 
 def _say_save_failed(saved: streams.SaveFile) -> None:

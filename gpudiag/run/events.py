@@ -203,6 +203,7 @@ def observe(pid: int, events: list[dict[str, Any]], events_dir: Path) -> Process
         begin = fit["begin"]
         facts = {k: begin.get(k) for k in ("model", "loss", "optimizer", "learning_rate",
                                             "strategy", "replicas", "trainable_parameters",
+                                            "trainable_bytes",
                                             "params", "examples")}
         classes, facts["classes_from"] = classcount.fit_classes(begin.get("output_width"),
                                                                 begin.get("loss"))
@@ -215,7 +216,8 @@ def observe(pid: int, events: list[dict[str, Any]], events_dir: Path) -> Process
                                  _series_steps(rows, "function"), num_classes=classes,
                                  facts={"classes_from": source,
                                         **{k: (function_events.get(name) or {}).get(k)
-                                           for k in ("file", "line", "called_at")}}))
+                                           for k in ("file", "line", "called_at",
+                                                     "trainable_bytes_by_device")}}))
     for index, group in sorted(groups.items()):
         label = f"Session.run #{index} [{', '.join(group['fetches'])[:80]}]"
         series.append(StepSeries("session", label, _series_steps(group["rows"], "session"),

@@ -12,7 +12,14 @@ and, every POLL_S:
 - tells the terminal, with the time, what can be decided mid-run: a stall
   (gpudiag.inprogram.stallwatch: no step for the stall timeout, and where the step waits), the
   stall's end, a NaN or inf loss (once per loop); each also goes to TensorBoard's Text
-  tab (``gpudiag/live``) in the same file.
+  tab (``gpudiag/live``) in the same file;
+- with NVML, writes the samples the run's nvml.Sampler took since the last poll into
+  ``nvml/`` (same tags as the finished run; gpudiag.run.livegpu), flushed with the rest,
+  and tells a GPU at 0 % for the last IDLE_WINDOW_S while another works
+  (gpudiag.verdicts.run_gpu_idle; its Text tab line goes into the live ``nvml/`` file).
+- for a program that joined a cluster, publishes each task's live state in the shared
+  logdir and tells what the other tasks published (gpudiag.run.peers): which worker is
+  behind and where it waits, a worker gone.
 """
 
 from __future__ import annotations
@@ -20,6 +27,7 @@ from __future__ import annotations
 import contextlib
 import json
 import math
+import os
 import threading
 import time
 from collections.abc import Callable
@@ -27,9 +35,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from gpudiag import nvml
 from gpudiag.layout import RUN_EVENTS_PREFIX, RUN_EVENTS_SUFFIX, TAG_RUN_LIVE, run_tb_name
 from gpudiag.run import events as run_events
-from gpudiag.run import tbwrite
+from gpudiag.run import peers, tbwrite
+from gpudiag.run.livegpu import LiveGpus
 from gpudiag.run.records import StepSeries
 from gpudiag.tb.writer import EventWriter
 from gpudiag.verdicts.run_live import describe_stall
@@ -51,19 +61,30 @@ class LiveState:
 
     messages: list[tuple[float, str]] = field(default_factory=list)
     steps_written: int = 0
+    # the cluster's other tasks (gpudiag.run.peers): what was told, the states last read
+    peer_notes: list[dict[str, Any]] = field(default_factory=list)
+    peers: dict[str, dict[str, Any]] = field(default_factory=dict)
+    own_tasks: list[str] = field(default_factory=list)
 
 
 class Live:
-    def __init__(self, events_dir: Path, run_dir: Path, say: Callable[[str], None]) -> None:
+    def __init__(self, events_dir: Path, run_dir: Path, say: Callable[[str], None],
+                 sampler: nvml.Sampler | None = None) -> None:
         self.events_dir = events_dir
         self.run_dir = run_dir
         self.say = say
         self.state = LiveState()
+        self.gpus = LiveGpus(sampler, run_dir) if sampler is not None else None
         self._files: dict[Path, _Follow] = {}
         self._writers: dict[int, EventWriter] = {}
         self._prefixes: dict[tuple[int, str], str] = {}
         self._bad_loss: set[tuple[int, str]] = set()
         self._batch: dict[int, int] = {}  # Keras fit's batch size per process
+        self.board = peers.Board(run_dir)
+        self._ppid: dict[int, int] = {}
+        self._exited: set[int] = set()
+        self._done: dict[tuple[int, str], tuple[int, float | None]] = {}  # steps, last start
+        self._latest: tuple[int, float | None, str | None] | None = None  # for the status
         self._last_flush = -TB_FLUSH_S  # the first scalars are flushed at once
         self._dirty = False
         self._stop = threading.Event()
@@ -73,17 +94,26 @@ class Live:
         self._thread.start()
         return self
 
-    def stop(self) -> LiveState:
-        """After the program ended: read what is left, then remove the live TensorBoard
-        files (the final report writes every step)."""
+    def stop(self, returncode: int | None = None) -> LiveState:
+        """After the program ended (``returncode``: the program's): read what is left,
+        publish how its cluster tasks ended, then remove the live TensorBoard files (the
+        final report writes every step)."""
         self._stop.set()
-        self._thread.join(10)
+        if self._thread.ident is not None:  # started (a test may poll it by hand)
+            self._thread.join(10)
         with contextlib.suppress(Exception):
             self.poll()
+        with contextlib.suppress(Exception):
+            self._end_tasks(returncode)
+        self.state.peers = dict(self.board.peers)
+        self.state.peer_notes = list(self.board.notes)
+        self.state.own_tasks = [s["task"] for s in self.board.own.values()]
         for writer in self._writers.values():
             with contextlib.suppress(OSError):
                 writer.close()
                 writer.path.unlink()
+        if self.gpus is not None:
+            self.gpus.close()
         return self.state
 
     def _loop(self) -> None:
@@ -115,31 +145,103 @@ class Live:
             elif kind == "fit_begin" and isinstance(event.get("batch_size"), int):
                 self._batch[pid] = event["batch_size"]
             elif kind == "stall":
-                self._tell(pid, event.get("t"), f"stalled: {describe_stall(event)}")
+                self.board.stall(pid, event)
+                self._tell(pid, event.get("t"), f"stalled: {describe_stall(event)}"
+                           + self.board.clause_for_stall(pid))
             elif kind == "stall_end":
+                self.board.stall_end(pid, event)
                 self._tell(pid, event.get("t"), f"steps again after a stall of "
                            f"{event.get('after_s', 0):.1f} s")
+            elif kind == "cluster_join":
+                self.board.join(pid, event)
+            elif kind == "process" and isinstance(event.get("ppid"), int):
+                self._ppid[pid] = event["ppid"]
+            elif kind == "exit":
+                self._exited.add(pid)
+        if self.gpus is not None:
+            wrote, idle = self.gpus.poll()
+            self._dirty = self._dirty or wrote
+            for gpu in idle:
+                self._tell(None, gpu.told_wall_s, gpu.line(self.gpus.watch.window_s))
+        if self.board.own:
+            self.board.publish()
+            for _, text, t in self.board.news():
+                self._tell(next(iter(self.board.own)), t, text)
         if self._dirty and time.monotonic() - self._last_flush >= TB_FLUSH_S:
             self.flush()
+
+    def _end_tasks(self, returncode: int | None) -> None:
+        """How each cluster task's program ended: the program's exit status when the task
+        is the program itself, else whether its Python exit ran."""
+        for pid in list(self.board.own):
+            if self._ppid.get(pid) == os.getpid():
+                how, normal = peers.how_ended(returncode)
+            elif pid in self._exited:
+                how, normal = "its Python exit ran", True
+            else:
+                how, normal = "ended without its Python exit (a signal or a crash)", False
+            self.board.end(pid, how, normal)
+        self.board.publish()
 
     def flush(self) -> None:
         self._last_flush, self._dirty = time.monotonic(), False
         for writer in self._writers.values():
             writer.flush()
+        if self.gpus is not None and self.gpus.writer is not None:
+            self.gpus.writer.flush()
 
     def _writer(self, pid: int) -> EventWriter:
         if pid not in self._writers:
             self._writers[pid] = EventWriter(self.run_dir / run_tb_name(pid))
         return self._writers[pid]
 
-    def _tell(self, pid: int, t: float | None, text: str) -> None:
+    def _note_progress(self, loop: tuple[int, str], steps: list[Any],
+                       batch_size: int | None) -> None:
+        """The status line's step, loss and rate: the highest step seen (a row may come
+        again later with its loss), the rate over the time between the last step starts
+        of two polls (examples/s where the batch size is known)."""
+        done, start = self._done.get(loop, (0, None))
+        last = max(steps, key=lambda s: s.index)
+        now_done = max(done, last.index + last.count)
+        rate = self._latest[2] if self._latest else None
+        if start is not None and last.start_unix_s is not None and \
+                last.start_unix_s > start and now_done > done:
+            per_s = (now_done - done) / (last.start_unix_s - start)
+            rate = f"{batch_size * per_s:.0f} examples/s" if batch_size else \
+                f"{per_s:.1f} steps/s"
+        self._done[loop] = (now_done, max(last.start_unix_s or 0.0, start or 0.0) or None)
+        with_loss = [s for s in steps if s.loss is not None and s.index + s.count >= done]
+        loss = max(with_loss, key=lambda s: s.index).loss if with_loss else \
+            (self._latest[1] if self._latest else None)
+        self._latest = (now_done, loss, rate)
+
+    def status(self) -> str:
+        """The terminal's status line (gpudiag.run.statusline): what was last seen."""
+        parts = []
+        if self._latest is not None:
+            steps, loss, rate = self._latest
+            parts.append(f"step {steps}")
+            if loss is not None:
+                parts.append(f"loss {loss:.4g}")
+            if rate:
+                parts.append(rate)
+        if self.gpus is not None and self.gpus.util_percent:
+            parts.append(" ".join(f"GPU{i} {u:.0f}%"
+                                  for i, u in sorted(self.gpus.util_percent.items())))
+        return " | ".join(parts)
+
+    def _tell(self, pid: int | None, t: float | None, text: str) -> None:
+        """Said with the time; into the Text tab of the program's live file (of
+        ``nvml/`` for what NVML found, ``pid`` None)."""
         stamp = time.strftime("%H:%M:%S", time.localtime(t or time.time()))
-        line = f"{stamp} gpudiag (pid {pid}): {text}"
+        line = f"{stamp} gpudiag{'' if pid is None else f' (pid {pid})'}: {text}"
         self.state.messages.append((t or time.time(), line))
         self.say(line)
-        writer = self._writer(pid)
-        writer.text(TAG_RUN_LIVE, line, step=len(self.state.messages))
-        writer.flush()
+        writer = self.gpus.writer if pid is None and self.gpus is not None else \
+            self._writer(pid) if pid is not None else None
+        if writer is not None:
+            writer.text(TAG_RUN_LIVE, line, step=len(self.state.messages))
+            writer.flush()
 
     def _steps(self, pid: int, event: dict[str, Any]) -> None:
         kind = STEP_KINDS[event["kind"]]
@@ -155,6 +257,10 @@ class Live:
         tbwrite.write_series(self._writer(pid), series, prefix)
         self._dirty = True
         self.state.steps_written += len(steps)
+        ends = [st.start_unix_s + (st.duration_s or 0.0) for st in steps
+                if st.start_unix_s is not None]
+        self.board.steps(pid, max(st.index + 1 for st in steps), max(ends) if ends else None)
+        self._note_progress((pid, key), steps, series.batch_size)
         bad = next((s for s in steps if s.loss is not None and not math.isfinite(s.loss)),
                    None)
         if bad is not None and (pid, key) not in self._bad_loss:

@@ -27,6 +27,7 @@ class RunOptions:
     profile_steps: int = DEFAULT_PROFILE_STEPS
     placement_log: bool = True
     stall_timeout_s: float | None = None  # None: from the step period (inprogram.stallwatch)
+    quiet: bool = False  # no status line on the terminal (gpudiag.run.statusline)
 
 
 

@@ -39,7 +39,7 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import BinaryIO
+from typing import BinaryIO, Protocol
 
 from gpudiag.layout import (
     RUN_MARK_HOOK_ERROR,
@@ -226,6 +226,14 @@ def grow_pipe(fd: int) -> None:
         fcntl.fcntl(fd, fcntl.F_SETPIPE_SZ, READ_BYTES)
 
 
+class Shows(Protocol):
+    """Where a pump shows the output: a binary stream, or gpudiag.run.statusline.Through."""
+
+    def write(self, data: bytes, /) -> object: ...
+
+    def flush(self) -> object: ...
+
+
 class Pump(threading.Thread):
     """Copies ``fd`` to ``save`` whole and, filtered, to ``show``, until end-of-file or,
     once ``program_ended`` is called, until the pipe is quiet for PARTIAL_FLUSH_S (a
@@ -233,7 +241,7 @@ class Pump(threading.Thread):
     called. ``eof`` says which; without end-of-file, ``fd`` is left open for the caller
     (gpudiag.run.survivors hands it on), else it is closed."""
 
-    def __init__(self, fd: int, save: SaveFile | BinaryIO, show: BinaryIO | None,
+    def __init__(self, fd: int, save: SaveFile | BinaryIO, show: Shows | None,
                  line_filter: LineFilter, on_close: Callable[[], None] | None = None) -> None:
         super().__init__(name=f"gpudiag-run-{line_filter.stream}", daemon=True)
         self.fd, self.save, self.show, self.line_filter = fd, save, show, line_filter
@@ -294,7 +302,7 @@ class Pump(threading.Thread):
                 self.on_close()
 
 
-def pump(fd: int, save: SaveFile | BinaryIO, show: BinaryIO | None, line_filter: LineFilter,
+def pump(fd: int, save: SaveFile | BinaryIO, show: Shows | None, line_filter: LineFilter,
          on_close: Callable[[], None] | None = None) -> Pump:
     """A started Pump (see there)."""
     thread = Pump(fd, save, show, line_filter, on_close)

@@ -31,6 +31,8 @@ def nvml_charts() -> ChartGroup:
     return ChartGroup(GPUS, (
         Chart("utilization % per GPU (NVML)", (layout.gpu_util_tag.pattern,)),
         Chart("memory used MiB per GPU (NVML)", (layout.gpu_memory_used_tag.pattern,)),
+        Chart("GPM SM utilization and occupancy % per GPU (Hopper and later)",
+              (layout.gpu_sm_util_tag.pattern, layout.gpu_sm_occupancy_tag.pattern)),
     ))
 
 

@@ -8,7 +8,9 @@ Thresholds: waiting for input >= 20 % of the step is input-bound, 5-20 % moderat
 (xprof's own, in its input-pipeline analysis). gpudiag's own, at the same 20 %: the
 program's Python between the step calls (host-bound), collective communication
 (communication-bound), host launching while the device waits (launch-bound, GPU), and one
-replica starting a step after another (a straggler).
+replica starting a step after another (a straggler). On a GPU with GPM (Hopper and
+later), a GPU NVML calls busy whose SMs mostly idle (gpudiag.verdicts.gpu_fill) is a cause
+too: a few small kernels.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from typing import Any
 from gpudiag.readers.stepbreakdown import HOST_ROW, Breakdown, DeviceBreakdown, StepParts
 from gpudiag.report import Finding
 from gpudiag.run.records import DatasetCall
+from gpudiag.verdicts import allreduce, gpu_fill
 
 INPUT_BOUND = 0.20  # xprof: "HIGHLY input-bound"
 INPUT_MODERATE = 0.05  # xprof: "MODERATELY input-bound" from here
@@ -33,6 +36,7 @@ MAX_CHAIN = 200  # calls followed back from a pipeline's end
 @dataclass(frozen=True)
 class Cause:
     name: str  # input-bound | host-bound | communication-bound | launch-bound | straggler
+    #            | idle-gpus | small-kernels
     share: float  # of the step
     text: str
 
@@ -165,9 +169,13 @@ def pipeline_fixes(calls: Sequence[DatasetCall], epochs: int | None = None) -> l
 def bottleneck(b: Breakdown | None, reason: str | None, calls: Sequence[DatasetCall] = (),
                loop: str | None = None, called_at: dict[str, Any] | None = None,
                epochs: int | None = None, replicas: Sequence[str] = (),
-               check_id: str = "run.bottleneck") -> Finding:
+               check_id: str = "run.bottleneck",
+               nvml_gpus: Sequence[dict[str, Any]] | None = None,
+               gradient_bytes: int | None = None) -> Finding:
     """The dominant cause of the profiled steps' time, or ok when none stands out.
-    ``replicas``: the strategy's replica devices (the devices judged)."""
+    ``replicas``: the strategy's replica devices (the devices judged). ``nvml_gpus``: the
+    process's GPUs as NVML sampled them (gpu_use.gpu_numbers; None: not sampled).
+    ``gradient_bytes``: per replica per step, for a MirroredStrategy program (None: unknown)."""
     if b is None:
         return Finding(check_id, "skip", f"no trace of the program's steps: {reason}",
                        {"reason": reason})
@@ -177,6 +185,11 @@ def bottleneck(b: Breakdown | None, reason: str | None, calls: Sequence[DatasetC
         return Finding(check_id, "skip", "the trace holds no complete step", {"path": b.path})
     gpu = any(d.source == "device-plane" for d in rows)
     found = causes(b, m, gpu)
+    note = gpu_fill.bottleneck_note(nvml_gpus, gpu)
+    found = sorted(found + [Cause("small-kernels", 1 - f.sm_util_mean_percent /
+                                  f.util_mean_percent, f.text())
+                            for f in note.small if f.sm_util_mean_percent is not None
+                            and f.util_mean_percent], key=lambda c: -c.share)
     means = {d.device: mean for d in rows if (mean := d.mean())}
     per_device = {device: parts_text(mean) for device, mean in means.items()}
     evidence: dict[str, Any] = {
@@ -195,7 +208,13 @@ def bottleneck(b: Breakdown | None, reason: str | None, calls: Sequence[DatasetC
                        "host_bound": HOST_BOUND, "communication_bound": COMM_BOUND,
                        "launch_bound": LAUNCH_BOUND, "straggler": SKEW_BOUND},
         "dataset_calls": [{"method": c.method, "args": c.args, "where": c.where}
-                          for c in calls if c.caller and c.caller.get("direct")]}
+                          for c in calls if c.caller and c.caller.get("direct")],
+        "gpm": note.evidence}
+    reduce = allreduce.all_reduce(gradient_bytes, m.communication_s, m.period_s)
+    evidence["allreduce"] = None if reduce is None else reduce.evidence()
+    if reduce is not None:
+        found = [Cause(c.name, c.share, f"{c.text}; {reduce.text()}")
+                 if c.name == "communication-bound" else c for c in found]
     who = f"{loop}: " if loop else ""
     head = (f"{who}{_ms(m.period_s)} per step over {len(b.step_names)} profiled step(s) "
             f"({b.steps_from})")
@@ -203,6 +222,7 @@ def bottleneck(b: Breakdown | None, reason: str | None, calls: Sequence[DatasetC
                                                          per_device.items())
     idle = f"; GPUs that ran no kernel: {', '.join(b.gpus_without_kernels)}" \
         if b.gpus_without_kernels and not any(c.name == "idle-gpus" for c in found) else ""
+    idle += f"; {note.text}" if note.text else ""
     if not found:
         moderate = m.share(m.input_s) >= INPUT_MODERATE
         text = f"{head}: " + (f"moderately input-bound ({m.share(m.input_s):.0%} waits for "
@@ -252,6 +272,8 @@ def _advice(found: list[Cause], b: Breakdown, calls: Sequence[DatasetCall],
                        "every step: check the devices the program gives its strategy "
                        "(MirroredStrategy() with no list takes every visible GPU) and "
                        "CUDA_VISIBLE_DEVICES")
+        elif c.name == "small-kernels" and gpu_fill.ADVICE not in out:
+            out.append(gpu_fill.ADVICE)
         elif c.name == "straggler":
             out.append("the replicas do not start together: look for per-replica input or "
                        "host work in the Profile tab's trace viewer")

@@ -36,6 +36,12 @@ def gpu_numbers(s: DeviceSummary) -> dict[str, Any]:
         "memory_total_bytes": or_none(s.memory_total_bytes),
         "processes": [p.pid for p in s.processes],
         "error": s.error,
+        "gpm_readings": s.gpm_reading_count,
+        "sm_util_mean_percent": _round(s.sm_util_mean_percent),
+        "sm_occupancy_mean_percent": _round(s.sm_occupancy_mean_percent),
+        "tensor_util_mean_percent": _round(s.tensor_util_mean_percent),
+        "dram_bw_util_mean_percent": _round(s.dram_bw_util_mean_percent),
+        "gpm_unavailable_reason": s.gpm_unavailable_reason,
     }
 
 

@@ -15,6 +15,8 @@ from gpudiag.run.records import ProcessObservation
 
 _WAITS = {"iterator": "waits for the next batch of its input pipeline",
           "collective": "waits in a collective (all-reduce): another worker is behind",
+          "step": "waits inside TensorFlow's runtime running the step function (a "
+                  "multi-worker step's all-reduce waits there for every worker)",
           "lock": "waits on a lock, queue or thread", "user": "is in the program's code"}
 _ADVICE = {
     "iterator": "The input pipeline is what stopped: look at the line named (a generator "
@@ -22,6 +24,9 @@ _ADVICE = {
                 "slow reads but not one that never returns.",
     "collective": "A worker of the cluster did not reach the all-reduce: look at the "
                   "other workers' logs and reports (which step each reached).",
+    "step": "The step function was called and has not returned: in a multi-worker job "
+            "its all-reduce waits for every worker; the cluster's part of the message "
+            "(and run.peers) says which worker is behind and where it waits.",
     "lock": "A thread of the program waits on a lock, queue or another thread: the stacks "
             "in the evidence show which.",
     "user": "The program's own code at the line named did not return.",
@@ -35,8 +40,12 @@ def describe_stall(event: dict[str, Any]) -> str:
     name = (f"tf.function {loop['function']}" if loop.get("function") else
             f"Session.run #{loop['group']}" if loop.get("group") is not None else
             "Model.fit" if event.get("loop_kind") == "fit_steps" else "the loop")
-    text = (f"no step of {name} has finished for {event.get('waited_s', 0):.1f} s "
-            f"(stall timeout {event.get('timeout_s', 0):.1f} s, {event.get('steps', 0)} "
+    if event.get("since") == "cluster_joined" and not event.get("steps"):
+        head = (f"no step has finished in the {event.get('waited_s', 0):.1f} s since it "
+                "joined the cluster")
+    else:
+        head = f"no step of {name} has finished for {event.get('waited_s', 0):.1f} s"
+    text = (f"{head} (stall timeout {event.get('timeout_s', 0):.1f} s, {event.get('steps', 0)} "
             f"steps so far): the step {_WAITS.get(str(where.get('kind')), 'waits')}")
     for key, label in (("waiting", "the pipeline's code waits at"), ("frame", "at")):
         frame = where.get(key)
