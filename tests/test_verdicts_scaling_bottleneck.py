@@ -44,8 +44,12 @@ def test_a_communication_bound_configuration_warns_like_run_does() -> None:
     four = breakdown(*[(f"/device:CPU:{i}", 20, 9, 8, 0, 1, 2, 0) for i in range(1, 5)])
     f = sb.scaling_bottleneck("mirrored-4dev", four, None,
                               [f"/device:CPU:{i}" for i in range(1, 5)], 4,
-                              ("mirrored-1dev", BASE))
+                              ("mirrored-1dev", BASE), gradient_bytes=8_000_000)
     assert f.status == "warn" and f.evidence["causes"][0] == "communication-bound"
+    # the gradient bytes over the all-reduce's time per step, as run.bottleneck says it
+    assert f.evidence["allreduce"]["achieved_bytes_per_s"] == pytest.approx(8e6 / 0.008)
+    assert "of gradients per replica per step (the sizes of its trainable variables) " \
+        "all-reduced in 8.00 ms" in f.message
     assert "collectives (all-reduce) take 40% of the step" in f.message
     assert f.advice.startswith("fewer, larger all-reduces")
     assert "2.00x of 4x by the trace" in f.message

@@ -58,5 +58,6 @@ def findings(configs: Sequence[tuple[str, str, int, TrainingResult | None, str |
                     else f"{name}'s trace holds no complete step"
         out.append(scaling_bottleneck(
             name, b, reason, replicas, n, base.get(strategy),
-            base_reason.get(strategy, f"no 1-device {strategy} configuration ran")))
+            base_reason.get(strategy, f"no 1-device {strategy} configuration ran"),
+            gradient_bytes=result.gradient_bytes if result is not None else None))
     return out

@@ -71,12 +71,14 @@ def scaling_bottleneck(name: str, b: Breakdown | None, reason: str | None,
                        replicas: Sequence[str], n_devices: int,
                        base: tuple[str, StepParts] | None = None,
                        base_reason: str | None = None, *, check_prefix: str = CHECK_PREFIX,
-                       unit: str = "device") -> Finding:
+                       unit: str = "device", gradient_bytes: int | None = None) -> Finding:
     """One configuration's finding. ``base``: (name, mean step) of the same strategy on one
     device; ``base_reason``: why there is none (for a configuration of several devices).
     `scaling --workers` gives its configurations' ``check_prefix`` and ``unit``
-    ("worker": ``n_devices`` counts workers, the base is 1 worker)."""
-    f = bottleneck(b, reason, replicas=replicas, check_id=check_prefix + name)
+    ("worker": ``n_devices`` counts workers, the base is 1 worker). ``gradient_bytes``:
+    per replica per step (the all-reduce's achieved bandwidth, as run.bottleneck says it)."""
+    f = bottleneck(b, reason, replicas=replicas, check_id=check_prefix + name,
+                   gradient_bytes=gradient_bytes if n_devices > 1 else None)
     if b is None:
         return replace(f, message=f"{name}: no trace to break down: {reason}")
     if f.status == "skip" or n_devices < 2:
