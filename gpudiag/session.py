@@ -9,7 +9,9 @@ session marks it complete; on Ctrl-C, SIGTERM or SIGHUP (KeyboardInterrupt) or a
 unexpected error it marks it interrupted and keeps every finding made so far, then lets
 the exception through. In every case the report is also written to the ``report/``
 TensorBoard run as markdown: the findings at a glance (TAG_FINDINGS, the Text tab's
-first card) and each finding's evidence (TAG_REPORT).
+first card) and each finding's evidence (TAG_REPORT); with a bottleneck finding (run,
+explain, scaling), those findings before them (TAG_BOTTLENECK) and their breakdown as a
+stacked bar chart in the Images tab (TAG_BREAKDOWN_PLOT, gpudiag.tb.breakdown).
 
 A write that fails (a full disk) raises WriteFailed; report.json then keeps its last
 complete version. While another exception is already on its way out, a failing write at
@@ -29,7 +31,15 @@ from typing import Any
 
 from gpudiag import report as report_mod
 from gpudiag.errors import GpudiagError, WriteFailed, signum_of
-from gpudiag.layout import REPORT_TB_RUN, TAG_FINDINGS, TAG_REPORT, new_run_dir
+from gpudiag.layout import (
+    BREAKDOWN_PNG,
+    REPORT_TB_RUN,
+    TAG_BOTTLENECK,
+    TAG_BREAKDOWN_PLOT,
+    TAG_FINDINGS,
+    TAG_REPORT,
+    new_run_dir,
+)
 from gpudiag.report import Finding, Report
 
 
@@ -79,10 +89,19 @@ class RunSession:
             self.report.data["interrupted_by"] = signal_name
         self.report.finished_at = datetime.now(UTC).isoformat(timespec="seconds")
         self.save()
+        from gpudiag.tb import breakdown
         from gpudiag.tb.writer import EventWriter
 
         try:
             with EventWriter(self.run_dir / REPORT_TB_RUN) as writer:
+                answer = breakdown.text(self.report.findings)
+                if answer:  # sorts before TAG_FINDINGS: the Text tab's first card
+                    writer.text(TAG_BOTTLENECK, answer)
+                bars = breakdown.bars(self.report.findings)
+                if bars:
+                    png = self.run_dir / BREAKDOWN_PNG
+                    width, height = breakdown.png(bars, png)
+                    writer.png(TAG_BREAKDOWN_PLOT, png.read_bytes(), width, height)
                 writer.text(TAG_FINDINGS, report_mod.summary_markdown(self.report))
                 writer.text(TAG_REPORT, report_mod.details_markdown(self.report))
                 for tag, markdown in self._texts.items():

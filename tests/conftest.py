@@ -158,3 +158,33 @@ def run_program(tmp: Path, *command: str, options: tuple[str, ...] = ()) -> Prog
     schema = json.loads((REPO / "gpudiag" / "report.schema.json").read_text())
     jsonschema.validate(report, schema)
     return ProgramRun(proc.returncode, proc.stdout, proc.stderr, run_dir, report)
+
+
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+
+def breakdown_picture(run_dir: Path) -> tuple[int, int, bytes, str]:
+    """The report run's step breakdown as TensorBoard reads it back: the image's width,
+    height and PNG bytes (layout.TAG_BREAKDOWN_PLOT, the Images tab's plugin), and the
+    bottleneck findings' text card (layout.TAG_BOTTLENECK); each checked to be what it
+    says (a PNG of a plausible size, the image plugin's tag, the text before the summary)."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+    from tensorboard.util import tensor_util
+
+    from gpudiag import layout
+
+    acc = EventAccumulator(str(run_dir / layout.REPORT_TB_RUN),
+                           size_guidance={"tensors": 0})
+    acc.Reload()
+    assert acc.SummaryMetadata(layout.TAG_BREAKDOWN_PLOT).plugin_data.plugin_name == "images"
+    (event,) = acc.Tensors(layout.TAG_BREAKDOWN_PLOT)
+    width, height, png = tensor_util.make_ndarray(event.tensor_proto)
+    assert png[:8] == PNG_MAGIC and 10_000 < len(png) < 2_000_000, len(png)
+    assert png == (run_dir / layout.BREAKDOWN_PNG).read_bytes()
+    assert (int(width), int(height)) == (int.from_bytes(png[16:20]), int.from_bytes(png[20:24]))
+    assert 600 <= int(width) <= 2000 and 150 <= int(height) <= 3000, (width, height)
+    (text,) = acc.Tensors(layout.TAG_BOTTLENECK)
+    texts = sorted(t for t in acc.Tags()["tensors"]
+                   if acc.SummaryMetadata(t).plugin_data.plugin_name == "text")
+    assert texts[0] == layout.TAG_BOTTLENECK, texts  # the Text tab's first card
+    return int(width), int(height), bytes(png), text.tensor_proto.string_val[0].decode()

@@ -13,7 +13,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import findings_by_id, gpudiag, process_alive, read_scalars, run_dirs
+from conftest import (
+    breakdown_picture,
+    findings_by_id,
+    gpudiag,
+    process_alive,
+    read_scalars,
+    run_dirs,
+)
 
 from gpudiag import layout
 from gpudiag.cluster import messages
@@ -86,6 +93,31 @@ def test_sync_two_workers_complete_and_the_total_is_the_sum_of_what_each_measure
     assert_no_task_left(report)
 
 
+def test_sync_steps_are_broken_down_from_the_leaders_trace_with_the_lost_speed_up(sync):
+    _, report, run_dir, _ = sync
+    found = findings_by_id(report)
+    for batch in (32, 64):
+        one = found[f"cluster.bottleneck.sync-1w-b{batch}"]
+        two = found[f"cluster.bottleneck.sync-2w-b{batch}"]
+        for f in (one, two):
+            assert f["status"] in ("ok", "warn"), f
+            assert f["evidence"]["steps_from"] == "host step markers"
+            assert f["evidence"]["step_s"] > 0 and f["evidence"]["parts_s"]
+            assert f["evidence"]["shares"]["compute"] > 0  # the trace's ops, on the host row
+        # the all-reduce between the workers: CollectiveReduceV2 in the leader's trace
+        assert two["evidence"]["shares"]["communication"] > 0
+        assert one["evidence"]["shares"]["communication"] == 0
+        assert "lost_speedup" not in one["evidence"]
+        lost = two["evidence"]["lost_speedup"]
+        assert lost["base_step_s"] == pytest.approx(one["evidence"]["step_s"])
+        assert sum(lost["growth_s"].values()) == pytest.approx(lost["lost_s_per_step"],
+                                                               abs=1e-9)
+        assert f"on 1 worker (sync-1w-b{batch}), " in two["message"]
+        assert "of 2x by the trace" in two["message"]
+    _, _, _, text = breakdown_picture(run_dir)
+    assert "cluster.bottleneck.sync-2w-b64" in text
+
+
 def test_sync_tasks_talked_on_loopback_and_the_report_says_where_tensorflow_listened(sync):
     _, report, run_dir, _ = sync
     result = worker_result(run_dir, "sync-2w-b32", "worker-1")
@@ -136,6 +168,8 @@ def test_ps_one_ps_two_workers_and_a_coordinator_complete(ps) -> None:
     row = {r["config"]: r for r in report["data"]["cluster"]["rows"]}["ps-2w-b32"]
     assert row["total_examples_per_s"] == pytest.approx(sum(w["examples_per_s"] for w in stats))
     assert row["final_loss"] < 0.8 * 2.3026
+    f = found["cluster.bottleneck.ps-2w-b32"]
+    assert f["status"] == "skip" and "parameter-server mode runs no profiler" in f["message"]
     assert_no_task_left(report)
 
 

@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 import jsonschema
-from conftest import REPO, TESTS_DIR, findings_by_id, gpudiag, run_dirs
+from conftest import REPO, TESTS_DIR, breakdown_picture, findings_by_id, gpudiag, run_dirs
 
 from gpudiag import layout
 
@@ -45,6 +45,11 @@ def test_the_public_8_gpu_trace_lists_all_8_gpus_and_names_the_6_idle(tmp_path: 
     assert [d["device"] for d in trace["devices"]] == [f"/device:GPU:{i}" for i in range(8)]
     assert sorted(p.name for p in profile.iterdir()) == ["34.83.195.179_6003.xplane.pb"]
     assert "explain.bottleneck" in (run_dir / layout.REPORT_MD).read_text()
+    # TensorBoard: a bar per GPU, the 6 idle ones too; the finding is the first text card
+    assert list(f["evidence"]["parts_s"]) == [f"/device:GPU:{i}" for i in range(8)]
+    _, height, _, text = breakdown_picture(run_dir)
+    assert height > 400  # eight rows
+    assert text.startswith("- **WARN** `explain.bottleneck`: ") and "6 of the 8 GPUs" in text
 
 
 def test_a_bad_path_is_one_line_and_exit_2(tmp_path: Path) -> None:

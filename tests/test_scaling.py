@@ -13,7 +13,14 @@ from pathlib import Path
 import fake_nvml
 import numpy as np
 import pytest
-from conftest import findings_by_id, gpudiag, load_report, read_scalars, run_dirs
+from conftest import (
+    breakdown_picture,
+    findings_by_id,
+    gpudiag,
+    load_report,
+    read_scalars,
+    run_dirs,
+)
 from fake_clock import FakeClock
 
 from gpudiag import cli, layout, nvml
@@ -57,6 +64,28 @@ def test_scaling_1_2_4_virtual_devices_end_to_end(logdir) -> None:
         assert f["status"] == "ok", f
         assert set(f["evidence"]["trace_busy_s"]) == {f"/device:CPU:{i}" for i in range(1, n + 1)}
         assert all(v > 0 for v in f["evidence"]["trace_busy_s"].values())
+    # each configuration's steps broken down as run.bottleneck does, each replica a row;
+    # with several devices, where the speed-up over towers-1dev went, part by part
+    for n in (1, 2, 4):
+        f = found[f"scaling.bottleneck.towers-{n}dev"]
+        assert f["status"] in ("ok", "warn"), f
+        assert set(f["evidence"]["devices"]) == {f"/device:CPU:{i}" for i in range(1, n + 1)}
+        assert f["evidence"]["steps_from"] == "host step markers" and f["evidence"]["steps"] >= 1
+        lost = f["evidence"].get("lost_speedup")
+        if n == 1:
+            assert lost is None and "speed-up" not in f["message"]
+            continue
+        base = found["scaling.bottleneck.towers-1dev"]["evidence"]["step_s"]
+        assert lost["base_step_s"] == pytest.approx(base)
+        assert lost["step_s"] == pytest.approx(f["evidence"]["step_s"])
+        assert sum(lost["growth_s"].values()) == pytest.approx(lost["lost_s_per_step"], abs=1e-9)
+        assert f"of {n}x by the trace" in f["message"] and "(towers-1dev)" in f["message"]
+    _, height, _, text = breakdown_picture(run)
+    bars = [d for n in (1, 2, 4) for d in
+            found[f"scaling.bottleneck.towers-{n}dev"]["evidence"]["parts_s"]]
+    assert len(bars) >= 7 and height > 350  # a bar per configuration and device
+    assert text.index("scaling.bottleneck.towers-1dev") < text.index(
+        "scaling.bottleneck.towers-4dev")
     eff = found["scaling.efficiency.towers"]
     assert eff["status"] == "warn" and "Not meaningful" in eff["message"]
     assert [e["n_devices"] for e in eff["evidence"]["per_device_count"]] == [2, 4]
@@ -105,7 +134,8 @@ def test_scaling_1_2_4_virtual_devices_end_to_end(logdir) -> None:
     report_tags = set(report_tb.Tags()["tensors"])
     assert {layout.TAG_FINDINGS, layout.TAG_REPORT, layout.TAG_SCALING_TABLE,
             layout.TAG_ALLREDUCE_TABLE, layout.TAG_SCALING_PLOT, layout.TAG_ALLREDUCE_PLOT,
-            "_hparams_/experiment", "custom_scalars__config__"} <= report_tags
+            layout.TAG_BREAKDOWN_PLOT, layout.TAG_BOTTLENECK, "_hparams_/experiment",
+            "custom_scalars__config__"} <= report_tags
     summary = tensor_value(report_tb, layout.TAG_FINDINGS).item().decode()
     lines = [ln for ln in summary.splitlines() if ln.startswith("- **")]
     assert len(lines) == len(report["findings"])

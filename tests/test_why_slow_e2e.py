@@ -15,7 +15,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import TESTS_DIR, ProgramRun, findings_by_id, gpudiag, run_dirs, run_program
+from conftest import (
+    TESTS_DIR,
+    ProgramRun,
+    breakdown_picture,
+    findings_by_id,
+    gpudiag,
+    run_dirs,
+    run_program,
+)
 
 from gpudiag import layout
 
@@ -124,6 +132,15 @@ def test_the_same_pipeline_with_autotune_cache_and_prefetch_is_not_input_bound_a
     assert input_tuned.loop["step_s_median"] < 0.8 * input_bound.loop["step_s_median"]
     assert input_tuned.loop["step_s_median"] == pytest.approx(
         input_tuned.own_period_s(FIT_WARMUP), rel=PERIOD_TOLERANCE)
+
+
+def test_tensorboard_shows_the_breakdown_and_the_input_bound_finding_first(
+        input_bound: Run) -> None:
+    f = input_bound.found["run.bottleneck"]
+    _, _, _, text = breakdown_picture(input_bound.run_dir)  # the Images tab's bars
+    assert text.startswith(f"- **WARN** `run.bottleneck`: {f['message']}")
+    assert f"  - fix: {f['advice']}" in text and "num_parallel_calls" in text
+    assert f["evidence"]["parts_s"], f["evidence"]
 
 
 def test_python_between_the_steps_is_host_bound_pointing_at_the_loop(custom_loop: Run) -> None:

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from gpudiag import layout, nvml
-from gpudiag.cluster import judge, tfconfig
+from gpudiag.cluster import judge, tfconfig, whyslow
 from gpudiag.cluster.options import ClusterOptions
 from gpudiag.cluster.records import WorkerConfig, role_of
 from gpudiag.cluster.supervise import ClusterRun, Limits, TaskSpec, run_cluster
@@ -143,6 +143,8 @@ def judge_runs(session: RunSession, options: ClusterOptions, runs: list[ClusterR
                 session.add(verdicts.batch_payoff(mode, mine))
         if len(options.modes) > 1:
             session.add(verdicts.sync_vs_ps(*_same_shape(rows, options)))
+    for finding in whyslow.findings(runs):  # why each configuration is as fast as it is
+        session.add(finding)
     for finding in verdicts.tf_messages(
             judge.seen_messages(runs),
             never_formed=any(r.outcome == "never-formed" for r in runs),

@@ -39,6 +39,9 @@ Inside a run directory::
     scaling.png          the scaling plot (PLOT_PNG): examples/s and efficiency against
                          the device count, towers and mirrored together
     allreduce.png        bus and algorithm bandwidth against the message size (ALLREDUCE_PNG)
+    breakdown.png        (run, explain, scaling: with a trace) each device's mean profiled
+                         step, stacked by where its time went (BREAKDOWN_PNG; also the
+                         report run's TAG_BREAKDOWN_PLOT; TAG_BOTTLENECK: the finding first)
 
 ``report.json`` is written first with ``"partial": true`` when a run starts and
 rewritten as findings arrive, so an interrupted run still leaves a readable report.

@@ -10,6 +10,11 @@ from gpudiag.layout.names import Indexed
 # dashboard reads, the training norms, the custom-scalars layout's charts.
 
 TAG_FINDINGS = "findings/summary"  # report run: one line per finding; sorts before gpudiag/*
+# report run, with a bottleneck finding (run, explain, scaling): those findings with their
+# numbers and fixes, sorting before the summary, so the Text tab shows the answer first
+TAG_BOTTLENECK = "findings/bottleneck"
+TAG_BREAKDOWN_PLOT = "gpudiag/breakdown_plot"  # report run: the step breakdown, a bar each
+BREAKDOWN_PNG = "breakdown.png"  # the same picture in the run directory
 TAG_ALLREDUCE_PLOT = "gpudiag/allreduce_plot"  # report run (scaling): bandwidth vs size
 ALLREDUCE_PNG = "allreduce.png"
 

@@ -14,7 +14,8 @@ Each step of each device is split, every nanosecond counted once, in this order:
 
 - compute: on a GPU the kernels on its ``Stream`` lines (copies and NCCL kernels apart);
   on the CPU the TensorFlow op events of the executor threads placed on that device
-  (gpudiag.traces.device_of), tf.data's own threads left out;
+  (gpudiag.traces.device_of), tf.data's own threads left out; ops the placement does
+  not name get a row of their own, ``/host:CPU``, so their time is idle on the devices;
 - communication: collective and NCCL ops and kernels, device-to-device / peer copies;
 - input: host-to-device and device-to-host copies (a GPU), and the time the step blocked
   on tf.data (``IteratorGetNext...`` ops, the get-next kernels' ``DoCompute``);
@@ -282,9 +283,9 @@ def _cpu_rows(windows: list[_Window], ops: list[Event], inputs: list[iv.Span],
             continue
         op = OP_EVENT_RE.match(e.name)
         assert op is not None
-        device = device_of(op.group("name"), op_devices) if op_devices else HOST_ROW
-        if device is None:
-            continue
+        # an op the placement does not name still ran: on a row of its own (/host:CPU),
+        # so the devices count that time as waiting for it (idle), not as host overhead
+        device = (device_of(op.group("name"), op_devices) if op_devices else None) or HOST_ROW
         compute, comm, count = by_device.setdefault(device, ([], [], [0]))
         (comm if _is_comm_op(e) else compute).append((e.start_ns, e.end_ns))
         count[0] += 1

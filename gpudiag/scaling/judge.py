@@ -24,6 +24,7 @@ from gpudiag.probes.records import AllreduceResult, TrainingResult
 from gpudiag.procs.runner import ChildResult
 from gpudiag.readers import traces
 from gpudiag.report import Finding
+from gpudiag.scaling import whyslow
 from gpudiag.scaling.options import ScalingOptions
 from gpudiag.scaling.table import TABLE_HEADERS, table
 from gpudiag.scaling.tb_runs import write_scaling_tb
@@ -179,6 +180,10 @@ def judge(session: RunSession, options: ScalingOptions, setup: DeviceSetup,
         session.add(scaling_verdicts.towers_vs_mirrored(typed_rows))
     if allreduce is not None:
         session.add(scaling_verdicts.allreduce_bandwidth(allreduce, setup.kind))
+    # why each configuration is as fast as it is, after whether scaling helped
+    for finding in whyslow.findings([(r.name, r.strategy, r.n_devices, r.result,
+                                      r.child.error_type) for r in runs]):
+        session.add(finding)
     rows = [asdict(r) for r in typed_rows]  # the report's rows, from here on plain data
     session.set("scaling", {"device_kind": setup.kind, "gradient_bytes": gradient_bytes,
                             "peak_busbw_bytes_per_s": busbw, "rows": rows, "configs": configs})

@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from gpudiag.readers.stepbreakdown import Breakdown, DeviceBreakdown, StepParts
+from gpudiag.readers.stepbreakdown import HOST_ROW, Breakdown, DeviceBreakdown, StepParts
 from gpudiag.report import Finding
 from gpudiag.run.records import DatasetCall
 from gpudiag.verdicts import allreduce, gpu_fill
@@ -43,10 +43,12 @@ class Cause:
 
 def working(b: Breakdown, replicas: Sequence[str] = ()) -> list[DeviceBreakdown]:
     """The devices whose steps are judged: the strategy's replicas where the trace has
-    them, else those that ran kernels or ops."""
+    them, else those that ran kernels or ops (the row of ops the placement does not name
+    only when there is no other)."""
     mine = [d for d in b.devices if d.steps and any(d.device.endswith(r) for r in replicas)]
-    rows = mine or [d for d in b.devices if d.steps and d.ran_kernels]
-    return rows or [d for d in b.devices if d.steps]
+    placed = [d for d in b.devices if d.device != HOST_ROW]  # HOST_ROW: ops placed nowhere
+    rows = mine or [d for d in placed if d.steps and d.ran_kernels]
+    return rows or [d for d in placed if d.steps] or [d for d in b.devices if d.steps]
 
 
 def mean_parts(rows: Sequence[DeviceBreakdown]) -> StepParts | None:
@@ -71,6 +73,15 @@ def parts_text(m: StepParts) -> str:
     if m.host_between_calls_s > 0:
         text += f" (Python between step calls {m.share(m.host_between_calls_s):.0%})"
     return text + f", idle {m.share(m.idle_s):.0%}"
+
+
+PARTS = ("compute", "communication", "input", "host", "idle")  # in the order they add up
+
+
+def parts_seconds(m: StepParts) -> dict[str, float]:
+    """A mean step's parts in seconds, the evidence's plain form (the picture's bars)."""
+    return {"period_s": m.period_s, **{f"{k}_s": getattr(m, f"{k}_s") for k in PARTS},
+            "host_between_calls_s": m.host_between_calls_s}
 
 
 def causes(b: Breakdown, m: StepParts, gpu: bool) -> list[Cause]:
@@ -179,12 +190,15 @@ def bottleneck(b: Breakdown | None, reason: str | None, calls: Sequence[DatasetC
                                   f.util_mean_percent, f.text())
                             for f in note.small if f.sm_util_mean_percent is not None
                             and f.util_mean_percent], key=lambda c: -c.share)
-    per_device = {d.device: parts_text(mean) for d in rows if (mean := d.mean())}
+    means = {d.device: mean for d in rows if (mean := d.mean())}
+    per_device = {device: parts_text(mean) for device, mean in means.items()}
     evidence: dict[str, Any] = {
         "trace": b.path, "steps_from": b.steps_from, "steps": len(b.step_names),
         "step_s": m.period_s, "shares": {k: m.share(getattr(m, f"{k}_s")) for k in (
             "compute", "input", "communication", "host", "host_between_calls", "idle")},
-        "devices": per_device, "gpus_without_kernels": b.gpus_without_kernels,
+        "devices": per_device, "parts_s": {d.device: parts_seconds(mean) for d in b.devices
+                                           if (mean := d.mean())},  # every device
+        "gpus_without_kernels": b.gpus_without_kernels,
         "replica_skew_s": b.replica_skew_s, "causes": [c.name for c in found],
         "xprof": None if b.xprof is None else {
             "conclusion": b.xprof.conclusion,

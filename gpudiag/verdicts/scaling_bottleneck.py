@@ -1,0 +1,96 @@
+"""`scaling.bottleneck.<config>`: run.bottleneck's breakdown and classification for one
+scaling configuration, and, with several devices, where the lost speed-up went.
+
+Pure: the configuration's gpudiag.readers.stepbreakdown.Breakdown (or why there is none)
+and, for the comparison, the mean step of the same strategy on one device. The
+classification is gpudiag.verdicts.bottleneck.bottleneck itself (the function `run` and
+`explain` use), under this configuration's id.
+
+The probe keeps the batch per device fixed (the global batch grows with the devices), so
+perfect scaling keeps the step period of one device: every second a replica's step takes
+beyond it is speed-up lost. The breakdown's parts add up to the period, so the growth of
+each part, replica mean against one device, says where it went: per-replica compute
+(replicas sharing the hardware: virtual devices on one GPU or one CPU's cores), collective
+communication (the all-reduce), input, host, and idle (a replica waiting while another
+worked: waiting for the slowest). The replicas' start skew is stated where the trace
+has it (GPU traces' per-device Steps lines); a CPU trace has no per-replica step marks.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import replace
+from typing import Any
+
+from gpudiag.readers.stepbreakdown import Breakdown, StepParts
+from gpudiag.report import Finding
+from gpudiag.verdicts.bottleneck import PARTS, bottleneck, mean_parts, parts_seconds, working
+
+CHECK_PREFIX = "scaling.bottleneck."
+WHERE = {"compute": "per-replica compute", "communication": "communication (all-reduce)",
+         "input": "input", "host": "host", "idle": "idle (waiting while another device worked)"}
+
+
+def judged_mean(b: Breakdown, replicas: Sequence[str]) -> StepParts | None:
+    """The mean step over the devices run.bottleneck judges (the replicas)."""
+    return mean_parts(working(b, replicas))
+
+
+def lost_speedup(mine: StepParts, base: StepParts, n_devices: int,
+                 skew_s: float | None) -> dict[str, Any]:
+    """Where the speed-up over one device went: each part's growth per step, in seconds,
+    largest first (a part that shrank is negative), and the speed-up the trace gives
+    (``n_devices`` x base period / this period)."""
+    growth = {k: getattr(mine, f"{k}_s") - getattr(base, f"{k}_s") for k in PARTS}
+    return {"n_devices": n_devices, "step_s": mine.period_s, "base_step_s": base.period_s,
+            "lost_s_per_step": mine.period_s - base.period_s,
+            "speedup_by_trace": n_devices * base.period_s / mine.period_s
+            if mine.period_s > 0 else None,
+            "growth_s": dict(sorted(growth.items(), key=lambda kv: -kv[1])),
+            "replica_skew_s": skew_s}
+
+
+def lost_text(lost: dict[str, Any], base_name: str, unit: str = "device") -> str:
+    n = lost["n_devices"]
+    head = (f"lost speed-up: {lost['step_s'] * 1e3:.2f} ms per step against "
+            f"{lost['base_step_s'] * 1e3:.2f} ms on 1 {unit} ({base_name}), "
+            f"{lost['speedup_by_trace']:.2f}x of {n}x by the trace")
+    if lost["lost_s_per_step"] <= 0:
+        return head + "; nothing lost per step"
+    grew = [f"{WHERE[k]} +{v * 1e3:.2f} ms" for k, v in lost["growth_s"].items() if v > 0]
+    shrank = [f"{WHERE[k]} {v * 1e3:.2f} ms" for k, v in lost["growth_s"].items() if v < 0]
+    text = f"{head}; the {lost['lost_s_per_step'] * 1e3:.2f} ms went to " + ", ".join(grew)
+    if shrank:
+        text += " (less: " + ", ".join(shrank) + ")"
+    if lost["replica_skew_s"] is not None:
+        text += f"; the replicas started a step up to {lost['replica_skew_s'] * 1e3:.2f} ms apart"
+    return text
+
+
+def scaling_bottleneck(name: str, b: Breakdown | None, reason: str | None,
+                       replicas: Sequence[str], n_devices: int,
+                       base: tuple[str, StepParts] | None = None,
+                       base_reason: str | None = None, *, check_prefix: str = CHECK_PREFIX,
+                       unit: str = "device", gradient_bytes: int | None = None) -> Finding:
+    """One configuration's finding. ``base``: (name, mean step) of the same strategy on one
+    device; ``base_reason``: why there is none (for a configuration of several devices).
+    `scaling --workers` gives its configurations' ``check_prefix`` and ``unit``
+    ("worker": ``n_devices`` counts workers, the base is 1 worker). ``gradient_bytes``:
+    per replica per step (the all-reduce's achieved bandwidth, as run.bottleneck says it)."""
+    f = bottleneck(b, reason, replicas=replicas, check_id=check_prefix + name,
+                   gradient_bytes=gradient_bytes if n_devices > 1 else None)
+    if b is None:
+        return replace(f, message=f"{name}: no trace to break down: {reason}")
+    if f.status == "skip" or n_devices < 2:
+        return f
+    mine = judged_mean(b, replicas)
+    assert mine is not None  # bottleneck() skipped otherwise
+    if base is None:
+        why = base_reason or f"no 1-{unit} configuration of this strategy"
+        return replace(f, message=f"{f.message}; where the speed-up went: not compared "
+                       f"({why})", evidence={**f.evidence, "lost_speedup": None,
+                                             "lost_speedup_reason": why})
+    lost = lost_speedup(mine, base[1], n_devices, b.replica_skew_s)
+    return replace(f, message=f"{f.message}; {lost_text(lost, base[0], unit)}",
+                   evidence={**f.evidence, "lost_speedup": lost,
+                             "base": {"name": base[0], **parts_seconds(base[1])}})
