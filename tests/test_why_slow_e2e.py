@@ -127,8 +127,12 @@ def test_an_expensive_map_without_parallelism_is_input_bound_and_the_fix_names_i
 def test_the_same_pipeline_with_autotune_cache_and_prefetch_is_not_input_bound_and_faster(
         input_bound: Run, input_tuned: Run) -> None:
     f = input_tuned.found["run.bottleneck"]
-    assert f["status"] == "ok", f["message"]
+    assert "input-bound" not in f["evidence"]["causes"], f["message"]
     assert f["evidence"]["shares"]["input"] < 0.20
+    # what is left of a 16-32-4 MLP's step on the CPU is TensorFlow's per-step work
+    if f["status"] != "ok":
+        assert f["evidence"]["causes"][0] == "overhead-bound", f["message"]
+        assert "steps_per_execution=N" in f["advice"]
     assert input_tuned.loop["step_s_median"] < 0.8 * input_bound.loop["step_s_median"]
     assert input_tuned.loop["step_s_median"] == pytest.approx(
         input_tuned.own_period_s(FIT_WARMUP), rel=PERIOD_TOLERANCE)
@@ -228,11 +232,11 @@ def explained(run: Run, tmp: Path) -> dict[str, Any]:
 def test_explain_gives_the_same_answer_on_each_runs_trace(
         input_bound: Run, input_tuned: Run, custom_loop: Run, balanced: Run,
         tmp_path: Path) -> None:
-    for run, cause in ((input_bound, "input-bound"), (custom_loop, "host-bound"),
-                       (input_tuned, None), (balanced, None)):
+    for run, causes in ((input_bound, [["input-bound"]]), (custom_loop, [["host-bound"]]),
+                        (input_tuned, [[], ["overhead-bound"]]), (balanced, [[]])):
         ran = run.found["run.bottleneck"]
         again = explained(run, tmp_path / run.run_dir.parent.parent.name)
-        assert ran["evidence"]["causes"][:1] == ([cause] if cause else [])
+        assert ran["evidence"]["causes"][:1] in causes, ran["message"]
         assert again["evidence"]["causes"][:1] == ran["evidence"]["causes"][:1], again["message"]
         assert again["status"] == ran["status"]
         assert again["evidence"]["step_s"] == pytest.approx(ran["evidence"]["step_s"])

@@ -8,9 +8,10 @@ Thresholds: waiting for input >= 20 % of the step is input-bound, 5-20 % moderat
 (xprof's own, in its input-pipeline analysis). gpudiag's own, at the same 20 %: the
 program's Python between the step calls (host-bound), collective communication
 (communication-bound), host launching while the device waits (launch-bound, GPU), and one
-replica starting a step after another (a straggler). On a GPU with GPM (Hopper and
-later), a GPU NVML calls busy whose SMs mostly idle (gpudiag.verdicts.gpu_fill) is a cause
-too: a few small kernels.
+replica starting a step after another (a straggler); on the CPU, at 50 %, the step call's
+time with no op running (overhead-bound: TensorFlow's per-step work outweighs the ops).
+On a GPU with GPM (Hopper and later), a GPU NVML calls busy whose SMs mostly idle
+(gpudiag.verdicts.gpu_fill) is a cause too: a few small kernels.
 """
 
 from __future__ import annotations
@@ -29,13 +30,17 @@ INPUT_MODERATE = 0.05  # xprof: "MODERATELY input-bound" from here
 HOST_BOUND = 0.20
 COMM_BOUND = 0.20
 LAUNCH_BOUND = 0.20
+# On the CPU: most of the step inside the step call with no op running is TensorFlow's own
+# per-step work (the call, the executor) outweighing ops too small to amortize it.
+OVERHEAD_BOUND = 0.50
 SKEW_BOUND = 0.20
 MAX_CHAIN = 200  # calls followed back from a pipeline's end
 
 
 @dataclass(frozen=True)
 class Cause:
-    name: str  # input-bound | host-bound | communication-bound | launch-bound | straggler
+    name: str  # input-bound | host-bound | communication-bound | launch-bound |
+    #            overhead-bound | straggler | idle-gpus | small-kernels
     #            | idle-gpus | small-kernels
     share: float  # of the step
     text: str
@@ -106,6 +111,12 @@ def causes(b: Breakdown, m: StepParts, gpu: bool) -> list[Cause]:
         found.append(Cause("launch-bound", m.share(launch),
                            f"launch-bound: the GPU waits {m.share(launch):.0%} of the step "
                            "while the host launches ops"))
+    elif not gpu and m.share(launch) >= OVERHEAD_BOUND:
+        found.append(Cause("overhead-bound", m.share(launch),
+                           f"overhead-bound: in {m.share(launch):.0%} of the step "
+                           f"({_ms(launch)} of {_ms(m.period_s)}) no op ran inside the step "
+                           "call: TensorFlow's own per-step work (calling the step function, "
+                           "scheduling its ops) outweighs ops this small"))
     if b.replica_skew_s is not None and m.period_s > 0 and \
             b.replica_skew_s / m.period_s >= SKEW_BOUND:
         ratio = b.replica_skew_s / m.period_s
@@ -206,7 +217,8 @@ def bottleneck(b: Breakdown | None, reason: str | None, calls: Sequence[DatasetC
         "xprof_error": b.xprof_error,
         "thresholds": {"input_bound": INPUT_BOUND, "input_moderate": INPUT_MODERATE,
                        "host_bound": HOST_BOUND, "communication_bound": COMM_BOUND,
-                       "launch_bound": LAUNCH_BOUND, "straggler": SKEW_BOUND},
+                       "launch_bound": LAUNCH_BOUND, "overhead_bound": OVERHEAD_BOUND,
+                       "straggler": SKEW_BOUND},
         "dataset_calls": [{"method": c.method, "args": c.args, "where": c.where}
                           for c in calls if c.caller and c.caller.get("direct")],
         "gpm": note.evidence}
@@ -267,6 +279,14 @@ def _advice(found: list[Cause], b: Breakdown, calls: Sequence[DatasetCall],
                        "replicas for a model this size")
         elif c.name == "launch-bound":
             out.append("many small ops: a larger batch, XLA (jit_compile=True) to fuse them")
+        elif c.name == "overhead-bound":
+            fit = "compile(..., steps_per_execution=N) so that each call of the step " \
+                "function runs N steps"
+            loop_fix = f"run several steps in each call of {loop or 'the step function'} " \
+                "(a loop over the iterator inside the tf.function)"
+            more = fit if loop and "fit" in loop else loop_fix if loop else \
+                f"Keras: {fit}; a custom loop: {loop_fix}"
+            out.append(f"more work per step call: {more}; or a larger batch")
         elif c.name == "idle-gpus":
             out.append("a strategy over every GPU gives each a replica that runs kernels "
                        "every step: check the devices the program gives its strategy "
