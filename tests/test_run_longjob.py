@@ -211,3 +211,23 @@ def test_a_nan_loss_reaches_the_terminal_while_it_runs_and_the_report(tmp_path: 
     report = json.loads((run_dirs(logdir)[0] / layout.REPORT_JSON).read_text())
     finite = findings_by_id(report)["run.finite-loss"]
     assert finite["status"] == "fail" and "is nan at step 5" in finite["message"]
+
+
+def test_a_loss_stuck_at_ln_classes_is_told_while_the_program_runs(tmp_path: Path) -> None:
+    logdir, gate = tmp_path / "runs", tmp_path / "gate"
+    proc = start_run(logdir, PY, str(PROGRAMS / "stuck_then_waits.py"), str(gate))
+    try:
+        line = wait_for_line(proc, "has stayed at ln 10 = 2.3026")
+        assert proc.poll() is None  # told while the program still runs
+        assert "the loss of tf.function train_step" in line and "gpudiag (pid" in line
+        assert "the model predicts all 10 classes alike (the logits [batch, 10]" in line
+        gate.touch()
+        rest, _ = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert rest.count("has stayed at ln 10") == 0  # once per loop
+    report = json.loads((run_dirs(logdir)[0] / layout.REPORT_JSON).read_text())
+    learning = findings_by_id(report)["run.learning"]
+    assert learning["status"] == "fail" and "stuck at ln 10" in learning["message"]

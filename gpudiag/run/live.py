@@ -11,8 +11,9 @@ and, every POLL_S:
   its place (tbwrite.write_program);
 - tells the terminal, with the time, what can be decided mid-run: a stall
   (gpudiag.inprogram.stallwatch: no step for the stall timeout, and where the step waits), the
-  stall's end, a NaN or inf loss (once per loop); each also goes to TensorBoard's Text
-  tab (``gpudiag/live``) in the same file;
+  stall's end, a NaN or inf loss, a loss stuck at ln(classes) with the class count from
+  the program (gpudiag.verdicts.run_live; each once per loop); each also goes to
+  TensorBoard's Text tab (``gpudiag/live``) in the same file;
 - with NVML, writes the samples the run's nvml.Sampler took since the last poll into
   ``nvml/`` (same tags as the finished run; gpudiag.run.livegpu), flushed with the rest,
   and tells a GPU at 0 % for the last IDLE_WINDOW_S while another works
@@ -30,6 +31,7 @@ import math
 import os
 import threading
 import time
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -37,12 +39,12 @@ from typing import Any
 
 from gpudiag import nvml
 from gpudiag.layout import RUN_EVENTS_PREFIX, RUN_EVENTS_SUFFIX, TAG_RUN_LIVE, run_tb_name
+from gpudiag.run import classcount, peers, tbwrite
 from gpudiag.run import events as run_events
-from gpudiag.run import peers, tbwrite
 from gpudiag.run.livegpu import LiveGpus
 from gpudiag.run.records import StepSeries
 from gpudiag.tb.writer import EventWriter
-from gpudiag.verdicts.run_live import describe_stall
+from gpudiag.verdicts.run_live import describe_stall, stuck_at_ln_classes
 
 POLL_S = 0.5
 TB_FLUSH_S = 5.0  # TensorBoard reloads about every 30 s
@@ -79,6 +81,10 @@ class Live:
         self._writers: dict[int, EventWriter] = {}
         self._prefixes: dict[tuple[int, str], str] = {}
         self._bad_loss: set[tuple[int, str]] = set()
+        # per loop: the class count and its evidence, the first and the recent losses
+        self._classes: dict[tuple[int, str], tuple[int | None, str]] = {}
+        self._losses: dict[tuple[int, str], tuple[float | None, deque[float]]] = {}
+        self._stuck_told: set[tuple[int, str]] = set()
         self._batch: dict[int, int] = {}  # Keras fit's batch size per process
         self.board = peers.Board(run_dir)
         self._ppid: dict[int, int] = {}
@@ -142,8 +148,15 @@ class Live:
             kind, pid = event["kind"], int(event["pid"])
             if kind in STEP_KINDS:
                 self._steps(pid, event)
-            elif kind == "fit_begin" and isinstance(event.get("batch_size"), int):
-                self._batch[pid] = event["batch_size"]
+            elif kind == "fit_begin":
+                if isinstance(event.get("batch_size"), int):
+                    self._batch[pid] = event["batch_size"]
+                self._classes[(pid, "fit")] = classcount.fit_classes(
+                    event.get("output_width"), event.get("loss"))
+                self._losses.pop((pid, "fit"), None)  # a new fit: its own losses
+            elif kind == "function" and event.get("function"):
+                self._classes[(pid, str(event["function"]))] = \
+                    classcount.function_classes(event)
             elif kind == "stall":
                 self.board.stall(pid, event)
                 self._tell(pid, event.get("t"), f"stalled: {describe_stall(event)}"
@@ -230,6 +243,25 @@ class Live:
                                   for i, u in sorted(self.gpus.util_percent.items())))
         return " | ".join(parts)
 
+    def _stuck_at_ln(self, pid: int, key: str, steps: list[Any]) -> None:
+        """A loss at ln(classes) for the last LIVE_LN_WINDOW losses, said once per loop."""
+        if (pid, key) in self._stuck_told:
+            return
+        first, recent = self._losses.setdefault((pid, key), (None, deque(maxlen=50)))
+        for st in steps:
+            if st.loss is not None and math.isfinite(st.loss):
+                first = st.loss if first is None else first
+                recent.append(st.loss)
+        self._losses[(pid, key)] = (first, recent)
+        classes, source = self._classes.get((pid, key), (None, ""))
+        done = self._done.get((pid, key), (0, None))[0]
+        text = None if first is None else stuck_at_ln_classes(
+            "Model.fit" if key == "fit" else f"tf.function {key}", first, recent, done,
+            classes, source)
+        if text is not None:
+            self._stuck_told.add((pid, key))
+            self._tell(pid, steps[-1].start_unix_s, text)
+
     def _tell(self, pid: int | None, t: float | None, text: str) -> None:
         """Said with the time; into the Text tab of the program's live file (of
         ``nvml/`` for what NVML found, ``pid`` None)."""
@@ -261,6 +293,7 @@ class Live:
                 if st.start_unix_s is not None]
         self.board.steps(pid, max(st.index + 1 for st in steps), max(ends) if ends else None)
         self._note_progress((pid, key), steps, series.batch_size)
+        self._stuck_at_ln(pid, key, steps)
         bad = next((s for s in steps if s.loss is not None and not math.isfinite(s.loss)),
                    None)
         if bad is not None and (pid, key) not in self._bad_loss:

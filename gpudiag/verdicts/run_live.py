@@ -1,17 +1,25 @@
 """Verdicts of `gpudiag run` about what could be decided while the program ran: stalls
-(gpudiag.inprogram.stallwatch) and a loss that became NaN or inf. Shown on the terminal as they
-happened (gpudiag.run.live, with the same words) and reported at the end. Pure functions
-of gpudiag.run.records; ``proc`` as in gpudiag.verdicts.run.
+(gpudiag.inprogram.stallwatch), a loss that became NaN or inf, a loss stuck at
+ln(classes). Shown on the terminal as they happened (gpudiag.run.live, with the same
+words) and reported at the end. Pure functions of gpudiag.run.records; ``proc`` as in
+gpudiag.verdicts.run.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from gpudiag.report import Finding
 from gpudiag.run.records import ProcessObservation
+from gpudiag.verdicts.run_progress import LN_TOLERANCE, STUCK_FRACTION
+
+# A loss at ln(classes) is said mid-run once this many steps ran and this many of its last
+# losses all sit there.
+LIVE_LN_MIN_STEPS = 100
+LIVE_LN_WINDOW = 20
 
 _WAITS = {"iterator": "waits for the next batch of its input pipeline",
           "collective": "waits in a collective (all-reduce): another worker is behind",
@@ -75,6 +83,26 @@ def stall(obs: ProcessObservation, proc: str = "") -> Finding:
                            for e in obs.stalls]}
     return Finding(fid, "warn", f"{len(obs.stalls)} stall(s): " + " | ".join(parts),
                    evidence, advice=_ADVICE.get(kind, _ADVICE["user"]))
+
+
+def stuck_at_ln_classes(label: str, first: float, recent: Sequence[float], steps: int,
+                        classes: int | None, classes_from: str) -> str | None:
+    """Mid-run: the loss has stayed at ln(classes) (uniform predictions) for the last
+    LIVE_LN_WINDOW losses after at least LIVE_LN_MIN_STEPS steps and has not fallen from
+    its first value; the words said then, else None. Only with the class count from the
+    program (gpudiag.run.classcount), as run.learning judges it at the end."""
+    if not classes or classes < 2 or steps < LIVE_LN_MIN_STEPS or \
+            len(recent) < LIVE_LN_WINDOW:
+        return None
+    ln = math.log(classes)
+    window = list(recent)[-LIVE_LN_WINDOW:]
+    if not all(abs(x - ln) <= LN_TOLERANCE * ln for x in window) or \
+            window[-1] < STUCK_FRACTION * first:
+        return None
+    return (f"the loss of {label} has stayed at ln {classes} = {ln:.4f} over {steps} steps "
+            f"(its last {len(window)} values {min(window):.4f} to {max(window):.4f}, the "
+            f"first {first:.4f}): the model predicts all {classes} classes alike "
+            f"({classes_from})")
 
 
 def finite_loss(obs: ProcessObservation, proc: str = "") -> Finding:

@@ -27,6 +27,7 @@ def train_step(x, poison):
 for i in range(30):
     loss = train_step(x, float("nan") if nan_at is not None and i >= nan_at else 1.0)
 print("waiting after 30 steps", flush=True)
-while not gate.exists():
+deadline = time.monotonic() + 300  # a test that never opens the gate fails, not hangs
+while not gate.exists() and time.monotonic() < deadline:
     time.sleep(0.02)
 print("done", flush=True)
