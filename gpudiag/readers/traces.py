@@ -51,10 +51,11 @@ STREAM_LINE_PREFIX = "Stream"
 OP_EVENT_RE = re.compile(r"^(?P<name>[^:\s][^:]*):(?P<type>[A-Za-z_][\w]*)$")
 CALL_PREFIX_RE = re.compile(r"^(?:Stateful)?PartitionedCall(?:_\d+)?/")
 # Host step markers: tf.profiler.experimental.Trace("train", step_num=...) is gpudiag's
-# own (layout.PROFILER_STEP_MARKER) and what tf_keras's (and TF 2.x's tf.keras) fit wraps
-# each step in; Keras 3's TensorBoard(profile_batch=...) callback marks each profiled step
-# "Profiled batch" (keras/src/backend/tensorflow/tensorboard.py); "TraceContext" is
-# tf.keras's of TF 2.0-2.1.
+# own (layout.PROFILER_STEP_MARKER) and what tf.keras's fit wraps each step in from
+# TensorFlow 2.4 on (tf_keras too); Keras 3's TensorBoard(profile_batch=...) callback marks
+# each profiled step "Profiled batch" (keras/src/backend/tensorflow/tensorboard.py);
+# "TraceContext" (graph_type "train", or "test" for evaluate's steps) is tf.keras's of
+# TensorFlow 2.2-2.3.
 STEP_MARKERS = frozenset({"train", "Profiled batch", "TraceContext"})
 INPUT_OP_MARK = "GetNext"
 # tf.data's get-next kernels are asynchronous; their run shows as "<Kernel>::DoCompute"
