@@ -134,3 +134,47 @@ def test_tf1_workers_started_with_no_ps_never_trained_and_the_cluster_is_not_ok(
         assert "session-waiting-for-task" in report["data"]["run"]["catalogue_matches"]
         for t in findings_by_id(report)["run.cluster"]["evidence"]["tasks"]:
             assert not process_alive(t["pid"])
+
+
+@pytest.mark.slow
+def test_the_tutorial_s_model_fit_under_tf_keras_trains_without_a_false_alarm(
+        tmp_path: Path) -> None:
+    """The tutorial's Model.fit path (DatasetCreator, steps_per_epoch, its callbacks) under
+    tf_keras on the in-process cluster: tf_keras refuses gpudiag's batch-level hooks under
+    ParameterServerStrategy, so only fit's epochs are seen; learning is judged from their
+    losses, and the skips say why no step was timed instead of "no training loop ran"."""
+    logdir = tmp_path / "runs"
+    proc = gpudiag("run", "--logdir", str(logdir), "--", PY,
+                   str(PROGRAMS / "ps_tutorial_fit.py"), str(tmp_path / "work"),
+                   env={"TF_USE_LEGACY_KERAS": "1"})
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert "Epoch 5/5" in proc.stdout
+    (run_dir,) = run_dirs(logdir)
+    report = _report(run_dir)
+    found = findings_by_id(report)
+    assert not [f["id"] for f in report["findings"] if f["status"] == "fail"]
+
+    cluster = found["run.cluster"]
+    assert cluster["status"] == "ok", cluster["message"]
+    ev = cluster["evidence"]
+    assert ev["coordinator_added_by_tensorflow"] == ["chief-0"] and ev["missing"] == []
+    for name in ("worker-0", "worker-1", "worker-2", "ps-0", "ps-1"):
+        assert sum(ev["ops_by_task"][name].values()) > 0, (name, ev["ops_by_task"])
+    assert ev["variables_by_task"]["ps-0"] > 0 and ev["variables_by_task"]["ps-1"] > 0
+    # the global step as observed: optimizer.iterations when fit ended, 5 epochs x 20 steps
+    chief = ev["steps_by_task"]["chief-0"]
+    assert chief["dispatched_steps"] == 100 and chief["global_step"] == 100
+    assert "dispatched 100 steps of Model.fit to the workers, global step 100" in \
+        cluster["message"]
+
+    learning = found["run.learning"]
+    assert learning["status"] == "ok", learning["message"]
+    (loop,) = learning["evidence"]["loops"]
+    assert loop["judged_from"] == "epochs" and loop["steps"] == 100
+    assert loop["last_loss"] < loop["first_loss"]
+    assert "over 5 epochs" in learning["message"]
+    assert found["run.finite-loss"]["status"] == "ok"
+    for skipped in ("run.throughput", "run.stall", "run.profile"):
+        assert "its batches were not seen" in found[skipped]["message"], found[skipped]
+    assert found["run.distribution"]["status"] == "ok"
+    assert "steps ran on worker-0" in found["run.distribution"]["message"]

@@ -83,6 +83,35 @@ def _first_scalar(result: Any, depth: int = 0) -> float | None:
     return None
 
 
+def _flat(result: Any, depth: int = 0) -> list[Any]:
+    """A run's result flattened in the order ``_fetch_names`` lists its fetches (a
+    Session returns lists, tuples and dicts shaped like its fetches, keys in order)."""
+    if depth > 4:
+        return []
+    if isinstance(result, list | tuple):
+        return [v for r in result for v in _flat(r, depth + 1)]
+    if isinstance(result, dict):
+        return [v for r in result.values() for v in _flat(r, depth + 1)]
+    return [result]
+
+
+def global_step_position(names: tuple[str, ...], graph: Any) -> int | None:
+    """Where among a run's fetches the graph's global step is (the variable of
+    ``tf.compat.v1.train.get_or_create_global_step``, fetched as ``global_step:0`` by the
+    program's loop or read by MonitoredTrainingSession's StopAtStepHook), or None."""
+    try:
+        found = graph.get_collection("global_step")
+        if not found:
+            return None
+        op = found[0].name.split(":", 1)[0]
+    except Exception:
+        return None
+    for n, name in enumerate(names):
+        if name.split(":", 1)[0] in (op, f"{op}/read", f"{op}/Read/ReadVariableOp"):
+            return n
+    return None
+
+
 def _device_of(stats_device: str) -> tuple[str, bool]:
     """(compute device, is a GPU stream entry) of a step-stats device name."""
     from gpudiag.readers.placementlog import short_device
@@ -158,7 +187,9 @@ class RunGroup:
     def __init__(self, agent: Agent, fetches: tuple[str, ...], index: int) -> None:
         self.agent = agent
         self.label = f"Session.run #{index} [{', '.join(fetches)[:80]}]"
+        self.fetches = fetches
         self.calls = 0
+        self.global_step_at: int | None = None  # set at the first run (global_step_position)
         self.buffer = StepBuffer(agent.emit, "session_steps", agent.config.flush_interval_s,
                                  UNBUFFERED_FIRST_STEPS, None, group=index,
                                  fetches=list(fetches)[:20])
@@ -238,6 +269,12 @@ def install(agent: Agent, tf: ModuleType) -> None:
             value = _first_scalar(result)
             if value is not None:
                 row["value"] = value
+            if index == 0:
+                group.global_step_at = global_step_position(group.fetches, self.graph)
+            if group.global_step_at is not None:
+                flat = _flat(result)
+                if group.global_step_at < len(flat):
+                    row["global_step"] = int(flat[group.global_step_at])
             group.buffer.add(row)
             if traced:
                 agent.emit("step_stats", group=group.label, call=index,
