@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 from gpudiag import catalogue
 from gpudiag.run.records import (
@@ -284,3 +285,21 @@ def test_eager_scopes_on_missing_devices_and_created_devices_left_idle() -> None
     memory = run_progress.memory(obs(config_calls=[late], devices=snapshot(["/device:CPU:0"])),
                                  None)
     assert memory.status == "skip" and "did not take effect" not in memory.message
+
+
+def test_a_fit_whose_batches_were_not_seen_is_judged_from_its_epochs_losses() -> None:
+    """tf_keras under ParameterServerStrategy: only fit's epochs are recorded."""
+    fit = StepSeries("fit", "Model.fit", [], facts={
+        "strategy": "ParameterServerStrategyV2", "params": {"epochs": 5, "steps": 20}},
+        epochs=[{"loss": v} for v in (0.72, 0.53, 0.49, 0.38, 0.32)])
+    f = run_progress.learning(obs(series=[fit]))
+    assert f.status == "ok", f.message
+    assert "loss 0.7200 -> 0.3200 over 5 epochs" in f.message and "100 steps" in f.message
+    assert f.evidence["loops"][0]["judged_from"] == "epochs"
+    flat = replace(fit, epochs=[{"loss": 0.5}] * 5)
+    assert run_progress.learning(obs(series=[flat])).status == "warn"
+    two = replace(fit, epochs=fit.epochs[:2])
+    assert run_progress.learning(obs(series=[two])).status == "skip"
+    why = run_throughput.unseen_fit_batches(obs(series=[fit]))
+    assert why is not None and "Model.fit ran 5 epoch(s) (100 steps)" in why
+    assert run_throughput.unseen_fit_batches(obs(series=[replace(fit, facts={})])) is None
