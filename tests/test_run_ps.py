@@ -258,6 +258,7 @@ def test_tf1_between_graph_async_job_where_both_workers_train(tmp_path: Path) ->
         if "steps" in dist["evidence"]:
             assert found["run.learning"]["status"] == "ok", found["run.learning"]["message"]
             assert dist["evidence"]["steps"]["local_steps"] > 0
+            assert dist["evidence"]["steps"]["global_step"] is not None, dist["message"]
             assert "local steps" in dist["message"]
             trained += 1
     assert trained == 2

@@ -96,8 +96,12 @@ def test_a_tf1_worker_s_local_steps_and_the_global_step_it_fetched_are_said() ->
     steps = [Step(i, 100.0 + i, 0.01, 1.0 / (i + 1)) for i in range(195)]
     loop = StepSeries("session", "Session.run #6 [GradientDescent, Mean:0, global_step:0]",
                       steps, facts={"global_step_first": 5, "global_step": 199})
+    # a chief's hooks read the global step as often as its loop runs: the loop is the one
+    # that fetched a loss
+    hook = StepSeries("session", "Session.run #4 [global_step/add:0]",
+                      [Step(i, 100.0 + i, 0.01, None) for i in range(195)])
     obs = ProcessObservation(pid=3, ppid=0, argv=[], start_env={}, sessions=[{}],
-                             series=[loop],
+                             series=[hook, loop],
                              cluster_joins=[ClusterJoin("tf.distribute.Server", "worker", 1,
                                                         spec, "joined")])
     base = Finding("run.distribution", "ok", "no tf.distribute strategy created")
@@ -105,7 +109,7 @@ def test_a_tf1_worker_s_local_steps_and_the_global_step_it_fetched_are_said() ->
     assert "worker-1 ran 195 local steps (Session.run #6), global step 199" in f.message
     assert f.evidence["steps"]["global_step_first"] == 5
     # no global_step fetched: skipped with the reason, never a number
-    bare = replace(obs, series=[replace(loop, facts={})])
+    bare = replace(obs, series=[hook, replace(loop, facts={})])
     f = run_ps.distribution(base, bare, {"worker-1": {"/device:CPU:0": 135}}, {})
     assert "global step not observed (its runs fetched no global_step)" in f.message
     assert f.evidence["steps"]["global_step"] is None

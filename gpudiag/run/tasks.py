@@ -87,7 +87,11 @@ def hosted(obs: ProcessObservation) -> list[tuple[str, int, dict[str, list[str]]
 
 
 def _progress(obs: ProcessObservation, warmup: int) -> dict[str, Any]:
-    series = max(obs.series, key=lambda s: len(s.steps), default=None)
+    # the longest loop; of loops as long, one that fetched a loss (a MonitoredTrainingSession
+    # chief's hooks read the global step as often as its loop runs)
+    series = max(obs.series, key=lambda s: (len(s.steps), any(st.loss is not None
+                                                              for st in s.steps)),
+                 default=None)
     gstep = next((s.facts["global_step"] for s in obs.series
                   if isinstance(s.facts.get("global_step"), int)), None)
     if series is None or not series.steps:

@@ -80,7 +80,8 @@ def local_and_global(obs: ProcessObservation) -> dict[str, Any]:
     """The steps this process's longest Session.run loop ran, and the graph's global step
     its runs fetched last (only what was observed; the reason when it was not)."""
     loops = [s for s in obs.series if s.kind == "session" and s.steps]
-    top = max(loops, key=lambda s: sum(st.count for st in s.steps), default=None)
+    top = max(loops, key=lambda s: (sum(st.count for st in s.steps),
+                                    any(st.loss is not None for st in s.steps)), default=None)
     if top is None:
         return {"loop": None, "local_steps": 0, "global_step": None,
                 "global_step_skipped": "no Session.run loop"}
