@@ -209,7 +209,8 @@ def test_tf1_between_graph_async_job_where_both_workers_train(tmp_path: Path) ->
              str(PROGRAMS / "tf1_between_graph.py"), *hosts, *args,
              f"--train_dir={tmp_path / 'train'}", "--last_step=200"],
             stdout=out.open("wb") if out else subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL, cwd=tmp_path, env=env)
+            stderr=out.with_suffix(".err").open("wb") if out else subprocess.DEVNULL,
+            stdin=subprocess.DEVNULL, cwd=tmp_path, env=env)
 
     chief_out, w1_out = tmp_path / "chief.out", tmp_path / "w1.out"
     procs = [start("--job_name=ps", "--task_id=0"),
@@ -249,9 +250,18 @@ def test_tf1_between_graph_async_job_where_both_workers_train(tmp_path: Path) ->
     assert steps["worker-0"]["local_steps"] + steps["worker-1"]["local_steps"] >= 199
     assert "local steps, global step" in cluster["message"]
     assert ev["variables_by_task"]["ps-0"] > 0
+    # the placement log gpudiag asked for (to see where each task's work ran) is read from
+    # the program's stderr but kept out of the user's terminal, and it is not a tf.config
+    # call of the program's (it was listed at the program's Server line, and its 200 lines
+    # went to the terminal)
+    for out in (chief_out, w1_out):
+        assert "placer.cc" not in out.with_suffix(".err").read_text(errors="replace")
+    assert sum("placer.cc" in _stderr_of(d) for d in runs) == 2
     trained = 0
     for report in runs.values():
         found = findings_by_id(report)
+        devices = found.get("run.devices") or {"message": ""}  # the ps has none
+        assert "set_log_device_placement" not in devices["message"]
         assert not [f["id"] for f in report["findings"] if f["status"] == "fail"], \
             [(f["id"], f["message"][:300]) for f in report["findings"] if f["status"] == "fail"]
         dist = found.get("run.distribution") or {"evidence": {}}

@@ -12,7 +12,9 @@ started by hand:
 Adapted: TF 2.21 through tf.compat.v1 (eager off); a linear model on generated data
 instead of MNIST; 60 global steps instead of 1000000; the chief's checkpoint_dir from
 --train_dir (a temporary directory in tests); `--sync` builds tf.train.SyncReplicasOptimizer
-with its session hook as the how-to's synchronous variant does. Tests only: `--hold_file F`
+with its session hook as the how-to's synchronous variant does; `--device_filters` passes
+`ConfigProto(device_filters=['/job:ps', '/job:worker/task:%d' % task_id])` to the session
+(the way out when a worker must not wait for the others). Tests only: `--hold_file F`
 makes the chief, after `--hold_at` local steps, and a non-chief, before its session, wait
 until F exists, so that a test lets the other worker create its session once the chief has
 initialised the variables (a Session waits for every task's server, so both must be
@@ -75,12 +77,17 @@ def main(_):
         while FLAGS.hold_file and not is_chief and not Path(FLAGS.hold_file).exists():
             time.sleep(0.05)
 
+        config = None
+        if FLAGS.device_filters:  # each worker sees only the ps and itself
+            config = tf1.ConfigProto(
+                device_filters=["/job:ps", "/job:worker/task:%d" % FLAGS.task_id])
+
         # The MonitoredTrainingSession takes care of session initialization,
         # restoring from a checkpoint, saving to a checkpoint, and closing when done
         # or an error occurs.
         with tf1.train.MonitoredTrainingSession(master=server.target, is_chief=is_chief,
                                                 checkpoint_dir=FLAGS.train_dir,
-                                                hooks=hooks) as mon_sess:
+                                                hooks=hooks, config=config) as mon_sess:
             local_step = 0
             while not mon_sess.should_stop():
                 i = (local_step * 32) % 256
@@ -106,6 +113,7 @@ if __name__ == "__main__":
     parser.add_argument("--train_dir", type=str, default=None)
     parser.add_argument("--last_step", type=int, default=60)
     parser.add_argument("--sync", action="store_true")
+    parser.add_argument("--device_filters", action="store_true")
     parser.add_argument("--hold_file", type=str, default="")
     parser.add_argument("--hold_at", type=int, default=5)
     FLAGS, unparsed = parser.parse_known_args()
