@@ -197,7 +197,8 @@ def test_tf1_between_graph_async_job_where_both_workers_train(tmp_path: Path) ->
     once (no 30 s readiness retry) and trains to the last global step; then the chief is
     let go, sees the global step past its last step and stops; then the ps is stopped.
     Both workers trained, each one's local steps and the global step it saw are said,
-    learning is judged, asynchronous is named, nothing fails."""
+    learning is judged, asynchronous is named, nothing fails; each worker passes the book's
+    ConfigProto(allow_soft_placement=True) and is not told it disagrees with tf.config."""
     logdir, hold, w1_go = tmp_path / "runs", tmp_path / "go", tmp_path / "w1-go"
     ps, w0, w1 = free_ports(3)
     hosts = [f"--ps_hosts=127.0.0.1:{ps}", f"--worker_hosts=127.0.0.1:{w0},127.0.0.1:{w1}"]
@@ -215,8 +216,9 @@ def test_tf1_between_graph_async_job_where_both_workers_train(tmp_path: Path) ->
     chief_out, w1_out = tmp_path / "chief.out", tmp_path / "w1.out"
     procs = [start("--job_name=ps", "--task_id=0"),
              start("--job_name=worker", "--task_id=0", f"--hold_file={hold}",
-                   out=chief_out),
-             start("--job_name=worker", "--task_id=1", f"--hold_file={w1_go}", out=w1_out)]
+                   "--soft_placement", out=chief_out),
+             start("--job_name=worker", "--task_id=1", f"--hold_file={w1_go}",
+                   "--soft_placement", out=w1_out)]
     try:
         _wait_for("the chief initialised and trained", lambda: chief_out.is_file() and
                   "chief: holding after 5 local steps" in chief_out.read_text(), procs)
@@ -270,5 +272,9 @@ def test_tf1_between_graph_async_job_where_both_workers_train(tmp_path: Path) ->
             assert dist["evidence"]["steps"]["local_steps"] > 0
             assert dist["evidence"]["steps"]["global_step"] is not None, dist["message"]
             assert "local steps" in dist["message"]
+            # ConfigProto(allow_soft_placement=True), no tf.config call: no disagreement
+            config = found["run.session-config"]
+            assert config["status"] == "ok", config["message"]
+            assert "allow_soft_placement=True" in config["message"]
             trained += 1
     assert trained == 2

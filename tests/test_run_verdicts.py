@@ -191,13 +191,32 @@ def test_crash_with_catalogue_fix_and_the_kill_case() -> None:
 def test_session_config_against_tf_config_calls() -> None:
     call = ConfigCall(1, "tf.config.experimental.set_memory_growth", [], {}, False, None, None,
                       None)
+    soft = ConfigCall(2, "tf.config.set_soft_device_placement", ["True"], {}, False, None,
+                      None, None)
     o = obs(sessions=[{"allow_soft_placement": False, "allow_growth": True}],
-            config_calls=[call], devices=snapshot(["/device:CPU:0"]))
+            config_calls=[call, soft], devices=snapshot(["/device:CPU:0"]))
     f = run_progress.session_config(o)
     assert f is not None and f.status == "warn"
     assert "both configure GPU memory" in f.message
     assert "the Session follows its ConfigProto" in f.message
     assert run_progress.session_config(obs()) is None
+
+
+def test_a_configproto_s_soft_placement_is_no_conflict_when_the_program_set_none() -> None:
+    """A TF1 worker passing ConfigProto(allow_soft_placement=True) (Hands-On ML's way) with
+    eager execution disabled: tf.config holds TensorFlow's default (False), which the
+    program never set: no disagreement to warn about (it was a warn on every worker)."""
+    off = DeviceSnapshot("session", [], ["/device:CPU:0"], [], False, True)
+    o = obs(sessions=[{"allow_soft_placement": True}], devices=off)
+    f = run_progress.session_config(o)
+    assert f is not None and f.status == "ok", f.message
+    assert "allow_soft_placement=True" in f.message
+    soft = ConfigCall(1, "tf.config.set_soft_device_placement", ["False"], {}, False, None,
+                      None, None)
+    f = run_progress.session_config(obs(sessions=[{"allow_soft_placement": True}],
+                                        devices=off, config_calls=[soft]))
+    assert f is not None and f.status == "warn" and "the Session follows its ConfigProto" in \
+        f.message
 
 
 def test_crash_cause_on_a_later_line_of_the_message_or_in_tensorflows_log() -> None:

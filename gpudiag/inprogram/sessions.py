@@ -196,6 +196,26 @@ class RunGroup:
         agent.on_exit(self.buffer.flush)
 
 
+def logged_config(agent: Agent, config: Any) -> Any:
+    """The program's ConfigProto, or, when gpudiag asked for TensorFlow's placement log (a
+    cluster task) and the program's ConfigProto does not log placement, a copy that does:
+    a Session given a ConfigProto ignores tf.debugging.set_log_device_placement, and the
+    log is where the task's ops and variables were placed. The lines stay out of the
+    terminal; the program's object is not touched; nothing else differs."""
+    if config is None or not agent.placement_log_asked:
+        return config
+    try:
+        if config.log_device_placement:
+            return config
+        copy = type(config)()
+        copy.CopyFrom(config)
+        copy.log_device_placement = True
+        return copy
+    except Exception as exc:
+        agent.hook_error("placement log for a Session's ConfigProto", exc)
+        return config
+
+
 def install(agent: Agent, tf: ModuleType) -> None:
     from tensorflow.python.client import session as session_lib
 
@@ -208,7 +228,7 @@ def install(agent: Agent, tf: ModuleType) -> None:
 
     @functools.wraps(original_init)
     def __init__(self: Any, target: str = "", graph: Any = None, config: Any = None) -> None:
-        original_init(self, target, graph, config)
+        original_init(self, target, graph, logged_config(agent, config))
         try:
             hooks.sessions += 1
             summary = config_summary(config)

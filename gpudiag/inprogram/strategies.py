@@ -167,6 +167,7 @@ def _ask_placement_log(agent: Agent, info: dict[str, Any]) -> None:
         # are not the program's asking to see them)
         setter = tf.debugging.set_log_device_placement
         getattr(setter, "__gpudiag_wrapped__", setter)(True)
+        agent.placement_log_asked = True
         agent.emit("placement_log_asked", reason=f"joined a cluster via {info['via']}")
 
 

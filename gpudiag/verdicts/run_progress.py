@@ -258,7 +258,11 @@ def session_config(obs: ProcessObservation, proc: str = "") -> Finding | None:
             conflicts.append("gpu_options (allow_growth / memory fraction) and tf.config "
                              "memory calls both configure GPU memory; the first to reach the "
                              "GPUs wins")
+        # only a value the program set: without tf.config.set_soft_device_placement, tf.config
+        # holds TensorFlow's default (False once eager execution is disabled), which no
+        # ConfigProto contradicts (Hands-On ML's ConfigProto(allow_soft_placement=True) did)
         if obs.devices and s.get("allow_soft_placement") is not None and \
+                "set_soft_device_placement" in apis and \
                 obs.devices.soft_placement is not None and \
                 s["allow_soft_placement"] != obs.devices.soft_placement:
             conflicts.append(f"allow_soft_placement={s['allow_soft_placement']} in the "

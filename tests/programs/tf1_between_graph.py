@@ -14,7 +14,8 @@ instead of MNIST; 60 global steps instead of 1000000; the chief's checkpoint_dir
 --train_dir (a temporary directory in tests); `--sync` builds tf.train.SyncReplicasOptimizer
 with its session hook as the how-to's synchronous variant does; `--device_filters` passes
 `ConfigProto(device_filters=['/job:ps', '/job:worker/task:%d' % task_id])` to the session
-(the way out when a worker must not wait for the others). Tests only: `--hold_file F`
+(the way out when a worker must not wait for the others), `--soft_placement` sets
+`allow_soft_placement = True` on it (as Hands-On ML does). Tests only: `--hold_file F`
 makes the chief, after `--hold_at` local steps, and a non-chief, before its session, wait
 until F exists, so that a test lets the other worker create its session once the chief has
 initialised the variables (a Session waits for every task's server, so both must be
@@ -81,6 +82,9 @@ def main(_):
         if FLAGS.device_filters:  # each worker sees only the ps and itself
             config = tf1.ConfigProto(
                 device_filters=["/job:ps", "/job:worker/task:%d" % FLAGS.task_id])
+        if FLAGS.soft_placement:  # as Hands-On ML passes it
+            config = config or tf1.ConfigProto()
+            config.allow_soft_placement = True
 
         # The MonitoredTrainingSession takes care of session initialization,
         # restoring from a checkpoint, saving to a checkpoint, and closing when done
@@ -114,6 +118,7 @@ if __name__ == "__main__":
     parser.add_argument("--last_step", type=int, default=60)
     parser.add_argument("--sync", action="store_true")
     parser.add_argument("--device_filters", action="store_true")
+    parser.add_argument("--soft_placement", action="store_true")
     parser.add_argument("--hold_file", type=str, default="")
     parser.add_argument("--hold_at", type=int, default=5)
     FLAGS, unparsed = parser.parse_known_args()
