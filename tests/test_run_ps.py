@@ -198,7 +198,8 @@ def test_tf1_between_graph_async_job_where_both_workers_train(tmp_path: Path) ->
     let go, sees the global step past its last step and stops; then the ps is stopped.
     Both workers trained, each one's local steps and the global step it saw are said,
     learning is judged, asynchronous is named, nothing fails; each worker passes the book's
-    ConfigProto(allow_soft_placement=True) and is not told it disagrees with tf.config."""
+    ConfigProto(allow_soft_placement=True) and is not told it disagrees with tf.config;
+    worker-1's has device_filters too, and its placement is still seen."""
     logdir, hold, w1_go = tmp_path / "runs", tmp_path / "go", tmp_path / "w1-go"
     ps, w0, w1 = free_ports(3)
     hosts = [f"--ps_hosts=127.0.0.1:{ps}", f"--worker_hosts=127.0.0.1:{w0},127.0.0.1:{w1}"]
@@ -218,7 +219,7 @@ def test_tf1_between_graph_async_job_where_both_workers_train(tmp_path: Path) ->
              start("--job_name=worker", "--task_id=0", f"--hold_file={hold}",
                    "--soft_placement", out=chief_out),
              start("--job_name=worker", "--task_id=1", f"--hold_file={w1_go}",
-                   "--soft_placement", out=w1_out)]
+                   "--soft_placement", "--device_filters", out=w1_out)]
     try:
         _wait_for("the chief initialised and trained", lambda: chief_out.is_file() and
                   "chief: holding after 5 local steps" in chief_out.read_text(), procs)
@@ -276,5 +277,13 @@ def test_tf1_between_graph_async_job_where_both_workers_train(tmp_path: Path) ->
             config = found["run.session-config"]
             assert config["status"] == "ok", config["message"]
             assert "allow_soft_placement=True" in config["message"]
+            # a Session given its own ConfigProto ignores the placement log gpudiag asked
+            # for through tf.config: it gets it in a copy of that ConfigProto instead
+            me = dist["evidence"]["between_graph_task"]
+            assert sum(dist["evidence"]["ops_by_task"][me].values()) > 0
+            assert dist["evidence"]["variables_by_task"]["ps-0"] > 0
+            if me == "worker-1":
+                assert "device_filters=['/job:ps', '/job:worker/task:1']" in \
+                    config["message"]
             trained += 1
     assert trained == 2

@@ -53,6 +53,7 @@ def config_summary(config: Any) -> dict[str, Any] | None:
         "visible_device_list": gpu.visible_device_list,
         "inter_op_parallelism_threads": config.inter_op_parallelism_threads,
         "intra_op_parallelism_threads": config.intra_op_parallelism_threads,
+        "device_filters": list(config.device_filters),
     }
 
 
