@@ -134,3 +134,156 @@ def test_tf1_workers_started_with_no_ps_never_trained_and_the_cluster_is_not_ok(
         assert "session-waiting-for-task" in report["data"]["run"]["catalogue_matches"]
         for t in findings_by_id(report)["run.cluster"]["evidence"]["tasks"]:
             assert not process_alive(t["pid"])
+
+
+@pytest.mark.slow
+def test_the_tutorial_s_model_fit_under_tf_keras_trains_without_a_false_alarm(
+        tmp_path: Path) -> None:
+    """The tutorial's Model.fit path (DatasetCreator, steps_per_epoch, its callbacks) under
+    tf_keras on the in-process cluster: tf_keras refuses gpudiag's batch-level hooks under
+    ParameterServerStrategy, so only fit's epochs are seen; learning is judged from their
+    losses, and the skips say why no step was timed instead of "no training loop ran"."""
+    logdir = tmp_path / "runs"
+    proc = gpudiag("run", "--logdir", str(logdir), "--", PY,
+                   str(PROGRAMS / "ps_tutorial_fit.py"), str(tmp_path / "work"),
+                   env={"TF_USE_LEGACY_KERAS": "1"})
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert "Epoch 5/5" in proc.stdout
+    (run_dir,) = run_dirs(logdir)
+    report = _report(run_dir)
+    found = findings_by_id(report)
+    assert not [f["id"] for f in report["findings"] if f["status"] == "fail"]
+
+    cluster = found["run.cluster"]
+    assert cluster["status"] == "ok", cluster["message"]
+    ev = cluster["evidence"]
+    assert ev["coordinator_added_by_tensorflow"] == ["chief-0"] and ev["missing"] == []
+    for name in ("worker-0", "worker-1", "worker-2", "ps-0", "ps-1"):
+        assert sum(ev["ops_by_task"][name].values()) > 0, (name, ev["ops_by_task"])
+    assert ev["variables_by_task"]["ps-0"] > 0 and ev["variables_by_task"]["ps-1"] > 0
+    # the global step as observed: optimizer.iterations when fit ended, 5 epochs x 20 steps
+    chief = ev["steps_by_task"]["chief-0"]
+    assert chief["dispatched_steps"] == 100 and chief["global_step"] == 100
+    assert "dispatched 100 steps of Model.fit to the workers, global step 100" in \
+        cluster["message"]
+
+    learning = found["run.learning"]
+    assert learning["status"] == "ok", learning["message"]
+    (loop,) = learning["evidence"]["loops"]
+    assert loop["judged_from"] == "epochs" and loop["steps"] == 100
+    assert loop["last_loss"] < loop["first_loss"]
+    assert "over 5 epochs" in learning["message"]
+    assert found["run.finite-loss"]["status"] == "ok"
+    for skipped in ("run.throughput", "run.stall", "run.profile"):
+        assert "its batches were not seen" in found[skipped]["message"], found[skipped]
+    assert found["run.distribution"]["status"] == "ok"
+    assert "steps ran on worker-0" in found["run.distribution"]["message"]
+
+
+def _wait_for(what: str, ready: Any, procs: list[subprocess.Popen[bytes]],
+              timeout_s: float = 180) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not ready():
+        assert all(p.poll() is None for p in procs), f"a task ended before {what}"
+        assert time.monotonic() < deadline, f"never: {what}"
+        time.sleep(0.1)
+
+
+@pytest.mark.slow
+def test_tf1_between_graph_async_job_where_both_workers_train(tmp_path: Path) -> None:
+    """1 ps and 2 workers of the how-to's trainer, each under its own `gpudiag run` on one
+    logdir, ordered by events: the chief initialises the variables and holds (the
+    program's --hold_file) while worker-1, started only then, finds the model ready at
+    once (no 30 s readiness retry) and trains to the last global step; then the chief is
+    let go, sees the global step past its last step and stops; then the ps is stopped.
+    Both workers trained, each one's local steps and the global step it saw are said,
+    learning is judged, asynchronous is named, nothing fails; each worker passes the book's
+    ConfigProto(allow_soft_placement=True) and is not told it disagrees with tf.config;
+    worker-1's has device_filters too, and its placement is still seen."""
+    logdir, hold, w1_go = tmp_path / "runs", tmp_path / "go", tmp_path / "w1-go"
+    ps, w0, w1 = free_ports(3)
+    hosts = [f"--ps_hosts=127.0.0.1:{ps}", f"--worker_hosts=127.0.0.1:{w0},127.0.0.1:{w1}"]
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+
+    def start(*args: str, out: Path | None = None) -> subprocess.Popen[bytes]:
+        return subprocess.Popen(
+            [PY, "-m", "gpudiag", "run", "--logdir", str(logdir), "--", PY,
+             str(PROGRAMS / "tf1_between_graph.py"), *hosts, *args,
+             f"--train_dir={tmp_path / 'train'}", "--last_step=200"],
+            stdout=out.open("wb") if out else subprocess.DEVNULL,
+            stderr=out.with_suffix(".err").open("wb") if out else subprocess.DEVNULL,
+            stdin=subprocess.DEVNULL, cwd=tmp_path, env=env)
+
+    chief_out, w1_out = tmp_path / "chief.out", tmp_path / "w1.out"
+    procs = [start("--job_name=ps", "--task_id=0"),
+             start("--job_name=worker", "--task_id=0", f"--hold_file={hold}",
+                   "--soft_placement", out=chief_out),
+             start("--job_name=worker", "--task_id=1", f"--hold_file={w1_go}",
+                   "--soft_placement", "--device_filters", out=w1_out)]
+    try:
+        _wait_for("the chief initialised and trained", lambda: chief_out.is_file() and
+                  "chief: holding after 5 local steps" in chief_out.read_text(), procs)
+        w1_go.touch()
+        assert procs[2].wait(timeout=180) == 0, "worker-1 did not end well"
+        hold.touch()
+        assert procs[1].wait(timeout=120) == 0, "the chief did not end well"
+        procs[0].send_signal(signal.SIGTERM)
+        procs[0].wait(timeout=60)
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+    assert "worker 1: " in w1_out.read_text() and "worker 0: " in chief_out.read_text()
+    runs = {d: _report(d) for d in run_dirs(logdir)}
+    assert len(runs) == 3
+    (combined,) = logdir.glob(f"{layout.RUN_CLUSTER_DIR_PREFIX}*/{layout.REPORT_JSON}")
+    cluster = findings_by_id(json.loads(combined.read_text()))["run.cluster"]
+    assert cluster["status"] == "ok", cluster["message"]
+    ev = cluster["evidence"]
+    assert ev["kind"].startswith("between-graph replication") and ev["mode"] == "asynchronous"
+    assert "asynchronous" in cluster["message"]
+    assert ev["missing"] == [] and ev["never_trained"] == [] and ev["died"] == []
+    steps = ev["steps_by_task"]
+    assert steps["worker-0"]["local_steps"] >= 5 and steps["worker-1"]["local_steps"] > 0
+    # async: worker-1 took the global step from where the chief held to the last step, and
+    # the chief, let go, ran one more step and saw it there (a run's fetch of global_step
+    # reads it beside its own increment: the last value seen is 199 or 200)
+    assert steps["worker-1"]["global_step"] >= steps["worker-1"]["local_steps"]
+    assert steps["worker-0"]["global_step"] >= 199 > steps["worker-0"]["local_steps"]
+    assert steps["worker-0"]["local_steps"] + steps["worker-1"]["local_steps"] >= 199
+    assert "local steps, global step" in cluster["message"]
+    assert ev["variables_by_task"]["ps-0"] > 0
+    # the placement log gpudiag asked for (to see where each task's work ran) is read from
+    # the program's stderr but kept out of the user's terminal, and it is not a tf.config
+    # call of the program's (it was listed at the program's Server line, and its 200 lines
+    # went to the terminal)
+    for out in (chief_out, w1_out):
+        assert "placer.cc" not in out.with_suffix(".err").read_text(errors="replace")
+    assert sum("placer.cc" in _stderr_of(d) for d in runs) == 2
+    trained = 0
+    for report in runs.values():
+        found = findings_by_id(report)
+        devices = found.get("run.devices") or {"message": ""}  # the ps has none
+        assert "set_log_device_placement" not in devices["message"]
+        assert not [f["id"] for f in report["findings"] if f["status"] == "fail"], \
+            [(f["id"], f["message"][:300]) for f in report["findings"] if f["status"] == "fail"]
+        dist = found.get("run.distribution") or {"evidence": {}}
+        if "steps" in dist["evidence"]:
+            assert found["run.learning"]["status"] == "ok", found["run.learning"]["message"]
+            assert dist["evidence"]["steps"]["local_steps"] > 0
+            assert dist["evidence"]["steps"]["global_step"] is not None, dist["message"]
+            assert "local steps" in dist["message"]
+            # ConfigProto(allow_soft_placement=True), no tf.config call: no disagreement
+            config = found["run.session-config"]
+            assert config["status"] == "ok", config["message"]
+            assert "allow_soft_placement=True" in config["message"]
+            # a Session given its own ConfigProto ignores the placement log gpudiag asked
+            # for through tf.config: it gets it in a copy of that ConfigProto instead
+            me = dist["evidence"]["between_graph_task"]
+            assert sum(dist["evidence"]["ops_by_task"][me].values()) > 0
+            assert dist["evidence"]["variables_by_task"]["ps-0"] > 0
+            if me == "worker-1":
+                assert "device_filters=['/job:ps', '/job:worker/task:1']" in \
+                    config["message"]
+            trained += 1
+    assert trained == 2

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 from gpudiag import catalogue
 from gpudiag.run.records import (
@@ -190,13 +191,32 @@ def test_crash_with_catalogue_fix_and_the_kill_case() -> None:
 def test_session_config_against_tf_config_calls() -> None:
     call = ConfigCall(1, "tf.config.experimental.set_memory_growth", [], {}, False, None, None,
                       None)
+    soft = ConfigCall(2, "tf.config.set_soft_device_placement", ["True"], {}, False, None,
+                      None, None)
     o = obs(sessions=[{"allow_soft_placement": False, "allow_growth": True}],
-            config_calls=[call], devices=snapshot(["/device:CPU:0"]))
+            config_calls=[call, soft], devices=snapshot(["/device:CPU:0"]))
     f = run_progress.session_config(o)
     assert f is not None and f.status == "warn"
     assert "both configure GPU memory" in f.message
     assert "the Session follows its ConfigProto" in f.message
     assert run_progress.session_config(obs()) is None
+
+
+def test_a_configproto_s_soft_placement_is_no_conflict_when_the_program_set_none() -> None:
+    """A TF1 worker passing ConfigProto(allow_soft_placement=True) (Hands-On ML's way) with
+    eager execution disabled: tf.config holds TensorFlow's default (False), which the
+    program never set: no disagreement to warn about (it was a warn on every worker)."""
+    off = DeviceSnapshot("session", [], ["/device:CPU:0"], [], False, True)
+    o = obs(sessions=[{"allow_soft_placement": True}], devices=off)
+    f = run_progress.session_config(o)
+    assert f is not None and f.status == "ok", f.message
+    assert "allow_soft_placement=True" in f.message
+    soft = ConfigCall(1, "tf.config.set_soft_device_placement", ["False"], {}, False, None,
+                      None, None)
+    f = run_progress.session_config(obs(sessions=[{"allow_soft_placement": True}],
+                                        devices=off, config_calls=[soft]))
+    assert f is not None and f.status == "warn" and "the Session follows its ConfigProto" in \
+        f.message
 
 
 def test_crash_cause_on_a_later_line_of_the_message_or_in_tensorflows_log() -> None:
@@ -284,3 +304,21 @@ def test_eager_scopes_on_missing_devices_and_created_devices_left_idle() -> None
     memory = run_progress.memory(obs(config_calls=[late], devices=snapshot(["/device:CPU:0"])),
                                  None)
     assert memory.status == "skip" and "did not take effect" not in memory.message
+
+
+def test_a_fit_whose_batches_were_not_seen_is_judged_from_its_epochs_losses() -> None:
+    """tf_keras under ParameterServerStrategy: only fit's epochs are recorded."""
+    fit = StepSeries("fit", "Model.fit", [], facts={
+        "strategy": "ParameterServerStrategyV2", "params": {"epochs": 5, "steps": 20}},
+        epochs=[{"loss": v} for v in (0.72, 0.53, 0.49, 0.38, 0.32)])
+    f = run_progress.learning(obs(series=[fit]))
+    assert f.status == "ok", f.message
+    assert "loss 0.7200 -> 0.3200 over 5 epochs" in f.message and "100 steps" in f.message
+    assert f.evidence["loops"][0]["judged_from"] == "epochs"
+    flat = replace(fit, epochs=[{"loss": 0.5}] * 5)
+    assert run_progress.learning(obs(series=[flat])).status == "warn"
+    two = replace(fit, epochs=fit.epochs[:2])
+    assert run_progress.learning(obs(series=[two])).status == "skip"
+    why = run_throughput.unseen_fit_batches(obs(series=[fit]))
+    assert why is not None and "Model.fit ran 5 epoch(s) (100 steps)" in why
+    assert run_throughput.unseen_fit_batches(obs(series=[replace(fit, facts={})])) is None

@@ -199,3 +199,36 @@ def test_a_sync_chief_that_ends_minutes_after_its_last_step_is_explained() -> No
                              replace(chief, sync_replicas=False), other])
     assert f.status == "ok" and "worker-0 (pid 1000 on node-a, ended 122 s after" not in \
         f.message and "ended 122 s after its last step" in f.message
+
+
+def test_each_worker_s_local_steps_beside_the_global_step_it_saw() -> None:
+    spec = {"ps": ["127.0.0.1:3"], "worker": ["127.0.0.1:1", "127.0.0.1:2"]}
+    ps = task(0, spec=spec, task_type="ps", via="tf.distribute.Server", steps=0, pid=900,
+              loop=None, first_loss=None, last_loss=None)
+    w0 = task(0, spec=spec, via="tf.distribute.Server", sessions=2, steps=6, global_step=200)
+    w1 = task(1, spec=spec, via="tf.distribute.Server", sessions=2, steps=195,
+              global_step=199)
+    f = run_cluster.cluster([ps, w0, w1])
+    assert f.status == "ok", f.message
+    assert "worker-0 (pid 1000 on node-a, 6 local steps, global step 200" in f.message
+    assert "worker-1 (pid 1001 on node-a, 195 local steps, global step 199" in f.message
+    assert f.evidence["steps_by_task"] == {
+        "worker-0": {"local_steps": 6, "global_step": 200},
+        "worker-1": {"local_steps": 195, "global_step": 199}}
+    # a worker whose runs fetched no global step: the reason, not a number
+    f = run_cluster.cluster([ps, w0, replace(w1, global_step=None)])
+    assert "195 local steps, global step not observed" in f.message
+    assert f.evidence["steps_by_task"]["worker-1"]["global_step_skipped"] == \
+        "its Session runs fetched no global_step"
+
+
+def test_a_coordinator_s_fit_says_the_steps_it_dispatched_and_optimizer_iterations() -> None:
+    spec = {"ps": ["127.0.0.1:3"], "worker": ["127.0.0.1:1"]}
+    chief = task(0, spec=spec, task_type="chief", via="ParameterServerStrategy",
+                 loop="Model.fit", steps=100, global_step=100)
+    f = run_cluster.cluster([chief])
+    assert "coordinator: dispatched 100 steps of Model.fit to the workers, global step 100 " \
+           "(optimizer.iterations)" in f.message
+    row = f.evidence["steps_by_task"]["chief-0"]
+    assert row["dispatched_steps"] == 100 and row["local_steps"] is None
+    assert "not recorded" in row["per_worker"]

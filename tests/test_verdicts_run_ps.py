@@ -4,6 +4,8 @@ printed here (tests/programs/ps_tutorial_inprocess.py under `gpudiag run`)."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from gpudiag.readers import clusterplacement
 from gpudiag.report import Finding
 from gpudiag.run.records import ClusterJoin, ProcessObservation, StrategyRecord
@@ -85,3 +87,56 @@ def test_the_loss_a_monitored_session_fetches_is_read_from_its_nested_result() -
     assert _first_scalar({"caller": [None, np.float32(0.25), np.int64(7)],
                           "hook": np.int64(7)}) == 0.25
     assert _first_scalar([None, np.int64(3)]) is None
+
+
+def test_a_tf1_worker_s_local_steps_and_the_global_step_it_fetched_are_said() -> None:
+    from gpudiag.run.records import Step, StepSeries
+
+    spec = {"ps": ["127.0.0.1:3"], "worker": ["127.0.0.1:1", "127.0.0.1:2"]}
+    steps = [Step(i, 100.0 + i, 0.01, 1.0 / (i + 1)) for i in range(195)]
+    loop = StepSeries("session", "Session.run #6 [GradientDescent, Mean:0, global_step:0]",
+                      steps, facts={"global_step_first": 5, "global_step": 199})
+    # a chief's hooks read the global step as often as its loop runs: the loop is the one
+    # that fetched a loss
+    hook = StepSeries("session", "Session.run #4 [global_step/add:0]",
+                      [Step(i, 100.0 + i, 0.01, None) for i in range(195)])
+    obs = ProcessObservation(pid=3, ppid=0, argv=[], start_env={}, sessions=[{}],
+                             series=[hook, loop],
+                             cluster_joins=[ClusterJoin("tf.distribute.Server", "worker", 1,
+                                                        spec, "joined")])
+    base = Finding("run.distribution", "ok", "no tf.distribute strategy created")
+    f = run_ps.distribution(base, obs, {"worker-1": {"/device:CPU:0": 135}}, {})
+    assert "worker-1 ran 195 local steps (Session.run #6), global step 199" in f.message
+    assert f.evidence["steps"]["global_step_first"] == 5
+    # no global_step fetched: skipped with the reason, never a number
+    bare = replace(obs, series=[hook, replace(loop, facts={})])
+    f = run_ps.distribution(base, bare, {"worker-1": {"/device:CPU:0": 135}}, {})
+    assert "global step not observed (its runs fetched no global_step)" in f.message
+    assert f.evidence["steps"]["global_step"] is None
+
+
+def test_the_global_step_is_read_where_the_fetches_put_it() -> None:
+    import numpy as np
+
+    from gpudiag.inprogram.sessions import _fetch_names, _flat, global_step_position
+
+    class Fetch:
+        def __init__(self, name: str) -> None:
+            self.name = name
+
+    class Graph:
+        def __init__(self, names: list[str]) -> None:
+            self.names = names
+
+        def get_collection(self, key: str) -> list[Fetch]:
+            return [Fetch(n) for n in self.names] if key == "global_step" else []
+
+    # MonitoredTrainingSession: {"caller": [train_op, loss, global_step], <hook>: read}
+    fetches = {"caller": [Fetch("GradientDescent"), Fetch("Mean:0"), Fetch("global_step:0")],
+               "hook": Fetch("global_step/read:0")}
+    names = tuple(_fetch_names(fetches))
+    at = global_step_position(names, Graph(["global_step:0"]))
+    assert at == 2
+    result = {"caller": [None, np.float32(0.5), np.int64(42)], "hook": np.int64(42)}
+    assert int(_flat(result)[at]) == 42
+    assert global_step_position(names, Graph([])) is None  # no global step in the graph

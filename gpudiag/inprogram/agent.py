@@ -42,6 +42,9 @@ class Agent:
         self.tf: ModuleType | None = None
         self.profile: Any = None  # profilewindow.ProfileWindow once TensorFlow is imported
         self.fault_file: Any = None  # faulthandler's file, kept open for the process's life
+        # gpudiag itself asked TensorFlow for its placement log (a cluster task:
+        # inprogram.strategies); a Session given its own ConfigProto gets it too (sessions)
+        self.placement_log_asked = False
 
     def emit(self, kind: str, **fields: Any) -> None:
         with contextlib.suppress(Exception):  # the disk is full or gone: nothing to tell

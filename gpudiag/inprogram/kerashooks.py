@@ -194,12 +194,22 @@ def make_callback_class(agent: Agent, keras: ModuleType) -> type:
             self._end_step()
             self.buffer.flush()
             self._fingerprint("end")
-            agent.emit("fit_end", steps=self.step, logs=_plain_logs(logs))
+            agent.emit("fit_end", steps=self.step, logs=_plain_logs(logs),
+                       iterations=_iterations(self.model))
 
     for name in ("on_train_begin", "on_epoch_begin", "on_train_batch_begin",
                  "on_train_batch_end", "on_epoch_end", "on_train_end"):
         setattr(GpudiagFitRecorder, name, _guarded(agent, getattr(GpudiagFitRecorder, name)))
     return GpudiagFitRecorder
+
+
+def _iterations(model: Any) -> int | None:
+    """The optimizer's step counter at the end of fit (``optimizer.iterations``: the global
+    step; under ParameterServerStrategy a variable on a parameter server, read once)."""
+    try:
+        return int(model.optimizer.iterations.numpy())
+    except Exception:
+        return None
 
 
 def batch_hooks_refused(keras: ModuleType, model: Any) -> str | None:

@@ -53,6 +53,7 @@ def config_summary(config: Any) -> dict[str, Any] | None:
         "visible_device_list": gpu.visible_device_list,
         "inter_op_parallelism_threads": config.inter_op_parallelism_threads,
         "intra_op_parallelism_threads": config.intra_op_parallelism_threads,
+        "device_filters": list(config.device_filters),
     }
 
 
@@ -80,6 +81,35 @@ def _first_scalar(result: Any, depth: int = 0) -> float | None:
             found = _first_scalar(item, depth + 1)
             if found is not None:
                 return found
+    return None
+
+
+def _flat(result: Any, depth: int = 0) -> list[Any]:
+    """A run's result flattened in the order ``_fetch_names`` lists its fetches (a
+    Session returns lists, tuples and dicts shaped like its fetches, keys in order)."""
+    if depth > 4:
+        return []
+    if isinstance(result, list | tuple):
+        return [v for r in result for v in _flat(r, depth + 1)]
+    if isinstance(result, dict):
+        return [v for r in result.values() for v in _flat(r, depth + 1)]
+    return [result]
+
+
+def global_step_position(names: tuple[str, ...], graph: Any) -> int | None:
+    """Where among a run's fetches the graph's global step is (the variable of
+    ``tf.compat.v1.train.get_or_create_global_step``, fetched as ``global_step:0`` by the
+    program's loop or read by MonitoredTrainingSession's StopAtStepHook), or None."""
+    try:
+        found = graph.get_collection("global_step")
+        if not found:
+            return None
+        op = found[0].name.split(":", 1)[0]
+    except Exception:
+        return None
+    for n, name in enumerate(names):
+        if name.split(":", 1)[0] in (op, f"{op}/read", f"{op}/Read/ReadVariableOp"):
+            return n
     return None
 
 
@@ -158,11 +188,33 @@ class RunGroup:
     def __init__(self, agent: Agent, fetches: tuple[str, ...], index: int) -> None:
         self.agent = agent
         self.label = f"Session.run #{index} [{', '.join(fetches)[:80]}]"
+        self.fetches = fetches
         self.calls = 0
+        self.global_step_at: int | None = None  # set at the first run (global_step_position)
         self.buffer = StepBuffer(agent.emit, "session_steps", agent.config.flush_interval_s,
                                  UNBUFFERED_FIRST_STEPS, None, group=index,
                                  fetches=list(fetches)[:20])
         agent.on_exit(self.buffer.flush)
+
+
+def logged_config(agent: Agent, config: Any) -> Any:
+    """The program's ConfigProto, or, when gpudiag asked for TensorFlow's placement log (a
+    cluster task) and the program's ConfigProto does not log placement, a copy that does:
+    a Session given a ConfigProto ignores tf.debugging.set_log_device_placement, and the
+    log is where the task's ops and variables were placed. The lines stay out of the
+    terminal; the program's object is not touched; nothing else differs."""
+    if config is None or not agent.placement_log_asked:
+        return config
+    try:
+        if config.log_device_placement:
+            return config
+        copy = type(config)()
+        copy.CopyFrom(config)
+        copy.log_device_placement = True
+        return copy
+    except Exception as exc:
+        agent.hook_error("placement log for a Session's ConfigProto", exc)
+        return config
 
 
 def install(agent: Agent, tf: ModuleType) -> None:
@@ -177,7 +229,7 @@ def install(agent: Agent, tf: ModuleType) -> None:
 
     @functools.wraps(original_init)
     def __init__(self: Any, target: str = "", graph: Any = None, config: Any = None) -> None:
-        original_init(self, target, graph, config)
+        original_init(self, target, graph, logged_config(agent, config))
         try:
             hooks.sessions += 1
             summary = config_summary(config)
@@ -238,6 +290,12 @@ def install(agent: Agent, tf: ModuleType) -> None:
             value = _first_scalar(result)
             if value is not None:
                 row["value"] = value
+            if index == 0:
+                group.global_step_at = global_step_position(group.fetches, self.graph)
+            if group.global_step_at is not None:
+                flat = _flat(result)
+                if group.global_step_at < len(flat):
+                    row["global_step"] = int(flat[group.global_step_at])
             group.buffer.add(row)
             if traced:
                 agent.emit("step_stats", group=group.label, call=index,

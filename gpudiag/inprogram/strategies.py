@@ -162,7 +162,12 @@ def _ask_placement_log(agent: Agent, info: dict[str, Any]) -> None:
     if ctx is not None and getattr(ctx, "_context_handle", None) is not None:
         return  # initialised: too late to turn it on
     if not tf.debugging.get_log_device_placement():
-        tf.debugging.set_log_device_placement(True)
+        # TensorFlow's own function, not the wrapper that records the program's tf.config
+        # calls: this call is gpudiag's (not a call at the program's line, and its lines
+        # are not the program's asking to see them)
+        setter = tf.debugging.set_log_device_placement
+        getattr(setter, "__gpudiag_wrapped__", setter)(True)
+        agent.placement_log_asked = True
         agent.emit("placement_log_asked", reason=f"joined a cluster via {info['via']}")
 
 

@@ -150,6 +150,8 @@ def observe(pid: int, events: list[dict[str, Any]], events_dir: Path) -> Process
             fits[-1]["rows"] += e.get("rows") or []
         elif kind == "fit_epoch" and fits:
             fits[-1]["epochs"].append(e.get("logs") or {})
+        elif kind == "fit_end" and fits and isinstance(e.get("iterations"), int):
+            fits[-1]["iterations"] = e["iterations"]
         elif kind == "function_steps":
             functions.setdefault(e["function"], []).extend(e.get("rows") or [])
         elif kind == "function":
@@ -205,6 +207,8 @@ def observe(pid: int, events: list[dict[str, Any]], events_dir: Path) -> Process
                                             "strategy", "replicas", "trainable_parameters",
                                             "trainable_bytes",
                                             "params", "examples")}
+        if "iterations" in fit:  # optimizer.iterations when fit ended: the global step
+            facts["global_step"] = fit["iterations"]
         classes, facts["classes_from"] = classcount.fit_classes(begin.get("output_width"),
                                                                 begin.get("loss"))
         series.append(StepSeries("fit", "Model.fit" if len(fits) == 1 else f"Model.fit #{n}",
@@ -220,8 +224,13 @@ def observe(pid: int, events: list[dict[str, Any]], events_dir: Path) -> Process
                                                      "trainable_bytes_by_device")}}))
     for index, group in sorted(groups.items()):
         label = f"Session.run #{index} [{', '.join(group['fetches'])[:80]}]"
+        gsteps = [r["global_step"] for r in group["rows"]
+                  if isinstance(r.get("global_step"), int)]
+        facts = {"fetches": group["fetches"]}
+        if gsteps:  # the graph's global step, fetched by this group's runs
+            facts.update(global_step_first=gsteps[0], global_step=gsteps[-1])
         series.append(StepSeries("session", label, _series_steps(group["rows"], "session"),
-                                 facts={"fetches": group["fetches"]}))
+                                 facts=facts))
     weights = [WeightsRecord(src, fp[0].get("fingerprint"), fp[-1].get("fingerprint"),
                              fp[0].get("phase", ""), fp[-1].get("phase", ""),
                              int(fp[-1].get("calls") or 0) - int(fp[0].get("calls") or 0))

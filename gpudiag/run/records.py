@@ -288,6 +288,9 @@ class TaskReport:
     waiting_for: list[str] = field(default_factory=list)
     waiting_lines: int = 0
     last_step_end_unix_s: float | None = None  # when its longest loop's last step ended
+    # the global step its loop observed last (TF1: the graph's global_step its Session runs
+    # fetched; Keras fit: optimizer.iterations when fit ended), None when none was seen
+    global_step: int | None = None
 
     @property
     def task(self) -> str:

@@ -87,16 +87,28 @@ def hosted(obs: ProcessObservation) -> list[tuple[str, int, dict[str, list[str]]
 
 
 def _progress(obs: ProcessObservation, warmup: int) -> dict[str, Any]:
-    series = max(obs.series, key=lambda s: len(s.steps), default=None)
+    # the longest loop; of loops as long, one that fetched a loss (a MonitoredTrainingSession
+    # chief's hooks read the global step as often as its loop runs)
+    series = max(obs.series, key=lambda s: (len(s.steps), any(st.loss is not None
+                                                              for st in s.steps)),
+                 default=None)
+    gstep = next((s.facts["global_step"] for s in obs.series
+                  if isinstance(s.facts.get("global_step"), int)), None)
     if series is None or not series.steps:
-        return {}
+        fit = next((s for s in obs.series if s.kind == "fit" and s.epochs), None)
+        if fit is None:
+            return {"global_step": gstep}
+        per_epoch = (fit.facts.get("params") or {}).get("steps")
+        return {"loop": fit.label, "global_step": gstep,
+                "steps": per_epoch * len(fit.epochs) if isinstance(per_epoch, int) else 0}
     losses = [s.loss for s in series.steps if s.loss is not None]
     ends = [s.start_unix_s + (s.duration_s or 0.0) for s in series.steps
             if s.start_unix_s is not None]
     out: dict[str, Any] = {"loop": series.label, "steps": max(s.index for s in series.steps) + 1,
                            "first_loss": losses[0] if losses else None,
                            "last_loss": losses[-1] if losses else None,
-                           "last_step_end_unix_s": max(ends) if ends else None}
+                           "last_step_end_unix_s": max(ends) if ends else None,
+                           "global_step": series.facts.get("global_step", gstep)}
     timing = run_throughput.loop_timing(obs, series, warmup)
     if timing is not None:
         out["step_s_median"] = timing["step_s_median"]

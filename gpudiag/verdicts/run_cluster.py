@@ -100,8 +100,16 @@ def _describe(t: TaskReport) -> str:
         parts.append("still waiting for the cluster when it ended")
     elif t.joined == "failed":
         parts.append("failed to join")
-    if t.steps and not _never_trained(t):
+    if t.steps and t.via == PSS:
+        parts.append(f"coordinator: dispatched {t.steps} steps of {t.loop} to the workers"
+                     + (f", global step {t.global_step} (optimizer.iterations)"
+                        if t.global_step is not None else ""))
+    elif t.steps and not _never_trained(t):
         step = f"{t.steps} steps"
+        if t.sessions:
+            step = f"{t.steps} local steps, " + (
+                f"global step {t.global_step}" if t.global_step is not None
+                else "global step not observed (its runs fetched no global_step)")
         if t.step_s_median:
             step += f", median {t.step_s_median * 1e3:.1f} ms/step"
         if t.examples_per_s:
@@ -134,6 +142,28 @@ def _after_last_step(t: TaskReport) -> float | None:
     if t.last_step_end_unix_s is None or t.ended_unix_s is None or not t.exited:
         return None
     return t.ended_unix_s - t.last_step_end_unix_s
+
+
+def steps_by_task(seen: Sequence[TaskReport]) -> dict[str, dict[str, Any]]:
+    """Per task that ran a loop: its local steps and the global step it observed last,
+    or why there is none (only what was observed)."""
+    out: dict[str, dict[str, Any]] = {}
+    for t in seen:
+        if not t.steps or _never_trained(t):
+            continue
+        row: dict[str, Any] = {"local_steps": t.steps, "global_step": t.global_step}
+        if t.via == PSS:
+            row["local_steps"] = None
+            row["dispatched_steps"] = t.steps
+            row["per_worker"] = ("not recorded: the ClusterCoordinator's closures are not "
+                                 "counted per worker here")
+        if t.global_step is None:
+            row["global_step_skipped"] = (
+                "its Session runs fetched no global_step" if t.sessions
+                else "no global step observed (no optimizer.iterations read, no "
+                     "global_step fetched)")
+        out[t.task] = row
+    return out
 
 
 def _never_trained(t: TaskReport) -> bool:
@@ -225,10 +255,12 @@ def cluster(tasks: Sequence[TaskReport], *, check_id: str = "run.cluster",
         "mode": ("synchronous" if any(t.sync_replicas for t in seen) else "asynchronous")
         if kind in (PSS, BETWEEN_GRAPH) else None,
         "in_process_pids": in_process, "ops_by_task": work, "variables_by_task": variables,
+        "steps_by_task": steps_by_task(seen),
         "tasks": [{"task": t.task, "via": t.via, "joined": t.joined, "host": t.host,
                    "pid": t.pid, "run_dir": t.run_dir, "steps": t.steps,
                    "step_s_median": t.step_s_median, "examples_per_s": t.examples_per_s,
                    "last_loss": t.last_loss, "crash": t.crash, "exited": t.exited,
+                   "global_step": t.global_step,
                    "gpus": t.gpus}
                   for t in seen]}
 

@@ -14,6 +14,7 @@ from typing import Any
 
 from gpudiag.report import Finding
 from gpudiag.run.records import ProcessObservation
+from gpudiag.verdicts import run_throughput
 from gpudiag.verdicts.run_progress import LN_TOLERANCE, STUCK_FRACTION
 
 # A loss at ln(classes) is said mid-run once this many steps ran and this many of its last
@@ -68,7 +69,8 @@ def stall(obs: ProcessObservation, proc: str = "") -> Finding:
     fid = f"run.stall{proc}"
     if not obs.stalls:
         if not any(s.steps for s in obs.series):
-            return Finding(fid, "skip", "no training loop ran: no step to wait for")
+            return Finding(fid, "skip", run_throughput.unseen_fit_batches(obs)
+                           or "no training loop ran: no step to wait for")
         return Finding(fid, "ok", "no stall: every loop kept finishing steps within its "
                        "stall timeout")
     parts = []
@@ -106,15 +108,21 @@ def stuck_at_ln_classes(label: str, first: float, recent: Sequence[float], steps
 
 
 def finite_loss(obs: ProcessObservation, proc: str = "") -> Finding:
-    """A loss that became NaN or inf: training diverged (every later update is lost)."""
+    """A loss that became NaN or inf: training diverged (every later update is lost). A fit
+    whose batches were not seen (tf_keras under ParameterServerStrategy) by its epochs'."""
     fid = f"run.finite-loss{proc}"
-    bad = []
+    bad: list[dict[str, Any]] = []
     for s in obs.series:
         first = next((st for st in s.steps if st.loss is not None and
                       not math.isfinite(st.loss)), None)
+        epoch = next((n for n, e in enumerate(s.epochs) if isinstance(e.get("loss"), float)
+                      and not math.isfinite(e["loss"])), None)
         if first is not None:
             bad.append({"series": s.label, "step": first.index, "loss": str(first.loss),
                         "at_unix_s": first.start_unix_s})
+        elif epoch is not None:
+            bad.append({"series": s.label, "step": f"the end of epoch {epoch + 1}",
+                        "loss": str(s.epochs[epoch]["loss"]), "at_unix_s": None})
     if bad:
         return Finding(fid, "fail", "; ".join(
             f"the loss of {b['series']} is {b['loss']} at step {b['step']}" for b in bad)
@@ -122,6 +130,7 @@ def finite_loss(obs: ProcessObservation, proc: str = "") -> Finding:
             advice="Lower the learning rate, clip gradients (clipnorm=1.0), check the "
                    "inputs for NaN/inf (tf.debugging.check_numerics), and use a loss "
                    "with from_logits=True rather than log of a softmax.")
-    if not any(st.loss is not None for s in obs.series for st in s.steps):
+    if not any(st.loss is not None for s in obs.series for st in s.steps) and \
+            not any("loss" in e for s in obs.series for e in s.epochs):
         return Finding(fid, "skip", "no loss was observed")
     return Finding(fid, "ok", "every observed loss was finite")

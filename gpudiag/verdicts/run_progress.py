@@ -17,13 +17,16 @@ from typing import Any
 from gpudiag.catalogue import match_crash
 from gpudiag.report import Finding, Status
 from gpudiag.run.records import ProcessObservation, StepSeries
-from gpudiag.verdicts import crash_match, learning_causes
+from gpudiag.verdicts import crash_match, learning_causes, run_throughput
 
 # A loss within this fraction of ln(k) is "at ln k"; it has "not fallen" when the last
 # value is at least STUCK_FRACTION of the first.
 LN_TOLERANCE = 0.02
 STUCK_FRACTION = 0.97
 MIN_JUDGED_STEPS = 5
+# a fit whose batches were not seen (tf_keras refuses batch-level callbacks under
+# ParameterServerStrategy): judged from its epochs' losses, each the mean of an epoch
+MIN_JUDGED_EPOCHS = 3
 ACCURACY_KEYS = ("accuracy", "acc", "sparse_categorical_accuracy", "categorical_accuracy")
 MEMORY_FULL_FRACTION = 0.9
 
@@ -85,6 +88,17 @@ def _classes_at(loss: float, known: int | None) -> int | None:
     return None
 
 
+def epoch_losses(s: StepSeries) -> tuple[list[float], int]:
+    """A fit's finite per-epoch losses and the steps they cover (fit's ``steps`` per epoch
+    times the epochs, when fit said it): what there is when its batches were not seen."""
+    if s.kind != "fit":
+        return [], 0
+    losses = [float(e["loss"]) for e in s.epochs
+              if isinstance(e.get("loss"), int | float) and math.isfinite(e["loss"])]
+    per_epoch = (s.facts.get("params") or {}).get("steps")
+    return losses, per_epoch * len(losses) if isinstance(per_epoch, int) else 0
+
+
 def learning(obs: ProcessObservation, proc: str = "") -> Finding:
     """Per training loop: did the loss fall? Is it stuck at ln(classes), is accuracy at
     chance, did the weights move at all?"""
@@ -93,8 +107,15 @@ def learning(obs: ProcessObservation, proc: str = "") -> Finding:
     worst: Status = "ok"
     for s in obs.series:
         losses = [st.loss for st in s.steps if st.loss is not None and math.isfinite(st.loss)]
+        count = sum(st.count for st in s.steps)
+        over, source = f"{count} steps", "steps"
         if len(losses) < MIN_JUDGED_STEPS:
-            continue
+            losses, count = epoch_losses(s)
+            if len(losses) < MIN_JUDGED_EPOCHS:
+                continue
+            source = "epochs"
+            over = (f"{len(losses)} epochs (each epoch's mean loss: the batches were not "
+                    f"recorded; {count} steps)" if count else f"{len(losses)} epochs")
         first = losses[0]
         last = float(s.epochs[-1]["loss"]) if s.epochs and "loss" in s.epochs[-1] \
             else losses[-1]
@@ -107,15 +128,15 @@ def learning(obs: ProcessObservation, proc: str = "") -> Finding:
         acc = _accuracy(s)
         chance = acc is not None and s.num_classes is not None and \
             acc <= 1 / s.num_classes + 0.1 * (1 - 1 / s.num_classes)
-        count = sum(st.count for st in s.steps)
         row = {"series": s.label, "steps": count, "first_loss": first,
+               "judged_from": source,
                "last_loss": last, "num_classes": s.num_classes,
                "classes_from": s.facts.get("classes_from"), "stuck_at_ln_classes": classes,
                "softmax_floor": floor, "accuracy": acc, "accuracy_at_chance": chance,
                "weights_moved": moved,
                "learning_rate": s.facts.get("learning_rate")}
         rows.append(row)
-        text = f"{s.label}: loss {first:.4f} -> {last:.4f} over {count} steps"
+        text = f"{s.label}: loss {first:.4f} -> {last:.4f} over {over}"
         if classes:
             text += (f", stuck at ln {classes} = {math.log(classes):.4f} (the model predicts "
                      f"all {classes} classes alike)")
@@ -154,7 +175,8 @@ def learning(obs: ProcessObservation, proc: str = "") -> Finding:
         return Finding(f"run.learning{proc}", "skip",
                        f"no training loop with at least {MIN_JUDGED_STEPS} observed losses "
                        "(Keras fit, a step tf.function returning its loss, or Session.run "
-                       "fetching it)", evidence)
+                       f"fetching it), nor a fit with {MIN_JUDGED_EPOCHS} epochs' losses",
+                       evidence)
     advice = ""
     if worst != "ok":
         advice = ("A loss at ln(classes) means uniform predictions. Weights that never move "
@@ -236,7 +258,11 @@ def session_config(obs: ProcessObservation, proc: str = "") -> Finding | None:
             conflicts.append("gpu_options (allow_growth / memory fraction) and tf.config "
                              "memory calls both configure GPU memory; the first to reach the "
                              "GPUs wins")
+        # only a value the program set: without tf.config.set_soft_device_placement, tf.config
+        # holds TensorFlow's default (False once eager execution is disabled), which no
+        # ConfigProto contradicts (Hands-On ML's ConfigProto(allow_soft_placement=True) did)
         if obs.devices and s.get("allow_soft_placement") is not None and \
+                "set_soft_device_placement" in apis and \
                 obs.devices.soft_placement is not None and \
                 s["allow_soft_placement"] != obs.devices.soft_placement:
             conflicts.append(f"allow_soft_placement={s['allow_soft_placement']} in the "
@@ -267,7 +293,9 @@ def profile(obs: ProcessObservation, busy: dict[str, float] | None, window_s: fl
                                                     "error": p.error},
                 "busy_s": busy, "window_s": window_s, "reason": reason}
     if p is None:
+        unseen = run_throughput.unseen_fit_batches(obs)
         return Finding(f"run.profile{proc}", "skip",
+                       f"no profiler window: {unseen}" if unseen else
                        f"no profiler window: no training loop reached step {warmup} after "
                        "its warm-up" + (f" ({reason})" if reason else ""), evidence)
     if p.status == "skipped":

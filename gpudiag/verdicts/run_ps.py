@@ -65,9 +65,32 @@ def _between_graph(base: Finding, obs: ProcessObservation, me: str,
             f"{listing(ps) or 'none'}")
     if variables:
         text += "; variables on " + ", ".join(f"{k} {n}" for k, n in variables.items())
+    steps = local_and_global(obs)
+    if steps["local_steps"]:
+        text += f"; {me} ran {steps['local_steps']} local steps ({steps['loop']}), " + (
+            f"global step {steps['global_step']} when it last fetched it"
+            if steps["global_step"] is not None else
+            f"global step not observed ({steps['global_step_skipped']})")
     return replace(base, message=text, evidence={
         **base.evidence, "between_graph_task": me, "ops_by_task": by_task,
-        "variables_by_task": variables})
+        "variables_by_task": variables, "steps": steps})
+
+
+def local_and_global(obs: ProcessObservation) -> dict[str, Any]:
+    """The steps this process's longest Session.run loop ran, and the graph's global step
+    its runs fetched last (only what was observed; the reason when it was not)."""
+    loops = [s for s in obs.series if s.kind == "session" and s.steps]
+    top = max(loops, key=lambda s: (sum(st.count for st in s.steps),
+                                    any(st.loss is not None for st in s.steps)), default=None)
+    if top is None:
+        return {"loop": None, "local_steps": 0, "global_step": None,
+                "global_step_skipped": "no Session.run loop"}
+    gstep = top.facts.get("global_step")
+    return {"loop": top.label.split(" [", 1)[0], "local_steps": max(st.index for st in
+                                                                    top.steps) + 1,
+            "global_step": gstep, "global_step_first": top.facts.get("global_step_first"),
+            "global_step_skipped": None if gstep is not None
+            else "its runs fetched no global_step"}
 
 
 def _tasks(by_task: dict[str, dict[str, int]], job: str) -> dict[str, dict[str, int]]:

@@ -13,6 +13,23 @@ from gpudiag.report import Finding
 from gpudiag.run.records import ProcessObservation, StepSeries
 
 
+def unseen_fit_batches(obs: ProcessObservation) -> str | None:
+    """Why no step of a fit that ran was seen: its epochs were recorded but not its
+    batches (tf_keras refuses a callback with batch-level hooks under
+    ParameterServerStrategy, so gpudiag's fit recorder stands aside from them)."""
+    for s in obs.series:
+        if s.kind == "fit" and s.epochs and not s.steps and \
+                "ParameterServer" in str(s.facts.get("strategy")):
+            per_epoch = (s.facts.get("params") or {}).get("steps")
+            steps = f" ({per_epoch * len(s.epochs)} steps)" if isinstance(per_epoch, int) \
+                else ""
+            return (f"{s.label} ran {len(s.epochs)} epoch(s){steps} under "
+                    f"{s.facts['strategy']}, but its batches "
+                    "were not seen: tf_keras refuses callbacks with batch-level hooks "
+                    "there, so gpudiag recorded its epochs only")
+    return None
+
+
 def _periods(series: StepSeries, warmup: int, skip: Sequence[int]
              ) -> list[tuple[float, float | None]]:
     """(start-to-start period, the step call's own time) of each steady-state step: after
@@ -99,8 +116,8 @@ def throughput(obs: ProcessObservation, warmup: int, proc: str = "") -> Finding:
                            f"steps, but every step after its {warmup} warm-up steps was in "
                            f"the profiled window (steps {profiled[0]}-{profiled[-1]}), which "
                            "is not timed", evidence)
-        return Finding(f"run.throughput{proc}", "skip",
-                       f"no training loop ran more than {warmup} warm-up steps", evidence)
+        return Finding(f"run.throughput{proc}", "skip", unseen_fit_batches(obs)
+                       or f"no training loop ran more than {warmup} warm-up steps", evidence)
     return Finding(f"run.throughput{proc}", "ok",
                    "; ".join(parts) + f" (the first {warmup} steps and the profiled ones "
                    "left out)", evidence)

@@ -12,7 +12,14 @@ started by hand:
 Adapted: TF 2.21 through tf.compat.v1 (eager off); a linear model on generated data
 instead of MNIST; 60 global steps instead of 1000000; the chief's checkpoint_dir from
 --train_dir (a temporary directory in tests); `--sync` builds tf.train.SyncReplicasOptimizer
-with its session hook as the how-to's synchronous variant does.
+with its session hook as the how-to's synchronous variant does; `--device_filters` passes
+`ConfigProto(device_filters=['/job:ps', '/job:worker/task:%d' % task_id])` to the session
+(the way out when a worker must not wait for the others), `--soft_placement` sets
+`allow_soft_placement = True` on it (as Hands-On ML does). Tests only: `--hold_file F`
+makes the chief, after `--hold_at` local steps, and a non-chief, before its session, wait
+until F exists, so that a test lets the other worker create its session once the chief has
+initialised the variables (a Session waits for every task's server, so both must be
+running): ordered by events, not by TensorFlow's 30 s readiness retry.
 """
 
 # The how-to's code as it is written (its % formats, its argv):
@@ -20,6 +27,8 @@ with its session hook as the how-to's synchronous variant does.
 
 import argparse
 import sys
+import time
+from pathlib import Path
 
 import numpy as np
 import tensorflow as tf
@@ -66,12 +75,23 @@ def main(_):
         if FLAGS.sync:
             hooks.append(opt.make_session_run_hook(is_chief))
 
+        while FLAGS.hold_file and not is_chief and not Path(FLAGS.hold_file).exists():
+            time.sleep(0.05)
+
+        config = None
+        if FLAGS.device_filters:  # each worker sees only the ps and itself
+            config = tf1.ConfigProto(
+                device_filters=["/job:ps", "/job:worker/task:%d" % FLAGS.task_id])
+        if FLAGS.soft_placement:  # as Hands-On ML passes it
+            config = config or tf1.ConfigProto()
+            config.allow_soft_placement = True
+
         # The MonitoredTrainingSession takes care of session initialization,
         # restoring from a checkpoint, saving to a checkpoint, and closing when done
         # or an error occurs.
         with tf1.train.MonitoredTrainingSession(master=server.target, is_chief=is_chief,
                                                 checkpoint_dir=FLAGS.train_dir,
-                                                hooks=hooks) as mon_sess:
+                                                hooks=hooks, config=config) as mon_sess:
             local_step = 0
             while not mon_sess.should_stop():
                 i = (local_step * 32) % 256
@@ -79,6 +99,10 @@ def main(_):
                     [train_op, loss, global_step],
                     feed_dict={x: x_data[i:i + 32], y: y_data[i:i + 32]})
                 local_step += 1
+                if is_chief and FLAGS.hold_file and local_step == FLAGS.hold_at:
+                    print("chief: holding after %d local steps" % local_step, flush=True)
+                    while not Path(FLAGS.hold_file).exists():
+                        time.sleep(0.05)
             print("worker %d: %d local steps, global step %d, loss %f"
                   % (FLAGS.task_id, local_step, step, loss_value))
 
@@ -93,5 +117,9 @@ if __name__ == "__main__":
     parser.add_argument("--train_dir", type=str, default=None)
     parser.add_argument("--last_step", type=int, default=60)
     parser.add_argument("--sync", action="store_true")
+    parser.add_argument("--device_filters", action="store_true")
+    parser.add_argument("--soft_placement", action="store_true")
+    parser.add_argument("--hold_file", type=str, default="")
+    parser.add_argument("--hold_at", type=int, default=5)
     FLAGS, unparsed = parser.parse_known_args()
     main([sys.argv[0]] + unparsed)
