@@ -15,7 +15,12 @@ median step-time ratio per workload (target <= 1.02), each with that spread.
 
     python benchmarks/run_overhead.py [--rounds 5] [--steps 1000]
         [--workloads fit,loop,eager,session]
-        [--gpudiag-args=--no-placement-log]
+        [--gpudiag-args=--no-placement-log] [--cpu 1]
+
+With ``--cpu N`` both sides run on core N alone (``taskset``) with one TensorFlow thread
+per pool: the run-to-run spread of a shared machine's scheduling shrinks, and gpudiag's
+own parent process competes with the program for that one core, so what it costs is
+counted in the program's step time rather than hidden on another core.
 """
 
 from __future__ import annotations
@@ -41,7 +46,7 @@ def value(output: str, key: str) -> float:
 
 
 def run_once(workload: str, steps: int, hooked: bool, logdir: str,
-             extra: list[str] | None = None) -> tuple[float, float]:
+             extra: list[str] | None = None, cpu: int | None = None) -> tuple[float, float]:
     program = [sys.executable, str(WORKLOAD), workload, "--steps", str(steps)]
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     if hooked:
@@ -49,6 +54,9 @@ def run_once(workload: str, steps: int, hooked: bool, logdir: str,
                "--", *program]
     else:
         cmd = program
+    if cpu is not None:  # both sides on one core, TensorFlow with one thread per pool
+        cmd = ["taskset", "-c", str(cpu), *cmd]
+        env.update(TF_NUM_INTRAOP_THREADS="1", TF_NUM_INTEROP_THREADS="1")
     proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=600)
     if proc.returncode not in (0, 1):  # 1: a finding failed (no GPU here ...), not an error
         raise RuntimeError(f"{' '.join(cmd)} exited {proc.returncode}:\n{proc.stderr[-2000:]}")
@@ -62,6 +70,11 @@ def main() -> int:
     parser.add_argument("--workloads", default="fit,loop,eager,session")
     parser.add_argument("--gpudiag-args", default="", help="extra `gpudiag run` options, "
                         "e.g. --no-placement-log, to see what each part costs")
+    parser.add_argument("--cpu", type=int, default=None,
+                        help="run both sides on this one core (taskset) with one "
+                        "TensorFlow thread per pool: gpudiag's parent then competes with "
+                        "the program for that core, and the machine's other work stays "
+                        "off it")
     args = parser.parse_args()
     workloads = [w.strip() for w in args.workloads.split(",") if w.strip()]
     ratios: dict[str, list[float]] = {w: [] for w in workloads}
@@ -75,7 +88,8 @@ def main() -> int:
                 # other round): their ratio is the machine's own spread in this run
                 order = ("plain", "hooked", "plain2") if r % 2 == 0 else \
                     ("hooked", "plain", "plain2")
-                times = {kind: run_once(w, args.steps, kind == "hooked", logdir, extra)
+                times = {kind: run_once(w, args.steps, kind == "hooked", logdir, extra,
+                                        args.cpu)
                          for kind in order}
                 plain = statistics.mean([times["plain"][0], times["plain2"][0]])
                 plain_cpu = statistics.mean([times["plain"][1], times["plain2"][1]])
