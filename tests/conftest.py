@@ -7,6 +7,7 @@ import os
 import re
 import subprocess
 import sys
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -188,3 +189,15 @@ def breakdown_picture(run_dir: Path) -> tuple[int, int, bytes, str]:
                    if acc.SummaryMetadata(t).plugin_data.plugin_name == "text")
     assert texts[0] == layout.TAG_BOTTLENECK, texts  # the Text tab's first card
     return int(width), int(height), bytes(png), text.tensor_proto.string_val[0].decode()
+
+
+def until(condition, what: str, deadline_s: float = 30.0):  # type: ignore[no-untyped-def]
+    """Poll a file-backed condition (no fixed sleep) until it holds; fail after
+    ``deadline_s``."""
+    end = time.monotonic() + deadline_s
+    while time.monotonic() < end:
+        value = condition()
+        if value:
+            return value
+        time.sleep(0.05)
+    raise AssertionError(f"not within {deadline_s} s: {what}")

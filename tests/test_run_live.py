@@ -14,7 +14,7 @@ from pathlib import Path
 
 import fake_nvml
 import pytest
-from conftest import REPO, TESTS_DIR, findings_by_id, read_scalars, run_dirs
+from conftest import REPO, TESTS_DIR, findings_by_id, read_scalars, run_dirs, until
 from fake_clock import FakeClock
 
 from gpudiag import layout, nvml
@@ -29,17 +29,6 @@ WAITS_FOR_GATE = ("import pathlib, sys, time\n"
                   "while not gate.exists():\n"
                   "    time.sleep(0.02)\n"
                   "print('through the gate', flush=True)\n")
-
-
-def until(condition, what: str, deadline_s: float = 30.0):  # type: ignore[no-untyped-def]
-    """Poll a file-backed condition (no fixed sleep); fail after ``deadline_s``."""
-    end = time.monotonic() + deadline_s
-    while time.monotonic() < end:
-        value = condition()
-        if value:
-            return value
-        time.sleep(0.05)
-    raise AssertionError(f"not within {deadline_s} s: {what}")
 
 
 # ------------------------------------------------------------------ the idle watch, plain data

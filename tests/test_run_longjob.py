@@ -8,11 +8,10 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
-from conftest import REPO, TESTS_DIR, findings_by_id, run_dirs
+from conftest import REPO, TESTS_DIR, findings_by_id, run_dirs, until
 
 from gpudiag import layout
 from gpudiag.run import events
@@ -37,17 +36,6 @@ def wait_for_line(proc: subprocess.Popen[str], needle: str) -> str:
         if needle in line:
             return line
     raise AssertionError(f"gpudiag ended without printing {needle!r}")
-
-
-def until(condition, what: str, deadline_s: float = 20.0):  # type: ignore[no-untyped-def]
-    """Poll a file-backed condition (no fixed sleep); fail after ``deadline_s``."""
-    end = time.monotonic() + deadline_s
-    while time.monotonic() < end:
-        value = condition()
-        if value:
-            return value
-        time.sleep(0.05)
-    raise AssertionError(f"not within {deadline_s} s: {what}")
 
 
 def program_dir(logdir: Path) -> Path:

@@ -82,14 +82,11 @@ def nvml_finding(name: str, sampling: nvml.SamplingResult | None, setup: DeviceS
 
 def trace_summary(result: TrainingResult) -> tuple[traces.TraceSummary | None, str | None]:
     """The configuration's profiler trace read back, or why there is none."""
-    train = result.train
-    if not train.profile_dir:
-        return None, "no profiler window (--profile-steps 0)"
-    files = traces.find_xplanes(Path(train.profile_dir))
-    if not files:
-        return None, f"no .xplane.pb under {train.profile_dir}"
+    path, reason = whyslow.profile_trace(result)
+    if path is None:
+        return None, reason
     try:
-        return traces.summarize(files[-1], train.op_devices, train.devices), None
+        return traces.summarize(path, result.train.op_devices, result.train.devices), None
     except traces.TraceError as exc:
         return None, str(exc)
 

@@ -20,17 +20,25 @@ from gpudiag.report import Finding
 from gpudiag.verdicts.scaling_bottleneck import judged_mean, scaling_bottleneck
 
 
-def breakdown_of(result: TrainingResult) -> tuple[Breakdown | None, str | None]:
-    """The configuration's trace broken down, or why there is none."""
+def profile_trace(result: TrainingResult) -> tuple[Path | None, str | None]:
+    """The configuration's profiler trace file, or why there is none."""
     train = result.train
     if not train.profile_dir:
         return None, "no profiler window (--profile-steps 0)"
     files = traces.find_xplanes(Path(train.profile_dir))
     if not files:
         return None, f"no .xplane.pb under {train.profile_dir}"
+    return files[-1], None
+
+
+def breakdown_of(result: TrainingResult) -> tuple[Breakdown | None, str | None]:
+    """The configuration's trace broken down, or why there is none."""
+    path, reason = profile_trace(result)
+    if path is None:
+        return None, reason
     try:
-        return stepbreakdown.breakdown(files[-1], train.op_devices or None,
-                                       train.devices), None
+        return stepbreakdown.breakdown(path, result.train.op_devices or None,
+                                       result.train.devices), None
     except traces.TraceError as exc:
         return None, str(exc)
 
