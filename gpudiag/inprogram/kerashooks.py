@@ -135,12 +135,17 @@ def make_callback_class(agent: Agent, keras: ModuleType) -> type:
             strategy = getattr(model, "distribute_strategy", None)
             facts["strategy"] = type(strategy).__name__ if strategy is not None else None
             facts["replicas"] = getattr(strategy, "num_replicas_in_sync", None)
+            try:  # an unbuilt model (tf_keras before its first call) raises here
+                trainable = list(model.trainable_weights)
+            except Exception:
+                trainable = None
             try:
-                facts["trainable_parameters"] = int(sum(
-                    int(getattr(w, "size", 0) or 0) for w in model.trainable_weights))
+                facts["trainable_parameters"] = None if trainable is None else int(sum(
+                    int(getattr(w, "size", 0) or 0) for w in trainable))
             except Exception:
                 facts["trainable_parameters"] = None
-            facts["trainable_bytes"] = weights.logical_bytes(model.trainable_weights)
+            facts["trainable_bytes"] = None if trainable is None else \
+                weights.logical_bytes(trainable)
             return facts
 
         def _fingerprint(self, phase: str) -> None:
