@@ -17,10 +17,10 @@ median step-time ratio per workload (target <= 1.02), each with that spread.
         [--workloads fit,loop,eager,session]
         [--gpudiag-args=--no-placement-log] [--cpu 1]
 
-With ``--cpu N`` both sides run on core N alone (``taskset``) with one TensorFlow thread
-per pool: the run-to-run spread of a shared machine's scheduling shrinks, and gpudiag's
-own parent process competes with the program for that one core, so what it costs is
-counted in the program's step time rather than hidden on another core.
+With ``--cpu N`` the program, plain and hooked, runs alone on core N (``taskset``) with
+one TensorFlow thread per pool, and gpudiag's own process on the other cores (as on any
+multi-core training host): the run-to-run spread of the scheduler shrinks, and what the
+hooks cost inside the program is all that separates the two sides.
 """
 
 from __future__ import annotations
@@ -49,14 +49,17 @@ def run_once(workload: str, steps: int, hooked: bool, logdir: str,
              extra: list[str] | None = None, cpu: int | None = None) -> tuple[float, float]:
     program = [sys.executable, str(WORKLOAD), workload, "--steps", str(steps)]
     env = {**os.environ, "PYTHONPATH": str(REPO)}
+    if cpu is not None:  # the program alone on one core, one TensorFlow thread per pool
+        program = ["taskset", "-c", str(cpu), *program]
+        env.update(TF_NUM_INTRAOP_THREADS="1", TF_NUM_INTEROP_THREADS="1")
     if hooked:
         cmd = [sys.executable, "-m", "gpudiag", "run", "--logdir", logdir, *(extra or []),
                "--", *program]
+        others = sorted(os.sched_getaffinity(0) - {cpu}) if cpu is not None else []
+        if others:  # gpudiag's own process on the other cores, as on any multi-core host
+            cmd = ["taskset", "-c", ",".join(map(str, others)), *cmd]
     else:
         cmd = program
-    if cpu is not None:  # both sides on one core, TensorFlow with one thread per pool
-        cmd = ["taskset", "-c", str(cpu), *cmd]
-        env.update(TF_NUM_INTRAOP_THREADS="1", TF_NUM_INTEROP_THREADS="1")
     proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=600)
     if proc.returncode not in (0, 1):  # 1: a finding failed (no GPU here ...), not an error
         raise RuntimeError(f"{' '.join(cmd)} exited {proc.returncode}:\n{proc.stderr[-2000:]}")
@@ -71,10 +74,9 @@ def main() -> int:
     parser.add_argument("--gpudiag-args", default="", help="extra `gpudiag run` options, "
                         "e.g. --no-placement-log, to see what each part costs")
     parser.add_argument("--cpu", type=int, default=None,
-                        help="run both sides on this one core (taskset) with one "
-                        "TensorFlow thread per pool: gpudiag's parent then competes with "
-                        "the program for that core, and the machine's other work stays "
-                        "off it")
+                        help="run the program (plain and hooked) alone on this core "
+                        "(taskset) with one TensorFlow thread per pool, gpudiag's own "
+                        "process on the other cores")
     args = parser.parse_args()
     workloads = [w.strip() for w in args.workloads.split(",") if w.strip()]
     ratios: dict[str, list[float]] = {w: [] for w in workloads}

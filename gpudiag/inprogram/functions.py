@@ -66,27 +66,61 @@ def _is_scalar_float(x: Any) -> bool:
             and bool(getattr(dtype, "is_floating", False)) and hasattr(x, "numpy"))
 
 
-def loss_of(out: Any) -> Any:
-    """The loss tensor among a step function's outputs, or None."""
+def loss_path(out: Any) -> tuple[Any, ...] | None:
+    """Where the loss tensor is among a step function's outputs: () for the output
+    itself, (key,) in a dict, (index,) in a list or tuple; None where there is none."""
     if _is_scalar_float(out):
-        return out
+        return ()
     if isinstance(out, dict):
         keys = [k for k in out if k == "loss"] + [k for k in out if "loss" in str(k)]
         for k in keys:
             if _is_scalar_float(out[k]):
-                return out[k]
+                return (k,)
         return None
     if isinstance(out, list | tuple):
-        for item in out:
+        for n, item in enumerate(out):
             if _is_scalar_float(item):
-                return item
+                return (n,)
     return None
+
+
+class LossFinder:
+    """The loss among a step function's outputs, for every call of one step function, at
+    the cost of a few type checks a call
+    once the loss was found: a traced function returns the same structure each call, so
+    where its loss was (and the tensor type it had) is kept, and looked for again only
+    when the output no longer has that shape."""
+
+    def __init__(self) -> None:
+        self._key: tuple[Any, tuple[Any, ...], Any, Any] | None = None
+
+    def __call__(self, out: Any) -> Any:
+        key = self._key
+        if key is not None and type(out) is key[0]:
+            kept: Any = None
+            try:  # noqa: SIM105 (every step: a try costs less than contextlib.suppress)
+                kept = out if not key[1] else out[key[1][0]]
+            except (LookupError, TypeError):
+                pass
+            if kept is not None and type(kept) is key[2] and kept.dtype is key[3]:
+                return kept
+        path = loss_path(out)
+        if path is None:
+            self._key = None
+            return None
+        loss: Any = out if not path else out[path[0]]
+        self._key = (type(out), path, type(loss), loss.dtype)
+        return loss
 
 
 def _resolve(row: dict[str, Any]) -> None:
     loss = row.get("loss")
     if loss is not None and not isinstance(loss, float):
-        row["loss"] = float(loss.numpy())
+        value = loss.numpy()
+        if getattr(value, "ndim", 0) == 0:
+            row["loss"] = float(value)
+        else:  # a function traced again to return more than a scalar where its loss was
+            del row["loss"]
 
 
 def _user_caller() -> dict[str, Any] | None:
@@ -120,6 +154,7 @@ class StepSource:
                                  UNBUFFERED_FIRST_STEPS, _resolve, function=qualname)
         self.variables: list[Any] = []
         self.last_loss: tuple[int, Any] | None = None  # the latest call's loss, unread
+        self.find_loss = LossFinder()
         self.called_at: dict[str, Any] | None = None  # the program's line of the first call
         agent.on_exit(self.at_exit)
 
@@ -148,7 +183,7 @@ class StepSource:
         if profile is not None and not profile.done:
             profile.step_end(self, index)
         row: dict[str, Any] = {"i": index, "t0": start, "dt": t1 - t0}
-        loss = loss_of(out)
+        loss = self.find_loss(out)
         if loss is not None:
             self.last_loss = (index, loss)
             if index < ALWAYS_READ_FIRST or t1 - self.last_loss_read >= self.loss_interval_s:
