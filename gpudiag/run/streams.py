@@ -239,7 +239,8 @@ class Pump(threading.Thread):
     once ``program_ended`` is called, until the pipe is quiet for PARTIAL_FLUSH_S (a
     descendant that outlives the program may hold it open for ever) or ``stop_now`` is
     called. ``eof`` says which; without end-of-file, ``fd`` is left open for the caller
-    (gpudiag.run.survivors hands it on), else it is closed."""
+    (gpudiag.run.survivors hands it on), else it is closed. ``done`` is set once it has
+    finished."""
 
     def __init__(self, fd: int, save: SaveFile | BinaryIO, show: Shows | None,
                  line_filter: LineFilter, on_close: Callable[[], None] | None = None) -> None:
@@ -250,6 +251,12 @@ class Pump(threading.Thread):
         self.broken = False  # where it showed is closed: the program gets the broken pipe
         self._ended = False
         self._stopping = False
+        # set as run() returns. Not Thread.join/is_alive: a join that a signal interrupts
+        # (Python before 3.13) can mark the thread stopped while it still runs, and the
+        # pipe it is about to close would be handed over, then closed twice
+        self.done = threading.Event()
+        self.handed_over = False  # gpudiag.run.survivors gave its pipe to a forwarder
+        self.forwarder: int | None = None  # that forwarder's pid
 
     def program_ended(self) -> None:
         self._ended = True
@@ -295,11 +302,14 @@ class Pump(threading.Thread):
                     break
             self._emit(self.line_filter.flush_partial())
         finally:
-            self.save.flush()
-            if self.eof:
-                os.close(self.fd)
-            if self.on_close is not None:
-                self.on_close()
+            try:
+                self.save.flush()
+                if self.eof:
+                    os.close(self.fd)
+                if self.on_close is not None:
+                    self.on_close()
+            finally:
+                self.done.set()
 
 
 def pump(fd: int, save: SaveFile | BinaryIO, show: Shows | None, line_filter: LineFilter,

@@ -16,8 +16,10 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
+import signal
 import subprocess
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
@@ -104,31 +106,51 @@ class Settled:
     held: bool = False  # some output was still held open after the program ended
 
 
+HELD_SIGNALS = {signal.SIGINT, signal.SIGTERM, signal.SIGHUP}
+
+
+@contextlib.contextmanager
+def _signals_held() -> Iterator[None]:
+    """Ctrl-C, SIGTERM and SIGHUP wait until the block is done (their handlers then run):
+    a pipe handed to its forwarder is also marked so, never closed here without it."""
+    try:
+        old = signal.pthread_sigmask(signal.SIG_BLOCK, HELD_SIGNALS)
+    except (AttributeError, OSError, ValueError):  # not the main thread, not POSIX
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, old)
+
+
 def settle(pumps: list[streams.Pump], ends: set[str], shows: list[BinaryIO]) -> Settled:
     """Once the program has ended: let each pump read what is still coming, then hand
-    any pipe a descendant still holds to a forwarder (``hand_over``)."""
+    any pipe a descendant still holds to a forwarder (``hand_over``). Called again after a
+    signal interrupted it, it goes on where it was: a pipe is handed over once."""
     for p in pumps:
         p.program_ended()
     deadline = time.monotonic() + AFTER_END_S
-    for p in pumps:
-        p.join(max(0.0, deadline - time.monotonic()))
-    talking = [p for p in pumps if p.is_alive()]
+    for p in pumps:  # Pump.done, not join: see there
+        p.done.wait(max(0.0, deadline - time.monotonic()))
+    talking = [p for p in pumps if not p.done.is_set()]
     if talking and (holders(ends) or not PROC.is_dir()):
         for p in talking:
             p.stop_now()
     for p in pumps:
-        p.join()  # stopped after one chunk, or at end-of-file once the backlog is read
-    held = [(p, show) for p, show in zip(pumps, shows, strict=True)
-            if not p.eof and not p.is_alive()]
+        p.done.wait()  # stopped after one chunk, or at end-of-file once the backlog is read
+    held = [(p, show) for p, show in zip(pumps, shows, strict=True) if not p.eof]
     if not held:
         return Settled()
     survivors = holders(ends)
-    forwarders = []
     for p, show in held:
+        if p.handed_over:  # by a settle a signal interrupted: its pipe is closed here
+            continue
         with contextlib.suppress(OSError, ValueError):
             show.flush()
-        pid = hand_over(p.fd, show.fileno())
-        if pid is not None:
-            forwarders.append(pid)
+        with _signals_held():  # handed over and said so, or neither
+            p.forwarder = hand_over(p.fd, show.fileno())
+            p.handed_over = True
+    forwarders = [p.forwarder for p, _ in held if p.forwarder is not None]
     return Settled(tuple(s for s in survivors if s.pid not in forwarders), tuple(forwarders),
                    held=True)
