@@ -185,3 +185,22 @@ def test_nvml_is_sampled_as_monitor_does_and_an_idle_gpu_is_named(logdir: Path) 
     assert used["status"] == "fail" and used["evidence"]["idle_indices"] == [1]
     assert {"gpu0/util_percent", "gpu1/util_percent"} <= set(
         read_scalars(run / layout.NVML_TB_RUN))
+
+
+@pytest.mark.slow
+def test_fitting_the_same_model_again_does_not_open_the_placement_window_again(
+        tmp_path: Path) -> None:
+    # the window (TensorFlow's run metadata on for a loop's first steps) costs those steps;
+    # the same model's ops are placed as before, so a second and third fit are not watched
+    logdir = tmp_path / "runs"
+    proc = gpudiag("run", "--logdir", str(logdir), "--profile-steps", "0", "--",
+                   sys.executable, str(TESTS_DIR / "programs" / "fit_per_epoch.py"))
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.count("epoch ") == 3
+    (run_dir,) = run_dirs(logdir)
+    by_pid, _ = events.read_events(run_dir / layout.CHILDREN_DIR / layout.RUN_CHILD_NAME)
+    opened = [e.get("reason") for evs in by_pid.values() for e in evs
+              if e["kind"] == "placement_window" and e.get("state") == "open"]
+    assert len(opened) == 1, opened  # the first fit inside the window the context opened
+    fits = [e for evs in by_pid.values() for e in evs if e["kind"] == "fit_begin"]
+    assert len(fits) == 3

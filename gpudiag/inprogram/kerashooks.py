@@ -158,6 +158,9 @@ def make_callback_class(agent: Agent, keras: ModuleType) -> type:
         def on_train_begin(self, logs: Any = None) -> None:
             from gpudiag.inprogram.tfhooks import record_devices
 
+            # the same model fitted again is the same loop to the placement window: its
+            # ops are placed as before (a notebook calling fit once an epoch opens it once)
+            self.buffer.window_key = ("fit", id(self.model))
             record_devices("fit")
             agent.emit("fit_begin", params=dict(self.params or {}), batch_size=self.batch_size,
                        examples=self.examples, **self._model_facts())

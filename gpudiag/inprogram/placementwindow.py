@@ -69,8 +69,8 @@ class PlacementWindow:
         self.window_steps = max(1, window_steps)
         self.open = False
         self.windows = 0
-        self.pending: set[int] = set()  # loops (step buffers) still inside their window
-        self.seen: set[int] = set()
+        self.pending: set[object] = set()  # loops (step buffers) still inside their window
+        self.seen: set[object] = set()  # the loops seen, by window_key or id
         self._lock = threading.RLock()  # enable_run_metadata may re-enter _open
         agent.on_exit(self.at_exit)
 
@@ -121,7 +121,7 @@ class PlacementWindow:
 
     def on_step(self, loop: object, count: int) -> None:
         """Called with each recorded step of a loop (its count from 1)."""
-        key = id(loop)
+        key = getattr(loop, "window_key", None) or id(loop)
         if count == 1 and key not in self.seen:
             self.seen.add(key)
             self.pending.add(key)

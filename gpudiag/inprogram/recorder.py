@@ -139,6 +139,8 @@ class StepBuffer:
         self.flush_interval_s = flush_interval_s
         self.unbuffered_first = unbuffered_first
         self.resolve = resolve
+        # what the placement window knows this loop by (None: the buffer itself)
+        self.window_key: object = None
         self.rows: list[dict[str, Any]] = []
         self.count = 0
         self.aggregate_after = AGGREGATE_AFTER_ROWS if aggregate_after is None \
