@@ -79,6 +79,11 @@ def test_on_the_cpu_a_step_call_mostly_without_ops_is_overhead_bound() -> None:
     assert "run several steps in each call of tf.function train_step" in loop.advice
     unknown = bn.bottleneck(tiny, None)  # explain: no loop known, both ways
     assert "Keras: compile" in unknown.advice and "a custom loop:" in unknown.advice
+    # beside another cause, that one is named first (the input pipeline to fix), even
+    # with the larger share: overhead is what is left when nothing else explains the step
+    both = bn.bottleneck(breakdown(("/device:CPU:0", 1, 0.03, 0, 0.41, 0.56, 0, 0)), None)
+    assert both.evidence["causes"] == ["input-bound", "overhead-bound"]
+    assert both.message.split(": ")[1].startswith("input-bound")
     # under half the step: a usual CPU step, not a finding
     usual = bn.bottleneck(breakdown(("/device:CPU:0", 1, 0.6, 0, 0.05, 0.35, 0, 0)), None)
     assert usual.status == "ok" and usual.evidence["causes"] == []

@@ -130,7 +130,9 @@ def causes(b: Breakdown, m: StepParts, gpu: bool) -> list[Cause]:
         found.append(Cause("idle-gpus", idle / len(gpus),
                            f"{idle} of the {len(gpus)} GPUs ran no kernel in the window "
                            f"({', '.join(b.gpus_without_kernels)})"))
-    return sorted(found, key=lambda c: -c.share)
+    # overhead-bound is what is left when nothing else explains the step: any other cause
+    # (input-bound above all, the fix the user's pipeline needs) is named first
+    return sorted(found, key=lambda c: (c.name == "overhead-bound", -c.share))
 
 
 def _line(c: DatasetCall) -> str:
@@ -200,7 +202,8 @@ def bottleneck(b: Breakdown | None, reason: str | None, calls: Sequence[DatasetC
     found = sorted(found + [Cause("small-kernels", 1 - f.sm_util_mean_percent /
                                   f.util_mean_percent, f.text())
                             for f in note.small if f.sm_util_mean_percent is not None
-                            and f.util_mean_percent], key=lambda c: -c.share)
+                            and f.util_mean_percent],
+                   key=lambda c: (c.name == "overhead-bound", -c.share))
     means = {d.device: mean for d in rows if (mean := d.mean())}
     per_device = {device: parts_text(mean) for device, mean in means.items()}
     evidence: dict[str, Any] = {
