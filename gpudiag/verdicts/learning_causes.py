@@ -24,6 +24,7 @@ LEARNING_WARNINGS = frozenset({"from-logits-on-softmax", "gradients-missing"})
 # A loss "settled" at a floor only when this many of its last losses (and its last
 # quarter) are all there.
 SETTLED_TAIL = 3
+SETTLED_BAND = 0.05
 
 
 def softmax_floor(classes: int) -> float:
@@ -33,16 +34,17 @@ def softmax_floor(classes: int) -> float:
 
 def at_softmax_floor(losses: Sequence[float], last: float, classes: int | None,
                      tolerance: float) -> float | None:
-    """The floor when the loss settled on it: the last loss and the whole tail of the
-    series (its last quarter, at least SETTLED_TAIL losses) within ``tolerance`` of it, no
-    loss ever below it by more than that; else None. A loss still falling that passes
-    through the floor at the program's end has not settled there."""
+    """The floor when the loss settled on it: the last loss within ``tolerance`` of it, the
+    whole tail of the series (its last quarter, at least SETTLED_TAIL losses) within
+    SETTLED_BAND of it, no loss ever below it by more than ``tolerance``; else None. A
+    loss still falling steeply that passes through the floor at the program's end has not
+    settled there; one creeping down onto it, as it does when it cannot go lower, has."""
     if not classes or classes < 2 or len(losses) < SETTLED_TAIL:
         return None
     floor = softmax_floor(classes)
     tail = losses[-max(SETTLED_TAIL, len(losses) // 4):]
     if abs(last - floor) <= tolerance * floor and min(losses) >= floor * (1 - tolerance) \
-            and all(abs(x - floor) <= tolerance * floor for x in tail):
+            and all(abs(x - floor) <= SETTLED_BAND * floor for x in tail):
         return floor
     return None
 
