@@ -128,10 +128,14 @@ def test_live_tells_an_idle_gpu_after_a_minute_of_the_fake_clock_and_writes_it_t
         live.poll()
         assert len(said) == 1  # the same stretch is told once
     finally:
-        live.stop()
-        result = sampler.stop()
-    # the live file is gone (the finished run writes every sample); the final verdict agrees
-    assert not list((tmp_path / layout.NVML_TB_RUN).glob("events.out.tfevents.*"))
+        result = sampler.stop()  # as `run` ends: the sampler first, then the live thread
+        state = live.stop()
+    # the live file holds every sample the sampler returned: the finished run keeps it
+    assert state.nvml is not None and state.nvml.holds(result)
+    assert len(list((tmp_path / layout.NVML_TB_RUN).glob("events.out.tfevents.*"))) == 1
+    scalars = read_scalars(tmp_path / layout.NVML_TB_RUN)
+    assert len(scalars[layout.gpu_util_tag(0)]) == len(
+        [s for s in result.samples if s.index == 0])
     found = run_gpu_idle.replay(run_gpu_idle.polls_of(result.samples), 10)
     assert [(g.index, g.since_s) for g in found] == [(1, 0.0)]
 
@@ -178,3 +182,52 @@ def test_nvml_scalars_are_in_tensorboard_while_the_program_runs(tmp_path: Path) 
     report = json.loads((run_dir / layout.REPORT_JSON).read_text())
     idle = findings_by_id(report)["run.gpu-idle"]
     assert idle["status"] == "skip" and "less than the 60 s" in idle["message"]
+
+
+# ------------------------------------------- the program's live file at the end of the run
+
+
+def test_a_live_file_without_the_final_layout_is_written_again_keeping_its_told_lines(
+        tmp_path: Path) -> None:
+    """The loop seen first gets the plain tags live; at the end the loop with the most
+    steps does: the file is written again, whole, with the lines told into it, and the
+    live one removed. A file that holds it all is kept (tests/test_run_longjob.py)."""
+    from conftest import read_scalars
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    from gpudiag.run import events, tbwrite
+
+    events_dir, pid = tmp_path / "events", 4242
+    events_dir.mkdir()
+
+    def rows(losses: list[float]) -> list[dict[str, float]]:
+        return [{"i": i, "t0": 1000.0 + i, "dt": 0.01, "loss": v} for i, v in enumerate(losses)]
+
+    (events_dir / f"{layout.RUN_EVENTS_PREFIX}{pid}{layout.RUN_EVENTS_SUFFIX}").write_text(
+        "".join(json.dumps(e) + "\n" for e in [
+            {"kind": "function_steps", "pid": pid, "function": "evaluate", "rows": rows([1.0] * 3)},
+            {"kind": "function_steps", "pid": pid, "function": "train",
+             "rows": rows([2.0, 1.5, 1.25, 1.0, float("nan"), 0.75, 0.5, 0.25])}]))
+    said: list[str] = []
+    live = Live(events_dir, tmp_path, said.append)
+    live.poll()
+    state = live.stop()
+    (line,) = said
+    assert "the loss of train is nan at step 4" in line
+    program = state.programs[pid]
+    assert program.prefixes == {"tf.function evaluate": "", "tf.function train":
+                                "tf.function_train"}
+    (obs,), _ = events.observe_all(events_dir)
+    assert not program.holds(sorted(obs.series, key=lambda s: -len(s.steps)))
+    written = tbwrite.write_program(tmp_path, obs, program)
+    assert written["written"] == "end"
+    tb_run = tmp_path / layout.run_tb_name(pid)
+    (only,) = tb_run.glob("events.out.tfevents.*")
+    assert only != program.path
+    scalars = read_scalars(tb_run)
+    assert [e.value for e in scalars[layout.TAG_RUN_LOSS]][:4] == [2.0, 1.5, 1.25, 1.0]
+    assert len(scalars["program/tf.function_evaluate/loss"]) == 3
+    acc = EventAccumulator(str(tb_run), size_guidance={"tensors": 0})
+    acc.Reload()
+    (text,) = acc.Tensors(layout.TAG_RUN_LIVE)
+    assert text.tensor_proto.string_val[0].decode() == line

@@ -219,3 +219,35 @@ def test_a_loss_stuck_at_ln_classes_is_told_while_the_program_runs(tmp_path: Pat
     report = json.loads((run_dirs(logdir)[0] / layout.REPORT_JSON).read_text())
     learning = findings_by_id(report)["run.learning"]
     assert learning["status"] == "fail" and "stuck at ln 10" in learning["message"]
+
+
+# ---------------------------------------------- the finish: what was written live is kept
+
+
+@pytest.mark.parametrize("program", ["keras_fit_tiny.py", "custom_loop_python_between.py"])
+def test_the_tensorboard_file_written_live_is_the_final_one_with_every_step(
+        tmp_path: Path, program: str) -> None:
+    """A long job's steps are not written a second time after it ends: the live file is
+    kept, and it holds exactly what writing every step at the end gives (fit's step time
+    needs the next step, held back across the live thread's reads)."""
+    from conftest import read_scalars, run_program
+
+    from gpudiag.run import tbwrite
+
+    run = run_program(tmp_path, PY, str(PROGRAMS / program))
+    assert run.returncode in (0, 1), run.stderr
+    (proc,) = run.report["data"]["run"]["tensorflow_processes"]
+    assert proc["tensorboard"]["written"] == "live"
+    tb_run = run.run_dir / proc["tensorboard"]["run"]
+    assert len(list(tb_run.glob("events.out.tfevents.*"))) == 1
+    (obs,), _ = events.observe_all(run.run_dir / layout.CHILDREN_DIR / layout.RUN_CHILD_NAME)
+    again = tbwrite.write_program(tmp_path / "again", obs)
+    assert again["written"] == "end" and again["tags"] == proc["tensorboard"]["tags"]
+    kept, whole = read_scalars(tb_run), read_scalars(tmp_path / "again" / again["run"])
+    assert {t: [(e.step, e.value) for e in v] for t, v in kept.items()} == \
+        {t: [(e.step, e.value) for e in v] for t, v in whole.items()}
+    assert len(kept[layout.TAG_RUN_STEP_TIME]) >= (60 if "fit" in program else 230)
+    finish = run.report["data"]["run"]["finish"]
+    assert list(finish) == ["program_exited_unix_s", "output_drained_s", "live_stopped_s",
+                            "analysed_s"]
+    assert 0 <= finish["output_drained_s"] <= finish["live_stopped_s"] <= finish["analysed_s"]

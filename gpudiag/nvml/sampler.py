@@ -156,11 +156,13 @@ class Sampler:
         """The NVML indices being sampled (known once started)."""
         return self._indices
 
-    def samples_since(self, polls: int, driver: int) -> tuple[list[Sample], list[TimedUtil]]:
-        """While it runs: the polls after the first ``polls`` taken, and the driver's
-        samples after the first ``driver`` read (gpudiag.run.live follows them by count).
-        Both lists only grow, so a slice is a consistent view."""
-        return self._samples[polls:], self._utils[driver:]
+    def samples_since(self, polls: int, driver: int, gpm: int
+                      ) -> tuple[list[Sample], list[TimedUtil], list[TimedGpm]]:
+        """While it runs (and after): the polls after the first ``polls`` taken, the
+        driver's samples after the first ``driver`` read and the GPM readings after the
+        first ``gpm`` (gpudiag.run.live follows them by count). The lists only grow, so a
+        slice is a consistent view."""
+        return self._samples[polls:], self._utils[driver:], self._gpm[gpm:]
 
     # -- lifecycle
 

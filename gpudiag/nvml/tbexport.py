@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from gpudiag.layout import (
+    TAG_RUN_LIVE,
     gpu_dram_bw_util_tag,
     gpu_memory_used_tag,
     gpu_power_tag,
@@ -64,9 +65,10 @@ def write_samples(writer: EventWriter, samples: Iterable[Sample],
     return tags
 
 
-def write_scalars(result: SamplingResult, tb_dir: Path) -> list[str]:
+def write_scalars(result: SamplingResult, tb_dir: Path,
+                  texts: Iterable[tuple[int, str]] = ()) -> list[str]:
     """Write per-GPU utilization, memory, power and GPM as TensorBoard scalars into
-    ``tb_dir``.
+    ``tb_dir``, and ``texts`` (step, line) into its Text tab (what `run` told live).
 
     Uses gpudiag.tb's event writer (tensorboard's protos, no TensorFlow). Returns the
     tags written.
@@ -74,5 +76,7 @@ def write_scalars(result: SamplingResult, tb_dir: Path) -> list[str]:
     from gpudiag.tb.writer import EventWriter
 
     with EventWriter(tb_dir) as writer:
-        return sorted(write_samples(writer, result.samples, result.util_samples,
-                                    result.gpm_samples))
+        tags = write_samples(writer, result.samples, result.util_samples, result.gpm_samples)
+        for step, line in texts:
+            writer.text(TAG_RUN_LIVE, line, step=step)
+        return sorted(tags)

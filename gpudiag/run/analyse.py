@@ -154,7 +154,8 @@ def why_slow(obs: ProcessObservation, rows: list[PlacementRow], proc: str,
 def _process_findings(session: RunSession, obs: ProcessObservation, proc: str,
                       rows: list[PlacementRow], reason: str | None,
                       log: list[catalogue.LogMatch], nvml_gpus: list[dict[str, Any]] | None,
-                      options: RunOptions, stderr: str) -> dict[str, Any]:
+                      options: RunOptions, stderr: str,
+                      live_file: tbwrite.ProgramFile | None) -> dict[str, Any]:
     placed, eager, graph, graph_devices = placement_data(rows)
     summary, trace_reason = trace_of(obs, rows)
     busy = summary.busy_by_device() if summary and summary.attributed() else None
@@ -184,7 +185,7 @@ def _process_findings(session: RunSession, obs: ProcessObservation, proc: str,
     add(run_progress.profile(obs, busy, summary.window_s if summary else None, trace_reason,
                              options.profile_warmup_steps, proc))
     add(why_slow(obs, rows, proc, nvml_gpus))
-    tb_tags = tbwrite.write_program(session.run_dir, obs, options.profile_warmup_steps)
+    tb_tags = tbwrite.write_program(session.run_dir, obs, live_file)
     return {"pid": obs.pid, "argv": obs.argv, "tf_version": obs.tf_version,
             "placement_reason": reason, "ops_by_device": placed,
             "trace": summary.to_dict() if summary else {"reason": trace_reason},
@@ -239,8 +240,9 @@ def report(session: RunSession, argv: list[str], outcome: Outcome, options: RunO
         if reason is None:
             rows, reason = placement_rows(stderr, obs, len(tf_procs))
         placement_total += len(rows)
-        processes.append(_process_findings(session, obs, proc, rows, reason,
-                                           log, nvml_gpus, options, stderr))
+        processes.append(_process_findings(
+            session, obs, proc, rows, reason, log, nvml_gpus, options, stderr,
+            outcome.live.programs.get(obs.pid) if outcome.live is not None else None))
     if tf_procs:
         overridden = [o for o in tf_procs if o.cpp_log_level_overridden]
         session.add(run_verdicts.tf_log(log, log_reason(overridden[0], options)
@@ -269,6 +271,7 @@ def report(session: RunSession, argv: list[str], outcome: Outcome, options: RunO
         "stdout": str(outcome.stdout_path), "stderr": str(outcome.stderr_path),
         "python_processes": len(observations), "tensorflow_processes": processes,
         "placement_rows": placement_total, "catalogue_matches": [m.entry.id for m in log],
+        "finish": _finish(outcome),
     })
     session.set("devices", {"summary": _devices_summary(tf_procs, sampling)})
     session.text(TAG_RUN_TABLE, markdown_table(
@@ -277,6 +280,15 @@ def report(session: RunSession, argv: list[str], outcome: Outcome, options: RunO
           ", ".join(s.class_name for s in o.strategies) or "-",
           ", ".join(f"{s.label}: {len(s.steps)}" for s in o.series) or "-",
           o.crash.type if o.crash else "-"] for o in observations]))
+
+
+def _finish(outcome: Outcome) -> dict[str, object] | None:
+    """When the program exited and how long gpudiag's end took after it, by part (the
+    report's writing, TensorBoard's text and the picture come after this)."""
+    if outcome.finish is None:
+        return None
+    outcome.finish.mark("analysed_s")
+    return outcome.finish.to_dict()
 
 
 def _task_label(obs: ProcessObservation) -> str:
@@ -327,8 +339,15 @@ def _nvml_findings(session: RunSession, outcome: Outcome, options: RunOptions) -
     else:
         session.add(gpu_verdicts.nvml_sampling(result.backend, None, options.interval_s, result,
                                            check_id="run.nvml"))
-        tags = nvml.write_scalars(result, session.run_dir / NVML_TB_RUN)
-        session.set("nvml_tensorboard", {"run": NVML_TB_RUN, "tags": tags})
+        live = outcome.live.nvml if outcome.live is not None else None
+        if live is not None and live.holds(result):  # written while it ran: kept
+            tags, written = sorted(live.tags), "live"
+        else:
+            tags, written = nvml.write_scalars(result, session.run_dir / NVML_TB_RUN,
+                                               texts=live.texts if live else ()), "end"
+            if live is not None and live.path is not None:
+                live.path.unlink(missing_ok=True)
+        session.set("nvml_tensorboard", {"run": NVML_TB_RUN, "tags": tags, "written": written})
     finding: Finding = gpu_verdicts.every_gpu_used(
         result.summaries if result else [], options.idle_threshold_percent,
         nvml_unavailable_reason=outcome.nvml_reason, expected_indices=options.gpus,

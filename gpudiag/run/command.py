@@ -48,7 +48,7 @@ from gpudiag.procs import group as procs
 from gpudiag.procs.command import exit_code_of, resolve_command, stop_child
 from gpudiag.run import live as run_live
 from gpudiag.run import statusline, streams, survivors
-from gpudiag.run.options import Outcome, RunOptions
+from gpudiag.run.options import Finish, Outcome, RunOptions
 from gpudiag.session import RunSession
 from gpudiag.ui import Ui
 from gpudiag.verdicts import run_outcome
@@ -174,6 +174,7 @@ def execute(session: RunSession, argv: list[str], *,
                 stop_child(proc, signum_of(exc))
                 returncode = proc.returncode
         finally:  # the program's end is its own exit, whoever still holds its output
+            exited = Finish(time.time(), time.monotonic())
             if terminal is not None:
                 terminal.close()
             shows = [terminal_out, sys.stderr.buffer]
@@ -183,11 +184,14 @@ def execute(session: RunSession, argv: list[str], *,
                 interrupt = interrupt or exc
                 settled = survivors.settle(pumps, ends, shows)  # SIGTERM/HUP now ignored
             duration = time.monotonic() - start
+            exited.mark("output_drained_s")
+            # first: the live thread's last poll then writes every sample it returned
+            result = sampler.stop() if sampler is not None else None
             shown = watcher.stop(returncode)
-    result = sampler.stop() if sampler is not None else None
+            exited.mark("live_stopped_s")
     failures = tuple(WriteFailed.of(f.failure, f.path) for f in saved if f.failure)
     return Outcome(returncode, duration, interrupt, result, reason, state, stdout_path,
-                   stderr_path, out_dir, failures, settled, shown)
+                   stderr_path, out_dir, failures, settled, shown, exited)
 
 
 def _status_line(options: RunOptions) -> statusline.Terminal | None:

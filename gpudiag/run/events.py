@@ -66,6 +66,17 @@ def _local(device: str, joins: list[ClusterJoin]) -> bool:
     return (m["job"], int(m["task"])) == (joins[-1].task_type, joins[-1].task_id)
 
 
+def series_label(kind: str, name: object, fetches: list[str] | None = None) -> str:
+    """How a loop is named in the report and in its TensorBoard tags (tbwrite): a step
+    function by its name, a Session.run group by its number and fetches (Keras fit is
+    "Model.fit", numbered by ``observe`` when a process fits more than once)."""
+    if kind == "function":
+        return f"tf.function {name}"
+    if kind == "session":
+        return f"Session.run #{name} [{', '.join(fetches or [])[:80]}]"
+    return "Model.fit"
+
+
 def _series_steps(rows: list[dict[str, Any]], kind: str) -> list[Step]:
     if kind == "function":  # the final row adds the last call's loss to that call's row
         merged: dict[int, dict[str, Any]] = {}
@@ -211,19 +222,20 @@ def observe(pid: int, events: list[dict[str, Any]], events_dir: Path) -> Process
             facts["global_step"] = fit["iterations"]
         classes, facts["classes_from"] = classcount.fit_classes(begin.get("output_width"),
                                                                 begin.get("loss"))
-        series.append(StepSeries("fit", "Model.fit" if len(fits) == 1 else f"Model.fit #{n}",
+        series.append(StepSeries("fit", series_label("fit", None) if len(fits) == 1 else
+                                 f"Model.fit #{n}",
                                  _series_steps(fit["rows"], "fit"), begin.get("batch_size"),
                                  classes, facts, fit["epochs"]))
     for name, rows in functions.items():
         classes, source = classcount.function_classes(function_events.get(name))
-        series.append(StepSeries("function", f"tf.function {name}",
+        series.append(StepSeries("function", series_label("function", name),
                                  _series_steps(rows, "function"), num_classes=classes,
                                  facts={"classes_from": source,
                                         **{k: (function_events.get(name) or {}).get(k)
                                            for k in ("file", "line", "called_at",
                                                      "trainable_bytes_by_device")}}))
     for index, group in sorted(groups.items()):
-        label = f"Session.run #{index} [{', '.join(group['fetches'])[:80]}]"
+        label = series_label("session", index, group["fetches"])
         gsteps = [r["global_step"] for r in group["rows"]
                   if isinstance(r.get("global_step"), int)]
         facts = {"fetches": group["fetches"]}

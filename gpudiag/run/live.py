@@ -7,8 +7,9 @@ and, every POLL_S:
 - writes the program's step scalars (program/loss, metrics, step time, examples/s, as
   gpudiag.run.tbwrite names them) into ``program-<pid>/`` and flushes the file at least
   every TB_FLUSH_S, so TensorBoard (which reloads about every 30 s) shows a running job;
-  at the end this live file is removed and the final one, with every step, written in
-  its place (tbwrite.write_program);
+  at the end this file is the final one when it holds every step the report reads
+  (tbwrite.ProgramFile; else tbwrite.write_program writes it again, whole), so that
+  gpudiag returns soon after a long job ends;
 - tells the terminal, with the time, what can be decided mid-run: a stall
   (gpudiag.inprogram.stallwatch: no step for the stall timeout, and where the step waits), the
   stall's end, a NaN or inf loss, a loss stuck at ln(classes) with the class count from
@@ -17,7 +18,8 @@ and, every POLL_S:
 - with NVML, writes the samples the run's nvml.Sampler took since the last poll into
   ``nvml/`` (same tags as the finished run; gpudiag.run.livegpu), flushed with the rest,
   and tells a GPU at 0 % for the last IDLE_WINDOW_S while another works
-  (gpudiag.verdicts.run_gpu_idle; its Text tab line goes into the live ``nvml/`` file).
+  (gpudiag.verdicts.run_gpu_idle; its Text tab line goes into the live ``nvml/`` file),
+  kept at the end as the program's is (livegpu.NvmlFile).
 - for a program that joined a cluster, publishes each task's live state in the shared
   logdir and tells what the other tasks published (gpudiag.run.peers): which worker is
   behind and where it waits, a worker gone.
@@ -41,8 +43,9 @@ from gpudiag import nvml
 from gpudiag.layout import RUN_EVENTS_PREFIX, RUN_EVENTS_SUFFIX, TAG_RUN_LIVE, run_tb_name
 from gpudiag.run import classcount, peers, tbwrite
 from gpudiag.run import events as run_events
-from gpudiag.run.livegpu import LiveGpus
-from gpudiag.run.records import StepSeries
+from gpudiag.run.livegpu import LiveGpus, NvmlFile
+from gpudiag.run.records import Step, StepSeries
+from gpudiag.run.tbwrite import ProgramFile
 from gpudiag.tb.writer import EventWriter
 from gpudiag.verdicts.run_live import describe_stall, stuck_at_ln_classes
 
@@ -67,6 +70,9 @@ class LiveState:
     peer_notes: list[dict[str, Any]] = field(default_factory=list)
     peers: dict[str, dict[str, Any]] = field(default_factory=dict)
     own_tasks: list[str] = field(default_factory=list)
+    # the TensorBoard files written (the end keeps those that hold it all)
+    programs: dict[int, ProgramFile] = field(default_factory=dict)
+    nvml: NvmlFile | None = None
 
 
 class Live:
@@ -79,7 +85,7 @@ class Live:
         self.gpus = LiveGpus(sampler, run_dir) if sampler is not None else None
         self._files: dict[Path, _Follow] = {}
         self._writers: dict[int, EventWriter] = {}
-        self._prefixes: dict[tuple[int, str], str] = {}
+        self._held: dict[tuple[int, str], list[Step]] = {}  # fit's last step, until the next
         self._bad_loss: set[tuple[int, str]] = set()
         # per loop: the class count and its evidence, the first and the recent losses
         self._classes: dict[tuple[int, str], tuple[int | None, str]] = {}
@@ -101,14 +107,14 @@ class Live:
         return self
 
     def stop(self, returncode: int | None = None) -> LiveState:
-        """After the program ended (``returncode``: the program's): read what is left,
-        publish how its cluster tasks ended, then remove the live TensorBoard files (the
-        final report writes every step)."""
+        """After the program ended (``returncode``: the program's; the sampler stopped):
+        read what is left, publish how its cluster tasks ended, close the live
+        TensorBoard files (the final report keeps those that hold it all)."""
         self._stop.set()
         if self._thread.ident is not None:  # started (a test may poll it by hand)
             self._thread.join(10)
-        with contextlib.suppress(Exception):
-            self.poll()
+        self._guarded(self.poll)
+        self._guarded(self._release)
         with contextlib.suppress(Exception):
             self._end_tasks(returncode)
         self.state.peers = dict(self.board.peers)
@@ -117,15 +123,28 @@ class Live:
         for writer in self._writers.values():
             with contextlib.suppress(OSError):
                 writer.close()
-                writer.path.unlink()
         if self.gpus is not None:
-            self.gpus.close()
+            self.state.nvml = self.gpus.close()
         return self.state
 
+    def _guarded(self, work: Callable[[], None]) -> None:
+        """Never raised (the final report reads it all anyway); a failure part-way marks
+        the files written so far as not whole, to be written again at the end."""
+        try:
+            work()
+        except Exception:
+            for program in self.state.programs.values():
+                program.complete = False
+            if self.gpus is not None:
+                self.gpus.file.complete = False
+
     def _loop(self) -> None:
+        from gpudiag.tb import breakdown
+
+        with contextlib.suppress(Exception):  # the report's picture, drawn at the end
+            breakdown.preload()
         while not self._stop.wait(POLL_S):
-            with contextlib.suppress(Exception):  # the final report reads it all anyway
-                self.poll()
+            self._guarded(self.poll)
 
     def _new_events(self) -> list[dict[str, Any]]:
         out = []
@@ -205,8 +224,46 @@ class Live:
 
     def _writer(self, pid: int) -> EventWriter:
         if pid not in self._writers:
-            self._writers[pid] = EventWriter(self.run_dir / run_tb_name(pid))
+            program = self.state.programs.setdefault(pid, ProgramFile(run_tb_name(pid)))
+            self._writers[pid] = EventWriter(self.run_dir / program.name)
+            program.path = self._writers[pid].path
         return self._writers[pid]
+
+    def _write_steps(self, pid: int, label: str, kind: str, steps: list[Step], *,
+                     hold: bool = True) -> None:
+        """Into the program's TensorBoard run as tbwrite.write_program would write them at
+        the end, so that this file can be the final one (ProgramFile): the process's first
+        loop gets the plain tags, the others theirs under their label; a fit step's time
+        needs the next step's start, so the last fit step is held back until the next rows
+        come (or the end, ``release``)."""
+        loop = (pid, label)
+        program = self.state.programs.setdefault(pid, ProgramFile(run_tb_name(pid)))
+        prefix = program.prefixes.setdefault(label, "" if not program.prefixes else
+                                             tbwrite._slug(label))
+        held = self._held.pop(loop, [])
+        if kind == "fit" and hold:
+            steps, self._held[loop] = [*held, *steps[:-1]], steps[-1:]
+        else:
+            steps = [*held, *steps]
+        if not steps:
+            return
+        series = StepSeries(kind, label, steps,
+                            batch_size=self._batch.get(pid) if kind == "fit" else None)
+        following = self._held[loop][0] if self._held.get(loop) else None
+        program.tags.update(tbwrite.write_series(self._writer(pid), series, prefix, following))
+        last = program.last_index.get(label, -1)
+        # a row may come again for a step already written (a step function's last loss)
+        program.steps[label] = program.steps.get(label, 0) + sum(
+            1 for i in sorted({st.index for st in steps}) if i > last)
+        program.last_index[label] = max(last, *(st.index for st in steps))
+        self._dirty = True
+        self.state.steps_written += len(steps)
+
+    def _release(self) -> None:
+        """The end: the fit steps held back (no next step: no step time, as at the end)."""
+        for (pid, label), held in list(self._held.items()):
+            del self._held[(pid, label)]
+            self._write_steps(pid, label, "fit", held, hold=False)
 
     def _note_progress(self, loop: tuple[int, str], steps: list[Any],
                        batch_size: int | None) -> None:
@@ -269,11 +326,15 @@ class Live:
         line = f"{stamp} gpudiag{'' if pid is None else f' (pid {pid})'}: {text}"
         self.state.messages.append((t or time.time(), line))
         self.say(line)
-        writer = self.gpus.writer if pid is None and self.gpus is not None else \
-            self._writer(pid) if pid is not None else None
-        if writer is not None:
-            writer.text(TAG_RUN_LIVE, line, step=len(self.state.messages))
-            writer.flush()
+        step = len(self.state.messages)
+        if pid is None and self.gpus is not None:
+            self.gpus.text(TAG_RUN_LIVE, line, step)
+            if self.gpus.writer is not None:
+                self.gpus.writer.flush()
+        elif pid is not None:
+            self._writer(pid).text(TAG_RUN_LIVE, line, step=step)
+            self.state.programs[pid].texts.append((step, line))
+            self._writer(pid).flush()
 
     def _steps(self, pid: int, event: dict[str, Any]) -> None:
         kind = STEP_KINDS[event["kind"]]
@@ -282,17 +343,14 @@ class Live:
         steps = run_events._series_steps(rows, kind)
         if not steps:
             return
-        prefix = self._prefixes.setdefault((pid, key), "" if not any(
-            p == pid for p, _ in self._prefixes) else tbwrite._slug(key))
-        series = StepSeries(kind, key, steps,
-                            batch_size=self._batch.get(pid) if kind == "fit" else None)
-        tbwrite.write_series(self._writer(pid), series, prefix)
-        self._dirty = True
-        self.state.steps_written += len(steps)
+        label = run_events.series_label(
+            kind, event.get("function") if kind == "function" else event.get("group"),
+            event.get("fetches"))
+        self._write_steps(pid, label, kind, steps)
         ends = [st.start_unix_s + (st.duration_s or 0.0) for st in steps
                 if st.start_unix_s is not None]
         self.board.steps(pid, max(st.index + 1 for st in steps), max(ends) if ends else None)
-        self._note_progress((pid, key), steps, series.batch_size)
+        self._note_progress((pid, key), steps, self._batch.get(pid) if kind == "fit" else None)
         self._stuck_at_ln(pid, key, steps)
         bad = next((s for s in steps if s.loss is not None and not math.isfinite(s.loss)),
                    None)

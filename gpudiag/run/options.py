@@ -5,6 +5,7 @@ them, analyse.py reads them."""
 from __future__ import annotations
 
 import signal
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -30,6 +31,21 @@ class RunOptions:
     quiet: bool = False  # no status line on the terminal (gpudiag.run.statusline)
 
 
+class Finish:
+    """When the program exited (``exited_unix_s``) and how long after it each part of
+    gpudiag's own end took, in seconds (``parts``, in order): the report's ``run.finish``."""
+
+    def __init__(self, exited_unix_s: float, exited_monotonic: float) -> None:
+        self.exited_unix_s = exited_unix_s
+        self.exited_monotonic = exited_monotonic
+        self.parts: dict[str, float] = {}
+
+    def mark(self, part: str) -> None:
+        self.parts[part] = round(time.monotonic() - self.exited_monotonic, 3)
+
+    def to_dict(self) -> dict[str, object]:
+        return {"program_exited_unix_s": round(self.exited_unix_s, 3), **self.parts}
+
 
 @dataclass
 class Outcome:
@@ -47,6 +63,7 @@ class Outcome:
     save_failures: tuple[WriteFailed, ...] = ()  # the saved output that could not be written
     settled: survivors.Settled = field(default_factory=survivors.Settled)  # outlived it
     live: LiveState | None = None  # what was shown while it ran (run.live)
+    finish: Finish | None = None  # when the program exited, and what gpudiag did after
 
     @property
     def interrupted(self) -> bool:
