@@ -8,15 +8,19 @@ plainly for ``--plain-minutes``, then under `gpudiag run` for ``--minutes``, the
 again: the step-time ratio is the hooked run's median step time over the mean of the two
 plain runs', printed beside the two plain runs' own ratio (the machine's spread in this
 run). The run directory's size is given without the program's own stdout.txt and
-stderr.txt (saved whole: they are the user's); the finish time is from the program's
-last line (its ``END_UNIX``, printed just before it exits) to `gpudiag run` returning,
-beside the same time for the plain runs (the program's own exit: TensorFlow's teardown).
-The ratio is printed last.
+stderr.txt (saved whole: they are the user's). The finish time is from the program's exit
+(report.json's ``run.finish.program_exited_unix_s``, taken when gpudiag's wait for it
+returned) to `gpudiag run` returning, with its parts (the program's output drained, the
+live thread stopped, the analysis; the rest is the report's writing); beside it, how long
+the program itself took to exit after its last line (its ``END_UNIX``, printed just
+before it ends: TensorFlow's teardown, the same with or without gpudiag), under gpudiag
+and in the plain runs. The ratio is printed last.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import subprocess
 import sys
@@ -72,9 +76,10 @@ def main() -> int:
         plain2, plain2_returned = run(args.plain_minutes * 60, None)
         (run_dir,) = [p for p in Path(logdir).iterdir() if p.name.endswith("-run")]
         other, own = size(run_dir)
+        finish = json.loads((run_dir / "report.json").read_text())["data"]["run"]["finish"]
     p1, p2, h = value(plain1, "STEP_S"), value(plain2, "STEP_S"), value(hooked, "STEP_S")
-    finish = returned - value(hooked, "END_UNIX")
-    # a plain run's own exit after its last line: TensorFlow's teardown, not gpudiag's
+    exited = finish.pop("program_exited_unix_s")
+    # a program's own exit after its last line: TensorFlow's teardown, not gpudiag's
     plain_exit = [plain1_returned - value(plain1, "END_UNIX"),
                   plain2_returned - value(plain2, "END_UNIX")]
     print(f"plain: {p1 * 1e3:.3f} and {p2 * 1e3:.3f} ms/step ({args.plain_minutes:g} min "
@@ -82,10 +87,11 @@ def main() -> int:
           f" steps ({args.minutes:g} min)")
     print(f"run directory: {other / 1e6:.2f} MB besides the program's own output "
           f"({own / 1e6:.2f} MB, saved whole)")
-    print(f"gpudiag returned {finish:.2f} s after the program's last line; the plain runs "
-          f"exited {plain_exit[0]:.2f} and {plain_exit[1]:.2f} s after theirs (the program's "
-          f"own exit), so gpudiag's part is about "
-          f"{finish - sum(plain_exit) / 2:.2f} s")
+    parts = ", ".join(f"{k.removesuffix('_s').replace('_', ' ')} at {v:.2f} s"
+                      for k, v in finish.items())
+    print(f"gpudiag returned {returned - exited:.2f} s after the program exited ({parts}); "
+          f"the program itself exited {exited - value(hooked, 'END_UNIX'):.2f} s after its "
+          f"last line (plain runs: {plain_exit[0]:.2f} and {plain_exit[1]:.2f} s)")
     print(f"step-time ratio {h / ((p1 + p2) / 2):.3f} (plain against plain in this run: "
           f"{p2 / p1:.3f})")
     return 0

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -189,6 +191,18 @@ def breakdown_picture(run_dir: Path) -> tuple[int, int, bytes, str]:
                    if acc.SummaryMetadata(t).plugin_data.plugin_name == "text")
     assert texts[0] == layout.TAG_BOTTLENECK, texts  # the Text tab's first card
     return int(width), int(height), bytes(png), text.tensor_proto.string_val[0].decode()
+
+
+@contextlib.contextmanager
+def ended(proc: subprocess.Popen[Any]) -> Iterator[subprocess.Popen[Any]]:
+    """The process, killed and reaped on the way out when the test leaves it running (an
+    assertion failed while the program waited for its gate)."""
+    try:
+        yield proc
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
 
 
 def until(condition, what: str, deadline_s: float = 30.0):  # type: ignore[no-untyped-def]

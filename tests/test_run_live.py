@@ -14,7 +14,7 @@ from pathlib import Path
 
 import fake_nvml
 import pytest
-from conftest import REPO, TESTS_DIR, findings_by_id, read_scalars, run_dirs, until
+from conftest import REPO, TESTS_DIR, ended, findings_by_id, read_scalars, run_dirs, until
 from fake_clock import FakeClock
 
 from gpudiag import layout, nvml
@@ -146,12 +146,11 @@ def test_live_tells_an_idle_gpu_after_a_minute_of_the_fake_clock_and_writes_it_t
 @pytest.mark.slow
 def test_nvml_scalars_are_in_tensorboard_while_the_program_runs(tmp_path: Path) -> None:
     logdir, gate = tmp_path / "runs", tmp_path / "gate"
-    proc = subprocess.Popen(
+    with ended(subprocess.Popen(
         [PY, str(TESTS_DIR / "gpudiag_with_fake_nvml.py"), "busy", "run", "--logdir",
          str(logdir), "--interval", "0.2", "--", PY, "-c", WAITS_FOR_GATE, str(gate)],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL,
-        env={**os.environ, "PYTHONPATH": str(REPO)}, cwd=REPO)
-    try:
+        env={**os.environ, "PYTHONPATH": str(REPO)}, cwd=REPO)) as proc:
         def nvml_scalars() -> dict[str, list] | None:  # type: ignore[type-arg]
             runs = run_dirs(logdir) if logdir.is_dir() else []
             tb = runs[0] / layout.NVML_TB_RUN if runs else None
@@ -168,10 +167,6 @@ def test_nvml_scalars_are_in_tensorboard_while_the_program_runs(tmp_path: Path) 
         assert {e.value for e in found[layout.gpu_util_tag(0)]} == {90.0}
         gate.touch()
         out, err = proc.communicate(timeout=120)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.communicate()
     assert proc.returncode == 0, err.decode()[-2000:]
     assert out == b"waiting for the gate\nthrough the gate\n"
     (run_dir,) = run_dirs(logdir)

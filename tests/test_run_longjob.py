@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import REPO, TESTS_DIR, findings_by_id, run_dirs, until
+from conftest import REPO, TESTS_DIR, ended, findings_by_id, run_dirs, until
 
 from gpudiag import layout
 from gpudiag.run import events
@@ -52,7 +52,7 @@ def step_rows(events_dir: Path) -> int:
 def test_a_hung_program_killed_with_sigkill_keeps_every_step_it_ran(tmp_path: Path) -> None:
     logdir = tmp_path / "runs"
     proc = start_run(logdir, PY, str(PROGRAMS / "hangs_after_steps.py"), "31")
-    try:
+    with ended(proc):
         wait_for_line(proc, "hanging after 31 steps")
         out = program_dir(logdir)
         # no further step comes: the rows buffered after the first 10 are written anyway
@@ -62,10 +62,6 @@ def test_a_hung_program_killed_with_sigkill_keeps_every_step_it_ran(tmp_path: Pa
         pid = int(events_file.name[len(layout.RUN_EVENTS_PREFIX):].split(".")[0])
         os.kill(pid, signal.SIGKILL)
         proc.communicate(timeout=120)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.communicate()
     assert proc.returncode == 137
     report = json.loads((out.parent.parent / layout.REPORT_JSON).read_text())
     assert "was killed by SIGKILL" in findings_by_id(report)["run.command"]["message"]
@@ -131,7 +127,7 @@ def test_a_stalled_input_pipeline_is_named_with_its_waiting_line_while_it_runs(
     logdir, gate = tmp_path / "runs", tmp_path / "gate"
     program = PROGRAMS / "generator_waits.py"
     proc = start_run(logdir, PY, str(program), str(gate), options=("--stall-timeout", "2"))
-    try:
+    with ended(proc):
         line = wait_for_line(proc, "stalled: no step of tf.function step has finished")
         assert proc.poll() is None  # still running: gpudiag never stops it
         # the line the generator waits on, in the program's own file
@@ -141,10 +137,6 @@ def test_a_stalled_input_pipeline_is_named_with_its_waiting_line_while_it_runs(
         assert any(f"generator_waits.py:{n} in batches()" in line for n in waits), line
         gate.touch()
         out, _ = proc.communicate(timeout=120)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.communicate()
     assert "done, loss" in out and "steps again after a stall" in out
     assert proc.returncode in (0, 1), out[-2000:]
     report = json.loads((run_dirs(logdir)[0] / layout.REPORT_JSON).read_text())
@@ -157,7 +149,7 @@ def test_tensorboard_shows_a_running_programs_loss_and_step_time(tmp_path: Path)
 
     logdir, gate = tmp_path / "runs", tmp_path / "gate"
     proc = start_run(logdir, PY, str(PROGRAMS / "steps_then_waits.py"), str(gate))
-    try:
+    with ended(proc):
         wait_for_line(proc, "waiting after 30 steps")
         (run_dir,) = run_dirs(logdir)
 
@@ -173,10 +165,6 @@ def test_tensorboard_shows_a_running_programs_loss_and_step_time(tmp_path: Path)
         assert layout.TAG_RUN_STEP_TIME in found
         gate.touch()
         proc.communicate(timeout=120)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.communicate()
     # at the end: one event file per run, every step once
     (tb_run,) = run_dir.glob(layout.RUN_TB_PREFIX + "*")
     assert len(list(tb_run.glob("events.out.tfevents.*"))) == 1
@@ -186,16 +174,12 @@ def test_tensorboard_shows_a_running_programs_loss_and_step_time(tmp_path: Path)
 def test_a_nan_loss_reaches_the_terminal_while_it_runs_and_the_report(tmp_path: Path) -> None:
     logdir, gate = tmp_path / "runs", tmp_path / "gate"
     proc = start_run(logdir, PY, str(PROGRAMS / "steps_then_waits.py"), str(gate), "5")
-    try:
+    with ended(proc):
         line = wait_for_line(proc, "is nan at step 5")
         assert proc.poll() is None
         assert "the loss of train_step" in line and "gpudiag (pid" in line
         gate.touch()
         proc.communicate(timeout=120)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.communicate()
     report = json.loads((run_dirs(logdir)[0] / layout.REPORT_JSON).read_text())
     finite = findings_by_id(report)["run.finite-loss"]
     assert finite["status"] == "fail" and "is nan at step 5" in finite["message"]
@@ -204,17 +188,13 @@ def test_a_nan_loss_reaches_the_terminal_while_it_runs_and_the_report(tmp_path: 
 def test_a_loss_stuck_at_ln_classes_is_told_while_the_program_runs(tmp_path: Path) -> None:
     logdir, gate = tmp_path / "runs", tmp_path / "gate"
     proc = start_run(logdir, PY, str(PROGRAMS / "stuck_then_waits.py"), str(gate))
-    try:
+    with ended(proc):
         line = wait_for_line(proc, "has stayed at ln 10 = 2.3026")
         assert proc.poll() is None  # told while the program still runs
         assert "the loss of tf.function train_step" in line and "gpudiag (pid" in line
         assert "the model predicts all 10 classes alike (the logits [batch, 10]" in line
         gate.touch()
         rest, _ = proc.communicate(timeout=120)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.communicate()
     assert rest.count("has stayed at ln 10") == 0  # once per loop
     report = json.loads((run_dirs(logdir)[0] / layout.REPORT_JSON).read_text())
     learning = findings_by_id(report)["run.learning"]
