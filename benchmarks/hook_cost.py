@@ -21,7 +21,10 @@ sampling) runs on other cores of a multi-core host; run_overhead.py counts it.
 ``--cpu N``: the program on core N alone (taskset) with one TensorFlow thread per pool,
 gpudiag's process on the other cores. The last lines are the median per-round ratio of
 the hooked step time to the mean of the two plain blocks, per workload (target <= 1.02),
-each with the plain-against-plain spread of the same rounds.
+with its 95 % confidence interval (benchmarks/_stats.py: distribution-free, it narrows
+with more rounds), each beside the plain-against-plain ratio of the same rounds, its
+quartiles (the spread of one round) and its own interval (what "no difference" looks
+like here).
 """
 
 from __future__ import annotations
@@ -33,6 +36,8 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
+
+from _stats import describe
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
@@ -75,14 +80,14 @@ def main() -> int:
             cost_us = [(h - (p + p2) / 2) * 1e6 for h, p, p2 in rows]
             plain_ms = statistics.median((p + p2) / 2 for _, p, p2 in rows) * 1e3
             print(f"{w}: {len(rows)} rounds of {args.block} steps, plain "
-                  f"{plain_ms:.3f} ms/step; the hook's cost per step: median "
-                  f"{statistics.median(cost_us):.1f} us", flush=True)
-            results[w] = (statistics.median(ratios), statistics.median(spreads),
-                          statistics.quantiles(ratios, n=4), statistics.quantiles(spreads, n=4))
-    for w, (ratio, spread, rq, sq) in results.items():
-        print(f"{w}: median step-time ratio {ratio:.3f} (quartiles {rq[0]:.3f}-{rq[2]:.3f}); "
-              f"plain against plain in the same rounds: median {spread:.3f} (quartiles "
-              f"{sq[0]:.3f}-{sq[2]:.3f})")
+                  f"{plain_ms:.3f} ms/step; the hook's cost per step: "
+                  f"{describe(cost_us).replace('median', 'median (us)')}", flush=True)
+            results[w] = (ratios, spreads)
+    for w, (ratios, spreads) in results.items():
+        rq, sq = statistics.quantiles(ratios, n=4), statistics.quantiles(spreads, n=4)
+        print(f"{w}: step-time ratio {describe(ratios)}, quartiles {rq[0]:.3f}-{rq[2]:.3f}; "
+              f"plain against plain in the same rounds: {describe(spreads)}, quartiles "
+              f"{sq[0]:.3f}-{sq[2]:.3f}")
     return 0
 
 
