@@ -204,3 +204,8 @@ def test_fitting_the_same_model_again_does_not_open_the_placement_window_again(
     assert len(opened) == 1, opened  # the first fit inside the window the context opened
     fits = [e for evs in by_pid.values() for e in evs if e["kind"] == "fit_begin"]
     assert len(fits) == 3
+    # one step buffer for the model, not one a call: its first 10 steps are written one by
+    # one once (three buffers wrote 30 such events), and every step of the three fits is kept
+    steps = [e for evs in by_pid.values() for e in evs if e["kind"] == "fit_steps"]
+    assert sum(len(e["rows"]) for e in steps) == 3 * 256 // 8
+    assert len([e for e in steps if len(e["rows"]) == 1]) < 20

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import functools
 import time
+import weakref
 from collections.abc import Callable
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
@@ -104,7 +105,8 @@ def make_callback_class(agent: Agent, keras: ModuleType) -> type:
 
         async_safe = True
 
-        def __init__(self, batch_size: int | None, examples: int | None) -> None:
+        def __init__(self, batch_size: int | None, examples: int | None,
+                     buffer: StepBuffer) -> None:
             super().__init__()
             self.batch_size = batch_size
             self.examples = examples
@@ -114,8 +116,7 @@ def make_callback_class(agent: Agent, keras: ModuleType) -> type:
             self.begun: int | None = None
             self.starts: dict[int, float] = {}
             self.refs: list[Any] = []
-            self.buffer = StepBuffer(agent.emit, "fit_steps", agent.config.flush_interval_s,
-                                     UNBUFFERED_FIRST_STEPS, None)
+            self.buffer = buffer
 
         def _model_facts(self) -> dict[str, Any]:
             model = self.model
@@ -252,13 +253,34 @@ def install(agent: Agent, keras: ModuleType) -> None:
     agent.emit("keras_import", module=keras.__name__, version=getattr(keras, "__version__", "?"))
 
     epochs_only_cls = epochs_only(recorder_cls, keras)
+    buffers: dict[int, tuple[Callable[[], Any], StepBuffer]] = {}
+
+    def buffer_of(model: Any) -> StepBuffer:
+        """One step buffer per model, however many times it is fitted: a notebook fitting
+        one epoch a call is one loop (its first steps written one by one once, its rows
+        aggregated past the bound over all the calls, one buffer for the flusher). Once the
+        model is gone its buffer is retired (the flusher writes what is left and drops
+        it). A model that cannot be referenced weakly (none of Keras') gets one a call."""
+        found = buffers.get(id(model))
+        if found is not None and found[0]() is model:
+            return found[1]
+        buffer = StepBuffer(agent.emit, "fit_steps", agent.config.flush_interval_s,
+                            UNBUFFERED_FIRST_STEPS, None)
+        try:
+            ref = weakref.ref(model)
+        except TypeError:
+            return buffer
+        buffers[id(model)] = (ref, buffer)  # a dead model's entry is replaced here
+        weakref.finalize(model, buffer.retire)
+        return buffer
 
     @functools.wraps(original)
     def fit(self: Any, *args: Any, **kwargs: Any) -> Any:
         try:
             batch, examples = _batch_size(args, kwargs)
             refused = batch_hooks_refused(keras, self)
-            callback = (epochs_only_cls if refused else recorder_cls)(batch, examples)
+            callback = (epochs_only_cls if refused else recorder_cls)(batch, examples,
+                                                                      buffer_of(self))
             if refused:
                 agent.emit("hook_note", where="Model.fit", message=refused)
             if len(args) > CALLBACKS_POSITION:

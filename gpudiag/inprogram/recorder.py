@@ -104,7 +104,11 @@ class Flusher:
             with self._lock:
                 buffers = list(self.buffers)
             for buffer in buffers:
-                if buffer.rows and time.monotonic() - buffer._last_flush >= self.interval_s:
+                if buffer.retired:  # its source is gone: what is left, then no more
+                    with self._lock:
+                        self.buffers.remove(buffer)
+                if buffer.rows and (buffer.retired or
+                                    time.monotonic() - buffer._last_flush >= self.interval_s):
                     with contextlib.suppress(Exception):  # never into the program
                         buffer.flush()
 
@@ -148,7 +152,13 @@ class StepBuffer:
         self.written = 0  # rows gathered so far (written one by one, or aggregated)
         self._last_flush = time.monotonic()
         self._lock = threading.Lock()
+        self.retired = False
         flusher(flush_interval_s).register(self)
+
+    def retire(self) -> None:
+        """Its source is gone (a model collected): the flusher writes what is left and
+        drops it. Only a flag: it may run inside the garbage collector, in any thread."""
+        self.retired = True
 
     def add(self, row: dict[str, Any]) -> None:
         with self._lock:  # the flusher thread swaps the list under the same lock

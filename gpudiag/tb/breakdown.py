@@ -59,7 +59,7 @@ def preload() -> None:
     import matplotlib
 
     matplotlib.use("Agg")
-    import matplotlib.pyplot  # noqa: F401
+    import matplotlib.pyplot
 
 
 def png(rows: Sequence[Bar], path: Path) -> tuple[int, int]:
