@@ -80,3 +80,25 @@ def test_one_catalogue_with_the_cluster_entries_and_unique_ids() -> None:
             "\"TensorSliceDataset/_2\"")
     (found,) = catalogue.match_lines([line])
     assert found.entry.id == "auto-shard-data" and found.entry.source == "captured"
+
+
+def test_the_literal_prefilter_finds_every_match_the_entries_alone_find() -> None:
+    """match_lines looks for each entry's required literal before its regex: it must
+    miss nothing. Every log entry's example and the captured text, each with the
+    program's own lines around it, fed in pieces as `run` feeds the program's stderr."""
+    entries = [e for e in catalogue.all_entries() if e.kind == "log"]
+    lines = [text for e in entries for text in (f"step {len(e.id)}: loss 0.5", e.example,
+                                                e.example.upper(), e.example[5:])]
+    lines += CAPTURED + [ln.replace("GPU", "gpu") for ln in CAPTURED]
+    matcher = catalogue.LineMatcher()
+    for start in range(0, len(lines), 7):
+        matcher.feed(lines[start:start + 7])
+    alone = {e.id: sum(1 for ln in lines if e.search(ln)) for e in entries}
+    assert {m.entry.id: m.count for m in matcher.matches()} == \
+        {k: v for k, v in alone.items() if v}
+    assert {e.id for e in entries} <= {m.entry.id for m in matcher.matches()}
+    # the literal a pattern must contain, from Python's own parser
+    assert catalogue._required_literal(r"failed call to cuInit: (?P<detail>.*)") == \
+        "failed call to cuInit: "
+    assert catalogue._required_literal(r"(?i)out of memory") == ""  # case ignored: none
+    assert catalogue._required_literal(r"a|b") == ""  # an alternation: none certain

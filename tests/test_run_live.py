@@ -226,3 +226,35 @@ def test_a_live_file_without_the_final_layout_is_written_again_keeping_its_told_
     acc.Reload()
     (text,) = acc.Tensors(layout.TAG_RUN_LIVE)
     assert text.tensor_proto.string_val[0].decode() == line
+
+
+def test_the_programs_stderr_is_matched_as_it_is_written_and_counted_once(
+        tmp_path: Path) -> None:
+    """An hour of logging is not matched after the program ends: the live thread matches
+    the saved stderr's whole lines as they come; the end reads only the rest, the last
+    line without its newline too, and counts what the whole file counts."""
+    from gpudiag import catalogue
+
+    events_dir = tmp_path / "events"
+    events_dir.mkdir()
+    stderr = events_dir / layout.RUN_STDERR
+    onednn = "I0000 00:00:1795545522.487589 6873 port.cc:153] oneDNN custom operations are on."
+    own = "2026-11-24 18:00:00 INFO step 12: loss 0.25"
+    live = Live(events_dir, tmp_path, [].append)
+    with stderr.open("wb") as f:
+        f.write(f"{own}\n{onednn}\n{own}\n".encode())
+        f.flush()
+        live.poll()
+        scan = live.state.stderr_scan
+        assert scan is not None and scan.matcher.counts == {"onednn-on": 1}
+        f.write(f"{onednn}\n{onednn[:30]}".encode())  # the last line is still being written
+        f.flush()
+        live.poll()
+        assert scan.matcher.counts == {"onednn-on": 2}
+        f.write(f"{onednn[30:]}\n{own}\n{onednn}".encode())  # ends without a newline
+    state = live.stop()
+    assert state.stderr_scan is scan and scan.whole
+    found = scan.finish().matches()
+    assert [(m.entry.id, m.count) for m in found] == [("onednn-on", 4)]
+    assert [(m.entry.id, m.count) for m in found] == [
+        (m.entry.id, m.count) for m in catalogue.match_lines(stderr.read_text().splitlines())]

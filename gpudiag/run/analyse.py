@@ -24,6 +24,7 @@ from gpudiag.readers import clusterplacement, placementlog, stepbreakdown, trace
 from gpudiag.readers.placementlog import PlacementRow
 from gpudiag.report import Finding
 from gpudiag.run import events, placedrows, tasks, tbwrite
+from gpudiag.run.live import StderrScan
 from gpudiag.run.options import Outcome, RunOptions
 from gpudiag.run.records import ProcessObservation
 from gpudiag.session import RunSession
@@ -222,11 +223,15 @@ def report(session: RunSession, argv: list[str], outcome: Outcome, options: RunO
     sampling = outcome.sampling
     nvml_gpus = [gpu_verdicts.gpu_numbers(s) for s in sampling.summaries] if sampling else None
     tf_procs = [o for o in observations if o.imported_tf]
-    lines = stderr.splitlines() + [r.message for o in tf_procs for r in o.tf_logs]
+    # the catalogue's matches in stderr, most of them found while the program ran
+    scan = outcome.live.stderr_scan if outcome.live is not None else None
+    matcher = (scan if scan is not None and scan.whole else
+               StderrScan(outcome.stderr_path)).finish()
+    matcher.feed([r.message for o in tf_procs for r in o.tf_logs])
     # Python warnings the hooks recorded that stderr lacks (the program's showwarning or
     # logging.captureWarnings took them elsewhere)
-    lines += [w.text for o in tf_procs for w in o.py_warnings if w.message not in stderr]
-    log = run_verdicts.settle(catalogue.match_lines(lines),
+    matcher.feed([w.text for o in tf_procs for w in o.py_warnings if w.message not in stderr])
+    log = run_verdicts.settle(matcher.matches(),
                               completed=outcome.returncode == 0 and not outcome.interrupted)
     processes = []
     placement_total = 0

@@ -20,6 +20,9 @@ and, every POLL_S:
   and tells a GPU at 0 % for the last IDLE_WINDOW_S while another works
   (gpudiag.verdicts.run_gpu_idle; its Text tab line goes into the live ``nvml/`` file),
   kept at the end as the program's is (livegpu.NvmlFile).
+- matches the program's saved stderr against the catalogue as it is written
+  (StderrScan), so that after the program ends only its last lines are left to read: an
+  hour of logging is not matched at the end;
 - for a program that joined a cluster, publishes each task's live state in the shared
   logdir and tells what the other tasks published (gpudiag.run.peers): which worker is
   behind and where it waits, a worker gone.
@@ -40,7 +43,14 @@ from pathlib import Path
 from typing import Any
 
 from gpudiag import nvml
-from gpudiag.layout import RUN_EVENTS_PREFIX, RUN_EVENTS_SUFFIX, TAG_RUN_LIVE, run_tb_name
+from gpudiag.catalogue import LineMatcher
+from gpudiag.layout import (
+    RUN_EVENTS_PREFIX,
+    RUN_EVENTS_SUFFIX,
+    RUN_STDERR,
+    TAG_RUN_LIVE,
+    run_tb_name,
+)
 from gpudiag.run import classcount, peers, tbwrite
 from gpudiag.run import events as run_events
 from gpudiag.run.livegpu import LiveGpus, NvmlFile
@@ -60,6 +70,42 @@ class _Follow:
     pending: bytes = b""
 
 
+class StderrScan:
+    """The program's saved stderr matched against the catalogue (catalogue.LineMatcher)
+    as it is written: followed by offset, whole lines only; ``finish`` reads the rest once
+    the program has ended. ``whole`` is False once a read failed part-way (the end then
+    reads the file again from its start)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.offset = 0
+        self.pending = b""
+        self.matcher = LineMatcher()
+        self.whole = True
+
+    def poll(self) -> None:
+        try:
+            with self.path.open("rb") as f:
+                f.seek(self.offset)
+                data = f.read()
+        except FileNotFoundError:
+            return
+        self.offset += len(data)
+        data = self.pending + data
+        cut = data.rfind(b"\n") + 1
+        self.pending = data[cut:]
+        if cut:
+            self.matcher.feed(data[:cut].decode("utf-8", errors="replace").splitlines())
+
+    def finish(self) -> LineMatcher:
+        """Every line of the file matched, the last one too (with or without its newline)."""
+        self.poll()
+        if self.pending:
+            self.matcher.feed(self.pending.decode("utf-8", errors="replace").splitlines())
+            self.pending = b""
+        return self.matcher
+
+
 @dataclass
 class LiveState:
     """What the live thread has shown (read by the final report)."""
@@ -73,6 +119,7 @@ class LiveState:
     # the TensorBoard files written (the end keeps those that hold it all)
     programs: dict[int, ProgramFile] = field(default_factory=dict)
     nvml: NvmlFile | None = None
+    stderr_scan: StderrScan | None = None  # the catalogue's matches so far
 
 
 class Live:
@@ -81,7 +128,7 @@ class Live:
         self.events_dir = events_dir
         self.run_dir = run_dir
         self.say = say
-        self.state = LiveState()
+        self.state = LiveState(stderr_scan=StderrScan(events_dir / RUN_STDERR))
         self.gpus = LiveGpus(sampler, run_dir) if sampler is not None else None
         self._files: dict[Path, _Follow] = {}
         self._writers: dict[int, EventWriter] = {}
@@ -137,6 +184,8 @@ class Live:
                 program.complete = False
             if self.gpus is not None:
                 self.gpus.file.complete = False
+            if self.state.stderr_scan is not None:
+                self.state.stderr_scan.whole = False
 
     def _loop(self) -> None:
         from gpudiag.tb import breakdown
@@ -199,6 +248,8 @@ class Live:
             self.board.publish()
             for _, text, t in self.board.news():
                 self._tell(next(iter(self.board.own)), t, text)
+        if self.state.stderr_scan is not None:
+            self.state.stderr_scan.poll()
         if self._dirty and time.monotonic() - self._last_flush >= TB_FLUSH_S:
             self.flush()
 

@@ -144,6 +144,8 @@ def task_reports(tf_procs: Sequence[ProcessObservation], stderr: str, *, run_dir
     is the program's: it is the task's own when the task is the program (its parent is
     ``parent_pid``, gpudiag). ``stderr`` is the run's whole stderr: what TensorFlow said
     about stragglers and lost peers is a fact of the cluster, whichever process wrote it."""
+    if not any(identity(obs) is not None for obs in tf_procs):
+        return []  # no cluster task: nothing to read in a long job's stderr
     host = host or socket.gethostname()
     stragglers = messages.stragglers(stderr)
     lost = messages.lost_peers(stderr)
