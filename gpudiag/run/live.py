@@ -160,6 +160,8 @@ class Live:
         self._stop.set()
         if self._thread.ident is not None:  # started (a test may poll it by hand)
             self._thread.join(10)
+        if self._thread.is_alive():  # still in a poll: what it wrote is not trusted
+            self._not_whole()
         self._guarded(self.poll)
         self._guarded(self._release)
         with contextlib.suppress(Exception):
@@ -176,16 +178,20 @@ class Live:
 
     def _guarded(self, work: Callable[[], None]) -> None:
         """Never raised (the final report reads it all anyway); a failure part-way marks
-        the files written so far as not whole, to be written again at the end."""
+        what was written so far as not whole."""
         try:
             work()
         except Exception:
-            for program in self.state.programs.values():
-                program.complete = False
-            if self.gpus is not None:
-                self.gpus.file.complete = False
-            if self.state.stderr_scan is not None:
-                self.state.stderr_scan.whole = False
+            self._not_whole()
+
+    def _not_whole(self) -> None:
+        """The files written and the stderr matched so far are done again at the end."""
+        for program in self.state.programs.values():
+            program.complete = False
+        if self.gpus is not None:
+            self.gpus.file.complete = False
+        if self.state.stderr_scan is not None:
+            self.state.stderr_scan.whole = False
 
     def _loop(self) -> None:
         from gpudiag.tb import breakdown
