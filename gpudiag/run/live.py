@@ -111,7 +111,6 @@ class LiveState:
     """What the live thread has shown (read by the final report)."""
 
     messages: list[tuple[float, str]] = field(default_factory=list)
-    steps_written: int = 0
     # the cluster's other tasks (gpudiag.run.peers): what was told, the states last read
     peer_notes: list[dict[str, Any]] = field(default_factory=list)
     peers: dict[str, dict[str, Any]] = field(default_factory=dict)
@@ -314,7 +313,6 @@ class Live:
             1 for i in sorted({st.index for st in steps}) if i > last)
         program.last_index[label] = max(last, *(st.index for st in steps))
         self._dirty = True
-        self.state.steps_written += len(steps)
 
     def _release(self) -> None:
         """The end: the fit steps held back (no next step: no step time, as at the end)."""
