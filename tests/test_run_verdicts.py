@@ -327,3 +327,32 @@ def test_a_fit_whose_batches_were_not_seen_is_judged_from_its_epochs_losses() ->
     why = run_throughput.unseen_fit_batches(obs(series=[fit]))
     assert why is not None and "Model.fit ran 5 epoch(s) (100 steps)" in why
     assert run_throughput.unseen_fit_batches(obs(series=[replace(fit, facts={})])) is None
+
+
+def test_fits_of_one_model_are_one_training_run_for_the_learning_verdict() -> None:
+    """A notebook fitting one epoch a call: each short fit alone compares its first
+    batch's loss with its epoch's running mean (these three fits, from a real run of
+    tests/programs/fit_per_epoch.py, read as "stuck at ln 4" in the first); together the
+    model learns. Fits of different models stay apart."""
+    def fit(n: int, model: int, losses: list[float]) -> StepSeries:
+        steps = [Step(i, 100.0 + i, 0.01, v, epoch=0) for i, v in enumerate(losses)]
+        return StepSeries("fit", f"Model.fit #{n}", steps, 8, 4,
+                          {"model_id": model, "learning_rate": 0.001},
+                          [{"loss": losses[-1]}])
+
+    def ramp(first: float, last: float) -> list[float]:
+        return [first + (last - first) * i / 31 for i in range(32)]
+
+    calls = [fit(1, 7, ramp(1.2781, 1.3891)), fit(2, 7, ramp(1.1654, 1.2441)),
+             fit(3, 7, ramp(1.5429, 1.1219))]
+    moved = WeightsRecord("Model.fit", [[1.0]], [[1.5]], "begin", "end", 96)
+    together = run_progress.learning(obs(series=calls, weights=[moved]))
+    assert together.status == "ok", together.message
+    assert together.message.startswith("Model.fit #1 to #3 (one model fitted 3 times): loss "
+                                       "1.2781 -> 1.1219 over 96 steps")
+    (loop,) = together.evidence["loops"]
+    assert loop["stuck_at_ln_classes"] is None
+    apart = run_progress.learning(obs(series=[replace(c, facts={"model_id": n})
+                                              for n, c in enumerate(calls)], weights=[moved]))
+    assert apart.status == "fail" and "Model.fit #1: loss 1.2781 -> 1.3891" in apart.message
+    assert "stuck at ln 4" in apart.message

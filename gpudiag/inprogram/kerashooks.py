@@ -120,7 +120,8 @@ def make_callback_class(agent: Agent, keras: ModuleType) -> type:
 
         def _model_facts(self) -> dict[str, Any]:
             model = self.model
-            facts: dict[str, Any] = {"model": type(model).__name__}
+            # which model: fits of the same one are one training run (run.learning)
+            facts: dict[str, Any] = {"model": type(model).__name__, "model_id": id(model)}
             try:
                 outputs = getattr(model, "outputs", None) or []
                 facts["output_width"] = int(outputs[0].shape[-1]) if outputs else None

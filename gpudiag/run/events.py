@@ -214,7 +214,8 @@ def observe(pid: int, events: list[dict[str, Any]], events_dir: Path) -> Process
     series: list[StepSeries] = []
     for n, fit in enumerate(fits, 1):
         begin = fit["begin"]
-        facts = {k: begin.get(k) for k in ("model", "loss", "optimizer", "learning_rate",
+        facts = {k: begin.get(k) for k in ("model", "model_id", "loss", "optimizer",
+                                            "learning_rate",
                                             "strategy", "replicas", "trainable_parameters",
                                             "trainable_bytes",
                                             "params", "examples")}

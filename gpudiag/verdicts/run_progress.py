@@ -12,6 +12,7 @@ import math
 import shlex
 import signal
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
 from gpudiag.catalogue import match_crash
@@ -99,13 +100,35 @@ def epoch_losses(s: StepSeries) -> tuple[list[float], int]:
     return losses, per_epoch * len(losses) if isinstance(per_epoch, int) else 0
 
 
+def training_runs(series: Sequence[StepSeries]) -> list[StepSeries]:
+    """The loops as training runs: consecutive fits of the same model (a notebook fitting
+    one epoch a call) are one, their steps and epochs in order. Judged apart, each short
+    fit compares its first batch's loss with its epoch's running mean, which says nothing
+    (a model learning over three one-epoch fits read as stuck in the first)."""
+    out: list[StepSeries] = []
+    for s in series:
+        prev = out[-1] if out else None
+        model = s.facts.get("model_id") if s.kind == "fit" else None
+        if prev is not None and model is not None and prev.kind == "fit" and \
+                prev.facts.get("model_id") == model:
+            first = str(prev.facts.get("first_fit") or prev.label)
+            calls = int(prev.facts.get("fit_calls") or 1) + 1
+            out[-1] = replace(prev, label=f"{first} to #{s.label.rsplit('#', 1)[-1]} (one "
+                                          f"model fitted {calls} times)",
+                              steps=[*prev.steps, *s.steps], epochs=[*prev.epochs, *s.epochs],
+                              facts={**prev.facts, "fit_calls": calls, "first_fit": first})
+        else:
+            out.append(s)
+    return out
+
+
 def learning(obs: ProcessObservation, proc: str = "") -> Finding:
-    """Per training loop: did the loss fall? Is it stuck at ln(classes), is accuracy at
-    chance, did the weights move at all?"""
+    """Per training run (training_runs): did the loss fall? Is it stuck at ln(classes), is
+    accuracy at chance, did the weights move at all?"""
     rows: list[dict[str, Any]] = []
     problems: list[str] = []
     worst: Status = "ok"
-    for s in obs.series:
+    for s in training_runs(obs.series):
         losses = [st.loss for st in s.steps if st.loss is not None and math.isfinite(st.loss)]
         count = sum(st.count for st in s.steps)
         over, source = f"{count} steps", "steps"
