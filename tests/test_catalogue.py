@@ -8,6 +8,7 @@ import pytest
 from conftest import TESTS_DIR
 
 from gpudiag import catalogue
+from gpudiag.catalogue import matching
 
 CAPTURED = [ln for ln in (TESTS_DIR / "data" / "tf_messages_cpu_2.21.txt").read_text()
             .splitlines() if ln and not ln.startswith("#")]
@@ -90,7 +91,7 @@ def test_the_literal_prefilter_finds_every_match_the_entries_alone_find() -> Non
     lines = [text for e in entries for text in (f"step {len(e.id)}: loss 0.5", e.example,
                                                 e.example.upper(), e.example[5:])]
     lines += CAPTURED + [ln.replace("GPU", "gpu") for ln in CAPTURED]
-    matcher = catalogue.LineMatcher()
+    matcher = catalogue.log_matcher()
     for start in range(0, len(lines), 7):
         matcher.feed(lines[start:start + 7])
     alone = {e.id: sum(1 for ln in lines if e.search(ln)) for e in entries}
@@ -98,7 +99,7 @@ def test_the_literal_prefilter_finds_every_match_the_entries_alone_find() -> Non
         {k: v for k, v in alone.items() if v}
     assert {e.id for e in entries} <= {m.entry.id for m in matcher.matches()}
     # the literal a pattern must contain, from Python's own parser
-    assert catalogue._required_literal(r"failed call to cuInit: (?P<detail>.*)") == \
+    assert matching._required_literal(r"failed call to cuInit: (?P<detail>.*)") == \
         "failed call to cuInit: "
-    assert catalogue._required_literal(r"(?i)out of memory") == ""  # case ignored: none
-    assert catalogue._required_literal(r"a|b") == ""  # an alternation: none certain
+    assert matching._required_literal(r"(?i)out of memory") == ""  # case ignored: none
+    assert matching._required_literal(r"a|b") == ""  # an alternation: none certain

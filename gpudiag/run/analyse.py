@@ -24,9 +24,9 @@ from gpudiag.readers import clusterplacement, placementlog, stepbreakdown, trace
 from gpudiag.readers.placementlog import PlacementRow
 from gpudiag.report import Finding
 from gpudiag.run import events, placedrows, tasks, tbwrite
-from gpudiag.run.live import StderrScan
 from gpudiag.run.options import Outcome, RunOptions
 from gpudiag.run.records import ProcessObservation
+from gpudiag.run.stderrscan import StderrScan
 from gpudiag.session import RunSession
 from gpudiag.verdicts import (
     allreduce,

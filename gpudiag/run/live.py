@@ -21,7 +21,7 @@ and, every POLL_S:
   (gpudiag.verdicts.run_gpu_idle; its Text tab line goes into the live ``nvml/`` file),
   kept at the end as the program's is (livegpu.NvmlFile).
 - matches the program's saved stderr against the catalogue as it is written
-  (StderrScan), so that after the program ends only its last lines are left to read: an
+  (gpudiag.run.stderrscan), so that after the program ends only its last lines are left to read: an
   hour of logging is not matched at the end;
 - for a program that joined a cluster, publishes each task's live state in the shared
   logdir and tells what the other tasks published (gpudiag.run.peers): which worker is
@@ -43,7 +43,6 @@ from pathlib import Path
 from typing import Any
 
 from gpudiag import nvml
-from gpudiag.catalogue import LineMatcher
 from gpudiag.layout import (
     RUN_EVENTS_PREFIX,
     RUN_EVENTS_SUFFIX,
@@ -55,6 +54,7 @@ from gpudiag.run import classcount, peers, tbwrite
 from gpudiag.run import events as run_events
 from gpudiag.run.livegpu import LiveGpus, NvmlFile
 from gpudiag.run.records import Step, StepSeries
+from gpudiag.run.stderrscan import StderrScan
 from gpudiag.run.tbwrite import ProgramFile
 from gpudiag.tb.writer import EventWriter
 from gpudiag.verdicts.run_live import describe_stall, stuck_at_ln_classes
@@ -68,42 +68,6 @@ STEP_KINDS = {"fit_steps": "fit", "function_steps": "function", "session_steps":
 class _Follow:
     offset: int = 0
     pending: bytes = b""
-
-
-class StderrScan:
-    """The program's saved stderr matched against the catalogue (catalogue.LineMatcher)
-    as it is written: followed by offset, whole lines only; ``finish`` reads the rest once
-    the program has ended. ``whole`` is False once a read failed part-way (the end then
-    reads the file again from its start)."""
-
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        self.offset = 0
-        self.pending = b""
-        self.matcher = LineMatcher()
-        self.whole = True
-
-    def poll(self) -> None:
-        try:
-            with self.path.open("rb") as f:
-                f.seek(self.offset)
-                data = f.read()
-        except FileNotFoundError:
-            return
-        self.offset += len(data)
-        data = self.pending + data
-        cut = data.rfind(b"\n") + 1
-        self.pending = data[cut:]
-        if cut:
-            self.matcher.feed(data[:cut].decode("utf-8", errors="replace").splitlines())
-
-    def finish(self) -> LineMatcher:
-        """Every line of the file matched, the last one too (with or without its newline)."""
-        self.poll()
-        if self.pending:
-            self.matcher.feed(self.pending.decode("utf-8", errors="replace").splitlines())
-            self.pending = b""
-        return self.matcher
 
 
 @dataclass
