@@ -25,6 +25,7 @@ from typing import Any
 
 import numpy as np
 import tensorflow as tf
+from _run_workload import keras_train_step
 
 BATCH = 128
 WARMUP = 60
@@ -56,13 +57,7 @@ def loop_steps() -> dict[str, Callable[[int], float | None]]:
     iterator = iter(tf.data.Dataset.from_tensor_slices((x, y)).repeat().batch(BATCH)
                     .prefetch(2))
 
-    @tf.function
-    def train_step(features: tf.Tensor, labels: tf.Tensor) -> tf.Tensor:
-        with tf.GradientTape() as tape:
-            loss = loss_fn(labels, model(features, training=True))
-        grads = tape.gradient(loss, model.trainable_variables)
-        optimizer.apply_gradients(zip(grads, model.trainable_variables, strict=True))
-        return loss
+    train_step = keras_train_step(model, loss_fn, optimizer)
 
     own_call = original(type(train_step).__call__)
 

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import sys
 import time
+from typing import Any
 
 import numpy as np
 import tensorflow as tf
@@ -27,6 +28,21 @@ import tensorflow as tf
 WARMUP = 40
 BATCH = 128
 BLOCK = 50
+
+
+def keras_train_step(model: Any, loss_fn: Any, optimizer: Any) -> Any:
+    """The custom loop's step as users write it: a tf.function that returns its loss
+    (benchmarks/_hook_cost_workload.py and _soak_workload.py use it too)."""
+
+    @tf.function
+    def train_step(features: tf.Tensor, labels: tf.Tensor) -> tf.Tensor:
+        with tf.GradientTape() as tape:
+            loss = loss_fn(labels, model(features, training=True))
+        grads = tape.gradient(loss, model.trainable_variables)
+        optimizer.apply_gradients(zip(grads, model.trainable_variables, strict=True))
+        return loss
+
+    return train_step
 
 
 def eager_blocks(steps: int) -> tuple[list[float], float]:
@@ -126,13 +142,7 @@ def main() -> None:
     else:
         iterator = iter(data)
 
-        @tf.function
-        def train_step(features: tf.Tensor, labels: tf.Tensor) -> tf.Tensor:
-            with tf.GradientTape() as tape:
-                loss = loss_fn(labels, model(features, training=True))
-            grads = tape.gradient(loss, model.trainable_variables)
-            optimizer.apply_gradients(zip(grads, model.trainable_variables, strict=True))
-            return loss
+        train_step = keras_train_step(model, loss_fn, optimizer)
 
         for _ in range(WARMUP):
             loss = train_step(*next(iterator))

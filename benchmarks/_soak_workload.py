@@ -17,6 +17,7 @@ import time
 
 import numpy as np
 import tensorflow as tf
+from _run_workload import keras_train_step
 
 BLOCK = 50
 
@@ -33,13 +34,7 @@ def main() -> None:
     optimizer = tf.keras.optimizers.SGD(0.01)
     iterator = iter(tf.data.Dataset.from_tensor_slices((x, y)).repeat().batch(32).prefetch(2))
 
-    @tf.function
-    def train_step(features: tf.Tensor, labels: tf.Tensor) -> tf.Tensor:
-        with tf.GradientTape() as tape:
-            loss = loss_fn(labels, model(features, training=True))
-        grads = tape.gradient(loss, model.trainable_variables)
-        optimizer.apply_gradients(zip(grads, model.trainable_variables, strict=True))
-        return loss
+    train_step = keras_train_step(model, loss_fn, optimizer)
 
     running = tf.Variable(0.0)
     blocks: list[float] = []
