@@ -258,3 +258,34 @@ def test_the_programs_stderr_is_matched_as_it_is_written_and_counted_once(
     assert [(m.entry.id, m.count) for m in found] == [("onednn-on", 4)]
     assert [(m.entry.id, m.count) for m in found] == [
         (m.entry.id, m.count) for m in catalogue.match_lines(stderr.read_text().splitlines())]
+
+
+def test_a_step_functions_last_loss_read_again_at_its_end_is_written_once(
+        tmp_path: Path) -> None:
+    """The last call's loss comes again in a final row at the program's end: written live
+    only when that step had no loss yet, as the end (which merges the rows) writes it."""
+    from conftest import read_scalars
+
+    from gpudiag.run import events, tbwrite
+
+    events_dir, pid = tmp_path / "events", 4343
+    events_dir.mkdir()
+    read = [{"i": i, "t0": 1000.0 + i, "dt": 0.01, "loss": 1.0 - i / 8} for i in range(4)]
+    unread = [{"i": 4, "t0": 1004.0, "dt": 0.01}]
+    # the same tensor, read twice: the same value
+    for name, rows, final in (("read", read, 0.625), ("unread", read + unread, 0.375)):
+        d = events_dir / name
+        d.mkdir()
+        (d / f"{layout.RUN_EVENTS_PREFIX}{pid}{layout.RUN_EVENTS_SUFFIX}").write_text("".join(
+            json.dumps(e) + "\n" for e in [
+                {"kind": "function_steps", "pid": pid, "function": "step", "rows": rows},
+                {"kind": "function_steps", "pid": pid, "function": "step",
+                 "rows": [{"i": rows[-1]["i"], "loss": final, "final": True}]}]))
+        live = Live(d, tmp_path / name, [].append)
+        live.poll()
+        program = live.stop().programs[pid]
+        (obs,), _ = events.observe_all(d)
+        assert tbwrite.write_program(tmp_path / name, obs, program)["written"] == "live"
+        losses = [(e.step, e.value) for e in read_scalars(
+            tmp_path / name / layout.run_tb_name(pid))[layout.TAG_RUN_LOSS]]
+        assert losses == [(r["i"], r.get("loss", final)) for r in rows], name

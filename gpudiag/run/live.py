@@ -265,17 +265,23 @@ class Live:
             steps, self._held[loop] = [*held, *steps[:-1]], steps[-1:]
         else:
             steps = [*held, *steps]
+        last = program.last_index.get(label, -1)
+        # a row may come again for a step already written (a step function's last loss,
+        # read at its end): only a loss that step did not have yet is written
+        steps = [st for st in steps if st.index > last or (
+            st.loss is not None and program.loss_index.get(label, -1) < st.index)]
         if not steps:
             return
         series = StepSeries(kind, label, steps,
                             batch_size=self._batch.get(pid) if kind == "fit" else None)
         following = self._held[loop][0] if self._held.get(loop) else None
         program.tags.update(tbwrite.write_series(self._writer(pid), series, prefix, following))
-        last = program.last_index.get(label, -1)
-        # a row may come again for a step already written (a step function's last loss)
-        program.steps[label] = program.steps.get(label, 0) + sum(
-            1 for i in sorted({st.index for st in steps}) if i > last)
+        program.steps[label] = program.steps.get(label, 0) + len(
+            {st.index for st in steps if st.index > last})
         program.last_index[label] = max(last, *(st.index for st in steps))
+        with_loss = [st.index for st in steps if st.loss is not None]
+        if with_loss:
+            program.loss_index[label] = max(program.loss_index.get(label, -1), *with_loss)
         self._dirty = True
 
     def _release(self) -> None:

@@ -43,7 +43,8 @@ class ProgramFile:
     path: Path | None = None  # the live event file, once opened
     prefixes: dict[str, str] = field(default_factory=dict)  # loop label -> prefix, as seen
     steps: dict[str, int] = field(default_factory=dict)  # loop label -> steps written
-    last_index: dict[str, int] = field(default_factory=dict)
+    last_index: dict[str, int] = field(default_factory=dict)  # loop label -> last step
+    loss_index: dict[str, int] = field(default_factory=dict)  # ... -> last step with a loss
     tags: set[str] = field(default_factory=set)
     texts: list[tuple[int, str]] = field(default_factory=list)  # (step, line) told into it
     complete: bool = True  # False: a poll failed part-way (the end writes it again)
