@@ -33,7 +33,7 @@ from gpudiag.execute import (
     install_signal_handlers,
     interrupted_exit,
 )
-from gpudiag.probes.records import Workload
+from gpudiag.records.training import Workload
 from gpudiag.scaling.options import ScalingOptions
 from gpudiag.session import RunSession
 from gpudiag.ui import Ui
@@ -253,7 +253,7 @@ def run_program(
 ) -> None:
     """Run your own TensorFlow program, unmodified, and diagnose it: devices, strategy, where
     its ops ran, learning, throughput, its log and its crash."""
-    from gpudiag.run import command as run_cmd
+    from gpudiag.commands import run as run_cmd
     from gpudiag.run.options import RunOptions
 
     argv = run_cmd.resolve(command or [])

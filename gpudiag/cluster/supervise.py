@@ -39,10 +39,10 @@ from typing import Any
 
 from gpudiag import layout
 from gpudiag.cluster import sockets
-from gpudiag.cluster.records import WorkerConfig, WorkerResult
 from gpudiag.procs import group as procs
 from gpudiag.procs.exitstatus import describe_exit
 from gpudiag.procs.runner import tail_lines
+from gpudiag.records.cluster import WorkerConfig, WorkerResult
 
 POLL_S = 0.2
 TERM_WAIT_S = 1.0

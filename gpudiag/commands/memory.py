@@ -30,8 +30,8 @@ from gpudiag.layout import (
     memory_run_name,
 )
 from gpudiag.markdown import markdown_table
-from gpudiag.probes.results import MemoryConfig, MemoryResult
 from gpudiag.procs.runner import ChildResult, run_child
+from gpudiag.records.results import MemoryConfig, MemoryResult
 from gpudiag.report import Finding
 from gpudiag.session import RunSession
 from gpudiag.tb import views as tbviews

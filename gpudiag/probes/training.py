@@ -11,7 +11,7 @@ names: gpudiag/layout.py).
 The script-level equivalent is TensorFlow's cifar10_multi_gpu_train / the distributed
 training guide's custom loop, with ``tf.profiler.experimental`` around a few steps.
 
-Config: a gpudiag.probes.records.TrainingConfig; with ``progress`` on, one
+Config: a gpudiag.records.training.TrainingConfig; with ``progress`` on, one
 ``layout.step_line`` per step on stdout for the parent. Returns a TrainingResult (the
 device setup, the data description, the model's gradient bytes and the training
 result). No verdicts here.
@@ -25,7 +25,7 @@ from typing import Any
 
 from gpudiag import layout
 from gpudiag.probes.devices import setup
-from gpudiag.probes.records import TrainingConfig, TrainingResult
+from gpudiag.records.training import TrainingConfig, TrainingResult
 
 
 def _print_progress(total: int) -> Any:

@@ -15,7 +15,7 @@ from __future__ import annotations
 from typing import Any
 
 from gpudiag.readers.placementlog import PLUMBING_OPS, PlacementRow, short_device
-from gpudiag.run.records import FunctionGraph
+from gpudiag.records.run import FunctionGraph
 
 
 def _best_function(names: set[str], graphs: list[FunctionGraph]) -> str | None:

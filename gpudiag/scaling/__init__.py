@@ -8,5 +8,5 @@
 - tb_runs.py   the parent's TensorBoard runs (``scaling/``, ``allreduce/``) and scaling.png.
 
 Nothing here imports TensorFlow: it all runs in the CLI's process. Names on disk are
-gpudiag/layout.py's; what crosses the process boundary is gpudiag/probes/records.py.
+gpudiag/layout.py's; what crosses the process boundary is gpudiag/records/training.py.
 """

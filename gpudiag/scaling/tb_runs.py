@@ -29,7 +29,7 @@ from typing import Any
 
 from gpudiag import layout
 from gpudiag.markdown import markdown_table
-from gpudiag.probes.records import MIB, AllreduceResult, TrainingResult
+from gpudiag.records.training import MIB, AllreduceResult, TrainingResult
 from gpudiag.tb.views import scaling_charts
 from gpudiag.tb.writer import EventWriter, HParam
 from gpudiag.verdicts.scaling import SHARED_DEVICE_KINDS

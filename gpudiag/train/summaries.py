@@ -42,7 +42,7 @@ from typing import Any
 import tensorflow as tf
 
 from gpudiag.layout import gradient_tag, variable_tag
-from gpudiag.probes.records import Workload
+from gpudiag.records.training import Workload
 
 _DEFAULT = Workload()  # `gpudiag scaling`'s defaults, defined once
 

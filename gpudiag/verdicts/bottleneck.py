@@ -2,7 +2,7 @@
 program's own line where the evidence has it.
 
 Pure: gpudiag.stepbreakdown.Breakdown (the profiled window's trace), the tf.data calls the
-program made (gpudiag.run.records.DatasetCall) and the step loop's facts in; a Finding out.
+program made (gpudiag.records.run.DatasetCall) and the step loop's facts in; a Finding out.
 
 Thresholds: waiting for input >= 20 % of the step is input-bound, 5-20 % moderately
 (xprof's own, in its input-pipeline analysis). gpudiag's own, at the same 20 %: the
@@ -21,8 +21,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from gpudiag.readers.stepbreakdown import HOST_ROW, Breakdown, DeviceBreakdown, StepParts
+from gpudiag.records.run import DatasetCall
 from gpudiag.report import Finding
-from gpudiag.run.records import DatasetCall
 from gpudiag.verdicts import allreduce, gpu_fill
 
 INPUT_BOUND = 0.20  # xprof: "HIGHLY input-bound"

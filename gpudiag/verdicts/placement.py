@@ -10,14 +10,14 @@ from __future__ import annotations
 from dataclasses import asdict
 
 from gpudiag.devnames import device_type
-from gpudiag.probes.results import (
+from gpudiag.readers.placementlog import PlacementRow, is_work, op_counts_by_device
+from gpudiag.records.results import (
     InvalidPinResult,
     MultitowerResult,
     NoKernelPin,
     PinnedResult,
     SoftPinResult,
 )
-from gpudiag.readers.placementlog import PlacementRow, is_work, op_counts_by_device
 from gpudiag.report import Finding
 
 

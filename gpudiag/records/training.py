@@ -20,7 +20,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import MISSING, asdict, dataclass, field, fields
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from gpudiag.probes.devices import DEFAULT_VIRTUAL_GPU_MEMORY_MB, DeviceSetup
+from gpudiag.records.devices import DEFAULT_VIRTUAL_GPU_MEMORY_MB, DeviceSetup
 
 if TYPE_CHECKING:
     from _typeshed import DataclassInstance

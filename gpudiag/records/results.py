@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any, ClassVar, Self
 
-from gpudiag.probes.devices import DEFAULT_VIRTUAL_GPU_MEMORY_MB
+from gpudiag.records.devices import DEFAULT_VIRTUAL_GPU_MEMORY_MB
 
 
 class Record:
