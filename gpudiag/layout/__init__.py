@@ -337,5 +337,6 @@ def child_dir(run_dir: Path, name: str) -> Path:
 # The sections of other commands live beside this module and are part of the contract:
 # everything they define is reachable as gpudiag.layout.NAME.
 from gpudiag.layout.cluster import *  # noqa: E402, F403
+from gpudiag.layout.diff import *  # noqa: E402, F403
 from gpudiag.layout.run import *  # noqa: E402, F403
 from gpudiag.layout.views import *  # noqa: E402, F403
