@@ -8,7 +8,7 @@ info and the "modify after initialise" error are still observed.
 Writes one TensorBoard run per mode (``memory-<mode>/``: scalars ``memory/tf_current_mib``,
 ``memory/tf_peak_mib``, ``memory/nvml_process_mib``, ``memory/nvml_device_used_mib`` by
 step), a table as TensorBoard text (``gpudiag/memory``) and the findings ``memory.*``.
-Names and tags: gpudiag/layout.py.
+Names and tags: gpudiag/layout/__init__.py.
 
 NVML in this process (GPU:0's total memory, for ``--fraction``) comes in as ``backend``,
 opened and closed by the caller (the CLI); each child opens its own (probes/memory.py).
