@@ -225,10 +225,10 @@ def monitor(
     argv = resolve_command(command or [])
 
     def body(backend: Backend, gpu_list: tuple[int, ...] | None) -> Body:
-        return lambda session, ui: monitor_cmd.run(
-            session, argv, backend=backend, interval_s=interval_s,
-            idle_threshold_percent=idle_threshold, gpus=gpu_list, stdout_to_stderr=as_json,
-            ui=ui)
+        options = monitor_cmd.MonitorOptions(
+            argv, interval_s=interval_s, idle_threshold_percent=idle_threshold, gpus=gpu_list,
+            stdout_to_stderr=as_json)
+        return lambda session, ui: monitor_cmd.run(session, options, backend=backend, ui=ui)
 
     _watch(ctx, "monitor", gpus, logdir, as_json, body)
 
