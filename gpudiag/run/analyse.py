@@ -1,10 +1,10 @@
 """From what `gpudiag run` saw to findings, data and TensorBoard (parent, no TensorFlow).
 
 Reads the events (gpudiag.run.events), parses TensorFlow's placement log out of the saved
-stderr (gpudiag.placementlog), reads the profiler trace of the window (gpudiag.traces,
-each op attributed to the device TensorFlow placed it on), matches the log against the
-catalogue, and hands plain data to the verdicts (gpudiag.verdicts.run.process,
-gpudiag.verdicts.run.progress). A program with several TensorFlow processes gets one set of
+stderr (gpudiag.readers.placementlog), reads the profiler trace of the window
+(gpudiag.readers.traces, each op attributed to the device TensorFlow placed it on),
+matches the log against the catalogue, and hands plain data to the verdicts (the package
+gpudiag.verdicts.run). A program with several TensorFlow processes gets one set of
 per-process findings each (ids suffixed ``.p1``, ``.p2`` ...); their shared stderr cannot
 be split by process, so the placement log is used only for a single process.
 """
@@ -114,7 +114,7 @@ def trace_of(obs: ProcessObservation, rows: list[PlacementRow]
 
 def why_slow(obs: ProcessObservation, rows: list[PlacementRow], proc: str,
              nvml_gpus: list[dict[str, Any]] | None = None) -> Finding:
-    """run.bottleneck: the profiled window's steps broken down (gpudiag.stepbreakdown),
+    """run.bottleneck: the profiled window's steps broken down (gpudiag.readers.stepbreakdown),
     with how full NVML's GPM saw the process's GPUs (``nvml_gpus``: gpu_numbers)."""
     p = obs.profile
     check_id = f"run.bottleneck{proc}"

@@ -1,7 +1,7 @@
 """Why is it slow: the dominant cause of a step's time, with its numbers, and the fix at the
 program's own line where the evidence has it.
 
-Pure: gpudiag.stepbreakdown.Breakdown (the profiled window's trace), the tf.data calls the
+Pure: gpudiag.readers.stepbreakdown.Breakdown (the profiled window's trace), the tf.data calls the
 program made (gpudiag.records.run.DatasetCall) and the step loop's facts in; a Finding out.
 
 Thresholds: waiting for input >= 20 % of the step is input-bound, 5-20 % moderately
