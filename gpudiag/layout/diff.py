@@ -1,10 +1,10 @@
 """`gpudiag diff A B`'s record: what report.json keeps under ``data.diff`` (DIFF_DATA_KEY),
 and what the dashboard's side-by-side view reads; part of gpudiag.layout.
 
-Times in seconds. A median carries its distribution-free 95 % interval (gpudiag.stats:
-None where a side has too few steps for one); a ratio is B / A with its interval, and
-``verdict`` "no change" when that interval holds 1.00. ``DiffRecord.from_dict(
-r.to_dict()) == r``; DIFF_VERSION counts changes of this shape.
+Times in seconds. A median carries its distribution-free 95 % interval
+(gpudiag.verdicts.stats: None where a side has too few steps for one); a ratio is B / A
+with its interval, and ``verdict`` "no change" when that interval holds 1.00.
+``DiffRecord.from_dict( r.to_dict()) == r``; DIFF_VERSION counts changes of this shape.
 """
 
 from __future__ import annotations

@@ -14,6 +14,10 @@
 - ``bottleneck``: why a step is slow (run, explain, scaling, cluster), with ``gpu_fill``
   (NVML's utilization against GPM's SM utilization) and ``allreduce`` (gradient bytes,
   achieved bandwidth).
+- ``whatif``: the step time each bottleneck's fix should give (``evidence.predicted``).
+- ``diff``: `gpudiag diff A B` (step time with intervals, parts and bottleneck before and
+  after, predicted against measured), with ``stats`` (the median's and a ratio's
+  distribution-free intervals, also the benchmarks').
 - ``cluster``: `scaling --workers` and `worker` (the cluster formed, every task worked).
 - ``run``: the package of `gpudiag run`'s verdicts (its docstring lists them).
 

@@ -23,7 +23,7 @@ from typing import Any
 from gpudiag.readers.stepbreakdown import HOST_ROW, Breakdown, DeviceBreakdown, StepParts
 from gpudiag.records.run import DatasetCall
 from gpudiag.report import Finding
-from gpudiag.verdicts import allreduce, gpu_fill
+from gpudiag.verdicts import allreduce, gpu_fill, whatif
 
 INPUT_BOUND = 0.20  # xprof: "HIGHLY input-bound"
 INPUT_MODERATE = 0.05  # xprof: "MODERATELY input-bound" from here
@@ -191,11 +191,12 @@ def bottleneck(b: Breakdown | None, reason: str | None, calls: Sequence[DatasetC
     ``gradient_bytes``: per replica per step, for a MirroredStrategy program (None: unknown)."""
     if b is None:
         return Finding(check_id, "skip", f"no trace of the program's steps: {reason}",
-                       {"reason": reason})
+                       {"reason": reason, "predicted": whatif.nothing_measured(reason)})
     rows = working(b, replicas)
     m = mean_parts(rows)
     if m is None or m.period_s <= 0:
-        return Finding(check_id, "skip", "the trace holds no complete step", {"path": b.path})
+        return Finding(check_id, "skip", "the trace holds no complete step", {
+            "path": b.path, "predicted": whatif.nothing_measured("no complete step")})
     gpu = any(d.source == "device-plane" for d in rows)
     found = causes(b, m, gpu)
     note = gpu_fill.bottleneck_note(nvml_gpus, gpu)
@@ -238,6 +239,8 @@ def bottleneck(b: Breakdown | None, reason: str | None, calls: Sequence[DatasetC
     idle = f"; GPUs that ran no kernel: {', '.join(b.gpus_without_kernels)}" \
         if b.gpus_without_kernels and not any(c.name == "idle-gpus" for c in found) else ""
     idle += f"; {note.text}" if note.text else ""
+    evidence["predicted"] = whatif.predict([c.name for c in found], parts_seconds(m), evidence,
+                                           epochs=epochs)
     if not found:
         moderate = m.share(m.input_s) >= INPUT_MODERATE
         text = f"{head}: " + (f"moderately input-bound ({m.share(m.input_s):.0%} waits for "

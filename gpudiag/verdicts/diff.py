@@ -6,7 +6,7 @@ diff) and findings out:
 
 - ``diff.step-time.<loop>``: each side's median step with its 95 % interval (the first
   WARMUP steps left out where the series is long enough), B / A with its interval
-  (gpudiag.stats.ratio_ci): "no change" when the interval holds 1.00; examples/s.
+  (gpudiag.verdicts.stats.ratio_ci): "no change" when the interval holds 1.00; examples/s.
 - ``diff.bottleneck.<finding>``: each device's step parts before and after, the part that
   changed most, the bottleneck fixed / moved / still there; A's prediction for its fix
   beside B's measured step ("predicted X ms (...), measured Y ms (+Z %)").
@@ -32,7 +32,7 @@ from gpudiag.layout.diff import (
 )
 from gpudiag.report import Finding
 from gpudiag.rundir.records import PART_NAMES, Loop, StepBreakdown
-from gpudiag.stats import median_ci, ratio_ci
+from gpudiag.verdicts.stats import median_ci, ratio_ci
 
 WARMUP = 10  # steps left out at a series' start (run.throughput's), when 2 x WARMUP remain
 LOSS_SAME = 0.05  # the loss at matched steps differs by at most 5 %: the same learning

@@ -51,6 +51,11 @@ def available_cores() -> int:
         return os.cpu_count() or 1
 
 
+def nothing_measured(reason: str | None) -> dict[str, Any]:
+    """A bottleneck finding without a measured step: no prediction, and why."""
+    return _none("", f"no measured step to replay ({reason or 'no trace'})")
+
+
 def _none(cause: str, why: str) -> dict[str, Any]:
     return {"cause": cause, "step_s": None, "why": why}
 
