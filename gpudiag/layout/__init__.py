@@ -1,8 +1,8 @@
 """The format contract: what gpudiag writes on disk, and under which names.
 
 This module holds the run directory's names; run.py `gpudiag run`'s, cluster.py the
-clusters', views.py the TensorBoard views' tags and HParams, names.py Indexed (a name with
-one slot).
+clusters', views.py the TensorBoard views' tags and HParams, diff.py `gpudiag diff`'s record
+(report.json's data.diff), names.py Indexed (a name with one slot).
 
 Every name a writer puts on disk and a reader looks up (run-directory and file names,
 TensorBoard runs and tags, the progress lines a child prints) is defined here once;
