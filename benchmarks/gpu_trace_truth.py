@@ -84,7 +84,7 @@ def truth(path: str) -> None:
               f"({union_ns(clip(h2d, lo, hi)) / window:.1%}), "
               f"D2H {union_ns(clip(d2h, lo, hi)) / steps / 1e6:.3f} ms per step")
     it = [(a, b) for line, ev, a, b in host
-          if ev.endswith(":IteratorGetNext") or ev.endswith(":IteratorGetNextSync")
+          if ev.endswith((":IteratorGetNext", ":IteratorGetNextSync"))
           or (ev.endswith("Op::DoCompute") and "GetNext" in ev)]
     it_ns = union_ns(clip(it, lo, hi))
     print(f"tf.data iterator on the host: {it_ns / steps / 1e6:.3f} ms per step "

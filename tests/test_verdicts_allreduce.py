@@ -42,6 +42,7 @@ def test_without_the_bytes_or_the_time_nothing_is_guessed() -> None:
     g = bn.bottleneck(quiet, None, bn.ProgramFacts(gradient_bytes=4000))
     assert g.evidence["allreduce"] is None and "gradients" not in g.message
     small = breakdown(("/device:GPU:0", 10, 7, 1, 0, 1, 1, 0), source="device-plane")
-    h = bn.bottleneck(small, None, bn.ProgramFacts(gradient_bytes=4000))  # under 20 %: evidence, no message
+    # under 20 %: evidence, no message
+    h = bn.bottleneck(small, None, bn.ProgramFacts(gradient_bytes=4000))
     assert h.status == "ok" and h.evidence["allreduce"]["gradient_bytes_per_replica"] == 4000
     assert "gradients" not in h.message

@@ -53,7 +53,8 @@ def test_a_tuned_pipeline_is_not_blamed_and_moderate_input_is_said() -> None:
                                                      num_parallel_calls="AUTOTUNE"),
              call("batch", 12, 3, 2, batch_size=32), call("prefetch", 12, 4, 3)]
     assert bn.pipeline_fixes(tuned) == []
-    f = bn.bottleneck(breakdown(("/device:CPU:0", 10, 8, 0, 1, 1, 0, 0)), None, bn.ProgramFacts(calls=tuned))
+    f = bn.bottleneck(breakdown(("/device:CPU:0", 10, 8, 0, 1, 1, 0, 0)), None,
+                      bn.ProgramFacts(calls=tuned))
     assert f.status == "ok" and "moderately input-bound (10% waits for input)" in f.message
     calm = bn.bottleneck(breakdown(("/device:CPU:0", 10, 9, 0, 0.2, 0.8, 0, 0)), None,
                         bn.ProgramFacts(calls=tuned))
@@ -61,8 +62,9 @@ def test_a_tuned_pipeline_is_not_blamed_and_moderate_input_is_said() -> None:
 
 
 def test_python_between_step_calls_is_host_bound_with_the_loops_line() -> None:
-    f = bn.bottleneck(breakdown(("/device:CPU:0", 2, 0.4, 0, 0.1, 1.5, 0, 1.2)), None, bn.ProgramFacts(
-        loop="tf.function train_step", called_at={"file": "/u/loop.py", "line": 44}))
+    f = bn.bottleneck(breakdown(("/device:CPU:0", 2, 0.4, 0, 0.1, 1.5, 0, 1.2)), None,
+                      bn.ProgramFacts(loop="tf.function train_step",
+                                      called_at={"file": "/u/loop.py", "line": 44}))
     assert f.status == "warn" and f.evidence["causes"] == ["host-bound"]
     assert "60% of the step (1.20 ms of 2.00 ms) is the program's Python" in f.message
     assert "tf.function train_step (the loop at loop.py:44)" in f.advice

@@ -76,11 +76,12 @@ def test_bottleneck_names_small_kernels_on_a_compute_bound_gpu_step() -> None:
     assert f.evidence["gpm"]["gpus"][0]["sm_util_mean_percent"] == 3.0
     assert "jit_compile=True" in f.advice
     full = bn.bottleneck(b, None, bn.ProgramFacts(nvml_gpus=[gpu(util=95.0, sm=88.0)]))
-    assert full.evidence["causes"] == ["gpu-bound"] and "GPU 0: utilization 95 %, GPM's SM utilization 88 %" \
-        in full.message
+    assert full.evidence["causes"] == ["gpu-bound"]
+    assert "GPU 0: utilization 95 %, GPM's SM utilization 88 %" in full.message
     blind = bn.bottleneck(b, None, bn.ProgramFacts(nvml_gpus=[NO_GPM]))
-    assert blind.evidence["causes"] == ["gpu-bound"] and "GPU 0: GPM metrics unavailable (this GPU does not " \
-        "offer GPM metrics)" in blind.message
+    assert blind.evidence["causes"] == ["gpu-bound"]
+    assert "GPU 0: GPM metrics unavailable (this GPU does not offer GPM metrics)" \
+        in blind.message
 
 
 def test_cpu_program_without_nvml_gets_no_gpm_text() -> None:
