@@ -3,7 +3,7 @@
 PATH is a TensorBoard logdir, a ``plugins/profile/<run>`` directory, or one
 ``.xplane.pb`` file (what ``tf.keras.callbacks.TensorBoard(profile_batch=...)``,
 ``tf.profiler.experimental.start/stop`` and gpudiag's own runs write). Every trace under
-it is read (gpudiag.stepbreakdown, xprof's readers; no TensorFlow, no GPU, nothing run) and
+it is read (gpudiag.readers.stepbreakdown, xprof's readers; no TensorFlow, no GPU, nothing run) and
 gets one finding per trace, ``explain.bottleneck[.<host>]``: the breakdown per device and
 the bottleneck (gpudiag.verdicts.bottleneck), as `gpudiag run` gives for its own window.
 What a trace cannot tell (the program's tf.data calls and source lines) is not guessed.

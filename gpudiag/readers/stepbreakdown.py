@@ -1,6 +1,6 @@
 """Where each step's time goes, per device, from a profiler trace (``*.xplane.pb``).
 
-No TensorFlow: the events come from xprof's XSpace reader (gpudiag.traces.read_events),
+No TensorFlow: the events come from xprof's XSpace reader (gpudiag.readers.traces.read_events),
 and xprof's own input-pipeline analysis (``input_pipeline_analyzer``, what TensorBoard's
 Profile tab shows) is taken as it is, beside, in :class:`XprofView`.
 
@@ -14,7 +14,7 @@ Each step of each device is split, every nanosecond counted once, in this order:
 
 - compute: on a GPU the kernels on its ``Stream`` lines (copies and NCCL kernels apart);
   on the CPU the TensorFlow op events of the executor threads placed on that device
-  (gpudiag.traces.device_of), tf.data's own threads left out; ops the placement does
+  (gpudiag.readers.traces.device_of), tf.data's own threads left out; ops the placement does
   not name get a row of their own, ``/host:CPU``, so their time is idle on the devices;
 - communication: collective and NCCL ops and kernels, device-to-device / peer copies;
 - copy (a GPU): host-to-device and device-to-host copies (``MemcpyH2D``/``MemcpyD2H``),

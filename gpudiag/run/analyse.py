@@ -118,7 +118,7 @@ def trace_of(obs: ProcessObservation, rows: list[PlacementRow]
 
 def why_slow(obs: ProcessObservation, rows: list[PlacementRow], proc: str,
              nvml_gpus: list[dict[str, Any]] | None = None) -> Finding:
-    """run.bottleneck: the profiled window's steps broken down (gpudiag.stepbreakdown),
+    """run.bottleneck: the profiled window's steps broken down (gpudiag.readers.stepbreakdown),
     with how full NVML's GPM saw the process's GPUs (``nvml_gpus``: gpu_numbers)."""
     p = obs.profile
     check_id = f"run.bottleneck{proc}"
