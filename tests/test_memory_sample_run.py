@@ -8,7 +8,7 @@ from dataclasses import asdict
 
 from conftest import REPO, findings_by_id
 
-from gpudiag.probes.results import MemoryResult
+from gpudiag.records.results import MemoryResult
 from gpudiag.verdicts import memory as memory_verdicts
 
 (RUN,) = [p.parent for p in sorted((REPO / "sample_runs").glob("*/*/report.json"))

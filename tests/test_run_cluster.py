@@ -24,7 +24,7 @@ import pytest
 from conftest import REPO, TESTS_DIR, findings_by_id, gpudiag, process_alive, run_dirs
 
 from gpudiag import layout
-from gpudiag.cluster.tfconfig import free_ports
+from gpudiag.records.tfconfig import free_ports
 
 PY = sys.executable
 PROGRAMS = TESTS_DIR / "programs"

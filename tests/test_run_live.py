@@ -19,8 +19,8 @@ from fake_clock import FakeClock
 
 from gpudiag import layout, nvml
 from gpudiag.run.live import Live
-from gpudiag.verdicts import run_gpu_idle
-from gpudiag.verdicts.run_gpu_idle import IDLE_WINDOW_S, IdleWatch, Poll
+from gpudiag.verdicts.run import gpu_idle as run_gpu_idle
+from gpudiag.verdicts.run.gpu_idle import IDLE_WINDOW_S, IdleWatch, Poll
 
 PY = sys.executable
 WAITS_FOR_GATE = ("import pathlib, sys, time\n"

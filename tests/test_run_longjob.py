@@ -99,7 +99,7 @@ def test_an_eager_heavy_program_leaves_no_per_op_lines_and_a_small_run_dir(
 def test_a_long_loops_step_rows_are_aggregated_and_still_count_every_step(
         tmp_path: Path) -> None:
     from gpudiag.inprogram.recorder import Recorder, StepBuffer
-    from gpudiag.verdicts.run_throughput import loop_timing, step_times
+    from gpudiag.verdicts.run.throughput import loop_timing, step_times
 
     recorder = Recorder(str(tmp_path))
     buffer = StepBuffer(recorder.emit, "function_steps", 3600.0, 10, None,

@@ -40,8 +40,8 @@ def test_placement_sample_counts_rederive_from_its_log() -> None:
 def test_scaling_sample_traces_show_every_tower_device_busy() -> None:
     """The checked-in 4-device towers trace, read again through xprof, shows all 4 busy,
     each op attributed to the device its step graph assigned it (not by its name)."""
-    from gpudiag.probes.records import TrainingResult
     from gpudiag.readers import traces
+    from gpudiag.records.training import TrainingResult
 
     (path,) = [p for p in REPORTS if json.loads(p.read_text())["command"] == "scaling"]
     (xplane,) = traces.find_xplanes(path.parent / "towers-4dev")

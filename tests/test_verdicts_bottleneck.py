@@ -4,7 +4,7 @@ calls as the hooks record them."""
 from __future__ import annotations
 
 from gpudiag.readers.stepbreakdown import Breakdown, DeviceBreakdown, StepParts
-from gpudiag.run.records import DatasetCall
+from gpudiag.records.run import DatasetCall
 from gpudiag.verdicts import bottleneck as bn
 
 

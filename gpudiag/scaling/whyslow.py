@@ -13,9 +13,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from gpudiag.probes.records import TrainingResult
 from gpudiag.readers import stepbreakdown, traces
 from gpudiag.readers.stepbreakdown import Breakdown, StepParts
+from gpudiag.records.training import TrainingResult
 from gpudiag.report import Finding
 from gpudiag.verdicts.scaling_bottleneck import (
     Baseline,

@@ -1,14 +1,14 @@
 """What the program's own tf.data calls show, as fixes at its lines: a map or interleave
 without num_parallel_calls, a pipeline without prefetch, an in-memory data set mapped
 again every epoch without cache, Python generators and py_functions. Pure: the calls the
-hooks recorded (gpudiag.run.records.DatasetCall) in; never "add X" where X is there.
+hooks recorded (gpudiag.records.run.DatasetCall) in; never "add X" where X is there.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-from gpudiag.run.records import DatasetCall
+from gpudiag.records.run import DatasetCall
 
 MAX_CHAIN = 200  # calls followed back from a pipeline's end
 

@@ -24,7 +24,7 @@ from typing import Any
 
 from gpudiag.readers.gpukernels import KernelStats
 from gpudiag.readers.stepbreakdown import Breakdown, DeviceBreakdown, StepParts
-from gpudiag.run.records import DatasetCall
+from gpudiag.records.run import DatasetCall
 from gpudiag.verdicts import gpu_fill
 from gpudiag.verdicts.pipeline import pipeline_fixes
 

@@ -1,9 +1,9 @@
 """Verdicts of `gpudiag run`: pure functions from the program's records to findings.
 
-No TensorFlow, no NVML, no I/O: inputs are gpudiag.run.records (what the hooks saw in
+No TensorFlow, no NVML, no I/O: inputs are gpudiag.records.run (what the hooks saw in
 one process), plain per-device numbers derived from the placement log, the trace and
 NVML, and catalogue matches. Learning, throughput and crash verdicts are in
-gpudiag.verdicts.run_progress. Every id is explained in docs/run.md and docs/findings.md.
+gpudiag.verdicts.run.progress. Every id is explained in docs/run.md and docs/findings.md.
 ``proc`` is "" for a program with one TensorFlow process, else ".p<n>" (n-th process).
 """
 
@@ -15,8 +15,8 @@ from dataclasses import replace
 from typing import Any
 
 from gpudiag.catalogue import LogMatch, match_crash
+from gpudiag.records.run import ProcessObservation
 from gpudiag.report import Finding, Status
-from gpudiag.run.records import ProcessObservation
 
 _JOB = re.compile(r"^/job:[^/]+(?:/replica:\d+)?(?:/task:\d+)?")
 _DEVICE = re.compile(r"(?:^|/)(?:device:)?(?P<type>[A-Za-z_]+):(?P<index>\d+)$")

@@ -1,6 +1,6 @@
 """`gpudiag run`'s step time: each loop's steady-state start-to-start period, the step
 call's own share of it, and examples/s from the period (run.throughput; the cluster's
-tasks read the same loop_timing). Pure functions of gpudiag.run.records."""
+tasks read the same loop_timing). Pure functions of gpudiag.records.run."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ import statistics
 from collections.abc import Sequence
 from typing import Any
 
+from gpudiag.records.run import ProcessObservation, StepSeries
 from gpudiag.report import Finding
-from gpudiag.run.records import ProcessObservation, StepSeries
 
 
 def unseen_fit_batches(obs: ProcessObservation) -> str | None:

@@ -1,4 +1,4 @@
-"""Device use the graphs do not show (pure; used by gpudiag.verdicts.run):
+"""Device use the graphs do not show (pure; used by gpudiag.verdicts.run.process):
 
 - eager ``tf.device`` scopes the program opened (gpudiag.inprogram.devicescopes) on devices
   that do not exist: with soft placement on (TensorFlow 2's default) their ops ran
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from gpudiag.run.records import ProcessObservation
+from gpudiag.records.run import ProcessObservation
 
 LOGICAL_APIS = ("set_logical_device_configuration", "set_virtual_device_configuration")
 

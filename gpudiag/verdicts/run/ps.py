@@ -14,8 +14,8 @@ from dataclasses import replace
 from typing import Any
 
 from gpudiag.readers.clusterplacement import listing
+from gpudiag.records.run import ProcessObservation
 from gpudiag.report import Finding
-from gpudiag.run.records import ProcessObservation
 
 PSS_CLASSES = frozenset({"ParameterServerStrategyV2", "ParameterServerStrategy",
                          "ParameterServerStrategyV1"})

@@ -51,7 +51,7 @@ from gpudiag.run import statusline, streams, survivors
 from gpudiag.run.options import Finish, Outcome, RunOptions
 from gpudiag.session import RunSession
 from gpudiag.ui import Ui
-from gpudiag.verdicts import run_outcome
+from gpudiag.verdicts.run import outcome as run_outcome
 
 HOOKS_DIR = Path(inprogram.__file__).resolve().with_name("hooks")
 PKG_ROOT = Path(gpudiag.__file__).resolve().parent.parent

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gpudiag.catalogue import Entry, match_lines
-from gpudiag.run.records import ProcessObservation, PyWarning
+from gpudiag.records.run import ProcessObservation, PyWarning
 
 LEARNING_WARNINGS = frozenset({"from-logits-on-softmax", "gradients-missing"})
 # A loss "settled" at a floor only when this many of its last losses (and its last

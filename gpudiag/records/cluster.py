@@ -20,7 +20,7 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from gpudiag.probes.records import Workload, _build
+from gpudiag.records.training import Workload, _build
 
 ROLES = ("trainer", "coordinator", "server")
 DEFAULT_BACKUP_EVERY = 25

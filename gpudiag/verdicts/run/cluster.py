@@ -1,7 +1,7 @@
 """Verdicts of a user's multi-worker program as `gpudiag run` saw it: its cluster's tasks
 together, from one run or from every run that shared the logdir.
 
-Input: the TaskReports of one cluster (gpudiag.run.records; built by gpudiag.run.tasks),
+Input: the TaskReports of one cluster (gpudiag.records.run; built by gpudiag.run.tasks),
 oldest first. Pure: no TensorFlow, no I/O.
 """
 
@@ -10,10 +10,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from gpudiag.cluster.tfconfig import is_loopback_address
 from gpudiag.readers import clusterplacement
+from gpudiag.records.run import TaskReport
+from gpudiag.records.tfconfig import is_loopback_address
 from gpudiag.report import Finding, Status
-from gpudiag.run.records import TaskReport
 from gpudiag.verdicts.cluster import NOT_FORMED_ADVICE
 
 SERVER = "tf.distribute.Server"

@@ -1,16 +1,16 @@
 """`gpudiag run`'s verdicts on where the program's ops ran: ops per device (run.placement),
 pinned against placed (run.soft-placement), every device did work (run.every-device-used).
-Pure functions of gpudiag.run.records and plain numbers; device names as
+Pure functions of gpudiag.records.run and plain numbers; device names as
 gpudiag.verdicts.run.canonical spells them."""
 
 from __future__ import annotations
 
 from typing import Any
 
+from gpudiag.records.run import ProcessObservation
 from gpudiag.report import Finding
-from gpudiag.run.records import ProcessObservation
-from gpudiag.verdicts import run_devices
-from gpudiag.verdicts.run import PUBLIC_NAMES, canonical, listing
+from gpudiag.verdicts.run import devices as run_devices
+from gpudiag.verdicts.run.process import PUBLIC_NAMES, canonical, listing
 
 
 def placement(obs: ProcessObservation, placed: dict[str, int] | None, eager_ops: int,
@@ -43,7 +43,7 @@ def soft_placement(obs: ProcessObservation, graph_devices: dict[str, dict[str, s
                    proc: str = "", eager_by_device: dict[str, int] | None = None) -> Finding:
     """Ops pinned to one device that ran on another: soft placement moved them (graphs
     and Session step stats against where they ran; eager tf.device scopes on devices
-    that do not exist, gpudiag.verdicts.run_devices)."""
+    that do not exist, gpudiag.verdicts.run.devices)."""
     counts: dict[tuple[str, str], int] = {}
     names: dict[tuple[str, str], list[str]] = {}
     compared = 0

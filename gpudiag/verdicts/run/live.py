@@ -1,8 +1,8 @@
 """Verdicts of `gpudiag run` about what could be decided while the program ran: stalls
 (gpudiag.inprogram.stallwatch), a loss that became NaN or inf, a loss stuck at
 ln(classes). Shown on the terminal as they happened (gpudiag.run.live, with the same
-words) and reported at the end. Pure functions of gpudiag.run.records; ``proc`` as in
-gpudiag.verdicts.run.
+words) and reported at the end. Pure functions of gpudiag.records.run; ``proc`` as in
+gpudiag.verdicts.run.process.
 """
 
 from __future__ import annotations
@@ -12,10 +12,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from gpudiag.records.run import ProcessObservation
 from gpudiag.report import Finding
-from gpudiag.run.records import ProcessObservation
-from gpudiag.verdicts import run_throughput
-from gpudiag.verdicts.run_progress import LN_TOLERANCE, STUCK_FRACTION
+from gpudiag.verdicts.run import throughput as run_throughput
+from gpudiag.verdicts.run.progress import LN_TOLERANCE, STUCK_FRACTION
 
 # A loss at ln(classes) is said mid-run once this many steps ran and this many of its last
 # losses all sit there.

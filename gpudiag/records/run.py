@@ -1,7 +1,7 @@
 """Typed records of what the hooks saw in one process of the program (parent side).
 
 Built from the events files by gpudiag.run.events; read by the verdicts
-(gpudiag.verdicts.run). Plain frozen dataclasses, no TensorFlow. Times are seconds
+(gpudiag.verdicts.run.process). Plain frozen dataclasses, no TensorFlow. Times are seconds
 (``_s``), wall-clock times are Unix seconds (``t_unix_s``); devices are in the short form
 ``/device:GPU:1``.
 """
@@ -244,7 +244,7 @@ class TaskReport:
     a process of the program that joined the cluster (or had a TF_CONFIG naming its task).
     Written into the logdir (layout.run_cluster_dir) so that runs sharing a logdir are
     reported together; read back by gpudiag.run.tasks, judged by
-    gpudiag.verdicts.run_cluster."""
+    gpudiag.verdicts.run.cluster."""
 
     task_type: str
     task_id: int

@@ -2,7 +2,7 @@
 configuration, the profiler window, the crash, the command itself (the step time is
 run_throughput's).
 
-Pure functions of gpudiag.run.records and plain numbers, like gpudiag.verdicts.run.
+Pure functions of gpudiag.records.run and plain numbers, like gpudiag.verdicts.run.process.
 ``proc`` as there.
 """
 
@@ -15,10 +15,11 @@ from collections.abc import Sequence
 from typing import Any
 
 from gpudiag.catalogue import match_crash
+from gpudiag.records.run import ProcessObservation, StepSeries
 from gpudiag.report import Finding, Status
-from gpudiag.run.records import ProcessObservation, StepSeries
-from gpudiag.verdicts import crash_match, learning_causes, run_throughput
-from gpudiag.verdicts.training_runs import epoch_losses, training_runs
+from gpudiag.verdicts.run import crash_match, learning_causes
+from gpudiag.verdicts.run import throughput as run_throughput
+from gpudiag.verdicts.run.training_runs import epoch_losses, training_runs
 
 # A loss within this fraction of ln(k) is "at ln k"; it has "not fallen" when the last
 # value is at least STUCK_FRACTION of the first.
@@ -317,7 +318,7 @@ def profile(obs: ProcessObservation, busy: dict[str, float] | None, window_s: fl
 def crash(obs: Sequence[ProcessObservation], returncode: int | None,
           interrupted: bool = False, log_lines: Sequence[str] = ()) -> Finding:
     """The program's crash: exception, the line of its message (or of TensorFlow's log,
-    ``log_lines``) that says why (gpudiag.verdicts.crash_match), the frame in the user's
+    ``log_lines``) that says why (gpudiag.verdicts.run.crash_match), the frame in the user's
     code, the fix."""
     crashed = [o for o in obs if o.crash is not None]
     faulted = [o for o in obs if o.faults.strip()]

@@ -8,7 +8,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import replace
 
-from gpudiag.run.records import StepSeries
+from gpudiag.records.run import StepSeries
 
 
 def epoch_losses(s: StepSeries) -> tuple[list[float], int]:
