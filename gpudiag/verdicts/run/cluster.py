@@ -192,6 +192,22 @@ def _died(t: TaskReport) -> bool:
     return not t.exited and t.via != SERVER
 
 
+def _crashed_before_use(seen: Sequence[TaskReport], died: Sequence[TaskReport]
+                        ) -> str | None:
+    """The program crashed before any task ran a step, and every task that ended early
+    ended with it (crashed, or served in-process by a process that crashed): the cluster
+    was never used, so nothing can be said of it; the crash is run.crash's."""
+    crashed = [t for t in seen if t.crash]
+    pids = {(t.host, t.pid) for t in crashed}
+    if not crashed or any(t.steps for t in seen) or not all(
+            t.crash or (t.host, t.pid) in pids for t in died):
+        return None
+    return ("the program crashed before it used its cluster (no task ran a step): "
+            + "; ".join(f"{t.task} {t.crash}" for t in crashed)
+            + " (run.crash says why and what to do; the tasks it served in-process ended "
+            "with it)")
+
+
 def cluster(tasks: Sequence[TaskReport], *, check_id: str = "run.cluster",
             scope: str = "this run", earlier: int = 0,
             combined_report: str | None = None) -> Finding:
@@ -320,6 +336,10 @@ def cluster(tasks: Sequence[TaskReport], *, check_id: str = "run.cluster",
     if combined_report:
         head += f"; the cluster's report: {combined_report}"
         evidence["combined_report"] = combined_report
+    unused = _crashed_before_use(seen, died)
+    if unused is not None and not (duplicates or unknown or (len(hosts) > 1 and loopback)):
+        evidence["crashed_before_use"] = [t.task for t in seen if t.crash]
+        return Finding(check_id, "skip", unused + ". " + head, evidence)
     if not problems:
         return Finding(check_id, "ok", head, evidence)
     status: Status = "fail" if any(p[0] == "fail" for p in problems) else "warn"
