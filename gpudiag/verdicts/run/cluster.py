@@ -17,6 +17,8 @@ from gpudiag.report import Finding, Status
 from gpudiag.verdicts.cluster import NOT_FORMED_ADVICE
 
 SERVER = "tf.distribute.Server"
+SERVERS_ONLY = ("tf.distribute.Server (tf.compat.v1.train.Server) tasks, no strategy and no "
+                "Session seen")
 PSS = "ParameterServerStrategy"
 BETWEEN_GRAPH = "between-graph replication (tf.compat.v1, no tf.distribute strategy)"
 ASYNC_BG = ("asynchronous: each worker runs its own copy of the graph and applies its "
@@ -85,8 +87,11 @@ def _kind(tasks: Sequence[TaskReport]) -> str:
             return name
     if any(t.sessions for t in tasks):
         return BETWEEN_GRAPH
-    if "ps" in tasks[-1].cluster_spec:
-        return PSS
+    if vias <= {SERVER}:
+        # only tf.distribute.Servers were seen (a TF1 ps task's server.join(), workers that
+        # ended before their Session): never named ParameterServerStrategy, which is TF2's
+        # coordinator API that none of these processes created
+        return SERVERS_ONLY
     return next(iter(vias - {SERVER, "TF_CONFIG"}), "TF_CONFIG")
 
 
