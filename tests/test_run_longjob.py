@@ -143,6 +143,38 @@ def test_a_stalled_input_pipeline_is_named_with_its_waiting_line_while_it_runs(
     assert stall["status"] == "warn" and "generator_waits.py" in stall["message"]
 
 
+def test_a_keras_fit_whose_generator_blocks_is_told_input_at_the_generators_line(
+        tmp_path: Path) -> None:
+    """Keras 3 fetches the next batch inside its step function: the main thread is in
+    TensorFlow's runtime under `model.fit(...)`, and the line that waits is the generator's,
+    on a py_func thread TensorFlow owns (tests/programs/fit_generator_waits.py)."""
+    logdir, gate = tmp_path / "runs", tmp_path / "gate"
+    program = PROGRAMS / "fit_generator_waits.py"
+    proc = start_run(logdir, PY, str(program), str(gate), options=("--stall-timeout", "2"))
+    with ended(proc):
+        line = wait_for_line(proc, "stalled: no step of Model.fit has finished")
+        waits = [n for n, text in enumerate(program.read_text().splitlines(), 1)
+                 if "# GEN_WAIT" in text]
+        fit = next(n for n, text in enumerate(program.read_text().splitlines(), 1)
+                   if text.startswith("model.fit("))
+        assert "the step waits for its input" in line, line
+        assert "the generator of Dataset.from_generator waits at" in line, line
+        assert any(f"fit_generator_waits.py:{n} in gen_examples()" in line
+                   for n in waits), line
+        # the fit's line only as where the step was called, never as where it waits
+        assert f"(the step was called at fit_generator_waits.py:{fit}" in line, line
+        assert "is in the program's code" not in line
+        gate.touch()
+        out, _ = proc.communicate(timeout=120)
+    assert "done" in out and "steps again after a stall" in out
+    report = json.loads((run_dirs(logdir)[0] / layout.REPORT_JSON).read_text())
+    stall = findings_by_id(report)["run.stall"]
+    assert stall["status"] == "warn" and "waits for its input" in stall["message"]
+    (event,) = stall["evidence"]["stalls"]
+    assert event["where"]["kind"] == "iterator" and event["where"]["via"] == "generator"
+    assert event["where"]["waiting"]["function"] == "gen_examples"
+
+
 def test_tensorboard_shows_a_running_programs_loss_and_step_time(tmp_path: Path) -> None:
     from conftest import read_scalars
 
