@@ -167,7 +167,7 @@ def test_a_keras_fit_whose_generator_blocks_is_told_input_at_the_generators_line
         gate.touch()
         out, _ = proc.communicate(timeout=120)
     assert "done" in out and "steps again after a stall" in out
-    report = json.loads((run_dirs(logdir)[0] / layout.REPORT_JSON).read_text())
+    report = load_report(run_dirs(logdir)[0])
     stall = findings_by_id(report)["run.stall"]
     assert stall["status"] == "warn" and "waits for its input" in stall["message"]
     (event,) = stall["evidence"]["stalls"]
