@@ -1,7 +1,8 @@
 """The tf.data pipelines the program builds: one ``dataset_call`` event per call.
 
 ``tf.data.Dataset``'s ``map``, ``prefetch``, ``cache``, ``interleave``, ``batch``,
-``padded_batch``, ``shuffle`` and its sources ``from_tensor_slices``, ``from_tensors``,
+``padded_batch``, ``shuffle``, the calls a pipeline passes through on its way to its end
+(``repeat``, ``take``, ``skip``, ``filter`` ...) and its sources ``from_tensor_slices``, ``from_tensors``,
 ``from_generator``, and ``tf.py_function`` / ``tf.numpy_function`` are wrapped once. Each
 call is recorded as it is made (at pipeline build time, never per element): the
 arguments that decide its speed (``num_parallel_calls``, buffer sizes, the batch size, a
@@ -32,7 +33,10 @@ if TYPE_CHECKING:
     from gpudiag.inprogram.agent import Agent
 
 TAG = "_gpudiag_dataset"
-METHODS = ("map", "prefetch", "cache", "interleave", "batch", "padded_batch", "shuffle")
+METHODS = ("map", "prefetch", "cache", "interleave", "batch", "padded_batch", "shuffle",
+           # recorded so that a pipeline can be followed through them to its end
+           "repeat", "take", "skip", "filter", "unbatch", "rebatch", "shard", "with_options",
+           "ignore_errors")
 SOURCES = ("from_tensor_slices", "from_tensors", "from_generator")
 RECORDED_ARGS = ("num_parallel_calls", "deterministic", "buffer_size", "filename",
                  "cycle_length", "block_length", "batch_size", "drop_remainder")
