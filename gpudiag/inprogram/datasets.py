@@ -2,8 +2,8 @@
 
 ``tf.data.Dataset``'s ``map``, ``prefetch``, ``cache``, ``interleave``, ``batch``,
 ``padded_batch``, ``shuffle``, the calls a pipeline passes through on its way to its end
-(``repeat``, ``take``, ``skip``, ``filter`` ...) and its sources ``from_tensor_slices``, ``from_tensors``,
-``from_generator``, and ``tf.py_function`` / ``tf.numpy_function`` are wrapped once. Each
+(``repeat``, ``take``, ``skip``, ``filter`` ...) and its sources ``from_tensor_slices``,
+``from_tensors``, ``from_generator``, and ``tf.py_function`` / ``tf.numpy_function`` are wrapped once. Each
 call is recorded as it is made (at pipeline build time, never per element): the
 arguments that decide its speed (``num_parallel_calls``, buffer sizes, the batch size, a
 cache's file), the function given to it, and the program's own source line that made the
