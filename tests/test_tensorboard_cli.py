@@ -49,7 +49,8 @@ def test_newest_run_directory_served_quietly_and_stopped_by_ctrl_c(tmp_path: Pat
         with urllib.request.urlopen(f"{url}/data/plugin/text/tags", timeout=30) as resp:
             tags = json.load(resp)
         assert {run: sorted(t) for run, t in tags.items()} == \
-            {layout.REPORT_TB_RUN: sorted([layout.TAG_FINDINGS, layout.TAG_REPORT])}
+            {layout.REPORT_TB_RUN: sorted([layout.TAG_VERDICT, layout.TAG_FINDINGS,
+                                           layout.TAG_REPORT])}
         proc.send_signal(signal.SIGINT)
         out, err = proc.communicate(timeout=60)
     finally:
