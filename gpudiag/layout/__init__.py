@@ -81,6 +81,11 @@ PLOT_PNG = "scaling.png"
 MEMORY_TB_RUN_PREFIX = "memory-"
 CHECKPOINT_DIR = "checkpoints"  # inside a configuration's run: tf.train.CheckpointManager
 KERAS_TRAIN_RUN = "train"  # inside a keras configuration's run: Keras's TensorBoard callback
+TB_EVENTS_GLOB = "events.out.tfevents.*"  # a TensorBoard run's event files
+XPLANE_SUFFIX = ".xplane.pb"  # a profiler trace, under <run>/plugins/profile/<ts>/
+# The commands whose run directories gpudiag writes (report.json's "command").
+COMMANDS = ("env", "placement", "memory", "scaling", "monitor", "run", "explain", "worker",
+            "diff")
 
 # Files of one child process, in children/<name>/
 CONFIG_JSON = "config.json"
