@@ -156,6 +156,11 @@ def bottleneck_line(report: dict[str, Any]) -> str | None:
         return clip(f"bottleneck: none stands out{per} ({parts})")
     where = _FILE_LINE.search(f.get("advice", ""))
     fix = f"; fix at {where.group(0)}" if where else "; fix: see report.md"
+    part = {"input-bound": "input", "communication-bound": "communication",
+            "host-bound": "host_between_calls"}.get(causes[0])
+    share = shares.get(part) if part else None
+    per = f" ({share:.0%}{per})" if isinstance(share, int | float) else f" ({per[1:]})" \
+        if per else ""
     return clip(f"bottleneck: {causes[0]}{per}{fix}")
 
 
