@@ -96,6 +96,7 @@ class Browser:
         self.page.on("pageerror", lambda exc: self.errors.append(str(exc)))
 
     def dashboard(self, server: tbserve.Server) -> Any:
+        self.page.goto("about:blank")  # the same URL again would only change the hash
         self.page.goto(f"{server.url}/?darkMode=false#gpudiag")
         frame = self.page.frame_locator('iframe[src*="name=gpudiag"]')
         frame.locator("pre.headline").wait_for(timeout=TIMEOUT_MS)

@@ -19,6 +19,7 @@ is not a run is a 400 with one line. No TensorFlow is imported here.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -41,6 +42,13 @@ def _json(data: Any, status: int = 200) -> wrappers.Response:
                              headers={"Cache-Control": "no-store"})
 
 
+def _wsgi(handler: Callable[[wrappers.Request], wrappers.Response]) -> Any:
+    """A WSGI application (what TensorBoard routes to) answering with ``handler``."""
+    def app(environ: dict[str, Any], start_response: Any) -> Any:
+        return handler(wrappers.Request(environ))(environ, start_response)
+    return app
+
+
 class GpudiagPlugin(base_plugin.TBPlugin):
     plugin_name = PLUGIN_NAME
 
@@ -48,9 +56,9 @@ class GpudiagPlugin(base_plugin.TBPlugin):
         self._logdir = Path(context.logdir or ".")
 
     def get_plugin_apps(self) -> dict[str, Any]:
-        apps: dict[str, Any] = dict.fromkeys(_STATIC, self._static)
-        apps.update({"/runs": self._runs, "/run": self._run, "/diff": self._diff})
-        return apps
+        routes = {**dict.fromkeys(_STATIC, self._static), "/runs": self._runs,
+                  "/run": self._run, "/diff": self._diff}
+        return {path: _wsgi(handler) for path, handler in routes.items()}
 
     def is_active(self) -> bool:
         return self._logdir.is_dir() and next(
@@ -60,7 +68,6 @@ class GpudiagPlugin(base_plugin.TBPlugin):
         return base_plugin.FrontendMetadata(es_module_path="/index.js", tab_name=TAB_NAME,
                                             disable_reload=False)
 
-    @wrappers.Request.application
     def _static(self, request: wrappers.Request) -> wrappers.Response:
         name = request.path.rsplit("/", 1)[-1]
         body = resources.files("gpudiag.tbplugin").joinpath("static", name).read_bytes()
@@ -75,7 +82,6 @@ class GpudiagPlugin(base_plugin.TBPlugin):
             raise RunDirError(f"{run_id} is outside the logdir")
         return load_run(path)
 
-    @wrappers.Request.application
     def _runs(self, request: wrappers.Request) -> wrappers.Response:
         try:
             runs = list_runs(self._logdir)
@@ -86,7 +92,6 @@ class GpudiagPlugin(base_plugin.TBPlugin):
                        rows[0]["id"] if rows else None)
         return _json({"runs": rows, "default": default})
 
-    @wrappers.Request.application
     def _run(self, request: wrappers.Request) -> wrappers.Response:
         try:
             run = self._load(request.args.get("id"))
@@ -94,7 +99,6 @@ class GpudiagPlugin(base_plugin.TBPlugin):
             return _json({"error": exc.message}, 400)
         return _json(views.run_view(run, self._logdir))
 
-    @wrappers.Request.application
     def _diff(self, request: wrappers.Request) -> wrappers.Response:
         from gpudiag.tbplugin import compare
 

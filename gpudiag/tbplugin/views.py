@@ -100,7 +100,7 @@ def devices(run: Run) -> dict[str, Any]:
     for source in (used_ev.get("logical_devices") or [], used_ev.get("strategy_devices") or [],
                    list(ops), list(parts)):
         names += [str(n) for n in source if str(n) not in names]
-    lanes = []
+    lanes: list[dict[str, Any]] = []
     for name in names:
         p = parts.get(name)
         share = None if p is None or p.period_s <= 0 else p.compute_s / p.period_s

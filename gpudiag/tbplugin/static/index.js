@@ -270,9 +270,9 @@ async function show(root) {
   state.view = view;
   const main = el("div", { class: "grid" }, devicesCard(view.devices),
     bottleneckCard(view.bottleneck), learningCard(view.learning), scalingCard(view.scaling));
-  root.replaceChildren(
+  root.replaceChildren(...[
     el("pre", { class: "headline" }, view.verdict.join("\n")), liveCard(view),
-    diffCard(diff), main, findingsCard(view.groups));
+    diffCard(diff), main, findingsCard(view.groups)].filter(Boolean));
   if (view.status === "running") {
     state.timer = setTimeout(async () => {
       const runs = await getJson("./runs").catch(() => null);
