@@ -23,7 +23,8 @@ from gpudiag.report import Finding
 from gpudiag.session import RunSession
 from gpudiag.tb import check as tbcheck
 
-URL_LINE = re.compile(r"^TensorBoard on (\S+): (http://localhost:\d+)/#gpudiag \(Ctrl-C stops it\)$")
+URL_LINE = re.compile(
+    r"^TensorBoard on (\S+): (http://localhost:\d+)/#gpudiag \(Ctrl-C stops it\)$")
 
 
 @pytest.mark.slow
