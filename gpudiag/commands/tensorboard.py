@@ -2,10 +2,10 @@
 
 Without LOGDIR: the newest completed run directory under ``runs/`` (not a failed one;
 else the newest, else ``runs/`` itself). The URL printed opens the GPUDIAG tab. The
-logdir and the address are checked first (gpudiag.tbserve: one line, exit 2), then
+logdir and the address are checked first (gpudiag.tb.serve: one line, exit 2), then
 TensorBoard starts quietly and gpudiag prints its URL. ``--check`` starts it the same
 way, asks every dashboard over HTTP whether it lists what the run directories promise
-(gpudiag.tbcheck), prints one line per dashboard and stops it: exit 0 when all pass,
+(gpudiag.tb.check), prints one line per dashboard and stops it: exit 0 when all pass,
 1 otherwise. Writes nothing: no run directory of its own.
 """
 

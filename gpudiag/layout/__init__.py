@@ -1,5 +1,9 @@
 """The format contract: what gpudiag writes on disk, and under which names.
 
+This module holds the run directory's names; run.py `gpudiag run`'s, cluster.py the
+clusters', views.py the TensorBoard views' tags and HParams, diff.py `gpudiag diff`'s record
+(report.json's data.diff), names.py Indexed (a name with one slot).
+
 Every name a writer puts on disk and a reader looks up (run-directory and file names,
 TensorBoard runs and tags, the progress lines a child prints) is defined here once;
 writers and readers import it. Imports nothing heavy (no TensorFlow, no NVML).
@@ -20,7 +24,7 @@ Inside a run directory::
                          command its tables (TAG_PLACEMENT, TAG_MEMORY, TAG_MONITOR,
                          TAG_SCALING_TABLE, TAG_ALLREDUCE_TABLE) and plots
                          (TAG_SCALING_PLOT, TAG_ALLREDUCE_PLOT), the Custom Scalars layout
-                         (gpudiag/tbviews.py) and, for scaling, the HParams experiment
+                         (gpudiag/tb/views.py) and, for scaling, the HParams experiment
     children/<name>/     per child process: config.json (what the parent asked),
                          result.json (``{"ok": ..., "result" | "error" ...}``), stdout.txt,
                          stderr.txt (the whole of the child's output, kept as evidence)
@@ -338,5 +342,6 @@ def child_dir(run_dir: Path, name: str) -> Path:
 # The sections of other commands live beside this module and are part of the contract:
 # everything they define is reachable as gpudiag.layout.NAME.
 from gpudiag.layout.cluster import *  # noqa: E402, F403
+from gpudiag.layout.diff import *  # noqa: E402, F403
 from gpudiag.layout.run import *  # noqa: E402, F403
 from gpudiag.layout.views import *  # noqa: E402, F403

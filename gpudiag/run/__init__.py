@@ -9,4 +9,11 @@ records (:mod:`~gpudiag.records.run`) for the verdicts (the package gpudiag.verd
 joins a cluster's tasks (:mod:`~gpudiag.run.tasks`) and writes TensorBoard
 (:mod:`~gpudiag.run.tbwrite`). :mod:`~gpudiag.run.options` holds the records the steps
 share (RunOptions, Outcome).
+
+While the program runs: live.py follows the events (scalars, stalls, a NaN loss),
+livegpu.py NVML's samples, stderrscan.py matches the saved stderr against the catalogue,
+statusline.py draws the terminal's one status line, peers.py shares a cluster's tasks'
+live states in the logdir; classcount.py finds a loop's number of classes from evidence
+only, placedrows.py turns the placement window's graphs into placement rows, survivors.py
+finds descendants that outlive the program.
 """

@@ -6,7 +6,8 @@ scalar-plugin tensor, gpudiag/layout).
 other loop the same tags under ``program/<loop>/`` (gpudiag.run.tbwrite). The loop's
 name is the one the report's run.throughput / run.learning evidence gives it.
 `scaling` (and a `worker`'s configuration): each <strategy>-<n>dev/ run's TAG_TRAIN_*
-tags, named by the configuration.
+tags, named by the configuration. `explain`: each trace's profiled steps (the report's
+``data.explain``: a trace has no step series of its own).
 
 TensorBoard's reader reaches files through ``tensorboard.compat.tf``, which imports the
 whole of TensorFlow when it is installed (seconds, and its log lines on stderr); where
@@ -123,10 +124,29 @@ def _config_loops(run: Run, names: Sequence[str]) -> dict[str, Loop]:
 _CONFIG_RUN = re.compile(r"^[a-z_]+-\d+dev$")
 
 
+def _explain_loops(run: Run) -> dict[str, Loop]:
+    """`explain`: each trace's profiled steps (start to the next start) on its device
+    with the most steps (a placed device before the row of unplaced ops)."""
+    out: dict[str, Loop] = {}
+    traces = (run.report.data.get("explain") or {}).get("traces") or []
+    for t in traces:
+        devices = sorted(t.get("devices") or [], key=lambda d: (
+            -len(d.get("steps") or []), d.get("device") == "/host:CPU"))
+        if not devices or not devices[0].get("steps"):
+            continue
+        name = Path(str(t.get("path"))).name if len(traces) > 1 else "profiled steps"
+        steps = tuple(StepPoint(i + 1, float(s["period_s"]), None, None)
+                      for i, s in enumerate(devices[0]["steps"]))
+        out[name] = Loop(name, str(t.get("path")), steps)
+    return out
+
+
 def read_loops(run: Run) -> dict[str, Loop]:
     """Every step series of ``run`` by loop name (empty: the run has none)."""
     if run.command in ("run", "monitor"):
         return _program_loops(run)
+    if run.command == "explain":
+        return _explain_loops(run)
     configs = list((run.report.data.get("scaling") or {}).get("configs") or {})
     names = configs or sorted(p.name for p in run.path.iterdir()
                               if p.is_dir() and _CONFIG_RUN.match(p.name))
