@@ -254,16 +254,20 @@ def test_two_runs_side_by_side_show_the_diffs_numbers(
     if not _has_diff_command():
         pytest.skip("`gpudiag diff` is not in this build: the side-by-side view has no data")
     (input_dir,), (tuned_dir,) = run_dirs(logdir / "input"), run_dirs(logdir / "tuned")
-    proc = gpudiag("diff", str(input_dir), str(tuned_dir), "--logdir", str(logdir / "diffs"))
+    proc = gpudiag("diff", str(input_dir), str(tuned_dir), "--logdir", str(logdir / "diffs"),
+                   timeout=400)
     assert proc.returncode in (0, 1), proc.stderr
     (diff_dir,) = run_dirs(logdir / "diffs")
-    rows = list(compare.rows(_report(diff_dir)["data"]["diff"]))
+    from gpudiag.layout.diff import DiffRecord
+
+    rows = compare.rows(DiffRecord.from_dict(_report(diff_dir)["data"]["diff"]))
     assert rows, "the diff record holds no compared figure"
     frame = browser.dashboard(server)
     _choose(frame, "gpudiag-run", input_dir, logdir)
     _choose(frame, "gpudiag-other", tuned_dir, logdir)
     table = frame.locator("section.diff table.diff")
     expect(table.locator("tbody tr")).to_have_count(len(rows), timeout=TIMEOUT_MS)
+    expect(frame.locator("section.diff")).to_contain_text("(gpudiag diff)")
     for row in rows[:10]:
         expect(table).to_contain_text(row["a"])
         expect(table).to_contain_text(row["b"])
