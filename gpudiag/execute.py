@@ -23,7 +23,9 @@ from typing import Any, NoReturn
 import typer
 from rich.console import Console
 
+from gpudiag import headline
 from gpudiag.errors import GpudiagError, Interrupted, WriteFailed, signum_of
+from gpudiag.layout import REPORT_MD
 from gpudiag.report import render_table
 from gpudiag.report import to_json as report_to_json
 from gpudiag.session import RunSession
@@ -51,6 +53,7 @@ def execute(command: str, logdir: Path, as_json: bool,
         render_table(session.report, console)
         console.print(f"interrupted by {signal.Signals(signum).name}: the partial report "
                       f"is in {session.run_dir}")
+        show_verdict(session, console)
         print_json(session, as_json)
         raise typer.Exit(128 + signum) from None
     except WriteFailed as exc:
@@ -59,12 +62,30 @@ def execute(command: str, logdir: Path, as_json: bool,
         error_line(exc.message, exc.exit_code)  # the report is incomplete; the code is the user's
         raise typer.Exit(session.forwarded_exit) from None
     render_table(session.report, console)
-    console.print(f"report: {session.run_dir / 'report.md'}")
-    console.print(f"TensorBoard: gpudiag tensorboard {session.run_dir.parent}")
+    show_verdict(session, console)
     print_json(session, as_json)
     if session.forwarded_exit is not None:
         raise typer.Exit(session.forwarded_exit)
     raise typer.Exit(session.report.exit_code() if forwarded is None else forwarded)
+
+
+def show_verdict(session: RunSession, console: Console) -> None:
+    """The command's last lines: the short verdict (gpudiag.headline), each line as it is
+    (no wrapping, no markup), then nothing else of gpudiag's."""
+    report_md = _shown(session.run_dir / REPORT_MD)
+    console.print()
+    for line in headline.terminal(session.report.to_dict(), report_md,
+                                  _shown(session.run_dir.parent)):
+        console.print(line, soft_wrap=True, markup=False, highlight=False)
+
+
+def _shown(path: Path) -> str:
+    """``path`` as the user can type it here: relative to the working directory when it is
+    under it (short enough for one line of 80 columns)."""
+    try:
+        return str(path.resolve().relative_to(Path.cwd().resolve()))
+    except (ValueError, OSError):
+        return str(path)
 
 
 def _silence_stdout() -> None:

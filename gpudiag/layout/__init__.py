@@ -18,8 +18,9 @@ Inside a run directory::
     report.json          the contract: ``schema_version`` = SCHEMA_VERSION, see
                          gpudiag/report.schema.json; every finding with its evidence
     report.md            the same report for people
-    report/              TensorBoard run: the findings at a glance (TAG_FINDINGS, the Text
-                         tab's first card), each finding's evidence (TAG_REPORT), per
+    report/              TensorBoard run: the short verdict (TAG_VERDICT, the Text tab's
+                         first card), the findings at a glance (TAG_FINDINGS), each
+                         finding's evidence (TAG_REPORT), per
                          command its tables (TAG_PLACEMENT, TAG_MEMORY, TAG_MONITOR,
                          TAG_SCALING_TABLE, TAG_ALLREDUCE_TABLE) and plots
                          (TAG_SCALING_PLOT, TAG_ALLREDUCE_PLOT), the Custom Scalars layout
