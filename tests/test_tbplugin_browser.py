@@ -10,7 +10,6 @@ dashboard's screenshot goes there (`make screenshots` -> docs/images).
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import shutil
@@ -23,7 +22,7 @@ from typing import Any
 from urllib.parse import urlparse
 
 import pytest
-from conftest import REPO, ended, gpudiag, run_dirs, until
+from conftest import REPO, ended, gpudiag, load_report, run_dirs, until
 
 from gpudiag import layout
 from gpudiag.tb import serve as tbserve
@@ -38,8 +37,7 @@ TIMEOUT_MS = 90_000
 
 
 def _report(run_dir: Path) -> dict[str, Any]:
-    data: dict[str, Any] = json.loads((run_dir / layout.REPORT_JSON).read_text())
-    return data
+    return load_report(run_dir)
 
 
 def _finding(report: dict[str, Any], finding_id: str) -> dict[str, Any]:
@@ -49,7 +47,8 @@ def _finding(report: dict[str, Any], finding_id: str) -> dict[str, Any]:
 @pytest.fixture(scope="module")
 def logdir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The sample runs, then (newest last) an input-bound Keras fit, the same fit tuned,
-    and a run of a script name with a typo (failed before its program started)."""
+    and a run of a script whose import has a typo (`import tensorflw`: it exits 1 before
+    any TensorFlow work, a failed run)."""
     root = tmp_path_factory.mktemp("tb") / "runs"
     shutil.copytree(REPO / "sample_runs", root / "sample",
                     ignore=shutil.ignore_patterns("README.md"))
@@ -57,8 +56,9 @@ def logdir(tmp_path_factory: pytest.TempPathFactory) -> Path:
         proc = gpudiag("run", "--logdir", str(root / name), "--", sys.executable,
                        str(PROGRAMS / "input_pipeline_fit.py"), *extra, timeout=400)
         assert proc.returncode == 0, proc.stderr[-2000:]
-    typo = gpudiag("run", "--logdir", str(root / "typo"), "--", sys.executable,
-                   str(PROGRAMS / "no_such_script.py"))
+    script = root.parent / "typo_import.py"
+    script.write_text("import tensorflw\n")
+    typo = gpudiag("run", "--logdir", str(root / "typo"), "--", sys.executable, str(script))
     assert typo.returncode != 0
     return root
 
@@ -162,7 +162,7 @@ def test_first_screen_answers_devices_bottleneck_learning(
         tuned_dir.relative_to(logdir).as_posix())
     typo_option = frame.locator(
         f'#gpudiag-run option[value="{typo_dir.relative_to(logdir).as_posix()}"]')
-    expect(typo_option).to_have_text(re.compile(r"\[failed before its program started\]"))
+    expect(typo_option).to_have_text(re.compile(r"\[failed before its work started\]"))
     # the input-bound fit: its lanes, the bottleneck at the user's line, the verdict
     _choose(frame, "gpudiag-run", input_dir, logdir)
     report = _report(input_dir)
@@ -194,7 +194,7 @@ def test_first_screen_answers_devices_bottleneck_learning(
     for key in ("devices", "bottleneck", "learning"):
         box = frame.locator(f"section.{key}").bounding_box()
         assert box is not None and box["y"] < 1000, (key, box)
-    _shoot(browser.page, "tensorboard-gpudiag", tmp_path)
+    _shoot(browser.page, "gpudiag-tab", tmp_path)
     # the sample scaling run: speed-up against the ideal; findings folded, worst first
     scaling_dir = next((logdir / "sample" / "scaling").iterdir())
     _choose(frame, "gpudiag-run", scaling_dir, logdir)

@@ -3,13 +3,13 @@
 ``tf.data.Dataset``'s ``map``, ``prefetch``, ``cache``, ``interleave``, ``batch``,
 ``padded_batch``, ``shuffle``, the calls a pipeline passes through on its way to its end
 (``repeat``, ``take``, ``skip``, ``filter`` ...) and its sources ``from_tensor_slices``,
-``from_tensors``, ``from_generator``, and ``tf.py_function`` / ``tf.numpy_function`` are wrapped once. Each
-call is recorded as it is made (at pipeline build time, never per element): the
-arguments that decide its speed (``num_parallel_calls``, buffer sizes, the batch size, a
-cache's file), the function given to it, and the program's own source line that made the
-call (the innermost frame in the program's code, gpudiag.inprogram.usercode). Each dataset made
-is tagged with a number, so the parent can follow a pipeline from its source to what the
-program iterates (``input`` -> ``output``).
+``from_tensors``, ``from_generator``, and ``tf.py_function`` / ``tf.numpy_function``
+are wrapped once. Each call is recorded as it is made (at pipeline build time, never per
+element): the arguments that decide its speed (``num_parallel_calls``, buffer sizes, the
+batch size, a cache's file), the function given to it, and the program's own source line
+that made the call (the innermost frame in the program's code,
+gpudiag.inprogram.usercode). Each dataset made is tagged with a number, so the parent can
+follow a pipeline from its source to what the program iterates (``input`` -> ``output``).
 
 The call itself is the program's: its exceptions are its own, and recording it never
 raises into the program.

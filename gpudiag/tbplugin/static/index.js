@@ -47,7 +47,7 @@ const pct = (x) => (x === null || x === undefined ? "n/a" : `${Math.round(x * 10
 const ms = (x) => (x === null || x === undefined ? "n/a" : `${x.toFixed(2)} ms`);
 
 function runLabel(r) {
-  const mark = r.failed_before_start ? "  [failed before its program started]"
+  const mark = r.failed_before_start ? "  [failed before its work started]"
     : r.status === "running" ? "  [running]" : r.status === "interrupted"
       ? "  [interrupted]" : "";
   return `${r.id}${mark}`;
