@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 from gpudiag.inprogram import weights
 from gpudiag.inprogram.config import UNBUFFERED_FIRST_STEPS
 from gpudiag.inprogram.recorder import StepBuffer
+from gpudiag.layout import events
 
 if TYPE_CHECKING:
     from gpudiag.inprogram.agent import Agent
@@ -154,8 +155,8 @@ def make_callback_class(agent: Agent, keras: ModuleType) -> type:
             if not self.refs and getattr(self.model, "built", False):
                 self.refs = weights.track(self.model.trainable_weights)
             if self.refs:
-                agent.emit("weights", source=self.label, phase=phase, calls=self.step,
-                           fingerprint=weights.fingerprint(self.refs))
+                agent.emit(events.Weights(source=self.label, phase=phase, calls=self.step,
+                           fingerprint=weights.fingerprint(self.refs)))
 
         def on_train_begin(self, logs: Any = None) -> None:
             from gpudiag.inprogram.tfhooks import record_devices
@@ -164,8 +165,8 @@ def make_callback_class(agent: Agent, keras: ModuleType) -> type:
             # ops are placed as before (a notebook calling fit once an epoch opens it once)
             self.buffer.window_key = ("fit", id(self.model))
             record_devices("fit")
-            agent.emit("fit_begin", params=dict(self.params or {}), batch_size=self.batch_size,
-                       examples=self.examples, **self._model_facts())
+            agent.emit(events.FitBegin(params=dict(self.params or {}), batch_size=self.batch_size,
+                       examples=self.examples, **self._model_facts()))
             self._fingerprint("begin")
 
         def on_epoch_begin(self, epoch: int, logs: Any = None) -> None:
@@ -191,21 +192,20 @@ def make_callback_class(agent: Agent, keras: ModuleType) -> type:
 
         def on_train_batch_end(self, batch: int, logs: Any = None) -> None:
             step = self.step - 1
-            self.buffer.add({"i": step, "epoch": self.epoch, "batch": batch,
+            self.buffer.add({"i": step, "epoch": self.epoch,
                              "t0": self.starts.pop(step, None), "t_end": time.time(),
                              "logs": _plain_logs(logs)})
 
         def on_epoch_end(self, epoch: int, logs: Any = None) -> None:
             self._end_step()
             self.buffer.flush()
-            agent.emit("fit_epoch", epoch=epoch, steps=self.step, logs=_plain_logs(logs))
+            agent.emit(events.FitEpoch(logs=_plain_logs(logs)))
 
         def on_train_end(self, logs: Any = None) -> None:
             self._end_step()
             self.buffer.flush()
             self._fingerprint("end")
-            agent.emit("fit_end", steps=self.step, logs=_plain_logs(logs),
-                       iterations=_iterations(self.model))
+            agent.emit(events.FitEnd(iterations=_iterations(self.model)))
 
     for name in ("on_train_begin", "on_epoch_begin", "on_train_batch_begin",
                  "on_train_batch_end", "on_epoch_end", "on_train_end"):
@@ -251,7 +251,8 @@ def install(agent: Agent, keras: ModuleType) -> None:
         return
     original = model_cls.fit
     recorder_cls = make_callback_class(agent, keras)
-    agent.emit("keras_import", module=keras.__name__, version=getattr(keras, "__version__", "?"))
+    agent.emit(events.KerasImport(module=keras.__name__,
+                                  version=getattr(keras, "__version__", "?")))
 
     epochs_only_cls = epochs_only(recorder_cls, keras)
     buffers: dict[int, tuple[Callable[[], Any], StepBuffer]] = {}
@@ -283,7 +284,7 @@ def install(agent: Agent, keras: ModuleType) -> None:
             callback = (epochs_only_cls if refused else recorder_cls)(batch, examples,
                                                                       buffer_of(self))
             if refused:
-                agent.emit("hook_note", where="Model.fit", message=refused)
+                agent.emit(events.HookNote(where="Model.fit", message=refused))
             if len(args) > CALLBACKS_POSITION:
                 args = (*args[:CALLBACKS_POSITION],
                         [*list(args[CALLBACKS_POSITION] or []), callback],
@@ -293,8 +294,8 @@ def install(agent: Agent, keras: ModuleType) -> None:
                 if given is None or isinstance(given, list | tuple):
                     kwargs["callbacks"] = [*list(given or []), callback]
                 else:
-                    agent.emit("hook_note", where="Model.fit",
-                               message="callbacks given as a CallbackList: fit not recorded")
+                    agent.emit(events.HookNote(where="Model.fit",
+                               message="callbacks given as a CallbackList: fit not recorded"))
         except Exception as exc:
             agent.hook_error("Model.fit callback", exc)
         return original(self, *args, **kwargs)

@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 from gpudiag.inprogram.config import UNBUFFERED_FIRST_STEPS
 from gpudiag.inprogram.recorder import StepBuffer
 from gpudiag.inprogram.tfhooks import caller, record_devices
+from gpudiag.layout import events
 from gpudiag.readers.traces import union_s
 
 if TYPE_CHECKING:
@@ -233,8 +234,8 @@ def install(agent: Agent, tf: ModuleType) -> None:
         try:
             hooks.sessions += 1
             summary = config_summary(config)
-            agent.emit("session", index=hooks.sessions, target=str(target), config=summary,
-                       caller=caller())
+            agent.emit(events.Session(target=str(target), config=summary,
+                       caller=caller()))
             if summary and summary["log_device_placement"]:
                 from gpudiag.layout import RUN_MARK_PLACEMENT_ASKED
 
@@ -298,8 +299,8 @@ def install(agent: Agent, tf: ModuleType) -> None:
                     row["global_step"] = int(flat[group.global_step_at])
             group.buffer.add(row)
             if traced:
-                agent.emit("step_stats", group=group.label, call=index,
-                           **summarize_step_stats(run_metadata, self.graph))
+                agent.emit(events.StepStats(group=group.label, call=index,
+                           **summarize_step_stats(run_metadata, self.graph)))
         except Exception as exc:
             agent.hook_error("recording a Session.run", exc)
         return result
