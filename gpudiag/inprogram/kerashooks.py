@@ -98,6 +98,48 @@ def _guarded(agent: Agent, method: Callable[..., None]) -> Callable[..., None]:
     return wrapper
 
 
+def _model_facts(model: Any) -> dict[str, Any]:
+    """What the fit_begin event says of the model (gpudiag.layout.events.FitBegin)."""
+    # which model: fits of the same one are one training run (run.learning)
+    facts: dict[str, Any] = {"model": type(model).__name__, "model_id": id(model)}
+    try:
+        outputs = getattr(model, "outputs", None) or []
+        facts["output_width"] = int(outputs[0].shape[-1]) if outputs else None
+    except Exception:
+        facts["output_width"] = None
+    facts["loss"] = repr(getattr(model, "loss", None))[:200]
+    opt = getattr(model, "optimizer", None)
+    facts["optimizer"] = type(opt).__name__ if opt is not None else None
+    try:
+        facts["learning_rate"] = float(opt.learning_rate)  # type: ignore[union-attr]
+    except Exception:
+        facts["learning_rate"] = None
+    strategy = getattr(model, "distribute_strategy", None)
+    facts["strategy"] = type(strategy).__name__ if strategy is not None else None
+    facts["replicas"] = getattr(strategy, "num_replicas_in_sync", None)
+    try:  # an unbuilt model (tf_keras before its first call) raises here
+        trainable = list(model.trainable_weights)
+    except Exception:
+        trainable = None
+    try:
+        facts["trainable_parameters"] = None if trainable is None else int(sum(
+            int(getattr(w, "size", 0) or 0) for w in trainable))
+    except Exception:
+        facts["trainable_parameters"] = None
+    facts["trainable_bytes"] = None if trainable is None else \
+        weights.logical_bytes(trainable)
+    return facts
+
+
+def _fingerprint(agent: Agent, recorder: Any, phase: str) -> None:
+    """The fit's trainable weights' fingerprint (tracked from the first built model)."""
+    if not recorder.refs and getattr(recorder.model, "built", False):
+        recorder.refs = weights.track(recorder.model.trainable_weights)
+    if recorder.refs:
+        agent.emit(events.Weights(source=recorder.label, phase=phase, calls=recorder.step,
+                                  fingerprint=weights.fingerprint(recorder.refs)))
+
+
 def make_callback_class(agent: Agent, keras: ModuleType) -> type:
     base = keras.callbacks.Callback
 
@@ -119,44 +161,8 @@ def make_callback_class(agent: Agent, keras: ModuleType) -> type:
             self.refs: list[Any] = []
             self.buffer = buffer
 
-        def _model_facts(self) -> dict[str, Any]:
-            model = self.model
-            # which model: fits of the same one are one training run (run.learning)
-            facts: dict[str, Any] = {"model": type(model).__name__, "model_id": id(model)}
-            try:
-                outputs = getattr(model, "outputs", None) or []
-                facts["output_width"] = int(outputs[0].shape[-1]) if outputs else None
-            except Exception:
-                facts["output_width"] = None
-            facts["loss"] = repr(getattr(model, "loss", None))[:200]
-            opt = getattr(model, "optimizer", None)
-            facts["optimizer"] = type(opt).__name__ if opt is not None else None
-            try:
-                facts["learning_rate"] = float(opt.learning_rate)  # type: ignore[union-attr]
-            except Exception:
-                facts["learning_rate"] = None
-            strategy = getattr(model, "distribute_strategy", None)
-            facts["strategy"] = type(strategy).__name__ if strategy is not None else None
-            facts["replicas"] = getattr(strategy, "num_replicas_in_sync", None)
-            try:  # an unbuilt model (tf_keras before its first call) raises here
-                trainable = list(model.trainable_weights)
-            except Exception:
-                trainable = None
-            try:
-                facts["trainable_parameters"] = None if trainable is None else int(sum(
-                    int(getattr(w, "size", 0) or 0) for w in trainable))
-            except Exception:
-                facts["trainable_parameters"] = None
-            facts["trainable_bytes"] = None if trainable is None else \
-                weights.logical_bytes(trainable)
-            return facts
-
         def _fingerprint(self, phase: str) -> None:
-            if not self.refs and getattr(self.model, "built", False):
-                self.refs = weights.track(self.model.trainable_weights)
-            if self.refs:
-                agent.emit(events.Weights(source=self.label, phase=phase, calls=self.step,
-                           fingerprint=weights.fingerprint(self.refs)))
+            _fingerprint(agent, self, phase)
 
         def on_train_begin(self, logs: Any = None) -> None:
             from gpudiag.inprogram.tfhooks import record_devices
@@ -166,7 +172,7 @@ def make_callback_class(agent: Agent, keras: ModuleType) -> type:
             self.buffer.window_key = ("fit", id(self.model))
             record_devices("fit")
             agent.emit(events.FitBegin(params=dict(self.params or {}), batch_size=self.batch_size,
-                       examples=self.examples, **self._model_facts()))
+                       examples=self.examples, **_model_facts(self.model)))
             self._fingerprint("begin")
 
         def on_epoch_begin(self, epoch: int, logs: Any = None) -> None:
@@ -207,9 +213,9 @@ def make_callback_class(agent: Agent, keras: ModuleType) -> type:
             self._fingerprint("end")
             agent.emit(events.FitEnd(iterations=_iterations(self.model)))
 
-    for name in ("on_train_begin", "on_epoch_begin", "on_train_batch_begin",
-                 "on_train_batch_end", "on_epoch_end", "on_train_end"):
-        setattr(GpudiagFitRecorder, name, _guarded(agent, getattr(GpudiagFitRecorder, name)))
+    for name, method in list(vars(GpudiagFitRecorder).items()):  # every Keras hook it has
+        if name.startswith("on_"):
+            setattr(GpudiagFitRecorder, name, _guarded(agent, method))
     return GpudiagFitRecorder
 
 
