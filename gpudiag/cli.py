@@ -225,10 +225,10 @@ def monitor(
     argv = resolve_command(command or [])
 
     def body(backend: Backend, gpu_list: tuple[int, ...] | None) -> Body:
-        return lambda session, ui: monitor_cmd.run(
-            session, argv, backend=backend, interval_s=interval_s,
-            idle_threshold_percent=idle_threshold, gpus=gpu_list, stdout_to_stderr=as_json,
-            ui=ui)
+        options = monitor_cmd.MonitorOptions(
+            argv, interval_s=interval_s, idle_threshold_percent=idle_threshold, gpus=gpu_list,
+            stdout_to_stderr=as_json)
+        return lambda session, ui: monitor_cmd.run(session, options, backend=backend, ui=ui)
 
     _watch(ctx, "monitor", gpus, logdir, as_json, body)
 
@@ -299,11 +299,12 @@ def memory(
     if fraction is not None and memory_limit_mb is not None:
         raise UsageError("give --memory-limit-mb or --fraction, not both")
 
+    options = memory_cmd.MemoryOptions(timeout_s=timeout, steps=steps, step_mb=step_mb,
+                                       memory_limit_mb=memory_limit_mb, fraction=fraction)
+
     def body(session: RunSession, ui: Ui) -> None:
         with _nvml(ctx) as backend:
-            memory_cmd.run(session, timeout_s=timeout, steps=steps, step_mb=step_mb,
-                           memory_limit_mb=memory_limit_mb, fraction=fraction,
-                           backend=backend, ui=ui)
+            memory_cmd.run(session, options, backend=backend, ui=ui)
 
     execute("memory", logdir, as_json, body)
 

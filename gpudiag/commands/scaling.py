@@ -1,6 +1,6 @@
 """`gpudiag scaling`: train the probe on 1, 2, 4 ... devices; did more devices help?
 
-Order of work, each probe in its own child process (gpudiag.runner), each child's input
+Order of work, each probe in its own child process (gpudiag.procs.runner), each child's input
 and output a typed record (gpudiag/records/training.py):
 
 1. the collective bandwidth probe (probes/allreduce.py) on the largest device count. It
@@ -18,7 +18,7 @@ and output a typed record (gpudiag/records/training.py):
 Writes, besides report.json/report.md: each configuration's figures and HParams session,
 the HParams experiment, the Custom Scalars layout, ``scaling.png`` and ``allreduce.png``
 (gpudiag/scaling/tb_runs.py), ``nvml/<config>/`` (per-GPU scalars, when NVML is there).
-Names: gpudiag/layout.py. The options are checked by the CLI, once,
+Names: gpudiag/layout/__init__.py. The options are checked by the CLI, once,
 before the run directory exists (gpudiag/scaling/options.py).
 """
 

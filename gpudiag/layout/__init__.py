@@ -1,5 +1,10 @@
 """The format contract: what gpudiag writes on disk, and under which names.
 
+This module holds the run directory's names; run.py `gpudiag run`'s, events.py the event
+protocol of `gpudiag run`'s events-<pid>.jsonl (a typed record per kind, its encoder and
+decoder), cluster.py the clusters', views.py the TensorBoard views' tags and HParams,
+names.py Indexed (a name with one slot).
+
 Every name a writer puts on disk and a reader looks up (run-directory and file names,
 TensorBoard runs and tags, the progress lines a child prints) is defined here once;
 writers and readers import it. Imports nothing heavy (no TensorFlow, no NVML).
@@ -19,7 +24,7 @@ Inside a run directory::
                          command its tables (TAG_PLACEMENT, TAG_MEMORY, TAG_MONITOR,
                          TAG_SCALING_TABLE, TAG_ALLREDUCE_TABLE) and plots
                          (TAG_SCALING_PLOT, TAG_ALLREDUCE_PLOT), the Custom Scalars layout
-                         (gpudiag/tbviews.py) and, for scaling, the HParams experiment
+                         (gpudiag/tb/views.py) and, for scaling, the HParams experiment
     children/<name>/     per child process: config.json (what the parent asked),
                          result.json (``{"ok": ..., "result" | "error" ...}``), stdout.txt,
                          stderr.txt (the whole of the child's output, kept as evidence)

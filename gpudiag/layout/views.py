@@ -5,7 +5,7 @@ from __future__ import annotations
 from gpudiag.layout.names import Indexed
 
 # ============================================================ TensorBoard views
-# What `gpudiag tensorboard` shows and checks (gpudiag/tbviews.py writes it, tbcheck.py
+# What `gpudiag tensorboard` shows and checks (gpudiag/tb/views.py writes it, tb/check.py
 # checks it): the findings' own text tag, the per-configuration results the HParams
 # dashboard reads, the training norms, the custom-scalars layout's charts.
 

@@ -1,4 +1,4 @@
-"""Runs each probe in a child process: ``python -m gpudiag.child <probe> <config> <result>``.
+"""Runs each probe in a child process: ``python -m gpudiag.procs.child <probe> <config> <result>``.
 
 Why a child: TensorFlow's device configuration is process-global and frozen once devices
 are initialised, memory modes need fresh processes, and the device-placement log is

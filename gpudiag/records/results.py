@@ -1,11 +1,11 @@
 """What the env, placement and memory probes take and return: typed records, TF-free.
 
 The parent sends a config record (PlacementConfig, MemoryConfig; env takes none) as the
-child's config.json (gpudiag.runner.run_child calls ``to_dict``); the child reads it back
+child's config.json (gpudiag.procs.runner.run_child calls ``to_dict``); the child reads it back
 with ``from_dict``. Each default is defined once, here.
 
 A probe builds its record inside the child and returns ``record.to_dict()`` (the child
-protocol carries JSON, gpudiag/child.py); the parent turns result.json back into the
+protocol carries JSON, gpudiag/procs/child.py); the parent turns result.json back into the
 record with ``from_dict`` and hands it to the verdicts (gpudiag.verdicts.env,
 .placement, .memory). Device names are in devnames' short form (``/device:GPU:1``).
 The scaling probes' records live with the training code.
@@ -41,7 +41,7 @@ class Record:
 
 @dataclass(frozen=True)
 class PlacementConfig(Record):
-    """`gpudiag placement`'s child: the devices to set up (gpudiag.devices.setup)."""
+    """`gpudiag placement`'s child: the devices to set up (gpudiag.probes.devices.setup)."""
 
     n_devices: int | None = None  # None: every GPU, or the default virtual CPU devices
     virtual_gpus: int | None = None

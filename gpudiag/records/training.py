@@ -1,7 +1,7 @@
 """What `gpudiag scaling` sends its probe children and what they send back, as typed records.
 
 The parent (gpudiag/commands/scaling.py, no TensorFlow) builds a ``TrainingConfig`` or an
-``AllreduceConfig``; gpudiag.runner writes its ``to_dict()`` to the child's config.json;
+``AllreduceConfig``; gpudiag.procs.runner writes its ``to_dict()`` to the child's config.json;
 the child (gpudiag/probes/training.py, allreduce.py) reads it back with ``from_dict``,
 runs, and returns a ``TrainingResult`` / ``AllreduceResult`` as ``to_dict()``, which the
 parent reads back with ``from_dict``. One module on both sides of the process boundary,
@@ -9,7 +9,7 @@ so neither side spells a key, and every default lives here once: ``Workload()`` 
 the training defaults the CLI shows (`gpudiag scaling --help`).
 
 Imports no TensorFlow (the parent imports it); only the standard library and
-gpudiag.devices' DeviceSetup record. A non-finite float (a diverged loss) is ``None``
+gpudiag.probes.devices' DeviceSetup record. A non-finite float (a diverged loss) is ``None``
 in these records and in the JSON, which stays strict.
 """
 

@@ -4,7 +4,7 @@ The verdict functions (gpudiag.verdicts) take plain data; this module is where t
 typed records (gpudiag/records/training.py) become those dicts: a throughput point per
 configuration (with its trace's input waits and per-device busy fractions), a learning
 row per configuration, the all-reduce table. It also reads each configuration's profiler
-trace (gpudiag.traces) and cross-checks its NVML samples, then records the table, the
+trace (gpudiag.readers.traces) and cross-checks its NVML samples, then records the table, the
 per-configuration data and what the parent writes for TensorBoard (table.py, tb_runs.py:
 each configuration's figures and HParams session, exactly the report's numbers).
 """

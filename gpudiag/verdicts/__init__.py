@@ -11,7 +11,10 @@
   towers beside mirrored, all-reduce bandwidth) and the thresholds they use.
 - ``scaling_bottleneck``: scaling's and the cluster's bottleneck per configuration, and
   where the speed-up over one device or worker went.
-- ``bottleneck``: why a step is slow (run, explain, scaling, cluster), with ``gpu_fill``
+- ``bottleneck``: why a step is slow (run, explain, scaling, cluster): the devices judged
+  and the finding; ``step_causes`` its causes, each cause's text and fix made together
+  (GPU-, copy-, input-, host-, launch-, communication-bound ...) with the program's facts
+  (ProgramFacts); ``pipeline`` the fixes at the program's tf.data lines; ``gpu_fill``
   (NVML's utilization against GPM's SM utilization) and ``allreduce`` (gradient bytes,
   achieved bandwidth).
 - ``cluster``: `scaling --workers` and `worker` (the cluster formed, every task worked).

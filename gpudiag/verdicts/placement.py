@@ -1,6 +1,6 @@
 """Verdicts of `gpudiag placement`: where TensorFlow put ops, pinned and unpinned.
 
-Evidence: the placement log parsed into PlacementRow records (gpudiag.placementlog), per
+Evidence: the placement log parsed into PlacementRow records (gpudiag.readers.placementlog), per
 section of the probe, and the probe's result (gpudiag/probes/placement.py: the devices
 each pinned op reported, what soft placement did, the multi-tower sum).
 """
