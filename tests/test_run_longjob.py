@@ -13,6 +13,7 @@ import pytest
 from conftest import REPO, TESTS_DIR, ended, findings_by_id, load_report, run_dirs, until
 
 from gpudiag import layout
+from gpudiag.layout import events as ev
 from gpudiag.run import events
 
 PY = sys.executable
@@ -44,8 +45,8 @@ def program_dir(logdir: Path) -> Path:
 
 def step_rows(events_dir: Path) -> int:
     by_pid, _ = events.read_events(events_dir)
-    return sum(len(e.get("rows") or []) for evs in by_pid.values() for e in evs
-               if e["kind"] == "function_steps")
+    return sum(len(r.event.rows) for evs in by_pid.values() for r in evs
+               if isinstance(r.event, ev.FunctionSteps))
 
 
 def test_a_hung_program_killed_with_sigkill_keeps_every_step_it_ran(tmp_path: Path) -> None:

@@ -20,7 +20,7 @@ from typing import Any, TypeVar
 
 from gpudiag.inprogram.config import RunHookConfig
 from gpudiag.inprogram.recorder import Recorder
-from gpudiag.layout import RUN_MARK_QUIET_BEGIN, RUN_MARK_QUIET_END, RUN_MARKER
+from gpudiag.layout import RUN_MARK_QUIET_BEGIN, RUN_MARK_QUIET_END, RUN_MARKER, events
 
 T = TypeVar("T")
 
@@ -46,16 +46,17 @@ class Agent:
         # inprogram.strategies); a Session given its own ConfigProto gets it too (sessions)
         self.placement_log_asked = False
 
-    def emit(self, kind: str, **fields: Any) -> None:
+    def emit(self, event: events.Event) -> None:
+        """Record one event (gpudiag.layout.events: the only way an event is written)."""
         with contextlib.suppress(Exception):  # the disk is full or gone: nothing to tell
-            self.recorder.emit(kind, **fields)
+            self.recorder.emit(event)
 
     def hook_error(self, where: str, exc: BaseException) -> None:
         self.hook_errors += 1
         if self.hook_errors > MAX_HOOK_ERRORS:
             return
-        self.emit("hook_error", where=where, type=type(exc).__name__, message=str(exc)[:2000],
-                  traceback="".join(traceback.format_exception(exc))[-4000:])
+        self.emit(events.HookError(where=where, type=type(exc).__name__, message=str(exc)[:2000],
+                                   traceback="".join(traceback.format_exception(exc))[-4000:]))
 
     def marker(self, word: str) -> None:
         """A marker line on the program's stderr, in order with TensorFlow's C++ log."""
@@ -76,7 +77,7 @@ class Agent:
     def _at_exit(self) -> None:
         for callback in list(self.exit_callbacks):
             guard(f"at exit: {getattr(callback, '__qualname__', callback)}", callback)
-        self.emit("exit", hook_errors=self.hook_errors)
+        self.emit(events.Exit(hook_errors=self.hook_errors))
 
 
 class _Quiet:

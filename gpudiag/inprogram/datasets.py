@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 from gpudiag.inprogram.functions import code_of
 from gpudiag.inprogram.usercode import is_user_file
+from gpudiag.layout import events
 
 if TYPE_CHECKING:
     from gpudiag.inprogram.agent import Agent
@@ -103,11 +104,11 @@ class _Recorder:
             setattr(result, TAG, output)
         except Exception:
             output = 0
-        self.agent.emit("dataset_call", method=method,
+        self.agent.emit(events.DatasetCall(method=method,
                         args={k: _value(bound[k]) for k in RECORDED_ARGS if k in bound},
                         function=_function(fn),
                         input=getattr(this, TAG, None) if this is not None else None,
-                        output=output or None, caller=_caller(3))
+                        output=output or None, caller=_caller(3)))
 
     def wrap(self, method: str, original: Callable[..., Any], source: bool
              ) -> Callable[..., Any]:
@@ -133,8 +134,8 @@ class _Recorder:
         def wrapper(*args: Any, **kwargs: Any) -> Any:
             try:
                 fn = kwargs.get("func", args[0] if args else None)
-                self.agent.emit("dataset_call", method=name, args={}, function=_function(fn),
-                                input=None, output=None, caller=_caller(2))
+                self.agent.emit(events.DatasetCall(method=name, args={}, function=_function(fn),
+                                input=None, output=None, caller=_caller(2)))
             except Exception as exc:
                 self.agent.hook_error(f"recording tf.{name}", exc)
             return original(*args, **kwargs)
