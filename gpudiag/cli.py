@@ -245,6 +245,7 @@ def run_program(
     placement_log: bool = opt.PlacementLogOpt,
     stall_timeout: float | None = opt.StallTimeoutOpt,
     quiet: bool = opt.QuietOpt,
+    grace: float = opt.GraceOpt,
     interval_s: float = opt.IntervalOpt,
     idle_threshold: float = opt.IdleThresholdOpt,
     gpus: str | None = opt.GpusOpt,
@@ -262,7 +263,7 @@ def run_program(
         options = RunOptions(interval_s=interval_s, idle_threshold_percent=idle_threshold,
                              gpus=gpu_list, profile_warmup_steps=profile_warmup,
                              profile_steps=profile_steps, placement_log=placement_log,
-                             stall_timeout_s=stall_timeout, quiet=quiet)
+                             stall_timeout_s=stall_timeout, quiet=quiet, grace_s=grace)
         return lambda session, ui: run_cmd.run(session, argv, backend=backend,
                                                options=options, stdout_to_stderr=as_json,
                                                ui=ui)

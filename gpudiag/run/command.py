@@ -24,15 +24,18 @@ import contextlib
 import os
 import re
 import shutil
+import signal
+import subprocess
 import sys
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import BinaryIO
 
 import gpudiag
 from gpudiag import inprogram, nvml
 from gpudiag.errors import EXIT_ENVIRONMENT, UsageError, WriteFailed, signum_of
+from gpudiag.execute import rearm
 from gpudiag.inprogram.config import (
     RunHookConfig,
 )
@@ -45,6 +48,7 @@ from gpudiag.layout import (
     child_dir,
 )
 from gpudiag.procs import group as procs
+from gpudiag.procs import jobcontrol
 from gpudiag.procs.command import exit_code_of, resolve_command, stop_child
 from gpudiag.run import live as run_live
 from gpudiag.run import statusline, streams, survivors
@@ -142,8 +146,8 @@ def execute(session: RunSession, argv: list[str], *,
         read_err, write_err = os.pipe()
         streams.grow_pipe(write_err)
         try:
-            proc = procs.spawn(argv, stdout=write_out, stderr=write_err,
-                               env=program_env(os.environ, config))
+            proc = procs.spawn_program(argv, stdout=write_out, stderr=write_err,
+                                       env=program_env(os.environ, config))
         except OSError as exc:
             for fd in (read_out, write_out, read_err, write_err):
                 os.close(fd)
@@ -166,13 +170,8 @@ def execute(session: RunSession, argv: list[str], *,
         if terminal is not None:
             terminal.start()
         try:
-            try:
-                returncode = proc.wait()
-                procs.release(proc)
-            except KeyboardInterrupt as exc:
-                interrupt = exc
-                stop_child(proc, signum_of(exc))
-                returncode = proc.returncode
+            returncode, interrupt = _wait(proc, options.grace_s, _guarded(
+                terminal.say(ui.say_line) if terminal else ui.say_line))
         finally:  # the program's end is its own exit, whoever still holds its output
             exited = Finish(time.time(), time.monotonic())
             if terminal is not None:
@@ -192,6 +191,53 @@ def execute(session: RunSession, argv: list[str], *,
     failures = tuple(WriteFailed.of(f.failure, f.path) for f in saved if f.failure)
     return Outcome(returncode, duration, interrupt, result, reason, state, stdout_path,
                    stderr_path, out_dir, failures, settled, shown, exited)
+
+
+def _wait(proc: subprocess.Popen[bytes], grace_s: float, say: Callable[[str], None]
+          ) -> tuple[int | None, KeyboardInterrupt | None]:
+    """Wait for the program; pass signals on as plainly they would have reached it.
+
+    SIGHUP is passed on and gpudiag goes on watching (the program decides: under ``nohup``
+    it ignores it and runs on). SIGTERM and Ctrl-C are passed on and the program has
+    ``grace_s`` to end by itself before SIGKILL (a second Ctrl-C ends it at once). Ctrl-Z
+    and ``fg`` reach it (gpudiag.procs.jobcontrol). The interrupt is returned only when
+    the program did not end by itself with a code of its own: killed by gpudiag, or
+    ended by the very signal passed on (then gpudiag's code is the same, 128 + N)."""
+    interrupt: KeyboardInterrupt | None = None
+    with jobcontrol.passed_on(lambda: procs.groups_of(proc)):
+        while True:
+            try:
+                returncode = proc.wait()
+                procs.release(proc)
+                break
+            except KeyboardInterrupt as exc:
+                signum = signum_of(exc)
+                name = signal.Signals(signum).name
+                interrupt = exc
+                if signum == signal.SIGHUP:
+                    procs.signal_group(proc, signum)
+                    say("gpudiag: SIGHUP passed on to the program; gpudiag goes on watching "
+                        "it (whether it ends is the program's choice, as plainly)")
+                    rearm()
+                    continue
+                say(f"gpudiag: {name} passed on to the program: it has {grace_s:g} s to end "
+                    f"by itself (--grace) before SIGKILL; Ctrl-C again ends it now")
+                if stop_child(proc, signum, grace_s):
+                    say("gpudiag: the program did not end within its grace: ended with SIGKILL")
+                    return proc.returncode, interrupt
+                returncode = proc.returncode
+                break
+    if interrupt is not None and returncode != -signum_of(interrupt):
+        interrupt = None  # it ended by itself, its own way: its code is gpudiag's
+    return returncode, interrupt
+
+
+def _guarded(say: Callable[[str], None]) -> Callable[[str], None]:
+    """A line on gpudiag's stderr that never fails (a closed stderr, a hung-up terminal)."""
+    def said(text: str) -> None:
+        with contextlib.suppress(Exception):
+            say(text)
+    return said
 
 
 def _status_line(options: RunOptions) -> statusline.Terminal | None:
