@@ -11,6 +11,9 @@ It writes one line to REPORT_FD: the program's pid once it is executing (``P1234
 way the program ended (its exit code, or death by the same signal without a core file),
 so that gpudiag's ``wait`` sees the program's own status.
 
+When the program's stdout or stderr is a pseudo-terminal (gpudiag.run.terminal), the shim
+makes it the session's controlling terminal first (``/dev/tty``, SIGWINCH).
+
 Signals: the dispositions the shim inherited (SIG_IGN under ``nohup``, else the default)
 are what the program gets; the shim itself ignores the ones gpudiag passes on to the group
 (so it lives to report the program's status) and stops and continues with the group.
@@ -21,10 +24,12 @@ program runs: only the program and its descendants hold the program's output.
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import os
 import resource
 import signal
 import sys
+import termios
 
 #: Passed on to the whole group by gpudiag; the shim outlives them to report the status.
 IGNORED_HERE = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT)
@@ -60,11 +65,23 @@ def _end_like(status: int) -> None:
     os._exit(os.waitstatus_to_exitcode(status))
 
 
+def _take_terminal() -> None:
+    """The program's stdout (else stderr) pseudo-terminal (gpudiag.run.terminal) becomes
+    this new session's controlling terminal: ``/dev/tty`` opens in the program, and the
+    kernel sends it SIGWINCH when gpudiag resizes the window."""
+    for fd in (1, 2):
+        if os.isatty(fd):
+            with contextlib.suppress(OSError):
+                fcntl.ioctl(fd, termios.TIOCSCTTY, 0)
+                return
+
+
 def main(args: list[str]) -> None:
     report_fd, argv = int(args[0]), args[1:]
     inherited_ignored = {s for s in IGNORED_HERE if signal.getsignal(s) == signal.SIG_IGN}
     for sig in IGNORED_HERE:
         signal.signal(sig, signal.SIG_IGN)
+    _take_terminal()
     err_r, err_w = os.pipe()  # close-on-exec: end-of-file alone means the exec worked
     pid = os.fork()
     if pid == 0:

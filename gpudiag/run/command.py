@@ -1,9 +1,10 @@
 """`gpudiag run -- python train.py`: run the user's program with gpudiag's hooks loaded.
 
 The parent side; imports no TensorFlow. The program runs as a child process with this
-process's stdin and its own stdout/stderr piped through gpudiag.run.streams (a pty for
-stdout when gpudiag's own stdout is a terminal, so the program still sees a terminal and
-keeps its line buffering and progress bars). Its environment gets:
+process's stdin and its own stdout/stderr read through gpudiag.run.streams (each a
+pseudo-terminal like gpudiag's where gpudiag's counterpart is a terminal: gpudiag.run.terminal,
+so the program sees a terminal of the same size and keeps its line buffering and progress
+bars). Its environment gets:
 
 - PYTHONPATH with gpudiag/inprogram/hooks first (its sitecustomize loads the hooks and chains
   to any other sitecustomize), and layout.ENV_RUN_PKG_ROOT / ENV_RUN_CONFIG;
@@ -52,6 +53,7 @@ from gpudiag.procs import jobcontrol
 from gpudiag.procs.command import exit_code_of, resolve_command, stop_child
 from gpudiag.run import live as run_live
 from gpudiag.run import statusline, streams, survivors
+from gpudiag.run import terminal as terminal_mod
 from gpudiag.run.options import Finish, Outcome, RunOptions
 from gpudiag.session import RunSession
 from gpudiag.ui import Ui
@@ -130,21 +132,16 @@ def execute(session: RunSession, argv: list[str], *,
     else:
         ui.say(f"sampling {len(sampler.device_indices)} GPU(s) every {options.interval_s:g} s")
     terminal_out = sys.stderr.buffer if stdout_to_stderr else sys.stdout.buffer
-    use_pty = not stdout_to_stderr and sys.stdout.isatty()
     stdout_path, stderr_path = out_dir / RUN_STDOUT, out_dir / RUN_STDERR
     returncode: int | None = None
     interrupt: KeyboardInterrupt | None = None
     start = time.monotonic()
-    with stdout_path.open("wb") as out_file, stderr_path.open("wb") as err_file:
+    with (stdout_path.open("wb") as out_file, stderr_path.open("wb") as err_file,
+          contextlib.ExitStack() as stack):
         saved = [streams.SaveFile(out_file, stdout_path, on_fail=_say_save_failed),
                  streams.SaveFile(err_file, stderr_path, on_fail=_say_save_failed)]
-        if use_pty:
-            read_out, write_out = os.openpty()
-        else:
-            read_out, write_out = os.pipe()
-            streams.grow_pipe(write_out)
-        read_err, write_err = os.pipe()
-        streams.grow_pipe(write_err)
+        (read_out, write_out), (read_err, write_err), resize = _ends(stdout_to_stderr)
+        stack.enter_context(terminal_mod.resized(resize))  # before the program can ask
         try:
             proc = procs.spawn_program(argv, stdout=write_out, stderr=write_err,
                                        env=program_env(os.environ, config))
@@ -191,6 +188,25 @@ def execute(session: RunSession, argv: list[str], *,
     failures = tuple(WriteFailed.of(f.failure, f.path) for f in saved if f.failure)
     return Outcome(returncode, duration, interrupt, result, reason, state, stdout_path,
                    stderr_path, out_dir, failures, settled, shown, exited)
+
+
+def _ends(stdout_to_stderr: bool
+          ) -> tuple[tuple[int, int], tuple[int, int], list[tuple[int, int]]]:
+    """(reading end, program's end) for its stdout and its stderr: a pseudo-terminal like
+    gpudiag's where gpudiag's counterpart is a terminal (gpudiag.run.terminal), else a pipe;
+    and the (user's fd, reading end) pairs a SIGWINCH resizes."""
+    ends, resize = [], []
+    for user_fd in (2 if stdout_to_stderr else 1, 2):
+        if terminal_mod.is_terminal(user_fd):
+            with contextlib.suppress(OSError):
+                reading, program = terminal_mod.open_like(user_fd)
+                ends.append((reading, program))
+                resize.append((user_fd, reading))
+                continue
+        reading, program = os.pipe()
+        streams.grow_pipe(program)
+        ends.append((reading, program))
+    return ends[0], ends[1], resize
 
 
 def _wait(proc: subprocess.Popen[bytes], grace_s: float, say: Callable[[str], None]
