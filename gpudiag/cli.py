@@ -34,6 +34,7 @@ from gpudiag.execute import (
     interrupted_exit,
 )
 from gpudiag.probes.records import Workload
+from gpudiag.procs import stdstreams
 from gpudiag.scaling.options import ScalingOptions
 from gpudiag.session import RunSession
 from gpudiag.ui import Ui
@@ -364,6 +365,7 @@ def main(argv: list[str] | None = None, *, open_nvml: Opener | None = None) -> i
 
     ``open_nvml`` replaces how the commands open NVML (default: the real backend)."""
     install_signal_handlers()  # first: a signal while click builds the command is handled
+    stdstreams.reopen_closed()
     try:
         return _main(argv, open_nvml)
     except BaseException:  # e.g. an import a signal interrupted fails when tried again

@@ -35,6 +35,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import IO, Any
 
+from gpudiag.procs import stdstreams
 from gpudiag.procs.reaper import UNWATCH, WATCH, end_groups, group_alive, signal_groups
 
 #: (signal, seconds to wait after it) to end a group: polite first, then certain.
@@ -104,7 +105,8 @@ def spawn_program(argv: Sequence[str], **popen_kwargs: Any) -> subprocess.Popen[
     propagates, as from ``spawn``."""
     read_fd, write_fd = os.pipe()
     try:
-        proc = spawn([sys.executable, "-I", "-S", str(SHIM), str(write_fd), *argv],
+        closed = ",".join(map(str, sorted(stdstreams.CLOSED_AT_START))) or "-"
+        proc = spawn([sys.executable, "-I", "-S", str(SHIM), str(write_fd), closed, *argv],
                      pass_fds=(write_fd,), **popen_kwargs)
     finally:
         os.close(write_fd)

@@ -1,4 +1,5 @@
-"""The holder of the program's process group: ``python -I -S shim.py REPORT_FD ARGV...``.
+"""The holder of the program's process group: ``python -I -S shim.py REPORT_FD CLOSED ARGV...``
+(CLOSED: the standard fds gpudiag's caller had closed, comma-separated, or ``-``).
 
 gpudiag starts this small process (stdlib only, no site, no hooks: tens of milliseconds)
 as the leader of a new session and process group. It starts the user's program as its
@@ -77,7 +78,8 @@ def _take_terminal() -> None:
 
 
 def main(args: list[str]) -> None:
-    report_fd, argv = int(args[0]), args[1:]
+    report_fd, argv = int(args[0]), args[2:]
+    closed = [int(fd) for fd in args[1].split(",") if fd.isdigit()]
     inherited_ignored = {s for s in IGNORED_HERE if signal.getsignal(s) == signal.SIG_IGN}
     for sig in IGNORED_HERE:
         signal.signal(sig, signal.SIG_IGN)
@@ -86,6 +88,8 @@ def main(args: list[str]) -> None:
     pid = os.fork()
     if pid == 0:
         os.close(err_r)
+        for fd in closed:  # closed by gpudiag's caller: closed for the program, as plainly
+            os.close(fd)
         _exec(argv, inherited_ignored, err_w)
     os.close(err_w)
     failed = os.read(err_r, 64)
