@@ -33,8 +33,8 @@ from gpudiag.execute import (
     install_signal_handlers,
     interrupted_exit,
 )
-from gpudiag.probes.records import Workload
 from gpudiag.procs import stdstreams
+from gpudiag.records.training import Workload
 from gpudiag.scaling.options import ScalingOptions
 from gpudiag.session import RunSession
 from gpudiag.ui import Ui
@@ -226,10 +226,10 @@ def monitor(
     argv = resolve_command(command or [])
 
     def body(backend: Backend, gpu_list: tuple[int, ...] | None) -> Body:
-        return lambda session, ui: monitor_cmd.run(
-            session, argv, backend=backend, interval_s=interval_s,
-            idle_threshold_percent=idle_threshold, gpus=gpu_list, stdout_to_stderr=as_json,
-            ui=ui)
+        options = monitor_cmd.MonitorOptions(
+            argv, interval_s=interval_s, idle_threshold_percent=idle_threshold, gpus=gpu_list,
+            stdout_to_stderr=as_json)
+        return lambda session, ui: monitor_cmd.run(session, options, backend=backend, ui=ui)
 
     _watch(ctx, "monitor", gpus, logdir, as_json, body)
 
@@ -255,7 +255,7 @@ def run_program(
 ) -> None:
     """Run your own TensorFlow program, unmodified, and diagnose it: devices, strategy, where
     its ops ran, learning, throughput, its log and its crash."""
-    from gpudiag.run import command as run_cmd
+    from gpudiag.commands import run as run_cmd
     from gpudiag.run.options import RunOptions
 
     argv = run_cmd.resolve(command or [])
@@ -301,11 +301,12 @@ def memory(
     if fraction is not None and memory_limit_mb is not None:
         raise UsageError("give --memory-limit-mb or --fraction, not both")
 
+    options = memory_cmd.MemoryOptions(timeout_s=timeout, steps=steps, step_mb=step_mb,
+                                       memory_limit_mb=memory_limit_mb, fraction=fraction)
+
     def body(session: RunSession, ui: Ui) -> None:
         with _nvml(ctx) as backend:
-            memory_cmd.run(session, timeout_s=timeout, steps=steps, step_mb=step_mb,
-                           memory_limit_mb=memory_limit_mb, fraction=fraction,
-                           backend=backend, ui=ui)
+            memory_cmd.run(session, options, backend=backend, ui=ui)
 
     execute("memory", logdir, as_json, body)
 
@@ -344,6 +345,27 @@ def explain(
         explain_cmd.run(session, path, ui=ui)
 
     execute("explain", logdir, as_json, body)
+
+
+@app.command()
+def diff(
+    a: Path = typer.Argument(..., show_default=False, help="Run A (before): a run "
+                             "directory, or a directory with profiler traces."),
+    b: Path = typer.Argument(..., show_default=False, help="Run B (after)."),
+    logdir: Path = opt.LogdirOpt,
+    as_json: bool = opt.JsonOpt,
+) -> None:
+    """Did the change work: step time per loop with 95 % intervals, the step's parts and
+    the bottleneck before and after, the fix's predicted against measured step time."""
+    from gpudiag.commands import diff as diff_cmd
+
+    quiet = Ui.quiet()
+    run_a, run_b = diff_cmd.resolve(a, logdir, quiet), diff_cmd.resolve(b, logdir, quiet)
+
+    def body(session: RunSession, ui: Ui) -> None:
+        diff_cmd.run(session, run_a, run_b)
+
+    execute("diff", logdir, as_json, body)
 
 
 def _version(value: bool) -> None:

@@ -17,10 +17,10 @@ from gpudiag import nvml
 from gpudiag.errors import UsageError
 from gpudiag.inprogram.config import DEFAULT_PROFILE_STEPS, DEFAULT_PROFILE_WARMUP_STEPS
 from gpudiag.nvml.sampler import MIN_INTERVAL_S
-from gpudiag.probes.devices import DEFAULT_VIRTUAL_GPU_MEMORY_MB
-from gpudiag.probes.records import MAX_PROFILE_STEPS, Workload
-from gpudiag.probes.results import MemoryConfig
 from gpudiag.procs.runner import DEFAULT_TIMEOUT_S
+from gpudiag.records.devices import DEFAULT_VIRTUAL_GPU_MEMORY_MB
+from gpudiag.records.results import MemoryConfig
+from gpudiag.records.training import MAX_PROFILE_STEPS, Workload
 from gpudiag.scaling.options import ScalingOptions
 
 

@@ -18,7 +18,7 @@ import signal
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import typer
 from rich.console import Console
@@ -32,9 +32,10 @@ from gpudiag.ui import Ui
 
 def execute(command: str, logdir: Path, as_json: bool,
              body: Callable[[RunSession, Ui], int | None], *,
-             watches_a_command: bool = False) -> None:
+             watches_a_command: bool = False) -> NoReturn:
     """Run one command's body in a session, render the findings, exit with their code
-    (or with the watched command's, e.g. `monitor` forwarding its command's)."""
+    (or with the watched command's, e.g. `monitor` forwarding its command's). Never
+    returns: every path ends in ``typer.Exit``."""
     # stdout is the data's: report.json with --json, the watched command's own output for
     # `monitor` and `run` (gpudiag's lines would be mixed into a file the user redirects it to)
     console = _Console(stderr=as_json or watches_a_command)

@@ -5,13 +5,13 @@ from __future__ import annotations
 import pytest
 
 from gpudiag.probes.allreduce import bus_bandwidth
-from gpudiag.probes.records import (
+from gpudiag.procs.runner import run_child
+from gpudiag.records.training import (
     DEFAULT_SIZES_BYTES,
     AllreduceConfig,
     AllreduceResult,
     allreduce_sizes,
 )
-from gpudiag.procs.runner import run_child
 from gpudiag.scaling.options import ScalingOptions, device_counts
 
 MIB = 1 << 20

@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 from gpudiag.cli import app, main
 
 PARENT_MODULES = ("gpudiag.cli", "gpudiag.tb.writer", "gpudiag.layout", "gpudiag.procs.runner",
-                  "gpudiag.probes.records", "gpudiag.commands.scaling", "gpudiag.scaling.judge",
+                  "gpudiag.records.training", "gpudiag.commands.scaling", "gpudiag.scaling.judge",
                   "gpudiag.scaling.tb_runs", "gpudiag.train.datafile", "gpudiag.tb.views",
                   "gpudiag.tb.serve", "gpudiag.tb.check", "gpudiag.commands.tensorboard",
                   "gpudiag.commands.memory", "gpudiag.commands.monitor", "gpudiag.session")

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 from conftest import REPO, assert_usage_error, gpudiag
 
-from gpudiag.cluster import tfconfig
 from gpudiag.errors import UsageError
+from gpudiag.records import tfconfig
 
 TWO = {"worker": ["10.0.0.1:2222", "10.0.0.2:2222"]}
 
@@ -155,7 +155,7 @@ def test_scaling_workers_refuses_bad_options(logdir: Path, args: list[str], need
 
 
 def test_cluster_parent_modules_import_no_tensorflow() -> None:
-    modules = ("gpudiag.cluster.tfconfig", "gpudiag.cluster.messages", "gpudiag.cluster.records",
+    modules = ("gpudiag.records.tfconfig", "gpudiag.cluster.messages", "gpudiag.records.cluster",
                "gpudiag.cluster.supervise", "gpudiag.cluster.judge", "gpudiag.cluster.local",
                "gpudiag.cluster.worker_cmd", "gpudiag.cluster.options",
                "gpudiag.verdicts.cluster")

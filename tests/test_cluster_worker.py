@@ -16,7 +16,7 @@ import pytest
 from conftest import REPO, findings_by_id, load_report, read_scalars, run_dirs
 
 from gpudiag import layout
-from gpudiag.cluster import tfconfig
+from gpudiag.records import tfconfig
 
 pytestmark = pytest.mark.slow
 

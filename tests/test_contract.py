@@ -1,5 +1,5 @@
 """The format contract (gpudiag/layout.py) and the typed parent/child records
-(gpudiag/probes/records.py): round trips through JSON and through real event files."""
+(gpudiag/records/training.py): round trips through JSON and through real event files."""
 
 from __future__ import annotations
 
@@ -14,8 +14,8 @@ from conftest import read_scalars
 
 from gpudiag import layout
 from gpudiag.cli import app
-from gpudiag.probes.devices import DeviceSetup
-from gpudiag.probes.records import (
+from gpudiag.records.devices import DeviceSetup
+from gpudiag.records.training import (
     AllreduceConfig,
     AllreduceResult,
     AllreduceRow,

@@ -18,7 +18,7 @@ from fake_clock import FakeClock
 from fake_nvml import NO_NVML_REASON, FakeBackend, FakeDevice, open_scenario
 
 from gpudiag.probes import memory as memory_probe
-from gpudiag.probes.results import MemoryNvml, MemoryResult
+from gpudiag.records.results import MemoryNvml, MemoryResult
 from gpudiag.verdicts import memory as verdicts
 
 pytestmark = pytest.mark.slow

@@ -235,17 +235,13 @@ def test_ctrl_c_stops_the_command_and_still_writes_the_report(logdir: Path, tmp_
 
 
 def _monitor(
-    logdir: Path, backend: object, code: str, **kwargs: object
+    logdir: Path, backend: object, code: str, *, clock: object = None,
+    gpus: tuple[int, ...] | None = None,
 ) -> tuple[int | None, dict, Path]:
+    options = monitor_cmd.MonitorOptions([PY, "-c", code], interval_s=0.1, gpus=gpus)
     with RunSession("monitor", logdir) as session:
-        rc = monitor_cmd.run(
-            session,
-            [PY, "-c", code],
-            backend=backend,  # type: ignore[arg-type]
-            interval_s=0.1,
-            ui=Ui.quiet(),
-            **kwargs,
-        )  # type: ignore[arg-type]
+        rc = monitor_cmd.run(session, options, backend=backend,  # type: ignore[arg-type]
+                             ui=Ui.quiet(), **({} if clock is None else {"clock": clock}))
     return rc, load_report(session.run_dir), session.run_dir
 
 

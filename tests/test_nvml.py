@@ -26,6 +26,7 @@ from gpudiag.nvml import (
     NOT_AVAILABLE,
     DeviceError,
     DeviceInfo,
+    DeviceSamples,
     DeviceState,
     NvmlUnavailable,
     Sample,
@@ -347,8 +348,8 @@ def test_summarise_scripted_polls() -> None:
         for k, u in enumerate(utils)
     ]
     s = summarise_device(
-        _info(), samples, [], observed_s=4.5, interval_s=0.5, active_threshold_percent=10.0
-    )
+        DeviceSamples(_info(), samples), observed_s=4.5, interval_s=0.5,
+        active_threshold_percent=10.0)
     assert s.util_source == "polled"
     assert s.util_mean_percent == pytest.approx(57.0)
     assert s.util_p50_percent == pytest.approx(75.0)
@@ -363,7 +364,7 @@ def test_summarise_scripted_polls() -> None:
 def test_summarise_prefers_driver_samples() -> None:
     samples = [Sample(t, t, 0, _state(0.0)) for t in (0.0, 0.5, 1.0)]
     fine = [TimedUtil(k / 6, k / 6, 0, 60.0 if k % 2 else 0.0) for k in range(1, 7)]
-    s = summarise_device(_info(), samples, fine, observed_s=1.0)
+    s = summarise_device(DeviceSamples(_info(), samples, fine), observed_s=1.0)
     assert s.util_source == "driver" and s.util_sample_count == 6
     assert s.util_mean_percent == pytest.approx(30.0)
     assert s.active_s == pytest.approx(0.5)

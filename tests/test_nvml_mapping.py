@@ -19,7 +19,7 @@ from gpudiag.nvml import (
     parse_cuda_visible_devices,
     pci_bus_id_from_desc,
 )
-from gpudiag.probes.results import EnvResult
+from gpudiag.records.results import EnvResult
 from gpudiag.verdicts import env as verdicts
 
 GIB = 2**30

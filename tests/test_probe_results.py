@@ -11,7 +11,8 @@ from typing import Any
 from conftest import REPO
 
 from gpudiag import catalogue
-from gpudiag.probes.results import (
+from gpudiag.readers.placementlog import parse, split_sections
+from gpudiag.records.results import (
     AllocationError,
     AllocationPattern,
     EnvResult,
@@ -28,7 +29,6 @@ from gpudiag.probes.results import (
     SoftPinResult,
     Workload,
 )
-from gpudiag.readers.placementlog import parse, split_sections
 from gpudiag.report import Finding
 from gpudiag.verdicts import env as env_verdicts
 from gpudiag.verdicts import placement as placement_verdicts
@@ -135,7 +135,7 @@ def test_memory_sample_results_read_back() -> None:
 
 def test_child_configs_round_trip_and_define_the_defaults_once() -> None:
     from gpudiag.cli import app
-    from gpudiag.probes.results import MemoryConfig, PlacementConfig
+    from gpudiag.records.results import MemoryConfig, PlacementConfig
 
     placement = PlacementConfig(virtual_gpus=3, memory_limit_mb=512)
     assert PlacementConfig.from_dict(placement.to_dict()) == placement

@@ -25,20 +25,20 @@ from conftest import (
 )
 
 from gpudiag import layout
+from gpudiag.commands.run import HOOKS_DIR, program_env
 from gpudiag.inprogram import importhook
 from gpudiag.inprogram.config import RunHookConfig
 from gpudiag.inprogram.recorder import Recorder
 from gpudiag.run import events
-from gpudiag.run.command import HOOKS_DIR, program_env
 
 PY = sys.executable
 
 
 def test_parent_modules_import_no_tensorflow() -> None:
     code = ("import sys\n"
-            "import gpudiag.cli, gpudiag.run.command, gpudiag.run.analyse, gpudiag.run.events\n"
-            "import gpudiag.run.streams, gpudiag.run.tbwrite, gpudiag.verdicts.run\n"
-            "import gpudiag.verdicts.run_progress, gpudiag.catalogue\n"
+            "import gpudiag.cli, gpudiag.commands.run, gpudiag.run.analyse, gpudiag.run.events\n"
+            "import gpudiag.run.streams, gpudiag.run.tbwrite, gpudiag.verdicts.run.process\n"
+            "import gpudiag.verdicts.run.progress, gpudiag.catalogue\n"
             "assert 'tensorflow' not in sys.modules, 'tensorflow imported'\n"
             "assert 'keras' not in sys.modules, 'keras imported'\n")
     proc = subprocess.run([PY, "-c", code], capture_output=True, text=True,

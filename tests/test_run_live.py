@@ -14,13 +14,22 @@ from pathlib import Path
 
 import fake_nvml
 import pytest
-from conftest import REPO, TESTS_DIR, ended, findings_by_id, read_scalars, run_dirs, until
+from conftest import (
+    REPO,
+    TESTS_DIR,
+    ended,
+    findings_by_id,
+    load_report,
+    read_scalars,
+    run_dirs,
+    until,
+)
 from fake_clock import FakeClock
 
 from gpudiag import layout, nvml
 from gpudiag.run.live import Live
-from gpudiag.verdicts import run_gpu_idle
-from gpudiag.verdicts.run_gpu_idle import IDLE_WINDOW_S, IdleWatch, Poll
+from gpudiag.verdicts.run import gpu_idle as run_gpu_idle
+from gpudiag.verdicts.run.gpu_idle import IDLE_WINDOW_S, IdleWatch, Poll
 
 PY = sys.executable
 WAITS_FOR_GATE = ("import pathlib, sys, time\n"
@@ -174,7 +183,7 @@ def test_nvml_scalars_are_in_tensorboard_while_the_program_runs(tmp_path: Path) 
     assert len(list((run_dir / layout.NVML_TB_RUN).glob("events.out.tfevents.*"))) == 1
     final = read_scalars(run_dir / layout.NVML_TB_RUN)
     assert len(final[layout.gpu_util_tag(1)]) >= len(found[layout.gpu_util_tag(1)])
-    report = json.loads((run_dir / layout.REPORT_JSON).read_text())
+    report = load_report(run_dir)
     idle = findings_by_id(report)["run.gpu-idle"]
     assert idle["status"] == "skip" and "less than the 60 s" in idle["message"]
 

@@ -3,7 +3,6 @@ what gpudiag shows while it runs. Real TensorFlow in real child processes, real 
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import subprocess
@@ -11,7 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import REPO, TESTS_DIR, ended, findings_by_id, run_dirs, until
+from conftest import REPO, TESTS_DIR, ended, findings_by_id, load_report, run_dirs, until
 
 from gpudiag import layout
 from gpudiag.run import events
@@ -63,7 +62,7 @@ def test_a_hung_program_killed_with_sigkill_keeps_every_step_it_ran(tmp_path: Pa
         os.kill(pid, signal.SIGKILL)
         proc.communicate(timeout=120)
     assert proc.returncode == 137
-    report = json.loads((out.parent.parent / layout.REPORT_JSON).read_text())
+    report = load_report(out.parent.parent)
     assert "was killed by SIGKILL" in findings_by_id(report)["run.command"]["message"]
     (obs,), _ = events.observe_all(out)
     (series,) = obs.series
@@ -89,7 +88,7 @@ def test_an_eager_heavy_program_leaves_no_per_op_lines_and_a_small_run_dir(
     # have written ~30,000 "Executing op" lines (about 4 MB) before
     assert "Executing op" not in stderr and len(stderr) < 100_000
     assert dir_size(run_dir, besides=(layout.RUN_STDOUT, layout.RUN_STDERR)) < 2_000_000
-    placement = findings_by_id(json.loads((run_dir / layout.REPORT_JSON).read_text()))[
+    placement = findings_by_id(load_report(run_dir))[
         "run.placement"]
     assert placement["status"] == "ok", placement["message"]
     ops = placement["evidence"]["ops_by_device"]
@@ -99,7 +98,7 @@ def test_an_eager_heavy_program_leaves_no_per_op_lines_and_a_small_run_dir(
 def test_a_long_loops_step_rows_are_aggregated_and_still_count_every_step(
         tmp_path: Path) -> None:
     from gpudiag.inprogram.recorder import Recorder, StepBuffer
-    from gpudiag.verdicts.run_throughput import loop_timing, step_times
+    from gpudiag.verdicts.run.throughput import loop_timing, step_times
 
     recorder = Recorder(str(tmp_path))
     buffer = StepBuffer(recorder.emit, "function_steps", 3600.0, 10, None,
@@ -139,7 +138,7 @@ def test_a_stalled_input_pipeline_is_named_with_its_waiting_line_while_it_runs(
         out, _ = proc.communicate(timeout=120)
     assert "done, loss" in out and "steps again after a stall" in out
     assert proc.returncode in (0, 1), out[-2000:]
-    report = json.loads((run_dirs(logdir)[0] / layout.REPORT_JSON).read_text())
+    report = load_report(run_dirs(logdir)[0])
     stall = findings_by_id(report)["run.stall"]
     assert stall["status"] == "warn" and "generator_waits.py" in stall["message"]
 
@@ -180,7 +179,7 @@ def test_a_nan_loss_reaches_the_terminal_while_it_runs_and_the_report(tmp_path: 
         assert "the loss of train_step" in line and "gpudiag (pid" in line
         gate.touch()
         proc.communicate(timeout=120)
-    report = json.loads((run_dirs(logdir)[0] / layout.REPORT_JSON).read_text())
+    report = load_report(run_dirs(logdir)[0])
     finite = findings_by_id(report)["run.finite-loss"]
     assert finite["status"] == "fail" and "is nan at step 5" in finite["message"]
 
@@ -196,7 +195,7 @@ def test_a_loss_stuck_at_ln_classes_is_told_while_the_program_runs(tmp_path: Pat
         gate.touch()
         rest, _ = proc.communicate(timeout=120)
     assert rest.count("has stayed at ln 10") == 0  # once per loop
-    report = json.loads((run_dirs(logdir)[0] / layout.REPORT_JSON).read_text())
+    report = load_report(run_dirs(logdir)[0])
     learning = findings_by_id(report)["run.learning"]
     assert learning["status"] == "fail" and "stuck at ln 10" in learning["message"]
 

@@ -16,7 +16,7 @@ from typing import Any
 from gpudiag import layout
 from gpudiag.run import peers
 from gpudiag.run.tasks import cluster_key
-from gpudiag.verdicts import run_peers
+from gpudiag.verdicts.run import peers as run_peers
 
 SPEC = {"worker": ["127.0.0.1:1", "127.0.0.1:2"]}
 

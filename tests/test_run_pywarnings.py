@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 from conftest import TESTS_DIR
 
+from gpudiag.commands.run import program_env
 from gpudiag.inprogram.config import RunHookConfig
 from gpudiag.run import events
-from gpudiag.run.command import program_env
 
 PY = sys.executable
 PROGRAM = TESTS_DIR / "programs" / "keras_warns.py"

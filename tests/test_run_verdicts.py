@@ -6,7 +6,7 @@ import math
 from dataclasses import replace
 
 from gpudiag import catalogue
-from gpudiag.run.records import (
+from gpudiag.records.run import (
     ConfigCall,
     CrashRecord,
     DeviceScope,
@@ -20,8 +20,10 @@ from gpudiag.run.records import (
     StrategyRecord,
     WeightsRecord,
 )
-from gpudiag.verdicts import run as run_verdicts
-from gpudiag.verdicts import run_placement, run_progress, run_throughput
+from gpudiag.verdicts.run import placement as run_placement
+from gpudiag.verdicts.run import process as run_verdicts
+from gpudiag.verdicts.run import progress as run_progress
+from gpudiag.verdicts.run import throughput as run_throughput
 
 GPUS = [f"/device:GPU:{i}" for i in range(4)]
 

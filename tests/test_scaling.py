@@ -24,8 +24,8 @@ from conftest import (
 from fake_clock import FakeClock
 
 from gpudiag import cli, layout, nvml
-from gpudiag.probes.devices import DeviceSetup
-from gpudiag.probes.records import TrainingResult
+from gpudiag.records.devices import DeviceSetup
+from gpudiag.records.training import TrainingResult
 from gpudiag.scaling import judge
 
 FAST = ["--model", "mlp", "--warmup-steps", "3", "--profile-steps", "2",

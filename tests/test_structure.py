@@ -18,14 +18,16 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("gpudiag", "gpudiag.errors", "gpudiag.devnames", "gpudiag.markdown", "gpudiag.ui"),
     # the contract (every name on disk) and safe writing
     ("gpudiag.layout", "gpudiag.files"),
-    # core services: report records, process handling, NVML, TensorBoard, readers of
-    # TensorFlow's output, the catalogue of its messages
-    ("gpudiag.report", "gpudiag.procs", "gpudiag.nvml", "gpudiag.tb", "gpudiag.readers",
-     "gpudiag.catalogue"),
+    # the typed records that cross a process boundary (children, the user's program, the
+    # parent's verdicts all read them)
+    ("gpudiag.records",),
+    # core services: report records and the reader of a run directory, process handling,
+    # NVML, TensorBoard, readers of TensorFlow's output, the catalogue of its messages
+    ("gpudiag.report", "gpudiag.rundir", "gpudiag.procs", "gpudiag.nvml", "gpudiag.tb",
+     "gpudiag.readers", "gpudiag.catalogue"),
     # what runs in children (probes and their workload, the code inside the user's
-    # program) and the typed records passed between parent and child
-    ("gpudiag.probes", "gpudiag.train", "gpudiag.inprogram", "gpudiag.cluster.tfconfig",
-     "gpudiag.cluster.records", "gpudiag.run.records", "gpudiag.examples"),
+    # program)
+    ("gpudiag.probes", "gpudiag.train", "gpudiag.inprogram", "gpudiag.examples"),
     # pure judging
     ("gpudiag.verdicts",),
     # a command's session

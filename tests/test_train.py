@@ -32,8 +32,8 @@ def _configure_devices() -> None:
 _configure_devices()
 
 from gpudiag import layout  # noqa: E402
-from gpudiag.probes.records import TrainResult  # noqa: E402
 from gpudiag.readers import traces  # noqa: E402
+from gpudiag.records.training import TrainResult  # noqa: E402
 from gpudiag.train import data as data_mod  # noqa: E402
 from gpudiag.train import loop as loop_mod  # noqa: E402
 from gpudiag.train import summaries  # noqa: E402

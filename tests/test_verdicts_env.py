@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from gpudiag.probes.results import EnvResult
+from gpudiag.records.results import EnvResult
 from gpudiag.verdicts import env as verdicts
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from gpudiag.nvml import (
     NOT_AVAILABLE,
     DeviceInfo,
+    DeviceSamples,
     DeviceState,
     DeviceSummary,
     ProcessSeen,
@@ -49,13 +50,10 @@ def scripted(
     ]
     observed = samples[-1].t_s if samples else 0.0
     return summarise_device(
-        info,
-        samples,
-        [],
-        error=error,
+        DeviceSamples(info, samples, error=error,
+                      processes=[ProcessSeen(p, used, 0.5, observed) for p in pids]),
         observed_s=observed,
         interval_s=dt,
-        processes=[ProcessSeen(p, used, 0.5, observed) for p in pids],
         active_threshold_percent=10.0,
     )
 

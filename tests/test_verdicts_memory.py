@@ -13,7 +13,7 @@ from dataclasses import replace
 
 import pytest
 
-from gpudiag.probes.results import ConfigAttempt, MemoryNvml, MemoryResult
+from gpudiag.records.results import ConfigAttempt, MemoryNvml, MemoryResult
 from gpudiag.verdicts import memory as verdicts
 
 MIB, GIB = 2**20, 2**30

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from gpudiag.probes.results import (
+from gpudiag.readers.placementlog import PlacementRow
+from gpudiag.records.results import (
     InvalidPinResult,
     MultitowerResult,
     NoKernelPin,
@@ -12,7 +13,6 @@ from gpudiag.probes.results import (
     PinnedResult,
     SoftPinResult,
 )
-from gpudiag.readers.placementlog import PlacementRow
 from gpudiag.verdicts import placement as verdicts
 
 CPU0, CPU1, GPU0 = "/device:CPU:0", "/device:CPU:1", "/device:GPU:0"

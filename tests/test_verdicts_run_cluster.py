@@ -1,12 +1,12 @@
-"""The verdict on a user's multi-worker program's tasks together (gpudiag.verdicts.run_cluster):
+"""The verdict on a user's multi-worker program's tasks together (gpudiag.verdicts.run.cluster):
 each rule on TaskReports as gpudiag.run.tasks builds them."""
 
 from __future__ import annotations
 
 from dataclasses import replace
 
-from gpudiag.run.records import TaskReport
-from gpudiag.verdicts import run_cluster
+from gpudiag.records.run import TaskReport
+from gpudiag.verdicts.run import cluster as run_cluster
 
 SPEC = {"worker": ["127.0.0.1:2222", "127.0.0.1:2223"]}
 

@@ -1,11 +1,11 @@
 """What `gpudiag run` decides while the program runs, from plain numbers: a loss stuck at
-ln(classes) (gpudiag.verdicts.run_live)."""
+ln(classes) (gpudiag.verdicts.run.live)."""
 
 from __future__ import annotations
 
 import math
 
-from gpudiag.verdicts import run_live
+from gpudiag.verdicts.run import live as run_live
 
 LN10 = math.log(10)
 

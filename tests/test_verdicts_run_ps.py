@@ -1,5 +1,5 @@
 """A parameter-server coordinator's work counted on the cluster's tasks
-(gpudiag.readers.clusterplacement, gpudiag.verdicts.run_ps), on lines TensorFlow 2.21
+(gpudiag.readers.clusterplacement, gpudiag.verdicts.run.ps), on lines TensorFlow 2.21
 printed here (tests/programs/ps_tutorial_inprocess.py under `gpudiag run`)."""
 
 from __future__ import annotations
@@ -7,9 +7,9 @@ from __future__ import annotations
 from dataclasses import replace
 
 from gpudiag.readers import clusterplacement
+from gpudiag.records.run import ClusterJoin, ProcessObservation, StrategyRecord
 from gpudiag.report import Finding
-from gpudiag.run.records import ClusterJoin, ProcessObservation, StrategyRecord
-from gpudiag.verdicts import run_ps
+from gpudiag.verdicts.run import ps as run_ps
 
 LOG = """\
 I0000 00:00:1795521414.074278   11774 execute.cc:2062] Executing op VarHandleOp on task /job:ps/replica:0/task:0/device:CPU:0
@@ -90,7 +90,7 @@ def test_the_loss_a_monitored_session_fetches_is_read_from_its_nested_result() -
 
 
 def test_a_tf1_worker_s_local_steps_and_the_global_step_it_fetched_are_said() -> None:
-    from gpudiag.run.records import Step, StepSeries
+    from gpudiag.records.run import Step, StepSeries
 
     spec = {"ps": ["127.0.0.1:3"], "worker": ["127.0.0.1:1", "127.0.0.1:2"]}
     steps = [Step(i, 100.0 + i, 0.01, 1.0 / (i + 1)) for i in range(195)]

@@ -7,8 +7,8 @@ from dataclasses import replace
 
 import pytest
 
-from gpudiag.probes.devices import DeviceSetup
-from gpudiag.probes.records import AllreduceResult, AllreduceRow
+from gpudiag.records.devices import DeviceSetup
+from gpudiag.records.training import AllreduceResult, AllreduceRow
 from gpudiag.verdicts import scaling as v
 
 MIB = 1 << 20

@@ -14,8 +14,10 @@ as TensorFlow 2.21 writes it, and ``source`` says where it was taken from:
   placeholders filled as TensorFlow fills them; these need a GPU machine to print;
 - ``python``: the message in TensorFlow's or Keras's Python source (file named).
 
-tests/test_catalogue.py checks every pattern against its example and the captured ones
-against the captured file. Pure data and regular expressions: no TensorFlow.
+matching.py holds LineMatcher (lines fed as they come, each first looked for the
+entries' required literals). tests/test_catalogue.py checks every pattern against its
+example and the captured ones against the captured file. Pure data and regular
+expressions: no TensorFlow.
 """
 
 from __future__ import annotations

@@ -1,8 +1,5 @@
 """Multi-worker clusters on TensorFlow's own engine; everything here is TF-free.
 
-- tfconfig.py    TF_CONFIG parsed and checked (one line, exit 2), local clusters on
-                 127.0.0.1 with free ports.
-- records.py     the typed config and result of one cluster task's child.
 - supervise.py   start a cluster's tasks as child processes, follow their progress,
                  detect a cluster that never forms or a task that dies, restart and
                  resume, stop everything: bounded in time, nothing left running.
@@ -12,6 +9,10 @@
 - options.py     the options of `scaling --workers` and `worker`, checked once.
 - local.py       `gpudiag scaling --workers N`.
 - worker_cmd.py  `gpudiag worker` (TF_CONFIG or --slurm).
+- whyslow.py     cluster.bottleneck: the leader's trace broken down.
+
+TF_CONFIG's parsing and a task's typed config and result are records every side reads:
+gpudiag/records/tfconfig.py and gpudiag/records/cluster.py.
 
 The TensorFlow side runs in the tasks' children: gpudiag/probes/cluster.py,
 gpudiag/train/multiworker.py (sync), gpudiag/train/parameter_server.py (ps),

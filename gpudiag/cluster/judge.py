@@ -15,9 +15,9 @@ from typing import Any
 
 from gpudiag import layout
 from gpudiag.cluster import messages
-from gpudiag.cluster.records import WorkerResult, WorkerStats
 from gpudiag.cluster.supervise import ClusterRun, Limits, TaskOutcome, describe
 from gpudiag.markdown import markdown_table
+from gpudiag.records.cluster import WorkerResult, WorkerStats
 from gpudiag.tb.writer import EventWriter
 
 TABLE_HEADERS = ["mode", "workers", "batch", "ex/s per worker", "ex/s total", "step",

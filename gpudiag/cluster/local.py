@@ -3,7 +3,7 @@
 Per mode (``--mode``: sync, ps or both), per batch per worker (``--batch-per-device``
 and ``--batch-factor`` times it) and per worker count (1, then N), one cluster
 configuration: its TF_CONFIGs (every address 127.0.0.1, ports the OS said were free,
-gpudiag.cluster.tfconfig), one child process per task run and supervised by
+gpudiag.records.tfconfig), one child process per task run and supervised by
 gpudiag.cluster.supervise, NVML sampled meanwhile (when there is NVML; with GPUs,
 worker i sees GPU i mod the GPU count). With ``--fault`` only the N-worker
 configuration at the first batch runs: it is a drill, not a measurement.
@@ -21,10 +21,11 @@ from pathlib import Path
 from typing import Any
 
 from gpudiag import layout, nvml
-from gpudiag.cluster import judge, tfconfig, whyslow
+from gpudiag.cluster import judge, whyslow
 from gpudiag.cluster.options import ClusterOptions
-from gpudiag.cluster.records import WorkerConfig, role_of
 from gpudiag.cluster.supervise import ClusterRun, Limits, TaskSpec, run_cluster
+from gpudiag.records import tfconfig
+from gpudiag.records.cluster import WorkerConfig, role_of
 from gpudiag.session import RunSession
 from gpudiag.ui import Ui
 from gpudiag.verdicts import cluster as verdicts

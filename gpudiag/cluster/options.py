@@ -14,10 +14,10 @@ from typing import Any
 
 import typer
 
-from gpudiag.cluster import records
 from gpudiag.cluster.supervise import Fault
 from gpudiag.errors import UsageError
-from gpudiag.probes.records import Workload
+from gpudiag.records import cluster as records
+from gpudiag.records.training import Workload
 from gpudiag.scaling.options import check_steps
 
 MAX_WORKERS = 16

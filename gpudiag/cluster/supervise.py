@@ -1,10 +1,10 @@
 """Run a cluster's tasks as child processes here: start, watch, stop; bounded, nothing left.
 
-Each task is ``python -m gpudiag.child gpudiag.probes.cluster`` with its TF_CONFIG in
+Each task is ``python -m gpudiag.procs.child gpudiag.probes.cluster`` with its TF_CONFIG in
 the environment, started by gpudiag.procs (its own process group, watched by the
 reaper), its files in ``children/<task_child_name>/`` like any probe child. The
 supervisor follows each task's stdout for its GPUDIAG-CLUSTER and GPUDIAG-STEP lines
-(gpudiag/layout.py) and decides, every POLL_S:
+(gpudiag/layout/__init__.py) and decides, every POLL_S:
 
 - formed: every task said ``formed`` (its strategy or server is up). Not within
   ``form_timeout_s`` of the attempt's start: the cluster never formed; stop everything;
@@ -39,10 +39,10 @@ from typing import Any
 
 from gpudiag import layout
 from gpudiag.cluster import sockets
-from gpudiag.cluster.records import WorkerConfig, WorkerResult
 from gpudiag.procs import group as procs
 from gpudiag.procs.exitstatus import describe_exit
 from gpudiag.procs.runner import tail_lines
+from gpudiag.records.cluster import WorkerConfig, WorkerResult
 
 POLL_S = 0.2
 TERM_WAIT_S = 1.0

@@ -3,7 +3,7 @@
 Run once per task, on its machine, each with its own TF_CONFIG (or inside a Slurm
 allocation with ``--slurm``: TensorFlow's SlurmClusterResolver, run in a short child,
 turns the allocation into the TF_CONFIG). The TF_CONFIG is checked before anything
-starts (gpudiag.cluster.tfconfig: exit 2 with one line). Then the task runs in one
+starts (gpudiag.records.tfconfig: exit 2 with one line). Then the task runs in one
 supervised child (gpudiag.cluster.supervise), the probe as in `scaling --workers`:
 
 - sync (MultiWorkerMirroredStrategy): every task trains; at the end the workers
@@ -28,16 +28,17 @@ from pathlib import Path
 from typing import Any
 
 from gpudiag import layout, nvml
-from gpudiag.cluster import judge, tfconfig
-from gpudiag.cluster.records import (
+from gpudiag.cluster import judge
+from gpudiag.cluster.supervise import ClusterRun, Limits, TaskSpec, run_cluster
+from gpudiag.errors import EnvironmentBroken, UsageError
+from gpudiag.records import tfconfig
+from gpudiag.records.cluster import (
     DEFAULT_BACKUP_EVERY,
     DEFAULT_COLLECTIVE_TIMEOUT_S,
     WorkerConfig,
     role_of,
 )
-from gpudiag.cluster.supervise import ClusterRun, Limits, TaskSpec, run_cluster
-from gpudiag.errors import EnvironmentBroken, UsageError
-from gpudiag.probes.records import Workload
+from gpudiag.records.training import Workload
 from gpudiag.report import Finding
 from gpudiag.scaling.options import check_steps
 from gpudiag.session import RunSession

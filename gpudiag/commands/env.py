@@ -9,8 +9,8 @@ from __future__ import annotations
 from typing import Any
 
 from gpudiag import catalogue, nvml
-from gpudiag.probes.results import EnvResult
 from gpudiag.procs.runner import run_child
+from gpudiag.records.results import EnvResult
 from gpudiag.session import RunSession
 from gpudiag.ui import Ui
 from gpudiag.verdicts import common as common_verdicts

@@ -8,7 +8,7 @@ info and the "modify after initialise" error are still observed.
 Writes one TensorBoard run per mode (``memory-<mode>/``: scalars ``memory/tf_current_mib``,
 ``memory/tf_peak_mib``, ``memory/nvml_process_mib``, ``memory/nvml_device_used_mib`` by
 step), a table as TensorBoard text (``gpudiag/memory``) and the findings ``memory.*``.
-Names and tags: gpudiag/layout.py.
+Names and tags: gpudiag/layout/__init__.py.
 
 NVML in this process (GPU:0's total memory, for ``--fraction``) comes in as ``backend``,
 opened and closed by the caller (the CLI); each child opens its own (probes/memory.py).
@@ -17,6 +17,7 @@ opened and closed by the caller (the CLI); each child opens its own (probes/memo
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 from typing import Any
 
 from gpudiag import nvml
@@ -30,8 +31,8 @@ from gpudiag.layout import (
     memory_run_name,
 )
 from gpudiag.markdown import markdown_table
-from gpudiag.probes.results import MemoryConfig, MemoryResult
 from gpudiag.procs.runner import ChildResult, run_child
+from gpudiag.records.results import MemoryConfig, MemoryResult
 from gpudiag.report import Finding
 from gpudiag.session import RunSession
 from gpudiag.tb import views as tbviews
@@ -105,84 +106,104 @@ def _row(mode: str, finding: Finding) -> list[Any]:
             e.get("nvml_source") or "", finding.message]
 
 
-def run(
-    session: RunSession,
-    *,
-    timeout_s: float,
-    steps: int = DEFAULT_STEPS,
-    step_mb: int = DEFAULT_STEP_MB,
-    memory_limit_mb: int | None = None,
-    fraction: float | None = None,
-    backend: nvml.NvmlBackend | nvml.NvmlUnavailable,
-    ui: Ui,
-) -> None:
-    results: dict[str, dict[str, Any]] = {}
-    rows: list[list[Any]] = []
-    charted: list[str] = []  # modes with a TensorBoard run
+@dataclass(frozen=True)
+class MemoryOptions:
+    """What `memory` was asked: each probe's size and the limit mode's limit."""
 
-    def child(mode: str, limit_mb: int | None = None) -> tuple[ChildResult,
-                                                                MemoryResult | None]:
-        ui.say(f"memory mode {mode}: child process ...")
-        config = MemoryConfig(mode=mode, steps=steps, step_mb=step_mb, memory_limit_mb=limit_mb)
-        out = run_child("memory", config, run_dir=session.run_dir,
-                        name=memory_run_name(mode), timeout_s=timeout_s, env=child_env(mode))
-        if not out.ok or out.result is None:
-            return out, None
-        results[mode] = out.result
-        session.set("memory", results)
-        result = MemoryResult.from_dict(out.result)
-        if write_scalars(session, mode, result):
-            charted.append(mode)
-        return out, result
+    timeout_s: float
+    steps: int = DEFAULT_STEPS
+    step_mb: int = DEFAULT_STEP_MB
+    memory_limit_mb: int | None = None  # None: DEFAULT_LIMIT_MB, or --fraction's
+    fraction: float | None = None  # of GPU:0's total memory (NVML)
 
-    def add(mode: str, finding: Finding) -> None:
-        session.add(finding)
-        rows.append(_row(mode, finding))
 
-    first, default = child("default")
+def run(session: RunSession, options: MemoryOptions, *,
+        backend: nvml.NvmlBackend | nvml.NvmlUnavailable, ui: Ui) -> None:
+    """One child per memory mode, each judged; the table and charts at the end."""
+    probe = _Probes(session, options, ui)
+    first, default = probe.child("default")
     if default is None:
-        add("default", common_verdicts.child_failed(
+        probe.add("default", common_verdicts.child_failed(
             "memory.default", "the default-mode memory probe", first))
     elif not default.gpu_available:
         reason = "TensorFlow sees no GPU"
         if default.nvml.reason:
             reason += f"; NVML: {default.nvml.reason}"
-        add("cpu", memory_verdicts.memory_cpu(default))
+        probe.add("cpu", memory_verdicts.memory_cpu(default))
         for mode in memory_verdicts.MEMORY_GPU_MODES:
-            add(mode, memory_verdicts.memory_no_gpu(mode, reason))
+            probe.add(mode, memory_verdicts.memory_no_gpu(mode, reason))
     else:
-        add("default", memory_verdicts.memory_default(default))
+        probe.add("default", memory_verdicts.memory_default(default))
         for mode in ("growth", "growth_env"):
             check_id = memory_verdicts.MEMORY_GPU_MODES[mode]
-            out, result = child(mode)
-            add(mode, memory_verdicts.memory_growth(result, check_id=check_id, default=default)
-                if result is not None
-                else common_verdicts.child_failed(check_id, f"the {mode} memory probe", out))
-        limit_mb, why = memory_limit_mb or DEFAULT_LIMIT_MB, None
+            out, result = probe.child(mode)
+            probe.add(mode, memory_verdicts.memory_growth(result, check_id=check_id,
+                                                          default=default)
+                      if result is not None
+                      else common_verdicts.child_failed(check_id, f"the {mode} memory probe",
+                                                        out))
+        probe.limit_mode(backend)
+    out, result = probe.child("modify_after_init")
+    probe.add("modify_after_init", memory_verdicts.memory_modify_after_init(result)
+              if result is not None
+              else common_verdicts.child_failed("memory.modify-after-init",
+                                                "the modify-after-initialise probe", out))
+    session.text(TAG_MEMORY, markdown_table(
+        ["mode", "status", "TF peak MiB", "NVML held MiB", "NVML source", "finding"],
+        probe.rows))
+    if probe.charted:
+        tbviews.write_charts(session.run_dir, tbviews.memory_charts())
+
+
+class _Probes:
+    """The memory probes of one run: each mode's child, its finding and table row."""
+
+    def __init__(self, session: RunSession, options: MemoryOptions, ui: Ui) -> None:
+        self.session, self.options, self.ui = session, options, ui
+        self.results: dict[str, dict[str, Any]] = {}
+        self.rows: list[list[Any]] = []
+        self.charted: list[str] = []  # modes with a TensorBoard run
+
+    def child(self, mode: str,
+              limit_mb: int | None = None) -> tuple[ChildResult, MemoryResult | None]:
+        self.ui.say(f"memory mode {mode}: child process ...")
+        config = MemoryConfig(mode=mode, steps=self.options.steps,
+                              step_mb=self.options.step_mb, memory_limit_mb=limit_mb)
+        out = run_child("memory", config, run_dir=self.session.run_dir,
+                        name=memory_run_name(mode), timeout_s=self.options.timeout_s,
+                        env=child_env(mode))
+        if not out.ok or out.result is None:
+            return out, None
+        self.results[mode] = out.result
+        self.session.set("memory", self.results)
+        result = MemoryResult.from_dict(out.result)
+        if write_scalars(self.session, mode, result):
+            self.charted.append(mode)
+        return out, result
+
+    def add(self, mode: str, finding: Finding) -> None:
+        self.session.add(finding)
+        self.rows.append(_row(mode, finding))
+
+    def limit_mode(self, backend: nvml.NvmlBackend | nvml.NvmlUnavailable) -> None:
+        """The memory-limit mode: --memory-limit-mb, or --fraction of GPU:0 (NVML's total)."""
+        fraction = self.options.fraction
+        limit_mb, why = self.options.memory_limit_mb or DEFAULT_LIMIT_MB, None
         if fraction is not None:
             total, why = gpu0_total_bytes(backend)
             if total is not None:
                 limit_mb = limit_from_fraction(fraction, total)
-                ui.say(f"--fraction {fraction:g} of {total / 2**30:.1f} GiB = {limit_mb} MiB")
+                self.ui.say(f"--fraction {fraction:g} of {total / 2**30:.1f} GiB = {limit_mb} MiB")
         if why is not None:
-            add("limit", Finding(
+            self.add("limit", Finding(
                 "memory.limit", "skip",
                 f"--fraction {fraction:g} needs GPU:0's total memory, which only NVML gives: "
                 f"{why}", {"fraction": fraction, "reason": why},
                 advice="Give the limit in MiB with --memory-limit-mb instead."))
+            return
+        out, result = self.child("limit", limit_mb)
+        if result is not None:
+            self.add("limit", memory_verdicts.memory_limit(result, limit_mb))
         else:
-            out, result = child("limit", limit_mb)
-            if result is not None:
-                add("limit", memory_verdicts.memory_limit(result, limit_mb))
-            else:
-                add("limit", common_verdicts.child_failed(
-                    "memory.limit", f"the memory-limit probe ({limit_mb} MiB)", out))
-    out, result = child("modify_after_init")
-    add("modify_after_init", memory_verdicts.memory_modify_after_init(result)
-        if result is not None
-        else common_verdicts.child_failed("memory.modify-after-init",
-                                          "the modify-after-initialise probe", out))
-    session.text(TAG_MEMORY, markdown_table(
-        ["mode", "status", "TF peak MiB", "NVML held MiB", "NVML source", "finding"], rows))
-    if charted:
-        tbviews.write_charts(session.run_dir, tbviews.memory_charts())
+            self.add("limit", common_verdicts.child_failed(
+                "memory.limit", f"the memory-limit probe ({limit_mb} MiB)", out))

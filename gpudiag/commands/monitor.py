@@ -33,6 +33,7 @@ import shlex
 import sys
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from gpudiag import nvml
@@ -97,28 +98,54 @@ def _write_sampling(session: RunSession, result: nvml.SamplingResult) -> None:
     session.set("nvml_tensorboard", {"run": NVML_TB_RUN, "tags": tags})
 
 
-def run(
-    session: RunSession,
-    command: list[str],
-    *,
-    backend: nvml.NvmlBackend | nvml.NvmlUnavailable,
-    interval_s: float = nvml.DEFAULT_INTERVAL_S,
-    idle_threshold_percent: float = DEFAULT_IDLE_THRESHOLD_PERCENT,
-    gpus: Sequence[int] | None = None,
-    stdout_to_stderr: bool = False,
-    ui: Ui,
-    clock: nvml.Clock = nvml.SYSTEM_CLOCK,
-) -> int | None:
-    """Run ``command`` while sampling; add the findings. Returns the exit code to forward
+@dataclass(frozen=True)
+class MonitorOptions:
+    """What `monitor` was asked: the command and how to sample while it runs."""
+
+    command: list[str]
+    interval_s: float = nvml.DEFAULT_INTERVAL_S
+    idle_threshold_percent: float = DEFAULT_IDLE_THRESHOLD_PERCENT
+    gpus: Sequence[int] | None = None  # None: every GPU NVML sees
+    stdout_to_stderr: bool = False  # --json: stdout is report.json's
+
+
+def run(session: RunSession, options: MonitorOptions, *,
+        backend: nvml.NvmlBackend | nvml.NvmlUnavailable, ui: Ui,
+        clock: nvml.Clock = nvml.SYSTEM_CLOCK) -> int | None:
+    """Run the command while sampling; add the findings. Returns the exit code to forward
     (None when the command exited 0: the findings decide). KeyboardInterrupt propagates
     after the child is stopped and the findings are written. ``clock`` schedules the
     sampler (tests give a fake one)."""
+    sampler, reason = _start_sampler(session, options, backend, ui, clock)
+    outcome = _Outcome()
+    start = time.monotonic()
+    try:
+        _run_command(session, options.command, options.stdout_to_stderr, outcome)
+    finally:
+        result = sampler.stop() if sampler is not None else None
+        _record(session, options, outcome, time.monotonic() - start, result, reason)
+    if outcome.interrupt is not None:
+        raise outcome.interrupt
+    return exit_code_of(outcome.returncode) if outcome.returncode else None
+
+
+@dataclass
+class _Outcome:
+    returncode: int | None = None
+    interrupt: KeyboardInterrupt | None = None
+
+
+def _start_sampler(session: RunSession, options: MonitorOptions,
+                   backend: nvml.NvmlBackend | nvml.NvmlUnavailable, ui: Ui,
+                   clock: nvml.Clock) -> tuple[nvml.Sampler | None, str | None]:
+    """The sampler, started (None without NVML, or when NVML failed at start: the reason)."""
     sampler: nvml.Sampler | None = None
     description = None if isinstance(backend, nvml.NvmlUnavailable) else backend.description
     reason = backend.reason if isinstance(backend, nvml.NvmlUnavailable) else None
     if not isinstance(backend, nvml.NvmlUnavailable):
-        sampler = nvml.Sampler(backend, interval_s, gpus,
-                               active_threshold_percent=idle_threshold_percent, clock=clock)
+        sampler = nvml.Sampler(backend, options.interval_s, options.gpus,
+                               active_threshold_percent=options.idle_threshold_percent,
+                               clock=clock)
         try:
             sampler.start()
         except nvml.DeviceError as exc:  # NVML itself failed (not one device): no sampling
@@ -127,63 +154,65 @@ def run(
                                 "nvml_unavailable_reason": reason})
     if sampler is None:
         session.set("devices", {"summary": f"NVML not available ({reason}); GPU checks skipped"})
-        session.add(gpu_verdicts.nvml_sampling(None, reason, interval_s, None,
+        session.add(gpu_verdicts.nvml_sampling(None, reason, options.interval_s, None,
                                                check_id="monitor.nvml"))
         ui.say(f"NVML not available ({reason}): running the command without GPU sampling")
     else:
-        ui.say(f"sampling {len(sampler.device_indices)} GPU(s) every {interval_s:g} s "
-            f"({description})")
+        ui.say(f"sampling {len(sampler.device_indices)} GPU(s) every {options.interval_s:g} s "
+               f"({description})")
+    return sampler, reason
 
-    interrupted = False
-    interrupt: KeyboardInterrupt | None = None
-    returncode: int | None = None
-    start = time.monotonic()
+
+def _run_command(session: RunSession, command: list[str], stdout_to_stderr: bool,
+                 outcome: _Outcome) -> None:
+    """Start the command and wait for it; an interrupt stops it and is kept in ``outcome``."""
     try:
-        try:
-            proc = procs.spawn(command, stdout=sys.stderr if stdout_to_stderr else None)
-        except OSError as exc:
-            hint = ""
-            if exc.errno == errno.ENOEXEC:
-                hint = (" (a script needs a first line such as #!/bin/sh, or run it through "
-                        f"its interpreter: sh {command[0]})")
-            raise UsageError(f"cannot run {command[0]}: {exc.strerror}{hint}") from exc
-        try:
-            returncode = proc.wait()
-            procs.release(proc)
-        except KeyboardInterrupt as exc:
-            interrupted, interrupt = True, exc
-            stop_child(proc, signum_of(exc))
-            returncode = proc.returncode
-        if returncode:  # 0: the findings decide the exit code
-            session.forward_exit(exit_code_of(returncode))
-    finally:
-        duration = time.monotonic() - start
-        result = sampler.stop() if sampler is not None else None
-        session.set("monitor", {
-            "command": command, "returncode": returncode, "duration_s": round(duration, 3),
-            "interval_s": interval_s, "idle_threshold_percent": idle_threshold_percent,
-            "gpus": None if gpus is None else list(gpus), "interrupted": interrupted,
-            "sampling": None if result is None else result.to_dict(),
+        proc = procs.spawn(command, stdout=sys.stderr if stdout_to_stderr else None)
+    except OSError as exc:
+        hint = ""
+        if exc.errno == errno.ENOEXEC:
+            hint = (" (a script needs a first line such as #!/bin/sh, or run it through "
+                    f"its interpreter: sh {command[0]})")
+        raise UsageError(f"cannot run {command[0]}: {exc.strerror}{hint}") from exc
+    try:
+        outcome.returncode = proc.wait()
+        procs.release(proc)
+    except KeyboardInterrupt as exc:
+        outcome.interrupt = exc
+        stop_child(proc, signum_of(exc))
+        outcome.returncode = proc.returncode
+    if outcome.returncode:  # 0: the findings decide the exit code
+        session.forward_exit(exit_code_of(outcome.returncode))
+
+
+def _record(session: RunSession, options: MonitorOptions, outcome: _Outcome, duration: float,
+            result: nvml.SamplingResult | None, reason: str | None) -> None:
+    """The command's data and findings, whatever ended it."""
+    interrupted = outcome.interrupt is not None
+    gpus = options.gpus
+    session.set("monitor", {
+        "command": options.command, "returncode": outcome.returncode,
+        "duration_s": round(duration, 3), "interval_s": options.interval_s,
+        "idle_threshold_percent": options.idle_threshold_percent,
+        "gpus": None if gpus is None else list(gpus), "interrupted": interrupted,
+        "sampling": None if result is None else result.to_dict(),
+    })
+    if outcome.returncode is not None or interrupted:
+        session.add(command_finding(options.command, outcome.returncode, duration, interrupted))
+    if result is not None:
+        session.set("devices", {
+            "summary": ", ".join(s.label for s in result.summaries) + " (NVML)",
+            "nvml_devices": [gpu_verdicts.gpu_numbers(s) for s in result.summaries],
         })
-        if returncode is not None or interrupted:
-            session.add(command_finding(command, returncode, duration, interrupted))
-        if result is not None:
-            session.set("devices", {
-                "summary": ", ".join(s.label for s in result.summaries) + " (NVML)",
-                "nvml_devices": [gpu_verdicts.gpu_numbers(s) for s in result.summaries],
-            })
-            session.add(gpu_verdicts.nvml_sampling(result.backend, None, interval_s, result,
-                                                   check_id="monitor.nvml"))
-            _write_sampling(session, result)
-        session.add(gpu_verdicts.every_gpu_used(
-            result.summaries if result else [], idle_threshold_percent,
-            nvml_unavailable_reason=reason, expected_indices=gpus,
-            check_id="monitor.every-gpu-used"))
-        if result is not None:
-            session.add(gpu_fill.sm_utilization(
-                [gpu_verdicts.gpu_numbers(s) for s in result.summaries
-                 if gpus is None or s.index in gpus],
-                nvml_unavailable_reason=None, check_id="monitor.sm-utilization"))
-    if interrupt is not None:
-        raise interrupt
-    return exit_code_of(returncode) if returncode else None
+        session.add(gpu_verdicts.nvml_sampling(result.backend, None, options.interval_s,
+                                               result, check_id="monitor.nvml"))
+        _write_sampling(session, result)
+    session.add(gpu_verdicts.every_gpu_used(
+        result.summaries if result else [], options.idle_threshold_percent,
+        nvml_unavailable_reason=reason, expected_indices=gpus,
+        check_id="monitor.every-gpu-used"))
+    if result is not None:
+        session.add(gpu_fill.sm_utilization(
+            [gpu_verdicts.gpu_numbers(s) for s in result.summaries
+             if gpus is None or s.index in gpus],
+            nvml_unavailable_reason=None, check_id="monitor.sm-utilization"))

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from gpudiag.layout import TAG_PLACEMENT
 from gpudiag.markdown import markdown_table
-from gpudiag.probes.results import PlacementConfig, PlacementResult
 from gpudiag.procs.runner import run_child
 from gpudiag.readers.placementlog import is_work, op_counts_by_device, parse, split_sections
+from gpudiag.records.results import PlacementConfig, PlacementResult
 from gpudiag.session import RunSession
 from gpudiag.ui import Ui
 from gpudiag.verdicts import common as common_verdicts

@@ -1,7 +1,7 @@
 """`gpudiag scaling`: train the probe on 1, 2, 4 ... devices; did more devices help?
 
-Order of work, each probe in its own child process (gpudiag.runner), each child's input
-and output a typed record (gpudiag/probes/records.py):
+Order of work, each probe in its own child process (gpudiag.procs.runner), each child's input
+and output a typed record (gpudiag/records/training.py):
 
 1. the collective bandwidth probe (probes/allreduce.py) on the largest device count. It
    is also the device check: asking for more GPUs than exist fails here, before any
@@ -18,7 +18,7 @@ and output a typed record (gpudiag/probes/records.py):
 Writes, besides report.json/report.md: each configuration's figures and HParams session,
 the HParams experiment, the Custom Scalars layout, ``scaling.png`` and ``allreduce.png``
 (gpudiag/scaling/tb_runs.py), ``nvml/<config>/`` (per-GPU scalars, when NVML is there).
-Names: gpudiag/layout.py. The options are checked by the CLI, once,
+Names: gpudiag/layout/__init__.py. The options are checked by the CLI, once,
 before the run directory exists (gpudiag/scaling/options.py).
 """
 
@@ -31,8 +31,8 @@ from typing import Any
 
 from gpudiag import layout, nvml
 from gpudiag.errors import UsageError
-from gpudiag.probes.records import AllreduceResult, TrainingResult
 from gpudiag.procs.runner import ChildResult, run_child
+from gpudiag.records.training import AllreduceResult, TrainingResult
 from gpudiag.scaling.judge import ConfigRun, judge
 from gpudiag.scaling.options import ScalingOptions, device_counts
 from gpudiag.scaling.table import rich_table

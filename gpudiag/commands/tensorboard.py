@@ -1,10 +1,10 @@
 """`gpudiag tensorboard [LOGDIR]`: open TensorBoard on gpudiag's runs, or check it.
 
 Without LOGDIR: the newest run directory under ``runs/`` (else ``runs/`` itself). The
-logdir and the address are checked first (gpudiag.tbserve: one line, exit 2), then
+logdir and the address are checked first (gpudiag.tb.serve: one line, exit 2), then
 TensorBoard starts quietly and gpudiag prints its URL. ``--check`` starts it the same
 way, asks every dashboard over HTTP whether it lists what the run directories promise
-(gpudiag.tbcheck), prints one line per dashboard and stops it: exit 0 when all pass,
+(gpudiag.tb.check), prints one line per dashboard and stops it: exit 0 when all pass,
 1 otherwise. Writes nothing: no run directory of its own.
 """
 

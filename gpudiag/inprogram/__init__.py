@@ -4,4 +4,28 @@ Loaded by hooks/sitecustomize.py through install.py; the parent side lives in
 gpudiag/run/. Rules that differ from the rest of gpudiag: import nothing early (never
 TensorFlow before the program does), never raise into the program (every hook body goes
 through agent.guard), cost nothing outside the windows it records. agent.py holds the
-primitives every hook uses and imports no hook; install.py is the one installer."""
+primitives every hook uses and imports no hook; install.py is the one installer; config.py
+the typed configuration the parent passes in the environment; recorder.py writes
+events-<pid>.jsonl.
+
+One module per thing watched: importhook (the post-import hook), tfhooks (tf.config,
+devices), strategies (and joining a cluster), functions (the step tf.function), sessions
+(tf.compat.v1), kerashooks (fit), logcapture, profilewindow, placementwindow (run metadata
+in bounded windows), crash, weights, usercode (which code is the user's, by module
+origin), autographmap (autograph's frames back to the user's lines), pywarnings,
+devicescopes (eager tf.device scopes), classevidence (a step function's cross-entropy
+ops), datasets (the tf.data calls with the program's lines), stallwatch (every thread's
+stack when no step finishes)."""
+
+#: gpudiag's modules outside this package that the hooks load into the user's program: the
+#: contract and small pure leaves, each importing only the standard library.
+#: tests/test_inprogram_imports.py checks that these are all of them and that nothing
+#: heavy (TensorFlow, NumPy, xprof, TensorBoard, rich, typer, pynvml) comes with them.
+SHARED_MODULES = (
+    "gpudiag", "gpudiag.devnames", "gpudiag.errors",
+    "gpudiag.layout", "gpudiag.layout.cluster", "gpudiag.layout.diff", "gpudiag.layout.names",
+    "gpudiag.layout.run",
+    "gpudiag.layout.views",
+    "gpudiag.readers", "gpudiag.readers.placementlog", "gpudiag.readers.traces",
+    "gpudiag.records", "gpudiag.records.tfconfig",
+)

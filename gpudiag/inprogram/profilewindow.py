@@ -5,7 +5,7 @@ first calls, with tracing and compilation, are left out) owns the window: the pr
 step tf.function, a Keras ``fit`` batch, or a ``Session.run`` of the same fetches. The
 profiler (``tf.profiler.experimental.start``) runs for ``profile_steps`` of that source's
 steps, each marked with ``tf.profiler.experimental.Trace("train", step_num=i)`` so
-gpudiag.traces finds the window, and writes ``<run dir>/program-<pid>/plugins/profile/
+gpudiag.readers.traces finds the window, and writes ``<run dir>/program-<pid>/plugins/profile/
 <timestamp>/<host>.xplane.pb``, where TensorBoard's profile plugin looks. A run that ends
 inside the window is stopped at exit (a shorter window).
 

@@ -24,8 +24,8 @@ from collections.abc import Callable
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
-from gpudiag.cluster.tfconfig import coordination_leader_of
 from gpudiag.inprogram.tfhooks import caller, record_devices
+from gpudiag.records.tfconfig import coordination_leader_of
 
 if TYPE_CHECKING:
     from gpudiag.inprogram.agent import Agent

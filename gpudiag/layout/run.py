@@ -61,7 +61,7 @@ RUN_MARK_QUIET_BEGIN = "quiet-begin"  # TF log lines caused by gpudiag's own cal
 RUN_MARK_QUIET_END = "quiet-end"
 RUN_MARK_HOOK_ERROR = "hook-error"  # the hooks could not load at all (message follows)
 
-# Fields every event line has; the rest depend on "kind" (gpudiag/run/records.py).
+# Fields every event line has; the rest depend on "kind" (gpudiag/records/run.py).
 RUN_EVENT_FIELDS = ("kind", "t", "pid")
 
 # TensorBoard scalar tags of the program's run (program-<pid>/).

@@ -59,6 +59,7 @@ from gpudiag.nvml.sampler import (
 from gpudiag.nvml.summaries import (
     DEFAULT_ACTIVE_THRESHOLD_PERCENT,
     DEFAULT_INTERVAL_S,
+    DeviceSamples,
     percentile,
     summarise_device,
 )
@@ -74,6 +75,7 @@ __all__ = [
     "Clock",
     "DeviceError",
     "DeviceInfo",
+    "DeviceSamples",
     "DeviceState",
     "DeviceSummary",
     "GpmReading",

@@ -45,6 +45,7 @@ from gpudiag.nvml.records import (
 from gpudiag.nvml.summaries import (
     DEFAULT_ACTIVE_THRESHOLD_PERCENT,
     DEFAULT_INTERVAL_S,
+    DeviceSamples,
     summarise_device,
 )
 
@@ -347,14 +348,11 @@ class Sampler:
             observed = samples[-1].t_s if (error and samples) else (0.0 if error else duration_s)
             summaries.append(
                 summarise_device(
-                    self._infos[i],
-                    samples,
-                    [u for u in self._utils if u.index == i],
-                    processes=list(self._procs[i].values()),
-                    gpm=[g for g in self._gpm if g.index == i],
-                    gpm_unavailable_reason=self._gpm_reasons.get(i),
-                    pcie=self._pcie[i],
-                    error=error,
+                    DeviceSamples(
+                        self._infos[i], samples, [u for u in self._utils if u.index == i],
+                        processes=list(self._procs[i].values()), pcie=self._pcie[i],
+                        gpm=[g for g in self._gpm if g.index == i],
+                        gpm_unavailable_reason=self._gpm_reasons.get(i), error=error),
                     observed_s=observed,
                     interval_s=self.interval_s,
                     active_threshold_percent=self.active_threshold_percent,

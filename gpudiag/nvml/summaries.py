@@ -16,7 +16,7 @@ import itertools
 import math
 import statistics
 from collections.abc import Iterable, Sequence
-from dataclasses import fields
+from dataclasses import dataclass, fields
 from typing import Final, Literal, TypeVar
 
 from gpudiag.nvml.records import (
@@ -76,71 +76,82 @@ def gpm_mean(readings: Sequence[TimedGpm], field: str) -> float | NotAvailable:
     return sum(span * v for span, v in pairs) / total if total > 0 else NOT_AVAILABLE
 
 
+@dataclass(frozen=True)
+class DeviceSamples:
+    """Everything sampled for one device (``info.index``), as summarise_device reads it.
+
+    ``gpm``: the device's GPM readings; ``gpm_unavailable_reason``: why there are none (or
+    why they stopped); ``error``: the device was lost (NVML failed for it)."""
+
+    info: DeviceInfo
+    samples: Sequence[Sample]
+    util_samples: Sequence[TimedUtil] = ()
+    processes: Sequence[ProcessSeen] = ()
+    pcie: Sequence[PcieThroughput] = ()
+    gpm: Sequence[TimedGpm] = ()
+    gpm_unavailable_reason: str | None = None
+    error: str | None = None
+
+
+@dataclass(frozen=True)
+class _UtilStats:
+    source: Literal["driver", "polled", "none"]
+    count: int
+    mean: float | NotAvailable = NOT_AVAILABLE
+    p50: float | NotAvailable = NOT_AVAILABLE
+    p95: float | NotAvailable = NOT_AVAILABLE
+    max: float | NotAvailable = NOT_AVAILABLE
+    active_s: float | NotAvailable = NOT_AVAILABLE
+
+
+def _util_stats(device: DeviceSamples, interval_s: float,
+                active_threshold_percent: float) -> _UtilStats:
+    """Utilization from the driver's own samples when there are any, else from the polls."""
+    polled = [(s.t_s, s.state.util_gpu_percent) for s in device.samples
+              if s.state.util_gpu_percent is not NOT_AVAILABLE]
+    source: Literal["driver", "polled", "none"]
+    if device.util_samples:
+        source = "driver"
+        series = sorted((u.t_s, u.util_percent) for u in device.util_samples)
+        fallback = DRIVER_SAMPLE_PERIOD_S
+    elif polled:
+        source, series, fallback = "polled", [(t, float(u)) for t, u in polled], interval_s
+    else:
+        return _UtilStats("none", 0)
+    values = sorted(u for _, u in series)
+    spans = durations([t for t, _ in series], fallback)
+    active = sum(d for d, (_, u) in zip(spans, series, strict=True)
+                 if u >= active_threshold_percent)
+    return _UtilStats(source, len(series), statistics.fmean(values), percentile(values, 50),
+                      percentile(values, 95), values[-1], active)
+
+
+def _unavailable_fields(device: DeviceSamples) -> list[str]:
+    """The fields NVML never gave for this device (not supported, or no permission)."""
+    states = [s.state for s in device.samples]
+    unavailable = [name for name in (f.name for f in fields(DeviceState))
+                   if states and all(getattr(s, name) is NOT_AVAILABLE for s in states)]
+    unavailable += [name for name in ("name", "uuid", "pci_bus_id", "memory_total_bytes",
+                                      "power_limit_w")
+                    if getattr(device.info, name) is NOT_AVAILABLE]
+    if device.samples and not device.util_samples:
+        unavailable.append("utilization_samples")
+    if device.pcie and all(p.tx_kib_per_s is NOT_AVAILABLE for p in device.pcie):
+        unavailable.append("pcie_throughput")
+    return unavailable
+
+
 def summarise_device(
-    info: DeviceInfo,
-    samples: Sequence[Sample],
-    util_samples: Sequence[TimedUtil],
+    device: DeviceSamples,
     *,
-    processes: Sequence[ProcessSeen] = (),
-    pcie: Sequence[PcieThroughput] = (),
-    gpm: Sequence[TimedGpm] = (),
-    gpm_unavailable_reason: str | None = None,
-    error: str | None = None,
     observed_s: float,
     interval_s: float = DEFAULT_INTERVAL_S,
     active_threshold_percent: float = DEFAULT_ACTIVE_THRESHOLD_PERCENT,
 ) -> DeviceSummary:
-    """Pure: summarise one device's samples (all of them for ``info.index``).
-
-    ``gpm``: the device's GPM readings; ``gpm_unavailable_reason``: why there are none (or
-    why they stopped)."""
-    states = [s.state for s in samples]
-    polled_util = [
-        (s.t_s, s.state.util_gpu_percent)
-        for s in samples
-        if s.state.util_gpu_percent is not NOT_AVAILABLE
-    ]
-    util_source: Literal["driver", "polled", "none"]
-    series: list[tuple[float, float]]
-    if util_samples:
-        util_source = "driver"
-        series = sorted((u.t_s, u.util_percent) for u in util_samples)
-        fallback = DRIVER_SAMPLE_PERIOD_S
-    elif polled_util:
-        util_source = "polled"
-        series = [(t, float(u)) for t, u in polled_util]
-        fallback = interval_s
-    else:
-        util_source, series, fallback = "none", [], interval_s
-
-    unavailable: list[str] = []
-    for name in (f.name for f in fields(DeviceState)):
-        if states and all(getattr(s, name) is NOT_AVAILABLE for s in states):
-            unavailable.append(name)
-    for name in ("name", "uuid", "pci_bus_id", "memory_total_bytes", "power_limit_w"):
-        if getattr(info, name) is NOT_AVAILABLE:
-            unavailable.append(name)
-    if samples and not util_samples:
-        unavailable.append("utilization_samples")
-    if pcie and all(p.tx_kib_per_s is NOT_AVAILABLE for p in pcie):
-        unavailable.append("pcie_throughput")
-
-    util_mean: float | NotAvailable = NOT_AVAILABLE
-    util_p50: float | NotAvailable = NOT_AVAILABLE
-    util_p95: float | NotAvailable = NOT_AVAILABLE
-    util_max: float | NotAvailable = NOT_AVAILABLE
-    active: float | NotAvailable = NOT_AVAILABLE
-    if series:
-        values = sorted(u for _, u in series)
-        util_mean = statistics.fmean(values)
-        util_p50 = percentile(values, 50)
-        util_p95 = percentile(values, 95)
-        util_max = values[-1]
-        spans = durations([t for t, _ in series], fallback)
-        active = sum(
-            d for d, (_, u) in zip(spans, series, strict=True) if u >= active_threshold_percent
-        )
-
+    """Pure: summarise one device's samples (all of them for ``device.info.index``)."""
+    info, pcie, gpm = device.info, device.pcie, device.gpm
+    states = [s.state for s in device.samples]
+    util = _util_stats(device, interval_s, active_threshold_percent)
     mem_used = _values(s.memory_used_bytes for s in states)
     mem_util = _values(s.util_memory_percent for s in states)
     power = _values(s.power_draw_w for s in states)
@@ -158,15 +169,15 @@ def summarise_device(
         pci_bus_id=info.pci_bus_id,
         memory_total_bytes=total,
         observed_s=observed_s,
-        poll_count=len(samples),
-        util_source=util_source,
-        util_sample_count=len(series),
-        util_mean_percent=util_mean,
-        util_p50_percent=util_p50,
-        util_p95_percent=util_p95,
-        util_max_percent=util_max,
+        poll_count=len(device.samples),
+        util_source=util.source,
+        util_sample_count=util.count,
+        util_mean_percent=util.mean,
+        util_p50_percent=util.p50,
+        util_p95_percent=util.p95,
+        util_max_percent=util.max,
         active_threshold_percent=active_threshold_percent,
-        active_s=active,
+        active_s=util.active_s,
         memory_util_mean_percent=statistics.fmean(mem_util) if mem_util else NOT_AVAILABLE,
         peak_memory_used_bytes=max(mem_used) if mem_used else NOT_AVAILABLE,
         power_mean_w=statistics.fmean(power) if power else NOT_AVAILABLE,
@@ -175,14 +186,15 @@ def summarise_device(
         temperature_max_c=max(temps) if temps else NOT_AVAILABLE,
         pcie_tx_max_kib_per_s=max(tx) if tx else NOT_AVAILABLE,
         pcie_rx_max_kib_per_s=max(rx) if rx else NOT_AVAILABLE,
-        processes=tuple(sorted(processes, key=lambda p: p.pid)),
-        unavailable_fields=tuple(unavailable),
-        error=error,
+        processes=tuple(sorted(device.processes, key=lambda p: p.pid)),
+        unavailable_fields=tuple(_unavailable_fields(device)),
+        error=device.error,
         gpm_reading_count=len(gpm),
         sm_util_mean_percent=gpm_mean(gpm, "sm_util_percent"),
         sm_occupancy_mean_percent=gpm_mean(gpm, "sm_occupancy_percent"),
         tensor_util_mean_percent=gpm_mean(gpm, "tensor_util_percent"),
         dram_bw_util_mean_percent=gpm_mean(gpm, "dram_bw_util_percent"),
-        gpm_unavailable_reason=gpm_unavailable_reason if gpm_unavailable_reason or gpm else
+        gpm_unavailable_reason=device.gpm_unavailable_reason
+        if device.gpm_unavailable_reason or gpm else
         f"no GPM reading in the {observed_s:.1f} s watched",
     )

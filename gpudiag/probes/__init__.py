@@ -1,5 +1,8 @@
 """Probes: one module per probe, each a ``run(config: dict) -> dict`` run inside a child.
 
-env and placement build typed records (probes/results.py) and return their ``to_dict()``;
-the parent reads them back with ``from_dict``.
+env, placement, memory, training (the scaling workload on 1, 2, 4 ... devices), allreduce
+(the collective sweep), cluster (one task of a multi-worker or parameter-server run) and
+slurm (a Slurm allocation resolved); devices.py sets up the child's devices (real GPUs, a
+split GPU, or virtual CPU devices). Their configs and results are typed records in
+gpudiag/records/ (to_dict in the child, from_dict in the parent).
 """

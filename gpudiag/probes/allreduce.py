@@ -15,7 +15,7 @@ the per-link rate a ring all-reduce needs, comparable across n.
 On virtual CPU devices every "device" is the same host memory: the numbers are host
 memory-bandwidth numbers, not interconnect numbers (the parent's report says so).
 
-Config: a gpudiag.probes.records.AllreduceConfig (n_devices None: every GPU, the
+Config: a gpudiag.records.training.AllreduceConfig (n_devices None: every GPU, the
 --virtual-gpus split, or the default number of virtual CPU devices). This probe runs
 first in `gpudiag scaling`, so it is also the device check: asking for more GPUs than
 exist raises DeviceRequestError (exit 2 in the parent). Returns an AllreduceResult: the
@@ -30,7 +30,7 @@ from typing import Any
 
 from gpudiag.errors import UsageError
 from gpudiag.probes.devices import setup
-from gpudiag.probes.records import AllreduceConfig, AllreduceResult, AllreduceRow
+from gpudiag.records.training import AllreduceConfig, AllreduceResult, AllreduceRow
 
 
 def bus_bandwidth(algbw: float, n: int) -> float:

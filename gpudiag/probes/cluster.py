@@ -1,7 +1,7 @@
 """Cluster probe: one task of a multi-worker cluster, in its own child process.
 
 The task's TF_CONFIG is in the environment (the parent checked it with
-gpudiag.cluster.tfconfig); its config is a gpudiag.cluster.records.WorkerConfig. By mode
+gpudiag.records.tfconfig); its config is a gpudiag.records.cluster.WorkerConfig. By mode
 and task type:
 
 - ``sync``, every chief and worker task: MultiWorkerMirroredStrategy training
@@ -22,8 +22,8 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from gpudiag.cluster import tfconfig
-from gpudiag.cluster.records import WorkerConfig, WorkerResult, role_of
+from gpudiag.records import tfconfig
+from gpudiag.records.cluster import WorkerConfig, WorkerResult, role_of
 
 
 def run_task(cfg: WorkerConfig) -> WorkerResult:

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from gpudiag.probes.devices import device_env, physical_gpu_details
-from gpudiag.probes.results import EnvResult
+from gpudiag.records.results import EnvResult
 
 
 def run(config: dict[str, Any]) -> dict[str, Any]:

@@ -38,7 +38,7 @@ from dataclasses import replace
 from typing import Any
 
 from gpudiag import nvml
-from gpudiag.probes.results import (
+from gpudiag.records.results import (
     AllocationError,
     AllocationPattern,
     ConfigAttempt,

@@ -26,7 +26,8 @@ from typing import Any
 
 from gpudiag.devnames import device_name, short_device
 from gpudiag.probes.devices import setup
-from gpudiag.probes.results import (
+from gpudiag.readers.placementlog import SECTION_MARKER
+from gpudiag.records.results import (
     InvalidPinResult,
     MultitowerResult,
     NoKernelPin,
@@ -37,7 +38,6 @@ from gpudiag.probes.results import (
     SoftPinResult,
     Workload,
 )
-from gpudiag.readers.placementlog import SECTION_MARKER
 
 MATRIX_SIZE = 64
 

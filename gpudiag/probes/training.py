@@ -1,17 +1,17 @@
 """Training probe: one scaling configuration (strategy x device count) in its own child.
 
-Configures ``n_devices`` compute devices (gpudiag.devices.setup: GPUs, one GPU split, or
+Configures ``n_devices`` compute devices (gpudiag.probes.devices.setup: GPUs, one GPU split, or
 virtual CPU devices), loads the data (synthetic or ``workload.data``), trains the probe
 model with the chosen strategy (``towers``, ``mirrored`` or ``keras``) for
 ``workload.steps`` steps, and writes one TensorBoard run directory (``logdir``): per-step
 scalars, histograms every ``histogram_every`` steps, the moving-average evaluation, a
 checkpoint and a profiler trace of ``profile_steps`` steps after the warm-up (tags and
-names: gpudiag/layout.py).
+names: gpudiag/layout/__init__.py).
 
 The script-level equivalent is TensorFlow's cifar10_multi_gpu_train / the distributed
 training guide's custom loop, with ``tf.profiler.experimental`` around a few steps.
 
-Config: a gpudiag.probes.records.TrainingConfig; with ``progress`` on, one
+Config: a gpudiag.records.training.TrainingConfig; with ``progress`` on, one
 ``layout.step_line`` per step on stdout for the parent. Returns a TrainingResult (the
 device setup, the data description, the model's gradient bytes and the training
 result). No verdicts here.
@@ -25,7 +25,7 @@ from typing import Any
 
 from gpudiag import layout
 from gpudiag.probes.devices import setup
-from gpudiag.probes.records import TrainingConfig, TrainingResult
+from gpudiag.records.training import TrainingConfig, TrainingResult
 
 
 def _print_progress(total: int) -> Any:

@@ -1,4 +1,4 @@
-"""Child-process entry point: ``python -m gpudiag.child <probe> <config.json> <result.json>``.
+"""Child-process entry point: ``python -m gpudiag.procs.child <probe> <config.json> <result.json>``.
 
 ``probe`` names a module under gpudiag.probes (``placement``) or a dotted module path;
 the module's ``run(config: dict) -> dict`` returns JSON-able data. The result file holds
@@ -24,7 +24,7 @@ def _write(path: Path, payload: dict[str, Any]) -> None:
 
 def main(argv: list[str]) -> int:
     if len(argv) != 3:
-        print("usage: python -m gpudiag.child PROBE CONFIG_JSON RESULT_JSON", file=sys.stderr)
+        print("usage: python -m gpudiag.procs.child PROBE CONFIG_JSON RESULT_JSON", file=sys.stderr)
         return 2
     probe, config_path, result_path = argv[0], Path(argv[1]), Path(argv[2])
     module_name = probe if "." in probe else f"gpudiag.probes.{probe}"

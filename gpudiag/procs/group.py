@@ -9,7 +9,7 @@ its grandchildren (``sh -c 'sleep 300 & sleep 300'``) can be ended with it by on
 - Ctrl-C, SIGTERM, SIGHUP: the CLI turns the signal into ``Interrupted`` (a
   KeyboardInterrupt), which reaches the same ``stop_group`` calls;
 - ``kill -9`` of gpudiag, where no code of gpudiag's can run: a small watchdog process
-  (``python -m gpudiag.reaper``, in a session of its own) holds the read end of a pipe
+  (``python -m gpudiag.procs.reaper``, in a session of its own) holds the read end of a pipe
   whose only write end is gpudiag's. The kernel closes that end when gpudiag dies, the
   watchdog reads end-of-file and ends every group it was told about (SIGTERM, then
   SIGKILL after a grace period).
@@ -20,7 +20,7 @@ leader of its group, so that the program itself is no group leader and can call
 its pid as id: it is watched and ended too (``groups_of``).
 
 The watchdog learns of a group by a line ``+PGID`` and forgets it by ``-PGID``
-(gpudiag.reaper.WATCH / UNWATCH). It starts on the first ``spawn`` (one Python process
+(gpudiag.procs.reaper.WATCH / UNWATCH). It starts on the first ``spawn`` (one Python process
 without TensorFlow, a few MiB) and ends by itself when gpudiag exits.
 """
 
@@ -46,7 +46,7 @@ STOP_SEQUENCE: tuple[tuple[signal.Signals, float], ...] = (
 
 
 class _Watchdog:
-    """The write end of the pipe to gpudiag.reaper, opened on first use."""
+    """The write end of the pipe to gpudiag.procs.reaper, opened on first use."""
 
     def __init__(self) -> None:
         self._pipe: IO[bytes] | None = None

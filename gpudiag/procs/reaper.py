@@ -1,4 +1,4 @@
-"""The watchdog behind gpudiag.procs: ``python -m gpudiag.reaper``, fed on standard input.
+"""The watchdog behind gpudiag.procs: ``python -m gpudiag.procs.reaper``, fed on standard input.
 
 Reads lines ``+PGID`` (watch this process group) and ``-PGID`` (forget it) from a pipe
 whose write end only gpudiag holds. End-of-file means gpudiag has gone, whichever way

@@ -1,11 +1,11 @@
-"""Runs each probe in a child process: ``python -m gpudiag.child <probe> <config> <result>``.
+"""Runs each probe in a child process: ``python -m gpudiag.procs.child <probe> <config> <result>``.
 
 Why a child: TensorFlow's device configuration is process-global and frozen once devices
 are initialised, memory modes need fresh processes, and the device-placement log is
 written by TF's C++ logging to the process's stderr, which the parent captures whole.
 
 The parent writes the child's config.json (a dict, or a typed record's ``to_dict()``:
-gpudiag/probes/records.py), sends stdout and stderr to files (whole, no
+gpudiag/records/training.py), sends stdout and stderr to files (whole, no
 pipe to fill up), enforces a timeout by killing the child's whole process group, and
 reads result.json. A crash (signal, non-zero exit, no result) or a hang past the timeout
 comes back as a ChildResult with ``ok`` False and the tail of stderr, never an exception:
@@ -33,7 +33,7 @@ DEFAULT_TIMEOUT_S = 120.0
 
 
 class JsonRecord(Protocol):
-    """A typed config record (gpudiag/probes/records.py): plain JSON data via to_dict."""
+    """A typed config record (gpudiag/records/training.py): plain JSON data via to_dict."""
 
     def to_dict(self) -> dict[str, Any]: ...
 

@@ -1,12 +1,19 @@
 """`gpudiag run -- python train.py`: the parent side of diagnosing the user's own,
 unmodified program (no TensorFlow, ever).
 
-:mod:`~gpudiag.run.command` runs the program with gpudiag's in-program code on its
+:mod:`~gpudiag.commands.run` runs the program with gpudiag's in-program code on its
 PYTHONPATH (gpudiag.inprogram: the hooks, which live apart because their rules differ),
 passes its output through (:mod:`~gpudiag.run.streams`) and samples NVML; then
 :mod:`~gpudiag.run.analyse` reads the events (:mod:`~gpudiag.run.events`) into typed
-records (:mod:`~gpudiag.run.records`) for the verdicts (gpudiag.verdicts.run,
-run_progress, run_cluster), joins a cluster's tasks (:mod:`~gpudiag.run.tasks`) and
-writes TensorBoard (:mod:`~gpudiag.run.tbwrite`). :mod:`~gpudiag.run.options` holds the
-records the steps share (RunOptions, Outcome).
+records (:mod:`~gpudiag.records.run`) for the verdicts (the package gpudiag.verdicts.run),
+joins a cluster's tasks (:mod:`~gpudiag.run.tasks`) and writes TensorBoard
+(:mod:`~gpudiag.run.tbwrite`). :mod:`~gpudiag.run.options` holds the records the steps
+share (RunOptions, Outcome).
+
+While the program runs: live.py follows the events (scalars, stalls, a NaN loss),
+livegpu.py NVML's samples, stderrscan.py matches the saved stderr against the catalogue,
+statusline.py draws the terminal's one status line, peers.py shares a cluster's tasks'
+live states in the logdir; classcount.py finds a loop's number of classes from evidence
+only, placedrows.py turns the placement window's graphs into placement rows, survivors.py
+finds descendants that outlive the program.
 """

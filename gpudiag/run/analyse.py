@@ -1,10 +1,10 @@
 """From what `gpudiag run` saw to findings, data and TensorBoard (parent, no TensorFlow).
 
 Reads the events (gpudiag.run.events), parses TensorFlow's placement log out of the saved
-stderr (gpudiag.placementlog), reads the profiler trace of the window (gpudiag.traces,
-each op attributed to the device TensorFlow placed it on), matches the log against the
-catalogue, and hands plain data to the verdicts (gpudiag.verdicts.run,
-gpudiag.verdicts.run_progress). A program with several TensorFlow processes gets one set of
+stderr (gpudiag.readers.placementlog), reads the profiler trace of the window
+(gpudiag.readers.traces, each op attributed to the device TensorFlow placed it on),
+matches the log against the catalogue, and hands plain data to the verdicts (the package
+gpudiag.verdicts.run). A program with several TensorFlow processes gets one set of
 per-process findings each (ids suffixed ``.p1``, ``.p2`` ...); their shared stderr cannot
 be split by process, so the placement log is used only for a single process.
 """
@@ -22,26 +22,22 @@ from gpudiag.layout import NVML_TB_RUN, TAG_RUN_TABLE
 from gpudiag.markdown import markdown_table
 from gpudiag.readers import clusterplacement, placementlog, stepbreakdown, traces
 from gpudiag.readers.placementlog import PlacementRow
+from gpudiag.records.run import ProcessObservation
 from gpudiag.report import Finding
 from gpudiag.run import events, placedrows, tasks, tbwrite
 from gpudiag.run.options import Outcome, RunOptions
-from gpudiag.run.records import ProcessObservation
 from gpudiag.run.stderrscan import StderrScan
 from gpudiag.session import RunSession
-from gpudiag.verdicts import (
-    allreduce,
-    bottleneck,
-    gpu_fill,
-    run_gpu_idle,
-    run_live,
-    run_peers,
-    run_placement,
-    run_progress,
-    run_ps,
-    run_throughput,
-)
+from gpudiag.verdicts import allreduce, bottleneck, gpu_fill
 from gpudiag.verdicts import gpu_use as gpu_verdicts
-from gpudiag.verdicts import run as run_verdicts
+from gpudiag.verdicts.run import gpu_idle as run_gpu_idle
+from gpudiag.verdicts.run import live as run_live
+from gpudiag.verdicts.run import peers as run_peers
+from gpudiag.verdicts.run import placement as run_placement
+from gpudiag.verdicts.run import process as run_verdicts
+from gpudiag.verdicts.run import progress as run_progress
+from gpudiag.verdicts.run import ps as run_ps
+from gpudiag.verdicts.run import throughput as run_throughput
 
 
 def log_reason(obs: ProcessObservation, options: RunOptions) -> str | None:
@@ -118,7 +114,7 @@ def trace_of(obs: ProcessObservation, rows: list[PlacementRow]
 
 def why_slow(obs: ProcessObservation, rows: list[PlacementRow], proc: str,
              nvml_gpus: list[dict[str, Any]] | None = None) -> Finding:
-    """run.bottleneck: the profiled window's steps broken down (gpudiag.stepbreakdown),
+    """run.bottleneck: the profiled window's steps broken down (gpudiag.readers.stepbreakdown),
     with how full NVML's GPM saw the process's GPUs (``nvml_gpus``: gpu_numbers)."""
     p = obs.profile
     check_id = f"run.bottleneck{proc}"
@@ -140,16 +136,14 @@ def why_slow(obs: ProcessObservation, rows: list[PlacementRow], proc: str,
     epochs = (facts.get("params") or {}).get("epochs")
     mirrored = [d for s in obs.strategies if "Mirrored" in s.class_name
                 for d in s.worker_devices]
-    return bottleneck.bottleneck(result, None, obs.dataset_calls, p.source,
-                                 facts.get("called_at"),
-                                 epochs if isinstance(epochs, int) else None,
-                                 [d for s in obs.strategies for d in s.worker_devices],
-                                 check_id=check_id,
-                                 nvml_gpus=None if nvml_gpus is None
-                                 else gpu_fill.gpus_of(obs.pid, nvml_gpus),
-                                 gradient_bytes=allreduce.gradient_bytes(
-                                     facts.get("trainable_bytes_by_device"), mirrored)
-                                 or (facts.get("trainable_bytes") if mirrored else None))
+    return bottleneck.bottleneck(result, None, bottleneck.ProgramFacts(
+        calls=obs.dataset_calls, loop=p.source, called_at=facts.get("called_at"),
+        epochs=epochs if isinstance(epochs, int) else None,
+        replicas=[d for s in obs.strategies for d in s.worker_devices],
+        nvml_gpus=None if nvml_gpus is None else gpu_fill.gpus_of(obs.pid, nvml_gpus),
+        gradient_bytes=allreduce.gradient_bytes(facts.get("trainable_bytes_by_device"),
+                                                mirrored)
+        or (facts.get("trainable_bytes") if mirrored else None)), check_id=check_id)
 
 
 def _process_findings(session: RunSession, obs: ProcessObservation, proc: str,

@@ -15,8 +15,7 @@ from typing import Any
 
 from gpudiag.layout import RUN_EVENTS_PREFIX, RUN_EVENTS_SUFFIX, run_faults_name
 from gpudiag.readers.placementlog import short_device
-from gpudiag.run import classcount
-from gpudiag.run.records import (
+from gpudiag.records.run import (
     ClusterJoin,
     ConfigCall,
     CrashRecord,
@@ -34,6 +33,7 @@ from gpudiag.run.records import (
     TfLogRecord,
     WeightsRecord,
 )
+from gpudiag.run import classcount
 
 
 def read_events(events_dir: Path) -> tuple[dict[int, list[dict[str, Any]]], int]:

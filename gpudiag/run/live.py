@@ -13,12 +13,12 @@ and, every POLL_S:
 - tells the terminal, with the time, what can be decided mid-run: a stall
   (gpudiag.inprogram.stallwatch: no step for the stall timeout, and where the step waits), the
   stall's end, a NaN or inf loss, a loss stuck at ln(classes) with the class count from
-  the program (gpudiag.verdicts.run_live; each once per loop); each also goes to
+  the program (gpudiag.verdicts.run.live; each once per loop); each also goes to
   TensorBoard's Text tab (``gpudiag/live``) in the same file;
 - with NVML, writes the samples the run's nvml.Sampler took since the last poll into
   ``nvml/`` (same tags as the finished run; gpudiag.run.livegpu), flushed with the rest,
   and tells a GPU at 0 % for the last IDLE_WINDOW_S while another works
-  (gpudiag.verdicts.run_gpu_idle; its Text tab line goes into the live ``nvml/`` file),
+  (gpudiag.verdicts.run.gpu_idle; its Text tab line goes into the live ``nvml/`` file),
   kept at the end as the program's is (livegpu.NvmlFile).
 - matches the program's saved stderr against the catalogue as it is written
   (gpudiag.run.stderrscan), so that after the program ends only its last lines are left to read: an
@@ -50,14 +50,14 @@ from gpudiag.layout import (
     TAG_RUN_LIVE,
     run_tb_name,
 )
+from gpudiag.records.run import Step, StepSeries
 from gpudiag.run import classcount, peers, tbwrite
 from gpudiag.run import events as run_events
 from gpudiag.run.livegpu import LiveGpus, NvmlFile
-from gpudiag.run.records import Step, StepSeries
 from gpudiag.run.stderrscan import StderrScan
 from gpudiag.run.tbwrite import ProgramFile
 from gpudiag.tb.writer import EventWriter
-from gpudiag.verdicts.run_live import describe_stall, stuck_at_ln_classes
+from gpudiag.verdicts.run.live import describe_stall, stuck_at_ln_classes
 
 POLL_S = 0.5
 TB_FLUSH_S = 5.0  # TensorBoard reloads about every 30 s

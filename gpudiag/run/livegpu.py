@@ -2,7 +2,7 @@
 nvml.Sampler has taken, read by count as they come (gpudiag.run.live calls ``poll`` every
 POLL_S), written as the ``nvml/`` TensorBoard run with the tags the finished run uses
 (gpudiag.nvml.write_samples), and fed to the idle watch
-(gpudiag.verdicts.run_gpu_idle: a GPU at 0 % for IDLE_WINDOW_S while another works).
+(gpudiag.verdicts.run.gpu_idle: a GPU at 0 % for IDLE_WINDOW_S while another works).
 The last utilization of each GPU is kept for the terminal's status line.
 
 The file is the finished run's too when it holds every sample the sampler returned
@@ -20,7 +20,7 @@ from pathlib import Path
 from gpudiag import nvml
 from gpudiag.layout import NVML_TB_RUN
 from gpudiag.tb.writer import EventWriter
-from gpudiag.verdicts.run_gpu_idle import IDLE_WINDOW_S, IdleGpu, IdleWatch, polls_of
+from gpudiag.verdicts.run.gpu_idle import IDLE_WINDOW_S, IdleGpu, IdleWatch, polls_of
 
 
 @dataclass

@@ -10,7 +10,7 @@ file stays a few KB), and at the end how the program ended. The file is rewritte
 gpudiag.run.live; readers never see half a file.
 
 The same thread reads the other tasks' files (``Board.news``): a peer's new stall is told
-with which worker is behind (gpudiag.verdicts.run_peers), and a peer seen running that is
+with which worker is behind (gpudiag.verdicts.run.peers), and a peer seen running that is
 gone (its gpudiag published an abnormal end; or, on this host, its program and its gpudiag
 no longer run and nothing final was published). A file left by an earlier job (ended
 before this run started, or on this host with its processes gone before this run saw it
@@ -37,7 +37,7 @@ from gpudiag.layout import (
     run_task_live_name,
 )
 from gpudiag.run.tasks import cluster_key
-from gpudiag.verdicts import run_peers
+from gpudiag.verdicts.run import peers as run_peers
 
 MAX_CODE = 200
 

@@ -2,7 +2,7 @@
 
 gpudiag.inprogram.placementwindow records, per function TensorFlow instantiated during a window,
 its partitioned graphs' nodes with their assigned devices. Here they become the same
-:class:`gpudiag.placementlog.PlacementRow` rows the placement log gave: an eager op's
+:class:`gpudiag.readers.placementlog.PlacementRow` rows the placement log gave: an eager op's
 one-op function is one ``eager`` row (its op, its device), every other function's nodes
 are ``graph`` rows. TensorFlow's run metadata does not name the function, so a placed
 graph is matched to the program's recorded concrete function (gpudiag.inprogram.functions:
@@ -15,7 +15,7 @@ from __future__ import annotations
 from typing import Any
 
 from gpudiag.readers.placementlog import PLUMBING_OPS, PlacementRow, short_device
-from gpudiag.run.records import FunctionGraph
+from gpudiag.records.run import FunctionGraph
 
 
 def _best_function(names: set[str], graphs: list[FunctionGraph]) -> str | None:

@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from gpudiag import files
-from gpudiag.cluster import messages, tfconfig
+from gpudiag.cluster import messages
 from gpudiag.errors import UsageError, WriteFailed
 from gpudiag.layout import (
     REPORT_MD,
@@ -39,10 +39,12 @@ from gpudiag.layout import (
     run_task_file_name,
 )
 from gpudiag.readers import clusterplacement
+from gpudiag.records import tfconfig
+from gpudiag.records.run import ProcessObservation, TaskReport
 from gpudiag.report import Finding, Report, now_iso
 from gpudiag.report import save as save_report
-from gpudiag.run.records import ProcessObservation, TaskReport
-from gpudiag.verdicts import run_cluster, run_throughput
+from gpudiag.verdicts.run import cluster as run_cluster
+from gpudiag.verdicts.run import throughput as run_throughput
 
 CLUSTER_REPORT_COMMAND = "run-cluster"
 

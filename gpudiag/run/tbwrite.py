@@ -31,7 +31,7 @@ from gpudiag.layout import (
     TAG_RUN_STEP_TIME,
     run_tb_name,
 )
-from gpudiag.run.records import ProcessObservation, Step, StepSeries
+from gpudiag.records.run import ProcessObservation, Step, StepSeries
 from gpudiag.tb.writer import EventWriter
 
 

@@ -6,7 +6,8 @@
                read, NVML cross-check, throughput points, learning rows) -> findings.
 - table.py     the scaling table: cells, markdown for TensorBoard, a rich table.
 - tb_runs.py   the parent's TensorBoard runs (``scaling/``, ``allreduce/``) and scaling.png.
+- whyslow.py   scaling.bottleneck: each configuration's trace broken down.
 
 Nothing here imports TensorFlow: it all runs in the CLI's process. Names on disk are
-gpudiag/layout.py's; what crosses the process boundary is gpudiag/probes/records.py.
+gpudiag/layout/__init__.py's; what crosses the process boundary is gpudiag/records/training.py.
 """

@@ -1,10 +1,10 @@
 """From the children's typed results to findings: `gpudiag scaling`'s verdict inputs.
 
 The verdict functions (gpudiag.verdicts) take plain data; this module is where the
-typed records (gpudiag/probes/records.py) become those dicts: a throughput point per
+typed records (gpudiag/records/training.py) become those dicts: a throughput point per
 configuration (with its trace's input waits and per-device busy fractions), a learning
 row per configuration, the all-reduce table. It also reads each configuration's profiler
-trace (gpudiag.traces) and cross-checks its NVML samples, then records the table, the
+trace (gpudiag.readers.traces) and cross-checks its NVML samples, then records the table, the
 per-configuration data and what the parent writes for TensorBoard (table.py, tb_runs.py:
 each configuration's figures and HParams session, exactly the report's numbers).
 """
@@ -19,10 +19,10 @@ from typing import Any
 from gpudiag import nvml
 from gpudiag.layout import TAG_SCALING_TABLE
 from gpudiag.markdown import markdown_table
-from gpudiag.probes.devices import DeviceSetup
-from gpudiag.probes.records import AllreduceResult, TrainingResult
 from gpudiag.procs.runner import ChildResult
 from gpudiag.readers import traces
+from gpudiag.records.devices import DeviceSetup
+from gpudiag.records.training import AllreduceResult, TrainingResult
 from gpudiag.report import Finding
 from gpudiag.scaling import whyslow
 from gpudiag.scaling.options import ScalingOptions

@@ -1,6 +1,6 @@
 """What `gpudiag scaling` was asked to do, checked once, before any run directory exists.
 
-The defaults are defined once: the workload's in gpudiag.probes.records.Workload (shared
+The defaults are defined once: the workload's in gpudiag.records.training.Workload (shared
 with the training child), the rest here in ScalingOptions; the CLI's option defaults
 read both. Light to import (the CLI imports it for ``--help``): the model table and the
 data-file check are imported only by ``check``.
@@ -13,8 +13,8 @@ from pathlib import Path
 from typing import Any
 
 from gpudiag.errors import UsageError
-from gpudiag.probes.devices import DEFAULT_VIRTUAL_GPU_MEMORY_MB
-from gpudiag.probes.records import (
+from gpudiag.records.devices import DEFAULT_VIRTUAL_GPU_MEMORY_MB
+from gpudiag.records.training import (
     DEFAULT_ALLREDUCE_MAX_MB,
     DEFAULT_ALLREDUCE_MIN_MB,
     MAX_PROFILE_STEPS,

@@ -14,7 +14,7 @@ Into each configuration's run (``<strategy>-<n>dev/``, beside the child's events
   dashboard shows exactly the report's numbers.
 
 Into the report run: the HParams experiment (which hyperparameters and metrics, in
-order, throughput first), the Custom Scalars layout (gpudiag.tbviews), the all-reduce
+order, throughput first), the Custom Scalars layout (gpudiag.tb.views), the all-reduce
 table as text, and the scaling and all-reduce plots as images (``scaling.png``,
 ``allreduce.png``: throughput and efficiency against the device count; bus and algorithm
 bandwidth against the message size on a log axis). Neither has a step axis, so they are
@@ -29,7 +29,7 @@ from typing import Any
 
 from gpudiag import layout
 from gpudiag.markdown import markdown_table
-from gpudiag.probes.records import MIB, AllreduceResult, TrainingResult
+from gpudiag.records.training import MIB, AllreduceResult, TrainingResult
 from gpudiag.tb.views import scaling_charts
 from gpudiag.tb.writer import EventWriter, HParam
 from gpudiag.verdicts.scaling import SHARED_DEVICE_KINDS

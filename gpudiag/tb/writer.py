@@ -6,11 +6,11 @@ tensorboard's own summary builders (the plugins' TF-free ``*_pb`` functions and
 metadata) and record framing (``RecordWriter``), so `gpudiag monitor` and the report
 writer work where TensorFlow is absent. Every summary is a plugin tensor, the form
 ``tf.summary`` writes in the training child, so a reader reads every tag the same way
-(EventAccumulator's ``Tensors``; gpudiag/layout.py). tensorboard's ``EventFileWriter``
+(EventAccumulator's ``Tensors``; gpudiag/layout/__init__.py). tensorboard's ``EventFileWriter``
 and ``tensorboard.summary.Writer`` are not used: they reach files through
 ``tensorboard.compat.tf``, which imports the whole of TensorFlow whenever it is installed
 (seconds of start-up and its log noise in the parent). Nor is ``tensorboard.summary.v1``:
-importing it imports TensorFlow too. The server is gpudiag/tbserve.py's.
+importing it imports TensorFlow too. The server is gpudiag/tb/serve.py's.
 """
 
 from __future__ import annotations

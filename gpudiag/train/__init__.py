@@ -9,6 +9,12 @@
                  averaged (one mean per variable), one update.
 - mirrored.py    the same step with tf.distribute.MirroredStrategy and a custom loop.
 - keras_fit.py   ``model.compile`` / ``model.fit`` under MirroredStrategy.
+- specs.py       the probe models' sizes and weights as plain data (NumPy), for the CLI
+                 and the parent's gradient sizes.
+- datafile.py    a ``--data`` file checked before any child starts, without TensorFlow.
+- summaries.py   what a training run records besides the update (tf.summary).
+- multiworker.py, parameter_server.py, cluster_data.py: the multi-worker (sync) and
+                 parameter-server trainers of one cluster task, and their data.
 - loop.py        the shared training loop: warm-up, timing, the profiler window, the
                  per-step scalars, evaluation with raw and moving-average weights,
                  the final checkpoint.

@@ -19,7 +19,7 @@ from __future__ import annotations
 import numpy as np
 import tensorflow as tf
 
-from gpudiag.probes.records import DataInfo
+from gpudiag.records.training import DataInfo
 from gpudiag.train.data import SYNTHETIC_CLASSES, SYNTHETIC_SHAPE, class_prototypes
 
 TRAIN_SEED = 0

@@ -30,7 +30,7 @@ import numpy as np
 import tensorflow as tf
 
 from gpudiag.errors import UsageError
-from gpudiag.probes.records import DataInfo
+from gpudiag.records.training import DataInfo
 from gpudiag.train.datafile import MAX_CLASSES, check_arrays, check_data_file
 
 SYNTHETIC_SHAPE = (28, 28, 1)

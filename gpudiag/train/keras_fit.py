@@ -28,7 +28,7 @@ import numpy as np
 import tensorflow as tf
 
 from gpudiag import layout
-from gpudiag.probes.records import TrainResult, finite
+from gpudiag.records.training import TrainResult, finite
 from gpudiag.train.loop import LoopConfig, throughput
 from gpudiag.train.model import ModelSpec, build_keras_model
 from gpudiag.train.summaries import Instrumentation

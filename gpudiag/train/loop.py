@@ -13,7 +13,7 @@ Throughput is the median over timed steps of ``global batch / step wall time``
 
 At the end: evaluation on the held-out set with the raw weights and with the moving
 averages, a checkpoint (tf.train.CheckpointManager, ``layout.CHECKPOINT_DIR``), and the
-result as a gpudiag.probes.records.TrainResult for the parent.
+result as a gpudiag.records.training.TrainResult for the parent.
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ import numpy as np
 import tensorflow as tf
 
 from gpudiag import layout
-from gpudiag.probes.records import MAX_PROFILE_STEPS, TrainResult, finite
+from gpudiag.records.training import MAX_PROFILE_STEPS, TrainResult, finite
 from gpudiag.train import summaries
 from gpudiag.train.model import correct_count, per_example_loss
 from gpudiag.train.towers import op_devices, ops_by_device

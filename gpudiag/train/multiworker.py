@@ -42,10 +42,10 @@ import numpy as np
 import tensorflow as tf
 
 from gpudiag import layout
-from gpudiag.cluster.records import WorkerConfig, WorkerResult, WorkerStats
-from gpudiag.cluster.tfconfig import TfConfig
-from gpudiag.probes.records import finite
 from gpudiag.readers import traces
+from gpudiag.records.cluster import WorkerConfig, WorkerResult, WorkerStats
+from gpudiag.records.tfconfig import TfConfig
+from gpudiag.records.training import finite
 from gpudiag.train import cluster_data
 from gpudiag.train.loop import FINAL_WINDOW, evaluate, run_one_step, step_scalars, throughput
 from gpudiag.train.mirrored import MirroredTrainer

@@ -36,9 +36,9 @@ import numpy as np
 import tensorflow as tf
 
 from gpudiag import layout
-from gpudiag.cluster.records import WorkerConfig, WorkerResult, WorkerStats
-from gpudiag.cluster.tfconfig import TfConfig, split_address
-from gpudiag.probes.records import finite
+from gpudiag.records.cluster import WorkerConfig, WorkerResult, WorkerStats
+from gpudiag.records.tfconfig import TfConfig, split_address
+from gpudiag.records.training import finite
 from gpudiag.train import cluster_data
 from gpudiag.train.loop import FINAL_WINDOW, evaluate
 from gpudiag.train.model import ProbeModel, correct_count, model_spec, per_example_loss

@@ -1,7 +1,7 @@
 """What a training run records besides the update itself, and how it writes it.
 
 One run directory per configuration (``<strategy>-<n>dev/``) holds TF2 summary event
-files (``tf.summary``); the tag names are gpudiag/layout.py's (its docstring lists what
+files (``tf.summary``); the tag names are gpudiag/layout/__init__.py's (its docstring lists what
 is on disk):
 
 ==========================  ==========  =================================================
@@ -42,7 +42,7 @@ from typing import Any
 import tensorflow as tf
 
 from gpudiag.layout import gradient_tag, variable_tag
-from gpudiag.probes.records import Workload
+from gpudiag.records.training import Workload
 
 _DEFAULT = Workload()  # `gpudiag scaling`'s defaults, defined once
 

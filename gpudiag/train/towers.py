@@ -82,7 +82,7 @@ def normalize_device(name: str) -> str:
 
 
 def op_devices(graph: tf.Graph) -> dict[str, str]:
-    """Node name -> the device it was assigned in a traced step (gpudiag.traces attributes
+    """Node name -> the device it was assigned in a traced step (gpudiag.readers.traces attributes
     the trace's host ops with it)."""
     return {op.name: device for op in graph.get_operations()
             if (device := normalize_device(op.device))}

@@ -9,9 +9,23 @@
   what sampling cost, per-GPU numbers for evidence).
 - ``scaling``: `gpudiag scaling` (efficiency and its causes, device work, learning,
   towers beside mirrored, all-reduce bandwidth) and the thresholds they use.
+- ``scaling_bottleneck``: scaling's and the cluster's bottleneck per configuration, and
+  where the speed-up over one device or worker went.
+- ``bottleneck``: why a step is slow (run, explain, scaling, cluster): the devices judged
+  and the finding; ``step_causes`` its causes, each cause's text and fix made together
+  (GPU-, copy-, input-, host-, launch-, communication-bound ...) with the program's facts
+  (ProgramFacts); ``pipeline`` the fixes at the program's tf.data lines; ``gpu_fill``
+  (NVML's utilization against GPM's SM utilization) and ``allreduce`` (gradient bytes,
+  achieved bandwidth).
+- ``whatif``: the step time each bottleneck's fix should give (``evidence.predicted``).
+- ``diff``: `gpudiag diff A B` (step time with intervals, parts and bottleneck before and
+  after, predicted against measured), with ``stats`` (the median's and a ratio's
+  distribution-free intervals, also the benchmarks').
+- ``cluster``: `scaling --workers` and `worker` (the cluster formed, every task worked).
+- ``run``: the package of `gpudiag run`'s verdicts (its docstring lists them).
 
 The rule for every module here: no TensorFlow, no NVML calls, no I/O. Each function takes
-plain data (the probes' typed results from probes/results.py, parsed placement rows,
+plain data (the typed records of gpudiag.records, parsed placement rows,
 nvml.py's summary records, dicts and numbers) and returns Finding records, so every rule
 is tested with plain data (tests/test_verdicts_<module>.py).
 Finding ids are stable; docs/findings.md explains each and what to do about it. Import

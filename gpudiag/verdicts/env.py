@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from gpudiag.nvml.mapping import parse_cuda_visible_devices
-from gpudiag.probes.results import EnvResult
+from gpudiag.records.results import EnvResult
 from gpudiag.report import Finding
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
-from gpudiag.probes.results import MemoryReading, MemoryResult
+from gpudiag.records.results import MemoryReading, MemoryResult
 from gpudiag.report import Finding
 from gpudiag.verdicts.common import MIB, mib_text
 

@@ -1,6 +1,6 @@
 """Verdicts of `gpudiag placement`: where TensorFlow put ops, pinned and unpinned.
 
-Evidence: the placement log parsed into PlacementRow records (gpudiag.placementlog), per
+Evidence: the placement log parsed into PlacementRow records (gpudiag.readers.placementlog), per
 section of the probe, and the probe's result (gpudiag/probes/placement.py: the devices
 each pinned op reported, what soft placement did, the multi-tower sum).
 """
@@ -10,14 +10,14 @@ from __future__ import annotations
 from dataclasses import asdict
 
 from gpudiag.devnames import device_type
-from gpudiag.probes.results import (
+from gpudiag.readers.placementlog import PlacementRow, is_work, op_counts_by_device
+from gpudiag.records.results import (
     InvalidPinResult,
     MultitowerResult,
     NoKernelPin,
     PinnedResult,
     SoftPinResult,
 )
-from gpudiag.readers.placementlog import PlacementRow, is_work, op_counts_by_device
 from gpudiag.report import Finding
 
 

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 
-from gpudiag.probes.records import AllreduceResult
+from gpudiag.records.training import AllreduceResult
 from gpudiag.report import Finding
 
 # Efficiency = throughput(n) / (n x throughput(1)) that well-tuned data-parallel CNN

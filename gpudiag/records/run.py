@@ -1,0 +1,306 @@
+"""Typed records of what the hooks saw in one process of the program (parent side).
+
+Built from the events files by gpudiag.run.events; read by the verdicts
+(gpudiag.verdicts.run.process). Plain frozen dataclasses, no TensorFlow. Times are seconds
+(``_s``), wall-clock times are Unix seconds (``t_unix_s``); devices are in the short form
+``/device:GPU:1``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True)
+class ConfigCall:
+    """One tf.config (or tf.debugging / tf.compat.v1) configuration call, in order."""
+
+    order: int
+    api: str  # tf.config.experimental.set_memory_growth ...
+    args: list[Any]
+    kwargs: dict[str, Any]
+    initialized_before: bool | None  # were the devices initialised when it was called?
+    caller: dict[str, Any] | None  # file, line, function in the program
+    error_type: str | None
+    error: str | None
+
+
+@dataclass(frozen=True)
+class DeviceSnapshot:
+    reason: str  # what made gpudiag look: strategy, fit, step function, session, exit
+    physical: list[str]  # /physical_device:GPU:0 ...
+    logical: list[str]  # /device:GPU:0 ...
+    gpus: list[dict[str, Any]]  # per physical GPU: details, memory_growth, logical config
+    soft_placement: bool | None
+    cuda_build: bool | None
+    remote: list[str] = field(default_factory=list)  # other tasks' devices of its cluster
+
+
+@dataclass(frozen=True)
+class StrategyRecord:
+    class_name: str
+    num_replicas: int | None
+    worker_devices: list[str]
+    parameter_devices: list[str]
+    cross_device_ops: str | None
+    implementation: str | None  # RING / NCCL / AUTO for collectives
+    nccl: bool
+    cluster: dict[str, Any] | None
+    caller: dict[str, Any] | None
+
+
+@dataclass(frozen=True)
+class ClusterJoin:
+    """The process joining a cluster: a multi-worker strategy, a parameter-server
+    strategy's coordinator or a tf.distribute.Server (gpudiag.inprogram.strategies)."""
+
+    via: str  # MultiWorkerMirroredStrategy | ParameterServerStrategy | tf.distribute.Server
+    task_type: str | None
+    task_id: int | None
+    cluster_spec: dict[str, list[str]] | None  # {job: [address, ...]}
+    outcome: str = "waiting"  # waiting (never returned) | joined | failed (its exception
+    # is the program's crash)
+
+
+@dataclass(frozen=True)
+class Step:
+    index: int
+    start_unix_s: float | None
+    duration_s: float | None  # the step call's own wall time (fit: batch begin to end)
+    loss: float | None
+    metrics: dict[str, float] = field(default_factory=dict)
+    traced: bool = False  # a FULL_TRACE Session.run: slower, left out of the timing
+    epoch: int | None = None  # Keras fit: the epoch of this batch
+    count: int = 1  # steps this row stands for (rows aggregated past the first 20,000)
+
+
+@dataclass(frozen=True)
+class StepSeries:
+    """One source of training steps: Model.fit, a tf.function of the program, a Session.run
+    group."""
+
+    kind: str  # "fit" | "function" | "session"
+    label: str
+    steps: list[Step]
+    batch_size: int | None = None  # examples per step, when known (Keras fit)
+    num_classes: int | None = None  # the model's output width (Keras fit)
+    facts: dict[str, Any] = field(default_factory=dict)
+    epochs: list[dict[str, float]] = field(default_factory=list)  # per-epoch logs (fit)
+
+
+@dataclass(frozen=True)
+class WeightsRecord:
+    source: str
+    first: list[list[float]] | None
+    last: list[list[float]] | None
+    first_phase: str
+    last_phase: str
+    calls_between: int
+
+    @property
+    def moved(self) -> bool | None:
+        if self.first is None or self.last is None or self.first_phase == self.last_phase:
+            return None
+        return self.first != self.last
+
+
+@dataclass(frozen=True)
+class FunctionGraph:
+    function: str  # the program's function (qualified name)
+    name: str  # the concrete function's name in the placement log (__inference_...)
+    ops: int
+    pinned: list[tuple[str, str, str]]  # (node, op type, requested device)
+
+
+@dataclass(frozen=True)
+class StepStats:
+    """Where a traced Session.run really ran each node (RunMetadata step stats)."""
+
+    group: str
+    devices: dict[str, dict[str, Any]]  # device -> nodes, busy_us, scopes, op_types
+    pinned: list[dict[str, Any]]  # requested, actual, nodes, examples, scopes
+    node_devices: dict[str, str] = field(default_factory=dict)  # node -> device it ran on
+
+
+@dataclass(frozen=True)
+class CrashRecord:
+    type: str
+    message: str
+    thread: str
+    frames: list[dict[str, Any]]
+    user_frame: dict[str, Any] | None
+    causes: list[dict[str, Any]]
+
+
+@dataclass(frozen=True)
+class ProfileRecord:
+    status: str  # started | stopped | stopped-at-exit | failed | skipped (error: why)
+    logdir: str
+    source: str | None
+    steps: list[int]
+    error: str | None
+
+
+@dataclass(frozen=True)
+class TfLogRecord:
+    level: str
+    message: str
+    source: str
+    shown: bool  # did the program's own logger level let the user see it?
+
+
+@dataclass(frozen=True)
+class DeviceScope:
+    """A ``tf.device`` scope the program opened eagerly (gpudiag.inprogram.devicescopes)."""
+
+    device: str  # as the program wrote it: /device:GPU:2, /GPU:0 ...
+    caller: dict[str, Any] | None  # file, line, function
+
+
+@dataclass(frozen=True)
+class PyWarning:
+    """A Python warning TensorFlow, Keras or tf_keras showed (gpudiag.inprogram.pywarnings)."""
+
+    category: str  # UserWarning ...
+    message: str
+    file: str  # where the library attributed it
+    line: int
+    user_frame: dict[str, Any] | None  # the program's innermost frame when it was shown
+
+    @property
+    def text(self) -> str:
+        """As Python prints it: ``UserWarning: message``."""
+        return f"{self.category}: {self.message}"
+
+
+@dataclass(frozen=True)
+class DatasetCall:
+    """One tf.data call the program made (gpudiag.inprogram.datasets), at pipeline build time."""
+
+    method: str  # map, prefetch, cache, interleave, batch, ..., from_generator, py_function
+    args: dict[str, Any]  # num_parallel_calls ("AUTOTUNE" for -1), buffer_size, batch_size ...
+    function: dict[str, Any] | None  # the function given: name, file, line, user
+    input: int | None  # the dataset it was called on (its tag), None: a source or unknown
+    output: int | None  # the dataset it made
+    caller: dict[str, Any] | None  # the program's frame: file, line, function, code, direct
+
+    @property
+    def where(self) -> str:
+        c = self.caller
+        return f"{c['file'].rsplit('/', 1)[-1]}:{c['line']}" if c else "?"
+
+
+@dataclass(frozen=True)
+class ProcessObservation:
+    """Everything the hooks recorded in one Python process of the program."""
+
+    pid: int
+    ppid: int | None
+    argv: list[str]
+    start_env: dict[str, str | None]
+    tf_version: str | None = None
+    keras_version: str | None = None
+    cpp_log_level: str | None = None
+    cpp_log_level_overridden: bool = False
+    placement_log: bool = False  # gpudiag's placement window was set up in this process
+    # the placement window's exports: {"eager": bool, "nodes": [[name, op, device] ...]}
+    placed_graphs: list[dict[str, Any]] = field(default_factory=list)
+    # stall events (gpudiag.run.stallwatch), each with ``ended_after_s`` once steps came
+    stalls: list[dict[str, Any]] = field(default_factory=list)
+    config_calls: list[ConfigCall] = field(default_factory=list)
+    devices: DeviceSnapshot | None = None
+    strategies: list[StrategyRecord] = field(default_factory=list)
+    cluster_joins: list[ClusterJoin] = field(default_factory=list)
+    series: list[StepSeries] = field(default_factory=list)
+    weights: list[WeightsRecord] = field(default_factory=list)
+    graphs: list[FunctionGraph] = field(default_factory=list)
+    sessions: list[dict[str, Any]] = field(default_factory=list)  # config summaries
+    step_stats: list[StepStats] = field(default_factory=list)
+    dataset_calls: list[DatasetCall] = field(default_factory=list)
+    crash: CrashRecord | None = None
+    profile: ProfileRecord | None = None
+    tf_logs: list[TfLogRecord] = field(default_factory=list)
+    py_warnings: list[PyWarning] = field(default_factory=list)
+    device_scopes: list[DeviceScope] = field(default_factory=list)
+    hook_errors: list[dict[str, Any]] = field(default_factory=list)
+    exited: bool = False  # its exit handler ran (not killed, not a fatal signal)
+    first_t_unix_s: float | None = None  # its first and last event
+    last_t_unix_s: float | None = None
+    faults: str = ""  # faulthandler's output (a fatal signal's Python stack)
+    events: int = 0
+
+    @property
+    def imported_tf(self) -> bool:
+        return self.tf_version is not None
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class TaskReport:
+    """One task of a multi-worker or parameter-server cluster as one `gpudiag run` saw it:
+    a process of the program that joined the cluster (or had a TF_CONFIG naming its task).
+    Written into the logdir (layout.run_cluster_dir) so that runs sharing a logdir are
+    reported together; read back by gpudiag.run.tasks, judged by
+    gpudiag.verdicts.run.cluster."""
+
+    task_type: str
+    task_id: int
+    cluster_key: str  # a digest of the cluster spec: the same cluster, the same key
+    cluster_spec: dict[str, list[str]]
+    via: str  # MultiWorkerMirroredStrategy | ParameterServerStrategy | tf.distribute.Server
+    # | TF_CONFIG (the process never joined: only its environment names the task)
+    joined: str  # joined | waiting (still blocked joining when it ended) | failed | never
+    host: str
+    pid: int
+    run_dir: str  # the `gpudiag run` that saw it
+    started_unix_s: float | None
+    ended_unix_s: float | None
+    exited: bool  # its exit handler ran: it ended normally (or by an exception)
+    interrupted: bool  # the `gpudiag run` was stopped (Ctrl-C, SIGTERM, SIGHUP)
+    returncode: int | None  # when this process was the program itself (else unknown)
+    loop: str | None = None  # the training loop with the most steps
+    steps: int = 0
+    step_s_median: float | None = None
+    examples_per_s: float | None = None
+    first_loss: float | None = None
+    last_loss: float | None = None
+    crash: str | None = None  # ``Type: first line of the message`` or a fatal signal
+    stragglers: list[str] = field(default_factory=list)  # tasks TensorFlow waited for
+    lost_peers: list[str] = field(default_factory=list)  # tasks TensorFlow declared lost
+    # NVML on its machine during the run: the GPUs NVML saw this process on, or every GPU
+    # of the machine when NVML does not list processes ({index, name, util_p95_percent,
+    # peak_memory_used_bytes, this_process}); None without NVML
+    gpus: list[dict[str, Any]] | None = None
+    # several tasks of the cluster served by this one process (the tutorial's in-process
+    # cluster: tf.distribute.Server for each worker and ps, the coordinator beside them)
+    in_process: bool = False
+    # {task: {device: ops}} TensorFlow's placement log in this task's run placed on each
+    # task of the cluster (readers.clusterplacement); the same for every task of one run
+    ops_by_task: dict[str, dict[str, int]] = field(default_factory=dict)
+    variables_by_task: dict[str, int] = field(default_factory=dict)  # likewise: VarHandleOps
+    sessions: int = 0  # tf.compat.v1 Sessions its process created (TF1 between-graph)
+    sync_replicas: bool = False  # its log placed tf.train.SyncReplicasOptimizer's queues
+    # the tasks TensorFlow's master was "still waiting for response from" when it ended
+    # (CreateSession could not reach them), and how many times it said so
+    waiting_for: list[str] = field(default_factory=list)
+    waiting_lines: int = 0
+    last_step_end_unix_s: float | None = None  # when its longest loop's last step ended
+    # the global step its loop observed last (TF1: the graph's global_step its Session runs
+    # fetched; Keras fit: optimizer.iterations when fit ended), None when none was seen
+    global_step: int | None = None
+
+    @property
+    def task(self) -> str:
+        """``worker-1``: how gpudiag names a task everywhere (cluster.tfconfig, messages)."""
+        return f"{self.task_type}-{self.task_id}"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"task": self.task, **asdict(self)}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> TaskReport:
+        names = set(cls.__dataclass_fields__)
+        return cls(**{k: v for k, v in data.items() if k in names})

@@ -1,0 +1,20 @@
+"""Verdicts of `gpudiag run`: pure functions from one program's records to findings.
+
+- ``process``: per TensorFlow process (was TensorFlow imported, devices, distribution,
+  TensorFlow's log against the catalogue).
+- ``devices``: eager pins and created logical devices.
+- ``placement``: ops per device, pinned against placed, every device used.
+- ``progress``: learning, throughput and the crash (run.learning, run.throughput,
+  run.crash) with ``learning_causes`` (the softmax floor, Keras's warnings),
+  ``training_runs`` (fits of one model joined into one training run) and ``crash_match``
+  (the catalogue against a crash's every line and the log around it).
+- ``throughput``: the step period of each loop.
+- ``live``: what is decided while the program runs (stalls, a non-finite loss).
+- ``gpu_idle``: a GPU that NVML saw idle while the program ran.
+- ``peers``: a cluster's other tasks, live (who is behind, a worker gone).
+- ``cluster``: the program's cluster (TF_CONFIG, the strategy, the tasks together).
+- ``ps``: parameter-server jobs (tasks, where variables live, async or sync).
+- ``outcome``: saved output and processes that outlived the program.
+
+Same rules as every verdict module: no TensorFlow, no NVML calls, no I/O.
+"""

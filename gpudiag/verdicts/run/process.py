@@ -1,0 +1,228 @@
+"""Verdicts of `gpudiag run`: pure functions from the program's records to findings.
+
+No TensorFlow, no NVML, no I/O: inputs are gpudiag.records.run (what the hooks saw in
+one process), plain per-device numbers derived from the placement log, the trace and
+NVML, and catalogue matches. Learning, throughput and crash verdicts are in
+gpudiag.verdicts.run.progress. Every id is explained in docs/run.md and docs/findings.md.
+``proc`` is "" for a program with one TensorFlow process, else ".p<n>" (n-th process).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import replace
+from typing import Any
+
+from gpudiag.catalogue import LogMatch, match_crash
+from gpudiag.records.run import ProcessObservation
+from gpudiag.report import Finding, Status
+
+_JOB = re.compile(r"^/job:[^/]+(?:/replica:\d+)?(?:/task:\d+)?")
+_DEVICE = re.compile(r"(?:^|/)(?:device:)?(?P<type>[A-Za-z_]+):(?P<index>\d+)$")
+
+
+def canonical(device: str) -> str | None:
+    """``/gpu:1``, ``/job:localhost/replica:0/task:0/device:GPU:1`` -> ``/device:GPU:1``."""
+    m = _DEVICE.search(_JOB.sub("", device.strip()))
+    return f"/device:{m['type'].upper()}:{m['index']}" if m else None
+
+
+def where(caller: dict[str, Any] | None) -> str:
+    if not caller:
+        return ""
+    return f" at {caller['file'].rsplit('/', 1)[-1]}:{caller['line']}"
+
+
+def listing(counts: dict[str, Any], unit: str = "") -> str:
+    return ", ".join(f"{k} {v}{unit}" for k, v in counts.items())
+
+
+# ---------------------------------------------------------------- the program's processes
+
+
+def tensorflow_seen(observations: Sequence[ProcessObservation], *, python_command: bool,
+                    hook_errors: Sequence[str], unreadable_lines: int) -> Finding:
+    """Which processes the hooks saw, which imported TensorFlow; hook errors."""
+    tf_procs = [o for o in observations if o.imported_tf]
+    errors = [e for o in observations for e in o.hook_errors if e.get("kind") == "hook_error"]
+    evidence = {"python_processes": [{"pid": o.pid, "argv": o.argv[:6], "tf": o.tf_version,
+                                      "keras": o.keras_version} for o in observations],
+                "hook_errors": errors[:20], "hook_load_errors": list(hook_errors),
+                "unreadable_event_lines": unreadable_lines}
+    if not observations:
+        if not python_command:
+            return Finding("run.tensorflow", "skip",
+                           "not a Python program: only its exit code and NVML's view are "
+                           "observed (what `gpudiag monitor` gives)", evidence,
+                           advice="Run the Python interpreter itself: gpudiag run -- python "
+                                  "train.py (a shell script that starts Python works too).")
+        why = f": {hook_errors[0]}" if hook_errors else (
+            " (python -S or -I ignores PYTHONPATH and sitecustomize)")
+        return Finding("run.tensorflow", "skip", f"gpudiag's hooks did not load{why}",
+                       evidence, advice="Run without -S/-I so Python imports sitecustomize.")
+    if not tf_procs:
+        return Finding("run.tensorflow", "skip",
+                       f"TensorFlow was never imported ({len(observations)} Python "
+                       "process(es) seen): nothing TensorFlow did can be observed", evidence)
+    text = (f"{len(observations)} Python process(es), {len(tf_procs)} imported TensorFlow "
+            + ", ".join(f"{o.tf_version} (pid {o.pid})" for o in tf_procs))
+    notes = list(dict.fromkeys(str(e.get("message")) for o in observations
+                               for e in o.hook_errors if e.get("kind") == "hook_note"))
+    if notes:  # where a hook could not ride along, it stood aside: say why
+        evidence["hook_notes"] = notes
+        text += "; " + "; ".join(notes)
+    if errors or hook_errors:
+        return Finding("run.tensorflow", "warn",
+                       f"{text}; {len(errors) + len(hook_errors)} error(s) inside gpudiag's "
+                       "hooks (the program was not affected; some records may be missing)",
+                       evidence, advice="Report them as a gpudiag bug, with the evidence.")
+    return Finding("run.tensorflow", "ok", text, evidence)
+
+
+# ---------------------------------------------------------------- devices and configuration
+
+
+def devices(obs: ProcessObservation, proc: str = "") -> Finding:
+    """Physical and logical devices after the program's tf.config calls, and those calls."""
+    calls = [{"order": c.order, "api": c.api, "args": c.args, "kwargs": c.kwargs,
+              "where": where(c.caller).strip(), "devices_initialized_before":
+                  c.initialized_before, "error": f"{c.error_type}: {c.error}"
+              if c.error_type else None} for c in obs.config_calls]
+    snap = obs.devices
+    evidence: dict[str, Any] = {"config_calls": calls, "devices": None if snap is None else
+                                {"physical": snap.physical, "logical": snap.logical,
+                                 "gpus": snap.gpus, "soft_placement": snap.soft_placement,
+                                 "cuda_build": snap.cuda_build, "seen_at": snap.reason,
+                                 "other_tasks": snap.remote}}
+    listing = "; ".join(f"{c.api.removeprefix('tf.')}{where(c.caller)}"
+                        + (" -> " + (c.error_type or "") if c.error_type else "")
+                        for c in obs.config_calls) or "none"
+    failed = [c for c in obs.config_calls if c.error_type]
+    if failed:
+        c = failed[0]
+        entry = match_crash(c.error_type or "", c.error or "")
+        late = " after the devices were initialised" if c.initialized_before else ""
+        return Finding(f"run.devices{proc}", "fail",
+                       f"{c.api}{where(c.caller)} was called{late} and raised {c.error_type}: "
+                       f"{c.error}; the configuration did not take effect (calls in order: "
+                       f"{listing})", evidence,
+                       advice=entry.fix if entry else "Configure devices right after "
+                       "importing TensorFlow, before anything uses them.")
+    if snap is None:
+        return Finding(f"run.devices{proc}", "skip",
+                       "TensorFlow's devices were never initialised (no op ran), so they were "
+                       f"not listed; tf.config calls: {listing}", evidence)
+    gpus = [d for d in snap.logical if ":GPU:" in d]
+    physical = ", ".join(p.rsplit("/", 1)[-1] for p in snap.physical)
+    text = (f"logical devices {', '.join(snap.logical)}"
+            + (f" (physical: {physical})" if physical else f" (as the {snap.reason} saw them)")
+            + (f"; and {len(snap.remote)} device(s) of the cluster's other tasks"
+               if snap.remote else "")
+            + f"; tf.config calls: {listing}")
+    if not gpus:
+        return Finding(f"run.devices{proc}", "warn", f"no GPU visible to TensorFlow: {text}",
+                       evidence, advice="If this machine has a GPU, run `gpudiag env`: it says "
+                       "whether the driver, the CUDA libraries and CUDA_VISIBLE_DEVICES let "
+                       "TensorFlow see it.")
+    return Finding(f"run.devices{proc}", "ok", text, evidence)
+
+
+# TensorFlow's class names of the strategies users know by their public name.
+PUBLIC_NAMES = {"CollectiveAllReduceStrategy": "MultiWorkerMirroredStrategy",
+                "CollectiveAllReduceStrategyV1": "MultiWorkerMirroredStrategy (v1)",
+                "ParameterServerStrategyV2": "ParameterServerStrategy"}
+
+
+def distribution(obs: ProcessObservation, log: Sequence[LogMatch], proc: str = "") -> Finding:
+    """The tf.distribute strategies created, and TensorFlow's log lines about them."""
+    notes = [m for m in log if m.entry.topic == "distribute"]
+    evidence: dict[str, Any] = {
+        "strategies": [{"class": s.class_name, "replicas": s.num_replicas,
+                        "worker_devices": s.worker_devices,
+                        "parameter_devices": s.parameter_devices,
+                        "cross_device_ops": s.cross_device_ops,
+                        "implementation": s.implementation, "nccl": s.nccl,
+                        "cluster": s.cluster, "where": where(s.caller).strip()}
+                       for s in obs.strategies],
+        "tf_log": [{"id": m.entry.id, "line": m.first, "count": m.count} for m in notes]}
+    gpus = [d for d in (obs.devices.logical if obs.devices else []) if ":GPU:" in d]
+    if not obs.strategies:
+        if len(gpus) > 1:
+            return Finding(f"run.distribution{proc}", "warn",
+                           f"{len(gpus)} GPUs visible, but the program created no "
+                           "tf.distribute strategy: unless it places work on each GPU itself, "
+                           "it uses one", evidence,
+                           advice="Create tf.distribute.MirroredStrategy() and build the model "
+                                  "and optimizer in strategy.scope().")
+        return Finding(f"run.distribution{proc}", "ok",
+                       "no tf.distribute strategy created (the program runs on the default "
+                       "device unless it pins ops itself)", evidence)
+    parts = []
+    for s in obs.strategies:
+        ops = s.cross_device_ops or "-"
+        if s.implementation:
+            ops += f" ({s.implementation})"
+        name = PUBLIC_NAMES.get(s.class_name, s.class_name)
+        if s.cluster and s.cluster.get("task_type"):
+            parts.append(f"{name}{where(s.caller)}, task {s.cluster['task_type']}-"
+                         f"{s.cluster.get('task_id')}: {s.num_replicas} replica(s) in sync "
+                         f"across the cluster, {len(s.worker_devices)} here on "
+                         f"{', '.join(s.worker_devices) or '-'}; all-reduce {ops}"
+                         f"{', NCCL' if s.nccl else ''}")
+            continue
+        parts.append(f"{name}{where(s.caller)}: {s.num_replicas} replica(s) on "
+                     f"{', '.join(s.worker_devices)}; all-reduce {ops}"
+                     f"{', NCCL' if s.nccl else ''}")
+    text = "; ".join(parts)
+    bad = [m for m in notes if m.entry.severity == "fail"]
+    warn = [m for m in notes if m.entry.severity == "warn"]
+    gpu_no_nccl = [s for s in obs.strategies if len(s.worker_devices) > 1 and not s.nccl
+                   and all(":GPU:" in d for d in s.worker_devices)]
+    if bad or warn or gpu_no_nccl:
+        said = "; ".join(f"TensorFlow: \"{m.first[-200:]}\"" for m in bad + warn)
+        if gpu_no_nccl:
+            said += "; GPUs reduced without NCCL"
+        return Finding(f"run.distribution{proc}", "fail" if bad else "warn", f"{text}. {said}",
+                       evidence, advice=(bad + warn)[0].entry.fix if bad + warn else
+                       "On several GPUs NCCL is the fast all-reduce: use a Linux CUDA build.")
+    return Finding(f"run.distribution{proc}", "ok", text, evidence)
+
+
+# Cluster messages that a program which exited 0 prints as its tasks shut down (a
+# coordinator's connection to servers a launcher stops, a peer leaving first).
+SHUTDOWN_MESSAGES = frozenset({"cluster-peer-connection-lost", "cluster-peer-unhealthy"})
+
+
+def settle(matches: Sequence[LogMatch], *, completed: bool) -> list[LogMatch]:
+    """The log matches as they count: when the program ran to exit code 0, a lost peer's
+    messages were its tasks shutting down, informational, not a failure."""
+    if not completed:
+        return list(matches)
+    return [replace(m, entry=replace(m.entry, severity="info",
+                                     meaning=m.entry.meaning + " The program still exited "
+                                     "0: here it was the tasks shutting down."))
+            if m.entry.id in SHUTDOWN_MESSAGES else m for m in matches]
+
+
+def tf_log(matches: Sequence[LogMatch], captured_reason: str | None,
+           proc: str = "") -> Finding:
+    """TensorFlow's log, matched against the catalogue: each known message, its fix."""
+    evidence = {"matches": [{"id": m.entry.id, "severity": m.entry.severity,
+                             "count": m.count, "line": m.first, "meaning": m.entry.meaning,
+                             "fix": m.entry.fix} for m in matches],
+                "not_captured": captured_reason}
+    tail = f" (TensorFlow's C++ log was not captured: {captured_reason})" \
+        if captured_reason else ""
+    serious = [m for m in matches if m.entry.severity != "info"]
+    if not matches:
+        status: Status = "skip" if captured_reason else "ok"
+        return Finding(f"run.tf-log{proc}", status,
+                       "no known problem in TensorFlow's log" + tail, evidence)
+    text = "; ".join(f"{m.entry.id} x{m.count}: {m.entry.meaning}" for m in serious) or \
+        "only informational messages (" + ", ".join(m.entry.id for m in matches) + ")"
+    if not serious:
+        return Finding(f"run.tf-log{proc}", "ok", text + tail, evidence)
+    worst: Status = "fail" if any(m.entry.severity == "fail" for m in serious) else "warn"
+    return Finding(f"run.tf-log{proc}", worst, text + tail, evidence,
+                   advice=" ".join(dict.fromkeys(m.entry.fix for m in serious)))

@@ -1,0 +1,375 @@
+"""Verdicts of `gpudiag run` about the program's progress: learning, memory, its Sessions'
+configuration, the profiler window, the crash, the command itself (the step time is
+run_throughput's).
+
+Pure functions of gpudiag.records.run and plain numbers, like gpudiag.verdicts.run.process.
+``proc`` as there.
+"""
+
+from __future__ import annotations
+
+import math
+import shlex
+import signal
+from collections.abc import Sequence
+from typing import Any
+
+from gpudiag.catalogue import match_crash
+from gpudiag.records.run import ProcessObservation, StepSeries
+from gpudiag.report import Finding, Status
+from gpudiag.verdicts.run import crash_match, learning_causes
+from gpudiag.verdicts.run import throughput as run_throughput
+from gpudiag.verdicts.run.training_runs import epoch_losses, training_runs
+
+# A loss within this fraction of ln(k) is "at ln k"; it has "not fallen" when the last
+# value is at least STUCK_FRACTION of the first.
+LN_TOLERANCE = 0.02
+STUCK_FRACTION = 0.97
+MIN_JUDGED_STEPS = 5
+# a fit whose batches were not seen (tf_keras refuses batch-level callbacks under
+# ParameterServerStrategy): judged from its epochs' losses, each the mean of an epoch
+MIN_JUDGED_EPOCHS = 3
+ACCURACY_KEYS = ("accuracy", "acc", "sparse_categorical_accuracy", "categorical_accuracy")
+MEMORY_FULL_FRACTION = 0.9
+
+
+def _short(path: str) -> str:
+    return path.rsplit("/", 1)[-1]
+
+
+def command(argv: Sequence[str], returncode: int | None, duration_s: float,
+            interrupted: bool, interrupted_by: str = "SIGINT") -> Finding:
+    """The program ran; its exit code (forwarded) and how long it took. Interrupted: by
+    which signal (SIGINT is Ctrl-C), and whether the program ended on it or had to be
+    killed (TensorFlow's preemption notifier catches SIGTERM in multi-worker programs)."""
+    shown = " ".join(shlex.join(argv).split())
+    shown = shown if len(shown) <= 80 else shown[:77] + "..."
+    evidence = {"command": list(argv), "returncode": returncode,
+                "duration_s": round(duration_s, 3), "interrupted": interrupted,
+                "interrupted_by": interrupted_by if interrupted else None}
+    if returncode is not None and returncode < 0:
+        try:
+            how = f"was killed by {signal.Signals(-returncode).name}"
+        except ValueError:
+            how = f"was killed by signal {-returncode}"
+    else:
+        how = f"exited with code {returncode}"
+    if interrupted:
+        said = "Ctrl-C" if interrupted_by == "SIGINT" else interrupted_by
+        text = f"interrupted ({said}) after {duration_s:.1f} s; `{shown}` {how}"
+        if returncode == -signal.SIGKILL and interrupted_by != "SIGKILL":
+            text += (f": it did not end on the {interrupted_by} gpudiag passed on, so gpudiag "
+                     "killed it")
+        return Finding("run.command", "warn", text, evidence,
+                       advice="The findings cover only the time before the interruption.")
+    if returncode == 0:
+        return Finding("run.command", "ok", f"`{shown}` exited with code 0 after "
+                       f"{duration_s:.1f} s", evidence)
+    return Finding("run.command", "fail", f"`{shown}` {how} after {duration_s:.1f} s", evidence,
+                   advice="gpudiag exits with the same code; run.crash says why when it can.")
+
+
+# ---------------------------------------------------------------- learning
+
+
+def _accuracy(series: StepSeries) -> float | None:
+    logs = series.epochs[-1] if series.epochs else (
+        series.steps[-1].metrics if series.steps else {})
+    for key in ACCURACY_KEYS:
+        if key in logs:
+            return float(logs[key])
+    return None
+
+
+def _classes_at(loss: float, known: int | None) -> int | None:
+    """``known`` when the loss is ln(known) (uniform predictions over the program's
+    classes). Without the class count from the program (gpudiag.run.classcount) there is
+    no ln C verdict: any slowly falling loss is near ln k for some k."""
+    if known and known > 1 and abs(loss - math.log(known)) <= LN_TOLERANCE * math.log(known):
+        return known
+    return None
+
+
+def learning(obs: ProcessObservation, proc: str = "") -> Finding:
+    """Per training run (training_runs): did the loss fall? Is it stuck at ln(classes), is
+    accuracy at chance, did the weights move at all?"""
+    rows: list[dict[str, Any]] = []
+    problems: list[str] = []
+    worst: Status = "ok"
+    for s in training_runs(obs.series):
+        losses = [st.loss for st in s.steps if st.loss is not None and math.isfinite(st.loss)]
+        count = sum(st.count for st in s.steps)
+        over, source = f"{count} steps", "steps"
+        if len(losses) < MIN_JUDGED_STEPS:
+            losses, count = epoch_losses(s)
+            if len(losses) < MIN_JUDGED_EPOCHS:
+                continue
+            source = "epochs"
+            over = (f"{len(losses)} epochs (each epoch's mean loss: the batches were not "
+                    f"recorded; {count} steps)" if count else f"{len(losses)} epochs")
+        first = losses[0]
+        last = float(s.epochs[-1]["loss"]) if s.epochs and "loss" in s.epochs[-1] \
+            else losses[-1]
+        weights = next((w for w in obs.weights if w.source == s.label
+                        or (s.kind == "fit" and w.source == "Model.fit")), None)
+        moved = weights.moved if weights else None
+        stuck = first > 0 and last >= STUCK_FRACTION * first
+        classes = _classes_at(last, s.num_classes) if stuck else None
+        floor = learning_causes.at_softmax_floor(losses, last, s.num_classes, LN_TOLERANCE)
+        acc = _accuracy(s)
+        chance = acc is not None and s.num_classes is not None and \
+            acc <= 1 / s.num_classes + 0.1 * (1 - 1 / s.num_classes)
+        row = {"series": s.label, "steps": count, "first_loss": first,
+               "judged_from": source,
+               "last_loss": last, "num_classes": s.num_classes,
+               "classes_from": s.facts.get("classes_from"), "stuck_at_ln_classes": classes,
+               "softmax_floor": floor, "accuracy": acc, "accuracy_at_chance": chance,
+               "weights_moved": moved,
+               "learning_rate": s.facts.get("learning_rate")}
+        rows.append(row)
+        text = f"{s.label}: loss {first:.4f} -> {last:.4f} over {over}"
+        if classes:
+            text += (f", stuck at ln {classes} = {math.log(classes):.4f} (the model predicts "
+                     f"all {classes} classes alike)")
+        elif floor:
+            text += (f", settled at {floor:.4f} = ln(1 + {(s.num_classes or 0) - 1}/e), "
+                     "the least a softmax cross-entropy reaches when it is given "
+                     "probabilities as logits (the outputs went through a softmax twice)")
+        elif stuck:
+            text += ", not falling"
+            if not s.num_classes:
+                text += (f" (no ln(classes) check: the number of classes is unknown, "
+                         f"{s.facts.get('classes_from') or 'no evidence of it'})")
+        if acc is not None:
+            text += f", accuracy {acc:.3f}" + (" (chance)" if chance else "")
+        if moved is False:
+            steps = weights.calls_between if weights else "?"
+            text += (f"; the weights did not change at all over {steps} steps: this is not "
+                     "a device problem, the updates never reach the weights")
+            if s.facts.get("learning_rate") == 0:
+                text += " (the learning rate is 0)"
+        elif moved:
+            text += "; the weights moved"
+        bad = moved is False or bool(classes) or bool(floor)
+        if bad:
+            worst = "fail"
+        elif (stuck or chance) and worst == "ok":
+            worst = "warn"
+        problems.append(text)
+    warned = learning_causes.learning_warnings(obs)
+    evidence = {"loops": rows, "ln_tolerance": LN_TOLERANCE, "stuck_fraction": STUCK_FRACTION,
+                "warnings": [w.to_dict() for w in warned]}
+    if warned and rows:
+        problems.append(learning_causes.said(warned))
+        worst = "warn" if worst == "ok" else worst
+    if not rows:
+        return Finding(f"run.learning{proc}", "skip",
+                       f"no training loop with at least {MIN_JUDGED_STEPS} observed losses "
+                       "(Keras fit, a step tf.function returning its loss, or Session.run "
+                       f"fetching it), nor a fit with {MIN_JUDGED_EPOCHS} epochs' losses",
+                       evidence)
+    advice = ""
+    if worst != "ok":
+        advice = ("A loss at ln(classes) means uniform predictions. Weights that never move "
+                  "mean no update reaches them: a learning rate of 0, gradients that are None "
+                  "or zero (loss not computed from the model under the tape, "
+                  "stop_gradient, trainable=False), or an optimizer applied to other "
+                  "variables. Moving weights with a flat loss: a learning rate too small, "
+                  "labels that do not match the inputs, or a last layer that saturates.")
+    advice = learning_causes.advice(warned, any(r["softmax_floor"] for r in rows), advice)
+    return Finding(f"run.learning{proc}", worst, "; ".join(problems), evidence, advice=advice)
+
+
+# ---------------------------------------------------------------- memory, Sessions
+
+
+def memory(obs: ProcessObservation, nvml_gpus: list[dict[str, Any]] | None,
+           proc: str = "") -> Finding:
+    """The memory configuration that took effect, beside what NVML saw the GPUs hold."""
+    calls = [c for c in obs.config_calls if ("memory_growth" in c.api
+             or "logical_device_configuration" in c.api or "virtual_device" in c.api)
+             and ":CPU:" not in str(c.args[:1] or c.kwargs.get("device", ""))]  # GPU memory
+    gpus = obs.devices.gpus if obs.devices else []
+    growth_env = obs.start_env.get("TF_FORCE_GPU_ALLOW_GROWTH")
+    sessions = [{k: s.get(k) for k in ("allow_growth", "per_process_gpu_memory_fraction")}
+                for s in obs.sessions]
+    evidence = {"calls": [{"api": c.api, "args": c.args, "error": c.error} for c in calls],
+                "gpus": gpus, "TF_FORCE_GPU_ALLOW_GROWTH": growth_env,
+                "session_gpu_options": sessions, "nvml": nvml_gpus}
+    failed = [c for c in calls if c.error_type]
+    if failed:
+        entry = match_crash(failed[0].error_type or "", failed[0].error or "")
+        return Finding(f"run.memory{proc}", "fail",
+                       f"{failed[0].api} raised {failed[0].error_type}: {failed[0].error}: the "
+                       "memory configuration did not take effect", evidence,
+                       advice=entry.fix if entry else "")
+    if not gpus:
+        return Finding(f"run.memory{proc}", "skip",
+                       "no GPU visible to TensorFlow: GPU memory settings do not apply", evidence)
+    parts = []
+    for g in gpus:
+        limit = g.get("logical_configuration")
+        parts.append(f"{g['name'].rsplit('/', 1)[-1]}: memory growth "
+                     f"{'on' if g.get('memory_growth') is True else 'off'}"
+                     + (f", logical devices {limit}" if limit else ""))
+    if growth_env:
+        parts.append(f"TF_FORCE_GPU_ALLOW_GROWTH={growth_env}")
+    full = []
+    for n in nvml_gpus or []:
+        used, total = n.get("peak_memory_used_bytes"), n.get("memory_total_bytes")
+        if used is not None and total:
+            parts.append(f"NVML GPU {n['index']}: peak {used / 2**30:.1f} of "
+                         f"{total / 2**30:.1f} GiB")
+            if used > MEMORY_FULL_FRACTION * total:
+                full.append(n["index"])
+    growth = any(g.get("memory_growth") is True for g in gpus) or growth_env == "true"
+    if growth and full:
+        return Finding(f"run.memory{proc}", "warn",
+                       "; ".join(parts) + f": memory growth was on, yet GPU(s) {full} were "
+                       "almost full", evidence,
+                       advice="Either the program needs that much, or growth did not take "
+                       "effect (configured after initialisation, or another process holds "
+                       "the memory: `nvidia-smi`).")
+    return Finding(f"run.memory{proc}", "ok", "; ".join(parts), evidence)
+
+
+def session_config(obs: ProcessObservation, proc: str = "") -> Finding | None:
+    """A ConfigProto given to tf.compat.v1 Sessions, against the tf.config calls."""
+    if not obs.sessions:
+        return None
+    apis = {c.api.rsplit(".", 1)[-1] for c in obs.config_calls if not c.error_type}
+    conflicts = []
+    for s in obs.sessions:
+        if s.get("visible_device_list") and "set_visible_devices" in apis:
+            conflicts.append(f"visible_device_list '{s['visible_device_list']}' and "
+                             "tf.config.set_visible_devices both choose GPUs")
+        if (s.get("allow_growth") or s.get("per_process_gpu_memory_fraction")) and \
+                apis & {"set_memory_growth", "set_logical_device_configuration",
+                        "set_virtual_device_configuration"}:
+            conflicts.append("gpu_options (allow_growth / memory fraction) and tf.config "
+                             "memory calls both configure GPU memory; the first to reach the "
+                             "GPUs wins")
+        # only a value the program set: without tf.config.set_soft_device_placement, tf.config
+        # holds TensorFlow's default (False once eager execution is disabled), which no
+        # ConfigProto contradicts (Hands-On ML's ConfigProto(allow_soft_placement=True) did)
+        if obs.devices and s.get("allow_soft_placement") is not None and \
+                "set_soft_device_placement" in apis and \
+                obs.devices.soft_placement is not None and \
+                s["allow_soft_placement"] != obs.devices.soft_placement:
+            conflicts.append(f"allow_soft_placement={s['allow_soft_placement']} in the "
+                             f"ConfigProto, {obs.devices.soft_placement} in tf.config: the "
+                             "Session follows its ConfigProto")
+    evidence = {"sessions": obs.sessions, "tf_config_calls": sorted(apis),
+                "conflicts": conflicts}
+    text = f"{len(obs.sessions)} Session(s); ConfigProto: " + "; ".join(
+        ", ".join(f"{k}={v}" for k, v in s.items() if v not in (None, {}, "", 0, False))
+        or "defaults" for s in obs.sessions)
+    if conflicts:
+        return Finding(f"run.session-config{proc}", "warn", f"{text}. " + "; ".join(conflicts),
+                       evidence, advice="Configure devices in one place: tf.config calls "
+                       "right after importing TensorFlow, and a ConfigProto without "
+                       "device or memory settings.")
+    return Finding(f"run.session-config{proc}", "ok", text, evidence)
+
+
+# ---------------------------------------------------------------- profile, crash
+
+
+def profile(obs: ProcessObservation, busy: dict[str, float] | None, window_s: float | None,
+            reason: str | None, warmup: int, proc: str = "") -> Finding:
+    """The profiler window over the program's own steps: busy time per device."""
+    p = obs.profile
+    evidence = {"profile": None if p is None else {"status": p.status, "logdir": p.logdir,
+                                                    "source": p.source, "steps": p.steps,
+                                                    "error": p.error},
+                "busy_s": busy, "window_s": window_s, "reason": reason}
+    if p is None:
+        unseen = run_throughput.unseen_fit_batches(obs)
+        return Finding(f"run.profile{proc}", "skip",
+                       f"no profiler window: {unseen}" if unseen else
+                       f"no profiler window: no training loop reached step {warmup} after "
+                       "its warm-up" + (f" ({reason})" if reason else ""), evidence)
+    if p.status == "skipped":
+        return Finding(f"run.profile{proc}", "skip", p.error or "no profiler window",
+                       evidence, advice="`gpudiag scaling --workers N` traces a "
+                       "multi-worker run's steps with its own probe.")
+    if p.status == "failed" or (busy is None and window_s is None):
+        why = p.error or reason or "no trace was written"
+        return Finding(f"run.profile{proc}", "warn",
+                       f"the profiler window on {p.source} gave no trace: {why}",
+                       evidence, advice="If the program runs its own profiler, pass "
+                       "--profile-steps 0.")
+    steps = f"steps {p.steps[0]}-{p.steps[-1]}" if p.steps else "a partial window"
+    if p.status == "stopped-at-exit":
+        steps += " (the program ended inside the window)"
+    window = f" ({window_s * 1e3:.1f} ms)" if window_s else ""
+    if not busy:
+        return Finding(f"run.profile{proc}", "warn",
+                       f"trace of {steps} of {p.source}{window}: no op in it could be "
+                       "attributed to a device (no placement evidence for its ops)", evidence,
+                       advice="Keep the placement log on (no TF_CPP_MIN_LOG_LEVEL in the "
+                       "program); open the trace in TensorBoard's Profile tab.")
+    text = (f"trace of {steps} of {p.source}{window}: " + ", ".join(
+        f"{d} busy {b * 1e3:.1f} ms" + (f" ({b / window_s:.0%})" if window_s else "")
+        for d, b in busy.items()) + f"; in TensorBoard's Profile tab ({_short(p.logdir)})")
+    return Finding(f"run.profile{proc}", "ok", text, evidence)
+
+
+def crash(obs: Sequence[ProcessObservation], returncode: int | None,
+          interrupted: bool = False, log_lines: Sequence[str] = ()) -> Finding:
+    """The program's crash: exception, the line of its message (or of TensorFlow's log,
+    ``log_lines``) that says why (gpudiag.verdicts.run.crash_match), the frame in the user's
+    code, the fix."""
+    crashed = [o for o in obs if o.crash is not None]
+    faulted = [o for o in obs if o.faults.strip()]
+    if crashed:
+        o = crashed[0]
+        c = o.crash
+        assert c is not None
+        cause = crash_match.explain(c.type, c.message, c.causes, log_lines)
+        entry = cause.entry
+        where = ""
+        if c.user_frame:
+            f = c.user_frame
+            where = f" in {f['function']}() at {_short(f['file'])}:{f['line']}"
+            if f.get("code"):
+                where += f" (`{f['code'][:80]}`)"
+        evidence = {"pid": o.pid, "type": c.type, "message": c.message[:2000],
+                    "thread": c.thread, "user_frame": c.user_frame, "frames": c.frames[-8:],
+                    "catalogue": entry.id if entry else None, "matched_in": cause.where,
+                    "matched_line": cause.line[:500]}
+        message = cause.line[:300]
+        text = f"{c.type}{where}: {message}"
+        if entry:
+            text += f" - {entry.meaning}"
+        return Finding("run.crash", "fail", text, evidence,
+                       advice=entry.fix if entry else "Read the traceback above (saved in "
+                       "children/program/stderr.txt).")
+    if faulted:
+        o = faulted[0]
+        tail = [ln for ln in o.faults.strip().splitlines() if ln.strip()]
+        return Finding("run.crash", "fail",
+                       f"process {o.pid} died of a fatal signal: {tail[0] if tail else ''}",
+                       {"pid": o.pid, "faulthandler": tail[-30:]},
+                       advice="A crash inside TensorFlow's C++ code or a library: the "
+                       "Python stack in the evidence shows the call that triggered it.")
+    if returncode is not None and returncode < 0 and interrupted:
+        return Finding("run.crash", "ok", "no uncaught Python exception before the "
+                       f"interruption (the program then ended by signal {-returncode})",
+                       {"returncode": returncode, "interrupted": True})
+    if returncode is not None and returncode < 0:
+        seen = [o for o in obs if o.imported_tf]
+        last = [f"{s.label}: {max((st.index for st in s.steps), default=-1) + 1} steps"
+                for o in seen for s in o.series]
+        return Finding("run.crash", "fail",
+                       f"the program was killed by signal {-returncode} with no Python "
+                       f"exception; what the hooks recorded before survives"
+                       + (f" ({'; '.join(last)})" if last else ""),
+                       {"returncode": returncode, "recorded": last},
+                       advice="SIGKILL usually comes from the kernel's OOM killer (dmesg) or a "
+                       "scheduler's time or memory limit.")
+    return Finding("run.crash", "ok",
+                   "no uncaught Python exception" + ("" if not returncode else
+                                                     f" (the program exited {returncode} "
+                                                     "itself)"),
+                   {"returncode": returncode})

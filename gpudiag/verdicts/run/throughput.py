@@ -1,0 +1,123 @@
+"""`gpudiag run`'s step time: each loop's steady-state start-to-start period, the step
+call's own share of it, and examples/s from the period (run.throughput; the cluster's
+tasks read the same loop_timing). Pure functions of gpudiag.records.run."""
+
+from __future__ import annotations
+
+import itertools
+import statistics
+from collections.abc import Sequence
+from typing import Any
+
+from gpudiag.records.run import ProcessObservation, StepSeries
+from gpudiag.report import Finding
+
+
+def unseen_fit_batches(obs: ProcessObservation) -> str | None:
+    """Why no step of a fit that ran was seen: its epochs were recorded but not its
+    batches (tf_keras refuses a callback with batch-level hooks under
+    ParameterServerStrategy, so gpudiag's fit recorder stands aside from them)."""
+    for s in obs.series:
+        if s.kind == "fit" and s.epochs and not s.steps and \
+                "ParameterServer" in str(s.facts.get("strategy")):
+            per_epoch = (s.facts.get("params") or {}).get("steps")
+            steps = f" ({per_epoch * len(s.epochs)} steps)" if isinstance(per_epoch, int) \
+                else ""
+            return (f"{s.label} ran {len(s.epochs)} epoch(s){steps} under "
+                    f"{s.facts['strategy']}, but its batches "
+                    "were not seen: tf_keras refuses callbacks with batch-level hooks "
+                    "there, so gpudiag recorded its epochs only")
+    return None
+
+
+def _periods(series: StepSeries, warmup: int, skip: Sequence[int]
+             ) -> list[tuple[float, float | None]]:
+    """(start-to-start period, the step call's own time) of each steady-state step: after
+    ``warmup``, not traced, the profiled steps and the ones just before and after them left
+    out (the profiler starts and stops inside those periods, by gpudiag's clock or by a
+    clock the program reads in a callback of its own), and, for fit, within one epoch.
+    An aggregated row (inprogram.recorder.StepBuffer: the last of ``count`` steps, its call
+    time their median) stands for the ``count`` periods since the row before it, each the
+    span's mean."""
+    ordered = sorted(series.steps, key=lambda s: s.index)
+    skipped = set(skip)
+    out: list[tuple[float, float | None]] = []
+    for prev, row in itertools.pairwise(ordered):
+        n = row.index - prev.index
+        if n < 1 or n != row.count or prev.index < warmup or prev.traced \
+                or prev.start_unix_s is None or row.start_unix_s is None \
+                or row.epoch != prev.epoch \
+                or skipped & set(range(prev.index - 1, row.index + 1)):
+            continue
+        span = row.start_unix_s - prev.start_unix_s
+        if n == 1:
+            out.append((span, prev.duration_s))
+        else:
+            out += [(span / n, row.duration_s)] * n
+    return out
+
+
+def step_times(series: StepSeries, warmup: int, skip: Sequence[int] = ()) -> list[float]:
+    """Seconds per step after ``warmup`` steps, the profiled ones (``skip``) left out: the
+    steady-state period between step starts (for every loop: fit, tf.function, Session.run),
+    which holds the input and Python work between calls as well as the call itself."""
+    return [period for period, _ in _periods(series, warmup, skip)]
+
+
+def loop_timing(obs: ProcessObservation, series: StepSeries, warmup: int
+                ) -> dict[str, Any] | None:
+    """A loop's timed steps (after ``warmup``, its profiled steps left out): median and
+    p90 step period, the step call's own median time and its share of the period,
+    steps/s and, when the batch is known, examples/s (from the period). None: none timed."""
+    skip = obs.profile.steps if obs.profile and obs.profile.source == series.label else []
+    pairs = _periods(series, warmup, skip)
+    times = [period for period, _ in pairs]
+    if not times:
+        return None
+    median = statistics.median(times)
+    calls = [call for _, call in pairs if call is not None]
+    call = statistics.median(calls) if calls else None
+    row: dict[str, Any] = {"series": series.label, "timed_steps": len(times),
+                           "step_s_median": median,
+                           "step_s_mean": statistics.fmean(times),
+                           "step_s_p90": sorted(times)[int(0.9 * (len(times) - 1))],
+                           "call_s_median": call,
+                           "call_share": call / median if call is not None and median > 0
+                           else None,
+                           "steps_per_s": 1 / median if median > 0 else None,
+                           "batch_size": series.batch_size}
+    if series.batch_size and median > 0:
+        row["examples_per_s"] = series.batch_size / median
+    return row
+
+
+def throughput(obs: ProcessObservation, warmup: int, proc: str = "") -> Finding:
+    """Steps per second, step time and examples per second of each training loop."""
+    profiled = obs.profile.steps if obs.profile else []
+    rows, parts = [], []
+    for s in obs.series:
+        row = loop_timing(obs, s, warmup)
+        if row is None:
+            continue
+        text = f"{s.label}: {row['timed_steps']} steps, median " \
+               f"{row['step_s_median'] * 1e3:.2f} ms/step (start to start)"
+        if row["call_share"] is not None:
+            text += f", the step call {row['call_s_median'] * 1e3:.2f} ms " \
+                    f"({row['call_share']:.0%} of it)"
+        if "examples_per_s" in row:
+            text += f", {row['examples_per_s']:,.0f} examples/s (batch {s.batch_size})"
+        rows.append(row)
+        parts.append(text)
+    evidence = {"loops": rows, "warmup_steps": warmup, "profiled_steps": profiled}
+    if not rows:
+        top = max(obs.series, key=lambda s: len(s.steps), default=None)
+        if top is not None and len(top.steps) > warmup and profiled:
+            return Finding(f"run.throughput{proc}", "skip", f"{top.label} ran {len(top.steps)} "
+                           f"steps, but every step after its {warmup} warm-up steps was in "
+                           f"the profiled window (steps {profiled[0]}-{profiled[-1]}), which "
+                           "is not timed", evidence)
+        return Finding(f"run.throughput{proc}", "skip", unseen_fit_batches(obs)
+                       or f"no training loop ran more than {warmup} warm-up steps", evidence)
+    return Finding(f"run.throughput{proc}", "ok",
+                   "; ".join(parts) + f" (the first {warmup} steps and the profiled ones "
+                   "left out)", evidence)
