@@ -156,14 +156,8 @@ def install_signal_handlers() -> None:
         inherited_ignored = {int(s) for s in HANDLED_SIGNALS
                              if signal.getsignal(s) == signal.SIG_IGN}
     received.clear()
-    rearm()
-
-
-def rearm() -> None:
-    """Handle SIGTERM and SIGHUP again (after one was passed on and the run goes on),
-    except those the caller ignored."""
     for sig in HANDLED_SIGNALS:
-        if sig not in (inherited_ignored or set()):
+        if sig not in inherited_ignored:
             signal.signal(sig, on_signal)
 
 

@@ -36,7 +36,6 @@ from typing import BinaryIO
 import gpudiag
 from gpudiag import inprogram, nvml
 from gpudiag.errors import EXIT_ENVIRONMENT, UsageError, WriteFailed, signum_of
-from gpudiag.execute import rearm
 from gpudiag.inprogram.config import (
     RunHookConfig,
 )
@@ -220,6 +219,9 @@ def _wait(proc: subprocess.Popen[bytes], grace_s: float, say: Callable[[str], No
     the program did not end by itself with a code of its own: killed by gpudiag, or
     ended by the very signal passed on (then gpudiag's code is the same, 128 + N)."""
     interrupt: KeyboardInterrupt | None = None
+    # gpudiag's handlers (gpudiag.execute), put back after a SIGHUP passed on: the first
+    # signal handled sets them to SIG_IGN
+    handlers = {s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGHUP)}
     with jobcontrol.passed_on(lambda: procs.groups_of(proc)):
         while True:
             try:
@@ -234,7 +236,9 @@ def _wait(proc: subprocess.Popen[bytes], grace_s: float, say: Callable[[str], No
                     procs.signal_group(proc, signum)
                     say("gpudiag: SIGHUP passed on to the program; gpudiag goes on watching "
                         "it (whether it ends is the program's choice, as plainly)")
-                    rearm()
+                    for sig, handler in handlers.items():
+                        if handler is not None:
+                            signal.signal(sig, handler)
                     continue
                 say(f"gpudiag: {name} passed on to the program: it has {grace_s:g} s to end "
                     f"by itself (--grace) before SIGKILL; Ctrl-C again ends it now")
