@@ -166,10 +166,20 @@ DISK_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EFBIG, e
 received: list[int] = []
 
 
+#: The handled signals gpudiag's caller had set to SIG_IGN (``nohup`` for SIGHUP): they
+#: stay ignored, for gpudiag and for the programs it starts, as they would plainly.
+inherited_ignored: set[int] | None = None
+
+
 def install_signal_handlers() -> None:
+    global inherited_ignored
+    if inherited_ignored is None:
+        inherited_ignored = {int(s) for s in HANDLED_SIGNALS
+                             if signal.getsignal(s) == signal.SIG_IGN}
     received.clear()
     for sig in HANDLED_SIGNALS:
-        signal.signal(sig, on_signal)
+        if sig not in inherited_ignored:
+            signal.signal(sig, on_signal)
 
 
 def on_signal(signum: int, _frame: object) -> None:

@@ -18,6 +18,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
+from gpudiag.inprogram.agent import above_std
 from gpudiag.inprogram.usercode import frames, user_frame
 from gpudiag.layout import events, run_faults_name
 
@@ -83,6 +84,7 @@ def enable_faulthandler(agent: Agent) -> None:
     if faulthandler.is_enabled():
         return
     path = Path(agent.config.events_dir) / run_faults_name(os.getpid())
-    handle = path.open("w", encoding="utf-8")  # faulthandler keeps it open
+    fd = above_std(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644))
+    handle = os.fdopen(fd, "w", encoding="utf-8")  # faulthandler keeps it open
     faulthandler.enable(file=handle, all_threads=True)
     agent.fault_file = handle

@@ -17,6 +17,7 @@ interval of steps).
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import os
 import threading
 import time
@@ -42,7 +43,11 @@ class Recorder:
         if self._fd is None or self._pid != pid:
             Path(self.events_dir).mkdir(parents=True, exist_ok=True)
             path = Path(self.events_dir) / run_events_name(pid)
-            self._fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o644)
+            if fd <= 2:  # never in place of a standard stream the program closed
+                fd, low = fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, 3), fd
+                os.close(low)
+            self._fd = fd
             self._pid = pid
         return self._fd
 

@@ -387,6 +387,7 @@ class HookNote(Event):
 class Exit(Event):
     KIND = "exit"
     hook_errors: int = 0  # errors inside gpudiag's hooks, those not written included
+    stream_errors: int = 0  # exceptions the program's own streams raised at gpudiag's calls
 
 
 @dataclass(frozen=True)

@@ -237,6 +237,7 @@ class ProcessObservation:
     device_scopes: list[DeviceScope] = field(default_factory=list)
     hook_errors: list[dict[str, Any]] = field(default_factory=list)  # with hook_note's
     hook_errors_counted: int | None = None  # at its exit, those past the written 50 included
+    stream_errors_counted: int | None = None  # the program's own streams raising at its exit
     exited: bool = False  # its exit handler ran (not killed, not a fatal signal)
     first_t_unix_s: float | None = None  # its first and last event
     last_t_unix_s: float | None = None

@@ -120,7 +120,8 @@ def _imports(tf: ev.TfImport | None, keras: ev.KerasImport | None) -> dict[str, 
 def _sessions(sessions: list[ev.Session], end: ev.Exit | None) -> dict[str, Any]:
     return {"sessions": [s.config or {} for s in sessions],
             "session_calls": [{"target": s.target, "caller": s.caller} for s in sessions],
-            "exited": end is not None, "hook_errors_counted": end.hook_errors if end else None}
+            "exited": end is not None, "hook_errors_counted": end.hook_errors if end else None,
+            "stream_errors_counted": end.stream_errors if end else None}
 
 
 def of(state: ProcessState, faults: str) -> ProcessObservation:
