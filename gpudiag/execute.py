@@ -23,13 +23,13 @@ from typing import Any, NoReturn
 import typer
 from rich.console import Console
 
-from gpudiag import headline
 from gpudiag.errors import GpudiagError, Interrupted, WriteFailed, signum_of
 from gpudiag.layout import REPORT_MD
 from gpudiag.report import render_table
 from gpudiag.report import to_json as report_to_json
 from gpudiag.session import RunSession
 from gpudiag.ui import Ui
+from gpudiag.verdicts import headline
 
 
 def execute(command: str, logdir: Path, as_json: bool,
@@ -70,7 +70,7 @@ def execute(command: str, logdir: Path, as_json: bool,
 
 
 def show_verdict(session: RunSession, console: Console) -> None:
-    """The command's last lines: the short verdict (gpudiag.headline), each line as it is
+    """The command's last lines: the short verdict (gpudiag.verdicts.headline), each line as it is
     (no wrapping, no markup), then nothing else of gpudiag's."""
     report_md = _shown(session.run_dir / REPORT_MD)
     console.print()

@@ -8,7 +8,7 @@ report.json exists from the first moment (``partial: true``). On a normal end th
 session marks it complete; on Ctrl-C, SIGTERM or SIGHUP (KeyboardInterrupt) or an
 unexpected error it marks it interrupted and keeps every finding made so far, then lets
 the exception through. In every case the report is also written to the ``report/``
-TensorBoard run as markdown: the short verdict (TAG_VERDICT, gpudiag.headline: the Text
+TensorBoard run as markdown: the short verdict (TAG_VERDICT, gpudiag.verdicts.headline: the Text
 tab's first card), the findings at a glance (TAG_FINDINGS) and each finding's evidence
 (TAG_REPORT); with a bottleneck finding (run, explain, scaling), those findings before
 them (TAG_BOTTLENECK) and their breakdown as a stacked bar chart in the Images tab
@@ -30,7 +30,6 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from gpudiag import headline
 from gpudiag import report as report_mod
 from gpudiag.errors import GpudiagError, WriteFailed, signum_of
 from gpudiag.layout import (
@@ -44,6 +43,7 @@ from gpudiag.layout import (
     new_run_dir,
 )
 from gpudiag.report import Finding, Report
+from gpudiag.verdicts import headline
 
 
 class RunSession:

@@ -38,6 +38,8 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("gpudiag.commands",),
     # the command line
     ("gpudiag.execute", "gpudiag.cliopts", "gpudiag.cli", "gpudiag.__main__"),
+    # the TensorBoard plugin: a view of runs and diffs, like the command line
+    ("gpudiag.tbplugin",),
 )
 
 

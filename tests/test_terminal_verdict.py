@@ -1,7 +1,7 @@
 """The terminal ends with the verdict: at most six lines under 80 columns, above nothing
 else of gpudiag's; on a machine where TensorFlow lists no GPU it says the work ran on the
 CPU and why, from the recorded evidence, and never "all checks passed"
-(gpudiag.headline, gpudiag.execute, gpudiag.report.render_table, gpudiag.scaling.table)."""
+(gpudiag.verdicts.headline, gpudiag.execute, gpudiag.report.render_table, gpudiag.scaling.table)."""
 
 from __future__ import annotations
 
@@ -15,9 +15,9 @@ import pytest
 from conftest import REPO, gpudiag, run_dirs
 from rich.console import Console
 
-from gpudiag import headline
 from gpudiag.report import Finding, Report, render_table
 from gpudiag.scaling.table import TERMINAL_HEADERS, rich_table
+from gpudiag.verdicts import headline
 
 SAMPLE = REPO / "sample_runs"
 COLUMNS_80 = {"COLUMNS": "80", "TERM": "dumb"}

@@ -15,9 +15,10 @@ import re
 from pathlib import Path
 from typing import Any
 
-from gpudiag import headline, layout
+from gpudiag import layout
 from gpudiag.rundir import Run
 from gpudiag.rundir.records import PART_NAMES
+from gpudiag.verdicts import headline
 
 _ORDER = {"fail": 0, "warn": 1, "skip": 2, "ok": 3}
 _FILE_LINE = re.compile(r"[\w./-]+\.py:\d+")
