@@ -63,12 +63,12 @@ def _between_graph(base: Finding, obs: ProcessObservation, me: str,
     scheme = tf1.between_graph(
         constructs, sync_in_log=False, variables=variables, ops=by_task, workers=[me],
         chiefs=tf1.chiefs_of([(me, constructs)])) or "between-graph replication"
-    text = (f"no tf.distribute strategy: {scheme} (tf.compat.v1), this "
+    text = (f"no tf.distribute strategy (tf.compat.v1): {scheme}; this "
             f"process {me} of {len(spec.get('worker', []))} worker(s) and "
             f"{len(spec.get('ps', []))} parameter server(s). TensorFlow's placement log: "
             f"compute on {listing(mine) or me + ' none'}; parameter servers "
             f"{listing(ps) or 'none'}")
-    if variables:
+    if variables and not constructs:
         text += "; variables on " + ", ".join(f"{k} {n}" for k, n in variables.items())
     steps = local_and_global(obs)
     if steps["local_steps"]:

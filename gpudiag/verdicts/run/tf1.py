@@ -96,8 +96,9 @@ def between_graph(constructs: Sequence[dict[str, Any]], *, sync_in_log: bool,
         if any(worker_ops.values()):
             ran = ", ".join(f"{w} {n}" for w, n in worker_ops.items() if n)
             idle = [w for w, n in worker_ops.items() if not n]
-            placed.append(("ops on each worker (" + ran + ")") if not idle else
-                          f"ops on {ran} (none placed on {', '.join(idle)} in the logs seen)")
+            placed.append(f"ops on {ran}" + (f" (none placed on {', '.join(idle)} in the logs "
+                                             "seen)" if idle else "") if idle or len(workers) < 2
+                          else f"ops on each worker ({ran})")
         text += (": " + ", ".join(placed) + " (TensorFlow's placement log)") if placed \
             else ": no placement seen"
         parts.append(text)
