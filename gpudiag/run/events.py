@@ -77,6 +77,19 @@ def series_label(kind: str, name: object, fetches: list[str] | None = None) -> s
     return "Model.fit"
 
 
+def _per_call(row: dict[str, Any], last_batch: dict[Any, int]) -> int:
+    """Training steps one fit call ran: Keras calls ``on_train_batch_end`` with the last
+    batch of a call of ``steps_per_execution`` steps, so a call ran the batches since the
+    previous call's last of the same epoch (an epoch's first call: from batch 0); an
+    aggregated row of ``n`` calls, their batches over ``n``."""
+    batch, epoch = row.get("batch"), row.get("epoch")
+    if not isinstance(batch, int):
+        return 1
+    n = (batch - last_batch.get(epoch, -1)) // int(row.get("n") or 1)
+    last_batch[epoch] = batch
+    return n if n >= 1 else 1
+
+
 def _series_steps(rows: list[dict[str, Any]], kind: str) -> list[Step]:
     if kind == "function":  # the final row adds the last call's loss to that call's row
         merged: dict[int, dict[str, Any]] = {}
@@ -85,6 +98,7 @@ def _series_steps(rows: list[dict[str, Any]], kind: str) -> list[Step]:
             into.update({k: v for k, v in r.items() if v is not None})
         rows = [merged[i] for i in sorted(merged)]
     steps = []
+    last_batch: dict[Any, int] = {}  # epoch -> the last batch its previous call ended at
     for r in rows:
         if kind == "fit":
             logs = dict(r.get("logs") or {})
@@ -92,7 +106,8 @@ def _series_steps(rows: list[dict[str, Any]], kind: str) -> list[Step]:
             call = t_end - t0 if isinstance(t0, int | float) and isinstance(t_end, int | float) \
                 else None
             steps.append(Step(int(r["i"]), t0, call, logs.pop("loss", None), logs,
-                              epoch=r.get("epoch"), count=int(r.get("n") or 1)))
+                              epoch=r.get("epoch"), count=int(r.get("n") or 1),
+                              per_call=_per_call(r, last_batch)))
         else:
             loss = r.get("loss") if kind == "function" else r.get("value")
             steps.append(Step(int(r["i"]), r.get("t0"), r.get("dt"), loss,
