@@ -229,16 +229,20 @@ _STYLE = {"ok": "green", "warn": "yellow", "fail": "bold red", "skip": "dim"}
 
 
 def render_table(report: Report, console: Any) -> None:
-    """Print the findings as a rich table on ``console`` (a rich.console.Console)."""
-    from rich.table import Table
+    """Print the findings on ``console`` (a rich.console.Console): one line per finding,
+    worst first, the check's name never cut, the finding cut to the terminal's width with
+    '...' (the whole of it is in report.md). The verdict follows it (gpudiag.execute)."""
     from rich.text import Text
 
-    table = Table(title=f"gpudiag {report.command}", show_lines=False)
-    table.add_column("status")
-    table.add_column("check")
-    table.add_column("finding", overflow="fold")
-    for f in report.findings:
-        table.add_row(Text(_ICON[f.status], style=_STYLE[f.status]), Text(f.id), Text(f.message))
-    console.print(table)
-    counts = report.counts()
-    console.print(", ".join(f"{counts[s]} {s}" for s in STATUSES))
+    width = max((len(f.id) for f in report.findings), default=0)
+    room = max(20, console.width - width - 9)
+    for status in SUMMARY_ORDER:
+        for f in report.findings:
+            if f.status != status:
+                continue
+            message = " ".join(f.message.split())
+            if len(message) > room:
+                message = message[: room - 3] + "..."
+            line = Text(f"{_ICON[f.status]:<4}", style=_STYLE[f.status])
+            line.append(f"  {f.id:<{width}}  {message}")
+            console.print(line, soft_wrap=True, highlight=False)

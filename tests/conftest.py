@@ -190,7 +190,8 @@ def breakdown_picture(run_dir: Path) -> tuple[int, int, bytes, str]:
     (text,) = acc.Tensors(layout.TAG_BOTTLENECK)
     texts = sorted(t for t in acc.Tags()["tensors"]
                    if acc.SummaryMetadata(t).plugin_data.plugin_name == "text")
-    assert texts[0] == layout.TAG_BOTTLENECK, texts  # the Text tab's first card
+    # the Text tab's first card is the short verdict, the bottleneck findings next
+    assert texts[:2] == [layout.TAG_VERDICT, layout.TAG_BOTTLENECK], texts
     return int(width), int(height), bytes(png), text.tensor_proto.string_val[0].decode()
 
 

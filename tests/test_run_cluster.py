@@ -133,7 +133,7 @@ def test_a_cluster_that_never_forms_is_named_when_the_user_stops_the_run(
     preemption notifier catches the SIGTERM passed on, so gpudiag has to kill it."""
     logdir = tmp_path / "runs"
     proc = subprocess.Popen(
-        [PY, "-m", "gpudiag", "run", "--logdir", str(logdir), "--", PY,
+        [PY, "-m", "gpudiag", "run", "--logdir", str(logdir), "--grace", "5", "--", PY,
          str(PROGRAMS / "mwms_worker.py")], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
         stdin=subprocess.DEVNULL, text=True, cwd=tmp_path,
         env={**os.environ, "PYTHONPATH": str(REPO), "TF_CONFIG": _tf_config(free_ports(2), 0)})

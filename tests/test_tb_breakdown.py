@@ -74,5 +74,6 @@ def test_without_a_breakdown_no_picture_and_a_skip_still_comes_first(tmp_path: P
         acc.Reload()
         assert not (s.run_dir / layout.BREAKDOWN_PNG).exists()
         tags.append(set(acc.Tags()["tensors"]))
-    assert tags[0] == {layout.TAG_FINDINGS, layout.TAG_REPORT}
-    assert tags[1] == {layout.TAG_BOTTLENECK, layout.TAG_FINDINGS, layout.TAG_REPORT}
+    assert tags[0] == {layout.TAG_VERDICT, layout.TAG_FINDINGS, layout.TAG_REPORT}
+    assert tags[1] == {layout.TAG_VERDICT, layout.TAG_BOTTLENECK, layout.TAG_FINDINGS,
+                       layout.TAG_REPORT}

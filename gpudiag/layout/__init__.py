@@ -1,8 +1,10 @@
 """The format contract: what gpudiag writes on disk, and under which names.
 
-This module holds the run directory's names; run.py `gpudiag run`'s, cluster.py the
-clusters', views.py the TensorBoard views' tags and HParams, diff.py `gpudiag diff`'s record
-(report.json's data.diff), names.py Indexed (a name with one slot).
+This module holds the run directory's names; run.py `gpudiag run`'s, events.py the event
+protocol of `gpudiag run`'s events-<pid>.jsonl (a typed record per kind, its encoder and
+decoder), cluster.py the clusters', views.py the TensorBoard views' tags and HParams,
+diff.py `gpudiag diff`'s record (report.json's data.diff), names.py Indexed (a name with
+one slot).
 
 Every name a writer puts on disk and a reader looks up (run-directory and file names,
 TensorBoard runs and tags, the progress lines a child prints) is defined here once;
@@ -18,8 +20,9 @@ Inside a run directory::
     report.json          the contract: ``schema_version`` = SCHEMA_VERSION, see
                          gpudiag/report.schema.json; every finding with its evidence
     report.md            the same report for people
-    report/              TensorBoard run: the findings at a glance (TAG_FINDINGS, the Text
-                         tab's first card), each finding's evidence (TAG_REPORT), per
+    report/              TensorBoard run: the short verdict (TAG_VERDICT, the Text tab's
+                         first card), the findings at a glance (TAG_FINDINGS), each
+                         finding's evidence (TAG_REPORT), per
                          command its tables (TAG_PLACEMENT, TAG_MEMORY, TAG_MONITOR,
                          TAG_SCALING_TABLE, TAG_ALLREDUCE_TABLE) and plots
                          (TAG_SCALING_PLOT, TAG_ALLREDUCE_PLOT), the Custom Scalars layout

@@ -23,6 +23,7 @@
   distribution-free intervals, also the benchmarks').
 - ``cluster``: `scaling --workers` and `worker` (the cluster formed, every task worked).
 - ``run``: the package of `gpudiag run`'s verdicts (its docstring lists them).
+- ``headline``: the short verdict every command ends with, from a report's findings.
 
 The rule for every module here: no TensorFlow, no NVML calls, no I/O. Each function takes
 plain data (the typed records of gpudiag.records, parsed placement rows,

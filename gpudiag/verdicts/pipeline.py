@@ -38,6 +38,9 @@ def pipeline_fixes(calls: Sequence[DatasetCall], epochs: int | None = None) -> l
                          "for every element: write it with TensorFlow ops")
     by_output = {c.output: c for c in mine if c.output}
     fed = {c.input for c in mine if c.input}
+    # A prefetch made on a dataset no recorded call made (a transformation the hooks do not
+    # wrap stood between): any pipeline may end in it, so none is said to lack one.
+    unplaced_prefetch = any(c.method == "prefetch" and c.input not in by_output for c in mine)
     for leaf in [c for c in mine if c.output and c.output not in fed and c.input]:
         chain: list[DatasetCall] = []
         node: DatasetCall | None = leaf
@@ -45,7 +48,7 @@ def pipeline_fixes(calls: Sequence[DatasetCall], epochs: int | None = None) -> l
             chain.append(node)
             node = by_output.get(node.input) if node.input else None
         methods = [n.method for n in chain]
-        if len(chain) > 1 and "prefetch" not in methods:
+        if len(chain) > 1 and "prefetch" not in methods and not unplaced_prefetch:
             fixes.append(f"the pipeline ending at {_line(leaf)} has no prefetch: end it with "
                          ".prefetch(tf.data.AUTOTUNE) so the next batch is made while this "
                          "one trains")
@@ -55,3 +58,12 @@ def pipeline_fixes(calls: Sequence[DatasetCall], epochs: int | None = None) -> l
             fixes.append(f"the in-memory data set is mapped again in each of the {epochs} "
                          f"epochs: .cache() after the map at {mapped.where} maps it once")
     return fixes
+
+
+def parallel_and_prefetched(calls: Sequence[DatasetCall]) -> bool:
+    """The program's own pipeline maps (and interleaves) in parallel and prefetches: the
+    fixes tf.data's guide names first are in place."""
+    mine = [c for c in calls if c.caller and c.caller.get("direct")]
+    maps = [c for c in mine if c.method in ("map", "interleave")]
+    return bool(maps) and all(c.args.get("num_parallel_calls") is not None for c in maps) \
+        and any(c.method == "prefetch" for c in mine)

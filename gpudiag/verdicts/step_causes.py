@@ -26,7 +26,7 @@ from gpudiag.readers.gpukernels import KernelStats
 from gpudiag.readers.stepbreakdown import Breakdown, DeviceBreakdown, StepParts
 from gpudiag.records.run import DatasetCall
 from gpudiag.verdicts import gpu_fill
-from gpudiag.verdicts.pipeline import pipeline_fixes
+from gpudiag.verdicts.pipeline import parallel_and_prefetched, pipeline_fixes
 
 INPUT_BOUND = 0.20  # xprof: "HIGHLY input-bound"
 INPUT_MODERATE = 0.05  # xprof: "MODERATELY input-bound" from here
@@ -126,13 +126,14 @@ def _input(j: Judged) -> Cause | None:
     if top is not None:
         out.append(f"tf.data's time goes to {top.name} ({top.self_share:.0%} of the "
                    "input pipeline, xprof)")
-    if fixes:
-        out += fixes
-    elif any(x.caller and x.caller.get("direct") for x in calls):
+    out += fixes
+    if parallel_and_prefetched(calls):
         out.append("the program's pipeline already maps in parallel and prefetches: the "
-                   "per-element work itself outruns the step; make it cheaper, cache() "
-                   "after it when the data fits, or preprocess offline")
-    else:
+                   "per-element work itself outruns the step; vectorise it (batch before "
+                   "the map, with a function written for a batch: one call maps the whole "
+                   "batch), cache() after the map when the data fits in memory, make the "
+                   "per-element ops fewer or cheaper, or preprocess offline")
+    elif not any(x.caller and x.caller.get("direct") for x in calls):
         out.append("the program's tf.data calls were not recorded: see the input pipeline "
                    "in TensorBoard's Profile tab")
     return Cause("input-bound", m.share(m.input_s),
