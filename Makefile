@@ -9,21 +9,32 @@ CHROMIUM ?= /usr/bin/chromium
 
 .PHONY: demo test lint venv clean browser screenshots sample-runs
 
-$(BIN)/python:
-	$(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --upgrade pip
+# pip says only what failed: no progress, no notices, no warnings.
+PIP := $(BIN)/python -m pip --quiet --quiet --disable-pip-version-check
 
-# Installed (editable) when pyproject.toml changes.
+$(BIN)/python:
+	@echo "creating $(VENV) with $(PYTHON)"
+	@$(PYTHON) -m venv $(VENV)
+	@$(PIP) install --upgrade pip
+
+# Installed (editable) when pyproject.toml changes: what gpudiag needs for `make demo`,
+# and the test extra (pytest, ruff, mypy, playwright) only for the targets that use it.
 $(VENV)/.installed: pyproject.toml | $(BIN)/python
-	$(BIN)/python -m pip install --quiet -e '.[test]'
-	touch $@
+	@echo "installing gpudiag into $(VENV) (a few minutes the first time)"
+	@$(PIP) install -e .
+	@touch $@
+
+$(VENV)/.installed-test: pyproject.toml $(VENV)/.installed
+	@echo "installing the test extra into $(VENV)"
+	@$(PIP) install -e '.[test]'
+	@touch $@
 
 venv: $(VENV)/.installed
 
 demo: $(VENV)/.installed
 	@$(BIN)/python scripts/demo.py --logdir $(LOGDIR)
 
-lint: $(VENV)/.installed
+lint: $(VENV)/.installed-test
 	$(BIN)/ruff check gpudiag tests benchmarks scripts
 	$(BIN)/mypy gpudiag
 
@@ -41,8 +52,9 @@ test: lint browser
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
 # docs/images: the screenshots the user guide shows, taken by the browser test.
-screenshots: $(VENV)/.installed browser
-	GPUDIAG_SCREENSHOTS=docs/images $(BIN)/python -m pytest -q tests/test_tensorboard_views.py
+screenshots: $(VENV)/.installed-test browser
+	GPUDIAG_SCREENSHOTS=docs/images $(BIN)/python -m pytest -q tests/test_tensorboard_views.py \
+		tests/test_tbplugin_browser.py
 
 # sample_runs/: every command run again, one logdir per command.
 sample-runs: $(VENV)/.installed

@@ -33,6 +33,7 @@ from gpudiag.execute import (
     install_signal_handlers,
     interrupted_exit,
 )
+from gpudiag.procs import stdstreams
 from gpudiag.records.training import Workload
 from gpudiag.scaling.options import ScalingOptions
 from gpudiag.session import RunSession
@@ -245,6 +246,7 @@ def run_program(
     placement_log: bool = opt.PlacementLogOpt,
     stall_timeout: float | None = opt.StallTimeoutOpt,
     quiet: bool = opt.QuietOpt,
+    grace: float = opt.GraceOpt,
     interval_s: float = opt.IntervalOpt,
     idle_threshold: float = opt.IdleThresholdOpt,
     gpus: str | None = opt.GpusOpt,
@@ -262,7 +264,7 @@ def run_program(
         options = RunOptions(interval_s=interval_s, idle_threshold_percent=idle_threshold,
                              gpus=gpu_list, profile_warmup_steps=profile_warmup,
                              profile_steps=profile_steps, placement_log=placement_log,
-                             stall_timeout_s=stall_timeout, quiet=quiet)
+                             stall_timeout_s=stall_timeout, quiet=quiet, grace_s=grace)
         return lambda session, ui: run_cmd.run(session, argv, backend=backend,
                                                options=options, stdout_to_stderr=as_json,
                                                ui=ui)
@@ -345,6 +347,27 @@ def explain(
     execute("explain", logdir, as_json, body)
 
 
+@app.command()
+def diff(
+    a: Path = typer.Argument(..., show_default=False, help="Run A (before): a run "
+                             "directory, or a directory with profiler traces."),
+    b: Path = typer.Argument(..., show_default=False, help="Run B (after)."),
+    logdir: Path = opt.LogdirOpt,
+    as_json: bool = opt.JsonOpt,
+) -> None:
+    """Did the change work: step time per loop with 95 % intervals, the step's parts and
+    the bottleneck before and after, the fix's predicted against measured step time."""
+    from gpudiag.commands import diff as diff_cmd
+
+    quiet = Ui.quiet()
+    run_a, run_b = diff_cmd.resolve(a, logdir, quiet), diff_cmd.resolve(b, logdir, quiet)
+
+    def body(session: RunSession, ui: Ui) -> None:
+        diff_cmd.run(session, run_a, run_b)
+
+    execute("diff", logdir, as_json, body)
+
+
 def _version(value: bool) -> None:
     if value:
         typer.echo(f"gpudiag {__version__}")
@@ -364,6 +387,7 @@ def main(argv: list[str] | None = None, *, open_nvml: Opener | None = None) -> i
 
     ``open_nvml`` replaces how the commands open NVML (default: the real backend)."""
     install_signal_handlers()  # first: a signal while click builds the command is handled
+    stdstreams.reopen_closed()
     try:
         return _main(argv, open_nvml)
     except BaseException:  # e.g. an import a signal interrupted fails when tried again

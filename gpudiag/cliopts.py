@@ -210,6 +210,12 @@ QuietOpt = typer.Option(
     "the bottom of the terminal while the program runs; live findings and the report are "
     "still shown. Without a terminal on stderr there is none anyway.")
 
+GraceOpt = typer.Option(
+    30.0, "--grace", min=0.0, max=86400.0, callback=finite_nonnegative,
+    help="Seconds the program has to end by itself after gpudiag passes it a SIGTERM or "
+         "Ctrl-C, before SIGKILL (a second Ctrl-C ends it at once). A SIGHUP is passed on "
+         "and the program runs on if it ignores it (nohup).")
+
 # `memory`: its allocation steps and the limit mode (defaults: probes.results.MemoryConfig).
 MemoryStepsOpt = typer.Option(MemoryConfig.steps, "--steps", min=1, max=256,
                               help="Tensors allocated one per step, then released.")

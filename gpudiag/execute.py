@@ -24,10 +24,12 @@ import typer
 from rich.console import Console
 
 from gpudiag.errors import GpudiagError, Interrupted, WriteFailed, signum_of
+from gpudiag.layout import REPORT_MD
 from gpudiag.report import render_table
 from gpudiag.report import to_json as report_to_json
 from gpudiag.session import RunSession
 from gpudiag.ui import Ui
+from gpudiag.verdicts import headline
 
 
 def execute(command: str, logdir: Path, as_json: bool,
@@ -51,6 +53,7 @@ def execute(command: str, logdir: Path, as_json: bool,
         render_table(session.report, console)
         console.print(f"interrupted by {signal.Signals(signum).name}: the partial report "
                       f"is in {session.run_dir}")
+        show_verdict(session, console)
         print_json(session, as_json)
         raise typer.Exit(128 + signum) from None
     except WriteFailed as exc:
@@ -59,12 +62,30 @@ def execute(command: str, logdir: Path, as_json: bool,
         error_line(exc.message, exc.exit_code)  # the report is incomplete; the code is the user's
         raise typer.Exit(session.forwarded_exit) from None
     render_table(session.report, console)
-    console.print(f"report: {session.run_dir / 'report.md'}")
-    console.print(f"TensorBoard: gpudiag tensorboard {session.run_dir.parent}")
+    show_verdict(session, console)
     print_json(session, as_json)
     if session.forwarded_exit is not None:
         raise typer.Exit(session.forwarded_exit)
     raise typer.Exit(session.report.exit_code() if forwarded is None else forwarded)
+
+
+def show_verdict(session: RunSession, console: Console) -> None:
+    """The command's last lines: the short verdict (gpudiag.verdicts.headline), each line as it is
+    (no wrapping, no markup), then nothing else of gpudiag's."""
+    report_md = _shown(session.run_dir / REPORT_MD)
+    console.print()
+    for line in headline.terminal(session.report.to_dict(), report_md,
+                                  _shown(session.run_dir.parent)):
+        console.print(line, soft_wrap=True, markup=False, highlight=False)
+
+
+def _shown(path: Path) -> str:
+    """``path`` as the user can type it here: relative to the working directory when it is
+    under it (short enough for one line of 80 columns)."""
+    try:
+        return str(path.resolve().relative_to(Path.cwd().resolve()))
+    except (ValueError, OSError):
+        return str(path)
 
 
 def _silence_stdout() -> None:
@@ -145,10 +166,20 @@ DISK_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EFBIG, e
 received: list[int] = []
 
 
+#: The handled signals gpudiag's caller had set to SIG_IGN (``nohup`` for SIGHUP): they
+#: stay ignored, for gpudiag and for the programs it starts, as they would plainly.
+inherited_ignored: set[int] | None = None
+
+
 def install_signal_handlers() -> None:
+    global inherited_ignored
+    if inherited_ignored is None:
+        inherited_ignored = {int(s) for s in HANDLED_SIGNALS
+                             if signal.getsignal(s) == signal.SIG_IGN}
     received.clear()
     for sig in HANDLED_SIGNALS:
-        signal.signal(sig, on_signal)
+        if sig not in inherited_ignored:
+            signal.signal(sig, on_signal)
 
 
 def on_signal(signum: int, _frame: object) -> None:

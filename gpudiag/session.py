@@ -8,10 +8,11 @@ report.json exists from the first moment (``partial: true``). On a normal end th
 session marks it complete; on Ctrl-C, SIGTERM or SIGHUP (KeyboardInterrupt) or an
 unexpected error it marks it interrupted and keeps every finding made so far, then lets
 the exception through. In every case the report is also written to the ``report/``
-TensorBoard run as markdown: the findings at a glance (TAG_FINDINGS, the Text tab's
-first card) and each finding's evidence (TAG_REPORT); with a bottleneck finding (run,
-explain, scaling), those findings before them (TAG_BOTTLENECK) and their breakdown as a
-stacked bar chart in the Images tab (TAG_BREAKDOWN_PLOT, gpudiag.tb.breakdown).
+TensorBoard run as markdown: the short verdict (TAG_VERDICT, gpudiag.verdicts.headline: the Text
+tab's first card), the findings at a glance (TAG_FINDINGS) and each finding's evidence
+(TAG_REPORT); with a bottleneck finding (run, explain, scaling), those findings before
+them (TAG_BOTTLENECK) and their breakdown as a stacked bar chart in the Images tab
+(TAG_BREAKDOWN_PLOT, gpudiag.tb.breakdown).
 
 A write that fails (a full disk) raises WriteFailed; report.json then keeps its last
 complete version. While another exception is already on its way out, a failing write at
@@ -38,9 +39,11 @@ from gpudiag.layout import (
     TAG_BREAKDOWN_PLOT,
     TAG_FINDINGS,
     TAG_REPORT,
+    TAG_VERDICT,
     new_run_dir,
 )
 from gpudiag.report import Finding, Report
+from gpudiag.verdicts import headline
 
 
 class RunSession:
@@ -94,6 +97,7 @@ class RunSession:
 
         try:
             with EventWriter(self.run_dir / REPORT_TB_RUN) as writer:
+                writer.text(TAG_VERDICT, headline.card(self.report.to_dict()))
                 answer = breakdown.text(self.report.findings)
                 if answer:  # sorts before TAG_FINDINGS: the Text tab's first card
                     writer.text(TAG_BOTTLENECK, answer)

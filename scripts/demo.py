@@ -11,9 +11,13 @@ program.
 from __future__ import annotations
 
 import argparse
+import json
 import subprocess
 import sys
 from pathlib import Path
+
+from gpudiag import headline
+from gpudiag.layout import REPORT_JSON
 
 # A few seconds of TensorFlow matmuls for `gpudiag monitor` to watch (any command would do).
 MONITOR_WORKLOAD = (
@@ -34,6 +38,17 @@ STEPS: list[list[str]] = [
     # A user-like Keras script (MirroredStrategy, Model.fit), run unmodified under gpudiag.
     ["run", "--", sys.executable, "-m", "gpudiag.examples.keras_mnist_like"],
 ]
+
+
+def _state(run_dir: Path | None, code: int) -> str:
+    """One step's outcome in a few words: where its devices line is known, that line
+    (never "all checks passed" for work that ran on the CPU because there is no GPU)."""
+    if code >= 2 or run_dir is None or not (run_dir / REPORT_JSON).is_file():
+        return f"could not run (exit code {code})"
+    report = json.loads((run_dir / REPORT_JSON).read_text(encoding="utf-8"))
+    counts = headline.counts_line(report).split(": ", 1)[1]
+    devices = headline.devices_line(report)
+    return f"{counts}" + (f"\n    {devices}" if devices else "")
 
 
 def main() -> int:
@@ -57,9 +72,14 @@ def main() -> int:
             worst = max(worst, code)
     print("\nDiagnosis done. Run directories:")
     for name, run_dir, code in runs:
-        state = {0: "all checks passed", 1: "a check failed"}.get(code, f"exit code {code}")
-        print(f"  gpudiag {name:<28} {run_dir}  ({state})")
-    print(f"\nOpen TensorBoard on them:\n  .venv/bin/gpudiag tensorboard {args.logdir}")
+        print(f"  gpudiag {name}\n    {run_dir}: {_state(run_dir, code)}")
+    last = runs[-1][1]
+    if last is not None and (last / REPORT_JSON).is_file():
+        report = json.loads((last / REPORT_JSON).read_text(encoding="utf-8"))
+        print("\nYour program's verdict (the `run` step):")
+        print("\n".join(f"  {line}" for line in headline.verdict(report)[1:]))
+    print(f"\nOpen the dashboard (the GPUDIAG tab):\n  .venv/bin/gpudiag tensorboard "
+          f"{args.logdir}")
     return worst
 
 

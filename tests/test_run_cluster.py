@@ -21,7 +21,7 @@ from typing import Any
 
 import jsonschema
 import pytest
-from conftest import REPO, TESTS_DIR, findings_by_id, gpudiag, process_alive, run_dirs
+from conftest import REPO, TESTS_DIR, findings_by_id, gpudiag, load_report, process_alive, run_dirs
 
 from gpudiag import layout
 from gpudiag.records.tfconfig import free_ports
@@ -34,7 +34,7 @@ pytestmark = pytest.mark.slow
 
 
 def _report(run_dir: Path) -> dict[str, Any]:
-    report: dict[str, Any] = json.loads((run_dir / layout.REPORT_JSON).read_text())
+    report: dict[str, Any] = load_report(run_dir)
     jsonschema.validate(report, SCHEMA)
     return report
 
@@ -133,7 +133,7 @@ def test_a_cluster_that_never_forms_is_named_when_the_user_stops_the_run(
     preemption notifier catches the SIGTERM passed on, so gpudiag has to kill it."""
     logdir = tmp_path / "runs"
     proc = subprocess.Popen(
-        [PY, "-m", "gpudiag", "run", "--logdir", str(logdir), "--", PY,
+        [PY, "-m", "gpudiag", "run", "--logdir", str(logdir), "--grace", "5", "--", PY,
          str(PROGRAMS / "mwms_worker.py")], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
         stdin=subprocess.DEVNULL, text=True, cwd=tmp_path,
         env={**os.environ, "PYTHONPATH": str(REPO), "TF_CONFIG": _tf_config(free_ports(2), 0)})

@@ -29,6 +29,7 @@ from gpudiag.commands.run import HOOKS_DIR, program_env
 from gpudiag.inprogram import importhook
 from gpudiag.inprogram.config import RunHookConfig
 from gpudiag.inprogram.recorder import Recorder
+from gpudiag.layout import events as ev
 from gpudiag.run import events
 
 PY = sys.executable
@@ -112,13 +113,13 @@ def test_a_broken_events_directory_never_breaks_the_program(tmp_path: Path) -> N
 
 def test_recorder_appends_whole_lines_and_a_fork_gets_its_own_file(tmp_path: Path) -> None:
     rec = Recorder(str(tmp_path))
-    rec.emit("process", argv=["a"])
+    rec.emit(ev.Process(argv=["a"]))
     pid = os.fork()
     if pid == 0:  # the child writes through the same Recorder object
-        rec.emit("process", argv=["child"])
+        rec.emit(ev.Process(argv=["child"]))
         os._exit(0)
     os.waitpid(pid, 0)
-    rec.emit("exit", hook_errors=0)
+    rec.emit(ev.Exit(hook_errors=0))
     mine = tmp_path / layout.run_events_name(os.getpid())
     child = tmp_path / layout.run_events_name(pid)
     assert [json.loads(ln)["kind"] for ln in mine.read_text().splitlines()] == \
@@ -127,7 +128,7 @@ def test_recorder_appends_whole_lines_and_a_fork_gets_its_own_file(tmp_path: Pat
     with mine.open("a") as f:  # a line cut short by SIGKILL
         f.write('{"kind": "strategy", "t": 1.0, "pid": ')
     by_pid, bad = events.read_events(tmp_path)
-    assert bad == 1 and [e["kind"] for e in by_pid[os.getpid()]] == ["process", "exit"]
+    assert bad == 1 and [type(r.event) for r in by_pid[os.getpid()]] == [ev.Process, ev.Exit]
 
 
 def test_import_hook_fires_after_the_real_import_not_on_a_find_spec(
@@ -199,13 +200,13 @@ def test_fitting_the_same_model_again_does_not_open_the_placement_window_again(
     assert proc.stdout.count("epoch ") == 3
     (run_dir,) = run_dirs(logdir)
     by_pid, _ = events.read_events(run_dir / layout.CHILDREN_DIR / layout.RUN_CHILD_NAME)
-    opened = [e.get("reason") for evs in by_pid.values() for e in evs
-              if e["kind"] == "placement_window" and e.get("state") == "open"]
+    recorded = [r.event for evs in by_pid.values() for r in evs]
+    opened = [e.reason for e in recorded if isinstance(e, ev.PlacementWindow)]
     assert len(opened) == 1, opened  # the first fit inside the window the context opened
-    fits = [e for evs in by_pid.values() for e in evs if e["kind"] == "fit_begin"]
+    fits = [e for e in recorded if isinstance(e, ev.FitBegin)]
     assert len(fits) == 3
     # one step buffer for the model, not one a call: its first 10 steps are written one by
     # one once (three buffers wrote 30 such events), and every step of the three fits is kept
-    steps = [e for evs in by_pid.values() for e in evs if e["kind"] == "fit_steps"]
-    assert sum(len(e["rows"]) for e in steps) == 3 * 256 // 8
-    assert len([e for e in steps if len(e["rows"]) == 1]) < 20
+    steps = [e for e in recorded if isinstance(e, ev.FitSteps)]
+    assert sum(len(e.rows) for e in steps) == 3 * 256 // 8
+    assert len([e for e in steps if len(e.rows) == 1]) < 20

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from gpudiag import layout
+from gpudiag.layout import events as ev
 from gpudiag.run import peers
 from gpudiag.run.tasks import cluster_key
 from gpudiag.verdicts.run import peers as run_peers
@@ -25,7 +26,7 @@ def _board(tmp_path: Path) -> tuple[peers.Board, Path]:
     run_dir = tmp_path / "logdir" / "run"
     run_dir.mkdir(parents=True)
     board = peers.Board(run_dir)
-    board.join(4242, {"task_type": "worker", "task_id": 0, "cluster_spec": SPEC})
+    board.join(4242, ev.ClusterJoin(task_type="worker", task_id=0, cluster_spec=SPEC))
     board.publish()
     return board, run_dir.parent / f"{layout.RUN_CLUSTER_DIR_PREFIX}{cluster_key(SPEC)}" \
         / layout.RUN_CLUSTER_LIVE_DIR

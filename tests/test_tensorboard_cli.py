@@ -23,7 +23,8 @@ from gpudiag.report import Finding
 from gpudiag.session import RunSession
 from gpudiag.tb import check as tbcheck
 
-URL_LINE = re.compile(r"^TensorBoard on (\S+): (http://localhost:\d+)/ \(Ctrl-C stops it\)$")
+URL_LINE = re.compile(
+    r"^TensorBoard on (\S+): (http://localhost:\d+)/#gpudiag \(Ctrl-C stops it\)$")
 
 
 @pytest.mark.slow
@@ -33,7 +34,9 @@ def test_newest_run_directory_served_quietly_and_stopped_by_ctrl_c(tmp_path: Pat
         old.add(Finding("env.nvml", "skip", "no NVML here"))
     with RunSession("placement", runs) as new:
         new.add(Finding("placement.log", "ok", "every op placed"))
-    assert layout.newest_run_dir(runs) == new.run_dir != old.run_dir
+    with RunSession("run", runs) as typo:  # newer, and failed before its program started
+        typo.set("run", {"returncode": 2, "tensorflow_processes": []})
+    assert layout.newest_run_dir(runs) == typo.run_dir != new.run_dir != old.run_dir
     proc = subprocess.Popen(
         [sys.executable, "-m", "gpudiag", "tensorboard", "--port", "0"], cwd=tmp_path,
         env={**os.environ, "PYTHONPATH": str(REPO)}, stdout=subprocess.PIPE,
@@ -49,7 +52,8 @@ def test_newest_run_directory_served_quietly_and_stopped_by_ctrl_c(tmp_path: Pat
         with urllib.request.urlopen(f"{url}/data/plugin/text/tags", timeout=30) as resp:
             tags = json.load(resp)
         assert {run: sorted(t) for run, t in tags.items()} == \
-            {layout.REPORT_TB_RUN: sorted([layout.TAG_FINDINGS, layout.TAG_REPORT])}
+            {layout.REPORT_TB_RUN: sorted([layout.TAG_VERDICT, layout.TAG_FINDINGS,
+                                           layout.TAG_REPORT])}
         proc.send_signal(signal.SIGINT)
         out, err = proc.communicate(timeout=60)
     finally:

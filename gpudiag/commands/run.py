@@ -1,9 +1,10 @@
 """`gpudiag run -- python train.py`: run the user's program with gpudiag's hooks loaded.
 
 The parent side; imports no TensorFlow. The program runs as a child process with this
-process's stdin and its own stdout/stderr piped through gpudiag.run.streams (a pty for
-stdout when gpudiag's own stdout is a terminal, so the program still sees a terminal and
-keeps its line buffering and progress bars). Its environment gets:
+process's stdin and its own stdout/stderr read through gpudiag.run.streams (each a
+pseudo-terminal like gpudiag's where gpudiag's counterpart is a terminal: gpudiag.run.terminal,
+so the program sees a terminal of the same size and keeps its line buffering and progress
+bars). Its environment gets:
 
 - PYTHONPATH with gpudiag/inprogram/hooks first (its sitecustomize loads the hooks and chains
   to any other sitecustomize), and layout.ENV_RUN_PKG_ROOT / ENV_RUN_CONFIG;
@@ -24,9 +25,11 @@ import contextlib
 import os
 import re
 import shutil
+import signal
+import subprocess
 import sys
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import BinaryIO
 
@@ -45,9 +48,11 @@ from gpudiag.layout import (
     child_dir,
 )
 from gpudiag.procs import group as procs
+from gpudiag.procs import jobcontrol
 from gpudiag.procs.command import exit_code_of, resolve_command, stop_child
 from gpudiag.run import live as run_live
 from gpudiag.run import statusline, streams, survivors
+from gpudiag.run import terminal as terminal_mod
 from gpudiag.run.options import Finish, Outcome, RunOptions
 from gpudiag.session import RunSession
 from gpudiag.ui import Ui
@@ -59,8 +64,54 @@ _PYTHON_NAME = re.compile(r"^(?:python|pypy)(?:\d+(?:\.\d+)?)?$")
 
 
 def resolve(command: Sequence[str]) -> list[str]:
-    """The command, checked (UsageError, exit 2: none, not found, not executable)."""
-    return resolve_command(command, name="run")
+    """The command, checked (UsageError, exit 2: none, not found, not executable, a
+    Python interpreter given a script that does not exist)."""
+    argv = resolve_command(command, name="run")
+    script = python_script(argv)
+    if script is not None and not Path(script).exists():
+        raise UsageError(f"no such script: {script} (looked in {Path.cwd()}); the command "
+                         f"was not started")
+    return argv
+
+
+# Python's options that take the next word as their value (-W ignore, -X dev, ...).
+_PY_VALUE_OPTIONS = frozenset("WX")
+_PY_LONG_VALUE_OPTIONS = frozenset({"--check-hash-based-pycs"})
+
+
+def python_script(argv: Sequence[str]) -> str | None:
+    """The script a Python interpreter's command line names (``python -u train.py`` ->
+    ``train.py``), or None: not an interpreter (a shebang script is itself the script),
+    ``-c``, ``-m``, ``-`` (stdin), ``--help``/``--version``, or no script (the REPL)."""
+    path = shutil.which(argv[0]) or argv[0]
+    if not _PYTHON_NAME.match(Path(path).name):
+        try:
+            if Path(path).resolve() != Path(sys.executable).resolve():
+                return None
+        except OSError:
+            return None
+    i = 1
+    while i < len(argv):
+        word = argv[i]
+        if word == "--":
+            return argv[i + 1] if i + 1 < len(argv) else None
+        if word == "-" or word in ("--help", "--version"):
+            return None
+        if word.startswith("--"):
+            i += 2 if word in _PY_LONG_VALUE_OPTIONS else 1
+            continue
+        if word.startswith("-"):
+            for j, flag in enumerate(word[1:], 1):
+                if flag in "cm":  # the rest is the command or the module
+                    return None
+                if flag in _PY_VALUE_OPTIONS:
+                    i += 1 if j < len(word) - 1 else 2  # -Wignore or -W ignore
+                    break
+            else:
+                i += 1
+            continue
+        return word
+    return None
 
 
 def is_python(argv: Sequence[str]) -> bool:
@@ -126,24 +177,19 @@ def execute(session: RunSession, argv: list[str], *,
     else:
         ui.say(f"sampling {len(sampler.device_indices)} GPU(s) every {options.interval_s:g} s")
     terminal_out = sys.stderr.buffer if stdout_to_stderr else sys.stdout.buffer
-    use_pty = not stdout_to_stderr and sys.stdout.isatty()
     stdout_path, stderr_path = out_dir / RUN_STDOUT, out_dir / RUN_STDERR
     returncode: int | None = None
     interrupt: KeyboardInterrupt | None = None
     start = time.monotonic()
-    with stdout_path.open("wb") as out_file, stderr_path.open("wb") as err_file:
+    with (stdout_path.open("wb") as out_file, stderr_path.open("wb") as err_file,
+          contextlib.ExitStack() as stack):
         saved = [streams.SaveFile(out_file, stdout_path, on_fail=_say_save_failed),
                  streams.SaveFile(err_file, stderr_path, on_fail=_say_save_failed)]
-        if use_pty:
-            read_out, write_out = os.openpty()
-        else:
-            read_out, write_out = os.pipe()
-            streams.grow_pipe(write_out)
-        read_err, write_err = os.pipe()
-        streams.grow_pipe(write_err)
+        (read_out, write_out), (read_err, write_err), resize = _ends(stdout_to_stderr)
+        stack.enter_context(terminal_mod.resized(resize))  # before the program can ask
         try:
-            proc = procs.spawn(argv, stdout=write_out, stderr=write_err,
-                               env=program_env(os.environ, config))
+            proc = procs.spawn_program(argv, stdout=write_out, stderr=write_err,
+                                       env=program_env(os.environ, config))
         except OSError as exc:
             for fd in (read_out, write_out, read_err, write_err):
                 os.close(fd)
@@ -166,13 +212,8 @@ def execute(session: RunSession, argv: list[str], *,
         if terminal is not None:
             terminal.start()
         try:
-            try:
-                returncode = proc.wait()
-                procs.release(proc)
-            except KeyboardInterrupt as exc:
-                interrupt = exc
-                stop_child(proc, signum_of(exc))
-                returncode = proc.returncode
+            returncode, interrupt = _wait(proc, options.grace_s, _guarded(
+                terminal.say(ui.say_line) if terminal else ui.say_line))
         finally:  # the program's end is its own exit, whoever still holds its output
             exited = Finish(time.time(), time.monotonic())
             if terminal is not None:
@@ -192,6 +233,77 @@ def execute(session: RunSession, argv: list[str], *,
     failures = tuple(WriteFailed.of(f.failure, f.path) for f in saved if f.failure)
     return Outcome(returncode, duration, interrupt, result, reason, state, stdout_path,
                    stderr_path, out_dir, failures, settled, shown, exited)
+
+
+def _ends(stdout_to_stderr: bool
+          ) -> tuple[tuple[int, int], tuple[int, int], list[tuple[int, int]]]:
+    """(reading end, program's end) for its stdout and its stderr: a pseudo-terminal like
+    gpudiag's where gpudiag's counterpart is a terminal (gpudiag.run.terminal), else a pipe;
+    and the (user's fd, reading end) pairs a SIGWINCH resizes."""
+    ends, resize = [], []
+    for user_fd in (2 if stdout_to_stderr else 1, 2):
+        if terminal_mod.is_terminal(user_fd):
+            with contextlib.suppress(OSError):
+                reading, program = terminal_mod.open_like(user_fd)
+                ends.append((reading, program))
+                resize.append((user_fd, reading))
+                continue
+        reading, program = os.pipe()
+        streams.grow_pipe(program)
+        ends.append((reading, program))
+    return ends[0], ends[1], resize
+
+
+def _wait(proc: subprocess.Popen[bytes], grace_s: float, say: Callable[[str], None]
+          ) -> tuple[int | None, KeyboardInterrupt | None]:
+    """Wait for the program; pass signals on as plainly they would have reached it.
+
+    SIGHUP is passed on and gpudiag goes on watching (the program decides: under ``nohup``
+    it ignores it and runs on). SIGTERM and Ctrl-C are passed on and the program has
+    ``grace_s`` to end by itself before SIGKILL (a second Ctrl-C ends it at once). Ctrl-Z
+    and ``fg`` reach it (gpudiag.procs.jobcontrol). The interrupt is returned only when
+    the program did not end by itself with a code of its own: killed by gpudiag, or
+    ended by the very signal passed on (then gpudiag's code is the same, 128 + N)."""
+    interrupt: KeyboardInterrupt | None = None
+    # gpudiag's handlers (gpudiag.execute), put back after a SIGHUP passed on: the first
+    # signal handled sets them to SIG_IGN
+    handlers = {s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGHUP)}
+    with jobcontrol.passed_on(lambda: procs.groups_of(proc)):
+        while True:
+            try:
+                returncode = proc.wait()
+                procs.release(proc)
+                break
+            except KeyboardInterrupt as exc:
+                signum = signum_of(exc)
+                name = signal.Signals(signum).name
+                interrupt = exc
+                if signum == signal.SIGHUP:
+                    procs.signal_group(proc, signum)
+                    say("gpudiag: SIGHUP passed on to the program; gpudiag goes on watching "
+                        "it (whether it ends is the program's choice, as plainly)")
+                    for sig, handler in handlers.items():
+                        if handler is not None:
+                            signal.signal(sig, handler)
+                    continue
+                say(f"gpudiag: {name} passed on to the program: it has {grace_s:g} s to end "
+                    f"by itself (--grace) before SIGKILL; Ctrl-C again ends it now")
+                if stop_child(proc, signum, grace_s):
+                    say("gpudiag: the program did not end within its grace: ended with SIGKILL")
+                    return proc.returncode, interrupt
+                returncode = proc.returncode
+                break
+    if interrupt is not None and returncode != -signum_of(interrupt):
+        interrupt = None  # it ended by itself, its own way: its code is gpudiag's
+    return returncode, interrupt
+
+
+def _guarded(say: Callable[[str], None]) -> Callable[[str], None]:
+    """A line on gpudiag's stderr that never fails (a closed stderr, a hung-up terminal)."""
+    def said(text: str) -> None:
+        with contextlib.suppress(Exception):
+            say(text)
+    return said
 
 
 def _status_line(options: RunOptions) -> statusline.Terminal | None:

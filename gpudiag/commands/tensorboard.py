@@ -1,6 +1,7 @@
 """`gpudiag tensorboard [LOGDIR]`: open TensorBoard on gpudiag's runs, or check it.
 
-Without LOGDIR: the newest run directory under ``runs/`` (else ``runs/`` itself). The
+Without LOGDIR: the newest completed run directory under ``runs/`` (not a failed one;
+else the newest, else ``runs/`` itself). The URL printed opens the GPUDIAG tab. The
 logdir and the address are checked first (gpudiag.tb.serve: one line, exit 2), then
 TensorBoard starts quietly and gpudiag prints its URL. ``--check`` starts it the same
 way, asks every dashboard over HTTP whether it lists what the run directories promise
@@ -35,7 +36,7 @@ def run(logdir: Path | None, *, port: int, host: str, check: bool,
     try:
         if check:
             return _check(server, chosen, say, check_timeout_s)
-        say(f"TensorBoard on {chosen}: {server.url}/ (Ctrl-C stops it)")
+        say(f"TensorBoard on {chosen}: {server.url}/#gpudiag (Ctrl-C stops it)")
         server.proc.wait()
         warn(f"gpudiag: error: TensorBoard exited ({server.log_tail()})")
         return EXIT_ENVIRONMENT

@@ -23,7 +23,9 @@ stack when no step finishes)."""
 #: heavy (TensorFlow, NumPy, xprof, TensorBoard, rich, typer, pynvml) comes with them.
 SHARED_MODULES = (
     "gpudiag", "gpudiag.devnames", "gpudiag.errors",
-    "gpudiag.layout", "gpudiag.layout.cluster", "gpudiag.layout.names", "gpudiag.layout.run",
+    "gpudiag.layout", "gpudiag.layout.cluster", "gpudiag.layout.diff", "gpudiag.layout.events",
+    "gpudiag.layout.names",
+    "gpudiag.layout.run",
     "gpudiag.layout.views",
     "gpudiag.readers", "gpudiag.readers.placementlog", "gpudiag.readers.traces",
     "gpudiag.records", "gpudiag.records.tfconfig",

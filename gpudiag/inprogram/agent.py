@@ -20,7 +20,7 @@ from typing import Any, TypeVar
 
 from gpudiag.inprogram.config import RunHookConfig
 from gpudiag.inprogram.recorder import Recorder
-from gpudiag.layout import RUN_MARK_QUIET_BEGIN, RUN_MARK_QUIET_END, RUN_MARKER
+from gpudiag.layout import RUN_MARK_QUIET_BEGIN, RUN_MARK_QUIET_END, RUN_MARKER, events
 
 T = TypeVar("T")
 
@@ -45,25 +45,45 @@ class Agent:
         # gpudiag itself asked TensorFlow for its placement log (a cluster task:
         # inprogram.strategies); a Session given its own ConfigProto gets it too (sessions)
         self.placement_log_asked = False
+        self.stderr_id = _stream_id(2)  # the stream gpudiag gave the program as fd 2
+        self.stream_errors = 0
+        self._stream_errors_seen: set[str] = set()
 
-    def emit(self, kind: str, **fields: Any) -> None:
+    def emit(self, event: events.Event) -> None:
+        """Record one event (gpudiag.layout.events: the only way an event is written)."""
         with contextlib.suppress(Exception):  # the disk is full or gone: nothing to tell
-            self.recorder.emit(kind, **fields)
+            self.recorder.emit(event)
 
     def hook_error(self, where: str, exc: BaseException) -> None:
         self.hook_errors += 1
         if self.hook_errors > MAX_HOOK_ERRORS:
             return
-        self.emit("hook_error", where=where, type=type(exc).__name__, message=str(exc)[:2000],
-                  traceback="".join(traceback.format_exception(exc))[-4000:])
+        self.emit(events.HookError(where=where, type=type(exc).__name__, message=str(exc)[:2000],
+                                   traceback="".join(traceback.format_exception(exc))[-4000:]))
 
     def marker(self, word: str) -> None:
-        """A marker line on the program's stderr, in order with TensorFlow's C++ log."""
+        """A marker line on the program's stderr, in order with TensorFlow's C++ log; only
+        while fd 2 is still the stream gpudiag gave the program (one it pointed at a file
+        of its own, ``os.dup2(log, 2)``, gets nothing of gpudiag's). The program's
+        ``sys.stderr`` is flushed through a guarded call: one without ``flush()`` (a
+        StreamToLogger) or a closed one costs the marker nothing, the error is counted."""
+        if not _same_stream(2, self.stderr_id):
+            return
         try:
-            sys.stderr.flush()
+            flush = sys.stderr.flush
+            flush()
+        except Exception as exc:  # anything the program's own sys.stderr raises
+            self.stream_error("sys.stderr.flush before a marker", exc)
+        with contextlib.suppress(OSError):
             os.write(2, f"{RUN_MARKER}{word}\n".encode())
-        except OSError:
-            pass
+
+    def stream_error(self, where: str, exc: BaseException) -> None:
+        """An exception from the program's own stream: swallowed, counted, reported once
+        per place (a hook_error event)."""
+        self.stream_errors += 1
+        if where not in self._stream_errors_seen:
+            self._stream_errors_seen.add(where)
+            self.hook_error(where, exc)
 
     def quiet(self) -> _Quiet:
         """Around gpudiag's own TensorFlow calls: the log lines they cause stay out of the
@@ -76,7 +96,7 @@ class Agent:
     def _at_exit(self) -> None:
         for callback in list(self.exit_callbacks):
             guard(f"at exit: {getattr(callback, '__qualname__', callback)}", callback)
-        self.emit("exit", hook_errors=self.hook_errors)
+        self.emit(events.Exit(hook_errors=self.hook_errors, stream_errors=self.stream_errors))
 
 
 class _Quiet:
@@ -88,6 +108,32 @@ class _Quiet:
 
     def __exit__(self, *exc: Any) -> None:
         self.agent.marker(RUN_MARK_QUIET_END)
+
+
+def _stream_id(fd: int) -> tuple[int, int] | None:
+    try:
+        st = os.fstat(fd)
+    except OSError:
+        return None
+    return st.st_dev, st.st_ino
+
+
+def _same_stream(fd: int, expected: tuple[int, int] | None) -> bool:
+    return expected is not None and _stream_id(fd) == expected
+
+
+def above_std(fd: int) -> int:
+    """``fd`` moved above 0-2 (close-on-exec), so that a file of gpudiag's never takes the
+    place of a standard stream the program closed (stdin closed: the events file would
+    become its fd 0)."""
+    if fd > 2:
+        return fd
+    import fcntl
+
+    try:
+        return fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, 3)
+    finally:
+        os.close(fd)
 
 
 AGENT: Agent | None = None

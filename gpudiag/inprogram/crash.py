@@ -18,8 +18,9 @@ from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
+from gpudiag.inprogram.agent import above_std
 from gpudiag.inprogram.usercode import frames, user_frame
-from gpudiag.layout import run_faults_name
+from gpudiag.layout import events, run_faults_name
 
 if TYPE_CHECKING:
     from gpudiag.inprogram.agent import Agent
@@ -38,10 +39,10 @@ def record(agent: Agent, exc_type: type[BaseException], exc: BaseException,
     while cause is not None and len(chain) < 3:
         chain.append({"type": type(cause).__name__, "message": str(cause)[:MAX_MESSAGE_CHARS]})
         cause = cause.__cause__ or cause.__context__
-    agent.emit("crash", type=exc_type.__name__,
+    agent.emit(events.Crash(type=exc_type.__name__,
                module=getattr(exc_type, "__module__", ""),
                message=str(exc)[:MAX_MESSAGE_CHARS], thread=thread, frames=frame_list,
-               user_frame=user_frame(frame_list), causes=chain)
+               user_frame=user_frame(frame_list), causes=chain))
 
 
 def install(agent: Agent) -> None:
@@ -83,6 +84,7 @@ def enable_faulthandler(agent: Agent) -> None:
     if faulthandler.is_enabled():
         return
     path = Path(agent.config.events_dir) / run_faults_name(os.getpid())
-    handle = path.open("w", encoding="utf-8")  # faulthandler keeps it open
+    fd = above_std(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644))
+    handle = os.fdopen(fd, "w", encoding="utf-8")  # faulthandler keeps it open
     faulthandler.enable(file=handle, all_threads=True)
     agent.fault_file = handle

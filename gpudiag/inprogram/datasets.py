@@ -1,14 +1,15 @@
 """The tf.data pipelines the program builds: one ``dataset_call`` event per call.
 
 ``tf.data.Dataset``'s ``map``, ``prefetch``, ``cache``, ``interleave``, ``batch``,
-``padded_batch``, ``shuffle`` and its sources ``from_tensor_slices``, ``from_tensors``,
-``from_generator``, and ``tf.py_function`` / ``tf.numpy_function`` are wrapped once. Each
-call is recorded as it is made (at pipeline build time, never per element): the
-arguments that decide its speed (``num_parallel_calls``, buffer sizes, the batch size, a
-cache's file), the function given to it, and the program's own source line that made the
-call (the innermost frame in the program's code, gpudiag.inprogram.usercode). Each dataset made
-is tagged with a number, so the parent can follow a pipeline from its source to what the
-program iterates (``input`` -> ``output``).
+``padded_batch``, ``shuffle``, the calls a pipeline passes through on its way to its end
+(``repeat``, ``take``, ``skip``, ``filter`` ...) and its sources ``from_tensor_slices``,
+``from_tensors``, ``from_generator``, and ``tf.py_function`` / ``tf.numpy_function``
+are wrapped once. Each call is recorded as it is made (at pipeline build time, never per
+element): the arguments that decide its speed (``num_parallel_calls``, buffer sizes, the
+batch size, a cache's file), the function given to it, and the program's own source line
+that made the call (the innermost frame in the program's code,
+gpudiag.inprogram.usercode). Each dataset made is tagged with a number, so the parent can
+follow a pipeline from its source to what the program iterates (``input`` -> ``output``).
 
 The call itself is the program's: its exceptions are its own, and recording it never
 raises into the program.
@@ -27,12 +28,16 @@ from typing import TYPE_CHECKING, Any
 
 from gpudiag.inprogram.functions import code_of
 from gpudiag.inprogram.usercode import is_user_file
+from gpudiag.layout import events
 
 if TYPE_CHECKING:
     from gpudiag.inprogram.agent import Agent
 
 TAG = "_gpudiag_dataset"
-METHODS = ("map", "prefetch", "cache", "interleave", "batch", "padded_batch", "shuffle")
+METHODS = ("map", "prefetch", "cache", "interleave", "batch", "padded_batch", "shuffle",
+           # recorded so that a pipeline can be followed through them to its end
+           "repeat", "take", "skip", "filter", "unbatch", "rebatch", "shard", "with_options",
+           "ignore_errors")
 SOURCES = ("from_tensor_slices", "from_tensors", "from_generator")
 RECORDED_ARGS = ("num_parallel_calls", "deterministic", "buffer_size", "filename",
                  "cycle_length", "block_length", "batch_size", "drop_remainder")
@@ -99,11 +104,11 @@ class _Recorder:
             setattr(result, TAG, output)
         except Exception:
             output = 0
-        self.agent.emit("dataset_call", method=method,
+        self.agent.emit(events.DatasetCall(method=method,
                         args={k: _value(bound[k]) for k in RECORDED_ARGS if k in bound},
                         function=_function(fn),
                         input=getattr(this, TAG, None) if this is not None else None,
-                        output=output or None, caller=_caller(3))
+                        output=output or None, caller=_caller(3)))
 
     def wrap(self, method: str, original: Callable[..., Any], source: bool
              ) -> Callable[..., Any]:
@@ -129,8 +134,8 @@ class _Recorder:
         def wrapper(*args: Any, **kwargs: Any) -> Any:
             try:
                 fn = kwargs.get("func", args[0] if args else None)
-                self.agent.emit("dataset_call", method=name, args={}, function=_function(fn),
-                                input=None, output=None, caller=_caller(2))
+                self.agent.emit(events.DatasetCall(method=name, args={}, function=_function(fn),
+                                input=None, output=None, caller=_caller(2)))
             except Exception as exc:
                 self.agent.hook_error(f"recording tf.{name}", exc)
             return original(*args, **kwargs)

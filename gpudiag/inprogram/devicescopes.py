@@ -17,6 +17,7 @@ from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 from gpudiag.inprogram.usercode import is_user_file
+from gpudiag.layout import events
 
 if TYPE_CHECKING:
     from gpudiag.inprogram.agent import Agent
@@ -42,9 +43,9 @@ def install(agent: Agent, tf: ModuleType) -> None:
         if key in seen or len(seen) >= MAX_RECORDED:
             return
         seen.add(key)
-        agent.emit("device_scope", device=device_name,
+        agent.emit(events.DeviceScope(device=device_name,
                    caller={"file": code.co_filename, "line": caller.f_lineno,
-                           "function": code.co_name})
+                           "function": code.co_name}))
 
     @functools.wraps(original)
     def device(device_name: Any) -> Any:

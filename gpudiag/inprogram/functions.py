@@ -30,6 +30,7 @@ from gpudiag.inprogram.config import UNBUFFERED_FIRST_STEPS
 from gpudiag.inprogram.recorder import StepBuffer
 from gpudiag.inprogram.tfhooks import record_devices
 from gpudiag.inprogram.usercode import is_user_file
+from gpudiag.layout import events
 
 if TYPE_CHECKING:
     from gpudiag.inprogram.agent import Agent
@@ -209,26 +210,26 @@ class StepSource:
                            "pinned_total": len(pinned)})
             trainable += list(cf.trainable_variables)
         self.variables = weights.track(trainable)
-        self.agent.emit("function", function=self.name, file=self.file, line=self.line,
+        self.agent.emit(events.Function(function=self.name, file=self.file, line=self.line,
                         graphs=graphs, trainable_variables=len(self.variables),
                         trainable_bytes_by_device=weights.bytes_by_device(trainable),
                         cross_entropy=cross_entropy,
                         classes=classevidence.classes_of(cross_entropy),
-                        called_at=self.called_at)
+                        called_at=self.called_at))
         record_devices("step function")
         self._weights("after-first-call")
 
     def _weights(self, phase: str) -> None:
         if self.variables:
-            self.agent.emit("weights", source=self.label, phase=phase, calls=self.calls,
-                            fingerprint=weights.fingerprint(self.variables))
+            self.agent.emit(events.Weights(source=self.label, phase=phase, calls=self.calls,
+                            fingerprint=weights.fingerprint(self.variables)))
 
     def at_exit(self) -> None:
         self.buffer.flush()
         if self.last_loss is not None:  # the last call's loss, read once the program is done
             index, loss = self.last_loss
-            self.agent.emit("function_steps", function=self.name,
-                            rows=[{"i": index, "loss": float(loss.numpy()), "final": True}])
+            self.agent.emit(events.FunctionSteps(function=self.name,
+                            rows=(events.FunctionRow(i=index, loss=float(loss.numpy())),)))
         self._weights("exit")
 
 

@@ -20,6 +20,7 @@ from types import ModuleType
 from gpudiag.inprogram import agent as agent_mod
 from gpudiag.inprogram.agent import RECORDED_ENV, Agent, guard
 from gpudiag.inprogram.config import RunHookConfig
+from gpudiag.layout import events
 
 
 def install() -> Agent | None:
@@ -30,9 +31,9 @@ def install() -> Agent | None:
     if config is None:
         return None
     agent = agent_mod.AGENT = Agent(config)
-    agent.emit("process", ppid=os.getppid(), argv=list(sys.argv), executable=sys.executable,
+    agent.emit(events.Process(ppid=os.getppid(), argv=list(sys.argv), executable=sys.executable,
                python=sys.version.split()[0], cwd=str(Path.cwd()),
-               env={k: os.environ.get(k) for k in RECORDED_ENV})
+               env={k: os.environ.get(k) for k in RECORDED_ENV}))
     from gpudiag.inprogram import crash, importhook
 
     crash.install(agent)

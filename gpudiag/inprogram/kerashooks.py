@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 from gpudiag.inprogram import weights
 from gpudiag.inprogram.config import UNBUFFERED_FIRST_STEPS
 from gpudiag.inprogram.recorder import StepBuffer
+from gpudiag.layout import events
 
 if TYPE_CHECKING:
     from gpudiag.inprogram.agent import Agent
@@ -97,6 +98,48 @@ def _guarded(agent: Agent, method: Callable[..., None]) -> Callable[..., None]:
     return wrapper
 
 
+def _model_facts(model: Any) -> dict[str, Any]:
+    """What the fit_begin event says of the model (gpudiag.layout.events.FitBegin)."""
+    # which model: fits of the same one are one training run (run.learning)
+    facts: dict[str, Any] = {"model": type(model).__name__, "model_id": id(model)}
+    try:
+        outputs = getattr(model, "outputs", None) or []
+        facts["output_width"] = int(outputs[0].shape[-1]) if outputs else None
+    except Exception:
+        facts["output_width"] = None
+    facts["loss"] = repr(getattr(model, "loss", None))[:200]
+    opt = getattr(model, "optimizer", None)
+    facts["optimizer"] = type(opt).__name__ if opt is not None else None
+    try:
+        facts["learning_rate"] = float(opt.learning_rate)  # type: ignore[union-attr]
+    except Exception:
+        facts["learning_rate"] = None
+    strategy = getattr(model, "distribute_strategy", None)
+    facts["strategy"] = type(strategy).__name__ if strategy is not None else None
+    facts["replicas"] = getattr(strategy, "num_replicas_in_sync", None)
+    try:  # an unbuilt model (tf_keras before its first call) raises here
+        trainable = list(model.trainable_weights)
+    except Exception:
+        trainable = None
+    try:
+        facts["trainable_parameters"] = None if trainable is None else int(sum(
+            int(getattr(w, "size", 0) or 0) for w in trainable))
+    except Exception:
+        facts["trainable_parameters"] = None
+    facts["trainable_bytes"] = None if trainable is None else \
+        weights.logical_bytes(trainable)
+    return facts
+
+
+def _fingerprint(agent: Agent, recorder: Any, phase: str) -> None:
+    """The fit's trainable weights' fingerprint (tracked from the first built model)."""
+    if not recorder.refs and getattr(recorder.model, "built", False):
+        recorder.refs = weights.track(recorder.model.trainable_weights)
+    if recorder.refs:
+        agent.emit(events.Weights(source=recorder.label, phase=phase, calls=recorder.step,
+                                  fingerprint=weights.fingerprint(recorder.refs)))
+
+
 def make_callback_class(agent: Agent, keras: ModuleType) -> type:
     base = keras.callbacks.Callback
 
@@ -118,44 +161,8 @@ def make_callback_class(agent: Agent, keras: ModuleType) -> type:
             self.refs: list[Any] = []
             self.buffer = buffer
 
-        def _model_facts(self) -> dict[str, Any]:
-            model = self.model
-            # which model: fits of the same one are one training run (run.learning)
-            facts: dict[str, Any] = {"model": type(model).__name__, "model_id": id(model)}
-            try:
-                outputs = getattr(model, "outputs", None) or []
-                facts["output_width"] = int(outputs[0].shape[-1]) if outputs else None
-            except Exception:
-                facts["output_width"] = None
-            facts["loss"] = repr(getattr(model, "loss", None))[:200]
-            opt = getattr(model, "optimizer", None)
-            facts["optimizer"] = type(opt).__name__ if opt is not None else None
-            try:
-                facts["learning_rate"] = float(opt.learning_rate)  # type: ignore[union-attr]
-            except Exception:
-                facts["learning_rate"] = None
-            strategy = getattr(model, "distribute_strategy", None)
-            facts["strategy"] = type(strategy).__name__ if strategy is not None else None
-            facts["replicas"] = getattr(strategy, "num_replicas_in_sync", None)
-            try:  # an unbuilt model (tf_keras before its first call) raises here
-                trainable = list(model.trainable_weights)
-            except Exception:
-                trainable = None
-            try:
-                facts["trainable_parameters"] = None if trainable is None else int(sum(
-                    int(getattr(w, "size", 0) or 0) for w in trainable))
-            except Exception:
-                facts["trainable_parameters"] = None
-            facts["trainable_bytes"] = None if trainable is None else \
-                weights.logical_bytes(trainable)
-            return facts
-
         def _fingerprint(self, phase: str) -> None:
-            if not self.refs and getattr(self.model, "built", False):
-                self.refs = weights.track(self.model.trainable_weights)
-            if self.refs:
-                agent.emit("weights", source=self.label, phase=phase, calls=self.step,
-                           fingerprint=weights.fingerprint(self.refs))
+            _fingerprint(agent, self, phase)
 
         def on_train_begin(self, logs: Any = None) -> None:
             from gpudiag.inprogram.tfhooks import record_devices
@@ -164,8 +171,8 @@ def make_callback_class(agent: Agent, keras: ModuleType) -> type:
             # ops are placed as before (a notebook calling fit once an epoch opens it once)
             self.buffer.window_key = ("fit", id(self.model))
             record_devices("fit")
-            agent.emit("fit_begin", params=dict(self.params or {}), batch_size=self.batch_size,
-                       examples=self.examples, **self._model_facts())
+            agent.emit(events.FitBegin(params=dict(self.params or {}), batch_size=self.batch_size,
+                       examples=self.examples, **_model_facts(self.model)))
             self._fingerprint("begin")
 
         def on_epoch_begin(self, epoch: int, logs: Any = None) -> None:
@@ -191,25 +198,24 @@ def make_callback_class(agent: Agent, keras: ModuleType) -> type:
 
         def on_train_batch_end(self, batch: int, logs: Any = None) -> None:
             step = self.step - 1
-            self.buffer.add({"i": step, "epoch": self.epoch, "batch": batch,
+            self.buffer.add({"i": step, "epoch": self.epoch,
                              "t0": self.starts.pop(step, None), "t_end": time.time(),
                              "logs": _plain_logs(logs)})
 
         def on_epoch_end(self, epoch: int, logs: Any = None) -> None:
             self._end_step()
             self.buffer.flush()
-            agent.emit("fit_epoch", epoch=epoch, steps=self.step, logs=_plain_logs(logs))
+            agent.emit(events.FitEpoch(logs=_plain_logs(logs)))
 
         def on_train_end(self, logs: Any = None) -> None:
             self._end_step()
             self.buffer.flush()
             self._fingerprint("end")
-            agent.emit("fit_end", steps=self.step, logs=_plain_logs(logs),
-                       iterations=_iterations(self.model))
+            agent.emit(events.FitEnd(iterations=_iterations(self.model)))
 
-    for name in ("on_train_begin", "on_epoch_begin", "on_train_batch_begin",
-                 "on_train_batch_end", "on_epoch_end", "on_train_end"):
-        setattr(GpudiagFitRecorder, name, _guarded(agent, getattr(GpudiagFitRecorder, name)))
+    for name, method in list(vars(GpudiagFitRecorder).items()):  # every Keras hook it has
+        if name.startswith("on_"):
+            setattr(GpudiagFitRecorder, name, _guarded(agent, method))
     return GpudiagFitRecorder
 
 
@@ -251,7 +257,8 @@ def install(agent: Agent, keras: ModuleType) -> None:
         return
     original = model_cls.fit
     recorder_cls = make_callback_class(agent, keras)
-    agent.emit("keras_import", module=keras.__name__, version=getattr(keras, "__version__", "?"))
+    agent.emit(events.KerasImport(module=keras.__name__,
+                                  version=getattr(keras, "__version__", "?")))
 
     epochs_only_cls = epochs_only(recorder_cls, keras)
     buffers: dict[int, tuple[Callable[[], Any], StepBuffer]] = {}
@@ -283,7 +290,7 @@ def install(agent: Agent, keras: ModuleType) -> None:
             callback = (epochs_only_cls if refused else recorder_cls)(batch, examples,
                                                                       buffer_of(self))
             if refused:
-                agent.emit("hook_note", where="Model.fit", message=refused)
+                agent.emit(events.HookNote(where="Model.fit", message=refused))
             if len(args) > CALLBACKS_POSITION:
                 args = (*args[:CALLBACKS_POSITION],
                         [*list(args[CALLBACKS_POSITION] or []), callback],
@@ -293,8 +300,8 @@ def install(agent: Agent, keras: ModuleType) -> None:
                 if given is None or isinstance(given, list | tuple):
                     kwargs["callbacks"] = [*list(given or []), callback]
                 else:
-                    agent.emit("hook_note", where="Model.fit",
-                               message="callbacks given as a CallbackList: fit not recorded")
+                    agent.emit(events.HookNote(where="Model.fit",
+                               message="callbacks given as a CallbackList: fit not recorded"))
         except Exception as exc:
             agent.hook_error("Model.fit callback", exc)
         return original(self, *args, **kwargs)

@@ -15,6 +15,8 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING
 
+from gpudiag.layout import events
+
 if TYPE_CHECKING:
     from gpudiag.inprogram.agent import Agent
 
@@ -49,9 +51,9 @@ def _capture(agent: Agent, logger: logging.Logger) -> None:
                 message = record.getMessage()
             except Exception:
                 message = str(record.msg)
-            agent.emit("tf_log", logger=record.name, level=record.levelname,
+            agent.emit(events.TfLog(logger=record.name, level=record.levelname,
                        message=message[:4000], source=f"{record.filename}:{record.lineno}",
-                       shown=record.levelno >= user_level())
+                       shown=record.levelno >= user_level()))
         if record.levelno >= user_level():
             cls.handle(logger, record)
 

@@ -30,6 +30,7 @@ import threading
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
+from gpudiag.layout import events
 from gpudiag.readers.placementlog import PLUMBING_OPS
 
 if TYPE_CHECKING:
@@ -105,7 +106,7 @@ class PlacementWindow:
             self.context.context().enable_run_metadata()
             self.open = True
             self.windows += 1
-        self.agent.emit("placement_window", state="open", reason=reason, window=self.windows)
+        self.agent.emit(events.PlacementWindow(reason=reason, window=self.windows))
 
     def _close(self, reason: str) -> None:
         with self._lock:
@@ -116,8 +117,8 @@ class PlacementWindow:
             ctx.disable_run_metadata()
             self.open = False
         graphs, dropped = graphs_of(metadata) if metadata is not None else ([], 0)
-        self.agent.emit("placement", window=self.windows, reason=reason, graphs=graphs,
-                        nodes_left_out=dropped)
+        self.agent.emit(events.Placement(window=self.windows, reason=reason, graphs=graphs,
+                        nodes_left_out=dropped))
 
     def on_step(self, loop: object, count: int) -> None:
         """Called with each recorded step of a loop (its count from 1)."""

@@ -26,7 +26,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
-from gpudiag.layout import run_tb_name
+from gpudiag.layout import events, run_tb_name
 
 if TYPE_CHECKING:
     from gpudiag.inprogram.agent import Agent
@@ -51,8 +51,8 @@ class ProfileWindow:
         if self.done or self.started:
             return
         self.done = True
-        self.agent.emit("profile", status="skipped", logdir="", source=None, first_step=None,
-                        steps=[], error=reason)
+        self.agent.emit(events.Profile(status="skipped", logdir="", source=None, first_step=None,
+                        steps=[], error=reason))
 
     def step_begin(self, source: object, index: int) -> None:
         if self.done:
@@ -93,14 +93,14 @@ class ProfileWindow:
                 self.tf.profiler.experimental.start(self.logdir)
         except Exception as exc:
             self.done = True
-            self.agent.emit("profile", status="failed", logdir=self.logdir,
+            self.agent.emit(events.Profile(status="failed", logdir=self.logdir,
                             source=getattr(source, "label", str(source)), first_step=index,
-                            steps=[], error=f"{type(exc).__name__}: {exc}")
+                            steps=[], error=f"{type(exc).__name__}: {exc}"))
             return
         self.started = True
-        self.agent.emit("profile", status="started", logdir=self.logdir,
+        self.agent.emit(events.Profile(status="started", logdir=self.logdir,
                         source=getattr(source, "label", str(source)), first_step=index,
-                        steps=[], error=None)
+                        steps=[], error=None))
 
     def _stop(self, *, complete: bool) -> None:
         self.done = True
@@ -110,10 +110,10 @@ class ProfileWindow:
                 self.tf.profiler.experimental.stop()
         except Exception as exc:
             error = f"{type(exc).__name__}: {exc}"
-        self.agent.emit("profile", status="stopped" if complete else "stopped-at-exit",
+        self.agent.emit(events.Profile(status="stopped" if complete else "stopped-at-exit",
                         logdir=self.logdir, source=getattr(self.owner, "label", None),
                         first_step=self.traced[0] if self.traced else None,
-                        steps=list(self.traced), error=error)
+                        steps=list(self.traced), error=error))
 
     def finish(self) -> None:
         """At exit: stop a window the program did not run to its end."""

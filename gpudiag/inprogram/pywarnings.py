@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from gpudiag.inprogram import autographmap
 from gpudiag.inprogram.usercode import is_user_file
+from gpudiag.layout import events
 
 if TYPE_CHECKING:
     from gpudiag.inprogram.agent import Agent
@@ -80,8 +81,8 @@ def install(agent: Agent) -> None:
         if key in seen or len(seen) >= MAX_RECORDED or not _from_packages(str(msg.filename)):
             return
         seen.add(key)
-        agent.emit("py_warning", category=key[0], message=str(msg.message)[:4000],
-                   file=key[2], line=key[3], user_frame=_user_frame())
+        agent.emit(events.PyWarning(category=key[0], message=str(msg.message)[:4000],
+                   file=key[2], line=key[3], user_frame=_user_frame()))
 
     def _showwarnmsg(msg: Any) -> None:
         try:

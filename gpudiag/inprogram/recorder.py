@@ -17,7 +17,7 @@ interval of steps).
 from __future__ import annotations
 
 import contextlib
-import json
+import fcntl
 import os
 import threading
 import time
@@ -25,19 +25,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from gpudiag.layout import run_events_name
-
-
-def _plain(value: Any) -> Any:
-    """JSON fallback: numpy scalars and arrays to numbers/lists, anything else to repr."""
-    for attr in ("item", "tolist"):
-        fn = getattr(value, attr, None)
-        if callable(fn):
-            try:
-                return fn()
-            except Exception:
-                pass
-    return repr(value)
+from gpudiag.layout import events, run_events_name
 
 
 class Recorder:
@@ -55,16 +43,20 @@ class Recorder:
         if self._fd is None or self._pid != pid:
             Path(self.events_dir).mkdir(parents=True, exist_ok=True)
             path = Path(self.events_dir) / run_events_name(pid)
-            self._fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o644)
+            if fd <= 2:  # never in place of a standard stream the program closed
+                fd, low = fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, 3), fd
+                os.close(low)
+            self._fd = fd
             self._pid = pid
         return self._fd
 
-    def emit(self, kind: str, **fields: Any) -> None:
+    def emit(self, event: events.Event) -> None:
+        """One line, as gpudiag.layout.events encodes it."""
         with self._lock:
             self.seq += 1
-            event = {"kind": kind, "t": time.time(), "pid": os.getpid(), "seq": self.seq,
-                     **fields}
-            data = (json.dumps(event, default=_plain) + "\n").encode("utf-8", "replace")
+            line = events.encode(event, t_unix_s=time.time(), pid=os.getpid(), seq=self.seq)
+            data = (line + "\n").encode("utf-8", "replace")
             fd = self._descriptor()
             while data:
                 written = os.write(fd, data)
@@ -123,7 +115,8 @@ def flusher(interval_s: float) -> Flusher:
 
 
 class StepBuffer:
-    """Per-step rows of one step source, appended in batches as ``<kind>`` events.
+    """Per-step rows of one step source, appended in batches as ``<kind>`` events (a
+    gpudiag.layout.events step kind, whose other fields are ``fields``).
 
     ``add`` is what runs every step: a list append and a clock read. ``resolve`` turns a
     row's deferred values (e.g. a loss tensor) into plain numbers just before writing.
@@ -183,7 +176,7 @@ class StepBuffer:
                     self.resolve(row)
                 except Exception:
                     row.pop("loss", None)
-        self.emit(self.kind, rows=rows, **self.fields)
+        self.emit(events.steps_event(self.kind, rows, self.fields))
 
     def _bounded(self, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
         keep = max(0, self.aggregate_after - self.written)

@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 from gpudiag.inprogram.config import UNBUFFERED_FIRST_STEPS
 from gpudiag.inprogram.recorder import StepBuffer
 from gpudiag.inprogram.tfhooks import caller, record_devices
+from gpudiag.layout import events
 from gpudiag.readers.traces import union_s
 
 if TYPE_CHECKING:
@@ -224,17 +225,19 @@ def install(agent: Agent, tf: ModuleType) -> None:
     if hasattr(cls.run, "__gpudiag_wrapped__"):
         return
     hooks = SessionHooks(agent, tf)
-    original_init, original_run = cls.__init__, cls.run
-    traced_runs = traced_indices(agent.config.profile_warmup_steps, agent.config.profile_steps)
+    cls.__init__ = _wrap_init(agent, hooks, cls.__init__)
+    cls.run = _wrap_run(agent, hooks, cls.run)
 
+
+def _wrap_init(agent: Agent, hooks: SessionHooks, original_init: Any) -> Any:
     @functools.wraps(original_init)
     def __init__(self: Any, target: str = "", graph: Any = None, config: Any = None) -> None:
         original_init(self, target, graph, logged_config(agent, config))
         try:
             hooks.sessions += 1
             summary = config_summary(config)
-            agent.emit("session", index=hooks.sessions, target=str(target), config=summary,
-                       caller=caller())
+            agent.emit(events.Session(target=str(target), config=summary,
+                       caller=caller()))
             if summary and summary["log_device_placement"]:
                 from gpudiag.layout import RUN_MARK_PLACEMENT_ASKED
 
@@ -245,6 +248,14 @@ def install(agent: Agent, tf: ModuleType) -> None:
         from gpudiag.inprogram.tfhooks import record_session_devices
 
         record_session_devices(self)
+
+    __init__.__gpudiag_wrapped__ = original_init  # type: ignore[attr-defined]
+    return __init__
+
+
+def _wrap_run(agent: Agent, hooks: SessionHooks, original_run: Any) -> Any:
+    tf = hooks.tf
+    traced_runs = traced_indices(agent.config.profile_warmup_steps, agent.config.profile_steps)
 
     @functools.wraps(original_run)
     def run(self: Any, fetches: Any, feed_dict: Any = None, options: Any = None,
@@ -282,29 +293,36 @@ def install(agent: Agent, tf: ModuleType) -> None:
             result = original_run(self, fetches, feed_dict, options, run_metadata)
         dt = time.perf_counter() - t0
         try:
-            if profile is not None and not profile.done:
-                profile.step_end(group, index)
-            row: dict[str, Any] = {"i": index, "t0": start, "dt": dt}
-            if traced:
-                row["traced"] = True
-            value = _first_scalar(result)
-            if value is not None:
-                row["value"] = value
-            if index == 0:
-                group.global_step_at = global_step_position(group.fetches, self.graph)
-            if group.global_step_at is not None:
-                flat = _flat(result)
-                if group.global_step_at < len(flat):
-                    row["global_step"] = int(flat[group.global_step_at])
-            group.buffer.add(row)
-            if traced:
-                agent.emit("step_stats", group=group.label, call=index,
-                           **summarize_step_stats(run_metadata, self.graph))
+            _record_run(agent, group, self.graph, index, (start, dt), result,
+                        run_metadata if traced else None)
         except Exception as exc:
             agent.hook_error("recording a Session.run", exc)
         return result
 
-    __init__.__gpudiag_wrapped__ = original_init  # type: ignore[attr-defined]
     run.__gpudiag_wrapped__ = original_run  # type: ignore[attr-defined]
-    cls.__init__ = __init__
-    cls.run = run
+    return run
+
+
+def _record_run(agent: Agent, group: RunGroup, graph: Any, index: int,
+                timing: tuple[float, float], result: Any, traced_metadata: Any) -> None:
+    """One Session.run of a group: its row (start, seconds, first scalar, global step),
+    and a traced run's step stats."""
+    profile = agent.profile
+    if profile is not None and not profile.done:
+        profile.step_end(group, index)
+    row: dict[str, Any] = {"i": index, "t0": timing[0], "dt": timing[1]}
+    if traced_metadata is not None:
+        row["traced"] = True
+    value = _first_scalar(result)
+    if value is not None:
+        row["value"] = value
+    if index == 0:
+        group.global_step_at = global_step_position(group.fetches, graph)
+    if group.global_step_at is not None:
+        flat = _flat(result)
+        if group.global_step_at < len(flat):
+            row["global_step"] = int(flat[group.global_step_at])
+    group.buffer.add(row)
+    if traced_metadata is not None:
+        agent.emit(events.StepStats(group=group.label, call=index,
+                   **summarize_step_stats(traced_metadata, graph)))

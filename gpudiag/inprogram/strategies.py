@@ -25,6 +25,7 @@ from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 from gpudiag.inprogram.tfhooks import caller, record_devices
+from gpudiag.layout import events
 from gpudiag.records.tfconfig import coordination_leader_of
 
 if TYPE_CHECKING:
@@ -49,7 +50,7 @@ def describe(strategy: Any) -> dict[str, Any]:
         ops_name == "CollectiveAllReduce" and implementation == "NCCL"
         and bool(worker_devices) and all("GPU" in d.upper() for d in worker_devices or []))
     out: dict[str, Any] = {
-        "class": type(strategy).__name__, "module": type(strategy).__module__,
+        "class_name": type(strategy).__name__, "module": type(strategy).__module__,
         "num_replicas_in_sync": getattr(strategy, "num_replicas_in_sync", None),
         "worker_devices": worker_devices,
         "parameter_devices": _names(getattr(extended, "parameter_devices", ())),
@@ -78,7 +79,7 @@ def install(agent: Agent, tf: ModuleType) -> None:
         if type(self).__name__.startswith("_"):  # TensorFlow's own default strategy
             return
         try:
-            agent.emit("strategy", caller=caller(), **describe(self))
+            agent.emit(events.Strategy(caller=caller(), **describe(self)))
         except Exception as exc:
             agent.hook_error("recording a strategy", exc)
         record_devices("strategy")
@@ -168,7 +169,7 @@ def _ask_placement_log(agent: Agent, info: dict[str, Any]) -> None:
         setter = tf.debugging.set_log_device_placement
         getattr(setter, "__gpudiag_wrapped__", setter)(True)
         agent.placement_log_asked = True
-        agent.emit("placement_log_asked", reason=f"joined a cluster via {info['via']}")
+        agent.emit(events.PlacementLogAsked(reason=f"joined a cluster via {info['via']}"))
 
 
 def _wrap_join(agent: Agent, owner: type, name: str,
@@ -182,7 +183,7 @@ def _wrap_join(agent: Agent, owner: type, name: str,
         info = None
         try:
             info = identify(self, *args, **kwargs)
-            agent.emit("cluster_join", caller=caller(), **info)
+            agent.emit(events.ClusterJoin(caller=caller(), **info))
             _forgo_profile(agent, info)
             _ask_placement_log(agent, info)
         except Exception as exc:
@@ -191,10 +192,10 @@ def _wrap_join(agent: Agent, owner: type, name: str,
             result = original(self, *args, **kwargs)
         except BaseException:  # the exception itself is the program's (gpudiag.inprogram.crash)
             if info is not None:
-                agent.emit("cluster_join_failed", via=info["via"])
+                agent.emit(events.ClusterJoinFailed(via=info["via"]))
             raise
         if info is not None:
-            agent.emit("cluster_joined", via=info["via"])
+            agent.emit(events.ClusterJoined(via=info["via"]))
             if info["via"] == "MultiWorkerMirroredStrategy":  # servers never step
                 from gpudiag.inprogram import stallwatch
                 from gpudiag.inprogram.agent import guard

@@ -32,7 +32,7 @@ from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 from gpudiag.inprogram.usercode import is_user_file
-from gpudiag.layout import RUN_MARK_PLACEMENT_ASKED
+from gpudiag.layout import RUN_MARK_PLACEMENT_ASKED, events
 
 if TYPE_CHECKING:
     from gpudiag.inprogram.agent import Agent
@@ -143,13 +143,12 @@ class TfHooks:
                      initialized_before: bool | None, where: dict[str, Any] | None,
                      exc: BaseException | None) -> None:
         try:
-            self.agent.emit(
-                "config_call", api=api, order=next(self.seq),
+            self.agent.emit(events.ConfigCall(api=api, order=next(self.seq),
                 args=[describe(a) for a in args], kwargs={k: describe(v) for k, v in
                                                           kwargs.items()},
                 initialized_before=initialized_before, caller=where,
                 error_type=None if exc is None else type(exc).__name__,
-                error=None if exc is None else str(exc)[:2000])
+                error=None if exc is None else str(exc)[:2000]))
         except Exception as err:
             self.agent.hook_error(f"recording {api}", err)
 
@@ -190,14 +189,13 @@ class TfHooks:
                 except Exception as exc:
                     entry[key] = f"unavailable: {exc}"
             gpus.append(entry)
-        self.agent.emit(
-            "devices", reason=reason,
+        self.agent.emit(events.Devices(reason=reason,
             physical=[{"name": d.name, "device_type": d.device_type} for d in physical],
             logical=[{"name": d.name, "device_type": d.device_type} for d in logical],
             gpus=gpus, soft_placement=config.get_soft_device_placement(),
             cuda_build=bool(self.tf.test.is_built_with_cuda()),
             env={k: os.environ.get(k) for k in ("TF_FORCE_GPU_ALLOW_GROWTH",
-                                                "CUDA_VISIBLE_DEVICES")})
+                                                "CUDA_VISIBLE_DEVICES")}))
 
 
 HOOKS: TfHooks | None = None
@@ -222,10 +220,10 @@ def record_session_devices(session: Any) -> None:
         assert HOOKS is not None
         listed = session.list_devices()
         HOOKS.devices_recorded = True
-        HOOKS.agent.emit("devices", reason="session", physical=[],
+        HOOKS.agent.emit(events.Devices(reason="session", physical=[],
                          logical=[{"name": d.name, "device_type": d.device_type}
                                   for d in listed],
-                         gpus=[], soft_placement=None, cuda_build=None, env={})
+                         gpus=[], soft_placement=None, cuda_build=None, env={}))
 
     guard("recording a Session's devices", record)
 
@@ -249,11 +247,11 @@ def start(agent: Agent, tf: ModuleType) -> TfHooks:
         placement = bool(guard("placement window", placementwindow.install, agent, tf))
         if placement:
             recorder.STEP_LISTENERS.append(placementwindow.on_step)
-    agent.emit("tf_import", version=getattr(tf, "__version__", "?"), cpp_log_level=level,
+    agent.emit(events.TfImport(version=getattr(tf, "__version__", "?"), cpp_log_level=level,
                cpp_log_level_overridden=overridden, placement_log=placement,
                initialized_at_import=initialized, caller=caller(),
                modules_before=sorted(m for m in ("keras", "tf_keras", "jax", "torch")
-                                     if m in sys.modules))
+                                     if m in sys.modules)))
     return hooks
 
 

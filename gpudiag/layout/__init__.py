@@ -1,7 +1,9 @@
 """The format contract: what gpudiag writes on disk, and under which names.
 
-This module holds the run directory's names; run.py `gpudiag run`'s, cluster.py the
-clusters', views.py the TensorBoard views' tags and HParams, names.py Indexed (a name with
+This module holds the run directory's names; run.py `gpudiag run`'s, events.py the event
+protocol of `gpudiag run`'s events-<pid>.jsonl (a typed record per kind, its encoder and
+decoder), cluster.py the clusters', views.py the TensorBoard views' tags and HParams,
+diff.py `gpudiag diff`'s record (report.json's data.diff), names.py Indexed (a name with
 one slot).
 
 Every name a writer puts on disk and a reader looks up (run-directory and file names,
@@ -18,8 +20,9 @@ Inside a run directory::
     report.json          the contract: ``schema_version`` = SCHEMA_VERSION, see
                          gpudiag/report.schema.json; every finding with its evidence
     report.md            the same report for people
-    report/              TensorBoard run: the findings at a glance (TAG_FINDINGS, the Text
-                         tab's first card), each finding's evidence (TAG_REPORT), per
+    report/              TensorBoard run: the short verdict (TAG_VERDICT, the Text tab's
+                         first card), the findings at a glance (TAG_FINDINGS), each
+                         finding's evidence (TAG_REPORT), per
                          command its tables (TAG_PLACEMENT, TAG_MEMORY, TAG_MONITOR,
                          TAG_SCALING_TABLE, TAG_ALLREDUCE_TABLE) and plots
                          (TAG_SCALING_PLOT, TAG_ALLREDUCE_PLOT), the Custom Scalars layout
@@ -84,6 +87,11 @@ PLOT_PNG = "scaling.png"
 MEMORY_TB_RUN_PREFIX = "memory-"
 CHECKPOINT_DIR = "checkpoints"  # inside a configuration's run: tf.train.CheckpointManager
 KERAS_TRAIN_RUN = "train"  # inside a keras configuration's run: Keras's TensorBoard callback
+TB_EVENTS_GLOB = "events.out.tfevents.*"  # a TensorBoard run's event files
+XPLANE_SUFFIX = ".xplane.pb"  # a profiler trace, under <run>/plugins/profile/<ts>/
+# The commands whose run directories gpudiag writes (report.json's "command").
+COMMANDS = ("env", "placement", "memory", "scaling", "monitor", "run", "explain", "worker",
+            "diff")
 
 # Files of one child process, in children/<name>/
 CONFIG_JSON = "config.json"
@@ -341,5 +349,6 @@ def child_dir(run_dir: Path, name: str) -> Path:
 # The sections of other commands live beside this module and are part of the contract:
 # everything they define is reachable as gpudiag.layout.NAME.
 from gpudiag.layout.cluster import *  # noqa: E402, F403
+from gpudiag.layout.diff import *  # noqa: E402, F403
 from gpudiag.layout.run import *  # noqa: E402, F403
 from gpudiag.layout.views import *  # noqa: E402, F403

@@ -13,7 +13,8 @@ from pathlib import Path
 #                                        of the terminal (placement log, gpudiag markers)
 #     children/program/events-<pid>.jsonl  what the hooks saw in one Python process of the
 #                                        program: one JSON object per line, appended as it
-#                                        happens (RUN_EVENT_FIELDS below)
+#                                        happens, each one of the event records of
+#                                        gpudiag/layout/events.py (its encoder and decoder)
 #     children/program/faults-<pid>.txt  faulthandler's Python stack of a fatal signal
 #                                        (SIGSEGV ...), when there was one
 #     program-<pid>/                     TensorBoard run of one TensorFlow process: its
@@ -60,9 +61,6 @@ RUN_MARK_PLACEMENT_ASKED = "placement-asked"  # the program itself enabled the p
 RUN_MARK_QUIET_BEGIN = "quiet-begin"  # TF log lines caused by gpudiag's own calls follow
 RUN_MARK_QUIET_END = "quiet-end"
 RUN_MARK_HOOK_ERROR = "hook-error"  # the hooks could not load at all (message follows)
-
-# Fields every event line has; the rest depend on "kind" (gpudiag/records/run.py).
-RUN_EVENT_FIELDS = ("kind", "t", "pid")
 
 # TensorBoard scalar tags of the program's run (program-<pid>/).
 TAG_RUN_LOSS = "program/loss"

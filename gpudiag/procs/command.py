@@ -6,16 +6,19 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import subprocess
+import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from gpudiag.errors import UsageError
+from gpudiag.errors import UsageError, signum_of
 from gpudiag.procs import group
 
-#: After the interrupting signal has been passed on to the command's process group:
-#: how long to wait, then SIGTERM, then SIGKILL.
-FORWARD_WAIT_S = 5.0
+#: After the interrupting signal has been passed on to the command's process group: how
+#: long it has to end by itself (``--grace``) before SIGKILL. Kubernetes and Slurm give a
+#: preempted job 30 s by default; a checkpoint written on SIGTERM needs that much.
+DEFAULT_GRACE_S = 30.0
 
 
 def resolve_command(command: Sequence[str], name: str = "monitor") -> list[str]:
@@ -70,11 +73,31 @@ def _check_interpreter(path: Path) -> None:
         raise UsageError(f"cannot run {path}: its #! line names {interpreter}, which {why}")
 
 
-def stop_child(proc: subprocess.Popen[bytes], signum: int) -> None:
+def stop_child(proc: subprocess.Popen[bytes], signum: int,
+               grace_s: float = DEFAULT_GRACE_S) -> bool:
     """Pass the interrupting signal on to the command's whole process group (it runs in
-    a group of its own, so the terminal's Ctrl-C reaches gpudiag only), give it time to
-    end cleanly, then end the group for certain."""
-    group.stop_group(proc, ((signum, FORWARD_WAIT_S), *group.STOP_SEQUENCE))
+    a group of its own, so the terminal's Ctrl-C reaches gpudiag only), give it ``grace_s``
+    to end by itself, then end the group with SIGKILL. A second Ctrl-C (SIGINT) while it
+    has its grace ends it at once; a SIGTERM or SIGHUP then is passed on too and changes
+    nothing else. Returns whether gpudiag had to kill it (False: it ended by itself)."""
+    group.signal_group(proc, signum)
+    deadline = time.monotonic() + grace_s
+    killed = False
+    while proc.returncode is None:
+        try:
+            proc.wait(timeout=max(0.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            killed = True
+            break
+        except KeyboardInterrupt as again:
+            if signum_of(again) == signal.SIGINT:  # the user's second Ctrl-C
+                killed = True
+                break
+            group.signal_group(proc, signum_of(again))
+    if killed:
+        group.signal_group(proc, signal.SIGKILL)
+    group.stop_group(proc, ((None, 5.0), *group.STOP_SEQUENCE))
+    return killed
 
 
 def exit_code_of(returncode: int) -> int:

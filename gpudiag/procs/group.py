@@ -14,6 +14,11 @@ its grandchildren (``sh -c 'sleep 300 & sleep 300'``) can be ended with it by on
   watchdog reads end-of-file and ends every group it was told about (SIGTERM, then
   SIGKILL after a grace period).
 
+The user's program (`run`) is started by ``spawn_program`` through gpudiag.procs.shim, the
+leader of its group, so that the program itself is no group leader and can call
+``os.setpgrp()`` / ``os.setsid()`` as plainly. A group the program makes that way has
+its pid as id: it is watched and ended too (``groups_of``).
+
 The watchdog learns of a group by a line ``+PGID`` and forgets it by ``-PGID``
 (gpudiag.procs.reaper.WATCH / UNWATCH). It starts on the first ``spawn`` (one Python process
 without TensorFlow, a few MiB) and ends by itself when gpudiag exits.
@@ -27,8 +32,10 @@ import signal
 import subprocess
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 from typing import IO, Any
 
+from gpudiag.procs import stdstreams
 from gpudiag.procs.reaper import UNWATCH, WATCH, end_groups, group_alive, signal_groups
 
 #: (signal, seconds to wait after it) to end a group: polite first, then certain.
@@ -74,6 +81,49 @@ class _Watchdog:
 
 
 _watchdog = _Watchdog()
+SHIM = Path(__file__).resolve().with_name("shim.py")
+#: The shim's pid -> the program's pid: the group the program may make of its own.
+_programs: dict[int, int] = {}
+
+
+def groups_of(proc: subprocess.Popen[bytes]) -> set[int]:
+    """The process groups that end with ``proc``: its own, and for a program started by
+    ``spawn_program``, the one the program may have made (``os.setpgrp``, ``os.setsid``)."""
+    program = _programs.get(proc.pid)
+    return {proc.pid} if program is None else {proc.pid, program}
+
+
+def program_pid(proc: subprocess.Popen[bytes]) -> int:
+    """The program's own pid (the shim's child), else ``proc.pid``."""
+    return _programs.get(proc.pid, proc.pid)
+
+
+def spawn_program(argv: Sequence[str], **popen_kwargs: Any) -> subprocess.Popen[bytes]:
+    """Like ``spawn``, but the program runs as the shim's child in the shim's new session and
+    group (gpudiag.procs.shim): not a group leader itself. The returned Popen is the shim's;
+    its exit status is the program's. OSError (the program could not be executed)
+    propagates, as from ``spawn``."""
+    read_fd, write_fd = os.pipe()
+    try:
+        closed = ",".join(map(str, sorted(stdstreams.CLOSED_AT_START))) or "-"
+        proc = spawn([sys.executable, "-I", "-S", str(SHIM), str(write_fd), closed, *argv],
+                     pass_fds=(write_fd,), **popen_kwargs)
+    finally:
+        os.close(write_fd)
+    try:
+        with os.fdopen(read_fd, "rb") as report:
+            line = report.readline().strip()
+        if line[:1] == b"P":
+            _programs[proc.pid] = int(line[1:])
+            _watchdog.tell(f"{WATCH}{_programs[proc.pid]}")
+            return proc
+        code = int(line[1:]) if line[:1] == b"E" and line[1:].isdigit() else 0
+    except BaseException:
+        stop_group(proc)
+        raise
+    stop_group(proc)
+    raise OSError(code, os.strerror(code) if code else "the program could not be started",
+                  argv[0])
 
 
 def spawn(argv: Sequence[str], **popen_kwargs: Any) -> subprocess.Popen[bytes]:
@@ -96,7 +146,7 @@ def spawn(argv: Sequence[str], **popen_kwargs: Any) -> subprocess.Popen[bytes]:
 
 def signal_group(proc: subprocess.Popen[bytes], sig: int) -> None:
     """Send ``sig`` to the child's whole process group (nothing if it is gone)."""
-    signal_groups({proc.pid}, sig)
+    signal_groups(groups_of(proc), sig)
 
 
 def stop_group(proc: subprocess.Popen[bytes],
@@ -113,7 +163,7 @@ def stop_group(proc: subprocess.Popen[bytes],
         except KeyboardInterrupt:  # a second Ctrl-C or signal while stopping: at once
             signal_group(proc, signal.SIGKILL)
             break
-        if not group_alive(proc.pid):
+        if not any(map(group_alive, groups_of(proc))):
             break
         # the leader is gone but grandchildren remain: go on with the next signal
     else:
@@ -127,6 +177,9 @@ def release(proc: subprocess.Popen[bytes]) -> None:
     """The group needs no watching any more: its leader was waited for. Grandchildren
     left in the group are ended first (SIGTERM, then SIGKILL after the reaper's grace
     period): nothing started by gpudiag outlives its run."""
-    if proc.returncode is not None and group_alive(proc.pid):
-        end_groups({proc.pid})
-    _watchdog.tell(f"{UNWATCH}{proc.pid}")
+    groups = groups_of(proc)
+    if proc.returncode is not None:
+        end_groups({g for g in groups if group_alive(g)})
+    for pgid in groups:
+        _watchdog.tell(f"{UNWATCH}{pgid}")
+    _programs.pop(proc.pid, None)

@@ -1,6 +1,6 @@
 """Typed records of what the hooks saw in one process of the program (parent side).
 
-Built from the events files by gpudiag.run.events; read by the verdicts
+Built from the events files (gpudiag.layout.events) by gpudiag.run.events; read by the verdicts
 (gpudiag.verdicts.run.process). Plain frozen dataclasses, no TensorFlow. Times are seconds
 (``_s``), wall-clock times are Unix seconds (``t_unix_s``); devices are in the short form
 ``/device:GPU:1``.
@@ -35,6 +35,7 @@ class DeviceSnapshot:
     soft_placement: bool | None
     cuda_build: bool | None
     remote: list[str] = field(default_factory=list)  # other tasks' devices of its cluster
+    env: dict[str, str | None] = field(default_factory=dict)  # CUDA_VISIBLE_DEVICES ... then
 
 
 @dataclass(frozen=True)
@@ -48,6 +49,7 @@ class StrategyRecord:
     nccl: bool
     cluster: dict[str, Any] | None
     caller: dict[str, Any] | None
+    module: str = ""  # the strategy class's module
 
 
 @dataclass(frozen=True)
@@ -61,6 +63,7 @@ class ClusterJoin:
     cluster_spec: dict[str, list[str]] | None  # {job: [address, ...]}
     outcome: str = "waiting"  # waiting (never returned) | joined | failed (its exception
     # is the program's crash)
+    caller: dict[str, Any] | None = None  # the program's line that joined
 
 
 @dataclass(frozen=True)
@@ -121,6 +124,7 @@ class StepStats:
     devices: dict[str, dict[str, Any]]  # device -> nodes, busy_us, scopes, op_types
     pinned: list[dict[str, Any]]  # requested, actual, nodes, examples, scopes
     node_devices: dict[str, str] = field(default_factory=dict)  # node -> device it ran on
+    call: int | None = None  # which run of its fetch group (from 0)
 
 
 @dataclass(frozen=True)
@@ -131,6 +135,7 @@ class CrashRecord:
     frames: list[dict[str, Any]]
     user_frame: dict[str, Any] | None
     causes: list[dict[str, Any]]
+    module: str = ""  # the exception class's module
 
 
 @dataclass(frozen=True)
@@ -140,6 +145,7 @@ class ProfileRecord:
     source: str | None
     steps: list[int]
     error: str | None
+    first_step: int | None = None  # the step the window opened at
 
 
 @dataclass(frozen=True)
@@ -148,6 +154,7 @@ class TfLogRecord:
     message: str
     source: str
     shown: bool  # did the program's own logger level let the user see it?
+    logger: str = ""  # the Python logger's name (tensorflow, absl ...)
 
 
 @dataclass(frozen=True)
@@ -206,8 +213,12 @@ class ProcessObservation:
     placement_log: bool = False  # gpudiag's placement window was set up in this process
     # the placement window's exports: {"eager": bool, "nodes": [[name, op, device] ...]}
     placed_graphs: list[dict[str, Any]] = field(default_factory=list)
-    # stall events (gpudiag.run.stallwatch), each with ``ended_after_s`` once steps came
+    # stall events (gpudiag.inprogram.stallwatch; gpudiag.layout.events.Stall's fields),
+    # each with ``ended_after_s`` once steps came
     stalls: list[dict[str, Any]] = field(default_factory=list)
+    # gpudiag's placement windows: {window, opened_by, closed_by, graphs, nodes_left_out}
+    placement_windows: list[dict[str, Any]] = field(default_factory=list)
+    placement_log_asked: str | None = None  # why gpudiag asked for TensorFlow's placement log
     config_calls: list[ConfigCall] = field(default_factory=list)
     devices: DeviceSnapshot | None = None
     strategies: list[StrategyRecord] = field(default_factory=list)
@@ -216,6 +227,7 @@ class ProcessObservation:
     weights: list[WeightsRecord] = field(default_factory=list)
     graphs: list[FunctionGraph] = field(default_factory=list)
     sessions: list[dict[str, Any]] = field(default_factory=list)  # config summaries
+    session_calls: list[dict[str, Any]] = field(default_factory=list)  # {target, caller} each
     step_stats: list[StepStats] = field(default_factory=list)
     dataset_calls: list[DatasetCall] = field(default_factory=list)
     crash: CrashRecord | None = None
@@ -223,12 +235,23 @@ class ProcessObservation:
     tf_logs: list[TfLogRecord] = field(default_factory=list)
     py_warnings: list[PyWarning] = field(default_factory=list)
     device_scopes: list[DeviceScope] = field(default_factory=list)
-    hook_errors: list[dict[str, Any]] = field(default_factory=list)
+    hook_errors: list[dict[str, Any]] = field(default_factory=list)  # with hook_note's
+    hook_errors_counted: int | None = None  # at its exit, those past the written 50 included
+    stream_errors_counted: int | None = None  # the program's own streams raising at its exit
     exited: bool = False  # its exit handler ran (not killed, not a fatal signal)
     first_t_unix_s: float | None = None  # its first and last event
     last_t_unix_s: float | None = None
     faults: str = ""  # faulthandler's output (a fatal signal's Python stack)
     events: int = 0
+    # what the process was: sys.executable, its Python version, working directory
+    executable: str | None = None
+    python_version: str | None = None
+    cwd: str | None = None
+    keras_module: str | None = None  # keras or tf_keras
+    tf_initialized_at_import: bool | None = None  # TensorFlow's devices already set up
+    tf_import_caller: dict[str, Any] | None = None  # the program's line importing it
+    modules_before_tf: list[str] = field(default_factory=list)  # keras, jax ... already there
+    unknown_events: list[str] = field(default_factory=list)  # kinds this gpudiag cannot read
 
     @property
     def imported_tf(self) -> bool:

@@ -4,13 +4,16 @@ unmodified program (no TensorFlow, ever).
 :mod:`~gpudiag.commands.run` runs the program with gpudiag's in-program code on its
 PYTHONPATH (gpudiag.inprogram: the hooks, which live apart because their rules differ),
 passes its output through (:mod:`~gpudiag.run.streams`) and samples NVML; then
-:mod:`~gpudiag.run.analyse` reads the events (:mod:`~gpudiag.run.events`) into typed
-records (:mod:`~gpudiag.records.run`) for the verdicts (the package gpudiag.verdicts.run),
+:mod:`~gpudiag.run.analyse` reads the events (:mod:`~gpudiag.run.events`: each event of
+gpudiag.layout.events through its kind's handler into one
+:mod:`~gpudiag.run.runstate` per process, made by :mod:`~gpudiag.run.observation` into typed
+records, :mod:`~gpudiag.records.run`) for the verdicts (the package gpudiag.verdicts.run),
 joins a cluster's tasks (:mod:`~gpudiag.run.tasks`) and writes TensorBoard
 (:mod:`~gpudiag.run.tbwrite`). :mod:`~gpudiag.run.options` holds the records the steps
 share (RunOptions, Outcome).
 
-While the program runs: live.py follows the events (scalars, stalls, a NaN loss),
+While the program runs: live.py follows the events into the same per-process state and
+draws its views from it (scalars, stalls, a NaN loss),
 livegpu.py NVML's samples, stderrscan.py matches the saved stderr against the catalogue,
 statusline.py draws the terminal's one status line, peers.py shares a cluster's tasks'
 live states in the logdir; classcount.py finds a loop's number of classes from evidence

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import os
 from collections import Counter
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -136,23 +136,33 @@ def why_slow(obs: ProcessObservation, rows: list[PlacementRow], proc: str,
     epochs = (facts.get("params") or {}).get("epochs")
     mirrored = [d for s in obs.strategies if "Mirrored" in s.class_name
                 for d in s.worker_devices]
-    return bottleneck.bottleneck(result, None, obs.dataset_calls, p.source,
-                                 facts.get("called_at"),
-                                 epochs if isinstance(epochs, int) else None,
-                                 [d for s in obs.strategies for d in s.worker_devices],
-                                 check_id=check_id,
-                                 nvml_gpus=None if nvml_gpus is None
-                                 else gpu_fill.gpus_of(obs.pid, nvml_gpus),
-                                 gradient_bytes=allreduce.gradient_bytes(
-                                     facts.get("trainable_bytes_by_device"), mirrored)
-                                 or (facts.get("trainable_bytes") if mirrored else None))
+    return bottleneck.bottleneck(result, None, bottleneck.ProgramFacts(
+        calls=obs.dataset_calls, loop=p.source, called_at=facts.get("called_at"),
+        epochs=epochs if isinstance(epochs, int) else None,
+        replicas=[d for s in obs.strategies for d in s.worker_devices],
+        nvml_gpus=None if nvml_gpus is None else gpu_fill.gpus_of(obs.pid, nvml_gpus),
+        gradient_bytes=allreduce.gradient_bytes(facts.get("trainable_bytes_by_device"),
+                                                mirrored)
+        or (facts.get("trainable_bytes") if mirrored else None)), check_id=check_id)
 
 
-def _process_findings(session: RunSession, obs: ProcessObservation, proc: str,
-                      rows: list[PlacementRow], reason: str | None,
-                      log: list[catalogue.LogMatch], nvml_gpus: list[dict[str, Any]] | None,
-                      options: RunOptions, stderr: str,
+@dataclass(frozen=True)
+class RunSeen:
+    """What every process's findings read of the whole run."""
+
+    log: list[catalogue.LogMatch]  # the catalogue's matches in its stderr and logs
+    nvml_gpus: list[dict[str, Any]] | None  # gpu_verdicts.gpu_numbers, None without NVML
+    options: RunOptions
+    stderr: str
+
+
+def _process_findings(session: RunSession, seen: RunSeen, obs: ProcessObservation,
+                      proc: str, placement: tuple[list[PlacementRow], str | None],
                       live_file: tbwrite.ProgramFile | None) -> dict[str, Any]:
+    """One TensorFlow process's findings (``placement``: its rows and why there are none)
+    and its part of the report's data."""
+    rows, reason = placement
+    log, nvml_gpus, options, stderr = seen.log, seen.nvml_gpus, seen.options, seen.stderr
     placed, eager, graph, graph_devices = placement_data(rows)
     summary, trace_reason = trace_of(obs, rows)
     busy = summary.busy_by_device() if summary and summary.attributed() else None
@@ -231,6 +241,7 @@ def report(session: RunSession, argv: list[str], outcome: Outcome, options: RunO
                               completed=outcome.returncode == 0 and not outcome.interrupted)
     processes = []
     placement_total = 0
+    seen = RunSeen(log, nvml_gpus, options, stderr)
     for obs, proc in named_processes(tf_procs):
         if server_only(obs):  # a ps or worker task serving: run.cluster tells its part
             processes.append({"pid": obs.pid, "argv": obs.argv, "tf_version": obs.tf_version,
@@ -242,7 +253,7 @@ def report(session: RunSession, argv: list[str], outcome: Outcome, options: RunO
             rows, reason = placement_rows(stderr, obs, len(tf_procs))
         placement_total += len(rows)
         processes.append(_process_findings(
-            session, obs, proc, rows, reason, log, nvml_gpus, options, stderr,
+            session, seen, obs, proc, (rows, reason),
             outcome.live.programs.get(obs.pid) if outcome.live is not None else None))
     if tf_procs:
         overridden = [o for o in tf_procs if o.cpp_log_level_overridden]
@@ -251,11 +262,9 @@ def report(session: RunSession, argv: list[str], outcome: Outcome, options: RunO
     if observations:
         session.add(run_progress.crash(observations, outcome.returncode,
                                        outcome.interrupted, stderr.splitlines()))
-    task_reports = tasks.task_reports(tf_procs, stderr, run_dir=session.run_dir,
-                                      returncode=outcome.returncode,
-                                      interrupted=outcome.interrupted,
-                                      warmup=options.profile_warmup_steps,
-                                      parent_pid=os.getpid(), nvml_gpus=nvml_gpus)
+    task_reports = tasks.task_reports(tf_procs, stderr, tasks.RunEnd(
+        session.run_dir, outcome.returncode, outcome.interrupted,
+        options.profile_warmup_steps, os.getpid(), nvml_gpus))
     for finding in tasks.share(session.run_dir.parent, task_reports) if task_reports else []:
         session.add(finding)
     live = outcome.live

@@ -15,7 +15,8 @@ Each count comes with the evidence it was read from (``classes_from``).
 from __future__ import annotations
 
 import re
-from typing import Any
+
+from gpudiag.layout import events as ev
 
 _CATEGORICAL = re.compile(r"categorical_?crossentropy", re.IGNORECASE)
 _BINARY = re.compile(r"binary_?crossentropy", re.IGNORECASE)
@@ -38,12 +39,12 @@ def fit_classes(output_width: int | None, loss: str | None) -> tuple[int | None,
     return None, f"the loss {loss[:60]} is not a cross-entropy over classes"
 
 
-def function_classes(event: dict[str, Any] | None) -> tuple[int | None, str]:
+def function_classes(function: ev.Function | None) -> tuple[int | None, str]:
     """(classes, where from) for a step tf.function's ``function`` event."""
-    if event is None:
+    if function is None:
         return None, "the step function's graph was not recorded"
-    found = event.get("cross_entropy") or []
-    classes = event.get("classes")
+    found = [f for f in function.cross_entropy if isinstance(f, dict)]
+    classes = function.classes
     if classes:
         ops = sorted({f"{f.get('op')} {f.get('node')}" for f in found})
         return int(classes), (f"the logits [batch, {classes}] of {len(found)} softmax "

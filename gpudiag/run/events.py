@@ -1,19 +1,24 @@
-"""Read the program's events files into typed records (parent side, no TensorFlow).
+"""Read the program's events files into one typed state per process (parent side, no
+TensorFlow).
 
-One file per process (children/program/events-<pid>.jsonl). A file whose last line was
-cut short (the process was killed while writing it) loses only that line; a line that is
-not JSON is skipped and counted.
+One file per process (children/program/events-<pid>.jsonl), every line decoded by
+gpudiag.layout.events (the only reader of the format). A file whose last line was cut
+short (the process was killed while writing it) loses only that line; a line that is not
+JSON, or no event, is skipped and counted. Each event goes to its kind's handler
+(:data:`HANDLERS`) into a gpudiag.run.runstate.ProcessState: gpudiag.run.live applies each
+poll's new lines (:class:`Follower`), the end applies the whole files
+(:func:`observe_all`) and turns each state into a ProcessObservation.
 """
 
 from __future__ import annotations
 
-import json
-import re
-from dataclasses import replace
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from gpudiag.layout import RUN_EVENTS_PREFIX, RUN_EVENTS_SUFFIX, run_faults_name
+from gpudiag.layout import events as ev
 from gpudiag.readers.placementlog import short_device
 from gpudiag.records.run import (
     ClusterJoin,
@@ -21,244 +26,349 @@ from gpudiag.records.run import (
     CrashRecord,
     DatasetCall,
     DeviceScope,
-    DeviceSnapshot,
     FunctionGraph,
     ProcessObservation,
     ProfileRecord,
     PyWarning,
-    Step,
-    StepSeries,
     StepStats,
     StrategyRecord,
     TfLogRecord,
-    WeightsRecord,
 )
-from gpudiag.run import classcount
+from gpudiag.run import classcount, observation
+from gpudiag.run.runstate import (
+    FitRun,
+    ProcessState,
+    fit_steps,
+    function_steps,
+    series_label,
+    session_steps,
+)
+
+__all__ = ["HANDLERS", "Follower", "apply", "observe", "observe_all", "read_events",
+           "series_label"]
+
+E = TypeVar("E", bound=ev.Event)
+Handler = Callable[[ProcessState, Any, "float | None"], None]
+HANDLERS: dict[type[ev.Event], Handler] = {}
 
 
-def read_events(events_dir: Path) -> tuple[dict[int, list[dict[str, Any]]], int]:
+def on(kind: type[E]) -> Callable[[Callable[[ProcessState, E, float | None], None]],
+                                  Handler]:
+    def register(fn: Callable[[ProcessState, E, float | None], None]) -> Handler:
+        HANDLERS[kind] = fn
+        return fn
+    return register
+
+
+def apply(state: ProcessState, recorded: ev.Recorded) -> None:
+    """One event into its process's state (its kind's handler)."""
+    state.events += 1
+    t = recorded.t_unix_s
+    if t is not None:
+        state.first_t_unix_s = min(state.first_t_unix_s or t, t)
+        state.last_t_unix_s = max(state.last_t_unix_s or t, t)
+    handler = HANDLERS.get(type(recorded.event))
+    if handler is not None:
+        handler(state, recorded.event, t)
+
+
+# ------------------------------------------------------------------ what the process is
+@on(ev.Process)
+def _process(s: ProcessState, e: ev.Process, t: float | None) -> None:
+    s.process = e
+    s.news.append((t, e))
+
+
+@on(ev.TfImport)
+def _tf_import(s: ProcessState, e: ev.TfImport, t: float | None) -> None:
+    s.tf_import = e
+
+
+@on(ev.KerasImport)
+def _keras_import(s: ProcessState, e: ev.KerasImport, t: float | None) -> None:
+    s.keras = e
+
+
+@on(ev.ConfigCall)
+def _config_call(s: ProcessState, e: ev.ConfigCall, t: float | None) -> None:
+    s.config_calls.append(ConfigCall(e.order, e.api, e.args, e.kwargs, e.initialized_before,
+                                     e.caller, e.error_type, e.error))
+
+
+@on(ev.Devices)
+def _devices(s: ProcessState, e: ev.Devices, t: float | None) -> None:
+    if s.devices is None:  # the first look: what the program set up
+        s.devices = e
+
+
+@on(ev.Strategy)
+def _strategy(s: ProcessState, e: ev.Strategy, t: float | None) -> None:
+    s.strategies.append(StrategyRecord(
+        e.class_name, e.num_replicas_in_sync, [short_device(d) for d in e.worker_devices],
+        [short_device(d) for d in e.parameter_devices], e.cross_device_ops,
+        e.communication_implementation, e.nccl, e.cluster, e.caller, e.module))
+
+
+@on(ev.ClusterJoin)
+def _cluster_join(s: ProcessState, e: ev.ClusterJoin, t: float | None) -> None:
+    s.joins.append(ClusterJoin(e.via, e.task_type, e.task_id, e.cluster_spec,
+                               caller=e.caller))
+    s.news.append((t, e))
+
+
+def _join_outcome(s: ProcessState, via: str, outcome: str) -> None:
+    for n in range(len(s.joins) - 1, -1, -1):  # the latest join by that way
+        if s.joins[n].via == via or via == "?":
+            s.joins[n] = replace(s.joins[n], outcome=outcome)
+            return
+
+
+@on(ev.ClusterJoined)
+def _cluster_joined(s: ProcessState, e: ev.ClusterJoined, t: float | None) -> None:
+    _join_outcome(s, e.via, "joined")
+
+
+@on(ev.ClusterJoinFailed)
+def _cluster_join_failed(s: ProcessState, e: ev.ClusterJoinFailed, t: float | None) -> None:
+    _join_outcome(s, e.via, "failed")
+
+
+@on(ev.PlacementLogAsked)
+def _placement_log_asked(s: ProcessState, e: ev.PlacementLogAsked, t: float | None) -> None:
+    s.placement_log_asked = e.reason
+
+
+# ------------------------------------------------------------------------ the loops
+@on(ev.FitBegin)
+def _fit_begin(s: ProcessState, e: ev.FitBegin, t: float | None) -> None:
+    s.fits.append(FitRun(e))
+    loop = s.loop("fit", "", series_label("fit", None))
+    loop.batch_size = e.batch_size
+    loop.classes = classcount.fit_classes(e.output_width, e.loss)
+    loop.first_loss = None  # a new fit: its own losses
+    loop.recent_losses.clear()
+
+
+@on(ev.FitSteps)
+def _fit_steps(s: ProcessState, e: ev.FitSteps, t: float | None) -> None:
+    if s.fits:
+        s.fits[-1].rows += e.rows
+    s.stepped(s.loop("fit", "", series_label("fit", None)), fit_steps(e.rows))
+
+
+@on(ev.FitEpoch)
+def _fit_epoch(s: ProcessState, e: ev.FitEpoch, t: float | None) -> None:
+    if s.fits:
+        s.fits[-1].epochs.append(e.logs)
+
+
+@on(ev.FitEnd)
+def _fit_end(s: ProcessState, e: ev.FitEnd, t: float | None) -> None:
+    if s.fits and e.iterations is not None:
+        s.fits[-1].iterations = e.iterations
+
+
+@on(ev.FunctionSteps)
+def _function_steps(s: ProcessState, e: ev.FunctionSteps, t: float | None) -> None:
+    s.function_rows.setdefault(e.function, []).extend(e.rows)
+    loop = s.loop("function", e.function, series_label("function", e.function))
+    s.stepped(loop, function_steps(e.rows))
+
+
+@on(ev.Function)
+def _function(s: ProcessState, e: ev.Function, t: float | None) -> None:
+    if e.function in s.functions:
+        return
+    s.functions[e.function] = e
+    for g in e.graphs:
+        s.graphs.append(FunctionGraph(e.function, str(g.get("name")), int(g.get("ops") or 0),
+                                      [tuple(p) for p in g.get("pinned") or []]))
+    loop = s.loop("function", e.function, series_label("function", e.function))
+    loop.classes = classcount.function_classes(e)
+
+
+@on(ev.SessionSteps)
+def _session_steps(s: ProcessState, e: ev.SessionSteps, t: float | None) -> None:
+    fetches, rows = s.groups.setdefault(e.group, (list(e.fetches), []))
+    rows += e.rows
+    loop = s.loop("session", str(e.group), series_label("session", e.group, fetches))
+    s.stepped(loop, session_steps(e.rows))
+
+
+@on(ev.Weights)
+def _weights(s: ProcessState, e: ev.Weights, t: float | None) -> None:
+    s.weights.setdefault(e.source, []).append(e)
+
+
+@on(ev.Stall)
+def _stall(s: ProcessState, e: ev.Stall, t: float | None) -> None:
+    s.stalls.append({
+        "t": t, "waited_s": e.waited_s, "timeout_s": e.timeout_s, "steps": e.steps,
+        "loop": e.loop, "loop_kind": e.loop_kind, "median_period_s": e.median_period_s,
+        "where": e.where, "threads": e.threads, "since": e.since, "ended_after_s": None})
+    s.news.append((t, e))
+
+
+@on(ev.StallEnd)
+def _stall_end(s: ProcessState, e: ev.StallEnd, t: float | None) -> None:
+    if s.stalls:
+        s.stalls[-1]["ended_after_s"] = e.after_s
+    s.news.append((t, e))
+
+
+# ------------------------------------------------------------- placement and sessions
+@on(ev.PlacementWindow)
+def _placement_window(s: ProcessState, e: ev.PlacementWindow, t: float | None) -> None:
+    s.placement_windows.append({"window": e.window, "opened_by": e.reason, "closed_by": None,
+                                "graphs": 0, "nodes_left_out": 0})
+
+
+@on(ev.Placement)
+def _placement(s: ProcessState, e: ev.Placement, t: float | None) -> None:
+    graphs = [g for g in e.graphs if isinstance(g, dict)]
+    s.placed.extend(graphs)
+    window = next((w for w in s.placement_windows if w["window"] == e.window), None)
+    if window is None:
+        window = {"window": e.window, "opened_by": None}
+        s.placement_windows.append(window)
+    window.update(closed_by=e.reason, graphs=len(graphs), nodes_left_out=e.nodes_left_out)
+
+
+@on(ev.Session)
+def _session(s: ProcessState, e: ev.Session, t: float | None) -> None:
+    s.sessions.append(e)
+
+
+@on(ev.StepStats)
+def _step_stats(s: ProcessState, e: ev.StepStats, t: float | None) -> None:
+    s.step_stats.append(StepStats(e.group, e.devices, e.pinned, e.node_devices, e.call))
+
+
+@on(ev.DatasetCall)
+def _dataset_call(s: ProcessState, e: ev.DatasetCall, t: float | None) -> None:
+    s.datasets.append(DatasetCall(e.method, e.args, e.function, e.input, e.output, e.caller))
+
+
+@on(ev.DeviceScope)
+def _device_scope(s: ProcessState, e: ev.DeviceScope, t: float | None) -> None:
+    s.scopes.append(DeviceScope(e.device, e.caller))
+
+
+# ------------------------------------------------------------ what went wrong, the end
+@on(ev.Crash)
+def _crash(s: ProcessState, e: ev.Crash, t: float | None) -> None:
+    if s.crash is None:
+        s.crash = CrashRecord(e.type, e.message, e.thread, e.frames, e.user_frame, e.causes,
+                              e.module)
+
+
+@on(ev.Profile)
+def _profile(s: ProcessState, e: ev.Profile, t: float | None) -> None:
+    s.profile = ProfileRecord(e.status, e.logdir, e.source, e.steps, e.error, e.first_step)
+
+
+@on(ev.TfLog)
+def _tf_log(s: ProcessState, e: ev.TfLog, t: float | None) -> None:
+    s.tf_logs.append(TfLogRecord(e.level, e.message, e.source, e.shown, e.logger))
+
+
+@on(ev.PyWarning)
+def _py_warning(s: ProcessState, e: ev.PyWarning, t: float | None) -> None:
+    s.py_warnings.append(PyWarning(e.category, e.message, e.file, e.line, e.user_frame))
+
+
+@on(ev.HookError)
+def _hook_error(s: ProcessState, e: ev.HookError, t: float | None) -> None:
+    s.hook_errors.append({"kind": e.KIND, "where": e.where, "type": e.type,
+                          "message": e.message, "traceback": e.traceback})
+
+
+@on(ev.HookNote)
+def _hook_note(s: ProcessState, e: ev.HookNote, t: float | None) -> None:
+    s.hook_errors.append({"kind": e.KIND, "where": e.where, "type": None, "message": e.message})
+
+
+@on(ev.Exit)
+def _exit(s: ProcessState, e: ev.Exit, t: float | None) -> None:
+    s.exit = e
+    s.news.append((t, e))
+
+
+@on(ev.Unknown)
+def _unknown(s: ProcessState, e: ev.Unknown, t: float | None) -> None:
+    s.unknown.append(e)
+
+
+# -------------------------------------------------------------------------- reading
+def _files(events_dir: Path) -> list[Path]:
+    return sorted(events_dir.glob(f"{RUN_EVENTS_PREFIX}*{RUN_EVENTS_SUFFIX}"))
+
+
+def read_events(events_dir: Path) -> tuple[dict[int, list[ev.Recorded]], int]:
     """{pid: events in order}, and how many unreadable lines were skipped."""
-    out: dict[int, list[dict[str, Any]]] = {}
+    out: dict[int, list[ev.Recorded]] = {}
     bad = 0
-    for path in sorted(events_dir.glob(f"{RUN_EVENTS_PREFIX}*{RUN_EVENTS_SUFFIX}")):
+    for path in _files(events_dir):
         for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
-            try:
-                event = json.loads(line)
-            except json.JSONDecodeError:
+            recorded = ev.decode_line(line)
+            if recorded is None:
                 bad += 1
                 continue
-            if isinstance(event, dict) and "kind" in event and "pid" in event:
-                out.setdefault(int(event["pid"]), []).append(event)
-    for events in out.values():
-        events.sort(key=lambda e: e.get("seq", 0))
+            out.setdefault(recorded.pid, []).append(recorded)
+    for records in out.values():
+        records.sort(key=lambda r: r.seq)
     return out, bad
 
 
-_TASK = re.compile(r"/job:(?P<job>\w+)/replica:\d+/task:(?P<task>\d+)")
+@dataclass
+class _Offset:
+    offset: int = 0
+    pending: bytes = b""
 
 
-def _local(device: str, joins: list[ClusterJoin]) -> bool:
-    """Whether a listed device is this process's own: in a cluster, TensorFlow lists every
-    task's devices (``/job:worker/replica:0/task:1/device:CPU:0``)."""
-    m = _TASK.search(device)
-    if m is None or m["job"] == "localhost" or not joins:
-        return True
-    return (m["job"], int(m["task"])) == (joins[-1].task_type, joins[-1].task_id)
+@dataclass
+class Follower:
+    """The events files read as they grow (only whole new lines), into one state per
+    process (gpudiag.run.live: once a poll)."""
+
+    events_dir: Path
+    states: dict[int, ProcessState] = field(default_factory=dict)
+    bad_lines: int = 0
+    _files: dict[Path, _Offset] = field(default_factory=dict)
+
+    def poll(self) -> dict[int, ProcessState]:
+        """Every process's state, with this poll's new steps and news."""
+        for state in self.states.values():
+            state.begin_poll()
+        for path in _files(self.events_dir):
+            follow = self._files.setdefault(path, _Offset())
+            with path.open("rb") as f:
+                f.seek(follow.offset)
+                data = f.read()
+            follow.offset += len(data)
+            *lines, follow.pending = (follow.pending + data).split(b"\n")
+            for line in lines:
+                recorded = ev.decode_line(line)
+                if recorded is None:
+                    self.bad_lines += 1
+                    continue
+                state = self.states.setdefault(recorded.pid, ProcessState(recorded.pid))
+                apply(state, recorded)
+        return self.states
 
 
-def series_label(kind: str, name: object, fetches: list[str] | None = None) -> str:
-    """How a loop is named in the report and in its TensorBoard tags (tbwrite): a step
-    function by its name, a Session.run group by its number and fetches (Keras fit is
-    "Model.fit", numbered by ``observe`` when a process fits more than once)."""
-    if kind == "function":
-        return f"tf.function {name}"
-    if kind == "session":
-        return f"Session.run #{name} [{', '.join(fetches or [])[:80]}]"
-    return "Model.fit"
-
-
-def _series_steps(rows: list[dict[str, Any]], kind: str) -> list[Step]:
-    if kind == "function":  # the final row adds the last call's loss to that call's row
-        merged: dict[int, dict[str, Any]] = {}
-        for r in rows:
-            into = merged.setdefault(int(r["i"]), {})
-            into.update({k: v for k, v in r.items() if v is not None})
-        rows = [merged[i] for i in sorted(merged)]
-    steps = []
-    for r in rows:
-        if kind == "fit":
-            logs = dict(r.get("logs") or {})
-            t0, t_end = r.get("t0"), r.get("t_end")
-            call = t_end - t0 if isinstance(t0, int | float) and isinstance(t_end, int | float) \
-                else None
-            steps.append(Step(int(r["i"]), t0, call, logs.pop("loss", None), logs,
-                              epoch=r.get("epoch"), count=int(r.get("n") or 1)))
-        else:
-            loss = r.get("loss") if kind == "function" else r.get("value")
-            steps.append(Step(int(r["i"]), r.get("t0"), r.get("dt"), loss,
-                              traced=bool(r.get("traced")), count=int(r.get("n") or 1)))
-    return steps
-
-
-def observe(pid: int, events: list[dict[str, Any]], events_dir: Path) -> ProcessObservation:
+def observe(pid: int, records: list[ev.Recorded], events_dir: Path) -> ProcessObservation:
     """One process's events as a ProcessObservation."""
-    times = [e["t"] for e in events if isinstance(e.get("t"), int | float)]
-    fields: dict[str, Any] = {"pid": pid, "ppid": None, "argv": [], "start_env": {},
-                              "events": len(events),
-                              "first_t_unix_s": min(times) if times else None,
-                              "last_t_unix_s": max(times) if times else None}
-    calls, strategies, graphs, stats, logs, errors, sessions = [], [], [], [], [], [], []
-    py_warnings: list[PyWarning] = []
-    scopes: list[DeviceScope] = []
-    datasets: list[DatasetCall] = []
-    fits: list[dict[str, Any]] = []
-    joins: list[ClusterJoin] = []
-    functions: dict[str, list[dict[str, Any]]] = {}
-    function_events: dict[str, dict[str, Any]] = {}
-    groups: dict[int, dict[str, Any]] = {}
-    fingerprints: dict[str, list[dict[str, Any]]] = {}
-    placed: list[dict[str, Any]] = []
-    stalls: list[dict[str, Any]] = []
-
-    for e in events:
-        kind = e["kind"]
-        if kind == "process":
-            fields.update(ppid=e.get("ppid"), argv=e.get("argv") or [],
-                          start_env=e.get("env") or {})
-        elif kind == "tf_import":
-            fields.update(tf_version=e.get("version"), cpp_log_level=e.get("cpp_log_level"),
-                          cpp_log_level_overridden=bool(e.get("cpp_log_level_overridden")),
-                          placement_log=bool(e.get("placement_log")))
-        elif kind == "keras_import":
-            fields["keras_version"] = e.get("version")
-        elif kind == "config_call":
-            calls.append(ConfigCall(e["order"], e["api"], e.get("args") or [],
-                                    e.get("kwargs") or {}, e.get("initialized_before"),
-                                    e.get("caller"), e.get("error_type"), e.get("error")))
-        elif kind == "devices" and "devices" not in fields:
-            names = [d["name"] for d in e.get("logical", [])]
-            remote = [n for n in names if not _local(n, joins)]
-            fields["devices"] = DeviceSnapshot(
-                e.get("reason", "?"), [d["name"] for d in e.get("physical", [])],
-                [short_device(n) for n in names if n not in remote], e.get("gpus") or [],
-                e.get("soft_placement"), e.get("cuda_build"), remote)
-        elif kind == "strategy":
-            strategies.append(StrategyRecord(
-                e["class"], e.get("num_replicas_in_sync"),
-                [short_device(d) for d in e.get("worker_devices") or []],
-                [short_device(d) for d in e.get("parameter_devices") or []],
-                e.get("cross_device_ops"), e.get("communication_implementation"),
-                bool(e.get("nccl")), e.get("cluster"), e.get("caller")))
-        elif kind == "cluster_join":
-            joins.append(ClusterJoin(e.get("via", "?"), e.get("task_type"), e.get("task_id"),
-                                     e.get("cluster_spec")))
-        elif kind in ("cluster_joined", "cluster_join_failed") and joins:
-            joins[-1] = replace(joins[-1], outcome="joined" if kind == "cluster_joined"
-                                else "failed")
-        elif kind == "fit_begin":
-            fits.append({"begin": e, "rows": [], "epochs": []})
-        elif kind == "fit_steps" and fits:
-            fits[-1]["rows"] += e.get("rows") or []
-        elif kind == "fit_epoch" and fits:
-            fits[-1]["epochs"].append(e.get("logs") or {})
-        elif kind == "fit_end" and fits and isinstance(e.get("iterations"), int):
-            fits[-1]["iterations"] = e["iterations"]
-        elif kind == "function_steps":
-            functions.setdefault(e["function"], []).extend(e.get("rows") or [])
-        elif kind == "function":
-            function_events.setdefault(e["function"], e)
-            for g in e.get("graphs") or []:
-                graphs.append(FunctionGraph(e["function"], g["name"], g.get("ops", 0),
-                                            [tuple(p) for p in g.get("pinned") or []]))
-        elif kind == "stall":
-            stalls.append({**e, "ended_after_s": None})
-        elif kind == "stall_end" and stalls:
-            stalls[-1]["ended_after_s"] = e.get("after_s")
-        elif kind == "placement":
-            placed.extend(g for g in e.get("graphs") or [] if isinstance(g, dict))
-        elif kind == "session":
-            sessions.append(e.get("config") or {})
-        elif kind == "session_steps":
-            group = groups.setdefault(e["group"], {"fetches": e.get("fetches") or [],
-                                                   "rows": []})
-            group["rows"] += e.get("rows") or []
-        elif kind == "step_stats":
-            stats.append(StepStats(e.get("group", "?"), e.get("devices") or {},
-                                   e.get("pinned") or [], e.get("node_devices") or {}))
-        elif kind == "dataset_call":
-            datasets.append(DatasetCall(e.get("method", "?"), e.get("args") or {},
-                                        e.get("function"), e.get("input"), e.get("output"),
-                                        e.get("caller")))
-        elif kind == "weights":
-            fingerprints.setdefault(e["source"], []).append(e)
-        elif kind == "crash" and "crash" not in fields:
-            fields["crash"] = CrashRecord(e["type"], e.get("message", ""), e.get("thread", ""),
-                                          e.get("frames") or [], e.get("user_frame"),
-                                          e.get("causes") or [])
-        elif kind == "profile":
-            fields["profile"] = ProfileRecord(e["status"], e.get("logdir", ""), e.get("source"),
-                                              e.get("steps") or [], e.get("error"))
-        elif kind == "tf_log":
-            logs.append(TfLogRecord(e.get("level", ""), e.get("message", ""),
-                                    e.get("source", ""), bool(e.get("shown"))))
-        elif kind == "device_scope":
-            scopes.append(DeviceScope(str(e.get("device", "")), e.get("caller")))
-        elif kind == "py_warning":
-            py_warnings.append(PyWarning(e.get("category", "Warning"), e.get("message", ""),
-                                         e.get("file", ""), int(e.get("line") or 0),
-                                         e.get("user_frame")))
-        elif kind in ("hook_error", "hook_note"):
-            errors.append({k: e.get(k) for k in ("kind", "where", "type", "message")})
-        elif kind == "exit":
-            fields["exited"] = True
-    series: list[StepSeries] = []
-    for n, fit in enumerate(fits, 1):
-        begin = fit["begin"]
-        facts = {k: begin.get(k) for k in ("model", "model_id", "loss", "optimizer",
-                                            "learning_rate",
-                                            "strategy", "replicas", "trainable_parameters",
-                                            "trainable_bytes",
-                                            "params", "examples")}
-        if "iterations" in fit:  # optimizer.iterations when fit ended: the global step
-            facts["global_step"] = fit["iterations"]
-        classes, facts["classes_from"] = classcount.fit_classes(begin.get("output_width"),
-                                                                begin.get("loss"))
-        series.append(StepSeries("fit", series_label("fit", None) if len(fits) == 1 else
-                                 f"Model.fit #{n}",
-                                 _series_steps(fit["rows"], "fit"), begin.get("batch_size"),
-                                 classes, facts, fit["epochs"]))
-    for name, rows in functions.items():
-        classes, source = classcount.function_classes(function_events.get(name))
-        series.append(StepSeries("function", series_label("function", name),
-                                 _series_steps(rows, "function"), num_classes=classes,
-                                 facts={"classes_from": source,
-                                        **{k: (function_events.get(name) or {}).get(k)
-                                           for k in ("file", "line", "called_at",
-                                                     "trainable_bytes_by_device")}}))
-    for index, group in sorted(groups.items()):
-        label = series_label("session", index, group["fetches"])
-        gsteps = [r["global_step"] for r in group["rows"]
-                  if isinstance(r.get("global_step"), int)]
-        facts = {"fetches": group["fetches"]}
-        if gsteps:  # the graph's global step, fetched by this group's runs
-            facts.update(global_step_first=gsteps[0], global_step=gsteps[-1])
-        series.append(StepSeries("session", label, _series_steps(group["rows"], "session"),
-                                 facts=facts))
-    weights = [WeightsRecord(src, fp[0].get("fingerprint"), fp[-1].get("fingerprint"),
-                             fp[0].get("phase", ""), fp[-1].get("phase", ""),
-                             int(fp[-1].get("calls") or 0) - int(fp[0].get("calls") or 0))
-               for src, fp in fingerprints.items()]
+    state = ProcessState(pid)
+    for recorded in records:
+        apply(state, recorded)
     faults = events_dir / run_faults_name(pid)
-    return ProcessObservation(
-        **fields, config_calls=calls, strategies=strategies, cluster_joins=joins,
-        series=series, weights=weights, graphs=graphs, sessions=sessions, step_stats=stats,
-        tf_logs=logs, py_warnings=py_warnings, device_scopes=scopes, dataset_calls=datasets,
-        hook_errors=errors, placed_graphs=placed, stalls=stalls,
-        faults=faults.read_text(errors="replace") if faults.is_file() else "")
+    return observation.of(state, faults.read_text(errors="replace")
+                          if faults.is_file() else "")
 
 
 def observe_all(events_dir: Path) -> tuple[list[ProcessObservation], int]:
     """Every process, in the order they started; and the count of unreadable lines."""
     by_pid, bad = read_events(events_dir)
-    order = sorted(by_pid, key=lambda pid: by_pid[pid][0].get("t", 0.0))
+    order = sorted(by_pid, key=lambda pid: by_pid[pid][0].t_unix_s or 0.0)
     return [observe(pid, by_pid[pid], events_dir) for pid in order], bad

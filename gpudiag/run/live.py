@@ -31,29 +31,22 @@ and, every POLL_S:
 from __future__ import annotations
 
 import contextlib
-import json
-import math
 import os
 import threading
 import time
-from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from gpudiag import nvml
-from gpudiag.layout import (
-    RUN_EVENTS_PREFIX,
-    RUN_EVENTS_SUFFIX,
-    RUN_STDERR,
-    TAG_RUN_LIVE,
-    run_tb_name,
-)
+from gpudiag.layout import RUN_STDERR, TAG_RUN_LIVE, run_tb_name
+from gpudiag.layout import events as ev
 from gpudiag.records.run import Step, StepSeries
-from gpudiag.run import classcount, peers, tbwrite
-from gpudiag.run import events as run_events
+from gpudiag.run import peers, tbwrite
+from gpudiag.run.events import Follower
 from gpudiag.run.livegpu import LiveGpus, NvmlFile
+from gpudiag.run.runstate import Loop, ProcessState
 from gpudiag.run.stderrscan import StderrScan
 from gpudiag.run.tbwrite import ProgramFile
 from gpudiag.tb.writer import EventWriter
@@ -61,13 +54,15 @@ from gpudiag.verdicts.run.live import describe_stall, stuck_at_ln_classes
 
 POLL_S = 0.5
 TB_FLUSH_S = 5.0  # TensorBoard reloads about every 30 s
-STEP_KINDS = {"fit_steps": "fit", "function_steps": "function", "session_steps": "session"}
 
 
 @dataclass
-class _Follow:
-    offset: int = 0
-    pending: bytes = b""
+class _Shown:
+    """What the live views did with one loop (the key: pid, and the loop's own key)."""
+
+    held: list[Step] = field(default_factory=list)  # fit's last step, until the next
+    told_bad_loss: bool = False
+    told_stuck: bool = False
 
 
 @dataclass
@@ -93,20 +88,11 @@ class Live:
         self.say = say
         self.state = LiveState(stderr_scan=StderrScan(events_dir / RUN_STDERR))
         self.gpus = LiveGpus(sampler, run_dir) if sampler is not None else None
-        self._files: dict[Path, _Follow] = {}
+        self.follower = Follower(events_dir)  # the one run state, per process
         self._writers: dict[int, EventWriter] = {}
-        self._held: dict[tuple[int, str], list[Step]] = {}  # fit's last step, until the next
-        self._bad_loss: set[tuple[int, str]] = set()
-        # per loop: the class count and its evidence, the first and the recent losses
-        self._classes: dict[tuple[int, str], tuple[int | None, str]] = {}
-        self._losses: dict[tuple[int, str], tuple[float | None, deque[float]]] = {}
-        self._stuck_told: set[tuple[int, str]] = set()
-        self._batch: dict[int, int] = {}  # Keras fit's batch size per process
+        self._shown: dict[tuple[int, str, str], _Shown] = {}  # per loop: (pid, kind, name)
         self.board = peers.Board(run_dir)
-        self._ppid: dict[int, int] = {}
-        self._exited: set[int] = set()
-        self._done: dict[tuple[int, str], tuple[int, float | None]] = {}  # steps, last start
-        self._latest: tuple[int, float | None, str | None] | None = None  # for the status
+        self._latest: Loop | None = None  # the loop that stepped last (the status line)
         self._last_flush = -TB_FLUSH_S  # the first scalars are flushed at once
         self._dirty = False
         self._stop = threading.Event()
@@ -164,50 +150,15 @@ class Live:
         while not self._stop.wait(POLL_S):
             self._guarded(self.poll)
 
-    def _new_events(self) -> list[dict[str, Any]]:
-        out = []
-        for path in sorted(self.events_dir.glob(f"{RUN_EVENTS_PREFIX}*{RUN_EVENTS_SUFFIX}")):
-            follow = self._files.setdefault(path, _Follow())
-            with path.open("rb") as f:
-                f.seek(follow.offset)
-                data = f.read()
-            follow.offset += len(data)
-            *lines, follow.pending = (follow.pending + data).split(b"\n")
-            for line in lines:
-                with contextlib.suppress(ValueError):
-                    event = json.loads(line)
-                    if isinstance(event, dict) and "kind" in event and "pid" in event:
-                        out.append(event)
-        return out
-
     def poll(self) -> None:
-        for event in self._new_events():
-            kind, pid = event["kind"], int(event["pid"])
-            if kind in STEP_KINDS:
-                self._steps(pid, event)
-            elif kind == "fit_begin":
-                if isinstance(event.get("batch_size"), int):
-                    self._batch[pid] = event["batch_size"]
-                self._classes[(pid, "fit")] = classcount.fit_classes(
-                    event.get("output_width"), event.get("loss"))
-                self._losses.pop((pid, "fit"), None)  # a new fit: its own losses
-            elif kind == "function" and event.get("function"):
-                self._classes[(pid, str(event["function"]))] = \
-                    classcount.function_classes(event)
-            elif kind == "stall":
-                self.board.stall(pid, event)
-                self._tell(pid, event.get("t"), f"stalled: {describe_stall(event)}"
-                           + self.board.clause_for_stall(pid))
-            elif kind == "stall_end":
-                self.board.stall_end(pid, event)
-                self._tell(pid, event.get("t"), f"steps again after a stall of "
-                           f"{event.get('after_s', 0):.1f} s")
-            elif kind == "cluster_join":
-                self.board.join(pid, event)
-            elif kind == "process" and isinstance(event.get("ppid"), int):
-                self._ppid[pid] = event["ppid"]
-            elif kind == "exit":
-                self._exited.add(pid)
+        """Read the new events into the run state, then draw each view from it."""
+        for pid, state in self.follower.poll().items():
+            self._news(pid, state)
+            for loop in state.loops.values():
+                if loop.new:
+                    self._draw_loop(pid, loop)
+                    if loop is state.latest:
+                        self._latest = loop
         if self.gpus is not None:
             wrote, idle = self.gpus.poll()
             self._dirty = self._dirty or wrote
@@ -226,9 +177,11 @@ class Live:
         """How each cluster task's program ended: the program's exit status when the task
         is the program itself, else whether its Python exit ran."""
         for pid in list(self.board.own):
-            if self._ppid.get(pid) == os.getpid():
+            state = self.follower.states.get(pid)
+            process = state.process if state is not None else None
+            if process is not None and process.ppid == os.getpid():
                 how, normal = peers.how_ended(returncode)
-            elif pid in self._exited:
+            elif state is not None and state.exit is not None:
                 how, normal = "its Python exit ran", True
             else:
                 how, normal = "ended without its Python exit (a signal or a crash)", False
@@ -249,20 +202,20 @@ class Live:
             program.path = self._writers[pid].path
         return self._writers[pid]
 
-    def _write_steps(self, pid: int, label: str, kind: str, steps: list[Step], *,
+    def _write_steps(self, pid: int, loop: Loop, steps: list[Step], *,
                      hold: bool = True) -> None:
         """Into the program's TensorBoard run as tbwrite.write_program would write them at
         the end, so that this file can be the final one (ProgramFile): the process's first
         loop gets the plain tags, the others theirs under their label; a fit step's time
         needs the next step's start, so the last fit step is held back until the next rows
         come (or the end, ``release``)."""
-        loop = (pid, label)
+        label, shown = loop.label, self._shown_of(pid, loop)
         program = self.state.programs.setdefault(pid, ProgramFile(run_tb_name(pid)))
         prefix = program.prefixes.setdefault(label, "" if not program.prefixes else
                                              tbwrite._slug(label))
-        held = self._held.pop(loop, [])
-        if kind == "fit" and hold:
-            steps, self._held[loop] = [*held, *steps[:-1]], steps[-1:]
+        held, shown.held = shown.held, []
+        if loop.kind == "fit" and hold:
+            steps, shown.held = [*held, *steps[:-1]], steps[-1:]
         else:
             steps = [*held, *steps]
         last = program.last_index.get(label, -1)
@@ -272,9 +225,9 @@ class Live:
             st.loss is not None and program.loss_index.get(label, -1) < st.index)]
         if not steps:
             return
-        series = StepSeries(kind, label, steps,
-                            batch_size=self._batch.get(pid) if kind == "fit" else None)
-        following = self._held[loop][0] if self._held.get(loop) else None
+        series = StepSeries(loop.kind, label, steps,
+                            batch_size=loop.batch_size if loop.kind == "fit" else None)
+        following = shown.held[0] if shown.held else None
         program.tags.update(tbwrite.write_series(self._writer(pid), series, prefix, following))
         program.steps[label] = program.steps.get(label, 0) + len(
             {st.index for st in steps if st.index > last})
@@ -286,63 +239,42 @@ class Live:
 
     def _release(self) -> None:
         """The end: the fit steps held back (no next step: no step time, as at the end)."""
-        for (pid, label), held in list(self._held.items()):
-            del self._held[(pid, label)]
-            self._write_steps(pid, label, "fit", held, hold=False)
+        for pid, state in self.follower.states.items():
+            for loop in state.loops.values():
+                shown = self._shown_of(pid, loop)
+                if shown.held:
+                    held, shown.held = shown.held, []
+                    self._write_steps(pid, loop, held, hold=False)
 
-    def _note_progress(self, loop: tuple[int, str], steps: list[Any],
-                       batch_size: int | None) -> None:
-        """The status line's step, loss and rate: the highest step seen (a row may come
-        again later with its loss), the rate over the time between the last step starts
-        of two polls (examples/s where the batch size is known)."""
-        done, start = self._done.get(loop, (0, None))
-        last = max(steps, key=lambda s: s.index)
-        now_done = max(done, last.index + last.count)
-        rate = self._latest[2] if self._latest else None
-        if start is not None and last.start_unix_s is not None and \
-                last.start_unix_s > start and now_done > done:
-            per_s = (now_done - done) / (last.start_unix_s - start)
-            rate = f"{batch_size * per_s:.0f} examples/s" if batch_size else \
-                f"{per_s:.1f} steps/s"
-        self._done[loop] = (now_done, max(last.start_unix_s or 0.0, start or 0.0) or None)
-        with_loss = [s for s in steps if s.loss is not None and s.index + s.count >= done]
-        loss = max(with_loss, key=lambda s: s.index).loss if with_loss else \
-            (self._latest[1] if self._latest else None)
-        self._latest = (now_done, loss, rate)
+    def _shown_of(self, pid: int, loop: Loop) -> _Shown:
+        return self._shown.setdefault((pid, loop.kind, loop.name), _Shown())
 
     def status(self) -> str:
         """The terminal's status line (gpudiag.run.statusline): what was last seen."""
         parts = []
-        if self._latest is not None:
-            steps, loss, rate = self._latest
-            parts.append(f"step {steps}")
-            if loss is not None:
-                parts.append(f"loss {loss:.4g}")
-            if rate:
-                parts.append(rate)
+        latest = self._latest
+        if latest is not None:
+            parts.append(f"step {latest.done}")
+            if latest.loss is not None:
+                parts.append(f"loss {latest.loss:.4g}")
+            if latest.rate:
+                parts.append(latest.rate)
         if self.gpus is not None and self.gpus.util_percent:
             parts.append(" ".join(f"GPU{i} {u:.0f}%"
                                   for i, u in sorted(self.gpus.util_percent.items())))
         return " | ".join(parts)
 
-    def _stuck_at_ln(self, pid: int, key: str, steps: list[Any]) -> None:
+    def _stuck_at_ln(self, pid: int, loop: Loop) -> None:
         """A loss at ln(classes) for the last LIVE_LN_WINDOW losses, said once per loop."""
-        if (pid, key) in self._stuck_told:
+        shown = self._shown_of(pid, loop)
+        if shown.told_stuck or loop.first_loss is None:
             return
-        first, recent = self._losses.setdefault((pid, key), (None, deque(maxlen=50)))
-        for st in steps:
-            if st.loss is not None and math.isfinite(st.loss):
-                first = st.loss if first is None else first
-                recent.append(st.loss)
-        self._losses[(pid, key)] = (first, recent)
-        classes, source = self._classes.get((pid, key), (None, ""))
-        done = self._done.get((pid, key), (0, None))[0]
-        text = None if first is None else stuck_at_ln_classes(
-            "Model.fit" if key == "fit" else f"tf.function {key}", first, recent, done,
-            classes, source)
+        text = stuck_at_ln_classes(
+            "Model.fit" if loop.kind == "fit" else loop.label, loop.first_loss,
+            loop.recent_losses, loop.done, *loop.classes)
         if text is not None:
-            self._stuck_told.add((pid, key))
-            self._tell(pid, steps[-1].start_unix_s, text)
+            shown.told_stuck = True
+            self._tell(pid, loop.new[-1].start_unix_s, text)
 
     def _tell(self, pid: int | None, t: float | None, text: str) -> None:
         """Said with the time; into the Text tab of the program's live file (of
@@ -361,26 +293,29 @@ class Live:
             self.state.programs[pid].texts.append((step, line))
             self._writer(pid).flush()
 
-    def _steps(self, pid: int, event: dict[str, Any]) -> None:
-        kind = STEP_KINDS[event["kind"]]
-        key = str(event.get("function") or event.get("group") or kind)
-        rows = [r for r in event.get("rows") or [] if isinstance(r, dict) and "i" in r]
-        steps = run_events._series_steps(rows, kind)
-        if not steps:
-            return
-        label = run_events.series_label(
-            kind, event.get("function") if kind == "function" else event.get("group"),
-            event.get("fetches"))
-        self._write_steps(pid, label, kind, steps)
-        ends = [st.start_unix_s + (st.duration_s or 0.0) for st in steps
-                if st.start_unix_s is not None]
-        self.board.steps(pid, max(st.index + 1 for st in steps), max(ends) if ends else None)
-        self._note_progress((pid, key), steps, self._batch.get(pid) if kind == "fit" else None)
-        self._stuck_at_ln(pid, key, steps)
-        bad = next((s for s in steps if s.loss is not None and not math.isfinite(s.loss)),
-                   None)
-        if bad is not None and (pid, key) not in self._bad_loss:
-            self._bad_loss.add((pid, key))
-            self._tell(pid, bad.start_unix_s, f"the loss of {key} is {bad.loss} at step "
-                       f"{bad.index}: training has diverged (NaN/inf); every later update "
-                       "is lost")
+    def _news(self, pid: int, state: ProcessState) -> None:
+        """What the process said this poll that is told or published: a cluster joined,
+        a stall and its end (the stall as the run state holds it)."""
+        for t, event in state.news:
+            if isinstance(event, ev.ClusterJoin):
+                self.board.join(pid, event)
+            elif isinstance(event, ev.Stall) and state.stalls:
+                self.board.stall(pid, state.stalls[-1])
+                self._tell(pid, t, f"stalled: {describe_stall(state.stalls[-1])}"
+                           + self.board.clause_for_stall(pid))
+            elif isinstance(event, ev.StallEnd):
+                self.board.stall_end(pid, event.after_s)
+                self._tell(pid, t, f"steps again after a stall of {event.after_s:.1f} s")
+
+    def _draw_loop(self, pid: int, loop: Loop) -> None:
+        """One loop's new steps: into its TensorBoard run, the peers file, what is told."""
+        self._write_steps(pid, loop, loop.new)
+        self.board.steps(pid, loop.done, loop.last_end_unix_s)
+        self._stuck_at_ln(pid, loop)
+        shown = self._shown_of(pid, loop)
+        bad = loop.bad_loss
+        if bad is not None and not shown.told_bad_loss:
+            shown.told_bad_loss = True
+            self._tell(pid, bad.start_unix_s, f"the loss of {loop.name or loop.kind} is "
+                       f"{bad.loss} at step {bad.index}: training has diverged (NaN/inf); "
+                       "every later update is lost")

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 from gpudiag import nvml
 from gpudiag.errors import WriteFailed, signum_of
 from gpudiag.inprogram.config import DEFAULT_PROFILE_STEPS, DEFAULT_PROFILE_WARMUP_STEPS
+from gpudiag.procs.command import DEFAULT_GRACE_S
 from gpudiag.run import streams, survivors
 
 if TYPE_CHECKING:
@@ -29,6 +30,7 @@ class RunOptions:
     placement_log: bool = True
     stall_timeout_s: float | None = None  # None: from the step period (inprogram.stallwatch)
     quiet: bool = False  # no status line on the terminal (gpudiag.run.statusline)
+    grace_s: float = DEFAULT_GRACE_S  # after a signal passed on, before SIGKILL (--grace)
 
 
 class Finish:

@@ -36,6 +36,7 @@ from gpudiag.layout import (
     run_cluster_dir,
     run_task_live_name,
 )
+from gpudiag.layout import events as ev
 from gpudiag.run.tasks import cluster_key
 from gpudiag.verdicts.run import peers as run_peers
 
@@ -95,9 +96,8 @@ class Board:
         self.notes: list[dict[str, Any]] = []  # every peer's stall or end told, in order
 
     # ---------------------------------------------------------------- this run's tasks
-    def join(self, pid: int, event: dict[str, Any]) -> None:
-        task_type, task_id, spec = (event.get("task_type"), event.get("task_id"),
-                                    event.get("cluster_spec"))
+    def join(self, pid: int, join: ev.ClusterJoin) -> None:
+        task_type, task_id, spec = join.task_type, join.task_id, join.cluster_spec
         if not task_type or task_id is None or not isinstance(spec, dict):
             return
         self.keys[pid] = cluster_key(spec)
@@ -121,6 +121,7 @@ class Board:
         self._dirty.add(pid)
 
     def stall(self, pid: int, event: dict[str, Any]) -> None:
+        """``event``: the stall as the run state holds it (gpudiag.run.events)."""
         state = self.own.get(pid)
         if state is None:
             return
@@ -133,10 +134,10 @@ class Board:
         state["stall_ended_after_s"] = None
         self._dirty.add(pid)
 
-    def stall_end(self, pid: int, event: dict[str, Any]) -> None:
+    def stall_end(self, pid: int, after_s: float) -> None:
         state = self.own.get(pid)
         if state is not None and state["stall"] is not None:
-            state["stall_ended_after_s"] = event.get("after_s")
+            state["stall_ended_after_s"] = after_s
             self._dirty.add(pid)
 
     def end(self, pid: int, how: str, normal: bool) -> None:

@@ -25,6 +25,7 @@ import json
 import socket
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -138,17 +139,30 @@ def _crash(obs: ProcessObservation) -> str | None:
     return f"fatal signal: {lines[0][:200]}" if lines else None
 
 
-def task_reports(tf_procs: Sequence[ProcessObservation], stderr: str, *, run_dir: Path,
-                 returncode: int | None, interrupted: bool, warmup: int, parent_pid: int,
-                 nvml_gpus: list[dict[str, Any]] | None = None,
-                 host: str | None = None) -> list[TaskReport]:
-    """A TaskReport for every process of this run that is a cluster task. ``returncode``
-    is the program's: it is the task's own when the task is the program (its parent is
+@dataclass(frozen=True)
+class RunEnd:
+    """How the `gpudiag run` that saw the tasks ended, and what it measured beside."""
+
+    run_dir: Path
+    returncode: int | None  # the program's
+    interrupted: bool
+    warmup: int  # steps left out of the timing (--profile-warmup-steps)
+    parent_pid: int  # gpudiag's: a task whose parent it is was the program itself
+    nvml_gpus: list[dict[str, Any]] | None = None  # gpu_verdicts.gpu_numbers of each GPU
+    host: str | None = None  # None: this host's name
+
+
+def task_reports(tf_procs: Sequence[ProcessObservation], stderr: str,
+                 end: RunEnd) -> list[TaskReport]:
+    """A TaskReport for every process of this run that is a cluster task. The program's
+    ``returncode`` is the task's own when the task is the program (its parent is
     ``parent_pid``, gpudiag). ``stderr`` is the run's whole stderr: what TensorFlow said
     about stragglers and lost peers is a fact of the cluster, whichever process wrote it."""
     if not any(identity(obs) is not None for obs in tf_procs):
         return []  # no cluster task: nothing to read in a long job's stderr
-    host = host or socket.gethostname()
+    host = end.host or socket.gethostname()
+    run_dir, returncode, interrupted = end.run_dir, end.returncode, end.interrupted
+    warmup, parent_pid, nvml_gpus = end.warmup, end.parent_pid, end.nvml_gpus
     stragglers = messages.stragglers(stderr)
     lost = messages.lost_peers(stderr)
     placed = clusterplacement.ops_by_task(stderr)

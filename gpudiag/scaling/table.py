@@ -38,13 +38,22 @@ def table(rows: Sequence[dict[str, Any]], configs: dict[str, Any]) -> list[list[
     return out
 
 
+#: The terminal's headers: the same columns, named short enough for 80 columns.
+TERMINAL_HEADERS = ["strategy", "dev", "examples/s", "speedup", "eff.",
+                    "busy (trace)", "util (NVML)"]
+
+
 def rich_table(rows: Sequence[dict[str, Any]], configs: dict[str, Any]) -> Any:
-    """The table as a rich Table, for the console."""
+    """The table as a rich Table, for the console: one line per configuration, under 80
+    columns for up to 4 devices (each configuration's detail: report.md, the dashboard)."""
+    from rich import box
     from rich.table import Table
 
-    t = Table(title="scaling (efficiency = throughput(n) / (n x throughput(1)))")
-    for h in TABLE_HEADERS:
-        t.add_column(h)
+    t = Table(title="scaling (efficiency = throughput(n) / (n x throughput(1)))",
+              box=box.SIMPLE_HEAD, pad_edge=False, show_edge=False, padding=(0, 1),
+              collapse_padding=True)
+    for h in TERMINAL_HEADERS:
+        t.add_column(h, no_wrap=True, min_width=len(h))
     for cells in table(rows, configs):
         t.add_row(*cells)
     return t

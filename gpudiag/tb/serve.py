@@ -40,9 +40,16 @@ _URL_LINE = re.compile(r"TensorBoard \S+ at (http://\S+?)/? \(Press CTRL\+C to q
 
 
 def default_logdir(runs: Path = Path("runs")) -> Path:
-    """What `gpudiag tensorboard` opens without an argument: the newest run directory
-    under ``runs`` (layout.newest_run_dir), else ``runs`` itself."""
-    return layout.newest_run_dir(runs) or runs
+    """What `gpudiag tensorboard` opens without an argument: the newest completed run
+    directory under ``runs`` (gpudiag.rundir.list_runs: not a failed, interrupted or
+    running one), else the newest run directory (layout.newest_run_dir), else ``runs``."""
+    from gpudiag.rundir import RunDirError, list_runs
+
+    try:
+        done = [r for r in list_runs(runs) if r.status == "complete"]
+    except RunDirError:
+        done = []
+    return done[0].path if done else (layout.newest_run_dir(runs) or runs)
 
 
 def check_logdir(logdir: Path) -> None:

@@ -1,0 +1,538 @@
+"""The event protocol between the program and gpudiag: children/program/events-<pid>.jsonl.
+
+What the in-program agent (gpudiag.inprogram) records, one event a line, each a JSON
+object: the header ``{"kind": KIND, "v": PROTOCOL_VERSION, "t": <Unix s>, "pid": <pid>,
+"seq": <n in its process>}`` and the fields of the event's record below, under the same
+names (``class_name`` is written ``class``: the one name Python forbids). Every event the
+agent writes is one of these frozen records, written by :func:`encode`; gpudiag reads
+every line through :func:`decode`, which never raises: a line of a kind it does not know,
+or of a newer protocol version, becomes an :class:`Unknown`; a field missing (a file of
+an older gpudiag) or of the wrong type takes the field's default.
+
+Units are in the names (``_s`` seconds, ``_unix_s`` wall-clock Unix seconds, ``_bytes``);
+``caller`` and frame dicts are ``{file, line, function[, code]}`` in the program.
+Imported inside the user's program: the standard library only, nothing heavy.
+"""
+
+from __future__ import annotations
+
+import json
+import types
+import typing
+from dataclasses import dataclass, field, fields
+from typing import Any, ClassVar
+
+PROTOCOL_VERSION = 1  # lines without "v" (gpudiag before the protocol) read as version 1
+HEADER = ("kind", "v", "t", "pid", "seq")
+_WIRE = {"class_name": "class"}  # attribute -> JSON name, where Python forbids the name
+
+
+@dataclass(frozen=True)
+class Event:
+    """One event the agent records (the base of every kind)."""
+
+    KIND: ClassVar[str] = ""
+
+
+# ------------------------------------------------------------------- per-step rows
+@dataclass(frozen=True)
+class FitRow:
+    """One Keras batch (or, with ``n`` > 1, the last of ``n`` aggregated batches)."""
+
+    i: int = 0  # the step's index in this fit recorder, from 0
+    epoch: int | None = None
+    t0: float | None = None  # Unix s at on_train_batch_begin
+    t_end: float | None = None  # Unix s at on_train_batch_end
+    logs: dict[str, Any] = field(default_factory=dict)  # Keras's batch logs (loss, metrics)
+    n: int = 1
+
+
+@dataclass(frozen=True)
+class FunctionRow:
+    """One call of a step tf.function (a row may come again with the call's loss)."""
+
+    i: int = 0
+    t0: float | None = None  # Unix s at the call
+    dt: float | None = None  # the call's own seconds
+    loss: float | None = None
+    n: int = 1
+
+
+@dataclass(frozen=True)
+class SessionRow:
+    """One Session.run of a fetch group."""
+
+    i: int = 0
+    t0: float | None = None
+    dt: float | None = None
+    value: float | None = None  # the first scalar fetched (a loss, most often)
+    traced: bool = False  # a FULL_TRACE run (slower: out of the timing)
+    global_step: int | None = None
+    n: int = 1
+
+
+# ------------------------------------------------------------------------ the kinds
+@dataclass(frozen=True)
+class Process(Event):
+    KIND = "process"
+    ppid: int | None = None
+    argv: list[str] = field(default_factory=list)
+    executable: str | None = None
+    python: str | None = None  # version, 3.11.9
+    cwd: str | None = None
+    # agent.RECORDED_ENV as the process started
+    env: dict[str, str | None] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class TfImport(Event):
+    KIND = "tf_import"
+    version: str | None = None
+    cpp_log_level: str | None = None
+    cpp_log_level_overridden: bool = False
+    placement_log: bool = False  # gpudiag's placement window was set up
+    initialized_at_import: bool | None = None
+    caller: dict[str, Any] | None = None
+    modules_before: list[str] = field(default_factory=list)  # keras, jax ... imported first
+
+
+@dataclass(frozen=True)
+class KerasImport(Event):
+    KIND = "keras_import"
+    module: str = ""
+    version: str | None = None
+
+
+@dataclass(frozen=True)
+class ConfigCall(Event):
+    KIND = "config_call"
+    api: str = ""
+    order: int = 0
+    args: list[Any] = field(default_factory=list)
+    kwargs: dict[str, Any] = field(default_factory=dict)
+    initialized_before: bool | None = None
+    caller: dict[str, Any] | None = None
+    error_type: str | None = None
+    error: str | None = None
+
+
+@dataclass(frozen=True)
+class Devices(Event):
+    KIND = "devices"
+    reason: str = "?"
+    physical: list[dict[str, Any]] = field(default_factory=list)  # {name, device_type}
+    logical: list[dict[str, Any]] = field(default_factory=list)
+    gpus: list[dict[str, Any]] = field(default_factory=list)
+    soft_placement: bool | None = None
+    cuda_build: bool | None = None
+    env: dict[str, str | None] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Strategy(Event):
+    KIND = "strategy"
+    class_name: str = "?"
+    module: str = ""
+    num_replicas_in_sync: int | None = None
+    worker_devices: list[str] = field(default_factory=list)
+    parameter_devices: list[str] = field(default_factory=list)
+    cross_device_ops: str | None = None
+    communication_implementation: str | None = None
+    nccl: bool = False
+    cluster: dict[str, Any] | None = None
+    caller: dict[str, Any] | None = None
+
+
+@dataclass(frozen=True)
+class ClusterJoin(Event):
+    KIND = "cluster_join"
+    via: str = "?"
+    task_type: str | None = None
+    task_id: int | None = None
+    cluster_spec: dict[str, list[str]] | None = None
+    caller: dict[str, Any] | None = None
+
+
+@dataclass(frozen=True)
+class ClusterJoined(Event):
+    KIND = "cluster_joined"
+    via: str = "?"
+
+
+@dataclass(frozen=True)
+class ClusterJoinFailed(Event):
+    KIND = "cluster_join_failed"
+    via: str = "?"
+
+
+@dataclass(frozen=True)
+class PlacementLogAsked(Event):
+    """gpudiag asked TensorFlow for its placement log (a cluster task)."""
+
+    KIND = "placement_log_asked"
+    reason: str = ""
+
+
+@dataclass(frozen=True)
+class FitBegin(Event):
+    KIND = "fit_begin"
+    params: dict[str, Any] = field(default_factory=dict)
+    batch_size: int | None = None
+    examples: int | None = None
+    model: str | None = None
+    model_id: int | None = None
+    output_width: int | None = None
+    loss: str | None = None  # repr of model.loss
+    optimizer: str | None = None
+    learning_rate: float | None = None
+    strategy: str | None = None
+    replicas: int | None = None
+    trainable_parameters: int | None = None
+    trainable_bytes: int | None = None
+
+
+@dataclass(frozen=True)
+class FitSteps(Event):
+    KIND = "fit_steps"
+    rows: tuple[FitRow, ...] = ()
+
+
+@dataclass(frozen=True)
+class FitEpoch(Event):
+    KIND = "fit_epoch"
+    logs: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class FitEnd(Event):
+    KIND = "fit_end"
+    iterations: int | None = None  # optimizer.iterations: the global step
+
+
+@dataclass(frozen=True)
+class FunctionSteps(Event):
+    KIND = "function_steps"
+    function: str = ""
+    rows: tuple[FunctionRow, ...] = ()
+
+
+@dataclass(frozen=True)
+class Function(Event):
+    """A step tf.function's first call: its graphs and what they hold."""
+
+    KIND = "function"
+    function: str = ""
+    file: str | None = None
+    line: int | None = None
+    # {name, ops, pinned: [[node, op, device]]}
+    graphs: list[dict[str, Any]] = field(default_factory=list)
+    trainable_variables: int | None = None
+    trainable_bytes_by_device: dict[str, int] | None = None
+    cross_entropy: list[dict[str, Any]] = field(default_factory=list)  # {op, node, classes}
+    classes: int | None = None
+    called_at: dict[str, Any] | None = None
+
+
+@dataclass(frozen=True)
+class Weights(Event):
+    KIND = "weights"
+    source: str = ""
+    phase: str = ""
+    calls: int = 0
+    fingerprint: list[list[float]] | None = None
+
+
+@dataclass(frozen=True)
+class Stall(Event):
+    KIND = "stall"
+    waited_s: float = 0.0
+    timeout_s: float = 0.0
+    steps: int = 0
+    loop: dict[str, Any] | None = None  # the step buffer's fields: {function} or {group, ...}
+    loop_kind: str | None = None  # fit_steps, function_steps, session_steps
+    median_period_s: float | None = None
+    where: dict[str, Any] = field(default_factory=dict)  # {kind, frame, waiting}
+    threads: list[dict[str, Any]] = field(default_factory=list)  # {name, stepping, frames}
+    since: str = "step"  # step | cluster_joined
+
+
+@dataclass(frozen=True)
+class StallEnd(Event):
+    KIND = "stall_end"
+    after_s: float = 0.0
+
+
+@dataclass(frozen=True)
+class PlacementWindow(Event):
+    """A placement window opened (the one that closed it is :class:`Placement`)."""
+
+    KIND = "placement_window"
+    window: int = 0
+    reason: str = ""
+
+
+@dataclass(frozen=True)
+class Placement(Event):
+    KIND = "placement"
+    window: int = 0
+    reason: str = ""
+    graphs: list[dict[str, Any]] = field(default_factory=list)  # {eager, nodes: [[n, op, d]]}
+    nodes_left_out: int = 0
+
+
+@dataclass(frozen=True)
+class Session(Event):
+    KIND = "session"
+    target: str = ""
+    config: dict[str, Any] | None = None  # the ConfigProto's summary
+    caller: dict[str, Any] | None = None
+
+
+@dataclass(frozen=True)
+class SessionSteps(Event):
+    KIND = "session_steps"
+    group: int = 0
+    fetches: list[str] = field(default_factory=list)
+    rows: tuple[SessionRow, ...] = ()
+
+
+@dataclass(frozen=True)
+class StepStats(Event):
+    KIND = "step_stats"
+    group: str = "?"
+    call: int | None = None
+    devices: dict[str, dict[str, Any]] = field(default_factory=dict)
+    pinned: list[dict[str, Any]] = field(default_factory=list)
+    node_devices: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class DatasetCall(Event):
+    KIND = "dataset_call"
+    method: str = "?"
+    args: dict[str, Any] = field(default_factory=dict)
+    function: dict[str, Any] | None = None
+    input: int | None = None
+    output: int | None = None
+    caller: dict[str, Any] | None = None
+
+
+@dataclass(frozen=True)
+class Crash(Event):
+    KIND = "crash"
+    type: str = "?"
+    module: str = ""
+    message: str = ""
+    thread: str = ""
+    frames: list[dict[str, Any]] = field(default_factory=list)
+    user_frame: dict[str, Any] | None = None
+    causes: list[dict[str, Any]] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class Profile(Event):
+    KIND = "profile"
+    status: str = "?"  # started | stopped | stopped-at-exit | failed | skipped
+    logdir: str = ""
+    source: str | None = None
+    first_step: int | None = None
+    steps: list[int] = field(default_factory=list)
+    error: str | None = None
+
+
+@dataclass(frozen=True)
+class TfLog(Event):
+    KIND = "tf_log"
+    logger: str = ""
+    level: str = ""
+    message: str = ""
+    source: str = ""  # file:line
+    shown: bool = False
+
+
+@dataclass(frozen=True)
+class DeviceScope(Event):
+    KIND = "device_scope"
+    device: str = ""
+    caller: dict[str, Any] | None = None
+
+
+@dataclass(frozen=True)
+class PyWarning(Event):
+    KIND = "py_warning"
+    category: str = "Warning"
+    message: str = ""
+    file: str = ""
+    line: int = 0
+    user_frame: dict[str, Any] | None = None
+
+
+@dataclass(frozen=True)
+class HookError(Event):
+    KIND = "hook_error"
+    where: str = ""
+    type: str = ""
+    message: str = ""
+    traceback: str = ""
+
+
+@dataclass(frozen=True)
+class HookNote(Event):
+    KIND = "hook_note"
+    where: str = ""
+    message: str = ""
+
+
+@dataclass(frozen=True)
+class Exit(Event):
+    KIND = "exit"
+    hook_errors: int = 0  # errors inside gpudiag's hooks, those not written included
+    stream_errors: int = 0  # exceptions the program's own streams raised at gpudiag's calls
+
+
+@dataclass(frozen=True)
+class Unknown(Event):
+    """A line this gpudiag cannot read as one of its kinds: another kind, or a newer
+    protocol version. Kept whole, never an error."""
+
+    kind: str = ""
+    version: int = 0
+    fields: dict[str, Any] = field(default_factory=dict)
+
+
+KINDS: dict[str, type[Event]] = {cls.KIND: cls for cls in (
+    Process, TfImport, KerasImport, ConfigCall, Devices, Strategy, ClusterJoin, ClusterJoined,
+    ClusterJoinFailed, PlacementLogAsked, FitBegin, FitSteps, FitEpoch, FitEnd, FunctionSteps,
+    Function, Weights, Stall, StallEnd, PlacementWindow, Placement, Session, SessionSteps,
+    StepStats, DatasetCall, Crash, Profile, TfLog, DeviceScope, PyWarning, HookError, HookNote,
+    Exit)}
+ROWS: dict[str, type] = {FitSteps.KIND: FitRow, FunctionSteps.KIND: FunctionRow,
+                         SessionSteps.KIND: SessionRow}
+
+
+@dataclass(frozen=True)
+class Recorded:
+    """One decoded line: the header and the event."""
+
+    pid: int
+    seq: int
+    t_unix_s: float | None
+    event: Event
+
+
+def steps_event(kind: str, rows: list[dict[str, Any]], loop: dict[str, Any]) -> Event:
+    """A step buffer's rows (plain dicts, built per step) as the ``kind`` event."""
+    row_cls = ROWS[kind]
+    names = {f.name for f in fields(row_cls)}
+    return KINDS[kind](rows=tuple(row_cls(**{k: v for k, v in r.items() if k in names})
+                                  for r in rows), **loop)  # type: ignore[call-arg]
+
+
+# --------------------------------------------------------------------------- encode
+def _plain(value: Any) -> Any:
+    """JSON fallback: numpy scalars and arrays to numbers/lists, anything else to repr."""
+    for attr in ("item", "tolist"):
+        fn = getattr(value, attr, None)
+        if callable(fn):
+            try:
+                return fn()
+            except Exception:
+                pass
+    return repr(value)
+
+
+def _row_json(row: Any) -> dict[str, Any]:
+    out = {}
+    for f in fields(row):
+        value = getattr(row, f.name)
+        if value != f.default:  # defaults are left out: a row stays ~80 bytes
+            out[f.name] = value
+    out["i"] = row.i
+    return out
+
+
+def wire(event: Event) -> dict[str, Any]:
+    """The event's fields under their JSON names (no header)."""
+    out = {}
+    for f in fields(event):
+        value = getattr(event, f.name)
+        if f.name == "rows":
+            value = [_row_json(r) for r in value]
+        out[_WIRE.get(f.name, f.name)] = value
+    return out
+
+
+def encode(event: Event, *, t_unix_s: float, pid: int, seq: int) -> str:
+    """One JSON line (without its newline)."""
+    header = {"kind": event.KIND, "v": PROTOCOL_VERSION, "t": t_unix_s, "pid": pid, "seq": seq}
+    return json.dumps({**header, **wire(event)}, default=_plain)
+
+
+# --------------------------------------------------------------------------- decode
+_HINTS: dict[type, dict[str, Any]] = {}
+
+
+def _fits(value: Any, hint: Any) -> bool:
+    """Whether a JSON value has the shape of an annotation (outer type only)."""
+    if hint is Any:
+        return True
+    origin = typing.get_origin(hint)
+    if origin in (typing.Union, types.UnionType):
+        return any(_fits(value, h) for h in typing.get_args(hint))
+    if hint is type(None):
+        return value is None
+    if hint is float:
+        return isinstance(value, int | float) and not isinstance(value, bool)
+    if hint is int:
+        return isinstance(value, int) and not isinstance(value, bool)
+    cls = origin or hint
+    if cls is tuple:
+        cls = list  # rows: a JSON list
+    return isinstance(value, cls)
+
+
+def _build(cls: type, data: dict[str, Any]) -> Any:
+    hints = _HINTS.get(cls)
+    if hints is None:
+        hints = _HINTS[cls] = typing.get_type_hints(cls)
+    values: dict[str, Any] = {}
+    for f in fields(cls):
+        name = _WIRE.get(f.name, f.name)
+        if name not in data or not _fits(data[name], hints[f.name]):
+            continue  # its default
+        value = data[name]
+        if f.name == "rows":
+            row_cls = typing.get_args(hints["rows"])[0]
+            value = tuple(_build(row_cls, r) for r in value
+                          if isinstance(r, dict) and _fits(r.get("i"), int))
+        values[f.name] = value
+    return cls(**values)
+
+
+def decode(obj: Any) -> Recorded | None:
+    """A parsed JSON line as a Recorded event; None when it is no event (no kind or pid).
+    Never raises."""
+    if not isinstance(obj, dict) or not isinstance(obj.get("kind"), str) or \
+            not _fits(obj.get("pid"), int):
+        return None
+    version = obj.get("v", PROTOCOL_VERSION)
+    seq: int = obj["seq"] if _fits(obj.get("seq"), int) else 0
+    t = obj.get("t") if _fits(obj.get("t"), float) else None
+    cls = KINDS.get(obj["kind"])
+    if cls is None or not _fits(version, int) or version > PROTOCOL_VERSION:
+        return Recorded(obj["pid"], seq, t, Unknown(
+            kind=obj["kind"], version=version if _fits(version, int) else 0,
+            fields={k: v for k, v in obj.items() if k not in HEADER}))
+    try:
+        event = _build(cls, obj)
+    except Exception as exc:  # a value no annotation foresaw: still never an exception
+        event = Unknown(kind=obj["kind"], version=version, fields={"error": repr(exc)})
+    return Recorded(obj["pid"], seq, t, event)
+
+
+def decode_line(line: str | bytes) -> Recorded | None:
+    """One line of an events file (None: not JSON, or no event)."""
+    try:
+        return decode(json.loads(line))
+    except ValueError:
+        return None

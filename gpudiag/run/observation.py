@@ -1,0 +1,143 @@
+"""A process's gathered state (gpudiag.run.runstate) as the final analysis's
+ProcessObservation (gpudiag.records.run): its loops as step series, its weights'
+fingerprints, its devices in the short form (parent side, no TensorFlow)."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from gpudiag.layout import events as ev
+from gpudiag.readers.placementlog import short_device
+from gpudiag.records.run import (
+    ClusterJoin,
+    DeviceSnapshot,
+    ProcessObservation,
+    StepSeries,
+    WeightsRecord,
+)
+from gpudiag.run import classcount
+from gpudiag.run.runstate import (
+    FitRun,
+    ProcessState,
+    fit_steps,
+    function_steps,
+    series_label,
+    session_steps,
+)
+
+_TASK = re.compile(r"/job:(?P<job>\w+)/replica:\d+/task:(?P<task>\d+)")
+
+
+def _local(device: str, joins: list[ClusterJoin]) -> bool:
+    """Whether a listed device is this process's own: in a cluster, TensorFlow lists every
+    task's devices (``/job:worker/replica:0/task:1/device:CPU:0``)."""
+    m = _TASK.search(device)
+    if m is None or m["job"] == "localhost" or not joins:
+        return True
+    return (m["job"], int(m["task"])) == (joins[-1].task_type, joins[-1].task_id)
+
+
+def devices(e: ev.Devices | None, joins: list[ClusterJoin]) -> DeviceSnapshot | None:
+    if e is None:
+        return None
+    names = [str(d.get("name")) for d in e.logical]
+    remote = [n for n in names if not _local(n, joins)]
+    return DeviceSnapshot(e.reason, [str(d.get("name")) for d in e.physical],
+                          [short_device(n) for n in names if n not in remote], e.gpus,
+                          e.soft_placement, e.cuda_build, remote, e.env)
+
+
+def _fit_series(begin: ev.FitBegin, fit: FitRun, label: str) -> StepSeries:
+    facts = {"model": begin.model, "model_id": begin.model_id, "loss": begin.loss,
+             "optimizer": begin.optimizer, "learning_rate": begin.learning_rate,
+             "strategy": begin.strategy, "replicas": begin.replicas,
+             "trainable_parameters": begin.trainable_parameters,
+             "trainable_bytes": begin.trainable_bytes, "params": begin.params,
+             "examples": begin.examples}
+    if fit.iterations is not None:  # optimizer.iterations when fit ended: the global step
+        facts["global_step"] = fit.iterations
+    classes, facts["classes_from"] = classcount.fit_classes(begin.output_width, begin.loss)
+    return StepSeries("fit", label, fit_steps(fit.rows), begin.batch_size, classes, facts,
+                      fit.epochs)
+
+
+def _function_series(name: str, function: ev.Function | None,
+                     rows: list[ev.FunctionRow]) -> StepSeries:
+    classes, source = classcount.function_classes(function)
+    facts: dict[str, Any] = {"classes_from": source, "file": None, "line": None,
+                             "called_at": None, "trainable_bytes_by_device": None}
+    if function is not None:
+        facts.update(file=function.file, line=function.line, called_at=function.called_at,
+                     trainable_bytes_by_device=function.trainable_bytes_by_device,
+                     trainable_variables=function.trainable_variables)
+    return StepSeries("function", series_label("function", name), function_steps(rows),
+                      num_classes=classes, facts=facts)
+
+
+def _session_series(index: int, fetches: list[str], rows: list[ev.SessionRow]) -> StepSeries:
+    gsteps = [r.global_step for r in rows if r.global_step is not None]
+    facts: dict[str, Any] = {"fetches": fetches}
+    if gsteps:  # the graph's global step, fetched by this group's runs
+        facts.update(global_step_first=gsteps[0], global_step=gsteps[-1])
+    return StepSeries("session", series_label("session", index, fetches),
+                      session_steps(rows), facts=facts)
+
+
+def series(state: ProcessState) -> list[StepSeries]:
+    out = [_fit_series(fit.begin, fit, series_label("fit", None) if len(state.fits) == 1
+                       else f"Model.fit #{n}") for n, fit in enumerate(state.fits, 1)]
+    out += [_function_series(name, state.functions.get(name), rows)
+            for name, rows in state.function_rows.items()]
+    out += [_session_series(index, fetches, rows)
+            for index, (fetches, rows) in sorted(state.groups.items())]
+    return out
+
+
+def _weights(source: str, fp: list[ev.Weights]) -> WeightsRecord:
+    return WeightsRecord(source, fp[0].fingerprint, fp[-1].fingerprint, fp[0].phase,
+                         fp[-1].phase, fp[-1].calls - fp[0].calls)
+
+
+def _process(p: ev.Process | None) -> dict[str, Any]:
+    return {} if p is None else {
+        "ppid": p.ppid, "argv": p.argv, "start_env": p.env, "executable": p.executable,
+        "python_version": p.python, "cwd": p.cwd}
+
+
+def _imports(tf: ev.TfImport | None, keras: ev.KerasImport | None) -> dict[str, Any]:
+    out: dict[str, Any] = {} if keras is None else {"keras_version": keras.version,
+                                                    "keras_module": keras.module}
+    if tf is not None:
+        out.update(tf_version=tf.version, cpp_log_level=tf.cpp_log_level,
+                   cpp_log_level_overridden=tf.cpp_log_level_overridden,
+                   placement_log=tf.placement_log,
+                   tf_initialized_at_import=tf.initialized_at_import,
+                   tf_import_caller=tf.caller, modules_before_tf=tf.modules_before)
+    return out
+
+
+def _sessions(sessions: list[ev.Session], end: ev.Exit | None) -> dict[str, Any]:
+    return {"sessions": [s.config or {} for s in sessions],
+            "session_calls": [{"target": s.target, "caller": s.caller} for s in sessions],
+            "exited": end is not None, "hook_errors_counted": end.hook_errors if end else None,
+            "stream_errors_counted": end.stream_errors if end else None}
+
+
+def of(state: ProcessState, faults: str) -> ProcessObservation:
+    """The final analysis's record of one process."""
+    return ProcessObservation(
+        pid=state.pid, **{"ppid": None, "argv": [], "start_env": {},
+                          **_process(state.process)},
+        **_imports(state.tf_import, state.keras), **_sessions(state.sessions, state.exit),
+        devices=devices(state.devices, state.joins), config_calls=state.config_calls,
+        strategies=state.strategies, cluster_joins=state.joins, series=series(state),
+        weights=[_weights(source, fp) for source, fp in state.weights.items()],
+        graphs=state.graphs, step_stats=state.step_stats, tf_logs=state.tf_logs,
+        py_warnings=state.py_warnings, device_scopes=state.scopes,
+        dataset_calls=state.datasets, hook_errors=state.hook_errors,
+        placed_graphs=state.placed, placement_windows=state.placement_windows,
+        placement_log_asked=state.placement_log_asked, stalls=state.stalls,
+        crash=state.crash, profile=state.profile, events=state.events,
+        first_t_unix_s=state.first_t_unix_s, last_t_unix_s=state.last_t_unix_s,
+        faults=faults, unknown_events=[f"{u.kind} (v{u.version})" for u in state.unknown])

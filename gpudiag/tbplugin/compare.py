@@ -1,0 +1,78 @@
+"""Two runs side by side on the GPUDIAG dashboard: what `gpudiag diff` found.
+
+The numbers come from `gpudiag diff`'s own record (gpudiag.layout.diff.DiffRecord): the
+record of a diff run of the same two runs in the logdir (its report.json's ``data.diff``,
+read through gpudiag.rundir), else the record `gpudiag diff`'s own code makes (commands.
+diff.side, verdicts.diff.judge). Each compared figure is a row: run A's value, run B's,
+the change. The dashboard computes no difference of its own.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from gpudiag.layout.diff import DIFF_DATA_KEY, DiffRecord
+from gpudiag.rundir import Run, list_runs
+from gpudiag.tbplugin.views import run_id
+
+
+def _ms(x: float | None) -> str:
+    return "n/a" if x is None else f"{x * 1e3:.3f} ms"
+
+
+def find_diff(a: Run, b: Run, logdir: Path) -> Run | None:
+    """The newest `gpudiag diff` run of this logdir that compared these two runs."""
+    want = (str(a.path.resolve()), str(b.path.resolve()))
+    for run in list_runs(logdir):
+        record = run.report.data.get(DIFF_DATA_KEY)
+        if run.command == "diff" and isinstance(record, dict) and tuple(
+                str(Path(record.get(k, "")).resolve()) for k in ("a", "b")) == want:
+            return run
+    return None
+
+
+def rows(record: DiffRecord) -> list[dict[str, str]]:
+    """The compared figures: per loop the median step with its interval, throughput;
+    per bottleneck finding the cause before and after and each part per device; the
+    findings that appeared or went away."""
+    out: list[dict[str, str]] = []
+    for d in record.loops:
+        ci = "" if d.ratio_low is None else f" (95 % {d.ratio_low:.3f}-{d.ratio_high:.3f})"
+        out.append({"what": f"{d.name_b}: median step", "a": _ms(d.a.median_s),
+                    "b": _ms(d.b.median_s), "change": f"x{d.ratio:.3f}{ci} {d.verdict}"})
+        if d.examples_per_s_a is not None or d.examples_per_s_b is not None:
+            out.append({"what": f"{d.name_b}: examples/s",
+                        "a": f"{d.examples_per_s_a or 0:,.0f}",
+                        "b": f"{d.examples_per_s_b or 0:,.0f}", "change": ""})
+    for n in record.bottlenecks:
+        out.append({"what": f"{n.finding_b}: bottleneck", "a": n.before or "none",
+                    "b": n.after or "none", "change": n.outcome})
+        out.append({"what": f"{n.finding_b}: profiled step", "a": _ms(n.step_a_s),
+                    "b": _ms(n.step_b_s), "change": "" if n.predicted_step_s is None
+                    else f"predicted {_ms(n.predicted_step_s)}"})
+        out += [{"what": f"{p.device} {p.part}", "a": _ms(p.a_s), "b": _ms(p.b_s),
+                 "change": "changed most" if n.changed_most == f"{p.device} {p.part}"
+                 else ""} for p in n.parts]
+    out += [{"what": "finding appeared", "a": "", "b": f, "change": "new"}
+            for f in record.findings_appeared]
+    out += [{"what": "finding went away", "a": f, "b": "", "change": "gone"}
+            for f in record.findings_gone]
+    return out
+
+
+def diff_view(a: Run, b: Run, logdir: Path) -> dict[str, Any]:
+    """The side-by-side view: the record of a `gpudiag diff` run of these two runs in the
+    logdir, else the same record made by the code `gpudiag diff` runs (pure)."""
+    found = find_diff(a, b, logdir)
+    if found is not None:
+        record = DiffRecord.from_dict(found.report.data[DIFF_DATA_KEY])
+        source = f"from {run_id(found, logdir)} (gpudiag diff)"
+    else:
+        from gpudiag.commands.diff import side
+        from gpudiag.verdicts.diff import judge
+
+        record, _ = judge(side(a), side(b))
+        source = "as `gpudiag diff` judges them (no diff run of these two in this logdir)"
+    return {"a": run_id(a, logdir), "b": run_id(b, logdir), "source": source,
+            "rows": rows(record), "lines": record.not_compared}

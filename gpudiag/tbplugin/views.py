@@ -1,0 +1,234 @@
+"""What the GPUDIAG dashboard shows of one run, as JSON-able data: built from a
+``gpudiag.rundir.Run`` (load_run, the one reader of a run directory) and nothing else.
+
+The page's questions, in order: which devices worked (``devices``), why a step takes what
+it takes and the line to change (``bottleneck``), is it learning (``learning``), did more
+devices help (``scaling``), then every finding grouped by those questions, fail and warn
+first (``groups``). Pure apart from reading the run's NVML scalars through
+gpudiag.rundir.loops.read_scalars.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from pathlib import Path
+from typing import Any
+
+from gpudiag import layout
+from gpudiag.rundir import Run
+from gpudiag.rundir.records import PART_NAMES
+from gpudiag.verdicts import headline
+
+_ORDER = {"fail": 0, "warn": 1, "skip": 2, "ok": 3}
+_FILE_LINE = re.compile(r"[\w./-]+\.py:\d+")
+#: The page's questions, each with the finding ids (by their words) that answer it.
+QUESTIONS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
+    ("devices", "Which devices worked?", (
+        "devices", "every-device-used", "every-gpu-used", "gpu-idle", "nvml", "tf-gpus",
+        "placement", "default-device", "pinned", "soft", "distribution", "memory",
+        "tensorflow", "multitower", "invalid-device", "no-gpu-kernel", "cpu", "growth",
+        "limit")),
+    ("bottleneck", "Why is a step as slow as it is?", (
+        "bottleneck", "throughput", "profile", "stall", "allreduce", "gpu-fill")),
+    ("learning", "Is it learning?", ("learning", "finite-loss", "loss")),
+    ("scaling", "Did more devices help?", ("efficiency", "towers-vs-mirrored",
+                                           "devices-worked")),
+)
+
+
+def run_id(run: Run, logdir: Path) -> str:
+    """The run's name on the page: its directory relative to the logdir."""
+    try:
+        return run.path.resolve().relative_to(logdir.resolve()).as_posix()
+    except ValueError:
+        return run.path.name
+
+
+def summary(run: Run, logdir: Path) -> dict[str, Any]:
+    """One row of the run list."""
+    return {"id": run_id(run, logdir), "command": run.command, "status": run.status,
+            "started_at": run.started_at, "finished_at": run.finished_at,
+            "failed_before_start": run.status == "failed"}
+
+
+def _findings(run: Run) -> list[dict[str, Any]]:
+    return [f.to_dict() for f in run.report.findings]
+
+
+def _finite(x: Any) -> float | None:
+    return float(x) if isinstance(x, int | float) and math.isfinite(x) else None
+
+
+def _evidence(run: Run, *suffixes: str) -> dict[str, Any]:
+    for f in run.report.findings:
+        if any(f.id.endswith(s) for s in suffixes):
+            return dict(f.evidence)
+    return {}
+
+
+def _nvml_series(run: Run) -> dict[int, dict[str, list[list[float]]]]:
+    """Per GPU index: utilization (and GPM SM utilization) over time from the run's NVML
+    scalars (milliseconds since sampling began -> seconds)."""
+    from gpudiag.rundir.loops import read_scalars
+
+    tb = run.path / layout.NVML_TB_RUN
+    if not tb.is_dir():
+        return {}
+    out: dict[int, dict[str, list[list[float]]]] = {}
+    for tag, points in read_scalars(tb).items():
+        for key, tagger in (("util", layout.gpu_util_tag), ("sm_util", layout.gpu_sm_util_tag)):
+            found = re.fullmatch(tagger.pattern, tag)
+            if found:
+                index = int(found.group(1))
+                out.setdefault(index, {})[key] = [[step / 1000.0, value]
+                                                  for step, value in sorted(points.items())]
+    return out
+
+
+def devices(run: Run) -> dict[str, Any]:
+    """One lane per device: each device TensorFlow listed or ran ops on, each GPU NVML saw;
+    its state (used / idle / not visible to TensorFlow), busy share of the step, and NVML
+    utilization over time. Without a GPU, one line saying so and why."""
+    report = run.report_json
+    gpus = headline.tf_gpus(report)
+    used_ev = _evidence(run, "every-device-used", "devices-worked")
+    ops = used_ev.get("ops_by_device") or {}
+    busy_s = used_ev.get("trace_busy_s") or {}
+    idle = set(used_ev.get("idle") or [])
+    parts = {d: p for b in run.breakdown for d, p in b.devices.items()}
+    names: list[str] = []
+    for source in (used_ev.get("logical_devices") or [], used_ev.get("strategy_devices") or [],
+                   list(ops), list(parts)):
+        names += [str(n) for n in source if str(n) not in names]
+    lanes: list[dict[str, Any]] = []
+    for name in names:
+        p = parts.get(name)
+        share = None if p is None or p.period_s <= 0 else p.compute_s / p.period_s
+        state = "idle" if name in idle or (name in used_ev.get("logical_devices", [])
+                                           and not ops.get(name) and name not in parts) \
+            else "used"
+        lanes.append({"name": name, "kind": "GPU" if "GPU" in name.upper() else "CPU",
+                      "state": state, "ops": ops.get(name), "busy_s": busy_s.get(name),
+                      "busy_share": share, "util": [], "sm_util": []})
+    if not lanes:
+        lanes = _scaling_lanes(run)
+    series = _nvml_series(run)
+    nvml_idle = set(used_ev.get("nvml_idle") or [])
+    for g in used_ev.get("nvml_gpus") or _evidence(run, "every-gpu-used").get("gpus") or []:
+        if not isinstance(g, dict) or g.get("index") is None:
+            continue
+        index = int(g["index"])
+        state = ("idle" if index in nvml_idle else "used") if gpus else \
+            "not visible to TensorFlow"
+        lanes.append({"name": f"GPU {index} (NVML) {g.get('name') or ''}".strip(),
+                      "kind": "NVML", "state": state, "ops": None, "busy_s": None,
+                      "busy_share": None, "util_mean": _finite(g.get("util_mean_percent")),
+                      "sm_util_mean": _finite(g.get("sm_util_mean_percent")),
+                      "util": series.get(index, {}).get("util", []),
+                      "sm_util": series.get(index, {}).get("sm_util", [])})
+    no_gpu = headline.devices_line(report) if gpus == [] else None
+    return {"no_gpu": no_gpu, "tf_gpus": gpus, "lanes": lanes}
+
+
+def _scaling_lanes(run: Run) -> list[dict[str, Any]]:
+    """A scaling run: the devices of its largest configuration, busy share from its trace."""
+    data = run.report.data.get("scaling") or {}
+    rows = [r for r in data.get("rows") or [] if r.get("trace_busy_fraction")]
+    if not rows:
+        return []
+    top = max(rows, key=lambda r: (r["n_devices"], r["name"]))
+    return [{"name": f"{d} ({top['name']})", "kind": "GPU" if "GPU" in d.upper() else "CPU",
+             "state": "used" if share else "idle", "ops": None, "busy_s": None,
+             "busy_share": share, "util": [], "sm_util": []}
+            for d, share in sorted(top["trace_busy_fraction"].items())]
+
+
+def bottleneck(run: Run) -> dict[str, Any] | None:
+    """The step breakdown per device (ms), the named cause, the fix and its line."""
+    if not run.breakdown:
+        return None
+    worst = sorted(run.breakdown, key=lambda b: _ORDER.get(b.status, 4))[0]
+    finding = run.finding(worst.finding_id) or {}
+    advice = str(finding.get("advice") or "")
+    bars = [{"device": d, "step_ms": p.period_s * 1000,
+             "parts_ms": {k: p.part(k) * 1000 for k in PART_NAMES}}
+            for d, p in worst.devices.items()]
+    return {"finding": worst.finding_id, "status": worst.status,
+            "step_ms": None if worst.step_s is None else worst.step_s * 1000,
+            "cause": worst.bottleneck, "causes": list(worst.causes),
+            "message": finding.get("message", ""), "fix": advice,
+            "where": list(dict.fromkeys(_FILE_LINE.findall(advice))), "bars": bars,
+            "line": headline.bottleneck_line(run.report_json),
+            "predicted": worst.predicted}
+
+
+def learning(run: Run) -> dict[str, Any] | None:
+    """The loss curve per loop, the ln(classes) line where the class count is known, the
+    learning finding's verdict."""
+    found = [f for f in _findings(run) if f["id"].endswith("learning")]
+    if not found and not run.loops:
+        return None
+    ev = found[0]["evidence"] if found else {}
+    classes = next((lp.get("num_classes") for lp in (ev.get("loops") or ev.get("runs") or [])
+                    if isinstance(lp, dict) and lp.get("num_classes")), None)
+    curves = [{"name": name, "points": [[s, v] for s, v in sorted(loop.losses().items())
+                                        if math.isfinite(v)]}
+              for name, loop in run.loops.items()]
+    return {"status": found[0]["status"] if found else None,
+            "verdict": found[0]["message"] if found else "no learning check in this run",
+            "num_classes": classes,
+            "ln_classes": math.log(classes) if isinstance(classes, int) and classes > 1
+            else None,
+            "curves": [c for c in curves if c["points"]]}
+
+
+def scaling(run: Run) -> dict[str, Any] | None:
+    """Speed-up against the ideal per device count, per strategy (scaling runs)."""
+    data = run.report.data.get("scaling")
+    if not isinstance(data, dict) or not data.get("rows"):
+        return None
+    lines: dict[str, list[dict[str, Any]]] = {}
+    for r in data["rows"]:
+        lines.setdefault(str(r["strategy"]), []).append(
+            {"devices": r["n_devices"], "speedup": _finite(r.get("speedup")),
+             "examples_per_s": _finite(r.get("examples_per_s")),
+             "efficiency": _finite(r.get("efficiency"))})
+    for points in lines.values():
+        points.sort(key=lambda p: p["devices"])
+    return {"strategies": lines, "device_kind": data.get("device_kind")}
+
+
+def groups(run: Run) -> list[dict[str, Any]]:
+    """Every finding under the question it answers, fail and warn first; the rest under
+    'Other checks'."""
+    findings = sorted(_findings(run), key=lambda f: _ORDER.get(f["status"], 4))
+    out = []
+    taken: set[str] = set()
+    for key, title, words in QUESTIONS:
+        mine = [f for f in findings if f["id"] not in taken
+                and any(w in f["id"].split(".", 1)[-1] for w in words)]
+        taken |= {f["id"] for f in mine}
+        out.append({"key": key, "title": title, "findings": mine})
+    out.append({"key": "other", "title": "Other checks",
+                "findings": [f for f in findings if f["id"] not in taken]})
+    return [g for g in out if g["findings"]]
+
+
+def live(run: Run) -> dict[str, Any] | None:
+    """While the command runs: how far each loop got, and what was found so far."""
+    if run.live is None:
+        return None
+    steps = {name: (loop.steps[-1].step if loop.steps else 0)
+             for name, loop in run.loops.items()}
+    stalls = [f for f in _findings(run) if "stall" in f["id"] and f["status"] != "ok"]
+    return {"report_mtime_unix_s": run.live.report_mtime_unix_s, "steps": steps,
+            "findings_so_far": run.live.findings_so_far, "stalls": stalls}
+
+
+def run_view(run: Run, logdir: Path) -> dict[str, Any]:
+    """Everything the page shows of one run."""
+    return {**summary(run, logdir), "verdict": headline.verdict(run.report_json),
+            "devices": devices(run), "bottleneck": bottleneck(run),
+            "learning": learning(run), "scaling": scaling(run), "groups": groups(run),
+            "live": live(run)}

@@ -1,0 +1,221 @@
+"""The event protocol (gpudiag.layout.events): every kind round-trips, the decoder never
+raises, every field the agent writes is read by gpudiag, every kind is written and read."""
+
+from __future__ import annotations
+
+import ast
+import json
+import os
+import re
+import types
+import typing
+from dataclasses import fields
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from gpudiag.inprogram.recorder import Recorder, StepBuffer
+from gpudiag.layout import events as ev
+from gpudiag.run import events
+
+ROOT = Path(__file__).resolve().parent.parent / "gpudiag"
+ROW_CLASSES = (ev.FitRow, ev.FunctionRow, ev.SessionRow)
+
+
+def sample(hint: Any, n: int) -> Any:
+    """A value of the annotation's type that is no field's default."""
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if origin in (typing.Union, types.UnionType):
+        return sample(next(a for a in args if a is not type(None)), n)
+    if hint is bool:
+        return True
+    if hint is int:
+        return 40 + n
+    if hint is float:
+        return 2.5 + n
+    if hint is str:
+        return f"s{n}"
+    if origin is list:
+        return [sample(args[0], n)]
+    if origin is dict:
+        return {"k": sample(args[1], n)}
+    if origin is tuple:
+        return (sample(args[0], n),)
+    if isinstance(hint, type) and hint in ROW_CLASSES:
+        return filled(hint)
+    return {"any": n}  # Any
+
+
+def filled(cls: type) -> Any:
+    hints = typing.get_type_hints(cls)
+    return cls(**{f.name: sample(hints[f.name], n) for n, f in enumerate(fields(cls))})
+
+
+@pytest.mark.parametrize("cls", list(ev.KINDS.values()), ids=list(ev.KINDS))
+def test_every_kind_round_trips_with_every_field_set(cls: type[ev.Event]) -> None:
+    event = filled(cls)
+    for f in fields(event):  # each field differs from its default: its value is checked
+        assert getattr(event, f.name) != getattr(cls(), f.name), f.name
+    line = ev.encode(event, t_unix_s=1700000000.25, pid=321, seq=9)
+    assert "\n" not in line
+    recorded = ev.decode_line(line)
+    assert recorded == ev.Recorded(321, 9, 1700000000.25, event)
+    assert json.loads(line)["kind"] == cls.KIND and json.loads(line)["v"] == ev.PROTOCOL_VERSION
+
+
+def test_an_unknown_kind_or_a_newer_version_is_an_unknown_record() -> None:
+    other = ev.decode({"kind": "gpu_temperature", "pid": 5, "t": 1.0, "seq": 2, "celsius": 80})
+    assert other == ev.Recorded(5, 2, 1.0, ev.Unknown(kind="gpu_temperature", version=1,
+                                                      fields={"celsius": 80}))
+    newer = ev.decode({"kind": "stall", "v": ev.PROTOCOL_VERSION + 1, "pid": 5, "waited_s": 3})
+    assert newer is not None and newer.event == ev.Unknown(
+        kind="stall", version=ev.PROTOCOL_VERSION + 1, fields={"waited_s": 3})
+
+
+def test_a_line_of_an_older_gpudiag_still_decodes() -> None:
+    """Before the protocol: no ``v``, no ``seq``, ``class`` for the strategy's class, a
+    function row with its ``final`` flag, a fit row with its batch number."""
+    lines = [
+        {"kind": "strategy", "t": 1.0, "pid": 7, "class": "MirroredStrategy",
+         "num_replicas_in_sync": 2, "worker_devices": ["/gpu:0", "/gpu:1"], "nccl": True},
+        {"kind": "function_steps", "t": 2.0, "pid": 7, "function": "step",
+         "rows": [{"i": 0, "t0": 1.0, "dt": 0.5, "loss": 2.3}, {"i": 0, "loss": 2.2,
+                                                                "final": True}]},
+        {"kind": "fit_steps", "pid": 7, "rows": [{"i": 3, "batch": 3, "t0": 1.0,
+                                                  "t_end": 1.5, "logs": {"loss": 0.5}}]},
+        {"kind": "fit_epoch", "pid": 7, "epoch": 0, "steps": 10, "logs": {"loss": 0.4}},
+    ]
+    decoded = [ev.decode(line) for line in lines]
+    assert [d.event for d in decoded if d is not None] == [
+        ev.Strategy(class_name="MirroredStrategy", num_replicas_in_sync=2,
+                    worker_devices=["/gpu:0", "/gpu:1"], nccl=True),
+        ev.FunctionSteps(function="step", rows=(ev.FunctionRow(i=0, t0=1.0, dt=0.5, loss=2.3),
+                                                ev.FunctionRow(i=0, loss=2.2))),
+        ev.FitSteps(rows=(ev.FitRow(i=3, t0=1.0, t_end=1.5, logs={"loss": 0.5}),)),
+        ev.FitEpoch(logs={"loss": 0.4})]
+    assert decoded[0] is not None and decoded[0].seq == 0
+
+
+@pytest.mark.parametrize("obj", [
+    None, [], "stall", 3, {"kind": "stall"}, {"pid": 3}, {"kind": 3, "pid": 3},
+    {"kind": "stall", "pid": "3"},
+    {"kind": "stall", "pid": 3, "v": "one"},
+    {"kind": "stall", "pid": 3, "waited_s": "long", "where": [], "threads": {}},
+    {"kind": "fit_steps", "pid": 3, "rows": [1, {"i": "x"}, {"no": 1}, {"i": 2, "logs": []}]},
+    {"kind": "function_steps", "pid": 3, "rows": {"i": 1}},
+    {"kind": "devices", "pid": 3, "t": "now", "seq": None, "logical": None},
+])
+def test_decode_never_raises_and_a_wrong_value_takes_the_default(obj: Any) -> None:
+    recorded = ev.decode(obj)
+    if not isinstance(obj, dict) or not isinstance(obj.get("kind"), str) or \
+            not isinstance(obj.get("pid"), int):
+        assert recorded is None
+        return
+    assert recorded is not None
+    if obj["kind"] == "stall" and "waited_s" in obj:
+        assert recorded.event == ev.Stall()
+    if obj["kind"] == "fit_steps":  # only the rows with an index; a bad field: its default
+        assert recorded.event == ev.FitSteps(rows=(ev.FitRow(i=2),))
+    if obj["kind"] == "devices":
+        assert recorded.event == ev.Devices() and recorded.t_unix_s is None
+
+
+def test_decode_line_skips_what_is_not_json() -> None:
+    assert ev.decode_line('{"kind": "exit", "pid": ') is None
+    assert ev.decode_line(b"\xff\xfe") is None
+
+
+def test_the_recorder_and_a_step_buffer_write_only_protocol_lines(tmp_path: Path) -> None:
+    """Through the agent's real recorder: a step buffer's plain rows (a numpy-like loss
+    included) come back as typed rows; a row's defaults are left out of the line."""
+
+    class Scalar:  # what a numpy scalar offers the JSON fallback
+        def item(self) -> float:
+            return 0.75
+
+    rec = Recorder(str(tmp_path))
+    buffer = StepBuffer(rec.emit, "function_steps", 60.0, 2, None, function="train_step")
+    buffer.add({"i": 0, "t0": 10.0, "dt": 0.25, "loss": Scalar()})
+    buffer.add({"i": 1, "t0": 10.5, "dt": 0.25})
+    rec.emit(ev.Exit(hook_errors=1))
+    path = tmp_path / f"events-{os.getpid()}.jsonl"
+    lines = path.read_text().splitlines()
+    assert json.loads(lines[1])["rows"] == [{"i": 1, "t0": 10.5, "dt": 0.25}]
+    by_pid, bad = events.read_events(tmp_path)
+    assert bad == 0 and [r.event for r in by_pid[os.getpid()]] == [
+        ev.FunctionSteps(function="train_step",
+                         rows=(ev.FunctionRow(i=0, t0=10.0, dt=0.25, loss=0.75),)),
+        ev.FunctionSteps(function="train_step", rows=(ev.FunctionRow(i=1, t0=10.5, dt=0.25),)),
+        ev.Exit(hook_errors=1)]
+    assert [r.seq for r in by_pid[os.getpid()]] == [1, 2, 3]
+
+
+# ------------------------------------------------------------------- written and read
+def _annotated_classes(annotation: ast.expr | None) -> set[str]:
+    if annotation is None:
+        return set()
+    named = set(re.findall(r"\b(?:ev|events)\.(\w+)\b", ast.unparse(annotation)))
+    return {cls.__name__ for cls in [*ev.KINDS.values(), *ROW_CLASSES]} & named
+
+
+def _reads(tree: ast.AST) -> dict[str, set[str]]:
+    """Per record class: the attributes read of a parameter annotated with it (or of a
+    name iterating over one, or of an item of one) in any function."""
+    out: dict[str, set[str]] = {}
+    for fn in ast.walk(tree):
+        if not isinstance(fn, ast.FunctionDef):
+            continue
+        for arg in [*fn.args.args, *fn.args.kwonlyargs]:
+            classes = _annotated_classes(arg.annotation)
+            if not classes:
+                continue
+            names = {arg.arg}
+            for node in ast.walk(fn):
+                if isinstance(node, ast.For | ast.comprehension) and \
+                        isinstance(node.target, ast.Name) and \
+                        any(isinstance(n, ast.Name) and n.id == arg.arg
+                            for n in ast.walk(node.iter)):
+                    names.add(node.target.id)
+            for node in ast.walk(fn):
+                if not isinstance(node, ast.Attribute):
+                    continue
+                base = node.value.value if isinstance(node.value, ast.Subscript) else node.value
+                if isinstance(base, ast.Name) and base.id in names:
+                    for cls in classes:
+                        out.setdefault(cls, set()).add(node.attr)
+    return out
+
+
+def test_every_field_the_agent_writes_is_read_by_gpudiag() -> None:
+    """A field is read when gpudiag's parent side (run/, records/) reads it off the typed
+    record; a field written and never read fails here: read it, or stop writing it."""
+    reads: dict[str, set[str]] = {}
+    for path in [*sorted((ROOT / "run").glob("*.py")), *sorted((ROOT / "records").glob("*.py"))]:
+        for cls, attrs in _reads(ast.parse(path.read_text())).items():
+            reads.setdefault(cls, set()).update(attrs)
+    unread = {cls.__name__: sorted({f.name for f in fields(cls)} - reads.get(cls.__name__, set()))
+              for cls in [*ev.KINDS.values(), *ROW_CLASSES]}
+    assert {k: v for k, v in unread.items() if v} == {}
+
+
+def test_the_field_check_sees_a_field_left_unread() -> None:
+    """The check above can fail: a handler that reads one field of two."""
+    tree = ast.parse("def h(s, e: ev.StallEnd, t):\n    return e.after_s\n"
+                     "def g(rows: list[ev.SessionRow]):\n    return [r.i for r in rows]\n")
+    assert _reads(tree) == {"StallEnd": {"after_s"}, "SessionRow": {"i"}}
+
+
+def test_every_kind_is_written_by_the_agent_and_has_a_handler() -> None:
+    written = set()
+    for path in (ROOT / "inprogram").rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and \
+                    isinstance(node.func.value, ast.Name) and node.func.value.id == "events":
+                written.add(node.func.attr)
+            if isinstance(node, ast.Call) and getattr(node.func, "id", "") == "StepBuffer":
+                kind = node.args[1]
+                assert isinstance(kind, ast.Constant)
+                written.add(ev.KINDS[kind.value].__name__)
+    assert {cls.__name__ for cls in ev.KINDS.values()} <= written
+    assert set(ev.KINDS.values()) <= set(events.HANDLERS)

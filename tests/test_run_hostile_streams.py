@@ -1,0 +1,130 @@
+"""The program's streams and descriptors under `gpudiag run` as plainly (issue 26, cases 5,
+6, 13): a sys.stderr without flush() or closed, with TensorFlow's placement log asked for;
+standard streams closed by gpudiag's caller; fd 2 pointed at a file of the program's own.
+Each program runs plainly and under `gpudiag run`; exit code, stdout and the files it
+writes are compared. docs/reliability.md counts these cases.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import REPO
+
+from gpudiag import layout
+
+ENV = {**os.environ, "PYTHONPATH": str(REPO)}
+
+STREAM_TO_LOGGER = """
+import logging, sys
+class StreamToLogger:  # the common recipe: write() only
+    def __init__(self, logger):
+        self.logger = logger
+    def write(self, buf):
+        for line in buf.rstrip().splitlines():
+            self.logger.info(line.rstrip())
+logging.basicConfig(level=logging.INFO, stream=sys.stdout, format='%(message)s')
+sys.stderr = StreamToLogger(logging.getLogger('stderr'))
+import tensorflow as tf
+tf.debugging.set_log_device_placement(True)
+print('sum', int(tf.reduce_sum(tf.constant([1, 2, 3]))), flush=True)
+"""
+CLOSED_STDERR = """
+import sys
+import tensorflow as tf
+sys.stderr.close()
+tf.debugging.set_log_device_placement(True)
+print('sum', int(tf.reduce_sum(tf.constant([1, 2, 3]))), flush=True)
+"""
+
+
+def _both(tmp_path: Path, program: str) -> tuple[subprocess.CompletedProcess[bytes], ...]:
+    plain = subprocess.run([sys.executable, "-c", program], capture_output=True, env=ENV,
+                           cwd=tmp_path, timeout=300, stdin=subprocess.DEVNULL)
+    under = subprocess.run([sys.executable, "-m", "gpudiag", "run", "--logdir",
+                            str(tmp_path / "runs"), "--", sys.executable, "-c", program],
+                           capture_output=True, env=ENV, cwd=tmp_path, timeout=300,
+                           stdin=subprocess.DEVNULL)
+    return plain, under
+
+
+def _placement_free(stdout: bytes) -> list[bytes]:
+    """stdout without TensorFlow's placement lines (their order among the program's own is
+    the C++ log's, not the program's)."""
+    return [ln for ln in stdout.splitlines() if b"/job:" not in ln and b"device" not in ln]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("program", [STREAM_TO_LOGGER, CLOSED_STDERR],
+                         ids=["stderr-without-flush", "closed-stderr"])
+def test_the_programs_own_stderr_object_never_breaks_it(tmp_path: Path, program: str) -> None:
+    plain, under = _both(tmp_path, program)
+    # plainly 0, or 120 where Python's own exit fails to flush the flush-less sys.stderr
+    assert b"sum 6" in plain.stdout, plain.stderr[-2000:]
+    assert under.returncode == plain.returncode, under.stderr[-3000:]
+    assert _placement_free(under.stdout) == _placement_free(plain.stdout)
+    assert b"AttributeError" not in under.stderr and b"ValueError" not in under.stderr
+
+
+FDS = """
+import os, pathlib, sys
+where = pathlib.Path(sys.argv[1])
+states = []
+for fd in (0, 1, 2):
+    try:
+        os.fstat(fd)
+        states.append('open')
+    except OSError:
+        states.append('closed')
+(where / 'fds').write_text(' '.join(states))
+print('ran')
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("closing", [">&-", "2>&-", "<&-"])
+def test_a_stream_closed_by_the_caller_is_closed_for_the_program_as_plainly(
+        tmp_path: Path, closing: str) -> None:
+    """`gpudiag run ... >&-` once ended in a traceback before the program ran, `2>&-` in a
+    silent exit 1, `<&-` gave the program the events file as its fd 0."""
+    seen = []
+    for name, prefix in (("plain", []), ("under", [sys.executable, "-m", "gpudiag", "run",
+                                                   "--logdir", str(tmp_path / "runs"), "--"])):
+        where = tmp_path / name
+        where.mkdir()
+        argv = [*prefix, sys.executable, "-c", FDS, str(where)]
+        done = subprocess.run(["sh", "-c", f"exec {shlex.join(argv)} {closing}"],
+                              capture_output=True, env=ENV, cwd=REPO, timeout=120,
+                              stdin=subprocess.DEVNULL)
+        seen.append((done.returncode, (where / "fds").read_text() if
+                     (where / "fds").exists() else "never ran"))
+        if name == "under":
+            assert b"Traceback" not in done.stderr, done.stderr[-2000:]
+    assert seen[1] == seen[0], seen
+
+
+DUP2_LOG = """
+import os, sys
+log = os.open(sys.argv[1], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+os.dup2(log, 2)
+import tensorflow as tf
+tf.debugging.set_log_device_placement(True)
+print('sum', int(tf.reduce_sum(tf.constant([1, 2, 3]))), flush=True)
+"""
+
+
+@pytest.mark.slow
+def test_no_gpudiag_line_lands_in_the_file_the_program_made_its_stderr(tmp_path: Path) -> None:
+    log = tmp_path / "own.log"
+    done = subprocess.run([sys.executable, "-m", "gpudiag", "run", "--logdir",
+                           str(tmp_path / "runs"), "--", sys.executable, "-c", DUP2_LOG,
+                           str(log)], capture_output=True, env=ENV, cwd=REPO, timeout=300,
+                          stdin=subprocess.DEVNULL)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert b"sum 6" in done.stdout
+    assert layout.RUN_MARKER.encode() not in log.read_bytes()

@@ -1,0 +1,274 @@
+"""The GPUDIAG tab in a real browser: plain TensorBoard (``python -m tensorboard.main``, as
+`tensorboard --logdir` runs it) lists the plugin where gpudiag is installed, and chromium
+(playwright, Debian's /usr/bin/chromium, as tests/test_tensorboard_views.py) shows, on the
+sample runs and on fresh `gpudiag run`s of a Keras fit, each device's lane, the bottleneck
+with the user's file:line, the learning verdict; a running run as running with its step
+count growing without a reload; two runs side by side. Every request the browser makes is
+recorded: none leaves localhost; no console error. With GPUDIAG_SCREENSHOTS=<dir> the
+dashboard's screenshot goes there (`make screenshots` -> docs/images).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlparse
+
+import pytest
+from conftest import REPO, ended, gpudiag, load_report, run_dirs, until
+
+from gpudiag import layout
+from gpudiag.tb import serve as tbserve
+
+pytestmark = pytest.mark.slow
+PROGRAMS = REPO / "tests" / "programs"
+CHROMIUM = Path("/usr/bin/chromium")
+CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
+                  "--no-first-run", "--disable-background-networking",
+                  "--disable-component-update", "--disable-sync"]
+TIMEOUT_MS = 90_000
+
+
+def _report(run_dir: Path) -> dict[str, Any]:
+    return load_report(run_dir)
+
+
+def _finding(report: dict[str, Any], finding_id: str) -> dict[str, Any]:
+    return next(f for f in report["findings"] if f["id"] == finding_id)
+
+
+@pytest.fixture(scope="module")
+def logdir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The sample runs, then (newest last) an input-bound Keras fit, the same fit tuned,
+    and a run of a script whose import has a typo (`import tensorflw`: it exits 1 before
+    any TensorFlow work, a failed run)."""
+    root = tmp_path_factory.mktemp("tb") / "runs"
+    shutil.copytree(REPO / "sample_runs", root / "sample",
+                    ignore=shutil.ignore_patterns("README.md"))
+    for name, extra in (("input", []), ("tuned", ["tuned"])):
+        proc = gpudiag("run", "--logdir", str(root / name), "--", sys.executable,
+                       str(PROGRAMS / "input_pipeline_fit.py"), *extra, timeout=400)
+        assert proc.returncode == 0, proc.stderr[-2000:]
+    script = root.parent / "typo_import.py"
+    script.write_text("import tensorflw\n")
+    typo = gpudiag("run", "--logdir", str(root / "typo"), "--", sys.executable, str(script))
+    assert typo.returncode != 0
+    return root
+
+
+@pytest.fixture(scope="module")
+def server(logdir: Path) -> Iterator[tbserve.Server]:
+    srv = tbserve.start(logdir, 0, "localhost")
+    try:
+        yield srv
+    finally:
+        srv.stop()
+
+
+def _browser_missing() -> str | None:
+    try:
+        import playwright.sync_api  # noqa: F401
+    except ImportError:
+        return "the playwright package is not installed (pip install -e '.[test]')"
+    if not CHROMIUM.exists():
+        return f"{CHROMIUM} is missing (apt-get install chromium; `make test` does it as root)"
+    return None
+
+
+class Browser:
+    """One chromium page with every request and every console error recorded."""
+
+    def __init__(self, context: Any, local: str) -> None:
+        self.requests: list[str] = []
+        self.errors: list[str] = []
+        self.local = local
+        context.on("request", lambda req: self.requests.append(req.url))
+        self.page = context.new_page()
+        self.page.on("console", lambda msg: self.errors.append(msg.text)
+                     if msg.type == "error" else None)
+        self.page.on("pageerror", lambda exc: self.errors.append(str(exc)))
+
+    def dashboard(self, server: tbserve.Server) -> Any:
+        self.page.goto("about:blank")  # the same URL again would only change the hash
+        self.page.goto(f"{server.url}/?darkMode=false#gpudiag")
+        frame = self.page.frame_locator('iframe[src*="name=gpudiag"]')
+        frame.locator("pre.headline").wait_for(timeout=TIMEOUT_MS)
+        return frame
+
+    def assert_clean(self) -> None:
+        foreign = [u for u in self.requests if urlparse(u).scheme in ("http", "https", "ws")
+                   and urlparse(u).hostname != self.local]
+        assert not foreign, foreign
+        assert self.requests, "no request recorded"
+        assert not self.errors, self.errors
+
+
+@pytest.fixture(scope="module")
+def browser(server: tbserve.Server) -> Iterator[Browser]:
+    missing = _browser_missing()
+    if missing:
+        pytest.skip(missing)
+    from playwright.sync_api import sync_playwright
+
+    profile = tempfile.mkdtemp(prefix="gpudiag-chromium-")
+    local = urlparse(server.url).hostname or "localhost"
+    try:
+        with sync_playwright() as pw:
+            context = pw.chromium.launch_persistent_context(
+                profile, executable_path=str(CHROMIUM), headless=True, args=CHROMIUM_FLAGS,
+                viewport={"width": 1600, "height": 1000})
+            context.route("**/*", lambda route: route.continue_()
+                          if urlparse(route.request.url).hostname == local else route.abort())
+            yield Browser(context, local)
+            context.close()
+    finally:
+        shutil.rmtree(profile, ignore_errors=True)
+
+
+def _shoot(page: Any, name: str, tmp_path: Path) -> None:
+    out = Path(os.environ.get("GPUDIAG_SCREENSHOTS") or tmp_path)
+    out.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(out / f"{name}.png"))
+
+
+def test_plain_tensorboard_lists_the_gpudiag_tab(server: tbserve.Server) -> None:
+    listing = tbserve.get_json(server.url + "/data/plugins_listing")
+    entry = listing["gpudiag"]
+    assert entry["enabled"] and entry["tab_name"] == "GPUDIAG"
+    assert entry["loading_mechanism"] == {"type": "IFRAME",
+                                          "module_path": "/data/plugin/gpudiag/index.js"}
+
+
+def _choose(frame: Any, select: str, run_dir: Path, logdir: Path) -> None:
+    frame.locator(f"#{select}").select_option(run_dir.relative_to(logdir).as_posix())
+
+
+def test_first_screen_answers_devices_bottleneck_learning(
+        browser: Browser, server: tbserve.Server, logdir: Path, tmp_path: Path) -> None:
+    from playwright.sync_api import expect
+
+    (input_dir,), (tuned_dir,), (typo_dir,) = (run_dirs(logdir / n)
+                                               for n in ("input", "tuned", "typo"))
+    frame = browser.dashboard(server)
+    # the default is the newest completed run (the typo's run is newer, and failed)
+    expect(frame.locator("#gpudiag-run")).to_have_value(
+        tuned_dir.relative_to(logdir).as_posix())
+    typo_option = frame.locator(
+        f'#gpudiag-run option[value="{typo_dir.relative_to(logdir).as_posix()}"]')
+    expect(typo_option).to_have_text(re.compile(r"\[failed before its work started\]"))
+    # the input-bound fit: its lanes, the bottleneck at the user's line, the verdict
+    _choose(frame, "gpudiag-run", input_dir, logdir)
+    report = _report(input_dir)
+    used = _finding(report, "run.every-device-used")["evidence"]
+    for device in used["logical_devices"]:
+        expect(frame.locator(f'tr.lane[data-device="{device}"]')).to_be_visible(
+            timeout=TIMEOUT_MS)
+    if not used.get("nvml_gpus"):  # no GPU here: one line saying so and why
+        expect(frame.locator("p.nogpu")).to_contain_text("no GPU, ran on the CPU")
+    found = _finding(report, "run.bottleneck")
+    # the cause the report names (on a loaded 2-core machine the same fit is sometimes
+    # overhead-bound rather than input-bound), its fix, and each line of the user's it names
+    cause = found["evidence"]["causes"][0]
+    expect(frame.locator("section.bottleneck .cause")).to_contain_text(cause)
+    expect(frame.locator("section.bottleneck .fix")).to_contain_text(found["advice"][:60])
+    lines = list(dict.fromkeys(re.findall(r"[\w./-]+\.py:\d+", found["advice"])))
+    if cause == "input-bound":
+        assert any(ln.startswith("input_pipeline_fit.py:") for ln in lines), found["advice"]
+    expect(frame.locator("section.bottleneck .where code")).to_have_text(lines)
+    bar = frame.locator("section.bottleneck rect.part.compute").first
+    bar.hover()
+    compute_ms = float(bar.get_attribute("data-ms"))
+    parts = found["evidence"]["parts_s"]
+    assert any(abs(p["compute_s"] * 1000 - compute_ms) < 1e-3 for p in parts.values()), parts
+    expect(frame.locator("#gpudiag-tip")).to_contain_text(f"compute {compute_ms:.2f} ms")
+    expect(frame.locator("section.learning .verdict")).to_have_text(
+        _finding(report, "run.learning")["message"])
+    # all four questions above the fold of a 1600x1000 window
+    for key in ("devices", "bottleneck", "learning"):
+        box = frame.locator(f"section.{key}").bounding_box()
+        assert box is not None and box["y"] < 1000, (key, box)
+    _shoot(browser.page, "gpudiag-tab", tmp_path)
+    # the sample scaling run: speed-up against the ideal; findings folded, worst first
+    scaling_dir = next((logdir / "sample" / "scaling").iterdir())
+    _choose(frame, "gpudiag-run", scaling_dir, logdir)
+    expect(frame.locator("section.scaling svg.chart polyline")).to_have_count(2)
+    expect(frame.locator("details.finding").first).to_be_visible()
+    order = {"fail": 0, "warn": 1, "skip": 2, "ok": 3}
+    for group in frame.locator("section.findings .group").all():
+        statuses = [c.split()[1] for c in group.locator("details.finding").evaluate_all(
+            "nodes => nodes.map(n => n.className)")]
+        assert statuses == sorted(statuses, key=order.__getitem__), statuses
+    warned = frame.locator("details.finding.warn").first
+    expect(warned).to_contain_text("scaling.efficiency")
+    expect(warned.locator("pre.evidence")).to_be_hidden()  # evidence folded away
+    browser.assert_clean()
+
+
+def test_a_running_run_updates_without_a_reload(
+        browser: Browser, server: tbserve.Server, logdir: Path, tmp_path: Path) -> None:
+    from playwright.sync_api import expect
+
+    gates = [tmp_path / "gate1", tmp_path / "gate2"]
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "gpudiag", "run", "--logdir", str(logdir / "live"), "--",
+         sys.executable, str(PROGRAMS / "steps_gated.py"), *map(str, gates)],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        stdin=subprocess.DEVNULL, env={**os.environ, "PYTHONPATH": str(REPO)}, cwd=REPO)
+    with ended(proc):
+        assert proc.stdout is not None
+        next(line for line in proc.stdout if "waiting for gate1" in line)
+        (run_dir,) = run_dirs(logdir / "live")
+        until(lambda: list(run_dir.glob(f"{layout.RUN_TB_PREFIX}*/events.out.tfevents.*")),
+              "the program's live TensorBoard file")
+        frame = browser.dashboard(server)
+        _choose(frame, "gpudiag-run", run_dir, logdir)
+        expect(frame.locator(".live .badge.running")).to_be_visible(timeout=TIMEOUT_MS)
+        steps = frame.locator(".live .steps").first
+        expect(steps).to_have_text(re.compile(r"step 19$"), timeout=TIMEOUT_MS)
+        gates[0].touch()
+        next(line for line in proc.stdout if "waiting for gate2" in line)
+        expect(steps).to_have_text(re.compile(r"step 39$"), timeout=TIMEOUT_MS)
+        gates[1].touch()
+        proc.communicate(timeout=120)
+    assert proc.returncode == 0
+    browser.assert_clean()
+
+
+def _has_diff_command() -> bool:
+    return gpudiag("diff", "--help").returncode == 0
+
+
+def test_two_runs_side_by_side_show_the_diffs_numbers(
+        browser: Browser, server: tbserve.Server, logdir: Path) -> None:
+    from playwright.sync_api import expect
+
+    from gpudiag.tbplugin import compare
+
+    if not _has_diff_command():
+        pytest.skip("`gpudiag diff` is not in this build: the side-by-side view has no data")
+    (input_dir,), (tuned_dir,) = run_dirs(logdir / "input"), run_dirs(logdir / "tuned")
+    proc = gpudiag("diff", str(input_dir), str(tuned_dir), "--logdir", str(logdir / "diffs"),
+                   timeout=400)
+    assert proc.returncode in (0, 1), proc.stderr
+    (diff_dir,) = run_dirs(logdir / "diffs")
+    from gpudiag.layout.diff import DiffRecord
+
+    rows = compare.rows(DiffRecord.from_dict(_report(diff_dir)["data"]["diff"]))
+    assert rows, "the diff record holds no compared figure"
+    frame = browser.dashboard(server)
+    _choose(frame, "gpudiag-run", input_dir, logdir)
+    _choose(frame, "gpudiag-other", tuned_dir, logdir)
+    table = frame.locator("section.diff table.diff")
+    expect(table.locator("tbody tr")).to_have_count(len(rows), timeout=TIMEOUT_MS)
+    expect(frame.locator("section.diff")).to_contain_text("(gpudiag diff)")
+    for row in rows[:10]:
+        expect(table).to_contain_text(row["a"])
+        expect(table).to_contain_text(row["b"])
+    browser.assert_clean()

@@ -1,0 +1,133 @@
+"""The terminal ends with the verdict: at most six lines under 80 columns, above nothing
+else of gpudiag's; on a machine where TensorFlow lists no GPU it says the work ran on the
+CPU and why, from the recorded evidence, and never "all checks passed"
+(gpudiag.verdicts.headline, gpudiag.execute, gpudiag.report.render_table, gpudiag.scaling.table)."""
+
+from __future__ import annotations
+
+import json
+import sys
+from io import StringIO
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import REPO, gpudiag, run_dirs
+from rich.console import Console
+
+from gpudiag.report import Finding, Report, render_table
+from gpudiag.scaling.table import TERMINAL_HEADERS, rich_table
+from gpudiag.verdicts import headline
+
+SAMPLE = REPO / "sample_runs"
+COLUMNS_80 = {"COLUMNS": "80", "TERM": "dumb"}
+
+
+def _sample(command: str) -> dict[str, Any]:
+    (path,) = SAMPLE.glob(f"{command}/*/report.json")
+    data: dict[str, Any] = json.loads(path.read_text())
+    return data
+
+
+def _tail(out: str) -> list[str]:
+    """The verdict: the lines after the last blank line."""
+    return out.rstrip("\n").split("\n\n")[-1].splitlines()
+
+
+def _no_gpu_here() -> bool:
+    return not any(Path(d).joinpath("libnvidia-ml.so.1").exists() for d in (
+        "/usr/lib/x86_64-linux-gnu", "/usr/lib64", "/usr/lib"))
+
+
+def test_env_ends_with_the_verdict_naming_the_cpu_and_why(tmp_path: Path) -> None:
+    if not _no_gpu_here():
+        pytest.skip("an NVIDIA driver is installed here: the no-GPU verdict does not apply")
+    proc = gpudiag("env", "--logdir", "runs", env=COLUMNS_80, cwd=tmp_path)
+    assert proc.returncode in (0, 1), proc.stderr
+    (run_dir,) = (d.relative_to(tmp_path) for d in run_dirs(tmp_path / "runs"))
+    verdict = _tail(proc.stdout)
+    assert len(verdict) <= 6 and all(len(ln) < 80 for ln in verdict), verdict
+    assert verdict[0].startswith("gpudiag env: 0 failed"), verdict
+    assert verdict[1] == "devices: no GPU, ran on the CPU (/device:CPU:0): no NVIDIA driver"
+    assert verdict[-2:] == [f"report: {run_dir / 'report.md'}",
+                            "dashboard: gpudiag tensorboard runs"]
+    assert "all checks passed" not in (proc.stdout + proc.stderr).lower()
+    # every line gpudiag printed fits 80 columns; each finding is one line, name uncut
+    assert all(len(ln) < 80 for ln in proc.stdout.splitlines()), proc.stdout
+    report = json.loads((tmp_path / run_dir / "report.json").read_text())
+    for f in report["findings"]:
+        assert f"  {f['id']} " in proc.stdout, f["id"]
+
+
+def test_run_of_a_keras_fit_names_device_bottleneck_and_learning(tmp_path: Path) -> None:
+    proc = gpudiag("run", "--logdir", "runs", "--", sys.executable, "-m",
+                   "gpudiag.examples.keras_mnist_like", env=COLUMNS_80, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    verdict = _tail(proc.stderr)  # `run`: stdout is the program's
+    assert len(verdict) == 6 and all(len(ln) < 80 for ln in verdict), verdict
+    assert [ln.split(":")[0] for ln in verdict] == [
+        "gpudiag run", "devices", "bottleneck", "learning", "report", "dashboard"]
+    if _no_gpu_here():
+        assert verdict[1].startswith("devices: no GPU, ran on the CPU ("), verdict
+        assert verdict[1].endswith(": no NVIDIA driver"), verdict
+    assert "ms step" in verdict[2]
+    assert verdict[3].startswith("learning: Model.fit: loss "), verdict
+    assert "all checks passed" not in proc.stderr.lower()
+
+
+def _report(**devices: Any) -> dict[str, Any]:
+    return {"command": "env", "devices": {"physical_gpus": [], **devices}, "findings": [],
+            "environment": {}, "data": {}}
+
+
+def test_the_reason_comes_from_the_evidence_only() -> None:
+    hidden = _report(cuda_visible_devices="")
+    assert headline.why_no_gpu(hidden) == "CUDA_VISIBLE_DEVICES='' hides every GPU"
+    cpu_build = _report()
+    cpu_build["environment"] = {"tensorflow": {"is_built_with_cuda": False}}
+    assert headline.why_no_gpu(cpu_build) == "TensorFlow is a CPU-only build"
+    assert headline.why_no_gpu(_report(cuda_visible_devices="0,1")) == \
+        "why is not recorded here (gpudiag env says)"
+    with_gpus = _report(physical_gpus=[{"name": "/physical_device:GPU:0"}])
+    assert headline.devices_line(with_gpus) == "devices: 1 GPU(s) seen by TensorFlow"
+
+
+def test_the_sample_runs_verdicts() -> None:
+    for command in ("env", "placement", "memory", "scaling", "monitor", "run"):
+        lines = headline.terminal(_sample(command), "r/report.md", "runs")
+        assert 3 <= len(lines) <= 6 and all(len(ln) < 80 for ln in lines), lines
+        assert "passed" not in " ".join(lines)
+    assert headline.devices_line(_sample("scaling")) == \
+        "devices: no GPU, ran on the CPU (4 virtual CPU devices): no NVIDIA driver"
+    card = headline.card(_sample("run"))
+    assert len(card.splitlines()) <= 5
+
+
+def _render(renderable_or_report: Any, width: int = 80) -> list[str]:
+    out = StringIO()
+    console = Console(file=out, width=width, color_system=None)
+    if isinstance(renderable_or_report, Report):
+        render_table(renderable_or_report, console)
+    else:
+        console.print(renderable_or_report)
+    return out.getvalue().splitlines()
+
+
+def test_findings_are_one_line_each_worst_first_names_uncut() -> None:
+    report = Report("scaling", "x")
+    long_id = "scaling.devices-worked.mirrored-4dev"
+    report.add(Finding(long_id, "ok", "every device did work " * 10))
+    report.add(Finding("scaling.efficiency.towers", "warn", "x1.68 on 4 devices"))
+    lines = _render(report)
+    assert [ln.split()[:2] for ln in lines] == [["WARN", "scaling.efficiency.towers"],
+                                                ["OK", long_id]]
+    assert all(len(ln) < 80 for ln in lines) and lines[1].endswith("...")
+
+
+def test_scaling_table_fits_80_columns_without_cutting() -> None:
+    data = _sample("scaling")["data"]["scaling"]
+    lines = _render(rich_table(data["rows"], data["configs"]))
+    assert all(len(ln) <= 80 for ln in lines), lines
+    assert all(h in lines[1] for h in TERMINAL_HEADERS), lines[1]
+    assert not any("…" in ln for ln in lines), lines
+    assert len(lines) == 3 + len(data["rows"])
