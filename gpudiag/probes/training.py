@@ -21,11 +21,15 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gpudiag import layout
 from gpudiag.probes.devices import setup
+from gpudiag.records.devices import DeviceSetup
 from gpudiag.records.training import TrainingConfig, TrainingResult
+
+if TYPE_CHECKING:
+    from gpudiag.train.data import ProbeData
 
 
 def _print_progress(total: int) -> Any:
@@ -38,16 +42,24 @@ def _print_progress(total: int) -> Any:
 
 
 def train(cfg: TrainingConfig) -> TrainingResult:
-    w = cfg.workload
-    dev = setup(cfg.n_devices, virtual_gpus=cfg.virtual_gpus, memory_limit_mb=cfg.memory_limit_mb)
+    """One configuration in a child of its own (its devices set up here)."""
     from gpudiag.train import data as data_mod
+
+    dev = setup(cfg.n_devices, virtual_gpus=cfg.virtual_gpus, memory_limit_mb=cfg.memory_limit_mb)
+    w = cfg.workload
+    return train_on(dev, cfg, data_mod.load(Path(w.data) if w.data else None))
+
+
+def train_on(dev: DeviceSetup, cfg: TrainingConfig, data: ProbeData) -> TrainingResult:
+    """One configuration on devices already set up (``dev``), on ``data``; several run
+    one after the other in a count child (gpudiag/probes/scaling.py)."""
     from gpudiag.train import loop as loop_mod
     from gpudiag.train.datafile import check_batch
     from gpudiag.train.model import gradient_bytes, model_spec, param_shapes
     from gpudiag.train.summaries import Instrumentation
 
+    w = cfg.workload
     spec = model_spec(w.model)
-    data = data_mod.load(Path(w.data) if w.data else None)
     info = data.info
     devices = dev.compute_devices
     instr = Instrumentation(scalars=cfg.scalars, histogram_every=w.histogram_every,

@@ -130,9 +130,11 @@ def train(
         graph_counts = ops_by_device(step_graph)
         graph_devices = op_devices(step_graph)
         scalars = step_scalars(trainer)
+        marks = {"start": start, "steps": time.perf_counter()}
         for index in range(loop.steps):
             profiling = loop.is_profiled(index)
             if profiling and index == loop.warmup_steps:
+                marks["profile"] = time.perf_counter()
                 tf.profiler.experimental.start(str(loop.logdir))
                 profile_dir = str(loop.logdir)
             outcome = run_one_step(trainer, iterator, index, scalars=scalars, traced=profiling)
@@ -140,6 +142,7 @@ def train(
                 profiled.append(index)
                 if index == loop.warmup_steps + loop.profile_steps - 1:
                     tf.profiler.experimental.stop()
+                    marks["profile_end"] = time.perf_counter()
             step_s.append(outcome.step_s)
             losses.append(outcome.loss)
             accuracies.append(outcome.accuracy)
@@ -150,6 +153,7 @@ def train(
             scalars.flush()
         if profile_dir is not None and len(profiled) < loop.profile_steps:
             tf.profiler.experimental.stop()  # the run was shorter than the window
+        marks["eval"] = time.perf_counter()
         sync = getattr(trainer, "sync_ema", None)
         if sync is not None:  # towers bring the moving average up to date one step late
             sync()
@@ -166,6 +170,7 @@ def train(
             tf.summary.scalar(layout.TAG_EVAL_ACCURACY_EMA, eval_acc_ema, step=loop.steps)
     writer.flush()
     writer.close()
+    marks["checkpoint"] = time.perf_counter()
     checkpoint_path = None
     if loop.checkpoint:
         manager = tf.train.CheckpointManager(
@@ -199,7 +204,26 @@ def train(
         profiled_steps=profiled,
         checkpoint_path=checkpoint_path,
         wall_s=time.perf_counter() - start,
+        phases=loop_phases(marks, step_s, loop),
     )
+
+
+def loop_phases(marks: dict[str, float], step_s: list[float], loop: LoopConfig
+                ) -> dict[str, float]:
+    """Seconds per phase of ``train`` from its perf_counter marks: set-up (writer, step
+    graph inspection), warm-up and timed steps (their step times), the profiler window
+    (start to stop, both included), the rest of the step loop (progress lines, scalar
+    writes), evaluation, checkpoint."""
+    end = time.perf_counter()
+    profile_s = marks.get("profile_end", marks["eval"]) - marks["profile"] \
+        if "profile" in marks else 0.0
+    warmup = sum(s for i, s in enumerate(step_s) if i < loop.warmup_steps)
+    timed = sum(s for i, s in enumerate(step_s) if loop.is_timed(i))
+    return {"setup_s": marks["steps"] - marks["start"], "warmup_s": warmup,
+            "profile_s": profile_s, "timed_s": timed,
+            "steps_other_s": marks["eval"] - marks["steps"] - warmup - profile_s - timed,
+            "eval_s": marks["checkpoint"] - marks["eval"],
+            "checkpoint_s": end - marks["checkpoint"]}
 
 
 class StepScalars:
@@ -216,7 +240,7 @@ class StepScalars:
     """
 
     def __init__(self, global_batch: int, n_towers: int, learning_rate: float,
-                 flush_every: int = 25, *,
+                 flush_every: int = 5, *,
                  slice_loss_tag: Callable[[int], str] = layout.tower_loss_tag,
                  norm_tags: tuple[str, ...] = ()) -> None:
         self.global_batch = float(global_batch)
@@ -228,6 +252,8 @@ class StepScalars:
         self._rows: list[tuple[int, float, float, float, list[float], list[float]]] = []
         # Traced per batch length (flush_every, and once the shorter last batch) and
         # unrolled: straight-line summary ops run faster than a tf.while_loop of them.
+        # Tracing grows with the batch (about 0.1 s per step's scalars on 2 busy cores):
+        # 5 keeps the one trace short (25 took 2.5 s of every configuration).
         self._write = tf.function(self._write_all)
 
     def _write_all(self, steps: tf.Tensor, step_s: tf.Tensor, loss: tf.Tensor,
