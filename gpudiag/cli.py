@@ -347,6 +347,27 @@ def explain(
     execute("explain", logdir, as_json, body)
 
 
+@app.command()
+def diff(
+    a: Path = typer.Argument(..., show_default=False, help="Run A (before): a run "
+                             "directory, or a directory with profiler traces."),
+    b: Path = typer.Argument(..., show_default=False, help="Run B (after)."),
+    logdir: Path = opt.LogdirOpt,
+    as_json: bool = opt.JsonOpt,
+) -> None:
+    """Did the change work: step time per loop with 95 % intervals, the step's parts and
+    the bottleneck before and after, the fix's predicted against measured step time."""
+    from gpudiag.commands import diff as diff_cmd
+
+    quiet = Ui.quiet()
+    run_a, run_b = diff_cmd.resolve(a, logdir, quiet), diff_cmd.resolve(b, logdir, quiet)
+
+    def body(session: RunSession, ui: Ui) -> None:
+        diff_cmd.run(session, run_a, run_b)
+
+    execute("diff", logdir, as_json, body)
+
+
 def _version(value: bool) -> None:
     if value:
         typer.echo(f"gpudiag {__version__}")

@@ -38,6 +38,19 @@ class Finding:
         if self.status not in STATUSES:
             raise ValueError(f"finding {self.id}: unknown status {self.status!r}")
 
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Finding:
+        """A finding as report.json holds it (``to_dict``'s output) back; a ValueError or
+        KeyError when a field is missing or of the wrong kind."""
+        evidence = data.get("evidence") or {}
+        if not isinstance(evidence, dict):
+            raise ValueError(f"finding {data.get('id')!r}: evidence is not an object")
+        return cls(id=str(data["id"]), status=data["status"], message=str(data["message"]),
+                   evidence=evidence, advice=str(data.get("advice") or ""))
+
 
 def now_iso() -> str:
     return datetime.now(UTC).isoformat(timespec="seconds")
@@ -58,6 +71,7 @@ class Report:
     devices: dict[str, Any] = field(default_factory=dict)
     findings: list[Finding] = field(default_factory=list)
     data: dict[str, Any] = field(default_factory=dict)
+    gpudiag_version: str = __version__  # of the gpudiag that wrote it
 
     def add(self, finding: Finding) -> Finding:
         self.findings.append(finding)
@@ -73,7 +87,7 @@ class Report:
     def to_dict(self) -> dict[str, Any]:
         return {
             "schema_version": SCHEMA_VERSION,
-            "gpudiag_version": __version__,
+            "gpudiag_version": self.gpudiag_version,
             "command": self.command,
             "argv": self.argv,
             "run_dir": self.run_dir,
@@ -84,9 +98,28 @@ class Report:
             "summary": self.counts(),
             "environment": self.environment,
             "devices": self.devices,
-            "findings": [asdict(f) for f in self.findings],
+            "findings": [f.to_dict() for f in self.findings],
             "data": self.data,
         }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Report:
+        """report.json's content (``to_dict``'s output) back: ``from_dict(d).to_dict() ==
+        d`` for every report gpudiag writes (``summary`` is derived from the findings,
+        ``schema_version`` is the reader's business: gpudiag.rundir). A ValueError,
+        KeyError or TypeError when a field is missing or of the wrong kind."""
+        findings = data.get("findings") or []
+        if not isinstance(findings, list):
+            raise ValueError("findings is not a list")
+        return cls(command=str(data["command"]), run_dir=str(data.get("run_dir") or ""),
+                   argv=list(data.get("argv") or []), started_at=str(data["started_at"]),
+                   finished_at=data.get("finished_at"), partial=bool(data.get("partial")),
+                   interrupted=bool(data.get("interrupted")),
+                   environment=dict(data.get("environment") or {}),
+                   devices=dict(data.get("devices") or {}),
+                   findings=[Finding.from_dict(f) for f in findings],
+                   data=dict(data.get("data") or {}),
+                   gpudiag_version=str(data.get("gpudiag_version") or ""))
 
 
 NON_FINITE_NOTE = ("JSON has no Infinity or NaN: these values were not finite and are "
@@ -112,12 +145,6 @@ def save(report: Report, run_dir: Path) -> None:
     half, and a full disk leaves the last complete version (WriteFailed, exit 3)."""
     atomic_write_text(run_dir / REPORT_JSON, to_json(report))
     atomic_write_text(run_dir / REPORT_MD, to_markdown(report))
-
-
-def load(run_dir: Path) -> dict[str, Any]:
-    """Read a run directory's report.json as plain data."""
-    data: dict[str, Any] = json.loads((run_dir / REPORT_JSON).read_text(encoding="utf-8"))
-    return data
 
 
 _ICON = {"ok": "OK", "warn": "WARN", "fail": "FAIL", "skip": "SKIP"}

@@ -60,8 +60,10 @@ def run_dirs(logdir: Path) -> list[Path]:
 
 
 def load_report(run_dir: Path) -> dict[str, Any]:
-    data: dict[str, Any] = json.loads((run_dir / "report.json").read_text())
-    return data
+    """report.json as plain data, read by the one reader of a run directory."""
+    from gpudiag.rundir import load_run
+
+    return load_run(run_dir).report_json
 
 
 def findings_by_id(report: dict[str, Any]) -> dict[str, dict[str, Any]]:
@@ -152,12 +154,11 @@ def run_program(tmp: Path, *command: str, options: tuple[str, ...] = ()) -> Prog
     directory's report, checked against the report's JSON Schema."""
     import jsonschema
 
-    from gpudiag import layout
 
     logdir = tmp / "runs"
     proc = gpudiag("run", "--logdir", str(logdir), *options, "--", *command, timeout=300)
     (run_dir,) = run_dirs(logdir)
-    report = json.loads((run_dir / layout.REPORT_JSON).read_text())
+    report = load_report(run_dir)
     schema = json.loads((REPO / "gpudiag" / "report.schema.json").read_text())
     jsonschema.validate(report, schema)
     return ProgramRun(proc.returncode, proc.stdout, proc.stderr, run_dir, report)

@@ -29,6 +29,7 @@ from pathlib import Path
 
 import pytest
 
+from gpudiag import catalogue
 from gpudiag.cluster import messages
 
 DATA = Path(__file__).parent / "data" / "cluster_tf_2.21"
@@ -80,24 +81,24 @@ def test_the_tasks_tensorflow_waited_for_and_declared_dead() -> None:
     assert messages.unhealthy_tasks(never) == []
     assert messages.lost_peers(died) == ["worker-1"]
     assert messages.lost_peers((DATA / "leader_died_w1.txt").read_text()) == ["worker-0"]
-    lost = messages.by_id("cluster-peer-connection-lost").search(
+    lost = catalogue.by_id("cluster-peer-connection-lost").search(
         (DATA / "leader_died_w1.txt").read_text())
     assert lost is not None and lost.group("task") == "/job:worker/replica:0/task:0"
 
 
 def test_the_port_in_use_names_the_address_tensorflow_bound() -> None:
-    m = messages.by_id("grpc-port-in-use").search((DATA / "dup_second.txt").read_text())
+    m = catalogue.by_id("grpc-port-in-use").search((DATA / "dup_second.txt").read_text())
     assert m is not None and m.group("address").startswith("0.0.0.0:")
 
 
 def test_keras3_entry_names_the_known_issues_and_the_legacy_path() -> None:
-    e = messages.by_id("keras3-fit-perreplica")
+    e = catalogue.by_id("keras3-fit-perreplica")
     assert "keras-team/keras#20585" in e.meaning
     assert "TF_USE_LEGACY_KERAS=1" in e.fix and "tf_keras" in e.fix
 
 
 def test_auto_shard_is_informational_with_the_policy_to_set() -> None:
-    e = messages.by_id("auto-shard-data")
+    e = catalogue.by_id("auto-shard-data")
     assert e.severity == "info"
     assert "AutoShardPolicy.DATA" in e.fix
     m = e.search((DATA / "auto_shard_w0.txt").read_text())

@@ -9,7 +9,6 @@ window off (--profile-steps 0: seconds saved; the window is tested in test_run_e
 
 from __future__ import annotations
 
-import json
 import math
 import sys
 from collections.abc import Callable
@@ -18,9 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import TESTS_DIR, findings_by_id, gpudiag, run_dirs, split_own_lines
-
-from gpudiag import layout
+from conftest import TESTS_DIR, findings_by_id, gpudiag, load_report, run_dirs, split_own_lines
 
 PY = sys.executable
 CORPUS = TESTS_DIR / "corpus"
@@ -58,7 +55,7 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> Callable[..., Run]:
             proc = gpudiag("run", "--logdir", str(logdir), "--profile-steps", "0", "--", PY,
                            str(program), *args, timeout=300)
             (run_dir,) = run_dirs(logdir)
-            report = json.loads((run_dir / layout.REPORT_JSON).read_text())
+            report = load_report(run_dir)
             done[key] = Run(proc.returncode, proc.stdout, proc.stderr, findings_by_id(report))
         return done[key]
 

@@ -10,7 +10,15 @@ import sys
 from pathlib import Path
 
 import jsonschema
-from conftest import REPO, TESTS_DIR, breakdown_picture, findings_by_id, gpudiag, run_dirs
+from conftest import (
+    REPO,
+    TESTS_DIR,
+    breakdown_picture,
+    findings_by_id,
+    gpudiag,
+    load_report,
+    run_dirs,
+)
 
 from gpudiag import layout
 
@@ -22,7 +30,7 @@ def explain(tmp: Path, path: Path) -> tuple[int, dict, Path]:
     logdir = tmp / "runs"
     proc = gpudiag("explain", "--logdir", str(logdir), str(path), timeout=180)
     (run_dir,) = run_dirs(logdir)
-    report = json.loads((run_dir / layout.REPORT_JSON).read_text())
+    report = load_report(run_dir)
     jsonschema.validate(report, SCHEMA)
     return proc.returncode, report, run_dir
 

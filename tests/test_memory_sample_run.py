@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from dataclasses import asdict
 
-from conftest import REPO, findings_by_id
+from conftest import REPO, findings_by_id, load_report
 
 from gpudiag.records.results import MemoryResult
 from gpudiag.verdicts import memory as memory_verdicts
@@ -22,7 +22,7 @@ def child_result(mode: str) -> MemoryResult:
 
 
 def test_memory_sample_findings_rederive_from_the_children() -> None:
-    report = json.loads((RUN / "report.json").read_text())
+    report = load_report(RUN)
     found = findings_by_id(report)
     default, modify = child_result("default"), child_result("modify_after_init")
     assert default.gpu_available is False  # the CPU-only machine

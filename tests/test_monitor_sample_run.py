@@ -5,14 +5,14 @@ from __future__ import annotations
 
 import json
 
-from conftest import REPO, findings_by_id
+from conftest import REPO, findings_by_id, load_report
 
 (RUN,) = [p.parent for p in sorted((REPO / "sample_runs").glob("*/*/report.json"))
           if json.loads(p.read_text())["command"] == "monitor"]
 
 
 def test_monitor_sample_skips_gpu_checks_with_the_reason() -> None:
-    report = json.loads((RUN / "report.json").read_text())
+    report = load_report(RUN)
     found = findings_by_id(report)
     reason = report["environment"]["nvml_unavailable_reason"]
     assert reason and "libnvidia-ml.so.1" in reason

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import REPO, TESTS_DIR, findings_by_id, process_alive, run_dirs
+from conftest import REPO, TESTS_DIR, findings_by_id, load_report, process_alive, run_dirs
 
 from gpudiag import layout
 from gpudiag.records.tfconfig import free_ports
@@ -87,7 +87,7 @@ def _report(logdir: Path, marker: str) -> dict[str, Any]:
     for run_dir in run_dirs(logdir):
         stdout = run_dir / layout.CHILDREN_DIR / layout.RUN_CHILD_NAME / layout.RUN_STDOUT
         if marker in stdout.read_text():
-            report: dict[str, Any] = json.loads((run_dir / layout.REPORT_JSON).read_text())
+            report: dict[str, Any] = load_report(run_dir)
             return report
     raise AssertionError(f"no run printed {marker!r}")
 

@@ -14,7 +14,16 @@ from pathlib import Path
 
 import fake_nvml
 import pytest
-from conftest import REPO, TESTS_DIR, ended, findings_by_id, read_scalars, run_dirs, until
+from conftest import (
+    REPO,
+    TESTS_DIR,
+    ended,
+    findings_by_id,
+    load_report,
+    read_scalars,
+    run_dirs,
+    until,
+)
 from fake_clock import FakeClock
 
 from gpudiag import layout, nvml
@@ -174,7 +183,7 @@ def test_nvml_scalars_are_in_tensorboard_while_the_program_runs(tmp_path: Path) 
     assert len(list((run_dir / layout.NVML_TB_RUN).glob("events.out.tfevents.*"))) == 1
     final = read_scalars(run_dir / layout.NVML_TB_RUN)
     assert len(final[layout.gpu_util_tag(1)]) >= len(found[layout.gpu_util_tag(1)])
-    report = json.loads((run_dir / layout.REPORT_JSON).read_text())
+    report = load_report(run_dir)
     idle = findings_by_id(report)["run.gpu-idle"]
     assert idle["status"] == "skip" and "less than the 60 s" in idle["message"]
 

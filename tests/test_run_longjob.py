@@ -3,7 +3,6 @@ what gpudiag shows while it runs. Real TensorFlow in real child processes, real 
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import subprocess
@@ -11,7 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import REPO, TESTS_DIR, ended, findings_by_id, run_dirs, until
+from conftest import REPO, TESTS_DIR, ended, findings_by_id, load_report, run_dirs, until
 
 from gpudiag import layout
 from gpudiag.run import events
@@ -63,7 +62,7 @@ def test_a_hung_program_killed_with_sigkill_keeps_every_step_it_ran(tmp_path: Pa
         os.kill(pid, signal.SIGKILL)
         proc.communicate(timeout=120)
     assert proc.returncode == 137
-    report = json.loads((out.parent.parent / layout.REPORT_JSON).read_text())
+    report = load_report(out.parent.parent)
     assert "was killed by SIGKILL" in findings_by_id(report)["run.command"]["message"]
     (obs,), _ = events.observe_all(out)
     (series,) = obs.series
@@ -89,7 +88,7 @@ def test_an_eager_heavy_program_leaves_no_per_op_lines_and_a_small_run_dir(
     # have written ~30,000 "Executing op" lines (about 4 MB) before
     assert "Executing op" not in stderr and len(stderr) < 100_000
     assert dir_size(run_dir, besides=(layout.RUN_STDOUT, layout.RUN_STDERR)) < 2_000_000
-    placement = findings_by_id(json.loads((run_dir / layout.REPORT_JSON).read_text()))[
+    placement = findings_by_id(load_report(run_dir))[
         "run.placement"]
     assert placement["status"] == "ok", placement["message"]
     ops = placement["evidence"]["ops_by_device"]
@@ -139,9 +138,41 @@ def test_a_stalled_input_pipeline_is_named_with_its_waiting_line_while_it_runs(
         out, _ = proc.communicate(timeout=120)
     assert "done, loss" in out and "steps again after a stall" in out
     assert proc.returncode in (0, 1), out[-2000:]
-    report = json.loads((run_dirs(logdir)[0] / layout.REPORT_JSON).read_text())
+    report = load_report(run_dirs(logdir)[0])
     stall = findings_by_id(report)["run.stall"]
     assert stall["status"] == "warn" and "generator_waits.py" in stall["message"]
+
+
+def test_a_keras_fit_whose_generator_blocks_is_told_input_at_the_generators_line(
+        tmp_path: Path) -> None:
+    """Keras 3 fetches the next batch inside its step function: the main thread is in
+    TensorFlow's runtime under `model.fit(...)`, and the line that waits is the generator's,
+    on a py_func thread TensorFlow owns (tests/programs/fit_generator_waits.py)."""
+    logdir, gate = tmp_path / "runs", tmp_path / "gate"
+    program = PROGRAMS / "fit_generator_waits.py"
+    proc = start_run(logdir, PY, str(program), str(gate), options=("--stall-timeout", "2"))
+    with ended(proc):
+        line = wait_for_line(proc, "stalled: no step of Model.fit has finished")
+        waits = [n for n, text in enumerate(program.read_text().splitlines(), 1)
+                 if "# GEN_WAIT" in text]
+        fit = next(n for n, text in enumerate(program.read_text().splitlines(), 1)
+                   if text.startswith("model.fit("))
+        assert "the step waits for its input" in line, line
+        assert "the generator of Dataset.from_generator waits at" in line, line
+        assert any(f"fit_generator_waits.py:{n} in gen_examples()" in line
+                   for n in waits), line
+        # the fit's line only as where the step was called, never as where it waits
+        assert f"(the step was called at fit_generator_waits.py:{fit}" in line, line
+        assert "is in the program's code" not in line
+        gate.touch()
+        out, _ = proc.communicate(timeout=120)
+    assert "done" in out and "steps again after a stall" in out
+    report = json.loads((run_dirs(logdir)[0] / layout.REPORT_JSON).read_text())
+    stall = findings_by_id(report)["run.stall"]
+    assert stall["status"] == "warn" and "waits for its input" in stall["message"]
+    (event,) = stall["evidence"]["stalls"]
+    assert event["where"]["kind"] == "iterator" and event["where"]["via"] == "generator"
+    assert event["where"]["waiting"]["function"] == "gen_examples"
 
 
 def test_tensorboard_shows_a_running_programs_loss_and_step_time(tmp_path: Path) -> None:
@@ -180,7 +211,7 @@ def test_a_nan_loss_reaches_the_terminal_while_it_runs_and_the_report(tmp_path: 
         assert "the loss of train_step" in line and "gpudiag (pid" in line
         gate.touch()
         proc.communicate(timeout=120)
-    report = json.loads((run_dirs(logdir)[0] / layout.REPORT_JSON).read_text())
+    report = load_report(run_dirs(logdir)[0])
     finite = findings_by_id(report)["run.finite-loss"]
     assert finite["status"] == "fail" and "is nan at step 5" in finite["message"]
 
@@ -196,7 +227,7 @@ def test_a_loss_stuck_at_ln_classes_is_told_while_the_program_runs(tmp_path: Pat
         gate.touch()
         rest, _ = proc.communicate(timeout=120)
     assert rest.count("has stayed at ln 10") == 0  # once per loop
-    report = json.loads((run_dirs(logdir)[0] / layout.REPORT_JSON).read_text())
+    report = load_report(run_dirs(logdir)[0])
     learning = findings_by_id(report)["run.learning"]
     assert learning["status"] == "fail" and "stuck at ln 10" in learning["message"]
 

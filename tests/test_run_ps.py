@@ -21,7 +21,7 @@ from typing import Any
 
 import jsonschema
 import pytest
-from conftest import REPO, TESTS_DIR, findings_by_id, gpudiag, process_alive, run_dirs
+from conftest import REPO, TESTS_DIR, findings_by_id, gpudiag, load_report, process_alive, run_dirs
 
 from gpudiag import layout
 from gpudiag.records.tfconfig import free_ports
@@ -32,7 +32,7 @@ SCHEMA = json.loads((REPO / "gpudiag" / "report.schema.json").read_text())
 
 
 def _report(run_dir: Path) -> dict[str, Any]:
-    report: dict[str, Any] = json.loads((run_dir / layout.REPORT_JSON).read_text())
+    report: dict[str, Any] = load_report(run_dir)
     jsonschema.validate(report, SCHEMA)
     return report
 

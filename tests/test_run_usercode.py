@@ -4,16 +4,14 @@ autograph's generated code mapped back to the program's lines (gpudiag.inprogram
 from __future__ import annotations
 
 import importlib
-import json
 import shutil
 import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import REPO, TESTS_DIR, findings_by_id, gpudiag, run_dirs
+from conftest import REPO, TESTS_DIR, findings_by_id, gpudiag, load_report, run_dirs
 
-from gpudiag import layout
 from gpudiag.inprogram import usercode
 
 PY = sys.executable
@@ -49,7 +47,7 @@ def _run(tmp: Path, program: Path, *args: str, env: dict[str, str] | None = None
     proc = gpudiag("run", "--logdir", str(logdir), "--profile-steps", "0", "--", PY,
                    str(program), *args, env=env)
     (run_dir,) = run_dirs(logdir)
-    report = json.loads((run_dir / layout.REPORT_JSON).read_text())
+    report = load_report(run_dir)
     return proc.returncode, proc.stdout, findings_by_id(report)
 
 

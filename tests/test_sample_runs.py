@@ -7,7 +7,7 @@ from pathlib import Path
 
 import jsonschema
 import pytest
-from conftest import REPO
+from conftest import REPO, load_report
 
 import gpudiag
 from gpudiag.readers.placementlog import op_counts_by_device, parse
@@ -17,21 +17,21 @@ REPORTS = sorted((REPO / "sample_runs").glob("*/*/report.json"))
 
 
 def test_there_are_sample_runs() -> None:
-    commands = {json.loads(p.read_text())["command"] for p in REPORTS}
+    commands = {load_report(p.parent)["command"] for p in REPORTS}
     assert {"env", "placement", "memory", "monitor", "scaling"} <= commands
 
 
 @pytest.mark.parametrize("path", REPORTS, ids=lambda p: f"{p.parent.parent.name}/{p.parent.name}")
 def test_sample_report_is_valid_and_complete(path: Path) -> None:
-    report = json.loads(path.read_text())
+    report = load_report(path.parent)
     jsonschema.validate(report, SCHEMA)
     assert report["partial"] is False
     assert (path.parent / "report.md").exists()
 
 
 def test_placement_sample_counts_rederive_from_its_log() -> None:
-    (path,) = [p for p in REPORTS if json.loads(p.read_text())["command"] == "placement"]
-    report = json.loads(path.read_text())
+    (path,) = [p for p in REPORTS if load_report(p.parent)["command"] == "placement"]
+    report = load_report(path.parent)
     log = (path.parent / "children" / "placement" / "stderr.txt").read_text()
     assert op_counts_by_device(parse(log)) == report["data"]["placement"]["op_counts_by_device"]
 
@@ -43,7 +43,7 @@ def test_scaling_sample_traces_show_every_tower_device_busy() -> None:
     from gpudiag.readers import traces
     from gpudiag.records.training import TrainingResult
 
-    (path,) = [p for p in REPORTS if json.loads(p.read_text())["command"] == "scaling"]
+    (path,) = [p for p in REPORTS if load_report(p.parent)["command"] == "scaling"]
     (xplane,) = traces.find_xplanes(path.parent / "towers-4dev")
     result = json.loads((path.parent / "children" / "towers-4dev" / "result.json").read_text())
     placed = TrainingResult.from_dict(result["result"]).train.op_devices

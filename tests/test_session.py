@@ -7,6 +7,7 @@ from pathlib import Path
 
 import jsonschema
 import pytest
+from conftest import load_report
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 import gpudiag
@@ -29,7 +30,7 @@ def test_complete_session_writes_valid_report_and_tensorboard_text(tmp_path: Pat
         s.add(Finding("placement.log", "ok", "parsed", {"n": 3}))
         s.add(Finding("placement.pinned", "fail", "pinned | wrong", {}, advice="fix it"))
         s.text("gpudiag/placement", "| a | b |\n|---|---|\n| 1 | 2 |")
-    report = json.loads((s.run_dir / "report.json").read_text())
+    report = load_report(s.run_dir)
     jsonschema.validate(report, SCHEMA)
     assert report["partial"] is False and report["summary"]["fail"] == 1
     assert s.report.exit_code() == 1
@@ -44,7 +45,7 @@ def test_interrupted_session_leaves_a_readable_partial_report(tmp_path: Path) ->
     with pytest.raises(KeyboardInterrupt), RunSession("scaling", tmp_path) as s:
         s.add(Finding("scaling.devices-1", "ok", "one device done"))
         raise KeyboardInterrupt
-    report = json.loads((s.run_dir / "report.json").read_text())
+    report = load_report(s.run_dir)
     jsonschema.validate(report, SCHEMA)
     assert report["partial"] is True and report["interrupted"] is True
     assert [f["id"] for f in report["findings"]] == ["scaling.devices-1"]
@@ -62,7 +63,7 @@ def test_run_dirs_are_never_reused(tmp_path: Path) -> None:
 
 def test_report_json_is_always_valid_mid_run(tmp_path: Path) -> None:
     s = RunSession("env", tmp_path)
-    report = json.loads((s.run_dir / "report.json").read_text())
+    report = load_report(s.run_dir)
     jsonschema.validate(report, SCHEMA)
     assert report["partial"] is True and report["findings"] == []
 
@@ -77,7 +78,7 @@ def test_bad_input_found_mid_run_is_named_in_the_report(tmp_path: Path) -> None:
 
     with pytest.raises(UsageError), RunSession("scaling", tmp_path) as s:
         raise UsageError("--data x.tfrecord: record 17 is corrupt")
-    report = json.loads((s.run_dir / "report.json").read_text())
+    report = load_report(s.run_dir)
     jsonschema.validate(report, SCHEMA)
     assert report["partial"] is True and report["interrupted"] is False
     (finding,) = report["findings"]

@@ -21,10 +21,10 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     # the typed records that cross a process boundary (children, the user's program, the
     # parent's verdicts all read them)
     ("gpudiag.records",),
-    # core services: report records, process handling, NVML, TensorBoard, readers of
-    # TensorFlow's output, the catalogue of its messages
-    ("gpudiag.report", "gpudiag.procs", "gpudiag.nvml", "gpudiag.tb", "gpudiag.readers",
-     "gpudiag.catalogue"),
+    # core services: report records and the reader of a run directory, process handling,
+    # NVML, TensorBoard, readers of TensorFlow's output, the catalogue of its messages
+    ("gpudiag.report", "gpudiag.rundir", "gpudiag.procs", "gpudiag.nvml", "gpudiag.tb",
+     "gpudiag.readers", "gpudiag.catalogue"),
     # what runs in children (probes and their workload, the code inside the user's
     # program)
     ("gpudiag.probes", "gpudiag.train", "gpudiag.inprogram", "gpudiag.examples"),

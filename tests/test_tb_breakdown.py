@@ -22,16 +22,18 @@ TWO = breakdown(("/device:CPU:1", 16, 11, 3, 0, 1, 1, 0), ("/device:CPU:2", 16, 
 def test_a_bar_per_device_of_every_bottleneck_finding_in_report_order() -> None:
     findings = [
         Finding("scaling.learning", "ok", "learned", {"parts_s": {"x": {}}}),  # not ours
-        sb.scaling_bottleneck("towers-1dev", breakdown(("/device:CPU:1", 10, 9, 0, 0, 1, 0, 0)),
-                              None, ["/device:CPU:1"], 1),
-        sb.scaling_bottleneck("towers-2dev", TWO, None, ["/device:CPU:1", "/device:CPU:2"], 2),
-        sb.scaling_bottleneck("towers-4dev", None, "no profiler window", [], 4),
+        sb.scaling_bottleneck(sb.ConfigTrace(
+            "towers-1dev", breakdown(("/device:CPU:1", 10, 9, 0, 0, 1, 0, 0)), None,
+            ["/device:CPU:1"], 1)),
+        sb.scaling_bottleneck(sb.ConfigTrace("towers-2dev", TWO, None,
+                                             ["/device:CPU:1", "/device:CPU:2"], 2)),
+        sb.scaling_bottleneck(sb.ConfigTrace("towers-4dev", None, "no profiler window", [], 4)),
     ]
     bars = tb_breakdown.bars(findings)
     assert [b.label for b in bars] == ["towers-1dev CPU:1", "towers-2dev CPU:1",
                                        "towers-2dev CPU:2"]
-    assert bars[2].parts_ms == {"compute": 9, "communication": 3, "input": 0, "host": 1,
-                                "idle": 3}
+    assert bars[2].parts_ms == {"compute": 9, "communication": 3, "copy": 0, "input": 0,
+                                "host": 1, "idle": 3}
     assert bars[2].period_ms == 16
     run = [bn.bottleneck(TWO, None), bn.bottleneck(TWO, None, check_id="run.bottleneck.p2")]
     assert [b.label for b in tb_breakdown.bars(run)] == ["CPU:1", "CPU:2", "p2 CPU:1",
@@ -42,7 +44,7 @@ def test_the_session_writes_the_picture_and_the_finding_first(tmp_path: Path) ->
     with RunSession("run", tmp_path / "runs") as s:
         s.add(Finding("run.outcome", "fail", "exit 1", {}))
         s.add(bn.bottleneck(breakdown(("/device:CPU:0", 10, 3, 0, 5, 2, 0, 0)), None,
-                            loop="Model.fit"))
+                            bn.ProgramFacts(loop="Model.fit")))
     width, height, _, text = breakdown_picture(s.run_dir)
     assert width > height  # one bar: wide, not tall
     assert text.startswith("- **WARN** `run.bottleneck`: Model.fit: 10.00 ms per step")

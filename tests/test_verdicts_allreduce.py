@@ -25,7 +25,7 @@ def test_gradient_bytes_are_one_replica_copy_of_the_captured_variables() -> None
 def test_communication_bound_step_gives_bytes_and_achieved_bandwidth() -> None:
     b = breakdown(("/device:GPU:0", 10, 5, 4, 0, 1, 0, 0),
                   ("/device:GPU:1", 10, 5, 4, 0, 1, 0, 0), source="device-plane")
-    f = bn.bottleneck(b, None, gradient_bytes=16 * 2**20)
+    f = bn.bottleneck(b, None, bn.ProgramFacts(gradient_bytes=16 * 2**20))
     assert f.status == "warn" and f.evidence["causes"][0] == "communication-bound"
     assert f.evidence["allreduce"]["gradient_bytes_per_replica"] == 16 * 2**20
     assert f.evidence["allreduce"]["achieved_bytes_per_s"] == pytest.approx(16 * 2**20 / 4e-3)
@@ -39,9 +39,10 @@ def test_without_the_bytes_or_the_time_nothing_is_guessed() -> None:
     f = bn.bottleneck(comm, None)
     assert f.evidence["allreduce"] is None and "gradients" not in f.message
     quiet = breakdown(("/device:GPU:0", 10, 9, 0, 0, 1, 0, 0), source="device-plane")
-    g = bn.bottleneck(quiet, None, gradient_bytes=4000)
+    g = bn.bottleneck(quiet, None, bn.ProgramFacts(gradient_bytes=4000))
     assert g.evidence["allreduce"] is None and "gradients" not in g.message
-    small = breakdown(("/device:GPU:0", 10, 8, 1, 0, 1, 0, 0), source="device-plane")
-    h = bn.bottleneck(small, None, gradient_bytes=4000)  # under 20 %: evidence, no message
+    small = breakdown(("/device:GPU:0", 10, 7, 1, 0, 1, 1, 0), source="device-plane")
+    # under 20 %: evidence, no message
+    h = bn.bottleneck(small, None, bn.ProgramFacts(gradient_bytes=4000))
     assert h.status == "ok" and h.evidence["allreduce"]["gradient_bytes_per_replica"] == 4000
     assert "gradients" not in h.message

@@ -34,8 +34,8 @@ PIPELINE = [call("from_tensor_slices", 10, 1), call("map", 11, 2, 1, num_paralle
 
 
 def test_input_bound_names_the_map_without_parallelism_and_the_missing_prefetch() -> None:
-    f = bn.bottleneck(breakdown(("/device:CPU:0", 10, 3, 0, 5, 2, 0, 0)), None, PIPELINE,
-                      "Model.fit", epochs=3)
+    f = bn.bottleneck(breakdown(("/device:CPU:0", 10, 3, 0, 5, 2, 0, 0)), None,
+                      bn.ProgramFacts(calls=PIPELINE, loop="Model.fit", epochs=3))
     assert f.status == "warn" and f.evidence["causes"] == ["input-bound"]
     assert "input-bound: 50% of the step (5.00 ms of 10.00 ms) waits for input" in f.message
     assert "Dataset.map(augment) at train.py:11 (`line 11`) runs one element at a time" \
@@ -43,8 +43,8 @@ def test_input_bound_names_the_map_without_parallelism_and_the_missing_prefetch(
     assert "the pipeline ending at train.py:12" in f.advice and "no prefetch" in f.advice
     assert ".cache() after the map at train.py:11" in f.advice
     # one epoch: the data is not re-read, no cache advice
-    once = bn.bottleneck(breakdown(("/device:CPU:0", 10, 3, 0, 5, 2, 0, 0)), None, PIPELINE,
-                         epochs=1)
+    once = bn.bottleneck(breakdown(("/device:CPU:0", 10, 3, 0, 5, 2, 0, 0)), None,
+                         bn.ProgramFacts(calls=PIPELINE, epochs=1))
     assert "cache" not in once.advice
 
 
@@ -53,15 +53,18 @@ def test_a_tuned_pipeline_is_not_blamed_and_moderate_input_is_said() -> None:
                                                      num_parallel_calls="AUTOTUNE"),
              call("batch", 12, 3, 2, batch_size=32), call("prefetch", 12, 4, 3)]
     assert bn.pipeline_fixes(tuned) == []
-    f = bn.bottleneck(breakdown(("/device:CPU:0", 10, 8, 0, 1, 1, 0, 0)), None, tuned)
+    f = bn.bottleneck(breakdown(("/device:CPU:0", 10, 8, 0, 1, 1, 0, 0)), None,
+                      bn.ProgramFacts(calls=tuned))
     assert f.status == "ok" and "moderately input-bound (10% waits for input)" in f.message
-    calm = bn.bottleneck(breakdown(("/device:CPU:0", 10, 9, 0, 0.2, 0.8, 0, 0)), None, tuned)
+    calm = bn.bottleneck(breakdown(("/device:CPU:0", 10, 9, 0, 0.2, 0.8, 0, 0)), None,
+                        bn.ProgramFacts(calls=tuned))
     assert calm.status == "ok" and "no bottleneck stands out" in calm.message
 
 
 def test_python_between_step_calls_is_host_bound_with_the_loops_line() -> None:
-    f = bn.bottleneck(breakdown(("/device:CPU:0", 2, 0.4, 0, 0.1, 1.5, 0, 1.2)), None, (),
-                      "tf.function train_step", {"file": "/u/loop.py", "line": 44})
+    f = bn.bottleneck(breakdown(("/device:CPU:0", 2, 0.4, 0, 0.1, 1.5, 0, 1.2)), None,
+                      bn.ProgramFacts(loop="tf.function train_step",
+                                      called_at={"file": "/u/loop.py", "line": 44}))
     assert f.status == "warn" and f.evidence["causes"] == ["host-bound"]
     assert "60% of the step (1.20 ms of 2.00 ms) is the program's Python" in f.message
     assert "tf.function train_step (the loop at loop.py:44)" in f.advice
@@ -71,11 +74,11 @@ def test_on_the_cpu_a_step_call_mostly_without_ops_is_overhead_bound() -> None:
     # tiny ops: TensorFlow's per-step work outweighs them; more steps per call is the fix
     # (a tiny Keras MLP on this machine: 0.64-0.80 ms/step, 0.20 with steps_per_execution=8)
     tiny = breakdown(("/device:CPU:0", 1, 0.13, 0, 0.05, 0.82, 0, 0.01))
-    fit = bn.bottleneck(tiny, None, (), "Model.fit")
+    fit = bn.bottleneck(tiny, None, bn.ProgramFacts(loop="Model.fit"))
     assert fit.status == "warn" and fit.evidence["causes"] == ["overhead-bound"]
     assert "overhead-bound: in 81% of the step (0.81 ms of 1.00 ms) no op ran" in fit.message
     assert "steps_per_execution=N" in fit.advice and "a custom loop" not in fit.advice
-    loop = bn.bottleneck(tiny, None, (), "tf.function train_step")
+    loop = bn.bottleneck(tiny, None, bn.ProgramFacts(loop="tf.function train_step"))
     assert "run several steps in each call of tf.function train_step" in loop.advice
     unknown = bn.bottleneck(tiny, None)  # explain: no loop known, both ways
     assert "Keras: compile" in unknown.advice and "a custom loop:" in unknown.advice
@@ -103,7 +106,8 @@ def test_gpus_without_kernels_are_named_and_not_judged() -> None:
     b = breakdown(("/device:GPU:0", 10, 9, 0, 0.5, 0.5, 0, 0), source="device-plane",
                   idle=("/device:GPU:1", "/device:GPU:2"))
     f = bn.bottleneck(b, None)
-    assert f.status == "warn" and f.evidence["causes"] == ["idle-gpus"]
+    # the one GPU that ran is 90 % busy in kernels: GPU-bound, beside the idle two
+    assert f.status == "warn" and f.evidence["causes"] == ["gpu-bound", "idle-gpus"]
     assert "2 of the 3 GPUs ran no kernel in the window (/device:GPU:1, /device:GPU:2)" \
         in f.message
     assert list(f.evidence["devices"]) == ["/device:GPU:0"]  # the idle ones are not averaged

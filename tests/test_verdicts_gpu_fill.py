@@ -64,22 +64,24 @@ def test_the_process_gpus_are_those_nvml_lists_it_on() -> None:
 
 def test_bottleneck_names_small_kernels_on_a_compute_bound_gpu_step() -> None:
     b = breakdown(("/device:GPU:0", 10, 9, 0, 0, 0.5, 0.5, 0), source="device-plane")
-    plain = bn.bottleneck(b, None, nvml_gpus=None)
-    assert plain.status == "ok"
+    plain = bn.bottleneck(b, None, bn.ProgramFacts(nvml_gpus=None))
+    # kernels 90 % of the step: GPU-bound by the trace; NVML/GPM say how full they were
+    assert plain.status == "warn" and plain.evidence["causes"] == ["gpu-bound"]
     assert "NVML did not sample the GPUs: whether the kernels filled the GPU is not " \
            "measured" in plain.message
-    f = bn.bottleneck(b, None, nvml_gpus=[gpu()])
-    assert f.status == "warn" and f.evidence["causes"] == ["small-kernels"]
+    f = bn.bottleneck(b, None, bn.ProgramFacts(nvml_gpus=[gpu()]))
+    assert f.status == "warn" and f.evidence["causes"] == ["small-kernels", "gpu-bound"]
     assert "10.00 ms per step over 2 profiled step(s) (host step markers): GPU 0 is 'busy' " \
            "with a few small kernels: NVML's utilization 100 %" in f.message
     assert f.evidence["gpm"]["gpus"][0]["sm_util_mean_percent"] == 3.0
     assert "jit_compile=True" in f.advice
-    full = bn.bottleneck(b, None, nvml_gpus=[gpu(util=95.0, sm=88.0)])
-    assert full.status == "ok" and "GPU 0: utilization 95 %, GPM's SM utilization 88 %" \
-        in full.message
-    blind = bn.bottleneck(b, None, nvml_gpus=[NO_GPM])
-    assert blind.status == "ok" and "GPU 0: GPM metrics unavailable (this GPU does not " \
-        "offer GPM metrics)" in blind.message
+    full = bn.bottleneck(b, None, bn.ProgramFacts(nvml_gpus=[gpu(util=95.0, sm=88.0)]))
+    assert full.evidence["causes"] == ["gpu-bound"]
+    assert "GPU 0: utilization 95 %, GPM's SM utilization 88 %" in full.message
+    blind = bn.bottleneck(b, None, bn.ProgramFacts(nvml_gpus=[NO_GPM]))
+    assert blind.evidence["causes"] == ["gpu-bound"]
+    assert "GPU 0: GPM metrics unavailable (this GPU does not offer GPM metrics)" \
+        in blind.message
 
 
 def test_cpu_program_without_nvml_gets_no_gpm_text() -> None:

@@ -232,3 +232,37 @@ def test_a_coordinator_s_fit_says_the_steps_it_dispatched_and_optimizer_iteratio
     row = f.evidence["steps_by_task"]["chief-0"]
     assert row["dispatched_steps"] == 100 and row["local_steps"] is None
     assert "not recorded" in row["per_worker"]
+
+
+def test_servers_with_no_strategy_and_no_session_are_never_called_parameter_server_strategy(
+        ) -> None:
+    """A TF1 job's ps (server.join()) and workers that ended before their Session (or ran
+    none): only tf.distribute.Servers were seen. ParameterServerStrategy is TF2's
+    coordinator API, which none of them created."""
+    tasks = [_tf1("ps", 0, steps=0), _tf1("worker", 0, steps=0, sessions=0),
+             _tf1("worker", 1, steps=0, sessions=0)]
+    f = run_cluster.cluster(tasks)
+    assert "ParameterServerStrategy" not in f.message, f.message
+    assert f.evidence["kind"] == run_cluster.SERVERS_ONLY
+    assert f.message.startswith("tf.distribute.Server (tf.compat.v1.train.Server) tasks, no "
+                                "strategy and no Session seen cluster of 3 task(s)")
+
+
+def test_a_crash_before_any_step_is_the_crash_s_not_the_cluster_s_and_after_a_step_it_is(
+        ) -> None:
+    """An in-process PS program (one pid serves every task) that crashed before its first
+    step: skip naming the crash. The same crash after a step is a task that died."""
+    spec = {"worker": ["127.0.0.1:1"], "ps": ["127.0.0.1:2"]}
+    crash = "AttributeError: module 'keras.utils' has no attribute 'experimental'"
+    served = [task(0, spec=spec, pid=7, via="tf.distribute.Server", steps=0, exited=False,
+                   in_process=True),
+              replace(task(0, spec=spec, pid=7, via="tf.distribute.Server", steps=0,
+                           exited=False, in_process=True), task_type="ps")]
+    chief = replace(task(0, spec=spec, pid=7, via="ParameterServerStrategy", steps=0,
+                         crash=crash, returncode=1), task_type="chief")
+    f = run_cluster.cluster([*served, chief])
+    assert f.status == "skip", f.message
+    assert f.message.startswith("the program crashed before it used its cluster (no task "
+                                f"ran a step): chief-0 {crash}")
+    later = run_cluster.cluster([*served, replace(chief, steps=3)])
+    assert later.status == "fail" and "chief-0 died" in later.message

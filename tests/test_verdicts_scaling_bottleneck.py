@@ -19,10 +19,11 @@ def test_two_replicas_say_where_the_lost_time_went_part_by_part() -> None:
     # 16 ms a step: compute 11 (+2), all-reduce 3 (+3), host 1 (=), idle 1 (+1)
     two = breakdown(("/device:CPU:1", 16, 11, 3, 0, 1, 1, 0),
                     ("/device:CPU:2", 16, 11, 3, 0, 1, 1, 0))
-    f = sb.scaling_bottleneck("mirrored-2dev", two, None, REPLICAS, 2, ("mirrored-1dev", BASE))
+    f = sb.scaling_bottleneck(sb.ConfigTrace("mirrored-2dev", two, None, REPLICAS, 2),
+                              sb.Baseline(("mirrored-1dev", BASE)))
     assert f.id == "scaling.bottleneck.mirrored-2dev"
     # the same verdict run and explain give, under this id
-    same = bn.bottleneck(two, None, replicas=REPLICAS, check_id=f.id)
+    same = bn.bottleneck(two, None, bn.ProgramFacts(replicas=REPLICAS), check_id=f.id)
     assert f.status == same.status == "ok" and f.message.startswith(same.message)
     assert f.evidence["causes"] == same.evidence["causes"]
     lost = f.evidence["lost_speedup"]
@@ -42,9 +43,9 @@ def test_two_replicas_say_where_the_lost_time_went_part_by_part() -> None:
 
 def test_a_communication_bound_configuration_warns_like_run_does() -> None:
     four = breakdown(*[(f"/device:CPU:{i}", 20, 9, 8, 0, 1, 2, 0) for i in range(1, 5)])
-    f = sb.scaling_bottleneck("mirrored-4dev", four, None,
-                              [f"/device:CPU:{i}" for i in range(1, 5)], 4,
-                              ("mirrored-1dev", BASE), gradient_bytes=8_000_000)
+    f = sb.scaling_bottleneck(sb.ConfigTrace(
+        "mirrored-4dev", four, None, [f"/device:CPU:{i}" for i in range(1, 5)], 4,
+        gradient_bytes=8_000_000), sb.Baseline(("mirrored-1dev", BASE)))
     assert f.status == "warn" and f.evidence["causes"][0] == "communication-bound"
     # the gradient bytes over the all-reduce's time per step, as run.bottleneck says it
     assert f.evidence["allreduce"]["achieved_bytes_per_s"] == pytest.approx(8e6 / 0.008)
@@ -59,31 +60,34 @@ def test_the_skew_between_replicas_is_stated_where_the_trace_has_it() -> None:
     two = breakdown(("/device:GPU:0", 12, 9, 1, 0, 1, 1, 0),
                     ("/device:GPU:1", 12, 9, 1, 0, 1, 1, 0), skew=0.0005,
                     source="device-plane")
-    f = sb.scaling_bottleneck("mirrored-2dev", two, None, ["GPU:0", "GPU:1"], 2,
-                              ("mirrored-1dev", BASE))
+    f = sb.scaling_bottleneck(sb.ConfigTrace("mirrored-2dev", two, None, ["GPU:0", "GPU:1"], 2),
+                              sb.Baseline(("mirrored-1dev", BASE)))
     assert "the replicas started a step up to 0.50 ms apart" in f.message
 
 
 def test_faster_than_one_device_loses_nothing() -> None:
     two = breakdown(("/device:CPU:1", 8, 7, 0, 0, 1, 0, 0), ("/device:CPU:2", 8, 7, 0, 0, 1, 0, 0))
-    f = sb.scaling_bottleneck("towers-2dev", two, None, REPLICAS, 2, ("towers-1dev", BASE))
+    f = sb.scaling_bottleneck(sb.ConfigTrace("towers-2dev", two, None, REPLICAS, 2),
+                              sb.Baseline(("towers-1dev", BASE)))
     assert "2.50x of 2x by the trace; nothing lost per step" in f.message
 
 
 def test_without_a_trace_or_a_base_it_says_why() -> None:
-    none = sb.scaling_bottleneck("towers-2dev", None, "no profiler window (--profile-steps 0)",
-                                 REPLICAS, 2, ("towers-1dev", BASE))
+    none = sb.scaling_bottleneck(sb.ConfigTrace(
+        "towers-2dev", None, "no profiler window (--profile-steps 0)", REPLICAS, 2),
+        sb.Baseline(("towers-1dev", BASE)))
     assert none.status == "skip" and none.id == "scaling.bottleneck.towers-2dev"
     assert none.message == ("towers-2dev: no trace to break down: no profiler window "
                             "(--profile-steps 0)")
     two = breakdown(("/device:CPU:1", 16, 11, 3, 0, 1, 1, 0),
                     ("/device:CPU:2", 16, 11, 3, 0, 1, 1, 0))
-    alone = sb.scaling_bottleneck("towers-2dev", two, None, REPLICAS, 2, None,
-                                  "towers-1dev has no trace: no .xplane.pb under /x")
+    alone = sb.scaling_bottleneck(sb.ConfigTrace("towers-2dev", two, None, REPLICAS, 2),
+                                  sb.Baseline(None, "towers-1dev has no trace: no .xplane.pb "
+                                              "under /x"))
     assert alone.evidence["lost_speedup"] is None
     assert alone.message.endswith("where the speed-up went: not compared (towers-1dev has no "
                                   "trace: no .xplane.pb under /x)")
-    one = sb.scaling_bottleneck("towers-1dev", two, None, REPLICAS[:1], 1)
+    one = sb.scaling_bottleneck(sb.ConfigTrace("towers-1dev", two, None, REPLICAS[:1], 1))
     assert "lost_speedup" not in one.evidence and "speed-up" not in one.message
 
 
@@ -95,4 +99,5 @@ def test_the_evidence_has_every_devices_parts_in_seconds_for_the_picture() -> No
     assert set(parts) == {"/device:GPU:0", "/device:GPU:1"}  # the idle GPU too
     assert parts["/device:GPU:0"] == pytest.approx(
         {"period_s": 0.010, "compute_s": 0.006, "communication_s": 0.001, "input_s": 0.001,
-         "host_s": 0.001, "idle_s": 0.001, "host_between_calls_s": 0.0})
+         "host_s": 0.001, "idle_s": 0.001, "host_between_calls_s": 0.0,
+         "copy_s": 0.0})

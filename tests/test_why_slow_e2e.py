@@ -21,11 +21,10 @@ from conftest import (
     breakdown_picture,
     findings_by_id,
     gpudiag,
+    load_report,
     run_dirs,
     run_program,
 )
-
-from gpudiag import layout
 
 PY = sys.executable
 PROGRAMS = TESTS_DIR / "programs"
@@ -224,7 +223,7 @@ def explained(run: Run, tmp: Path) -> dict[str, Any]:
     proc = gpudiag("explain", "--logdir", str(logdir), str(run.run_dir), timeout=180)
     assert proc.returncode in (0, 1), proc.stderr
     (run_dir,) = run_dirs(logdir)
-    found = findings_by_id(json.loads((run_dir / layout.REPORT_JSON).read_text()))
+    found = findings_by_id(load_report(run_dir))
     (finding,) = [f for i, f in found.items() if i.startswith("explain.bottleneck")]
     return finding
 

@@ -2,7 +2,8 @@
 
 Shared by `gpudiag run` (the program's stderr, TensorFlow's Python log records and its
 crash), `gpudiag env` (:func:`gpu_log_lines`) and the multi-worker commands. The
-package owns every entry: TensorFlow's here, the multi-worker ones in cluster.py, both of
+package owns every entry: TensorFlow's here, the multi-worker ones in cluster.py, the
+crashes of TF1 programs and of TF2 programs under Keras 3 in migrations.py, all of
 entry.py's Entry (:func:`all_entries` is the whole catalogue; gpudiag.cluster.messages
 reads the cluster's messages with them). Each entry's ``example`` is real text
 as TensorFlow 2.21 writes it, and ``source`` says where it was taken from:
@@ -27,9 +28,10 @@ from collections.abc import Iterable
 from gpudiag.catalogue.cluster import ENTRIES as CLUSTER_ENTRIES
 from gpudiag.catalogue.entry import Entry, Kind, Severity
 from gpudiag.catalogue.matching import LineMatcher, LogMatch
+from gpudiag.catalogue.migrations import ENTRIES as MIGRATION_ENTRIES
 
-__all__ = ["CLUSTER_ENTRIES", "ENTRIES", "Entry", "Kind", "LineMatcher", "LogMatch",
-           "Severity"]
+__all__ = ["CLUSTER_ENTRIES", "ENTRIES", "MIGRATION_ENTRIES", "Entry", "Kind", "LineMatcher",
+           "LogMatch", "Severity"]
 
 _GPU_FIX = ("On Linux install a CUDA build with its libraries: `pip install "
             "'tensorflow[and-cuda]'`; check the driver with `nvidia-smi`; `gpudiag env` "
@@ -309,9 +311,10 @@ ENTRIES: tuple[Entry, ...] = (
 
 
 def all_entries() -> tuple[Entry, ...]:
-    """TensorFlow's entries (this module) and the multi-worker ones (cluster.py): the one
+    """The programs-of-another-era crashes (migrations.py: first, the specific cause wins),
+    TensorFlow's entries (this module) and the multi-worker ones (cluster.py): the one
     catalogue that `env`, `run` and the cluster commands read."""
-    return ENTRIES + CLUSTER_ENTRIES
+    return MIGRATION_ENTRIES + ENTRIES + CLUSTER_ENTRIES
 
 
 def log_matcher() -> LineMatcher:

@@ -4,50 +4,31 @@ The entries themselves (exact text, meaning, fix) are the catalogue's
 (gpudiag.catalogue.cluster). ``stragglers`` reads the tasks TensorFlow's coordination service
 was still waiting for (``Example stragglers:`` and the task names on the lines after it)
 and ``unhealthy_tasks`` the tasks it declared dead (``lost_peers`` adds those a failed
-call named); ``scan`` finds every entry in a
-task's whole stderr. Pure data and regular expressions: no TensorFlow.
+call named); ``scan`` finds every entry in a task's whole stderr with the catalogue's
+LineMatcher (one matcher for every command). Pure data and regular expressions: no TensorFlow.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Iterable
-from dataclasses import dataclass
 
+from gpudiag import catalogue
 from gpudiag.catalogue.cluster import ENTRIES
 from gpudiag.catalogue.entry import Entry, Kind
+from gpudiag.catalogue.matching import LineMatcher, LogMatch
 
 TASK_RE = re.compile(r"^/job:(\w+)/replica:\d+/task:(\d+)$")
 _ALL_CONNECTED = re.compile(r"Waiting for 0/\d+ tasks to connect")
 
 
-@dataclass(frozen=True)
-class Seen:
-    """An entry found in a task's output: how often, the first line that matched."""
-
-    entry: Entry
-    count: int
-    first: str
-
-
-def scan(text: str) -> list[Seen]:
-    """Every entry found in ``text`` (a task's whole stderr), in catalogue order. A crash
-    entry is searched in each line too: a traceback's last line is ``Type: message``."""
-    counts: dict[str, int] = {}
-    first: dict[str, str] = {}
-    for line in text.splitlines():
-        for e in ENTRIES:
-            if e.search(line):
-                counts[e.id] = counts.get(e.id, 0) + 1
-                first.setdefault(e.id, line.strip()[:500])
-    return [Seen(e, counts[e.id], first[e.id]) for e in ENTRIES if e.id in counts]
-
-
-def by_id(entry_id: str) -> Entry:
-    for e in ENTRIES:
-        if e.id == entry_id:
-            return e
-    raise KeyError(entry_id)
+def scan(text: str) -> list[LogMatch]:
+    """Every cluster entry found in ``text`` (a task's whole stderr), in catalogue order,
+    through the catalogue's one matcher. A crash entry is searched in each line too: a
+    traceback's last line is ``Type: message``."""
+    matcher = LineMatcher(ENTRIES)
+    matcher.feed(text.splitlines())
+    return matcher.matches()
 
 
 def _tasks_after(lines: list[str], start: int) -> list[str]:
@@ -91,7 +72,7 @@ def lost_peers(text: str) -> list[str]:
     service, or named by a failed call (``... from remote target /job:worker/replica:0/
     task:1 ...``); which of the two a survivor prints depends on where it was waiting."""
     found = unhealthy_tasks(text)
-    entry = by_id("cluster-peer-connection-lost")
+    entry = catalogue.by_id("cluster-peer-connection-lost")
     for line in text.splitlines():
         m = entry.search(line)
         if m is not None:

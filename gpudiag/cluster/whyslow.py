@@ -20,7 +20,12 @@ from gpudiag.readers import stepbreakdown, traces
 from gpudiag.readers.stepbreakdown import Breakdown, StepParts
 from gpudiag.records.cluster import WorkerResult
 from gpudiag.report import Finding
-from gpudiag.verdicts.scaling_bottleneck import judged_mean, scaling_bottleneck
+from gpudiag.verdicts.scaling_bottleneck import (
+    Baseline,
+    ConfigTrace,
+    judged_mean,
+    scaling_bottleneck,
+)
 
 CHECK_PREFIX = "cluster.bottleneck."
 PS_REASON = "parameter-server mode runs no profiler (only sync trainers trace their steps)"
@@ -62,7 +67,8 @@ def findings(runs: Sequence[ClusterRun]) -> list[Finding]:
                 base_reason[key] = f"{run.name} has no trace: {reason}" if b is None \
                     else f"{run.name}'s trace holds no complete step"
         out.append(scaling_bottleneck(
-            run.name, b, reason, replicas, run.n_workers, base.get(key),
-            base_reason.get(key, f"no 1-worker {run.mode} run at this batch"),
-            check_prefix=CHECK_PREFIX, unit="worker"))
+            ConfigTrace(run.name, b, reason, replicas, run.n_workers),
+            Baseline(base.get(key), base_reason.get(key, f"no 1-worker {run.mode} run at "
+                                                         "this batch"),
+                     check_prefix=CHECK_PREFIX, unit="worker")))
     return out

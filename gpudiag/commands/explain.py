@@ -7,16 +7,23 @@ it is read (gpudiag.readers.stepbreakdown, xprof's readers; no TensorFlow, no GP
 gets one finding per trace, ``explain.bottleneck[.<host>]``: the breakdown per device and
 the bottleneck (gpudiag.verdicts.bottleneck), as `gpudiag run` gives for its own window.
 What a trace cannot tell (the program's tf.data calls and source lines) is not guessed.
+
+One breakdown per trace, whichever command reads it: a trace of a gpudiag scaling run
+(``<run>/<config>/plugins/profile/<ts>/<host>.xplane.pb``) is read with the op placement
+and replica devices that run recorded (``<run>/children/<config>/result.json``), as
+`scaling` reads it; a CPU trace with no recorded placement is one host row, and the
+finding says devices cannot be told apart (virtual CPU devices share the host's plane).
 """
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 from typing import Any
 
 from gpudiag.errors import UsageError
-from gpudiag.layout import TAG_EXPLAIN
+from gpudiag.layout import RESULT_JSON, TAG_EXPLAIN, child_path
 from gpudiag.markdown import markdown_table
 from gpudiag.readers import stepbreakdown, traces
 from gpudiag.report import Finding
@@ -61,13 +68,31 @@ def label(trace: Path, root: Path, many: bool) -> str:
     return "." + re.sub(r"[^a-z0-9_-]+", "-", text.lower()).strip("-")
 
 
+def recorded_placement(trace: Path) -> tuple[dict[str, str] | None, list[str]]:
+    """The op placement and replica devices a gpudiag scaling run recorded for the
+    configuration this trace belongs to; (None, []) when the trace is not one of a run."""
+    config = trace.parents[3] if len(trace.parents) > 3 else None
+    if config is None or trace.parents[1].name != "profile":
+        return None, []
+    result = child_path(config.parent, config.name) / RESULT_JSON
+    try:
+        data = json.loads(result.read_text(encoding="utf-8"))
+        train = data["result"]["train"]
+        op_devices, devices = train.get("op_devices"), train.get("devices")
+    except (OSError, ValueError, KeyError, TypeError):
+        return None, []
+    if not isinstance(op_devices, dict) or not op_devices or not isinstance(devices, list):
+        return None, []
+    return ({str(k): str(v) for k, v in op_devices.items()}, [str(d) for d in devices])
+
+
 def _row(trace: str, d: stepbreakdown.DeviceBreakdown) -> list[Any]:
     m = d.mean()
     if m is None:
-        return [trace, d.device, d.kernels, "", "", "", "", "", ""]
+        return [trace, d.device, d.kernels, "", "", "", "", "", "", ""]
     return [trace, d.device, d.kernels, round(m.period_s * 1e3, 2)] + [
-        f"{m.share(getattr(m, k)):.0%}" for k in ("compute_s", "input_s", "communication_s",
-                                                  "host_s", "idle_s")]
+        f"{m.share(getattr(m, k)):.0%}" for k in ("compute_s", "copy_s", "input_s",
+                                                  "communication_s", "host_s", "idle_s")]
 
 
 def run(session: RunSession, path: Path, *, ui: Ui) -> None:
@@ -79,16 +104,18 @@ def run(session: RunSession, path: Path, *, ui: Ui) -> None:
         check_id = "explain.bottleneck" + label(trace, root, len(files) > 1)
         shown = str(trace.relative_to(root)) if trace.is_relative_to(root) else str(trace)
         ui.say(f"reading {shown} ...")
+        op_devices, replicas = recorded_placement(trace)
         try:
-            result = stepbreakdown.breakdown(trace)
+            result = stepbreakdown.breakdown(trace, op_devices, replicas)
         except traces.TraceError as exc:
             session.add(Finding(check_id, "fail", f"{shown}: {exc}", {"trace": str(trace)},
                                 advice="The file is not a readable XSpace trace."))
             continue
-        session.add(bottleneck.bottleneck(result, None, check_id=check_id))
+        session.add(bottleneck.bottleneck(result, None, bottleneck.ProgramFacts(
+            replicas=replicas), check_id=check_id))
         rows += [_row(shown, d) for d in result.devices]
         data.append(result.to_dict())
     session.set("explain", {"path": str(path), "traces": data})
     session.text(TAG_EXPLAIN, markdown_table(
-        ["trace", "device", "kernels/ops", "step ms", "compute", "input", "communication",
-         "host", "idle"], rows))
+        ["trace", "device", "kernels/ops", "step ms", "compute", "copy", "input",
+         "communication", "host", "idle"], rows))

@@ -59,8 +59,54 @@ _PYTHON_NAME = re.compile(r"^(?:python|pypy)(?:\d+(?:\.\d+)?)?$")
 
 
 def resolve(command: Sequence[str]) -> list[str]:
-    """The command, checked (UsageError, exit 2: none, not found, not executable)."""
-    return resolve_command(command, name="run")
+    """The command, checked (UsageError, exit 2: none, not found, not executable, a
+    Python interpreter given a script that does not exist)."""
+    argv = resolve_command(command, name="run")
+    script = python_script(argv)
+    if script is not None and not Path(script).exists():
+        raise UsageError(f"no such script: {script} (looked in {Path.cwd()}); the command "
+                         f"was not started")
+    return argv
+
+
+# Python's options that take the next word as their value (-W ignore, -X dev, ...).
+_PY_VALUE_OPTIONS = frozenset("WX")
+_PY_LONG_VALUE_OPTIONS = frozenset({"--check-hash-based-pycs"})
+
+
+def python_script(argv: Sequence[str]) -> str | None:
+    """The script a Python interpreter's command line names (``python -u train.py`` ->
+    ``train.py``), or None: not an interpreter (a shebang script is itself the script),
+    ``-c``, ``-m``, ``-`` (stdin), ``--help``/``--version``, or no script (the REPL)."""
+    path = shutil.which(argv[0]) or argv[0]
+    if not _PYTHON_NAME.match(Path(path).name):
+        try:
+            if Path(path).resolve() != Path(sys.executable).resolve():
+                return None
+        except OSError:
+            return None
+    i = 1
+    while i < len(argv):
+        word = argv[i]
+        if word == "--":
+            return argv[i + 1] if i + 1 < len(argv) else None
+        if word == "-" or word in ("--help", "--version"):
+            return None
+        if word.startswith("--"):
+            i += 2 if word in _PY_LONG_VALUE_OPTIONS else 1
+            continue
+        if word.startswith("-"):
+            for j, flag in enumerate(word[1:], 1):
+                if flag in "cm":  # the rest is the command or the module
+                    return None
+                if flag in _PY_VALUE_OPTIONS:
+                    i += 1 if j < len(word) - 1 else 2  # -Wignore or -W ignore
+                    break
+            else:
+                i += 1
+            continue
+        return word
+    return None
 
 
 def is_python(argv: Sequence[str]) -> bool:

@@ -16,3 +16,16 @@ origin), autographmap (autograph's frames back to the user's lines), pywarnings,
 devicescopes (eager tf.device scopes), classevidence (a step function's cross-entropy
 ops), datasets (the tf.data calls with the program's lines), stallwatch (every thread's
 stack when no step finishes)."""
+
+#: gpudiag's modules outside this package that the hooks load into the user's program: the
+#: contract and small pure leaves, each importing only the standard library.
+#: tests/test_inprogram_imports.py checks that these are all of them and that nothing
+#: heavy (TensorFlow, NumPy, xprof, TensorBoard, rich, typer, pynvml) comes with them.
+SHARED_MODULES = (
+    "gpudiag", "gpudiag.devnames", "gpudiag.errors",
+    "gpudiag.layout", "gpudiag.layout.cluster", "gpudiag.layout.diff", "gpudiag.layout.names",
+    "gpudiag.layout.run",
+    "gpudiag.layout.views",
+    "gpudiag.readers", "gpudiag.readers.placementlog", "gpudiag.readers.traces",
+    "gpudiag.records", "gpudiag.records.tfconfig",
+)

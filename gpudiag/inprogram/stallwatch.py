@@ -8,14 +8,25 @@ takes every thread's Python stack (``sys._current_frames``: the program is not s
 not even paused beyond the moment the stacks are read) and appends one ``stall`` event:
 how long, which loop, each thread's frames, and where the step waits:
 
-- ``iterator``: the stepping thread is inside tf.data's iterator (``iterator_ops``) or
-  Keras's data adapter: the input pipeline has not delivered the next batch; the frame of
-  the program's own code in another thread (a ``from_generator`` generator runs in
-  TensorFlow's py_func threads) names the line it waits on;
+- ``server_join``: the stepping thread is in tf.distribute.Server.join();
+- ``iterator``: the step waits for its input: the stepping thread is inside tf.data's
+  iterator or Keras's data adapter, or inside the step function's call (Keras 3 and a
+  tf.function loop fetch the next batch inside the step, in C++) while a
+  ``Dataset.from_generator`` generator runs on a thread TensorFlow owns; ``waiting`` is
+  the program's innermost frame on that thread (the generator's line), ``via`` what runs
+  it;
 - ``collective``: inside tf.distribute's cross-device or collective code, or a cluster
   join: another worker has not reached the all-reduce;
-- ``lock``: the innermost frame is threading's ``wait``/``acquire``/``join`` or a queue;
+- ``py_function``: inside the step function's call while a tf.py_function /
+  numpy_function runs the program's code on another thread (``waiting``: its line);
+- ``step`` (a cluster task) / ``runtime``: inside the step function's call with no Python
+  code of the program running for it;
+- ``queue`` / ``thread_join`` / ``lock``: the innermost frames are queue.Queue's,
+  Thread.join's or another threading wait;
 - ``user``: the program's own line, anything else.
+
+On every thread the program's own innermost frame is the one named (``frame`` on the
+stepping thread, ``waiting`` on the one it waits for), never a library's.
 
 A task of a multi-worker cluster is watched from the moment it joined (``arm``: the
 strategy's constructor returned): a worker that never reaches its first step, or whose
@@ -59,7 +70,10 @@ _COLLECTIVE = ("tensorflow/python/distribute/cross_device", "collective_all_redu
                "tensorflow/python/distribute/cluster_resolver")
 _STEP_CALL = ("tensorflow/python/eager/polymorphic_function/", "tensorflow/python/eager/execute",
               "tensorflow/python/eager/function", "tensorflow/python/client/session")
-_LOCK_FUNCS = frozenset({"wait", "acquire", "join", "get", "_wait_for_tstate_lock"})
+_LOCK_FUNCS = frozenset({"wait", "acquire", "join", "get", "put", "_wait_for_tstate_lock"})
+_GENERATOR = ("tensorflow/python/data/ops/from_generator_op",)
+_PY_FUNC = ("tensorflow/python/ops/script_ops",)
+_SERVER_JOIN = ("tensorflow/python/training/server_lib",)
 _LOCK_FILES = ("threading.py", "queue.py", "multiprocessing/", "concurrent/futures/")
 
 
@@ -78,26 +92,91 @@ def _frames(frame: FrameType | None) -> list[dict[str, Any]]:
     return list(reversed(out))[-MAX_FRAMES:]
 
 
+def _has(frames: list[dict[str, Any]], marks: tuple[str, ...]) -> bool:
+    return any(any(m in f["file"].replace("\\", "/") for m in marks) for f in frames)
+
+
+def _own(frames: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """The program's innermost frame of a thread (preferred over any library frame)."""
+    return next((f for f in reversed(frames) if f["user"]), None)
+
+
+def _feeder(others: list[list[dict[str, Any]]]) -> tuple[str, dict[str, Any]] | None:
+    """Another thread running the program's code for TensorFlow: a Dataset.from_generator
+    generator, a tf.py_function / numpy_function, Keras's PyDataset workers, or any other
+    thread of the program's; (what it is, its innermost frame of the program's)."""
+    ranked: list[tuple[int, str, dict[str, Any]]] = []
+    for t in others:
+        own = _own(t)
+        if own is None:
+            continue
+        what = ("generator" if _has(t, _GENERATOR) else "py_function" if _has(t, _PY_FUNC)
+                else "keras_data" if _has(t, _ITERATOR) else "thread")
+        ranked.append((("generator", "py_function", "keras_data", "thread").index(what),
+                       what, own))
+    if not ranked:
+        return None
+    _, what, frame = min(ranked, key=lambda r: r[0])
+    return what, frame
+
+
+def _blocking(stepping: list[dict[str, Any]]) -> str | None:
+    """What the stepping thread waits on, from the library frames below the program's
+    innermost one: a queue (queue.Queue's get/put wait on a condition), another thread's
+    end (Thread.join), a lock or condition."""
+    tail: list[dict[str, Any]] = []
+    for f in reversed(stepping):
+        if f["user"]:
+            break
+        tail.append(f)
+    innermost = stepping[-1] if stepping else None
+    if innermost is None or innermost["function"] not in _LOCK_FUNCS or \
+            not any(m in innermost["file"].replace("\\", "/") for m in _LOCK_FILES):
+        return None
+    files = [f["file"].replace("\\", "/") for f in tail]
+    if any(f.endswith("/queue.py") or "multiprocessing/queues" in f for f in files):
+        return "queue"
+    if any(f["function"] == "join" and f["file"].endswith("threading.py") for f in tail):
+        return "thread_join"
+    return "lock"
+
+
 def classify(stepping: list[dict[str, Any]], others: list[list[dict[str, Any]]],
              in_cluster: bool = False) -> dict[str, Any]:
-    """Where the stepping thread waits: kind, and the program's own frame that says it."""
-    files = [f["file"].replace("\\", "/") for f in stepping]
-    user = [f for f in stepping if f["user"]]
+    """Where the stepping thread waits: kind, the program's own frame on the stepping
+    thread (``frame``), and, when the step waits for code of the program that runs on
+    another thread (a generator, a py_function), that thread's frame (``waiting``)."""
+    own = _own(stepping)
     innermost = stepping[-1] if stepping else None
-    if any(any(m in f for m in _ITERATOR) for f in files):
+    feeder = _feeder(others)
+    feeding = feeder[1] if feeder and feeder[0] != "thread" else None
+
+    def where(kind: str, frame: dict[str, Any] | None = own,
+              waiting: dict[str, Any] | None = None, via: str | None = None
+              ) -> dict[str, Any]:
+        return {"kind": kind, "frame": frame, "waiting": waiting, "via": via}
+
+    if _has(stepping, _SERVER_JOIN):
+        return where("server_join")
+    if _has(stepping, _ITERATOR):
         # the pipeline's own code of the program (a generator) waits in another thread
-        feeding = [t[-1] if t[-1]["user"] else next(f for f in reversed(t) if f["user"])
-                   for t in others if any(f["user"] for f in t)]
-        return {"kind": "iterator", "frame": user[-1] if user else None,
-                "waiting": feeding[0] if feeding else None}
-    if any(any(m in f for m in _COLLECTIVE) for f in files):
-        return {"kind": "collective", "frame": user[-1] if user else None, "waiting": None}
-    if in_cluster and any(any(m in f for m in _STEP_CALL) for f in files):
-        return {"kind": "step", "frame": user[-1] if user else None, "waiting": None}
-    if innermost is not None and innermost["function"] in _LOCK_FUNCS and \
-            any(m in innermost["file"] for m in _LOCK_FILES):
-        return {"kind": "lock", "frame": user[-1] if user else None, "waiting": None}
-    return {"kind": "user", "frame": user[-1] if user else innermost, "waiting": None}
+        return where("iterator", waiting=feeder[1] if feeder else None,
+                     via=feeder[0] if feeder else None)
+    if _has(stepping, _COLLECTIVE):
+        return where("collective")
+    in_step = _has(stepping, _STEP_CALL)
+    if in_step and feeder is not None and feeder[0] == "generator":
+        # Keras 3 and a tf.function loop fetch the next batch inside the step function:
+        # the step waits for the generator's next element
+        return where("iterator", waiting=feeder[1], via="generator")
+    if in_step and feeding is not None:
+        return where("py_function", waiting=feeding, via=feeder[0] if feeder else None)
+    if in_step:
+        return where("step" if in_cluster else "runtime")
+    blocking = _blocking(stepping)
+    if blocking is not None:
+        return where(blocking)
+    return where("user", own or innermost)
 
 
 class StallWatch:

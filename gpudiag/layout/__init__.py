@@ -1,8 +1,8 @@
 """The format contract: what gpudiag writes on disk, and under which names.
 
 This module holds the run directory's names; run.py `gpudiag run`'s, cluster.py the
-clusters', views.py the TensorBoard views' tags and HParams, names.py Indexed (a name with
-one slot).
+clusters', views.py the TensorBoard views' tags and HParams, diff.py `gpudiag diff`'s record
+(report.json's data.diff), names.py Indexed (a name with one slot).
 
 Every name a writer puts on disk and a reader looks up (run-directory and file names,
 TensorBoard runs and tags, the progress lines a child prints) is defined here once;
@@ -84,6 +84,11 @@ PLOT_PNG = "scaling.png"
 MEMORY_TB_RUN_PREFIX = "memory-"
 CHECKPOINT_DIR = "checkpoints"  # inside a configuration's run: tf.train.CheckpointManager
 KERAS_TRAIN_RUN = "train"  # inside a keras configuration's run: Keras's TensorBoard callback
+TB_EVENTS_GLOB = "events.out.tfevents.*"  # a TensorBoard run's event files
+XPLANE_SUFFIX = ".xplane.pb"  # a profiler trace, under <run>/plugins/profile/<ts>/
+# The commands whose run directories gpudiag writes (report.json's "command").
+COMMANDS = ("env", "placement", "memory", "scaling", "monitor", "run", "explain", "worker",
+            "diff")
 
 # Files of one child process, in children/<name>/
 CONFIG_JSON = "config.json"
@@ -336,5 +341,6 @@ def child_dir(run_dir: Path, name: str) -> Path:
 # The sections of other commands live beside this module and are part of the contract:
 # everything they define is reachable as gpudiag.layout.NAME.
 from gpudiag.layout.cluster import *  # noqa: E402, F403
+from gpudiag.layout.diff import *  # noqa: E402, F403
 from gpudiag.layout.run import *  # noqa: E402, F403
 from gpudiag.layout.views import *  # noqa: E402, F403

@@ -9,6 +9,7 @@ from gpudiag.layout.names import Indexed
 # checks it): the findings' own text tag, the per-configuration results the HParams
 # dashboard reads, the training norms, the custom-scalars layout's charts.
 
+TAG_DIFF = "gpudiag/diff"  # report run (diff): step time per loop, A against B
 TAG_FINDINGS = "findings/summary"  # report run: one line per finding; sorts before gpudiag/*
 # report run, with a bottleneck finding (run, explain, scaling): those findings with their
 # numbers and fixes, sorting before the summary, so the Text tab shows the answer first

@@ -17,12 +17,20 @@ Each step of each device is split, every nanosecond counted once, in this order:
   (gpudiag.readers.traces.device_of), tf.data's own threads left out; ops the placement does
   not name get a row of their own, ``/host:CPU``, so their time is idle on the devices;
 - communication: collective and NCCL ops and kernels, device-to-device / peer copies;
-- input: host-to-device and device-to-host copies (a GPU), and the time the step blocked
-  on tf.data (``IteratorGetNext...`` ops, the get-next kernels' ``DoCompute``);
+- copy (a GPU): host-to-device and device-to-host copies (``MemcpyH2D``/``MemcpyD2H``),
+  their own part: data transfer is not the input pipeline;
+- input: the time the step blocked on tf.data (``IteratorGetNext...`` ops, the get-next
+  kernels' ``DoCompute`` on the host);
 - host: time outside the step call (the program's Python between steps) and, inside it,
-  time when no op of any device ran (framework and launch overhead; on a GPU: gaps while
-  the host was launching ops);
+  time when no op of any device ran (on the CPU: framework overhead; on a GPU: the device
+  had no kernel while no other GPU worked, so it waited for the host to launch or dispatch
+  work: launch overhead);
 - idle: the rest (this device waited while another device or thread worked).
+
+A GPU's kernels are described beside the parts (gpudiag.readers.gpukernels: kernels per
+step, median and mean time, gaps, top kernels and ops, half-precision and Tensor Core
+shares). Where the breakdown cannot say something it says why in ``notes`` (no host step
+marker; a CPU trace without the placement the run recorded: one host row).
 """
 
 from __future__ import annotations
@@ -35,9 +43,11 @@ from pathlib import Path
 from typing import Any
 
 from gpudiag.readers import intervals as iv
+from gpudiag.readers.gpukernels import KernelStats, kernel_stats
 from gpudiag.readers.traces import (
     COMM_OP_TYPES,
     COMM_SCOPE,
+    DEVICE_OPS_LINE,
     GPU_PLANE_RE,
     HOST_PLANE_PREFIX,
     INPUT_KERNEL_RE,
@@ -70,6 +80,13 @@ class StepParts:
     host_s: float
     idle_s: float
     host_between_calls_s: float = 0.0  # the part of host_s outside the step call
+    copy_s: float = 0.0  # host-to-device and device-to-host copies (a GPU)
+
+    @property
+    def launch_s(self) -> float:
+        """The part of host_s inside the step call: no op ran (CPU), or the GPU waited
+        for the host to launch work."""
+        return self.host_s - self.host_between_calls_s
 
     def share(self, part_s: float) -> float:
         return part_s / self.period_s if self.period_s > 0 else 0.0
@@ -83,6 +100,7 @@ class DeviceBreakdown:
     kernels: int  # kernels on the streams (GPU), op events (CPU)
     h2d_s: float = 0.0  # host-to-device copies in the steps (GPU)
     d2h_s: float = 0.0
+    kernel_stats: KernelStats | None = None  # a GPU's kernels (None: no kernel, or a CPU)
 
     @property
     def ran_kernels(self) -> bool:
@@ -98,7 +116,7 @@ class DeviceBreakdown:
             return sum(getattr(s, name) for s in self.steps) / n
         return StepParts("mean", avg("period_s"), avg("compute_s"), avg("communication_s"),
                          avg("input_s"), avg("host_s"), avg("idle_s"),
-                         avg("host_between_calls_s"))
+                         avg("host_between_calls_s"), avg("copy_s"))
 
 
 @dataclass(frozen=True)
@@ -112,6 +130,7 @@ class Breakdown:
     xprof: XprofView | None = None
     xprof_error: str | None = None
     notes: list[str] = field(default_factory=list)
+    host_ops_share: float = 0.0  # of the steps: a TensorFlow op ran on the host's threads
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -197,30 +216,91 @@ def _is_comm_op(e: Event) -> bool:
     return m is not None and (m.group("type") in COMM_OP_TYPES or COMM_SCOPE in m.group("name"))
 
 
-def _parts(w: _Window, compute: list[iv.Span], comm: list[iv.Span], inputs: list[iv.Span],
-           busy_elsewhere: list[iv.Span], host_active: list[iv.Span] | None) -> StepParts:
-    """One window split in order: compute, communication, input, host, idle.
-    ``host_active``: None on the CPU (an uncovered moment inside the call is framework
-    overhead unless another device worked); on a GPU, the host's op activity."""
-    c = iv.clip(compute, w.start, w.end)
-    m = iv.subtract(iv.clip(comm, w.start, w.end), c)
+@dataclass(frozen=True)
+class _Sets:
+    """One device's interval sets, merged: what it did, and what the others did."""
+
+    compute: list[iv.Span]
+    comm: list[iv.Span]
+    inputs: list[iv.Span]
+    busy_elsewhere: list[iv.Span]  # other devices' work (a gap then is waiting: idle)
+    copies: list[iv.Span] = field(default_factory=list)
+    gpu: bool = False  # a gap inside the call with no other device busy: launch (host)
+
+
+def _parts(w: _Window, sets: _Sets) -> StepParts:
+    """One window split in order: compute, communication, copy, input, host, idle.
+    Inside the step call an uncovered moment is idle where another device worked, else
+    host (the CPU's framework overhead; a GPU waiting for the host to launch work)."""
+    c = iv.clip(sets.compute, w.start, w.end)
+    m = iv.subtract(iv.clip(sets.comm, w.start, w.end), c)
     covered = iv.merge(c + m)
-    i = iv.subtract(iv.clip(inputs, w.start, w.end), covered)
+    cp = iv.subtract(iv.clip(sets.copies, w.start, w.end), covered)
+    covered = iv.merge(covered + cp)
+    i = iv.subtract(iv.clip(sets.inputs, w.start, w.end), covered)
     covered = iv.merge(covered + i)
     rest = iv.subtract([(w.start, w.end)], covered)
-    outside = iv.clip(rest, w.call_end, w.end)
     inside = iv.clip(rest, w.start, w.call_end)
-    if host_active is None:
-        idle = iv.clip(iv.merge(busy_elsewhere), w.start, w.call_end)
-        idle_in = iv.total_s(iv.intersect(inside, idle))
-        host_in = iv.total_s(inside) - idle_in
-    else:
-        launching = iv.intersect(inside, host_active)
-        host_in = iv.total_s(launching)
-        idle_in = iv.total_s(inside) - host_in
-    between = iv.total_s(outside)
+    idle_in = iv.total_s(iv.intersect(inside, iv.clip(sets.busy_elsewhere, w.start,
+                                                       w.call_end)))
+    host_in = iv.total_s(inside) - idle_in
+    between = iv.total_s(iv.clip(rest, w.call_end, w.end))
     return StepParts(w.name, (w.end - w.start) / 1e9, iv.total_s(c), iv.total_s(m),
-                     iv.total_s(i), host_in + between, idle_in, between)
+                     iv.total_s(i), host_in + between, idle_in, between, iv.total_s(cp))
+
+
+@dataclass
+class _Plane:
+    """One GPU plane's stream events by kind, and its TensorFlow Ops line."""
+
+    kernels: list[Event] = field(default_factory=list)
+    nccl: list[iv.Span] = field(default_factory=list)
+    h2d: list[iv.Span] = field(default_factory=list)
+    d2h: list[iv.Span] = field(default_factory=list)
+    peer: list[iv.Span] = field(default_factory=list)
+    ops: list[Event] = field(default_factory=list)
+
+    def add(self, e: Event) -> None:
+        span = (e.start_ns, e.end_ns)
+        if e.line == DEVICE_OPS_LINE:
+            self.ops.append(e)
+        elif not e.line.startswith(STREAM_LINE_PREFIX):
+            return
+        elif e.name.startswith("Memcpy"):
+            (self.h2d if "H2D" in e.name else self.d2h if "D2H" in e.name
+             else self.peer).append(span)
+        elif NCCL_MARK in e.name.lower():
+            self.nccl.append(span)
+        else:
+            self.kernels.append(e)
+
+    def work(self) -> list[iv.Span]:
+        return iv.merge([(k.start_ns, k.end_ns) for k in self.kernels] + self.nccl + self.peer)
+
+
+def _gpu_rows(planes: dict[int, _Plane], windows: list[_Window],
+              per_gpu: dict[int, list[_Window]], inputs: list[iv.Span]
+              ) -> list[DeviceBreakdown]:
+    work = {g: p.work() for g, p in planes.items()}
+    rows = []
+    for g, p in sorted(planes.items()):
+        mine = per_gpu.get(g, windows)
+        elsewhere = iv.merge(s for o, spans in work.items() if o != g for s in spans)
+        copies = iv.merge(p.h2d + p.d2h)
+        if work[g]:
+            sets = _Sets(iv.merge((k.start_ns, k.end_ns) for k in p.kernels),
+                         iv.merge(p.nccl + p.peer), inputs, elsewhere, copies, gpu=True)
+        else:  # no kernel: its own copies, the rest idle (the host's waits are not its)
+            everything = [(w.start, w.end) for w in mine]
+            sets = _Sets([], [], [], everything, copies, gpu=True)
+        in_steps = iv.merge((w.start, w.end) for w in mine)
+        rows.append(DeviceBreakdown(
+            f"/device:GPU:{g}", "device-plane", [_parts(w, sets) for w in mine],
+            len(p.kernels) + len(p.nccl),
+            iv.total_s(iv.intersect(iv.merge(p.h2d), in_steps)),
+            iv.total_s(iv.intersect(iv.merge(p.d2h), in_steps)),
+            kernel_stats(p.kernels, p.ops, [(w.start, w.end) for w in mine])))
+    return rows
 
 
 def breakdown_events(path: str, planes: Sequence[str], events: Sequence[Event],
@@ -230,45 +310,44 @@ def breakdown_events(path: str, planes: Sequence[str], events: Sequence[Event],
     steps_from, windows, per_gpu, skew = _windows(events)
     inputs = iv.merge((e.start_ns, e.end_ns) for e in events if _is_input_op(e))
     ops = [e for e in events if _is_op(e)]
-    host_active = iv.merge((e.start_ns, e.end_ns) for e in ops)
-    rows: list[DeviceBreakdown] = []
     gpu_planes = sorted({i for name in [*planes, *devices] if (i := _gpu_index(name)) is not None})
-    streams: dict[int, list[Event]] = {g: [] for g in gpu_planes}
+    by_plane: dict[int, _Plane] = {g: _Plane() for g in gpu_planes}
     for e in events:
         index = _gpu_index(e.plane)
-        if index is not None and e.line.startswith(STREAM_LINE_PREFIX):
-            streams[index].append(e)
-    for g in gpu_planes:
-        kernels: list[iv.Span] = []
-        nccl: list[iv.Span] = []
-        h2d: list[iv.Span] = []
-        d2h: list[iv.Span] = []
-        peer: list[iv.Span] = []
-        for e in streams[g]:
-            span = (e.start_ns, e.end_ns)
-            if e.name.startswith("Memcpy"):
-                (h2d if "H2D" in e.name else d2h if "D2H" in e.name else peer).append(span)
-            elif NCCL_MARK in e.name.lower():
-                nccl.append(span)
-            else:
-                kernels.append(span)
-        k, cm = iv.merge(kernels), iv.merge(nccl + peer)
-        copies = iv.merge(h2d + d2h)
-        mine = per_gpu.get(g, windows)
-        if k or cm:
-            parts = [_parts(w, k, cm, iv.merge(copies + inputs), [], host_active)
-                     for w in mine]
-        else:  # no kernel: its own copies, the rest idle (the host's waits are not its)
-            parts = [_parts(w, [], [], copies, [], []) for w in mine]
-        in_steps = iv.merge((w.start, w.end) for w in mine)
-        rows.append(DeviceBreakdown(
-            f"/device:GPU:{g}", "device-plane", parts, len(kernels) + len(nccl),
-            iv.total_s(iv.intersect(iv.merge(h2d), in_steps)),
-            iv.total_s(iv.intersect(iv.merge(d2h), in_steps))))
-    if not gpu_planes:
-        rows += _cpu_rows(windows, ops, inputs, op_devices, devices)
+        if index is not None:
+            by_plane[index].add(e)
+    if gpu_planes:
+        rows = _gpu_rows(by_plane, windows, per_gpu, inputs)
+    else:
+        rows = _cpu_rows(windows, ops, inputs, op_devices, devices)
     idle_gpus = [r.device for r in rows if r.source == "device-plane" and not r.ran_kernels]
-    return Breakdown(path, steps_from, [w.name for w in windows], rows, idle_gpus, skew)
+    return Breakdown(path, steps_from, [w.name for w in windows], rows, idle_gpus, skew,
+                     notes=_notes(steps_from, gpu_planes, op_devices, rows),
+                     host_ops_share=_host_share(ops, windows))
+
+
+def _host_share(ops: Sequence[Event], windows: list[_Window]) -> float:
+    """The share of the steps in which a TensorFlow op ran on the host's threads."""
+    span = sum(w.end - w.start for w in windows)
+    if span <= 0:
+        return 0.0
+    busy = iv.merge((e.start_ns, e.end_ns) for e in ops)
+    inside = iv.merge(s for w in windows for s in iv.clip(busy, w.start, w.end))
+    return iv.total_s(inside) * 1e9 / span
+
+
+def _notes(steps_from: str, gpus: list[int], op_devices: Mapping[str, str] | None,
+           rows: list[DeviceBreakdown]) -> list[str]:
+    notes = []
+    if steps_from == "the whole trace":
+        notes.append("the trace has no step marker (the host's train / TraceContext / "
+                     "Profiled batch events, or a device Steps line): its whole span is "
+                     "taken as one step")
+    if not gpus and not op_devices:
+        notes.append("a CPU trace without the placement its run recorded: virtual CPU "
+                     "devices share the host's plane, so its ops are one row (/host:CPU) "
+                     "and devices are not told apart")
+    return notes
 
 
 def _cpu_rows(windows: list[_Window], ops: list[Event], inputs: list[iv.Span],
@@ -295,7 +374,8 @@ def _cpu_rows(windows: list[_Window], ops: list[Event], inputs: list[iv.Span],
         mine, talk = merged[device]
         elsewhere = iv.merge(s for d, (oc, om) in merged.items() if d != device
                              for s in oc + om)
-        parts = [_parts(w, mine, talk, inputs, elsewhere, None) for w in windows]
+        sets = _Sets(mine, talk, inputs, elsewhere)
+        parts = [_parts(w, sets) for w in windows]
         rows.append(DeviceBreakdown(device, "placement" if op_devices else "host-threads",
                                     parts, by_device[device][2][0]))
     return rows

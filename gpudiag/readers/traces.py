@@ -212,94 +212,130 @@ def device_of(name: str, op_devices: Mapping[str, str]) -> str | None:
     return None
 
 
-def summarize_events(
-    path: str, planes: list[str], events: Sequence[Event],
-    op_devices: Mapping[str, str] | None = None, devices: Sequence[str] = (),
-) -> TraceSummary:
-    """The pure part of ``summarize``: plain events in, a TraceSummary out."""
-    markers = [e for e in events if e.plane.startswith(HOST_PLANE_PREFIX)
-               and e.name in STEP_MARKERS]
-    host_ops: list[tuple[Event, str, str]] = []
-    input_kernels: list[Event] = []
+@dataclass(frozen=True)
+class _HostOps:
+    """The host plane's step markers, TensorFlow op events (event, name, type) and tf.data
+    get-next kernels."""
+
+    markers: list[Event]
+    ops: list[tuple[Event, str, str]]
+    input_kernels: list[Event]
+
+
+def _host_ops(events: Sequence[Event]) -> _HostOps:
+    markers, ops, kernels = [], [], []
     for e in events:
         if not e.plane.startswith(HOST_PLANE_PREFIX):
             continue
+        if e.name in STEP_MARKERS:
+            markers.append(e)
         m = OP_EVENT_RE.match(e.name)
         if m:
-            host_ops.append((e, m.group("name"), m.group("type")))
+            ops.append((e, m.group("name"), m.group("type")))
         elif INPUT_KERNEL_RE.match(e.name):
-            input_kernels.append(e)
-    if markers:
-        w_start = min(e.start_ns for e in markers)
-        w_end = max(e.end_ns for e in markers)
-    elif host_ops:
-        w_start = min(e.start_ns for e, _, _ in host_ops)
-        w_end = max(e.end_ns for e, _, _ in host_ops)
-    else:
-        w_start = w_end = 0.0
-    window_s = max(0.0, (w_end - w_start) / 1e9)
+            kernels.append(e)
+    return _HostOps(markers, ops, kernels)
 
-    def in_window(e: Event) -> bool:
-        return window_s == 0 or (e.end_ns >= w_start and e.start_ns <= w_end)
 
-    def fraction(seconds: float) -> float:
-        return seconds / window_s if window_s > 0 else 0.0
+@dataclass(frozen=True)
+class _Window:
+    start: float
+    end: float
 
-    found: list[DeviceBusy] = []
-    # GPU device planes: kernels on streams (copies are not kernels); every GPU plane is
-    # listed, one that ran no kernel with 0.
+    @property
+    def seconds(self) -> float:
+        return max(0.0, (self.end - self.start) / 1e9)
+
+    def holds(self, e: Event) -> bool:
+        return self.seconds == 0 or (e.end_ns >= self.start and e.start_ns <= self.end)
+
+    def fraction(self, seconds: float) -> float:
+        return seconds / self.seconds if self.seconds > 0 else 0.0
+
+
+def _window(host: _HostOps) -> _Window:
+    spans = host.markers or [e for e, _, _ in host.ops]
+    if not spans:
+        return _Window(0.0, 0.0)
+    return _Window(min(e.start_ns for e in spans), max(e.end_ns for e in spans))
+
+
+def _gpu_busy(planes: list[str], events: Sequence[Event], w: _Window
+              ) -> tuple[list[DeviceBusy], dict[str, list[float]]]:
+    """Every GPU plane's kernel busy time (copies are not kernels; one that ran no kernel
+    is listed with 0) and the op totals of their TensorFlow Ops lines."""
     by_gpu: dict[int, list[tuple[float, float]]] = {
         int(g.group(1)): [] for name in planes if (g := GPU_PLANE_RE.match(name))}
     device_ops: dict[str, list[float]] = defaultdict(lambda: [0.0, 0])
     for e in events:
         g = GPU_PLANE_RE.match(e.plane)
-        if not g or not in_window(e):
+        if not g or not w.holds(e):
             continue
         if e.line.startswith(STREAM_LINE_PREFIX) and not e.name.startswith(COPY_PREFIX):
             by_gpu.setdefault(int(g.group(1)), []).append((e.start_ns, e.end_ns))
         elif e.line == DEVICE_OPS_LINE and (m := OP_EVENT_RE.match(e.name)):
             device_ops[m.group("type")][0] += (e.end_ns - e.start_ns) / 1e9
             device_ops[m.group("type")][1] += 1
+    found = []
     for index in sorted(by_gpu):
         busy = union_s(by_gpu[index])
         found.append(DeviceBusy(f"/device:GPU:{index}", "device-plane", busy,
-                                len(by_gpu[index]), fraction(busy)))
-    # Host op events attributed to the device each op was placed on.
-    by_device: dict[str, list[tuple[float, float]]] = defaultdict(list)
-    unattributed: list[tuple[float, float]] = []
-    inputs: list[tuple[float, float]] = []
-    comm: list[tuple[float, float]] = []
-    totals: dict[str, list[float]] = defaultdict(lambda: [0.0, 0])
-    for e, name, op_type in host_ops:
-        if not in_window(e):
+                                len(by_gpu[index]), w.fraction(busy)))
+    return found, device_ops
+
+
+@dataclass
+class _Placed:
+    by_device: dict[str, list[tuple[float, float]]] = field(
+        default_factory=lambda: defaultdict(list))
+    unattributed: list[tuple[float, float]] = field(default_factory=list)
+    inputs: list[tuple[float, float]] = field(default_factory=list)
+    comm: list[tuple[float, float]] = field(default_factory=list)
+    totals: dict[str, list[float]] = field(default_factory=lambda: defaultdict(lambda: [0.0, 0]))
+
+
+def _placed(host: _HostOps, w: _Window, op_devices: Mapping[str, str] | None) -> _Placed:
+    """Host op events attributed to the device each op was placed on."""
+    out = _Placed()
+    for e, name, op_type in host.ops:
+        if not w.holds(e):
             continue
         span = (e.start_ns, e.end_ns)
         placed = device_of(name, op_devices) if op_devices else None
-        if placed is not None:
-            by_device[placed].append(span)
-        else:
-            unattributed.append(span)
+        (out.by_device[placed] if placed is not None else out.unattributed).append(span)
         if INPUT_OP_MARK in op_type:
-            inputs.append(span)
+            out.inputs.append(span)
         if op_type in COMM_OP_TYPES or COMM_SCOPE in name:
-            comm.append(span)
+            out.comm.append(span)
         if not op_type.startswith("_"):  # skip _Send/_Recv bookkeeping in the top list
-            totals[op_type][0] += (e.end_ns - e.start_ns) / 1e9
-            totals[op_type][1] += 1
-    for device in sorted(set(by_device) | set(devices)):
-        spans = by_device.get(device, [])
+            out.totals[op_type][0] += (e.end_ns - e.start_ns) / 1e9
+            out.totals[op_type][1] += 1
+    out.inputs += [(e.start_ns, e.end_ns) for e in host.input_kernels if w.holds(e)]
+    return out
+
+
+def summarize_events(
+    path: str, planes: list[str], events: Sequence[Event],
+    op_devices: Mapping[str, str] | None = None, devices: Sequence[str] = (),
+) -> TraceSummary:
+    """The pure part of ``summarize``: plain events in, a TraceSummary out."""
+    host = _host_ops(events)
+    w = _window(host)
+    found, device_ops = _gpu_busy(planes, events, w)
+    placed = _placed(host, w, op_devices)
+    for device in sorted(set(placed.by_device) | set(devices)):
+        spans = placed.by_device.get(device, [])
         busy = union_s(spans)
-        found.append(DeviceBusy(device, "placement", busy, len(spans), fraction(busy)))
+        found.append(DeviceBusy(device, "placement", busy, len(spans), w.fraction(busy)))
     # On GPUs the op time is on the device planes (their "TensorFlow Ops" line); the host's
     # op events there are launches.
-    ranked = device_ops or totals
+    ranked = device_ops or placed.totals
     top = sorted((OpTotal(k, v[0], int(v[1])) for k, v in ranked.items()),
                  key=lambda o: -o.total_s)[:TOP_OPS]
-    inputs += [(e.start_ns, e.end_ns) for e in input_kernels if in_window(e)]
-    input_s, comm_s = union_s(inputs), union_s(comm)
+    input_s, comm_s = union_s(placed.inputs), union_s(placed.comm)
     return TraceSummary(
-        path=path, planes=planes, step_markers=len(markers), window_s=window_s,
-        devices=found, input_wait_s=input_s, input_wait_fraction=fraction(input_s),
-        communication_s=comm_s, communication_fraction=fraction(comm_s), top_ops=top,
-        unattributed_s=union_s(unattributed),
+        path=path, planes=planes, step_markers=len(host.markers), window_s=w.seconds,
+        devices=found, input_wait_s=input_s, input_wait_fraction=w.fraction(input_s),
+        communication_s=comm_s, communication_fraction=w.fraction(comm_s), top_ops=top,
+        unattributed_s=union_s(placed.unattributed),
     )

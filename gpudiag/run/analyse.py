@@ -136,16 +136,14 @@ def why_slow(obs: ProcessObservation, rows: list[PlacementRow], proc: str,
     epochs = (facts.get("params") or {}).get("epochs")
     mirrored = [d for s in obs.strategies if "Mirrored" in s.class_name
                 for d in s.worker_devices]
-    return bottleneck.bottleneck(result, None, obs.dataset_calls, p.source,
-                                 facts.get("called_at"),
-                                 epochs if isinstance(epochs, int) else None,
-                                 [d for s in obs.strategies for d in s.worker_devices],
-                                 check_id=check_id,
-                                 nvml_gpus=None if nvml_gpus is None
-                                 else gpu_fill.gpus_of(obs.pid, nvml_gpus),
-                                 gradient_bytes=allreduce.gradient_bytes(
-                                     facts.get("trainable_bytes_by_device"), mirrored)
-                                 or (facts.get("trainable_bytes") if mirrored else None))
+    return bottleneck.bottleneck(result, None, bottleneck.ProgramFacts(
+        calls=obs.dataset_calls, loop=p.source, called_at=facts.get("called_at"),
+        epochs=epochs if isinstance(epochs, int) else None,
+        replicas=[d for s in obs.strategies for d in s.worker_devices],
+        nvml_gpus=None if nvml_gpus is None else gpu_fill.gpus_of(obs.pid, nvml_gpus),
+        gradient_bytes=allreduce.gradient_bytes(facts.get("trainable_bytes_by_device"),
+                                                mirrored)
+        or (facts.get("trainable_bytes") if mirrored else None)), check_id=check_id)
 
 
 def _process_findings(session: RunSession, obs: ProcessObservation, proc: str,

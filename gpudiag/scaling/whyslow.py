@@ -17,7 +17,12 @@ from gpudiag.readers import stepbreakdown, traces
 from gpudiag.readers.stepbreakdown import Breakdown, StepParts
 from gpudiag.records.training import TrainingResult
 from gpudiag.report import Finding
-from gpudiag.verdicts.scaling_bottleneck import judged_mean, scaling_bottleneck
+from gpudiag.verdicts.scaling_bottleneck import (
+    Baseline,
+    ConfigTrace,
+    judged_mean,
+    scaling_bottleneck,
+)
 
 
 def profile_trace(result: TrainingResult) -> tuple[Path | None, str | None]:
@@ -65,7 +70,8 @@ def findings(configs: Sequence[tuple[str, str, int, TrainingResult | None, str |
                 base_reason[strategy] = f"{name} has no trace: {reason}" if b is None \
                     else f"{name}'s trace holds no complete step"
         out.append(scaling_bottleneck(
-            name, b, reason, replicas, n, base.get(strategy),
-            base_reason.get(strategy, f"no 1-device {strategy} configuration ran"),
-            gradient_bytes=result.gradient_bytes if result is not None else None))
+            ConfigTrace(name, b, reason, replicas, n,
+                        result.gradient_bytes if result is not None else None),
+            Baseline(base.get(strategy),
+                     base_reason.get(strategy, f"no 1-device {strategy} configuration ran"))))
     return out

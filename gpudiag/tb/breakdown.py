@@ -17,8 +17,9 @@ from pathlib import Path
 
 from gpudiag.report import Finding
 
-PARTS = ("compute", "communication", "input", "host", "idle")  # bottom to top, as added
-COLOURS = {"compute": "#2e7d32", "communication": "#6a1b9a", "input": "#ef6c00",
+PARTS = ("compute", "communication", "copy", "input", "host", "idle")  # bottom to top, as added
+COLOURS = {"compute": "#2e7d32", "communication": "#6a1b9a", "copy": "#8d6e63",
+           "input": "#ef6c00",
            "host": "#1565c0", "idle": "#bdbdbd"}
 MARK = "bottleneck"
 
@@ -47,7 +48,7 @@ def bars(findings: Sequence[Finding]) -> list[Bar]:
         head = f.id.split(MARK, 1)[1].lstrip(".")
         for device, parts in (f.evidence.get("parts_s") or {}).items():
             label = f"{head} {_device(device)}".strip()
-            out.append(Bar(label, {k: parts[f"{k}_s"] * 1e3 for k in PARTS},
+            out.append(Bar(label, {k: parts.get(f"{k}_s", 0.0) * 1e3 for k in PARTS},
                            parts["period_s"] * 1e3))
     return out
 

@@ -1,19 +1,19 @@
 """`gpudiag tensorboard --check`: does a running TensorBoard show what gpudiag wrote?
 
-What is expected comes from the run directories themselves (each one's report.json and
-gpudiag.layout's names), not from TensorBoard: every run directory's ``report`` run
-has the findings and the report as text; a scaling run has, per configuration, the
-training scalars and the figures by device count, histograms, an HParams trial, a
-profile (where the report has a trace), the plot as an image and the scaling charts in
-Custom Scalars; a memory run its ``memory-<mode>`` scalars and chart; a monitor run
-with NVML data its ``nvml`` scalars and chart. Each dashboard is then asked over HTTP,
-the way the browser asks it, and must list at least that. Pure comparison
-(``compare``) apart from the HTTP reads (``observe``). No TensorFlow.
+What is expected comes from the run directories themselves (each one read by
+gpudiag.rundir.load_run: its report, and gpudiag.layout's names), not from TensorBoard:
+every run directory's ``report`` run has the findings and the report as text; a scaling
+run has, per configuration, the training scalars and the figures by device count,
+histograms, an HParams trial, a profile (where the report has a trace), the plot as an
+image and the scaling charts in Custom Scalars; a memory run its ``memory-<mode>``
+scalars and chart; a monitor run with NVML data its ``nvml`` scalars and chart. Each
+dashboard is then asked over HTTP, the way the browser asks it, and must list at least
+that. Pure comparison (``compare``) apart from the HTTP reads (``observe``). No
+TensorFlow.
 """
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from gpudiag import layout
+from gpudiag.rundir import Run, list_runs
 from gpudiag.tb import views as tbviews
 
 PLUGINS = ("scalars", "histograms", "text", "images", "hparams", "custom_scalars", "profile")
@@ -44,21 +45,22 @@ def _run(prefix: str, *parts: str) -> str:
     return "/".join(p for p in (prefix, *parts) if p and p != ".")
 
 
-def _report_dirs(logdir: Path) -> list[Path]:
-    return sorted(p.parent for p in logdir.rglob(layout.REPORT_JSON)
-                  if (p.parent / layout.REPORT_TB_RUN).is_dir())
+def _runs(logdir: Path) -> list[Run]:
+    """The run directories under ``logdir`` that wrote a report run (gpudiag.rundir)."""
+    return sorted((r for r in list_runs(logdir) if (r.path / layout.REPORT_TB_RUN).is_dir()),
+                  key=lambda r: r.path)
 
 
 def expected(logdir: Path) -> Expected:
     """Everything the run directories under ``logdir`` promise (see the module docstring)."""
     out = Expected()
-    for run_dir in _report_dirs(logdir):
-        report = json.loads((run_dir / layout.REPORT_JSON).read_text(encoding="utf-8"))
+    for run in _runs(logdir):
+        run_dir = run.path
         prefix = run_dir.relative_to(logdir).as_posix()
         report_run = _run(prefix, layout.REPORT_TB_RUN)
         out.need("text", report_run, layout.TAG_FINDINGS, layout.TAG_REPORT)
-        data = report.get("data") or {}
-        command = report.get("command")
+        data = run.report.data
+        command = run.command
         if command == "scaling":
             _scaling(out, prefix, run_dir.name, data)
         elif command == "memory":

@@ -19,16 +19,51 @@ has it (GPU traces' per-device Steps lines); a CPU trace has no per-replica step
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 from gpudiag.readers.stepbreakdown import Breakdown, StepParts
 from gpudiag.report import Finding
-from gpudiag.verdicts.bottleneck import PARTS, bottleneck, mean_parts, parts_seconds, working
+from gpudiag.verdicts.bottleneck import (
+    PARTS,
+    ProgramFacts,
+    bottleneck,
+    mean_parts,
+    parts_seconds,
+    working,
+)
 
 CHECK_PREFIX = "scaling.bottleneck."
 WHERE = {"compute": "per-replica compute", "communication": "communication (all-reduce)",
-         "input": "input", "host": "host", "idle": "idle (waiting while another device worked)"}
+         "copy": "host-device copies", "input": "input", "host": "host",
+         "idle": "idle (waiting while another device worked)"}
+
+
+@dataclass(frozen=True)
+class ConfigTrace:
+    """One configuration's trace as the verdict takes it: its name, its breakdown (or why
+    there is none), the replica devices judged, how many devices (or workers) it ran on,
+    and the gradient bytes per replica per step (the all-reduce's bandwidth; None:
+    unknown)."""
+
+    name: str
+    breakdown: Breakdown | None
+    reason: str | None
+    replicas: Sequence[str]
+    n_devices: int
+    gradient_bytes: int | None = None
+
+
+@dataclass(frozen=True)
+class Baseline:
+    """The same strategy on one device (or worker): (name, mean step), or why there is
+    none; the finding ids' prefix and the unit ("device", or "worker" for `scaling
+    --workers`)."""
+
+    base: tuple[str, StepParts] | None = None
+    reason: str | None = None
+    check_prefix: str = CHECK_PREFIX
+    unit: str = "device"
 
 
 def judged_mean(b: Breakdown, replicas: Sequence[str]) -> StepParts | None:
@@ -67,29 +102,27 @@ def lost_text(lost: dict[str, Any], base_name: str, unit: str = "device") -> str
     return text
 
 
-def scaling_bottleneck(name: str, b: Breakdown | None, reason: str | None,
-                       replicas: Sequence[str], n_devices: int,
-                       base: tuple[str, StepParts] | None = None,
-                       base_reason: str | None = None, *, check_prefix: str = CHECK_PREFIX,
-                       unit: str = "device", gradient_bytes: int | None = None) -> Finding:
-    """One configuration's finding. ``base``: (name, mean step) of the same strategy on one
-    device; ``base_reason``: why there is none (for a configuration of several devices).
-    `scaling --workers` gives its configurations' ``check_prefix`` and ``unit``
-    ("worker": ``n_devices`` counts workers, the base is 1 worker). ``gradient_bytes``:
-    per replica per step (the all-reduce's achieved bandwidth, as run.bottleneck says it)."""
-    f = bottleneck(b, reason, replicas=replicas, check_id=check_prefix + name,
-                   gradient_bytes=gradient_bytes if n_devices > 1 else None)
+def scaling_bottleneck(config: ConfigTrace, baseline: Baseline | None = None) -> Finding:
+    """One configuration's finding: run.bottleneck's verdict under this configuration's
+    id and, with several devices, where the speed-up over ``baseline`` went."""
+    baseline = baseline or Baseline()
+    name, b, n_devices, unit = config.name, config.breakdown, config.n_devices, baseline.unit
+    f = bottleneck(b, config.reason, ProgramFacts(
+        replicas=config.replicas,
+        gradient_bytes=config.gradient_bytes if n_devices > 1 else None),
+        check_id=baseline.check_prefix + name)
     if b is None:
-        return replace(f, message=f"{name}: no trace to break down: {reason}")
-    if f.status == "skip" or n_devices < 2:
+        return replace(f, message=f"{name}: no trace to break down: {config.reason}")
+    if f.status == "skip" or n_devices < 2 or "no-gpu-kernels" in f.evidence.get("causes", []):
         return f
-    mine = judged_mean(b, replicas)
+    mine = judged_mean(b, config.replicas)
     assert mine is not None  # bottleneck() skipped otherwise
-    if base is None:
-        why = base_reason or f"no 1-{unit} configuration of this strategy"
+    if baseline.base is None:
+        why = baseline.reason or f"no 1-{unit} configuration of this strategy"
         return replace(f, message=f"{f.message}; where the speed-up went: not compared "
                        f"({why})", evidence={**f.evidence, "lost_speedup": None,
                                              "lost_speedup_reason": why})
+    base = baseline.base
     lost = lost_speedup(mine, base[1], n_devices, b.replica_skew_s)
     return replace(f, message=f"{f.message}; {lost_text(lost, base[0], unit)}",
                    evidence={**f.evidence, "lost_speedup": lost,

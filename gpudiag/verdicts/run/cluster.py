@@ -17,6 +17,8 @@ from gpudiag.report import Finding, Status
 from gpudiag.verdicts.cluster import NOT_FORMED_ADVICE
 
 SERVER = "tf.distribute.Server"
+SERVERS_ONLY = ("tf.distribute.Server (tf.compat.v1.train.Server) tasks, no strategy and no "
+                "Session seen")
 PSS = "ParameterServerStrategy"
 BETWEEN_GRAPH = "between-graph replication (tf.compat.v1, no tf.distribute strategy)"
 ASYNC_BG = ("asynchronous: each worker runs its own copy of the graph and applies its "
@@ -85,8 +87,11 @@ def _kind(tasks: Sequence[TaskReport]) -> str:
             return name
     if any(t.sessions for t in tasks):
         return BETWEEN_GRAPH
-    if "ps" in tasks[-1].cluster_spec:
-        return PSS
+    if vias <= {SERVER}:
+        # only tf.distribute.Servers were seen (a TF1 ps task's server.join(), workers that
+        # ended before their Session): never named ParameterServerStrategy, which is TF2's
+        # coordinator API that none of these processes created
+        return SERVERS_ONLY
     return next(iter(vias - {SERVER, "TF_CONFIG"}), "TF_CONFIG")
 
 
@@ -190,6 +195,22 @@ def _died(t: TaskReport) -> bool:
     if t.returncode not in (None, 0) and not (t.via == SERVER and t.returncode < 0):
         return True
     return not t.exited and t.via != SERVER
+
+
+def _crashed_before_use(seen: Sequence[TaskReport], died: Sequence[TaskReport]
+                        ) -> str | None:
+    """The program crashed before any task ran a step, and every task that ended early
+    ended with it (crashed, or served in-process by a process that crashed): the cluster
+    was never used, so nothing can be said of it; the crash is run.crash's."""
+    crashed = [t for t in seen if t.crash]
+    pids = {(t.host, t.pid) for t in crashed}
+    if not crashed or any(t.steps for t in seen) or not all(
+            t.crash or (t.host, t.pid) in pids for t in died):
+        return None
+    return ("the program crashed before it used its cluster (no task ran a step): "
+            + "; ".join(f"{t.task} {t.crash}" for t in crashed)
+            + " (run.crash says why and what to do; the tasks it served in-process ended "
+            "with it)")
 
 
 def cluster(tasks: Sequence[TaskReport], *, check_id: str = "run.cluster",
@@ -320,6 +341,10 @@ def cluster(tasks: Sequence[TaskReport], *, check_id: str = "run.cluster",
     if combined_report:
         head += f"; the cluster's report: {combined_report}"
         evidence["combined_report"] = combined_report
+    unused = _crashed_before_use(seen, died)
+    if unused is not None and not (duplicates or unknown or (len(hosts) > 1 and loopback)):
+        evidence["crashed_before_use"] = [t.task for t in seen if t.crash]
+        return Finding(check_id, "skip", unused + ". " + head, evidence)
     if not problems:
         return Finding(check_id, "ok", head, evidence)
     status: Status = "fail" if any(p[0] == "fail" for p in problems) else "warn"

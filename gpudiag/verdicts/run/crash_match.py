@@ -23,7 +23,7 @@ LOG_LINES_SEARCHED = 400  # the last lines of stderr before the end, where a cra
 class CrashCause:
     entry: Entry | None
     line: str  # the line quoted: the one that matched, else the message's first line
-    where: str  # "message" | "cause" | "log" | "" (nothing matched)
+    where: str  # "message" | "code" | "cause" | "log" | "" (nothing matched)
 
 
 def _line_of(text: str, start: int) -> str:
@@ -48,12 +48,18 @@ def _first_line(message: str) -> str:
 
 
 def explain(error_type: str, message: str, causes: Sequence[dict[str, Any]] = (),
-            log_lines: Sequence[str] = ()) -> CrashCause:
-    """The catalogue entry for a crash and the line to quote."""
+            log_lines: Sequence[str] = (), code: str = "") -> CrashCause:
+    """The catalogue entry for a crash and the line to quote. An exception with no
+    message (a bare ``assert``) is searched as ``Type at `code```, the program's line
+    that raised it."""
     found = _search(f"{error_type}: {message}")
     if found:
         line = found[1].removeprefix(f"{error_type}: ")
         return CrashCause(found[0], line, "message")
+    if not message.strip() and code:
+        found = _search(f"{error_type} at `{code.strip()}`")
+        if found:
+            return CrashCause(found[0], f"(no message) at `{code.strip()}`", "code")
     for c in causes:
         found = _search(f"{c.get('type', '')}: {c.get('message', '')}")
         if found:

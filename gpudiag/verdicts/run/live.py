@@ -22,28 +22,61 @@ from gpudiag.verdicts.run.progress import LN_TOLERANCE, STUCK_FRACTION
 LIVE_LN_MIN_STEPS = 100
 LIVE_LN_WINDOW = 20
 
-_WAITS = {"iterator": "waits for the next batch of its input pipeline",
+_WAITS = {"iterator": "waits for its input: the next batch of its input pipeline",
+          "py_function": "waits for a tf.py_function / numpy_function running the "
+                         "program's code (in the input pipeline's map or in the step)",
           "collective": "waits in a collective (all-reduce): another worker is behind",
           "step": "waits inside TensorFlow's runtime running the step function (a "
                   "multi-worker step's all-reduce waits there for every worker)",
-          "lock": "waits on a lock, queue or thread", "user": "is in the program's code"}
+          "runtime": "waits inside TensorFlow's runtime running the step function (its "
+                     "graph, with no Python frame: a tf.data source read inside the step, "
+                     "or the computation itself)",
+          "server_join": "waits in tf.distribute.Server.join(): this process serves the "
+                         "cluster and never returns from join() by design",
+          "queue": "waits on a queue (queue.Queue get/put)",
+          "thread_join": "waits for another thread to end (Thread.join)",
+          "lock": "waits on a lock or condition (threading)",
+          "user": "is in the program's code"}
+_VIA = {"generator": "the generator of Dataset.from_generator waits at",
+        "py_function": "the py_function's code waits at",
+        "keras_data": "the data loader's code of the program waits at",
+        "thread": "the program's other thread is at"}
 _ADVICE = {
     "iterator": "The input pipeline is what stopped: look at the line named (a generator "
                 "or a file read waiting); with tf.data, .prefetch() and parallel map hide "
                 "slow reads but not one that never returns.",
+    "py_function": "A tf.py_function / numpy_function runs Python under the GIL on "
+                   "TensorFlow's threads: look at the line named, which has not returned.",
     "collective": "A worker of the cluster did not reach the all-reduce: look at the "
                   "other workers' logs and reports (which step each reached).",
     "step": "The step function was called and has not returned: in a multi-worker job "
             "its all-reduce waits for every worker; the cluster's part of the message "
             "(and run.peers) says which worker is behind and where it waits.",
-    "lock": "A thread of the program waits on a lock, queue or another thread: the stacks "
-            "in the evidence show which.",
+    "runtime": "The step function was called and has not returned, and no Python code "
+               "of the program runs for it: a tf.data source that blocks (a file, a "
+               "socket, a named pipe) read inside the step, or a step far slower than "
+               "the ones before; the thread stacks in the evidence show every thread.",
+    "server_join": "server.join() returns only when the process is stopped: a parameter "
+                   "server's task does this by design; a worker should build its graph "
+                   "and train instead of joining.",
+    "queue": "The program waits on a queue that nothing fills (or empties): look at "
+             "the thread that should put to it (the stacks in the evidence).",
+    "thread_join": "The program waits for a thread that does not end: the stacks in the "
+                   "evidence show where that thread is.",
+    "lock": "A thread of the program waits on a lock or condition: the stacks in the "
+            "evidence show which thread holds it.",
     "user": "The program's own code at the line named did not return.",
 }
 
 
+def _at(frame: dict[str, Any]) -> str:
+    return (f"{Path(frame['file']).name}:{frame['line']} in {frame['function']}() "
+            f"`{frame.get('code', '')}`")
+
+
 def describe_stall(event: dict[str, Any]) -> str:
-    """One line: how long, which loop, where the step waits (the program's own line)."""
+    """One line: how long, which loop, where the step waits (the program's own line: the
+    one that waits, then the one that called the step)."""
     where = event.get("where") or {}
     loop = event.get("loop") or {}
     name = (f"tf.function {loop['function']}" if loop.get("function") else
@@ -56,11 +89,14 @@ def describe_stall(event: dict[str, Any]) -> str:
         head = f"no step of {name} has finished for {event.get('waited_s', 0):.1f} s"
     text = (f"{head} (stall timeout {event.get('timeout_s', 0):.1f} s, {event.get('steps', 0)} "
             f"steps so far): the step {_WAITS.get(str(where.get('kind')), 'waits')}")
-    for key, label in (("waiting", "the pipeline's code waits at"), ("frame", "at")):
-        frame = where.get(key)
+    waiting, frame = where.get("waiting"), where.get("frame")
+    if waiting:
+        via = _VIA.get(str(where.get("via")), "the pipeline's code waits at")
+        text += f"; {via} {_at(waiting)}"
         if frame:
-            text += (f"; {label} {Path(frame['file']).name}:{frame['line']} in "
-                     f"{frame['function']}() `{frame.get('code', '')}`")
+            text += f" (the step was called at {_at(frame)})"
+    elif frame:
+        text += f"; at {_at(frame)}"
     return text
 
 

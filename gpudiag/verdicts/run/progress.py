@@ -326,7 +326,8 @@ def crash(obs: Sequence[ProcessObservation], returncode: int | None,
         o = crashed[0]
         c = o.crash
         assert c is not None
-        cause = crash_match.explain(c.type, c.message, c.causes, log_lines)
+        cause = crash_match.explain(c.type, c.message, c.causes, log_lines,
+                                    code=(c.user_frame or {}).get("code") or "")
         entry = cause.entry
         where = ""
         if c.user_frame:

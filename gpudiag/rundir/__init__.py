@@ -1,0 +1,27 @@
+"""The one typed reader of a run directory: ``load_run(path) -> Run``.
+
+Modules: records.py (Run and its parts: ChildFiles, Loop, StepPoint, StepBreakdown,
+DeviceParts, Live), load.py (load_run, list_runs, the status), loops.py (the step series
+from the TensorBoard event files), errors.py (RunDirError: exit 2, one line).
+
+Everything that reads what a command wrote (explain, diff, `tensorboard --check`, the
+dashboard, the tests) reads it through here.
+"""
+
+from __future__ import annotations
+
+from gpudiag.rundir.errors import RunDirError
+from gpudiag.rundir.load import list_runs, load_run
+from gpudiag.rundir.records import (
+    ChildFiles,
+    DeviceParts,
+    Live,
+    Loop,
+    Run,
+    RunStatus,
+    StepBreakdown,
+    StepPoint,
+)
+
+__all__ = ["ChildFiles", "DeviceParts", "Live", "Loop", "Run", "RunDirError", "RunStatus",
+           "StepBreakdown", "StepPoint", "list_runs", "load_run"]

@@ -1,0 +1,142 @@
+"""``load_run``: a run directory read into a typed ``Run``; ``list_runs``: every run
+directory under a logdir, newest first.
+
+Every name comes from gpudiag.layout. Reads every version gpudiag has written
+(report.json ``schema_version`` 1, with paths in the report absolute or relative to the
+logdir's parent, as sample_runs/ keeps them): what the report's paths say is not trusted,
+the files are looked up by their layout names under the run directory itself. A report
+written by a newer gpudiag (a higher schema_version) is refused with one line.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from gpudiag import layout
+from gpudiag.report import Report
+from gpudiag.rundir.errors import RunDirError
+from gpudiag.rundir.records import ChildFiles, Live, Run, RunStatus
+
+
+def _read_json(path: Path) -> Any:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError):
+        return None
+
+
+def read_report(path: Path) -> dict[str, Any]:
+    """report.json of run directory ``path`` as plain data; RunDirError when there is none
+    or it is not a gpudiag report this gpudiag can read."""
+    if not path.exists():
+        raise RunDirError(f"not a gpudiag run directory: {path} (it does not exist)")
+    if not path.is_dir():
+        raise RunDirError(f"not a gpudiag run directory: {path} (not a directory)")
+    file = path / layout.REPORT_JSON
+    if not file.is_file():
+        raise RunDirError(f"not a gpudiag run directory: {path} (no {layout.REPORT_JSON})")
+    try:
+        data = json.loads(file.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        raise RunDirError(f"not a gpudiag run directory: {path} ({layout.REPORT_JSON} is "
+                          f"not readable JSON: {str(exc).splitlines()[0][:120]})") from None
+    if not isinstance(data, dict) or "command" not in data or "findings" not in data:
+        raise RunDirError(f"not a gpudiag run directory: {path} ({layout.REPORT_JSON} is "
+                          "not a gpudiag report)")
+    version = data.get("schema_version")
+    if not isinstance(version, int) or version > layout.SCHEMA_VERSION:
+        raise RunDirError(f"{path}: {layout.REPORT_JSON} has schema_version {version!r}; this "
+                          f"gpudiag reads versions up to {layout.SCHEMA_VERSION}")
+    return data
+
+
+def load_run(path: Path) -> Run:
+    """The run directory ``path``, read (see the module docstring); RunDirError (exit 2,
+    one line) when it is not one."""
+    path = Path(path)
+    data = read_report(path)
+    try:
+        report = Report.from_dict(data)
+    except (KeyError, TypeError, ValueError) as exc:
+        raise RunDirError(f"{path}: {layout.REPORT_JSON} is malformed ({exc})") from None
+    children = read_children(path)
+    status = run_status(report, children)
+    from gpudiag.rundir.loops import read_loops
+
+    return Run(path=path, command=report.command, status=status,
+               started_at=report.started_at, finished_at=report.finished_at,
+               schema_version=int(data["schema_version"]), report=report, report_json=data,
+               children=children, traces=find_traces(path),
+               live=read_live(path, report, children) if status == "running" else None,
+               _loops=read_loops)
+
+
+def list_runs(logdir: Path) -> list[Run]:
+    """Every run directory under ``logdir`` (at any depth; a cluster directory is not one),
+    newest first by its start time. Directories that are not readable runs are left out."""
+    logdir = Path(logdir)
+    if not logdir.is_dir():
+        raise RunDirError(f"not a logdir: {logdir} (not a directory)")
+    runs = []
+    for report in logdir.rglob(layout.REPORT_JSON):
+        run_dir = report.parent
+        if run_dir.name.startswith(layout.RUN_CLUSTER_DIR_PREFIX):
+            continue
+        try:
+            runs.append(load_run(run_dir))
+        except RunDirError:
+            continue
+    return sorted(runs, key=lambda r: (r.started_at, r.path.name), reverse=True)
+
+
+def read_children(path: Path) -> dict[str, ChildFiles]:
+    root = path / layout.CHILDREN_DIR
+    out: dict[str, ChildFiles] = {}
+    if not root.is_dir():
+        return out
+    for child in sorted(p for p in root.iterdir() if p.is_dir()):
+        def opt(name: str, where: Path = child) -> Path | None:
+            return where / name if (where / name).is_file() else None
+        events = tuple(sorted(child.glob(f"{layout.RUN_EVENTS_PREFIX}*"
+                                         f"{layout.RUN_EVENTS_SUFFIX}")))
+        config = _read_json(child / layout.CONFIG_JSON)
+        result = _read_json(child / layout.RESULT_JSON)
+        out[child.name] = ChildFiles(
+            child.name, child, config if isinstance(config, dict) else None,
+            result if isinstance(result, dict) else None, opt(layout.STDOUT_TXT),
+            opt(layout.STDERR_TXT), events)
+    return out
+
+
+def find_traces(path: Path) -> tuple[Path, ...]:
+    return tuple(sorted(path.rglob(f"*{layout.XPLANE_SUFFIX}")))
+
+
+def run_status(report: Report, children: dict[str, ChildFiles]) -> RunStatus:
+    """complete, interrupted, running (report.json still partial, not interrupted), or
+    failed: what the command was to observe never started (`run`/`monitor`: the program
+    exited non-zero before TensorFlow was imported; a probe command: no child gave a
+    result)."""
+    if report.interrupted:
+        return "interrupted"
+    if report.partial and report.finished_at is None:
+        return "running"
+    if report.command in ("run", "monitor"):
+        info = report.data.get(report.command) or {}
+        code = info.get("returncode")
+        if isinstance(code, int) and code != 0 and not info.get("tensorflow_processes"):
+            return "failed"
+    probed = [c for c in children.values() if c.config is not None]
+    if probed and not any((c.result or {}).get("ok") for c in probed):
+        return "failed"
+    return "complete"
+
+
+def read_live(path: Path, report: Report, children: dict[str, ChildFiles]) -> Live:
+    mtime = (path / layout.REPORT_JSON).stat().st_mtime
+    events = tuple(p for c in children.values() for p in c.events)
+    tb = tuple(sorted(p for run in path.glob(f"{layout.RUN_TB_PREFIX}*")
+                      for p in run.glob(layout.TB_EVENTS_GLOB)))
+    return Live(mtime, events, tb, len(report.findings))

@@ -1,0 +1,153 @@
+"""The step series of a run directory, read from its TensorBoard event files with
+TensorBoard's own reader (EventAccumulator's ``Tensors``: every gpudiag scalar is a
+scalar-plugin tensor, gpudiag/layout).
+
+`run`: each program-<pid>/ run; its loop with the most steps has the TAG_RUN_* tags, any
+other loop the same tags under ``program/<loop>/`` (gpudiag.run.tbwrite). The loop's
+name is the one the report's run.throughput / run.learning evidence gives it.
+`scaling` (and a `worker`'s configuration): each <strategy>-<n>dev/ run's TAG_TRAIN_*
+tags, named by the configuration. `explain`: each trace's profiled steps (the report's
+``data.explain``: a trace has no step series of its own).
+
+TensorBoard's reader reaches files through ``tensorboard.compat.tf``, which imports the
+whole of TensorFlow when it is installed (seconds, and its log lines on stderr); where
+TensorFlow is not imported yet, TensorBoard's own switch to its TensorFlow stub
+(``tensorboard.compat.notf``) is set first, so reading a run costs a fraction of a second.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+import types
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from gpudiag import layout
+from gpudiag.rundir.records import Loop, Run, StepPoint
+
+Scalars = dict[str, dict[int, float]]  # tag -> step -> value
+
+
+def _no_tensorflow() -> None:
+    if "tensorflow" not in sys.modules and "tensorboard.compat.notf" not in sys.modules:
+        sys.modules["tensorboard.compat.notf"] = types.ModuleType("tensorboard.compat.notf")
+
+
+def read_scalars(tb_run: Path) -> Scalars:
+    """Every scalar of one TensorBoard run directory (its own event files, not its
+    subdirectories'), by tag and step."""
+    if not any(tb_run.glob(layout.TB_EVENTS_GLOB)):
+        return {}
+    _no_tensorflow()
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+    from tensorboard.util import tensor_util
+
+    acc = EventAccumulator(str(tb_run), size_guidance={"tensors": 0})
+    acc.Reload()
+    out: Scalars = {}
+    for tag in acc.Tags()["tensors"]:
+        if acc.SummaryMetadata(tag).plugin_data.plugin_name != "scalars":
+            continue
+        out[tag] = {e.step: float(tensor_util.make_ndarray(e.tensor_proto))
+                    for e in acc.Tensors(tag)}
+    return out
+
+
+def _series(name: str, tb_run: str, scalars: Scalars, step_tag: str, loss_tag: str,
+            eps_tag: str, batch: int | None) -> Loop | None:
+    times, losses, eps = (scalars.get(step_tag, {}), scalars.get(loss_tag, {}),
+                          scalars.get(eps_tag, {}))
+    steps = sorted(set(times) | set(losses))
+    if not steps:
+        return None
+    return Loop(name, tb_run, tuple(StepPoint(s, times.get(s), losses.get(s), eps.get(s))
+                                    for s in steps), batch)
+
+
+_PREFIXED = re.compile(r"^program/(.+)/(step_time_s|loss)$")
+
+
+def _slug(label: str) -> str:  # gpudiag.run.tbwrite's tag prefix of a loop's label
+    return re.sub(r"[^A-Za-z0-9_.]+", "_", label).strip("_")[:40]
+
+
+def _loop_labels(run: Run) -> list[dict[str, Any]]:
+    for fid in ("run.throughput", "run.learning"):
+        f = run.finding(fid)
+        if f and f["evidence"].get("loops"):
+            return [lp for lp in f["evidence"]["loops"] if isinstance(lp, dict)]
+    return []
+
+
+def _program_loops(run: Run) -> dict[str, Loop]:
+    labelled = _loop_labels(run)
+    batch = {lp.get("series"): lp.get("batch_size") for lp in labelled}
+    runs = sorted(p for p in run.path.glob(f"{layout.RUN_TB_PREFIX}*") if p.is_dir())
+    out: dict[str, Loop] = {}
+    for tb in runs:
+        scalars = read_scalars(tb)
+        prefixes = sorted({m.group(1) for t in scalars if (m := _PREFIXED.match(t))})
+        by_slug = {_slug(str(lp.get("series"))): str(lp.get("series")) for lp in labelled}
+        unprefixed = [str(lp.get("series")) for lp in labelled
+                      if _slug(str(lp.get("series"))) not in prefixes]
+        for prefix in ["", *prefixes]:
+            name = by_slug.get(prefix, prefix) if prefix else \
+                (unprefixed[0] if unprefixed else "program")
+            tag = f"program/{prefix}/" if prefix else "program/"
+            loop = _series(name, tb.name, scalars, layout.TAG_RUN_STEP_TIME.replace(
+                "program/", tag, 1), layout.TAG_RUN_LOSS.replace("program/", tag, 1),
+                layout.TAG_RUN_EXAMPLES_PER_S.replace("program/", tag, 1), batch.get(name))
+            if loop is not None:
+                key = name if len(runs) == 1 else f"{name} [{tb.name}]"
+                out[key] = Loop(key, loop.tb_run, loop.steps, loop.batch_size)
+    return out
+
+
+def _config_loops(run: Run, names: Sequence[str]) -> dict[str, Loop]:
+    out: dict[str, Loop] = {}
+    configs = ((run.report.data.get("scaling") or {}).get("configs") or {})
+    for name in names:
+        tb = run.path / name
+        if not tb.is_dir():
+            continue
+        batch = (configs.get(name) or {}).get("global_batch")
+        loop = _series(name, name, read_scalars(tb), layout.TAG_TRAIN_STEP_S,
+                       layout.TAG_TRAIN_LOSS, layout.TAG_TRAIN_EXAMPLES_PER_S,
+                       batch if isinstance(batch, int) else None)
+        if loop is not None:
+            out[name] = loop
+    return out
+
+
+_CONFIG_RUN = re.compile(r"^[a-z_]+-\d+dev$")
+
+
+def _explain_loops(run: Run) -> dict[str, Loop]:
+    """`explain`: each trace's profiled steps (start to the next start) on its device
+    with the most steps (a placed device before the row of unplaced ops)."""
+    out: dict[str, Loop] = {}
+    traces = (run.report.data.get("explain") or {}).get("traces") or []
+    for t in traces:
+        devices = sorted(t.get("devices") or [], key=lambda d: (
+            -len(d.get("steps") or []), d.get("device") == "/host:CPU"))
+        if not devices or not devices[0].get("steps"):
+            continue
+        name = Path(str(t.get("path"))).name if len(traces) > 1 else "profiled steps"
+        steps = tuple(StepPoint(i + 1, float(s["period_s"]), None, None)
+                      for i, s in enumerate(devices[0]["steps"]))
+        out[name] = Loop(name, str(t.get("path")), steps)
+    return out
+
+
+def read_loops(run: Run) -> dict[str, Loop]:
+    """Every step series of ``run`` by loop name (empty: the run has none)."""
+    if run.command in ("run", "monitor"):
+        return _program_loops(run)
+    if run.command == "explain":
+        return _explain_loops(run)
+    configs = list((run.report.data.get("scaling") or {}).get("configs") or {})
+    names = configs or sorted(p.name for p in run.path.iterdir()
+                              if p.is_dir() and _CONFIG_RUN.match(p.name))
+    return _config_loops(run, names)

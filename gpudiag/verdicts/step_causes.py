@@ -1,0 +1,325 @@
+"""The causes of a slow step, each written once with its fix: what the trace shows (the
+text) and what to change (the advice) are made together, by one function per cause.
+
+Pure: a mean step (gpudiag.readers.stepbreakdown.StepParts), the trace's Breakdown, the
+devices judged and what the program did (ProgramFacts) in; Cause records out. The finding
+around them is gpudiag.verdicts.bottleneck's.
+
+Thresholds, each a share of the mean step: waiting for input >= 20 % is input-bound,
+5-20 % moderately (xprof's own, in its input-pipeline analysis). gpudiag's own, at the
+same 20 %: host-to-device / device-to-host copies (copy-bound), the program's Python
+between the step calls (host-bound), collective communication (communication-bound), a
+GPU waiting for the host to launch work inside the step (launch-bound), one replica
+starting a step after another (a straggler); GPU kernels >= 75 % of the step (GPU-bound:
+the device is the limit); on the CPU, at 50 %, the step call's time with no op running
+(overhead-bound). xprof advises mixed precision when float16/bfloat16 work is under 10 %.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from gpudiag.readers.gpukernels import KernelStats
+from gpudiag.readers.stepbreakdown import Breakdown, DeviceBreakdown, StepParts
+from gpudiag.records.run import DatasetCall
+from gpudiag.verdicts import gpu_fill
+from gpudiag.verdicts.pipeline import pipeline_fixes
+
+INPUT_BOUND = 0.20  # xprof: "HIGHLY input-bound"
+INPUT_MODERATE = 0.05  # xprof: "MODERATELY input-bound" from here
+HOST_BOUND = 0.20
+COMM_BOUND = 0.20
+LAUNCH_BOUND = 0.20
+COPY_BOUND = 0.20
+GPU_BOUND = 0.75  # kernels running this share of the step: the GPU itself is the limit
+HALF_ADVISED = 0.10  # xprof's overview: mixed precision advised below this share
+OVERHEAD_BOUND = 0.50  # the CPU: TensorFlow's per-step work outweighs ops this small
+SKEW_BOUND = 0.20
+THRESHOLDS = {"input_bound": INPUT_BOUND, "input_moderate": INPUT_MODERATE,
+              "host_bound": HOST_BOUND, "communication_bound": COMM_BOUND,
+              "launch_bound": LAUNCH_BOUND, "copy_bound": COPY_BOUND, "gpu_bound": GPU_BOUND,
+              "half_advised": HALF_ADVISED, "overhead_bound": OVERHEAD_BOUND,
+              "straggler": SKEW_BOUND}
+STEPS_PER_EXECUTION = ("compile(..., steps_per_execution=N) so that each call of the step "
+                       "function runs N steps")
+
+
+@dataclass(frozen=True)
+class ProgramFacts:
+    """What is known of the program beside its trace (all empty for `explain`): its
+    tf.data calls, the step loop (its name and where it is called), the epochs, the
+    strategy's replica devices (the devices judged), its GPUs as NVML sampled them
+    (gpu_use.gpu_numbers; None: not sampled), and a MirroredStrategy step's gradient
+    bytes per replica (None: unknown)."""
+
+    calls: Sequence[DatasetCall] = ()
+    loop: str | None = None
+    called_at: dict[str, Any] | None = None
+    epochs: int | None = None
+    replicas: Sequence[str] = ()
+    nvml_gpus: Sequence[dict[str, Any]] | None = None
+    gradient_bytes: int | None = None
+
+
+@dataclass(frozen=True)
+class Cause:
+    name: str  # input-bound | copy-bound | host-bound | launch-bound | gpu-bound |
+    #            communication-bound | overhead-bound | straggler | idle-gpus | small-kernels
+    share: float  # of the step
+    text: str  # what the trace shows, with its numbers
+    advice: str  # the fix for this cause
+    evidence: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Judged:
+    """What a cause is judged on: the mean step of the devices judged, those devices,
+    the whole breakdown, and the program's facts."""
+
+    m: StepParts
+    rows: Sequence[DeviceBreakdown]
+    b: Breakdown
+    facts: ProgramFacts
+
+    @property
+    def gpu(self) -> bool:
+        return any(d.source == "device-plane" for d in self.rows)
+
+    def kernels(self) -> list[KernelStats]:
+        return [d.kernel_stats for d in self.rows if d.kernel_stats is not None]
+
+
+def ms(seconds: float) -> str:
+    return f"{seconds * 1e3:.2f} ms"
+
+
+def us(seconds: float) -> str:
+    return f"{seconds * 1e6:.1f} us"
+
+
+def short_kernel(name: str) -> str:
+    """A kernel's name without its template and argument lists (C++ demangled names run
+    to hundreds of characters)."""
+    name = re.sub(r"^void ", "", name)
+    depth, out = 0, []
+    for ch in name:
+        if ch in "<(":
+            depth += 1
+        elif ch in ">)":
+            depth -= 1
+        elif depth == 0:
+            out.append(ch)
+    return "".join(out).strip()[:80] or name[:80]
+
+
+def _input(j: Judged) -> Cause | None:
+    m = j.m
+    if m.share(m.input_s) < INPUT_BOUND:
+        return None
+    calls = j.facts.calls
+    fixes = pipeline_fixes(calls, j.facts.epochs)
+    out = []
+    top = j.b.xprof.input_ops[0] if j.b.xprof and j.b.xprof.input_ops else None
+    if top is not None:
+        out.append(f"tf.data's time goes to {top.name} ({top.self_share:.0%} of the "
+                   "input pipeline, xprof)")
+    if fixes:
+        out += fixes
+    elif any(x.caller and x.caller.get("direct") for x in calls):
+        out.append("the program's pipeline already maps in parallel and prefetches: the "
+                   "per-element work itself outruns the step; make it cheaper, cache() "
+                   "after it when the data fits, or preprocess offline")
+    else:
+        out.append("the program's tf.data calls were not recorded: see the input pipeline "
+                   "in TensorBoard's Profile tab")
+    return Cause("input-bound", m.share(m.input_s),
+                 f"input-bound: {m.share(m.input_s):.0%} of the step ({ms(m.input_s)} of "
+                 f"{ms(m.period_s)}) waits for input", "; ".join(out))
+
+
+def _copy(j: Judged) -> Cause | None:
+    m = j.m
+    if not j.gpu or m.share(m.copy_s) < COPY_BOUND:
+        return None
+    h2d = sum(d.h2d_s for d in j.rows) / max(1, len(j.rows)) / max(1, len(j.b.step_names))
+    d2h = sum(d.d2h_s for d in j.rows) / max(1, len(j.rows)) / max(1, len(j.b.step_names))
+    return Cause("copy-bound", m.share(m.copy_s),
+                 f"copy-bound: host-to-device / device-to-host copies take "
+                 f"{m.share(m.copy_s):.0%} of the step with no kernel running "
+                 f"({ms(m.copy_s)} of {ms(m.period_s)}; copies per step: H2D {ms(h2d)}, "
+                 f"D2H {ms(d2h)}); tf.data is not waited for ({m.share(m.input_s):.0%})",
+                 "move less data, and overlap it: keep the data on the GPU where it fits "
+                 "(load it once as a tensor, not a NumPy array fed each step), prefetch to "
+                 "the device (tf.data.experimental.prefetch_to_device('/gpu:0') at the "
+                 "pipeline's end, or strategy.experimental_distribute_dataset), send "
+                 "compact dtypes (uint8 images) and cast on the GPU; TensorFlow copies "
+                 "from pinned host memory when the input is a tf.data pipeline",
+                 {"h2d_s_per_step": h2d, "d2h_s_per_step": d2h})
+
+
+def _host(j: Judged) -> Cause | None:
+    m = j.m
+    if m.share(m.host_between_calls_s) < HOST_BOUND:
+        return None
+    where = ""
+    if j.facts.called_at:
+        at = j.facts.called_at
+        where = f" (the loop at {str(at['file']).rsplit('/', 1)[-1]}:{at['line']})"
+    gpu = " while the GPU waits" if j.gpu else ""
+    return Cause("host-bound", m.share(m.host_between_calls_s),
+                 f"host-bound: {m.share(m.host_between_calls_s):.0%} of the step "
+                 f"({ms(m.host_between_calls_s)} of {ms(m.period_s)}) is the program's "
+                 f"Python between the step calls{gpu}",
+                 f"move the per-step Python work between the calls of "
+                 f"{j.facts.loop or 'the step'}{where} into the tf.function, or do it every "
+                 "N steps (logging, metrics, .numpy() calls)")
+
+
+def _launch_text(j: Judged) -> str:
+    stats = j.kernels()
+    if not stats:
+        return ""
+    n = sum(s.kernels_per_step for s in stats) / len(stats)
+    med = sum(s.median_kernel_s for s in stats) / len(stats)
+    mean = sum(s.mean_kernel_s for s in stats) / len(stats)
+    gap = sum(s.mean_gap_s for s in stats) / len(stats)
+    return (f": {n:.0f} kernels per step, median {us(med)}, mean {us(mean)}, "
+            f"{us(gap)} between kernels on average; the GPU runs kernels "
+            f"{j.m.share(j.m.compute_s):.0%} of the step")
+
+
+def _launch(j: Judged) -> Cause | None:
+    m = j.m
+    launch = m.launch_s
+    if j.gpu and m.share(launch) >= LAUNCH_BOUND:
+        return Cause("launch-bound", m.share(launch),
+                     f"launch-bound: inside the step the GPU waits {m.share(launch):.0%} of "
+                     f"the step ({ms(launch)} of {ms(m.period_s)}) for the host to launch "
+                     f"work{_launch_text(j)}; tf.data is not waited for "
+                     f"({m.share(m.input_s):.0%})",
+                     "fewer, larger kernels: a larger batch; XLA (jit_compile=True in "
+                     "compile() or tf.function) fuses the small ops; "
+                     f"{_more_steps(j.facts.loop)}")
+    if not j.gpu and m.share(launch) >= OVERHEAD_BOUND:
+        return Cause("overhead-bound", m.share(launch),
+                     f"overhead-bound: in {m.share(launch):.0%} of the step ({ms(launch)} of "
+                     f"{ms(m.period_s)}) no op ran inside the step call: TensorFlow's own "
+                     "per-step work (calling the step function, scheduling its ops) "
+                     "outweighs ops this small",
+                     f"more work per step call: {_more_steps(j.facts.loop)}; or a larger "
+                     "batch")
+    return None
+
+
+def _more_steps(loop: str | None) -> str:
+    loop_fix = (f"run several steps in each call of {loop or 'the step function'} (a loop "
+                "over the iterator inside the tf.function)")
+    if loop and "fit" in loop:
+        return STEPS_PER_EXECUTION
+    return loop_fix if loop else f"Keras: {STEPS_PER_EXECUTION}; a custom loop: {loop_fix}"
+
+
+def _gpu_bound(j: Judged) -> Cause | None:
+    m = j.m
+    if not j.gpu or m.share(m.compute_s) < GPU_BOUND:
+        return None
+    stats = j.kernels()
+    steps = max(1, len(j.b.step_names))
+    tops = stats[0].top_kernels[:3] if stats else []
+    ops = stats[0].top_ops[:3] if stats else []
+    half = sum(s.half_share for s in stats) / len(stats) if stats else None
+    tensor = sum(s.tensor_core_share for s in stats) / len(stats) if stats else None
+    text = (f"GPU-bound: the GPU runs kernels {m.share(m.compute_s):.0%} of the step "
+            f"({ms(m.compute_s)} of {ms(m.period_s)}); input {m.share(m.input_s):.0%}, "
+            f"copies {m.share(m.copy_s):.0%}")
+    if ops:
+        text += "; top ops: " + ", ".join(f"{o.name} {ms(o.total_s / steps)}" for o in ops)
+    if tops:
+        text += "; top kernels: " + ", ".join(f"{short_kernel(k.name)} {ms(k.total_s / steps)}"
+                                               for k in tops)
+    fixes = []
+    if half is not None and tensor is not None:
+        text += (f"; float16/bfloat16 kernels {half:.0%} of kernel time, Tensor Core "
+                 f"kernels {tensor:.0%}")
+        if half < HALF_ADVISED:
+            fixes.append("mixed precision (keras.mixed_precision.set_global_policy("
+                         "'mixed_float16'), or 'mixed_bfloat16'): under 10 % of the kernel "
+                         "time is float16/bfloat16, so the Tensor Cores sit idle")
+        elif tensor < half / 2:
+            fixes.append("Tensor Cores take float16 matrices whose dimensions are multiples "
+                         "of 8: pad units, filters and the batch to multiples of 8")
+    fixes += ["XLA (jit_compile=True) fuses element-wise kernels and saves memory traffic",
+              "a larger batch where the GPU's memory allows (more work per kernel)",
+              "past that, a faster or another GPU (the program keeps this one busy)"]
+    return Cause("gpu-bound", m.share(m.compute_s), text, "; ".join(fixes),
+                 {"half_share": half, "tensor_core_share": tensor,
+                  "top_kernels": [(short_kernel(k.name), k.total_s / steps) for k in tops],
+                  "top_ops": [(o.name, o.total_s / steps) for o in ops]})
+
+
+def _communication(j: Judged) -> Cause | None:
+    m = j.m
+    if m.share(m.communication_s) < COMM_BOUND:
+        return None
+    return Cause("communication-bound", m.share(m.communication_s),
+                 f"communication-bound: collectives (all-reduce) take "
+                 f"{m.share(m.communication_s):.0%} of the step ({ms(m.communication_s)} of "
+                 f"{ms(m.period_s)})",
+                 "fewer, larger all-reduces: a larger batch per replica, or fewer replicas "
+                 "for a model this size")
+
+
+def _straggler(j: Judged) -> Cause | None:
+    skew, period = j.b.replica_skew_s, j.m.period_s
+    if skew is None or period <= 0 or skew / period < SKEW_BOUND:
+        return None
+    ratio = skew / period
+    return Cause("straggler", ratio,
+                 f"a straggler: one replica started a step {ms(skew)} after another ("
+                 + (f"{ratio:.1f} x" if ratio >= 1 else f"{ratio:.0%} of") + " a step)",
+                 "the replicas do not start together: look for per-replica input or host "
+                 "work in the Profile tab's trace viewer")
+
+
+def _idle_gpus(j: Judged) -> Cause | None:
+    b = j.b
+    gpus = [d for d in b.devices if d.source == "device-plane"]
+    if not b.gpus_without_kernels or len(b.gpus_without_kernels) >= len(gpus):
+        return None
+    idle = len(b.gpus_without_kernels)
+    return Cause("idle-gpus", idle / len(gpus),
+                 f"{idle} of the {len(gpus)} GPUs ran no kernel in the window "
+                 f"({', '.join(b.gpus_without_kernels)})",
+                 "a strategy over every GPU gives each a replica that runs kernels every "
+                 "step: check the devices the program gives its strategy (MirroredStrategy() "
+                 "with no list takes every visible GPU) and CUDA_VISIBLE_DEVICES")
+
+
+CAUSES: tuple[Callable[[Judged], Cause | None], ...] = (
+    _input, _copy, _host, _communication, _launch, _gpu_bound, _straggler, _idle_gpus)
+
+
+def small_kernels(fills: Sequence[gpu_fill.Fill]) -> list[Cause]:
+    """NVML busy while GPM's SMs mostly idle (Hopper and later): a cause of its own."""
+    return [Cause("small-kernels", 1 - f.sm_util_mean_percent / f.util_mean_percent,
+                  f.text(), gpu_fill.ADVICE)
+            for f in fills if f.sm_util_mean_percent is not None and f.util_mean_percent]
+
+
+def causes(j: Judged) -> list[Cause]:
+    """Every cause above its threshold, the largest first; overhead-bound last (it is
+    what is left when nothing else explains the step)."""
+    found = [c for rule in CAUSES if (c := rule(j)) is not None]
+    return sorted(found, key=lambda c: (c.name == "overhead-bound", -c.share))
+
+
+def advice(found: Sequence[Cause]) -> str:
+    """Each cause's fix once, in the causes' order."""
+    out: list[str] = []
+    for c in found:
+        if c.advice and c.advice not in out:
+            out.append(c.advice)
+    return "; ".join(out)

@@ -1,0 +1,186 @@
+"""What-if: the step time a bottleneck's fix should give, replayed from the measured step.
+
+Pure: a bottleneck finding's measured mean step (its parts in seconds, gpudiag.readers.
+stepbreakdown) and the facts beside it (the program's tf.data calls, the all-reduce's
+bytes and achieved bandwidth, the devices that ran nothing) in; ``evidence.predicted`` out:
+``{"cause", "fix", "step_s", "speedup", "model", "inputs"}``, or, where no honest number
+exists, ``{"cause", "step_s": None, "why"}``. Each model changes only the part the fix
+acts on and keeps the others as measured (docs/run.md, "What-if"):
+
+- input-bound, parallel map / prefetch / cache: the consumer's step is the step without
+  its input wait, ``period - input``; the producer's time per batch is what the wait
+  measured (plus the consumer's step where the pipeline already prefetched), divided by
+  the cores a parallel map gets (none where the map already runs in parallel), zero after
+  the first epoch with cache; with prefetch the two overlap: ``max(consumer, producer)``.
+- overhead-bound, steps_per_execution=N (or N steps per tf.function call): the step
+  call's time with no op running is per-call work, paid once per N steps:
+  ``period - overhead + overhead / N``, N = STEPS_PER_EXECUTION.
+- host-bound (Python between the step calls, moved into the tf.function or done every
+  N steps): ``period - between``; an eager loop (no step function: the trace is one step,
+  every op dispatched from Python) the op time plus the graph executor's dispatch instead
+  of Python's, ``compute + communication + input + host * GRAPH_DISPATCH_SHARE``.
+- communication-bound, a larger batch per replica (BATCH_FACTOR times): the per-example
+  work scales, the all-reduce of the same gradient bytes at the measured bandwidth does
+  not: ``(period - comm) * k + bytes / bandwidth``, reported per step of the larger batch
+  and as time per original batch.
+- idle devices, a strategy over every device: the busy devices' compute spread over all
+  of them: ``period - compute + compute * busy / all``.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+STEPS_PER_EXECUTION = 16  # the N the prediction assumes for steps_per_execution
+BATCH_FACTOR = 2  # the larger batch per replica the communication prediction assumes
+# Share of an eager step's host time left under tf.function: the graph executor
+# dispatches ops in C++ (TensorFlow's guide: "graphs ... avoid Python overhead"). Not a
+# measurement: an eager prediction states it.
+GRAPH_DISPATCH_SHARE = 0.1
+
+Parts = Mapping[str, float]  # period_s, compute_s, input_s, communication_s, host_s, ...
+
+
+def available_cores() -> int:
+    """The cores this process may run on (a parallel map's parallelism at most)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
+def nothing_measured(reason: str | None) -> dict[str, Any]:
+    """A bottleneck finding without a measured step: no prediction, and why."""
+    return _none("", f"no measured step to replay ({reason or 'no trace'})")
+
+
+def _none(cause: str, why: str) -> dict[str, Any]:
+    return {"cause": cause, "step_s": None, "why": why}
+
+
+def _out(cause: str, fix: str, period: float, step: float, model: str,
+         inputs: dict[str, Any]) -> dict[str, Any]:
+    return {"cause": cause, "fix": fix, "step_s": step,
+            "speedup": period / step if step > 0 else None, "model": model,
+            "inputs": {"period_s": period, **inputs}}
+
+
+def _has(calls: Sequence[Mapping[str, Any]], method: str) -> bool:
+    return any(c.get("method") == method for c in calls)
+
+
+def input_bound(p: Parts, calls: Sequence[Mapping[str, Any]], cores: int,
+                epochs: int | None = None) -> dict[str, Any]:
+    period, wait = p["period_s"], p["input_s"]
+    if not calls:
+        return _none("input-bound", "the program's tf.data calls were not recorded (a trace "
+                     "alone): which of parallel map, prefetch or cache is missing is unknown")
+    maps = [c for c in calls if c.get("method") in ("map", "interleave")]
+    serial = [c for c in maps if (c.get("args") or {}).get("num_parallel_calls") is None]
+    prefetched, cached = _has(calls, "prefetch"), _has(calls, "cache")
+    cache_fix = bool(epochs and epochs > 1 and maps and not cached)
+    if not serial and prefetched and not cache_fix:
+        return _none("input-bound", "the pipeline already maps in parallel and prefetches: "
+                     "the fix is cheaper per-element work, which no measurement here sizes")
+    consumer = period - wait
+    producer = wait + (consumer if prefetched else 0.0)
+    parallel = cores if serial else 1
+    after = 0.0 if cache_fix else producer / parallel
+    fixes = ([f"parallel map on {cores} cores"] if serial else []) + \
+        (["prefetch"] if not prefetched else []) + (["cache"] if cache_fix else [])
+    step = max(consumer, after)
+    return _out("input-bound", " + ".join(fixes), period, step,
+                "max(consumer step = period - input wait, producer per batch"
+                + (" = 0 after the first epoch (cache))" if cache_fix else
+                   f" = {'(wait + consumer)' if prefetched else 'wait'} / {parallel})"),
+                {"input_wait_s": wait, "consumer_s": consumer, "producer_s": producer,
+                 "parallelism": parallel, "cores": cores, "cache": cache_fix})
+
+
+def overhead_bound(p: Parts) -> dict[str, Any]:
+    period = p["period_s"]
+    overhead = p["host_s"] - p.get("host_between_calls_s", 0.0)
+    n = STEPS_PER_EXECUTION
+    step = period - overhead + overhead / n
+    return _out("overhead-bound", f"steps_per_execution={n}", period, step,
+                f"period - per-call overhead + overhead / {n}",
+                {"overhead_s": overhead, "steps_per_execution": n})
+
+
+def host_bound(p: Parts, eager: bool) -> dict[str, Any]:
+    period = p["period_s"]
+    if eager:
+        work = p["compute_s"] + p["communication_s"] + p["input_s"]
+        step = work + p["host_s"] * GRAPH_DISPATCH_SHARE
+        return _out("host-bound", "tf.function", period, step,
+                    f"op time + host dispatch x {GRAPH_DISPATCH_SHARE} (the graph executor "
+                    "instead of Python, an assumed share)",
+                    {"op_time_s": work, "dispatch_s": p["host_s"]})
+    between = p.get("host_between_calls_s", 0.0)
+    return _out("host-bound", "the Python between the step calls moved into the "
+                "tf.function or done every N steps", period, period - between,
+                "period - Python between the step calls", {"between_calls_s": between})
+
+
+def communication_bound(p: Parts, allreduce: Mapping[str, Any] | None) -> dict[str, Any]:
+    period, comm = p["period_s"], p["communication_s"]
+    if not allreduce or not allreduce.get("achieved_bytes_per_s"):
+        return _none("communication-bound", "the all-reduce's gradient bytes are unknown "
+                     "(not a MirroredStrategy program gpudiag saw), so its bandwidth is too")
+    k = BATCH_FACTOR
+    moved = float(allreduce["gradient_bytes_per_replica"]) / float(
+        allreduce["achieved_bytes_per_s"])
+    step = (period - comm) * k + moved
+    out = _out("communication-bound", f"batch per replica x{k}", period, step / k,
+               f"((period - communication) x {k} + gradient bytes / measured bandwidth) / "
+               f"{k}: time per original batch", {"communication_s": comm,
+                                                 "allreduce_s": moved, "batch_factor": k})
+    out["step_s_of_larger_batch"] = step
+    return out
+
+
+def idle_devices(p: Parts, busy: int, total: int) -> dict[str, Any]:
+    period = p["period_s"]
+    if total <= busy or busy <= 0:
+        return _none("idle-gpus", "every device ran work")
+    step = period - p["compute_s"] + p["compute_s"] * busy / total
+    return _out("idle-gpus", f"a strategy over all {total} devices", period, step,
+                f"period - compute + compute x {busy} / {total}",
+                {"compute_s": p["compute_s"], "busy_devices": busy, "devices": total})
+
+
+NO_MODEL = {
+    "launch-bound": "launch overhead after XLA fusion depends on the fused kernels, which "
+                    "the trace cannot show before they exist",
+    "small-kernels": "a larger batch's kernel times are not in the trace",
+    "straggler": "what delays the late replica is not measured",
+}
+
+
+def predict(causes: Sequence[str], parts: Parts, evidence: Mapping[str, Any], *,
+            epochs: int | None = None, cores: int | None = None) -> dict[str, Any]:
+    """The prediction for the first (the bottleneck's) cause, from a finding's mean step
+    ``parts`` and its ``evidence`` (dataset_calls, allreduce, gpus_without_kernels,
+    parts_s, steps_from)."""
+    if not causes:
+        return _none("", "no bottleneck stands out: no fix to predict")
+    cause = causes[0]
+    if parts.get("period_s", 0.0) <= 0:
+        return _none(cause, "the trace holds no complete step")
+    if cause == "input-bound":
+        return input_bound(parts, evidence.get("dataset_calls") or [],
+                           cores or available_cores(), epochs)
+    if cause == "overhead-bound":
+        return overhead_bound(parts)
+    if cause == "host-bound":
+        return host_bound(parts, evidence.get("steps_from") == "the whole trace")
+    if cause == "communication-bound":
+        return communication_bound(parts, evidence.get("allreduce"))
+    if cause == "idle-gpus":
+        idle = evidence.get("gpus_without_kernels") or []
+        gpus = [d for d in (evidence.get("parts_s") or {}) if "GPU" in d.upper()]
+        total = max(len(gpus), len(idle))
+        return idle_devices(parts, total - len(idle), total)
+    return _none(cause, NO_MODEL.get(cause, f"no model for {cause}"))

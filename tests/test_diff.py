@@ -1,0 +1,77 @@
+"""`gpudiag diff A B` end to end: real `gpudiag run`s of an input-bound Keras fit and the
+same fit with tf.data's fixes (tests/programs/input_pipeline_fit.py, profiled in its
+second epoch), the diff read back with gpudiag.rundir; a run against itself; bad input."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import TESTS_DIR, assert_usage_error, gpudiag, run_dirs
+
+from gpudiag import layout
+from gpudiag.layout.diff import DiffRecord
+from gpudiag.rundir import load_run
+
+PROGRAM = str(TESTS_DIR / "programs" / "input_pipeline_fit.py")
+
+
+@pytest.fixture(scope="module")
+def pair(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, Path]:
+    logdir = tmp_path_factory.mktemp("diff") / "runs"
+    made = []
+    for extra in ((), ("tuned",)):
+        # 48 batches an epoch: profiled from step 60, the tuned run's cache is in use
+        proc = gpudiag("run", "--profile-warmup", "60", "--logdir", str(logdir), "--",
+                       sys.executable, PROGRAM, *extra, timeout=300)
+        assert proc.returncode == 0, proc.stderr[-2000:]
+        made = run_dirs(logdir)
+    a, b = made
+    return logdir, a, b
+
+
+def test_the_fix_made_the_input_part_go_down_with_its_interval(
+        pair: tuple[Path, Path, Path]) -> None:
+    logdir, a, b = pair
+    proc = gpudiag("diff", "--json", "--logdir", str(logdir), str(a), str(b))
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    printed = json.loads(proc.stdout)
+    (diff_dir,) = [p for p in run_dirs(logdir) if p.name.endswith("-diff")]
+    run = load_run(diff_dir)
+    assert run.command == "diff" and run.report_json == printed
+    rec = DiffRecord.from_dict(run.report.data[layout.DIFF_DATA_KEY])
+    (loop,) = rec.loops
+    assert loop.verdict == "faster" and loop.ratio_high is not None and loop.ratio_high < 1
+    (neck,) = rec.bottlenecks
+    assert neck.before == "input-bound" and neck.outcome in ("fixed", "moved")
+    inp = {p.part: p for p in neck.parts}["input"]
+    assert inp.b_s < inp.a_s / 2
+    assert neck.changed_most is not None and neck.changed_most.endswith("input")
+    # the prediction A's finding made, beside B's measured step; both kept
+    assert neck.predicted is not None and neck.predicted["cause"] == "input-bound"
+    assert neck.predicted_step_s and neck.measured_step_s and neck.error is not None
+    finding = run.finding("diff.bottleneck.run.bottleneck")
+    assert finding is not None and "predicted " in finding["message"] and \
+        "measured " in finding["message"]
+    assert (diff_dir / layout.REPORT_MD).is_file()
+
+
+def test_a_run_against_itself_is_no_change(pair: tuple[Path, Path, Path]) -> None:
+    logdir, a, _ = pair
+    proc = gpudiag("diff", "--json", "--logdir", str(logdir), str(a), str(a))
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    rec = DiffRecord.from_dict(json.loads(proc.stdout)["data"][layout.DIFF_DATA_KEY])
+    assert [d.verdict for d in rec.loops] == ["no change"]
+    assert [n.outcome for n in rec.bottlenecks] == ["still there"]
+
+
+def test_a_path_that_is_not_a_run_is_one_line_exit_2(tmp_path: Path,
+                                                     pair: tuple[Path, Path, Path]) -> None:
+    _, a, _ = pair
+    logdir = tmp_path / "runs"
+    proc = gpudiag("diff", "--logdir", str(logdir), str(a), str(tmp_path))
+    assert_usage_error(proc, "not a gpudiag run directory", logdir)
+    proc = gpudiag("diff", "--logdir", str(logdir), str(tmp_path / "missing"), str(a))
+    assert_usage_error(proc, "not a gpudiag run directory", logdir)

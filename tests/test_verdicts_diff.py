@@ -1,0 +1,107 @@
+"""gpudiag.verdicts.diff and gpudiag.verdicts.stats on plain step series: a run against
+itself is no change, two series closer than their spread are no change, a real speed-up
+is told with its interval, the bottleneck's outcome and the prediction beside the
+measurement; the DiffRecord round-trips."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from gpudiag.layout.diff import DiffRecord
+from gpudiag.rundir.records import DeviceParts, Loop, StepBreakdown, StepPoint
+from gpudiag.verdicts import diff
+from gpudiag.verdicts.stats import median_ci, ratio_ci
+
+
+def loop(times: list[float], name: str = "Model.fit", losses: list[float] | None = None
+         ) -> Loop:
+    return Loop(name, "program-1", tuple(
+        StepPoint(i + 1, t, None if losses is None else losses[i], None)
+        for i, t in enumerate(times)), 32)
+
+
+def side(loops: list[Loop], breakdowns: tuple[StepBreakdown, ...] = (),
+         findings: dict[str, str] | None = None) -> diff.Side:
+    return diff.Side("/runs/x", "run", {lp.name: lp for lp in loops}, breakdowns,
+                     findings or {}, ["/device:CPU:0"])
+
+
+def noisy(center: float, n: int, spread: float, seed: int) -> list[float]:
+    rng = random.Random(seed)
+    return [center * (1 + rng.uniform(-spread, spread)) for _ in range(n)]
+
+
+def test_ratio_interval_is_the_two_medians_intervals_combined() -> None:
+    a, b = [1.0, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12], [2.0 * x for x in range(1, 13)]
+    # 97.5 % each: with n = 12 the 2nd smallest and the 2nd largest (P = 0.994)
+    assert median_ci(a, 0.975) == (2, 11)
+    assert ratio_ci(a, b) == pytest.approx((4 / 11, 22 / 2))
+    assert ratio_ci([1.0, 2.0], [1.0, 2.0]) is None  # too few steps for an interval
+
+
+def test_a_run_against_itself_is_no_change() -> None:
+    lp = loop(noisy(0.004, 120, 0.2, 1), losses=[1 / (i + 1) for i in range(120)])
+    rec, found = diff.judge(side([lp]), side([lp]))
+    (d,) = rec.loops
+    assert d.verdict == "no change" and d.ratio == 1.0
+    assert d.ratio_low is not None and d.ratio_low < 1.0 < (d.ratio_high or 0)
+    step = next(f for f in found if f.id == "diff.step-time.model.fit")
+    assert step.status == "ok" and "no change: the interval holds 1.00" in step.message
+    learning = next(f for f in found if f.id == "diff.learning")
+    assert learning.status == "ok" and "0.0% apart" in learning.message
+
+
+def test_steps_closer_than_their_spread_are_no_change() -> None:
+    a, b = noisy(0.004, 100, 0.3, 2), noisy(0.00404, 100, 0.3, 3)  # 1 % apart, +-30 % each
+    rec, _ = diff.judge(side([loop(a)]), side([loop(b)]))
+    assert rec.loops[0].verdict == "no change"
+
+
+def test_a_real_speed_up_is_faster_with_its_interval() -> None:
+    a, b = noisy(0.004, 100, 0.1, 4), noisy(0.001, 100, 0.1, 5)
+    rec, found = diff.judge(side([loop(a)]), side([loop(b)]))
+    (d,) = rec.loops
+    assert d.verdict == "faster" and (d.ratio_high or 1) < 0.3
+    assert d.a.steps == 90  # the first WARMUP steps left out
+    assert d.examples_per_s_b == pytest.approx(32 / d.b.median_s)
+    assert "x faster" in found[0].message and "95 % CI" in found[0].message
+    back = DiffRecord.from_dict(rec.to_dict())
+    assert back == rec
+
+
+def parts(period: float, compute: float, inp: float, host: float) -> DeviceParts:
+    return DeviceParts("/device:CPU:0", period, compute, inp, 0.0, host, 0.0)
+
+
+def test_bottleneck_fixed_the_part_it_came_from_and_the_prediction() -> None:
+    predicted = {"cause": "input-bound", "fix": "parallel map on 2 cores + prefetch",
+                 "step_s": 0.002}
+    before = StepBreakdown("run.bottleneck", "warn", 0.008, {
+        "/device:CPU:0": parts(0.008, 0.001, 0.006, 0.001)}, ("input-bound",), "t", predicted)
+    after = StepBreakdown("run.bottleneck", "ok", 0.0021, {
+        "/device:CPU:0": parts(0.0021, 0.001, 0.0001, 0.001)}, (), "t", None)
+    a, b = [0.004] * 40, [0.0011] * 40  # the step series' medians: 4 ms, 1.1 ms
+    rec, found = diff.judge(side([loop(a)], (before,)), side([loop(b)], (after,)))
+    (n,) = rec.bottlenecks
+    assert n.outcome == "fixed" and n.changed_most == "/device:CPU:0 input"
+    # A's median step scaled by the prediction: 4 ms x 2 / 8 = 1 ms; measured 1.1 ms: +10 %
+    assert n.predicted_step_s == pytest.approx(0.001)
+    assert n.measured_step_s == pytest.approx(0.0011) and n.error == pytest.approx(0.10)
+    f = next(f for f in found if f.id == "diff.bottleneck.run.bottleneck")
+    assert "input-bound: fixed" in f.message and "input 6.00 ms -> 0.10 ms" in f.message
+    assert "predicted 1.00 ms (parallel map on 2 cores + prefetch), measured 1.10 ms (+10%)" \
+        in f.message
+
+
+def test_different_loops_and_findings_are_said() -> None:
+    a = side([loop([0.004] * 40, "Model.fit"), loop([0.01] * 40, "train_step")],
+             findings={"run.bottleneck": "warn", "run.crash": "ok"})
+    b = side([loop([0.004] * 40, "Model.fit")],
+             findings={"run.bottleneck": "ok", "run.crash": "fail"})
+    rec, found = diff.judge(a, b)
+    assert rec.not_compared == ["loop train_step only in A"]
+    assert rec.findings_appeared == ["run.crash: fail"]
+    assert rec.findings_gone == ["run.bottleneck: warn"]
+    assert {f.id for f in found} >= {"diff.not-compared", "diff.findings", "diff.devices"}
