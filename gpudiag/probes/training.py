@@ -55,8 +55,9 @@ def train_on(dev: DeviceSetup, cfg: TrainingConfig, data: ProbeData) -> Training
     one after the other in a count child (gpudiag/probes/scaling.py)."""
     from gpudiag.train import loop as loop_mod
     from gpudiag.train.datafile import check_batch
-    from gpudiag.train.model import gradient_bytes, model_spec, param_shapes
+    from gpudiag.train.model import ModelTask, gradient_bytes, model_spec, param_shapes
     from gpudiag.train.summaries import Instrumentation
+    from gpudiag.train.towers import TrainerOptions
 
     w = cfg.workload
     spec = model_spec(w.model)
@@ -70,28 +71,26 @@ def train_on(dev: DeviceSetup, cfg: TrainingConfig, data: ProbeData) -> Training
                                profile_steps=w.profile_steps, logdir=Path(cfg.logdir),
                                checkpoint=cfg.checkpoint)
     dataset = data.train_dataset(global_batch, seed=w.seed)
-    common: dict[str, Any] = {
-        "batch_per_device": w.batch_per_device, "learning_rate": w.learning_rate,
-        "momentum": w.momentum, "instrumentation": instr, "seed": w.seed,
-    }
+    options = TrainerOptions(batch_per_device=w.batch_per_device,
+                             learning_rate=w.learning_rate, momentum=w.momentum,
+                             instrumentation=instr, seed=w.seed)
+    task = ModelTask(spec, info.input_shape, info.num_classes)
     on_step = _print_progress(loop.steps) if cfg.progress else None
     if cfg.strategy == "keras":
         from gpudiag.train.keras_fit import train_keras
 
-        result = train_keras(spec, info.input_shape, info.num_classes, devices, dataset,
-                             data.eval_x, data.eval_y, loop, on_step=on_step, **common)
+        result = train_keras(task, devices, dataset, data.eval_x, data.eval_y, loop, options,
+                             on_step=on_step)
     else:
         trainer: Any
         if cfg.strategy == "towers":
             from gpudiag.train.towers import TowerTrainer
 
-            trainer = TowerTrainer(spec, info.input_shape, info.num_classes, devices,
-                                   variables_on=w.variables_on, **common)
+            trainer = TowerTrainer(task, devices, options, variables_on=w.variables_on)
         else:
             from gpudiag.train.mirrored import MirroredTrainer
 
-            trainer = MirroredTrainer(spec, info.input_shape, info.num_classes, devices,
-                                      **common)
+            trainer = MirroredTrainer(task, devices, options)
         result = loop_mod.train(trainer, dataset, data.eval_x, data.eval_y, loop,
                                 on_step=on_step)
     shapes = param_shapes(spec, info.input_shape, info.num_classes)
