@@ -228,11 +228,12 @@ def execute(session: RunSession, argv: list[str], *,
             exited.mark("output_drained_s")
             # first: the live thread's last poll then writes every sample it returned
             result = sampler.stop() if sampler is not None else None
-            shown = watcher.stop(returncode)
+            shown = watcher.stop(returncode, procs.program_pid(proc))
             exited.mark("live_stopped_s")
     failures = tuple(WriteFailed.of(f.failure, f.path) for f in saved if f.failure)
     return Outcome(returncode, duration, interrupt, result, reason, state, stdout_path,
-                   stderr_path, out_dir, failures, settled, shown, exited)
+                   stderr_path, out_dir, failures, settled, shown, exited,
+                   procs.program_pid(proc))
 
 
 def _ends(stdout_to_stderr: bool

@@ -11,7 +11,6 @@ be split by process, so the placement log is used only for a single process.
 
 from __future__ import annotations
 
-import os
 from collections import Counter
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -264,7 +263,7 @@ def report(session: RunSession, argv: list[str], outcome: Outcome, options: RunO
                                        outcome.interrupted, stderr.splitlines()))
     task_reports = tasks.task_reports(tf_procs, stderr, tasks.RunEnd(
         session.run_dir, outcome.returncode, outcome.interrupted,
-        options.profile_warmup_steps, os.getpid(), nvml_gpus))
+        options.profile_warmup_steps, outcome.program_pid, nvml_gpus))
     for finding in tasks.share(session.run_dir.parent, task_reports) if task_reports else []:
         session.add(finding)
     live = outcome.live

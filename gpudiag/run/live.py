@@ -31,7 +31,6 @@ and, every POLL_S:
 from __future__ import annotations
 
 import contextlib
-import os
 import threading
 import time
 from collections.abc import Callable
@@ -102,8 +101,10 @@ class Live:
         self._thread.start()
         return self
 
-    def stop(self, returncode: int | None = None) -> LiveState:
-        """After the program ended (``returncode``: the program's; the sampler stopped):
+    def stop(self, returncode: int | None = None,
+             program_pid: int | None = None) -> LiveState:
+        """After the program ended (``returncode``: the program's, ``program_pid`` its own
+        pid; the sampler stopped):
         read what is left, publish how its cluster tasks ended, close the live
         TensorBoard files (the final report keeps those that hold it all)."""
         self._stop.set()
@@ -114,7 +115,7 @@ class Live:
         self._guarded(self.poll)
         self._guarded(self._release)
         with contextlib.suppress(Exception):
-            self._end_tasks(returncode)
+            self._end_tasks(returncode, program_pid)
         self.state.peers = dict(self.board.peers)
         self.state.peer_notes = list(self.board.notes)
         self.state.own_tasks = [s["task"] for s in self.board.own.values()]
@@ -173,13 +174,13 @@ class Live:
         if self._dirty and time.monotonic() - self._last_flush >= TB_FLUSH_S:
             self.flush()
 
-    def _end_tasks(self, returncode: int | None) -> None:
+    def _end_tasks(self, returncode: int | None, program_pid: int | None) -> None:
         """How each cluster task's program ended: the program's exit status when the task
-        is the program itself, else whether its Python exit ran."""
+        is the program itself (its pid is the program's: the child of the holder of its
+        process group, gpudiag.procs.shim), else whether its Python exit ran."""
         for pid in list(self.board.own):
             state = self.follower.states.get(pid)
-            process = state.process if state is not None else None
-            if process is not None and process.ppid == os.getpid():
+            if pid == program_pid:
                 how, normal = peers.how_ended(returncode)
             elif state is not None and state.exit is not None:
                 how, normal = "its Python exit ran", True

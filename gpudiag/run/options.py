@@ -66,6 +66,7 @@ class Outcome:
     settled: survivors.Settled = field(default_factory=survivors.Settled)  # outlived it
     live: LiveState | None = None  # what was shown while it ran (run.live)
     finish: Finish | None = None  # when the program exited, and what gpudiag did after
+    program_pid: int | None = None  # the program's own pid (the child of its group's holder)
 
     @property
     def interrupted(self) -> bool:

@@ -148,7 +148,7 @@ class RunEnd:
     returncode: int | None  # the program's
     interrupted: bool
     warmup: int  # steps left out of the timing (--profile-warmup-steps)
-    parent_pid: int  # gpudiag's: a task whose parent it is was the program itself
+    program_pid: int | None  # the program's own pid: the task with it was the program itself
     nvml_gpus: list[dict[str, Any]] | None = None  # gpu_verdicts.gpu_numbers of each GPU
     host: str | None = None  # None: this host's name
 
@@ -156,14 +156,14 @@ class RunEnd:
 def task_reports(tf_procs: Sequence[ProcessObservation], stderr: str,
                  end: RunEnd) -> list[TaskReport]:
     """A TaskReport for every process of this run that is a cluster task. The program's
-    ``returncode`` is the task's own when the task is the program (its parent is
-    ``parent_pid``, gpudiag). ``stderr`` is the run's whole stderr: what TensorFlow said
+    ``returncode`` is the task's own when the task is the program (its pid is
+    ``program_pid``). ``stderr`` is the run's whole stderr: what TensorFlow said
     about stragglers and lost peers is a fact of the cluster, whichever process wrote it."""
     if not any(identity(obs) is not None for obs in tf_procs):
         return []  # no cluster task: nothing to read in a long job's stderr
     host = end.host or socket.gethostname()
     run_dir, returncode, interrupted = end.run_dir, end.returncode, end.interrupted
-    warmup, parent_pid, nvml_gpus = end.warmup, end.parent_pid, end.nvml_gpus
+    warmup, program_pid, nvml_gpus = end.warmup, end.program_pid, end.nvml_gpus
     stragglers = messages.stragglers(stderr)
     lost = messages.lost_peers(stderr)
     placed = clusterplacement.ops_by_task(stderr)
@@ -179,7 +179,7 @@ def task_reports(tf_procs: Sequence[ProcessObservation], stderr: str,
             "host": host, "pid": obs.pid, "run_dir": str(run_dir.resolve()),
             "started_unix_s": obs.first_t_unix_s, "ended_unix_s": obs.last_t_unix_s,
             "exited": obs.exited, "interrupted": interrupted,
-            "returncode": returncode if obs.ppid == parent_pid else None,
+            "returncode": returncode if obs.pid == program_pid else None,
             "stragglers": stragglers, "lost_peers": lost, "gpus": _gpus(obs.pid, nvml_gpus),
             "ops_by_task": placed,
             "variables_by_task": clusterplacement.variables_by_task(stderr),
