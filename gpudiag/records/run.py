@@ -76,14 +76,17 @@ class Step:
     traced: bool = False  # a FULL_TRACE Session.run: slower, left out of the timing
     epoch: int | None = None  # Keras fit: the epoch of this batch
     count: int = 1  # steps this row stands for (rows aggregated past the first 20,000)
+    tracing: bool = False  # a step function's call that traced it (built a new graph)
+    wait_s: float | None = None  # the program's next(iterator) seconds in this step's period
+    batches: int = 1  # Keras batches the row ran (steps_per_execution's N)
 
 
 @dataclass(frozen=True)
 class StepSeries:
     """One source of training steps: Model.fit, a tf.function of the program, a Session.run
-    group."""
+    group, an eager step (``tape.gradient`` outside any tf.function)."""
 
-    kind: str  # "fit" | "function" | "session"
+    kind: str  # "fit" | "function" | "session" | "eager"
     label: str
     steps: list[Step]
     batch_size: int | None = None  # examples per step, when known (Keras fit)

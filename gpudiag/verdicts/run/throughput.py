@@ -38,7 +38,8 @@ def _periods(series: StepSeries, warmup: int, skip: Sequence[int]
     clock the program reads in a callback of its own), and, for fit, within one epoch.
     An aggregated row (inprogram.recorder.StepBuffer: the last of ``count`` steps, its call
     time their median) stands for the ``count`` periods since the row before it, each the
-    span's mean."""
+    span's mean; a fit row of N batches (steps_per_execution) for N periods, each its
+    span over N."""
     ordered = sorted(series.steps, key=lambda s: s.index)
     skipped = set(skip)
     out: list[tuple[float, float | None]] = []
@@ -50,7 +51,10 @@ def _periods(series: StepSeries, warmup: int, skip: Sequence[int]
                 or skipped & set(range(prev.index - 1, row.index + 1)):
             continue
         span = row.start_unix_s - prev.start_unix_s
-        if n == 1:
+        if prev.batches > 1:  # steps_per_execution: one row ran that many Keras batches
+            call = None if prev.duration_s is None else prev.duration_s / prev.batches
+            out += [(span / prev.batches, call)] * prev.batches
+        elif n == 1:
             out.append((span, prev.duration_s))
         else:
             out += [(span / n, row.duration_s)] * n
