@@ -184,7 +184,7 @@ def test_steps_per_execution_is_advised_at_the_programs_compile_line(tmp_path: P
     b = r.found["run.bottleneck"]
     compile_line = line_of("fit_steps_per_execution.py", "model.compile(")
     if "overhead-bound" in b["evidence"].get("causes", []):
-        assert f"steps_per_execution=N so that each call of the step function runs N steps " \
+        assert f"steps_per_execution=N) so that each call of the step function runs N steps " \
                f"at fit_steps_per_execution.py:{compile_line}" in b["advice"]
 
 

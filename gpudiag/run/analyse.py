@@ -149,6 +149,8 @@ def why_slow(obs: ProcessObservation, rows: list[PlacementRow], proc: str,
     return bottleneck.bottleneck(result, None, bottleneck.ProgramFacts(
         host_causes=hostcauses.loop_causes(obs, p.source, warmup),
         compile=facts.get("compile"),
+        input_series=(run_throughput.loop_timing(obs, series, warmup) or {}).get("input")
+        if series else None,
         calls=obs.dataset_calls, loop=p.source, called_at=facts.get("called_at"),
         epochs=epochs if isinstance(epochs, int) else None,
         replicas=[d for s in obs.strategies for d in s.worker_devices],

@@ -29,6 +29,7 @@ from gpudiag.verdicts.step_causes import (
     ProgramFacts,
     advice,
     causes,
+    input_share,
     ms,
     small_kernels,
 )
@@ -150,9 +151,10 @@ def _no_kernels(b: Breakdown, rows: Sequence[DeviceBreakdown], head: str,
 def _calm(head: str, m: StepParts, facts: ProgramFacts, check_id: str,
           evidence: dict[str, Any], tail: str) -> Finding:
     """No cause over its threshold: moderately input-bound, or which parts are close."""
-    if m.share(m.input_s) >= INPUT_MODERATE:
+    share, source, _ = input_share(facts, m)
+    if share >= INPUT_MODERATE:
         return Finding(check_id, "ok", f"{head}: moderately input-bound "
-                       f"({m.share(m.input_s):.0%} waits for input); {parts_text(m)}{tail}",
+                       f"({share:.0%} waits for input{source}); {parts_text(m)}{tail}",
                        evidence, advice="; ".join(pipeline_fixes(facts.calls, facts.epochs)))
     shares = {k: m.share(getattr(m, f"{k}_s")) for k in PARTS}
     close = [f"{k} {v:.0%}" for k, v in sorted(shares.items(), key=lambda kv: -kv[1])

@@ -66,6 +66,9 @@ class ProgramFacts:
     # retracing, the program's callbacks), causes of their own beside the trace's
     host_causes: Sequence[Cause] = ()
     compile: dict[str, Any] | None = None  # Keras fit: its compile's line and arguments
+    # the loop's input wait over the whole timed run (throughput.input_series): it decides
+    # input-bound; the profiled window explains (None: not measured, the window decides)
+    input_series: dict[str, Any] | None = None
     eager: dict[str, Any] | None = None  # an eager loop's step: hostcauses.eager_facts
     # with its "fix" (gpudiag.verdicts.bottleneck.eager)
 
@@ -121,9 +124,24 @@ def short_kernel(name: str) -> str:
     return "".join(out).strip()[:80] or name[:80]
 
 
+def input_share(facts: ProgramFacts, m: StepParts) -> tuple[float, str, bool]:
+    """The input share that decides, what it is read from, and whether its spread holds
+    xprof's input-bound threshold (then the verdict says so instead of flipping)."""
+    w = facts.input_series
+    if w is None:
+        return m.share(m.input_s), "", False
+    spread = (f", {w['low']:.0%}-{w['high']:.0%} over blocks of steps"
+              if w.get("low") is not None else "")
+    near = w.get("low") is not None and w["low"] < INPUT_BOUND <= w["high"]
+    return w["share"], (f" over the whole run ({w['steps']} steps, the program's "
+                        f"next(iterator) {ms(w['wait_s_per_step'])} a step{spread}; the "
+                        f"profiled window: {m.share(m.input_s):.0%})"), near
+
+
 def _input(j: Judged) -> Cause | None:
     m = j.m
-    if m.share(m.input_s) < INPUT_BOUND:
+    share, source, near = input_share(j.facts, m)
+    if share < INPUT_BOUND and not near:
         return None
     calls = j.facts.calls
     fixes = pipeline_fixes(calls, j.facts.epochs)
@@ -142,6 +160,12 @@ def _input(j: Judged) -> Cause | None:
     elif not any(x.caller and x.caller.get("direct") for x in calls):
         out.append("the program's tf.data calls were not recorded: see the input pipeline "
                    "in TensorBoard's Profile tab")
+    if source:
+        text = (f"{share:.0%} of the step waits for input{source}" + (
+            f": within its spread of xprof's {INPUT_BOUND:.0%} threshold, input-bound or "
+            "close to it" if near else ""))
+        return Cause("input-bound", share, f"input-bound: {text}", "; ".join(out),
+                     {"input_series": j.facts.input_series, "near_threshold": near})
     return Cause("input-bound", m.share(m.input_s),
                  f"input-bound: {m.share(m.input_s):.0%} of the step ({ms(m.input_s)} of "
                  f"{ms(m.period_s)}) waits for input", "; ".join(out))
@@ -346,8 +370,9 @@ def small_kernels(fills: Sequence[gpu_fill.Fill]) -> list[Cause]:
 
 def causes(j: Judged) -> list[Cause]:
     """Every cause above its threshold, the largest first; overhead-bound last (it is
-    what is left when nothing else explains the step). The step series' causes (retracing, callbacks: time inside the step with no op
-    running) take their share off overhead-bound's, which stays only when what is left
+    what is left when nothing else explains the step). The step series' causes
+    (retracing, callbacks: time inside the step with no op running) take their share
+    off overhead-bound's, which stays only when what is left
     is still over its threshold."""
     found = [c for rule in CAUSES if (c := rule(j)) is not None]
     host = list(j.facts.host_causes)
