@@ -140,6 +140,12 @@ def _fingerprint(agent: Agent, recorder: Any, phase: str) -> None:
                                   fingerprint=weights.fingerprint(recorder.refs)))
 
 
+def _callback_times(agent: Agent, timed: list[callbacktimes.Timed], epoch: int | None) -> None:
+    """The program's callbacks' times so far in this fit (cumulative)."""
+    if timed:
+        agent.emit(events.CallbackTimes(epoch=epoch, callbacks=[t.to_dict() for t in timed]))
+
+
 def make_callback_class(agent: Agent, keras: ModuleType) -> type:
     base = keras.callbacks.Callback
 
@@ -148,9 +154,8 @@ def make_callback_class(agent: Agent, keras: ModuleType) -> type:
 
         async_safe = True
 
-        def __init__(self, batch_size: int | None, examples: int | None,
-                     buffer: StepBuffer, timed: list[callbacktimes.Timed] | None = None
-                     ) -> None:
+        def __init__(self, batch_size: int | None, examples: int | None, buffer: StepBuffer,
+                     timed: list[callbacktimes.Timed] | None = None) -> None:
             super().__init__()
             self.timed = timed or []  # the program's callbacks, timed for this fit
             self.batch_size = batch_size
@@ -160,7 +165,6 @@ def make_callback_class(agent: Agent, keras: ModuleType) -> type:
             self.step = 0
             self.begun: int | None = None
             self.starts: dict[int, float] = {}
-            self.first_batch: dict[int, int] = {}  # Keras's batch number at each begin
             self.refs: list[Any] = []
             self.buffer = buffer
 
@@ -188,7 +192,6 @@ def make_callback_class(agent: Agent, keras: ModuleType) -> type:
                 profile.step_begin(self, self.step)
             self.begun = self.step
             self.starts[self.step] = time.time()
-            self.first_batch[self.step] = batch
             if self.step == 1 and not self.refs:
                 self._fingerprint("after-first-batch")
             self.step += 1
@@ -202,29 +205,21 @@ def make_callback_class(agent: Agent, keras: ModuleType) -> type:
 
         def on_train_batch_end(self, batch: int, logs: Any = None) -> None:
             step = self.step - 1
-            row = {"i": step, "epoch": self.epoch, "t0": self.starts.pop(step, None),
-                   "t_end": time.time(), "logs": _plain_logs(logs)}
-            first = self.first_batch.pop(step, None)
-            if isinstance(first, int) and isinstance(batch, int) and batch > first:
-                row["batches"] = batch - first + 1  # steps_per_execution's batches
-            self.buffer.add(row)
-
-        def _callback_times(self, epoch: int | None) -> None:
-            if self.timed:
-                agent.emit(events.CallbackTimes(epoch=epoch,
-                                                callbacks=[t.to_dict() for t in self.timed]))
+            self.buffer.add({"i": step, "epoch": self.epoch, "batch": batch,
+                             "t0": self.starts.pop(step, None), "t_end": time.time(),
+                             "logs": _plain_logs(logs)})
 
         def on_epoch_end(self, epoch: int, logs: Any = None) -> None:
             self._end_step()
             self.buffer.flush()
-            self._callback_times(epoch)
+            _callback_times(agent, self.timed, epoch)
             agent.emit(events.FitEpoch(logs=_plain_logs(logs)))
 
         def on_train_end(self, logs: Any = None) -> None:
             self._end_step()
             self.buffer.flush()
             self._fingerprint("end")
-            self._callback_times(None)
+            _callback_times(agent, self.timed, None)
             agent.emit(events.FitEnd(iterations=_iterations(self.model)))
 
     for name, method in list(vars(GpudiagFitRecorder).items()):  # every Keras hook it has

@@ -41,11 +41,12 @@ class FitRow:
 
     i: int = 0  # the step's index in this fit recorder, from 0
     epoch: int | None = None
+    batch: int | None = None  # Keras's batch index at on_train_batch_end (the last of a
+    # call of steps_per_execution steps)
     t0: float | None = None  # Unix s at on_train_batch_begin
     t_end: float | None = None  # Unix s at on_train_batch_end
     logs: dict[str, Any] = field(default_factory=dict)  # Keras's batch logs (loss, metrics)
     n: int = 1
-    batches: int = 1  # Keras batches this begin/end pair ran (steps_per_execution's N)
 
 
 @dataclass(frozen=True)
@@ -457,6 +458,21 @@ class Exit(Event):
 
 
 @dataclass(frozen=True)
+class Tf1Distribution(Event):
+    """A tf.compat.v1 distribution construct the program built (gpudiag.inprogram.tf1dist):
+    ``api`` replica_device_setter (args: ps_tasks, ps_device, worker_device, cluster),
+    MonitoredTrainingSession (is_chief, master), Supervisor (is_chief),
+    SyncReplicasOptimizer (replicas_to_aggregate, total_num_replicas, optimizer),
+    compute_gradients (device, scope, graph, variables, tower) or apply_gradients (graph,
+    variables, towers_combined, combine_ops, variable_devices, variable_ops)."""
+
+    KIND = "tf1_distribution"
+    api: str = ""
+    args: dict[str, Any] = field(default_factory=dict)
+    caller: dict[str, Any] | None = None
+
+
+@dataclass(frozen=True)
 class Unknown(Event):
     """A line this gpudiag cannot read as one of its kinds: another kind, or a newer
     protocol version. Kept whole, never an error."""
@@ -471,7 +487,7 @@ KINDS: dict[str, type[Event]] = {cls.KIND: cls for cls in (
     ClusterJoinFailed, PlacementLogAsked, FitBegin, FitSteps, FitEpoch, FitEnd, FunctionSteps,
     Function, Weights, Stall, StallEnd, PlacementWindow, Placement, Session, SessionSteps,
     StepStats, DatasetCall, Crash, Profile, TfLog, DeviceScope, PyWarning, HookError, HookNote,
-    Exit, Trace, EagerLoop, EagerSteps, CallbackTimes, Compile)}
+    Exit, Tf1Distribution, Trace, EagerLoop, EagerSteps, CallbackTimes, Compile)}
 ROWS: dict[str, type] = {FitSteps.KIND: FitRow, FunctionSteps.KIND: FunctionRow,
                          SessionSteps.KIND: SessionRow, EagerSteps.KIND: FunctionRow}
 

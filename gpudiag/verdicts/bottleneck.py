@@ -111,18 +111,12 @@ def _predicted(found: list[Cause], m: StepParts, evidence: dict[str, Any],
                facts: ProgramFacts) -> dict[str, Any]:
     """evidence.predicted: whatif's model of the first cause; the step series' causes
     carry their own (measured over the whole run); an eager loop's is whatif's eager
-    model, whose graph-dispatch share is assumed, not measured (said in ``why_assumed``)."""
+    model (no number where it measures none: it says why)."""
     first = found[0] if found else None
     if first is not None and "predicted" in first.evidence:
         return dict(first.evidence["predicted"])
     if first is not None and first.name == "eager":
-        out = whatif.host_bound(parts_seconds(m), eager=True)
-        out["cause"] = "eager"
-        out["why_assumed"] = ("the step's time under tf.function is not measured in an eager "
-                              "program: the ops' time is (the trace's), the graph executor's "
-                              "dispatch of them is not; its share of today's dispatch is "
-                              f"whatif's assumption ({whatif.GRAPH_DISPATCH_SHARE})")
-        return out
+        return {**whatif.host_bound(parts_seconds(m), eager=True), "cause": "eager"}
     return whatif.predict([c.name for c in found], parts_seconds(m), evidence,
                           epochs=facts.epochs)
 
@@ -235,13 +229,7 @@ def eager(split: dict[str, Any] | None, facts: ProgramFacts, *,
     if share < EAGER_BOUND:
         evidence["predicted"] = whatif.predict([], parts, evidence)
         return Finding(check_id, "ok", f"{head}: no bottleneck stands out; {text}", evidence)
-    predicted = whatif.host_bound(parts, eager=True)
-    predicted["cause"] = "eager"
-    predicted["why_assumed"] = (
-        "the step's time under tf.function is not measured in an eager program: the ops' "
-        "time is (the trace's kernels), the graph executor's dispatch of them is not; its "
-        f"share of today's dispatch is whatif's assumption ({whatif.GRAPH_DISPATCH_SHARE})")
-    evidence["predicted"] = predicted
+    evidence["predicted"] = {**whatif.host_bound(parts, eager=True), "cause": "eager"}
     fix = str((facts.eager or {}).get("fix") or "wrap the step in tf.function")
     return Finding(check_id, "warn", f"{head}: host-bound eager execution: {text}", evidence,
                    advice=fix)

@@ -15,6 +15,7 @@ from gpudiag.records.run import TaskReport
 from gpudiag.records.tfconfig import is_loopback_address
 from gpudiag.report import Finding, Status
 from gpudiag.verdicts.cluster import NOT_FORMED_ADVICE
+from gpudiag.verdicts.run import tf1
 
 SERVER = "tf.distribute.Server"
 SERVERS_ONLY = ("tf.distribute.Server (tf.compat.v1.train.Server) tasks, no strategy and no "
@@ -85,7 +86,8 @@ def _kind(tasks: Sequence[TaskReport]) -> str:
     for name in ("MultiWorkerMirroredStrategy", PSS):
         if name in vias:
             return name
-    if any(t.sessions for t in tasks):
+    if any(t.sessions for t in tasks) or any(
+            c["api"] in tf1.BETWEEN_GRAPH_APIS for t in tasks for c in t.tf1):
         return BETWEEN_GRAPH
     if vias <= {SERVER}:
         # only tf.distribute.Servers were seen (a TF1 ps task's server.join(), workers that
@@ -177,11 +179,29 @@ def _never_trained(t: TaskReport) -> bool:
     return bool(t.waiting_for) and (t.interrupted or not t.exited)
 
 
+def _synchronous(tasks: Sequence[TaskReport]) -> bool:
+    return any(t.sync_replicas or tf1.sync_of(t.tf1) for t in tasks)
+
+
+def _scheme(tasks: Sequence[TaskReport], spec: dict[str, list[str]],
+            variables: dict[str, int], work: dict[str, dict[str, int]]) -> str | None:
+    """The between-graph scheme the tasks' programs built (their TF1 constructs, the
+    first worker's that recorded one), with where TensorFlow placed the variables and
+    the ops; None when no task recorded a construct."""
+    recorded = [t for t in tasks if t.tf1]
+    if not recorded:
+        return None
+    workers = [f"worker-{i}" for i in range(len(spec.get("worker", [])))]
+    return tf1.between_graph(recorded[0].tf1, sync_in_log=_synchronous(tasks),
+                             variables=variables, ops=work, workers=workers,
+                             chiefs=tf1.chiefs_of([(t.task, t.tf1) for t in recorded]))
+
+
 def _mode(kind: str, tasks: Sequence[TaskReport]) -> str:
     if kind == PSS:
         return f" ({ASYNC_PS})"
     if kind == BETWEEN_GRAPH:
-        return f" ({SYNC_BG if any(t.sync_replicas for t in tasks) else ASYNC_BG})"
+        return f" ({SYNC_BG if _synchronous(tasks) else ASYNC_BG})"
     return ""
 
 
@@ -246,17 +266,18 @@ def cluster(tasks: Sequence[TaskReport], *, check_id: str = "run.cluster",
 
     in_process = sorted({t.pid for t in seen if t.in_process})
     never = [t for t in seen if _never_trained(t)]
-    head = (f"{kind} cluster of {len(expected)} task(s) ({', '.join(expected)})"
-            + _mode(kind, seen)
-            + (f", in-process: pid {', '.join(map(str, in_process))} served "
-               f"{', '.join(t.task for t in seen if t.pid in in_process)}"
-               if in_process else "")
-            + f"; {len(seen)} seen in {scope}: " + "; ".join(_describe(t) for t in seen))
     work = _work(seen)
     # the most any one run's log placed: each between-graph worker's graph places the same
     # ps variables again, so the runs' counts are not added
     variables = clusterplacement.most(
         list({t.run_dir: t.variables_by_task for t in seen if t.variables_by_task}.values()))
+    scheme = _scheme(seen, spec, variables, work) if kind == BETWEEN_GRAPH else None
+    head = (f"{scheme or kind} cluster of {len(expected)} task(s) ({', '.join(expected)})"
+            + ("" if scheme else _mode(kind, seen))
+            + (f", in-process: pid {', '.join(map(str, in_process))} served "
+               f"{', '.join(t.task for t in seen if t.pid in in_process)}"
+               if in_process else "")
+            + f"; {len(seen)} seen in {scope}: " + "; ".join(_describe(t) for t in seen))
     if variables:
         head += "; variables created on: " + ", ".join(f"{k} {n}" for k, n in variables.items())
     if work:
@@ -273,8 +294,9 @@ def cluster(tasks: Sequence[TaskReport], *, check_id: str = "run.cluster",
         "restarts": restarts, "hosts": hosts, "earlier_runs_left_out": earlier,
         "coordinator_added_by_tensorflow": _coordinators(tasks, spec),
         "never_trained": [t.task for t in never],
-        "mode": ("synchronous" if any(t.sync_replicas for t in seen) else "asynchronous")
-        if kind in (PSS, BETWEEN_GRAPH) else None,
+        "mode": ("synchronous" if kind == BETWEEN_GRAPH and _synchronous(seen)
+                 else "asynchronous") if kind in (PSS, BETWEEN_GRAPH) else None,
+        "scheme": scheme, "tf1_constructs": {t.task: t.tf1 for t in seen if t.tf1},
         "in_process_pids": in_process, "ops_by_task": work, "variables_by_task": variables,
         "steps_by_task": steps_by_task(seen),
         "tasks": [{"task": t.task, "via": t.via, "joined": t.joined, "host": t.host,
