@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import math
 from dataclasses import replace
+from typing import Any
+
+import pytest
 
 from gpudiag import catalogue
 from gpudiag.records.run import (
@@ -358,3 +361,41 @@ def test_fits_of_one_model_are_one_training_run_for_the_learning_verdict() -> No
                                               for n, c in enumerate(calls)], weights=[moved]))
     assert apart.status == "fail" and "Model.fit #1: loss 1.2781 -> 1.3891" in apart.message
     assert "stuck at ln 4" in apart.message
+
+
+# ------------------------------------------------- the input share of the whole run
+def _waiting_loop(shares: list[float], period: float = 0.01) -> Any:
+    from gpudiag.records.run import Step, StepSeries
+
+    steps, t = [], 1000.0
+    for i, share in enumerate(shares):
+        steps.append(Step(i, t, period * (1 - share), None,
+                          wait_s=None if i == 0 else period * shares[i - 1]))
+        t += period
+    return StepSeries("function", "tf.function train_step", steps)
+
+
+def test_the_input_share_is_read_from_every_timed_step_with_its_spread() -> None:
+    from gpudiag.verdicts.run.throughput import input_series
+
+    w = input_series(_waiting_loop([0.30] * 200), warmup=10)
+    assert w is not None and w["share"] == pytest.approx(0.30)
+    assert w["low"] == pytest.approx(0.30) and w["high"] == pytest.approx(0.30)
+    assert w["steps"] == 189  # after the warm-up, each step with the wait before it
+
+
+def test_a_share_whose_spread_holds_the_threshold_says_so_and_one_clear_of_it_decides() -> None:
+    """xprof's 20 %: a loop that waits 30 % is input-bound whatever the window saw; one
+    whose blocks straddle 20 % is named near the threshold, never flipped to ok."""
+    from gpudiag.readers.stepbreakdown import StepParts
+    from gpudiag.verdicts.run.throughput import input_series
+    from gpudiag.verdicts.step_causes import ProgramFacts, input_share
+
+    window = StepParts("mean", 0.01, 0.001, 0.0, 0.001, 0.008, 0.0, 0.0, 0.0)  # 10 % input
+    clear = input_series(_waiting_loop([0.30] * 200), warmup=10)
+    share, source, near = input_share(ProgramFacts(input_series=clear), window)
+    assert share == pytest.approx(0.30) and not near and "the profiled window: 10%" in source
+    mixed = input_series(_waiting_loop(([0.12] * 10 + [0.28] * 10) * 10), warmup=0)
+    assert mixed is not None and mixed["low"] < 0.20 <= mixed["high"]
+    assert input_share(ProgramFacts(input_series=mixed), window)[2]
+    assert input_share(ProgramFacts(), window) == (pytest.approx(0.10), "", False)

@@ -25,7 +25,7 @@ from collections.abc import Callable
 from types import CodeType, ModuleType
 from typing import TYPE_CHECKING, Any
 
-from gpudiag.inprogram import classevidence, weights
+from gpudiag.inprogram import classevidence, inputwait, tracing, weights
 from gpudiag.inprogram.config import UNBUFFERED_FIRST_STEPS
 from gpudiag.inprogram.recorder import StepBuffer
 from gpudiag.inprogram.tfhooks import record_devices
@@ -40,6 +40,7 @@ NOT_USER = object()
 MAX_PINNED_OPS = 3000
 MAX_CONCRETE = 4
 ALWAYS_READ_FIRST = 20  # the loss of the first calls is always read (learning needs them)
+MAX_TRACE_EVENTS = 50  # per step function, the retraces described (later ones: row flags)
 
 
 def code_of(fn: Any) -> CodeType | None:
@@ -124,10 +125,10 @@ def _resolve(row: dict[str, Any]) -> None:
             del row["loss"]
 
 
-def _user_caller() -> dict[str, Any] | None:
+def _user_caller(depth: int = 2) -> dict[str, Any] | None:
     """The program's frame that called the step function (the loop's line), or None."""
     try:
-        frame: Any = sys._getframe(2)
+        frame: Any = sys._getframe(depth)
         for _ in range(8):
             if frame is None:
                 return None
@@ -157,6 +158,9 @@ class StepSource:
         self.last_loss: tuple[int, Any] | None = None  # the latest call's loss, unread
         self.find_loss = LossFinder()
         self.called_at: dict[str, Any] | None = None  # the program's line of the first call
+        self.new_object = False  # the next call is the first of another tf.function object
+        self.last_args: dict[str, dict[str, Any]] | None = None  # the last trace's arguments
+        self.traces = 0
         agent.on_exit(self.at_exit)
 
     def call(self, original: Callable[..., Any], fn: Any, args: tuple[Any, ...],
@@ -168,22 +172,51 @@ class StepSource:
         profile = self.agent.profile
         if profile is not None and not profile.done:
             profile.step_begin(self, index)
+        cache = fn.__dict__.get("_function_cache")
+        before = -1 if cache is None else len(cache)
+        traced_s = tracing.CLOCK.seconds
         start = time.time()
         t0 = time.perf_counter()
         out = original(fn, *args, **kwds)  # the program's call: its exceptions are its own
         t1 = time.perf_counter()
         try:
-            self._after(fn, out, index, start, t0, t1)
+            traced = self.new_object or (cache is not None and len(cache) != before)
+            self._after(fn, out, index, start, (t0, t1, traced))
+            if traced:
+                self._traced(fn, index, args, kwds, (tracing.CLOCK.seconds - traced_s,
+                                                     t1 - t0))
         except Exception as exc:
             self.agent.hook_error(f"after a call of {self.name}", exc)
         return out
 
-    def _after(self, fn: Any, out: Any, index: int, start: float, t0: float,
-               t1: float) -> None:
+    def _traced(self, fn: Any, index: int, args: tuple[Any, ...], kwds: dict[str, Any],
+                times: tuple[float, float]) -> None:
+        """This call traced the function: its row says so; a retrace is described."""
+        new_object, self.new_object = self.new_object, False
+        self.traces += 1
+        now = tracing.describe_args(fn._python_function, args, kwds)
+        was, self.last_args = self.last_args, now
+        if index == 0 or self.traces > MAX_TRACE_EVENTS:
+            return
+        self.agent.emit(events.Trace(
+            function=self.name, call=index, traces=self.traces, trace_s=times[0],
+            call_s=times[1],
+            changed=[] if was is None or new_object else tracing.changed(was, now),
+            new_object=new_object, created_at=fn.__dict__.get(tracing.CREATED_ATTR),
+            called_at=_user_caller(3)))
+
+    def _after(self, fn: Any, out: Any, index: int, start: float,
+               call: tuple[float, float, bool]) -> None:
         profile = self.agent.profile
         if profile is not None and not profile.done:
             profile.step_end(self, index)
+        t0, t1, traced = call
         row: dict[str, Any] = {"i": index, "t0": start, "dt": t1 - t0}
+        if traced:
+            row["tracing"] = True
+        waited = inputwait.take()
+        if waited is not None:
+            row["wait_s"] = waited
         loss = self.find_loss(out)
         if loss is not None:
             self.last_loss = (index, loss)
@@ -242,14 +275,24 @@ def install(agent: Agent, tf: ModuleType) -> None:
     if hasattr(original, "__gpudiag_wrapped__"):
         return
     executing_eagerly = context.executing_eagerly
+    tracing.install_clock()
+    tracing.install_created_at(cls, code_of)
+    # one source per Python function: a tf.function object made again of it (in a loop)
+    # continues its loop, its first call marked as a new object's
+    by_code: dict[CodeType, StepSource] = {}
 
     def classify(fn: Any) -> Any:
         try:
             code = code_of(fn.python_function)
             if code is None or not is_user_file(code.co_filename):
                 return NOT_USER
+            known = by_code.get(code)
+            if known is not None:
+                known.new_object = True
+                return known
             name = getattr(fn.python_function, "__qualname__", None) or code.co_name
-            return StepSource(agent, code, str(name))
+            source = by_code[code] = StepSource(agent, code, str(name))
+            return source
         except Exception as exc:
             agent.hook_error("classifying a tf.function", exc)
             return NOT_USER

@@ -60,7 +60,9 @@ def install_tensorflow(agent: Agent, tf: ModuleType) -> None:
         crash,
         datasets,
         devicescopes,
+        eagersteps,
         functions,
+        inputwait,
         logcapture,
         profilewindow,
         pywarnings,
@@ -84,5 +86,7 @@ def install_tensorflow(agent: Agent, tf: ModuleType) -> None:
     guard("tf.function hooks", functions.install, agent, tf)
     guard("Session hooks", sessions.install, agent, tf)
     guard("tf.data hooks", datasets.install, agent, tf)
+    guard("eager step hooks", eagersteps.install, agent, tf)
+    guard("input wait hooks", inputwait.install)
     guard("stall watch", stallwatch.install, agent)
     agent.on_exit(lambda: hooks.record_devices("exit"))

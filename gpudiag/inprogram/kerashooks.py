@@ -27,7 +27,7 @@ from collections.abc import Callable
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
-from gpudiag.inprogram import weights
+from gpudiag.inprogram import callbacktimes, weights
 from gpudiag.inprogram.config import UNBUFFERED_FIRST_STEPS
 from gpudiag.inprogram.recorder import StepBuffer
 from gpudiag.layout import events
@@ -140,6 +140,12 @@ def _fingerprint(agent: Agent, recorder: Any, phase: str) -> None:
                                   fingerprint=weights.fingerprint(recorder.refs)))
 
 
+def _callback_times(agent: Agent, timed: list[callbacktimes.Timed], epoch: int | None) -> None:
+    """The program's callbacks' times so far in this fit (cumulative)."""
+    if timed:
+        agent.emit(events.CallbackTimes(epoch=epoch, callbacks=[t.to_dict() for t in timed]))
+
+
 def make_callback_class(agent: Agent, keras: ModuleType) -> type:
     base = keras.callbacks.Callback
 
@@ -148,9 +154,10 @@ def make_callback_class(agent: Agent, keras: ModuleType) -> type:
 
         async_safe = True
 
-        def __init__(self, batch_size: int | None, examples: int | None,
-                     buffer: StepBuffer) -> None:
+        def __init__(self, batch_size: int | None, examples: int | None, buffer: StepBuffer,
+                     timed: list[callbacktimes.Timed] | None = None) -> None:
             super().__init__()
+            self.timed = timed or []  # the program's callbacks, timed for this fit
             self.batch_size = batch_size
             self.examples = examples
             self.label = "Model.fit"
@@ -205,12 +212,14 @@ def make_callback_class(agent: Agent, keras: ModuleType) -> type:
         def on_epoch_end(self, epoch: int, logs: Any = None) -> None:
             self._end_step()
             self.buffer.flush()
+            _callback_times(agent, self.timed, epoch)
             agent.emit(events.FitEpoch(logs=_plain_logs(logs)))
 
         def on_train_end(self, logs: Any = None) -> None:
             self._end_step()
             self.buffer.flush()
             self._fingerprint("end")
+            _callback_times(agent, self.timed, None)
             agent.emit(events.FitEnd(iterations=_iterations(self.model)))
 
     for name, method in list(vars(GpudiagFitRecorder).items()):  # every Keras hook it has
@@ -284,11 +293,16 @@ def install(agent: Agent, keras: ModuleType) -> None:
 
     @functools.wraps(original)
     def fit(self: Any, *args: Any, **kwargs: Any) -> Any:
+        timed: list[callbacktimes.Timed] = []
         try:
             batch, examples = _batch_size(args, kwargs)
             refused = batch_hooks_refused(keras, self)
+            given_callbacks = args[CALLBACKS_POSITION] if len(args) > CALLBACKS_POSITION \
+                else kwargs.get("callbacks")
+            if isinstance(given_callbacks, list | tuple) and not refused:
+                timed = callbacktimes.time_callbacks(given_callbacks, keras.callbacks.Callback)
             callback = (epochs_only_cls if refused else recorder_cls)(batch, examples,
-                                                                      buffer_of(self))
+                                                                      buffer_of(self), timed)
             if refused:
                 agent.emit(events.HookNote(where="Model.fit", message=refused))
             if len(args) > CALLBACKS_POSITION:
@@ -304,7 +318,59 @@ def install(agent: Agent, keras: ModuleType) -> None:
                                message="callbacks given as a CallbackList: fit not recorded"))
         except Exception as exc:
             agent.hook_error("Model.fit callback", exc)
-        return original(self, *args, **kwargs)
+        if not timed:
+            return original(self, *args, **kwargs)
+        try:
+            return original(self, *args, **kwargs)
+        finally:
+            for t in timed:
+                t.restore()
 
     fit.__gpudiag_wrapped__ = original  # type: ignore[attr-defined]
     model_cls.fit = fit
+    install_compile(agent, model_cls)
+
+
+def install_compile(agent: Agent, model_cls: Any) -> None:
+    """``Model.compile``: where the program calls it and its steps_per_execution,
+    jit_compile and run_eagerly (the fixes that go on that line are checked against
+    them)."""
+    import inspect
+
+    from gpudiag.inprogram.tracing import user_line
+
+    original = model_cls.compile
+    if hasattr(original, "__gpudiag_wrapped__"):
+        return
+    try:
+        signature: inspect.Signature | None = inspect.signature(original)
+    except (TypeError, ValueError):
+        signature = None
+
+    def record(model: Any, args: tuple[Any, ...], kwargs: dict[str, Any], frame: Any) -> None:
+        where = user_line(frame)
+        if where is None or signature is None:
+            return
+        bound = signature.bind_partial(model, *args, **kwargs)
+        bound.apply_defaults()
+        given = bound.arguments
+        steps = given.get("steps_per_execution")
+        agent.emit(events.Compile(
+            model=type(model).__name__, model_id=id(model),
+            steps_per_execution=steps if isinstance(steps, int) else None,
+            jit_compile=repr(given.get("jit_compile")),
+            run_eagerly=given.get("run_eagerly") if isinstance(given.get("run_eagerly"), bool)
+            else None, caller=where))
+
+    @functools.wraps(original)
+    def compile(self: Any, *args: Any, **kwargs: Any) -> Any:
+        import sys
+
+        try:
+            record(self, args, kwargs, sys._getframe(1))
+        except Exception as exc:
+            agent.hook_error("Model.compile", exc)
+        return original(self, *args, **kwargs)
+
+    compile.__gpudiag_wrapped__ = original  # type: ignore[attr-defined]
+    model_cls.compile = compile

@@ -58,6 +58,8 @@ class FunctionRow:
     dt: float | None = None  # the call's own seconds
     loss: float | None = None
     n: int = 1
+    tracing: bool = False  # the call traced the function (a new concrete function)
+    wait_s: float | None = None  # seconds in the program's next(iterator) since the last call
 
 
 @dataclass(frozen=True)
@@ -233,6 +235,69 @@ class Function(Event):
     cross_entropy: list[dict[str, Any]] = field(default_factory=list)  # {op, node, classes}
     classes: int | None = None
     called_at: dict[str, Any] | None = None
+
+
+@dataclass(frozen=True)
+class Trace(Event):
+    """A step tf.function traced again (a call after its first that traced it, or a new
+    tf.function object made of the same Python function): what changed and what it cost."""
+
+    KIND = "trace"
+    function: str = ""
+    call: int = 0  # the call (from 0, over every object of the function) that traced
+    traces: int = 0  # traces so far, over every object of the function
+    trace_s: float | None = None  # seconds building the graph in that call
+    call_s: float | None = None  # the whole call's seconds
+    # what differs from the arguments of the trace before: {arg, was, now, kind}; kind:
+    # python (a Python value), shape, dtype, type (another Python type)
+    changed: list[dict[str, Any]] = field(default_factory=list)
+    new_object: bool = False  # a new tf.function object of the same Python function
+    created_at: dict[str, Any] | None = None  # the program's line that made the object
+    called_at: dict[str, Any] | None = None  # the program's line of the call
+
+
+@dataclass(frozen=True)
+class EagerLoop(Event):
+    """A training step the program runs eagerly (no tf.function): its first
+    ``GradientTape.gradient`` outside any tf.function, called from the program's code."""
+
+    KIND = "eager_loop"
+    step: str = ""  # the program's function that computes the gradient (<module> at top)
+    file: str | None = None
+    line: int | None = None  # the line of the gradient call
+    def_line: int | None = None  # the step function's def line (None at module level)
+    code: str | None = None  # the gradient call's source line
+
+
+@dataclass(frozen=True)
+class EagerSteps(Event):
+    KIND = "eager_steps"
+    step: str = ""
+    rows: tuple[FunctionRow, ...] = ()  # t0: the gradient call's time (start to start)
+
+
+@dataclass(frozen=True)
+class CallbackTimes(Event):
+    """The program's own Keras callbacks' time in one fit so far (cumulative), written at
+    each epoch's end and at the end: {class, file, line, methods: {name: {calls, total_s,
+    max_s}}} per callback."""
+
+    KIND = "callback_times"
+    epoch: int | None = None
+    callbacks: list[dict[str, Any]] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class Compile(Event):
+    """A Keras ``Model.compile`` call: where, and the arguments that change a step."""
+
+    KIND = "compile"
+    model: str | None = None
+    model_id: int | None = None
+    steps_per_execution: int | None = None
+    jit_compile: str | None = None  # repr: True, False, "auto"
+    run_eagerly: bool | None = None
+    caller: dict[str, Any] | None = None  # {file, line, function, code}
 
 
 @dataclass(frozen=True)
@@ -422,9 +487,9 @@ KINDS: dict[str, type[Event]] = {cls.KIND: cls for cls in (
     ClusterJoinFailed, PlacementLogAsked, FitBegin, FitSteps, FitEpoch, FitEnd, FunctionSteps,
     Function, Weights, Stall, StallEnd, PlacementWindow, Placement, Session, SessionSteps,
     StepStats, DatasetCall, Crash, Profile, TfLog, DeviceScope, PyWarning, HookError, HookNote,
-    Exit, Tf1Distribution)}
+    Exit, Tf1Distribution, Trace, EagerLoop, EagerSteps, CallbackTimes, Compile)}
 ROWS: dict[str, type] = {FitSteps.KIND: FitRow, FunctionSteps.KIND: FunctionRow,
-                         SessionSteps.KIND: SessionRow}
+                         SessionSteps.KIND: SessionRow, EagerSteps.KIND: FunctionRow}
 
 
 @dataclass(frozen=True)

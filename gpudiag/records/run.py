@@ -77,14 +77,16 @@ class Step:
     epoch: int | None = None  # Keras fit: the epoch of this batch
     count: int = 1  # steps this row stands for (rows aggregated past the first 20,000)
     per_call: int = 1  # training steps one call ran (Keras fit's steps_per_execution)
+    tracing: bool = False  # a step function's call that traced it (built a new graph)
+    wait_s: float | None = None  # the program's next(iterator) seconds in this step's period
 
 
 @dataclass(frozen=True)
 class StepSeries:
     """One source of training steps: Model.fit, a tf.function of the program, a Session.run
-    group."""
+    group, an eager step (``tape.gradient`` outside any tf.function)."""
 
-    kind: str  # "fit" | "function" | "session"
+    kind: str  # "fit" | "function" | "session" | "eager"
     label: str
     steps: list[Step]
     batch_size: int | None = None  # examples per step, when known (Keras fit)

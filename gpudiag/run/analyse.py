@@ -23,13 +23,14 @@ from gpudiag.readers import clusterplacement, placementlog, stepbreakdown, trace
 from gpudiag.readers.placementlog import PlacementRow
 from gpudiag.records.run import ProcessObservation
 from gpudiag.report import Finding
-from gpudiag.run import events, placedrows, tasks, tbwrite
+from gpudiag.run import eagertrace, events, placedrows, tasks, tbwrite
 from gpudiag.run.options import Outcome, RunOptions
 from gpudiag.run.stderrscan import StderrScan
 from gpudiag.session import RunSession
 from gpudiag.verdicts import allreduce, bottleneck, gpu_fill
 from gpudiag.verdicts import gpu_use as gpu_verdicts
 from gpudiag.verdicts.run import gpu_idle as run_gpu_idle
+from gpudiag.verdicts.run import hostcauses
 from gpudiag.verdicts.run import live as run_live
 from gpudiag.verdicts.run import peers as run_peers
 from gpudiag.verdicts.run import placement as run_placement
@@ -112,7 +113,7 @@ def trace_of(obs: ProcessObservation, rows: list[PlacementRow]
 
 
 def why_slow(obs: ProcessObservation, rows: list[PlacementRow], proc: str,
-             nvml_gpus: list[dict[str, Any]] | None = None) -> Finding:
+             nvml_gpus: list[dict[str, Any]] | None = None, warmup: int = 10) -> Finding:
     """run.bottleneck: the profiled window's steps broken down (gpudiag.readers.stepbreakdown),
     with how full NVML's GPM saw the process's GPUs (``nvml_gpus``: gpu_numbers)."""
     p = obs.profile
@@ -123,6 +124,16 @@ def why_slow(obs: ProcessObservation, rows: list[PlacementRow], proc: str,
     files = traces.find_xplanes(Path(p.logdir))
     if not files:
         return bottleneck.bottleneck(None, f"no .xplane.pb under {p.logdir}", check_id=check_id)
+    series = next((s for s in obs.series if s.label == p.source), None)
+    if series is not None and series.kind == "eager":
+        eager = hostcauses.eager_facts(obs, series, warmup) or {}
+        eager["fix"] = hostcauses.eager_fix(eager) if eager else None
+        try:
+            split = eagertrace.eager_split(files[-1])
+        except traces.TraceError as exc:
+            return bottleneck.bottleneck(None, str(exc), check_id=check_id)
+        return bottleneck.eager(split, bottleneck.ProgramFacts(loop=p.source, eager=eager),
+                                check_id=check_id)
     devices = [d for s in obs.strategies for d in s.worker_devices] or \
         [d for d in (obs.devices.logical if obs.devices else []) if ":GPU:" in d]
     try:
@@ -130,12 +141,15 @@ def why_slow(obs: ProcessObservation, rows: list[PlacementRow], proc: str,
                                          list(dict.fromkeys(devices)))
     except traces.TraceError as exc:
         return bottleneck.bottleneck(None, str(exc), check_id=check_id)
-    series = next((s for s in obs.series if s.label == p.source), None)
     facts = series.facts if series else {}
     epochs = (facts.get("params") or {}).get("epochs")
     mirrored = [d for s in obs.strategies if "Mirrored" in s.class_name
                 for d in s.worker_devices]
     return bottleneck.bottleneck(result, None, bottleneck.ProgramFacts(
+        host_causes=hostcauses.loop_causes(obs, p.source, warmup),
+        compile=facts.get("compile"),
+        input_series=(run_throughput.loop_timing(obs, series, warmup) or {}).get("input")
+        if series else None,
         calls=obs.dataset_calls, loop=p.source, called_at=facts.get("called_at"),
         epochs=epochs if isinstance(epochs, int) else None,
         replicas=[d for s in obs.strategies for d in s.worker_devices],
@@ -182,6 +196,9 @@ def _process_findings(session: RunSession, seen: RunSeen, obs: ProcessObservatio
                             obs, by_task))
     add(run_progress.learning(obs, proc))
     add(run_throughput.throughput(obs, options.profile_warmup_steps, proc))
+    add(hostcauses.retracing(obs, proc))
+    add(hostcauses.eager_loop(obs, options.profile_warmup_steps, proc))
+    add(hostcauses.callbacks(obs, options.profile_warmup_steps, proc))
     add(run_live.stall(obs, proc))
     add(run_live.finite_loss(obs, proc))
     add(run_progress.memory(obs, nvml_gpus, proc))
@@ -190,7 +207,7 @@ def _process_findings(session: RunSession, seen: RunSeen, obs: ProcessObservatio
         add(config)
     add(run_progress.profile(obs, busy, summary.window_s if summary else None, trace_reason,
                              options.profile_warmup_steps, proc))
-    add(why_slow(obs, rows, proc, nvml_gpus))
+    add(why_slow(obs, rows, proc, nvml_gpus, options.profile_warmup_steps))
     tb_tags = tbwrite.write_program(session.run_dir, obs, live_file)
     return {"pid": obs.pid, "argv": obs.argv, "tf_version": obs.tf_version,
             "placement_reason": reason, "ops_by_device": placed,

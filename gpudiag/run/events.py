@@ -39,6 +39,7 @@ from gpudiag.run import classcount, observation
 from gpudiag.run.runstate import (
     FitRun,
     ProcessState,
+    eager_steps,
     fit_steps,
     function_steps,
     series_label,
@@ -186,6 +187,34 @@ def _function(s: ProcessState, e: ev.Function, t: float | None) -> None:
                                       [tuple(p) for p in g.get("pinned") or []]))
     loop = s.loop("function", e.function, series_label("function", e.function))
     loop.classes = classcount.function_classes(e)
+
+
+@on(ev.Trace)
+def _trace(s: ProcessState, e: ev.Trace, t: float | None) -> None:
+    s.traces.setdefault(e.function, []).append(e)
+
+
+@on(ev.EagerLoop)
+def _eager_loop(s: ProcessState, e: ev.EagerLoop, t: float | None) -> None:
+    s.eager.setdefault(e.step, e)
+    s.loop("eager", e.step, series_label("eager", e.step))
+
+
+@on(ev.EagerSteps)
+def _eager_steps(s: ProcessState, e: ev.EagerSteps, t: float | None) -> None:
+    s.eager_rows.setdefault(e.step, []).extend(e.rows)
+    s.stepped(s.loop("eager", e.step, series_label("eager", e.step)), eager_steps(e.rows))
+
+
+@on(ev.CallbackTimes)
+def _callback_times(s: ProcessState, e: ev.CallbackTimes, t: float | None) -> None:
+    if s.fits:  # cumulative over the fit: the latest stands
+        s.fits[-1].callbacks = [{**c, "epoch": e.epoch} for c in e.callbacks]
+
+
+@on(ev.Compile)
+def _compile(s: ProcessState, e: ev.Compile, t: float | None) -> None:
+    s.compiles.append(e)
 
 
 @on(ev.SessionSteps)

@@ -20,6 +20,7 @@ from gpudiag.run import classcount
 from gpudiag.run.runstate import (
     FitRun,
     ProcessState,
+    eager_steps,
     fit_steps,
     function_steps,
     series_label,
@@ -48,13 +49,25 @@ def devices(e: ev.Devices | None, joins: list[ClusterJoin]) -> DeviceSnapshot | 
                           e.soft_placement, e.cuda_build, remote, e.env)
 
 
-def _fit_series(begin: ev.FitBegin, fit: FitRun, label: str) -> StepSeries:
+def _compile_of(begin: ev.FitBegin, compiles: list[ev.Compile]) -> dict[str, Any] | None:
+    """The latest compile of the fitted model (by its id), as plain data."""
+    mine = [c for c in compiles if c.model_id == begin.model_id] if begin.model_id else []
+    if not mine:
+        return None
+    c = mine[-1]
+    return {"model": c.model, "steps_per_execution": c.steps_per_execution,
+            "jit_compile": c.jit_compile, "run_eagerly": c.run_eagerly, "caller": c.caller}
+
+
+def _fit_series(begin: ev.FitBegin, fit: FitRun, label: str,
+                compiles: list[ev.Compile]) -> StepSeries:
     facts = {"model": begin.model, "model_id": begin.model_id, "loss": begin.loss,
              "optimizer": begin.optimizer, "learning_rate": begin.learning_rate,
              "strategy": begin.strategy, "replicas": begin.replicas,
              "trainable_parameters": begin.trainable_parameters,
              "trainable_bytes": begin.trainable_bytes, "params": begin.params,
-             "examples": begin.examples}
+             "examples": begin.examples, "callbacks": fit.callbacks,
+             "compile": _compile_of(begin, compiles)}
     if fit.iterations is not None:  # optimizer.iterations when fit ended: the global step
         facts["global_step"] = fit.iterations
     classes, facts["classes_from"] = classcount.fit_classes(begin.output_width, begin.loss)
@@ -62,11 +75,18 @@ def _fit_series(begin: ev.FitBegin, fit: FitRun, label: str) -> StepSeries:
                       fit.epochs)
 
 
+def _traces(traces: list[ev.Trace]) -> list[dict[str, Any]]:
+    return [{"call": t.call, "traces": t.traces, "trace_s": t.trace_s, "call_s": t.call_s,
+             "changed": t.changed, "new_object": t.new_object, "created_at": t.created_at,
+             "called_at": t.called_at} for t in traces]
+
+
 def _function_series(name: str, function: ev.Function | None,
-                     rows: list[ev.FunctionRow]) -> StepSeries:
+                     rows: list[ev.FunctionRow], traces: list[ev.Trace]) -> StepSeries:
     classes, source = classcount.function_classes(function)
     facts: dict[str, Any] = {"classes_from": source, "file": None, "line": None,
-                             "called_at": None, "trainable_bytes_by_device": None}
+                             "called_at": None, "trainable_bytes_by_device": None,
+                             "retraces": _traces(traces)}
     if function is not None:
         facts.update(file=function.file, line=function.line, called_at=function.called_at,
                      trainable_bytes_by_device=function.trainable_bytes_by_device,
@@ -84,11 +104,23 @@ def _session_series(index: int, fetches: list[str], rows: list[ev.SessionRow]) -
                       session_steps(rows), facts=facts)
 
 
+def _eager_series(name: str, loop: ev.EagerLoop | None,
+                  rows: list[ev.FunctionRow]) -> StepSeries:
+    facts: dict[str, Any] = {} if loop is None else {
+        "file": loop.file, "line": loop.line, "def_line": loop.def_line, "code": loop.code,
+        "called_at": {"file": loop.file, "line": loop.line, "function": loop.step}}
+    return StepSeries("eager", series_label("eager", name), eager_steps(rows), facts=facts)
+
+
 def series(state: ProcessState) -> list[StepSeries]:
     out = [_fit_series(fit.begin, fit, series_label("fit", None) if len(state.fits) == 1
-                       else f"Model.fit #{n}") for n, fit in enumerate(state.fits, 1)]
-    out += [_function_series(name, state.functions.get(name), rows)
+                       else f"Model.fit #{n}", state.compiles)
+           for n, fit in enumerate(state.fits, 1)]
+    out += [_function_series(name, state.functions.get(name), rows,
+                             state.traces.get(name, []))
             for name, rows in state.function_rows.items()]
+    out += [_eager_series(name, state.eager.get(name), rows)
+            for name, rows in state.eager_rows.items()]
     out += [_session_series(index, fetches, rows)
             for index, (fetches, rows) in sorted(state.groups.items())]
     return out

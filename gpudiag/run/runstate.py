@@ -45,6 +45,8 @@ def series_label(kind: str, name: object, fetches: Sequence[str] | None = None) 
         return f"tf.function {name}"
     if kind == "session":
         return f"Session.run #{name} [{', '.join(fetches or [])[:80]}]"
+    if kind == "eager":
+        return f"eager step {name}"
     return "Model.fit"
 
 
@@ -80,8 +82,16 @@ def function_steps(rows: Sequence[ev.FunctionRow]) -> list[Step]:
         merged[r.i] = r if was is None else replace(
             was, t0=r.t0 if r.t0 is not None else was.t0,
             dt=r.dt if r.dt is not None else was.dt,
-            loss=r.loss if r.loss is not None else was.loss, n=max(r.n, was.n))
-    return [Step(r.i, r.t0, r.dt, r.loss, count=r.n) for _, r in sorted(merged.items())]
+            loss=r.loss if r.loss is not None else was.loss, n=max(r.n, was.n),
+            tracing=r.tracing or was.tracing,
+            wait_s=r.wait_s if r.wait_s is not None else was.wait_s)
+    return [Step(r.i, r.t0, r.dt, r.loss, count=r.n, tracing=r.tracing, wait_s=r.wait_s)
+            for _, r in sorted(merged.items())]
+
+
+def eager_steps(rows: Sequence[ev.FunctionRow]) -> list[Step]:
+    """An eager step's rows: its start (the gradient call), the input it waited for."""
+    return [Step(r.i, r.t0, r.dt, r.loss, count=r.n, wait_s=r.wait_s) for r in rows]
 
 
 def session_steps(rows: Sequence[ev.SessionRow]) -> list[Step]:
@@ -157,6 +167,7 @@ class FitRun:
     rows: list[ev.FitRow] = field(default_factory=list)
     epochs: list[dict[str, Any]] = field(default_factory=list)
     iterations: int | None = None
+    callbacks: list[dict[str, Any]] = field(default_factory=list)  # the latest times
 
 
 @dataclass
@@ -191,6 +202,10 @@ class ProcessState:
     py_warnings: list[PyWarning] = field(default_factory=list)
     hook_errors: list[dict[str, Any]] = field(default_factory=list)
     exit: ev.Exit | None = None
+    traces: dict[str, list[ev.Trace]] = field(default_factory=dict)  # retraces per function
+    eager: dict[str, ev.EagerLoop] = field(default_factory=dict)
+    eager_rows: dict[str, list[ev.FunctionRow]] = field(default_factory=dict)
+    compiles: list[ev.Compile] = field(default_factory=list)
     events: int = 0
     first_t_unix_s: float | None = None
     last_t_unix_s: float | None = None

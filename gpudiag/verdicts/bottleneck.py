@@ -29,11 +29,12 @@ from gpudiag.verdicts.step_causes import (
     ProgramFacts,
     advice,
     causes,
+    input_share,
     ms,
     small_kernels,
 )
 
-__all__ = ["PARTS", "ProgramFacts", "bottleneck", "mean_parts", "parts_seconds",
+__all__ = ["PARTS", "ProgramFacts", "bottleneck", "eager", "mean_parts", "parts_seconds",
            "parts_text", "pipeline_fixes", "working"]
 
 PARTS = ("compute", "communication", "copy", "input", "host", "idle")  # in the order they add up
@@ -106,6 +107,20 @@ def _evidence(b: Breakdown, j: Judged, found: list[Cause], facts: ProgramFacts,
                           for c in facts.calls if c.caller and c.caller.get("direct")]}
 
 
+def _predicted(found: list[Cause], m: StepParts, evidence: dict[str, Any],
+               facts: ProgramFacts) -> dict[str, Any]:
+    """evidence.predicted: whatif's model of the first cause; the step series' causes
+    carry their own (measured over the whole run); an eager loop's is whatif's eager
+    model (no number where it measures none: it says why)."""
+    first = found[0] if found else None
+    if first is not None and "predicted" in first.evidence:
+        return dict(first.evidence["predicted"])
+    if first is not None and first.name == "eager":
+        return {**whatif.host_bound(parts_seconds(m), eager=True), "cause": "eager"}
+    return whatif.predict([c.name for c in found], parts_seconds(m), evidence,
+                          epochs=facts.epochs)
+
+
 def _no_kernels(b: Breakdown, rows: Sequence[DeviceBreakdown], head: str,
                 check_id: str) -> Finding:
     """Every GPU judged recorded no kernel: say so, claim no bound."""
@@ -130,9 +145,10 @@ def _no_kernels(b: Breakdown, rows: Sequence[DeviceBreakdown], head: str,
 def _calm(head: str, m: StepParts, facts: ProgramFacts, check_id: str,
           evidence: dict[str, Any], tail: str) -> Finding:
     """No cause over its threshold: moderately input-bound, or which parts are close."""
-    if m.share(m.input_s) >= INPUT_MODERATE:
+    share, source, _ = input_share(facts, m)
+    if share >= INPUT_MODERATE:
         return Finding(check_id, "ok", f"{head}: moderately input-bound "
-                       f"({m.share(m.input_s):.0%} waits for input); {parts_text(m)}{tail}",
+                       f"({share:.0%} waits for input{source}); {parts_text(m)}{tail}",
                        evidence, advice="; ".join(pipeline_fixes(facts.calls, facts.epochs)))
     shares = {k: m.share(getattr(m, f"{k}_s")) for k in PARTS}
     close = [f"{k} {v:.0%}" for k, v in sorted(shares.items(), key=lambda kv: -kv[1])
@@ -169,8 +185,7 @@ def bottleneck(b: Breakdown | None, reason: str | None, facts: ProgramFacts | No
     per_device = {d.device: parts_text(mean) for d in rows if (mean := d.mean())}
     evidence = _evidence(b, j, found, facts, per_device) | {
         "gpm": note.evidence, "allreduce": None if reduce is None else reduce.evidence()}
-    evidence["predicted"] = whatif.predict([c.name for c in found], parts_seconds(m), evidence,
-                                           epochs=facts.epochs)
+    evidence["predicted"] = _predicted(found, m, evidence, facts)
     devices = "" if len(rows) < 2 else "; " + "; ".join(f"{d}: {t}" for d, t in
                                                          per_device.items())
     tail = devices
@@ -183,3 +198,38 @@ def bottleneck(b: Breakdown | None, reason: str | None, facts: ProgramFacts | No
     text = f"{head}: {found[0].text}" + "".join(f"; also {c.text}" for c in found[1:]) + \
         f" ({parts_text(m)}){tail}"
     return Finding(check_id, "warn", text, evidence, advice=advice(found))
+
+
+EAGER_BOUND = 0.50  # dispatch (Python and TensorFlow's eager path) at least this share
+
+
+def eager(split: dict[str, Any] | None, facts: ProgramFacts, *,
+          check_id: str = "run.bottleneck") -> Finding:
+    """An eager loop's profiled steps (gpudiag.run.eagertrace.eager_split): the ops' own
+    time against their dispatch from Python; host-bound eager execution when the dispatch
+    is at least EAGER_BOUND of the step, with the fix at the step's line."""
+    head = f"{facts.loop + ': ' if facts.loop else ''}"
+    if split is None or split["period_s"] <= 0:
+        return Finding(check_id, "skip", f"{head}no complete eager step in the trace",
+                       {"predicted": whatif.nothing_measured("no complete eager step")})
+    period, op, wait, dispatch = (split[k] for k in ("period_s", "op_s", "input_s",
+                                                      "dispatch_s"))
+    parts = {"period_s": period, "compute_s": op, "communication_s": 0.0, "input_s": wait,
+             "host_s": dispatch, "host_between_calls_s": 0.0, "idle_s": 0.0, "copy_s": 0.0}
+    share = dispatch / period
+    head += (f"{ms(period)} per step over {split['steps']} profiled step(s) of an eager loop "
+             f"(host step markers, one gradient call to the next)")
+    text = (f"the ops' kernels ran {ms(op)} of the step ({op / period:.0%}, "
+            f"{split['ops_per_step']:.0f} ops a step), input {ms(wait)}, and Python "
+            f"dispatching the ops one by one the other {ms(dispatch)} ({share:.0%})")
+    evidence: dict[str, Any] = {"eager": split, "step_s": period, "parts_s": {
+        "/host:CPU": parts}, "shares": {"compute": op / period, "input": wait / period,
+                                        "host": share}, "thresholds": {"eager": EAGER_BOUND},
+        "causes": ["eager"] if share >= EAGER_BOUND else []}
+    if share < EAGER_BOUND:
+        evidence["predicted"] = whatif.predict([], parts, evidence)
+        return Finding(check_id, "ok", f"{head}: no bottleneck stands out; {text}", evidence)
+    evidence["predicted"] = {**whatif.host_bound(parts, eager=True), "cause": "eager"}
+    fix = str((facts.eager or {}).get("fix") or "wrap the step in tf.function")
+    return Finding(check_id, "warn", f"{head}: host-bound eager execution: {text}", evidence,
+                   advice=fix)

@@ -62,6 +62,15 @@ class ProgramFacts:
     replicas: Sequence[str] = ()
     nvml_gpus: Sequence[dict[str, Any]] | None = None
     gradient_bytes: int | None = None
+    # what the step series measured over the whole run (gpudiag.verdicts.run.hostcauses:
+    # retracing, the program's callbacks), causes of their own beside the trace's
+    host_causes: Sequence[Cause] = ()
+    compile: dict[str, Any] | None = None  # Keras fit: its compile's line and arguments
+    # the loop's input wait over the whole timed run (throughput.input_series): it decides
+    # input-bound; the profiled window explains (None: not measured, the window decides)
+    input_series: dict[str, Any] | None = None
+    eager: dict[str, Any] | None = None  # an eager loop's step: hostcauses.eager_facts
+    # with its "fix" (gpudiag.verdicts.bottleneck.eager)
 
 
 @dataclass(frozen=True)
@@ -115,9 +124,24 @@ def short_kernel(name: str) -> str:
     return "".join(out).strip()[:80] or name[:80]
 
 
+def input_share(facts: ProgramFacts, m: StepParts) -> tuple[float, str, bool]:
+    """The input share that decides, what it is read from, and whether its spread holds
+    xprof's input-bound threshold (then the verdict says so instead of flipping)."""
+    w = facts.input_series
+    if w is None:
+        return m.share(m.input_s), "", False
+    spread = (f", {w['low']:.0%}-{w['high']:.0%} over blocks of steps"
+              if w.get("low") is not None else "")
+    near = w.get("low") is not None and w["low"] < INPUT_BOUND <= w["high"]
+    return w["share"], (f" over the whole run ({w['steps']} steps, the program's "
+                        f"next(iterator) {ms(w['wait_s_per_step'])} a step{spread}; the "
+                        f"profiled window: {m.share(m.input_s):.0%})"), near
+
+
 def _input(j: Judged) -> Cause | None:
     m = j.m
-    if m.share(m.input_s) < INPUT_BOUND:
+    share, source, near = input_share(j.facts, m)
+    if share < INPUT_BOUND and not near:
         return None
     calls = j.facts.calls
     fixes = pipeline_fixes(calls, j.facts.epochs)
@@ -136,6 +160,12 @@ def _input(j: Judged) -> Cause | None:
     elif not any(x.caller and x.caller.get("direct") for x in calls):
         out.append("the program's tf.data calls were not recorded: see the input pipeline "
                    "in TensorBoard's Profile tab")
+    if source:
+        text = (f"{share:.0%} of the step waits for input{source}" + (
+            f": within its spread of xprof's {INPUT_BOUND:.0%} threshold, input-bound or "
+            "close to it" if near else ""))
+        return Cause("input-bound", share, f"input-bound: {text}", "; ".join(out),
+                     {"input_series": j.facts.input_series, "near_threshold": near})
     return Cause("input-bound", m.share(m.input_s),
                  f"input-bound: {m.share(m.input_s):.0%} of the step ({ms(m.input_s)} of "
                  f"{ms(m.period_s)}) waits for input", "; ".join(out))
@@ -205,22 +235,50 @@ def _launch(j: Judged) -> Cause | None:
                      "compile() or tf.function) fuses the small ops; "
                      f"{_more_steps(j.facts.loop)}")
     if not j.gpu and m.share(launch) >= OVERHEAD_BOUND:
-        return Cause("overhead-bound", m.share(launch),
-                     f"overhead-bound: in {m.share(launch):.0%} of the step ({ms(launch)} of "
-                     f"{ms(m.period_s)}) no op ran inside the step call: TensorFlow's own "
-                     "per-step work (calling the step function, scheduling its ops) "
-                     "outweighs ops this small",
-                     f"more work per step call: {_more_steps(j.facts.loop)}; or a larger "
-                     "batch")
+        text = (f"overhead-bound: in {m.share(launch):.0%} of the step ({ms(launch)} of "
+                f"{ms(m.period_s)}) no op ran inside the step call: TensorFlow's own "
+                "per-step work (calling the step function, scheduling its ops) "
+                "outweighs ops this small")
+        n = _in_place(j.facts.compile) if j.facts.loop and "fit" in j.facts.loop else None
+        if n is not None:
+            return Cause("overhead-bound", m.share(launch), text + (
+                f"; the program already runs {n} steps per execution (compile"
+                f"{_compile_at(j.facts.compile)}): what is left is each step's own op "
+                "scheduling inside the execution, which more steps per execution do not "
+                "remove"), "a larger batch (more work per op), or XLA (jit_compile=True in "
+                f"compile{_compile_at(j.facts.compile)}) to fuse the small ops; "
+                f"steps_per_execution beyond {n} saves only the per-call part",
+                {"steps_per_execution": n})
+        return Cause("overhead-bound", m.share(launch), text,
+                     f"more work per step call: {_more_steps(j.facts.loop, j.facts.compile)}; "
+                     "or a larger batch")
     return None
 
 
-def _more_steps(loop: str | None) -> str:
+
+LARGE_STEPS_PER_EXECUTION = 8  # from here steps_per_execution is in place, not advised
+
+
+def _compile_at(compiled: dict[str, Any] | None) -> str:
+    at = (compiled or {}).get("caller")
+    if not at:
+        return ""
+    code = f" (`{at['code']}`)" if at.get("code") else ""
+    return f" at {str(at['file']).rsplit('/', 1)[-1]}:{at['line']}{code}"
+
+
+def _more_steps(loop: str | None, compiled: dict[str, Any] | None = None) -> str:
     loop_fix = (f"run several steps in each call of {loop or 'the step function'} (a loop "
                 "over the iterator inside the tf.function)")
     if loop and "fit" in loop:
-        return STEPS_PER_EXECUTION
+        return STEPS_PER_EXECUTION + _compile_at(compiled)
     return loop_fix if loop else f"Keras: {STEPS_PER_EXECUTION}; a custom loop: {loop_fix}"
+
+
+def _in_place(compiled: dict[str, Any] | None) -> int | None:
+    """The program's steps_per_execution when it is already large (None: not in place)."""
+    n = (compiled or {}).get("steps_per_execution")
+    return n if isinstance(n, int) and n >= LARGE_STEPS_PER_EXECUTION else None
 
 
 def _gpu_bound(j: Judged) -> Cause | None:
@@ -312,9 +370,17 @@ def small_kernels(fills: Sequence[gpu_fill.Fill]) -> list[Cause]:
 
 def causes(j: Judged) -> list[Cause]:
     """Every cause above its threshold, the largest first; overhead-bound last (it is
-    what is left when nothing else explains the step)."""
+    what is left when nothing else explains the step). The step series' causes
+    (retracing, callbacks: time inside the step with no op running) take their share
+    off overhead-bound's, which stays only when what is left
+    is still over its threshold."""
     found = [c for rule in CAUSES if (c := rule(j)) is not None]
-    return sorted(found, key=lambda c: (c.name == "overhead-bound", -c.share))
+    host = list(j.facts.host_causes)
+    if host:
+        left = sum(c.share for c in found if c.name == "overhead-bound") - \
+            sum(c.share for c in host)
+        found = [c for c in found if c.name != "overhead-bound" or left >= OVERHEAD_BOUND]
+    return sorted([*found, *host], key=lambda c: (c.name == "overhead-bound", -c.share))
 
 
 def advice(found: Sequence[Cause]) -> str:

@@ -62,6 +62,41 @@ def _periods(series: StepSeries, warmup: int, skip: Sequence[int]
     return out
 
 
+INPUT_BLOCK = 10  # steps per block of the input share's spread
+
+
+def input_series(series: StepSeries, warmup: int, skip: Sequence[int] = ()
+                 ) -> dict[str, Any] | None:
+    """The share of the steady-state step periods the program spent in ``next(iterator)``
+    (its rows' ``wait_s``: gpudiag.inprogram.inputwait), over the whole timed run, with its
+    spread: the 95 % interval of the median share of blocks of INPUT_BLOCK consecutive
+    steps (gpudiag.verdicts.stats.median_ci; None with too few blocks). None: the loop's
+    rows have no wait (Keras fit takes its batches inside its graph)."""
+    from gpudiag.verdicts.stats import median_ci
+
+    ordered = sorted(series.steps, key=lambda s: s.index)
+    skipped = set(skip)
+    pairs = []
+    for prev, row in itertools.pairwise(ordered):
+        if row.wait_s is None or row.index - prev.index != 1 or row.count != 1 \
+                or prev.index < warmup or prev.start_unix_s is None \
+                or row.start_unix_s is None or skipped & {prev.index - 1, prev.index,
+                                                           row.index}:
+            continue
+        pairs.append((row.start_unix_s - prev.start_unix_s, row.wait_s))
+    total = sum(span for span, _ in pairs)
+    if not pairs or total <= 0:
+        return None
+    blocks = [pairs[i:i + INPUT_BLOCK] for i in range(0, len(pairs), INPUT_BLOCK)]
+    shares = [sum(w for _, w in b) / sum(p for p, _ in b) for b in blocks
+              if len(b) == INPUT_BLOCK and sum(p for p, _ in b) > 0]
+    interval = median_ci(shares) if len(shares) >= 6 else None
+    return {"share": sum(w for _, w in pairs) / total, "steps": len(pairs),
+            "blocks": len(shares), "low": interval[0] if interval else None,
+            "high": interval[1] if interval else None,
+            "wait_s_per_step": sum(w for _, w in pairs) / len(pairs)}
+
+
 def step_times(series: StepSeries, warmup: int, skip: Sequence[int] = ()) -> list[float]:
     """Seconds per step after ``warmup`` steps, the profiled ones (``skip``) left out: the
     steady-state period between step starts (for every loop: fit, tf.function, Session.run),
@@ -94,6 +129,9 @@ def loop_timing(obs: ProcessObservation, series: StepSeries, warmup: int
                            "steps_per_call": max((s.per_call for s in series.steps), default=1)}
     if series.batch_size and median > 0:
         row["examples_per_s"] = series.batch_size / median
+    waits = input_series(series, warmup, skip)
+    if waits is not None:
+        row["input"] = waits
     return row
 
 
@@ -115,6 +153,11 @@ def throughput(obs: ProcessObservation, warmup: int, proc: str = "") -> Finding:
                     f"({row['call_share']:.0%} of it)"
         if "examples_per_s" in row:
             text += f", {row['examples_per_s']:,.0f} examples/s (batch {s.batch_size})"
+        if "input" in row:
+            w = row["input"]
+            spread = f", {w['low']:.0%}-{w['high']:.0%} over blocks of {INPUT_BLOCK} " \
+                "steps" if w["low"] is not None else ""
+            text += f", {w['share']:.0%} of it in next(iterator){spread}"
         rows.append(row)
         parts.append(text)
     evidence = {"loops": rows, "warmup_steps": warmup, "profiled_steps": profiled}

@@ -1,0 +1,85 @@
+"""The time the program's own Keras callbacks take inside ``fit``.
+
+For each callback the program hands to ``fit`` (gpudiag.inprogram.kerashooks), each hook
+method its class overrides (batch begin/end, epoch begin/end; Keras's own no-op methods
+are left alone) is timed for that fit: the instance gets a timing wrapper of its bound
+method (an instance attribute, removed when fit returns), which adds the call's seconds
+to the callback's totals; a hook calling another timed hook of the same callback (Keras's
+``on_train_batch_end`` calling ``on_batch_end``) counts once. Two clock reads per timed
+call, none for callbacks that override no hook.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from gpudiag.inprogram.functions import code_of
+
+BATCH_HOOKS = ("on_train_batch_begin", "on_train_batch_end", "on_batch_begin",
+               "on_batch_end")
+EPOCH_HOOKS = ("on_epoch_begin", "on_epoch_end")
+
+
+class Timed:
+    """One callback's timed hooks: {method: [calls, total_s, max_s]}."""
+
+    def __init__(self, callback: Any, base: type) -> None:
+        self.callback = callback
+        self.cls = type(callback)
+        self.methods: dict[str, list[float]] = {}
+        self.depth = 0
+        self.wrapped: list[str] = []
+        first: Any = None
+        for name in (*BATCH_HOOKS, *EPOCH_HOOKS):
+            mine = getattr(self.cls, name, None)
+            if mine is None or mine is getattr(base, name, None) or name in vars(callback):
+                continue
+            setattr(callback, name, self._wrap(name, getattr(callback, name)))
+            self.wrapped.append(name)
+            first = first or code_of(mine)
+        self.where = None if first is None else {"file": first.co_filename,
+                                                 "line": first.co_firstlineno}
+
+    def _wrap(self, name: str, bound: Callable[..., Any]) -> Callable[..., Any]:
+        stats = self.methods.setdefault(name, [0, 0.0, 0.0])
+        clock = time.perf_counter
+
+        def timed(*args: Any, **kwargs: Any) -> Any:
+            self.depth += 1
+            t0 = clock()
+            try:
+                return bound(*args, **kwargs)
+            finally:
+                self.depth -= 1
+                if self.depth == 0:
+                    dt = clock() - t0
+                    stats[0] += 1
+                    stats[1] += dt
+                    stats[2] = max(stats[2], dt)
+
+        return timed
+
+    def restore(self) -> None:
+        for name in self.wrapped:
+            self.callback.__dict__.pop(name, None)
+        self.wrapped = []
+
+    def to_dict(self) -> dict[str, Any]:
+        methods = {name: {"calls": int(c), "total_s": t, "max_s": m}
+                   for name, (c, t, m) in self.methods.items()}
+        return {"class": self.cls.__qualname__, "module": self.cls.__module__,
+                **(self.where or {"file": None, "line": None}), "methods": methods}
+
+
+def time_callbacks(callbacks: Sequence[Any], base: type) -> list[Timed]:
+    """Timing for each callback that overrides a hook (Keras's own, History and the
+    progress bar, are made by fit itself and are not among them)."""
+    out = []
+    for callback in callbacks:
+        if isinstance(callback, base):
+            timed = Timed(callback, base)
+            if timed.wrapped:
+                out.append(timed)
+    return out

@@ -1,0 +1,301 @@
+"""The host-side causes of a slow step that the step series shows, with no trace needed:
+retracing (run.retracing), an eager training loop (run.eager-loop) and the program's own
+Keras callbacks (run.callbacks). Each is measured over the whole run by the hooks
+(gpudiag.inprogram.functions / tracing, eagersteps, callbacktimes); each finding names the
+program's line and the fix there. :func:`loop_causes` gives the same as causes of the
+profiled loop's step for run.bottleneck (gpudiag.verdicts.step_causes.Cause).
+
+Thresholds: a function traced at least RETRACES_WARN times after its first trace, with
+its tracing at least TRACE_SHARE of its calls' time, retraces; a callback whose batch
+hooks take at least CALLBACK_SHARE of the step period is named. Pure functions of
+gpudiag.records.run.
+"""
+
+from __future__ import annotations
+
+import re
+import statistics
+from collections.abc import Sequence
+from typing import Any
+
+from gpudiag.records.run import ProcessObservation, StepSeries
+from gpudiag.report import Finding
+from gpudiag.verdicts.run.throughput import loop_timing
+from gpudiag.verdicts.step_causes import Cause, ms
+
+RETRACES_WARN = 2  # retraces (traces after the first) before retracing is a cause
+TRACE_SHARE = 0.10  # of the function's calls' time spent tracing
+CALLBACK_SHARE = 0.10  # of the step period in one callback's batch hooks
+WARNING = re.compile(r"calls to <function (?P<name>[\w.<>]+) at 0x[0-9a-f]+> triggered "
+                     r"tf.function retracing")
+
+
+def where(at: dict[str, Any] | None) -> str:
+    if not at or not at.get("file"):
+        return "?"
+    return f"{str(at['file']).rsplit('/', 1)[-1]}:{at.get('line')}"
+
+
+def _code(at: dict[str, Any] | None) -> str:
+    return f" (`{at['code']}`)" if at and at.get("code") else ""
+
+
+# ------------------------------------------------------------------------- retracing
+def retrace_facts(s: StepSeries, obs: ProcessObservation) -> dict[str, Any] | None:
+    """A step function's traces over its calls, their time and what changed; None when it
+    is no function or was never traced again."""
+    if s.kind != "function":
+        return None
+    retraces = s.facts.get("retraces") or []
+    calls = sum(st.count for st in s.steps)
+    traced = [st for st in s.steps if st.tracing]
+    if not retraces or calls == 0:
+        return None
+    call_total = sum((st.duration_s or 0.0) * st.count for st in s.steps)
+    trace_total = sum(r.get("trace_s") or 0.0 for r in retraces)
+    plain = [st.duration_s for st in s.steps if not st.tracing and st.duration_s is not None]
+    again = [st.duration_s for st in traced[1:] if st.duration_s is not None]
+    kinds: dict[str, dict[str, Any]] = {}
+    for r in retraces:
+        for c in r.get("changed") or []:
+            kinds.setdefault(f"{c['kind']}:{c['arg']}", {**c, "times": 0})["times"] += 1
+        if r.get("new_object"):
+            kinds.setdefault("new_object", {"kind": "new_object", "arg": None,
+                                            "created_at": r.get("created_at"), "times": 0}
+                             )["times"] += 1
+    name = s.label.removeprefix("tf.function ")
+    warned = sum(1 for log in obs.tf_logs if (m := WARNING.search(log.message))
+                 and m["name"].rsplit(".", 1)[-1] == name.rsplit(".", 1)[-1])
+    return {"function": s.label, "calls": calls, "traces": len(traced),
+            "retraces": len(retraces), "trace_s": trace_total, "calls_s": call_total,
+            "trace_share": trace_total / call_total if call_total > 0 else None,
+            "retraced_call_s_median": statistics.median(again) if again else None,
+            "trace_s_median": statistics.median([r.get("trace_s") or 0.0 for r in retraces]),
+            "plain_call_s_median": statistics.median(plain) if plain else None,
+            "changed": sorted(kinds.values(), key=lambda k: -k["times"]),
+            "called_at": retraces[-1].get("called_at"), "def": {
+                "file": s.facts.get("file"), "line": s.facts.get("line")},
+            "tensorflow_warnings": warned}
+
+
+def _fix(c: dict[str, Any], f: dict[str, Any]) -> str:
+    name = f["function"].removeprefix("tf.function ")
+    call, defined = where(f["called_at"]), where(f["def"])
+    if c["kind"] == "new_object":
+        return (f"define the tf.function once, outside the loop: {where(c['created_at'])}"
+                f"{_code(c['created_at'])} makes a new tf.function object of {name} each "
+                "time, and a new object has no trace to reuse")
+    if c["kind"] == "python":
+        return (f"pass {c['arg']} as a tensor at {call} ({name}({c['arg']}=tf.constant(...))): "
+                "a Python value is part of the trace's key, a tensor's value is not")
+    if c["kind"] == "shape":
+        return (f"let {name} ({defined}) take the shapes it is given: "
+                "@tf.function(reduce_retracing=True), or an input_signature with None in the "
+                f"dimension of {c['arg']} that changes (tf.TensorSpec(shape=[None, ...])); or "
+                "pad the inputs to a few shapes")
+    if c["kind"] == "dtype":
+        return f"cast {c['arg']} to one dtype before the call at {call}"
+    return (f"pass tensors at {call}: {c['arg']} is a Python object, keyed by its "
+            "identity, and a new one each call traces again")
+
+
+def _retrace_text(f: dict[str, Any]) -> str:
+    text = (f"{f['function']} was traced {f['traces']} times over {f['calls']} calls "
+            f"({f['retraces']} retraces)")
+    if f["trace_share"] is not None:
+        text += (f": building its graphs took {ms(f['trace_s'])} of its calls' "
+                 f"{ms(f['calls_s'])} ({f['trace_share']:.0%}); a retrace "
+                 f"{ms(f['trace_s_median'])} of its call's "
+                 f"{ms(f['retraced_call_s_median'] or 0.0)} (median)")
+    if f["plain_call_s_median"] is not None:
+        text += f", a call that traced nothing {ms(f['plain_call_s_median'])}"
+    parts = []
+    for c in f["changed"][:3]:
+        if c["kind"] == "new_object":
+            parts.append(f"a new tf.function object each time ({c['times']}x, made at "
+                         f"{where(c['created_at'])})")
+        else:
+            kind = {"python": "a Python value", "shape": "a tensor's shape",
+                    "dtype": "a tensor's dtype"}.get(c["kind"], "a Python object")
+            parts.append(f"{c['arg']}: {kind} ({c['was']} -> {c['now']} the first time; "
+                         f"{c['times']} retraces)")
+    if parts:
+        text += "; what changed: " + "; ".join(parts)
+    if f["tensorflow_warnings"]:
+        text += (f"; TensorFlow's own retracing warning named it {f['tensorflow_warnings']} "
+                 "time(s)")
+    return text
+
+
+def retracing_cause(f: dict[str, Any] | None) -> Cause | None:
+    if f is None or f["retraces"] < RETRACES_WARN or (f["trace_share"] or 0.0) < TRACE_SHARE:
+        return None
+    shapes = [c for c in f["changed"] if c["kind"] == "shape"]
+    shown = [c for c in f["changed"][:3] if c["kind"] != "shape"] + (
+        [{**shapes[0], "arg": ", ".join(c["arg"] for c in shapes)}] if shapes else [])
+    fixes = list(dict.fromkeys(_fix(c, f) for c in shown)) or [
+        f"give {f['function']} an input_signature, or reduce_retracing=True"]
+    return Cause("retracing", f["trace_share"] or 0.0, f"retracing: {_retrace_text(f)}",
+                 "; ".join(fixes), {"retracing": f, "predicted": _retrace_predicted(f)})
+
+
+def _predicted(cause: str, fix: str, period: float | None, step: float | None, model: str,
+               inputs: dict[str, Any]) -> dict[str, Any]:
+    if not period or step is None or step <= 0:
+        return {"cause": cause, "step_s": None, "why": "the call's time without it was not "
+                "measured"}
+    return {"cause": cause, "fix": fix, "step_s": step, "speedup": period / step,
+            "model": model, "inputs": {"period_s": period, **inputs}}
+
+
+def _retrace_predicted(f: dict[str, Any]) -> dict[str, Any]:
+    """A call that traces nothing: measured where the function had such calls, else the
+    retraced call less its measured tracing time (the graph's first run's own setup,
+    Grappler's, stays in: not measured apart)."""
+    period = f["retraced_call_s_median"]
+    if f["plain_call_s_median"] is not None:
+        return _predicted("retracing", "no retrace", period, f["plain_call_s_median"],
+                          "the median call that traced nothing (measured)",
+                          {"plain_call_s": f["plain_call_s_median"]})
+    return _predicted("retracing", "no retrace", period,
+                      None if period is None else period - f["trace_s_median"],
+                      "retraced call - its tracing time (both measured)",
+                      {"trace_s": f["trace_s_median"]})
+
+
+def retracing(obs: ProcessObservation, proc: str = "") -> Finding:
+    found = [f for s in obs.series if (f := retrace_facts(s, obs)) is not None]
+    check = f"run.retracing{proc}"
+    functions = [s.label for s in obs.series if s.kind == "function"]
+    if not functions:
+        return Finding(check, "skip", "no tf.function of the program ran", {"functions": []})
+    causes = [c for f in found if (c := retracing_cause(f)) is not None]
+    evidence = {"functions": found, "thresholds": {"retraces": RETRACES_WARN,
+                                                   "trace_share": TRACE_SHARE}}
+    if causes:
+        return Finding(check, "warn", "; ".join(c.text.removeprefix("retracing: ")
+                                                 for c in causes), evidence,
+                       advice="; ".join(c.advice for c in causes))
+    text = "; ".join(_retrace_text(f) for f in found) if found else \
+        f"{', '.join(functions)}: traced once each (no retrace)"
+    return Finding(check, "ok", text, evidence)
+
+
+# ------------------------------------------------------------------------ eager loops
+def eager_facts(obs: ProcessObservation, s: StepSeries, warmup: int) -> dict[str, Any] | None:
+    if s.kind != "eager" or len(s.steps) < 3:
+        return None
+    timing = loop_timing(obs, s, min(warmup, len(s.steps) // 3))
+    return {"loop": s.label, "steps": sum(st.count for st in s.steps),
+            "step_s_median": timing["step_s_median"] if timing else None,
+            "at": {k: s.facts.get(k) for k in ("file", "line", "code")},
+            "def_line": s.facts.get("def_line"), "step": s.label.removeprefix("eager step ")}
+
+
+def eager_fix(f: dict[str, Any]) -> str:
+    at = f["at"]
+    if f["def_line"]:
+        return (f"wrap the step in tf.function: decorate {f['step']} "
+                f"({where({'file': at['file'], 'line': f['def_line']})}) with @tf.function "
+                "(its tape.gradient at "
+                f"{where(at)}); TensorFlow then runs the step's ops as one graph instead of "
+                "dispatching each from Python")
+    return (f"wrap the step in tf.function: move the loop body's step (its tape.gradient at "
+            f"{where(at)}{_code(at)}) into a function decorated with @tf.function and call "
+            "it each step; TensorFlow then runs its ops as one graph instead of dispatching "
+            "each from Python")
+
+
+def eager_loop(obs: ProcessObservation, warmup: int, proc: str = "") -> Finding:
+    found = [f for s in obs.series if (f := eager_facts(obs, s, warmup)) is not None]
+    check = f"run.eager-loop{proc}"
+    if not found:
+        return Finding(check, "ok", "no eager training loop (every gradient the program "
+                       "computed was inside a tf.function or Keras)", {"loops": []})
+    parts = [f"{f['loop']} ({where(f['at'])}) ran {f['steps']} steps eagerly, "
+             + (f"median {ms(f['step_s_median'])} per step (start to start)"
+                if f["step_s_median"] else "too few to time")
+             + ": every op is dispatched from Python, one at a time" for f in found]
+    return Finding(check, "warn", "; ".join(parts) + " (run.bottleneck splits a profiled "
+                   "step into op time and dispatch)", {"loops": found},
+                   advice="; ".join(eager_fix(f) for f in found))
+
+
+# -------------------------------------------------------------------------- callbacks
+BATCH = ("on_train_batch_begin", "on_train_batch_end", "on_batch_begin", "on_batch_end")
+
+
+def callback_facts(obs: ProcessObservation, s: StepSeries, warmup: int
+                   ) -> list[dict[str, Any]]:
+    """Each of the program's callbacks in a fit: its batch hooks' time per step against
+    the step period, its epoch hooks' time per epoch."""
+    callbacks = s.facts.get("callbacks") or []
+    if s.kind != "fit" or not callbacks:
+        return []
+    timing = loop_timing(obs, s, min(warmup, len(s.steps) // 3))
+    period = timing["step_s_median"] if timing else None
+    steps = max(1, sum(st.count for st in s.steps))
+    epochs = max(1, len(s.epochs))
+    out = []
+    for c in callbacks:
+        methods = c.get("methods") or {}
+        batch = sum(m["total_s"] for n, m in methods.items() if n in BATCH)
+        epoch = sum(m["total_s"] for n, m in methods.items() if n not in BATCH)
+        per_step = batch / steps
+        out.append({"class": c.get("class"), "file": c.get("file"), "line": c.get("line"),
+                    "batch_s_per_step": per_step, "epoch_s_per_epoch": epoch / epochs,
+                    "step_s_median": period,
+                    "share": per_step / period if period else None, "methods": methods})
+    return sorted(out, key=lambda c: -(c["share"] or 0.0))
+
+
+def _callback_text(c: dict[str, Any]) -> str:
+    text = (f"{c['class']} ({where(c)}) takes {ms(c['batch_s_per_step'])} per step in its "
+            "batch hooks")
+    if c["share"] is not None:
+        text += f", {c['share']:.0%} of the {ms(c['step_s_median'])} step"
+    if c["epoch_s_per_epoch"] > 0:
+        text += f", and {ms(c['epoch_s_per_epoch'])} per epoch in its epoch hooks"
+    return text
+
+
+def _callback_fix(c: dict[str, Any]) -> str:
+    return (f"make {c['class']}'s per-batch work ({where(c)}) cheaper or less frequent: do "
+            "it every N batches (if batch % N == 0), or in on_epoch_end; a model.predict or "
+            ".numpy() there runs a whole extra step (or waits for the device) every batch")
+
+
+def callback_causes(facts: Sequence[dict[str, Any]]) -> list[Cause]:
+    return [Cause("callbacks", c["share"], f"a callback: {_callback_text(c)}",
+                  _callback_fix(c), {"callback": c, "predicted": _predicted(
+                      "callbacks", f"{c['class']}'s batch work moved off the batches",
+                      c["step_s_median"], (c["step_s_median"] or 0.0) - c["batch_s_per_step"],
+                      "step period - the callback's batch hooks' time per step (both "
+                      "measured over the whole run)", {"callback_s": c["batch_s_per_step"]})})
+            for c in facts if c["share"] is not None and c["share"] >= CALLBACK_SHARE]
+
+
+def callbacks(obs: ProcessObservation, warmup: int, proc: str = "") -> Finding:
+    found = [c for s in obs.series for c in callback_facts(obs, s, warmup)]
+    check = f"run.callbacks{proc}"
+    if not found:
+        return Finding(check, "skip", "no Keras fit with callbacks of the program's own that "
+                       "override a batch or epoch hook", {"callbacks": []})
+    named = callback_causes(found)
+    evidence = {"callbacks": found, "threshold": CALLBACK_SHARE}
+    if named:
+        return Finding(check, "warn", "; ".join(_callback_text(c.evidence["callback"])
+                                                for c in named), evidence,
+                       advice="; ".join(c.advice for c in named))
+    return Finding(check, "ok", "; ".join(_callback_text(c) for c in found), evidence)
+
+
+# ------------------------------------------------------------------ for run.bottleneck
+def loop_causes(obs: ProcessObservation, label: str | None, warmup: int) -> list[Cause]:
+    """The step-series causes of one loop (the profiled one), for run.bottleneck."""
+    s = next((x for x in obs.series if x.label == label), None)
+    if s is None:
+        return []
+    found = [retracing_cause(retrace_facts(s, obs))]
+    return [c for c in found if c is not None] + callback_causes(callback_facts(obs, s,
+                                                                                warmup))

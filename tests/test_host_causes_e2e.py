@@ -1,0 +1,203 @@
+"""Why is it slow, on the host: retracing, an eager training loop, a per-batch Keras
+callback, and steps_per_execution advised against the program's own compile, each on a
+program written as TensorFlow's guides and keras-io's write it (tests/programs/), and its
+fixed version, which gets no such finding. End to end through the real CLI, real
+TensorFlow in a real child process.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import TESTS_DIR, ProgramRun, run_program
+
+PY = sys.executable
+PROGRAMS = TESTS_DIR / "programs"
+
+pytestmark = pytest.mark.slow
+
+
+def run(tmp: Path, program: str, *args: str, options: tuple[str, ...] = ()) -> ProgramRun:
+    r = run_program(tmp, PY, str(PROGRAMS / program), *args, options=options)
+    assert r.returncode == 0, r.stderr[-2000:]
+    return r
+
+
+def line_of(program: str, text: str) -> int:
+    return next(i for i, line in enumerate((PROGRAMS / program).read_text().splitlines(), 1)
+                if text in line)
+
+
+# ------------------------------------------------------------------------- retracing
+@pytest.fixture(scope="module")
+def num_steps_int(tmp_path_factory: pytest.TempPathFactory) -> ProgramRun:
+    return run(tmp_path_factory.mktemp("int"), "retrace_num_steps.py")
+
+
+@pytest.fixture(scope="module")
+def num_steps_tensor(tmp_path_factory: pytest.TempPathFactory) -> ProgramRun:
+    return run(tmp_path_factory.mktemp("tensor"), "retrace_num_steps.py", "tensor")
+
+
+def test_a_python_int_argument_retraces_every_call_named_with_its_argument_and_line(
+        num_steps_int: ProgramRun) -> None:
+    f = num_steps_int.found["run.retracing"]
+    assert f["status"] == "warn", f["message"]
+    (fn,) = f["evidence"]["functions"]
+    assert fn["function"] == "tf.function train" and fn["calls"] == 24 == fn["traces"]
+    assert fn["changed"][0]["arg"] == "num_steps" and fn["changed"][0]["kind"] == "python"
+    assert fn["changed"][0]["times"] == 23
+    # the trace's own time is part of the call, measured by the program's clock too
+    own = json.loads(num_steps_int.stdout.split("own calls ms:")[1].splitlines()[0])
+    assert fn["retraced_call_s_median"] * 1e3 == pytest.approx(statistics.median(own[1:]),
+                                                              rel=0.10)
+    assert 0 < fn["trace_s_median"] < fn["retraced_call_s_median"]
+    assert fn["trace_share"] >= 0.10
+    call = line_of("retrace_num_steps.py", "loss = train(num_steps=")
+    assert f"pass num_steps as a tensor at retrace_num_steps.py:{call}" in f["advice"]
+    assert fn["tensorflow_warnings"] >= 1  # TensorFlow's own warning: the second source
+    b = num_steps_int.found["run.bottleneck"]
+    if b["status"] == "warn":
+        assert b["evidence"]["causes"][0] == "retracing", b["message"]
+        assert "run several steps in each call" not in b["advice"]
+        assert b["evidence"]["predicted"]["cause"] == "retracing"
+
+
+def test_a_tensor_argument_traces_once_and_gets_no_retracing_finding(
+        num_steps_tensor: ProgramRun) -> None:
+    f = num_steps_tensor.found["run.retracing"]
+    assert f["status"] == "ok", f["message"]
+    assert f["evidence"]["functions"] == []
+    assert "retracing" not in num_steps_tensor.found["run.bottleneck"]["evidence"].get(
+        "causes", [])
+
+
+@pytest.fixture(scope="module")
+def new_function(tmp_path_factory: pytest.TempPathFactory) -> ProgramRun:
+    return run(tmp_path_factory.mktemp("new"), "custom_loop_guide.py", "new-function-each-step")
+
+
+@pytest.fixture(scope="module")
+def guide_function(tmp_path_factory: pytest.TempPathFactory) -> ProgramRun:
+    return run(tmp_path_factory.mktemp("function"), "custom_loop_guide.py", "function")
+
+
+def test_a_tf_function_made_inside_the_loop_is_named_at_the_line_that_makes_it(
+        new_function: ProgramRun) -> None:
+    f = new_function.found["run.retracing"]
+    assert f["status"] == "warn", f["message"]
+    (fn,) = f["evidence"]["functions"]
+    assert fn["function"] == "tf.function train_step"
+    assert fn["traces"] == fn["calls"] == 48  # 16 batches x 3 epochs, each a new object
+    assert fn["changed"][0]["kind"] == "new_object"
+    made = line_of("custom_loop_guide.py", "step_function = tf.function(train_step)")
+    assert f"define the tf.function once, outside the loop: custom_loop_guide.py:{made}" \
+        in f["advice"]
+    # the training loop is the loop, not the validation step after each epoch
+    assert new_function.found["run.profile"]["evidence"]["profile"]["source"] == \
+        "tf.function train_step"
+    loops = new_function.found["run.throughput"]["evidence"]["loops"]
+    assert loops[0]["series"] == "tf.function train_step"
+
+
+def test_the_guides_tf_function_loop_gets_no_retracing_and_its_training_step_is_the_loop(
+        guide_function: ProgramRun) -> None:
+    f = guide_function.found["run.retracing"]
+    assert f["status"] == "ok", f["message"]  # the last partial batch: one retrace, once
+    assert guide_function.found["run.profile"]["evidence"]["profile"]["source"] == \
+        "tf.function train_step"
+    assert guide_function.found["run.eager-loop"]["status"] == "ok"
+
+
+# ------------------------------------------------------------------------ eager loops
+@pytest.fixture(scope="module")
+def eager(tmp_path_factory: pytest.TempPathFactory) -> ProgramRun:
+    return run(tmp_path_factory.mktemp("eager"), "custom_loop_guide.py", "eager")
+
+
+def test_an_eager_training_loop_is_a_loop_timed_start_to_start(eager: ProgramRun) -> None:
+    (loop,) = eager.found["run.throughput"]["evidence"]["loops"]
+    assert loop["series"] == "eager step train_step"
+    periods = json.loads(eager.stdout.split("own periods:")[1].splitlines()[0])
+    own = [p for p in periods[10:] if p is not None]
+    assert loop["step_s_median"] == pytest.approx(statistics.median(own), rel=0.15)
+
+
+def test_an_eager_loop_is_host_bound_eager_execution_with_the_fix_at_the_step(
+        eager: ProgramRun) -> None:
+    f = eager.found["run.eager-loop"]
+    assert f["status"] == "warn", f["message"]
+    step = line_of("custom_loop_guide.py", "def train_step(x, y):")
+    assert f"decorate train_step (custom_loop_guide.py:{step}) with @tf.function" in f["advice"]
+    b = eager.found["run.bottleneck"]
+    assert b["evidence"]["eager"]["op_s"] > 0 and b["evidence"]["eager"]["ops_per_step"] > 10
+    if b["status"] == "warn":
+        assert b["evidence"]["causes"] == ["eager"], b["message"]
+        assert "host-bound eager execution" in b["message"]
+        assert f"custom_loop_guide.py:{step}" in b["advice"]
+        predicted = b["evidence"]["predicted"]  # whatif's eager model: what it cannot measure
+        assert predicted["cause"] == "eager"
+        if predicted["step_s"] is None:
+            assert "not in an eager trace" in predicted["why"]
+        else:
+            assert 0 < predicted["step_s"] < b["evidence"]["step_s"]
+
+
+# -------------------------------------------------------------------------- callbacks
+@pytest.fixture(scope="module")
+def per_batch(tmp_path_factory: pytest.TempPathFactory) -> ProgramRun:
+    return run(tmp_path_factory.mktemp("cb"), "callback_predict.py")
+
+
+@pytest.fixture(scope="module")
+def per_epoch(tmp_path_factory: pytest.TempPathFactory) -> ProgramRun:
+    return run(tmp_path_factory.mktemp("cbepoch"), "callback_predict.py", "per-epoch")
+
+
+def test_a_callback_predicting_at_every_batch_is_named_with_its_class_and_line(
+        per_batch: ProgramRun) -> None:
+    f = per_batch.found["run.callbacks"]
+    assert f["status"] == "warn", f["message"]
+    top = f["evidence"]["callbacks"][0]
+    line = line_of("callback_predict.py", "def on_train_batch_end(self, batch, logs=None):")
+    assert top["class"] == "ProbePredictions" and top["line"] == line
+    assert f"ProbePredictions (callback_predict.py:{line})" in f["message"]
+    assert top["share"] >= 0.5  # a whole predict per batch outweighs the small step
+    b = per_batch.found["run.bottleneck"]
+    if b["status"] == "warn":
+        assert b["evidence"]["causes"][0] == "callbacks", b["message"]
+        assert "TensorFlow's own per-step work" not in b["message"]
+
+
+def test_the_same_look_once_an_epoch_gets_no_callback_finding(per_epoch: ProgramRun) -> None:
+    f = per_epoch.found["run.callbacks"]
+    assert f["status"] == "ok", f["message"]
+    top = f["evidence"]["callbacks"][0]
+    assert top["class"] == "ProbePredictions" and top["epoch_s_per_epoch"] > 0
+    assert "callbacks" not in per_epoch.found["run.bottleneck"]["evidence"].get("causes", [])
+
+
+# ------------------------------------------------------------ steps_per_execution
+def test_steps_per_execution_is_advised_at_the_programs_compile_line(tmp_path: Path) -> None:
+    r = run(tmp_path, "fit_steps_per_execution.py", "1")
+    b = r.found["run.bottleneck"]
+    compile_line = line_of("fit_steps_per_execution.py", "model.compile(")
+    if "overhead-bound" in b["evidence"].get("causes", []):
+        assert f"steps_per_execution=N) so that each call of the step function runs N steps " \
+               f"at fit_steps_per_execution.py:{compile_line}" in b["advice"]
+
+
+def test_a_large_steps_per_execution_is_not_advised_again(tmp_path: Path) -> None:
+    r = run(tmp_path, "fit_steps_per_execution.py", "32", options=("--profile-warmup", "3"))
+    b = r.found["run.bottleneck"]
+    assert "so that each call of the step function runs N steps" not in (b["advice"] or "")
+    if "overhead-bound" in b["evidence"].get("causes", []):
+        assert "already runs 32 steps per execution" in b["message"]
+        assert "XLA (jit_compile=True" in b["advice"]
+    # each timed row ran 32 batches: the step time is per batch
+    (loop,) = r.found["run.throughput"]["evidence"]["loops"]
+    assert loop["step_s_median"] < 0.05
