@@ -196,6 +196,7 @@ def execute(session: RunSession, argv: list[str], *,
             if sampler is not None:
                 sampler.stop()
             raise UsageError(f"cannot run {argv[0]}: {exc.strerror}") from exc
+        program_pid = procs.program_pid(proc)  # the shim's child (release forgets it)
         ends = {e for e in map(survivors.end_name, (write_out, write_err)) if e}
         os.close(write_out)
         os.close(write_err)
@@ -228,12 +229,11 @@ def execute(session: RunSession, argv: list[str], *,
             exited.mark("output_drained_s")
             # first: the live thread's last poll then writes every sample it returned
             result = sampler.stop() if sampler is not None else None
-            shown = watcher.stop(returncode, procs.program_pid(proc))
+            shown = watcher.stop(returncode, program_pid)
             exited.mark("live_stopped_s")
     failures = tuple(WriteFailed.of(f.failure, f.path) for f in saved if f.failure)
     return Outcome(returncode, duration, interrupt, result, reason, state, stdout_path,
-                   stderr_path, out_dir, failures, settled, shown, exited,
-                   procs.program_pid(proc))
+                   stderr_path, out_dir, failures, settled, shown, exited, program_pid)
 
 
 def _ends(stdout_to_stderr: bool
