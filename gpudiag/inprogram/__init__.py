@@ -17,7 +17,10 @@ the user's, by module origin), autographmap (autograph's frames back to the user
 pywarnings,
 devicescopes (eager tf.device scopes), classevidence (a step function's cross-entropy
 ops), datasets (the tf.data calls with the program's lines), stallwatch (every thread's
-stack when no step finishes)."""
+stack when no step finishes), tracing (a step tf.function's traces: what each cost and
+what made it), eagersteps (a training step run without tf.function), callbacktimes (the
+program's own Keras callbacks timed inside fit), inputwait (seconds inside a tf.data
+iterator's next()), tf1dist (tf.compat.v1's distribution constructs)."""
 
 #: gpudiag's modules outside this package that the hooks load into the user's program: the
 #: contract and small pure leaves, each importing only the standard library.

@@ -18,5 +18,6 @@ livegpu.py NVML's samples, stderrscan.py matches the saved stderr against the ca
 statusline.py draws the terminal's one status line, peers.py shares a cluster's tasks'
 live states in the logdir; classcount.py finds a loop's number of classes from evidence
 only, placedrows.py turns the placement window's graphs into placement rows, survivors.py
-finds descendants that outlive the program.
+finds descendants that outlive the program; eagertrace.py splits an eager loop's profiled
+steps into the ops' own time and Python's dispatch of them.
 """

@@ -9,6 +9,8 @@
   ``training_runs`` (fits of one model joined into one training run) and ``crash_match``
   (the catalogue against a crash's every line and the log around it).
 - ``throughput``: the step period of each loop.
+- ``hostcauses``: retracing, an eager training loop and the program's own Keras
+  callbacks (run.retracing, run.eager-loop, run.callbacks), from the step series.
 - ``live``: what is decided while the program runs (stalls, a non-finite loss).
 - ``gpu_idle``: a GPU that NVML saw idle while the program ran.
 - ``peers``: a cluster's other tasks, live (who is behind, a worker gone).
