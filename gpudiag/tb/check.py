@@ -2,7 +2,10 @@
 
 What is expected comes from the run directories themselves (each one read by
 gpudiag.rundir.load_run: its report, and gpudiag.layout's names), not from TensorBoard:
-every run directory's ``report`` run has the findings and the report as text; a scaling
+every run directory's ``report`` run has the short verdict, the findings and the report
+as text, and the Text tab's first card (the first text tag in order) is the short verdict
+(``layout.TAG_VERDICT``); a `run` run has an HParams trial per TensorFlow process that
+trained; a scaling
 run has, per configuration, the training scalars and the figures by device count,
 histograms, an HParams trial, a profile (where the report has a trace), the plot as an
 image and the scaling charts in Custom Scalars; a memory run its ``memory-<mode>``
@@ -58,10 +61,16 @@ def expected(logdir: Path) -> Expected:
         run_dir = run.path
         prefix = run_dir.relative_to(logdir).as_posix()
         report_run = _run(prefix, layout.REPORT_TB_RUN)
-        out.need("text", report_run, layout.TAG_FINDINGS, layout.TAG_REPORT)
+        out.need("text", report_run, layout.TAG_VERDICT, layout.TAG_FINDINGS, layout.TAG_REPORT)
         data = run.report.data
         command = run.command
-        if command == "scaling":
+        if command == "run":
+            for process in (data.get("run") or {}).get("tensorflow_processes") or []:
+                if (process.get("record") or {}).get("series") and \
+                        not process.get("server_only"):
+                    out.need("hparams", layout.trial_name(
+                        run_dir.name, layout.run_tb_name(int(process["pid"]))))
+        elif command == "scaling":
             _scaling(out, prefix, run_dir.name, data)
         elif command == "memory":
             for mem in sorted(run_dir.glob(f"{layout.MEMORY_TB_RUN_PREFIX}*")):
@@ -173,6 +182,10 @@ def compare(want: Expected, seen: Observed) -> list[Verdict]:
                                         f"({len(have)} listed)"))
                 continue
         inactive = plugin not in seen.active
+        if plugin == "text":
+            first = min((t for tags in have.values() for t in tags), default=None)
+            if first != layout.TAG_VERDICT:
+                missing.append(f"first card {first}, not {layout.TAG_VERDICT}")
         if plugin == "hparams" and seen.hparams_metrics[:1] != \
                 [layout.TAG_BY_CONFIG_EXAMPLES_PER_S]:
             missing.append(f"first metric {seen.hparams_metrics[:1]}, not "
