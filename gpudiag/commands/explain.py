@@ -10,8 +10,9 @@ What a trace cannot tell (the program's tf.data calls and source lines) is not g
 
 One breakdown per trace, whichever command reads it: a trace of a gpudiag scaling run
 (``<run>/<config>/plugins/profile/<ts>/<host>.xplane.pb``) is read with the op placement
-and replica devices that run recorded (``<run>/children/<config>/result.json``), as
-`scaling` reads it; a CPU trace with no recorded placement is one host row, and the
+and replica devices that run recorded (``<run>/children/scaling-<n>dev/result.json``;
+before issue 30 ``<run>/children/<config>/result.json``), as `scaling` reads it; a
+CPU trace with no recorded placement is one host row, and the
 finding says devices cannot be told apart (virtual CPU devices share the host's plane).
 """
 
@@ -23,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from gpudiag.errors import UsageError
-from gpudiag.layout import RESULT_JSON, TAG_EXPLAIN, child_path
+from gpudiag.layout import CHILDREN_DIR, CONFIG_JSON, RESULT_JSON, TAG_EXPLAIN, child_path
 from gpudiag.markdown import markdown_table
 from gpudiag.readers import stepbreakdown, traces
 from gpudiag.report import Finding
@@ -74,16 +75,30 @@ def recorded_placement(trace: Path) -> tuple[dict[str, str] | None, list[str]]:
     config = trace.parents[3] if len(trace.parents) > 3 else None
     if config is None or trace.parents[1].name != "profile":
         return None, []
-    result = child_path(config.parent, config.name) / RESULT_JSON
     try:
-        data = json.loads(result.read_text(encoding="utf-8"))
-        train = data["result"]["train"]
+        train = _recorded_train(config)
         op_devices, devices = train.get("op_devices"), train.get("devices")
-    except (OSError, ValueError, KeyError, TypeError):
+    except (OSError, ValueError, KeyError, TypeError, IndexError, AttributeError):
         return None, []
     if not isinstance(op_devices, dict) or not op_devices or not isinstance(devices, list):
         return None, []
     return ({str(k): str(v) for k, v in op_devices.items()}, [str(d) for d in devices])
+
+
+def _recorded_train(config: Path) -> Any:
+    """The training result of configuration run ``config``: in ``children/<config>/``
+    (one child per configuration, before issue 30) or in the count child whose
+    config.json lists it among its ``logdirs`` (``children/scaling-<n>dev/``)."""
+    own = child_path(config.parent, config.name) / RESULT_JSON
+    if own.is_file():
+        return json.loads(own.read_text(encoding="utf-8"))["result"]["train"]
+    for child in sorted((config.parent / CHILDREN_DIR).glob("*/")):
+        asked = json.loads((child / CONFIG_JSON).read_text(encoding="utf-8"))
+        names = [Path(d).name for d in asked.get("logdirs") or []]
+        if config.name in names:
+            data = json.loads((child / RESULT_JSON).read_text(encoding="utf-8"))
+            return data["result"]["outcomes"][names.index(config.name)]["result"]["train"]
+    raise KeyError(config.name)
 
 
 def _row(trace: str, d: stepbreakdown.DeviceBreakdown) -> list[Any]:

@@ -41,6 +41,8 @@ class FitRow:
 
     i: int = 0  # the step's index in this fit recorder, from 0
     epoch: int | None = None
+    batch: int | None = None  # Keras's batch index at on_train_batch_end (the last of a
+    # call of steps_per_execution steps)
     t0: float | None = None  # Unix s at on_train_batch_begin
     t_end: float | None = None  # Unix s at on_train_batch_end
     logs: dict[str, Any] = field(default_factory=dict)  # Keras's batch logs (loss, metrics)

@@ -76,6 +76,7 @@ class Step:
     traced: bool = False  # a FULL_TRACE Session.run: slower, left out of the timing
     epoch: int | None = None  # Keras fit: the epoch of this batch
     count: int = 1  # steps this row stands for (rows aggregated past the first 20,000)
+    per_call: int = 1  # training steps one call ran (Keras fit's steps_per_execution)
 
 
 @dataclass(frozen=True)
