@@ -2,8 +2,9 @@
 MirroredStrategy (tests/programs/mirrored_fit.py: SGD(0.002), batch 4 over two devices, 30
 steps) is one trial, its hyperparameters as the hooks observed them and its metrics the
 report's numbers. Read back by TensorBoard itself (its HParams plugin over HTTP, as the
-dashboard asks), in a logdir that also holds the sample scaling run: TensorBoard takes
-one experiment of a logdir, and either one lists the run's columns and the scaling's."""
+dashboard asks), in a logdir that also holds the sample scaling run (TensorBoard takes
+one experiment of a logdir: scaling's, which lists the program's columns too) and in the
+run's logdir alone (no experiment: TensorBoard builds one from the trial)."""
 
 from __future__ import annotations
 
@@ -78,8 +79,8 @@ def test_the_programs_trial_holds_its_hyperparameters_and_the_reports_numbers(
         layout.TAG_BY_CONFIG_STEP_TIME: pytest.approx(loop["step_s_median"], rel=1e-6),
         layout.TAG_BY_CONFIG_EXAMPLES_PER_S: pytest.approx(loop["examples_per_s"], rel=1e-6),
         layout.TAG_BY_CONFIG_FINAL_LOSS: pytest.approx(final_loss, rel=1e-6)}
-    # whichever experiment TensorBoard took, it lists the program's columns and scaling's,
-    # throughput first
+    # the experiment (scaling's: `run` writes none) lists the program's columns and
+    # scaling's, throughput first
     experiment = _post(server, "/data/plugin/hparams/experiment", {"experimentName": ""})
     names = {h["name"] for h in experiment["hparamInfos"]}
     assert set(layout.RUN_HPARAMS) | set(layout.HPARAMS) <= names
@@ -88,3 +89,19 @@ def test_the_programs_trial_holds_its_hyperparameters_and_the_reports_numbers(
     scaling_trials = [n for n in groups if n.endswith("-scaling")]
     assert scaling_trials and all(groups[n]["hparams"]["strategy"] in ("towers", "mirrored")
                                   for n in scaling_trials)
+
+
+def test_alone_the_experiment_is_built_from_the_programs_trial(logdir: Path) -> None:
+    srv = tbserve.start(logdir / "fit", 0, "localhost")
+    try:
+        experiment = until(lambda: (lambda e: e if e.get("metricInfos") else None)(_post(
+            srv, "/data/plugin/hparams/experiment", {"experimentName": ""})),
+            "the experiment built", deadline_s=120)
+    finally:
+        srv.stop()
+    names = {h["name"] for h in experiment["hparamInfos"]}
+    assert names == set(layout.RUN_HPARAMS)  # mirrored_fit.py's: every one observed
+    metrics = [m["name"]["tag"] for m in experiment["metricInfos"]]
+    assert metrics[0] == layout.TAG_BY_CONFIG_EXAMPLES_PER_S, metrics
+    assert {layout.TAG_BY_CONFIG_STEP_TIME, layout.TAG_BY_CONFIG_FINAL_LOSS,
+            layout.TAG_RUN_LOSS, layout.TAG_RUN_STEP_TIME} <= set(metrics)

@@ -111,6 +111,7 @@ def test_compare_names_what_is_missing() -> None:
     want.need("scalars", "a/towers-1dev", "train/loss", "by_config/examples_per_s")
     want.need("hparams", "towers-1dev a")
     want.categories.add("scaling")
+    want.first_metric = "by_config/examples_per_s"  # a scaling run's experiment
     seen = tbcheck.Observed(
         runs={"scalars": {"a/towers-1dev": {"train/loss"}}, "histograms": {}, "text": {},
               "images": {}, "hparams": {"towers-1dev a": set()}, "custom_scalars": {},

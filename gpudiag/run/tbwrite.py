@@ -22,9 +22,12 @@ strategy and its replicas, the batch, the Keras optimizer and learning rate, the
 seen, the model's class; a value not observed is left out) and its metrics as level lines
 (the value at the first and at the last step, as scaling's): the median step period and
 examples/s of its longest loop (verdicts.run.throughput.loop_timing, the report's
-numbers), its final loss and accuracy (mean of the last 10 steps, as scaling's). The
-experiment (gpudiag.tb.hparams: the columns every gpudiag experiment shares) goes into the
-report run.
+numbers), its final loss and accuracy (mean of the last 10 steps, as scaling's). No
+experiment of its own: TensorBoard reads one experiment per logdir, the first it finds,
+so a `run` experiment would hide a scaling run's per-device columns in a logdir holding
+both. Alone, TensorBoard builds the experiment from the trials (every hyperparameter
+they hold, every scalar tag of their runs as a metric, by_config/ first); beside a
+scaling run, scaling's experiment lists the program's columns too (gpudiag.tb.hparams).
 """
 
 from __future__ import annotations
@@ -45,7 +48,6 @@ from gpudiag.layout import (
     run_tb_name,
 )
 from gpudiag.records.run import ProcessObservation, Step, StepSeries
-from gpudiag.tb import hparams as tbhparams
 from gpudiag.tb.writer import EventWriter
 from gpudiag.verdicts.run.progress import ACCURACY_KEYS
 from gpudiag.verdicts.run.throughput import loop_timing
@@ -197,15 +199,13 @@ def metrics_of(obs: ProcessObservation, warmup: int) -> dict[str, float]:
 
 
 def write_hparams(run_dir: Path, processes: list[ProcessObservation], warmup: int) -> None:
-    """One HParams trial per process that trained (a session in ``program-<pid>/``, its
-    metrics as level lines) and the experiment in the report run."""
+    """One HParams trial per process that trained: a session in ``program-<pid>/``, its
+    metrics as level lines."""
     trained = [o for o in processes if o.series]
     if not trained:
         return
-    trials = []
     for obs in trained:
         trial = hparams_of(obs)
-        trials.append(trial)
         steps = [s.index for s in max(obs.series, key=lambda s: len(s.steps)).steps]
         span = sorted({min(steps, default=0), max(steps, default=0)})
         with EventWriter(run_dir / run_tb_name(obs.pid)) as w:
@@ -214,5 +214,3 @@ def write_hparams(run_dir: Path, processes: list[ProcessObservation], warmup: in
             for tag, value in metrics_of(obs, warmup).items():
                 for step in span:
                     w.scalar(tag, value, step)
-    with EventWriter(run_dir / layout.REPORT_TB_RUN) as w:
-        tbhparams.write_experiment(w, trials)

@@ -1,12 +1,13 @@
-"""The HParams dashboard's experiment, shared by every command that writes trials.
+"""The HParams dashboard's experiment, with the columns of every gpudiag trial.
 
 TensorBoard's HParams plugin reads one experiment per logdir: the first run it finds
-holding one (tensorboard/plugins/hparams/backend_context.py, ``_find_experiment_tag``). A
-logdir holds `gpudiag scaling`'s configurations (gpudiag.scaling.tb_runs) and `gpudiag
-run`'s programs (gpudiag.run.tbwrite) side by side, so every gpudiag experiment lists the
-same columns: every hyperparameter either writes (``layout.ALL_HPARAMS``) and the same
-metrics, examples/s first (``METRICS``), plus the command's own per-device metrics. A
-column a trial lacks is empty in its row.
+holding one (tensorboard/plugins/hparams/backend_context.py, ``_find_experiment_tag``);
+without one it builds one from the trials' sessions and scalar tags. A logdir holds
+`gpudiag scaling`'s configurations (gpudiag.scaling.tb_runs, which writes an experiment)
+and `gpudiag run`'s programs (gpudiag.run.tbwrite, which writes none, so that scaling's
+is the one read) side by side, so scaling's experiment lists every hyperparameter either
+writes (``layout.ALL_HPARAMS``) and the metrics of both, examples/s first (``METRICS``),
+then its per-device metrics. A column a trial lacks is empty in its row.
 """
 
 from __future__ import annotations

@@ -137,7 +137,7 @@ def _nvml_lanes(run: Run, used_ev: dict[str, Any], tf_gpus: list[str] | None
             "idle" if index in idle else "busy"
         state = "not visible to TensorFlow" if tf_gpus == [] else \
             "used" if activity == "busy" else activity
-        lanes.append({"name": f"GPU {index} (NVML) {g.get('name') or ''}".strip(),
+        lanes.append({"name": f"GPU {index} (NVML)", "model": str(g.get("name") or ""),
                       "kind": "NVML", "state": state, "activity": activity, "ops": None,
                       "busy_s": None, "busy_share": None,
                       "util_mean": _finite(g.get("util_mean_percent")),

@@ -98,7 +98,7 @@ def why_no_gpu(report: dict[str, Any]) -> str:
     elif any("no NVIDIA driver" in t for t in texts) or "cuda-drivers-missing" in catalogue:
         reasons.append("no NVIDIA driver")
     if not reasons:
-        return "why is not recorded here (gpudiag env says)"
+        return "why: see gpudiag env"  # fits the 80 columns after the CPU devices
     return "; ".join(dict.fromkeys(reasons))
 
 

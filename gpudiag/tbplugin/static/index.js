@@ -61,7 +61,7 @@ function section(key, title, ...body) {
 // ---------------------------------------------------------------- (a) devices
 function sparkline(points, label) {
   // 0-100 % over the sampled time; a 2 px margin keeps a flat 0 % line inside the frame
-  const w = 160, h = 36, pad = 2;
+  const w = 120, h = 36, pad = 2;
   if (!points || points.length < 2) return el("span", { class: "muted" }, "no samples");
   const t0 = points[0][0], t1 = points[points.length - 1][0];
   const xy = points.map(([t, v]) => `${(((t - t0) / ((t1 - t0) || 1)) * w).toFixed(1)},` +
@@ -83,7 +83,8 @@ function devicesCard(d) {
     const activity = lane.activity ? el("span", { class: `activity ${lane.activity}` },
       ` ${lane.activity}`) : "";
     return el("tr", { class: `lane ${lane.state.replace(/ /g, "-")}`, "data-device": lane.name },
-      el("td", { class: "name" }, lane.name),
+      el("td", { class: "name" }, lane.name,
+        lane.model ? [el("br"), el("small", { class: "muted" }, lane.model)] : null),
       el("td", {}, el("span", { class: `badge ${lane.state.replace(/ /g, "-")}` }, lane.state)),
       el("td", {}, lane.busy_share === null ? "n/a"
         : el("span", { class: "bar", title: `busy ${pct(lane.busy_share)} of the step` },
