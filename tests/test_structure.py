@@ -192,3 +192,31 @@ def test_architecture_md_draws_these_layers() -> None:
         named = set(re.findall(r"[A-Za-z_]\w*(?:\.\w+)*", item.split(":", 1)[1]))
         short = {p if p == "gpudiag" else p.removeprefix("gpudiag.") for p in prefixes}
         assert short <= named, (item, short)
+
+
+#: Functions allowed over the limits, with the reason (none today). The command line's
+#: Typer functions declare one parameter per option: cli.py's parameters are its options.
+LONG_FUNCTION_EXCEPTIONS: dict[str, str] = {}
+MAX_LINES, MAX_PARAMS = 80, 8
+
+
+def oversized_functions() -> list[str]:
+    found = []
+    for path in sorted(PKG.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if not isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                continue
+            where = f"{path.relative_to(PKG.parent)}:{node.name}"
+            lines = (node.end_lineno or node.lineno) - node.lineno + 1
+            a = node.args
+            params = [x for x in a.posonlyargs + a.args + a.kwonlyargs
+                      if x.arg not in ("self", "cls")]
+            if lines > MAX_LINES:
+                found.append(f"{where} ({lines} lines)")
+            if len(params) > MAX_PARAMS and path.name != "cli.py":
+                found.append(f"{where} ({len(params)} parameters)")
+    return [f for f in found if f.split(" (")[0] not in LONG_FUNCTION_EXCEPTIONS]
+
+
+def test_no_function_over_80_lines_or_8_parameters() -> None:
+    assert oversized_functions() == []

@@ -10,24 +10,25 @@ What a trace cannot tell (the program's tf.data calls and source lines) is not g
 
 One breakdown per trace, whichever command reads it: a trace of a gpudiag scaling run
 (``<run>/<config>/plugins/profile/<ts>/<host>.xplane.pb``) is read with the op placement
-and replica devices that run recorded (``<run>/children/scaling-<n>dev/result.json``;
-before issue 30 ``<run>/children/<config>/result.json``), as `scaling` reads it; a
+and replica devices that run recorded (read with gpudiag.rundir.load_run: the child
+``children/scaling-<n>dev/``;
+before issue 30 ``children/<config>/``), as `scaling` reads it; a
 CPU trace with no recorded placement is one host row, and the
 finding says devices cannot be told apart (virtual CPU devices share the host's plane).
 """
 
 from __future__ import annotations
 
-import json
 import re
 from pathlib import Path
 from typing import Any
 
 from gpudiag.errors import UsageError
-from gpudiag.layout import CHILDREN_DIR, CONFIG_JSON, RESULT_JSON, TAG_EXPLAIN, child_path
+from gpudiag.layout import TAG_EXPLAIN
 from gpudiag.markdown import markdown_table
 from gpudiag.readers import stepbreakdown, traces
 from gpudiag.report import Finding
+from gpudiag.rundir import RunDirError, load_run
 from gpudiag.session import RunSession
 from gpudiag.ui import Ui
 from gpudiag.verdicts import bottleneck
@@ -78,7 +79,8 @@ def recorded_placement(trace: Path) -> tuple[dict[str, str] | None, list[str]]:
     try:
         train = _recorded_train(config)
         op_devices, devices = train.get("op_devices"), train.get("devices")
-    except (OSError, ValueError, KeyError, TypeError, IndexError, AttributeError):
+    except (RunDirError, OSError, ValueError, KeyError, TypeError, IndexError,
+            AttributeError):
         return None, []
     if not isinstance(op_devices, dict) or not op_devices or not isinstance(devices, list):
         return None, []
@@ -86,18 +88,19 @@ def recorded_placement(trace: Path) -> tuple[dict[str, str] | None, list[str]]:
 
 
 def _recorded_train(config: Path) -> Any:
-    """The training result of configuration run ``config``: in ``children/<config>/``
-    (one child per configuration, before issue 30) or in the count child whose
-    config.json lists it among its ``logdirs`` (``children/scaling-<n>dev/``)."""
-    own = child_path(config.parent, config.name) / RESULT_JSON
-    if own.is_file():
-        return json.loads(own.read_text(encoding="utf-8"))["result"]["train"]
-    for child in sorted((config.parent / CHILDREN_DIR).glob("*/")):
-        asked = json.loads((child / CONFIG_JSON).read_text(encoding="utf-8"))
-        names = [Path(d).name for d in asked.get("logdirs") or []]
-        if config.name in names:
-            data = json.loads((child / RESULT_JSON).read_text(encoding="utf-8"))
-            return data["result"]["outcomes"][names.index(config.name)]["result"]["train"]
+    """The training result of configuration run ``config``, read through the one reader of
+    a run directory (gpudiag.rundir): in ``children/<config>/`` (one child per
+    configuration, before issue 30) or in the count child whose config lists it among its
+    ``logdirs`` (``children/scaling-<n>dev/``)."""
+    run = load_run(config.parent)
+    own = run.children.get(config.name)
+    if own is not None and own.result:
+        return own.result["result"]["train"]
+    for child in run.children.values():
+        names = [Path(d).name for d in (child.config or {}).get("logdirs") or []]
+        if config.name in names and child.result:
+            outcome = child.result["result"]["outcomes"][names.index(config.name)]
+            return outcome["result"]["train"]
     raise KeyError(config.name)
 
 

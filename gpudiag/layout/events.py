@@ -393,6 +393,21 @@ class Exit(Event):
 
 
 @dataclass(frozen=True)
+class Tf1Distribution(Event):
+    """A tf.compat.v1 distribution construct the program built (gpudiag.inprogram.tf1dist):
+    ``api`` replica_device_setter (args: ps_tasks, ps_device, worker_device, cluster),
+    MonitoredTrainingSession (is_chief, master), Supervisor (is_chief),
+    SyncReplicasOptimizer (replicas_to_aggregate, total_num_replicas, optimizer),
+    compute_gradients (device, scope, graph, variables, tower) or apply_gradients (graph,
+    variables, towers_combined, combine_ops, variable_devices, variable_ops)."""
+
+    KIND = "tf1_distribution"
+    api: str = ""
+    args: dict[str, Any] = field(default_factory=dict)
+    caller: dict[str, Any] | None = None
+
+
+@dataclass(frozen=True)
 class Unknown(Event):
     """A line this gpudiag cannot read as one of its kinds: another kind, or a newer
     protocol version. Kept whole, never an error."""
@@ -407,7 +422,7 @@ KINDS: dict[str, type[Event]] = {cls.KIND: cls for cls in (
     ClusterJoinFailed, PlacementLogAsked, FitBegin, FitSteps, FitEpoch, FitEnd, FunctionSteps,
     Function, Weights, Stall, StallEnd, PlacementWindow, Placement, Session, SessionSteps,
     StepStats, DatasetCall, Crash, Profile, TfLog, DeviceScope, PyWarning, HookError, HookNote,
-    Exit)}
+    Exit, Tf1Distribution)}
 ROWS: dict[str, type] = {FitSteps.KIND: FitRow, FunctionSteps.KIND: FunctionRow,
                          SessionSteps.KIND: SessionRow}
 

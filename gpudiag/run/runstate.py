@@ -30,6 +30,7 @@ from gpudiag.records.run import (
     Step,
     StepStats,
     StrategyRecord,
+    Tf1Call,
     TfLogRecord,
 )
 
@@ -198,6 +199,7 @@ class ProcessState:
     loops: dict[tuple[str, str], Loop] = field(default_factory=dict)
     latest: Loop | None = None  # the loop that stepped last
     news: list[tuple[float | None, ev.Event]] = field(default_factory=list)
+    tf1_calls: list[Tf1Call] = field(default_factory=list)  # TF1 distribution constructs
 
     def begin_poll(self) -> None:
         """The views read this poll's steps and news; the next poll starts them afresh."""
