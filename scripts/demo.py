@@ -16,8 +16,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from gpudiag import headline
 from gpudiag.layout import REPORT_JSON
+from gpudiag.verdicts import headline
 
 # A few seconds of TensorFlow matmuls for `gpudiag monitor` to watch (any command would do).
 MONITOR_WORKLOAD = (

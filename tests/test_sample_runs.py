@@ -41,12 +41,16 @@ def test_scaling_sample_traces_show_every_tower_device_busy() -> None:
     """The checked-in 4-device towers trace, read again through xprof, shows all 4 busy,
     each op attributed to the device its step graph assigned it (not by its name)."""
     from gpudiag.readers import traces
-    from gpudiag.records.training import TrainingResult
+    from gpudiag.records.training import CountResult
 
     (path,) = [p for p in REPORTS if load_report(p.parent)["command"] == "scaling"]
     (xplane,) = traces.find_xplanes(path.parent / "towers-4dev")
-    result = json.loads((path.parent / "children" / "towers-4dev" / "result.json").read_text())
-    placed = TrainingResult.from_dict(result["result"]).train.op_devices
+    # one child per device count (both strategies in it): the 4-device child's towers run
+    result = json.loads((path.parent / "children" / "scaling-4dev" / "result.json").read_text())
+    (towers,) = [o for o in CountResult.from_dict(result["result"]).outcomes
+                 if o.strategy == "towers"]
+    assert towers.result is not None
+    placed = towers.result.train.op_devices
     devices = [f"/device:CPU:{i}" for i in range(1, 5)]
     busy = {d: s for d, s in traces.summarize(xplane, placed, devices).busy_by_device().items()
             if d in devices}

@@ -46,12 +46,22 @@ def _finding(report: dict[str, Any], finding_id: str) -> dict[str, Any]:
 
 @pytest.fixture(scope="module")
 def logdir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The sample runs, then (newest last) an input-bound Keras fit, the same fit tuned,
+    """The sample runs, a `monitor` and a `run` with two scripted GPUs (one busy, one
+    idle: tests/fake_nvml.py's one_idle), then (newest last) an input-bound Keras fit, the
+    same fit tuned,
     and a run of a script whose import has a typo (`import tensorflw`: it exits 1 before
     any TensorFlow work, a failed run)."""
     root = tmp_path_factory.mktemp("tb") / "runs"
     shutil.copytree(REPO / "sample_runs", root / "sample",
                     ignore=shutil.ignore_patterns("README.md"))
+    # two scripted GPUs behind the real NVML interface: GPU 0 busy (90 %), GPU 1 idle
+    for name, argv in (("nvml-monitor", ["monitor", "--logdir", str(root / "nvml-monitor"),
+                                         "--", sys.executable, str(PROGRAMS / "eager_loop.py"),
+                                         "200"]),
+                       ("nvml-run", ["run", "--logdir", str(root / "nvml-run"), "--",
+                                     sys.executable, str(PROGRAMS / "keras_fit_tiny.py")])):
+        proc = gpudiag(*argv, fake_nvml="one_idle", timeout=400)
+        assert proc.returncode == 1, (name, proc.stdout[-2000:], proc.stderr[-2000:])
     for name, extra in (("input", []), ("tuned", ["tuned"])):
         proc = gpudiag("run", "--logdir", str(root / name), "--", sys.executable,
                        str(PROGRAMS / "input_pipeline_fit.py"), *extra, timeout=400)
@@ -194,6 +204,8 @@ def test_first_screen_answers_devices_bottleneck_learning(
     for key in ("devices", "bottleneck", "learning"):
         box = frame.locator(f"section.{key}").bounding_box()
         assert box is not None and box["y"] < 1000, (key, box)
+    browser.page.mouse.move(0, 0)  # the tooltip away from the picture
+    expect(frame.locator("#gpudiag-tip")).to_be_hidden()
     _shoot(browser.page, "gpudiag-tab", tmp_path)
     # the sample scaling run: speed-up against the ideal; findings folded, worst first
     scaling_dir = next((logdir / "sample" / "scaling").iterdir())
@@ -205,9 +217,70 @@ def test_first_screen_answers_devices_bottleneck_learning(
         statuses = [c.split()[1] for c in group.locator("details.finding").evaluate_all(
             "nodes => nodes.map(n => n.className)")]
         assert statuses == sorted(statuses, key=order.__getitem__), statuses
+    # the first warning shown is one the report holds (scaling.efficiency, or a
+    # configuration's bottleneck: its group comes first)
+    warns = [f["id"] for f in _report(scaling_dir)["findings"] if f["status"] == "warn"]
+    assert any(w.startswith("scaling.efficiency") for w in warns), warns
     warned = frame.locator("details.finding.warn").first
-    expect(warned).to_contain_text("scaling.efficiency")
+    expect(warned.locator("summary code")).to_have_text(
+        re.compile("^(" + "|".join(map(re.escape, warns)) + ")$"))
+    expect(frame.locator("details.finding.warn", has_text="scaling.efficiency")).to_have_count(
+        sum(w.startswith("scaling.efficiency") for w in warns))
     expect(warned.locator("pre.evidence")).to_be_hidden()  # evidence folded away
+    browser.assert_clean()
+
+
+def _spark_levels(lane: Any) -> list[float]:
+    """The utilization line's points as percent (the sparkline: 36 px high, 2 px margin)."""
+    points = lane.locator("svg.spark polyline").get_attribute("points").split()
+    return [round((34 - float(p.split(",")[1])) / 32 * 100, 1) for p in points]
+
+
+def _util_samples(run_dir: Path, index: int) -> list[float]:
+    """GPU ``index``'s utilization scalars, read by TensorBoard's own EventAccumulator."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+    from tensorboard.util import tensor_util
+
+    acc = EventAccumulator(str(run_dir / layout.NVML_TB_RUN), size_guidance={"tensors": 0})
+    acc.Reload()
+    return [float(tensor_util.make_ndarray(e.tensor_proto))
+            for e in acc.Tensors(layout.gpu_util_tag(index))]
+
+
+def test_each_gpus_lane_shows_used_or_idle_and_its_utilization_line(
+        browser: Browser, server: tbserve.Server, logdir: Path, tmp_path: Path) -> None:
+    """What a person looks at on a GPU machine: per GPU, used or idle, and its utilization
+    over time, for `monitor` (any workload) and for `run` (TensorFlow listed no GPU here,
+    while NVML answered: the lanes say so, and the reason is not 'no NVIDIA driver')."""
+    from playwright.sync_api import expect
+
+    (mon_dir,), (run_dir,) = run_dirs(logdir / "nvml-monitor"), run_dirs(logdir / "nvml-run")
+    frame = browser.dashboard(server)
+    for run, states in ((mon_dir, ("used", "idle")),
+                        (run_dir, ("not visible to TensorFlow",) * 2)):
+        _choose(frame, "gpudiag-run", run, logdir)
+        for index, state, activity, level in ((0, states[0], "busy", 90.0),
+                                              (1, states[1], "idle", 0.0)):
+            lane = frame.locator(f'tr.lane[data-device="GPU {index} (NVML)"]')
+            expect(lane.locator("td.name small")).to_have_text("Fake GPU 40GB")
+            expect(lane.locator(".badge")).to_have_text(state, timeout=TIMEOUT_MS)
+            expect(lane.locator(".activity")).to_have_text(activity)
+            expect(lane).to_contain_text(f"mean {level:.0f}%")
+            samples = _util_samples(run, index)
+            assert len(samples) >= 2 and set(samples) == {level}, samples
+            assert _spark_levels(lane) == [level] * len(samples)
+        if run == run_dir:
+            expect(frame.locator('tr.lane[data-device="/device:CPU:0"] .badge')).to_have_text(
+                "used")
+            nogpu = frame.locator("p.nogpu")
+            expect(nogpu).to_contain_text("NVML sees 2 GPU(s); TensorFlow's CUDA did not start")
+            expect(nogpu).not_to_contain_text("no NVIDIA driver")
+        else:
+            expect(frame.locator("p.nogpu")).to_have_count(0)
+        # the first screen (the evidence folded below is JSON, where null is a value)
+        expect(frame.locator("div.grid")).not_to_contain_text(re.compile(
+            r"\bnull\b|\bundefined\b|NaN"))
+    _shoot(browser.page, "gpudiag-lanes", tmp_path)
     browser.assert_clean()
 
 

@@ -111,6 +111,7 @@ def test_compare_names_what_is_missing() -> None:
     want.need("scalars", "a/towers-1dev", "train/loss", "by_config/examples_per_s")
     want.need("hparams", "towers-1dev a")
     want.categories.add("scaling")
+    want.first_metric = "by_config/examples_per_s"  # a scaling run's experiment
     seen = tbcheck.Observed(
         runs={"scalars": {"a/towers-1dev": {"train/loss"}}, "histograms": {}, "text": {},
               "images": {}, "hparams": {"towers-1dev a": set()}, "custom_scalars": {},
@@ -129,3 +130,28 @@ def test_compare_names_what_is_missing() -> None:
     assert "first metric ['by_config/speedup']" in verdicts["hparams"].line
     assert verdicts["custom_scalars"].line == \
         "custom_scalars: 0 chart categories, missing: inactive; scaling"
+
+
+def test_compare_wants_the_short_verdict_as_the_text_tabs_first_card() -> None:
+    """The Text tab shows tags in order: a user's own text tag that sorts before the verdict,
+    or a report run without it, makes its first card something else."""
+    want = tbcheck.Expected()
+    want.need("text", "a/report", layout.TAG_VERDICT, layout.TAG_FINDINGS)
+
+    def seen(text: dict[str, set[str]]) -> tbcheck.Observed:
+        return tbcheck.Observed(
+            runs={"scalars": {}, "histograms": {}, "text": text, "images": {}, "hparams": {},
+                  "custom_scalars": {}, "profile": {}},
+            active={"text"}, categories=set(), hparams_metrics=[])
+
+    good = {"a/report": {layout.TAG_VERDICT, layout.TAG_BOTTLENECK, layout.TAG_FINDINGS},
+            "a/program-1": {layout.TAG_RUN_LIVE}}
+    assert {v.plugin: v for v in tbcheck.compare(want, seen(good))}["text"].ok
+    mine = {**good, "a/program-1": {"config/notes"}}  # the user's own text, sorting first
+    line = {v.plugin: v for v in tbcheck.compare(want, seen(mine))}["text"].line
+    assert line == ("text: 1 expected runs, missing: first card config/notes, not "
+                    f"{layout.TAG_VERDICT}")
+    old = {"a/report": {layout.TAG_BOTTLENECK, layout.TAG_FINDINGS}}  # written before it
+    line = {v.plugin: v for v in tbcheck.compare(want, seen(old))}["text"].line
+    assert line == ("text: 1 expected runs, missing: a/report ['findings/answer']; first "
+                    f"card {layout.TAG_BOTTLENECK}, not {layout.TAG_VERDICT}")

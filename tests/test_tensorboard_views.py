@@ -122,13 +122,18 @@ def test_dashboards_list_the_expected_runs_and_tags(server: tbserve.Server) -> N
     charts = [c["title"] for c in categories[tbviews.SCALING]["chart"]]
     assert charts[:2] == ["examples/s per step, every configuration",
                           "loss, every configuration"]
-    # HParams: one trial per configuration, named by its run; throughput first
+    # HParams: one trial per configuration, named by its run, and one per process of the
+    # `run` sample (the user's program); throughput first
     experiment = get(server, "/data/plugin/hparams/experiment", {"experimentName": ""})
     assert [m["name"]["tag"] for m in experiment["metricInfos"]][:3] == [
-        layout.TAG_BY_CONFIG_EXAMPLES_PER_S, layout.TAG_BY_CONFIG_SPEEDUP,
-        layout.TAG_BY_CONFIG_EFFICIENCY]
+        layout.TAG_BY_CONFIG_EXAMPLES_PER_S, layout.TAG_BY_CONFIG_STEP_TIME,
+        layout.TAG_BY_CONFIG_SPEEDUP]
+    run_dir, run = runs["run"]
+    programs = [layout.trial_name(run_dir.name, layout.run_tb_name(p["pid"]))
+                for p in run["data"]["run"]["tensorflow_processes"]]
+    assert programs
     assert sorted(g["name"] for g in session_groups(server)) == sorted(
-        layout.trial_name(scaling_dir.name, name) for name in configs)
+        [layout.trial_name(scaling_dir.name, name) for name in configs] + programs)
 
 
 def test_hparams_metrics_are_the_reports_figures(server: tbserve.Server) -> None:
@@ -221,9 +226,14 @@ def test_browser_renders_the_answers(page: Any, server: tbserve.Server, tmp_path
         expect(page.get_by_text(f"{prefix(scaling_dir)}/{name}").first).to_be_attached()
     page.wait_for_timeout(3000)  # the charts draw after their cards appear
     shoot(page, "timeseries", tmp_path)
-    # Text: the findings summary is the first card, with the scaling findings in it
+    # Text: the short verdict is the first card, then the findings summary with the scaling
+    # findings in it
     open_dashboard(page, server, "text")
+    expect(page.get_by_text(layout.TAG_VERDICT).first).to_be_visible(timeout=timeout)
     expect(page.get_by_text(layout.TAG_FINDINGS).first).to_be_visible(timeout=timeout)
+    verdict_box = page.get_by_text(layout.TAG_VERDICT).first.bounding_box()
+    summary_box = page.get_by_text(layout.TAG_FINDINGS).first.bounding_box()
+    assert verdict_box and summary_box and verdict_box["y"] < summary_box["y"]
     first_finding = next(f for f in scaling["findings"] if f["status"] == "warn")
     expect(page.get_by_text(first_finding["id"]).first).to_be_visible(timeout=timeout)
     expect(page.get_by_text(f"gpudiag {scaling['command']}").first).to_be_attached()
@@ -238,6 +248,10 @@ def test_browser_renders_the_answers(page: Any, server: tbserve.Server, tmp_path
     for name in scaling["data"]["scaling"]["configs"]:
         expect(page.get_by_text(layout.trial_name(scaling_dir.name, name)).first) \
             .to_be_attached(timeout=timeout)
+    run_dir, run = runs["run"]
+    for process in run["data"]["run"]["tensorflow_processes"]:  # the user's program
+        expect(page.get_by_text(layout.trial_name(
+            run_dir.name, layout.run_tb_name(process["pid"]))).first).to_be_attached()
     expect(page.get_by_text("examples/s (median)").first).to_be_visible()
     shoot(page, "hparams", tmp_path)
     # Custom Scalars: one chart per question

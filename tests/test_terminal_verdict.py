@@ -86,8 +86,13 @@ def test_the_reason_comes_from_the_evidence_only() -> None:
     cpu_build = _report()
     cpu_build["environment"] = {"tensorflow": {"is_built_with_cuda": False}}
     assert headline.why_no_gpu(cpu_build) == "TensorFlow is a CPU-only build"
-    assert headline.why_no_gpu(_report(cuda_visible_devices="0,1")) == \
-        "why is not recorded here (gpudiag env says)"
+    assert headline.why_no_gpu(_report(cuda_visible_devices="0,1")) == "why: see gpudiag env"
+    # NVML answered (the driver is there): TensorFlow's CUDA is what did not start
+    nvml = _report()
+    nvml["findings"].append({"id": "run.every-gpu-used", "status": "fail", "message": "",
+                             "evidence": {"gpus": [{"index": 0, "util_mean_percent": 90.0},
+                                                   {"index": 1, "util_mean_percent": 0.0}]}})
+    assert headline.why_no_gpu(nvml) == "NVML sees 2 GPU(s); TensorFlow's CUDA did not start"
     with_gpus = _report(physical_gpus=[{"name": "/physical_device:GPU:0"}])
     assert headline.devices_line(with_gpus) == "devices: 1 GPU(s) seen by TensorFlow"
 

@@ -111,7 +111,9 @@ def _model_facts(model: Any) -> dict[str, Any]:
     opt = getattr(model, "optimizer", None)
     facts["optimizer"] = type(opt).__name__ if opt is not None else None
     try:
-        facts["learning_rate"] = float(opt.learning_rate)  # type: ignore[union-attr]
+        rate = opt.learning_rate  # type: ignore[union-attr]
+        # a MirroredStrategy's is a MirroredVariable, which float() refuses
+        facts["learning_rate"] = float(rate.numpy() if hasattr(rate, "numpy") else rate)
     except Exception:
         facts["learning_rate"] = None
     strategy = getattr(model, "distribute_strategy", None)

@@ -35,6 +35,8 @@ TAG_BY_CONFIG_SPEEDUP = f"{BY_CONFIG}/speedup"  # vs the same strategy on 1 devi
 TAG_BY_CONFIG_EFFICIENCY = f"{BY_CONFIG}/scaling_efficiency"  # speedup / devices
 TAG_BY_CONFIG_FINAL_LOSS = f"{BY_CONFIG}/final_loss"  # mean of the last 10 steps
 TAG_BY_CONFIG_FINAL_ACCURACY = f"{BY_CONFIG}/final_accuracy"
+# `gpudiag run`: the program's median step period (start to start, timed steps only)
+TAG_BY_CONFIG_STEP_TIME = f"{BY_CONFIG}/step_time_s"
 
 
 #: The configuration's <i>-th device's busy share of the profiled window.
@@ -56,6 +58,18 @@ HPARAM_MODEL = "model"
 HPARAM_DATA = "data"
 HPARAMS = (HPARAM_DEVICES, HPARAM_STRATEGY, HPARAM_BATCH_PER_DEVICE, HPARAM_GLOBAL_BATCH,
            HPARAM_VARIABLES_ON, HPARAM_MODEL, HPARAM_DATA)
+# `gpudiag run`: one trial per TensorFlow process of the user's program (session run =
+# program-<pid>/), its hyperparameters as the hooks observed them, where they did.
+HPARAM_PROGRAM = "program"  # the script or module the command ran
+HPARAM_OPTIMIZER = "optimizer"  # the Keras optimizer's class
+HPARAM_LEARNING_RATE = "learning_rate"  # its learning rate when fit began
+HPARAM_STEPS = "steps"  # training steps seen of its longest loop
+RUN_HPARAMS = (HPARAM_PROGRAM, HPARAM_DEVICES, HPARAM_STRATEGY, HPARAM_BATCH_PER_DEVICE,
+               HPARAM_GLOBAL_BATCH, HPARAM_OPTIMIZER, HPARAM_LEARNING_RATE, HPARAM_STEPS,
+               HPARAM_MODEL)
+# Every gpudiag HParams experiment lists all of them: TensorBoard takes one experiment of
+# a logdir (the first it finds), so scaling's and run's trials show in either one.
+ALL_HPARAMS = (*HPARAMS, *(h for h in RUN_HPARAMS if h not in HPARAMS))
 
 
 def trial_name(run_dir_name: str, config: str) -> str:

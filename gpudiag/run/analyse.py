@@ -271,6 +271,8 @@ def report(session: RunSession, argv: list[str], outcome: Outcome, options: RunO
         processes.append(_process_findings(
             session, seen, obs, proc, (rows, reason),
             outcome.live.programs.get(obs.pid) if outcome.live is not None else None))
+    tbwrite.write_hparams(session.run_dir, [o for o in tf_procs if not server_only(o)],
+                          options.profile_warmup_steps)
     if tf_procs:
         overridden = [o for o in tf_procs if o.cpp_log_level_overridden]
         session.add(run_verdicts.tf_log(log, log_reason(overridden[0], options)

@@ -14,11 +14,12 @@ Into each configuration's run (``<strategy>-<n>dev/``, beside the child's events
   dashboard shows exactly the report's numbers.
 
 Into the report run: the HParams experiment (which hyperparameters and metrics, in
-order, throughput first), the Custom Scalars layout (gpudiag.tb.views), the all-reduce
-table as text, and the scaling and all-reduce plots as images (``scaling.png``,
-``allreduce.png``: throughput and efficiency against the device count; bus and algorithm
-bandwidth against the message size on a log axis). Neither has a step axis, so they are
-pictures, not scalars.
+order, throughput first: gpudiag.tb.hparams, the columns every gpudiag experiment
+shares), the Custom Scalars layout (gpudiag.tb.views), the all-reduce table as text, and
+the scaling and all-reduce plots as images (``scaling.png``, ``allreduce.png``:
+throughput and efficiency against the device count; bus and algorithm bandwidth against
+the message size on a log axis). Neither has a step axis, so they are pictures, not
+scalars.
 """
 
 from __future__ import annotations
@@ -30,8 +31,9 @@ from typing import Any
 from gpudiag import layout
 from gpudiag.markdown import markdown_table
 from gpudiag.records.training import MIB, AllreduceResult, TrainingResult
+from gpudiag.tb import hparams as tbhparams
 from gpudiag.tb.views import scaling_charts
-from gpudiag.tb.writer import EventWriter, HParam
+from gpudiag.tb.writer import EventWriter
 from gpudiag.verdicts.scaling import SHARED_DEVICE_KINDS
 
 ALLREDUCE_HEADERS = ["size (MiB)", "time (ms)", "algbw (GB/s)", "busbw (GB/s)", "iterations"]
@@ -140,23 +142,12 @@ def config_figures(row: dict[str, Any] | None, config: dict[str, Any]) -> dict[s
     return {tag: float(v) for tag, v in figures.items() if v is not None}
 
 
-def metrics(max_devices: int, nvml_indices: Sequence[int]) -> list[tuple[str, str]]:
-    """The HParams metrics, (tag, display name), in the order the dashboard shows them."""
-    out = [(layout.TAG_BY_CONFIG_EXAMPLES_PER_S, "examples/s (median)"),
-           (layout.TAG_BY_CONFIG_SPEEDUP, "speedup"),
-           (layout.TAG_BY_CONFIG_EFFICIENCY, "efficiency"),
-           (layout.TAG_BY_CONFIG_FINAL_LOSS, "final loss"),
-           (layout.TAG_BY_CONFIG_FINAL_ACCURACY, "final accuracy")]
-    out += [(layout.busy_share_tag(i), f"dev{i} busy share (trace)") for i in range(max_devices)]
+def device_metrics(max_devices: int, nvml_indices: Sequence[int]) -> list[tuple[str, str]]:
+    """The HParams metrics of each device, (tag, display name), after the shared ones
+    (gpudiag.tb.hparams.METRICS)."""
+    out = [(layout.busy_share_tag(i), f"dev{i} busy share (trace)") for i in range(max_devices)]
     out += [(layout.nvml_util_mean_tag(i), f"GPU {i} util % (NVML mean)") for i in nvml_indices]
     return out
-
-
-def hparam_columns(trials: Sequence[dict[str, bool | int | float | str]]) -> list[HParam]:
-    """``layout.HPARAMS`` as dashboard columns, each marked as differing or not."""
-    return [HParam(name, numeric=any(isinstance(t.get(name), int | float) for t in trials),
-                   differs=len({t.get(name) for t in trials}) > 1)
-            for name in layout.HPARAMS]
 
 
 def hparams_of(strategy: str, n_devices: int, result: TrainingResult | None,
@@ -200,7 +191,7 @@ def write_scaling_tb(run_dir: Path, rows: Sequence[dict[str, Any]], configs: dic
     max_devices = max((r.n_devices for r in runs), default=0)
     png = run_dir / layout.PLOT_PNG
     with EventWriter(run_dir / layout.REPORT_TB_RUN) as w:
-        w.hparams_experiment(hparam_columns(trials), metrics(max_devices, nvml_indices))
+        tbhparams.write_experiment(w, trials, device_metrics(max_devices, nvml_indices))
         w.custom_scalars(scaling_charts(nvml=bool(nvml_indices)))
         if rows:
             width, height = plot_png(rows, kind, png)

@@ -2,7 +2,10 @@
 
 What is expected comes from the run directories themselves (each one read by
 gpudiag.rundir.load_run: its report, and gpudiag.layout's names), not from TensorBoard:
-every run directory's ``report`` run has the findings and the report as text; a scaling
+every run directory's ``report`` run has the short verdict, the findings and the report
+as text, and the Text tab's first card (the first text tag in order) is the short verdict
+(``layout.TAG_VERDICT``); a `run` run has an HParams trial per TensorFlow process that
+trained; a scaling
 run has, per configuration, the training scalars and the figures by device count,
 histograms, an HParams trial, a profile (where the report has a trace), the plot as an
 image and the scaling charts in Custom Scalars; a memory run its ``memory-<mode>``
@@ -36,6 +39,7 @@ class Expected:
 
     runs: dict[str, Tags] = field(default_factory=lambda: {p: {} for p in PLUGINS})
     categories: set[str] = field(default_factory=set)
+    first_metric: str | None = None  # HParams' first metric (a scaling run's experiment)
 
     def need(self, plugin: str, run: str, *tags: str) -> None:
         self.runs[plugin].setdefault(run, set()).update(tags)
@@ -58,10 +62,16 @@ def expected(logdir: Path) -> Expected:
         run_dir = run.path
         prefix = run_dir.relative_to(logdir).as_posix()
         report_run = _run(prefix, layout.REPORT_TB_RUN)
-        out.need("text", report_run, layout.TAG_FINDINGS, layout.TAG_REPORT)
+        out.need("text", report_run, layout.TAG_VERDICT, layout.TAG_FINDINGS, layout.TAG_REPORT)
         data = run.report.data
         command = run.command
-        if command == "scaling":
+        if command == "run":
+            for process in (data.get("run") or {}).get("tensorflow_processes") or []:
+                if (process.get("record") or {}).get("series") and \
+                        not process.get("server_only"):
+                    out.need("hparams", layout.trial_name(
+                        run_dir.name, layout.run_tb_name(int(process["pid"]))))
+        elif command == "scaling":
             _scaling(out, prefix, run_dir.name, data)
         elif command == "memory":
             for mem in sorted(run_dir.glob(f"{layout.MEMORY_TB_RUN_PREFIX}*")):
@@ -84,6 +94,7 @@ def _scaling(out: Expected, prefix: str, run_dir_name: str, data: dict[str, Any]
     workload = (data.get("scaling_options") or {}).get("workload") or {}
     report_run = _run(prefix, layout.REPORT_TB_RUN)
     if configs:
+        out.first_metric = layout.TAG_BY_CONFIG_EXAMPLES_PER_S
         out.need("text", report_run, layout.TAG_SCALING_TABLE)
         out.need("images", report_run, layout.TAG_SCALING_PLOT)
         out.categories.add(tbviews.SCALING)
@@ -173,10 +184,14 @@ def compare(want: Expected, seen: Observed) -> list[Verdict]:
                                         f"({len(have)} listed)"))
                 continue
         inactive = plugin not in seen.active
-        if plugin == "hparams" and seen.hparams_metrics[:1] != \
-                [layout.TAG_BY_CONFIG_EXAMPLES_PER_S]:
+        if plugin == "text":
+            first = min((t for tags in have.values() for t in tags), default=None)
+            if first != layout.TAG_VERDICT:
+                missing.append(f"first card {first}, not {layout.TAG_VERDICT}")
+        if plugin == "hparams" and want.first_metric is not None and \
+                seen.hparams_metrics[:1] != [want.first_metric]:
             missing.append(f"first metric {seen.hparams_metrics[:1]}, not "
-                           f"{layout.TAG_BY_CONFIG_EXAMPLES_PER_S}")
+                           f"{want.first_metric}")
         if missing or inactive:
             gaps = ("inactive; " if inactive else "") + "; ".join(missing[:4])
             more = f" (+{len(missing) - 4} more)" if len(missing) > 4 else ""

@@ -78,7 +78,8 @@ def _nvml_series(run: Run) -> dict[int, dict[str, list[list[float]]]]:
     out: dict[int, dict[str, list[list[float]]]] = {}
     for tag, points in read_scalars(tb).items():
         for key, tagger in (("util", layout.gpu_util_tag), ("sm_util", layout.gpu_sm_util_tag)):
-            found = re.fullmatch(tagger.pattern, tag)
+            head, tail = tagger.template.split("{}")
+            found = re.fullmatch(f"{re.escape(head)}(\\d+){re.escape(tail)}", tag)
             if found:
                 index = int(found.group(1))
                 out.setdefault(index, {})[key] = [[step / 1000.0, value]
@@ -113,22 +114,37 @@ def devices(run: Run) -> dict[str, Any]:
                       "busy_share": share, "util": [], "sm_util": []})
     if not lanes:
         lanes = _scaling_lanes(run)
+    lanes += _nvml_lanes(run, used_ev, gpus)
+    no_gpu = headline.devices_line(report, width=1000) if gpus == [] else None
+    return {"no_gpu": no_gpu, "tf_gpus": gpus, "lanes": lanes}
+
+
+def _nvml_lanes(run: Run, used_ev: dict[str, Any], tf_gpus: list[str] | None
+                ) -> list[dict[str, Any]]:
+    """One lane per GPU NVML saw: ``activity`` is NVML's (busy / idle / lost: the
+    every-gpu-used finding's, or `run`'s every-device-used), ``state`` TensorFlow's side
+    (not visible to TensorFlow when it listed no GPU; else NVML's used or idle)."""
+    gpu_ev = _evidence(run, "every-gpu-used")
+    idle = set(used_ev.get("nvml_idle") or []) | set(gpu_ev.get("idle_indices") or [])
+    lost = set(gpu_ev.get("lost_indices") or [])
     series = _nvml_series(run)
-    nvml_idle = set(used_ev.get("nvml_idle") or [])
-    for g in used_ev.get("nvml_gpus") or _evidence(run, "every-gpu-used").get("gpus") or []:
+    lanes = []
+    for g in used_ev.get("nvml_gpus") or gpu_ev.get("gpus") or []:
         if not isinstance(g, dict) or g.get("index") is None:
             continue
         index = int(g["index"])
-        state = ("idle" if index in nvml_idle else "used") if gpus else \
-            "not visible to TensorFlow"
-        lanes.append({"name": f"GPU {index} (NVML) {g.get('name') or ''}".strip(),
-                      "kind": "NVML", "state": state, "ops": None, "busy_s": None,
-                      "busy_share": None, "util_mean": _finite(g.get("util_mean_percent")),
+        activity = "lost" if index in lost or g.get("error") else \
+            "idle" if index in idle else "busy"
+        state = "not visible to TensorFlow" if tf_gpus == [] else \
+            "used" if activity == "busy" else activity
+        lanes.append({"name": f"GPU {index} (NVML)", "model": str(g.get("name") or ""),
+                      "kind": "NVML", "state": state, "activity": activity, "ops": None,
+                      "busy_s": None, "busy_share": None,
+                      "util_mean": _finite(g.get("util_mean_percent")),
                       "sm_util_mean": _finite(g.get("sm_util_mean_percent")),
                       "util": series.get(index, {}).get("util", []),
                       "sm_util": series.get(index, {}).get("sm_util", [])})
-    no_gpu = headline.devices_line(report) if gpus == [] else None
-    return {"no_gpu": no_gpu, "tf_gpus": gpus, "lanes": lanes}
+    return lanes
 
 
 def _scaling_lanes(run: Run) -> list[dict[str, Any]]:

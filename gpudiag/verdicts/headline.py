@@ -90,10 +90,15 @@ def why_no_gpu(report: dict[str, Any]) -> str:
     texts = [str(v) for k in ("nvml_unavailable_reason", "reason") for v in _walk(report, k)]
     catalogue = [m for v in _walk(report, "catalogue_matches") if isinstance(v, list) for m in v]
     catalogue += [v for v in _walk(report, "id") if v == "cuda-drivers-missing"]
-    if any("no NVIDIA driver" in t for t in texts) or "cuda-drivers-missing" in catalogue:
+    nvml = max((len(v) for k in ("nvml_gpus", "gpus") for v in _walk(report, k)
+                if isinstance(v, list) and v and all(isinstance(g, dict) and "util_mean_percent"
+                                                     in g for g in v)), default=0)
+    if nvml:  # the driver answers NVML: TensorFlow's CUDA is what did not start
+        reasons.append(f"NVML sees {nvml} GPU(s); TensorFlow's CUDA did not start")
+    elif any("no NVIDIA driver" in t for t in texts) or "cuda-drivers-missing" in catalogue:
         reasons.append("no NVIDIA driver")
     if not reasons:
-        return "why is not recorded here (gpudiag env says)"
+        return "why: see gpudiag env"  # fits the 80 columns after the CPU devices
     return "; ".join(dict.fromkeys(reasons))
 
 
@@ -113,20 +118,21 @@ def _cpu_devices(report: dict[str, Any]) -> str:
     return f" ({', '.join(used)})" if used else ""
 
 
-def devices_line(report: dict[str, Any]) -> str | None:
-    """Devices seen and used; for no GPU, that the work ran on the CPU and why."""
+def devices_line(report: dict[str, Any], width: int = WIDTH) -> str | None:
+    """Devices seen and used; for no GPU, that the work ran on the CPU and why (one line
+    of at most ``width`` characters)."""
     gpus = tf_gpus(report)
     if gpus is None and any(_walk(report, "nvml_unavailable_reason")):
-        return clip(f"devices: NVML sees no GPU: {why_no_gpu(report)}")
+        return clip(f"devices: NVML sees no GPU: {why_no_gpu(report)}", width)
     if gpus is None:
         summary = report.get("devices", {}).get("summary")
-        return clip(f"devices: {summary}") if summary else None
+        return clip(f"devices: {summary}", width) if summary else None
     if not gpus:
         return clip(f"devices: no GPU, ran on the CPU{_cpu_devices(report)}: "
-                    f"{why_no_gpu(report)}")
+                    f"{why_no_gpu(report)}", width)
     used = next((f for f in _by_suffix(report, ("every-device-used", "every-gpu-used"))), None)
     tail = f"; {used['message']}" if used else ""
-    return clip(f"devices: {len(gpus)} GPU(s) seen by TensorFlow{tail}")
+    return clip(f"devices: {len(gpus)} GPU(s) seen by TensorFlow{tail}", width)
 
 
 def _by_suffix(report: dict[str, Any], suffixes: tuple[str, ...]) -> list[dict[str, Any]]:

@@ -60,14 +60,17 @@ function section(key, title, ...body) {
 
 // ---------------------------------------------------------------- (a) devices
 function sparkline(points, label) {
-  const w = 220, h = 36;
+  // 0-100 % over the sampled time; a 2 px margin keeps a flat 0 % line inside the frame
+  const w = 120, h = 36, pad = 2;
   if (!points || points.length < 2) return el("span", { class: "muted" }, "no samples");
-  const t0 = points[0][0], t1 = points[points.length - 1][0] || 1;
-  const xy = points.map(([t, v]) =>
-    `${((t - t0) / ((t1 - t0) || 1)) * w},${h - (Math.max(0, Math.min(100, v)) / 100) * h}`);
+  const t0 = points[0][0], t1 = points[points.length - 1][0];
+  const xy = points.map(([t, v]) => `${(((t - t0) / ((t1 - t0) || 1)) * w).toFixed(1)},` +
+    `${(h - pad - (Math.max(0, Math.min(100, v)) / 100) * (h - 2 * pad)).toFixed(1)}`);
   return svg("svg", { width: w, height: h, class: "spark", role: "img", "aria-label": label },
     svg("title", {}, label),
-    svg("polyline", { points: xy.join(" "), fill: "none", stroke: "#1565c0" }));
+    svg("rect", { x: 0, y: 0, width: w, height: h, class: "spark-frame" }),
+    svg("polyline", { points: xy.join(" "), fill: "none", stroke: "#1565c0",
+      "stroke-width": 1.5 }));
 }
 
 function devicesCard(d) {
@@ -75,10 +78,13 @@ function devicesCard(d) {
   if (d.no_gpu) body.push(el("p", { class: "nogpu" }, d.no_gpu.replace(/^devices: /, "")));
   const rows = d.lanes.map((lane) => {
     const mean = lane.util_mean === undefined || lane.util_mean === null ? ""
-      : ` mean ${lane.util_mean}%` + (lane.sm_util_mean === null ? ""
-        : `, SM ${lane.sm_util_mean}% (GPM)`);
+      : ` mean ${Math.round(lane.util_mean)}%` + (lane.sm_util_mean === null ? ""
+        : `, SM ${Math.round(lane.sm_util_mean)}% (GPM)`);
+    const activity = lane.activity ? el("span", { class: `activity ${lane.activity}` },
+      ` ${lane.activity}`) : "";
     return el("tr", { class: `lane ${lane.state.replace(/ /g, "-")}`, "data-device": lane.name },
-      el("td", { class: "name" }, lane.name),
+      el("td", { class: "name" }, lane.name,
+        lane.model ? [el("br"), el("small", { class: "muted" }, lane.model)] : null),
       el("td", {}, el("span", { class: `badge ${lane.state.replace(/ /g, "-")}` }, lane.state)),
       el("td", {}, lane.busy_share === null ? "n/a"
         : el("span", { class: "bar", title: `busy ${pct(lane.busy_share)} of the step` },
@@ -86,7 +92,7 @@ function devicesCard(d) {
           el("em", {}, pct(lane.busy_share)))),
       el("td", {}, lane.ops === null || lane.ops === undefined ? "" : `${lane.ops} ops`),
       el("td", {}, lane.kind === "NVML"
-        ? [sparkline(lane.util, `${lane.name} utilization % (NVML)`), mean] : ""));
+        ? [sparkline(lane.util, `${lane.name} utilization % (NVML)`), activity, mean] : ""));
   });
   if (rows.length) {
     body.push(el("table", { class: "lanes" },
