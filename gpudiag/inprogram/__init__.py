@@ -20,7 +20,7 @@ ops), datasets (the tf.data calls with the program's lines), stallwatch (every t
 stack when no step finishes), tracing (a step tf.function's traces: what each cost and
 what made it), eagersteps (a training step run without tf.function), callbacktimes (the
 program's own Keras callbacks timed inside fit), inputwait (seconds inside a tf.data
-iterator's next()), tf1dist (tf.compat.v1's distribution constructs)."""
+iterator's next())."""
 
 #: gpudiag's modules outside this package that the hooks load into the user's program: the
 #: contract and small pure leaves, each importing only the standard library.
