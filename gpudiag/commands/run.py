@@ -8,8 +8,9 @@ bars). Its environment gets:
 
 - PYTHONPATH with gpudiag/inprogram/hooks first (its sitecustomize loads the hooks and chains
   to any other sitecustomize), and layout.ENV_RUN_PKG_ROOT / ENV_RUN_CONFIG;
-- TF_CPP_MIN_LOG_LEVEL=0, so TensorFlow's whole C++ log is captured; the user's own level
-  (if their environment set one) still decides which of those lines reach the terminal.
+- nothing else: TF_CPP_MIN_LOG_LEVEL stays the user's. The hooks lend TensorFlow's import
+  level 0 (gpudiag.inprogram.cpplevel), so its whole C++ log is captured, and the level
+  the program had at that moment decides which of those lines reach the terminal.
 
 NVML samples every GPU from before the program starts until it ends, as `monitor` does.
 The program runs as the leader of a process group of its own (gpudiag.procs: it and
@@ -22,6 +23,7 @@ signal). The program's non-zero exit code is forwarded.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import re
 import shutil
@@ -131,13 +133,12 @@ def is_python(argv: Sequence[str]) -> bool:
 
 
 def program_env(base: Mapping[str, str], config: RunHookConfig) -> dict[str, str]:
-    """The program's environment: the user's, plus the hooks and the full C++ log."""
+    """The program's environment: the user's, plus the hooks."""
     env = dict(base)
     paths = [str(HOOKS_DIR)] + ([base["PYTHONPATH"]] if base.get("PYTHONPATH") else [])
     env["PYTHONPATH"] = os.pathsep.join(paths)
     env[ENV_RUN_PKG_ROOT] = str(PKG_ROOT)
     env[ENV_RUN_CONFIG] = config.to_env()
-    env["TF_CPP_MIN_LOG_LEVEL"] = config.child_cpp_log_level
     return env
 
 
@@ -168,7 +169,7 @@ def execute(session: RunSession, argv: list[str], *,
                            run_dir=str(session.run_dir.absolute()),
                            profile_warmup_steps=options.profile_warmup_steps,
                            profile_steps=options.profile_steps,
-                           placement_log=options.placement_log, user_cpp_log_level=user_level,
+                           placement_log=options.placement_log,
                            stall_timeout_s=options.stall_timeout_s)
     state = streams.FilterState(user_level=streams.user_level(user_level))
     sampler, reason = _start_sampler(backend, options)
@@ -187,6 +188,7 @@ def execute(session: RunSession, argv: list[str], *,
                  streams.SaveFile(err_file, stderr_path, on_fail=_say_save_failed)]
         (read_out, write_out), (read_err, write_err), resize = _ends(stdout_to_stderr)
         stack.enter_context(terminal_mod.resized(resize))  # before the program can ask
+        config = dataclasses.replace(config, stderr_stream=_stream_id(write_err))
         try:
             proc = procs.spawn_program(argv, stdout=write_out, stderr=write_err,
                                        env=program_env(os.environ, config))
@@ -252,6 +254,15 @@ def _ends(stdout_to_stderr: bool
         streams.grow_pipe(program)
         ends.append((reading, program))
     return ends[0], ends[1], resize
+
+
+def _stream_id(fd: int) -> tuple[int, int] | None:
+    """What the hooks compare fd 2 with (inprogram.agent)."""
+    try:
+        st = os.fstat(fd)
+    except OSError:
+        return None
+    return st.st_dev, st.st_ino
 
 
 def _wait(proc: subprocess.Popen[bytes], grace_s: float, say: Callable[[str], None]

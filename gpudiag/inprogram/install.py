@@ -34,12 +34,13 @@ def install() -> Agent | None:
     agent.emit(events.Process(ppid=os.getppid(), argv=list(sys.argv), executable=sys.executable,
                python=sys.version.split()[0], cwd=str(Path.cwd()),
                env={k: os.environ.get(k) for k in RECORDED_ENV}))
-    from gpudiag.inprogram import crash, importhook
+    from gpudiag.inprogram import cpplevel, crash, importhook
 
     crash.install(agent)
     atexit.register(agent._at_exit)
     importhook.install({name: _on_import(agent, name)
-                        for name in ("tensorflow", "keras", "tf_keras")}, agent.hook_error)
+                        for name in ("tensorflow", "keras", "tf_keras")}, agent.hook_error,
+                       before={"tensorflow": lambda: cpplevel.before_tensorflow(agent)})
     return agent
 
 

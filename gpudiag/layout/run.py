@@ -61,6 +61,9 @@ RUN_MARK_PLACEMENT_ASKED = "placement-asked"  # the program itself enabled the p
 RUN_MARK_QUIET_BEGIN = "quiet-begin"  # TF log lines caused by gpudiag's own calls follow
 RUN_MARK_QUIET_END = "quiet-end"
 RUN_MARK_HOOK_ERROR = "hook-error"  # the hooks could not load at all (message follows)
+# TF_CPP_MIN_LOG_LEVEL as the program had it when it imported TensorFlow (value follows,
+# empty: unset); the terminal filter then follows it
+RUN_MARK_CPP_LEVEL = "cpp-level"
 
 # TensorBoard scalar tags of the program's run (program-<pid>/).
 TAG_RUN_LOSS = "program/loss"

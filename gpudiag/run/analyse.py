@@ -43,9 +43,9 @@ from gpudiag.verdicts.run import throughput as run_throughput
 def log_reason(obs: ProcessObservation, options: RunOptions) -> str | None:
     """Why TensorFlow's placement log of this process cannot be used (None: it can)."""
     if obs.cpp_log_level_overridden:
-        return (f"the program set TF_CPP_MIN_LOG_LEVEL={obs.cpp_log_level} itself before "
-                "importing TensorFlow, so TensorFlow's C++ log (the placement log, CUDA and "
-                "NCCL messages) was not written")
+        return ("when the program imported TensorFlow its stderr (fd 2) was not the stream "
+                "gpudiag reads (a file of its own), so TensorFlow's C++ log (the placement "
+                "log, CUDA and NCCL messages) did not reach gpudiag")
     if not options.placement_log:
         return "placement logging was turned off (--no-placement-log)"
     if not obs.placement_log:

@@ -5,8 +5,11 @@ What reaches the terminal is what the user would have seen without gpudiag:
 
 - gpudiag's marker lines (layout.RUN_MARKER ...) never;
 - TensorFlow's C++ log lines (``I0000 00:00:... file.cc:12] ...`` or the older
-  ``2024-01-01 12:00:00.000000: I file.cc:12] ...``) only at or above the user's own
-  TF_CPP_MIN_LOG_LEVEL (gpudiag runs the program at 0 to capture them all). Lines logged
+  ``2024-01-01 12:00:00.000000: I file.cc:12] ...``: a C++ source file, never a ``.py``
+  one, so absl-py's Python log, which has the same layout, always passes) only at or
+  above the program's TF_CPP_MIN_LOG_LEVEL: the user's, or the one the program set
+  itself before importing TensorFlow (marker ``cpp-level``; gpudiag lends TensorFlow's
+  import level 0 to capture them all, gpudiag.inprogram.cpplevel). Lines logged
   before absl's logging is initialised (TensorFlow's library loads: port.cc,
   cudart_stub.cc) are printed whatever the level, so they pass;
 - the placement log (``Executing op ... in device ...`` and the placer's
@@ -42,6 +45,7 @@ from pathlib import Path
 from typing import BinaryIO, Protocol
 
 from gpudiag.layout import (
+    RUN_MARK_CPP_LEVEL,
     RUN_MARK_HOOK_ERROR,
     RUN_MARK_PLACEMENT_ASKED,
     RUN_MARK_QUIET_BEGIN,
@@ -51,9 +55,12 @@ from gpudiag.layout import (
 
 PARTIAL_FLUSH_S = 0.05
 READ_BYTES = 1 << 20
+# The source file of a C++ log line is a C++ one: absl-py (Python) names its .py file.
+_CPP_SOURCE = r"\.(?:cc|cpp|cxx|c|h|hpp|inc)"
 _CPP_LINE = re.compile(
-    r"^(?:(?P<sev>[IWEF])\d{4} \d\d:\d\d:\d+\.\d+\s+\d+ (?P<file>[\w.\-]+):\d+\]"
-    r"|\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d+: (?P<sev2>[IWEF]) (?P<file2>[\w./\-]+):\d+\])")
+    r"^(?:(?P<sev>[IWEF])\d{4} \d\d:\d\d:\d+\.\d+\s+\d+ (?P<file>[\w.\-]+" + _CPP_SOURCE
+    + r"):\d+\]|\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d+: (?P<sev2>[IWEF]) (?P<file2>[\w./\-]+"
+    + _CPP_SOURCE + r"):\d+\])")
 _SEVERITY = {"I": 0, "W": 1, "E": 2, "F": 3}
 _PLACEMENT_CPP = re.compile(r"(?:execute\.cc|placer\.cc):\d+\]")
 _PLACEMENT_STDOUT = re.compile(r"^\S[^\n]*?: \([A-Za-z0-9_]+\): /job:\S+$")
@@ -103,6 +110,8 @@ def classify(line: str, state: FilterState, stream: str) -> bool:
             state.quiet = True
         elif word == RUN_MARK_QUIET_END:
             state.quiet = False
+        elif word == RUN_MARK_CPP_LEVEL:  # the program's own, as it imports TensorFlow
+            state.user_level = user_level(rest.strip() or None)
         elif word == RUN_MARK_HOOK_ERROR:
             state.hook_errors.append(rest)
         return False
