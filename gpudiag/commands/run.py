@@ -45,6 +45,7 @@ from gpudiag.layout import (
     ENV_RUN_CONFIG,
     ENV_RUN_PKG_ROOT,
     RUN_CHILD_NAME,
+    RUN_PROCESSES,
     RUN_STDERR,
     RUN_STDOUT,
     child_dir,
@@ -53,7 +54,7 @@ from gpudiag.procs import group as procs
 from gpudiag.procs import jobcontrol
 from gpudiag.procs.command import exit_code_of, resolve_command, stop_child
 from gpudiag.run import live as run_live
-from gpudiag.run import statusline, streams, survivors
+from gpudiag.run import processes, statusline, streams, survivors
 from gpudiag.run import terminal as terminal_mod
 from gpudiag.run.options import Finish, Outcome, RunOptions
 from gpudiag.session import RunSession
@@ -198,6 +199,8 @@ def execute(session: RunSession, argv: list[str], *,
             if sampler is not None:
                 sampler.stop()
             raise UsageError(f"cannot run {argv[0]}: {exc.strerror}") from exc
+        watch = processes.ProcessWatch(proc.pid, out_dir / RUN_PROCESSES, str(HOOKS_DIR))
+        watch.start()
         ends = {e for e in map(survivors.end_name, (write_out, write_err)) if e}
         os.close(write_out)
         os.close(write_err)
@@ -218,6 +221,7 @@ def execute(session: RunSession, argv: list[str], *,
                 terminal.say(ui.say_line) if terminal else ui.say_line))
         finally:  # the program's end is its own exit, whoever still holds its output
             exited = Finish(time.time(), time.monotonic())
+            watch.stop()
             if terminal is not None:
                 terminal.close()
             shows = [terminal_out, sys.stderr.buffer]

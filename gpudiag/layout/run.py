@@ -49,6 +49,10 @@ RUN_STDERR = "stderr.txt"
 RUN_EVENTS_PREFIX = "events-"
 RUN_EVENTS_SUFFIX = ".jsonl"
 RUN_FAULTS_PREFIX = "faults-"
+# The program's Python processes as gpudiag's parent saw them in /proc, one JSON object a
+# line, appended as each is first seen: {"pid", "command", "why"} (gpudiag.run.processes;
+# "why": why the hooks could not enter it, if they could not, decided as it was seen)
+RUN_PROCESSES = "processes.jsonl"
 RUN_TB_PREFIX = "program-"
 
 # Environment of the program (set by the parent, read by the hooks).

@@ -25,6 +25,7 @@ from gpudiag.readers.placementlog import PlacementRow
 from gpudiag.records.run import ProcessObservation
 from gpudiag.report import Finding
 from gpudiag.run import events, placedrows, tasks, tbwrite
+from gpudiag.run import processes as run_processes
 from gpudiag.run.options import Outcome, RunOptions
 from gpudiag.run.stderrscan import StderrScan
 from gpudiag.session import RunSession
@@ -223,9 +224,10 @@ def report(session: RunSession, argv: list[str], outcome: Outcome, options: RunO
     stderr = outcome.stderr_path.read_text(encoding="utf-8", errors="replace")
     session.add(run_progress.command(argv, outcome.returncode, outcome.duration_s,
                                      outcome.interrupted, outcome.interrupt_signal))
-    session.add(run_verdicts.tensorflow_seen(observations, python_command=python,
-                                             hook_errors=outcome.state.hook_errors,
-                                             unreadable_lines=bad_lines))
+    session.add(run_verdicts.tensorflow_seen(
+        observations, python_command=python, hook_errors=outcome.state.hook_errors,
+        unreadable_lines=bad_lines, unentered=[
+            (u.pid, u.command, u.why) for u in run_processes.unentered(outcome.events_dir)]))
     sampling = outcome.sampling
     nvml_gpus = [gpu_verdicts.gpu_numbers(s) for s in sampling.summaries] if sampling else None
     tf_procs = [o for o in observations if o.imported_tf]
