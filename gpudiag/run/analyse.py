@@ -24,7 +24,7 @@ from gpudiag.readers import clusterplacement, placementlog, stepbreakdown, trace
 from gpudiag.readers.placementlog import PlacementRow
 from gpudiag.records.run import ProcessObservation
 from gpudiag.report import Finding
-from gpudiag.run import events, placedrows, tasks, tbwrite
+from gpudiag.run import events, placedrows, stderrscan, tasks, tbwrite
 from gpudiag.run import processes as run_processes
 from gpudiag.run.options import Outcome, RunOptions
 from gpudiag.run.stderrscan import StderrScan
@@ -221,7 +221,7 @@ def report(session: RunSession, argv: list[str], outcome: Outcome, options: RunO
            python: bool) -> None:
     """Every finding of a run, the report's data section and the TensorBoard runs."""
     observations, bad_lines = events.observe_all(outcome.events_dir)
-    stderr = outcome.stderr_path.read_text(encoding="utf-8", errors="replace")
+    stderr = stderrscan.read_bounded(outcome.stderr_path)
     session.add(run_progress.command(argv, outcome.returncode, outcome.duration_s,
                                      outcome.interrupted, outcome.interrupt_signal))
     session.add(run_verdicts.tensorflow_seen(

@@ -20,7 +20,9 @@ What reaches the terminal is what the user would have seen without gpudiag:
   ``quiet-end``, e.g. starting the profiler) never.
 
 A line still being written (no newline yet: a progress bar) passes as soon as no more
-comes for PARTIAL_FLUSH_S, so progress bars keep moving.
+comes for PARTIAL_FLUSH_S, so progress bars keep moving, or as soon as it is longer than
+MAX_LINE_BYTES (no marker or TensorFlow log line is that long): the filter never holds
+more than that of a line, so output without newlines flows in time linear in its bytes.
 
 The output flows at the program's own speed: the pump reads as soon as there is data and
 never sleeps, and a chunk in which no line can be one of the above (no marker, no C++ log
@@ -55,6 +57,7 @@ from gpudiag.layout import (
 
 PARTIAL_FLUSH_S = 0.05
 READ_BYTES = 1 << 20
+MAX_LINE_BYTES = 64 << 10  # the most of one line the filter holds before passing it
 # The source file of a C++ log line is a C++ one: absl-py (Python) names its .py file.
 _CPP_SOURCE = r"\.(?:cc|cpp|cxx|c|h|hpp|inc)"
 _CPP_LINE = re.compile(
@@ -169,8 +172,17 @@ class LineFilter:
             self._passing = False
             self.state._pre_init = False
             return data[:cut]
+        *lines, pending = data.split(b"\n")
+        shown = self._classified(lines)
+        if len(pending) > MAX_LINE_BYTES:  # a line this long is the program's own: it passes
+            self._pending = b""
+            self._passing = True
+            return shown + pending
+        self._pending = pending
+        return shown
+
+    def _classified(self, lines: list[bytes]) -> bytes:
         out = []
-        *lines, self._pending = data.split(b"\n")
         for raw in lines:
             if self._passing:
                 out.append(raw + b"\n")
