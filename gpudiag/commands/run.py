@@ -236,9 +236,12 @@ def execute(session: RunSession, argv: list[str], *,
             result = sampler.stop() if sampler is not None else None
             shown = watcher.stop(returncode)
             exited.mark("live_stopped_s")
-    failures = tuple(WriteFailed.of(f.failure, f.path) for f in saved if f.failure)
+    failures = tuple(WriteFailed.of(f.failure, f.path) for f in saved
+                     if f.failure and not isinstance(f.failure, streams.KeptFree))
+    kept = tuple(f"{f.path.name}: {f.failure.strerror}" for f in saved
+                 if isinstance(f.failure, streams.KeptFree))
     return Outcome(returncode, duration, interrupt, result, reason, state, stdout_path,
-                   stderr_path, out_dir, failures, settled, shown, exited)
+                   stderr_path, out_dir, failures, kept, settled, shown, exited)
 
 
 def _ends(stdout_to_stderr: bool
@@ -345,6 +348,8 @@ def _say_save_failed(saved: streams.SaveFile) -> None:
     """Said at once, from the pump, while the program goes on."""
     assert saved.failure is not None
     message = WriteFailed.of(saved.failure, saved.path).message
+    if isinstance(saved.failure, streams.KeptFree):
+        message = f"{saved.path}: {saved.failure.strerror}"
     with contextlib.suppress(OSError, ValueError):
         sys.stderr.write(f"gpudiag: {message}: stopped saving the program's output there; "
                          f"the program goes on and its output still reaches the terminal\n")
@@ -367,7 +372,8 @@ def run(session: RunSession, argv: list[str], *,
         raise WriteFailed(f"the run directory {session.run_dir} was removed while the "
                           "program ran: no report")
     analyse.report(session, argv, outcome, options, python=is_python(argv))
-    for finding in (run_outcome.saved_output([f.message for f in outcome.save_failures]),
+    for finding in (run_outcome.saved_output([f.message for f in outcome.save_failures],
+                                             outcome.kept_free),
                     run_outcome.survivors([(d.pid, d.command) for d in outcome.settled.survivors],
                                           outcome.settled.forwarders, outcome.settled.held)):
         if finding is not None:

@@ -29,6 +29,10 @@ never sleeps, and a chunk in which no line can be one of the above (no marker, n
 prefix, no ``/job:``) passes whole without being split into lines (``might_hide``).
 Saving is second to showing: when the saved file cannot be written (a full disk), the
 pump stops saving, records why (``SaveFile.failure``), and goes on passing the output.
+Nor does the saved copy take the program's last free space: it stops (``KeptFree``)
+before the free space of its filesystem would fall under the reserve (``reserve_bytes``:
+RESERVE_FRACTION of the filesystem, at most RESERVE_MAX_BYTES), so a program whose
+checkpoints share the disk with ``runs/`` writes them as it would plainly.
 When where it shows is closed (``gpudiag run ... | head -2``), the pump closes the pipe, so
 the program gets the broken pipe itself, as it would plainly.
 """
@@ -36,6 +40,7 @@ the program gets the broken pipe itself, as it would plainly.
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import os
 import re
@@ -203,16 +208,69 @@ class LineFilter:
         return data
 
 
+RESERVE_FRACTION = 0.10
+RESERVE_MAX_BYTES = 1 << 30
+RECHECK_BYTES = 1 << 20  # the free space is asked again after this much was saved
+
+
+def reserve_bytes(total_bytes: int) -> int:
+    """The free space the saved output leaves to the program on a filesystem this big."""
+    return min(RESERVE_MAX_BYTES, int(total_bytes * RESERVE_FRACTION))
+
+
+def disk_space(path: Path) -> tuple[int, int]:
+    """(free bytes an unprivileged writer may use, the filesystem's size) (``df``)."""
+    st = os.statvfs(path)
+    return st.f_bavail * st.f_frsize, st.f_blocks * st.f_frsize
+
+
+class KeptFree(OSError):
+    """The saved copy stopped at the reserve: the space left is the program's."""
+
+    def __init__(self, free_bytes: int, reserve: int, saved_bytes: int) -> None:
+        super().__init__(errno.ENOSPC, (
+            f"stopped after {saved_bytes / 1e6:.1f} MB with {free_bytes / 1e6:.1f} MB free "
+            f"on its filesystem, to keep {reserve / 1e6:.1f} MB for the program (gpudiag's "
+            f"reserve: {RESERVE_FRACTION:.0%} of the filesystem, at most "
+            f"{RESERVE_MAX_BYTES >> 30} GiB)"))
+        self.free_bytes, self.reserve, self.saved_bytes = free_bytes, reserve, saved_bytes
+
+
 class SaveFile:
-    """The file a stream is saved to; the first write that fails (a full disk) stops the
-    saving for good and is kept in ``failure`` (the output still reaches the terminal)."""
+    """The file a stream is saved to; the first write that fails (a full disk), or would
+    take the filesystem's free space under the reserve (``KeptFree``), stops the saving
+    for good and is kept in ``failure`` (the output still reaches the terminal).
+    ``space`` is ``disk_space`` (a test gives its own)."""
 
     def __init__(self, handle: BinaryIO, path: Path,
-                 on_fail: Callable[[SaveFile], None] | None = None) -> None:
+                 on_fail: Callable[[SaveFile], None] | None = None,
+                 space: Callable[[Path], tuple[int, int]] = disk_space) -> None:
         self.handle = handle
         self.path = path
         self.failure: OSError | None = None
         self._on_fail = on_fail
+        self._space = space
+        self._allowance = -1  # bytes that may still be saved before asking again
+        self._since_check = 0
+        self.saved_bytes = 0
+
+    def _room_for(self, size: int) -> bool:
+        """Whether ``size`` more bytes leave the reserve free (asks the filesystem every
+        RECHECK_BYTES, and whenever the last answer's room is used up)."""
+        if size <= self._allowance and self._since_check + size < RECHECK_BYTES:
+            self._allowance -= size
+            self._since_check += size
+            return True
+        try:
+            free, total = self._space(self.path.parent)
+        except OSError:
+            return True  # not known: the write itself decides
+        reserve = reserve_bytes(total)
+        self._allowance, self._since_check = free - reserve - size, size
+        if self._allowance >= 0:
+            return True
+        self._failed(KeptFree(free, reserve, self.saved_bytes))
+        return False
 
     def _failed(self, exc: OSError) -> None:
         self.failure = exc
@@ -222,9 +280,10 @@ class SaveFile:
             self._on_fail(self)
 
     def write(self, data: bytes) -> None:
-        if self.failure is None:
+        if self.failure is None and self._room_for(len(data)):
             try:
                 self.handle.write(data)
+                self.saved_bytes += len(data)
             except OSError as exc:
                 self._failed(exc)
             except ValueError:  # closed by its owner: nothing more to save
