@@ -163,16 +163,9 @@ def execute(session: RunSession, argv: list[str], *,
     An interrupt (Ctrl-C, SIGTERM, SIGHUP) stops the program and is returned in
     ``Outcome.interrupt``; the caller reports, then re-raises it."""
     out_dir = child_dir(session.run_dir, RUN_CHILD_NAME)
-    user_level = os.environ.get("TF_CPP_MIN_LOG_LEVEL")
-    # Absolute: the program may change its working directory (the default logdir, runs,
-    # is relative), and its trace, events and crash stack must still land in the run.
-    config = RunHookConfig(events_dir=str(out_dir.absolute()),
-                           run_dir=str(session.run_dir.absolute()),
-                           profile_warmup_steps=options.profile_warmup_steps,
-                           profile_steps=options.profile_steps,
-                           placement_log=options.placement_log,
-                           stall_timeout_s=options.stall_timeout_s)
-    state = streams.FilterState(user_level=streams.user_level(user_level))
+    config = _hook_config(session, out_dir, options)
+    state = streams.FilterState(user_level=streams.user_level(
+        os.environ.get("TF_CPP_MIN_LOG_LEVEL")))  # until the program imports TensorFlow
     sampler, reason = _start_sampler(backend, options)
     if sampler is None:
         ui.say(f"NVML not available ({reason}): running without GPU sampling")
@@ -236,12 +229,29 @@ def execute(session: RunSession, argv: list[str], *,
             result = sampler.stop() if sampler is not None else None
             shown = watcher.stop(returncode)
             exited.mark("live_stopped_s")
+    return Outcome(returncode, duration, interrupt, result, reason, state, stdout_path,
+                   stderr_path, out_dir, *_save_outcome(saved), settled, shown, exited)
+
+
+def _hook_config(session: RunSession, out_dir: Path, options: RunOptions) -> RunHookConfig:
+    # Absolute: the program may change its working directory (the default logdir, runs,
+    # is relative), and its trace, events and crash stack must still land in the run.
+    return RunHookConfig(events_dir=str(out_dir.absolute()),
+                         run_dir=str(session.run_dir.absolute()),
+                         profile_warmup_steps=options.profile_warmup_steps,
+                         profile_steps=options.profile_steps,
+                         placement_log=options.placement_log,
+                         stall_timeout_s=options.stall_timeout_s)
+
+
+def _save_outcome(saved: Sequence[streams.SaveFile]) -> tuple[tuple[WriteFailed, ...],
+                                                              tuple[str, ...]]:
+    """The saved streams that failed, and those stopped at the disk reserve (why, each)."""
     failures = tuple(WriteFailed.of(f.failure, f.path) for f in saved
                      if f.failure and not isinstance(f.failure, streams.KeptFree))
     kept = tuple(f"{f.path.name}: {f.failure.strerror}" for f in saved
                  if isinstance(f.failure, streams.KeptFree))
-    return Outcome(returncode, duration, interrupt, result, reason, state, stdout_path,
-                   stderr_path, out_dir, failures, kept, settled, shown, exited)
+    return failures, kept
 
 
 def _ends(stdout_to_stderr: bool

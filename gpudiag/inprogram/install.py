@@ -46,7 +46,7 @@ def install() -> Agent | None:
 
 
 #: gpudiag's package in the program's sys.modules (hooks/sitecustomize.py gives up the
-#: name ``gpudiag``, so that a program's own gpudiag.py is the one it imports).
+#: name ``gpudiag``, so that a program's own module named gpudiag is the one it imports).
 OWN_PACKAGE = "_gpudiag_run_package"
 
 

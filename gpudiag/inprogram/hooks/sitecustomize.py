@@ -16,7 +16,7 @@ removed, so it shadows nothing of the program's (gpudiag's submodules are found 
 the package's own ``__path__``). Once the hooks are installed, the name ``gpudiag`` is
 given up (the package is kept as ``sys.modules["_gpudiag_run_package"]``, a name no
 program uses, and lent back to gpudiag's own imports while its hooks load:
-gpudiag.inprogram.install.own_package), so a program's own ``gpudiag.py`` is the one it
+gpudiag.inprogram.install.own_package), so a program's own module named ``gpudiag`` is the one it
 imports. When done, this directory leaves the program's sys.path, and ``sitecustomize``
 in sys.modules is the one Python would have run (none: this module ends with the
 ImportError site.py takes for "no sitecustomize", and leaves sys.modules), so the program's sys.path
