@@ -57,9 +57,9 @@ def main() -> int:
     dev = setup_devices(args.devices)
     import tensorflow as tf
 
-    from gpudiag.train.model import model_spec
+    from gpudiag.train.model import ModelTask, model_spec
     from gpudiag.train.summaries import Instrumentation
-    from gpudiag.train.towers import TowerTrainer
+    from gpudiag.train.towers import TowerTrainer, TrainerOptions
 
     spec = model_spec(args.model)
 
@@ -79,9 +79,9 @@ def main() -> int:
           f"steps, EMA decay "
           f"{default.ema_decay}; blocks of {block} steps, {args.rounds} rounds")
     batch = args.batch_per_device * args.devices
-    instrumented = TowerTrainer(spec, (28, 28, 1), 10, dev.compute_devices,
-                                batch_per_device=args.batch_per_device, learning_rate=0.05,
-                                instrumentation=default)
+    instrumented = TowerTrainer(ModelTask(spec, (28, 28, 1), 10), dev.compute_devices,
+                                TrainerOptions(batch_per_device=args.batch_per_device,
+                                               learning_rate=0.05, instrumentation=default))
     sides = [make_side("instrumented", instrumented, batch),
              make_side("bare", bare_view(instrumented), batch),
              make_side("bare-control", bare_view(instrumented), batch)]

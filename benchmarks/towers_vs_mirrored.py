@@ -37,19 +37,19 @@ def main() -> int:
 
     dev = setup_devices(args.devices)
     from gpudiag.train.mirrored import MirroredTrainer
-    from gpudiag.train.model import model_spec
-    from gpudiag.train.towers import TowerTrainer
+    from gpudiag.train.model import ModelTask, model_spec
+    from gpudiag.train.towers import TowerTrainer, TrainerOptions
 
     spec = model_spec(args.model)
-    common = {"batch_per_device": args.batch_per_device, "learning_rate": 0.05}
+    task = ModelTask(spec, (28, 28, 1), 10)
+    options = TrainerOptions(batch_per_device=args.batch_per_device, learning_rate=0.05)
     batch = args.batch_per_device * len(dev.compute_devices)
     print(f"devices: {dev.to_dict()['summary']}")
     print(f"model {spec.name}, batch {args.batch_per_device}/device, towers' variables on "
           f"{args.variables_on}; blocks of {args.block} steps, {args.rounds} rounds")
-    towers = make_side("towers", TowerTrainer(spec, (28, 28, 1), 10, dev.compute_devices,
-                                              variables_on=args.variables_on, **common), batch)
-    mirrored = make_side("mirrored", MirroredTrainer(spec, (28, 28, 1), 10, dev.compute_devices,
-                                                     **common), batch)
+    towers = make_side("towers", TowerTrainer(task, dev.compute_devices, options,
+                                              variables_on=args.variables_on), batch)
+    mirrored = make_side("mirrored", MirroredTrainer(task, dev.compute_devices, options), batch)
     per = compare([towers, mirrored], rounds=args.rounds, block=args.block, warmup=args.warmup)
     t_t, t_m = median_s(per, "towers"), median_s(per, "mirrored")
     print(f"towers {t_t * 1e3:.3f} ms/step ({batch / t_t:,.0f} ex/s), mirrored "

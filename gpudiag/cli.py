@@ -144,11 +144,13 @@ def scaling(
     if workers is not None or mode is not None:  # a local cluster: gpudiag/cluster/local.py
         from gpudiag.cluster import local
 
+        given = cluster_opts.ClusterOptions(
+            workload=workload, batch_factor=batch_factor, restarts=restarts,
+            form_timeout_s=form_timeout, collective_timeout_s=collective_timeout,
+            timeout_s=timeout)
         copts = cluster_opts.from_cli(
-            workload, workers=workers, mode=mode, batch_factor=batch_factor, restarts=restarts,
-            fault=fault, form_timeout_s=form_timeout, collective_timeout_s=collective_timeout,
-            timeout_s=timeout, not_with_workers={"--max-gpus": max_gpus,
-                                                 "--virtual-gpus": virtual_gpus})
+            given, workers=workers, mode=mode, fault=fault,
+            not_with_workers={"--max-gpus": max_gpus, "--virtual-gpus": virtual_gpus})
 
         def cluster_body(session: RunSession, ui: Ui) -> None:
             with _nvml(ctx) as backend:

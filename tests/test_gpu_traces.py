@@ -9,9 +9,8 @@ import json
 from pathlib import Path
 
 import pytest
-from conftest import REPO, TESTS_DIR, gpudiag, run_dirs
+from conftest import REPO, TESTS_DIR, gpudiag, load_report, run_dirs
 
-from gpudiag import layout
 from gpudiag.readers import stepbreakdown
 
 DATA = TESTS_DIR / "data" / "gpu_traces"
@@ -26,7 +25,7 @@ def explained(tmp: Path, path: Path) -> dict:
     proc = gpudiag("explain", "--logdir", str(logdir), str(path), timeout=240)
     assert proc.returncode in (0, 1), proc.stderr
     (run_dir,) = run_dirs(logdir)
-    report = json.loads((run_dir / layout.REPORT_JSON).read_text())
+    report = load_report(run_dir)
     (f,) = [f for f in report["findings"] if f["id"].startswith("explain.bottleneck")]
     return f
 

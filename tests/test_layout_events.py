@@ -75,7 +75,8 @@ def test_an_unknown_kind_or_a_newer_version_is_an_unknown_record() -> None:
 
 def test_a_line_of_an_older_gpudiag_still_decodes() -> None:
     """Before the protocol: no ``v``, no ``seq``, ``class`` for the strategy's class, a
-    function row with its ``final`` flag, a fit row with its batch number."""
+    function row with its ``final`` flag; a fit row's batch number is read (the steps of a
+    steps_per_execution call)."""
     lines = [
         {"kind": "strategy", "t": 1.0, "pid": 7, "class": "MirroredStrategy",
          "num_replicas_in_sync": 2, "worker_devices": ["/gpu:0", "/gpu:1"], "nccl": True},
@@ -92,7 +93,7 @@ def test_a_line_of_an_older_gpudiag_still_decodes() -> None:
                     worker_devices=["/gpu:0", "/gpu:1"], nccl=True),
         ev.FunctionSteps(function="step", rows=(ev.FunctionRow(i=0, t0=1.0, dt=0.5, loss=2.3),
                                                 ev.FunctionRow(i=0, loss=2.2))),
-        ev.FitSteps(rows=(ev.FitRow(i=3, t0=1.0, t_end=1.5, logs={"loss": 0.5}),)),
+        ev.FitSteps(rows=(ev.FitRow(i=3, batch=3, t0=1.0, t_end=1.5, logs={"loss": 0.5}),)),
         ev.FitEpoch(logs={"loss": 0.4})]
     assert decoded[0] is not None and decoded[0].seq == 0
 

@@ -7,15 +7,14 @@ ps_tutorial_fit.py)."""
 
 from __future__ import annotations
 
-import json
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
-from conftest import TESTS_DIR, findings_by_id, gpudiag, run_dirs
+from conftest import TESTS_DIR, findings_by_id, gpudiag, load_report, run_dirs
 
-from gpudiag import catalogue, layout
+from gpudiag import catalogue
 
 PY = sys.executable
 PROGRAMS = TESTS_DIR / "programs"
@@ -26,7 +25,7 @@ def _run(tmp_path: Path, *command: str) -> dict[str, dict]:  # type: ignore[type
     proc = gpudiag("run", "--logdir", str(logdir), "--", PY, *command)
     assert proc.returncode == 1, proc.stdout[-3000:] + proc.stderr[-3000:]
     (run_dir,) = run_dirs(logdir)
-    return findings_by_id(json.loads((run_dir / layout.REPORT_JSON).read_text()))
+    return findings_by_id(load_report(run_dir))
 
 
 @pytest.mark.slow

@@ -12,10 +12,12 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -189,17 +191,21 @@ def _wait_for(what: str, ready: Any, procs: list[subprocess.Popen[bytes]],
         time.sleep(0.1)
 
 
-@pytest.mark.slow
-def test_tf1_between_graph_async_job_where_both_workers_train(tmp_path: Path) -> None:
+@dataclass(frozen=True)
+class Tf1Job:
+    runs: dict[Path, dict[str, Any]]  # each task's run directory and report
+    cluster: dict[str, Any]  # the combined run.cluster finding
+    chief_out: Path
+    w1_out: Path
+
+
+def _tf1_job(tmp_path: Path, *program_args: str, chief_args: tuple[str, ...] = (),
+             w1_args: tuple[str, ...] = ()) -> Tf1Job:
     """1 ps and 2 workers of the how-to's trainer, each under its own `gpudiag run` on one
     logdir, ordered by events: the chief initialises the variables and holds (the
     program's --hold_file) while worker-1, started only then, finds the model ready at
     once (no 30 s readiness retry) and trains to the last global step; then the chief is
-    let go, sees the global step past its last step and stops; then the ps is stopped.
-    Both workers trained, each one's local steps and the global step it saw are said,
-    learning is judged, asynchronous is named, nothing fails; each worker passes the book's
-    ConfigProto(allow_soft_placement=True) and is not told it disagrees with tf.config;
-    worker-1's has device_filters too, and its placement is still seen."""
+    let go, sees the global step past its last step and stops; then the ps is stopped."""
     logdir, hold, w1_go = tmp_path / "runs", tmp_path / "go", tmp_path / "w1-go"
     ps, w0, w1 = free_ports(3)
     hosts = [f"--ps_hosts=127.0.0.1:{ps}", f"--worker_hosts=127.0.0.1:{w0},127.0.0.1:{w1}"]
@@ -209,17 +215,17 @@ def test_tf1_between_graph_async_job_where_both_workers_train(tmp_path: Path) ->
         return subprocess.Popen(
             [PY, "-m", "gpudiag", "run", "--logdir", str(logdir), "--", PY,
              str(PROGRAMS / "tf1_between_graph.py"), *hosts, *args,
-             f"--train_dir={tmp_path / 'train'}", "--last_step=200"],
+             f"--train_dir={tmp_path / 'train'}", *program_args],
             stdout=out.open("wb") if out else subprocess.DEVNULL,
             stderr=out.with_suffix(".err").open("wb") if out else subprocess.DEVNULL,
             stdin=subprocess.DEVNULL, cwd=tmp_path, env=env)
 
     chief_out, w1_out = tmp_path / "chief.out", tmp_path / "w1.out"
     procs = [start("--job_name=ps", "--task_id=0"),
-             start("--job_name=worker", "--task_id=0", f"--hold_file={hold}",
-                   "--soft_placement", out=chief_out),
-             start("--job_name=worker", "--task_id=1", f"--hold_file={w1_go}",
-                   "--soft_placement", "--device_filters", out=w1_out)]
+             start("--job_name=worker", "--task_id=0", f"--hold_file={hold}", *chief_args,
+                   out=chief_out),
+             start("--job_name=worker", "--task_id=1", f"--hold_file={w1_go}", *w1_args,
+                   out=w1_out)]
     try:
         _wait_for("the chief initialised and trained", lambda: chief_out.is_file() and
                   "chief: holding after 5 local steps" in chief_out.read_text(), procs)
@@ -233,15 +239,43 @@ def test_tf1_between_graph_async_job_where_both_workers_train(tmp_path: Path) ->
         for p in procs:
             if p.poll() is None:
                 p.kill()
-    assert "worker 1: " in w1_out.read_text() and "worker 0: " in chief_out.read_text()
     runs = {d: _report(d) for d in run_dirs(logdir)}
-    assert len(runs) == 3
     (combined,) = logdir.glob(f"{layout.RUN_CLUSTER_DIR_PREFIX}*/{layout.REPORT_JSON}")
     cluster = findings_by_id(json.loads(combined.read_text()))["run.cluster"]
+    return Tf1Job(runs, cluster, chief_out, w1_out)
+
+
+@pytest.mark.slow
+def test_tf1_between_graph_async_job_where_both_workers_train(tmp_path: Path) -> None:
+    """The asynchronous job (_tf1_job). Both workers trained, each one's local steps and
+    the global step it saw are said, learning is judged, the scheme is named by what the
+    program built (replica_device_setter with the variables on /job:ps/task:0 and the ops
+    on each worker, MonitoredTrainingSession, asynchronous), nothing fails; each worker
+    passes the book's ConfigProto(allow_soft_placement=True) and is not told it disagrees
+    with tf.config; worker-1's has device_filters too, and its placement is still seen."""
+    job = _tf1_job(tmp_path, "--last_step=200", chief_args=("--soft_placement",),
+                   w1_args=("--soft_placement", "--device_filters"))
+    runs, cluster, chief_out, w1_out = job.runs, job.cluster, job.chief_out, job.w1_out
+    assert "worker 1: " in w1_out.read_text() and "worker 0: " in chief_out.read_text()
+    assert len(runs) == 3
     assert cluster["status"] == "ok", cluster["message"]
     ev = cluster["evidence"]
     assert ev["kind"].startswith("between-graph replication") and ev["mode"] == "asynchronous"
-    assert "asynchronous" in cluster["message"]
+    # named by what the program built, where TensorFlow placed it: never TF2's API
+    assert cluster["message"].startswith(
+        "between-graph replication (replica_device_setter at tf1_between_graph.py:"), \
+        cluster["message"]
+    assert "(1 ps task(s), variables to /job:ps, ops to /job:worker/task:0)" in \
+        cluster["message"]
+    assert "variables on /job:ps/task:0 (3)" in cluster["message"]
+    assert re.search(r"ops on each worker \(worker-0 \d+, worker-1 \d+\)", cluster["message"])
+    assert "MonitoredTrainingSession at tf1_between_graph.py:" in cluster["message"]
+    assert "chief worker-0" in cluster["message"]
+    assert "asynchronous: each worker applies its own updates" in cluster["message"]
+    assert "ParameterServerStrategy" not in cluster["message"]
+    assert ev["tf1_constructs"]["worker-1"][0]["api"] == "replica_device_setter"
+    assert [c["is_chief"] for t in ("worker-0", "worker-1") for c in
+            ev["tf1_constructs"][t] if c["api"] == "MonitoredTrainingSession"] == [True, False]
     assert ev["missing"] == [] and ev["never_trained"] == [] and ev["died"] == []
     steps = ev["steps_by_task"]
     assert steps["worker-0"]["local_steps"] >= 5 and steps["worker-1"]["local_steps"] > 0
@@ -273,6 +307,8 @@ def test_tf1_between_graph_async_job_where_both_workers_train(tmp_path: Path) ->
             assert dist["evidence"]["steps"]["local_steps"] > 0
             assert dist["evidence"]["steps"]["global_step"] is not None, dist["message"]
             assert "local steps" in dist["message"]
+            assert "replica_device_setter at tf1_between_graph.py:" in dist["message"]
+            assert "variables on /job:ps/task:0 (3)" in dist["message"]
             # ConfigProto(allow_soft_placement=True), no tf.config call: no disagreement
             config = found["run.session-config"]
             assert config["status"] == "ok", config["message"]
@@ -287,3 +323,38 @@ def test_tf1_between_graph_async_job_where_both_workers_train(tmp_path: Path) ->
                     config["message"]
             trained += 1
     assert trained == 2
+
+
+@pytest.mark.slow
+def test_tf1_between_graph_sync_job_is_named_with_its_sync_replicas_optimizer(
+        tmp_path: Path) -> None:
+    """The same job with the how-to's synchronous variant (--sync:
+    SyncReplicasOptimizer(replicas_to_aggregate=2, total_num_replicas=2) and its session
+    hook), each worker's MonitoredTrainingSession given stop_grace_period_secs=3 (what
+    gpudiag advises a SyncReplicasOptimizer chief: with TensorFlow's 120 s default the
+    chief's close waits that long for its queue runners). Named synchronous from the
+    constructor with its aggregation; the variables on the ps, each worker's own local
+    step variable on it; nothing fails."""
+    job = _tf1_job(tmp_path, "--sync", "--last_step=60", "--stop_grace_period_secs=3")
+    assert len(job.runs) == 3
+    cluster = job.cluster
+    assert cluster["status"] == "ok", cluster["message"]
+    ev = cluster["evidence"]
+    assert ev["kind"].startswith("between-graph replication") and ev["mode"] == "synchronous"
+    message = cluster["message"]
+    assert message.startswith("between-graph replication (replica_device_setter at "), message
+    assert "synchronous: SyncReplicasOptimizer at tf1_between_graph.py:" in message
+    assert "aggregating 2 gradient(s) per update of 2 replica(s)" in message
+    assert "variables on /job:ps/task:0 (3)" in message
+    assert "ParameterServerStrategy" not in message and "asynchronous" not in message
+    (sync,) = [c for c in ev["tf1_constructs"]["worker-0"]
+               if c["api"] == "SyncReplicasOptimizer"]
+    assert sync["replicas_to_aggregate"] == 2 and sync["optimizer"] == \
+        "GradientDescentOptimizer"
+    steps = ev["steps_by_task"]
+    # the last global step was reached (the chief, let go, saw it there)
+    assert steps["worker-0"]["global_step"] >= 59, steps
+    for report in job.runs.values():
+        assert not [f["id"] for f in report["findings"] if f["status"] == "fail"], \
+            [(f["id"], f["message"][:300]) for f in report["findings"]
+             if f["status"] == "fail"]

@@ -83,9 +83,15 @@ def test_a_fresh_keras_fit_run_loads(tmp_path: Path) -> None:
     assert [r.path for r in list_runs(logdir)] == [run_dir]
 
 
-def test_a_typo_script_is_a_failed_run(tmp_path: Path) -> None:
+def test_a_program_that_fails_before_any_tensorflow_work_is_a_failed_run(
+        tmp_path: Path) -> None:
+    """A typo in the program's import (a missing script is refused before any run
+    directory exists): it exits 1 before TensorFlow is imported."""
     logdir = tmp_path / "runs"
-    gpudiag("run", "--logdir", str(logdir), "--", sys.executable, str(tmp_path / "nope.py"))
+    script = tmp_path / "train.py"
+    script.write_text("import tensorflw\n")
+    proc = gpudiag("run", "--logdir", str(logdir), "--", sys.executable, str(script))
+    assert proc.returncode == 1, proc.stderr[-1000:]
     (run_dir,) = run_dirs(logdir)
     run = load_run(run_dir)
     assert run.status == "failed" and run.loops == {}

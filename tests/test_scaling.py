@@ -24,9 +24,19 @@ from conftest import (
 from fake_clock import FakeClock
 
 from gpudiag import cli, layout, nvml
+from gpudiag.procs.runner import run_child
 from gpudiag.records.devices import DeviceSetup
-from gpudiag.records.training import TrainingResult
+from gpudiag.records.training import (
+    AllreduceConfig,
+    CountConfig,
+    CountResult,
+    TrainingConfig,
+    TrainingResult,
+    Workload,
+)
 from gpudiag.scaling import judge
+from gpudiag.scaling import timing as scaling_timing
+from gpudiag.verdicts.scaling import ThroughputPoint, scaling_rows
 
 FAST = ["--model", "mlp", "--warmup-steps", "3", "--profile-steps", "2",
         "--histogram-every", "5", "--allreduce-max-mb", "2"]
@@ -157,14 +167,35 @@ def test_scaling_1_2_4_virtual_devices_end_to_end(logdir) -> None:
         assert f"| towers | {n} | {eps[n]:,.0f} |" in text, text
     allreduce_table = tensor_value(report_tb, layout.TAG_ALLREDUCE_TABLE).item().decode()
     assert [ln.split("|")[1].strip() for ln in allreduce_table.splitlines()[2:]] == ["1", "2"]
-    # the child's progress lines, read back with the parser the parent follows them with,
-    # agree with the child's typed result
-    child = layout.child_path(run, "towers-4dev")
-    result = TrainingResult.from_dict(
-        json.loads((child / layout.RESULT_JSON).read_text())["result"])
+    # one child per device count; its progress lines, read back with the parser the
+    # parent follows them with, agree with the child's typed result
+    assert sorted(p.name for p in (run / layout.CHILDREN_DIR).iterdir()) == [
+        layout.count_child_name(n) for n in (1, 2, 4)]
+    child = layout.child_path(run, layout.count_child_name(4))
+    counted = CountResult.from_dict(json.loads((child / layout.RESULT_JSON).read_text())["result"])
+    (outcome,) = counted.outcomes
+    assert outcome.strategy == "towers" and outcome.result is not None
     last = layout.last_step((child / layout.STDOUT_TXT).read_text())
     assert last is not None and (last.step, last.total) == (30, 30)
-    assert last.loss == pytest.approx(result.train.losses[-1], abs=1e-4)
+    assert last.loss == pytest.approx(outcome.result.train.losses[-1], abs=1e-4)
+    # where the time went: every child's phases, the parent's, adding up to the whole
+    timing = report["data"]["scaling"]["timing"]
+    assert [c["name"] for c in timing["children"]] == [layout.count_child_name(n)
+                                                       for n in (1, 2, 4)]
+    for c in timing["children"]:
+        assert c["tf_import_s"] > 0 and c["process_start_s"] >= 0
+        phases = c["strategies"]["towers"]
+        assert set(phases) >= {"build_s", *scaling_timing.LOOP_PHASES}
+        assert all(v >= 0 for v in phases.values()), phases
+        assert phases["timed_s"] > 0 and phases["warmup_s"] > 0
+        assert (c["allreduce_s"] > 0) == (c["n_devices"] == 4)  # the largest count's child
+    totals = scaling_timing.phase_totals(timing)
+    assert totals["total_s"] >= sum(c["wall_s"] for c in timing["children"])
+    assert totals["total_s"] == pytest.approx(
+        timing["parent"]["before_children_s"] + timing["parent"]["children_s"]
+        + totals["verdicts_s"] + totals["tensorboard_s"], rel=0.01)
+    assert sum(totals[k] for k in scaling_timing.PHASES) == pytest.approx(
+        totals["total_s"], rel=0.01)  # the phases account for the whole run
 
 
 @pytest.mark.slow
@@ -346,7 +377,8 @@ def test_ctrl_c_leaves_a_partial_report_with_the_finished_configurations(logdir)
         deadline = time.monotonic() + 240
         while time.monotonic() < deadline:
             runs = run_dirs(logdir)
-            out = runs[0] / "children" / "towers-2dev" / "stdout.txt" if runs else None
+            out = (layout.child_path(runs[0], layout.count_child_name(2)) / layout.STDOUT_TXT
+                   if runs else None)
             if out is not None and out.exists() and layout.STEP_MARKER in out.read_text():
                 break  # towers-1dev is done, towers-2dev is training
             time.sleep(0.2)
@@ -367,3 +399,74 @@ def test_ctrl_c_leaves_a_partial_report_with_the_finished_configurations(logdir)
     assert found["scaling.learning"]["evidence"]["runs"][0]["name"] == "towers-1dev"
     leftover = subprocess.run(["pgrep", "-f", str(run)], capture_output=True, text=True)
     assert leftover.stdout.strip() == ""  # the killed child did not outlive gpudiag
+
+
+# ------------------------------------------------ the count children against the old layout
+
+
+def efficiency_spread(rates_n: list[float], rates_1: list[float], n: int) -> tuple[float, float]:
+    """The efficiency at ``n`` devices that the timed steps' spread allows: each side's
+    examples/s from its first to its third quartile."""
+    lo_n, hi_n = judge.quartiles(rates_n)
+    lo_1, hi_1 = judge.quartiles(rates_1)
+    return lo_n / (n * hi_1), hi_n / (n * lo_1)
+
+
+def timed_rates(result: TrainingResult) -> list[float]:
+    t = result.train
+    return [t.global_batch / t.step_s[i] for i in t.timed_steps]
+
+
+def efficiencies(results: dict[tuple[str, int], TrainingResult]) -> dict[str, float | None]:
+    """Each strategy's efficiency at 2 devices as the report computes it
+    (verdicts.scaling_rows on the configurations' median throughput)."""
+    points = [ThroughputPoint(s, n, layout.config_run_name(s, n), r.train.examples_per_s,
+                              r.train.step_s_median) for (s, n), r in results.items()]
+    return {row.strategy: row.efficiency for row in scaling_rows(points) if row.n_devices == 2}
+
+
+@pytest.mark.slow
+def test_efficiency_agrees_with_one_child_per_configuration(tmp_path) -> None:
+    """One child per device count (both strategies one after the other, the all-reduce
+    after them: gpudiag/probes/scaling.py) gives each configuration the efficiency that
+    one child per configuration (the layout before issue 30) gives, each within the other's
+    spread of timed steps. The two layouts run side by side, device count by device
+    count, so a shared machine's load drifts over both alike."""
+    steps, strategies = 60, ["towers", "mirrored"]
+    workload = Workload(model="mlp", steps=steps, warmup_steps=3, profile_steps=2,
+                        histogram_every=5)
+    new: dict[tuple[str, int], TrainingResult] = {}
+    old: dict[tuple[str, int], TrainingResult] = {}
+    for n in (1, 2):
+        runs = tmp_path / "new"
+        config = CountConfig(n, strategies,
+                             [str(runs / layout.config_run_name(s, n)) for s in strategies],
+                             workload=workload, check_max=n == 1, max_devices=2,
+                             allreduce=AllreduceConfig(sizes_bytes=[1 << 20, 2 << 20]))
+        child = run_child("scaling", config, run_dir=runs, name=layout.count_child_name(n),
+                          timeout_s=300)
+        assert child.ok and child.result, child.error
+        counted = CountResult.from_dict(child.result)
+        assert (counted.allreduce is not None) == (n == 2)  # the largest count's child
+        for o in counted.outcomes:
+            assert o.result is not None, o.error
+            new[(o.strategy, n)] = o.result
+        for strategy in strategies:
+            name = layout.config_run_name(strategy, n)
+            child = run_child("training", TrainingConfig(strategy, n, str(tmp_path / name),
+                                                         workload=workload),
+                              run_dir=tmp_path, name=name, timeout_s=300)
+            assert child.ok and child.result, child.error
+            old[(strategy, n)] = TrainingResult.from_dict(child.result)
+    new_eff, old_eff = efficiencies(new), efficiencies(old)
+    for strategy in strategies:
+        new_lo, new_hi = efficiency_spread(timed_rates(new[(strategy, 2)]),
+                                           timed_rates(new[(strategy, 1)]), 2)
+        old_lo, old_hi = efficiency_spread(timed_rates(old[(strategy, 2)]),
+                                           timed_rates(old[(strategy, 1)]), 2)
+        assert new_lo <= (old_eff[strategy] or 0) <= new_hi, (strategy, old_eff, new_lo, new_hi)
+        assert old_lo <= (new_eff[strategy] or 0) <= old_hi, (strategy, new_eff, old_lo, old_hi)
+        # the same statistics: as many timed steps in each configuration
+        for n in (1, 2):
+            assert len(new[(strategy, n)].train.timed_steps) == len(
+                old[(strategy, n)].train.timed_steps) == steps - 3 - 2

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import REPO, gpudiag, run_dirs
+from conftest import REPO, gpudiag, load_report, run_dirs
 from rich.console import Console
 
 from gpudiag.report import Finding, Report, render_table
@@ -54,7 +54,7 @@ def test_env_ends_with_the_verdict_naming_the_cpu_and_why(tmp_path: Path) -> Non
     assert "all checks passed" not in (proc.stdout + proc.stderr).lower()
     # every line gpudiag printed fits 80 columns; each finding is one line, name uncut
     assert all(len(ln) < 80 for ln in proc.stdout.splitlines()), proc.stdout
-    report = json.loads((tmp_path / run_dir / "report.json").read_text())
+    report = load_report(tmp_path / run_dir)
     for f in report["findings"]:
         assert f"  {f['id']} " in proc.stdout, f["id"]
 

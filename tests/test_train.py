@@ -38,9 +38,9 @@ from gpudiag.train import data as data_mod  # noqa: E402
 from gpudiag.train import loop as loop_mod  # noqa: E402
 from gpudiag.train import summaries  # noqa: E402
 from gpudiag.train.mirrored import MirroredTrainer  # noqa: E402
-from gpudiag.train.model import ProbeModel, model_spec, per_example_loss  # noqa: E402
+from gpudiag.train.model import ModelTask, ProbeModel, model_spec, per_example_loss  # noqa: E402
 from gpudiag.train.summaries import Instrumentation  # noqa: E402
-from gpudiag.train.towers import TowerTrainer  # noqa: E402
+from gpudiag.train.towers import TowerTrainer, TrainerOptions  # noqa: E402
 
 pytestmark = pytest.mark.slow
 SHAPE = (28, 28, 1)
@@ -71,8 +71,8 @@ def full_batch_gradient(spec_name: str, x: np.ndarray, y: np.ndarray) -> list[np
 def test_tower_average_equals_full_batch_gradient(spec_name, n, batch) -> None:
     x, y = batch
     expected = full_batch_gradient(spec_name, x, y)
-    towers = TowerTrainer(model_spec(spec_name), SHAPE, 10, devices(n),
-                          batch_per_device=len(x) // n, learning_rate=0.1)
+    towers = TowerTrainer(ModelTask(model_spec(spec_name), SHAPE, 10), devices(n),
+                          TrainerOptions(batch_per_device=len(x) // n, learning_rate=0.1))
     got = [g.numpy() for g in towers.averaged_gradients(tf.constant(x), tf.constant(y))]
     assert len(got) == len(expected)
     for g, e in zip(got, expected, strict=True):
@@ -86,8 +86,8 @@ def test_tower_average_equals_full_batch_gradient(spec_name, n, batch) -> None:
 def test_mirrored_allreduced_gradient_equals_full_batch_gradient(batch) -> None:
     x, y = batch
     expected = full_batch_gradient("cnn-small", x, y)
-    mirrored = MirroredTrainer(model_spec("cnn-small"), SHAPE, 10, devices(2),
-                               batch_per_device=8, learning_rate=0.1)
+    mirrored = MirroredTrainer(ModelTask(model_spec("cnn-small"), SHAPE, 10), devices(2),
+                               TrainerOptions(batch_per_device=8, learning_rate=0.1))
     got = mirrored.averaged_gradients(tf.constant(x), tf.constant(y))
     for g, e in zip(got, expected, strict=True):
         np.testing.assert_allclose(g.numpy(), e, rtol=1e-4, atol=1e-6)
@@ -99,9 +99,10 @@ def test_mirrored_allreduced_gradient_equals_full_batch_gradient(batch) -> None:
 def test_towers_and_mirrored_apply_the_same_update(batch) -> None:
     x, y = batch
     n = 2
-    kwargs = {"batch_per_device": len(x) // n, "learning_rate": 0.5, "momentum": 0.9}
-    towers = TowerTrainer(model_spec("cnn-small"), SHAPE, 10, devices(n), **kwargs)
-    mirrored = MirroredTrainer(model_spec("cnn-small"), SHAPE, 10, devices(n), **kwargs)
+    task = ModelTask(model_spec("cnn-small"), SHAPE, 10)
+    options = TrainerOptions(batch_per_device=len(x) // n, learning_rate=0.5, momentum=0.9)
+    towers = TowerTrainer(task, devices(n), options)
+    mirrored = MirroredTrainer(task, devices(n), options)
     before = [p.numpy() for p in towers.raw_params()]
     for _ in range(2):  # the second step exercises the momentum slots too
         towers.apply_batch(tf.constant(x), tf.constant(y))
@@ -126,13 +127,14 @@ tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfigur
 import numpy as np
 from gpudiag.train import data
 from gpudiag.train.mirrored import MirroredTrainer
-from gpudiag.train.model import model_spec
-from gpudiag.train.towers import TowerTrainer
+from gpudiag.train.model import ModelTask, model_spec
+from gpudiag.train.towers import TowerTrainer, TrainerOptions
 x, y = data.synthetic_arrays(32, seed=3)
 devs = [f"/device:CPU:{i}" for i in range(1, 5)]
-kw = dict(batch_per_device=8, learning_rate=0.5, momentum=0.9)
-t = TowerTrainer(model_spec("cnn-small"), (28, 28, 1), 10, devs, **kw)
-m = MirroredTrainer(model_spec("cnn-small"), (28, 28, 1), 10, devs, **kw)
+task = ModelTask(model_spec("cnn-small"), (28, 28, 1), 10)
+options = TrainerOptions(batch_per_device=8, learning_rate=0.5, momentum=0.9)
+t = TowerTrainer(task, devs, options)
+m = MirroredTrainer(task, devs, options)
 before = [p.numpy() for p in t.raw_params()]
 for _ in range(2):
     t.apply_batch(tf.constant(x), tf.constant(y))
@@ -163,8 +165,9 @@ def test_towers_and_mirrored_agree_on_4_devices_in_a_child() -> None:
 def test_towers_place_each_tower_on_its_device_and_variables_where_asked(batch) -> None:
     x, y = batch
     for where, var_device in (("cpu", "/device:CPU:0"), ("device", "/device:CPU:1")):
-        towers = TowerTrainer(model_spec("mlp"), SHAPE, 10, devices(2), batch_per_device=8,
-                              learning_rate=0.1, variables_on=where)
+        towers = TowerTrainer(ModelTask(model_spec("mlp"), SHAPE, 10), devices(2),
+                              TrainerOptions(batch_per_device=8, learning_rate=0.1),
+                              variables_on=where)
         assert {tf.DeviceSpec.from_string(v.device).device_index for v in towers.model.params} \
             == {int(var_device[-1])}
         it = towers.make_iterator(tf.data.Dataset.from_tensors((x, y)).repeat())
@@ -186,9 +189,10 @@ def short_run(tmp_path_factory) -> tuple[Path, TrainResult, TowerTrainer]:
     """A short towers run on 2 devices with every instrument on."""
     logdir = tmp_path_factory.mktemp("towers-2dev")
     probe = data_mod.synthetic(n_train=1024, n_eval=256)
-    trainer = TowerTrainer(model_spec("cnn-small"), SHAPE, 10, devices(2), batch_per_device=16,
-                           learning_rate=0.05,
-                           instrumentation=Instrumentation(histogram_every=5, ema_decay=0.9))
+    trainer = TowerTrainer(ModelTask(model_spec("cnn-small"), SHAPE, 10), devices(2),
+                           TrainerOptions(batch_per_device=16, learning_rate=0.05,
+                                          instrumentation=Instrumentation(histogram_every=5,
+                                                                          ema_decay=0.9)))
     result = loop_mod.train(
         trainer, probe.train_dataset(trainer.global_batch), probe.eval_x, probe.eval_y,
         loop_mod.LoopConfig(steps=40, warmup_steps=4, profile_steps=3, logdir=logdir),
@@ -280,15 +284,17 @@ def test_gradient_norm_is_the_averaged_gradients_norm(batch) -> None:
     """The logged gradient norm of one step is the global norm of the gradient the update
     applies (towers.averaged_gradients of the same batch, before the update)."""
     x, y = batch
-    trainer = TowerTrainer(model_spec("mlp"), SHAPE, 10, devices(2), batch_per_device=8,
-                           learning_rate=0.05, instrumentation=Instrumentation(ema_decay=0.9))
+    trainer = TowerTrainer(ModelTask(model_spec("mlp"), SHAPE, 10), devices(2),
+                           TrainerOptions(batch_per_device=8, learning_rate=0.05,
+                                          instrumentation=Instrumentation(ema_decay=0.9)))
     expected = np.sqrt(sum(float(np.sum(g.numpy() ** 2)) for g in
                            trainer.averaged_gradients(tf.constant(x), tf.constant(y))))
     out = trainer.run_step(iter(tf.data.Dataset.from_tensors((x, y))))
     assert float(out["norms"][0]) == pytest.approx(expected, rel=1e-5)
     assert "norms" not in TowerTrainer(
-        model_spec("mlp"), SHAPE, 10, devices(2), batch_per_device=8, learning_rate=0.05,
-        instrumentation=Instrumentation.off()).run_step(
+        ModelTask(model_spec("mlp"), SHAPE, 10), devices(2),
+        TrainerOptions(batch_per_device=8, learning_rate=0.05,
+                       instrumentation=Instrumentation.off())).run_step(
             iter(tf.data.Dataset.from_tensors((x, y))))
 
 
@@ -337,9 +343,10 @@ def test_towers_moving_average_is_the_per_step_average_after_sync(batch) -> None
     ExponentialMovingAverage.apply after each update would have it, and a second sync
     changes nothing."""
     x, y = batch
-    trainer = TowerTrainer(model_spec("mlp"), SHAPE, 10, devices(2), batch_per_device=8,
-                           learning_rate=0.1,
-                           instrumentation=Instrumentation(histogram_every=0, ema_decay=0.9))
+    trainer = TowerTrainer(ModelTask(model_spec("mlp"), SHAPE, 10), devices(2),
+                           TrainerOptions(batch_per_device=8, learning_rate=0.1,
+                                          instrumentation=Instrumentation(histogram_every=0,
+                                                                          ema_decay=0.9)))
     iterator = iter(tf.data.Dataset.from_tensors((x, y)).repeat())
     shadow = [p.numpy() for p in trainer.raw_params()]
     for n in range(1, 6):
@@ -369,9 +376,10 @@ def test_ema_follows_tf_train_semantics(short_run) -> None:
 def test_checkpoint_restores_weights_optimizer_and_ema(short_run) -> None:
     logdir, result, trainer = short_run
     assert result.checkpoint_path and Path(result.checkpoint_path + ".index").exists()
-    fresh = TowerTrainer(model_spec("cnn-small"), SHAPE, 10, devices(2), batch_per_device=16,
-                         learning_rate=0.05, seed=123,
-                         instrumentation=Instrumentation(histogram_every=5, ema_decay=0.9))
+    fresh = TowerTrainer(ModelTask(model_spec("cnn-small"), SHAPE, 10), devices(2),
+                         TrainerOptions(batch_per_device=16, learning_rate=0.05, seed=123,
+                                        instrumentation=Instrumentation(histogram_every=5,
+                                                                        ema_decay=0.9)))
     assert not np.allclose(fresh.raw_params()[0].numpy(), trainer.raw_params()[0].numpy())
     latest = tf.train.latest_checkpoint(str(logdir / layout.CHECKPOINT_DIR))
     assert latest == result.checkpoint_path
@@ -411,22 +419,23 @@ import tensorflow as tf
 cpu = tf.config.list_physical_devices("CPU")[0]
 tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 3)
 from gpudiag.train import data, loop
-from gpudiag.train.model import model_spec
+from gpudiag.train.model import ModelTask, model_spec
 from gpudiag.train.summaries import Instrumentation
+from gpudiag.train.towers import TrainerOptions
 strategy, logdir = sys.argv[1], Path(sys.argv[2])
 probe = data.synthetic(n_train=512, n_eval=128)
 devs = ["/device:CPU:1", "/device:CPU:2"]
 instr = Instrumentation(histogram_every=4, ema_decay=0.9)
 cfg = loop.LoopConfig(steps=12, warmup_steps=2, profile_steps=2, logdir=logdir)
+task = ModelTask(model_spec("mlp"), (28, 28, 1), 10)
+options = TrainerOptions(batch_per_device=16, learning_rate=0.1, instrumentation=instr)
 if strategy == "keras":
     from gpudiag.train.keras_fit import train_keras
-    result = train_keras(model_spec("mlp"), (28, 28, 1), 10, devs, probe.train_dataset(32),
-                         probe.eval_x, probe.eval_y, cfg, batch_per_device=16,
-                         learning_rate=0.1, instrumentation=instr)
+    result = train_keras(task, devs, probe.train_dataset(32), probe.eval_x, probe.eval_y, cfg,
+                         options)
 else:
     from gpudiag.train.mirrored import MirroredTrainer
-    trainer = MirroredTrainer(model_spec("mlp"), (28, 28, 1), 10, devs, batch_per_device=16,
-                              learning_rate=0.1, instrumentation=instr)
+    trainer = MirroredTrainer(task, devs, options)
     result = loop.train(trainer, probe.train_dataset(32), probe.eval_x, probe.eval_y, cfg)
 print("RESULT " + json.dumps(result.to_dict()))
 """

@@ -6,6 +6,7 @@ measurement; the DiffRecord round-trips."""
 from __future__ import annotations
 
 import random
+from dataclasses import replace
 
 import pytest
 
@@ -93,6 +94,34 @@ def test_bottleneck_fixed_the_part_it_came_from_and_the_prediction() -> None:
     assert "input-bound: fixed" in f.message and "input 6.00 ms -> 0.10 ms" in f.message
     assert "predicted 1.00 ms (parallel map on 2 cores + prefetch), measured 1.10 ms (+10%)" \
         in f.message
+
+
+def test_a_steps_per_execution_call_is_compared_per_step() -> None:
+    """B ran steps_per_execution=16: its series is per step already (gpudiag.run.tbwrite
+    divides each call's time by its 16 steps) and its profiled "step", one call of 16, is
+    divided here, so that B's parts and B/A are per training step."""
+    predicted = {"cause": "overhead-bound", "fix": "steps_per_execution=16",
+                 "step_s": 0.0003}
+    before = StepBreakdown("run.bottleneck", "warn", 0.0012, {
+        "/device:CPU:0": parts(0.0012, 0.0001, 0.0, 0.0011)}, ("overhead-bound",), "t",
+        predicted)
+    call = StepBreakdown("run.bottleneck", "warn", 0.0064, {  # one call: 16 steps
+        "/device:CPU:0": parts(0.0064, 0.0016, 0.0, 0.0048)}, ("overhead-bound",), "t", None)
+    a = loop([0.001] * 40)
+    b = replace(loop([0.0004] * 40), steps_per_call=16)
+    rec, found = diff.judge(side([a], (before,)), side([b], (call,)))
+    (d,) = rec.loops
+    assert d.ratio == pytest.approx(0.4) and d.verdict == "faster"
+    (n,) = rec.bottlenecks
+    assert n.step_b_s == pytest.approx(0.0004)  # 6.4 ms a call / 16
+    host = {p.part: p for p in n.parts}["host"]
+    assert host.a_s == pytest.approx(0.0011) and host.b_s == pytest.approx(0.0003)
+    # predicted: 1 ms x 0.3 / 1.2 = 0.25 ms; measured 0.4 ms per step: +60 %
+    assert n.predicted_step_s == pytest.approx(0.00025)
+    assert n.error == pytest.approx(0.6)
+    # the loss of a call is its last step's: call 0 of 16 steps is step 15
+    assert replace(b, steps=(StepPoint(0, 0.0004, 1.5, None),)).losses() == {15: 1.5}
+    assert any(f.id == "diff.bottleneck.run.bottleneck" for f in found)
 
 
 def test_different_loops_and_findings_are_said() -> None:

@@ -9,7 +9,7 @@ run directory exists.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import typer
@@ -113,23 +113,20 @@ def check(options: ClusterOptions) -> None:
             raise UsageError(f"--fault: step {fault.at_step} is not in 1..{w.steps}")
 
 
-def from_cli(workload: Workload, *, workers: int | None, mode: str | None, batch_factor: int,
-             restarts: int, fault: str | None, form_timeout_s: float,
-             collective_timeout_s: float, timeout_s: float,
-             not_with_workers: dict[str, object]) -> ClusterOptions:
-    """`scaling --workers`'s options, checked; ``not_with_workers`` maps the scaling
-    options that make no sense for a cluster to their values (None: not given)."""
+def from_cli(given: ClusterOptions, *, workers: int | None, mode: str | None,
+             fault: str | None, not_with_workers: dict[str, object]) -> ClusterOptions:
+    """`scaling --workers`'s options, checked: ``given`` holds the options Typer has already
+    typed (workload, batch factor, restarts, timeouts), ``workers``, ``mode`` and ``fault``
+    are as given on the command line; ``not_with_workers`` maps the scaling options that
+    make no sense for a cluster to their values (None: not given)."""
     if workers is None:
         raise UsageError("--mode needs --workers N (a local cluster of N worker processes)")
-    given = [name for name, value in not_with_workers.items() if value is not None]
-    if given:
-        raise UsageError(f"{given[0]} does not apply to --workers (each worker uses this "
+    named = [name for name, value in not_with_workers.items() if value is not None]
+    if named:
+        raise UsageError(f"{named[0]} does not apply to --workers (each worker uses this "
                          "machine's devices as TensorFlow finds them)")
-    options = ClusterOptions(workload=workload, workers=workers,
-                             modes=parse_mode(mode or "sync"), batch_factor=batch_factor,
-                             form_timeout_s=form_timeout_s,
-                             collective_timeout_s=collective_timeout_s, timeout_s=timeout_s,
-                             restarts=restarts, fault=parse_fault(fault))
+    options = replace(given, workers=workers, modes=parse_mode(mode or "sync"),
+                      fault=parse_fault(fault))
     check(options)
     return options
 

@@ -282,6 +282,7 @@ def run_cluster(run_dir: Path, config_name: str, mode: str, specs: Sequence[Task
     batch = specs[0].config.workload.batch_per_device if specs else 0
     outcome = "timeout"
     attempt = 0
+    watch = _Watch(run_dir, config_name, mode, limits, deadline, on_step, clock)
     while True:
         live = [_Live(s, attempt, layout.child_path(run_dir, layout.task_child_name(
                     config_name, s.name, attempt)), None, clock())
@@ -289,11 +290,9 @@ def run_cluster(run_dir: Path, config_name: str, mode: str, specs: Sequence[Task
                 else _spawn(run_dir, config_name, s, attempt, clock) for s in specs]
         replaced: list[_Live] = []
         try:
-            outcome, first_failed = _watch(run_dir, config_name, mode, live, replaced, limits,
-                                           deadline, start_attempt=clock(),
+            outcome, first_failed = _watch(watch, live, replaced, start_attempt=clock(),
                                            fault=fault if attempt == 0 else None,
-                                           restarts_left=limits.restarts - restarts,
-                                           on_step=on_step, clock=clock)
+                                           restarts_left=limits.restarts - restarts)
         finally:
             _stop(live, clock)
         restarts += len(replaced)
@@ -309,12 +308,24 @@ def run_cluster(run_dir: Path, config_name: str, mode: str, specs: Sequence[Task
                       restarts, clock() - start)
 
 
-def _watch(run_dir: Path, config_name: str, mode: str, live: list[_Live],
-           replaced: list[_Live], limits: Limits, deadline: float, *, start_attempt: float,
-           fault: Fault | None, restarts_left: int,
-           on_step: Callable[[str, int], None] | None,
-           clock: Callable[[], float]) -> tuple[str, list[str]]:
+@dataclass(frozen=True)
+class _Watch:
+    """What every attempt of one cluster configuration is watched with."""
+
+    run_dir: Path
+    config_name: str
+    mode: str  # "sync" or "ps"
+    limits: Limits
+    deadline: float  # on ``clock``: the whole run's end
+    on_step: Callable[[str, int], None] | None
+    clock: Callable[[], float]
+
+
+def _watch(watch: _Watch, live: list[_Live], replaced: list[_Live], *, start_attempt: float,
+           fault: Fault | None, restarts_left: int) -> tuple[str, list[str]]:
     """Poll until the attempt ends; returns (outcome, the tasks that failed first)."""
+    run_dir, config_name, mode = watch.run_dir, watch.config_name, watch.mode
+    limits, deadline, on_step, clock = watch.limits, watch.deadline, watch.on_step, watch.clock
     first_failure: float | None = None
     failed: list[str] = []
     ever_formed = False

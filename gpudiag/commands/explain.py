@@ -10,14 +10,15 @@ What a trace cannot tell (the program's tf.data calls and source lines) is not g
 
 One breakdown per trace, whichever command reads it: a trace of a gpudiag scaling run
 (``<run>/<config>/plugins/profile/<ts>/<host>.xplane.pb``) is read with the op placement
-and replica devices that run recorded (``<run>/children/<config>/result.json``), as
-`scaling` reads it; a CPU trace with no recorded placement is one host row, and the
+and replica devices that run recorded (read with gpudiag.rundir.load_run: the child
+``children/scaling-<n>dev/``;
+before issue 30 ``children/<config>/``), as `scaling` reads it; a
+CPU trace with no recorded placement is one host row, and the
 finding says devices cannot be told apart (virtual CPU devices share the host's plane).
 """
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import stat
@@ -25,10 +26,11 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 from gpudiag.errors import UsageError
-from gpudiag.layout import RESULT_JSON, TAG_EXPLAIN, child_path
+from gpudiag.layout import TAG_EXPLAIN
 from gpudiag.markdown import markdown_table
 from gpudiag.readers import stepbreakdown, traces
 from gpudiag.report import Finding
+from gpudiag.rundir import RunDirError, load_run
 from gpudiag.session import RunSession
 from gpudiag.ui import Ui
 from gpudiag.verdicts import bottleneck
@@ -152,16 +154,32 @@ def recorded_placement(trace: Path) -> tuple[dict[str, str] | None, list[str]]:
     config = trace.parents[3] if len(trace.parents) > 3 else None
     if config is None or trace.parents[1].name != "profile":
         return None, []
-    result = child_path(config.parent, config.name) / RESULT_JSON
     try:
-        data = json.loads(result.read_text(encoding="utf-8"))
-        train = data["result"]["train"]
+        train = _recorded_train(config)
         op_devices, devices = train.get("op_devices"), train.get("devices")
-    except (OSError, ValueError, KeyError, TypeError):
+    except (RunDirError, OSError, ValueError, KeyError, TypeError, IndexError,
+            AttributeError):
         return None, []
     if not isinstance(op_devices, dict) or not op_devices or not isinstance(devices, list):
         return None, []
     return ({str(k): str(v) for k, v in op_devices.items()}, [str(d) for d in devices])
+
+
+def _recorded_train(config: Path) -> Any:
+    """The training result of configuration run ``config``, read through the one reader of
+    a run directory (gpudiag.rundir): in ``children/<config>/`` (one child per
+    configuration, before issue 30) or in the count child whose config lists it among its
+    ``logdirs`` (``children/scaling-<n>dev/``)."""
+    run = load_run(config.parent)
+    own = run.children.get(config.name)
+    if own is not None and own.result:
+        return own.result["result"]["train"]
+    for child in run.children.values():
+        names = [Path(d).name for d in (child.config or {}).get("logdirs") or []]
+        if config.name in names and child.result:
+            outcome = child.result["result"]["outcomes"][names.index(config.name)]
+            return outcome["result"]["train"]
+    raise KeyError(config.name)
 
 
 def _row(trace: str, d: stepbreakdown.DeviceBreakdown) -> list[Any]:

@@ -99,6 +99,7 @@ def install_tensorflow(agent: Agent, tf: ModuleType) -> None:
         sessions,
         stallwatch,
         strategies,
+        tf1dist,
         tfhooks,
     )
 
@@ -111,6 +112,7 @@ def install_tensorflow(agent: Agent, tf: ModuleType) -> None:
     agent.profile = guard("profiler window", profilewindow.ProfileWindow, agent, tf)
     guard("strategy hooks", strategies.install, agent, tf)
     guard("cluster hooks", strategies.install_cluster, agent, tf)
+    guard("tf.compat.v1 distribution hooks", tf1dist.install, agent, tf)
     guard("tf.function hooks", functions.install, agent, tf)
     guard("Session hooks", sessions.install, agent, tf)
     guard("tf.data hooks", datasets.install, agent, tf)

@@ -199,7 +199,7 @@ def make_callback_class(agent: Agent, keras: ModuleType) -> type:
 
         def on_train_batch_end(self, batch: int, logs: Any = None) -> None:
             step = self.step - 1
-            self.buffer.add({"i": step, "epoch": self.epoch,
+            self.buffer.add({"i": step, "epoch": self.epoch, "batch": batch,
                              "t0": self.starts.pop(step, None), "t_end": time.time(),
                              "logs": _plain_logs(logs)})
 

@@ -98,12 +98,17 @@ CONFIG_JSON = "config.json"
 RESULT_JSON = "result.json"
 STDOUT_TXT = "stdout.txt"
 STDERR_TXT = "stderr.txt"
-ALLREDUCE_CHILD = "allreduce"  # scaling's collective probe; its configurations: config_run_name
 
 
 def config_run_name(strategy: str, n_devices: int) -> str:
-    """``towers-4dev``: a scaling configuration's TensorBoard run and child name."""
+    """``towers-4dev``: a scaling configuration's TensorBoard run."""
     return f"{strategy}-{n_devices}dev"
+
+
+def count_child_name(n_devices: int) -> str:
+    """``scaling-4dev``: the child of `gpudiag scaling` that runs every strategy on that
+    many devices (and, the largest count's, the all-reduce sweep)."""
+    return f"scaling-{n_devices}dev"
 
 
 def memory_run_name(mode: str) -> str:

@@ -41,6 +41,8 @@ class FitRow:
 
     i: int = 0  # the step's index in this fit recorder, from 0
     epoch: int | None = None
+    batch: int | None = None  # Keras's batch index at on_train_batch_end (the last of a
+    # call of steps_per_execution steps)
     t0: float | None = None  # Unix s at on_train_batch_begin
     t_end: float | None = None  # Unix s at on_train_batch_end
     logs: dict[str, Any] = field(default_factory=dict)  # Keras's batch logs (loss, metrics)
@@ -392,6 +394,21 @@ class Exit(Event):
 
 
 @dataclass(frozen=True)
+class Tf1Distribution(Event):
+    """A tf.compat.v1 distribution construct the program built (gpudiag.inprogram.tf1dist):
+    ``api`` replica_device_setter (args: ps_tasks, ps_device, worker_device, cluster),
+    MonitoredTrainingSession (is_chief, master), Supervisor (is_chief),
+    SyncReplicasOptimizer (replicas_to_aggregate, total_num_replicas, optimizer),
+    compute_gradients (device, scope, graph, variables, tower) or apply_gradients (graph,
+    variables, towers_combined, combine_ops, variable_devices, variable_ops)."""
+
+    KIND = "tf1_distribution"
+    api: str = ""
+    args: dict[str, Any] = field(default_factory=dict)
+    caller: dict[str, Any] | None = None
+
+
+@dataclass(frozen=True)
 class Unknown(Event):
     """A line this gpudiag cannot read as one of its kinds: another kind, or a newer
     protocol version. Kept whole, never an error."""
@@ -406,7 +423,7 @@ KINDS: dict[str, type[Event]] = {cls.KIND: cls for cls in (
     ClusterJoinFailed, PlacementLogAsked, FitBegin, FitSteps, FitEpoch, FitEnd, FunctionSteps,
     Function, Weights, Stall, StallEnd, PlacementWindow, Placement, Session, SessionSteps,
     StepStats, DatasetCall, Crash, Profile, TfLog, DeviceScope, PyWarning, HookError, HookNote,
-    Exit)}
+    Exit, Tf1Distribution)}
 ROWS: dict[str, type] = {FitSteps.KIND: FitRow, FunctionSteps.KIND: FunctionRow,
                          SessionSteps.KIND: SessionRow}
 

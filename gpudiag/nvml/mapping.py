@@ -170,50 +170,67 @@ def map_logical_to_physical(
         if pci is not None and pci in by_pci:
             out.append(LogicalGpu(name, k, by_pci[pci], pci, "pci_bus_id"))
             continue
-        miss = f"PCI bus id {raw_pci} not among NVML's devices; " if raw_pci else ""
+        unmatched = _Unmatched(name, k, pci, raw_pci, order_note)
         if visible is not None:
-            if k >= len(visible):
-                out.append(
-                    LogicalGpu(
-                        name,
-                        k,
-                        None,
-                        pci,
-                        "unresolved",
-                        f"{miss}CUDA_VISIBLE_DEVICES has no entry {k}",
-                    )
-                )
-                continue
-            idx, why = _resolve_token(visible[k], physical)
-            if idx is None:
-                out.append(LogicalGpu(name, k, None, pci, "unresolved", miss + str(why)))
-                continue
-            note = order_note if visible[k].isdigit() else None
-            out.append(
-                LogicalGpu(
-                    name,
-                    k,
-                    idx,
-                    pci,
-                    "cuda_visible_devices",
-                    (miss + note) if note else (miss or None),
-                )
-            )
-            continue
-        if any(p.index == k for p in physical):
-            out.append(
-                LogicalGpu(
-                    name,
-                    k,
-                    k,
-                    pci,
-                    "ordinal",
-                    (miss + str(order_note)) if order_note else (miss or None),
-                )
-            )
+            out.append(_by_visible_devices(unmatched, visible, physical))
         else:
-            out.append(LogicalGpu(name, k, None, pci, "unresolved", f"{miss}NVML lists no GPU {k}"))
+            out.append(_by_ordinal(unmatched, physical))
     return out
+
+
+@dataclass(frozen=True)
+class _Unmatched:
+    """One logical GPU whose PCI bus id matched no NVML device (or was unknown)."""
+
+    name: str
+    k: int  # TensorFlow's physical GPU index
+    pci: str | None  # normalized PCI bus id, when known
+    raw_pci: Any  # the PCI bus id as TensorFlow gave it, when known
+    order_note: str | None  # why an ordinal is not exact; None under PCI_BUS_ID order
+
+    @property
+    def miss(self) -> str:
+        """The note's prefix saying the PCI bus id was not found ("" without one)."""
+        return f"PCI bus id {self.raw_pci} not among NVML's devices; " if self.raw_pci else ""
+
+    def unresolved(self, why: str) -> LogicalGpu:
+        return LogicalGpu(self.name, self.k, None, self.pci, "unresolved", self.miss + why)
+
+
+def _by_visible_devices(
+    g: _Unmatched, visible: list[str], physical: list[DeviceInfo]
+) -> LogicalGpu:
+    """TensorFlow's physical GPU k is the k-th entry of CUDA_VISIBLE_DEVICES."""
+    if g.k >= len(visible):
+        return g.unresolved(f"CUDA_VISIBLE_DEVICES has no entry {g.k}")
+    idx, why = _resolve_token(visible[g.k], physical)
+    if idx is None:
+        return g.unresolved(str(why))
+    note = g.order_note if visible[g.k].isdigit() else None
+    miss = g.miss
+    return LogicalGpu(
+        g.name,
+        g.k,
+        idx,
+        g.pci,
+        "cuda_visible_devices",
+        (miss + note) if note else (miss or None),
+    )
+
+
+def _by_ordinal(g: _Unmatched, physical: list[DeviceInfo]) -> LogicalGpu:
+    """CUDA_VISIBLE_DEVICES unset: TensorFlow's physical GPU k is CUDA ordinal k."""
+    if not any(p.index == g.k for p in physical):
+        return g.unresolved(f"NVML lists no GPU {g.k}")
+    miss = g.miss
+    return LogicalGpu(
+        g.name,
+        g.k,
+        g.k,
+        g.pci,
+        "ordinal",
+        (miss + str(g.order_note)) if g.order_note else (miss or None),
+    )
 
 
 def logical_by_physical(mapping: Sequence[LogicalGpu]) -> dict[int, list[str]]:

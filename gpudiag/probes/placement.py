@@ -27,6 +27,7 @@ from typing import Any
 from gpudiag.devnames import device_name, short_device
 from gpudiag.probes.devices import setup
 from gpudiag.readers.placementlog import SECTION_MARKER
+from gpudiag.records.devices import DeviceSetup
 from gpudiag.records.results import (
     InvalidPinResult,
     MultitowerResult,
@@ -63,6 +64,28 @@ def run(config: dict[str, Any]) -> dict[str, Any]:
     b_np = rng.standard_normal((MATRIX_SIZE, MATRIX_SIZE)).astype(np.float32)
     n_gpus = len(tf.config.list_logical_devices("GPU"))
 
+    a, b, workload = _workload(a_np, b_np)
+    pinned = _pinned(a, b, [dev.host_device, *dev.compute_devices])
+    invalid = device_name("GPU", n_gpus)
+    invalid_soft_off = _invalid_soft_off(a, b, invalid)
+    soft_on = _soft_on(a, b, invalid)
+    no_gpu_kernel = _no_gpu_kernel(n_gpus)
+    multitower = _multitower(a_np, b_np, a, b, dev)
+    _section("end")
+    return PlacementResult(
+        setup=dev.to_dict(), tf_version=tf.__version__,
+        workload=workload,
+        pinned=pinned, invalid_soft_off=invalid_soft_off, soft_on=soft_on,
+        no_gpu_kernel=no_gpu_kernel,
+        multitower=multitower,
+    ).to_dict()
+
+
+def _workload(a_np: Any, b_np: Any) -> tuple[Any, Any, Workload]:
+    """Section ``workload``: unpinned eager ops and a tf.function; the constants a and b
+    (made here, so that their placement is logged in this section) and where work went."""
+    import tensorflow as tf
+
     _section("workload")
     a = tf.constant(a_np, name="a")
     b = tf.constant(b_np, name="b")
@@ -76,9 +99,14 @@ def run(config: dict[str, Any]) -> dict[str, Any]:
         return tf.reduce_sum(z, name="probe_sum")
 
     total = probe_fn(a, b)
+    return a, b, Workload(short_device(d.device), short_device(total.device))
+
+
+def _pinned(a: Any, b: Any, targets: list[str]) -> PinnedResult:
+    """Section ``pinned``: one matmul pinned to each target, eagerly and in a tf.function."""
+    import tensorflow as tf
 
     _section("pinned")
-    targets = [dev.host_device, *dev.compute_devices]
     eager_pins: list[Pin] = []
     for target in targets:
         with tf.device(target):
@@ -94,34 +122,54 @@ def run(config: dict[str, Any]) -> dict[str, Any]:
         return results
 
     pinned_fn(a, b)
-    pinned = PinnedResult(targets, eager_pins, {f"pinned_{i}": t for i, t in enumerate(targets)})
+    return PinnedResult(targets, eager_pins, {f"pinned_{i}": t for i, t in enumerate(targets)})
 
-    invalid = device_name("GPU", n_gpus)
+
+def _invalid_soft_off(a: Any, b: Any, invalid: str) -> InvalidPinResult:
+    """Section ``invalid-soft-off``: a pin past the last GPU with soft placement off."""
+    import tensorflow as tf
+
     _section("invalid-soft-off")
     tf.config.set_soft_device_placement(False)
     try:
         with tf.device(invalid):
             r = tf.matmul(a, b)
-        invalid_soft_off = InvalidPinResult(invalid, raised=False, actual=short_device(r.device))
+        return InvalidPinResult(invalid, raised=False, actual=short_device(r.device))
     except tf.errors.InvalidArgumentError as exc:
-        invalid_soft_off = InvalidPinResult(invalid, raised=True, error_type=type(exc).__name__,
-                                            message=exc.message.strip())
+        return InvalidPinResult(invalid, raised=True, error_type=type(exc).__name__,
+                                message=exc.message.strip())
     finally:
         tf.config.set_soft_device_placement(True)
+
+
+def _soft_on(a: Any, b: Any, invalid: str) -> SoftPinResult:
+    """Section ``soft-on``: the same pin with soft placement on."""
+    import tensorflow as tf
 
     _section("soft-on")
     with tf.device(invalid):
         r = tf.matmul(a, b)
-    soft_on = SoftPinResult(invalid, short_device(r.device),
-                            tf.config.get_soft_device_placement())
+    return SoftPinResult(invalid, short_device(r.device), tf.config.get_soft_device_placement())
+
+
+def _no_gpu_kernel(n_gpus: int) -> NoKernelPin | None:
+    """Section ``no-gpu-kernel``: a string op pinned to GPU:0 (None without a GPU)."""
+    import tensorflow as tf
 
     _section("no-gpu-kernel")
-    no_gpu_kernel = None
-    if n_gpus:
-        gpu0 = device_name("GPU", 0)
-        with tf.device(gpu0):
-            s = tf.strings.as_string(tf.constant([1, 2, 3]))
-        no_gpu_kernel = NoKernelPin("AsString", gpu0, short_device(s.device))
+    if not n_gpus:
+        return None
+    gpu0 = device_name("GPU", 0)
+    with tf.device(gpu0):
+        s = tf.strings.as_string(tf.constant([1, 2, 3]))
+    return NoKernelPin("AsString", gpu0, short_device(s.device))
+
+
+def _multitower(a_np: Any, b_np: Any, a: Any, b: Any, dev: DeviceSetup) -> MultitowerResult:
+    """Section ``multitower``: the same matmul on every compute device (a @ b; a_np @ b_np
+    is the numpy check), summed on the host."""
+    import numpy as np
+    import tensorflow as tf
 
     _section("multitower")
 
@@ -137,11 +185,4 @@ def run(config: dict[str, Any]) -> dict[str, Any]:
     value = multitower(a, b).numpy()
     expected = len(dev.compute_devices) * (a_np.astype(np.float64) @ b_np.astype(np.float64))
     err = float(np.max(np.abs(value - expected)) / max(1.0, float(np.max(np.abs(expected)))))
-    _section("end")
-    return PlacementResult(
-        setup=dev.to_dict(), tf_version=tf.__version__,
-        workload=Workload(short_device(d.device), short_device(total.device)),
-        pinned=pinned, invalid_soft_off=invalid_soft_off, soft_on=soft_on,
-        no_gpu_kernel=no_gpu_kernel,
-        multitower=MultitowerResult(dev.compute_devices, dev.host_device, err, err < 1e-4),
-    ).to_dict()
+    return MultitowerResult(dev.compute_devices, dev.host_device, err, err < 1e-4)

@@ -21,11 +21,15 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gpudiag import layout
 from gpudiag.probes.devices import setup
+from gpudiag.records.devices import DeviceSetup
 from gpudiag.records.training import TrainingConfig, TrainingResult
+
+if TYPE_CHECKING:
+    from gpudiag.train.data import ProbeData
 
 
 def _print_progress(total: int) -> Any:
@@ -38,16 +42,25 @@ def _print_progress(total: int) -> Any:
 
 
 def train(cfg: TrainingConfig) -> TrainingResult:
-    w = cfg.workload
-    dev = setup(cfg.n_devices, virtual_gpus=cfg.virtual_gpus, memory_limit_mb=cfg.memory_limit_mb)
+    """One configuration in a child of its own (its devices set up here)."""
     from gpudiag.train import data as data_mod
+
+    dev = setup(cfg.n_devices, virtual_gpus=cfg.virtual_gpus, memory_limit_mb=cfg.memory_limit_mb)
+    w = cfg.workload
+    return train_on(dev, cfg, data_mod.load(Path(w.data) if w.data else None))
+
+
+def train_on(dev: DeviceSetup, cfg: TrainingConfig, data: ProbeData) -> TrainingResult:
+    """One configuration on devices already set up (``dev``), on ``data``; several run
+    one after the other in a count child (gpudiag/probes/scaling.py)."""
     from gpudiag.train import loop as loop_mod
     from gpudiag.train.datafile import check_batch
-    from gpudiag.train.model import gradient_bytes, model_spec, param_shapes
+    from gpudiag.train.model import ModelTask, gradient_bytes, model_spec, param_shapes
     from gpudiag.train.summaries import Instrumentation
+    from gpudiag.train.towers import TrainerOptions
 
+    w = cfg.workload
     spec = model_spec(w.model)
-    data = data_mod.load(Path(w.data) if w.data else None)
     info = data.info
     devices = dev.compute_devices
     instr = Instrumentation(scalars=cfg.scalars, histogram_every=w.histogram_every,
@@ -58,28 +71,26 @@ def train(cfg: TrainingConfig) -> TrainingResult:
                                profile_steps=w.profile_steps, logdir=Path(cfg.logdir),
                                checkpoint=cfg.checkpoint)
     dataset = data.train_dataset(global_batch, seed=w.seed)
-    common: dict[str, Any] = {
-        "batch_per_device": w.batch_per_device, "learning_rate": w.learning_rate,
-        "momentum": w.momentum, "instrumentation": instr, "seed": w.seed,
-    }
+    options = TrainerOptions(batch_per_device=w.batch_per_device,
+                             learning_rate=w.learning_rate, momentum=w.momentum,
+                             instrumentation=instr, seed=w.seed)
+    task = ModelTask(spec, info.input_shape, info.num_classes)
     on_step = _print_progress(loop.steps) if cfg.progress else None
     if cfg.strategy == "keras":
         from gpudiag.train.keras_fit import train_keras
 
-        result = train_keras(spec, info.input_shape, info.num_classes, devices, dataset,
-                             data.eval_x, data.eval_y, loop, on_step=on_step, **common)
+        result = train_keras(task, devices, dataset, data.eval_x, data.eval_y, loop, options,
+                             on_step=on_step)
     else:
         trainer: Any
         if cfg.strategy == "towers":
             from gpudiag.train.towers import TowerTrainer
 
-            trainer = TowerTrainer(spec, info.input_shape, info.num_classes, devices,
-                                   variables_on=w.variables_on, **common)
+            trainer = TowerTrainer(task, devices, options, variables_on=w.variables_on)
         else:
             from gpudiag.train.mirrored import MirroredTrainer
 
-            trainer = MirroredTrainer(spec, info.input_shape, info.num_classes, devices,
-                                      **common)
+            trainer = MirroredTrainer(task, devices, options)
         result = loop_mod.train(trainer, dataset, data.eval_x, data.eval_y, loop,
                                 on_step=on_step)
     shapes = param_shapes(spec, info.input_shape, info.num_classes)

@@ -76,6 +76,7 @@ class Step:
     traced: bool = False  # a FULL_TRACE Session.run: slower, left out of the timing
     epoch: int | None = None  # Keras fit: the epoch of this batch
     count: int = 1  # steps this row stands for (rows aggregated past the first 20,000)
+    per_call: int = 1  # training steps one call ran (Keras fit's steps_per_execution)
 
 
 @dataclass(frozen=True)
@@ -199,6 +200,22 @@ class DatasetCall:
 
 
 @dataclass(frozen=True)
+class Tf1Call:
+    """A tf.compat.v1 distribution construct the program built (gpudiag.inprogram.tf1dist):
+    replica_device_setter, MonitoredTrainingSession, Supervisor, SyncReplicasOptimizer,
+    compute_gradients (one per tower), apply_gradients; ``args`` as the event has them."""
+
+    api: str
+    args: dict[str, Any]
+    caller: dict[str, Any] | None
+
+    @property
+    def where(self) -> str:
+        c = self.caller
+        return f"{c['file'].rsplit('/', 1)[-1]}:{c['line']}" if c else "?"
+
+
+@dataclass(frozen=True)
 class ProcessObservation:
     """Everything the hooks recorded in one Python process of the program."""
 
@@ -252,6 +269,7 @@ class ProcessObservation:
     tf_import_caller: dict[str, Any] | None = None  # the program's line importing it
     modules_before_tf: list[str] = field(default_factory=list)  # keras, jax ... already there
     unknown_events: list[str] = field(default_factory=list)  # kinds this gpudiag cannot read
+    tf1_calls: list[Tf1Call] = field(default_factory=list)  # TF1 distribution constructs
 
     @property
     def imported_tf(self) -> bool:
@@ -314,6 +332,9 @@ class TaskReport:
     # the global step its loop observed last (TF1: the graph's global_step its Session runs
     # fetched; Keras fit: optimizer.iterations when fit ended), None when none was seen
     global_step: int | None = None
+    # the TF1 distribution constructs its process built (gpudiag.verdicts.run.tf1: one
+    # {api, where, ...args} each, compute/apply_gradients left out), [] when none was seen
+    tf1: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def task(self) -> str:

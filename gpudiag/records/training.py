@@ -176,6 +176,8 @@ class TrainResult:
     profiled_steps: list[int] = field(default_factory=list)
     checkpoint_path: str | None = None
     wall_s: float = 0.0
+    # seconds per phase of the loop (PHASES_LOOP order); {} in results written before
+    phases: dict[str, float] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -222,6 +224,10 @@ class AllreduceConfig:
     min_iters: int = 2  # timed calls per size, at least ...
     max_iters: int = 20  # ... and at most
     max_s_per_size: float = 1.0  # stop timing a size after this long (once min_iters ran)
+    # the sweep stops once bandwidth has plateaued: this many sizes in a row none more
+    # than plateau_gain above the best bus bandwidth so far (0: every size)
+    plateau_sizes: int = 2
+    plateau_gain: float = 0.10
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -257,6 +263,8 @@ class AllreduceResult:
     n_devices: int
     cross_device_ops: str  # the tf.distribute cross-device ops class used
     rows: list[AllreduceRow]
+    # the sweep stopped here, bandwidth having plateaued (None: every size asked for ran)
+    plateau_after_bytes: int | None = None
 
     @property
     def peak_busbw_bytes_per_s(self) -> float | None:
@@ -271,3 +279,89 @@ class AllreduceResult:
             return [AllreduceRow.from_dict(r) for r in values]
 
         return _build(cls, data, setup=DeviceSetup.from_dict, rows=rows)
+
+
+# ------------------------------------------------------- one child per device count
+
+
+@dataclass(frozen=True)
+class CountConfig:
+    """`gpudiag scaling`'s child for one device count: every strategy, one after the other,
+    on the same devices (TensorFlow's device configuration is per process), then the
+    all-reduce sweep when ``allreduce`` is set (the largest count's child)."""
+
+    n_devices: int
+    strategies: list[str]
+    logdirs: list[str]  # each strategy's TensorBoard run directory, in order
+    workload: Workload = Workload()
+    virtual_gpus: int | None = None
+    memory_limit_mb: int = DEFAULT_VIRTUAL_GPU_MEMORY_MB
+    # the first child resolves and checks the largest count before any training: the
+    # count asked for (--max-gpus), None for every GPU / the default; check_max False: no
+    check_max: bool = False
+    max_devices: int | None = None
+    max_virtual_cpu_devices: int = MAX_VIRTUAL_CPU_DEVICES
+    allreduce: AllreduceConfig | None = None
+
+    def training_config(self, index: int) -> TrainingConfig:
+        return TrainingConfig(strategy=self.strategies[index], n_devices=self.n_devices,
+                              logdir=self.logdirs[index], workload=self.workload,
+                              virtual_gpus=self.virtual_gpus,
+                              memory_limit_mb=self.memory_limit_mb, progress=True)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> CountConfig:
+        return _build(cls, data, workload=Workload.from_dict,
+                      allreduce=lambda a: None if a is None else AllreduceConfig.from_dict(a))
+
+
+@dataclass(frozen=True)
+class StrategyOutcome:
+    """One strategy's run inside a count child: its result, or the error it raised."""
+
+    strategy: str
+    result: TrainingResult | None
+    error_type: str | None = None
+    error: str | None = None
+    build_s: float = 0.0  # data set, trainer (variables, optimizer) before the loop
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"strategy": self.strategy,
+                "result": None if self.result is None else self.result.to_dict(),
+                "error_type": self.error_type, "error": self.error, "build_s": self.build_s}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> StrategyOutcome:
+        return _build(cls, data, result=lambda r: None if r is None
+                      else TrainingResult.from_dict(r))
+
+
+@dataclass(frozen=True)
+class CountResult:
+    """What a count child returns. ``entered_at``/``tf_imported_at``: wall-clock epochs
+    (time.time) the parent subtracts its own start time from; the rest seconds."""
+
+    setup: DeviceSetup
+    max_devices: int | None  # resolved by the first child (check_max), else None
+    outcomes: list[StrategyOutcome]
+    allreduce: AllreduceResult | None
+    allreduce_error: str | None  # the sweep raised: "<type>: <first line>"
+    entered_at: float
+    tf_imported_at: float
+    device_setup_s: float
+    data_load_s: float
+    allreduce_s: float
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**asdict(self), "setup": self.setup.to_dict(),
+                "outcomes": [o.to_dict() for o in self.outcomes],
+                "allreduce": None if self.allreduce is None else self.allreduce.to_dict()}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> CountResult:
+        return _build(cls, data, setup=DeviceSetup.from_dict,
+                      outcomes=lambda v: [StrategyOutcome.from_dict(o) for o in v],
+                      allreduce=lambda a: None if a is None else AllreduceResult.from_dict(a))

@@ -32,6 +32,7 @@ from gpudiag.records.run import (
     PyWarning,
     StepStats,
     StrategyRecord,
+    Tf1Call,
     TfLogRecord,
 )
 from gpudiag.run import classcount, observation
@@ -297,6 +298,11 @@ def _exit(s: ProcessState, e: ev.Exit, t: float | None) -> None:
 @on(ev.Unknown)
 def _unknown(s: ProcessState, e: ev.Unknown, t: float | None) -> None:
     s.unknown.append(e)
+
+
+@on(ev.Tf1Distribution)
+def _tf1_distribution(s: ProcessState, e: ev.Tf1Distribution, t: float | None) -> None:
+    s.tf1_calls.append(Tf1Call(e.api, e.args, e.caller))
 
 
 # -------------------------------------------------------------------------- reading

@@ -140,4 +140,5 @@ def of(state: ProcessState, faults: str) -> ProcessObservation:
         placement_log_asked=state.placement_log_asked, stalls=state.stalls,
         crash=state.crash, profile=state.profile, events=state.events,
         first_t_unix_s=state.first_t_unix_s, last_t_unix_s=state.last_t_unix_s,
-        faults=faults, unknown_events=[f"{u.kind} (v{u.version})" for u in state.unknown])
+        faults=faults, unknown_events=[f"{u.kind} (v{u.version})" for u in state.unknown],
+        tf1_calls=state.tf1_calls)

@@ -30,6 +30,7 @@ from gpudiag.records.run import (
     Step,
     StepStats,
     StrategyRecord,
+    Tf1Call,
     TfLogRecord,
 )
 
@@ -47,14 +48,27 @@ def series_label(kind: str, name: object, fetches: Sequence[str] | None = None) 
     return "Model.fit"
 
 
+def _per_call(r: ev.FitRow, last_batch: dict[int | None, int]) -> int:
+    """Training steps one fit call ran: Keras calls ``on_train_batch_end`` with the last
+    batch of a call of ``steps_per_execution`` steps, so a call ran the batches since the
+    previous call's last of the same epoch (an epoch's first call: from batch 0); an
+    aggregated row of ``n`` calls, their batches over ``n``."""
+    if r.batch is None:
+        return 1
+    n = (r.batch - last_batch.get(r.epoch, -1)) // max(r.n, 1)
+    last_batch[r.epoch] = r.batch
+    return max(n, 1)
+
+
 def fit_steps(rows: Sequence[ev.FitRow]) -> list[Step]:
     steps = []
+    last_batch: dict[int | None, int] = {}  # epoch -> the batch its previous call ended at
     for r in rows:
         logs = dict(r.logs)
         call = r.t_end - r.t0 if r.t0 is not None and r.t_end is not None else None
         loss = logs.pop("loss", None)
         steps.append(Step(r.i, r.t0, call, loss if isinstance(loss, int | float) else None,
-                          logs, epoch=r.epoch, count=r.n))
+                          logs, epoch=r.epoch, count=r.n, per_call=_per_call(r, last_batch)))
     return steps
 
 
@@ -185,6 +199,7 @@ class ProcessState:
     loops: dict[tuple[str, str], Loop] = field(default_factory=dict)
     latest: Loop | None = None  # the loop that stepped last
     news: list[tuple[float | None, ev.Event]] = field(default_factory=list)
+    tf1_calls: list[Tf1Call] = field(default_factory=list)  # TF1 distribution constructs
 
     def begin_poll(self) -> None:
         """The views read this poll's steps and news; the next poll starts them afresh."""

@@ -45,6 +45,7 @@ from gpudiag.records.run import ProcessObservation, TaskReport
 from gpudiag.report import Finding, Report, now_iso
 from gpudiag.report import save as save_report
 from gpudiag.verdicts.run import cluster as run_cluster
+from gpudiag.verdicts.run import tf1 as run_tf1
 from gpudiag.verdicts.run import throughput as run_throughput
 
 CLUSTER_REPORT_COMMAND = "run-cluster"
@@ -184,7 +185,8 @@ def task_reports(tf_procs: Sequence[ProcessObservation], stderr: str,
             "variables_by_task": clusterplacement.variables_by_task(stderr),
             "sessions": len(obs.sessions),
             "sync_replicas": clusterplacement.sync_replicas(stderr),
-            "waiting_for": waiting_for, "waiting_lines": waiting_lines}
+            "waiting_for": waiting_for, "waiting_lines": waiting_lines,
+            "tf1": run_tf1.task_constructs(obs.tf1_calls)}
         others = [h for h in hosted(obs) if (h[0], h[1]) != (task_type, task_id)]
         for o_type, o_id, o_spec, o_via, o_outcome in others:
             out.append(TaskReport(task_type=o_type, task_id=o_id,

@@ -81,10 +81,10 @@ def write_series(writer: EventWriter, series: StepSeries, prefix: str,
             writer.scalar(tag, value, s.index, wall)
             tags.add(tag)
         step_s = s.duration_s
-        if series.kind == "fit":
+        if series.kind == "fit":  # per training step: a call of steps_per_execution over N
             nxt = by_index.get(s.index + 1)
-            step_s = (nxt.start_unix_s - s.start_unix_s) if nxt and nxt.start_unix_s and \
-                s.start_unix_s and nxt.epoch == s.epoch else None
+            step_s = (nxt.start_unix_s - s.start_unix_s) / s.per_call if nxt and \
+                nxt.start_unix_s and s.start_unix_s and nxt.epoch == s.epoch else None
         if step_s is not None and not s.traced and step_s > 0:
             writer.scalar(_tag(TAG_RUN_STEP_TIME, prefix), step_s, s.index, wall)
             tags.add(_tag(TAG_RUN_STEP_TIME, prefix))

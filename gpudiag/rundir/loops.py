@@ -4,7 +4,9 @@ scalar-plugin tensor, gpudiag/layout).
 
 `run`: each program-<pid>/ run; its loop with the most steps has the TAG_RUN_* tags, any
 other loop the same tags under ``program/<loop>/`` (gpudiag.run.tbwrite). The loop's
-name is the one the report's run.throughput / run.learning evidence gives it.
+name is the one the report's run.throughput / run.learning evidence gives it, and so are
+its batch and its steps per call (Keras fit's steps_per_execution: the series is already
+per step, gpudiag.run.tbwrite divides each call's time by its steps).
 `scaling` (and a `worker`'s configuration): each <strategy>-<n>dev/ run's TAG_TRAIN_*
 tags, named by the configuration. `explain`: each trace's profiled steps (the report's
 ``data.explain``: a trace has no step series of its own).
@@ -84,6 +86,7 @@ def _loop_labels(run: Run) -> list[dict[str, Any]]:
 def _program_loops(run: Run) -> dict[str, Loop]:
     labelled = _loop_labels(run)
     batch = {lp.get("series"): lp.get("batch_size") for lp in labelled}
+    per_call = {lp.get("series"): lp.get("steps_per_call") for lp in labelled}
     runs = sorted(p for p in run.path.glob(f"{layout.RUN_TB_PREFIX}*") if p.is_dir())
     out: dict[str, Loop] = {}
     for tb in runs:
@@ -101,7 +104,9 @@ def _program_loops(run: Run) -> dict[str, Loop]:
                 layout.TAG_RUN_EXAMPLES_PER_S.replace("program/", tag, 1), batch.get(name))
             if loop is not None:
                 key = name if len(runs) == 1 else f"{name} [{tb.name}]"
-                out[key] = Loop(key, loop.tb_run, loop.steps, loop.batch_size)
+                n = per_call.get(name)
+                out[key] = Loop(key, loop.tb_run, loop.steps, loop.batch_size,
+                                n if isinstance(n, int) and n > 1 else 1)
     return out
 
 

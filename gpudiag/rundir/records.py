@@ -49,19 +49,25 @@ class StepPoint:
 class Loop:
     """A training loop's step series: `run`'s loop of one process (program-<pid>/), or a
     scaling configuration (<strategy>-<n>dev/). ``tb_run``: its TensorBoard run, relative
-    to the run directory."""
+    to the run directory. ``steps_per_call``: Keras fit's steps_per_execution N: each point
+    is one call of the step function (its time already over N: seconds per step), its
+    loss that of the call's last step."""
 
     name: str
     tb_run: str
     steps: tuple[StepPoint, ...]
     batch_size: int | None = None
+    steps_per_call: int = 1
 
     def step_times(self, warmup: int = 0) -> list[float]:
         """Seconds per step, the first ``warmup`` steps left out."""
         return [p.step_s for p in self.steps[warmup:] if p.step_s is not None and p.step_s > 0]
 
     def losses(self) -> dict[int, float]:
-        return {p.step: p.loss for p in self.steps if p.loss is not None}
+        """The loss by training step (a call of N steps: at its last, (call + 1) x N - 1)."""
+        n = self.steps_per_call
+        return {(p.step + 1) * n - 1 if n > 1 else p.step: p.loss for p in self.steps
+                if p.loss is not None}
 
     def median_step_s(self, warmup: int = 0) -> float | None:
         times = self.step_times(warmup)

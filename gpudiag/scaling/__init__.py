@@ -7,6 +7,7 @@
 - table.py     the scaling table: cells, markdown for TensorBoard, a rich table.
 - tb_runs.py   the parent's TensorBoard runs (``scaling/``, ``allreduce/``) and scaling.png.
 - whyslow.py   scaling.bottleneck: each configuration's trace broken down.
+- timing.py    where the run's time went (report.json's data.scaling.timing), per child and phase.
 
 Nothing here imports TensorFlow: it all runs in the CLI's process. Names on disk are
 gpudiag/layout/__init__.py's; what crosses the process boundary is gpudiag/records/training.py.

@@ -11,6 +11,9 @@ each configuration's figures and HParams session, exactly the report's numbers).
 
 from __future__ import annotations
 
+import math
+import statistics
+import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -113,6 +116,22 @@ def learning_row(run: ConfigRun, result: TrainingResult, learning_rate: float) -
         eval_accuracy=t.eval_accuracy, eval_accuracy_ema=t.eval_accuracy_ema)
 
 
+def quartiles(values: Sequence[float]) -> tuple[float, float]:
+    """First and third quartile (statistics.quantiles, n=4; one value: itself twice)."""
+    if len(values) < 2:
+        return (values[0], values[0]) if values else (math.nan, math.nan)
+    q1, _, q3 = statistics.quantiles(values, n=4)
+    return q1, q3
+
+
+def rate_quartiles(result: TrainingResult) -> list[float] | None:
+    """The timed steps' examples/s, first and third quartile: the spread around the
+    median the efficiency rests on (None: fewer than two timed steps)."""
+    t = result.train
+    rates = [t.global_batch / t.step_s[i] for i in t.timed_steps if t.step_s[i] > 0]
+    return list(quartiles(rates)) if len(rates) >= 2 else None
+
+
 def config_data(run: ConfigRun, result: TrainingResult, summary: traces.TraceSummary | None,
                 reason: str | None, tb_run: Path) -> dict[str, Any]:
     """One configuration in the report's ``data.scaling.configs``."""
@@ -121,6 +140,7 @@ def config_data(run: ConfigRun, result: TrainingResult, summary: traces.TraceSum
         "strategy": run.strategy, "n_devices": run.n_devices, "devices": t.devices,
         "global_batch": t.global_batch, "steps": t.steps, "examples_per_s": t.examples_per_s,
         "step_s_median": t.step_s_median, "timed_steps": len(t.timed_steps),
+        "examples_per_s_quartiles": rate_quartiles(result),
         "final_loss": t.final_loss, "final_accuracy": t.final_accuracy,
         "eval_accuracy": t.eval_accuracy, "eval_accuracy_ema": t.eval_accuracy_ema,
         "ops_by_device": t.ops_by_device, "checkpoint": t.checkpoint_path,
@@ -134,8 +154,12 @@ def config_data(run: ConfigRun, result: TrainingResult, summary: traces.TraceSum
 def judge(session: RunSession, options: ScalingOptions, setup: DeviceSetup,
           allreduce: AllreduceResult | None, runs: Sequence[ConfigRun],
           backend_reason: str | None, physical: Sequence[nvml.DeviceInfo],
-          ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
-    """Every finding of the run; returns the scaling rows and per-configuration data."""
+          timing: dict[str, Any] | None = None) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """Every finding of the run; returns the scaling rows and per-configuration data.
+    ``timing``: the children's and the parent's phases so far (gpudiag.scaling.timing),
+    completed here with the verdicts' and TensorBoard's and recorded as
+    ``data.scaling.timing``."""
+    verdicts_at = time.perf_counter()
     points: list[ThroughputPoint] = []
     learning_rows: list[LearningRow] = []
     configs: dict[str, Any] = {}
@@ -182,9 +206,18 @@ def judge(session: RunSession, options: ScalingOptions, setup: DeviceSetup,
                                       r.child.error_type) for r in runs]):
         session.add(finding)
     rows = [asdict(r) for r in typed_rows]  # the report's rows, from here on plain data
-    session.set("scaling", {"device_kind": setup.kind, "gradient_bytes": gradient_bytes,
-                            "peak_busbw_bytes_per_s": busbw, "rows": rows, "configs": configs})
     table_rows = table(rows, configs)
     session.text(TAG_SCALING_TABLE, markdown_table(TABLE_HEADERS, table_rows))
+    tb_at = time.perf_counter()
     write_scaling_tb(session.run_dir, rows, configs, runs, setup.kind, options.workload)
+    end = time.perf_counter()
+    timing = dict(timing or {})
+    parent = {**(timing.get("parent") or {}), "verdicts_s": tb_at - verdicts_at,
+              "tensorboard_s": end - tb_at}
+    parent["total_s"] = sum(parent.get(k, 0.0) for k in ("before_children_s", "children_s",
+                                                         "verdicts_s", "tensorboard_s"))
+    timing["parent"] = parent
+    session.set("scaling", {"device_kind": setup.kind, "gradient_bytes": gradient_bytes,
+                            "peak_busbw_bytes_per_s": busbw, "rows": rows, "configs": configs,
+                            "timing": timing})
     return rows, configs

@@ -20,6 +20,7 @@ attributed to devices as for the other strategies.
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -30,9 +31,9 @@ import tensorflow as tf
 from gpudiag import layout
 from gpudiag.records.training import TrainResult, finite
 from gpudiag.train.loop import LoopConfig, throughput
-from gpudiag.train.model import ModelSpec, build_keras_model
+from gpudiag.train.model import ModelTask, build_keras_model
 from gpudiag.train.summaries import Instrumentation
-from gpudiag.train.towers import op_devices
+from gpudiag.train.towers import TrainerOptions, op_devices
 
 
 class _TowerScoped(keras.Model):
@@ -92,71 +93,36 @@ class _StepTimer(keras.callbacks.Callback):
 
 
 def train_keras(
-    spec: ModelSpec,
-    input_shape: tuple[int, int, int],
-    num_classes: int,
+    task: ModelTask,
     devices: list[str],
     dataset: tf.data.Dataset,
     eval_x: np.ndarray,
     eval_y: np.ndarray,
     loop: LoopConfig,
+    options: TrainerOptions,
     *,
-    batch_per_device: int,
-    learning_rate: float,
-    momentum: float = 0.9,
-    instrumentation: Instrumentation | None = None,
-    seed: int = 0,
     on_step: Any = None,
 ) -> TrainResult:
     start = time.perf_counter()
-    instr = instrumentation or Instrumentation()
-    global_batch = batch_per_device * len(devices)
-    strategy = tf.distribute.MirroredStrategy(devices)
-    with strategy.scope():
-        model = _TowerScoped(build_keras_model(spec, input_shape, num_classes, seed))
-        use_ema = instr.ema_decay is not None
-        optimizer = keras.optimizers.SGD(
-            learning_rate=learning_rate, momentum=momentum, use_ema=use_ema,
-            ema_momentum=instr.ema_decay or 0.99, ema_overwrite_frequency=None,
-        )
-        model.compile(
-            optimizer=optimizer,
-            loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
-            metrics=["accuracy"],
-        )
+    instr = options.instr
+    global_batch = options.batch_per_device * len(devices)
+    model, optimizer = _compiled_model(task, devices, options)
+    use_ema = instr.ema_decay is not None
     loop.logdir.mkdir(parents=True, exist_ok=True)
     writer = tf.summary.create_file_writer(str(loop.logdir))
     timer = _StepTimer(global_batch, writer, instr.scalars, loop.steps, on_step)
-    callbacks: list[keras.callbacks.Callback] = [timer]
-    profile_batch: Any = 0
-    if loop.profile_steps:
-        # Keras counts batches from 1 across epochs.
-        profile_batch = (loop.warmup_steps + 1, loop.warmup_steps + loop.profile_steps)
-    callbacks.append(keras.callbacks.TensorBoard(
-        log_dir=str(loop.logdir),
-        histogram_freq=1 if instr.histogram_every else 0,
-        update_freq=1 if instr.scalars else "epoch",
-        profile_batch=profile_batch,
-        write_graph=False,
-    ))
     steps_per_epoch = instr.histogram_every or loop.steps
     epochs = -(-loop.steps // steps_per_epoch)  # the timer stops fit after loop.steps
-    model.fit(dataset, epochs=epochs, steps_per_epoch=steps_per_epoch, callbacks=callbacks,
-              verbose=0, shuffle=False)
+    model.fit(dataset, epochs=epochs, steps_per_epoch=steps_per_epoch,
+              callbacks=[timer, _tensorboard_callback(loop, instr)], verbose=0, shuffle=False)
     steps_run = len(timer.step_s)
-    eval_loss_ema = eval_acc_ema = None
-    if use_ema:  # fit() left the moving averages in the weights
-        eval_loss_ema, eval_acc_ema = model.evaluate(eval_x, eval_y, batch_size=loop.eval_batch,
-                                                     verbose=0)
-        if timer.raw_weights is not None:
-            model.set_weights(timer.raw_weights)
-    eval_loss, eval_acc = model.evaluate(eval_x, eval_y, batch_size=loop.eval_batch, verbose=0)
+    evals = _evaluate(model, timer, (eval_x, eval_y), loop.eval_batch, use_ema)
     with writer.as_default():
-        tf.summary.scalar(layout.TAG_EVAL_LOSS, eval_loss, step=steps_run)
-        tf.summary.scalar(layout.TAG_EVAL_ACCURACY, eval_acc, step=steps_run)
+        tf.summary.scalar(layout.TAG_EVAL_LOSS, evals.loss, step=steps_run)
+        tf.summary.scalar(layout.TAG_EVAL_ACCURACY, evals.accuracy, step=steps_run)
         if use_ema:
-            tf.summary.scalar(layout.TAG_EVAL_LOSS_EMA, eval_loss_ema, step=steps_run)
-            tf.summary.scalar(layout.TAG_EVAL_ACCURACY_EMA, eval_acc_ema, step=steps_run)
+            tf.summary.scalar(layout.TAG_EVAL_LOSS_EMA, evals.loss_ema, step=steps_run)
+            tf.summary.scalar(layout.TAG_EVAL_ACCURACY_EMA, evals.accuracy_ema, step=steps_run)
     writer.close()
     checkpoint_path = None
     if loop.checkpoint:
@@ -183,10 +149,10 @@ def train_keras(
         tower_losses_last=[],
         final_loss=finite(float(np.mean(timer.losses[tail]))),
         final_accuracy=finite(float(np.mean(timer.accuracies[tail]))),
-        eval_loss=finite(eval_loss),
-        eval_accuracy=finite(eval_acc),
-        eval_loss_ema=finite(eval_loss_ema),
-        eval_accuracy_ema=finite(eval_acc_ema),
+        eval_loss=finite(evals.loss),
+        eval_accuracy=finite(evals.accuracy),
+        eval_loss_ema=finite(evals.loss_ema),
+        eval_accuracy_ema=finite(evals.accuracy_ema),
         ops_by_device={},
         op_devices=_train_function_devices(model),
         profile_dir=str(Path(loop.logdir) / layout.KERAS_TRAIN_RUN) if loop.profile_steps else None,
@@ -194,6 +160,70 @@ def train_keras(
         checkpoint_path=checkpoint_path,
         wall_s=time.perf_counter() - start,
     )
+
+
+def _compiled_model(
+    task: ModelTask, devices: list[str], options: TrainerOptions
+) -> tuple[keras.Model, keras.optimizers.SGD]:
+    """The tower-scoped Keras model compiled under MirroredStrategy(devices), with SGD and
+    momentum (and Keras's moving average when the instrumentation has one)."""
+    instr = options.instr
+    strategy = tf.distribute.MirroredStrategy(devices)
+    with strategy.scope():
+        model = _TowerScoped(build_keras_model(task.spec, task.input_shape, task.num_classes,
+                                               options.seed))
+        optimizer = keras.optimizers.SGD(
+            learning_rate=options.learning_rate, momentum=options.momentum,
+            use_ema=instr.ema_decay is not None,
+            ema_momentum=instr.ema_decay or 0.99, ema_overwrite_frequency=None,
+        )
+        model.compile(
+            optimizer=optimizer,
+            loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+            metrics=["accuracy"],
+        )
+    return model, optimizer
+
+
+def _tensorboard_callback(loop: LoopConfig, instr: Instrumentation) -> keras.callbacks.TensorBoard:
+    """Keras's TensorBoard callback: per-batch scalars, histograms, the profiler window."""
+    profile_batch: Any = 0
+    if loop.profile_steps:
+        # Keras counts batches from 1 across epochs.
+        profile_batch = (loop.warmup_steps + 1, loop.warmup_steps + loop.profile_steps)
+    return keras.callbacks.TensorBoard(
+        log_dir=str(loop.logdir),
+        histogram_freq=1 if instr.histogram_every else 0,
+        update_freq=1 if instr.scalars else "epoch",
+        profile_batch=profile_batch,
+        write_graph=False,
+    )
+
+
+@dataclass(frozen=True)
+class _Evaluation:
+    """Held-out loss and accuracy with the raw weights and the moving averages (None:
+    no moving average)."""
+
+    loss: float
+    accuracy: float
+    loss_ema: float | None
+    accuracy_ema: float | None
+
+
+def _evaluate(model: keras.Model, timer: _StepTimer, held_out: tuple[np.ndarray, np.ndarray],
+              batch: int, use_ema: bool) -> _Evaluation:
+    """Evaluate the moving averages fit() left in the weights (with use_ema), then the raw
+    weights of the last epoch, put back."""
+    eval_x, eval_y = held_out
+    eval_loss_ema = eval_acc_ema = None
+    if use_ema:  # fit() left the moving averages in the weights
+        eval_loss_ema, eval_acc_ema = model.evaluate(eval_x, eval_y, batch_size=batch,
+                                                     verbose=0)
+        if timer.raw_weights is not None:
+            model.set_weights(timer.raw_weights)
+    eval_loss, eval_acc = model.evaluate(eval_x, eval_y, batch_size=batch, verbose=0)
+    return _Evaluation(eval_loss, eval_acc, eval_loss_ema, eval_acc_ema)
 
 
 def _train_function_devices(model: Any) -> dict[str, str]:

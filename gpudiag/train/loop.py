@@ -23,7 +23,7 @@ import math
 import statistics
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -119,59 +119,24 @@ def train(
     loop.logdir.mkdir(parents=True, exist_ok=True)
     writer = tf.summary.create_file_writer(str(loop.logdir))
     iterator = trainer.make_iterator(dataset)
-    step_s: list[float] = []
-    losses: list[float] = []
-    accuracies: list[float] = []
-    tower_losses: list[float] = []
-    profile_dir: str | None = None
-    profiled: list[int] = []
     with writer.as_default():
         step_graph = trainer.step_graph(iterator)
         graph_counts = ops_by_device(step_graph)
         graph_devices = op_devices(step_graph)
-        scalars = step_scalars(trainer)
-        for index in range(loop.steps):
-            profiling = loop.is_profiled(index)
-            if profiling and index == loop.warmup_steps:
-                tf.profiler.experimental.start(str(loop.logdir))
-                profile_dir = str(loop.logdir)
-            outcome = run_one_step(trainer, iterator, index, scalars=scalars, traced=profiling)
-            if profiling:
-                profiled.append(index)
-                if index == loop.warmup_steps + loop.profile_steps - 1:
-                    tf.profiler.experimental.stop()
-            step_s.append(outcome.step_s)
-            losses.append(outcome.loss)
-            accuracies.append(outcome.accuracy)
-            tower_losses = outcome.tower_losses
-            if on_step is not None:
-                on_step(index, outcome.loss, outcome.step_s)
-        if scalars is not None:
-            scalars.flush()
-        if profile_dir is not None and len(profiled) < loop.profile_steps:
-            tf.profiler.experimental.stop()  # the run was shorter than the window
-        sync = getattr(trainer, "sync_ema", None)
-        if sync is not None:  # towers bring the moving average up to date one step late
-            sync()
-        eval_loss, eval_acc = evaluate(trainer.model.forward, trainer.raw_params(), eval_x, eval_y,
-                                       loop.eval_batch)
-        tf.summary.scalar(layout.TAG_EVAL_LOSS, eval_loss, step=loop.steps)
-        tf.summary.scalar(layout.TAG_EVAL_ACCURACY, eval_acc, step=loop.steps)
-        eval_loss_ema = eval_acc_ema = None
-        if trainer.ema is not None:
-            eval_loss_ema, eval_acc_ema = evaluate(
-                trainer.model.forward, trainer.ema_params(), eval_x, eval_y, loop.eval_batch
-            )
-            tf.summary.scalar(layout.TAG_EVAL_LOSS_EMA, eval_loss_ema, step=loop.steps)
-            tf.summary.scalar(layout.TAG_EVAL_ACCURACY_EMA, eval_acc_ema, step=loop.steps)
+        marks = {"start": start, "steps": time.perf_counter()}
+        steps = _run_steps(trainer, iterator, loop, on_step, marks)
+        marks["eval"] = time.perf_counter()
+        evals = _evaluate_and_log(trainer, eval_x, eval_y, loop)
     writer.flush()
     writer.close()
+    marks["checkpoint"] = time.perf_counter()
     checkpoint_path = None
     if loop.checkpoint:
         manager = tf.train.CheckpointManager(
             trainer.checkpoint(), str(loop.logdir / layout.CHECKPOINT_DIR), max_to_keep=1
         )
         checkpoint_path = manager.save(checkpoint_number=loop.steps)
+    step_s, losses, accuracies = steps.step_s, steps.losses, steps.accuracies
     timed = [i for i in range(loop.steps) if loop.is_timed(i)]
     rate = throughput(step_s, timed, trainer.global_batch)
     tail = slice(-min(FINAL_WINDOW, loop.steps), None)
@@ -186,20 +151,114 @@ def train(
         step_s_median=statistics.median([step_s[i] for i in timed]) if timed else None,
         losses=[finite(v) for v in losses],
         accuracies=[finite(v) for v in accuracies],
-        tower_losses_last=[finite(v) for v in tower_losses],
+        tower_losses_last=[finite(v) for v in steps.tower_losses],
         final_loss=finite(_mean(losses[tail])),
         final_accuracy=finite(_mean(accuracies[tail])),
-        eval_loss=finite(eval_loss),
-        eval_accuracy=finite(eval_acc),
-        eval_loss_ema=finite(eval_loss_ema),
-        eval_accuracy_ema=finite(eval_acc_ema),
+        eval_loss=finite(evals.loss),
+        eval_accuracy=finite(evals.accuracy),
+        eval_loss_ema=finite(evals.loss_ema),
+        eval_accuracy_ema=finite(evals.accuracy_ema),
         ops_by_device=graph_counts,
         op_devices=graph_devices,
-        profile_dir=profile_dir,
-        profiled_steps=profiled,
+        profile_dir=steps.profile_dir,
+        profiled_steps=steps.profiled,
         checkpoint_path=checkpoint_path,
         wall_s=time.perf_counter() - start,
+        phases=loop_phases(marks, step_s, loop),
     )
+
+
+def loop_phases(marks: dict[str, float], step_s: list[float], loop: LoopConfig
+                ) -> dict[str, float]:
+    """Seconds per phase of ``train`` from its perf_counter marks: set-up (writer, step
+    graph inspection), warm-up and timed steps (their step times), the profiler window
+    (start to stop, both included), the rest of the step loop (progress lines, scalar
+    writes), evaluation, checkpoint."""
+    end = time.perf_counter()
+    profile_s = marks.get("profile_end", marks["eval"]) - marks["profile"] \
+        if "profile" in marks else 0.0
+    warmup = sum(s for i, s in enumerate(step_s) if i < loop.warmup_steps)
+    timed = sum(s for i, s in enumerate(step_s) if loop.is_timed(i))
+    return {"setup_s": marks["steps"] - marks["start"], "warmup_s": warmup,
+            "profile_s": profile_s, "timed_s": timed,
+            "steps_other_s": marks["eval"] - marks["steps"] - warmup - profile_s - timed,
+            "eval_s": marks["checkpoint"] - marks["eval"],
+            "checkpoint_s": end - marks["checkpoint"]}
+
+
+@dataclass
+class _LoopSteps:
+    """What the loop's steps measured."""
+
+    step_s: list[float] = field(default_factory=list)
+    losses: list[float] = field(default_factory=list)
+    accuracies: list[float] = field(default_factory=list)
+    tower_losses: list[float] = field(default_factory=list)  # the last step's
+    profile_dir: str | None = None  # None: no profiler window ran
+    profiled: list[int] = field(default_factory=list)
+
+
+def _run_steps(trainer: Trainer, iterator: Any, loop: LoopConfig, on_step: Any,
+               marks: dict[str, float]) -> _LoopSteps:
+    """Every step of the loop under the writer, with the profiler window and the scalars;
+    the window's start and end go into ``marks`` (loop_phases)."""
+    out = _LoopSteps()
+    scalars = step_scalars(trainer)
+    for index in range(loop.steps):
+        profiling = loop.is_profiled(index)
+        if profiling and index == loop.warmup_steps:
+            marks["profile"] = time.perf_counter()
+            tf.profiler.experimental.start(str(loop.logdir))
+            out.profile_dir = str(loop.logdir)
+        outcome = run_one_step(trainer, iterator, index, scalars=scalars, traced=profiling)
+        if profiling:
+            out.profiled.append(index)
+            if index == loop.warmup_steps + loop.profile_steps - 1:
+                tf.profiler.experimental.stop()
+                marks["profile_end"] = time.perf_counter()
+        out.step_s.append(outcome.step_s)
+        out.losses.append(outcome.loss)
+        out.accuracies.append(outcome.accuracy)
+        out.tower_losses = outcome.tower_losses
+        if on_step is not None:
+            on_step(index, outcome.loss, outcome.step_s)
+    if scalars is not None:
+        scalars.flush()
+    if out.profile_dir is not None and len(out.profiled) < loop.profile_steps:
+        tf.profiler.experimental.stop()  # the run was shorter than the window
+    return out
+
+
+@dataclass(frozen=True)
+class _Evaluation:
+    """Held-out loss and accuracy with the raw weights and the moving averages (None:
+    no moving average)."""
+
+    loss: float
+    accuracy: float
+    loss_ema: float | None
+    accuracy_ema: float | None
+
+
+def _evaluate_and_log(trainer: Trainer, eval_x: np.ndarray, eval_y: np.ndarray,
+                      loop: LoopConfig) -> _Evaluation:
+    """The moving average brought up to date, both evaluations, their scalars (under the
+    writer)."""
+    sync = getattr(trainer, "sync_ema", None)
+    if sync is not None:  # towers bring the moving average up to date one step late
+        sync()
+    eval_loss, eval_acc = evaluate(trainer.model.forward, trainer.raw_params(), eval_x, eval_y,
+                                   loop.eval_batch)
+    tf.summary.scalar(layout.TAG_EVAL_LOSS, eval_loss, step=loop.steps)
+    tf.summary.scalar(layout.TAG_EVAL_ACCURACY, eval_acc, step=loop.steps)
+    eval_loss_ema = eval_acc_ema = None
+    if trainer.ema is not None:
+        eval_loss_ema, eval_acc_ema = evaluate(
+            trainer.model.forward, trainer.ema_params(), eval_x, eval_y, loop.eval_batch
+        )
+        tf.summary.scalar(layout.TAG_EVAL_LOSS_EMA, eval_loss_ema, step=loop.steps)
+        tf.summary.scalar(layout.TAG_EVAL_ACCURACY_EMA, eval_acc_ema, step=loop.steps)
+    return _Evaluation(eval_loss, eval_acc, eval_loss_ema, eval_acc_ema)
 
 
 class StepScalars:
@@ -216,7 +275,7 @@ class StepScalars:
     """
 
     def __init__(self, global_batch: int, n_towers: int, learning_rate: float,
-                 flush_every: int = 25, *,
+                 flush_every: int = 5, *,
                  slice_loss_tag: Callable[[int], str] = layout.tower_loss_tag,
                  norm_tags: tuple[str, ...] = ()) -> None:
         self.global_batch = float(global_batch)
@@ -228,6 +287,8 @@ class StepScalars:
         self._rows: list[tuple[int, float, float, float, list[float], list[float]]] = []
         # Traced per batch length (flush_every, and once the shorter last batch) and
         # unrolled: straight-line summary ops run faster than a tf.while_loop of them.
+        # Tracing grows with the batch (about 0.1 s per step's scalars on 2 busy cores):
+        # 5 keeps the one trace short (25 took 2.5 s of every configuration).
         self._write = tf.function(self._write_all)
 
     def _write_all(self, steps: tf.Tensor, step_s: tf.Tensor, loss: tf.Tensor,

@@ -25,9 +25,8 @@ import tensorflow as tf
 
 from gpudiag import layout
 from gpudiag.train import summaries
-from gpudiag.train.model import ModelSpec, correct_count, per_example_loss
-from gpudiag.train.summaries import Instrumentation
-from gpudiag.train.towers import build_state, checkpoint_of
+from gpudiag.train.model import ModelTask, correct_count, per_example_loss
+from gpudiag.train.towers import TrainerOptions, build_state, checkpoint_of
 
 
 class MirroredTrainer:
@@ -35,29 +34,15 @@ class MirroredTrainer:
 
     strategy_name = "mirrored"
 
-    def __init__(
-        self,
-        spec: ModelSpec,
-        input_shape: tuple[int, int, int],
-        num_classes: int,
-        devices: list[str],
-        *,
-        batch_per_device: int,
-        learning_rate: float,
-        momentum: float = 0.9,
-        instrumentation: Instrumentation | None = None,
-        seed: int = 0,
-    ) -> None:
+    def __init__(self, task: ModelTask, devices: list[str], options: TrainerOptions) -> None:
         self.devices = list(devices)
-        self.batch_per_device = batch_per_device
-        self.global_batch = batch_per_device * len(devices)
-        self.instr = instrumentation or Instrumentation()
+        self.batch_per_device = options.batch_per_device
+        self.global_batch = options.batch_per_device * len(devices)
+        self.instr = options.instr
         self.strategy = tf.distribute.MirroredStrategy(self.devices)
         self.variables_device = self.devices[0]
         with self.strategy.scope():
-            self.model, self.step, self.optimizer, self.ema = build_state(
-                spec, input_shape, num_classes, learning_rate=learning_rate,
-                momentum=momentum, instr=self.instr, seed=seed)
+            self.model, self.step, self.optimizer, self.ema = build_state(task, options)
         self._step_fn = tf.function(self._step)
         self._graph: tf.Graph | None = None
 

@@ -21,6 +21,7 @@ import tensorflow as tf
 from gpudiag.train.specs import (
     KERNEL_SIZE,
     ModelSpec,
+    ModelTask,
     gradient_bytes,
     initial_values,
     model_spec,
@@ -28,7 +29,7 @@ from gpudiag.train.specs import (
 )
 
 __all__ = [
-    "KERNEL_SIZE", "ModelSpec", "ProbeModel", "build_keras_model", "correct_count",
+    "KERNEL_SIZE", "ModelSpec", "ModelTask", "ProbeModel", "build_keras_model", "correct_count",
     "gradient_bytes", "initial_values", "model_spec", "param_shapes", "per_example_loss",
 ]
 

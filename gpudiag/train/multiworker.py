@@ -35,6 +35,7 @@ import math
 import shutil
 import statistics
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -49,9 +50,9 @@ from gpudiag.records.training import finite
 from gpudiag.train import cluster_data
 from gpudiag.train.loop import FINAL_WINDOW, evaluate, run_one_step, step_scalars, throughput
 from gpudiag.train.mirrored import MirroredTrainer
-from gpudiag.train.model import ModelSpec, model_spec
+from gpudiag.train.model import ModelTask, model_spec
 from gpudiag.train.summaries import Instrumentation
-from gpudiag.train.towers import build_state
+from gpudiag.train.towers import TrainerOptions, build_state
 
 STAT_FIELDS = ("examples_per_s", "step_s_median", "steps", "first_step", "last_step", "batch",
                "timed_steps", "communication_s_per_step")
@@ -73,22 +74,19 @@ class MultiWorkerTrainer(MirroredTrainer):
 
     strategy_name = "multiworker"
 
-    def __init__(self, strategy: tf.distribute.Strategy, spec: ModelSpec,
-                 input_shape: tuple[int, int, int], num_classes: int, *,
-                 batch_per_replica: int, learning_rate: float, momentum: float,
-                 instrumentation: Instrumentation, seed: int) -> None:
+    def __init__(self, strategy: tf.distribute.Strategy, task: ModelTask,
+                 options: TrainerOptions) -> None:
+        """``options.batch_per_device``: the batch of each replica."""
         # MirroredTrainer.__init__ would build a local MirroredStrategy: set up the same
         # attributes over the multi-worker strategy instead.
         self.strategy = strategy
         self.devices = list(strategy.extended.worker_devices)
-        self.batch_per_device = batch_per_replica
-        self.global_batch = batch_per_replica * strategy.num_replicas_in_sync
-        self.instr = instrumentation
+        self.batch_per_device = options.batch_per_device
+        self.global_batch = options.batch_per_device * strategy.num_replicas_in_sync
+        self.instr = options.instr
         self.variables_device = self.devices[0]
         with strategy.scope():
-            self.model, self.step, self.optimizer, self.ema = build_state(
-                spec, input_shape, num_classes, learning_rate=learning_rate,
-                momentum=momentum, instr=instrumentation, seed=seed)
+            self.model, self.step, self.optimizer, self.ema = build_state(task, options)
         self._step_fn = tf.function(self._step)
         self._graph: tf.Graph | None = None
 
@@ -170,76 +168,28 @@ def train_sync(cfg: WorkerConfig, tfc: TfConfig) -> WorkerResult:
     strategy = create_strategy(cfg.collective_timeout_s)  # first TensorFlow call
     if cfg.progress:
         say(layout.cluster_line(layout.CLUSTER_FORMED, tfc.task))
-    w = cfg.workload
-    spec = model_spec(w.model)
-    info = cluster_data.info(cfg.n_eval)
-    instr = Instrumentation(scalars=True, histogram_every=w.histogram_every,
-                            ema_decay=w.ema_decay or None)
-    trainer = MultiWorkerTrainer(strategy, spec, info.input_shape, info.num_classes,
-                                 batch_per_replica=w.batch_per_device,
-                                 learning_rate=w.learning_rate, momentum=w.momentum,
-                                 instrumentation=instr, seed=w.seed)
-    is_chief = bool(strategy.extended.should_checkpoint)
-    manager = None
-    first = 0
-    if cfg.backup_dir:
-        manager = tf.train.CheckpointManager(trainer.checkpoint(), cfg.backup_dir, max_to_keep=2)
-        first = agree_on_backup(strategy, manager)
-        if first:
-            trainer.checkpoint().restore(f"{Path(cfg.backup_dir) / 'ckpt'}-{first}")
-            if cfg.progress:
-                say(layout.cluster_line(layout.CLUSTER_RESUMED, str(first)))
-    logdir = Path(cfg.logdir)
-    logdir.mkdir(parents=True, exist_ok=True)
-    writer = tf.summary.create_file_writer(str(logdir))
-    iterator = trainer.cluster_iterator(first * trainer.global_batch)
-    step_s: list[float] = []
-    losses: list[float] = []
-    accuracies: list[float] = []
-    backups = 0
-    profiled = 0
-    traces_here = tfc.task == tfc.coordination_leader
+    trainer = _make_trainer(cfg, strategy)
+    manager, first = _restore_backup(cfg, strategy, trainer)
+    run = _SyncRun(cfg, tfc, trainer, manager, first, Path(cfg.logdir))
+    run.logdir.mkdir(parents=True, exist_ok=True)
+    writer = tf.summary.create_file_writer(str(run.logdir))
     with writer.as_default():
-        scalars = step_scalars(trainer)
-        for k, index in enumerate(range(first, w.steps)):
-            tracing = traces_here and w.warmup_steps <= k < w.warmup_steps + w.profile_steps
-            if tracing and k == w.warmup_steps:
-                tf.profiler.experimental.start(str(logdir))
-            outcome = run_one_step(trainer, iterator, index, scalars=scalars, traced=tracing)
-            if tracing:
-                profiled += 1
-                if profiled == w.profile_steps:
-                    tf.profiler.experimental.stop()
-            step_s.append(outcome.step_s)
-            losses.append(outcome.loss)
-            accuracies.append(outcome.accuracy)
-            if cfg.progress:
-                say(layout.step_line(index + 1, w.steps, outcome.loss))
-            if manager is not None and (index + 1) % cfg.backup_every == 0 \
-                    and index + 1 < w.steps:
-                manager.save(checkpoint_number=index + 1)
-                backups += 1
-        if scalars is not None:
-            scalars.flush()
-        if 0 < profiled < w.profile_steps:
-            tf.profiler.experimental.stop()
+        steps = _train_steps(run)
+    w = cfg.workload
     replicas = len(trainer.devices)
-    timed = [k for k in range(len(step_s)) if k >= w.warmup_steps + w.profile_steps]
-    own = _stats(tfc.task, step_s, timed, first, w.batch_per_device * replicas,
-                 _comm_per_step(logdir, profiled))
+    timed = [k for k in range(len(steps.step_s)) if k >= w.warmup_steps + w.profile_steps]
+    own = _stats(tfc.task, steps.step_s, timed, first, w.batch_per_device * replicas,
+                 _comm_per_step(run.logdir, steps.profiled))
     workers = _gathered(strategy, tfc, own, replicas)
+    is_chief = bool(strategy.extended.should_checkpoint)
     eval_loss = eval_acc = None
     with writer.as_default():
         if is_chief:
-            params = trainer.raw_params()
-            ex, ey = cluster_data.eval_arrays(cfg.n_eval)
-            eval_loss, eval_acc = evaluate(trainer.model.forward, params, ex, ey, 512)
-            tf.summary.scalar(layout.TAG_EVAL_LOSS, eval_loss, step=w.steps)
-            tf.summary.scalar(layout.TAG_EVAL_ACCURACY, eval_acc, step=w.steps)
-            write_worker_scalars(workers, w.steps)
+            eval_loss, eval_acc = _chief_evaluation(cfg, trainer, workers)
     writer.close()
     if cfg.backup_dir:
         shutil.rmtree(cfg.backup_dir, ignore_errors=True)  # complete: nothing to resume
+    losses, accuracies = steps.losses, steps.accuracies
     tail = slice(-min(FINAL_WINDOW, len(losses)), None) if losses else slice(0, 0)
     return WorkerResult(
         mode="sync", role="trainer", task=tfc.task, is_chief=is_chief,
@@ -251,8 +201,106 @@ def train_sync(cfg: WorkerConfig, tfc: TfConfig) -> WorkerResult:
         final_loss=finite(float(np.mean(losses[tail]))) if losses else None,
         final_accuracy=finite(float(np.mean(accuracies[tail]))) if accuracies else None,
         eval_loss=finite(eval_loss), eval_accuracy=finite(eval_acc),
-        profile_dir=str(logdir) if profiled else None, backups_saved=backups,
-        wall_s=time.perf_counter() - start)
+        profile_dir=str(run.logdir) if steps.profiled else None,
+        backups_saved=steps.backups, wall_s=time.perf_counter() - start)
+
+
+def _make_trainer(cfg: WorkerConfig, strategy: tf.distribute.Strategy) -> MultiWorkerTrainer:
+    """The workload's model and optimizer under the multi-worker strategy."""
+    w = cfg.workload
+    info = cluster_data.info(cfg.n_eval)
+    instr = Instrumentation(scalars=True, histogram_every=w.histogram_every,
+                            ema_decay=w.ema_decay or None)
+    task = ModelTask(model_spec(w.model), info.input_shape, info.num_classes)
+    return MultiWorkerTrainer(strategy, task, TrainerOptions(
+        batch_per_device=w.batch_per_device, learning_rate=w.learning_rate,
+        momentum=w.momentum, instrumentation=instr, seed=w.seed))
+
+
+def _restore_backup(
+    cfg: WorkerConfig, strategy: tf.distribute.Strategy, trainer: MultiWorkerTrainer
+) -> tuple[tf.train.CheckpointManager | None, int]:
+    """The backup manager (None without a backup directory) and the step to start at: the
+    newest backup every worker has, restored (0: none)."""
+    if not cfg.backup_dir:
+        return None, 0
+    manager = tf.train.CheckpointManager(trainer.checkpoint(), cfg.backup_dir, max_to_keep=2)
+    first = agree_on_backup(strategy, manager)
+    if first:
+        trainer.checkpoint().restore(f"{Path(cfg.backup_dir) / 'ckpt'}-{first}")
+        if cfg.progress:
+            say(layout.cluster_line(layout.CLUSTER_RESUMED, str(first)))
+    return manager, first
+
+
+@dataclass(frozen=True)
+class _SyncRun:
+    """What this task's training steps run with."""
+
+    cfg: WorkerConfig
+    tfc: TfConfig
+    trainer: MultiWorkerTrainer
+    manager: tf.train.CheckpointManager | None  # None: no backups
+    first: int  # the step resumed from (0: a fresh start)
+    logdir: Path
+
+
+@dataclass
+class _Steps:
+    """What the steps of this task measured."""
+
+    step_s: list[float] = field(default_factory=list)
+    losses: list[float] = field(default_factory=list)
+    accuracies: list[float] = field(default_factory=list)
+    backups: int = 0
+    profiled: int = 0  # steps traced by the profiler
+
+
+def _train_steps(run: _SyncRun) -> _Steps:
+    """Steps ``run.first`` .. the workload's last, under the summary writer: the profiler
+    window on the coordination leader, progress lines, the backups."""
+    cfg, w, trainer = run.cfg, run.cfg.workload, run.trainer
+    iterator = trainer.cluster_iterator(run.first * trainer.global_batch)
+    out = _Steps()
+    traces_here = run.tfc.task == run.tfc.coordination_leader
+    scalars = step_scalars(trainer)
+    for k, index in enumerate(range(run.first, w.steps)):
+        tracing = traces_here and w.warmup_steps <= k < w.warmup_steps + w.profile_steps
+        if tracing and k == w.warmup_steps:
+            tf.profiler.experimental.start(str(run.logdir))
+        outcome = run_one_step(trainer, iterator, index, scalars=scalars, traced=tracing)
+        if tracing:
+            out.profiled += 1
+            if out.profiled == w.profile_steps:
+                tf.profiler.experimental.stop()
+        out.step_s.append(outcome.step_s)
+        out.losses.append(outcome.loss)
+        out.accuracies.append(outcome.accuracy)
+        if cfg.progress:
+            say(layout.step_line(index + 1, w.steps, outcome.loss))
+        if run.manager is not None and (index + 1) % cfg.backup_every == 0 \
+                and index + 1 < w.steps:
+            run.manager.save(checkpoint_number=index + 1)
+            out.backups += 1
+    if scalars is not None:
+        scalars.flush()
+    if 0 < out.profiled < w.profile_steps:
+        tf.profiler.experimental.stop()
+    return out
+
+
+def _chief_evaluation(
+    cfg: WorkerConfig, trainer: MultiWorkerTrainer, workers: list[WorkerStats]
+) -> tuple[float, float]:
+    """The chief's held-out loss and accuracy and its combined scalars (under a writer)."""
+    steps = cfg.workload.steps
+    params = trainer.raw_params()
+    ex, ey = cluster_data.eval_arrays(cfg.n_eval)
+    eval_loss, eval_acc = evaluate(trainer.model.forward, params, ex, ey, 512)
+    tf.summary.scalar(layout.TAG_EVAL_LOSS, eval_loss, step=steps)
+    tf.summary.scalar(layout.TAG_EVAL_ACCURACY, eval_acc, step=steps)
+    write_worker_scalars(workers, steps)
+    return eval_loss, eval_acc
 
 
 def write_worker_scalars(workers: list[WorkerStats], step: int) -> None:

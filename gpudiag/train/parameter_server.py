@@ -29,6 +29,7 @@ import socket
 import statistics
 import time
 from collections import defaultdict
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -128,42 +129,112 @@ def coordinate(cfg: WorkerConfig, tfc: TfConfig) -> WorkerResult:
     if cfg.progress:
         say(layout.cluster_line(layout.CLUSTER_FORMED, tfc.task))
     w = cfg.workload
-    spec = model_spec(w.model)
-    info = cluster_data.info(cfg.n_eval)
     n_workers = len(tfc.cluster["worker"])
     # after connecting, the cluster's devices are listed here too (/job:worker/...)
     worker_gpus = [d.name for d in tf.config.list_logical_devices("GPU")
                    if "/job:worker/" in d.name]
     batch = w.batch_per_device
-    with strategy.scope():
-        model = ProbeModel(spec, info.input_shape, info.num_classes, seed=w.seed)
-        momentum = _Momentum(model.params)
-        step = tf.Variable(0, dtype=tf.int64, trainable=False, name="global_step")
-    checkpoint = tf.train.Checkpoint(model=model, momentum=momentum, step=step)
-    manager = None
-    first = 0
+    state = _PsState.build(strategy, cfg)
+    manager, first = _restore_backup(cfg, state)
+    iterator = _per_worker_iterator(strategy, coordinator, n_workers, batch, first)
+    train_step = _make_train_step(strategy, state, w.learning_rate, w.momentum)
+    logdir = Path(cfg.logdir)
+    logdir.mkdir(parents=True, exist_ok=True)
+    writer = tf.summary.create_file_writer(str(logdir))
+    with writer.as_default():
+        steps = _schedule_steps(cfg, coordinator, train_step, iterator, manager, first)
+        workers = per_worker_stats(steps.rows, n_workers, batch, w.warmup_steps, first)
+        ex, ey = cluster_data.eval_arrays(cfg.n_eval)
+        params = [tf.convert_to_tensor(v) for v in state.model.params]
+        eval_loss, eval_acc = evaluate(state.model.forward, params, ex, ey, 512)
+        tf.summary.scalar(layout.TAG_EVAL_LOSS, eval_loss, step=w.steps)
+        tf.summary.scalar(layout.TAG_EVAL_ACCURACY, eval_acc, step=w.steps)
+        write_worker_scalars(workers, w.steps)
+    writer.close()
     if cfg.backup_dir:
-        manager = tf.train.CheckpointManager(checkpoint, cfg.backup_dir, max_to_keep=2)
-        if manager.latest_checkpoint:
-            checkpoint.restore(manager.latest_checkpoint)
-            first = int(step.numpy())
-            if cfg.progress:
-                say(layout.cluster_line(layout.CLUSTER_RESUMED, str(first)))
+        shutil.rmtree(cfg.backup_dir, ignore_errors=True)
+    timed = steps.fetched_at[w.warmup_steps:]
+    coord_rate = ((len(timed) - 1) * batch / (timed[-1] - timed[0])
+                  if len(timed) > 1 and timed[-1] > timed[0] else None)
+    losses, accuracies = steps.losses, steps.accuracies
+    tail = slice(-min(FINAL_WINDOW, len(losses)), None) if losses else slice(0, 0)
+    return WorkerResult(
+        mode="ps", role="coordinator", task=tfc.task, is_chief=True,
+        cluster={k: list(v) for k, v in tfc.cluster.items()}, num_workers=n_workers,
+        devices=worker_gpus, device_kind="gpu" if worker_gpus else "cpu", global_batch=batch,
+        resumed_from=first, own=None,
+        workers=workers, losses=[finite(v) for v in losses],
+        final_loss=finite(float(np.mean(losses[tail]))) if losses else None,
+        final_accuracy=finite(float(np.mean(accuracies[tail]))) if accuracies else None,
+        eval_loss=finite(eval_loss), eval_accuracy=finite(eval_acc),
+        coordinator_examples_per_s=coord_rate, backups_saved=steps.backups,
+        lost_outputs=steps.lost_outputs, wall_s=time.perf_counter() - start)
+
+
+@dataclass(frozen=True)
+class _PsState:
+    """The variables on the parameter servers: model, momentum, step counter."""
+
+    model: ProbeModel
+    momentum: _Momentum
+    step: tf.Variable
+    checkpoint: tf.train.Checkpoint
+
+    @classmethod
+    def build(cls, strategy: tf.distribute.Strategy, cfg: WorkerConfig) -> _PsState:
+        w = cfg.workload
+        info = cluster_data.info(cfg.n_eval)
+        with strategy.scope():
+            model = ProbeModel(model_spec(w.model), info.input_shape, info.num_classes,
+                               seed=w.seed)
+            momentum = _Momentum(model.params)
+            step = tf.Variable(0, dtype=tf.int64, trainable=False, name="global_step")
+        checkpoint = tf.train.Checkpoint(model=model, momentum=momentum, step=step)
+        return cls(model, momentum, step, checkpoint)
+
+
+def _restore_backup(
+    cfg: WorkerConfig, state: _PsState
+) -> tuple[tf.train.CheckpointManager | None, int]:
+    """The backup manager (None without a backup directory) and the step to start at (the
+    latest backup's, restored; 0: none)."""
+    if not cfg.backup_dir:
+        return None, 0
+    manager = tf.train.CheckpointManager(state.checkpoint, cfg.backup_dir, max_to_keep=2)
+    first = 0
+    if manager.latest_checkpoint:
+        state.checkpoint.restore(manager.latest_checkpoint)
+        first = int(state.step.numpy())
+        if cfg.progress:
+            say(layout.cluster_line(layout.CLUSTER_RESUMED, str(first)))
+    return manager, first
+
+
+def _per_worker_iterator(strategy: tf.distribute.Strategy, coordinator: Any, n_workers: int,
+                         batch: int, first: int) -> Any:
+    """Each worker's own slice of the stream, from example ``first * batch`` on."""
 
     def dataset_fn(ctx: tf.distribute.InputContext) -> tf.data.Dataset:
         index = tf.distribute.coordinator.experimental_get_current_worker_index()
         return cluster_data.stream(index, n_workers, batch, first * batch)
 
-    iterator = iter(coordinator.create_per_worker_dataset(
+    return iter(coordinator.create_per_worker_dataset(
         tf.function(lambda: strategy.distribute_datasets_from_function(dataset_fn))))
-    lr, mom = float(w.learning_rate), float(w.momentum)
+
+
+def _make_train_step(strategy: tf.distribute.Strategy, state: _PsState,
+                     learning_rate: float, momentum: float) -> Any:
+    """The step a worker runs: its batch's gradient applied on the ps with momentum; returns
+    loss, correct count, the worker's index and the step's start and end on its clock."""
+    model, velocity, step = state.model, state.momentum.velocity, state.step
+    lr, mom = float(learning_rate), float(momentum)
 
     def replica_step(x: tf.Tensor, y: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
         with tf.GradientTape() as tape:
             logits = model(x)
             loss = tf.reduce_mean(per_example_loss(logits, y))
         grads = tape.gradient(loss, model.params)
-        for var, vel, grad in zip(model.params, momentum.velocity, grads, strict=True):
+        for var, vel, grad in zip(model.params, velocity, grads, strict=True):
             vel.assign(mom * vel - lr * grad)
             var.assign_add(vel)
         step.assign_add(1)
@@ -182,64 +253,51 @@ def coordinate(cfg: WorkerConfig, tfc: TfConfig) -> WorkerResult:
         index = tf.distribute.coordinator.experimental_get_current_worker_index()
         return loss, correct, index, t0, t1
 
-    logdir = Path(cfg.logdir)
-    logdir.mkdir(parents=True, exist_ok=True)
-    writer = tf.summary.create_file_writer(str(logdir))
-    rows: list[tuple[int, float, float]] = []
-    losses: list[float] = []
-    accuracies: list[float] = []
-    fetched_at: list[float] = []
-    backups = 0
-    lost_outputs = 0
+    return train_step
+
+
+@dataclass
+class _PsSteps:
+    """What the coordinator fetched of the scheduled steps."""
+
+    rows: list[tuple[int, float, float]] = field(default_factory=list)  # worker, t0, t1
+    losses: list[float] = field(default_factory=list)
+    accuracies: list[float] = field(default_factory=list)
+    fetched_at: list[float] = field(default_factory=list)  # perf_counter s per fetch
+    backups: int = 0
+    lost_outputs: int = 0
+
+
+def _schedule_steps(cfg: WorkerConfig, coordinator: Any, train_step: Any, iterator: Any,
+                    manager: tf.train.CheckpointManager | None, first: int) -> _PsSteps:
+    """Steps ``first`` .. the last, scheduled in chunks of ``backup_every`` with a backup
+    after each chunk but the last (under the summary writer)."""
+    w = cfg.workload
+    out = _PsSteps()
     done = first
-    with writer.as_default():
-        while done < w.steps:
-            chunk = min(cfg.backup_every, w.steps - done)
-            remote = [coordinator.schedule(train_step, args=(iterator,)) for _ in range(chunk)]
-            for value in remote:
-                try:
-                    loss, correct, index, t0, t1 = value.fetch()
-                except tf.errors.UnavailableError:
-                    # The step ran (its update is on the parameter servers), but the worker
-                    # holding its outputs died before the coordinator copied them: the
-                    # step counts, its loss and timing are lost with the worker.
-                    done += 1
-                    lost_outputs += 1
-                    continue
+    while done < w.steps:
+        chunk = min(cfg.backup_every, w.steps - done)
+        remote = [coordinator.schedule(train_step, args=(iterator,)) for _ in range(chunk)]
+        for value in remote:
+            try:
+                loss, correct, index, t0, t1 = value.fetch()
+            except tf.errors.UnavailableError:
+                # The step ran (its update is on the parameter servers), but the worker
+                # holding its outputs died before the coordinator copied them: the
+                # step counts, its loss and timing are lost with the worker.
                 done += 1
-                rows.append((int(index), float(t0), float(t1)))
-                losses.append(float(loss))
-                accuracies.append(float(correct) / batch)
-                fetched_at.append(time.perf_counter())
-                tf.summary.scalar(layout.TAG_TRAIN_LOSS, float(loss), step=done)
-                if cfg.progress:
-                    say(layout.step_line(done, w.steps, float(loss)))
-            coordinator.join()
-            if manager is not None and done < w.steps:
-                manager.save(checkpoint_number=done)
-                backups += 1
-        workers = per_worker_stats(rows, n_workers, batch, w.warmup_steps, first)
-        ex, ey = cluster_data.eval_arrays(cfg.n_eval)
-        params = [tf.convert_to_tensor(v) for v in model.params]
-        eval_loss, eval_acc = evaluate(model.forward, params, ex, ey, 512)
-        tf.summary.scalar(layout.TAG_EVAL_LOSS, eval_loss, step=w.steps)
-        tf.summary.scalar(layout.TAG_EVAL_ACCURACY, eval_acc, step=w.steps)
-        write_worker_scalars(workers, w.steps)
-    writer.close()
-    if cfg.backup_dir:
-        shutil.rmtree(cfg.backup_dir, ignore_errors=True)
-    timed = fetched_at[w.warmup_steps:]
-    coord_rate = ((len(timed) - 1) * batch / (timed[-1] - timed[0])
-                  if len(timed) > 1 and timed[-1] > timed[0] else None)
-    tail = slice(-min(FINAL_WINDOW, len(losses)), None) if losses else slice(0, 0)
-    return WorkerResult(
-        mode="ps", role="coordinator", task=tfc.task, is_chief=True,
-        cluster={k: list(v) for k, v in tfc.cluster.items()}, num_workers=n_workers,
-        devices=worker_gpus, device_kind="gpu" if worker_gpus else "cpu", global_batch=batch,
-        resumed_from=first, own=None,
-        workers=workers, losses=[finite(v) for v in losses],
-        final_loss=finite(float(np.mean(losses[tail]))) if losses else None,
-        final_accuracy=finite(float(np.mean(accuracies[tail]))) if accuracies else None,
-        eval_loss=finite(eval_loss), eval_accuracy=finite(eval_acc),
-        coordinator_examples_per_s=coord_rate, backups_saved=backups,
-        lost_outputs=lost_outputs, wall_s=time.perf_counter() - start)
+                out.lost_outputs += 1
+                continue
+            done += 1
+            out.rows.append((int(index), float(t0), float(t1)))
+            out.losses.append(float(loss))
+            out.accuracies.append(float(correct) / w.batch_per_device)
+            out.fetched_at.append(time.perf_counter())
+            tf.summary.scalar(layout.TAG_TRAIN_LOSS, float(loss), step=done)
+            if cfg.progress:
+                say(layout.step_line(done, w.steps, float(loss)))
+        coordinator.join()
+        if manager is not None and done < w.steps:
+            manager.save(checkpoint_number=done)
+            out.backups += 1
+    return out

@@ -34,6 +34,15 @@ MODEL_SPECS: dict[str, ModelSpec] = {
     "cnn": ModelSpec("cnn", 32, 64, 512),
 }
 DEFAULT_MODEL = "cnn-small"
+
+
+@dataclass(frozen=True)
+class ModelTask:
+    """What a trainer builds: the model's layer sizes, one example's shape, the classes."""
+
+    spec: ModelSpec
+    input_shape: tuple[int, int, int]  # height, width, channels
+    num_classes: int
 KERNEL_SIZE = 5
 
 

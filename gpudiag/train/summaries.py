@@ -25,7 +25,7 @@ Why these: the global norms show, every step and in two numbers, whether the gra
 vanish or explode and whether the moving average follows the weights; two layers' full
 histograms (the input side and the output side of the network) show how the
 distribution moves without a card per parameter. Every step's scalars are buffered by
-the loop (gpudiag.train.loop.StepScalars) and written 25 steps at a time, so they
+the loop (gpudiag.train.loop.StepScalars) and written 5 steps at a time, so they
 appear in TensorBoard in batches; K is ``--histogram-every``. The configuration itself
 (hyperparameters, the report's figures) is written by the parent as an HParams session
 (gpudiag/scaling/tb_runs.py). Plus a checkpoint under ``layout.CHECKPOINT_DIR`` and the

@@ -18,6 +18,7 @@ all-reduce sum. tests/test_train.py checks both equalities.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import keras
@@ -26,7 +27,7 @@ import tensorflow as tf
 from gpudiag import layout
 from gpudiag.errors import UsageError
 from gpudiag.train import summaries
-from gpudiag.train.model import ModelSpec, ProbeModel, correct_count, per_example_loss
+from gpudiag.train.model import ModelTask, ProbeModel, correct_count, per_example_loss
 from gpudiag.train.summaries import Instrumentation
 
 HOST_DEVICE = "/device:CPU:0"
@@ -38,24 +39,33 @@ def make_optimizer(learning_rate: float, momentum: float) -> keras.optimizers.SG
     return keras.optimizers.SGD(learning_rate=learning_rate, momentum=momentum)
 
 
+@dataclass(frozen=True)
+class TrainerOptions:
+    """How every trainer trains its ModelTask: the same for towers, mirrored, multi-worker
+    and Keras's fit."""
+
+    batch_per_device: int  # examples per device (per replica) and step
+    learning_rate: float
+    momentum: float = 0.9
+    instrumentation: Instrumentation | None = None  # None: Instrumentation()
+    seed: int = 0  # of the initial weights
+
+    @property
+    def instr(self) -> Instrumentation:
+        return self.instrumentation or Instrumentation()
+
+
 def build_state(
-    spec: ModelSpec,
-    input_shape: tuple[int, int, int],
-    num_classes: int,
-    *,
-    learning_rate: float,
-    momentum: float,
-    instr: Instrumentation,
-    seed: int,
+    task: ModelTask, options: TrainerOptions
 ) -> tuple[ProbeModel, tf.Variable, keras.optimizers.SGD, Any]:
     """What every trainer keeps: model, step counter, built optimizer, moving average
     (its shadows created, equal to the weights; None when off). Call it under the scope
     that places the variables (``tf.device`` or ``strategy.scope()``)."""
-    model = ProbeModel(spec, input_shape, num_classes, seed=seed)
+    model = ProbeModel(task.spec, task.input_shape, task.num_classes, seed=options.seed)
     step = tf.Variable(0, dtype=tf.int64, trainable=False, name="global_step")
-    optimizer = make_optimizer(learning_rate, momentum)
+    optimizer = make_optimizer(options.learning_rate, options.momentum)
     optimizer.build(model.params)
-    ema = summaries.make_ema(instr.ema_decay, step)
+    ema = summaries.make_ema(options.instr.ema_decay, step)
     if ema is not None:
         ema.apply(model.params)
     return model, step, optimizer, ema
@@ -104,29 +114,21 @@ class TowerTrainer:
 
     def __init__(
         self,
-        spec: ModelSpec,
-        input_shape: tuple[int, int, int],
-        num_classes: int,
+        task: ModelTask,
         devices: list[str],
+        options: TrainerOptions,
         *,
-        batch_per_device: int,
-        learning_rate: float,
-        momentum: float = 0.9,
         variables_on: str = "cpu",
-        instrumentation: Instrumentation | None = None,
-        seed: int = 0,
     ) -> None:
         if variables_on not in VARIABLES_ON:
             raise UsageError(f"--variables-on {variables_on!r} is not one of: cpu, device")
         self.devices = list(devices)
-        self.batch_per_device = batch_per_device
-        self.global_batch = batch_per_device * len(devices)
-        self.instr = instrumentation or Instrumentation()
+        self.batch_per_device = options.batch_per_device
+        self.global_batch = options.batch_per_device * len(devices)
+        self.instr = options.instr
         self.variables_device = HOST_DEVICE if variables_on == "cpu" else self.devices[0]
         with tf.device(self.variables_device):
-            self.model, self.step, self.optimizer, self.ema = build_state(
-                spec, input_shape, num_classes, learning_rate=learning_rate,
-                momentum=momentum, instr=self.instr, seed=seed)
+            self.model, self.step, self.optimizer, self.ema = build_state(task, options)
         self.ema_decay = self.instr.ema_decay or 0.0
         with tf.device(self.variables_device):  # the last update the moving average holds
             self.ema_step = tf.Variable(0, dtype=tf.int64, trainable=False, name="ema_step")

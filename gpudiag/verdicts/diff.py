@@ -5,7 +5,9 @@ scaling efficiencies, plain data read by gpudiag.rundir), a DiffRecord (gpudiag.
 diff) and findings out:
 
 - ``diff.step-time.<loop>``: each side's median step with its 95 % interval (the first
-  WARMUP steps left out where the series is long enough), B / A with its interval
+  WARMUP steps left out where the series is long enough; per training step: a Keras fit
+  with steps_per_execution=N has each call's time over N, and its profiled step, one call,
+  is divided by N too), B / A with its interval
   (gpudiag.verdicts.stats.ratio_ci): "no change" when the interval holds 1.00; examples/s.
 - ``diff.bottleneck.<finding>``: each device's step parts before and after, the part that
   changed most, the bottleneck fixed / moved / still there; A's prediction for its fix
@@ -19,7 +21,7 @@ from __future__ import annotations
 
 import statistics
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
 from gpudiag.layout.diff import (
@@ -31,7 +33,7 @@ from gpudiag.layout.diff import (
     ScalingDiff,
 )
 from gpudiag.report import Finding
-from gpudiag.rundir.records import PART_NAMES, Loop, StepBreakdown
+from gpudiag.rundir.records import PART_NAMES, DeviceParts, Loop, StepBreakdown
 from gpudiag.verdicts.stats import median_ci, ratio_ci
 
 WARMUP = 10  # steps left out at a series' start (run.throughput's), when 2 x WARMUP remain
@@ -49,7 +51,8 @@ class Side:
     efficiency: dict[tuple[str, int], float] = field(default_factory=dict)
 
 
-def _times(loop: Loop) -> list[float]:
+def steady_times(loop: Loop) -> list[float]:
+    """A loop's step times, the first WARMUP left out where 3 x WARMUP remain."""
     times = loop.step_times()
     return times[WARMUP:] if len(times) >= 3 * WARMUP else times
 
@@ -80,7 +83,7 @@ def _loss(a: Loop, b: Loop) -> tuple[int, float | None, float | None, float | No
 
 
 def loop_diff(a: Loop, b: Loop) -> LoopDiff | None:
-    ta, tb = _times(a), _times(b)
+    ta, tb = steady_times(a), steady_times(b)
     if not ta or not tb:
         return None
     ma, mb = _median(ta), _median(tb)
@@ -182,6 +185,17 @@ def bottleneck_finding(d: BottleneckDiff) -> Finding:
                    _plain(d))
 
 
+def per_step(x: StepBreakdown, n: int) -> StepBreakdown:
+    """A breakdown whose profiled "step" is one call of ``n`` training steps (Keras fit's
+    steps_per_execution: the host's step marker is per call), per training step: every
+    part over ``n``; its prediction (made for a call) left as it is."""
+    if n <= 1:
+        return x
+    devices = {d: DeviceParts(p.device, *(getattr(p, f.name) / n for f in fields(p)[1:]))
+               for d, p in x.devices.items()}
+    return replace(x, step_s=None if x.step_s is None else x.step_s / n, devices=devices)
+
+
 def pair_breakdowns(a: Side, b: Side) -> list[tuple[StepBreakdown, StepBreakdown]]:
     by_id = {x.finding_id: x for x in b.breakdowns if x.step_s}
     pairs = [(x, by_id[x.finding_id]) for x in a.breakdowns if x.finding_id in by_id and x.step_s]
@@ -223,7 +237,7 @@ def scaling_diffs(a: Side, b: Side) -> list[ScalingDiff]:
 
 
 def _medians(side: Side) -> dict[str, float]:
-    return {n: statistics.median(t) for n, loop in side.loops.items() if (t := _times(loop))}
+    return {n: statistics.median(t) for n, loop in side.loops.items() if (t := steady_times(loop))}
 
 
 def _other_findings(rec: DiffRecord, a: Side, b: Side) -> list[Finding]:
@@ -263,6 +277,8 @@ def judge(a: Side, b: Side) -> tuple[DiffRecord, list[Finding]]:
     for x, y in pair_breakdowns(a, b):
         loop_a = next((n for n in ma if y.finding_id.endswith(n) or len(ma) == 1), None)
         loop_b = next((n for n in mb if y.finding_id.endswith(n) or len(mb) == 1), None)
+        x, y = (per_step(x, side.loops[n].steps_per_call if n in side.loops else 1)
+                for x, side, n in ((x, a, loop_a or ""), (y, b, loop_b or "")))
         necks.append(bottleneck_diff(x, y, ma.get(loop_a or ""), mb.get(loop_b or "")))
     if not necks and (a.breakdowns or b.breakdowns):
         said.append("bottleneck: no profiled step breakdown on both sides")

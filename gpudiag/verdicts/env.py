@@ -27,92 +27,112 @@ def env_findings(
     gpu_log: list[str],
 ) -> list[Finding]:
     """Findings of `gpudiag env` from the TF probe, NVML's inventory (or why it is absent)."""
-    out: list[Finding] = []
-    build = tf_info.build_info
-    tf_gpus = len(tf_info.physical_gpus)
-    cvd = tf_info.env.get("CUDA_VISIBLE_DEVICES")
     nvml_gpus = len(nvml_info["devices"]) if nvml_info else None
-    cuda_build = bool(build.get("is_cuda_build"))
+    return [
+        _tensorflow_finding(tf_info, nvml_gpus),
+        _nvml_finding(nvml_info, nvml_reason, nvml_gpus),
+        _tf_gpus_finding(tf_info, nvml_gpus, gpu_log),
+        *_visibility_findings(tf_info, nvml_gpus),
+    ]
 
-    if cuda_build:
-        out.append(Finding(
+
+def _tensorflow_finding(tf_info: EnvResult, nvml_gpus: int | None) -> Finding:
+    """env.tensorflow: whether the TensorFlow build can use a GPU at all."""
+    build = tf_info.build_info
+    if build.get("is_cuda_build"):
+        return Finding(
             "env.tensorflow", "ok",
             f"TensorFlow {tf_info.tf_version} is a CUDA build (CUDA "
             f"{build.get('cuda_version')}, cuDNN {build.get('cudnn_version')}, compute "
             f"capabilities {', '.join(build.get('cuda_compute_capabilities') or [])})",
             {"tf_version": tf_info.tf_version, "build_info": build},
-        ))
-    else:
-        out.append(Finding(
-            "env.tensorflow", "fail" if nvml_gpus else "warn",
-            f"TensorFlow {tf_info.tf_version} is a CPU-only build: it can never use a GPU"
-            + (f", yet NVML sees {nvml_gpus} GPU(s)" if nvml_gpus else ""),
-            {"tf_version": tf_info.tf_version, "build_info": build,
-             "nvml_gpu_count": nvml_gpus},
-            advice="Install a CUDA build: `pip install 'tensorflow[and-cuda]'` (or gpudiag's "
-                   "`cuda` extra) on Linux.",
-        ))
+        )
+    return Finding(
+        "env.tensorflow", "fail" if nvml_gpus else "warn",
+        f"TensorFlow {tf_info.tf_version} is a CPU-only build: it can never use a GPU"
+        + (f", yet NVML sees {nvml_gpus} GPU(s)" if nvml_gpus else ""),
+        {"tf_version": tf_info.tf_version, "build_info": build,
+         "nvml_gpu_count": nvml_gpus},
+        advice="Install a CUDA build: `pip install 'tensorflow[and-cuda]'` (or gpudiag's "
+               "`cuda` extra) on Linux.",
+    )
 
+
+def _nvml_finding(
+    nvml_info: dict[str, Any] | None, nvml_reason: str | None, nvml_gpus: int | None
+) -> Finding:
+    """env.nvml: NVML's inventory, or why NVML is absent."""
     if nvml_info is None:
-        out.append(Finding(
+        return Finding(
             "env.nvml", "skip", f"NVML is not available: {nvml_reason}",
             {"reason": nvml_reason},
             advice="Without NVML gpudiag cannot confirm from the driver's side that GPUs "
                    "worked; install the NVIDIA driver (libnvidia-ml.so) where there is a GPU.",
-        ))
-    else:
-        names = ", ".join(f"{d['index']}: {d['name']} ({d['pci_bus_id']})"
-                          for d in nvml_info["devices"])
-        out.append(Finding(
-            "env.nvml", "ok",
-            f"NVML initialised ({nvml_info.get('backend')}): {nvml_gpus} GPU(s)"
-            + (f": {names}" if names else ""),
-            dict(nvml_info),
-        ))
+        )
+    names = ", ".join(f"{d['index']}: {d['name']} ({d['pci_bus_id']})"
+                      for d in nvml_info["devices"])
+    return Finding(
+        "env.nvml", "ok",
+        f"NVML initialised ({nvml_info.get('backend')}): {nvml_gpus} GPU(s)"
+        + (f": {names}" if names else ""),
+        dict(nvml_info),
+    )
 
+
+def _tf_gpus_finding(tf_info: EnvResult, nvml_gpus: int | None, gpu_log: list[str]) -> Finding:
+    """env.tf-gpus: the GPUs TensorFlow registered, or none (and whether NVML saw some)."""
+    tf_gpus = len(tf_info.physical_gpus)
     gpu_evidence = {"tf_physical_gpus": tf_info.physical_gpus, "nvml_gpu_count": nvml_gpus,
-                    "CUDA_VISIBLE_DEVICES": cvd, "tf_log": gpu_log}
+                    "CUDA_VISIBLE_DEVICES": tf_info.env.get("CUDA_VISIBLE_DEVICES"),
+                    "tf_log": gpu_log}
     if tf_gpus:
         listing = ", ".join(
             f"{g['name']} ({g.get('device_name', '?')}, compute capability "
             f"{'.'.join(str(x) for x in g.get('compute_capability') or []) or '?'})"
             for g in tf_info.physical_gpus)
-        out.append(Finding("env.tf-gpus", "ok", f"TensorFlow sees {tf_gpus} GPU(s): {listing}",
-                           gpu_evidence))
-    elif nvml_gpus:
-        out.append(Finding(
+        return Finding("env.tf-gpus", "ok", f"TensorFlow sees {tf_gpus} GPU(s): {listing}",
+                       gpu_evidence)
+    if nvml_gpus:
+        return Finding(
             "env.tf-gpus", "fail",
             f"TensorFlow sees no GPU although NVML sees {nvml_gpus}",
             gpu_evidence,
             advice="Read the tf_log lines in the evidence: usually missing CUDA/cuDNN libraries "
                    "(install tensorflow[and-cuda]) or a driver older than the CUDA build needs.",
-        ))
-    else:
-        out.append(Finding(
-            "env.tf-gpus", "warn",
-            "TensorFlow sees no GPU; gpudiag's probes will run on virtual CPU devices",
-            gpu_evidence,
-            advice="If this machine should have a GPU, check the driver (`nvidia-smi`) and the "
-                   "tf_log lines in the evidence.",
-        ))
+        )
+    return Finding(
+        "env.tf-gpus", "warn",
+        "TensorFlow sees no GPU; gpudiag's probes will run on virtual CPU devices",
+        gpu_evidence,
+        advice="If this machine should have a GPU, check the driver (`nvidia-smi`) and the "
+               "tf_log lines in the evidence.",
+    )
 
-    if nvml_gpus is not None:
-        visible = visible_count(cvd, nvml_gpus)
-        evidence = {"nvml_gpu_count": nvml_gpus, "visible_by_cuda_visible_devices": visible,
-                    "CUDA_VISIBLE_DEVICES": cvd, "tf_gpu_count": tf_gpus}
-        if visible < nvml_gpus:
-            out.append(Finding(
-                "env.cuda-visible-devices", "warn",
-                f"CUDA_VISIBLE_DEVICES={cvd!r} hides {nvml_gpus - visible} of {nvml_gpus} GPU(s)",
-                evidence,
-                advice="Unset CUDA_VISIBLE_DEVICES or list every GPU index to use them all.",
-            ))
-        if cuda_build and tf_gpus and tf_gpus < visible:
-            out.append(Finding(
-                "env.gpu-count", "fail",
-                f"TensorFlow sees {tf_gpus} GPU(s) but {visible} are visible to CUDA",
-                evidence,
-                advice="A GPU TensorFlow skips is usually one whose compute capability the build "
-                       "does not support, or one in use exclusively by another process.",
-            ))
+
+def _visibility_findings(tf_info: EnvResult, nvml_gpus: int | None) -> list[Finding]:
+    """env.cuda-visible-devices and env.gpu-count: GPUs hidden by CUDA_VISIBLE_DEVICES, and
+    visible GPUs TensorFlow skipped (only with NVML's count to compare with)."""
+    if nvml_gpus is None:
+        return []
+    out: list[Finding] = []
+    tf_gpus = len(tf_info.physical_gpus)
+    cvd = tf_info.env.get("CUDA_VISIBLE_DEVICES")
+    visible = visible_count(cvd, nvml_gpus)
+    evidence = {"nvml_gpu_count": nvml_gpus, "visible_by_cuda_visible_devices": visible,
+                "CUDA_VISIBLE_DEVICES": cvd, "tf_gpu_count": tf_gpus}
+    if visible < nvml_gpus:
+        out.append(Finding(
+            "env.cuda-visible-devices", "warn",
+            f"CUDA_VISIBLE_DEVICES={cvd!r} hides {nvml_gpus - visible} of {nvml_gpus} GPU(s)",
+            evidence,
+            advice="Unset CUDA_VISIBLE_DEVICES or list every GPU index to use them all.",
+        ))
+    if tf_info.build_info.get("is_cuda_build") and tf_gpus and tf_gpus < visible:
+        out.append(Finding(
+            "env.gpu-count", "fail",
+            f"TensorFlow sees {tf_gpus} GPU(s) but {visible} are visible to CUDA",
+            evidence,
+            advice="A GPU TensorFlow skips is usually one whose compute capability the build "
+                   "does not support, or one in use exclusively by another process.",
+        ))
     return out

@@ -8,6 +8,7 @@ device cannot report is NOT_AVAILABLE) and its SamplingResult; nothing here call
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from gpudiag.nvml import NOT_AVAILABLE, DeviceSummary, NotAvailable, SamplingResult, or_none
@@ -89,40 +90,80 @@ def every_gpu_used(
     }
     if not judged:
         return Finding(check_id, "skip", "no GPU was sampled, so none can be judged", evidence)
-    lost = [s for s in judged if s.error is not None]
-    blind = [s for s in judged if s.error is None and s.util_p95_percent is NOT_AVAILABLE]
-    idle = [s for s in judged if s.error is None and s.util_p95_percent is not NOT_AVAILABLE
-            and s.util_p95_percent < idle_threshold_percent]
-    worked = [s for s in judged if s.error is None and s.util_p95_percent is not NOT_AVAILABLE
-              and s.util_p95_percent >= idle_threshold_percent]
-    evidence.update(idle_indices=[s.index for s in idle], worked_indices=[s.index for s in worked],
-                    lost_indices=[s.index for s in lost],
-                    no_utilization_indices=[s.index for s in blind])
-    lost_text = "; ".join(f"{s.label} failed: {s.error}" for s in lost)
+    groups = _GpuGroups.of(judged, idle_threshold_percent)
+    evidence.update(idle_indices=[s.index for s in groups.idle],
+                    worked_indices=[s.index for s in groups.worked],
+                    lost_indices=[s.index for s in groups.lost],
+                    no_utilization_indices=[s.index for s in groups.blind])
+    verdict = _Verdict(check_id, idle_threshold_percent, groups, evidence)
+    found = _lost_or_idle_finding(verdict)
+    return found if found is not None else _worked_finding(verdict)
 
-    def idle_text(s: DeviceSummary) -> str:
-        held = ""
-        if s.processes:
-            pids = ", ".join(str(p.pid) for p in s.processes)
-            held = (f"; memory held there ({gib_text(or_none(s.peak_memory_used_bytes))}, "
-                    f"pid {pids}) but no kernel ran")
-        return (f"{s.label} stayed idle (p95 {s.util_p95_percent:.0f} %, max "
-                f"{s.util_max_percent:.0f} % over {s.observed_s:.1f} s{held})")
 
-    if lost:
+@dataclass(frozen=True)
+class _GpuGroups:
+    """The judged GPUs sorted by what NVML saw of them."""
+
+    judged: list[DeviceSummary]
+    lost: list[DeviceSummary]  # NVML lost the device
+    blind: list[DeviceSummary]  # no utilization reading
+    idle: list[DeviceSummary]  # p95 utilization under the threshold
+    worked: list[DeviceSummary]  # p95 utilization at or over the threshold
+
+    @classmethod
+    def of(cls, judged: list[DeviceSummary], idle_threshold_percent: float) -> _GpuGroups:
+        return cls(
+            judged=judged,
+            lost=[s for s in judged if s.error is not None],
+            blind=[s for s in judged if s.error is None and s.util_p95_percent is NOT_AVAILABLE],
+            idle=[s for s in judged if s.error is None
+                  and s.util_p95_percent is not NOT_AVAILABLE
+                  and s.util_p95_percent < idle_threshold_percent],
+            worked=[s for s in judged if s.error is None
+                    and s.util_p95_percent is not NOT_AVAILABLE
+                    and s.util_p95_percent >= idle_threshold_percent],
+        )
+
+
+@dataclass(frozen=True)
+class _Verdict:
+    """What every_gpu_used's findings are made from."""
+
+    check_id: str
+    idle_threshold_percent: float
+    groups: _GpuGroups
+    evidence: dict[str, Any]
+
+
+def _idle_text(s: DeviceSummary) -> str:
+    held = ""
+    if s.processes:
+        pids = ", ".join(str(p.pid) for p in s.processes)
+        held = (f"; memory held there ({gib_text(or_none(s.peak_memory_used_bytes))}, "
+                f"pid {pids}) but no kernel ran")
+    return (f"{s.label} stayed idle (p95 {s.util_p95_percent:.0f} %, max "
+            f"{s.util_max_percent:.0f} % over {s.observed_s:.1f} s{held})")
+
+
+def _lost_or_idle_finding(v: _Verdict) -> Finding | None:
+    """The finding when a GPU was lost or stayed idle; None when neither."""
+    g, check_id, evidence = v.groups, v.check_id, v.evidence
+    if g.lost:
+        lost_text = "; ".join(f"{s.label} failed: {s.error}" for s in g.lost)
         return Finding(
             check_id, "fail",
-            lost_text + (f"; {len(worked)} other GPU(s) kept working" if worked else ""),
+            lost_text + (f"; {len(g.worked)} other GPU(s) kept working" if g.worked else ""),
             evidence,
             advice="A lost GPU (NVMLError_GpuIsLost) needs a reset or a reboot; check "
                    "`nvidia-smi -q` and the kernel log (dmesg: Xid errors).",
         )
-    if idle and worked:
-        used = ", ".join(str(s.index) for s in worked)
+    if g.idle and g.worked:
+        used = ", ".join(str(s.index) for s in g.worked)
         return Finding(
             check_id, "fail",
-            f"only GPU(s) {used} of {len(judged)} worked: " + "; ".join(idle_text(s) for s in idle)
-            + " - while " + "; ".join(_util_text(s) for s in worked),
+            f"only GPU(s) {used} of {len(g.judged)} worked: "
+            + "; ".join(_idle_text(s) for s in g.idle)
+            + " - while " + "; ".join(_util_text(s) for s in g.worked),
             evidence,
             advice="The workload put no work on the idle GPU(s). With TensorFlow, distribute "
                    "it (tf.distribute.MirroredStrategy, or one tower per GPU under tf.device) "
@@ -130,38 +171,44 @@ def every_gpu_used(
                    "used, hide the others with CUDA_VISIBLE_DEVICES (or watch only those "
                    "with --gpus).",
         )
-    longest = max(s.observed_s for s in judged)
-    if idle and longest < MIN_JUDGED_S:
+    longest = max(s.observed_s for s in g.judged)
+    if g.idle and longest < MIN_JUDGED_S:
         return Finding(
             check_id, "warn",
             f"the run lasted {longest:.1f} s, too short to tell idle GPUs from busy ones "
             f"(NVML's utilization window is up to 1 s); no GPU reached "
-            f"{idle_threshold_percent:g} %",
+            f"{v.idle_threshold_percent:g} %",
             evidence,
             advice="Watch a run of a few seconds at least.",
         )
-    if idle:
+    if g.idle:
         return Finding(
             check_id, "fail",
-            f"no GPU was used: all {len(idle)} stayed under {idle_threshold_percent:g} % "
-            f"utilization (" + "; ".join(_util_text(s) for s in idle) + ")",
+            f"no GPU was used: all {len(g.idle)} stayed under {v.idle_threshold_percent:g} % "
+            f"utilization (" + "; ".join(_util_text(s) for s in g.idle) + ")",
             evidence,
             advice="The workload ran without touching the GPUs: check that the framework "
                    "sees them (`gpudiag env`) and where ops were placed (`gpudiag placement`).",
         )
-    if blind and not worked:
+    return None
+
+
+def _worked_finding(v: _Verdict) -> Finding:
+    """The finding when no GPU was lost or idle: every GPU worked, or some had no reading."""
+    g, check_id, evidence = v.groups, v.check_id, v.evidence
+    if g.blind and not g.worked:
         return Finding(
             check_id, "skip",
-            "NVML gives no utilization for " + ", ".join(s.label for s in blind)
+            "NVML gives no utilization for " + ", ".join(s.label for s in g.blind)
             + ", so whether they worked cannot be told",
             evidence,
         )
-    message = (f"every GPU worked (at least {idle_threshold_percent:g} % utilization at p95): "
-               + "; ".join(_util_text(s) for s in worked))
-    if blind:
+    message = (f"every GPU worked (at least {v.idle_threshold_percent:g} % utilization at p95): "
+               + "; ".join(_util_text(s) for s in g.worked))
+    if g.blind:
         return Finding(
             check_id, "warn",
-            message + "; no utilization reading for " + ", ".join(s.label for s in blind),
+            message + "; no utilization reading for " + ", ".join(s.label for s in g.blind),
             evidence,
             advice="NVML does not report utilization for those devices (e.g. MIG instances, "
                    "some virtual GPUs); check them another way.",

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from gpudiag.records.training import AllreduceResult
@@ -117,47 +117,14 @@ def scaling_efficiency(
         return Finding(check_id, "skip",
                        f"{strategy}: only one device count ran, nothing to compare",
                        {"rows": [asdict(r) for r in mine]})
-    per_n: list[dict[str, Any]] = []
-    below: list[str] = []
-    causes: list[str] = []
-    fixes: list[str] = []
-    for r in multi:
-        n, eff = r.n_devices, r.efficiency
-        threshold = efficiency_threshold(n)
-        comm_s = allreduce_lower_bound_s(gradient_bytes, n, busbw_bytes_per_s or 0.0)
-        step_s = r.step_s or 0.0
-        lost_s = max(0.0, step_s - base.step_s)
-        explained = min(1.0, comm_s / lost_s) if lost_s > 0 and busbw_bytes_per_s else None
-        entry = {"n_devices": n, "examples_per_s": r.examples_per_s,
-                 "speedup": r.speedup, "efficiency": eff, "ok_threshold": threshold,
-                 "step_s": step_s, "lost_s_per_step": lost_s,
-                 "allreduce_lower_bound_s": comm_s if busbw_bytes_per_s else None,
-                 "communication_explains_fraction": explained,
-                 "input_wait_fraction": r.input_wait_fraction}
-        per_n.append(entry)
-        if eff is None or eff >= threshold:
-            continue
-        below.append(f"{n} devices {eff:.2f} (ok from {threshold:.2f})" if eff is not None
-                     else f"{n} devices: no throughput")
-        if explained is not None:
-            causes.append(f"at {n} devices the all-reduce of {gradient_bytes / 2**20:.2f} MiB "
-                          f"of gradients needs at least {comm_s * 1e3:.2f} ms per step, "
-                          f"{explained:.0%} of the {lost_s * 1e3:.2f} ms lost per step")
-        wait = r.input_wait_fraction
-        if wait is not None and wait > INPUT_WAIT_CAUSE_FRACTION:
-            causes.append(f"at {n} devices {wait:.0%} of the traced steps waited for input")
-            fixes.append("prefetch (dataset.prefetch(tf.data.AUTOTUNE)), parallel map "
-                         "calls, cache decoded data")
-        if step_s > 0 and comm_s / step_s > AVERAGING_CAUSE_FRACTION:
-            causes.append(f"at {n} devices gradient averaging alone takes at least "
-                          f"{comm_s / step_s:.0%} of a step: a per-device batch of "
-                          f"{batch_per_device} is too small for the gradient size")
-            fixes.append("a bigger per-device batch (--batch-per-device)")
+    costs = _GradientCost(gradient_bytes, busbw_bytes_per_s, batch_per_device)
+    found = _Shortfalls()
+    per_n = [_per_device_count(r, base.step_s, costs, found) for r in multi]
     if strategy == "towers" and variables_on == "cpu" and kind not in SHARED_DEVICE_KINDS \
-            and below:
-        causes.append("the variables live on the CPU: every tower reads them across PCIe "
-                      "and every update is computed there")
-        fixes.append("variables on the first device (--variables-on device)")
+            and found.below:
+        found.causes.append("the variables live on the CPU: every tower reads them across PCIe "
+                            "and every update is computed there")
+        found.fixes.append("variables on the first device (--variables-on device)")
     listing = ", ".join(
         f"{e['n_devices']} devices {_fmt_rate(e['examples_per_s'])} ex/s "
         f"(x{e['speedup']:.2f}, efficiency {e['efficiency']:.2f})"
@@ -167,8 +134,75 @@ def scaling_efficiency(
                 "base_step_s": base.step_s, "per_device_count": per_n,
                 "gradient_bytes": gradient_bytes, "busbw_bytes_per_s": busbw_bytes_per_s,
                 "batch_per_device": batch_per_device, "variables_on": variables_on,
-                "causes": causes}
+                "causes": found.causes}
     head = f"{strategy}: 1 device {_fmt_rate(base.examples_per_s)} ex/s; {listing}"
+    return _efficiency_finding(check_id, kind, head, found, evidence)
+
+
+@dataclass(frozen=True)
+class _GradientCost:
+    """What the all-reduce of one step costs: gradient size, measured bus bandwidth (None
+    when the collective probe did not run) and the per-device batch it is amortised over."""
+
+    gradient_bytes: int
+    busbw_bytes_per_s: float | None
+    batch_per_device: int
+
+
+@dataclass
+class _Shortfalls:
+    """Filled per device count: the counts below threshold, their causes, the fixes."""
+
+    below: list[str] = field(default_factory=list)
+    causes: list[str] = field(default_factory=list)
+    fixes: list[str] = field(default_factory=list)
+
+
+def _per_device_count(
+    r: ThroughputPoint, base_step_s: float, costs: _GradientCost, found: _Shortfalls
+) -> dict[str, Any]:
+    """One device count's evidence entry; when it scales below threshold, adds it and what
+    explains the loss to ``found``."""
+    n, eff = r.n_devices, r.efficiency
+    threshold = efficiency_threshold(n)
+    busbw = costs.busbw_bytes_per_s
+    comm_s = allreduce_lower_bound_s(costs.gradient_bytes, n, busbw or 0.0)
+    step_s = r.step_s or 0.0
+    lost_s = max(0.0, step_s - base_step_s)
+    explained = min(1.0, comm_s / lost_s) if lost_s > 0 and busbw else None
+    entry = {"n_devices": n, "examples_per_s": r.examples_per_s,
+             "speedup": r.speedup, "efficiency": eff, "ok_threshold": threshold,
+             "step_s": step_s, "lost_s_per_step": lost_s,
+             "allreduce_lower_bound_s": comm_s if busbw else None,
+             "communication_explains_fraction": explained,
+             "input_wait_fraction": r.input_wait_fraction}
+    if eff is None or eff >= threshold:
+        return entry
+    found.below.append(f"{n} devices {eff:.2f} (ok from {threshold:.2f})" if eff is not None
+                       else f"{n} devices: no throughput")
+    if explained is not None:
+        found.causes.append(
+            f"at {n} devices the all-reduce of {costs.gradient_bytes / 2**20:.2f} MiB "
+            f"of gradients needs at least {comm_s * 1e3:.2f} ms per step, "
+            f"{explained:.0%} of the {lost_s * 1e3:.2f} ms lost per step")
+    wait = r.input_wait_fraction
+    if wait is not None and wait > INPUT_WAIT_CAUSE_FRACTION:
+        found.causes.append(f"at {n} devices {wait:.0%} of the traced steps waited for input")
+        found.fixes.append("prefetch (dataset.prefetch(tf.data.AUTOTUNE)), parallel map "
+                           "calls, cache decoded data")
+    if step_s > 0 and comm_s / step_s > AVERAGING_CAUSE_FRACTION:
+        found.causes.append(f"at {n} devices gradient averaging alone takes at least "
+                            f"{comm_s / step_s:.0%} of a step: a per-device batch of "
+                            f"{costs.batch_per_device} is too small for the gradient size")
+        found.fixes.append("a bigger per-device batch (--batch-per-device)")
+    return entry
+
+
+def _efficiency_finding(
+    check_id: str, kind: str, head: str, found: _Shortfalls, evidence: dict[str, Any]
+) -> Finding:
+    """The efficiency finding: not meaningful on shared devices, ok, or below threshold
+    with the causes measured and the fixes they suggest."""
     if kind in SHARED_DEVICE_KINDS:
         what = "virtual CPU devices" if kind == "virtual-cpu" else "logical GPUs split from one"
         return Finding(
@@ -179,9 +213,10 @@ def scaling_efficiency(
             advice="Run on a machine with several physical GPUs to measure scaling; here the "
                    "run checks only that multi-device training works and every device did work.",
         )
-    if not below:
+    if not found.below:
         return Finding(check_id, "ok", f"{head}: every device count scales at or above its "
                        "threshold", evidence)
+    causes, fixes = found.causes, found.fixes
     why = ("; ".join(causes) + ".") if causes else (
         "None of the causes gpudiag measures (input waits, averaging cost, variable "
         "placement) explains it.")
@@ -189,7 +224,7 @@ def scaling_efficiency(
         "Open the profile of the slowest configuration in TensorBoard (Profile tab, "
         "trace viewer) and compare the devices' busy time.")
     return Finding(check_id, "warn",
-                   f"{head}: below threshold at {', '.join(below)}. {why}", evidence,
+                   f"{head}: below threshold at {', '.join(found.below)}. {why}", evidence,
                    advice=advice)
 
 

@@ -7,22 +7,25 @@ bytes and achieved bandwidth, the devices that ran nothing) in; ``evidence.predi
 exists, ``{"cause", "step_s": None, "why"}``. Each model changes only the part the fix
 acts on and keeps the others as measured (docs/run.md, "What-if"):
 
-- input-bound, parallel map / prefetch / cache: the consumer's step is the step without
-  its input wait, ``period - input``; the producer's time per batch is what the wait
-  measured (plus the consumer's step where the pipeline already prefetched), divided by
-  the cores a parallel map gets (none where the map already runs in parallel), zero after
-  the first epoch with cache; with prefetch the two overlap: ``max(consumer, producer)``.
+- input-bound, parallel map / prefetch / cache / the generator replaced: the consumer's
+  step is the step without its input wait, ``period - input``; the producer's work per
+  batch is what the wait measured (plus the consumer's step where the pipeline already
+  prefetched), divided by the parallelism a parallel map gets (the cores; 1 where the map
+  already runs in parallel), zero after the first epoch with cache or with the generator
+  replaced by in-memory tensors; with prefetch the two overlap, on the same cores:
+  ``max(consumer, producer, (consumer's CPU time + producer) / cores)``. The cores are
+  this machine's (os.sched_getaffinity), where `gpudiag run` ran the program.
 - overhead-bound, steps_per_execution=N (or N steps per tf.function call): the step
   call's time with no op running is per-call work, paid once per N steps:
   ``period - overhead + overhead / N``, N = STEPS_PER_EXECUTION.
 - host-bound (Python between the step calls, moved into the tf.function or done every
   N steps): ``period - between``; an eager loop (no step function: the trace is one step,
-  every op dispatched from Python) the op time plus the graph executor's dispatch instead
-  of Python's, ``compute + communication + input + host * GRAPH_DISPATCH_SHARE``.
+  every op dispatched from Python) under tf.function: no number (the graph executor's
+  per-op dispatch is not in an eager trace), the op time named as the floor.
 - communication-bound, a larger batch per replica (BATCH_FACTOR times): the per-example
   work scales, the all-reduce of the same gradient bytes at the measured bandwidth does
-  not: ``(period - comm) * k + bytes / bandwidth``, reported per step of the larger batch
-  and as time per original batch.
+  not: ``(period - comm) * k + bytes / bandwidth``, the step of the larger batch (what the
+  fixed run measures per step), its speedup in examples per second.
 - idle devices, a strategy over every device: the busy devices' compute spread over all
   of them: ``period - compute + compute * busy / all``.
 """
@@ -35,10 +38,6 @@ from typing import Any
 
 STEPS_PER_EXECUTION = 16  # the N the prediction assumes for steps_per_execution
 BATCH_FACTOR = 2  # the larger batch per replica the communication prediction assumes
-# Share of an eager step's host time left under tf.function: the graph executor
-# dispatches ops in C++ (TensorFlow's guide: "graphs ... avoid Python overhead"). Not a
-# measurement: an eager prediction states it.
-GRAPH_DISPATCH_SHARE = 0.1
 
 Parts = Mapping[str, float]  # period_s, compute_s, input_s, communication_s, host_s, ...
 
@@ -49,6 +48,14 @@ def available_cores() -> int:
         return len(os.sched_getaffinity(0))
     except (AttributeError, OSError):
         return os.cpu_count() or 1
+
+
+def machine_load() -> float | None:
+    """This machine's 1-minute load average (None where the system has none)."""
+    try:
+        return os.getloadavg()[0]
+    except (AttributeError, OSError):
+        return None
 
 
 def nothing_measured(reason: str | None) -> dict[str, Any]:
@@ -71,32 +78,68 @@ def _has(calls: Sequence[Mapping[str, Any]], method: str) -> bool:
     return any(c.get("method") == method for c in calls)
 
 
+def _producer_fix(calls: Sequence[Mapping[str, Any]], cores: int, epochs: int | None
+                  ) -> tuple[list[str], int, bool, bool] | str:
+    """The fixes the finding's advice gives (gpudiag.verdicts.pipeline): the parallelism a
+    parallel map gets, prefetch, cache, the generator replaced; or why there is none."""
+    maps = [c for c in calls if c.get("method") in ("map", "interleave")]
+    serial = [c for c in maps if (c.get("args") or {}).get("num_parallel_calls") is None]
+    prefetched, cached = _has(calls, "prefetch"), _has(calls, "cache")
+    generator = _has(calls, "from_generator")
+    cache_fix = bool(epochs and epochs > 1 and maps and not cached and (
+        _has(calls, "from_tensor_slices") or _has(calls, "from_tensors")))
+    if not serial and prefetched and not cache_fix and not generator:
+        return ("the pipeline already maps in parallel and prefetches: the fix is cheaper "
+                "per-element work, which no measurement here sizes")
+    fixes = ([f"parallel map on {cores} cores"] if serial else []) + \
+        (["from_tensor_slices instead of the generator"] if generator else []) + \
+        (["prefetch"] if not prefetched else []) + (["cache"] if cache_fix else [])
+    return fixes, cores if serial else 1, cache_fix, generator
+
+
 def input_bound(p: Parts, calls: Sequence[Mapping[str, Any]], cores: int,
                 epochs: int | None = None) -> dict[str, Any]:
     period, wait = p["period_s"], p["input_s"]
     if not calls:
         return _none("input-bound", "the program's tf.data calls were not recorded (a trace "
                      "alone): which of parallel map, prefetch or cache is missing is unknown")
-    maps = [c for c in calls if c.get("method") in ("map", "interleave")]
-    serial = [c for c in maps if (c.get("args") or {}).get("num_parallel_calls") is None]
-    prefetched, cached = _has(calls, "prefetch"), _has(calls, "cache")
-    cache_fix = bool(epochs and epochs > 1 and maps and not cached)
-    if not serial and prefetched and not cache_fix:
-        return _none("input-bound", "the pipeline already maps in parallel and prefetches: "
-                     "the fix is cheaper per-element work, which no measurement here sizes")
+    fix = _producer_fix(calls, cores, epochs)
+    if isinstance(fix, str):
+        return _none("input-bound", fix)
+    fixes, parallel, cache_fix, generator = fix
+    prefetched = _has(calls, "prefetch")
     consumer = period - wait
+    # the producer's work per batch: the wait (a pipeline without prefetch makes the batch
+    # inside the step's GetNext), plus the consumer's step it already overlapped
     producer = wait + (consumer if prefetched else 0.0)
-    parallel = cores if serial else 1
-    after = 0.0 if cache_fix else producer / parallel
-    fixes = ([f"parallel map on {cores} cores"] if serial else []) + \
-        (["prefetch"] if not prefetched else []) + (["cache"] if cache_fix else [])
-    step = max(consumer, after)
+    gone = cache_fix or generator
+    after = 0.0 if gone else producer / parallel
+    # the consumer's own CPU time: on a CPU device its step less the time it idled; on an
+    # accelerator the host part (the ops run on the device); with the producer's work it
+    # shares the same cores
+    cpu = p.get("host_s", 0.0) if p.get("accelerator") else consumer - p.get("idle_s", 0.0)
+    shared = (cpu + (0.0 if gone else producer)) / cores  # all of the CPU work, every core
+    step = max(consumer, after, shared)
+    bound = "consumer" if step == consumer else "producer" if step == after else "cores"
+    producer_text = ("0 after the first epoch (cache)" if cache_fix else
+                     "0 (the generator's Python replaced by slices of in-memory tensors, "
+                     "whose cost the trace does not measure: a lower bound)" if generator
+                     else f"{'(wait + consumer)' if prefetched else 'wait'} / {parallel}")
+    load = machine_load()
+    busy = (f"; the machine's 1-minute load average was {load:.1f} on {cores} cores when "
+            "this was judged: other work holds cores the fix's threads need, so this is "
+            "optimistic") if load is not None and load > cores else ""
     return _out("input-bound", " + ".join(fixes), period, step,
-                "max(consumer step = period - input wait, producer per batch"
-                + (" = 0 after the first epoch (cache))" if cache_fix else
-                   f" = {'(wait + consumer)' if prefetched else 'wait'} / {parallel})"),
+                f"max(consumer step = period - input wait, producer per batch = "
+                f"{producer_text}, (consumer CPU + producer) / {cores} cores); {cores} "
+                "cores: this machine's (os.sched_getaffinity), where the program ran under "
+                "`gpudiag run`; for a trace recorded elsewhere the prediction assumes them"
+                + busy,
                 {"input_wait_s": wait, "consumer_s": consumer, "producer_s": producer,
-                 "parallelism": parallel, "cores": cores, "cache": cache_fix})
+                 "producer_after_s": after, "consumer_cpu_s": cpu, "parallelism": parallel,
+                 "cores": cores, "cores_from": "this machine (os.sched_getaffinity)",
+                 "cache": cache_fix, "generator": generator, "bound": bound,
+                 "load_average_1min": load})
 
 
 def overhead_bound(p: Parts) -> dict[str, Any]:
@@ -112,12 +155,12 @@ def overhead_bound(p: Parts) -> dict[str, Any]:
 def host_bound(p: Parts, eager: bool) -> dict[str, Any]:
     period = p["period_s"]
     if eager:
-        work = p["compute_s"] + p["communication_s"] + p["input_s"]
-        step = work + p["host_s"] * GRAPH_DISPATCH_SHARE
-        return _out("host-bound", "tf.function", period, step,
-                    f"op time + host dispatch x {GRAPH_DISPATCH_SHARE} (the graph executor "
-                    "instead of Python, an assumed share)",
-                    {"op_time_s": work, "dispatch_s": p["host_s"]})
+        return _none("host-bound", "an eager step under tf.function: the trace's host time "
+                     "holds Python and the eager per-op dispatch together, and what the graph "
+                     "executor's dispatch of the same ops costs is not in an eager trace, so "
+                     "no measured number (the op time, "
+                     f"{(p['compute_s'] + p['communication_s'] + p['input_s']) * 1e3:.3f} ms, "
+                     "is the floor)")
     between = p.get("host_between_calls_s", 0.0)
     return _out("host-bound", "the Python between the step calls moved into the "
                 "tf.function or done every N steps", period, period - between,
@@ -133,11 +176,12 @@ def communication_bound(p: Parts, allreduce: Mapping[str, Any] | None) -> dict[s
     moved = float(allreduce["gradient_bytes_per_replica"]) / float(
         allreduce["achieved_bytes_per_s"])
     step = (period - comm) * k + moved
-    out = _out("communication-bound", f"batch per replica x{k}", period, step / k,
-               f"((period - communication) x {k} + gradient bytes / measured bandwidth) / "
-               f"{k}: time per original batch", {"communication_s": comm,
-                                                 "allreduce_s": moved, "batch_factor": k})
-    out["step_s_of_larger_batch"] = step
+    out = _out("communication-bound", f"batch per replica x{k}", period, step,
+               f"(period - communication) x {k} + gradient bytes / measured bandwidth: the "
+               f"step of the {k}x batch (speedup: examples per second)",
+               {"communication_s": comm, "allreduce_s": moved, "batch_factor": k})
+    out["speedup"] = period * k / step if step > 0 else None
+    out["step_s_per_original_batch"] = step / k
     return out
 
 
@@ -170,8 +214,11 @@ def predict(causes: Sequence[str], parts: Parts, evidence: Mapping[str, Any], *,
     if parts.get("period_s", 0.0) <= 0:
         return _none(cause, "the trace holds no complete step")
     if cause == "input-bound":
-        return input_bound(parts, evidence.get("dataset_calls") or [],
-                           cores or available_cores(), epochs)
+        devices = evidence.get("parts_s") or {}
+        accelerator = any("GPU" in d.upper() or "TPU" in d.upper() for d in devices)
+        return input_bound({**parts, "accelerator": float(accelerator)},
+                           evidence.get("dataset_calls") or [], cores or available_cores(),
+                           epochs)
     if cause == "overhead-bound":
         return overhead_bound(parts)
     if cause == "host-bound":

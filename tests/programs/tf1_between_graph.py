@@ -15,11 +15,22 @@ instead of MNIST; 60 global steps instead of 1000000; the chief's checkpoint_dir
 with its session hook as the how-to's synchronous variant does; `--device_filters` passes
 `ConfigProto(device_filters=['/job:ps', '/job:worker/task:%d' % task_id])` to the session
 (the way out when a worker must not wait for the others), `--soft_placement` sets
-`allow_soft_placement = True` on it (as Hands-On ML does). Tests only: `--hold_file F`
+`allow_soft_placement = True` on it (as Hands-On ML does), `--stop_grace_period_secs N`
+passes it to MonitoredTrainingSession (gpudiag's advice for a SyncReplicasOptimizer chief,
+whose close otherwise waits up to 120 s for its queue runners). Tests only: `--hold_file F`
 makes the chief, after `--hold_at` local steps, and a non-chief, before its session, wait
 until F exists, so that a test lets the other worker create its session once the chief has
 initialised the variables (a Session waits for every task's server, so both must be
 running): ordered by events, not by TensorFlow's 30 s readiness retry.
+
+What each worker builds (its ground truth): between-graph replication; its own graph under
+`replica_device_setter(worker_device="/job:worker/task:N", cluster=...)`, which resolves
+1 ps task from the cluster: the variables w, b and global_step on /job:ps/task:0, the ops
+on the worker itself; a MonitoredTrainingSession with is_chief for worker 0 only;
+asynchronous (each worker's GradientDescentOptimizer applies its own updates to the ps),
+or with `--sync` synchronous: SyncReplicasOptimizer(replicas_to_aggregate=2,
+total_num_replicas=2) for two workers, whose each worker also keeps a local step variable
+on itself. The ps task runs only `server.join()`.
 """
 
 # The how-to's code as it is written (its % formats, its argv):
@@ -86,12 +97,18 @@ def main(_):
             config = config or tf1.ConfigProto()
             config.allow_soft_placement = True
 
+        # gpudiag's advice for a SyncReplicasOptimizer chief (it waits for its queue
+        # runners up to the stop grace period as it closes, 120 s by default)
+        grace = {} if FLAGS.stop_grace_period_secs is None else {
+            "stop_grace_period_secs": FLAGS.stop_grace_period_secs}
+
         # The MonitoredTrainingSession takes care of session initialization,
         # restoring from a checkpoint, saving to a checkpoint, and closing when done
         # or an error occurs.
         with tf1.train.MonitoredTrainingSession(master=server.target, is_chief=is_chief,
                                                 checkpoint_dir=FLAGS.train_dir,
-                                                hooks=hooks, config=config) as mon_sess:
+                                                hooks=hooks, config=config,
+                                                **grace) as mon_sess:
             local_step = 0
             while not mon_sess.should_stop():
                 i = (local_step * 32) % 256
@@ -119,6 +136,7 @@ if __name__ == "__main__":
     parser.add_argument("--sync", action="store_true")
     parser.add_argument("--device_filters", action="store_true")
     parser.add_argument("--soft_placement", action="store_true")
+    parser.add_argument("--stop_grace_period_secs", type=int, default=None)
     parser.add_argument("--hold_file", type=str, default="")
     parser.add_argument("--hold_at", type=int, default=5)
     FLAGS, unparsed = parser.parse_known_args()

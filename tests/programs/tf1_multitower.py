@@ -1,6 +1,7 @@
 """TF1 multi-GPU towers as tensorflow/models' CIFAR-10 trainer writes them
 (tutorials/image/cifar10/cifar10_multi_gpu_train.py and cifar10.py: variables made with
-tf.get_variable under variable scopes conv1/local3/softmax_linear, one tower per GPU under
+tf.get_variable under variable scopes conv1/local3/softmax_linear, each variable pinned to
+/cpu:0 by cifar10.py's `_variable_on_cpu`, one tower per GPU under
 `tf.name_scope('tower_%d')`, `tf.get_variable_scope().reuse_variables()` after the first
 tower, the towers' gradients averaged, an ExponentialMovingAverage of the trainable
 variables, `allow_soft_placement=True`).
@@ -13,7 +14,13 @@ in TF 1.x: `--variant=contrib` keeps that line); 2 towers; 20 steps. The towers 
 '/gpu:%d' with soft placement, as written: here they run on the CPU.
 
 Ground truth per variant (what TensorFlow 2.21 raises, captured here):
-- ok: trains 20 steps.
+- ok: trains 20 steps. What it builds: in-graph replication, 2 towers, tower_0's ops pinned
+  to /device:GPU:0 and tower_1's to /device:GPU:1 (each tower's `opt.compute_gradients`
+  with its loss on that device), the towers' gradients averaged (`average_gradients`:
+  a Mean per variable over both towers) and applied once by `opt.apply_gradients` to the
+  6 variables, which live on /cpu:0. On this machine (no GPU, no virtual device: the
+  towers are left on '/gpu:%d' as written) soft placement runs both towers on
+  /device:CPU:0: gpudiag's run.soft-placement fails on it, rightly.
 - no_scope_wrapper: the tower loop without its `with tf.variable_scope(
   tf.get_variable_scope()):` wrapper: reuse_variables() sets reuse on the root scope, so
   the ExponentialMovingAverage built after the loop cannot create its shadow variables:
@@ -40,9 +47,14 @@ TOWER_NAME = "tower"
 MOVING_AVERAGE_DECAY = 0.9999
 
 
+def _variable_on_cpu(name, shape, initializer):
+    with tf.device("/cpu:0"):
+        var = tf.get_variable(name, shape, initializer=initializer)
+    return var
+
+
 def _variable_with_weight_decay(name, shape, stddev, wd):
-    var = tf.get_variable(name, shape,
-                          initializer=tf.truncated_normal_initializer(stddev=stddev))
+    var = _variable_on_cpu(name, shape, tf.truncated_normal_initializer(stddev=stddev))
     if wd is not None:
         weight_decay = tf.multiply(tf.nn.l2_loss(var), wd, name="weight_loss")
         tf.add_to_collection("losses", weight_decay)
@@ -54,17 +66,17 @@ def inference(images):
         kernel = _variable_with_weight_decay("weights", shape=[3, 3, 3, 8], stddev=5e-2,
                                              wd=None)
         conv = tf.nn.conv2d(images, kernel, [1, 1, 1, 1], padding="SAME")
-        biases = tf.get_variable("biases", [8], initializer=tf.constant_initializer(0.0))
+        biases = _variable_on_cpu("biases", [8], tf.constant_initializer(0.0))
         conv1 = tf.nn.relu(tf.nn.bias_add(conv, biases), name=scope.name)
     with tf.variable_scope("local3") as scope:
         reshape = tf.reshape(conv1, [-1, 8 * 8 * 8])
         weights = _variable_with_weight_decay("weights", shape=[8 * 8 * 8, 16],
                                               stddev=0.04, wd=0.004)
-        biases = tf.get_variable("biases", [16], initializer=tf.constant_initializer(0.1))
+        biases = _variable_on_cpu("biases", [16], tf.constant_initializer(0.1))
         local3 = tf.nn.relu(tf.matmul(reshape, weights) + biases, name=scope.name)
     with tf.variable_scope("softmax_linear") as scope:
         weights = _variable_with_weight_decay("weights", [16, 10], stddev=1 / 16.0, wd=None)
-        biases = tf.get_variable("biases", [10], initializer=tf.constant_initializer(0.0))
+        biases = _variable_on_cpu("biases", [10], tf.constant_initializer(0.0))
         softmax_linear = tf.add(tf.matmul(local3, weights), biases, name=scope.name)
     return softmax_linear
 

@@ -14,6 +14,9 @@
 - ``peers``: a cluster's other tasks, live (who is behind, a worker gone).
 - ``cluster``: the program's cluster (TF_CONFIG, the strategy, the tasks together).
 - ``ps``: parameter-server jobs (tasks, where variables live, async or sync).
+- ``tf1``: TF1 distribution named by what the program built (between-graph replication
+  with replica_device_setter, MonitoredTrainingSession, SyncReplicasOptimizer; in-graph
+  towers).
 - ``outcome``: saved output and processes that outlived the program.
 
 Same rules as every verdict module: no TensorFlow, no NVML calls, no I/O.

@@ -8,6 +8,7 @@ oldest first. Pure: no TensorFlow, no I/O.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from gpudiag.readers import clusterplacement
@@ -15,6 +16,7 @@ from gpudiag.records.run import TaskReport
 from gpudiag.records.tfconfig import is_loopback_address
 from gpudiag.report import Finding, Status
 from gpudiag.verdicts.cluster import NOT_FORMED_ADVICE
+from gpudiag.verdicts.run import tf1
 
 SERVER = "tf.distribute.Server"
 SERVERS_ONLY = ("tf.distribute.Server (tf.compat.v1.train.Server) tasks, no strategy and no "
@@ -85,7 +87,8 @@ def _kind(tasks: Sequence[TaskReport]) -> str:
     for name in ("MultiWorkerMirroredStrategy", PSS):
         if name in vias:
             return name
-    if any(t.sessions for t in tasks):
+    if any(t.sessions for t in tasks) or any(
+            c["api"] in tf1.BETWEEN_GRAPH_APIS for t in tasks for c in t.tf1):
         return BETWEEN_GRAPH
     if vias <= {SERVER}:
         # only tf.distribute.Servers were seen (a TF1 ps task's server.join(), workers that
@@ -177,11 +180,29 @@ def _never_trained(t: TaskReport) -> bool:
     return bool(t.waiting_for) and (t.interrupted or not t.exited)
 
 
+def _synchronous(tasks: Sequence[TaskReport]) -> bool:
+    return any(t.sync_replicas or tf1.sync_of(t.tf1) for t in tasks)
+
+
+def _scheme(tasks: Sequence[TaskReport], spec: dict[str, list[str]],
+            variables: dict[str, int], work: dict[str, dict[str, int]]) -> str | None:
+    """The between-graph scheme the tasks' programs built (their TF1 constructs, the
+    first worker's that recorded one), with where TensorFlow placed the variables and
+    the ops; None when no task recorded a construct."""
+    recorded = [t for t in tasks if t.tf1]
+    if not recorded:
+        return None
+    workers = [f"worker-{i}" for i in range(len(spec.get("worker", [])))]
+    return tf1.between_graph(recorded[0].tf1, sync_in_log=_synchronous(tasks),
+                             variables=variables, ops=work, workers=workers,
+                             chiefs=tf1.chiefs_of([(t.task, t.tf1) for t in recorded]))
+
+
 def _mode(kind: str, tasks: Sequence[TaskReport]) -> str:
     if kind == PSS:
         return f" ({ASYNC_PS})"
     if kind == BETWEEN_GRAPH:
-        return f" ({SYNC_BG if any(t.sync_replicas for t in tasks) else ASYNC_BG})"
+        return f" ({SYNC_BG if _synchronous(tasks) else ASYNC_BG})"
     return ""
 
 
@@ -213,12 +234,52 @@ def _crashed_before_use(seen: Sequence[TaskReport], died: Sequence[TaskReport]
             "with it)")
 
 
-def cluster(tasks: Sequence[TaskReport], *, check_id: str = "run.cluster",
-            scope: str = "this run", earlier: int = 0,
-            combined_report: str | None = None) -> Finding:
-    """The cluster's tasks together: who ran where, how far each got, and the first thing
-    that went wrong with the cluster as a whole (never formed, a task given twice, a task
-    that died, localhost across machines, tasks not seen)."""
+@dataclass(frozen=True)
+class _Seen:
+    """The cluster's tasks as the records show them, each fact derived once."""
+
+    tasks: Sequence[TaskReport]
+    latest: dict[str, TaskReport]
+    duplicates: dict[str, list[TaskReport]]
+    restarts: dict[str, int]
+    spec: dict[str, Any]
+    expected: list[str]
+    missing: list[str]
+    unknown: list[str]
+    seen: list[TaskReport]
+    kind: str
+
+    @property
+    def formed(self) -> bool:
+        return any(t.joined == "joined" and t.via != SERVER for t in self.seen)
+
+    @property
+    def stragglers(self) -> list[str]:
+        return list(dict.fromkeys(s for t in self.seen for s in t.stragglers))
+
+    @property
+    def lost(self) -> list[str]:
+        return list(dict.fromkeys(s for t in self.seen for s in t.lost_peers))
+
+    @property
+    def died(self) -> list[TaskReport]:
+        return [t for t in self.seen if _died(t)]
+
+    @property
+    def hosts(self) -> list[str]:
+        return sorted({t.host for t in self.seen})
+
+    @property
+    def loopback(self) -> list[str]:
+        return [a for addresses in self.spec.values() for a in addresses
+                if is_loopback_address(a)]
+
+    @property
+    def never(self) -> list[TaskReport]:
+        return [t for t in self.seen if _never_trained(t)]
+
+
+def _seen(tasks: Sequence[TaskReport]) -> _Seen:
     latest: dict[str, TaskReport] = {}
     duplicates: dict[str, list[TaskReport]] = {}
     restarts: dict[str, int] = {}
@@ -232,49 +293,40 @@ def cluster(tasks: Sequence[TaskReport], *, check_id: str = "run.cluster",
         latest[t.task] = t
     spec = tasks[-1].cluster_spec
     expected = expected_tasks(spec) + _coordinators(tasks, spec)
-    missing = [name for name in expected if name not in latest]
     unknown = [name for name in latest if name not in expected]
-    seen = [latest[n] for n in expected if n in latest] + [latest[n] for n in unknown]
-    kind = _kind(tasks)
-    formed = any(t.joined == "joined" and t.via != SERVER for t in seen)
-    waiting = [t for t in seen if t.joined == "waiting"]
-    stragglers = list(dict.fromkeys(s for t in seen for s in t.stragglers))
-    lost = list(dict.fromkeys(s for t in seen for s in t.lost_peers))
-    died = [t for t in seen if _died(t)]
-    hosts = sorted({t.host for t in seen})
-    loopback = [a for addresses in spec.values() for a in addresses if is_loopback_address(a)]
+    return _Seen(tasks, latest, duplicates, restarts, spec, expected,
+                 [name for name in expected if name not in latest], unknown,
+                 [latest[n] for n in expected if n in latest] + [latest[n] for n in unknown],
+                 _kind(tasks))
 
+
+def cluster(tasks: Sequence[TaskReport], *, check_id: str = "run.cluster",
+            scope: str = "this run", earlier: int = 0,
+            combined_report: str | None = None) -> Finding:
+    """The cluster's tasks together: who ran where, how far each got, and the first thing
+    that went wrong with the cluster as a whole (never formed, a task given twice, a task
+    that died, localhost across machines, tasks not seen)."""
+    v = _seen(tasks)
+    seen, kind = v.seen, v.kind
     in_process = sorted({t.pid for t in seen if t.in_process})
-    never = [t for t in seen if _never_trained(t)]
-    head = (f"{kind} cluster of {len(expected)} task(s) ({', '.join(expected)})"
-            + _mode(kind, seen)
-            + (f", in-process: pid {', '.join(map(str, in_process))} served "
-               f"{', '.join(t.task for t in seen if t.pid in in_process)}"
-               if in_process else "")
-            + f"; {len(seen)} seen in {scope}: " + "; ".join(_describe(t) for t in seen))
     work = _work(seen)
     # the most any one run's log placed: each between-graph worker's graph places the same
     # ps variables again, so the runs' counts are not added
     variables = clusterplacement.most(
         list({t.run_dir: t.variables_by_task for t in seen if t.variables_by_task}.values()))
-    if variables:
-        head += "; variables created on: " + ", ".join(f"{k} {n}" for k, n in variables.items())
-    if work:
-        head += ("; TensorFlow's placement log placed work on: "
-                 + clusterplacement.listing(work))
-    rates = [t.examples_per_s for t in seen if t.examples_per_s]
-    if len(rates) > 1 and len(rates) == len([t for t in seen if t.steps]):
-        head += f"; together {sum(rates):,.0f} examples/s (the sum of what each measured)"
+    scheme = _scheme(seen, v.spec, variables, work) if kind == BETWEEN_GRAPH else None
+    head = _head(v, scope, scheme, in_process, variables, work)
     evidence: dict[str, Any] = {
-        "kind": kind, "cluster_spec": spec, "expected": expected, "missing": missing,
-        "unknown": unknown, "formed": formed, "stragglers": stragglers, "lost_peers": lost,
-        "died": [t.task for t in died], "duplicates": {k: [f"{t.host}:{t.pid}" for t in v]
-                                                      for k, v in duplicates.items()},
-        "restarts": restarts, "hosts": hosts, "earlier_runs_left_out": earlier,
-        "coordinator_added_by_tensorflow": _coordinators(tasks, spec),
-        "never_trained": [t.task for t in never],
-        "mode": ("synchronous" if any(t.sync_replicas for t in seen) else "asynchronous")
-        if kind in (PSS, BETWEEN_GRAPH) else None,
+        "kind": kind, "cluster_spec": v.spec, "expected": v.expected, "missing": v.missing,
+        "unknown": v.unknown, "formed": v.formed, "stragglers": v.stragglers,
+        "lost_peers": v.lost, "died": [t.task for t in v.died],
+        "duplicates": {k: [f"{t.host}:{t.pid}" for t in d] for k, d in v.duplicates.items()},
+        "restarts": v.restarts, "hosts": v.hosts, "earlier_runs_left_out": earlier,
+        "coordinator_added_by_tensorflow": _coordinators(tasks, v.spec),
+        "never_trained": [t.task for t in v.never],
+        "mode": ("synchronous" if kind == BETWEEN_GRAPH and _synchronous(seen)
+                 else "asynchronous") if kind in (PSS, BETWEEN_GRAPH) else None,
+        "scheme": scheme, "tf1_constructs": {t.task: t.tf1 for t in seen if t.tf1},
         "in_process_pids": in_process, "ops_by_task": work, "variables_by_task": variables,
         "steps_by_task": steps_by_task(seen),
         "tasks": [{"task": t.task, "via": t.via, "joined": t.joined, "host": t.host,
@@ -284,15 +336,63 @@ def cluster(tasks: Sequence[TaskReport], *, check_id: str = "run.cluster",
                    "global_step": t.global_step,
                    "gpus": t.gpus}
                   for t in seen]}
+    problems = _problems(v, scope)
+    if v.restarts:
+        head += "; restarted: " + ", ".join(f"{k} x{n}" for k, n in v.restarts.items()) + \
+            " (the latest run of each counts)"
+    if earlier:
+        head += f" ({earlier} task record(s) of earlier runs of this cluster left out)"
+    if combined_report:
+        head += f"; the cluster's report: {combined_report}"
+        evidence["combined_report"] = combined_report
+    unused = _crashed_before_use(seen, v.died)
+    if unused is not None and not (v.duplicates or v.unknown
+                                   or (len(v.hosts) > 1 and v.loopback)):
+        evidence["crashed_before_use"] = [t.task for t in seen if t.crash]
+        return Finding(check_id, "skip", unused + ". " + head, evidence)
+    if not problems:
+        return Finding(check_id, "ok", head, evidence)
+    status: Status = "fail" if any(p[0] == "fail" for p in problems) else "warn"
+    text = "; ".join(p[1] for p in problems) + ". " + head
+    advice = " ".join(dict.fromkeys(p[2] for p in problems))
+    return Finding(check_id, status, text, evidence, advice=advice)
 
+
+def _head(v: _Seen, scope: str, scheme: str | None, in_process: list[int],
+          variables: dict[str, int], work: dict[str, Any]) -> str:
+    """The sentence every run.cluster finding starts from: the kind, the tasks, each task."""
+    seen = v.seen
+    head = (f"{scheme or v.kind} cluster of {len(v.expected)} task(s) "
+            f"({', '.join(v.expected)})"
+            + ("" if scheme else _mode(v.kind, seen))
+            + (f", in-process: pid {', '.join(map(str, in_process))} served "
+               f"{', '.join(t.task for t in seen if t.pid in in_process)}"
+               if in_process else "")
+            + f"; {len(seen)} seen in {scope}: " + "; ".join(_describe(t) for t in seen))
+    if variables:
+        head += "; variables created on: " + ", ".join(f"{k} {n}" for k, n in variables.items())
+    if work:
+        head += ("; TensorFlow's placement log placed work on: "
+                 + clusterplacement.listing(work))
+    rates = [t.examples_per_s for t in seen if t.examples_per_s]
+    if len(rates) > 1 and len(rates) == len([t for t in seen if t.steps]):
+        head += f"; together {sum(rates):,.0f} examples/s (the sum of what each measured)"
+    return head
+
+
+def _problems(v: _Seen, scope: str) -> list[tuple[Status, str, str]]:
+    """What went wrong with the cluster as a whole, each with its status and advice."""
+    seen, missing, formed = v.seen, v.missing, v.formed
     problems: list[tuple[Status, str, str]] = []
-    if duplicates:
+    if v.duplicates:
         problems.append(("fail", "the same task ran twice at once: " + "; ".join(
-            f"{k} by " + " and ".join(f"pid {t.pid} on {t.host}" for t in v)
-            for k, v in duplicates.items()), DUPLICATE_ADVICE))
-    if unknown:
-        problems.append(("fail", f"{', '.join(unknown)} is not in the cluster spec "
-                         f"({', '.join(expected)})", DUPLICATE_ADVICE))
+            f"{k} by " + " and ".join(f"pid {t.pid} on {t.host}" for t in d)
+            for k, d in v.duplicates.items()), DUPLICATE_ADVICE))
+    if v.unknown:
+        problems.append(("fail", f"{', '.join(v.unknown)} is not in the cluster spec "
+                         f"({', '.join(v.expected)})", DUPLICATE_ADVICE))
+    waiting = [t for t in seen if t.joined == "waiting"]
+    stragglers = v.stragglers
     if not formed and (waiting or stragglers):
         absent = stragglers or missing
         problems.append(("fail", "the cluster never formed: "
@@ -302,23 +402,25 @@ def cluster(tasks: Sequence[TaskReport], *, check_id: str = "run.cluster",
                          + (f" ({', '.join(n for n in absent if n in missing)} never ran "
                             f"under gpudiag in {scope})" if set(absent) & set(missing)
                             else ""), NOT_FORMED_ADVICE))
+    never = v.never
     if never:
         problems.append(("fail", "; ".join(
             f"{t.task} never trained: it waited for {', '.join(t.waiting_for)} (TensorFlow: "
             f"'CreateSession still waiting for response from worker', {t.waiting_lines} "
             "time(s), every 10 s) until it was stopped" for t in never), WAITING_ADVICE))
     slow = [t for t in seen if t.sync_replicas and (_after_last_step(t) or 0.0) > SLOW_STOP_S]
-    if slow and kind == BETWEEN_GRAPH:
+    if slow and v.kind == BETWEEN_GRAPH:
         problems.append(("warn", "; ".join(
             f"{t.task} ended {_after_last_step(t):.0f} s after its last step (the "
             "SyncReplicasOptimizer chief's stop grace period)" for t in slow),
             SYNC_STOP_ADVICE))
+    hosts, loopback, lost = v.hosts, v.loopback, v.lost
     if len(hosts) > 1 and loopback:
         problems.append(("fail", f"TF_CONFIG names {', '.join(loopback)} but the tasks ran "
                          f"on {len(hosts)} machines ({', '.join(hosts)}): a loopback "
                          "address reaches only the machine it is used on",
                          LOCALHOST_ADVICE))
-    for t in died:
+    for t in v.died:
         others = [o for o in seen if o is not t]
         how = t.crash or "killed: no exit, no Python exception"
         problems.append(("fail", f"{t.task} died ({how}) after {t.steps} step(s)"
@@ -333,24 +435,7 @@ def cluster(tasks: Sequence[TaskReport], *, check_id: str = "run.cluster",
                          "task)",
                          "Run every task under `gpudiag run --logdir <the same directory>` "
                          "to see them together."))
-    if restarts:
-        head += "; restarted: " + ", ".join(f"{k} x{n}" for k, n in restarts.items()) + \
-            " (the latest run of each counts)"
-    if earlier:
-        head += f" ({earlier} task record(s) of earlier runs of this cluster left out)"
-    if combined_report:
-        head += f"; the cluster's report: {combined_report}"
-        evidence["combined_report"] = combined_report
-    unused = _crashed_before_use(seen, died)
-    if unused is not None and not (duplicates or unknown or (len(hosts) > 1 and loopback)):
-        evidence["crashed_before_use"] = [t.task for t in seen if t.crash]
-        return Finding(check_id, "skip", unused + ". " + head, evidence)
-    if not problems:
-        return Finding(check_id, "ok", head, evidence)
-    status: Status = "fail" if any(p[0] == "fail" for p in problems) else "warn"
-    text = "; ".join(p[1] for p in problems) + ". " + head
-    advice = " ".join(dict.fromkeys(p[2] for p in problems))
-    return Finding(check_id, status, text, evidence, advice=advice)
+    return problems
 
 
 def same_job(tasks: Sequence[TaskReport], mine: Sequence[TaskReport]

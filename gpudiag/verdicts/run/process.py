@@ -17,6 +17,7 @@ from typing import Any
 from gpudiag.catalogue import LogMatch, match_crash
 from gpudiag.records.run import ProcessObservation
 from gpudiag.report import Finding, Status
+from gpudiag.verdicts.run import tf1
 
 _JOB = re.compile(r"^/job:[^/]+(?:/replica:\d+)?(?:/task:\d+)?")
 _DEVICE = re.compile(r"(?:^|/)(?:device:)?(?P<type>[A-Za-z_]+):(?P<index>\d+)$")
@@ -165,6 +166,11 @@ def distribution(obs: ProcessObservation, log: Sequence[LogMatch], proc: str = "
                        for s in obs.strategies],
         "tf_log": [{"id": m.entry.id, "line": m.first, "count": m.count} for m in notes]}
     gpus = [d for d in (obs.devices.logical if obs.devices else []) if ":GPU:" in d]
+    towers = None if obs.strategies else tf1.in_graph(obs.tf1_calls, obs.step_stats)
+    if towers is not None:  # the program placed one tower per device itself (TF1)
+        evidence["in_graph"] = towers[1]
+        return Finding(f"run.distribution{proc}", "ok",
+                       f"no tf.distribute strategy: {towers[0]}", evidence)
     if not obs.strategies:
         if len(gpus) > 1:
             return Finding(f"run.distribution{proc}", "warn",

@@ -97,65 +97,16 @@ def learning(obs: ProcessObservation, proc: str = "") -> Finding:
     problems: list[str] = []
     worst: Status = "ok"
     for s in training_runs(obs.series):
-        losses = [st.loss for st in s.steps if st.loss is not None and math.isfinite(st.loss)]
-        count = sum(st.count for st in s.steps)
-        over, source = f"{count} steps", "steps"
-        if len(losses) < MIN_JUDGED_STEPS:
-            losses, count = epoch_losses(s)
-            if len(losses) < MIN_JUDGED_EPOCHS:
-                continue
-            source = "epochs"
-            over = (f"{len(losses)} epochs (each epoch's mean loss: the batches were not "
-                    f"recorded; {count} steps)" if count else f"{len(losses)} epochs")
-        first = losses[0]
-        last = float(s.epochs[-1]["loss"]) if s.epochs and "loss" in s.epochs[-1] \
-            else losses[-1]
-        weights = next((w for w in obs.weights if w.source == s.label
-                        or (s.kind == "fit" and w.source == "Model.fit")), None)
-        moved = weights.moved if weights else None
-        stuck = first > 0 and last >= STUCK_FRACTION * first
-        classes = _classes_at(last, s.num_classes) if stuck else None
-        floor = learning_causes.at_softmax_floor(losses, last, s.num_classes, LN_TOLERANCE)
-        acc = _accuracy(s)
-        chance = acc is not None and s.num_classes is not None and \
-            acc <= 1 / s.num_classes + 0.1 * (1 - 1 / s.num_classes)
-        row = {"series": s.label, "steps": count, "first_loss": first,
-               "judged_from": source,
-               "last_loss": last, "num_classes": s.num_classes,
-               "classes_from": s.facts.get("classes_from"), "stuck_at_ln_classes": classes,
-               "softmax_floor": floor, "accuracy": acc, "accuracy_at_chance": chance,
-               "weights_moved": moved,
-               "learning_rate": s.facts.get("learning_rate")}
+        judged = _judge_run(obs, s)
+        if judged is None:
+            continue
+        row, text, status = judged
         rows.append(row)
-        text = f"{s.label}: loss {first:.4f} -> {last:.4f} over {over}"
-        if classes:
-            text += (f", stuck at ln {classes} = {math.log(classes):.4f} (the model predicts "
-                     f"all {classes} classes alike)")
-        elif floor:
-            text += (f", settled at {floor:.4f} = ln(1 + {(s.num_classes or 0) - 1}/e), "
-                     "the least a softmax cross-entropy reaches when it is given "
-                     "probabilities as logits (the outputs went through a softmax twice)")
-        elif stuck:
-            text += ", not falling"
-            if not s.num_classes:
-                text += (f" (no ln(classes) check: the number of classes is unknown, "
-                         f"{s.facts.get('classes_from') or 'no evidence of it'})")
-        if acc is not None:
-            text += f", accuracy {acc:.3f}" + (" (chance)" if chance else "")
-        if moved is False:
-            steps = weights.calls_between if weights else "?"
-            text += (f"; the weights did not change at all over {steps} steps: this is not "
-                     "a device problem, the updates never reach the weights")
-            if s.facts.get("learning_rate") == 0:
-                text += " (the learning rate is 0)"
-        elif moved:
-            text += "; the weights moved"
-        bad = moved is False or bool(classes) or bool(floor)
-        if bad:
-            worst = "fail"
-        elif (stuck or chance) and worst == "ok":
-            worst = "warn"
         problems.append(text)
+        if status == "fail":
+            worst = "fail"
+        elif status == "warn" and worst == "ok":
+            worst = "warn"
     warned = learning_causes.learning_warnings(obs)
     evidence = {"loops": rows, "ln_tolerance": LN_TOLERANCE, "stuck_fraction": STUCK_FRACTION,
                 "warnings": [w.to_dict() for w in warned]}
@@ -182,6 +133,71 @@ def learning(obs: ProcessObservation, proc: str = "") -> Finding:
 
 # ---------------------------------------------------------------- memory, Sessions
 
+
+
+def _judged_losses(s: Any) -> tuple[list[float], int, str, str] | None:
+    """The losses a training run is judged from: its steps', else its epochs' means (None:
+    too few of either); with the step count, where they came from and the words for it."""
+    losses = [st.loss for st in s.steps if st.loss is not None and math.isfinite(st.loss)]
+    count = sum(st.count for st in s.steps)
+    if len(losses) >= MIN_JUDGED_STEPS:
+        return losses, count, "steps", f"{count} steps"
+    losses, count = epoch_losses(s)
+    if len(losses) < MIN_JUDGED_EPOCHS:
+        return None
+    over = (f"{len(losses)} epochs (each epoch's mean loss: the batches were not "
+            f"recorded; {count} steps)" if count else f"{len(losses)} epochs")
+    return losses, count, "epochs", over
+
+
+def _judge_run(obs: ProcessObservation, s: Any) -> tuple[dict[str, Any], str, Status] | None:
+    """One training run: its row of evidence, its sentence, and its status."""
+    judged = _judged_losses(s)
+    if judged is None:
+        return None
+    losses, count, source, over = judged
+    first = losses[0]
+    last = float(s.epochs[-1]["loss"]) if s.epochs and "loss" in s.epochs[-1] else losses[-1]
+    weights = next((w for w in obs.weights if w.source == s.label
+                    or (s.kind == "fit" and w.source == "Model.fit")), None)
+    moved = weights.moved if weights else None
+    stuck = first > 0 and last >= STUCK_FRACTION * first
+    classes = _classes_at(last, s.num_classes) if stuck else None
+    floor = learning_causes.at_softmax_floor(losses, last, s.num_classes, LN_TOLERANCE)
+    acc = _accuracy(s)
+    chance = acc is not None and s.num_classes is not None and \
+        acc <= 1 / s.num_classes + 0.1 * (1 - 1 / s.num_classes)
+    row = {"series": s.label, "steps": count, "first_loss": first, "judged_from": source,
+           "last_loss": last, "num_classes": s.num_classes,
+           "classes_from": s.facts.get("classes_from"), "stuck_at_ln_classes": classes,
+           "softmax_floor": floor, "accuracy": acc, "accuracy_at_chance": chance,
+           "weights_moved": moved, "learning_rate": s.facts.get("learning_rate")}
+    text = f"{s.label}: loss {first:.4f} -> {last:.4f} over {over}"
+    if classes:
+        text += (f", stuck at ln {classes} = {math.log(classes):.4f} (the model predicts "
+                 f"all {classes} classes alike)")
+    elif floor:
+        text += (f", settled at {floor:.4f} = ln(1 + {(s.num_classes or 0) - 1}/e), "
+                 "the least a softmax cross-entropy reaches when it is given "
+                 "probabilities as logits (the outputs went through a softmax twice)")
+    elif stuck:
+        text += ", not falling"
+        if not s.num_classes:
+            text += (f" (no ln(classes) check: the number of classes is unknown, "
+                     f"{s.facts.get('classes_from') or 'no evidence of it'})")
+    if acc is not None:
+        text += f", accuracy {acc:.3f}" + (" (chance)" if chance else "")
+    if moved is False:
+        steps = weights.calls_between if weights else "?"
+        text += (f"; the weights did not change at all over {steps} steps: this is not "
+                 "a device problem, the updates never reach the weights")
+        if s.facts.get("learning_rate") == 0:
+            text += " (the learning rate is 0)"
+    elif moved:
+        text += "; the weights moved"
+    status: Status = "fail" if moved is False or classes or floor else \
+        "warn" if stuck or chance else "ok"
+    return row, text, status
 
 def memory(obs: ProcessObservation, nvml_gpus: list[dict[str, Any]] | None,
            proc: str = "") -> Finding:

@@ -16,6 +16,7 @@ from typing import Any
 from gpudiag.readers.clusterplacement import listing
 from gpudiag.records.run import ProcessObservation
 from gpudiag.report import Finding
+from gpudiag.verdicts.run import tf1
 
 PSS_CLASSES = frozenset({"ParameterServerStrategyV2", "ParameterServerStrategy",
                          "ParameterServerStrategyV1"})
@@ -58,12 +59,16 @@ def _between_graph(base: Finding, obs: ProcessObservation, me: str,
     spec = _spec(obs)
     mine = {t: d for t, d in by_task.items() if t == me}
     ps = _tasks(by_task, "ps")
-    text = (f"no tf.distribute strategy: between-graph replication (tf.compat.v1), this "
+    constructs = tf1.task_constructs(obs.tf1_calls)
+    scheme = tf1.between_graph(
+        constructs, sync_in_log=False, variables=variables, ops=by_task, workers=[me],
+        chiefs=tf1.chiefs_of([(me, constructs)])) or "between-graph replication"
+    text = (f"no tf.distribute strategy (tf.compat.v1): {scheme}; this "
             f"process {me} of {len(spec.get('worker', []))} worker(s) and "
             f"{len(spec.get('ps', []))} parameter server(s). TensorFlow's placement log: "
             f"compute on {listing(mine) or me + ' none'}; parameter servers "
             f"{listing(ps) or 'none'}")
-    if variables:
+    if variables and not constructs:
         text += "; variables on " + ", ".join(f"{k} {n}" for k, n in variables.items())
     steps = local_and_global(obs)
     if steps["local_steps"]:
@@ -73,7 +78,7 @@ def _between_graph(base: Finding, obs: ProcessObservation, me: str,
             f"global step not observed ({steps['global_step_skipped']})")
     return replace(base, message=text, evidence={
         **base.evidence, "between_graph_task": me, "ops_by_task": by_task,
-        "variables_by_task": variables, "steps": steps})
+        "variables_by_task": variables, "steps": steps, "tf1_constructs": constructs})
 
 
 def local_and_global(obs: ProcessObservation) -> dict[str, Any]:

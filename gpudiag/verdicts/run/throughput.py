@@ -38,7 +38,8 @@ def _periods(series: StepSeries, warmup: int, skip: Sequence[int]
     clock the program reads in a callback of its own), and, for fit, within one epoch.
     An aggregated row (inprogram.recorder.StepBuffer: the last of ``count`` steps, its call
     time their median) stands for the ``count`` periods since the row before it, each the
-    span's mean."""
+    span's mean. A fit call of ``steps_per_execution`` = N steps (``Step.per_call``)
+    stands for N steps of a Nth of its period and of its call time each."""
     ordered = sorted(series.steps, key=lambda s: s.index)
     skipped = set(skip)
     out: list[tuple[float, float | None]] = []
@@ -50,10 +51,14 @@ def _periods(series: StepSeries, warmup: int, skip: Sequence[int]
                 or skipped & set(range(prev.index - 1, row.index + 1)):
             continue
         span = row.start_unix_s - prev.start_unix_s
-        if n == 1:
-            out.append((span, prev.duration_s))
+        if n == 1:  # a call of steps_per_execution steps: N steps of a Nth each
+            k = prev.per_call
+            call = None if prev.duration_s is None else prev.duration_s / k
+            out += [(span / k, call)] * k
         else:
-            out += [(span / n, row.duration_s)] * n
+            k = row.per_call
+            call = None if row.duration_s is None else row.duration_s / k
+            out += [(span / (n * k), call)] * (n * k)
     return out
 
 
@@ -85,7 +90,8 @@ def loop_timing(obs: ProcessObservation, series: StepSeries, warmup: int
                            "call_share": call / median if call is not None and median > 0
                            else None,
                            "steps_per_s": 1 / median if median > 0 else None,
-                           "batch_size": series.batch_size}
+                           "batch_size": series.batch_size,
+                           "steps_per_call": max((s.per_call for s in series.steps), default=1)}
     if series.batch_size and median > 0:
         row["examples_per_s"] = series.batch_size / median
     return row
@@ -101,6 +107,9 @@ def throughput(obs: ProcessObservation, warmup: int, proc: str = "") -> Finding:
             continue
         text = f"{s.label}: {row['timed_steps']} steps, median " \
                f"{row['step_s_median'] * 1e3:.2f} ms/step (start to start)"
+        if row["steps_per_call"] > 1:
+            text += f" ({row['steps_per_call']} steps per call of the step function: " \
+                    "each call's time over them)"
         if row["call_share"] is not None:
             text += f", the step call {row['call_s_median'] * 1e3:.2f} ms " \
                     f"({row['call_share']:.0%} of it)"
