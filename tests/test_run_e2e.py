@@ -219,14 +219,16 @@ def test_sigkill_mid_run_keeps_what_was_seen_before(tmp_path: Path) -> None:
     assert obs.profile is not None and obs.profile.steps == [10, 11, 12, 13, 14]
 
 
-def test_a_program_that_sets_tf_cpp_min_log_level_itself_gets_a_skip_with_the_reason(
+def test_a_program_that_sets_tf_cpp_min_log_level_itself_keeps_it_and_is_still_observed(
         tmp_path: Path) -> None:
+    """Its level decides what reaches the terminal (nothing of TensorFlow's C++ INFO at 3);
+    gpudiag still captures the whole C++ log (issue 26, case 3)."""
     r = run_program(tmp_path, PY, str(PROGRAMS / "sets_log_level.py"))
     assert r.returncode == 0 and "sum 9.0" in r.stdout
-    placement = r.found["run.placement"]
-    assert placement["status"] == "skip"
-    assert "the program set TF_CPP_MIN_LOG_LEVEL=3 itself" in placement["message"]
-    assert r.found["run.tf-log"]["evidence"]["not_captured"] is not None
+    assert r.found["run.placement"]["status"] == "ok"
+    assert "cpu_feature_guard.cc" not in r.stderr
+    saved = (r.run_dir / layout.CHILDREN_DIR / layout.RUN_CHILD_NAME / layout.RUN_STDERR)
+    assert b"cpu_feature_guard.cc" in saved.read_bytes()
 
 
 # ---------------------------------------------------------------- not Python, bad input

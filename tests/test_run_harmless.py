@@ -76,11 +76,13 @@ def test_a_full_disk_stops_the_saving_not_the_program(small_fs: Path) -> None:
     assert expected in done.stdout, err[-2000:]  # all 5 MB reached the terminal, in order
     assert "finished" in err  # the program ran to its end
     assert b"Traceback" not in done.stderr + done.stdout
-    assert done.returncode == 3, err[-2000:]
+    # the copy stops at the reserve it leaves the program (issue 26, case 7), before the
+    # disk is full: the program's code (0) is gpudiag's (ENOSPC itself: test_run_streams)
+    assert done.returncode == 0, err[-2000:]
     (run_dir,) = run_dirs(logdir)
     said = [ln for ln in err.splitlines() if ln.startswith("gpudiag: ")]
     assert any(str(run_dir / "children" / "program" / "stdout.txt") in ln
-               and "errno 28, ENOSPC" in ln for ln in said), said
+               and "for the program" in ln for ln in said), said
     assert not list(logdir.rglob("*.tmp"))
 
 

@@ -19,9 +19,11 @@ finding says devices cannot be told apart (virtual CPU devices share the host's 
 
 from __future__ import annotations
 
+import os
 import re
+import stat
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from gpudiag.errors import UsageError
 from gpudiag.layout import TAG_EXPLAIN
@@ -41,14 +43,29 @@ OLDER_SUFFIXES = (".trace.json.gz", ".overview_page.pb", ".input_pipeline.pb",
 
 
 def find_traces(path: Path) -> list[Path]:
-    """The traces PATH names; a UsageError (exit 2) when it names none."""
-    if not path.exists():
-        raise UsageError(f"{path} does not exist")
-    if path.is_file():
+    """The traces PATH names; a UsageError (exit 2, one line) when it names none, or one
+    that cannot be read: a path that cannot be looked up (a parent that cannot be
+    searched, a name too long), a directory that cannot be read, an empty or corrupt
+    trace (``check_trace``). A readable trace is read whatever it holds."""
+    try:
+        st = path.stat()
+    except FileNotFoundError:
+        raise UsageError(f"{path} does not exist") from None
+    except OSError as exc:
+        raise UsageError(f"cannot look up {_short(path)}: {exc.strerror}") from None
+    if not stat.S_ISDIR(st.st_mode):
         if not path.name.endswith(XPLANE_SUFFIX):
             raise UsageError(f"{path} is not a profiler trace (*{XPLANE_SUFFIX})")
+        check_trace(path)
         return [path]
-    found = traces.find_xplanes(path)
+    unreadable: list[OSError] = []
+    found = sorted(Path(top) / name for top, _, names in os.walk(path, onerror=unreadable.append)
+                   for name in names if name.endswith(XPLANE_SUFFIX))
+    if unreadable:  # a trace may be in what could not be read
+        first = unreadable[0]
+        raise UsageError(f"cannot read {_short(Path(first.filename or path))}: {first.strerror}"
+                         + (f" ({len(found)} trace(s) found elsewhere under {path})"
+                            if found else ""))
     if not found:
         older = sorted(p.name for p in path.rglob("*") if p.name.endswith(OLDER_SUFFIXES))
         if older:
@@ -57,7 +74,68 @@ def find_traces(path: Path) -> list[Path]:
                 f"the older format ({', '.join(older[:3])}{', ...' if len(older) > 3 else ''}): "
                 f"gpudiag reads the {XPLANE_SUFFIX} traces TensorFlow 2.4 and later write")
         raise UsageError(f"no profiler trace (*{XPLANE_SUFFIX}) under {path}")
+    for trace in found:
+        check_trace(trace)
     return found
+
+
+def _short(path: Path) -> str:
+    """A path for a one-line message: a name over 255 bytes is cut."""
+    text = str(path)
+    return text if len(text) <= 200 else f"{text[:120]}...{text[-60:]}"
+
+
+def check_trace(trace: Path) -> None:
+    """UsageError unless ``trace`` can be read and is a protobuf message (XSpace) as far
+    as its top-level fields go: empty, unreadable, or corrupt (a tag or length that is
+    not protobuf's, a field that runs past the end) is one line. Cheap: the fields'
+    contents are skipped, not read (the breakdown reads them)."""
+    try:
+        with trace.open("rb") as f:
+            size = os.fstat(f.fileno()).st_size
+            if size == 0:
+                raise UsageError(f"{_short(trace)} is empty (0 bytes): not a profiler trace "
+                                 "(the profiler was stopped before it wrote it?)")
+            problem = _not_protobuf(f, size)
+    except OSError as exc:
+        raise UsageError(f"cannot read {_short(trace)}: {exc.strerror}") from None
+    if problem:
+        raise UsageError(f"{_short(trace)} is not a readable profiler trace: {problem}")
+
+
+def _varint(f: BinaryIO) -> int | None:
+    value = shift = 0
+    while shift < 64:
+        byte = f.read(1)
+        if not byte:
+            return None
+        value |= (byte[0] & 0x7F) << shift
+        if not byte[0] & 0x80:
+            return value
+        shift += 7
+    return None
+
+
+def _not_protobuf(f: BinaryIO, size: int) -> str | None:
+    """Why the file's top-level fields are not a protobuf message (None: they are)."""
+    while (at := f.tell()) < size:
+        tag = _varint(f)
+        if tag is None or tag >> 3 == 0:
+            return f"byte {at}: not a protobuf field"
+        kind = tag & 7
+        length: int | None
+        if kind == 0:
+            length = None if _varint(f) is None else 0
+        elif kind == 2:
+            length = _varint(f)
+        elif kind in (1, 5):
+            length = 8 if kind == 1 else 4
+        else:
+            return f"byte {at}: wire type {kind} is not one of XSpace's"
+        if length is None or f.tell() + length > size:
+            return f"byte {at}: a field runs past the end of the file ({size} bytes): cut short?"
+        f.seek(length, os.SEEK_CUR)
+    return None
 
 
 def label(trace: Path, root: Path, many: bool) -> str:

@@ -8,8 +8,9 @@ bars). Its environment gets:
 
 - PYTHONPATH with gpudiag/inprogram/hooks first (its sitecustomize loads the hooks and chains
   to any other sitecustomize), and layout.ENV_RUN_PKG_ROOT / ENV_RUN_CONFIG;
-- TF_CPP_MIN_LOG_LEVEL=0, so TensorFlow's whole C++ log is captured; the user's own level
-  (if their environment set one) still decides which of those lines reach the terminal.
+- nothing else: TF_CPP_MIN_LOG_LEVEL stays the user's. The hooks lend TensorFlow's import
+  level 0 (gpudiag.inprogram.cpplevel), so its whole C++ log is captured, and the level
+  the program had at that moment decides which of those lines reach the terminal.
 
 NVML samples every GPU from before the program starts until it ends, as `monitor` does.
 The program runs as the leader of a process group of its own (gpudiag.procs: it and
@@ -22,6 +23,7 @@ signal). The program's non-zero exit code is forwarded.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import re
 import shutil
@@ -43,6 +45,7 @@ from gpudiag.layout import (
     ENV_RUN_CONFIG,
     ENV_RUN_PKG_ROOT,
     RUN_CHILD_NAME,
+    RUN_PROCESSES,
     RUN_STDERR,
     RUN_STDOUT,
     child_dir,
@@ -51,7 +54,7 @@ from gpudiag.procs import group as procs
 from gpudiag.procs import jobcontrol
 from gpudiag.procs.command import exit_code_of, resolve_command, stop_child
 from gpudiag.run import live as run_live
-from gpudiag.run import statusline, streams, survivors
+from gpudiag.run import processes, statusline, streams, survivors
 from gpudiag.run import terminal as terminal_mod
 from gpudiag.run.options import Finish, Outcome, RunOptions
 from gpudiag.session import RunSession
@@ -131,13 +134,12 @@ def is_python(argv: Sequence[str]) -> bool:
 
 
 def program_env(base: Mapping[str, str], config: RunHookConfig) -> dict[str, str]:
-    """The program's environment: the user's, plus the hooks and the full C++ log."""
+    """The program's environment: the user's, plus the hooks."""
     env = dict(base)
     paths = [str(HOOKS_DIR)] + ([base["PYTHONPATH"]] if base.get("PYTHONPATH") else [])
     env["PYTHONPATH"] = os.pathsep.join(paths)
     env[ENV_RUN_PKG_ROOT] = str(PKG_ROOT)
     env[ENV_RUN_CONFIG] = config.to_env()
-    env["TF_CPP_MIN_LOG_LEVEL"] = config.child_cpp_log_level
     return env
 
 
@@ -161,16 +163,9 @@ def execute(session: RunSession, argv: list[str], *,
     An interrupt (Ctrl-C, SIGTERM, SIGHUP) stops the program and is returned in
     ``Outcome.interrupt``; the caller reports, then re-raises it."""
     out_dir = child_dir(session.run_dir, RUN_CHILD_NAME)
-    user_level = os.environ.get("TF_CPP_MIN_LOG_LEVEL")
-    # Absolute: the program may change its working directory (the default logdir, runs,
-    # is relative), and its trace, events and crash stack must still land in the run.
-    config = RunHookConfig(events_dir=str(out_dir.absolute()),
-                           run_dir=str(session.run_dir.absolute()),
-                           profile_warmup_steps=options.profile_warmup_steps,
-                           profile_steps=options.profile_steps,
-                           placement_log=options.placement_log, user_cpp_log_level=user_level,
-                           stall_timeout_s=options.stall_timeout_s)
-    state = streams.FilterState(user_level=streams.user_level(user_level))
+    config = _hook_config(session, out_dir, options)
+    state = streams.FilterState(user_level=streams.user_level(
+        os.environ.get("TF_CPP_MIN_LOG_LEVEL")))  # until the program imports TensorFlow
     sampler, reason = _start_sampler(backend, options)
     if sampler is None:
         ui.say(f"NVML not available ({reason}): running without GPU sampling")
@@ -187,6 +182,7 @@ def execute(session: RunSession, argv: list[str], *,
                  streams.SaveFile(err_file, stderr_path, on_fail=_say_save_failed)]
         (read_out, write_out), (read_err, write_err), resize = _ends(stdout_to_stderr)
         stack.enter_context(terminal_mod.resized(resize))  # before the program can ask
+        config = dataclasses.replace(config, stderr_stream=_stream_id(write_err))
         try:
             proc = procs.spawn_program(argv, stdout=write_out, stderr=write_err,
                                        env=program_env(os.environ, config))
@@ -197,6 +193,8 @@ def execute(session: RunSession, argv: list[str], *,
                 sampler.stop()
             raise UsageError(f"cannot run {argv[0]}: {exc.strerror}") from exc
         program_pid = procs.program_pid(proc)  # the shim's child (release forgets it)
+        watch = processes.ProcessWatch(proc.pid, out_dir / RUN_PROCESSES, str(HOOKS_DIR))
+        watch.start()
         ends = {e for e in map(survivors.end_name, (write_out, write_err)) if e}
         os.close(write_out)
         os.close(write_err)
@@ -217,6 +215,7 @@ def execute(session: RunSession, argv: list[str], *,
                 terminal.say(ui.say_line) if terminal else ui.say_line))
         finally:  # the program's end is its own exit, whoever still holds its output
             exited = Finish(time.time(), time.monotonic())
+            watch.stop()
             if terminal is not None:
                 terminal.close()
             shows = [terminal_out, sys.stderr.buffer]
@@ -231,9 +230,30 @@ def execute(session: RunSession, argv: list[str], *,
             result = sampler.stop() if sampler is not None else None
             shown = watcher.stop(returncode, program_pid)
             exited.mark("live_stopped_s")
-    failures = tuple(WriteFailed.of(f.failure, f.path) for f in saved if f.failure)
     return Outcome(returncode, duration, interrupt, result, reason, state, stdout_path,
-                   stderr_path, out_dir, failures, settled, shown, exited, program_pid)
+                   stderr_path, out_dir, *_save_outcome(saved), settled, shown, exited,
+                   program_pid)
+
+
+def _hook_config(session: RunSession, out_dir: Path, options: RunOptions) -> RunHookConfig:
+    # Absolute: the program may change its working directory (the default logdir, runs,
+    # is relative), and its trace, events and crash stack must still land in the run.
+    return RunHookConfig(events_dir=str(out_dir.absolute()),
+                         run_dir=str(session.run_dir.absolute()),
+                         profile_warmup_steps=options.profile_warmup_steps,
+                         profile_steps=options.profile_steps,
+                         placement_log=options.placement_log,
+                         stall_timeout_s=options.stall_timeout_s)
+
+
+def _save_outcome(saved: Sequence[streams.SaveFile]) -> tuple[tuple[WriteFailed, ...],
+                                                              tuple[str, ...]]:
+    """The saved streams that failed, and those stopped at the disk reserve (why, each)."""
+    failures = tuple(WriteFailed.of(f.failure, f.path) for f in saved
+                     if f.failure and not isinstance(f.failure, streams.KeptFree))
+    kept = tuple(f"{f.path.name}: {f.failure.strerror}" for f in saved
+                 if isinstance(f.failure, streams.KeptFree))
+    return failures, kept
 
 
 def _ends(stdout_to_stderr: bool
@@ -253,6 +273,15 @@ def _ends(stdout_to_stderr: bool
         streams.grow_pipe(program)
         ends.append((reading, program))
     return ends[0], ends[1], resize
+
+
+def _stream_id(fd: int) -> tuple[int, int] | None:
+    """What the hooks compare fd 2 with (inprogram.agent)."""
+    try:
+        st = os.fstat(fd)
+    except OSError:
+        return None
+    return st.st_dev, st.st_ino
 
 
 def _wait(proc: subprocess.Popen[bytes], grace_s: float, say: Callable[[str], None]
@@ -331,6 +360,8 @@ def _say_save_failed(saved: streams.SaveFile) -> None:
     """Said at once, from the pump, while the program goes on."""
     assert saved.failure is not None
     message = WriteFailed.of(saved.failure, saved.path).message
+    if isinstance(saved.failure, streams.KeptFree):
+        message = f"{saved.path}: {saved.failure.strerror}"
     with contextlib.suppress(OSError, ValueError):
         sys.stderr.write(f"gpudiag: {message}: stopped saving the program's output there; "
                          f"the program goes on and its output still reaches the terminal\n")
@@ -353,7 +384,8 @@ def run(session: RunSession, argv: list[str], *,
         raise WriteFailed(f"the run directory {session.run_dir} was removed while the "
                           "program ran: no report")
     analyse.report(session, argv, outcome, options, python=is_python(argv))
-    for finding in (run_outcome.saved_output([f.message for f in outcome.save_failures]),
+    for finding in (run_outcome.saved_output([f.message for f in outcome.save_failures],
+                                             outcome.kept_free),
                     run_outcome.survivors([(d.pid, d.command) for d in outcome.settled.survivors],
                                           outcome.settled.forwarders, outcome.settled.held)):
         if finding is not None:

@@ -45,7 +45,12 @@ class Agent:
         # gpudiag itself asked TensorFlow for its placement log (a cluster task:
         # inprogram.strategies); a Session given its own ConfigProto gets it too (sessions)
         self.placement_log_asked = False
-        self.stderr_id = _stream_id(2)  # the stream gpudiag gave the program as fd 2
+        # the stream gpudiag gave the program as fd 2 (the parent's word: a child whose fd 2
+        # is a pipe of the program's own must not take it for gpudiag's)
+        self.stderr_id = config.stderr_stream or _stream_id(2)
+        # TF_CPP_MIN_LOG_LEVEL as the program had it at `import tensorflow` (cpplevel.py)
+        self.program_cpp_level: str | None = None
+        self.cpp_log_captured = False  # TensorFlow loaded at level 0 onto gpudiag's stream
         self.stream_errors = 0
         self._stream_errors_seen: set[str] = set()
 
@@ -67,7 +72,7 @@ class Agent:
         of its own, ``os.dup2(log, 2)``, gets nothing of gpudiag's). The program's
         ``sys.stderr`` is flushed through a guarded call: one without ``flush()`` (a
         StreamToLogger) or a closed one costs the marker nothing, the error is counted."""
-        if not _same_stream(2, self.stderr_id):
+        if not self.stderr_is_gpudiags():
             return
         try:
             flush = sys.stderr.flush
@@ -76,6 +81,10 @@ class Agent:
             self.stream_error("sys.stderr.flush before a marker", exc)
         with contextlib.suppress(OSError):
             os.write(2, f"{RUN_MARKER}{word}\n".encode())
+
+    def stderr_is_gpudiags(self) -> bool:
+        """Whether fd 2 is (still) the stream gpudiag gave the program."""
+        return _same_stream(2, self.stderr_id)
 
     def stream_error(self, where: str, exc: BaseException) -> None:
         """An exception from the program's own stream: swallowed, counted, reported once
@@ -134,6 +143,22 @@ def above_std(fd: int) -> int:
         return fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, 3)
     finally:
         os.close(fd)
+
+
+_INPROGRAM = __file__.rpartition(os.sep)[0] + os.sep  # as co_filename spells it
+
+
+def drop_own_frames(exc: BaseException) -> None:
+    """Called by a wrapper of the program's call (``except BaseException as exc:
+    drop_own_frames(exc); raise``): the traceback's leading entries in gpudiag's own code
+    (the wrapper's, and any in between) are removed, so the traceback the program prints
+    is the one it prints plainly (a bare ``raise`` adds no entry back)."""
+    with contextlib.suppress(Exception):
+        tb = exc.__traceback__
+        while tb is not None and tb.tb_frame.f_code.co_filename.startswith(_INPROGRAM):
+            tb = tb.tb_next
+        if tb is not None:  # raised in gpudiag's own code: keep all of it
+            exc.__traceback__ = tb
 
 
 AGENT: Agent | None = None

@@ -31,8 +31,9 @@ class RunHookConfig:
     profile_warmup_steps: int = DEFAULT_PROFILE_WARMUP_STEPS
     profile_steps: int = DEFAULT_PROFILE_STEPS  # 0: no profiler window
     placement_log: bool = True  # enable TF's placement log right after `import tensorflow`
-    child_cpp_log_level: str = "0"  # TF_CPP_MIN_LOG_LEVEL the parent gave the program
-    user_cpp_log_level: str | None = None  # the user's own, if their environment set one
+    # (st_dev, st_ino) of the stream gpudiag gave the program as fd 2 (None: unknown):
+    # markers and the full C++ log go only there, never to a file or pipe of the program's
+    stderr_stream: tuple[int, int] | None = None
     flush_interval_s: float = DEFAULT_FLUSH_INTERVAL_S
     loss_reads_per_s: int = DEFAULT_LOSS_READS_PER_S
     # no step finished for this long: a stall (None: derived from the step period, with a
@@ -48,4 +49,6 @@ class RunHookConfig:
         if not text:
             return None
         data = json.loads(text)
+        if data.get("stderr_stream") is not None:
+            data["stderr_stream"] = tuple(data["stderr_stream"])
         return RunHookConfig(**data)

@@ -26,6 +26,7 @@ from types import CodeType, ModuleType
 from typing import TYPE_CHECKING, Any
 
 from gpudiag.inprogram import classevidence, inputwait, tracing, weights
+from gpudiag.inprogram.agent import drop_own_frames
 from gpudiag.inprogram.config import UNBUFFERED_FIRST_STEPS
 from gpudiag.inprogram.recorder import StepBuffer
 from gpudiag.inprogram.tfhooks import record_devices
@@ -298,12 +299,16 @@ def install(agent: Agent, tf: ModuleType) -> None:
             return NOT_USER
 
     def __call__(self: Any, *args: Any, **kwds: Any) -> Any:
-        source = self.__dict__.get(ATTR)
-        if source is None:
-            source = self.__dict__[ATTR] = classify(self)
-        if source is NOT_USER or not executing_eagerly():
-            return original(self, *args, **kwds)
-        return source.call(original, self, args, kwds)
+        try:
+            source = self.__dict__.get(ATTR)
+            if source is None:
+                source = self.__dict__[ATTR] = classify(self)
+            if source is NOT_USER or not executing_eagerly():
+                return original(self, *args, **kwds)
+            return source.call(original, self, args, kwds)
+        except BaseException as exc:  # the program's: its traceback as plainly
+            drop_own_frames(exc)
+            raise
 
     __call__.__gpudiag_wrapped__ = original  # type: ignore[attr-defined]
     cls.__call__ = __call__

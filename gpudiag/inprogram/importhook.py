@@ -3,8 +3,11 @@
 A meta path finder placed first on ``sys.meta_path`` answers only for the watched names
 (tensorflow, keras, tf_keras): it asks the other finders for the real spec and wraps that
 spec's loader's ``exec_module``, so the callback runs once the module has executed
-completely, exactly when the program imported it, never earlier. gpudiag imports none of
-these modules itself.
+completely, exactly when the program imported it, never earlier. A name may also have a
+``before`` call, made as the module starts executing; what it returns is called once the
+module and its callback are done (or the import failed): gpudiag.inprogram.cpplevel
+lends TensorFlow's import the C++ log level gpudiag needs and gives the program its own
+back. gpudiag imports none of these modules itself.
 """
 
 from __future__ import annotations
@@ -16,14 +19,19 @@ from collections.abc import Callable, Sequence
 from types import ModuleType
 from typing import Any
 
+from gpudiag.inprogram.agent import drop_own_frames
+
 Callback = Callable[[ModuleType], None]
+Before = Callable[[], Callable[[], None] | None]
 
 
 class PostImportFinder(importlib.abc.MetaPathFinder):
     def __init__(self, callbacks: dict[str, Callback],
-                 on_error: Callable[[str, BaseException], None]) -> None:
+                 on_error: Callable[[str, BaseException], None],
+                 before: dict[str, Before] | None = None) -> None:
         self.callbacks = dict(callbacks)
         self.on_error = on_error
+        self.before = dict(before or {})
         self._busy: set[str] = set()
 
     def find_spec(self, fullname: str, path: Sequence[str] | None,
@@ -53,22 +61,42 @@ class PostImportFinder(importlib.abc.MetaPathFinder):
         original = loader.exec_module
         on_error = self.on_error
         callbacks = self.callbacks
+        befores = self.before
 
         def exec_module(module: ModuleType) -> None:
-            original(module)  # the program's import; its exceptions are its own
-            if callbacks.pop(name, None) is None:
-                return  # already called for this module
+            before, after = befores.pop(name, None), None
+            if before is not None:
+                try:
+                    after = before()
+                except Exception as exc:
+                    on_error(f"before import {name}", exc)
             try:
-                callback(module)
-            except Exception as exc:
-                on_error(f"after import {name}", exc)
+                try:
+                    original(module)  # the program's import; its exceptions are its own
+                except BaseException as exc:  # its traceback as plainly
+                    drop_own_frames(exc)
+                    raise
+                if callbacks.pop(name, None) is None:
+                    return  # already called for this module
+                try:
+                    callback(module)
+                except Exception as exc:
+                    on_error(f"after import {name}", exc)
+            finally:
+                if after is not None:
+                    try:
+                        after()
+                    except Exception as exc:
+                        on_error(f"after import {name}", exc)
 
         loader.exec_module = exec_module
 
 
 def install(callbacks: dict[str, Callback],
-            on_error: Callable[[str, BaseException], None]) -> PostImportFinder | None:
-    """Watch ``callbacks``' modules; a module already imported gets its callback now."""
+            on_error: Callable[[str, BaseException], None],
+            before: dict[str, Before] | None = None) -> PostImportFinder | None:
+    """Watch ``callbacks``' modules; a module already imported gets its callback now (and
+    no ``before`` call: it is too late for one)."""
     pending = {}
     for name, cb in callbacks.items():
         module = sys.modules.get(name)
@@ -81,6 +109,7 @@ def install(callbacks: dict[str, Callback],
             pending[name] = cb
     if not pending:
         return None
-    finder = PostImportFinder(pending, on_error)
+    finder = PostImportFinder(pending, on_error,
+                              {k: v for k, v in (before or {}).items() if k in pending})
     sys.meta_path.insert(0, finder)
     return finder

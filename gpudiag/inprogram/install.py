@@ -11,9 +11,10 @@ they import agent.py's primitives, never this module, so there is no cycle.
 from __future__ import annotations
 
 import atexit
+import contextlib
 import os
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from types import ModuleType
 
@@ -34,23 +35,54 @@ def install() -> Agent | None:
     agent.emit(events.Process(ppid=os.getppid(), argv=list(sys.argv), executable=sys.executable,
                python=sys.version.split()[0], cwd=str(Path.cwd()),
                env={k: os.environ.get(k) for k in RECORDED_ENV}))
-    from gpudiag.inprogram import crash, importhook
+    from gpudiag.inprogram import cpplevel, crash, importhook
 
     crash.install(agent)
-    atexit.register(agent._at_exit)
+    atexit.register(_at_exit, agent)
     importhook.install({name: _on_import(agent, name)
-                        for name in ("tensorflow", "keras", "tf_keras")}, agent.hook_error)
+                        for name in ("tensorflow", "keras", "tf_keras")}, agent.hook_error,
+                       before={"tensorflow": lambda: cpplevel.before_tensorflow(agent)})
     return agent
+
+
+#: gpudiag's package in the program's sys.modules (hooks/sitecustomize.py gives up the
+#: name ``gpudiag``, so that a program's own module named gpudiag is the one it imports).
+OWN_PACKAGE = "_gpudiag_run_package"
+
+
+@contextlib.contextmanager
+def own_package() -> Iterator[None]:
+    """While gpudiag's hooks load: ``gpudiag`` is gpudiag's package again (its modules
+    import their siblings by that name); then whatever the program had (its own, or none)."""
+    own = sys.modules.get(OWN_PACKAGE)
+    if own is None:
+        yield
+        return
+    had = sys.modules.get("gpudiag")
+    sys.modules["gpudiag"] = own
+    try:
+        yield
+    finally:
+        if had is None:
+            sys.modules.pop("gpudiag", None)
+        else:
+            sys.modules["gpudiag"] = had
+
+
+def _at_exit(agent: Agent) -> None:
+    with own_package():
+        agent._at_exit()
 
 
 def _on_import(agent: Agent, name: str) -> Callable[[ModuleType], None]:
     def callback(module: ModuleType) -> None:
-        if name == "tensorflow":
-            install_tensorflow(agent, module)
-        else:
-            from gpudiag.inprogram import kerashooks
+        with own_package():
+            if name == "tensorflow":
+                install_tensorflow(agent, module)
+            else:
+                from gpudiag.inprogram import kerashooks
 
-            kerashooks.install(agent, module)
+                kerashooks.install(agent, module)
     return callback
 
 

@@ -28,6 +28,7 @@ from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 from gpudiag.inprogram import callbacktimes, weights
+from gpudiag.inprogram.agent import drop_own_frames
 from gpudiag.inprogram.config import UNBUFFERED_FIRST_STEPS
 from gpudiag.inprogram.recorder import StepBuffer
 from gpudiag.layout import events
@@ -320,10 +321,11 @@ def install(agent: Agent, keras: ModuleType) -> None:
                                message="callbacks given as a CallbackList: fit not recorded"))
         except Exception as exc:
             agent.hook_error("Model.fit callback", exc)
-        if not timed:
-            return original(self, *args, **kwargs)
         try:
             return original(self, *args, **kwargs)
+        except BaseException as exc:  # the program's: its traceback as plainly
+            drop_own_frames(exc)
+            raise
         finally:
             for t in timed:
                 t.restore()

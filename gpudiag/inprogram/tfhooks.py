@@ -238,8 +238,11 @@ def start(agent: Agent, tf: ModuleType) -> TfHooks:
 
     agent.tf = tf
     guard("TF_CPP_VMODULE", _user_vmodule, agent)
-    level = os.environ.get("TF_CPP_MIN_LOG_LEVEL")
-    overridden = (level or "0") != agent.config.child_cpp_log_level
+    # the program's own level (inprogram.cpplevel lent TensorFlow's import level 0 onto
+    # gpudiag's stream); not captured: fd 2 was a file of the program's own
+    level = agent.program_cpp_level if agent.cpp_log_captured else \
+        os.environ.get("TF_CPP_MIN_LOG_LEVEL")
+    overridden = not agent.cpp_log_captured
     hooks = HOOKS = TfHooks(agent, tf)
     initialized = guard("context state", hooks._initialized)
     placement = False

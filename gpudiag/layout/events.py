@@ -92,7 +92,8 @@ class Process(Event):
 class TfImport(Event):
     KIND = "tf_import"
     version: str | None = None
-    cpp_log_level: str | None = None
+    cpp_log_level: str | None = None  # the program's own, as it imported TensorFlow
+    # TensorFlow's C++ log did not reach gpudiag (fd 2 was a file of the program's own)
     cpp_log_level_overridden: bool = False
     placement_log: bool = False  # gpudiag's placement window was set up
     initialized_at_import: bool | None = None

@@ -49,6 +49,10 @@ RUN_STDERR = "stderr.txt"
 RUN_EVENTS_PREFIX = "events-"
 RUN_EVENTS_SUFFIX = ".jsonl"
 RUN_FAULTS_PREFIX = "faults-"
+# The program's Python processes as gpudiag's parent saw them in /proc, one JSON object a
+# line, appended as each is first seen: {"pid", "command", "why"} (gpudiag.run.processes;
+# "why": why the hooks could not enter it, if they could not, decided as it was seen)
+RUN_PROCESSES = "processes.jsonl"
 RUN_TB_PREFIX = "program-"
 
 # Environment of the program (set by the parent, read by the hooks).
@@ -61,6 +65,9 @@ RUN_MARK_PLACEMENT_ASKED = "placement-asked"  # the program itself enabled the p
 RUN_MARK_QUIET_BEGIN = "quiet-begin"  # TF log lines caused by gpudiag's own calls follow
 RUN_MARK_QUIET_END = "quiet-end"
 RUN_MARK_HOOK_ERROR = "hook-error"  # the hooks could not load at all (message follows)
+# TF_CPP_MIN_LOG_LEVEL as the program had it when it imported TensorFlow (value follows,
+# empty: unset); the terminal filter then follows it
+RUN_MARK_CPP_LEVEL = "cpp-level"
 
 # TensorBoard scalar tags of the program's run (program-<pid>/).
 TAG_RUN_LOSS = "program/loss"

@@ -23,7 +23,8 @@ from gpudiag.readers import clusterplacement, placementlog, stepbreakdown, trace
 from gpudiag.readers.placementlog import PlacementRow
 from gpudiag.records.run import ProcessObservation
 from gpudiag.report import Finding
-from gpudiag.run import eagertrace, events, placedrows, tasks, tbwrite
+from gpudiag.run import eagertrace, events, placedrows, stderrscan, tasks, tbwrite
+from gpudiag.run import processes as run_processes
 from gpudiag.run.options import Outcome, RunOptions
 from gpudiag.run.stderrscan import StderrScan
 from gpudiag.session import RunSession
@@ -43,9 +44,9 @@ from gpudiag.verdicts.run import throughput as run_throughput
 def log_reason(obs: ProcessObservation, options: RunOptions) -> str | None:
     """Why TensorFlow's placement log of this process cannot be used (None: it can)."""
     if obs.cpp_log_level_overridden:
-        return (f"the program set TF_CPP_MIN_LOG_LEVEL={obs.cpp_log_level} itself before "
-                "importing TensorFlow, so TensorFlow's C++ log (the placement log, CUDA and "
-                "NCCL messages) was not written")
+        return ("when the program imported TensorFlow its stderr (fd 2) was not the stream "
+                "gpudiag reads (a file of its own), so TensorFlow's C++ log (the placement "
+                "log, CUDA and NCCL messages) did not reach gpudiag")
     if not options.placement_log:
         return "placement logging was turned off (--no-placement-log)"
     if not obs.placement_log:
@@ -236,12 +237,13 @@ def report(session: RunSession, argv: list[str], outcome: Outcome, options: RunO
            python: bool) -> None:
     """Every finding of a run, the report's data section and the TensorBoard runs."""
     observations, bad_lines = events.observe_all(outcome.events_dir)
-    stderr = outcome.stderr_path.read_text(encoding="utf-8", errors="replace")
+    stderr = stderrscan.read_bounded(outcome.stderr_path)
     session.add(run_progress.command(argv, outcome.returncode, outcome.duration_s,
                                      outcome.interrupted, outcome.interrupt_signal))
-    session.add(run_verdicts.tensorflow_seen(observations, python_command=python,
-                                             hook_errors=outcome.state.hook_errors,
-                                             unreadable_lines=bad_lines))
+    session.add(run_verdicts.tensorflow_seen(
+        observations, python_command=python, hook_errors=outcome.state.hook_errors,
+        unreadable_lines=bad_lines, unentered=[
+            (u.pid, u.command, u.why) for u in run_processes.unentered(outcome.events_dir)]))
     sampling = outcome.sampling
     nvml_gpus = [gpu_verdicts.gpu_numbers(s) for s in sampling.summaries] if sampling else None
     tf_procs = [o for o in observations if o.imported_tf]

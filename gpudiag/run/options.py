@@ -63,6 +63,7 @@ class Outcome:
     stderr_path: Path
     events_dir: Path
     save_failures: tuple[WriteFailed, ...] = ()  # the saved output that could not be written
+    kept_free: tuple[str, ...] = ()  # saved copies stopped at the disk reserve (why, each)
     settled: survivors.Settled = field(default_factory=survivors.Settled)  # outlived it
     live: LiveState | None = None  # what was shown while it ran (run.live)
     finish: Finish | None = None  # when the program exited, and what gpudiag did after

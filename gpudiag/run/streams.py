@@ -5,8 +5,11 @@ What reaches the terminal is what the user would have seen without gpudiag:
 
 - gpudiag's marker lines (layout.RUN_MARKER ...) never;
 - TensorFlow's C++ log lines (``I0000 00:00:... file.cc:12] ...`` or the older
-  ``2024-01-01 12:00:00.000000: I file.cc:12] ...``) only at or above the user's own
-  TF_CPP_MIN_LOG_LEVEL (gpudiag runs the program at 0 to capture them all). Lines logged
+  ``2024-01-01 12:00:00.000000: I file.cc:12] ...``: a C++ source file, never a ``.py``
+  one, so absl-py's Python log, which has the same layout, always passes) only at or
+  above the program's TF_CPP_MIN_LOG_LEVEL: the user's, or the one the program set
+  itself before importing TensorFlow (marker ``cpp-level``; gpudiag lends TensorFlow's
+  import level 0 to capture them all, gpudiag.inprogram.cpplevel). Lines logged
   before absl's logging is initialised (TensorFlow's library loads: port.cc,
   cudart_stub.cc) are printed whatever the level, so they pass;
 - the placement log (``Executing op ... in device ...`` and the placer's
@@ -17,13 +20,19 @@ What reaches the terminal is what the user would have seen without gpudiag:
   ``quiet-end``, e.g. starting the profiler) never.
 
 A line still being written (no newline yet: a progress bar) passes as soon as no more
-comes for PARTIAL_FLUSH_S, so progress bars keep moving.
+comes for PARTIAL_FLUSH_S, so progress bars keep moving, or as soon as it is longer than
+MAX_LINE_BYTES (no marker or TensorFlow log line is that long): the filter never holds
+more than that of a line, so output without newlines flows in time linear in its bytes.
 
 The output flows at the program's own speed: the pump reads as soon as there is data and
 never sleeps, and a chunk in which no line can be one of the above (no marker, no C++ log
 prefix, no ``/job:``) passes whole without being split into lines (``might_hide``).
 Saving is second to showing: when the saved file cannot be written (a full disk), the
 pump stops saving, records why (``SaveFile.failure``), and goes on passing the output.
+Nor does the saved copy take the program's last free space: it stops (``KeptFree``)
+before the free space of its filesystem would fall under the reserve (``reserve_bytes``:
+RESERVE_FRACTION of the filesystem, at most RESERVE_MAX_BYTES), so a program whose
+checkpoints share the disk with ``runs/`` writes them as it would plainly.
 When where it shows is closed (``gpudiag run ... | head -2``), the pump closes the pipe, so
 the program gets the broken pipe itself, as it would plainly.
 """
@@ -31,6 +40,7 @@ the program gets the broken pipe itself, as it would plainly.
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import os
 import re
@@ -42,6 +52,7 @@ from pathlib import Path
 from typing import BinaryIO, Protocol
 
 from gpudiag.layout import (
+    RUN_MARK_CPP_LEVEL,
     RUN_MARK_HOOK_ERROR,
     RUN_MARK_PLACEMENT_ASKED,
     RUN_MARK_QUIET_BEGIN,
@@ -51,9 +62,13 @@ from gpudiag.layout import (
 
 PARTIAL_FLUSH_S = 0.05
 READ_BYTES = 1 << 20
+MAX_LINE_BYTES = 64 << 10  # the most of one line the filter holds before passing it
+# The source file of a C++ log line is a C++ one: absl-py (Python) names its .py file.
+_CPP_SOURCE = r"\.(?:cc|cpp|cxx|c|h|hpp|inc)"
 _CPP_LINE = re.compile(
-    r"^(?:(?P<sev>[IWEF])\d{4} \d\d:\d\d:\d+\.\d+\s+\d+ (?P<file>[\w.\-]+):\d+\]"
-    r"|\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d+: (?P<sev2>[IWEF]) (?P<file2>[\w./\-]+):\d+\])")
+    r"^(?:(?P<sev>[IWEF])\d{4} \d\d:\d\d:\d+\.\d+\s+\d+ (?P<file>[\w.\-]+" + _CPP_SOURCE
+    + r"):\d+\]|\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d+: (?P<sev2>[IWEF]) (?P<file2>[\w./\-]+"
+    + _CPP_SOURCE + r"):\d+\])")
 _SEVERITY = {"I": 0, "W": 1, "E": 2, "F": 3}
 _PLACEMENT_CPP = re.compile(r"(?:execute\.cc|placer\.cc):\d+\]")
 _PLACEMENT_STDOUT = re.compile(r"^\S[^\n]*?: \([A-Za-z0-9_]+\): /job:\S+$")
@@ -103,6 +118,8 @@ def classify(line: str, state: FilterState, stream: str) -> bool:
             state.quiet = True
         elif word == RUN_MARK_QUIET_END:
             state.quiet = False
+        elif word == RUN_MARK_CPP_LEVEL:  # the program's own, as it imports TensorFlow
+            state.user_level = user_level(rest.strip() or None)
         elif word == RUN_MARK_HOOK_ERROR:
             state.hook_errors.append(rest)
         return False
@@ -160,8 +177,17 @@ class LineFilter:
             self._passing = False
             self.state._pre_init = False
             return data[:cut]
+        *lines, pending = data.split(b"\n")
+        shown = self._classified(lines)
+        if len(pending) > MAX_LINE_BYTES:  # a line this long is the program's own: it passes
+            self._pending = b""
+            self._passing = True
+            return shown + pending
+        self._pending = pending
+        return shown
+
+    def _classified(self, lines: list[bytes]) -> bytes:
         out = []
-        *lines, self._pending = data.split(b"\n")
         for raw in lines:
             if self._passing:
                 out.append(raw + b"\n")
@@ -182,16 +208,69 @@ class LineFilter:
         return data
 
 
+RESERVE_FRACTION = 0.10
+RESERVE_MAX_BYTES = 1 << 30
+RECHECK_BYTES = 1 << 20  # the free space is asked again after this much was saved
+
+
+def reserve_bytes(total_bytes: int) -> int:
+    """The free space the saved output leaves to the program on a filesystem this big."""
+    return min(RESERVE_MAX_BYTES, int(total_bytes * RESERVE_FRACTION))
+
+
+def disk_space(path: Path) -> tuple[int, int]:
+    """(free bytes an unprivileged writer may use, the filesystem's size) (``df``)."""
+    st = os.statvfs(path)
+    return st.f_bavail * st.f_frsize, st.f_blocks * st.f_frsize
+
+
+class KeptFree(OSError):
+    """The saved copy stopped at the reserve: the space left is the program's."""
+
+    def __init__(self, free_bytes: int, reserve: int, saved_bytes: int) -> None:
+        super().__init__(errno.ENOSPC, (
+            f"stopped after {saved_bytes / 1e6:.1f} MB with {free_bytes / 1e6:.1f} MB free "
+            f"on its filesystem, to keep {reserve / 1e6:.1f} MB for the program (gpudiag's "
+            f"reserve: {RESERVE_FRACTION:.0%} of the filesystem, at most "
+            f"{RESERVE_MAX_BYTES >> 30} GiB)"))
+        self.free_bytes, self.reserve, self.saved_bytes = free_bytes, reserve, saved_bytes
+
+
 class SaveFile:
-    """The file a stream is saved to; the first write that fails (a full disk) stops the
-    saving for good and is kept in ``failure`` (the output still reaches the terminal)."""
+    """The file a stream is saved to; the first write that fails (a full disk), or would
+    take the filesystem's free space under the reserve (``KeptFree``), stops the saving
+    for good and is kept in ``failure`` (the output still reaches the terminal).
+    ``space`` is ``disk_space`` (a test gives its own)."""
 
     def __init__(self, handle: BinaryIO, path: Path,
-                 on_fail: Callable[[SaveFile], None] | None = None) -> None:
+                 on_fail: Callable[[SaveFile], None] | None = None,
+                 space: Callable[[Path], tuple[int, int]] = disk_space) -> None:
         self.handle = handle
         self.path = path
         self.failure: OSError | None = None
         self._on_fail = on_fail
+        self._space = space
+        self._allowance = -1  # bytes that may still be saved before asking again
+        self._since_check = 0
+        self.saved_bytes = 0
+
+    def _room_for(self, size: int) -> bool:
+        """Whether ``size`` more bytes leave the reserve free (asks the filesystem every
+        RECHECK_BYTES, and whenever the last answer's room is used up)."""
+        if size <= self._allowance and self._since_check + size < RECHECK_BYTES:
+            self._allowance -= size
+            self._since_check += size
+            return True
+        try:
+            free, total = self._space(self.path.parent)
+        except OSError:
+            return True  # not known: the write itself decides
+        reserve = reserve_bytes(total)
+        self._allowance, self._since_check = free - reserve - size, size
+        if self._allowance >= 0:
+            return True
+        self._failed(KeptFree(free, reserve, self.saved_bytes))
+        return False
 
     def _failed(self, exc: OSError) -> None:
         self.failure = exc
@@ -201,9 +280,10 @@ class SaveFile:
             self._on_fail(self)
 
     def write(self, data: bytes) -> None:
-        if self.failure is None:
+        if self.failure is None and self._room_for(len(data)):
             try:
                 self.handle.write(data)
+                self.saved_bytes += len(data)
             except OSError as exc:
                 self._failed(exc)
             except ValueError:  # closed by its owner: nothing more to save

@@ -13,8 +13,15 @@
 The gpudiag package loaded is the parent's own (its directory is GPUDIAG_RUN_PKG_ROOT):
 that directory is put first on sys.path only while ``gpudiag`` itself is imported, then
 removed, so it shadows nothing of the program's (gpudiag's submodules are found through
-the package's own ``__path__``). A failure to load the hooks never stops the program: it is
-reported to gpudiag on a marker line.
+the package's own ``__path__``). Once the hooks are installed, the name ``gpudiag`` is
+given up (the package is kept as ``sys.modules["_gpudiag_run_package"]``, a name no
+program uses, and lent back to gpudiag's own imports while its hooks load:
+gpudiag.inprogram.install.own_package), so a program's own module named ``gpudiag`` is the one it
+imports. When done, this directory leaves the program's sys.path, and ``sitecustomize``
+in sys.modules is the one Python would have run (none: this module ends with the
+ImportError site.py takes for "no sitecustomize", and leaves sys.modules), so the program's sys.path
+and its ``import sitecustomize`` are what they are plainly. A failure to load the hooks
+never stops the program: it is reported to gpudiag on a marker line.
 """
 
 import contextlib
@@ -27,6 +34,8 @@ from pathlib import Path
 # Copies of gpudiag.layout's names (this file runs before gpudiag is importable).
 _PKG_ROOT_ENV = "GPUDIAG_RUN_PKG_ROOT"
 _MARKER = "GPUDIAG-RUN hook-error "
+_OWN_PACKAGE = "_gpudiag_run_package"  # gpudiag.inprogram.install.OWN_PACKAGE
+_HERE = Path(__file__).resolve().parent
 
 
 def _install_hooks():
@@ -41,17 +50,28 @@ def _install_hooks():
         from gpudiag.inprogram import install
 
         install.install()
+        if root and sys.modules.get("gpudiag") is not None:
+            sys.modules[_OWN_PACKAGE] = sys.modules.pop("gpudiag")
     except Exception as exc:
         with contextlib.suppress(OSError):
             os.write(2, f"{_MARKER}{type(exc).__name__}: {exc}\n".encode())
 
 
+def _not_here(path):
+    try:
+        return Path(path or os.curdir).resolve() != _HERE
+    except (OSError, RuntimeError):
+        return True
+
+
 def _chain():
-    here = Path(__file__).resolve().parent
-    rest = [p for p in sys.path if Path(p or os.curdir).resolve() != here]
-    spec = importlib.machinery.PathFinder.find_spec("sitecustomize", rest)
+    sys.path[:] = [p for p in sys.path if _not_here(p)]  # the program's, as plainly
+    spec = importlib.machinery.PathFinder.find_spec("sitecustomize", sys.path)
     if spec is None or spec.loader is None:
-        return
+        # Plainly there is none: site.py takes this ImportError for "no sitecustomize" and
+        # says nothing; the import system drops this module from sys.modules, so the
+        # program's own ``import sitecustomize`` is as plainly (the hooks stay installed)
+        raise ImportError("no other sitecustomize", name="sitecustomize")
     module = importlib.util.module_from_spec(spec)
     sys.modules["sitecustomize"] = module
     spec.loader.exec_module(module)

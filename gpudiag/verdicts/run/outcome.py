@@ -1,6 +1,7 @@
 """Findings about how gpudiag rode along with the program (pure: plain data in).
 
-``run.saved-output``: the program's output that gpudiag could not save (a full disk); the
+``run.saved-output``: the program's output that gpudiag could not save (a full disk), or
+stopped saving to leave the disk's last free space to the program (the reserve); the
 program went on and its output still reached the terminal.
 """
 
@@ -11,9 +12,21 @@ from collections.abc import Sequence
 from gpudiag.report import Finding
 
 
-def saved_output(failures: Sequence[str]) -> Finding | None:
+def saved_output(failures: Sequence[str], kept_free: Sequence[str] = ()) -> Finding | None:
     """One finding for the saved streams that failed (each a one-line message naming the
-    file and the errno); None when everything was saved."""
+    file and the errno), or that gpudiag stopped to leave the disk's last free space to the
+    program (``kept_free``: the file and why, each); None when everything was saved."""
+    if not failures and kept_free:
+        return Finding(
+            "run.saved-output", "warn",
+            f"gpudiag stopped saving the program's output before its disk filled: "
+            f"{kept_free[0]}" + (f" (and {len(kept_free) - 1} more)" if len(kept_free) > 1
+                                 else ""),
+            {"kept_free": list(kept_free)},
+            advice="The program's own writes had the space left, as plainly; its output "
+                   "reached the terminal whole, but the saved copy (and the findings read "
+                   "from it: placement, TensorFlow's log) ends there. Point --logdir at a "
+                   "disk with room to keep it all.")
     if not failures:
         return None
     return Finding(

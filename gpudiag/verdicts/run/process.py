@@ -43,15 +43,26 @@ def listing(counts: dict[str, Any], unit: str = "") -> str:
 
 
 def tensorflow_seen(observations: Sequence[ProcessObservation], *, python_command: bool,
-                    hook_errors: Sequence[str], unreadable_lines: int) -> Finding:
-    """Which processes the hooks saw, which imported TensorFlow; hook errors."""
+                    hook_errors: Sequence[str], unreadable_lines: int,
+                    unentered: Sequence[tuple[int, str, str]] = ()) -> Finding:
+    """Which processes the hooks saw, which imported TensorFlow; hook errors; the Python
+    processes they could not enter (``unentered``: pid, command, why)."""
     tf_procs = [o for o in observations if o.imported_tf]
     errors = [e for o in observations for e in o.hook_errors if e.get("kind") == "hook_error"]
     evidence = {"python_processes": [{"pid": o.pid, "argv": o.argv[:6], "tf": o.tf_version,
                                       "keras": o.keras_version} for o in observations],
                 "hook_errors": errors[:20], "hook_load_errors": list(hook_errors),
-                "unreadable_event_lines": unreadable_lines}
+                "unreadable_event_lines": unreadable_lines,
+                "not_entered": [{"pid": p, "command": c, "why": w} for p, c, w in unentered]}
+    missed = "; ".join(f"pid {p} `{c[:120]}`: {w}" for p, c, w in unentered[:5])
+    unseen = (f"gpudiag's hooks could not enter {len(unentered)} Python process(es) "
+              f"({missed}): whether TensorFlow ran there, and what it did (devices, steps, "
+              "placement, a crash), was not observed; only the exit code and NVML's view")
+    advice = ("Start those processes without -I/-E/-S and with the environment they "
+              "inherit (gpudiag's PYTHONPATH and GPUDIAG_RUN_* variables).")
     if not observations:
+        if unentered:
+            return Finding("run.tensorflow", "skip", unseen, evidence, advice=advice)
         if not python_command:
             return Finding("run.tensorflow", "skip",
                            "not a Python program: only its exit code and NVML's view are "
@@ -59,10 +70,15 @@ def tensorflow_seen(observations: Sequence[ProcessObservation], *, python_comman
                            advice="Run the Python interpreter itself: gpudiag run -- python "
                                   "train.py (a shell script that starts Python works too).")
         why = f": {hook_errors[0]}" if hook_errors else (
-            " (python -S or -I ignores PYTHONPATH and sitecustomize)")
+            " (the interpreter did not import gpudiag's sitecustomize: -I, -E or -S, or an "
+            "environment without gpudiag's PYTHONPATH)")
         return Finding("run.tensorflow", "skip", f"gpudiag's hooks did not load{why}",
-                       evidence, advice="Run without -S/-I so Python imports sitecustomize.")
+                       evidence, advice=advice)
     if not tf_procs:
+        if unentered:
+            return Finding("run.tensorflow", "warn",
+                           f"TensorFlow was not imported in the {len(observations)} Python "
+                           f"process(es) the hooks entered; {unseen}", evidence, advice=advice)
         return Finding("run.tensorflow", "skip",
                        f"TensorFlow was never imported ({len(observations)} Python "
                        "process(es) seen): nothing TensorFlow did can be observed", evidence)
@@ -73,6 +89,8 @@ def tensorflow_seen(observations: Sequence[ProcessObservation], *, python_comman
     if notes:  # where a hook could not ride along, it stood aside: say why
         evidence["hook_notes"] = notes
         text += "; " + "; ".join(notes)
+    if unentered:
+        return Finding("run.tensorflow", "warn", f"{text}; {unseen}", evidence, advice=advice)
     if errors or hook_errors:
         return Finding("run.tensorflow", "warn",
                        f"{text}; {len(errors) + len(hook_errors)} error(s) inside gpudiag's "

@@ -17,7 +17,7 @@ from typing import Any
 from gpudiag.catalogue import match_crash
 from gpudiag.records.run import ProcessObservation, StepSeries
 from gpudiag.report import Finding, Status
-from gpudiag.verdicts.run import crash_match, learning_causes
+from gpudiag.verdicts.run import crash_match, learning_causes, tracebacks
 from gpudiag.verdicts.run import throughput as run_throughput
 from gpudiag.verdicts.run.training_runs import epoch_losses, training_runs
 
@@ -370,6 +370,9 @@ def crash(obs: Sequence[ProcessObservation], returncode: int | None,
                        {"pid": o.pid, "faulthandler": tail[-30:]},
                        advice="A crash inside TensorFlow's C++ code or a library: the "
                        "Python stack in the evidence shows the call that triggered it.")
+    printed = tracebacks.last_traceback(log_lines) if returncode and returncode > 0 else None
+    if printed is not None:
+        return _printed_crash(printed, returncode, log_lines)
     if returncode is not None and returncode < 0 and interrupted:
         return Finding("run.crash", "ok", "no uncaught Python exception before the "
                        f"interruption (the program then ended by signal {-returncode})",
@@ -390,3 +393,24 @@ def crash(obs: Sequence[ProcessObservation], returncode: int | None,
                                                      f" (the program exited {returncode} "
                                                      "itself)"),
                    {"returncode": returncode})
+
+
+def _printed_crash(printed: tracebacks.PrintedTraceback, returncode: int | None,
+                   log_lines: Sequence[str]) -> Finding:
+    """An exception the hooks did not see (the program's own excepthook, then os._exit),
+    read from the traceback in its stderr."""
+    f = printed.user_frame
+    cause = crash_match.explain(printed.type, printed.message, (), log_lines,
+                                code=(f or {}).get("code") or "")
+    where = f" in {f['function']}() at {_short(f['file'])}:{f['line']}" if f else ""
+    text = f"{printed.type}{where}: {cause.line[:300]}"
+    if cause.entry:
+        text += f" - {cause.entry.meaning}"
+    return Finding("run.crash", "fail", text + f" (read from the traceback the program "
+                   f"printed on its stderr before exiting {returncode})",
+                   {"type": printed.type, "message": printed.message[:2000],
+                    "user_frame": f, "frames": printed.frames[-8:], "returncode": returncode,
+                    "seen_in": "stderr", "catalogue": cause.entry.id if cause.entry else None,
+                    "matched_in": cause.where, "matched_line": cause.line[:500]},
+                   advice=cause.entry.fix if cause.entry else "Read the traceback above "
+                   "(saved in children/program/stderr.txt).")

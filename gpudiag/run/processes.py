@@ -1,0 +1,186 @@
+"""The program's Python processes as the parent sees them in /proc, and those the hooks
+could not enter.
+
+The hooks enter a Python process through PYTHONPATH and sitecustomize; a process started
+with ``python -I``, ``-E`` or ``-S``, with a clean environment (``env -i``), a PYTHONPATH
+of its own or an interpreter that cannot load them runs without them, and leaves no
+events file. So while the program runs, ``ProcessWatch`` walks its process tree every
+POLL_S (``/proc/<pid>/task/<tid>/children``) and appends each Python process it sees,
+with why the hooks would not enter it (its command line's options, its environment as
+it started: ``/proc/<pid>/environ``), to children/program/processes.jsonl. At the end,
+``unentered`` keeps those with no events file: each is named in the report (pid,
+command, why), and what was not observed there is said, never "TensorFlow was never
+imported". A process that lived less than POLL_S may be missed. Linux only (without
+/proc nothing is listed).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+
+from gpudiag.layout import ENV_RUN_CONFIG, RUN_PROCESSES, run_events_name
+
+POLL_S = 0.25
+PROC = Path("/proc")
+_PYTHON = re.compile(r"^(?:python|pypy)(?:\d+(?:\.\d+)?)?[a-z]?$")
+_VALUE_OPTIONS = frozenset("WX")
+_FLAGS = {"I": "-I (isolated mode: PYTHONPATH and the environment are ignored, so "
+               "gpudiag's sitecustomize is never found)",
+          "E": "-E (PYTHON* variables are ignored, PYTHONPATH among them, so gpudiag's "
+               "sitecustomize is never found)",
+          "S": "-S (no site module, so no sitecustomize)"}
+
+
+@dataclass(frozen=True)
+class Unentered:
+    pid: int
+    command: str
+    why: str
+
+
+def children(pid: int) -> list[int]:
+    found: list[int] = []
+    with contextlib.suppress(OSError):
+        for task in (PROC / str(pid) / "task").iterdir():
+            with contextlib.suppress(OSError):
+                found += [int(p) for p in (task / "children").read_text().split()]
+    return found
+
+
+def tree(root: int) -> list[tuple[int, int]]:
+    """(pid, parent's pid) of ``root`` and every descendant still its descendant."""
+    out, todo = [(root, 0)], [root]
+    while todo:
+        parent = todo.pop()
+        for child in children(parent):
+            out.append((child, parent))
+            todo.append(child)
+    return out
+
+
+def _argv(pid: int) -> list[str]:
+    try:
+        raw = (PROC / str(pid) / "cmdline").read_bytes()
+    except OSError:
+        return []
+    return [w.decode("utf-8", "replace") for w in raw.split(b"\0")[:-1]]
+
+
+def is_python(pid: int, argv: list[str]) -> bool:
+    try:
+        exe = str((PROC / str(pid) / "exe").readlink())
+    except OSError:
+        exe = argv[0] if argv else ""
+    return bool(_PYTHON.match(Path(exe).name) or (argv and _PYTHON.match(Path(argv[0]).name)))
+
+
+def flags(argv: list[str]) -> set[str]:
+    """The one-letter options of a Python command line before its script, -c or -m."""
+    found: set[str] = set()
+    i = 1
+    while i < len(argv):
+        word = argv[i]
+        if not word.startswith("-") or word in ("-", "--"):
+            break
+        if word.startswith("--"):
+            i += 1
+            continue
+        for j, flag in enumerate(word[1:], 1):
+            if flag in "cm":
+                return found
+            found.add(flag)
+            if flag in _VALUE_OPTIONS:
+                i += 0 if j < len(word) - 1 else 1
+                break
+        i += 1
+    return found
+
+
+def _environ(pid: int) -> dict[str, str] | None:
+    try:
+        raw = (PROC / str(pid) / "environ").read_bytes()
+    except OSError:
+        return None
+    env = {}
+    for item in raw.split(b"\0"):
+        name, eq, value = item.decode("utf-8", "replace").partition("=")
+        if eq:
+            env[name] = value
+    return env
+
+
+def why_not_entered(argv: list[str], env: dict[str, str] | None, hooks_dir: str) -> str:
+    """Why the hooks would not enter a Python process with this command and environment
+    (the reason they cannot: the interpreter, when nothing else explains it)."""
+    given = flags(argv)
+    named = [text for flag, text in _FLAGS.items() if flag in given]
+    if named:
+        return "; ".join(named)
+    if env is not None and ENV_RUN_CONFIG not in env:
+        return ("a clean environment (gpudiag's variables were not passed on: env -i, or "
+                "an env= of its own)")
+    if env is not None and hooks_dir not in env.get("PYTHONPATH", "").split(os.pathsep):
+        return "its PYTHONPATH does not hold gpudiag's hooks directory (set by the program)"
+    return (f"its interpreter ({argv[0] if argv else '?'}) did not load gpudiag's "
+            "sitecustomize (another Python, or its site module failed)")
+
+
+class ProcessWatch(threading.Thread):
+    """Appends each Python process of the program's tree, first seen (by pid and command
+    line: an ``exec`` is seen again), to ``path``; a fork of its parent (same command
+    line) is its parent's. ``root`` is gpudiag's process-group holder (gpudiag.procs.shim,
+    started ``python -I -S``), the program's parent: not listed."""
+
+    def __init__(self, root: int, path: Path, hooks_dir: str) -> None:
+        super().__init__(name="gpudiag-run-processes", daemon=True)
+        self.root, self.path, self.hooks_dir = root, path, hooks_dir
+        self._seen: set[tuple[int, str]] = set()
+        self._ended = threading.Event()
+
+    def run(self) -> None:
+        with contextlib.suppress(OSError), self.path.open("a", encoding="utf-8") as out:
+            while True:
+                self.poll(out)
+                if self._ended.wait(POLL_S):
+                    break
+
+    def poll(self, out: object) -> None:
+        lines = []
+        argvs: dict[int, list[str]] = {}
+        for pid, parent in tree(self.root):
+            argv = argvs[pid] = _argv(pid)
+            key = (pid, "\0".join(argv))
+            if not argv or key in self._seen or pid == self.root:
+                continue
+            self._seen.add(key)
+            if argv == argvs.get(parent) or not is_python(pid, argv):
+                continue
+            lines.append(json.dumps({"pid": pid, "command": " ".join(argv)[:500],
+                                     "why": why_not_entered(argv, _environ(pid),
+                                                            self.hooks_dir)}) + "\n")
+        if lines:
+            out.write("".join(lines))  # type: ignore[attr-defined]
+            out.flush()  # type: ignore[attr-defined]
+
+    def stop(self) -> None:
+        self._ended.set()
+        self.join(timeout=2 * POLL_S + 1)
+
+
+def unentered(events_dir: Path) -> list[Unentered]:
+    """The Python processes seen that left no events file: the hooks did not enter them."""
+    found: dict[int, Unentered] = {}
+    with contextlib.suppress(OSError):
+        for line in (events_dir / RUN_PROCESSES).read_text(encoding="utf-8").splitlines():
+            with contextlib.suppress(ValueError, KeyError, TypeError):
+                row = json.loads(line)
+                if not (events_dir / run_events_name(int(row["pid"]))).exists():
+                    found[int(row["pid"])] = Unentered(int(row["pid"]), str(row["command"]),
+                                                       str(row["why"]))
+    return sorted(found.values(), key=lambda u: u.pid)

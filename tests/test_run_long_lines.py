@@ -1,0 +1,81 @@
+"""Output without newlines under `gpudiag run` (issue 26, case 8): the program's time to
+write one long line grows linearly with its length (the filter and the live stderr scan
+hold at most streams.MAX_LINE_BYTES of a line), gpudiag's memory does not grow with it,
+and the bytes arrive whole. Each size runs plainly and under `gpudiag run`, the program
+timing its own writes. The machine these ran on is shared (2 loaded cores): the bounds
+are wide, the quadratic behaviour they catch is not (64 MB: 2.5 s against 0.06 s
+plainly before, 0.43 s after; 8 MB: 0.06 s before, 0.09 s after).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import REPO
+
+ENV = {**os.environ, "PYTHONPATH": str(REPO)}
+LONG_LINE = """
+import pathlib, sys, time
+size, stream, where = int(sys.argv[1]), sys.argv[2], pathlib.Path(sys.argv[3])
+out = getattr(sys, stream).buffer
+chunk = b'x' * 65536
+start = time.perf_counter()
+for _ in range(size // len(chunk)):
+    out.write(chunk)
+    out.flush()
+out.write(b'\\n')
+out.flush()
+where.write_text(str(time.perf_counter() - start))
+"""
+MB = 1 << 20
+
+
+def _timed(tmp_path: Path, size: int, stream: str, under: bool) -> tuple[float, bytes]:
+    """The program's own time to write the line, and what reached gpudiag's (or the
+    program's) stdout."""
+    where = tmp_path / f"t-{size}-{stream}-{under}"
+    prefix = [sys.executable, "-m", "gpudiag", "run", "--quiet", "--logdir",
+              str(tmp_path / "runs"), "--"] if under else []
+    proc = subprocess.Popen([*prefix, sys.executable, "-c", LONG_LINE, str(size), stream,
+                             str(where)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            stdin=subprocess.DEVNULL, env=ENV, cwd=tmp_path)
+    out, _ = proc.communicate(timeout=300)
+    assert proc.returncode == 0
+    return float(where.read_text()), out
+
+
+def _peak_memory(tmp_path: Path, size: int, stream: str) -> int:
+    """gpudiag's peak resident memory (ru_maxrss of gpudiag and the processes it waited
+    for: the program, whose own is a few MB) writing one line of ``size`` bytes."""
+    where = tmp_path / f"m-{size}-{stream}"
+    pid = os.fork()
+    if pid == 0:  # a child of its own, so that ru_maxrss is this run's alone
+        code = subprocess.call([sys.executable, "-m", "gpudiag", "run", "--quiet",
+                                "--logdir", str(tmp_path / "runs"), "--", sys.executable,
+                                "-c", LONG_LINE, str(size), stream, str(where)],
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                               stdin=subprocess.DEVNULL, env=ENV, cwd=tmp_path)
+        os._exit(code)
+    _, status, usage = os.wait4(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    return usage.ru_maxrss * 1024
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("stream", ["stdout", "stderr"])
+def test_a_line_without_newlines_takes_linear_time_and_bounded_memory(
+        tmp_path: Path, stream: str) -> None:
+    plain_s, plain_out = _timed(tmp_path, 64 * MB, stream, under=False)
+    short_s, _ = _timed(tmp_path, 8 * MB, stream, under=True)
+    long_s, under_out = _timed(tmp_path, 64 * MB, stream, under=True)
+    assert under_out == plain_out
+    # linear: eight times the bytes, about eight times the time (quadratic: sixty-four)
+    assert long_s < 16 * short_s + 0.2, (short_s, long_s)
+    assert long_s < 15 * plain_s + 0.5, (plain_s, long_s)
+    small = _peak_memory(tmp_path, 64 << 10, stream)
+    big = _peak_memory(tmp_path, 64 * MB, stream)
+    assert big - small < 16 * MB, (small, big)  # before: the whole line, and copies of it
