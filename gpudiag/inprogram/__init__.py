@@ -20,7 +20,8 @@ ops), datasets (the tf.data calls with the program's lines), stallwatch (every t
 stack when no step finishes), tracing (a step tf.function's traces: what each cost and
 what made it), eagersteps (a training step run without tf.function), callbacktimes (the
 program's own Keras callbacks timed inside fit), inputwait (seconds inside a tf.data
-iterator's next())."""
+iterator's next()), cpplevel (TensorFlow's C++ log level: gpudiag's for TensorFlow's
+import, the program's otherwise)."""
 
 #: gpudiag's modules outside this package that the hooks load into the user's program: the
 #: contract and small pure leaves, each importing only the standard library.

@@ -19,5 +19,6 @@ statusline.py draws the terminal's one status line, peers.py shares a cluster's 
 live states in the logdir; classcount.py finds a loop's number of classes from evidence
 only, placedrows.py turns the placement window's graphs into placement rows, survivors.py
 finds descendants that outlive the program; eagertrace.py splits an eager loop's profiled
-steps into the ops' own time and Python's dispatch of them.
+steps into the ops' own time and Python's dispatch of them; processes.py follows the
+program's Python processes in /proc and names those the hooks could not enter.
 """

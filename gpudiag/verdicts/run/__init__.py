@@ -7,7 +7,8 @@
 - ``progress``: learning, throughput and the crash (run.learning, run.throughput,
   run.crash) with ``learning_causes`` (the softmax floor, Keras's warnings),
   ``training_runs`` (fits of one model joined into one training run) and ``crash_match``
-  (the catalogue against a crash's every line and the log around it).
+  (the catalogue against a crash's every line and the log around it), tracebacks (a
+  traceback the program printed itself, read from its saved stderr).
 - ``throughput``: the step period of each loop.
 - ``hostcauses``: retracing, an eager training loop and the program's own Keras
   callbacks (run.retracing, run.eager-loop, run.callbacks), from the step series.
