@@ -115,16 +115,18 @@ def process_alive(pid: int) -> bool:
 def split_own_lines(stderr: bytes, command: str) -> tuple[bytes, bytes, bytes]:
     """A watched command's stderr under `gpudiag monitor|run`: gpudiag's own lines before it
     started (the banner, NVML's state), the command's stderr (with any ``gpudiag:`` line
-    said while it ran), gpudiag's own lines after it ended (the findings' table, titled
-    ``gpudiag <command>`` over its top border, then the report's path). A command whose
-    stderr ends without a newline has the table's title follow on its last line."""
+    said while it ran), gpudiag's own lines after it ended (the findings, one line each:
+    ``OK    run.command ...``, then the verdict from ``gpudiag <command>: N failed``). A
+    command whose stderr ends without a newline has the first finding follow on its last
+    line."""
     lines = stderr.splitlines(keepends=True)
     start = sum(len(ln) for ln in lines[:next(
         i for i, ln in enumerate(lines)
         if b"without GPU sampling" in ln or b"GPU(s) every" in ln) + 1])
-    titles = list(re.finditer(rb" *gpudiag " + command.encode() + rb" *\n\xe2\x94\x8f",
-                              stderr))
-    end = titles[-1].start() if titles else len(stderr)
+    name = re.escape(command.encode())
+    ends = list(re.finditer(rb"(?:(?:OK|WARN|FAIL|SKIP) +" + name + rb"\.[^\n]*\n)+\n?gpudiag "
+                            + name + rb": \d+ failed", stderr))
+    end = ends[-1].start() if ends else len(stderr)
     return stderr[:start], stderr[start:end], stderr[end:]
 
 
