@@ -318,10 +318,16 @@ def test_scaling_figures_and_trials_of_ok_and_failed_configurations(tmp_path) ->
     experiment = hp_metadata.parse_experiment_plugin_data(
         acc.SummaryMetadata(hp_metadata.EXPERIMENT_TAG).plugin_data.content)
     assert [m.name.tag for m in experiment.metric_infos] == [
-        layout.TAG_BY_CONFIG_EXAMPLES_PER_S, layout.TAG_BY_CONFIG_SPEEDUP,
+        layout.TAG_BY_CONFIG_EXAMPLES_PER_S, layout.TAG_BY_CONFIG_STEP_TIME,
+        layout.TAG_BY_CONFIG_SPEEDUP,
         layout.TAG_BY_CONFIG_EFFICIENCY, layout.TAG_BY_CONFIG_FINAL_LOSS,
         layout.TAG_BY_CONFIG_FINAL_ACCURACY, layout.busy_share_tag(0),
         layout.busy_share_tag(1), layout.nvml_util_mean_tag(0), layout.nvml_util_mean_tag(1)]
-    assert {h.name: h.differs for h in experiment.hparam_infos} == {
+    # every column a logdir's trials have (scaling's and `run`'s: one experiment per
+    # logdir); scaling's differ as its trials do
+    infos = {h.name: h.differs for h in experiment.hparam_infos}
+    assert list(infos) == list(layout.ALL_HPARAMS)
+    assert {k: infos[k] for k in ("devices", "strategy", "batch_per_device", "global_batch",
+                                  "variables_on", "model", "data")} == {
         "devices": False, "strategy": True, "batch_per_device": False, "global_batch": False,
         "variables_on": True, "model": True, "data": False}

@@ -5,13 +5,14 @@ breakdown per trace: explain on a scaling run's trace reads it as scaling does."
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
 from conftest import REPO, TESTS_DIR, gpudiag, load_report, run_dirs
 
+from gpudiag import layout
 from gpudiag.readers import stepbreakdown
+from gpudiag.rundir import load_run
 
 DATA = TESTS_DIR / "data" / "gpu_traces"
 BERT_DIR = TESTS_DIR / "data" / "xprof_demo_gpu_multi_worker"
@@ -83,11 +84,14 @@ def test_no_trace_of_the_test_data_gets_a_bound_it_does_not_have(tmp_path: Path)
 
 def test_explain_reads_a_scaling_runs_trace_as_scaling_does(tmp_path: Path) -> None:
     # one breakdown per trace: the placement and replicas that run recorded (its
-    # children/<config>/result.json) split the virtual CPU devices, as in `scaling`
-    run = REPO / "sample_runs" / "scaling" / "2026-11-22T08-18-39-scaling"
+    # 4-device child's result, read through load_run) split the virtual CPU devices, as
+    # in `scaling`
+    (run,) = (REPO / "sample_runs" / "scaling").glob("*-scaling")
     trace = next((run / "towers-4dev").rglob("*.xplane.pb"))
-    train = json.loads((run / "children" / "towers-4dev" / "result.json").read_text())[
-        "result"]["train"]
+    child = load_run(run).children[layout.count_child_name(4)].result
+    assert child is not None
+    (train,) = [o["result"]["train"] for o in child["result"]["outcomes"]
+                if o["strategy"] == "towers"]
     scaling = stepbreakdown.breakdown(trace, train["op_devices"], train["devices"],
                                       with_xprof=False)
     f = explained(tmp_path, run / "towers-4dev")
@@ -102,7 +106,7 @@ def test_explain_reads_a_scaling_runs_trace_as_scaling_does(tmp_path: Path) -> N
 
 def test_a_cpu_trace_without_recorded_placement_says_devices_are_not_told_apart(
         tmp_path: Path) -> None:
-    run = REPO / "sample_runs" / "scaling" / "2026-11-22T08-18-39-scaling"
+    (run,) = (REPO / "sample_runs" / "scaling").glob("*-scaling")
     alone = tmp_path / "alone"
     trace = next((run / "towers-4dev").rglob("*.xplane.pb"))
     (alone / "plugins" / "profile" / "x").mkdir(parents=True)
