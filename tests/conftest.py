@@ -77,6 +77,20 @@ class ScalarEvent:
     wall_time: float
 
 
+def files_holding(tb_run: Path, tag: str) -> list[Path]:
+    """The event files of a TensorBoard run that hold ``tag`` (a `run`'s program run holds
+    its steps, written live, and beside them its HParams trial, written at the end)."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    found = []
+    for path in sorted(tb_run.glob("events.out.tfevents.*")):
+        acc = EventAccumulator(str(path), size_guidance={"tensors": 0})
+        acc.Reload()
+        if tag in acc.Tags()["tensors"]:
+            found.append(path)
+    return found
+
+
 def read_scalars(tb_run: Path) -> dict[str, list[ScalarEvent]]:
     """Every scalar of a TensorBoard run, by tag: the scalar plugin's tensors (how gpudiag
     writes every scalar, parent and child alike; gpudiag/layout.py)."""

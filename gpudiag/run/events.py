@@ -147,15 +147,17 @@ def _fit_begin(s: ProcessState, e: ev.FitBegin, t: float | None) -> None:
     loop = s.loop("fit", "", series_label("fit", None))
     loop.batch_size = e.batch_size
     loop.classes = classcount.fit_classes(e.output_width, e.loss)
-    loop.first_loss = None  # a new fit: its own losses
+    loop.first_loss = None  # a new fit: its own losses and batches
     loop.recent_losses.clear()
+    loop.fit_batches.clear()
 
 
 @on(ev.FitSteps)
 def _fit_steps(s: ProcessState, e: ev.FitSteps, t: float | None) -> None:
     if s.fits:
         s.fits[-1].rows += e.rows
-    s.stepped(s.loop("fit", "", series_label("fit", None)), fit_steps(e.rows))
+    loop = s.loop("fit", "", series_label("fit", None))
+    s.stepped(loop, fit_steps(e.rows, loop.fit_batches))
 
 
 @on(ev.FitEpoch)

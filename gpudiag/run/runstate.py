@@ -62,9 +62,13 @@ def _per_call(r: ev.FitRow, last_batch: dict[int | None, int]) -> int:
     return max(n, 1)
 
 
-def fit_steps(rows: Sequence[ev.FitRow]) -> list[Step]:
+def fit_steps(rows: Sequence[ev.FitRow],
+              last_batch: dict[int | None, int] | None = None) -> list[Step]:
+    """Fit's rows as steps. ``last_batch`` (epoch -> the batch its previous call ended at)
+    carries over between reads of the same fit's rows (the live thread reads them a few
+    at a time); a fresh one reads all of them at once."""
     steps = []
-    last_batch: dict[int | None, int] = {}  # epoch -> the batch its previous call ended at
+    last_batch = {} if last_batch is None else last_batch
     for r in rows:
         logs = dict(r.logs)
         call = r.t_end - r.t0 if r.t0 is not None and r.t_end is not None else None
@@ -128,6 +132,7 @@ class Loop:
     recent_losses: deque[float] = field(default_factory=lambda: deque(maxlen=LOSSES_KEPT))
     rate: str | None = None  # examples/s or steps/s between the last two polls
     bad_loss: Step | None = None  # its first NaN or inf loss
+    fit_batches: dict[int | None, int] = field(default_factory=dict)  # fit_steps' carry
 
     def add(self, steps: list[Step]) -> None:
         if not steps:
