@@ -67,13 +67,15 @@ def test_the_prediction_stands_beside_the_fixed_runs_measurement(
 
 
 def test_an_eager_loop_gets_no_made_up_number(tmp_path: Path) -> None:
-    """An eager loop has no step function gpudiag times, so no profiled step and no
-    prediction: the finding says why instead of a number."""
+    """An eager loop is profiled as one (its GradientTape step) and called host-bound by
+    Python's dispatch, but the graph executor's dispatch cost is not in an eager trace:
+    the prediction says why instead of a number."""
     logdir = tmp_path / "runs"
     proc = gpudiag("run", "--logdir", str(logdir), "--", sys.executable, WORK, "eager",
                    timeout=600)
     assert proc.returncode == 0, proc.stderr[-2000:]
     (run_dir,) = run_dirs(logdir)
     f = load_run(run_dir).finding("run.bottleneck")
-    assert f is not None and f["status"] == "skip"
+    assert f is not None and f["status"] == "warn", f
+    assert "eager step" in f["message"]
     assert f["evidence"]["predicted"]["step_s"] is None and f["evidence"]["predicted"]["why"]
