@@ -1,7 +1,9 @@
 """`make demo`: one full diagnosis on the embedded default, then where to look.
 
-Runs each gpudiag command in turn into one logdir (virtual CPU devices when there is no
-GPU), prints every run directory and the command that opens TensorBoard on them. Exits
+Runs each gpudiag command into one logdir (virtual CPU devices when there is no GPU),
+prints every run directory and the command that opens TensorBoard on them. The first
+steps (env, placement, memory) time nothing, so they run side by side and their output
+is shown in order; the steps that measure time (scaling, monitor, run) run alone. Exits
 non-zero only when a command could not run (exit code 2 or more); failed checks are
 results, shown in the tables. The last step runs a small user-like Keras script
 (gpudiag/examples/keras_mnist_like.py) under `gpudiag run`, as a user runs their own
@@ -11,12 +13,13 @@ program.
 from __future__ import annotations
 
 import argparse
-import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 from gpudiag.layout import REPORT_JSON
+from gpudiag.rundir import RunDirError, load_run
 from gpudiag.verdicts import headline
 
 # A few seconds of TensorFlow matmuls for `gpudiag monitor` to watch (any command would do).
@@ -38,6 +41,8 @@ STEPS: list[list[str]] = [
     # A user-like Keras script (MirroredStrategy, Model.fit), run unmodified under gpudiag.
     ["run", "--", sys.executable, "-m", "gpudiag.examples.keras_mnist_like"],
 ]
+#: How many of the first STEPS measure no time and may run side by side.
+SIDE_BY_SIDE = 3
 
 
 def _state(run_dir: Path | None, code: int) -> str:
@@ -45,37 +50,70 @@ def _state(run_dir: Path | None, code: int) -> str:
     (never "all checks passed" for work that ran on the CPU because there is no GPU)."""
     if code >= 2 or run_dir is None or not (run_dir / REPORT_JSON).is_file():
         return f"could not run (exit code {code})"
-    report = json.loads((run_dir / REPORT_JSON).read_text(encoding="utf-8"))
+    report = _report(run_dir)
+    if report is None:
+        return f"could not run (exit code {code})"
     counts = headline.counts_line(report).split(": ", 1)[1]
     devices = headline.devices_line(report)
     return f"{counts}" + (f"\n    {devices}" if devices else "")
+
+
+def _report(run_dir: Path) -> dict[str, Any] | None:
+    try:
+        return load_run(run_dir).report_json
+    except RunDirError:
+        return None
+
+
+def _command(step: list[str], logdir: Path) -> tuple[str, list[str]]:
+    """The step as shown, and its command line (--logdir right after the command name:
+    after `monitor --` it would be the workload's)."""
+    name = " ".join(step) if "--" not in step else (
+        f"{step[0]} -- python -m {step[-1]}" if step[-2:-1] == ["-m"]
+        else f"{step[0]} -- <a TensorFlow workload>")
+    return name, [sys.executable, "-m", "gpudiag", step[0], "--logdir", str(logdir), *step[1:]]
+
+
+def _side_by_side(steps: list[list[str]], logdir: Path) -> list[tuple[str, Path | None, int]]:
+    """Steps that time nothing, started together; each one's output shown whole, in order."""
+    before = set(logdir.glob("*")) if logdir.is_dir() else set()
+    started = []
+    for step in steps:
+        name, cmd = _command(step, logdir)
+        started.append((step, name, subprocess.Popen(
+            cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)))
+    outputs = [(step, name, proc.communicate()[0], proc.returncode)
+               for step, name, proc in started]
+    new = set(logdir.glob("*")) - before if logdir.is_dir() else set()
+    runs = []
+    for step, name, out, code in outputs:
+        print(f"\n$ gpudiag {name} --logdir {logdir}", flush=True)
+        sys.stdout.buffer.write(out)
+        sys.stdout.flush()
+        made = sorted(d for d in new if d.name.endswith(f"-{step[0]}"))
+        runs.append((name, made[-1] if made else None, code))
+    return runs
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--logdir", type=Path, default=Path("runs"))
     args = parser.parse_args()
-    worst = 0
-    runs: list[tuple[str, Path | None, int]] = []
-    for step in STEPS:
+    runs = _side_by_side(STEPS[:SIDE_BY_SIDE], args.logdir)
+    for step in STEPS[SIDE_BY_SIDE:]:
         before = set(args.logdir.glob("*")) if args.logdir.is_dir() else set()
-        # --logdir right after the command name: after `monitor --` it would be the workload's
-        cmd = [sys.executable, "-m", "gpudiag", step[0], "--logdir", str(args.logdir), *step[1:]]
-        name = " ".join(step) if "--" not in step else (
-            f"{step[0]} -- python -m {step[-1]}" if step[-2:-1] == ["-m"]
-            else f"{step[0]} -- <a TensorFlow workload>")
+        name, cmd = _command(step, args.logdir)
         print(f"\n$ gpudiag {name} --logdir {args.logdir}", flush=True)
         code = subprocess.call(cmd)
         new = sorted(set(args.logdir.glob("*")) - before) if args.logdir.is_dir() else []
         runs.append((name, new[-1] if new else None, code))
-        if code >= 2:
-            worst = max(worst, code)
+    worst = max([0, *(code for _, _, code in runs if code >= 2)])
     print("\nDiagnosis done. Run directories:")
     for name, run_dir, code in runs:
         print(f"  gpudiag {name}\n    {run_dir}: {_state(run_dir, code)}")
     last = runs[-1][1]
-    if last is not None and (last / REPORT_JSON).is_file():
-        report = json.loads((last / REPORT_JSON).read_text(encoding="utf-8"))
+    report = _report(last) if last is not None else None
+    if report is not None:
         print("\nYour program's verdict (the `run` step):")
         print("\n".join(f"  {line}" for line in headline.verdict(report)[1:]))
     print(f"\nOpen the dashboard (the GPUDIAG tab):\n  .venv/bin/gpudiag tensorboard "
