@@ -15,6 +15,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from gpudiag.inprogram.agent import drop_own_frames
 from gpudiag.inprogram.functions import code_of
 
 BATCH_HOOKS = ("on_train_batch_begin", "on_train_batch_end", "on_batch_begin",
@@ -51,6 +52,9 @@ class Timed:
             t0 = clock()
             try:
                 return bound(*args, **kwargs)
+            except BaseException as exc:  # the program's callback's: its traceback as
+                drop_own_frames(exc)  # plainly, without this frame
+                raise
             finally:
                 self.depth -= 1
                 if self.depth == 0:

@@ -25,6 +25,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from gpudiag.inprogram.agent import drop_own_frames
 from gpudiag.inprogram.usercode import is_user_file
 
 CREATED_ATTR = "_gpudiag_created_at"
@@ -47,6 +48,9 @@ class TraceClock:
             t0 = time.perf_counter()
             try:
                 return create(*args, **kwargs)
+            except BaseException as exc:  # the program's (its step's code, traced): its
+                drop_own_frames(exc)  # traceback as plainly, without this frame
+                raise
             finally:
                 _STATE.depth = depth
                 if depth == 0:
