@@ -233,3 +233,57 @@ def until(condition, what: str, deadline_s: float = 30.0):  # type: ignore[no-un
             return value
         time.sleep(0.05)
     raise AssertionError(f"not within {deadline_s} s: {what}")
+
+
+# ------------------------------------------------------------------ the real browser
+
+CHROMIUM = Path("/usr/bin/chromium")
+CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
+                  "--no-first-run", "--disable-background-networking",
+                  "--disable-component-update", "--disable-sync"]
+
+
+def browser_missing() -> str | None:
+    """Why the browser tests cannot run here (None: they can)."""
+    try:
+        import playwright.sync_api  # noqa: F401
+    except ImportError:
+        return "the playwright package is not installed (pip install -e '.[test]')"
+    if not CHROMIUM.exists():
+        return f"{CHROMIUM} is missing (apt-get install chromium; `make test` does it as root)"
+    return None
+
+
+@contextlib.contextmanager
+def local_chromium(url: str) -> Iterator[Any]:
+    """Debian's chromium through playwright, a fresh profile, every request to a host other
+    than ``url``'s aborted: yields the browser context (skips the test where there is none)."""
+    import shutil
+    import tempfile
+    from urllib.parse import urlparse
+
+    missing = browser_missing()
+    if missing:
+        pytest.skip(missing)
+    from playwright.sync_api import sync_playwright
+
+    profile = tempfile.mkdtemp(prefix="gpudiag-chromium-")
+    local = urlparse(url).hostname or "localhost"
+    try:
+        with sync_playwright() as pw:
+            context = pw.chromium.launch_persistent_context(
+                profile, executable_path=str(CHROMIUM), headless=True, args=CHROMIUM_FLAGS,
+                viewport={"width": 1600, "height": 1000})
+            context.route("**/*", lambda route: route.continue_()
+                          if urlparse(route.request.url).hostname == local else route.abort())
+            yield context
+            context.close()
+    finally:
+        shutil.rmtree(profile, ignore_errors=True)
+
+
+def screenshot(page: Any, name: str, tmp_path: Path) -> None:
+    """A picture of the page: into GPUDIAG_SCREENSHOTS (`make screenshots`) or tmp_path."""
+    out = Path(os.environ.get("GPUDIAG_SCREENSHOTS") or tmp_path)
+    out.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(out / f"{name}.png"))

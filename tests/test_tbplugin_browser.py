@@ -15,24 +15,28 @@ import re
 import shutil
 import subprocess
 import sys
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
 
 import pytest
-from conftest import REPO, ended, gpudiag, load_report, run_dirs, until
+from conftest import (
+    REPO,
+    ended,
+    gpudiag,
+    load_report,
+    local_chromium,
+    run_dirs,
+    screenshot,
+    until,
+)
 
 from gpudiag import layout
 from gpudiag.tb import serve as tbserve
 
 pytestmark = pytest.mark.slow
 PROGRAMS = REPO / "tests" / "programs"
-CHROMIUM = Path("/usr/bin/chromium")
-CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
-                  "--no-first-run", "--disable-background-networking",
-                  "--disable-component-update", "--disable-sync"]
 TIMEOUT_MS = 90_000
 
 
@@ -82,16 +86,6 @@ def server(logdir: Path) -> Iterator[tbserve.Server]:
         srv.stop()
 
 
-def _browser_missing() -> str | None:
-    try:
-        import playwright.sync_api  # noqa: F401
-    except ImportError:
-        return "the playwright package is not installed (pip install -e '.[test]')"
-    if not CHROMIUM.exists():
-        return f"{CHROMIUM} is missing (apt-get install chromium; `make test` does it as root)"
-    return None
-
-
 class Browser:
     """One chromium page with every request and every console error recorded."""
 
@@ -122,30 +116,8 @@ class Browser:
 
 @pytest.fixture(scope="module")
 def browser(server: tbserve.Server) -> Iterator[Browser]:
-    missing = _browser_missing()
-    if missing:
-        pytest.skip(missing)
-    from playwright.sync_api import sync_playwright
-
-    profile = tempfile.mkdtemp(prefix="gpudiag-chromium-")
-    local = urlparse(server.url).hostname or "localhost"
-    try:
-        with sync_playwright() as pw:
-            context = pw.chromium.launch_persistent_context(
-                profile, executable_path=str(CHROMIUM), headless=True, args=CHROMIUM_FLAGS,
-                viewport={"width": 1600, "height": 1000})
-            context.route("**/*", lambda route: route.continue_()
-                          if urlparse(route.request.url).hostname == local else route.abort())
-            yield Browser(context, local)
-            context.close()
-    finally:
-        shutil.rmtree(profile, ignore_errors=True)
-
-
-def _shoot(page: Any, name: str, tmp_path: Path) -> None:
-    out = Path(os.environ.get("GPUDIAG_SCREENSHOTS") or tmp_path)
-    out.mkdir(parents=True, exist_ok=True)
-    page.screenshot(path=str(out / f"{name}.png"))
+    with local_chromium(server.url) as context:
+        yield Browser(context, urlparse(server.url).hostname or "localhost")
 
 
 def test_plain_tensorboard_lists_the_gpudiag_tab(server: tbserve.Server) -> None:
@@ -206,7 +178,7 @@ def test_first_screen_answers_devices_bottleneck_learning(
         assert box is not None and box["y"] < 1000, (key, box)
     browser.page.mouse.move(0, 0)  # the tooltip away from the picture
     expect(frame.locator("#gpudiag-tip")).to_be_hidden()
-    _shoot(browser.page, "gpudiag-tab", tmp_path)
+    screenshot(browser.page, "gpudiag-tab", tmp_path)
     # the sample scaling run: speed-up against the ideal; findings folded, worst first
     scaling_dir = next((logdir / "sample" / "scaling").iterdir())
     _choose(frame, "gpudiag-run", scaling_dir, logdir)
@@ -280,7 +252,7 @@ def test_each_gpus_lane_shows_used_or_idle_and_its_utilization_line(
         # the first screen (the evidence folded below is JSON, where null is a value)
         expect(frame.locator("div.grid")).not_to_contain_text(re.compile(
             r"\bnull\b|\bundefined\b|NaN"))
-    _shoot(browser.page, "gpudiag-lanes", tmp_path)
+    screenshot(browser.page, "gpudiag-lanes", tmp_path)
     browser.assert_clean()
 
 

@@ -14,16 +14,12 @@ another host is aborted. With GPUDIAG_SCREENSHOTS=<dir> the screenshots go there
 from __future__ import annotations
 
 import json
-import os
-import shutil
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlparse
 
 import pytest
-from conftest import REPO, gpudiag
+from conftest import REPO, gpudiag, local_chromium, screenshot
 
 from gpudiag import layout
 from gpudiag.tb import check as tbcheck
@@ -32,10 +28,6 @@ from gpudiag.tb import views as tbviews
 
 pytestmark = pytest.mark.slow
 SAMPLE = REPO / "sample_runs"
-CHROMIUM = Path("/usr/bin/chromium")
-CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
-                  "--no-first-run", "--disable-background-networking",
-                  "--disable-component-update", "--disable-sync"]
 
 
 def reports() -> dict[str, tuple[Path, dict[str, Any]]]:
@@ -170,42 +162,14 @@ def test_hparams_metrics_are_the_reports_figures(server: tbserve.Server) -> None
 # ------------------------------------------------------------------ the real browser
 
 
-def _browser_missing() -> str | None:
-    try:
-        import playwright.sync_api  # noqa: F401
-    except ImportError:
-        return "the playwright package is not installed (pip install -e '.[test]')"
-    if not CHROMIUM.exists():
-        return f"{CHROMIUM} is missing (apt-get install chromium; `make test` does it as root)"
-    return None
-
-
 @pytest.fixture(scope="module")
 def page(server: tbserve.Server) -> Iterator[Any]:
-    missing = _browser_missing()
-    if missing:
-        pytest.skip(missing)
-    from playwright.sync_api import sync_playwright
-
-    profile = tempfile.mkdtemp(prefix="gpudiag-chromium-")
-    local = urlparse(server.url).hostname
-    try:
-        with sync_playwright() as pw:
-            context = pw.chromium.launch_persistent_context(
-                profile, executable_path=str(CHROMIUM), headless=True, args=CHROMIUM_FLAGS,
-                viewport={"width": 1600, "height": 1000})
-            context.route("**/*", lambda route: route.continue_()
-                          if urlparse(route.request.url).hostname == local else route.abort())
-            yield context.new_page()
-            context.close()
-    finally:
-        shutil.rmtree(profile, ignore_errors=True)
+    with local_chromium(server.url) as context:
+        yield context.new_page()
 
 
 def shoot(page: Any, name: str, tmp_path: Path) -> None:
-    out = Path(os.environ.get("GPUDIAG_SCREENSHOTS") or tmp_path)
-    out.mkdir(parents=True, exist_ok=True)
-    page.screenshot(path=str(out / f"tensorboard-{name}.png"))
+    screenshot(page, f"tensorboard-{name}", tmp_path)
 
 
 def open_dashboard(page: Any, server: tbserve.Server, plugin: str) -> None:
