@@ -363,6 +363,28 @@ def test_fits_of_one_model_are_one_training_run_for_the_learning_verdict() -> No
     assert "stuck at ln 4" in apart.message
 
 
+def test_a_first_batch_that_happens_to_sit_at_ln_classes_does_not_make_a_learning_model_stuck(
+        ) -> None:
+    """CI's run of tests/programs/fit_per_epoch.py: the first batch of 8 examples had loss
+    1.3884 (ln 4 = 1.3863), the running means after it stood near 1.6 and the third fit ended
+    at 1.35. Against the first batch alone that read "stuck at ln 4" (a FAIL); against where
+    the loss started (its first steps' mean) it fell."""
+    losses = [1.3884] + [1.62 - 0.27 * i / 94 for i in range(95)]
+    steps = [Step(i, 100.0 + i, 0.01, v, epoch=0) for i, v in enumerate(losses)]
+    fit = StepSeries("fit", "Model.fit", steps, 8, 4, {"learning_rate": 0.001},
+                     [{"loss": losses[-1]}])
+    moved = WeightsRecord("Model.fit", [[1.0]], [[1.5]], "begin", "end", 96)
+    f = run_progress.learning(obs(series=[fit], weights=[moved]))
+    assert f.status == "ok", f.message
+    (loop,) = f.evidence["loops"]
+    assert loop["first_loss"] == 1.3884 and loop["start_loss"] > 1.55
+    # a loss that never left ln 4 is still stuck there, however its first batch read
+    flat = replace(fit, steps=[replace(st, loss=math.log(4) * (1.01 if st.index == 0 else 1))
+                               for st in steps], epochs=[{"loss": math.log(4)}])
+    stuck = run_progress.learning(obs(series=[flat], weights=[moved]))
+    assert stuck.status == "fail" and "stuck at ln 4" in stuck.message
+
+
 # ------------------------------------------------- the input share of the whole run
 def _waiting_loop(shares: list[float], period: float = 0.01) -> Any:
     from gpudiag.records.run import Step, StepSeries

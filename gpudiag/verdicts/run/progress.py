@@ -22,9 +22,12 @@ from gpudiag.verdicts.run import throughput as run_throughput
 from gpudiag.verdicts.run.training_runs import epoch_losses, training_runs
 
 # A loss within this fraction of ln(k) is "at ln k"; it has "not fallen" when the last
-# value is at least STUCK_FRACTION of the first.
+# value is at least STUCK_FRACTION of where it started: the mean of its first losses (up to
+# START_WINDOW, at most a quarter of them), since one batch's loss is noisy (a first batch
+# of 8 examples that happens to sit at ln 4 made a model learning slowly read as stuck).
 LN_TOLERANCE = 0.02
 STUCK_FRACTION = 0.97
+START_WINDOW = 10
 MIN_JUDGED_STEPS = 5
 # a fit whose batches were not seen (tf_keras refuses batch-level callbacks under
 # ParameterServerStrategy): judged from its epochs' losses, each the mean of an epoch
@@ -157,17 +160,20 @@ def _judge_run(obs: ProcessObservation, s: Any) -> tuple[dict[str, Any], str, St
         return None
     losses, count, source, over = judged
     first = losses[0]
+    head = losses[:max(1, min(START_WINDOW, len(losses) // 4))]
+    start = math.fsum(head) / len(head)
     last = float(s.epochs[-1]["loss"]) if s.epochs and "loss" in s.epochs[-1] else losses[-1]
     weights = next((w for w in obs.weights if w.source == s.label
                     or (s.kind == "fit" and w.source == "Model.fit")), None)
     moved = weights.moved if weights else None
-    stuck = first > 0 and last >= STUCK_FRACTION * first
+    stuck = start > 0 and last >= STUCK_FRACTION * start
     classes = _classes_at(last, s.num_classes) if stuck else None
     floor = learning_causes.at_softmax_floor(losses, last, s.num_classes, LN_TOLERANCE)
     acc = _accuracy(s)
     chance = acc is not None and s.num_classes is not None and \
         acc <= 1 / s.num_classes + 0.1 * (1 - 1 / s.num_classes)
-    row = {"series": s.label, "steps": count, "first_loss": first, "judged_from": source,
+    row = {"series": s.label, "steps": count, "first_loss": first, "start_loss": start,
+           "judged_from": source,
            "last_loss": last, "num_classes": s.num_classes,
            "classes_from": s.facts.get("classes_from"), "stuck_at_ln_classes": classes,
            "softmax_floor": floor, "accuracy": acc, "accuracy_at_chance": chance,
