@@ -176,8 +176,10 @@ def test_a_callback_predicting_at_every_batch_is_named_with_its_class_and_line(
 def test_the_same_look_once_an_epoch_gets_no_callback_finding(per_epoch: ProgramRun) -> None:
     f = per_epoch.found["run.callbacks"]
     assert f["status"] == "ok", f["message"]
-    top = f["evidence"]["callbacks"][0]
-    assert top["class"] == "ProbePredictions" and top["epoch_s_per_epoch"] > 0
+    # both callbacks' batch hooks cost next to nothing now (OwnClock's perf_counter, the
+    # probe's flag check): which is listed first is noise, the probe's epoch cost is not
+    (probe,) = [c for c in f["evidence"]["callbacks"] if c["class"] == "ProbePredictions"]
+    assert probe["epoch_s_per_epoch"] > 0 and probe["share"] < 0.05
     assert "callbacks" not in per_epoch.found["run.bottleneck"]["evidence"].get("causes", [])
 
 
