@@ -38,8 +38,9 @@ def test_an_empty_trace_is_one_line(tmp_path: Path) -> None:
         assert_usage_error(proc, "is empty (0 bytes)", tmp_path / "runs")  # type: ignore[arg-type]
 
 
-@pytest.mark.parametrize("content", [b"this is not a trace\n" * 100, TRACE.read_bytes()[:5000]],
-                         ids=["not-protobuf", "cut-short"])
+@pytest.mark.parametrize("content", [b"this is not a trace\n" * 100, TRACE.read_bytes()[:5000],
+                                     b"\x0a\x08" + b"\xff" * 8],
+                         ids=["not-protobuf", "cut-short", "a-plane-that-is-not-one"])
 def test_a_corrupt_trace_is_one_line(tmp_path: Path, content: bytes) -> None:
     bad = tmp_path / "logdir" / "plugins" / "profile" / "run" / "host.xplane.pb"
     bad.parent.mkdir(parents=True)
