@@ -222,7 +222,9 @@ def run(session: RunSession, path: Path, *, ui: Ui) -> None:
             result = stepbreakdown.breakdown(trace, op_devices, replicas)
         except traces.TraceError as exc:
             session.add(Finding(check_id, "fail", f"{shown}: {exc}", {"trace": str(trace)},
-                                advice="The file is not a readable XSpace trace."))
+                                advice="The file parsed, but the breakdown could not be made "
+                                "(the message says why: xprof not importable, or its "
+                                "analysis failed); reinstall tensorboard-plugin-profile."))
             continue
         session.add(bottleneck.bottleneck(result, None, bottleneck.ProgramFacts(
             replicas=replicas), check_id=check_id))
