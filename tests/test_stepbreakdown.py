@@ -88,6 +88,25 @@ def test_a_custom_loop_the_python_between_calls_is_host_time_in_the_step() -> No
         assert s.idle_s == pytest.approx(0)
 
 
+def test_the_calls_host_time_before_its_first_op_and_after_its_last_is_told_apart() -> None:
+    # calls of 2 ms, 2.5 ms apart: 0.5 ms in the call before the first op (entering the
+    # function), two ops with 0.3 ms between them, 0.4 ms after the last (leaving it)
+    events = []
+    for i in range(3):
+        t = 10 + 2.5 * i
+        events += [ev("python", "train", t, t + 2),
+                   ev("tf_Compute/1", "StatefulPartitionedCall/MatMul:MatMul", t + 0.5, t + 0.9),
+                   ev("tf_Compute/1", "StatefulPartitionedCall/Relu:Relu", t + 1.2, t + 1.6)]
+    (row,) = sb.breakdown_events("x", ["/host:CPU"], events).devices
+    for s in row.steps:
+        assert s.compute_s == pytest.approx(0.0008)
+        assert s.host_s == pytest.approx(0.0017)  # 0.5 + 0.3 + 0.4 in the call, 0.5 after
+        assert s.host_between_calls_s == pytest.approx(0.0005)
+        assert s.host_call_edges_s == pytest.approx(0.0009)  # the 0.3 ms between ops: not
+    mean = row.mean()
+    assert mean is not None and mean.host_call_edges_s == pytest.approx(0.0009)
+
+
 def test_two_placed_devices_communication_and_waiting_for_the_other_replica() -> None:
     events = [ev("python", "train", 0, 10), ev("python", "train", 10, 20)]
     events += [ev("tf_Compute/1", "replica_1/MatMul:MatMul", 0, 6),

@@ -81,6 +81,10 @@ class StepParts:
     idle_s: float
     host_between_calls_s: float = 0.0  # the part of host_s outside the step call
     copy_s: float = 0.0  # host-to-device and device-to-host copies (a GPU)
+    # the part of the host time inside the call before its first piece of work and after
+    # its last: paid once a call (steps_per_execution=N pays it once per N steps); the
+    # gaps between the pieces are paid every step
+    host_call_edges_s: float = 0.0
 
     @property
     def launch_s(self) -> float:
@@ -90,6 +94,11 @@ class StepParts:
 
     def share(self, part_s: float) -> float:
         return part_s / self.period_s if self.period_s > 0 else 0.0
+
+
+# StepParts' numbers, in order (a mean step averages each)
+PART_FIELDS = ("period_s", "compute_s", "communication_s", "input_s", "host_s", "idle_s",
+               "host_between_calls_s", "copy_s", "host_call_edges_s")
 
 
 @dataclass(frozen=True)
@@ -114,9 +123,7 @@ class DeviceBreakdown:
 
         def avg(name: str) -> float:
             return sum(getattr(s, name) for s in self.steps) / n
-        return StepParts("mean", avg("period_s"), avg("compute_s"), avg("communication_s"),
-                         avg("input_s"), avg("host_s"), avg("idle_s"),
-                         avg("host_between_calls_s"), avg("copy_s"))
+        return StepParts("mean", *(avg(f) for f in PART_FIELDS))
 
 
 @dataclass(frozen=True)
@@ -246,7 +253,21 @@ def _parts(w: _Window, sets: _Sets) -> StepParts:
     host_in = iv.total_s(inside) - idle_in
     between = iv.total_s(iv.clip(rest, w.call_end, w.end))
     return StepParts(w.name, (w.end - w.start) / 1e9, iv.total_s(c), iv.total_s(m),
-                     iv.total_s(i), host_in + between, idle_in, between, iv.total_s(cp))
+                     iv.total_s(i), host_in + between, idle_in, between, iv.total_s(cp),
+                     _edges_s(w, covered, inside, sets.busy_elsewhere))
+
+
+def _edges_s(w: _Window, covered: list[iv.Span], inside: list[iv.Span],
+             elsewhere: list[iv.Span]) -> float:
+    """The host time inside the call before its first piece of work and after its last
+    (the whole call's host time when nothing of this device ran in it)."""
+    work = iv.clip(covered, w.start, w.call_end)
+    if not work:
+        edges = inside
+    else:
+        edges = iv.clip(inside, w.start, work[0][0]) + iv.clip(inside, work[-1][1], w.call_end)
+    return iv.total_s(edges) - iv.total_s(iv.intersect(edges, iv.clip(elsewhere, w.start,
+                                                                      w.call_end)))
 
 
 @dataclass

@@ -17,7 +17,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from gpudiag.readers.stepbreakdown import HOST_ROW, Breakdown, DeviceBreakdown, StepParts
+from gpudiag.readers.stepbreakdown import (
+    HOST_ROW,
+    PART_FIELDS,
+    Breakdown,
+    DeviceBreakdown,
+    StepParts,
+)
 from gpudiag.report import Finding
 from gpudiag.verdicts import allreduce, gpu_fill, whatif
 from gpudiag.verdicts.pipeline import pipeline_fixes
@@ -59,9 +65,7 @@ def mean_parts(rows: Sequence[DeviceBreakdown]) -> StepParts | None:
 
     def avg(name: str) -> float:
         return sum(getattr(m, name) for m in means) / n
-    return StepParts("mean", avg("period_s"), avg("compute_s"), avg("communication_s"),
-                     avg("input_s"), avg("host_s"), avg("idle_s"), avg("host_between_calls_s"),
-                     avg("copy_s"))
+    return StepParts("mean", *(avg(f) for f in PART_FIELDS))
 
 
 def parts_text(m: StepParts) -> str:
@@ -76,7 +80,8 @@ def parts_text(m: StepParts) -> str:
 def parts_seconds(m: StepParts) -> dict[str, float]:
     """A mean step's parts in seconds, the evidence's plain form (the picture's bars)."""
     return {"period_s": m.period_s, **{f"{k}_s": getattr(m, f"{k}_s") for k in PARTS},
-            "host_between_calls_s": m.host_between_calls_s}
+            "host_between_calls_s": m.host_between_calls_s,
+            "host_call_edges_s": m.host_call_edges_s}
 
 
 def _evidence(b: Breakdown, j: Judged, found: list[Cause], facts: ProgramFacts,
