@@ -107,6 +107,21 @@ def test_the_calls_host_time_before_its_first_op_and_after_its_last_is_told_apar
     assert mean is not None and mean.host_call_edges_s == pytest.approx(0.0009)
 
 
+def test_the_steps_host_time_while_the_programs_python_ran_in_tf_data_is_told() -> None:
+    # calls of 2 ms, 3 ms apart, one op of 0.5 ms; a generator's PyFunc runs 0.8 ms on a
+    # tf.data thread across the end of each call (0.3 ms of it over the op)
+    events = []
+    for i in range(3):
+        t = 10 + 3 * i
+        events += [ev("python", "train", t, t + 2),
+                   ev("tf_Compute/1", "StatefulPartitionedCall/MatMul:MatMul", t + 1, t + 1.5),
+                   ev("tf_data_private_threadpool/4", "PyFunc:PyFunc", t + 1.2, t + 2.0)]
+    (row,) = sb.breakdown_events("x", ["/host:CPU"], events).devices
+    for s in row.steps:
+        assert s.host_s == pytest.approx(0.0025)
+        assert s.host_python_ops_s == pytest.approx(0.0005)  # 1.5-2.0: not under the op
+
+
 def test_two_placed_devices_communication_and_waiting_for_the_other_replica() -> None:
     events = [ev("python", "train", 0, 10), ev("python", "train", 10, 20)]
     events += [ev("tf_Compute/1", "replica_1/MatMul:MatMul", 0, 6),

@@ -100,4 +100,4 @@ def test_the_evidence_has_every_devices_parts_in_seconds_for_the_picture() -> No
     assert parts["/device:GPU:0"] == pytest.approx(
         {"period_s": 0.010, "compute_s": 0.006, "communication_s": 0.001, "input_s": 0.001,
          "host_s": 0.001, "idle_s": 0.001, "host_between_calls_s": 0.0,
-         "copy_s": 0.0, "host_call_edges_s": 0.0})
+         "copy_s": 0.0, "host_call_edges_s": 0.0, "host_python_ops_s": 0.0})

@@ -54,11 +54,33 @@ def test_input_bound_generator_replaced_by_in_memory_tensors() -> None:
     assert ev["causes"] == ["input-bound"]
     assert [c["method"] for c in ev["dataset_calls"]] == ["from_generator", "batch"]
     got = whatif.predict(ev["causes"], p, ev, cores=2)
+    # the generator's 5.140 ms wait goes, and so do the 0.775 ms of the step's host time
+    # while the generator's Python (PyFunc) ran, the step's Python waiting for the GIL:
+    # 7.440 - 5.140 - 0.775 = 1.525 ms remain (its CPU over 2 cores does not bound it)
+    assert got["step_s"] == pytest.approx(0.00743955825 - 0.00513962775 - 0.00077512175)
+    assert got["inputs"]["gil_wait_s"] == pytest.approx(0.00077512175)
+    assert got["fix"] == "from_tensor_slices instead of the generator + prefetch"
+    assert got["inputs"]["generator"] and "lower bound" in got["model"]
+    assert "while the Python ops ran (GIL)" in got["model"]
+
+
+def test_input_bound_generator_from_a_breakdown_without_the_python_ops() -> None:
+    ev, p = recorded("generator_fit_no_python_ops")  # recorded before they were measured
+    got = whatif.predict(ev["causes"], p, ev, cores=2)
     # the generator's 7.191 ms go; the consumer's 11.090 - 7.191 = 3.899 ms remain (its
     # CPU over 2 cores, 1.949 ms, does not bound it)
     assert got["step_s"] == pytest.approx(0.01108979525 - 0.00719079825)
-    assert got["fix"] == "from_tensor_slices instead of the generator + prefetch"
-    assert got["inputs"]["generator"] and "lower bound" in got["model"]
+    assert got["inputs"]["gil_wait_s"] == 0 and "GIL" not in got["model"]
+
+
+def test_a_parallel_map_keeps_the_gil_wait_of_a_py_function_it_still_runs() -> None:
+    """A serial map (no cache advised: one epoch) gets a parallel map: its Python, if any,
+    still runs every batch, so the step's wait for the GIL stays in the consumer."""
+    ev, p = recorded("input_pipeline_fit")
+    with_python = {**p, "host_python_ops_s": 0.001}
+    got = whatif.predict(ev["causes"], with_python, ev, epochs=1, cores=8)
+    assert got["inputs"]["gil_wait_s"] == 0
+    assert got["inputs"]["consumer_s"] == pytest.approx(p["period_s"] - p["input_s"])
 
 
 def test_input_bound_already_tuned_or_unrecorded_has_no_number() -> None:

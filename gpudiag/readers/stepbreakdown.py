@@ -66,6 +66,7 @@ HOST_ROW = "/host:CPU"
 STEPS_LINE = "Steps"
 TF_DATA_LINE_PREFIX = "tf_data"
 NCCL_MARK = "nccl"
+PYTHON_OP_TYPES = frozenset({"PyFunc", "PyFuncStateless", "EagerPyFunc"})
 
 
 @dataclass(frozen=True)
@@ -85,6 +86,9 @@ class StepParts:
     # its last: paid once a call (steps_per_execution=N pays it once per N steps); the
     # gaps between the pieces are paid every step
     host_call_edges_s: float = 0.0
+    # the part of host_s while the program's own Python ran inside tf.data (a generator,
+    # a py_function: PyFunc ops on any thread): the step's Python then waits for the GIL
+    host_python_ops_s: float = 0.0
 
     @property
     def launch_s(self) -> float:
@@ -98,7 +102,7 @@ class StepParts:
 
 # StepParts' numbers, in order (a mean step averages each)
 PART_FIELDS = ("period_s", "compute_s", "communication_s", "input_s", "host_s", "idle_s",
-               "host_between_calls_s", "copy_s", "host_call_edges_s")
+               "host_between_calls_s", "copy_s", "host_call_edges_s", "host_python_ops_s")
 
 
 @dataclass(frozen=True)
@@ -218,6 +222,14 @@ def _is_input_op(e: Event) -> bool:
         (e.plane.startswith(HOST_PLANE_PREFIX) and INPUT_KERNEL_RE.match(e.name) is not None)
 
 
+def _is_python_op(e: Event) -> bool:
+    """The program's own Python run by TensorFlow (Dataset.from_generator's generator,
+    tf.py_function, tf.numpy_function), on any host thread."""
+    m = OP_EVENT_RE.match(e.name)
+    return m is not None and m.group("type") in PYTHON_OP_TYPES and \
+        e.plane.startswith(HOST_PLANE_PREFIX)
+
+
 def _is_comm_op(e: Event) -> bool:
     m = OP_EVENT_RE.match(e.name)
     return m is not None and (m.group("type") in COMM_OP_TYPES or COMM_SCOPE in m.group("name"))
@@ -233,6 +245,7 @@ class _Sets:
     busy_elsewhere: list[iv.Span]  # other devices' work (a gap then is waiting: idle)
     copies: list[iv.Span] = field(default_factory=list)
     gpu: bool = False  # a gap inside the call with no other device busy: launch (host)
+    python: list[iv.Span] = field(default_factory=list)  # the program's Python ops ran
 
 
 def _parts(w: _Window, sets: _Sets) -> StepParts:
@@ -248,13 +261,15 @@ def _parts(w: _Window, sets: _Sets) -> StepParts:
     covered = iv.merge(covered + i)
     rest = iv.subtract([(w.start, w.end)], covered)
     inside = iv.clip(rest, w.start, w.call_end)
-    idle_in = iv.total_s(iv.intersect(inside, iv.clip(sets.busy_elsewhere, w.start,
-                                                       w.call_end)))
+    idle = iv.intersect(inside, iv.clip(sets.busy_elsewhere, w.start, w.call_end))
+    idle_in = iv.total_s(idle)
     host_in = iv.total_s(inside) - idle_in
     between = iv.total_s(iv.clip(rest, w.call_end, w.end))
+    python = iv.total_s(iv.intersect(iv.subtract(rest, idle), iv.clip(sets.python, w.start,
+                                                                      w.end)))
     return StepParts(w.name, (w.end - w.start) / 1e9, iv.total_s(c), iv.total_s(m),
                      iv.total_s(i), host_in + between, idle_in, between, iv.total_s(cp),
-                     _edges_s(w, covered, inside, sets.busy_elsewhere))
+                     _edges_s(w, covered, inside, sets.busy_elsewhere), python)
 
 
 def _edges_s(w: _Window, covered: list[iv.Span], inside: list[iv.Span],
@@ -300,8 +315,8 @@ class _Plane:
 
 
 def _gpu_rows(planes: dict[int, _Plane], windows: list[_Window],
-              per_gpu: dict[int, list[_Window]], inputs: list[iv.Span]
-              ) -> list[DeviceBreakdown]:
+              per_gpu: dict[int, list[_Window]], inputs: list[iv.Span],
+              python: list[iv.Span]) -> list[DeviceBreakdown]:
     work = {g: p.work() for g, p in planes.items()}
     rows = []
     for g, p in sorted(planes.items()):
@@ -310,7 +325,8 @@ def _gpu_rows(planes: dict[int, _Plane], windows: list[_Window],
         copies = iv.merge(p.h2d + p.d2h)
         if work[g]:
             sets = _Sets(iv.merge((k.start_ns, k.end_ns) for k in p.kernels),
-                         iv.merge(p.nccl + p.peer), inputs, elsewhere, copies, gpu=True)
+                         iv.merge(p.nccl + p.peer), inputs, elsewhere, copies, gpu=True,
+                         python=python)
         else:  # no kernel: its own copies, the rest idle (the host's waits are not its)
             everything = [(w.start, w.end) for w in mine]
             sets = _Sets([], [], [], everything, copies, gpu=True)
@@ -330,6 +346,7 @@ def breakdown_events(path: str, planes: Sequence[str], events: Sequence[Event],
     """The pure part of :func:`breakdown`: the trace's plane names and events in."""
     steps_from, windows, per_gpu, skew = _windows(events)
     inputs = iv.merge((e.start_ns, e.end_ns) for e in events if _is_input_op(e))
+    python = iv.merge((e.start_ns, e.end_ns) for e in events if _is_python_op(e))
     ops = [e for e in events if _is_op(e)]
     gpu_planes = sorted({i for name in [*planes, *devices] if (i := _gpu_index(name)) is not None})
     by_plane: dict[int, _Plane] = {g: _Plane() for g in gpu_planes}
@@ -338,9 +355,9 @@ def breakdown_events(path: str, planes: Sequence[str], events: Sequence[Event],
         if index is not None:
             by_plane[index].add(e)
     if gpu_planes:
-        rows = _gpu_rows(by_plane, windows, per_gpu, inputs)
+        rows = _gpu_rows(by_plane, windows, per_gpu, inputs, python)
     else:
-        rows = _cpu_rows(windows, ops, inputs, op_devices, devices)
+        rows = _cpu_rows(windows, ops, inputs, python, op_devices, devices)
     idle_gpus = [r.device for r in rows if r.source == "device-plane" and not r.ran_kernels]
     return Breakdown(path, steps_from, [w.name for w in windows], rows, idle_gpus, skew,
                      notes=_notes(steps_from, gpu_planes, op_devices, rows),
@@ -372,8 +389,8 @@ def _notes(steps_from: str, gpus: list[int], op_devices: Mapping[str, str] | Non
 
 
 def _cpu_rows(windows: list[_Window], ops: list[Event], inputs: list[iv.Span],
-              op_devices: Mapping[str, str] | None, devices: Sequence[str]
-              ) -> list[DeviceBreakdown]:
+              python: list[iv.Span], op_devices: Mapping[str, str] | None,
+              devices: Sequence[str]) -> list[DeviceBreakdown]:
     by_device: dict[str, tuple[list[iv.Span], list[iv.Span], list[int]]] = {}
     for name in devices:
         if "GPU" not in name:
@@ -395,7 +412,7 @@ def _cpu_rows(windows: list[_Window], ops: list[Event], inputs: list[iv.Span],
         mine, talk = merged[device]
         elsewhere = iv.merge(s for d, (oc, om) in merged.items() if d != device
                              for s in oc + om)
-        sets = _Sets(mine, talk, inputs, elsewhere)
+        sets = _Sets(mine, talk, inputs, elsewhere, python=python)
         parts = [_parts(w, sets) for w in windows]
         rows.append(DeviceBreakdown(device, "placement" if op_devices else "host-threads",
                                     parts, by_device[device][2][0]))

@@ -81,7 +81,7 @@ def parts_seconds(m: StepParts) -> dict[str, float]:
     """A mean step's parts in seconds, the evidence's plain form (the picture's bars)."""
     return {"period_s": m.period_s, **{f"{k}_s": getattr(m, f"{k}_s") for k in PARTS},
             "host_between_calls_s": m.host_between_calls_s,
-            "host_call_edges_s": m.host_call_edges_s}
+            "host_call_edges_s": m.host_call_edges_s, "host_python_ops_s": m.host_python_ops_s}
 
 
 def _evidence(b: Breakdown, j: Judged, found: list[Cause], facts: ProgramFacts,

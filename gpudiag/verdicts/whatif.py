@@ -109,11 +109,15 @@ def input_bound(p: Parts, calls: Sequence[Mapping[str, Any]], cores: int,
         return _none("input-bound", fix)
     fixes, parallel, cache_fix, generator = fix
     prefetched = _has(calls, "prefetch")
-    consumer = period - wait
+    gone = cache_fix or generator
+    # the step's host time while the program's Python ran inside tf.data (the generator,
+    # a py_function) is the step's Python waiting for the GIL: it goes where that Python
+    # leaves the step's way (replaced, or cached after the first epoch)
+    gil = p.get("host_python_ops_s", 0.0) if gone else 0.0
+    consumer = period - wait - gil
     # the producer's work per batch: the wait (a pipeline without prefetch makes the batch
     # inside the step's GetNext), plus the consumer's step it already overlapped
     producer = wait + (consumer if prefetched else 0.0)
-    gone = cache_fix or generator
     after = 0.0 if gone else producer / parallel
     # the consumer's own CPU time: on a CPU device its step less the time it idled; on an
     # accelerator the host part (the ops run on the device); with the producer's work it
@@ -131,12 +135,15 @@ def input_bound(p: Parts, calls: Sequence[Mapping[str, Any]], cores: int,
             "this was judged: other work holds cores the fix's threads need, so this is "
             "optimistic") if load is not None and load > cores else ""
     return _out("input-bound", " + ".join(fixes), period, step,
-                f"max(consumer step = period - input wait, producer per batch = "
+                f"max(consumer step = period - input wait"
+                f"{' - its host time while the Python ops ran (GIL)' if gil else ''}, "
+                f"producer per batch = "
                 f"{producer_text}, (consumer CPU + producer) / {cores} cores); {cores} "
                 "cores: this machine's (os.sched_getaffinity), where the program ran under "
                 "`gpudiag run`; for a trace recorded elsewhere the prediction assumes them"
                 + busy,
-                {"input_wait_s": wait, "consumer_s": consumer, "producer_s": producer,
+                {"input_wait_s": wait, "gil_wait_s": gil, "consumer_s": consumer,
+                 "producer_s": producer,
                  "producer_after_s": after, "consumer_cpu_s": cpu, "parallelism": parallel,
                  "cores": cores, "cores_from": "this machine (os.sched_getaffinity)",
                  "cache": cache_fix, "generator": generator, "bound": bound,
