@@ -141,6 +141,10 @@ def test_communication_bound_larger_batch() -> None:
     assert got["step_s"] == pytest.approx(0.012)
     assert got["step_s_per_original_batch"] == pytest.approx(0.006)
     assert got["speedup"] == pytest.approx(0.010 * 2 / 0.012)  # examples per second
+    # the host's per-step 1 ms does not double: (11 - 6 - 1) x 2 + 1 + 4 = 13 ms
+    hosted = whatif.predict(["communication-bound"], {**p, "period_s": 0.011, "host_s": 0.001},
+                            {"allreduce": ar})
+    assert hosted["step_s"] == pytest.approx(0.013)
     none = whatif.predict(["communication-bound"], p, {"allreduce": None})
     assert none["step_s"] is None and "gradient bytes are unknown" in none["why"]
 
@@ -153,8 +157,9 @@ def test_communication_bound_recorded_mirrored_step() -> None:
     got = whatif.predict(ev["causes"], mean, ev)
     ar = ev["allreduce"]
     moved = ar["gradient_bytes_per_replica"] / ar["achieved_bytes_per_s"]
-    assert got["step_s"] == pytest.approx((mean["period_s"] - mean["communication_s"]) * 2
-                                          + moved)
+    assert got["step_s"] == pytest.approx(
+        (mean["period_s"] - mean["communication_s"] - mean["host_s"]) * 2 + mean["host_s"]
+        + moved)
     assert got["fix"] == "batch per replica x2"
 
 

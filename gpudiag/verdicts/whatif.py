@@ -24,8 +24,9 @@ acts on and keeps the others as measured (docs/run.md, "What-if"):
   every op dispatched from Python) under tf.function: no number (the graph executor's
   per-op dispatch is not in an eager trace), the op time named as the floor.
 - communication-bound, a larger batch per replica (BATCH_FACTOR times): the per-example
-  work scales, the all-reduce of the same gradient bytes at the measured bandwidth does
-  not: ``(period - comm) * k + bytes / bandwidth``, the step of the larger batch (what the
+  work scales, the host's per-step work and the all-reduce of the same gradient bytes at
+  the measured bandwidth do not: ``(period - comm - host) * k + host + bytes / bandwidth``
+  (an upper bound: every op's time is taken to grow with the batch), the step of the larger batch (what the
   fixed run measures per step), its speedup in examples per second.
 - idle devices, a strategy over every device: the busy devices' compute spread over all
   of them: ``period - compute + compute * busy / all``.
@@ -200,11 +201,18 @@ def communication_bound(p: Parts, allreduce: Mapping[str, Any] | None) -> dict[s
     k = BATCH_FACTOR
     moved = float(allreduce["gradient_bytes_per_replica"]) / float(
         allreduce["achieved_bytes_per_s"])
-    step = (period - comm) * k + moved
+    # what grows with the batch: the ops, the input, the waits for the other replicas'
+    # ops; the host's per-step work (Python, dispatch) and the gradients' bytes do not
+    host = p.get("host_s", 0.0)
+    grows = period - comm - host
+    step = grows * k + host + moved
     out = _out("communication-bound", f"batch per replica x{k}", period, step,
-               f"(period - communication) x {k} + gradient bytes / measured bandwidth: the "
-               f"step of the {k}x batch (speedup: examples per second)",
-               {"communication_s": comm, "allreduce_s": moved, "batch_factor": k})
+               f"(period - communication - host) x {k} + host + gradient bytes / measured "
+               f"bandwidth: the step of the {k}x batch, every op's time taken to grow with "
+               "the batch (an upper bound: an op reading its weights takes as long for a "
+               "batch twice as large; speedup: examples per second)",
+               {"communication_s": comm, "host_s": host, "allreduce_s": moved,
+                "batch_factor": k})
     out["speedup"] = period * k / step if step > 0 else None
     out["step_s_per_original_batch"] = step / k
     return out
