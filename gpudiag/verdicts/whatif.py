@@ -26,8 +26,8 @@ acts on and keeps the others as measured (docs/run.md, "What-if"):
 - communication-bound, a larger batch per replica (BATCH_FACTOR times): the per-example
   work scales, the host's per-step work and the all-reduce of the same gradient bytes at
   the measured bandwidth do not: ``(period - comm - host) * k + host + bytes / bandwidth``
-  (an upper bound: every op's time is taken to grow with the batch), the step of the larger batch (what the
-  fixed run measures per step), its speedup in examples per second.
+  (an upper bound: every op's time is taken to grow with the batch), the step of the
+  larger batch (what the fixed run measures per step), its speedup in examples per second.
 - idle devices, a strategy over every device: the busy devices' compute spread over all
   of them: ``period - compute + compute * busy / all``.
 """

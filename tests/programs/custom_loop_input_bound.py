@@ -10,6 +10,7 @@ The loop takes its batches with ``next()`` and times itself: each step's period 
 start and the seconds inside ``next()`` (``own periods:``, ``own waits:``). Exit 0.
 """
 
+import itertools
 import json
 import sys
 import time
@@ -68,6 +69,6 @@ for epoch in range(2):
         starts.append(t0)
         loss = train_step(x, y)
     print(f"epoch {epoch}: loss {float(loss):.4f}")
-periods = [b - a for a, b in zip(starts, starts[1:], strict=False)]
+periods = [b - a for a, b in itertools.pairwise(starts)]
 print("own periods:", json.dumps([*periods, None]))
 print("own waits:", json.dumps(waits))
