@@ -122,6 +122,20 @@ def test_the_steps_host_time_while_the_programs_python_ran_in_tf_data_is_told() 
         assert s.host_python_ops_s == pytest.approx(0.0005)  # 1.5-2.0: not under the op
 
 
+def test_a_tf_function_named_train_inside_the_step_marker_is_the_same_step() -> None:
+    # gpudiag's marker "train" around each call, and inside it TensorFlow's own trace of
+    # the program's tf.function, also named "train" (the guide's `def train(num_steps)`)
+    events = []
+    for i in range(4):
+        t = 10 + 3 * i
+        events += [ev("python", "train", t, t + 2.5), ev("python", "train", t + 0.01, t + 2.4),
+                   ev("tf_Compute/1", "StatefulPartitionedCall/MatMul:MatMul", t + 0.5, t + 2)]
+    b = sb.breakdown_events("x", ["/host:CPU"], events)
+    assert b.step_names == ["0", "1", "2"]
+    (row,) = b.devices
+    assert [s.period_s for s in row.steps] == pytest.approx([0.003] * 3)
+
+
 def test_two_placed_devices_communication_and_waiting_for_the_other_replica() -> None:
     events = [ev("python", "train", 0, 10), ev("python", "train", 10, 20)]
     events += [ev("tf_Compute/1", "replica_1/MatMul:MatMul", 0, 6),

@@ -165,7 +165,7 @@ def _windows(events: Sequence[Event]
             by_line.setdefault((e.line, e.name), []).append(e)
     if by_line:
         busiest = max(by_line, key=lambda line: len(by_line[line]))
-        marks = sorted(by_line[busiest], key=lambda e: e.start_ns)
+        marks = _outermost(sorted(by_line[busiest], key=lambda e: e.start_ns))
         return "host step markers", _chain([(str(i), e.start_ns, e.end_ns)
                                              for i, e in enumerate(marks)]), {}, None
     steps: dict[str, list[float]] = {}
@@ -190,6 +190,19 @@ def _windows(events: Sequence[Event]
         return "the whole trace", [], {}, None
     a, b = min(s for s, _ in spans), max(t for _, t in spans)
     return "the whole trace", [_Window("trace", a, b, b)], {}, None
+
+
+def _outermost(marks: list[Event]) -> list[Event]:
+    """Markers of one thread less those inside another: one step each. A tf.function the
+    program named ``train`` gets TensorFlow's own trace of the call, ``train``, inside
+    gpudiag's step marker of the same name; chained, the two made every other step a few
+    microseconds long."""
+    out: list[Event] = []
+    for e in marks:
+        if out and e.start_ns < out[-1].end_ns:
+            continue
+        out.append(e)
+    return out
 
 
 def _chain(marks: list[tuple[str, float, float]]) -> list[_Window]:
