@@ -136,6 +136,31 @@ def test_a_tf_function_named_train_inside_the_step_marker_is_the_same_step() -> 
     assert [s.period_s for s in row.steps] == pytest.approx([0.003] * 3)
 
 
+def test_the_training_steps_a_call_runs_are_counted_from_its_repeated_backward_ops() -> None:
+    # a loop over 5 steps inside the tf.function: its body's backward ops run 5 times a
+    # call; an RNN's own loop (while_grad inside the tape) is not a training step
+    events = []
+    for i in range(3):
+        t = 10 + 10 * i
+        events.append(ev("python", "train", t, t + 8))
+        for k in range(5):
+            at = t + 1 + k
+            events += [
+                ev("tf_Compute/1", "while/body/_1/gradient_tape/dense/MatMul:MatMul",
+                   at, at + 0.2),
+                ev("tf_Compute/1", "gradient_tape/lstm/while_grad/body/_9/MatMul:MatMul",
+                   at + 0.3, at + 0.4)]
+    b = sb.breakdown_events("x", ["/host:CPU"], events)
+    assert b.updates_per_call == 5
+    # one step a call: each update op once
+    one = [ev("python", "train", 10 * i, 10 * i + 5) for i in range(3)] + [
+        ev("tf_Compute/1", "sgd/AssignSubVariableOp:AssignSubVariableOp", 10 * i + 1,
+           10 * i + 1.1) for i in range(3)]
+    assert sb.breakdown_events("x", ["/host:CPU"], one).updates_per_call == 1
+    plain = [ev("python", "train", 10 * i, 10 * i + 5) for i in range(3)]
+    assert sb.breakdown_events("x", ["/host:CPU"], plain).updates_per_call is None
+
+
 def test_two_placed_devices_communication_and_waiting_for_the_other_replica() -> None:
     events = [ev("python", "train", 0, 10), ev("python", "train", 10, 20)]
     events += [ev("tf_Compute/1", "replica_1/MatMul:MatMul", 0, 6),

@@ -92,6 +92,29 @@ def test_on_the_cpu_a_step_call_mostly_without_ops_is_overhead_bound() -> None:
     assert usual.status == "ok" and usual.evidence["causes"] == []
 
 
+def test_a_step_function_that_already_loops_over_the_steps_is_not_told_to() -> None:
+    """The tf.function guide's ``train(num_steps)``: each call runs 22 training steps (its
+    backward ops repeat 22 times in a call, gpudiag.readers.stepbreakdown): the period is a
+    call's, said per training step too, and "several steps in each call" is not advised,
+    nor a prediction made for it."""
+    from dataclasses import replace
+
+    tiny = replace(breakdown(("/device:CPU:0", 1, 0.13, 0, 0.05, 0.82, 0, 0.01)),
+                   updates_per_call=22.0)
+    f = bn.bottleneck(tiny, None, bn.ProgramFacts(loop="tf.function train"))
+    assert f.evidence["causes"] == ["overhead-bound"] and f.evidence["updates_per_call"] == 22
+    assert "each step call ran 22 training steps (0.05 ms a training step)" in f.message
+    assert "already runs 22 training steps" in f.message
+    assert "run several steps in each call" not in f.advice and "XLA" in f.advice
+    predicted = f.evidence["predicted"]
+    assert predicted["step_s"] is None and "already runs 22 steps a call" in predicted["why"]
+    # a few steps a call (under 8): still told to run more
+    few = bn.bottleneck(replace(tiny, updates_per_call=2.0), None,
+                        bn.ProgramFacts(loop="tf.function train"))
+    assert "run several steps in each call" in few.advice
+    assert few.evidence["predicted"]["step_s"] is not None
+
+
 def test_communication_share_per_replica_and_a_straggler() -> None:
     b = breakdown(("/device:CPU:1", 10, 4, 5, 0, 1, 0, 0), ("/device:CPU:2", 10, 6, 3, 0, 1, 0, 0),
                   skew=0.004)

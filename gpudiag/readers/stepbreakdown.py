@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import itertools
 import re
+import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -67,6 +68,8 @@ STEPS_LINE = "Steps"
 TF_DATA_LINE_PREFIX = "tf_data"
 NCCL_MARK = "nccl"
 PYTHON_OP_TYPES = frozenset({"PyFunc", "PyFuncStateless", "EagerPyFunc"})
+UPDATE_OP_TYPES = frozenset({"AssignSubVariableOp", "AssignAddVariableOp"})
+LOOP_BACKWARD_RE = re.compile(r"(?:^|/)while(?:_\d+)?/body/.*(?:gradient_tape|gradients)/")
 
 
 @dataclass(frozen=True)
@@ -142,6 +145,10 @@ class Breakdown:
     xprof_error: str | None = None
     notes: list[str] = field(default_factory=list)
     host_ops_share: float = 0.0  # of the steps: a TensorFlow op ran on the host's threads
+    # training steps one step call ran: how often each variable update op ran in a call
+    # (the median over them; a loop over the iterator inside the tf.function runs its
+    # body's updates once a step). None: no update op in the steps
+    updates_per_call: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -374,7 +381,37 @@ def breakdown_events(path: str, planes: Sequence[str], events: Sequence[Event],
     idle_gpus = [r.device for r in rows if r.source == "device-plane" and not r.ran_kernels]
     return Breakdown(path, steps_from, [w.name for w in windows], rows, idle_gpus, skew,
                      notes=_notes(steps_from, gpu_planes, op_devices, rows),
-                     host_ops_share=_host_share(ops, windows))
+                     host_ops_share=_host_share(ops, windows),
+                     updates_per_call=_updates_per_call(ops, windows))
+
+
+def _updates_per_call(ops: Sequence[Event], windows: list[_Window]) -> float | None:
+    """How many training steps one step call ran, from how often its ops ran in a call:
+    the backward ops inside a loop's body (``while/body/.../gradient_tape/``: a loop over
+    the steps inside the tf.function; an RNN's own loop is ``while_grad`` inside the
+    tape, not counted), else the variable updates (an optimizer's apply, assign-sub/add,
+    which TensorFlow traces only where they are not cheap). The median over the calls and
+    ops; None: neither in the steps."""
+    loops: list[int] = []
+    updates: list[int] = []
+    for w in windows:
+        in_loop: dict[str, int] = {}
+        updated: dict[str, int] = {}
+        for e in ops:
+            if not w.start <= e.start_ns < w.call_end:
+                continue
+            m = OP_EVENT_RE.match(e.name)
+            if m is None:
+                continue
+            name, kind = m.group("name"), m.group("type")
+            if LOOP_BACKWARD_RE.search(name):
+                in_loop[name] = in_loop.get(name, 0) + 1
+            elif kind in UPDATE_OP_TYPES or kind.startswith("ResourceApply"):
+                updated[name] = updated.get(name, 0) + 1
+        loops += in_loop.values()
+        updates += updated.values()
+    counts = loops or updates
+    return float(statistics.median(counts)) if counts else None
 
 
 def _host_share(ops: Sequence[Event], windows: list[_Window]) -> float:

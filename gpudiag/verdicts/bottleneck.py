@@ -101,7 +101,7 @@ def _evidence(b: Breakdown, j: Judged, found: list[Cause], facts: ProgramFacts,
             "tensor_core_share": d.kernel_stats.tensor_core_share}
             for d in b.devices if d.source == "device-plane"},
         "gpus_without_kernels": b.gpus_without_kernels, "notes": b.notes,
-        "host_ops_share": b.host_ops_share,
+        "host_ops_share": b.host_ops_share, "updates_per_call": b.updates_per_call,
         "replica_skew_s": b.replica_skew_s, "causes": [c.name for c in found],
         "cause_evidence": {c.name: c.evidence for c in found if c.evidence},
         "xprof": None if b.xprof is None else {
@@ -122,6 +122,9 @@ def _predicted(found: list[Cause], m: StepParts, evidence: dict[str, Any],
         return dict(first.evidence["predicted"])
     if first is not None and first.name == "eager":
         return {**whatif.host_bound(parts_seconds(m), eager=True), "cause": "eager"}
+    if first is not None and first.name == "overhead-bound":  # more steps a call in place
+        evidence = {**evidence, "steps_per_call_in_place": first.evidence.get(
+            "steps_per_execution") or first.evidence.get("steps_per_call")}
     return whatif.predict([c.name for c in found], parts_seconds(m), evidence,
                           epochs=facts.epochs)
 
@@ -178,6 +181,10 @@ def bottleneck(b: Breakdown | None, reason: str | None, facts: ProgramFacts | No
     j = Judged(m, rows, b, facts)
     head = (f"{facts.loop + ': ' if facts.loop else ''}{ms(m.period_s)} per step over "
             f"{len(b.step_names)} profiled step(s) ({b.steps_from})")
+    k = b.updates_per_call
+    if k is not None and k > 1:
+        head += (f"; each step call ran {k:.0f} training steps ({ms(m.period_s / k)} a "
+                 "training step), its backward ops or updates repeated in a call")
     if j.gpu and not any(d.ran_kernels for d in rows):
         return _no_kernels(b, rows, head, check_id)
     note = gpu_fill.bottleneck_note(facts.nvml_gpus, j.gpu)

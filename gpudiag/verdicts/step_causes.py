@@ -249,6 +249,15 @@ def _launch(j: Judged) -> Cause | None:
                 f"compile{_compile_at(j.facts.compile)}) to fuse the small ops; "
                 f"steps_per_execution beyond {n} saves only the per-call part",
                 {"steps_per_execution": n})
+        k = j.b.updates_per_call
+        if k is not None and k >= LARGE_STEPS_PER_EXECUTION:
+            return Cause("overhead-bound", m.share(launch), text + (
+                f"; each call of {j.facts.loop or 'the step function'} already runs {k:.0f} "
+                "training steps (a loop inside the tf.function): what is left is each "
+                "step's own op scheduling, which more steps a call do not remove"),
+                "a larger batch (more work per op), or XLA (jit_compile=True on the "
+                "tf.function) to fuse the small ops",
+                {"steps_per_call": k})
         return Cause("overhead-bound", m.share(launch), text,
                      f"more work per step call: {_more_steps(j.facts.loop, j.facts.compile)}; "
                      "or a larger batch")

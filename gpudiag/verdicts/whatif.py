@@ -253,6 +253,11 @@ def predict(causes: Sequence[str], parts: Parts, evidence: Mapping[str, Any], *,
                            evidence.get("dataset_calls") or [], cores or available_cores(),
                            epochs)
     if cause == "overhead-bound":
+        already = evidence.get("steps_per_call_in_place")
+        if already:
+            return _none(cause, f"the program already runs {already:.0f} steps a call; the "
+                         "fix left (XLA, a larger batch) changes each op's own cost, which "
+                         "no trace of the unfused ops measures")
         return overhead_bound(parts)
     if cause == "host-bound":
         return host_bound(parts, evidence.get("steps_from") == "the whole trace")
