@@ -56,11 +56,13 @@ def test_the_prediction_stands_beside_the_fixed_runs_measurement(
     rec = run_pair(tmp_path / "runs", slow, fixed, options)
     (neck,) = rec.bottlenecks
     assert neck.predicted is not None, neck
-    if not kind.startswith(str(neck.predicted.get("cause"))):
+    cause = neck.predicted.get("cause")
+    if not cause or not kind.startswith(str(cause)):
         # the input-bound verdict of a small program on 2 shared cores can come out
-        # overhead-bound in one run (issue 31's verdict under load): then this pair does
-        # not exercise this kind's model, and says so
-        pytest.skip(f"the slow run was judged {neck.predicted.get('cause')}, not {kind}")
+        # overhead-bound in one run, the all-reduce's share under the threshold (issue 31's
+        # verdict under load): then this pair does not exercise this kind's model, and
+        # says so
+        pytest.skip(f"the slow run was judged {cause or 'without a bottleneck'}, not {kind}")
     assert neck.predicted.get("step_s"), neck.predicted
     assert neck.predicted_step_s and neck.measured_step_s and neck.error is not None
     assert neck.error == pytest.approx(neck.measured_step_s / neck.predicted_step_s - 1)
