@@ -5,9 +5,11 @@ prediction beside the fixed run's measurement with the error.
 
 How close the predictions are is benchmarks/whatif.py's to measure (docs/run.md,
 "What-if": its table and the median absolute error, far from the 15 % goal today). A
-single pair on a shared machine is one sample of what the benchmark pools over rounds,
-so the error of one pair is printed here, not held to a tolerance that the machine's
-load alone moves across it."""
+single pair on a shared machine is one sample of what the benchmark pools over rounds:
+its error is held to twice the benchmark's error for that kind plus 25 points (BENCHMARK
+below, from the table), wide enough for one sample on 2 shared cores, narrow enough that
+a model gone wrong fails (the steps_per_execution model before the call's edges were
+measured: +129 % in one pair)."""
 
 from __future__ import annotations
 
@@ -24,6 +26,15 @@ from gpudiag.rundir import load_run
 
 pytestmark = pytest.mark.slow
 WORK = str(REPO / "benchmarks" / "_whatif_workload.py")
+
+# kind: the error benchmarks/whatif.py reported (docs/run.md's table: measured / predicted - 1)
+BENCHMARK = {
+    "input-bound, parallel map + prefetch": 0.69,
+    "input-bound, generator replaced": -0.47,
+    "overhead-bound, steps_per_execution=16": -0.18,
+    "communication-bound, batch x2": -0.36,
+}
+ONE_SAMPLE_MARGIN = 0.25
 
 # kind: slow argv, fixed argv, gpudiag run options
 PAIRS = {
@@ -68,6 +79,8 @@ def test_the_prediction_stands_beside_the_fixed_runs_measurement(
     assert neck.error == pytest.approx(neck.measured_step_s / neck.predicted_step_s - 1)
     print(f"{kind}: predicted {neck.predicted_step_s * 1e3:.3f} ms, measured "
           f"{neck.measured_step_s * 1e3:.3f} ms ({neck.error:+.0%})")
+    assert abs(neck.error) <= 2 * abs(BENCHMARK[kind]) + ONE_SAMPLE_MARGIN, (
+        kind, neck.error, BENCHMARK[kind])
     if slow[0] == "spe":  # compared per training step: a call of 16 steps would be 16 x
         (loop,) = rec.loops  # B's per-step time, far above A's one step
         assert loop.b.median_s < loop.a.median_s and loop.ratio < 1, loop
