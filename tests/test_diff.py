@@ -67,6 +67,16 @@ def test_a_run_against_itself_is_no_change(pair: tuple[Path, Path, Path]) -> Non
     assert [n.outcome for n in rec.bottlenecks] == ["still there"]
 
 
+def test_the_terminal_verdict_says_what_became_of_the_bottleneck(
+        pair: tuple[Path, Path, Path]) -> None:
+    logdir, a, b = pair
+    proc = gpudiag("diff", "--logdir", str(logdir), str(a), str(b))
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    (line,) = [ln for ln in proc.stdout.splitlines() if ln.startswith("bottleneck: ")]
+    assert line.startswith("bottleneck: step ") and "none stands out" not in line, line
+    assert len(line) <= 80
+
+
 def test_a_path_that_is_not_a_run_is_one_line_exit_2(tmp_path: Path,
                                                      pair: tuple[Path, Path, Path]) -> None:
     _, a, _ = pair

@@ -151,6 +151,8 @@ def bottleneck_line(report: dict[str, Any]) -> str | None:
     ev = f.get("evidence", {})
     if f["status"] == "skip":
         return clip(f"bottleneck: not measured: {f['message']}")
+    if f["id"].startswith("diff."):  # gpudiag diff's: before and after, in its own words
+        return clip(f"bottleneck: {f['message'].split(': ', 1)[-1]}")
     causes = ev.get("causes") or []
     shares = ev.get("shares") or {}
     step = ev.get("step_s")
