@@ -26,7 +26,7 @@ from gpudiag.readers.gpukernels import KernelStats
 from gpudiag.readers.stepbreakdown import Breakdown, DeviceBreakdown, StepParts
 from gpudiag.records.run import DatasetCall
 from gpudiag.verdicts import gpu_fill
-from gpudiag.verdicts.pipeline import parallel_and_prefetched, pipeline_fixes
+from gpudiag.verdicts.pipeline import parallel_and_prefetched, pipeline_fixes, stage_fixes
 
 INPUT_BOUND = 0.20  # xprof: "HIGHLY input-bound"
 INPUT_MODERATE = 0.05  # xprof: "MODERATELY input-bound" from here
@@ -158,6 +158,7 @@ def _input(j: Judged) -> Cause | None:
                    "batch), cache() after the map when the data fits in memory, make the "
                    "per-element ops fewer or cheaper, or preprocess offline")
     elif not any(x.caller and x.caller.get("direct") for x in calls):
+        out += stage_fixes(j.b.xprof.input_ops if j.b.xprof else [])
         out.append("the program's tf.data calls were not recorded: see the input pipeline "
                    "in TensorBoard's Profile tab")
     if source:
