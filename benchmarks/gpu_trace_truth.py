@@ -6,7 +6,10 @@ the first host step marker's start to the last one's start (the complete start-t
 steps; with no marker, the GPUs' own ``Steps`` line, the profiler's per-device step events,
 chained the same way; the whole span of the events when there is neither):
 
-- the steps: how many, and the mean period;
+- the steps: how many, and the mean period; the share of the window outside the step
+  calls (the host's step markers; in a window from the Steps line, the host's tf.function
+  calls: the GPU runs on after the call returns, so also the share outside them with no
+  kernel, copy or tf.data wait);
 - per GPU plane: kernels (events on its ``Stream`` lines that are not ``Memcpy``), their
   count per step and median duration, the share of the window with a kernel running
   (the union of the kernel intervals), and the host-to-device / device-to-host copy time;
@@ -18,12 +21,14 @@ chained the same way; the whole span of the events when there is neither):
 
 from __future__ import annotations
 
+import re
 import statistics
 import sys
 
 from xprof.profile_data import ProfileData
 
 MARKERS = ("train", "TraceContext", "Profiled batch")
+CALL_RE = re.compile(r"^Eager(?:Local)?Execute: __inference_")  # a tf.function's call
 
 
 def union_ns(spans: list[tuple[int, int]]) -> int:
@@ -87,10 +92,21 @@ def truth(path: str) -> None:
     host = [r for name, rows in planes.items() if name.startswith("/host:CPU") for r in rows]
     lo, hi, steps, how = window(planes, host)
     span = hi - lo
+    it = [(a, b) for line, ev, a, b in host
+          if ev.endswith((":IteratorGetNext", ":IteratorGetNextSync"))
+          or (ev.endswith("Op::DoCompute") and "GetNext" in ev)]
     calls = [(r[2], r[3]) for r in host if r[1] in MARKERS]
     between = span - union_ns(clip(calls, lo, hi)) if len(calls) >= 2 else 0
+    idle = ""
+    if "Steps line" in how:  # the step call: the host's tf.function calls in the window
+        calls = [(r[2], r[3]) for r in host if CALL_RE.match(r[1])]
+        between = span - union_ns(clip(calls, lo, hi))
+        streams = [(a, b) for name, rows in planes.items() if name.startswith("/device:GPU:")
+                   for line, _, a, b in rows if line.startswith("Stream")]
+        idle = (f"; with no GPU kernel, copy or tf.data wait then "
+                f"{(span - union_ns(clip(calls + streams + it, lo, hi))) / span:.1%}")
     print(f"== {path}\nsteps: {how}; mean period {span / steps / 1e6:.3f} ms; "
-          f"outside the step calls (host between steps) {between / span:.1%}")
+          f"outside the step calls (host between steps) {between / span:.1%}{idle}")
     for name in sorted(planes):
         if not name.startswith("/device:GPU:"):
             continue
@@ -109,9 +125,6 @@ def truth(path: str) -> None:
               f"H2D {union_ns(clip(h2d, lo, hi)) / steps / 1e6:.3f} ms per step "
               f"({union_ns(clip(h2d, lo, hi)) / span:.1%}), "
               f"D2H {union_ns(clip(d2h, lo, hi)) / steps / 1e6:.3f} ms per step")
-    it = [(a, b) for line, ev, a, b in host
-          if ev.endswith((":IteratorGetNext", ":IteratorGetNextSync"))
-          or (ev.endswith("Op::DoCompute") and "GetNext" in ev)]
     it_ns = union_ns(clip(it, lo, hi))
     print(f"tf.data iterator on the host: {it_ns / steps / 1e6:.3f} ms per step "
           f"({it_ns / span:.1%} of the window)")
