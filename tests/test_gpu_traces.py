@@ -97,6 +97,24 @@ def test_an_input_bound_step_is_named_with_its_wait_and_the_stage_it_waited_in(
     assert "ImageDataGenerator" in f["advice"]
 
 
+def test_a_step_whose_gpu_waits_outside_the_step_call_is_host_bound_not_launch_bound(
+        tmp_path: Path) -> None:
+    # truth: one step of 66.56 ms (the GPU's Steps line); the host's call of the step
+    # function ends 9.8 ms into it; outside the call with no kernel, copy or tf.data wait:
+    # 81.5 %; kernels 10.2 %, H2D 4.4 %, tf.data 0 %
+    f = explained(tmp_path, DATA / "v100_host_bound")
+    assert f["status"] == "warn" and f["evidence"]["causes"] == ["host-bound"]
+    assert f["evidence"]["step_s"] == pytest.approx(0.066561, abs=1e-5)
+    shares = f["evidence"]["shares"]
+    assert shares["host_between_calls"] == pytest.approx(0.815, abs=0.005)
+    assert shares["compute"] == pytest.approx(0.102, abs=0.005) and shares["launch"] < 0.05
+    assert shares["input"] < 0.01
+    assert "host-bound: 82% of the step (54.25 ms of 66.56 ms) is the host after the step " \
+        "call returned" in f["message"]
+    assert "launch-bound" not in f["message"]
+    assert "steps_per_execution=N" in f["advice"] and "per-batch callbacks" in f["advice"]
+
+
 def test_a_gpu_plane_without_kernels_claims_no_bound(tmp_path: Path) -> None:
     # truth: the GPU plane holds no event; the host's markers give a 31.98 ms step
     f = explained(tmp_path, DATA / "rtx5000_empty_gpu_plane")
