@@ -59,6 +59,62 @@ def test_host_to_device_copies_are_their_own_part_never_input(tmp_path: Path) ->
     assert "moderately input-bound" not in f["message"]
 
 
+def test_a_gpu_bound_step_is_named_with_its_top_kernels_precision_and_fix(tmp_path: Path
+                                                                          ) -> None:
+    # truth (README): one step of 406.03 ms (the GPU's Steps line: no host marker), kernels
+    # 89.6 % of it, 1158 kernels, H2D 7.1 %, tf.data 0 %; float32 on a V100
+    f = explained(tmp_path, DATA / "v100_gpu_bound")
+    assert f["status"] == "warn" and f["evidence"]["causes"] == ["gpu-bound"]
+    assert f["evidence"]["steps_from"] == "device Steps line" and f["evidence"]["steps"] == 1
+    assert f["evidence"]["step_s"] == pytest.approx(0.40603, abs=1e-4)
+    shares = f["evidence"]["shares"]
+    assert shares["compute"] == pytest.approx(0.896, abs=0.005)
+    assert shares["copy"] == pytest.approx(0.071, abs=0.005) and shares["input"] < 0.01
+    assert f["evidence"]["kernels"]["/device:GPU:0"]["per_step"] == pytest.approx(1158)
+    assert "GPU-bound: the GPU runs kernels 90% of the step (363.66 ms of 406.03 ms)" in \
+        f["message"]
+    assert "top ops: Conv2DBackpropFilter" in f["message"]
+    assert "float16/bfloat16 kernels 0% of kernel time" in f["message"]
+    assert "mixed_float16" in f["advice"] and "jit_compile=True" in f["advice"]
+    assert "a larger batch" in f["advice"]
+
+
+def test_an_input_bound_step_is_named_with_its_wait_and_the_stage_it_waited_in(
+        tmp_path: Path) -> None:
+    # truth: one step of 3758.41 ms; tf.data's iterator 2339.28 ms of it (62.2 %), kernels
+    # 34.6 %, H2D 0.7 %; it waited in Iterator::Model::MaxIntraOpParallelism::Map::Prefetch
+    f = explained(tmp_path, DATA / "t4_input_bound")
+    assert f["status"] == "warn" and f["evidence"]["causes"] == ["input-bound"]
+    assert f["evidence"]["step_s"] == pytest.approx(3.75841, abs=1e-4)
+    shares = f["evidence"]["shares"]
+    assert shares["input"] == pytest.approx(0.622, abs=0.005)
+    assert shares["compute"] == pytest.approx(0.346, abs=0.005) and shares["copy"] < 0.01
+    assert "input-bound: 62% of the step (2339.28 ms of 3758.41 ms) waits for input" in \
+        f["message"]
+    assert "Iterator::Model::MaxIntraOpParallelism::Map::Prefetch" in f["advice"]
+    assert "the prefetch's buffer was empty when the step asked for its batch" in f["advice"]
+    assert "num_parallel_calls=tf.data.AUTOTUNE" in f["advice"]
+    assert "ImageDataGenerator" in f["advice"]
+
+
+def test_a_step_whose_gpu_waits_outside_the_step_call_is_host_bound_not_launch_bound(
+        tmp_path: Path) -> None:
+    # truth: one step of 66.56 ms (the GPU's Steps line); the host's call of the step
+    # function ends 9.8 ms into it; outside the call with no kernel, copy or tf.data wait:
+    # 81.5 %; kernels 10.2 %, H2D 4.4 %, tf.data 0 %
+    f = explained(tmp_path, DATA / "v100_host_bound")
+    assert f["status"] == "warn" and f["evidence"]["causes"] == ["host-bound"]
+    assert f["evidence"]["step_s"] == pytest.approx(0.066561, abs=1e-5)
+    shares = f["evidence"]["shares"]
+    assert shares["host_between_calls"] == pytest.approx(0.815, abs=0.005)
+    assert shares["compute"] == pytest.approx(0.102, abs=0.005) and shares["launch"] < 0.05
+    assert shares["input"] < 0.01
+    assert "host-bound: 82% of the step (54.25 ms of 66.56 ms) is the host after the step " \
+        "call returned" in f["message"]
+    assert "launch-bound" not in f["message"]
+    assert "steps_per_execution=N" in f["advice"] and "per-batch callbacks" in f["advice"]
+
+
 def test_a_gpu_plane_without_kernels_claims_no_bound(tmp_path: Path) -> None:
     # truth: the GPU plane holds no event; the host's markers give a 31.98 ms step
     f = explained(tmp_path, DATA / "rtx5000_empty_gpu_plane")

@@ -161,6 +161,27 @@ def test_the_training_steps_a_call_runs_are_counted_from_its_repeated_backward_o
     assert sb.breakdown_events("x", ["/host:CPU"], plain).updates_per_call is None
 
 
+def test_a_device_steps_line_step_ends_its_call_where_the_host_call_ends() -> None:
+    # a one-batch profile: the GPU's step runs 0-10 ms; the host's call of the step
+    # function 0-3 ms; kernels 1-4 ms (the GPU runs on after the call returned) and a last
+    # small op's kernel at 9.5-10 ms: 4-9.5 ms the GPU waits with the host outside the call
+    gpu = "/device:GPU:0"
+    events = [ev("Steps", "0", 0, 10, plane=gpu),
+              ev("python3", "EagerExecute: __inference_train_function_7", 0, 3),
+              ev("Stream #1(Compute)", "volta_sgemm_128x64_nn", 1, 4, plane=gpu),
+              ev("Stream #1(Compute)", "EigenMetaKernel", 9.5, 10, plane=gpu)]
+    b = sb.breakdown_events("x", [gpu, "/host:CPU"], events)
+    assert b.steps_from == "device Steps line"
+    (step,) = b.devices[0].steps
+    assert step.compute_s == pytest.approx(3.5e-3)
+    assert step.host_between_calls_s == pytest.approx(5.5e-3)  # 4-9.5 ms: after the call
+    assert step.launch_s == pytest.approx(1e-3)  # 0-1 ms: inside the call, no kernel yet
+    # no host call in the step: the whole step is the call, as before
+    b = sb.breakdown_events("x", [gpu, "/host:CPU"], [e for e in events if e.plane == gpu])
+    (step,) = b.devices[0].steps
+    assert step.host_between_calls_s == 0 and step.launch_s == pytest.approx(6.5e-3)
+
+
 def test_two_placed_devices_communication_and_waiting_for_the_other_replica() -> None:
     events = [ev("python", "train", 0, 10), ev("python", "train", 10, 20)]
     events += [ev("tf_Compute/1", "replica_1/MatMul:MatMul", 0, 6),

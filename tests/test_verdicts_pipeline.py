@@ -1,11 +1,13 @@
-"""The tf.data fixes read from the program's own calls: never "add X" where X is there."""
+"""The tf.data fixes read from the program's own calls: never "add X" where X is there;
+without the calls (a trace alone), from the stage the trace's iterators waited in."""
 
 from __future__ import annotations
 
 from typing import Any
 
+from gpudiag.readers.xprofview import InputOp
 from gpudiag.records.run import DatasetCall
-from gpudiag.verdicts.pipeline import pipeline_fixes
+from gpudiag.verdicts.pipeline import pipeline_fixes, stage_fixes
 
 
 def call(method: str, inp: int | None, out: int, line: int, **args: Any) -> DatasetCall:
@@ -48,3 +50,22 @@ def test_a_serial_map_is_told_with_its_line() -> None:
              call("prefetch", 2, 3, 10, buffer_size="AUTOTUNE")]
     fixes = pipeline_fixes(calls)
     assert fixes == [fixes[0]] and "ib.py:9" in fixes[0] and "num_parallel_calls" in fixes[0]
+
+
+def test_the_stage_a_trace_waited_in_gives_its_fix_and_only_it() -> None:
+    """xprof's iterators, the one with most time of its own first (names as TF 2.4-2.16
+    write them): an empty prefetch buffer (a map after the prefetch costs nothing of its
+    own here and is not blamed), a Python generator, a serial map; a parallel map that
+    waited is no serial map, and nothing is said with no iterator listed."""
+    def ops(*names: str) -> list[InputOp]:
+        return [InputOp(n, 100.0 - i, 1.0 - i / 10) for i, n in enumerate(names)]
+    (empty,) = stage_fixes(ops("Iterator::Model::MaxIntraOpParallelism::Map::Prefetch",
+                               "Iterator::Model::MaxIntraOpParallelism"))
+    assert empty.startswith("the prefetch's buffer was empty") and "AUTOTUNE" in empty
+    assert "serial" not in empty and "a map that runs" not in empty
+    (gen,) = stage_fixes(ops("Iterator::Model::Prefetch::FlatMap[0]::Generator"))
+    assert "from_generator" in gen and "GIL" in gen
+    (serial,) = stage_fixes(ops("Iterator::Root::Map", "Iterator::Root"))
+    assert serial.endswith("pass num_parallel_calls=tf.data.AUTOTUNE to Dataset.map")
+    assert stage_fixes(ops("Iterator::Root::ParallelMapV2", "Iterator::Root")) == []
+    assert stage_fixes(ops("Iterator::Model")) == [] and stage_fixes([]) == []

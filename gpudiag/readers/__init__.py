@@ -1,6 +1,7 @@
 """Readers of what TensorFlow writes, pure and TensorFlow-free: the placement log
 (placementlog.py), profiler traces (traces.py: xplane.pb through xprof's ProfileData),
-the step broken down per device (stepbreakdown.py, with intervals.py its interval sets and
+the step broken down per device (stepbreakdown.py, with stepwindows.py its steps,
+intervals.py its interval sets and
 xprofview.py xprof's own input-pipeline analysis in a child process, and gpukernels.py
 a GPU's kernels: per step, their times and gaps, top kernels and ops, half precision and
 Tensor Core shares) and the placement

@@ -4,11 +4,11 @@ No TensorFlow: the events come from xprof's XSpace reader (gpudiag.readers.trace
 and xprof's own input-pipeline analysis (``input_pipeline_analyzer``, what TensorBoard's
 Profile tab shows) is taken as it is, beside, in :class:`XprofView`.
 
-The steps: the host's step markers (``tf.profiler.experimental.Trace("train", ...)``:
-gpudiag's and tf_keras's fit; Keras 3's ``Profiled batch``), each step from its start to
-the next step's start, so the time between the calls (the Python loop, an eager
+The steps (gpudiag.readers.stepwindows): the host's step markers, each step from its
+start to the next step's start, so the time between the calls (the Python loop, an eager
 ``next(iterator)``) is part of it; where a trace has no host marker, the device planes'
-derived ``Steps`` line (TensorFlow 2.4-era GPU traces); else the whole trace as one step.
+derived ``Steps`` line, the step call ending where the host's tf.function call in it ends;
+else the whole trace as one step.
 
 Each step of each device is split, every nanosecond counted once, in this order:
 
@@ -35,7 +35,6 @@ marker; a CPU trace without the placement the run recorded: one host row).
 
 from __future__ import annotations
 
-import itertools
 import re
 import statistics
 from collections.abc import Mapping, Sequence
@@ -45,6 +44,7 @@ from typing import Any
 
 from gpudiag.readers import intervals as iv
 from gpudiag.readers.gpukernels import KernelStats, kernel_stats
+from gpudiag.readers.stepwindows import Window, find_windows
 from gpudiag.readers.traces import (
     COMM_OP_TYPES,
     COMM_SCOPE,
@@ -54,7 +54,6 @@ from gpudiag.readers.traces import (
     INPUT_KERNEL_RE,
     INPUT_OP_MARK,
     OP_EVENT_RE,
-    STEP_MARKERS,
     STREAM_LINE_PREFIX,
     Event,
     TraceError,
@@ -64,7 +63,6 @@ from gpudiag.readers.traces import (
 from gpudiag.readers.xprofview import XprofView, xprof_view
 
 HOST_ROW = "/host:CPU"
-STEPS_LINE = "Steps"
 TF_DATA_LINE_PREFIX = "tf_data"
 NCCL_MARK = "nccl"
 PYTHON_OP_TYPES = frozenset({"PyFunc", "PyFuncStateless", "EagerPyFunc"})
@@ -154,73 +152,6 @@ class Breakdown:
         return asdict(self)
 
 
-@dataclass(frozen=True)
-class _Window:
-    name: str
-    start: float
-    end: float  # the next step's start, or this step's end
-    call_end: float  # the end of the step call itself
-
-
-def _windows(events: Sequence[Event]
-             ) -> tuple[str, list[_Window], dict[int, list[_Window]], float | None]:
-    """How the steps were found, the steps, each GPU's own steps (from its Steps line),
-    and the largest gap between the replicas' starts of one step (None: one device)."""
-    by_line: dict[tuple[str, str], list[Event]] = {}  # one marker name on one thread
-    for e in events:
-        if e.plane.startswith(HOST_PLANE_PREFIX) and e.name in STEP_MARKERS:
-            by_line.setdefault((e.line, e.name), []).append(e)
-    if by_line:
-        busiest = max(by_line, key=lambda line: len(by_line[line]))
-        marks = _outermost(sorted(by_line[busiest], key=lambda e: e.start_ns))
-        return "host step markers", _chain([(str(i), e.start_ns, e.end_ns)
-                                             for i, e in enumerate(marks)]), {}, None
-    steps: dict[str, list[float]] = {}
-    own: dict[int, list[tuple[str, float, float]]] = {}
-    starts: dict[str, list[float]] = {}
-    for e in events:
-        g = GPU_PLANE_RE.match(e.plane)
-        if g and e.line == STEPS_LINE:
-            span = steps.setdefault(e.name, [e.start_ns, e.end_ns])
-            span[0], span[1] = min(span[0], e.start_ns), max(span[1], e.end_ns)
-            own.setdefault(int(g.group(1)), []).append((e.name, e.start_ns, e.end_ns))
-            starts.setdefault(e.name, []).append(e.start_ns)
-    if steps:
-        ordered = sorted(steps.items(), key=lambda kv: kv[1][0])
-        per_gpu = {g: _chain(sorted(marks, key=lambda m: m[1])) for g, marks in own.items()}
-        skew = max(max(v) - min(v) for v in starts.values()) / 1e9 if len(own) > 1 \
-            else None
-        return ("device Steps line", _chain([(k, a, b) for k, (a, b) in ordered]), per_gpu,
-                skew)
-    spans = [(e.start_ns, e.end_ns) for e in events if _is_op(e) or _is_stream(e)]
-    if not spans:
-        return "the whole trace", [], {}, None
-    a, b = min(s for s, _ in spans), max(t for _, t in spans)
-    return "the whole trace", [_Window("trace", a, b, b)], {}, None
-
-
-def _outermost(marks: list[Event]) -> list[Event]:
-    """Markers of one thread less those inside another: one step each. A tf.function the
-    program named ``train`` gets TensorFlow's own trace of the call, ``train``, inside
-    gpudiag's step marker of the same name; chained, the two made every other step a few
-    microseconds long."""
-    out: list[Event] = []
-    for e in marks:
-        if out and e.start_ns < out[-1].end_ns:
-            continue
-        out.append(e)
-    return out
-
-
-def _chain(marks: list[tuple[str, float, float]]) -> list[_Window]:
-    """Start-to-start periods; a lone step stands for itself."""
-    if len(marks) == 1:
-        name, a, b = marks[0]
-        return [_Window(name, a, b, b)]
-    return [_Window(name, a, nxt[1], min(b, nxt[1]))
-            for (name, a, b), nxt in itertools.pairwise(marks)]
-
-
 def _gpu_index(name: str) -> int | None:
     """The index of a GPU plane (/device:GPU:3) or device name (.../device:GPU:3)."""
     m = GPU_PLANE_RE.match(name) or re.search(r"/device:GPU:(\d+)$", name)
@@ -268,7 +199,7 @@ class _Sets:
     python: list[iv.Span] = field(default_factory=list)  # the program's Python ops ran
 
 
-def _parts(w: _Window, sets: _Sets) -> StepParts:
+def _parts(w: Window, sets: _Sets) -> StepParts:
     """One window split in order: compute, communication, copy, input, host, idle.
     Inside the step call an uncovered moment is idle where another device worked, else
     host (the CPU's framework overhead; a GPU waiting for the host to launch work)."""
@@ -292,7 +223,7 @@ def _parts(w: _Window, sets: _Sets) -> StepParts:
                      _edges_s(w, covered, inside, sets.busy_elsewhere), python)
 
 
-def _edges_s(w: _Window, covered: list[iv.Span], inside: list[iv.Span],
+def _edges_s(w: Window, covered: list[iv.Span], inside: list[iv.Span],
              elsewhere: list[iv.Span]) -> float:
     """The host time inside the call before its first piece of work and after its last
     (the whole call's host time when nothing of this device ran in it)."""
@@ -334,8 +265,8 @@ class _Plane:
         return iv.merge([(k.start_ns, k.end_ns) for k in self.kernels] + self.nccl + self.peer)
 
 
-def _gpu_rows(planes: dict[int, _Plane], windows: list[_Window],
-              per_gpu: dict[int, list[_Window]], inputs: list[iv.Span],
+def _gpu_rows(planes: dict[int, _Plane], windows: list[Window],
+              per_gpu: dict[int, list[Window]], inputs: list[iv.Span],
               python: list[iv.Span]) -> list[DeviceBreakdown]:
     work = {g: p.work() for g, p in planes.items()}
     rows = []
@@ -364,7 +295,8 @@ def breakdown_events(path: str, planes: Sequence[str], events: Sequence[Event],
                      op_devices: Mapping[str, str] | None = None,
                      devices: Sequence[str] = ()) -> Breakdown:
     """The pure part of :func:`breakdown`: the trace's plane names and events in."""
-    steps_from, windows, per_gpu, skew = _windows(events)
+    steps_from, windows, per_gpu, skew = find_windows(
+        events, lambda e: _is_op(e) or _is_stream(e))
     inputs = iv.merge((e.start_ns, e.end_ns) for e in events if _is_input_op(e))
     python = iv.merge((e.start_ns, e.end_ns) for e in events if _is_python_op(e))
     ops = [e for e in events if _is_op(e)]
@@ -385,7 +317,7 @@ def breakdown_events(path: str, planes: Sequence[str], events: Sequence[Event],
                      updates_per_call=_updates_per_call(ops, windows))
 
 
-def _updates_per_call(ops: Sequence[Event], windows: list[_Window]) -> float | None:
+def _updates_per_call(ops: Sequence[Event], windows: list[Window]) -> float | None:
     """How many training steps one step call ran, from how often its ops ran in a call:
     the backward ops inside a loop's body (``while/body/.../gradient_tape/``: a loop over
     the steps inside the tf.function; an RNN's own loop is ``while_grad`` inside the
@@ -414,7 +346,7 @@ def _updates_per_call(ops: Sequence[Event], windows: list[_Window]) -> float | N
     return float(statistics.median(counts)) if counts else None
 
 
-def _host_share(ops: Sequence[Event], windows: list[_Window]) -> float:
+def _host_share(ops: Sequence[Event], windows: list[Window]) -> float:
     """The share of the steps in which a TensorFlow op ran on the host's threads."""
     span = sum(w.end - w.start for w in windows)
     if span <= 0:
@@ -438,7 +370,7 @@ def _notes(steps_from: str, gpus: list[int], op_devices: Mapping[str, str] | Non
     return notes
 
 
-def _cpu_rows(windows: list[_Window], ops: list[Event], inputs: list[iv.Span],
+def _cpu_rows(windows: list[Window], ops: list[Event], inputs: list[iv.Span],
               python: list[iv.Span], op_devices: Mapping[str, str] | None,
               devices: Sequence[str]) -> list[DeviceBreakdown]:
     by_device: dict[str, tuple[list[iv.Span], list[iv.Span], list[int]]] = {}

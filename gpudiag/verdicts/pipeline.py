@@ -2,15 +2,23 @@
 without num_parallel_calls, a pipeline without prefetch, an in-memory data set mapped
 again every epoch without cache, Python generators and py_functions. Pure: the calls the
 hooks recorded (gpudiag.records.run.DatasetCall) in; never "add X" where X is there.
+Without them (a trace alone: `explain`), what the trace's tf.data iterators show: the
+stage the step waited in (xprof's input-pipeline analysis, gpudiag.readers.xprofview).
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 
+from gpudiag.readers.xprofview import InputOp
 from gpudiag.records.run import DatasetCall
 
 MAX_CHAIN = 200  # calls followed back from a pipeline's end
+# tf.data's own iterators around the program's pipeline (Dataset options, the model's
+# autotuning root): not stages the program wrote
+WRAPPER_STAGES = ("Model", "Root", "MaxIntraOpParallelism", "PrivateThreadPool")
+SERIAL_STAGES = ("Map", "Interleave")  # the parallel ones: ParallelMapV2, MapAndBatch, ...
 
 
 def _line(c: DatasetCall) -> str:
@@ -67,3 +75,36 @@ def parallel_and_prefetched(calls: Sequence[DatasetCall]) -> bool:
     maps = [c for c in mine if c.method in ("map", "interleave")]
     return bool(maps) and all(c.args.get("num_parallel_calls") is not None for c in maps) \
         and any(c.method == "prefetch" for c in mine)
+
+
+def _stages(name: str) -> list[str]:
+    """An iterator's stages from the outermost transformation in, less tf.data's own
+    wrappers: Iterator::Model::MaxIntraOpParallelism::Map::Prefetch is a map applied after
+    a prefetch, [Map, Prefetch]; FlatMap[0]::Generator, [FlatMap, Generator]."""
+    parts = [re.sub(r"\[\d+\]$", "", p) for p in name.split("::")[1:]]
+    return [p for p in parts if p not in WRAPPER_STAGES]
+
+
+def stage_fixes(ops: Sequence[InputOp]) -> list[str]:
+    """What the trace's tf.data iterators show when the program's own calls are not known:
+    the stage with the most time of its own (``ops``: xprof's, that first), which is where
+    the step waited. Nothing is said of stages the analysis did not list."""
+    stages = _stages(ops[0].name) if ops else []
+    last = stages[-1] if stages else ""
+    if last == "Prefetch":
+        return ["the prefetch's buffer was empty when the step asked for its batch: the "
+                "stages that fill it, on tf.data's own threads, did not keep up; make them "
+                "faster: map and interleave with num_parallel_calls=tf.data.AUTOTUNE, "
+                "cache() after the costly work when the data fits in memory, read and "
+                "decode with tf.data ops, not in Python (a generator, or a Keras "
+                "ImageDataGenerator or Sequence passed to fit(), makes one batch at a time "
+                "under the GIL unless run with workers), or preprocess offline"]
+    if last == "Generator":
+        return ["the step waited on Python: Dataset.from_generator (and a generator or "
+                "keras Sequence that fit() wraps in one) makes one element at a time "
+                "under the GIL: read and decode with tf.data ops (from_tensor_slices, "
+                "TFRecordDataset, map with num_parallel_calls=tf.data.AUTOTUNE)"]
+    if last in SERIAL_STAGES:
+        return [f"the step waited on a {last.lower()} that runs one element at a time: "
+                f"pass num_parallel_calls=tf.data.AUTOTUNE to Dataset.{last.lower()}"]
+    return []

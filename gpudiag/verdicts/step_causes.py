@@ -26,7 +26,7 @@ from gpudiag.readers.gpukernels import KernelStats
 from gpudiag.readers.stepbreakdown import Breakdown, DeviceBreakdown, StepParts
 from gpudiag.records.run import DatasetCall
 from gpudiag.verdicts import gpu_fill
-from gpudiag.verdicts.pipeline import parallel_and_prefetched, pipeline_fixes
+from gpudiag.verdicts.pipeline import parallel_and_prefetched, pipeline_fixes, stage_fixes
 
 INPUT_BOUND = 0.20  # xprof: "HIGHLY input-bound"
 INPUT_MODERATE = 0.05  # xprof: "MODERATELY input-bound" from here
@@ -158,6 +158,7 @@ def _input(j: Judged) -> Cause | None:
                    "batch), cache() after the map when the data fits in memory, make the "
                    "per-element ops fewer or cheaper, or preprocess offline")
     elif not any(x.caller and x.caller.get("direct") for x in calls):
+        out += stage_fixes(j.b.xprof.input_ops if j.b.xprof else [])
         out.append("the program's tf.data calls were not recorded: see the input pipeline "
                    "in TensorBoard's Profile tab")
     if source:
@@ -200,13 +201,18 @@ def _host(j: Judged) -> Cause | None:
         at = j.facts.called_at
         where = f" (the loop at {str(at['file']).rsplit('/', 1)[-1]}:{at['line']})"
     gpu = " while the GPU waits" if j.gpu else ""
+    what = ("the host after the step call returned, before the step's last work on the "
+            "device (the program's Python around the call: the loop, logging, a Keras "
+            "fit's per-batch callbacks)" if j.b.steps_from == "device Steps line" else
+            "the program's Python between the step calls")
     return Cause("host-bound", m.share(m.host_between_calls_s),
                  f"host-bound: {m.share(m.host_between_calls_s):.0%} of the step "
-                 f"({ms(m.host_between_calls_s)} of {ms(m.period_s)}) is the program's "
-                 f"Python between the step calls{gpu}",
+                 f"({ms(m.host_between_calls_s)} of {ms(m.period_s)}) is {what}{gpu}",
                  f"move the per-step Python work between the calls of "
                  f"{j.facts.loop or 'the step'}{where} into the tf.function, or do it every "
-                 "N steps (logging, metrics, .numpy() calls)")
+                 "N steps (logging, metrics, .numpy() calls)" + (
+                     "" if j.facts.loop else f"; Keras: {STEPS_PER_EXECUTION} (fit's "
+                     "per-batch callbacks then run once per N steps)"))
 
 
 def _launch_text(j: Judged) -> str:
