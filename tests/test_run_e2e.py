@@ -238,7 +238,8 @@ def test_a_non_python_command_gets_what_monitor_gives_and_its_exit_code(tmp_path
     r = run_program(tmp_path, "sh", "-c", "echo hi; exit 3")
     assert r.returncode == 3 and r.stdout == "hi\n" and r.stderr.startswith("gpudiag run")
     assert [f["id"] for f in r.report["findings"]] == [
-        "run.command", "run.tensorflow", "run.nvml", "run.every-gpu-used", "run.gpu-idle"]
+        "run.command", "run.tensorflow", "run.terminal", "run.nvml", "run.every-gpu-used",
+        "run.gpu-idle"]
     assert r.found["run.tensorflow"]["status"] == "skip"
     assert "not a Python program" in r.found["run.tensorflow"]["message"]
 

@@ -193,14 +193,15 @@ def execute(session: RunSession, argv: list[str], *,
                 sampler.stop()
             raise UsageError(f"cannot run {argv[0]}: {exc.strerror}") from exc
         program_pid = procs.program_pid(proc)  # the shim's child (release forgets it)
-        watch = processes.ProcessWatch(proc.pid, out_dir / RUN_PROCESSES, str(HOOKS_DIR))
+        terminal = _status_line(options)
+        say = terminal.say(ui.say_line) if terminal else ui.say_line
+        watch = processes.ProcessWatch(proc.pid, out_dir / RUN_PROCESSES, str(HOOKS_DIR),
+                                       tty=bool(resize), say=say)
         watch.start()
         ends = {e for e in map(survivors.end_name, (write_out, write_err)) if e}
         os.close(write_out)
         os.close(write_err)
-        terminal = _status_line(options)
-        watcher = run_live.Live(out_dir, session.run_dir, terminal.say(ui.say_line)
-                                if terminal else ui.say_line, sampler)
+        watcher = run_live.Live(out_dir, session.run_dir, say, sampler)
         if terminal is not None:
             terminal.text = watcher.status
         watcher.start()
@@ -211,8 +212,7 @@ def execute(session: RunSession, argv: list[str], *,
         if terminal is not None:
             terminal.start()
         try:
-            returncode, interrupt = _wait(proc, options.grace_s, _guarded(
-                terminal.say(ui.say_line) if terminal else ui.say_line))
+            returncode, interrupt = _wait(proc, options.grace_s, _guarded(say))
         finally:  # the program's end is its own exit, whoever still holds its output
             exited = Finish(time.time(), time.monotonic())
             watch.stop()

@@ -21,6 +21,7 @@ import json
 import os
 import re
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -42,6 +43,36 @@ class Unentered:
     pid: int
     command: str
     why: str
+
+
+@dataclass(frozen=True)
+class TtyReader:
+    """A process of the program that opened ``/dev/tty`` to read."""
+
+    pid: int
+    command: str
+
+
+TTY = "/dev/tty"
+TTY_NOTICE = ("gpudiag: pid {pid} ({command}) opened /dev/tty to read: under gpudiag run "
+              "/dev/tty is the program's output terminal, where what you type does not "
+              "arrive; if it waits for an answer there, run it plainly (its stdin, input(), "
+              "is your terminal as plainly)")
+
+
+def reads_tty(pid: int) -> bool:
+    """Whether ``pid`` holds ``/dev/tty`` open for reading (O_RDONLY or O_RDWR)."""
+    fds = PROC / str(pid) / "fd"
+    with contextlib.suppress(OSError):
+        for fd in fds.iterdir():
+            with contextlib.suppress(OSError, ValueError, IndexError):
+                if str(fd.readlink()) != TTY:
+                    continue
+                info = (PROC / str(pid) / "fdinfo" / fd.name).read_text()
+                mode = int(info.split("flags:")[1].split()[0], 8) & os.O_ACCMODE
+                if mode != os.O_WRONLY:
+                    return True
+    return False
 
 
 def children(pid: int) -> list[int]:
@@ -137,14 +168,19 @@ class ProcessWatch(threading.Thread):
     line) is its parent's. ``root`` is gpudiag's process-group holder (gpudiag.procs.shim,
     started ``python -I -S``), the program's parent: not listed."""
 
-    def __init__(self, root: int, path: Path, hooks_dir: str) -> None:
+    def __init__(self, root: int, path: Path, hooks_dir: str, *, tty: bool = False,
+                 say: Callable[[str], None] | None = None) -> None:
         super().__init__(name="gpudiag-run-processes", daemon=True)
         self.root, self.path, self.hooks_dir = root, path, hooks_dir
+        self.tty, self.say = tty, say  # the program's terminal is gpudiag's pseudo-terminal
         self._seen: set[tuple[int, str]] = set()
+        self._tty_told: set[int] = set()
         self._ended = threading.Event()
 
     def run(self) -> None:
         with contextlib.suppress(OSError), self.path.open("a", encoding="utf-8") as out:
+            if self.tty:
+                out.write(json.dumps({"program_terminal": True}) + "\n")
             while True:
                 self.poll(out)
                 if self._ended.wait(POLL_S):
@@ -155,6 +191,8 @@ class ProcessWatch(threading.Thread):
         argvs: dict[int, list[str]] = {}
         for pid, parent in tree(self.root):
             argv = argvs[pid] = _argv(pid)
+            if self.tty and pid != self.root and pid not in self._tty_told and reads_tty(pid):
+                lines.append(self._tty_read(pid, argv))
             key = (pid, "\0".join(argv))
             if not argv or key in self._seen or pid == self.root:
                 continue
@@ -168,19 +206,53 @@ class ProcessWatch(threading.Thread):
             out.write("".join(lines))  # type: ignore[attr-defined]
             out.flush()  # type: ignore[attr-defined]
 
+    def _tty_read(self, pid: int, argv: list[str]) -> str:
+        """The row for a process reading /dev/tty; said once on gpudiag's side."""
+        command = " ".join(argv)[:500]
+        if not self._tty_told and self.say is not None:
+            with contextlib.suppress(Exception):
+                self.say(TTY_NOTICE.format(pid=pid, command=command[:80]))
+        self._tty_told.add(pid)
+        return json.dumps({"pid": pid, "command": command, "tty_read": True}) + "\n"
+
     def stop(self) -> None:
         self._ended.set()
         self.join(timeout=2 * POLL_S + 1)
 
 
+def _rows(events_dir: Path) -> list[dict[str, object]]:
+    rows = []
+    with contextlib.suppress(OSError):
+        for line in (events_dir / RUN_PROCESSES).read_text(encoding="utf-8").splitlines():
+            with contextlib.suppress(ValueError):
+                row = json.loads(line)
+                if isinstance(row, dict):
+                    rows.append(row)
+    return rows
+
+
+def terminal_given(events_dir: Path) -> bool:
+    """Whether the program's stdout or stderr was gpudiag's pseudo-terminal."""
+    return any(row.get("program_terminal") for row in _rows(events_dir))
+
+
+def tty_readers(events_dir: Path) -> list[TtyReader]:
+    """The processes of the program seen holding /dev/tty open to read."""
+    found: dict[int, TtyReader] = {}
+    for row in _rows(events_dir):
+        with contextlib.suppress(KeyError, TypeError, ValueError):
+            if row.get("tty_read"):
+                found[int(str(row["pid"]))] = TtyReader(int(str(row["pid"])),
+                                                        str(row["command"]))
+    return sorted(found.values(), key=lambda t: t.pid)
+
+
 def unentered(events_dir: Path) -> list[Unentered]:
     """The Python processes seen that left no events file: the hooks did not enter them."""
     found: dict[int, Unentered] = {}
-    with contextlib.suppress(OSError):
-        for line in (events_dir / RUN_PROCESSES).read_text(encoding="utf-8").splitlines():
-            with contextlib.suppress(ValueError, KeyError, TypeError):
-                row = json.loads(line)
-                if not (events_dir / run_events_name(int(row["pid"]))).exists():
-                    found[int(row["pid"])] = Unentered(int(row["pid"]), str(row["command"]),
-                                                       str(row["why"]))
+    for row in _rows(events_dir):
+        with contextlib.suppress(KeyError, TypeError, ValueError):
+            pid = int(str(row["pid"]))
+            if "why" in row and not (events_dir / run_events_name(pid)).exists():
+                found[pid] = Unentered(pid, str(row["command"]), str(row["why"]))
     return sorted(found.values(), key=lambda u: u.pid)
