@@ -17,7 +17,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import REPO, load_report, run_dirs, until
+from conftest import REPO, load_report, run_dirs, split_own_lines, until
 
 from gpudiag import layout
 
@@ -101,3 +101,72 @@ def test_a_process_the_hooks_cannot_enter_is_named_with_why(tmp_path: Path, case
     assert "not a Python program" not in found["message"]
     if case == "python -E":
         assert "-S" not in found["message"] and "-I" not in found["message"]
+
+
+#: A child any Python runs (2.7 and 3.x alike), waiting for the gate.
+OLD_CHILD = """
+import os, sys, time
+where = sys.argv[1]
+while not os.path.exists(os.path.join(where, 'gate')):
+    time.sleep(0.01)
+sys.stdout.write('old child %d.%d\\n' % sys.version_info[:2])
+sys.stdout.flush()
+"""
+OLD_LAUNCHER = """
+import subprocess, sys
+code = subprocess.run([sys.argv[2], '-c', OLD_CHILD, sys.argv[1]]).returncode
+print('launcher saw', code, flush=True)
+""".replace("OLD_CHILD", repr(OLD_CHILD))
+
+
+def _older_interpreter(version: str) -> str | None:
+    """An interpreter of ``version`` on this machine (pyenv's or on PATH), if any."""
+    import shutil
+
+    for root in (Path.home() / ".pyenv" / "versions").glob(f"{version}.*"):
+        exe = root / "bin" / f"python{version}"
+        if exe.exists():
+            return str(exe)
+    return shutil.which(f"python{version}")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("version", ["2.7", "3.7"])
+def test_an_older_interpreter_the_program_starts_runs_as_plainly_and_is_named(
+        tmp_path: Path, version: str) -> None:
+    """A program starting another, older Python (a tool of another environment): the
+    hooks' sitecustomize stands aside in it without a word (Python 2 printed "'import
+    sitecustomize' failed" on the program's stderr; 3.7, gpudiag's marker lines), the
+    interpreter's own sitecustomize still runs, and the report names the process with
+    its version."""
+    exe = _older_interpreter(version)
+    if exe is None:
+        pytest.skip(f"no Python {version} on this machine")
+    argv = [sys.executable, "-c", OLD_LAUNCHER]
+    plain_dir, under_dir = tmp_path / "plain", tmp_path / "under"
+    plain_dir.mkdir()
+    under_dir.mkdir()
+    (plain_dir / "gate").touch()
+    plain = subprocess.run([*argv, str(plain_dir), exe], capture_output=True, env=ENV,
+                           cwd=REPO, timeout=300, stdin=subprocess.DEVNULL)
+    assert plain.returncode == 0 and f"old child {version}".encode() in plain.stdout, plain
+    logdir = tmp_path / "runs"
+    proc = subprocess.Popen([sys.executable, "-m", "gpudiag", "run", "--logdir",
+                             str(logdir), "--", *argv, str(under_dir), exe],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=ENV, cwd=REPO,
+                            stdin=subprocess.DEVNULL)
+    try:
+        until(lambda: any("older than gpudiag's hooks need" in str(r["why"])
+                          for r in _listed(logdir)), "gpudiag lists the older child", 120)
+    finally:
+        (under_dir / "gate").touch()
+    out, err = proc.communicate(timeout=300)
+    assert proc.returncode == 0, err[-3000:]
+    assert out == plain.stdout
+    # nothing the older Python printed is added to what the program wrote
+    assert split_own_lines(err, "run")[1] == plain.stderr, err[-3000:]
+    (child,) = [r for r in _listed(logdir) if "older than" in str(r["why"])]
+    assert f"is Python {version}" in str(child["why"])
+    (run_dir,) = run_dirs(logdir)
+    found = {f["id"]: f for f in load_report(run_dir)["findings"]}["run.tensorflow"]
+    assert f"pid {child['pid']}" in found["message"] and "was not observed" in found["message"]

@@ -146,7 +146,24 @@ def _environ(pid: int) -> dict[str, str] | None:
     return env
 
 
-def why_not_entered(argv: list[str], env: dict[str, str] | None, hooks_dir: str) -> str:
+HOOKS_NEED = (3, 11)  # the hooks' sitecustomize stands aside in an older interpreter
+_VERSION = re.compile(r"^(?:python|pypy)(\d+)\.(\d+)")
+
+
+def interpreter_version(pid: int, argv: list[str]) -> tuple[int, int] | None:
+    """The interpreter's version as its executable's name says it (python3.8), if it does."""
+    names = [argv[0] if argv else ""]
+    with contextlib.suppress(OSError):
+        names.insert(0, str((PROC / str(pid) / "exe").resolve()))
+    for name in names:
+        m = _VERSION.match(Path(name).name)
+        if m:
+            return int(m.group(1)), int(m.group(2))
+    return None
+
+
+def why_not_entered(argv: list[str], env: dict[str, str] | None, hooks_dir: str,
+                    version: tuple[int, int] | None = None) -> str:
     """Why the hooks would not enter a Python process with this command and environment
     (the reason they cannot: the interpreter, when nothing else explains it)."""
     given = flags(argv)
@@ -158,6 +175,10 @@ def why_not_entered(argv: list[str], env: dict[str, str] | None, hooks_dir: str)
                 "an env= of its own)")
     if env is not None and hooks_dir not in env.get("PYTHONPATH", "").split(os.pathsep):
         return "its PYTHONPATH does not hold gpudiag's hooks directory (set by the program)"
+    if version is not None and version < HOOKS_NEED:
+        return (f"its interpreter ({argv[0] if argv else '?'}) is Python "
+                f"{version[0]}.{version[1]}, older than gpudiag's hooks need "
+                f"({HOOKS_NEED[0]}.{HOOKS_NEED[1]} or later): they stand aside there")
     return (f"its interpreter ({argv[0] if argv else '?'}) did not load gpudiag's "
             "sitecustomize (another Python, or its site module failed)")
 
@@ -200,8 +221,9 @@ class ProcessWatch(threading.Thread):
             if argv == argvs.get(parent) or not is_python(pid, argv):
                 continue
             lines.append(json.dumps({"pid": pid, "command": " ".join(argv)[:500],
-                                     "why": why_not_entered(argv, _environ(pid),
-                                                            self.hooks_dir)}) + "\n")
+                                     "why": why_not_entered(
+                                         argv, _environ(pid), self.hooks_dir,
+                                         interpreter_version(pid, argv))}) + "\n")
         if lines:
             out.write("".join(lines))  # type: ignore[attr-defined]
             out.flush()  # type: ignore[attr-defined]

@@ -1,3 +1,4 @@
+# ruff: noqa: UP031, UP036, PTH100, PTH120, SIM105, B904 - Python 2 syntax until the version is known
 """gpudiag run's hooks, loaded into the program's interpreter through PYTHONPATH.
 
 `gpudiag run` puts this directory first on the program's PYTHONPATH. Python imports
@@ -24,18 +25,18 @@ and its ``import sitecustomize`` are what they are plainly. A failure to load th
 never stops the program: it is reported to gpudiag on a marker line.
 """
 
-import contextlib
-import importlib.machinery
-import importlib.util
 import os
 import sys
-from pathlib import Path
 
 # Copies of gpudiag.layout's names (this file runs before gpudiag is importable).
 _PKG_ROOT_ENV = "GPUDIAG_RUN_PKG_ROOT"
 _MARKER = "GPUDIAG-RUN hook-error "
 _OWN_PACKAGE = "_gpudiag_run_package"  # gpudiag.inprogram.install.OWN_PACKAGE
-_HERE = Path(__file__).resolve().parent
+# gpudiag's own code needs this (pyproject's requires-python): an older interpreter the
+# program starts (python2.7, python3.8 of another environment) runs without the hooks,
+# its own sitecustomize chained as plainly, nothing printed (gpudiag.run.processes names
+# it). So this file stays Python 2 syntax until the version is known.
+_NEEDS = (3, 11)
 
 
 def _install_hooks():
@@ -53,29 +54,66 @@ def _install_hooks():
         if root and sys.modules.get("gpudiag") is not None:
             sys.modules[_OWN_PACKAGE] = sys.modules.pop("gpudiag")
     except Exception as exc:
-        with contextlib.suppress(OSError):
-            os.write(2, f"{_MARKER}{type(exc).__name__}: {exc}\n".encode())
+        try:
+            os.write(2, ("%s%s: %s\n" % (_MARKER, type(exc).__name__, exc)).encode())
+        except OSError:
+            pass
+
+
+def _here():
+    return os.path.realpath(os.path.dirname(os.path.abspath(__file__)))
 
 
 def _not_here(path):
     try:
-        return Path(path or os.curdir).resolve() != _HERE
-    except (OSError, RuntimeError):
+        return os.path.realpath(os.path.abspath(path or os.curdir)) != _here()
+    except (OSError, ValueError):
         return True
+
+
+def _none():
+    """Plainly there is no other sitecustomize: site.py takes this ImportError for "no
+    sitecustomize" and says nothing; the import system drops this module from
+    sys.modules, so the program's own ``import sitecustomize`` is as plainly (the hooks
+    stay installed)."""
+    if sys.version_info[0] < 3:
+        return ImportError("no other sitecustomize")
+    return ImportError("no other sitecustomize", name="sitecustomize")
 
 
 def _chain():
     sys.path[:] = [p for p in sys.path if _not_here(p)]  # the program's, as plainly
+    if sys.version_info[0] < 3:
+        _chain_python2()
+        return
+    import importlib.machinery
+    import importlib.util
+
     spec = importlib.machinery.PathFinder.find_spec("sitecustomize", sys.path)
     if spec is None or spec.loader is None:
-        # Plainly there is none: site.py takes this ImportError for "no sitecustomize" and
-        # says nothing; the import system drops this module from sys.modules, so the
-        # program's own ``import sitecustomize`` is as plainly (the hooks stay installed)
-        raise ImportError("no other sitecustomize", name="sitecustomize")
+        raise _none()
     module = importlib.util.module_from_spec(spec)
     sys.modules["sitecustomize"] = module
     spec.loader.exec_module(module)
 
 
-_install_hooks()
+def _chain_python2():
+    import imp
+
+    try:
+        found, path, _ = imp.find_module("sitecustomize", sys.path)
+    except ImportError:
+        raise _none()
+    if found is None:  # a package or a compiled module: not chained
+        raise _none()
+    with found:
+        code = compile(found.read(), path, "exec")
+    module = imp.new_module("sitecustomize")
+    module.__file__ = path
+    sys.modules["sitecustomize"] = module
+    exec(code, module.__dict__)
+
+
+if sys.version_info >= _NEEDS:
+    _install_hooks()
 _chain()
