@@ -325,6 +325,26 @@ def test_tf1_between_graph_async_job_where_both_workers_train(tmp_path: Path) ->
     assert trained == 2
 
 
+def _sync_job(tmp_path: Path, *program_args: str) -> Tf1Job:
+    """_tf1_job, once more when the chief died of TensorFlow's own race at close: the
+    SyncReplicasOptimizer's token queue runner had an enqueue in flight when the session
+    closed, and its CancelledError ("Step was cancelled ...") went to the coordinator,
+    which re-raised it in the chief's main thread (seen 2 times in about 10 runs here;
+    run.crash then says so, rightly). Any other failure, or the race twice, fails."""
+    for attempt in ("first", "again"):
+        where = tmp_path / attempt
+        where.mkdir()
+        try:
+            return _tf1_job(where, *program_args)
+        except AssertionError:
+            err = where / "chief.err"
+            text = err.read_text(errors="replace") if err.is_file() else ""
+            if attempt == "again" or "QueueRunnerThread-sync_token_q" not in text or \
+                    "CancelledError: Step was cancel" not in text:
+                raise
+    raise AssertionError("unreachable")
+
+
 @pytest.mark.slow
 def test_tf1_between_graph_sync_job_is_named_with_its_sync_replicas_optimizer(
         tmp_path: Path) -> None:
@@ -335,7 +355,7 @@ def test_tf1_between_graph_sync_job_is_named_with_its_sync_replicas_optimizer(
     chief's close waits that long for its queue runners). Named synchronous from the
     constructor with its aggregation; the variables on the ps, each worker's own local
     step variable on it; nothing fails."""
-    job = _tf1_job(tmp_path, "--sync", "--last_step=60", "--stop_grace_period_secs=3")
+    job = _sync_job(tmp_path, "--sync", "--last_step=60", "--stop_grace_period_secs=3")
     assert len(job.runs) == 3
     cluster = job.cluster
     assert cluster["status"] == "ok", cluster["message"]
