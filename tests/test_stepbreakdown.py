@@ -65,6 +65,13 @@ def ev(line: str, name: str, start_ms: float, end_ms: float,
     return Event(plane, line, name, start_ms * MS, end_ms * MS)
 
 
+def calls(period_ms: float, *spans: tuple[str, str, float, float], n: int = 3) -> list[Event]:
+    """``n`` step calls ``period_ms`` apart from 10 ms on, each with ``spans`` (line, name,
+    start and end in ms from the call's start)."""
+    return [ev(line, name, 10 + period_ms * i + a, 10 + period_ms * i + b)
+            for i in range(n) for line, name, a, b in spans]
+
+
 def test_a_custom_loop_the_python_between_calls_is_host_time_in_the_step() -> None:
     # three calls of 1 ms, 3 ms apart; an op runs 0.6 ms of each call; a 0.4 ms blocking
     # get-next inside it
@@ -91,12 +98,9 @@ def test_a_custom_loop_the_python_between_calls_is_host_time_in_the_step() -> No
 def test_the_calls_host_time_before_its_first_op_and_after_its_last_is_told_apart() -> None:
     # calls of 2 ms, 2.5 ms apart: 0.5 ms in the call before the first op (entering the
     # function), two ops with 0.3 ms between them, 0.4 ms after the last (leaving it)
-    events = []
-    for i in range(3):
-        t = 10 + 2.5 * i
-        events += [ev("python", "train", t, t + 2),
-                   ev("tf_Compute/1", "StatefulPartitionedCall/MatMul:MatMul", t + 0.5, t + 0.9),
-                   ev("tf_Compute/1", "StatefulPartitionedCall/Relu:Relu", t + 1.2, t + 1.6)]
+    events = calls(2.5, ("python", "train", 0, 2),
+                   ("tf_Compute/1", "StatefulPartitionedCall/MatMul:MatMul", 0.5, 0.9),
+                   ("tf_Compute/1", "StatefulPartitionedCall/Relu:Relu", 1.2, 1.6))
     (row,) = sb.breakdown_events("x", ["/host:CPU"], events).devices
     for s in row.steps:
         assert s.compute_s == pytest.approx(0.0008)
@@ -110,12 +114,9 @@ def test_the_calls_host_time_before_its_first_op_and_after_its_last_is_told_apar
 def test_the_steps_host_time_while_the_programs_python_ran_in_tf_data_is_told() -> None:
     # calls of 2 ms, 3 ms apart, one op of 0.5 ms; a generator's PyFunc runs 0.8 ms on a
     # tf.data thread across the end of each call (0.3 ms of it over the op)
-    events = []
-    for i in range(3):
-        t = 10 + 3 * i
-        events += [ev("python", "train", t, t + 2),
-                   ev("tf_Compute/1", "StatefulPartitionedCall/MatMul:MatMul", t + 1, t + 1.5),
-                   ev("tf_data_private_threadpool/4", "PyFunc:PyFunc", t + 1.2, t + 2.0)]
+    events = calls(3, ("python", "train", 0, 2),
+                   ("tf_Compute/1", "StatefulPartitionedCall/MatMul:MatMul", 1, 1.5),
+                   ("tf_data_private_threadpool/4", "PyFunc:PyFunc", 1.2, 2.0))
     (row,) = sb.breakdown_events("x", ["/host:CPU"], events).devices
     for s in row.steps:
         assert s.host_s == pytest.approx(0.0025)
@@ -125,11 +126,8 @@ def test_the_steps_host_time_while_the_programs_python_ran_in_tf_data_is_told() 
 def test_a_tf_function_named_train_inside_the_step_marker_is_the_same_step() -> None:
     # gpudiag's marker "train" around each call, and inside it TensorFlow's own trace of
     # the program's tf.function, also named "train" (the guide's `def train(num_steps)`)
-    events = []
-    for i in range(4):
-        t = 10 + 3 * i
-        events += [ev("python", "train", t, t + 2.5), ev("python", "train", t + 0.01, t + 2.4),
-                   ev("tf_Compute/1", "StatefulPartitionedCall/MatMul:MatMul", t + 0.5, t + 2)]
+    events = calls(3, ("python", "train", 0, 2.5), ("python", "train", 0.01, 2.4),
+                   ("tf_Compute/1", "StatefulPartitionedCall/MatMul:MatMul", 0.5, 2), n=4)
     b = sb.breakdown_events("x", ["/host:CPU"], events)
     assert b.step_names == ["0", "1", "2"]
     (row,) = b.devices

@@ -35,6 +35,7 @@ marker; a CPU trace without the placement the run recorded: one host row).
 
 from __future__ import annotations
 
+import bisect
 import re
 import statistics
 from collections.abc import Mapping, Sequence
@@ -324,24 +325,20 @@ def _updates_per_call(ops: Sequence[Event], windows: list[Window]) -> float | No
     tape, not counted), else the variable updates (an optimizer's apply, assign-sub/add,
     which TensorFlow traces only where they are not cheap). The median over the calls and
     ops; None: neither in the steps."""
-    loops: list[int] = []
-    updates: list[int] = []
-    for w in windows:
-        in_loop: dict[str, int] = {}
-        updated: dict[str, int] = {}
-        for e in ops:
-            if not w.start <= e.start_ns < w.call_end:
-                continue
-            m = OP_EVENT_RE.match(e.name)
-            if m is None:
-                continue
-            name, kind = m.group("name"), m.group("type")
-            if LOOP_BACKWARD_RE.search(name):
-                in_loop[name] = in_loop.get(name, 0) + 1
-            elif kind in UPDATE_OP_TYPES or kind.startswith("ResourceApply"):
-                updated[name] = updated.get(name, 0) + 1
-        loops += in_loop.values()
-        updates += updated.values()
+    starts = [w.start for w in windows]  # sorted, one step after another
+    in_loop: dict[tuple[int, str], int] = {}  # (window, op name): runs in that call
+    updated: dict[tuple[int, str], int] = {}
+    for e in ops:
+        k = bisect.bisect_right(starts, e.start_ns) - 1
+        m = OP_EVENT_RE.match(e.name)
+        if k < 0 or e.start_ns >= windows[k].call_end or m is None:
+            continue
+        name, kind = m.group("name"), m.group("type")
+        if LOOP_BACKWARD_RE.search(name):
+            in_loop[(k, name)] = in_loop.get((k, name), 0) + 1
+        elif kind in UPDATE_OP_TYPES or kind.startswith("ResourceApply"):
+            updated[(k, name)] = updated.get((k, name), 0) + 1
+    loops, updates = list(in_loop.values()), list(updated.values())
     counts = loops or updates
     return float(statistics.median(counts)) if counts else None
 

@@ -240,13 +240,13 @@ def report(session: RunSession, argv: list[str], outcome: Outcome, options: RunO
     stderr = stderrscan.read_bounded(outcome.stderr_path)
     session.add(run_progress.command(argv, outcome.returncode, outcome.duration_s,
                                      outcome.interrupted, outcome.interrupt_signal))
+    watch = run_processes.watched(outcome.events_dir)
     session.add(run_verdicts.tensorflow_seen(
         observations, python_command=python, hook_errors=outcome.state.hook_errors,
-        unreadable_lines=bad_lines, unentered=[
-            (u.pid, u.command, u.why) for u in run_processes.unentered(outcome.events_dir)]))
-    session.add(run_verdicts.terminal(
-        run_processes.terminal_given(outcome.events_dir),
-        [(t.pid, t.command) for t in run_processes.tty_readers(outcome.events_dir)]))
+        unreadable_lines=bad_lines, unentered=[(u.pid, u.command, u.why)
+                                               for u in watch.unentered]))
+    session.add(run_verdicts.terminal(watch.terminal,
+                                      [(t.pid, t.command) for t in watch.tty_readers]))
     sampling = outcome.sampling
     nvml_gpus = [gpu_verdicts.gpu_numbers(s) for s in sampling.summaries] if sampling else None
     tf_procs = [o for o in observations if o.imported_tf]

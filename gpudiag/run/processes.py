@@ -8,7 +8,7 @@ events file. So while the program runs, ``ProcessWatch`` walks its process tree 
 POLL_S (``/proc/<pid>/task/<tid>/children``) and appends each Python process it sees,
 with why the hooks would not enter it (its command line's options, its environment as
 it started: ``/proc/<pid>/environ``), to children/program/processes.jsonl. At the end,
-``unentered`` keeps those with no events file: each is named in the report (pid,
+``watched`` keeps those with no events file: each is named in the report (pid,
 command, why), and what was not observed there is said, never "TensorFlow was never
 imported". A process that lived less than POLL_S may be missed. Linux only (without
 /proc nothing is listed).
@@ -242,7 +242,16 @@ class ProcessWatch(threading.Thread):
         self.join(timeout=2 * POLL_S + 1)
 
 
-def _rows(events_dir: Path) -> list[dict[str, object]]:
+@dataclass(frozen=True)
+class Watched:
+    """What the process watch recorded, read back once at the end."""
+
+    unentered: list[Unentered]  # Python processes that left no events file
+    tty_readers: list[TtyReader]  # processes seen holding /dev/tty open to read
+    terminal: bool  # the program's stdout or stderr was gpudiag's pseudo-terminal
+
+
+def watched(events_dir: Path) -> Watched:
     rows = []
     with contextlib.suppress(OSError):
         for line in (events_dir / RUN_PROCESSES).read_text(encoding="utf-8").splitlines():
@@ -250,31 +259,17 @@ def _rows(events_dir: Path) -> list[dict[str, object]]:
                 row = json.loads(line)
                 if isinstance(row, dict):
                     rows.append(row)
-    return rows
-
-
-def terminal_given(events_dir: Path) -> bool:
-    """Whether the program's stdout or stderr was gpudiag's pseudo-terminal."""
-    return any(row.get("program_terminal") for row in _rows(events_dir))
-
-
-def tty_readers(events_dir: Path) -> list[TtyReader]:
-    """The processes of the program seen holding /dev/tty open to read."""
-    found: dict[int, TtyReader] = {}
-    for row in _rows(events_dir):
+    unentered: dict[int, Unentered] = {}
+    readers: dict[int, TtyReader] = {}
+    for row in rows:
         with contextlib.suppress(KeyError, TypeError, ValueError):
+            if "pid" not in row:
+                continue
+            pid, command = int(str(row["pid"])), str(row["command"])
             if row.get("tty_read"):
-                found[int(str(row["pid"]))] = TtyReader(int(str(row["pid"])),
-                                                        str(row["command"]))
-    return sorted(found.values(), key=lambda t: t.pid)
-
-
-def unentered(events_dir: Path) -> list[Unentered]:
-    """The Python processes seen that left no events file: the hooks did not enter them."""
-    found: dict[int, Unentered] = {}
-    for row in _rows(events_dir):
-        with contextlib.suppress(KeyError, TypeError, ValueError):
-            pid = int(str(row["pid"]))
-            if "why" in row and not (events_dir / run_events_name(pid)).exists():
-                found[pid] = Unentered(pid, str(row["command"]), str(row["why"]))
-    return sorted(found.values(), key=lambda u: u.pid)
+                readers[pid] = TtyReader(pid, command)
+            elif "why" in row and not (events_dir / run_events_name(pid)).exists():
+                unentered[pid] = Unentered(pid, command, str(row["why"]))
+    return Watched(sorted(unentered.values(), key=lambda u: u.pid),
+                   sorted(readers.values(), key=lambda t: t.pid),
+                   any(row.get("program_terminal") for row in rows))

@@ -122,11 +122,12 @@ def _predicted(found: list[Cause], m: StepParts, evidence: dict[str, Any],
         return dict(first.evidence["predicted"])
     if first is not None and first.name == "eager":
         return {**whatif.host_bound(parts_seconds(m), eager=True), "cause": "eager"}
-    if first is not None and first.name == "overhead-bound":  # more steps a call in place
-        evidence = {**evidence, "steps_per_call_in_place": first.evidence.get(
-            "steps_per_execution") or first.evidence.get("steps_per_call")}
+    in_place = None  # more steps a call already in place: no steps-a-call prediction
+    if first is not None and first.name == "overhead-bound":
+        in_place = first.evidence.get("steps_per_execution") or first.evidence.get(
+            "steps_per_call")
     return whatif.predict([c.name for c in found], parts_seconds(m), evidence,
-                          epochs=facts.epochs)
+                          epochs=facts.epochs, steps_a_call=in_place)
 
 
 def _no_kernels(b: Breakdown, rows: Sequence[DeviceBreakdown], head: str,

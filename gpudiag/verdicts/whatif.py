@@ -237,10 +237,12 @@ NO_MODEL = {
 
 
 def predict(causes: Sequence[str], parts: Parts, evidence: Mapping[str, Any], *,
-            epochs: int | None = None, cores: int | None = None) -> dict[str, Any]:
+            epochs: int | None = None, cores: int | None = None,
+            steps_a_call: float | None = None) -> dict[str, Any]:
     """The prediction for the first (the bottleneck's) cause, from a finding's mean step
     ``parts`` and its ``evidence`` (dataset_calls, allreduce, gpus_without_kernels,
-    parts_s, steps_from)."""
+    parts_s, steps_from); ``steps_a_call``: the steps each call already runs where more
+    a call is in place (steps_per_execution, a loop inside the tf.function)."""
     if not causes:
         return _none("", "no bottleneck stands out: no fix to predict")
     cause = causes[0]
@@ -253,9 +255,8 @@ def predict(causes: Sequence[str], parts: Parts, evidence: Mapping[str, Any], *,
                            evidence.get("dataset_calls") or [], cores or available_cores(),
                            epochs)
     if cause == "overhead-bound":
-        already = evidence.get("steps_per_call_in_place")
-        if already:
-            return _none(cause, f"the program already runs {already:.0f} steps a call; the "
+        if steps_a_call:
+            return _none(cause, f"the program already runs {steps_a_call:.0f} steps a call; the "
                          "fix left (XLA, a larger batch) changes each op's own cost, which "
                          "no trace of the unfused ops measures")
         return overhead_bound(parts)

@@ -60,13 +60,9 @@ def _install_hooks():
             pass
 
 
-def _here():
-    return os.path.realpath(os.path.dirname(os.path.abspath(__file__)))
-
-
-def _not_here(path):
+def _not_here(path, here):
     try:
-        return os.path.realpath(os.path.abspath(path or os.curdir)) != _here()
+        return os.path.realpath(os.path.abspath(path or os.curdir)) != here
     except (OSError, ValueError):
         return True
 
@@ -82,7 +78,8 @@ def _none():
 
 
 def _chain():
-    sys.path[:] = [p for p in sys.path if _not_here(p)]  # the program's, as plainly
+    here = os.path.realpath(os.path.dirname(os.path.abspath(__file__)))
+    sys.path[:] = [p for p in sys.path if _not_here(p, here)]  # the program's, as plainly
     if sys.version_info[0] < 3:
         _chain_python2()
         return
