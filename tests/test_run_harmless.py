@@ -202,6 +202,30 @@ def test_sigterm_after_the_program_ended_still_gives_its_findings(tmp_path: Path
     assert findings_by_id(report)["run.command"]["evidence"]["returncode"] == 0
 
 
+def test_the_program_has_ended_before_its_holder_returns(tmp_path: Path) -> None:
+    """What the test above races with (a loaded machine gave 0 instead of 143 once): a
+    SIGTERM between the program's exit and its holder's (gpudiag.procs.shim) is not
+    passed on, and gpudiag ends 128 + 15; procs.program_ended tells that moment from the
+    program running, on real processes."""
+    from gpudiag.procs import group
+
+    gate = tmp_path / "gate"
+    proc = group.spawn_program([sys.executable, "-c", "import os, sys, time\n"
+                                "while not os.path.exists(sys.argv[1]): time.sleep(0.01)",
+                                str(gate)], stdin=subprocess.DEVNULL)
+    try:
+        program = group.program_pid(proc)
+        assert program != proc.pid and not group.program_ended(proc)
+        gate.touch()
+        _wait_until(lambda: not process_alive(program), "the program's exit")
+        assert group.program_ended(proc)
+        assert proc.wait(timeout=30) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        group.release(proc)
+
+
 EARLY_DELAYS_S = (0.1, 0.17, 0.24, 0.31, 0.38, 0.45)
 
 

@@ -316,6 +316,10 @@ def _wait(proc: subprocess.Popen[bytes], grace_s: float, say: Callable[[str], No
                         if handler is not None:
                             signal.signal(sig, handler)
                     continue
+                if procs.program_ended(proc):  # it came after the program's own end: not
+                    returncode = proc.wait()  # passed on, and gpudiag's code says it
+                    procs.release(proc)
+                    return returncode, interrupt
                 say(f"gpudiag: {name} passed on to the program: it has {grace_s:g} s to end "
                     f"by itself (--grace) before SIGKILL; Ctrl-C again ends it now")
                 if stop_child(proc, signum, grace_s):

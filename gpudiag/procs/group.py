@@ -98,6 +98,22 @@ def program_pid(proc: subprocess.Popen[bytes]) -> int:
     return _programs.get(proc.pid, proc.pid)
 
 
+def program_ended(proc: subprocess.Popen[bytes]) -> bool:
+    """Whether the program itself has ended (gone, or a zombie its holder has yet to
+    reap), though ``proc`` (the shim) may not have returned yet."""
+    pid = _programs.get(proc.pid)
+    if pid is None:
+        return proc.poll() is not None
+    try:
+        os.kill(pid, 0)
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except ProcessLookupError:
+        return True
+    except (OSError, IndexError):
+        return False  # cannot tell: taken as running
+    return state == "Z"
+
+
 def spawn_program(argv: Sequence[str], **popen_kwargs: Any) -> subprocess.Popen[bytes]:
     """Like ``spawn``, but the program runs as the shim's child in the shim's new session and
     group (gpudiag.procs.shim): not a group leader itself. The returned Popen is the shim's;
