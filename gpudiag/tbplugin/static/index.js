@@ -130,7 +130,7 @@ function breakdownBars(bars) {
       if (width <= 0) continue;
       const text = `${b.device}: ${part} ${value.toFixed(2)} ms of ${b.step_ms.toFixed(2)} ms`;
       const rect = svg("rect", { x, y: y + 4, width, height: rowH - 8, fill: PART_COLORS[part],
-        class: `part ${part}`, "data-ms": value.toFixed(3) }, svg("title", {}, text));
+        class: `part ${part}`, "data-ms": String(value) }, svg("title", {}, text));
       rect.addEventListener("mousemove", (e) => showTip(e, text));
       rect.addEventListener("mouseleave", hideTip);
       g.append(rect);
