@@ -53,8 +53,8 @@ from gpudiag.layout import (
 from gpudiag.procs import group as procs
 from gpudiag.procs import jobcontrol
 from gpudiag.procs.command import exit_code_of, resolve_command, stop_child
+from gpudiag.run import keyboard, processes, statusline, streams, survivors
 from gpudiag.run import live as run_live
-from gpudiag.run import processes, statusline, streams, survivors
 from gpudiag.run import terminal as terminal_mod
 from gpudiag.run.options import Finish, Outcome, RunOptions
 from gpudiag.session import RunSession
@@ -195,9 +195,7 @@ def execute(session: RunSession, argv: list[str], *,
         program_pid = procs.program_pid(proc)  # the shim's child (release forgets it)
         terminal = _status_line(options)
         say = terminal.say(ui.say_line) if terminal else ui.say_line
-        watch = processes.ProcessWatch(proc.pid, out_dir / RUN_PROCESSES, str(HOOKS_DIR),
-                                       tty=bool(resize), say=say)
-        watch.start()
+        watch, keys = _watch(proc, out_dir, resize, say)
         ends = {e for e in map(survivors.end_name, (write_out, write_err)) if e}
         os.close(write_out)
         os.close(write_err)
@@ -212,10 +210,12 @@ def execute(session: RunSession, argv: list[str], *,
         if terminal is not None:
             terminal.start()
         try:
-            returncode, interrupt = _wait(proc, options.grace_s, _guarded(say))
+            returncode, interrupt = _wait(proc, options.grace_s, _guarded(say), keys)
         finally:  # the program's end is its own exit, whoever still holds its output
             exited = Finish(time.time(), time.monotonic())
             watch.stop()
+            if keys is not None:
+                keys.close()  # the user's terminal in its own mode again
             if terminal is not None:
                 terminal.close()
             shows = [terminal_out, sys.stderr.buffer]
@@ -233,6 +233,21 @@ def execute(session: RunSession, argv: list[str], *,
     return Outcome(returncode, duration, interrupt, result, reason, state, stdout_path,
                    stderr_path, out_dir, *_save_outcome(saved), settled, shown, exited,
                    program_pid)
+
+
+def _watch(proc: subprocess.Popen[bytes], out_dir: Path, resize: Sequence[tuple[int, int]],
+           say: Callable[[str], None]
+           ) -> tuple[processes.ProcessWatch, keyboard.Keyboard | None]:
+    """The watch of the program's processes, started; and where the program has gpudiag's
+    pseudo-terminal, the keyboard passing the user's keys into it while a process reads
+    /dev/tty (the controlling one is the first: gpudiag.procs.shim)."""
+    keys = keyboard.Keyboard.open(resize[0][1]) if resize else None
+    watch = processes.ProcessWatch(proc.pid, out_dir / RUN_PROCESSES, str(HOOKS_DIR),
+                                   tty=bool(resize), say=say, keyboard=keys)
+    watch.start()
+    if keys is not None:
+        keys.start()
+    return watch, keys
 
 
 def _hook_config(session: RunSession, out_dir: Path, options: RunOptions) -> RunHookConfig:
@@ -284,7 +299,8 @@ def _stream_id(fd: int) -> tuple[int, int] | None:
     return st.st_dev, st.st_ino
 
 
-def _wait(proc: subprocess.Popen[bytes], grace_s: float, say: Callable[[str], None]
+def _wait(proc: subprocess.Popen[bytes], grace_s: float, say: Callable[[str], None],
+          keys: keyboard.Keyboard | None = None
           ) -> tuple[int | None, KeyboardInterrupt | None]:
     """Wait for the program; pass signals on as plainly they would have reached it.
 
@@ -298,7 +314,7 @@ def _wait(proc: subprocess.Popen[bytes], grace_s: float, say: Callable[[str], No
     # gpudiag's handlers (gpudiag.execute), put back after a SIGHUP passed on: the first
     # signal handled sets them to SIG_IGN
     handlers = {s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGHUP)}
-    with jobcontrol.passed_on(lambda: procs.groups_of(proc)):
+    with jobcontrol.passed_on(lambda: procs.groups_of(proc), keys):
         while True:
             try:
                 returncode = proc.wait()

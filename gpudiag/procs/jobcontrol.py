@@ -16,21 +16,37 @@ import os
 import signal
 from collections.abc import Callable, Iterator
 from types import FrameType
+from typing import Protocol
 
 from gpudiag.procs.reaper import signal_groups
 
 
+class Stoppable(Protocol):
+    """Something of gpudiag's that must let go of the terminal while gpudiag is stopped
+    (gpudiag.run.keyboard: the user's terminal mode)."""
+
+    def pause(self) -> None: ...
+
+    def resume(self) -> None: ...
+
+
 @contextlib.contextmanager
-def passed_on(groups: Callable[[], set[int]]) -> Iterator[None]:
-    """SIGTSTP and SIGCONT to gpudiag reach the process groups ``groups()`` while active."""
+def passed_on(groups: Callable[[], set[int]],
+              around: Stoppable | None = None) -> Iterator[None]:
+    """SIGTSTP and SIGCONT to gpudiag reach the process groups ``groups()`` while active;
+    ``around`` pauses before gpudiag stops and resumes after it continues."""
 
     def on_tstp(_signum: int, _frame: FrameType | None) -> None:
         signal_groups(groups(), signal.SIGTSTP)
         signal_groups(groups(), signal.SIGSTOP)
+        if around is not None:
+            around.pause()
         os.kill(os.getpid(), signal.SIGSTOP)  # SIGSTOP: never discarded, whatever the group
 
     def on_cont(_signum: int, _frame: FrameType | None) -> None:
         signal_groups(groups(), signal.SIGCONT)
+        if around is not None:
+            around.resume()
 
     try:
         old_tstp = signal.getsignal(signal.SIGTSTP)

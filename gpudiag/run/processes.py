@@ -12,6 +12,10 @@ it started: ``/proc/<pid>/environ``), to children/program/processes.jsonl. At th
 command, why), and what was not observed there is said, never "TensorFlow was never
 imported". A process that lived less than POLL_S may be missed. Linux only (without
 /proc nothing is listed).
+
+Where the program's terminal is gpudiag's pseudo-terminal, each poll also counts the
+processes holding ``/dev/tty`` open to read, for the keyboard that passes the user's keys
+into it meanwhile (gpudiag.run.keyboard); each is recorded once (``tty_read``).
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from gpudiag.layout import ENV_RUN_CONFIG, RUN_PROCESSES, run_events_name
+from gpudiag.run.keyboard import Keyboard
 
 POLL_S = 0.25
 PROC = Path("/proc")
@@ -47,17 +52,18 @@ class Unentered:
 
 @dataclass(frozen=True)
 class TtyReader:
-    """A process of the program that opened ``/dev/tty`` to read."""
+    """A process of the program that opened ``/dev/tty`` to read; ``relayed``: what the
+    user typed was passed into it (gpudiag.run.keyboard)."""
 
     pid: int
     command: str
+    relayed: bool = False
 
 
 TTY = "/dev/tty"
-TTY_NOTICE = ("gpudiag: pid {pid} ({command}) opened /dev/tty to read: under gpudiag run "
-              "/dev/tty is the program's output terminal, where what you type does not "
-              "arrive; if it waits for an answer there, run it plainly (its stdin, input(), "
-              "is your terminal as plainly)")
+TTY_NOTICE = ("gpudiag: pid {pid} ({command}) opened /dev/tty to read: gpudiag itself has "
+              "no terminal to take what you type from, so nothing arrives there; if it "
+              "waits for an answer, run it plainly (its stdin, input(), is as plainly)")
 
 
 def reads_tty(pid: int) -> bool:
@@ -190,10 +196,12 @@ class ProcessWatch(threading.Thread):
     started ``python -I -S``), the program's parent: not listed."""
 
     def __init__(self, root: int, path: Path, hooks_dir: str, *, tty: bool = False,
-                 say: Callable[[str], None] | None = None) -> None:
+                 say: Callable[[str], None] | None = None,
+                 keyboard: Keyboard | None = None) -> None:
         super().__init__(name="gpudiag-run-processes", daemon=True)
         self.root, self.path, self.hooks_dir = root, path, hooks_dir
         self.tty, self.say = tty, say  # the program's terminal is gpudiag's pseudo-terminal
+        self.keyboard = keyboard  # relays the user's keys there while a process reads it
         self._seen: set[tuple[int, str]] = set()
         self._tty_told: set[int] = set()
         self._ended = threading.Event()
@@ -210,10 +218,13 @@ class ProcessWatch(threading.Thread):
     def poll(self, out: object) -> None:
         lines = []
         argvs: dict[int, list[str]] = {}
+        readers = 0
         for pid, parent in tree(self.root):
             argv = argvs[pid] = _argv(pid)
-            if self.tty and pid != self.root and pid not in self._tty_told and reads_tty(pid):
-                lines.append(self._tty_read(pid, argv))
+            if self.tty and pid != self.root and reads_tty(pid):
+                readers += 1
+                if pid not in self._tty_told:
+                    lines.append(self._tty_read(pid, argv))
             key = (pid, "\0".join(argv))
             if not argv or key in self._seen or pid == self.root:
                 continue
@@ -224,6 +235,8 @@ class ProcessWatch(threading.Thread):
                                      "why": why_not_entered(
                                          argv, _environ(pid), self.hooks_dir,
                                          interpreter_version(pid, argv))}) + "\n")
+        if self.keyboard is not None:
+            self.keyboard.told(readers)
         if lines:
             out.write("".join(lines))  # type: ignore[attr-defined]
             out.flush()  # type: ignore[attr-defined]
@@ -231,11 +244,13 @@ class ProcessWatch(threading.Thread):
     def _tty_read(self, pid: int, argv: list[str]) -> str:
         """The row for a process reading /dev/tty; said once on gpudiag's side."""
         command = " ".join(argv)[:500]
-        if not self._tty_told and self.say is not None:
+        relayed = self.keyboard is not None
+        if not self._tty_told and self.say is not None and not relayed:
             with contextlib.suppress(Exception):
                 self.say(TTY_NOTICE.format(pid=pid, command=command[:80]))
         self._tty_told.add(pid)
-        return json.dumps({"pid": pid, "command": command, "tty_read": True}) + "\n"
+        return json.dumps({"pid": pid, "command": command, "tty_read": True,
+                           "relayed": relayed}) + "\n"
 
     def stop(self) -> None:
         self._ended.set()
@@ -267,7 +282,7 @@ def watched(events_dir: Path) -> Watched:
                 continue
             pid, command = int(str(row["pid"])), str(row["command"])
             if row.get("tty_read"):
-                readers[pid] = TtyReader(pid, command)
+                readers[pid] = TtyReader(pid, command, bool(row.get("relayed")))
             elif "why" in row and not (events_dir / run_events_name(pid)).exists():
                 unentered[pid] = Unentered(pid, command, str(row["why"]))
     return Watched(sorted(unentered.values(), key=lambda u: u.pid),

@@ -42,28 +42,35 @@ def listing(counts: dict[str, Any], unit: str = "") -> str:
 # ---------------------------------------------------------------- the program's terminal
 
 
-def terminal(given: bool, tty_readers: Sequence[tuple[int, str]]) -> Finding:
+def terminal(given: bool, tty_readers: Sequence[tuple[int, str, bool]]) -> Finding:
     """What of the user's terminal the program had: a pseudo-terminal like it where
-    gpudiag's output is one; the one difference it cannot avoid (/dev/tty is that
-    pseudo-terminal, where nothing typed arrives), said when a process opened it to read
-    (``tty_readers``: pid, command)."""
+    gpudiag's output is one. A process that opened ``/dev/tty`` to read (``tty_readers``:
+    pid, command, whether what the user typed was passed into it) is named; one whose
+    keys could not be passed on (gpudiag had no terminal to read them from) is the one
+    difference left, and warns."""
     evidence = {"pseudo_terminal": given,
-                "tty_readers": [{"pid": p, "command": c} for p, c in tty_readers]}
+                "tty_readers": [{"pid": p, "command": c, "relayed": r}
+                                for p, c, r in tty_readers]}
     if not given:
         return Finding("run.terminal", "skip", "gpudiag's output is not a terminal: the "
                        "program's stdout and stderr are pipes, as they would be plainly "
                        "with the output redirected", evidence)
     text = ("the program's stdout and stderr that are terminals on your side are "
-            "pseudo-terminals of your window's size (isatty, progress bars, writing to "
-            "/dev/tty as plainly); its stdin is your terminal")
+            "pseudo-terminals of your window's size (isatty, progress bars, /dev/tty as "
+            "plainly); its stdin is your terminal")
     if not tty_readers:
         return Finding("run.terminal", "ok", text + "; no process opened /dev/tty to read",
                        evidence)
-    who = "; ".join(f"pid {p} `{c[:120]}`" for p, c in tty_readers[:5])
+    stranded = [(p, c) for p, c, relayed in tty_readers if not relayed]
+    if not stranded:
+        who = "; ".join(f"pid {p} `{c[:120]}`" for p, c, _ in tty_readers[:5])
+        return Finding("run.terminal", "ok", f"{text}; {who} read /dev/tty: what you typed "
+                       "was passed into it while it did", evidence)
+    who = "; ".join(f"pid {p} `{c[:120]}`" for p, c in stranded[:5])
     return Finding("run.terminal", "warn",
-                   f"{who} opened /dev/tty to read: under gpudiag run /dev/tty is the "
-                   "program's output pseudo-terminal, where what you type does not arrive "
-                   f"(a password prompt, getpass, `read < /dev/tty` waits there); {text}",
+                   f"{who} opened /dev/tty to read, and gpudiag had no terminal of its own "
+                   "to take what you type from, so nothing typed arrived there (a password "
+                   f"prompt, getpass, `read < /dev/tty` waits); {text}",
                    evidence, advice="Answer such a prompt in a plain run, or give the "
                    "answer another way (an environment variable, a file, stdin).")
 
