@@ -66,7 +66,6 @@ class Keyboard(threading.Thread):
         self.user_fd, self.master = user_fd, master
         self.readers = 0  # processes of the program holding /dev/tty open to read
         self.looked_at = 0.0  # when the process watch last counted them (monotonic)
-        self.relayed_bytes = 0
         self._echo_off_at: float | None = None
         self._saved: list[Any] | None = None  # the user's own mode
         self._paused = False
@@ -153,7 +152,6 @@ class Keyboard(threading.Thread):
                 continue
             except OSError:
                 return False
-        self.relayed_bytes += len(data)
         return True
 
     def _take(self) -> None:
