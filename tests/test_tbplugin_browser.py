@@ -35,6 +35,7 @@ from conftest import (
 
 from gpudiag import layout
 from gpudiag.tb import serve as tbserve
+from gpudiag.verdicts import headline
 
 pytestmark = pytest.mark.slow
 PROGRAMS = REPO / "tests" / "programs"
@@ -165,6 +166,10 @@ def test_first_screen_answers_devices_bottleneck_learning(
     if cause == "input-bound":
         assert any(ln.startswith("input_pipeline_fit.py:") for ln in lines), found["advice"]
     expect(frame.locator("section.bottleneck .where code")).to_have_text(lines)
+    # the verdict at the top is whole (the terminal's is cut at 80 columns)
+    whole = headline.bottleneck_line(report, headline.UNCUT)
+    assert whole is not None and not whole.endswith("...")
+    expect(frame.locator("pre.headline")).to_contain_text(whole)
     bar = frame.locator("section.bottleneck rect.part.compute").first
     bar.hover()
     compute_ms = float(bar.get_attribute("data-ms"))

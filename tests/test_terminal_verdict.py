@@ -108,6 +108,19 @@ def test_the_sample_runs_verdicts() -> None:
     assert len(card.splitlines()) <= 5
 
 
+def test_a_page_gets_the_verdict_lines_whole() -> None:
+    """The dashboard wraps its lines: the same verdict, never cut at 80 columns."""
+    for command in ("env", "placement", "memory", "scaling", "monitor", "run"):
+        report = _sample(command)
+        short, whole = headline.verdict(report), headline.verdict(report, headline.UNCUT)
+        assert len(short) == len(whole)
+        for cut, line in zip(short, whole, strict=True):
+            assert not line.endswith("..."), line
+            assert line.startswith(cut.removesuffix("...").rstrip()), (cut, line)
+    run = headline.verdict(_sample("run"))
+    assert any(ln.endswith("...") for ln in run), run  # the case this is for
+
+
 def _render(renderable_or_report: Any, width: int = 80) -> list[str]:
     out = StringIO()
     console = Console(file=out, width=width, color_system=None)

@@ -115,7 +115,7 @@ def devices(run: Run) -> dict[str, Any]:
     if not lanes:
         lanes = _scaling_lanes(run)
     lanes += _nvml_lanes(run, used_ev, gpus)
-    no_gpu = headline.devices_line(report, width=1000) if gpus == [] else None
+    no_gpu = headline.devices_line(report, headline.UNCUT) if gpus == [] else None
     return {"no_gpu": no_gpu, "tf_gpus": gpus, "lanes": lanes}
 
 
@@ -175,7 +175,7 @@ def bottleneck(run: Run) -> dict[str, Any] | None:
             "cause": worst.bottleneck, "causes": list(worst.causes),
             "message": finding.get("message", ""), "fix": advice,
             "where": list(dict.fromkeys(_FILE_LINE.findall(advice))), "bars": bars,
-            "line": headline.bottleneck_line(run.report_json),
+            "line": headline.bottleneck_line(run.report_json, headline.UNCUT),
             "predicted": worst.predicted}
 
 
@@ -244,7 +244,8 @@ def live(run: Run) -> dict[str, Any] | None:
 
 def run_view(run: Run, logdir: Path) -> dict[str, Any]:
     """Everything the page shows of one run."""
-    return {**summary(run, logdir), "verdict": headline.verdict(run.report_json),
+    return {**summary(run, logdir),
+            "verdict": headline.verdict(run.report_json, headline.UNCUT),
             "devices": devices(run), "bottleneck": bottleneck(run),
             "learning": learning(run), "scaling": scaling(run), "groups": groups(run),
             "live": live(run)}

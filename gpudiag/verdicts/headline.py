@@ -28,6 +28,7 @@ from collections.abc import Iterator
 from typing import Any
 
 WIDTH = 79  # a line of the verdict is shorter than an 80-column terminal
+UNCUT = 100_000  # a web page's lines: wrapped by the page, never cut
 _FILE_LINE = re.compile(r"[\w./-]+\.py:\d+")
 _WORST = {"fail": 0, "warn": 1, "skip": 2, "ok": 3}
 
@@ -142,7 +143,7 @@ def _by_suffix(report: dict[str, Any], suffixes: tuple[str, ...]) -> list[dict[s
     return sorted(found, key=lambda f: _WORST.get(f["status"], 4))
 
 
-def bottleneck_line(report: dict[str, Any]) -> str | None:
+def bottleneck_line(report: dict[str, Any], width: int = WIDTH) -> str | None:
     """The named cause, its share of the step, and the fix's line of the user's code."""
     found = _by_suffix(report, ("bottleneck",))
     if not found:
@@ -150,9 +151,9 @@ def bottleneck_line(report: dict[str, Any]) -> str | None:
     f = found[0]
     ev = f.get("evidence", {})
     if f["status"] == "skip":
-        return clip(f"bottleneck: not measured: {f['message']}")
+        return clip(f"bottleneck: not measured: {f['message']}", width)
     if f["id"].startswith("diff."):  # gpudiag diff's: before and after, in its own words
-        return clip(f"bottleneck: {f['message'].split(': ', 1)[-1]}")
+        return clip(f"bottleneck: {f['message'].split(': ', 1)[-1]}", width)
     causes = ev.get("causes") or []
     shares = ev.get("shares") or {}
     step = ev.get("step_s")
@@ -161,7 +162,7 @@ def bottleneck_line(report: dict[str, Any]) -> str | None:
         parts = ", ".join(f"{k} {v:.0%}" for k, v in shares.items()
                           if k != "host_between_calls" and isinstance(v, int | float)
                           and v >= 0.05)
-        return clip(f"bottleneck: none stands out{per} ({parts})")
+        return clip(f"bottleneck: none stands out{per} ({parts})", width)
     where = _FILE_LINE.search(f.get("advice", ""))
     fix = f"; fix at {where.group(0)}" if where else "; fix: see report.md"
     part = {"input-bound": "input", "communication-bound": "communication",
@@ -169,19 +170,19 @@ def bottleneck_line(report: dict[str, Any]) -> str | None:
     share = shares.get(part) if part else None
     per = f" ({share:.0%}{per})" if isinstance(share, int | float) else f" ({per[1:]})" \
         if per else ""
-    return clip(f"bottleneck: {causes[0]}{per}{fix}")
+    return clip(f"bottleneck: {causes[0]}{per}{fix}", width)
 
 
-def learning_line(report: dict[str, Any]) -> str | None:
+def learning_line(report: dict[str, Any], width: int = WIDTH) -> str | None:
     found = _by_suffix(report, ("learning",))
     if not found:
         return None
     f = found[0]
     word = {"ok": "", "warn": "WARN ", "fail": "FAIL ", "skip": "not judged: "}[f["status"]]
-    return clip(f"learning: {word}{f['message']}")
+    return clip(f"learning: {word}{f['message']}", width)
 
 
-def counts_line(report: dict[str, Any]) -> str:
+def counts_line(report: dict[str, Any], width: int = WIDTH) -> str:
     findings = report.get("findings", [])
     n = {s: sum(1 for f in findings if f["status"] == s) for s in _WORST}
     failed = [f["id"] for f in findings if f["status"] == "fail"]
@@ -190,13 +191,14 @@ def counts_line(report: dict[str, Any]) -> str:
         head += " (interrupted)" if report.get("interrupted") else " (partial)"
     first = f" ({failed[0]}{', ...' if len(failed) > 1 else ''})" if failed else ""
     return clip(f"{head}: {n['fail']} failed{first}, {n['warn']} warnings, "
-                f"{n['skip']} not checked, {n['ok']} ok")
+                f"{n['skip']} not checked, {n['ok']} ok", width)
 
 
-def verdict(report: dict[str, Any]) -> list[str]:
-    """The verdict's first four lines at most: the counts, devices, bottleneck, learning."""
-    lines = [counts_line(report), devices_line(report), bottleneck_line(report),
-             learning_line(report)]
+def verdict(report: dict[str, Any], width: int = WIDTH) -> list[str]:
+    """The verdict's first four lines at most: the counts, devices, bottleneck, learning,
+    each of at most ``width`` characters (a page wraps them: ``UNCUT``)."""
+    lines = [counts_line(report, width), devices_line(report, width),
+             bottleneck_line(report, width), learning_line(report, width)]
     return [ln for ln in lines if ln]
 
 
