@@ -172,11 +172,30 @@ def test_a_settle_a_signal_interrupted_goes_on_where_it_was(
         pid = real(fd, out_fd)
         if len(handed) == 1:
             os.kill(os.getpid(), signal.SIGTERM)
+            # once the signal has reached the process (its byte on the wake-up pipe), the
+            # main thread takes the GIL again: where Python runs the handlers of signals
+            # another thread received
+            os.read(woken_r, 1)
         return pid
 
     def interrupt(signum: int, frame: object) -> None:
         raise KeyboardInterrupt
 
+    # another thread that takes the signal and runs Python, as gpudiag's own threads do:
+    # the kernel gives a process's signal to a thread that does not block it, and Python
+    # runs its handler in the main thread at the next switch between the threads,
+    # whatever the main thread blocks
+    other_ends = threading.Event()
+
+    def runs_python() -> None:
+        while not other_ends.wait(0.0005):
+            pass
+
+    other = threading.Thread(target=runs_python, daemon=True)
+    other.start()
+    woken_r, woken_w = os.pipe()
+    os.set_blocking(woken_w, False)
+    previous_wakeup = signal.set_wakeup_fd(woken_w)
     previous = signal.signal(signal.SIGTERM, interrupt)
     monkeypatch.setattr(survivors, "hand_over", signalled_once)
     monkeypatch.setattr(survivors, "holders", lambda ends: [])
@@ -187,6 +206,10 @@ def test_a_settle_a_signal_interrupted_goes_on_where_it_was(
         settled = survivors.settle(pumps, set(), shows)
     finally:
         signal.signal(signal.SIGTERM, previous)
+        signal.set_wakeup_fd(previous_wakeup)
+        other_ends.set()
+        os.close(woken_r)
+        os.close(woken_w)
     assert handed == [pipes[0][0], pipes[1][0]]  # each pipe once
     assert settled.held and len(settled.forwarders) == 2
     for _, w in pipes:

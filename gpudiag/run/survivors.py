@@ -18,10 +18,12 @@ import os
 import shutil
 import signal
 import subprocess
+import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from types import FrameType
 from typing import BinaryIO
 
 from gpudiag.run import streams
@@ -111,17 +113,29 @@ HELD_SIGNALS = {signal.SIGINT, signal.SIGTERM, signal.SIGHUP}
 
 @contextlib.contextmanager
 def _signals_held() -> Iterator[None]:
-    """Ctrl-C, SIGTERM and SIGHUP wait until the block is done (their handlers then run):
-    a pipe handed to its forwarder is also marked so, never closed here without it."""
-    try:
-        old = signal.pthread_sigmask(signal.SIG_BLOCK, HELD_SIGNALS)
-    except (AttributeError, OSError, ValueError):  # not the main thread, not POSIX
-        yield
+    """Ctrl-C, SIGTERM and SIGHUP wait until the block is done (then each is raised again
+    for its own handler): a pipe handed to its forwarder is also marked so, never closed
+    here without it. Held at Python's level, by handlers that only note the signal:
+    blocking it in the main thread is not enough, since the kernel then gives it to
+    another thread (the pumps') and Python runs the handler in the main thread anyway."""
+    noted: list[int] = []
+
+    def note(signum: int, _frame: FrameType | None) -> None:
+        noted.append(signum)
+
+    if threading.current_thread() is not threading.main_thread():
+        yield  # handlers are set, and run, in the main thread only
         return
+    # a handler set outside Python (None here) could not be put back: left as it is
+    handlers = {sig: signal.signal(sig, note) for sig in HELD_SIGNALS
+                if signal.getsignal(sig) is not None}
     try:
         yield
     finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, old)
+        for held, handler in handlers.items():
+            signal.signal(held, handler)
+        for signum in dict.fromkeys(noted):
+            signal.raise_signal(signum)
 
 
 def settle(pumps: list[streams.Pump], ends: set[str], shows: list[BinaryIO]) -> Settled:
