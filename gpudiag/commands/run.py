@@ -180,7 +180,8 @@ def execute(session: RunSession, argv: list[str], *,
           contextlib.ExitStack() as stack):
         saved = [streams.SaveFile(out_file, stdout_path, on_fail=_say_save_failed),
                  streams.SaveFile(err_file, stderr_path, on_fail=_say_save_failed)]
-        (read_out, write_out), (read_err, write_err), resize = _ends(stdout_to_stderr)
+        (read_out, write_out), (read_err, write_err), resize = terminal_mod.program_ends(
+            stdout_to_stderr)
         stack.enter_context(terminal_mod.resized(resize))  # before the program can ask
         config = dataclasses.replace(config, stderr_stream=_stream_id(write_err))
         try:
@@ -269,25 +270,6 @@ def _save_outcome(saved: Sequence[streams.SaveFile]) -> tuple[tuple[WriteFailed,
     kept = tuple(f"{f.path.name}: {f.failure.strerror}" for f in saved
                  if isinstance(f.failure, streams.KeptFree))
     return failures, kept
-
-
-def _ends(stdout_to_stderr: bool
-          ) -> tuple[tuple[int, int], tuple[int, int], list[tuple[int, int]]]:
-    """(reading end, program's end) for its stdout and its stderr: a pseudo-terminal like
-    gpudiag's where gpudiag's counterpart is a terminal (gpudiag.run.terminal), else a pipe;
-    and the (user's fd, reading end) pairs a SIGWINCH resizes."""
-    ends, resize = [], []
-    for user_fd in (2 if stdout_to_stderr else 1, 2):
-        if terminal_mod.is_terminal(user_fd):
-            with contextlib.suppress(OSError):
-                reading, program = terminal_mod.open_like(user_fd)
-                ends.append((reading, program))
-                resize.append((user_fd, reading))
-                continue
-        reading, program = os.pipe()
-        streams.grow_pipe(program)
-        ends.append((reading, program))
-    return ends[0], ends[1], resize
 
 
 def _stream_id(fd: int) -> tuple[int, int] | None:

@@ -29,6 +29,8 @@ import termios
 from collections.abc import Iterator, Sequence
 from types import FrameType
 
+from gpudiag.run import streams
+
 _WINSIZE = "HHHH"
 
 
@@ -65,6 +67,26 @@ def open_like(user_fd: int) -> tuple[int, int]:
         pass
     set_window_size(program, window_size(user_fd))
     return reading, program
+
+
+def program_ends(stdout_to_stderr: bool
+                 ) -> tuple[tuple[int, int], tuple[int, int], list[tuple[int, int]]]:
+    """(reading end, program's end) for the program's stdout and its stderr: a
+    pseudo-terminal like gpudiag's where gpudiag's counterpart is a terminal (stdout's is
+    gpudiag's stderr with ``stdout_to_stderr``), else a pipe; and the (user's fd, reading
+    end) pairs a SIGWINCH resizes, the controlling one first."""
+    ends, resize = [], []
+    for user_fd in (2 if stdout_to_stderr else 1, 2):
+        if is_terminal(user_fd):
+            with contextlib.suppress(OSError):
+                reading, program = open_like(user_fd)
+                ends.append((reading, program))
+                resize.append((user_fd, reading))
+                continue
+        reading, program = os.pipe()
+        streams.grow_pipe(program)
+        ends.append((reading, program))
+    return ends[0], ends[1], resize
 
 
 @contextlib.contextmanager
