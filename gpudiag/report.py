@@ -1,8 +1,15 @@
 """Report records and their renderings: report.json (the contract), report.md, a rich table.
 
 report.json follows gpudiag/report.schema.json (``schema_version`` = layout.SCHEMA_VERSION).
-A finding is one check's outcome: an id, a status, one sentence, the evidence (plain
-numbers and strings) behind it, and what to do when it is not ok.
+A finding is one check's outcome, a typed record: an id (of a family declared in
+gpudiag.families, which says the question it answers), a status, its title (the answer in
+at most 72 characters), the whole message, the actions to take (what to change, where in
+the user's code, the step time predicted after it with its interval), the evidence (plain
+numbers and strings; typed by gpudiag.evidence where readers use its fields) and the
+advice in prose.
+
+Version 1 reports (no title, question or actions) still load: their question comes from
+the registry, their title is empty (readers then show the message, wrapped).
 """
 
 from __future__ import annotations
@@ -16,6 +23,7 @@ from typing import Any, Literal
 
 from gpudiag import __version__
 from gpudiag.errors import EXIT_CHECK_FAILED, EXIT_OK
+from gpudiag.families import QUESTIONS, TITLE_MAX, question_of
 from gpudiag.files import atomic_write_text, strict_json
 from gpudiag.layout import REPORT_JSON, REPORT_MD, SCHEMA_VERSION
 from gpudiag.markdown import markdown_table
@@ -25,31 +33,133 @@ STATUSES: tuple[Status, ...] = ("ok", "warn", "fail", "skip")
 
 
 @dataclass(frozen=True)
+class Prediction:
+    """The step time an action should give (seconds a step), with its interval; or, with
+    ``step_s`` None, why there is no prediction (``basis``). ``basis`` otherwise says what
+    the prediction assumes."""
+
+    step_s: float | None
+    low_s: float | None = None
+    high_s: float | None = None
+    basis: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: Any) -> Prediction:
+        if not isinstance(data, dict):
+            raise ValueError("a prediction is not an object")
+        return cls(step_s=_opt_float(data.get("step_s"), "predicted.step_s"),
+                   low_s=_opt_float(data.get("low_s"), "predicted.low_s"),
+                   high_s=_opt_float(data.get("high_s"), "predicted.high_s"),
+                   basis=_text(data.get("basis"), "predicted.basis"))
+
+
+@dataclass(frozen=True)
+class Action:
+    """One thing to do: ``what`` to change, in words ("pass
+    num_parallel_calls=tf.data.AUTOTUNE to Dataset.map"); ``where``: ``file:line`` of the
+    user's code (None: no line of theirs is known); ``predicted``: the step time after it
+    (None: this kind of action predicts none)."""
+
+    what: str
+    where: str | None = None
+    predicted: Prediction | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"what": self.what, "where": self.where,
+                "predicted": self.predicted.to_dict() if self.predicted else None}
+
+    @classmethod
+    def from_dict(cls, data: Any) -> Action:
+        if not isinstance(data, dict):
+            raise ValueError("an action is not an object")
+        where = data.get("where")
+        if where is not None and not isinstance(where, str):
+            raise ValueError("action.where is not a string")
+        predicted = data.get("predicted")
+        return cls(what=_text(data.get("what"), "action.what"), where=where,
+                   predicted=None if predicted is None else Prediction.from_dict(predicted))
+
+
+def _text(value: Any, name: str) -> str:
+    if value is None:
+        return ""
+    if not isinstance(value, str):
+        raise ValueError(f"{name} is not a string")
+    return value
+
+
+def _opt_float(value: Any, name: str) -> float | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ValueError(f"{name} is not a number")
+    return float(value)
+
+
+@dataclass(frozen=True)
 class Finding:
-    """One check's outcome. ``evidence`` holds JSON-able plain data only."""
+    """One check's outcome. ``evidence`` holds JSON-able plain data only. ``title``: the
+    answer in at most 72 characters (empty in reports written before titles existed);
+    ``question``: its family's (gpudiag.families), filled in from the registry when not
+    given; ``actions``: what to do, in order."""
 
     id: str
     status: Status
     message: str
     evidence: dict[str, Any] = field(default_factory=dict)
     advice: str = ""
+    title: str = ""
+    actions: tuple[Action, ...] = ()
+    question: str | None = None
 
     def __post_init__(self) -> None:
         if self.status not in STATUSES:
             raise ValueError(f"finding {self.id}: unknown status {self.status!r}")
+        if len(self.title) > TITLE_MAX or "\n" in self.title:
+            raise ValueError(f"finding {self.id}: its title is not one line of at most "
+                             f"{TITLE_MAX} characters: {self.title!r}")
+        if self.question is None:
+            object.__setattr__(self, "question", question_of(self.id))
+        elif self.question not in QUESTIONS:
+            raise ValueError(f"finding {self.id}: unknown question {self.question!r}")
+        if not isinstance(self.actions, tuple):
+            object.__setattr__(self, "actions", tuple(self.actions))
+
+    @property
+    def headline(self) -> str:
+        """What a person reads first: the title, or (a report without titles) the
+        message."""
+        return self.title or " ".join(self.message.split())
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        return {"id": self.id, "status": self.status, "title": self.title,
+                "question": self.question, "message": self.message,
+                "actions": [a.to_dict() for a in self.actions],
+                "evidence": self.evidence, "advice": self.advice}
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Finding:
-        """A finding as report.json holds it (``to_dict``'s output) back; a ValueError or
-        KeyError when a field is missing or of the wrong kind."""
+        """A finding as report.json holds it (``to_dict``'s output, or a version 1
+        finding without title, question and actions) back; a ValueError or KeyError when
+        a field is missing or of the wrong kind."""
+        if not isinstance(data, dict):
+            raise ValueError("a finding is not an object")
         evidence = data.get("evidence") or {}
         if not isinstance(evidence, dict):
             raise ValueError(f"finding {data.get('id')!r}: evidence is not an object")
+        actions = data.get("actions") or []
+        if not isinstance(actions, list):
+            raise ValueError(f"finding {data.get('id')!r}: actions is not a list")
+        question = data.get("question")
+        if question is not None and question not in QUESTIONS:
+            question = None  # a question this gpudiag does not know: the registry's
         return cls(id=str(data["id"]), status=data["status"], message=str(data["message"]),
-                   evidence=evidence, advice=str(data.get("advice") or ""))
+                   evidence=evidence, advice=str(data.get("advice") or ""),
+                   title=_text(data.get("title"), "title"),
+                   actions=tuple(Action.from_dict(a) for a in actions), question=question)
 
 
 def now_iso() -> str:
@@ -229,20 +339,31 @@ _STYLE = {"ok": "green", "warn": "yellow", "fail": "bold red", "skip": "dim"}
 
 
 def render_table(report: Report, console: Any) -> None:
-    """Print the findings on ``console`` (a rich.console.Console): one line per finding,
-    worst first, the check's name never cut, the finding cut to the terminal's width with
-    '...' (the whole of it is in report.md). The verdict follows it (gpudiag.execute)."""
+    """Print the findings on ``console`` (a rich.console.Console): one entry per finding,
+    worst first, its status, id and title (a report without titles: its message), wrapped
+    under the console's width with a hanging indent, never cut (the whole message, the
+    evidence and the advice are in report.md). The verdict follows it (gpudiag.execute)."""
     from rich.text import Text
 
-    width = max((len(f.id) for f in report.findings), default=0)
-    room = max(20, console.width - width - 9)
+    width = max(40, console.width - 1)
     for status in SUMMARY_ORDER:
         for f in report.findings:
             if f.status != status:
                 continue
-            message = " ".join(f.message.split())
-            if len(message) > room:
-                message = message[: room - 3] + "..."
-            line = Text(f"{_ICON[f.status]:<4}", style=_STYLE[f.status])
-            line.append(f"  {f.id:<{width}}  {message}")
-            console.print(line, soft_wrap=True, highlight=False)
+            lines = wrap(f"{_ICON[f.status]:<4}  {f.id}: {f.headline}", width, indent=6)
+            for n, text in enumerate(lines):
+                line = Text(text, style="")
+                if n == 0:
+                    line.stylize(_STYLE[f.status], 0, len(_ICON[f.status]))
+                console.print(line, soft_wrap=True, highlight=False)
+
+
+def wrap(text: str, width: int, *, indent: int = 0) -> list[str]:
+    """``text`` in lines of at most ``width`` characters, broken between words (a word
+    longer than a line, a path say, has a line of its own and is never cut), the lines
+    after the first indented by ``indent``."""
+    import textwrap
+
+    return textwrap.wrap(" ".join(text.split()), width=width,
+                         subsequent_indent=" " * indent, break_long_words=False,
+                         break_on_hyphens=False) or [""]

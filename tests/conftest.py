@@ -60,10 +60,17 @@ def run_dirs(logdir: Path) -> list[Path]:
 
 
 def load_report(run_dir: Path) -> dict[str, Any]:
-    """report.json as plain data, read by the one reader of a run directory."""
+    """report.json as plain data, read by the one reader of a run directory. Every finding
+    a command wrote belongs to a declared family (gpudiag.families: its question is set)
+    and its title is one line of at most 72 characters."""
+    from gpudiag.families import TITLE_MAX
     from gpudiag.rundir import load_run
 
-    return load_run(run_dir).report_json
+    data = load_run(run_dir).report_json
+    for f in data["findings"]:
+        assert f.get("question"), f"finding {f['id']} belongs to no family in gpudiag.families"
+        assert len(f.get("title", "")) <= TITLE_MAX, f"finding {f['id']}: title too long"
+    return data
 
 
 def findings_by_id(report: dict[str, Any]) -> dict[str, dict[str, Any]]:

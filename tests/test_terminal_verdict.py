@@ -52,11 +52,16 @@ def test_env_ends_with_the_verdict_naming_the_cpu_and_why(tmp_path: Path) -> Non
     assert verdict[-2:] == [f"report: {run_dir / 'report.md'}",
                             "dashboard: gpudiag tensorboard runs"]
     assert "all checks passed" not in (proc.stdout + proc.stderr).lower()
-    # every line gpudiag printed fits 80 columns; each finding is one line, name uncut
-    assert all(len(ln) < 80 for ln in proc.stdout.splitlines()), proc.stdout
+    # every line gpudiag printed fits 80 columns and none is cut; each finding is shown
+    # whole by its id and its title (or, without one, its message), wrapped
+    lines = proc.stdout.splitlines()
+    assert all(len(ln) < 80 and not ln.rstrip().endswith(("...", "\u2026")) for ln in lines), \
+        proc.stdout
+    shown = " ".join(" ".join(lines).split())
     report = load_report(tmp_path / run_dir)
     for f in report["findings"]:
-        assert f"  {f['id']} " in proc.stdout, f["id"]
+        words = " ".join((f["title"] or f["message"]).split())
+        assert f"{f['id']}: {words}" in shown, f["id"]
 
 
 def test_run_of_a_keras_fit_names_device_bottleneck_and_learning(tmp_path: Path) -> None:
@@ -131,15 +136,20 @@ def _render(renderable_or_report: Any, width: int = 80) -> list[str]:
     return out.getvalue().splitlines()
 
 
-def test_findings_are_one_line_each_worst_first_names_uncut() -> None:
+def test_findings_are_shown_whole_worst_first_wrapped_under_80_columns() -> None:
     report = Report("scaling", "x")
     long_id = "scaling.devices-worked.mirrored-4dev"
-    report.add(Finding(long_id, "ok", "every device did work " * 10))
-    report.add(Finding("scaling.efficiency.towers", "warn", "x1.68 on 4 devices"))
+    message = "every device did work " * 10
+    report.add(Finding(long_id, "ok", message))
+    report.add(Finding("scaling.efficiency.towers", "warn", "x1.68 on 4 devices",
+                       title="x1.68 on 4 devices: 42 % of linear"))
     lines = _render(report)
-    assert [ln.split()[:2] for ln in lines] == [["WARN", "scaling.efficiency.towers"],
-                                                ["OK", long_id]]
-    assert all(len(ln) < 80 for ln in lines) and lines[1].endswith("...")
+    assert lines[0].split()[:2] == ["WARN", "scaling.efficiency.towers:"]
+    assert lines[0].endswith("x1.68 on 4 devices: 42 % of linear")  # the title, not the message
+    assert lines[1].split()[:2] == ["OK", f"{long_id}:"]
+    assert all(len(ln) < 80 and not ln.endswith("...") for ln in lines), lines
+    assert all(ln.startswith(" " * 6) for ln in lines[2:]), lines  # wrapped, hanging
+    assert " ".join(" ".join(lines[1:]).split()).endswith(" ".join(message.split()))
 
 
 def test_scaling_table_fits_80_columns_without_cutting() -> None:

@@ -74,7 +74,7 @@ from pathlib import Path
 from gpudiag.errors import UsageError
 from gpudiag.layout.names import Indexed
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: findings carry title, question and actions (1 still loads)
 
 # --------------------------------------------------------------------- run directory
 
