@@ -218,10 +218,12 @@ def monitor(
     interval_s: float = opt.IntervalOpt,
     idle_threshold: float = opt.IdleThresholdOpt,
     gpus: str | None = opt.GpusOpt,
+    strict: bool = opt.StrictOpt,
     logdir: Path = opt.LogdirOpt,
     as_json: bool = opt.JsonOpt,
 ) -> None:
-    """Run any command (any framework) while sampling every GPU: was every GPU used?"""
+    """Run any command (any framework) while sampling every GPU: was every GPU used?
+    Exits with the command's own exit code (--strict: 1 when a check failed)."""
     from gpudiag.commands import monitor as monitor_cmd
     from gpudiag.procs.command import resolve_command
 
@@ -233,7 +235,7 @@ def monitor(
             stdout_to_stderr=as_json)
         return lambda session, ui: monitor_cmd.run(session, options, backend=backend, ui=ui)
 
-    _watch(ctx, "monitor", gpus, logdir, as_json, body)
+    _watch(ctx, "monitor", gpus, logdir, as_json, body, strict=strict)
 
 
 @app.command(name="run", context_settings={"allow_interspersed_args": False})
@@ -252,11 +254,13 @@ def run_program(
     interval_s: float = opt.IntervalOpt,
     idle_threshold: float = opt.IdleThresholdOpt,
     gpus: str | None = opt.GpusOpt,
+    strict: bool = opt.StrictOpt,
     logdir: Path = opt.LogdirOpt,
     as_json: bool = opt.JsonOpt,
 ) -> None:
     """Run your own TensorFlow program, unmodified, and diagnose it: devices, strategy, where
-    its ops ran, learning, throughput, its log and its crash."""
+    its ops ran, learning, throughput, its log and its crash. Exits with the program's own
+    exit code (--strict: 1 when a check failed)."""
     from gpudiag.commands import run as run_cmd
     from gpudiag.run.options import RunOptions
 
@@ -271,17 +275,20 @@ def run_program(
                                                options=options, stdout_to_stderr=as_json,
                                                ui=ui)
 
-    _watch(ctx, "run", gpus, logdir, as_json, body)
+    _watch(ctx, "run", gpus, logdir, as_json, body, strict=strict)
 
 
 def _watch(ctx: typer.Context, name: str, gpus: str | None, logdir: Path, as_json: bool,
-           body: Callable[[Backend, tuple[int, ...] | None], Body]) -> None:
+           body: Callable[[Backend, tuple[int, ...] | None], Body], *,
+           strict: bool) -> None:
     """`monitor` and `run`: --gpus checked against NVML (opened before the run directory
-    exists), then the command's body in its session."""
+    exists), then the command's body in its session; the exit code is the command's
+    (``strict``: 1 when a check failed and the command exited 0)."""
     gpu_list = opt.parse_gpus(gpus) if gpus is not None else None
     with _nvml(ctx) as backend:
         opt.check_gpus(gpu_list, backend)
-        execute(name, logdir, as_json, body(backend, gpu_list), watches_a_command=True)
+        execute(name, logdir, as_json, body(backend, gpu_list), watches_a_command=True,
+                strict=strict)
 
 
 @app.command()

@@ -210,6 +210,11 @@ QuietOpt = typer.Option(
     "the bottom of the terminal while the program runs; live findings and the report are "
     "still shown. Without a terminal on stderr there is none anyway.")
 
+StrictOpt = typer.Option(
+    False, "--strict", help="Exit 1 when a check failed although the program exited 0, "
+    "for gpudiag as a gate in CI. Without it gpudiag exits with the program's own code, "
+    "whatever the findings.")
+
 GraceOpt = typer.Option(
     30.0, "--grace", min=0.0, max=86400.0, callback=finite_nonnegative,
     help="Seconds the program has to end by itself after gpudiag passes it a SIGTERM or "

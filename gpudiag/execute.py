@@ -4,8 +4,10 @@ turned into a finished report and one line (gpudiag.cli's commands call ``execut
 ``main`` installs ``on_signal``).
 
 Exit codes: 0 all checks passed, 1 a check failed, 2 bad usage or input, 3 environment
-broken (a full disk included), 128 + N ended by signal N (130 Ctrl-C), or the watched
-command's own code (`monitor`, `run`).
+broken (a full disk included), 128 + N ended by signal N (130 Ctrl-C). `monitor` and `run`
+end with the watched command's own code, whatever the findings (a wrapper must not change
+a job's outcome, as `time` and `nsys profile` do not); with ``strict`` (--strict), 1 when a
+check failed and the command exited 0.
 """
 
 from __future__ import annotations
@@ -34,7 +36,7 @@ from gpudiag.verdicts import headline
 
 def execute(command: str, logdir: Path, as_json: bool,
              body: Callable[[RunSession, Ui], int | None], *,
-             watches_a_command: bool = False) -> NoReturn:
+             watches_a_command: bool = False, strict: bool = False) -> NoReturn:
     """Run one command's body in a session, render the findings, exit with their code
     (or with the watched command's, e.g. `monitor` forwarding its command's). Never
     returns: every path ends in ``typer.Exit``."""
@@ -65,7 +67,10 @@ def execute(command: str, logdir: Path, as_json: bool,
     show_verdict(session, console)
     print_json(session, as_json)
     if session.forwarded_exit is not None:
-        raise typer.Exit(session.forwarded_exit)
+        code = session.forwarded_exit
+        if strict and code == 0:
+            code = session.report.exit_code()
+        raise typer.Exit(code)
     raise typer.Exit(session.report.exit_code() if forwarded is None else forwarded)
 
 

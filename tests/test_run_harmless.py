@@ -343,7 +343,7 @@ def test_a_run_directory_removed_mid_run_is_one_line(tmp_path: Path) -> None:
     err = done.stderr.decode()
     assert b"removed it" in done.stdout
     assert "Traceback" not in err
-    assert done.returncode == 3, err
+    assert done.returncode == 0, err  # the program ran its course: its code, and one line
     lines = [ln for ln in err.splitlines() if ln.startswith("gpudiag: error:")]
     assert len(lines) == 1 and "was removed while the program ran" in lines[0], err
 

@@ -31,8 +31,8 @@ def test_the_multi_gpu_cifar10_trainer_is_named_in_graph_replication_from_what_i
     logdir = tmp_path / "runs"
     proc = gpudiag("run", "--logdir", str(logdir), "--", PY,
                    str(PROGRAMS / "tf1_multitower.py"), "--variant=ok")
-    # gpudiag's exit 1: a finding failed (run.soft-placement, below), the program's was 0
-    assert proc.returncode == 1, proc.stdout[-3000:] + proc.stderr[-3000:]
+    # the program's own 0, although a finding failed (run.soft-placement, below)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert "step 19, loss = " in proc.stdout
     (run_dir,) = run_dirs(logdir)
     found = findings_by_id(load_report(run_dir))

@@ -181,8 +181,8 @@ def _run_command(session: RunSession, command: list[str], stdout_to_stderr: bool
         outcome.interrupt = exc
         stop_child(proc, signum_of(exc))
         outcome.returncode = proc.returncode
-    if outcome.returncode:  # 0: the findings decide the exit code
-        session.forward_exit(exit_code_of(outcome.returncode))
+    # the command's own code, 0 included: the findings never change a job's outcome
+    session.forward_exit(exit_code_of(outcome.returncode))
 
 
 def _record(session: RunSession, options: MonitorOptions, outcome: _Outcome, duration: float,

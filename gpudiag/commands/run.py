@@ -37,7 +37,7 @@ from typing import BinaryIO
 
 import gpudiag
 from gpudiag import inprogram, nvml
-from gpudiag.errors import EXIT_ENVIRONMENT, UsageError, WriteFailed, signum_of
+from gpudiag.errors import UsageError, WriteFailed, signum_of
 from gpudiag.inprogram.config import (
     RunHookConfig,
 )
@@ -373,15 +373,16 @@ def _say_save_failed(saved: streams.SaveFile) -> None:
 def run(session: RunSession, argv: list[str], *,
         backend: nvml.NvmlBackend | nvml.NvmlUnavailable, options: RunOptions,
         stdout_to_stderr: bool = False, ui: Ui) -> int | None:
-    """Run, analyse, report. Returns the exit code to forward (None when it was 0)."""
+    """Run, analyse, report. Returns the program's exit code, which gpudiag ends with (None: it has
+    none)."""
     from gpudiag.run import analyse
 
     outcome = execute(session, argv, backend=backend, options=options,
                       stdout_to_stderr=stdout_to_stderr, ui=ui)
-    if outcome.returncode:  # 0: the findings decide the exit code
+    # the program's own code, 0 included: its findings never change a job's outcome (the
+    # saved copy of its output that could not be written is a finding, run.saved-output)
+    if outcome.returncode is not None:
         session.forward_exit(exit_code_of(outcome.returncode))
-    elif outcome.save_failures:  # the program ran its course; the run is not whole
-        session.forward_exit(EXIT_ENVIRONMENT)
     if not outcome.stderr_path.is_file():  # the run directory was removed while it ran
         raise WriteFailed(f"the run directory {session.run_dir} was removed while the "
                           "program ran: no report")
@@ -395,4 +396,4 @@ def run(session: RunSession, argv: list[str], *,
                 session.add(finding)
     if outcome.interrupt is not None:
         raise outcome.interrupt
-    return exit_code_of(outcome.returncode) if outcome.returncode else None
+    return None if outcome.returncode is None else exit_code_of(outcome.returncode)
