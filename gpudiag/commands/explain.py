@@ -15,6 +15,10 @@ and replica devices that run recorded (read with gpudiag.rundir.load_run: the ch
 before issue 30 ``children/<config>/``), as `scaling` reads it; a
 CPU trace with no recorded placement is one host row, and the
 finding says devices cannot be told apart (virtual CPU devices share the host's plane).
+
+``explained(path, logdir, ui)``: the same, as a typed Run: written into a run directory
+under ``logdir``, or kept in memory when there is none (gpudiag.session.MemorySession):
+`gpudiag diff` on traces and the library's ``gpudiag.explain`` (gpudiag.api).
 """
 
 from __future__ import annotations
@@ -30,8 +34,9 @@ from gpudiag.layout import TAG_EXPLAIN
 from gpudiag.markdown import markdown_table
 from gpudiag.readers import stepbreakdown, traces
 from gpudiag.report import Finding
-from gpudiag.rundir import RunDirError, load_run
-from gpudiag.session import RunSession
+from gpudiag.rundir import Run, RunDirError, load_run
+from gpudiag.rundir.unsaved import unsaved_run
+from gpudiag.session import MemorySession, RunSession
 from gpudiag.ui import Ui
 from gpudiag.verdicts import bottleneck
 
@@ -234,3 +239,18 @@ def run(session: RunSession, path: Path, *, ui: Ui) -> None:
     session.text(TAG_EXPLAIN, markdown_table(
         ["trace", "device", "kernels/ops", "step ms", "compute", "copy", "input",
          "communication", "host", "idle"], rows))
+
+
+def explained(path: Path, logdir: Path | None, ui: Ui) -> Run:
+    """PATH's traces explained (``find_traces``' UsageError first, before any run
+    directory): into a run directory under ``logdir``, read back with load_run, or, with no
+    logdir, in memory (nothing written; the Run's path is PATH)."""
+    find_traces(path)
+    if logdir is None:
+        memory = MemorySession("explain", path)
+        with memory:
+            run(memory, path, ui=ui)
+        return unsaved_run(memory.report, path)
+    with RunSession("explain", logdir) as session:
+        run(session, path, ui=ui)
+    return load_run(session.run_dir)
