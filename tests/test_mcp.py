@@ -21,6 +21,9 @@ from conftest import REPO, TESTS_DIR, assert_usage_error, gpudiag
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
 
+import gpudiag as api
+from gpudiag.mcp import tools
+
 RUN_ID = "run/2026-11-26T01-21-25-run"
 TRACES = "traces/rtx5000_launch_bound"
 TOOLS = {"list_runs", "show_run", "explain", "diff"}
@@ -251,3 +254,16 @@ def test_stdout_holds_the_protocol_alone(logdir: Path) -> None:
 
 def test_a_logdir_that_is_not_a_directory_is_one_line_exit_2(tmp_path: Path) -> None:
     assert_usage_error(gpudiag("mcp", "--logdir", str(tmp_path / "none")), "not a directory")
+
+
+def test_a_trace_s_recorded_placement_is_not_read_from_outside_the_logdir() -> None:
+    """A logdir that is one configuration of a scaling run: its trace's placement was
+    recorded by the run around it, outside the logdir. The library reads it (each tower
+    device gets its row); the server does not (one host row), and says the same trace."""
+    config = REPO / "sample_runs" / "scaling" / "2026-11-26T01-20-11-scaling" / "towers-4dev"
+    (library,) = api.explain(config).report.findings
+    assert {f"/device:CPU:{i}" for i in range(1, 5)} <= set(library.evidence["parts_s"])
+    (served,) = tools.explain(tools.Logdir(config), ".")["findings"]
+    assert list(served["evidence"]["parts_s"]) == ["/host:CPU"]
+    inside_run = tools.explain(tools.Logdir(config.parent), "towers-4dev")["findings"]
+    assert set(inside_run[0]["evidence"]["parts_s"]) == set(library.evidence["parts_s"])

@@ -27,9 +27,10 @@ from gpudiag.ui import Ui
 from gpudiag.verdicts import diff as verdict
 
 
-def resolve(path: Path, logdir: Path | None, ui: Ui) -> Run:
+def resolve(path: Path, logdir: Path | None, ui: Ui, *, within: Path | None = None) -> Run:
     """The run ``path`` names; traces are explained first (module docstring), into a run
-    directory under ``logdir`` (None: in memory)."""
+    directory under ``logdir`` (None: in memory), reading nothing outside ``within`` when
+    given (gpudiag.commands.explain.run)."""
     if (path / layout.REPORT_JSON).is_file():
         run = load_run(path)
     else:
@@ -43,7 +44,7 @@ def resolve(path: Path, logdir: Path | None, ui: Ui) -> Run:
                               f"{layout.REPORT_JSON}, and no profiler trace under it)"
                               ) from None
         ui.say(f"{path}: no {layout.REPORT_JSON}; explaining its traces first")
-        run = explain.explained(path, logdir, ui)
+        run = explain.explained(path, logdir, ui, within=within)
     if not run.loops and not any(b.step_s for b in run.breakdown):
         raise RunDirError(f"{path}: a `{run.command}` run without a step series or a "
                           "profiled step to compare")

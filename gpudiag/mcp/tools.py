@@ -5,8 +5,11 @@ is imported here (gpudiag.mcp.server wraps each in a tool).
 Read-only and confined: every path a caller names goes through
 gpudiag.rundir.confine (``inside``: resolved, inside the logdir, a directory or a regular
 file; ``check_tree``: nothing under it leads out of the logdir) before anything under it
-is read; runs and traces are read with the library (gpudiag.api), explain and diff in
-memory (nothing is written, not even into the logdir). No program is ever run.
+is read; runs are read with the library (gpudiag.api), traces and diffs by the commands'
+code (gpudiag.commands.explain ``explained``, gpudiag.commands.diff ``resolve`` and
+``compared``) in memory, nothing written, not even into the logdir, and told to read
+nothing outside it (``within``: a trace's recorded placement is looked up only in a run
+wholly inside). No program is ever run.
 
 A run's id is its run directory relative to the logdir (``run/2026-11-26T01-21-25-run``),
 as the dashboard names it.
@@ -19,9 +22,12 @@ from pathlib import Path
 from typing import Any
 
 from gpudiag import api, layout
+from gpudiag.commands import diff as diff_cmd
+from gpudiag.commands import explain as explain_cmd
 from gpudiag.errors import UsageError
 from gpudiag.rundir import Run, RunDirError
 from gpudiag.rundir.confine import check_tree, inside
+from gpudiag.ui import Ui
 from gpudiag.verdicts import headline
 
 
@@ -87,13 +93,16 @@ def explain(logdir: Logdir, path: str) -> dict[str, Any]:
     """The traces at ``path`` (a .xplane.pb file, or a directory holding traces, inside
     the logdir) explained, in memory."""
     where = logdir.confined(path, "explain")
-    return _answer(api.explain(where), logdir)
+    return _answer(explain_cmd.explained(where, None, Ui.quiet(), within=logdir.root), logdir)
 
 
 def diff(logdir: Logdir, a: str, b: str) -> dict[str, Any]:
     """Run A (before) against run B (after), each a run id or traces inside the logdir,
     judged in memory."""
-    run = api.diff(logdir.side(a), logdir.side(b))
+    quiet = Ui.quiet()
+    run_a, run_b = (diff_cmd.resolve(logdir.side(side), None, quiet, within=logdir.root)
+                    for side in (a, b))
+    run = diff_cmd.compared(run_a, run_b, None)
     record = run.report_json.get("data", {}).get(layout.DIFF_DATA_KEY, {})
     return {**_answer(run, logdir), "id": None, "a": a, "b": b, "diff": record}
 
