@@ -50,17 +50,22 @@ from gpudiag.verdicts import headline
 
 
 class RunSession:
-    def __init__(self, command: str, logdir: Path) -> None:
-        self._begin(command, new_run_dir(logdir, command), saved=True)
+    def __init__(self, command: str, logdir: Path, *, argv: list[str] | None = None) -> None:
+        """``argv``: what report.json records as the command (default: this process's
+        command line; the library gives the call it was made with)."""
+        self._begin(command, new_run_dir(logdir, command), saved=True, argv=argv)
         try:
             self.save()
         except KeyboardInterrupt as exc:  # a signal in the first moment: still a report
             self.__exit__(type(exc), exc, exc.__traceback__)
             raise
 
-    def _begin(self, command: str, run_dir: Path, *, saved: bool) -> None:
+    def _begin(self, command: str, run_dir: Path, *, saved: bool,
+               argv: list[str] | None) -> None:
         self.run_dir = run_dir
         self.report = Report(command=command, run_dir=str(run_dir) if saved else "")
+        if argv is not None:
+            self.report.argv = list(argv)
         self._texts: dict[str, str] = {}
         self.forwarded_exit: int | None = None
 
@@ -156,8 +161,8 @@ class MemorySession(RunSession):
     traces explained), so that a command's body that names it still reads true. Closing it
     marks the report complete or interrupted as RunSession does; no TensorBoard text."""
 
-    def __init__(self, command: str, about: Path) -> None:
-        self._begin(command, about, saved=False)
+    def __init__(self, command: str, about: Path, *, argv: list[str] | None = None) -> None:
+        self._begin(command, about, saved=False, argv=argv)
 
     def save(self) -> None:
         """Nothing is written."""

@@ -108,6 +108,7 @@ def test_explain_names_the_launch_bound_trace_and_writes_nothing(tmp_path: Path,
     assert sorted(LAUNCH_BOUND.rglob("*")) == before and list(tmp_path.iterdir()) == []
     assert run.command == "explain" and run.status == "complete"
     assert run.path == LAUNCH_BOUND and run.report.run_dir == ""
+    assert run.report.argv == [f"gpudiag.explain({str(LAUNCH_BOUND)!r})"]  # not pytest's
     (f,) = run.report.findings
     assert isinstance(f, Finding) and f.id == "explain.bottleneck" and f.status == "warn"
     assert f.evidence["causes"] == ["launch-bound"]  # truth: tests/data/gpu_traces' README
@@ -123,6 +124,9 @@ def test_explain_into_a_logdir_is_the_cli_s_run(tmp_path: Path) -> None:
     run = api.explain(str(LAUNCH_BOUND), logdir=tmp_path / "api")
     (run_dir,) = run_dirs(tmp_path / "api")
     assert run.path == run_dir and run.report.run_dir == str(run_dir)
+    on_disk = json.loads((run_dir / "report.json").read_text())
+    assert on_disk["argv"] == [
+        f"gpudiag.explain({str(LAUNCH_BOUND)!r}, logdir={str(tmp_path / 'api')!r})"]
     memory = api.explain(LAUNCH_BOUND)
     proc = gpudiag("explain", "--logdir", str(tmp_path / "cli"), str(LAUNCH_BOUND))
     assert proc.returncode == 0, proc.stderr
@@ -158,6 +162,7 @@ def test_diff_of_two_traces_says_the_bottleneck_moved_and_writes_nothing(
     run = api.diff(LAUNCH_BOUND, GPU_BOUND)
     assert list(tmp_path.iterdir()) == []
     assert run.command == "diff" and run.path == GPU_BOUND and run.report.run_dir == ""
+    assert run.report.argv == [f"gpudiag.diff({str(LAUNCH_BOUND)!r}, {str(GPU_BOUND)!r})"]
     found = {f.id: f for f in run.report.findings}
     assert all(isinstance(f, Finding) for f in found.values())
     moved = found["diff.bottleneck.explain.bottleneck"]

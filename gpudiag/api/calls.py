@@ -45,6 +45,15 @@ def _path(value: PathLike, what: str) -> Path:
     return Path(value)
 
 
+def _call(name: str, *paths: Path, logdir: Path | None) -> list[str]:
+    """What report.json records as the command of a library call: the call itself, as
+    ``gpudiag.explain('logs/', logdir='runs')`` (not the Python process's argv)."""
+    args = [repr(str(p)) for p in paths]
+    if logdir is not None:
+        args.append(f"logdir={str(logdir)!r}")
+    return [f"gpudiag.{name}({', '.join(args)})"]
+
+
 def load_run(path: PathLike) -> Run:
     """Read the run directory ``path`` (any gpudiag command's, running or done).
 
@@ -82,7 +91,8 @@ def explain(path: PathLike, *, logdir: PathLike | None = None) -> Run:
     where = _path(path, "path")
     into = None if logdir is None else _path(logdir, "logdir")
     with _edge():
-        return explain_cmd.explained(where, into, Ui.quiet())
+        return explain_cmd.explained(where, into, Ui.quiet(),
+                                     argv=_call("explain", where, logdir=into))
 
 
 def diff(a: PathLike, b: PathLike, *, logdir: PathLike | None = None) -> Run:
@@ -103,6 +113,7 @@ def diff(a: PathLike, b: PathLike, *, logdir: PathLike | None = None) -> Run:
     into = None if logdir is None else _path(logdir, "logdir")
     quiet = Ui.quiet()
     with _edge():
-        run_a = diff_cmd.resolve(before, into, quiet)
-        run_b = diff_cmd.resolve(after, into, quiet)
-        return diff_cmd.compared(run_a, run_b, into)
+        run_a = diff_cmd.resolve(before, into, quiet, argv=_call("explain", before, logdir=into))
+        run_b = diff_cmd.resolve(after, into, quiet, argv=_call("explain", after, logdir=into))
+        return diff_cmd.compared(run_a, run_b, into,
+                                 argv=_call("diff", before, after, logdir=into))

@@ -27,10 +27,11 @@ from gpudiag.ui import Ui
 from gpudiag.verdicts import diff as verdict
 
 
-def resolve(path: Path, logdir: Path | None, ui: Ui, *, within: Path | None = None) -> Run:
+def resolve(path: Path, logdir: Path | None, ui: Ui, *, within: Path | None = None,
+            argv: list[str] | None = None) -> Run:
     """The run ``path`` names; traces are explained first (module docstring), into a run
     directory under ``logdir`` (None: in memory), reading nothing outside ``within`` when
-    given (gpudiag.commands.explain.run)."""
+    given (gpudiag.commands.explain.run), its report's ``argv`` that one (RunSession)."""
     if (path / layout.REPORT_JSON).is_file():
         run = load_run(path)
     else:
@@ -44,7 +45,7 @@ def resolve(path: Path, logdir: Path | None, ui: Ui, *, within: Path | None = No
                               f"{layout.REPORT_JSON}, and no profiler trace under it)"
                               ) from None
         ui.say(f"{path}: no {layout.REPORT_JSON}; explaining its traces first")
-        run = explain.explained(path, logdir, ui, within=within)
+        run = explain.explained(path, logdir, ui, within=within, argv=argv)
     if not run.loops and not any(b.step_s for b in run.breakdown):
         raise RunDirError(f"{path}: a `{run.command}` run without a step series or a "
                           "profiled step to compare")
@@ -96,14 +97,15 @@ def run(session: RunSession, a: Run, b: Run) -> None:
     session.text(layout.TAG_DIFF, _table(record))
 
 
-def compared(a: Run, b: Run, logdir: Path | None) -> Run:
+def compared(a: Run, b: Run, logdir: Path | None, *, argv: list[str] | None = None) -> Run:
     """Run A against run B (``run``) as a Run: a run directory under ``logdir``, read back
-    with load_run, or, with no logdir, in memory (nothing written; the Run's path is B's)."""
+    with load_run, or, with no logdir, in memory (nothing written; the Run's path is B's).
+    ``argv``: the report's (RunSession)."""
     if logdir is None:
-        memory = MemorySession("diff", b.path)
+        memory = MemorySession("diff", b.path, argv=argv)
         with memory:
             run(memory, a, b)
         return unsaved_run(memory.report, b.path)
-    with RunSession("diff", logdir) as session:
+    with RunSession("diff", logdir, argv=argv) as session:
         run(session, a, b)
     return load_run(session.run_dir)

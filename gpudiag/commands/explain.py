@@ -257,17 +257,18 @@ def run(session: RunSession, path: Path, *, ui: Ui, within: Path | None = None) 
          "communication", "host", "idle"], rows))
 
 
-def explained(path: Path, logdir: Path | None, ui: Ui, *,
-              within: Path | None = None) -> Run:
+def explained(path: Path, logdir: Path | None, ui: Ui, *, within: Path | None = None,
+              argv: list[str] | None = None) -> Run:
     """PATH's traces explained (``find_traces``' UsageError first, before any run
     directory): into a run directory under ``logdir``, read back with load_run, or, with no
-    logdir, in memory (nothing written; the Run's path is PATH). ``within``: ``run``'s."""
+    logdir, in memory (nothing written; the Run's path is PATH). ``within``: ``run``'s;
+    ``argv``: the report's (RunSession)."""
     find_traces(path)
     if logdir is None:
-        memory = MemorySession("explain", path)
+        memory = MemorySession("explain", path, argv=argv)
         with memory:
             run(memory, path, ui=ui, within=within)
         return unsaved_run(memory.report, path)
-    with RunSession("explain", logdir) as session:
+    with RunSession("explain", logdir, argv=argv) as session:
         run(session, path, ui=ui, within=within)
     return load_run(session.run_dir)

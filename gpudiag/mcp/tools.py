@@ -93,16 +93,18 @@ def explain(logdir: Logdir, path: str) -> dict[str, Any]:
     """The traces at ``path`` (a .xplane.pb file, or a directory holding traces, inside
     the logdir) explained, in memory."""
     where = logdir.confined(path, "explain")
-    return _answer(explain_cmd.explained(where, None, Ui.quiet(), within=logdir.root), logdir)
+    run = explain_cmd.explained(where, None, Ui.quiet(), within=logdir.root,
+                                argv=["gpudiag mcp: explain", path])
+    return _answer(run, logdir)
 
 
 def diff(logdir: Logdir, a: str, b: str) -> dict[str, Any]:
     """Run A (before) against run B (after), each a run id or traces inside the logdir,
     judged in memory."""
     quiet = Ui.quiet()
-    run_a, run_b = (diff_cmd.resolve(logdir.side(side), None, quiet, within=logdir.root)
-                    for side in (a, b))
-    run = diff_cmd.compared(run_a, run_b, None)
+    run_a, run_b = (diff_cmd.resolve(logdir.side(side), None, quiet, within=logdir.root,
+                                     argv=["gpudiag mcp: explain", side]) for side in (a, b))
+    run = diff_cmd.compared(run_a, run_b, None, argv=["gpudiag mcp: diff", a, b])
     record = run.report_json.get("data", {}).get(layout.DIFF_DATA_KEY, {})
     return {**_answer(run, logdir), "id": None, "a": a, "b": b, "diff": record}
 
