@@ -10,10 +10,9 @@ line, Typer or rich.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
-
 __version__ = "0.1.0"
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (mypy reads it so)
 
 if TYPE_CHECKING:
     from gpudiag.api import diff, explain, list_runs, load_run
@@ -33,10 +32,12 @@ __all__ = ["Finding", "GpudiagError", "Report", "Run", "RunDirError", "UsageErro
            "explain", "list_runs", "load_run"]
 
 
-def __getattr__(name: str) -> Any:
+def __getattr__(name: str) -> object:
     module = _PUBLIC.get(name)
     if module is None:
         raise AttributeError(f"module 'gpudiag' has no attribute {name!r}")
+    import importlib
+
     value = getattr(importlib.import_module(module), name)
     globals()[name] = value
     return value
