@@ -377,6 +377,19 @@ def diff(
     execute("diff", logdir, as_json, body)
 
 
+@app.command()
+def mcp(
+    logdir: Path = typer.Option(Path("runs"), "--logdir", parser=opt.logdir_path,
+                                help="The logdir served, read-only: nothing outside it is "
+                                "read, nothing in it is written."),
+) -> None:
+    """Serve the runs of a logdir to coding agents: a Model Context Protocol server over
+    stdio (tools list_runs, show_run, explain, diff; docs/mcp.md). Runs nothing."""
+    from gpudiag.mcp import server
+
+    server.serve(logdir)
+
+
 def _version(value: bool) -> None:
     if value:
         typer.echo(f"gpudiag {__version__}")

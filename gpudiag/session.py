@@ -20,6 +20,9 @@ close does not replace it: the first cause is the one the user sees.
 
 ``forward_exit`` records the exit code of a command gpudiag ran for the user (`monitor`,
 `run`): the CLI exits with it whatever else happens afterwards, a failing write included.
+
+``MemorySession`` is a session that writes nothing: the library's ``gpudiag.explain`` and
+``gpudiag.diff`` called without a logdir (gpudiag.api) keep the report in memory.
 """
 
 from __future__ import annotations
@@ -47,16 +50,24 @@ from gpudiag.verdicts import headline
 
 
 class RunSession:
-    def __init__(self, command: str, logdir: Path) -> None:
-        self.run_dir = new_run_dir(logdir, command)
-        self.report = Report(command=command, run_dir=str(self.run_dir))
-        self._texts: dict[str, str] = {}
-        self.forwarded_exit: int | None = None
+    def __init__(self, command: str, logdir: Path, *, argv: list[str] | None = None) -> None:
+        """``argv``: what report.json records as the command (default: this process's
+        command line; the library gives the call it was made with)."""
+        self._begin(command, new_run_dir(logdir, command), saved=True, argv=argv)
         try:
             self.save()
         except KeyboardInterrupt as exc:  # a signal in the first moment: still a report
             self.__exit__(type(exc), exc, exc.__traceback__)
             raise
+
+    def _begin(self, command: str, run_dir: Path, *, saved: bool,
+               argv: list[str] | None) -> None:
+        self.run_dir = run_dir
+        self.report = Report(command=command, run_dir=str(run_dir) if saved else "")
+        if argv is not None:
+            self.report.argv = list(argv)
+        self._texts: dict[str, str] = {}
+        self.forwarded_exit: int | None = None
 
     def forward_exit(self, code: int) -> None:
         """The exit code gpudiag must end with: the watched command's own."""
@@ -86,11 +97,7 @@ class RunSession:
               complete: bool | None = None) -> None:
         """Finish the report: complete unless ``complete`` says otherwise (default: complete
         when not interrupted)."""
-        self.report.partial = interrupted if complete is None else not complete
-        self.report.interrupted = interrupted
-        if signal_name is not None:
-            self.report.data["interrupted_by"] = signal_name
-        self.report.finished_at = datetime.now(UTC).isoformat(timespec="seconds")
+        self._finish(interrupted=interrupted, signal_name=signal_name, complete=complete)
         self.save()
         from gpudiag.tb import breakdown
         from gpudiag.tb.writer import EventWriter
@@ -112,6 +119,14 @@ class RunSession:
                     writer.text(tag, markdown)
         except OSError as exc:
             raise WriteFailed.of(exc, self.run_dir / REPORT_TB_RUN) from exc
+
+    def _finish(self, *, interrupted: bool, signal_name: str | None,
+                complete: bool | None) -> None:
+        self.report.partial = interrupted if complete is None else not complete
+        self.report.interrupted = interrupted
+        if signal_name is not None:
+            self.report.data["interrupted_by"] = signal_name
+        self.report.finished_at = datetime.now(UTC).isoformat(timespec="seconds")
 
     def __enter__(self) -> RunSession:
         return self
@@ -138,3 +153,20 @@ class RunSession:
         except WriteFailed:
             if exc_type is None:
                 raise
+
+
+class MemorySession(RunSession):
+    """A session that writes nothing: the report is kept in memory (``report.run_dir`` is
+    empty: no run directory holds it). ``run_dir`` is the path the report is about (the
+    traces explained), so that a command's body that names it still reads true. Closing it
+    marks the report complete or interrupted as RunSession does; no TensorBoard text."""
+
+    def __init__(self, command: str, about: Path, *, argv: list[str] | None = None) -> None:
+        self._begin(command, about, saved=False, argv=argv)
+
+    def save(self) -> None:
+        """Nothing is written."""
+
+    def close(self, *, interrupted: bool, signal_name: str | None = None,
+              complete: bool | None = None) -> None:
+        self._finish(interrupted=interrupted, signal_name=signal_name, complete=complete)

@@ -7,17 +7,20 @@ to every command function, the only way a command shows anything while it works.
 - ``show(renderable)``: a table or other rich renderable.
 
 ``Ui.quiet()`` shows nothing: the commands' tests and library callers use it. With
-``--json`` the CLI's Ui writes to stderr, so stdout holds report.json alone.
+``--json`` the CLI's Ui writes to stderr, so stdout holds report.json alone. rich is
+imported only by a Ui that shows something: the library (gpudiag.api) runs the commands'
+bodies with a quiet Ui and imports no rich.
 """
 
 from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from rich.console import Console
-from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+if TYPE_CHECKING:
+    from rich.console import Console
+    from rich.progress import Progress
 
 
 class Ui:
@@ -47,6 +50,8 @@ class Ui:
 
     def progress(self) -> Progress:
         """Bars with a description, a ``status`` field and the elapsed time."""
+        from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
         return Progress(TextColumn("{task.description}"), BarColumn(),
                         TextColumn("{task.fields[status]}"), TimeElapsedColumn(),
                         console=self.console, transient=False,

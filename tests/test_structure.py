@@ -37,8 +37,10 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("gpudiag.run", "gpudiag.cluster", "gpudiag.scaling"),
     # one module per command
     ("gpudiag.commands",),
-    # the command line
-    ("gpudiag.execute", "gpudiag.cliopts", "gpudiag.cli", "gpudiag.__main__"),
+    # the library: the commands' bodies as functions that return a Run (no CLI, no rich)
+    ("gpudiag.api",),
+    # the command line, and `gpudiag mcp`'s server (a face of the library, like the CLI)
+    ("gpudiag.execute", "gpudiag.cliopts", "gpudiag.cli", "gpudiag.__main__", "gpudiag.mcp"),
     # the TensorBoard plugin: a view of runs and diffs, like the command line
     ("gpudiag.tbplugin",),
 )

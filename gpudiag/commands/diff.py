@@ -3,11 +3,14 @@
 A and B are run directories (of `run`, `scaling`, `explain`: read with
 gpudiag.rundir.load_run), or directories (or files) holding profiler traces: those are
 explained first, by the code `gpudiag explain` runs, into an explain run directory of
-their own under the logdir, and that run is compared. A path that is neither, or a run
+their own under the logdir (in memory with no logdir: the library's ``gpudiag.diff``),
+and that run is compared. A path that is neither, or a run
 with neither a step series nor a profiled step breakdown, is one line and exit 2
 (RunDirError), before the diff's own run directory is made. The judging is pure
 (gpudiag.verdicts.diff); the record goes to report.json's ``data.diff``
-(gpudiag.layout.diff), a table to TensorBoard (TAG_DIFF).
+(gpudiag.layout.diff), a table to TensorBoard (TAG_DIFF). ``compared(a, b, logdir)``: the
+same as a typed Run, written under ``logdir`` or kept in memory (the library's
+``gpudiag.diff``).
 """
 
 from __future__ import annotations
@@ -18,13 +21,17 @@ from typing import Any
 from gpudiag import layout
 from gpudiag.markdown import markdown_table
 from gpudiag.rundir import Run, RunDirError, load_run
-from gpudiag.session import RunSession
+from gpudiag.rundir.unsaved import unsaved_run
+from gpudiag.session import MemorySession, RunSession
 from gpudiag.ui import Ui
 from gpudiag.verdicts import diff as verdict
 
 
-def resolve(path: Path, logdir: Path, ui: Ui) -> Run:
-    """The run ``path`` names; traces are explained first (module docstring)."""
+def resolve(path: Path, logdir: Path | None, ui: Ui, *, within: Path | None = None,
+            argv: list[str] | None = None) -> Run:
+    """The run ``path`` names; traces are explained first (module docstring), into a run
+    directory under ``logdir`` (None: in memory), reading nothing outside ``within`` when
+    given (gpudiag.commands.explain.run), its report's ``argv`` that one (RunSession)."""
     if (path / layout.REPORT_JSON).is_file():
         run = load_run(path)
     else:
@@ -38,9 +45,7 @@ def resolve(path: Path, logdir: Path, ui: Ui) -> Run:
                               f"{layout.REPORT_JSON}, and no profiler trace under it)"
                               ) from None
         ui.say(f"{path}: no {layout.REPORT_JSON}; explaining its traces first")
-        with RunSession("explain", logdir) as session:
-            explain.run(session, path, ui=ui)
-        run = load_run(session.run_dir)
+        run = explain.explained(path, logdir, ui, within=within, argv=argv)
     if not run.loops and not any(b.step_s for b in run.breakdown):
         raise RunDirError(f"{path}: a `{run.command}` run without a step series or a "
                           "profiled step to compare")
@@ -90,3 +95,17 @@ def run(session: RunSession, a: Run, b: Run) -> None:
         session.add(f)
     session.set(layout.DIFF_DATA_KEY, record.to_dict())
     session.text(layout.TAG_DIFF, _table(record))
+
+
+def compared(a: Run, b: Run, logdir: Path | None, *, argv: list[str] | None = None) -> Run:
+    """Run A against run B (``run``) as a Run: a run directory under ``logdir``, read back
+    with load_run, or, with no logdir, in memory (nothing written; the Run's path is B's).
+    ``argv``: the report's (RunSession)."""
+    if logdir is None:
+        memory = MemorySession("diff", b.path, argv=argv)
+        with memory:
+            run(memory, a, b)
+        return unsaved_run(memory.report, b.path)
+    with RunSession("diff", logdir, argv=argv) as session:
+        run(session, a, b)
+    return load_run(session.run_dir)

@@ -15,6 +15,10 @@ and replica devices that run recorded (read with gpudiag.rundir.load_run: the ch
 before issue 30 ``children/<config>/``), as `scaling` reads it; a
 CPU trace with no recorded placement is one host row, and the
 finding says devices cannot be told apart (virtual CPU devices share the host's plane).
+
+``explained(path, logdir, ui)``: the same, as a typed Run: written into a run directory
+under ``logdir``, or kept in memory when there is none (gpudiag.session.MemorySession):
+`gpudiag diff` on traces and the library's ``gpudiag.explain`` (gpudiag.api).
 """
 
 from __future__ import annotations
@@ -30,8 +34,10 @@ from gpudiag.layout import TAG_EXPLAIN
 from gpudiag.markdown import markdown_table
 from gpudiag.readers import stepbreakdown, traces
 from gpudiag.report import Finding
-from gpudiag.rundir import RunDirError, load_run
-from gpudiag.session import RunSession
+from gpudiag.rundir import Run, RunDirError, load_run
+from gpudiag.rundir.confine import check_tree, inside
+from gpudiag.rundir.unsaved import unsaved_run
+from gpudiag.session import MemorySession, RunSession
 from gpudiag.ui import Ui
 from gpudiag.verdicts import bottleneck
 
@@ -165,11 +171,16 @@ def label(trace: Path, root: Path, many: bool) -> str:
     return "." + re.sub(r"[^a-z0-9_-]+", "-", text.lower()).strip("-")
 
 
-def recorded_placement(trace: Path) -> tuple[dict[str, str] | None, list[str]]:
+def recorded_placement(trace: Path, within: Path | None = None
+                       ) -> tuple[dict[str, str] | None, list[str]]:
     """The op placement and replica devices a gpudiag scaling run recorded for the
-    configuration this trace belongs to; (None, []) when the trace is not one of a run."""
+    configuration this trace belongs to; (None, []) when the trace is not one of a run,
+    or, given ``within`` (`gpudiag mcp`'s logdir), when that run is not wholly inside it
+    (gpudiag.rundir.confine: nothing outside is read)."""
     config = trace.parents[3] if len(trace.parents) > 3 else None
     if config is None or trace.parents[1].name != "profile":
+        return None, []
+    if within is not None and not _confined(config.parent, within):
         return None, []
     try:
         train = _recorded_train(config)
@@ -180,6 +191,14 @@ def recorded_placement(trace: Path) -> tuple[dict[str, str] | None, list[str]]:
     if not isinstance(op_devices, dict) or not op_devices or not isinstance(devices, list):
         return None, []
     return ({str(k): str(v) for k, v in op_devices.items()}, [str(d) for d in devices])
+
+
+def _confined(run_dir: Path, within: Path) -> bool:
+    try:
+        check_tree(within, inside(within, run_dir))
+    except RunDirError:
+        return False
+    return True
 
 
 def _recorded_train(config: Path) -> Any:
@@ -208,7 +227,9 @@ def _row(trace: str, d: stepbreakdown.DeviceBreakdown) -> list[Any]:
                                                   "communication_s", "host_s", "idle_s")]
 
 
-def run(session: RunSession, path: Path, *, ui: Ui) -> None:
+def run(session: RunSession, path: Path, *, ui: Ui, within: Path | None = None) -> None:
+    """Every trace under PATH explained into ``session`` (``within``: read nothing outside
+    that directory: recorded_placement)."""
     files = find_traces(path)
     root = path if path.is_dir() else path.parent
     rows: list[list[Any]] = []
@@ -217,7 +238,7 @@ def run(session: RunSession, path: Path, *, ui: Ui) -> None:
         check_id = "explain.bottleneck" + label(trace, root, len(files) > 1)
         shown = str(trace.relative_to(root)) if trace.is_relative_to(root) else str(trace)
         ui.say(f"reading {shown} ...")
-        op_devices, replicas = recorded_placement(trace)
+        op_devices, replicas = recorded_placement(trace, within)
         try:
             result = stepbreakdown.breakdown(trace, op_devices, replicas)
         except traces.TraceError as exc:
@@ -234,3 +255,20 @@ def run(session: RunSession, path: Path, *, ui: Ui) -> None:
     session.text(TAG_EXPLAIN, markdown_table(
         ["trace", "device", "kernels/ops", "step ms", "compute", "copy", "input",
          "communication", "host", "idle"], rows))
+
+
+def explained(path: Path, logdir: Path | None, ui: Ui, *, within: Path | None = None,
+              argv: list[str] | None = None) -> Run:
+    """PATH's traces explained (``find_traces``' UsageError first, before any run
+    directory): into a run directory under ``logdir``, read back with load_run, or, with no
+    logdir, in memory (nothing written; the Run's path is PATH). ``within``: ``run``'s;
+    ``argv``: the report's (RunSession)."""
+    find_traces(path)
+    if logdir is None:
+        memory = MemorySession("explain", path, argv=argv)
+        with memory:
+            run(memory, path, ui=ui, within=within)
+        return unsaved_run(memory.report, path)
+    with RunSession("explain", logdir, argv=argv) as session:
+        run(session, path, ui=ui, within=within)
+    return load_run(session.run_dir)

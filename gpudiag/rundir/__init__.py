@@ -2,7 +2,10 @@
 
 Modules: records.py (Run and its parts: ChildFiles, Loop, StepPoint, StepBreakdown,
 DeviceParts, Live), load.py (load_run, list_runs, the status), loops.py (the step series
-from the TensorBoard event files), errors.py (RunDirError: exit 2, one line).
+from the TensorBoard event files), errors.py (RunDirError: exit 2, one line), unsaved.py
+(unsaved_run: a report kept in memory as the same Run), confine.py (inside, check_tree: a
+path checked to stay inside a logdir, for the readers that serve one: `gpudiag mcp`, the
+dashboard).
 
 Everything that reads what a command wrote (explain, diff, `tensorboard --check`, the
 dashboard, the tests) reads it through here.

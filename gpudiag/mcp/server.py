@@ -1,0 +1,95 @@
+"""`gpudiag mcp --logdir DIR`: a Model Context Protocol server over stdio (the official
+``mcp`` SDK's MCPServer) with four read-only tools over one logdir (docs/mcp.md):
+``list_runs``, ``show_run``, ``explain``, ``diff``, each gpudiag.mcp.tools' function.
+
+Bad input (a path outside the logdir, a run that is not there, a file that is not a
+trace) is the tool's error (an ``isError`` result with gpudiag's one line), never a
+crash of the server. stdout carries the protocol alone: the SDK's stdio transport moves
+file descriptor 1 to stderr while it serves, and the server logs only warnings, to
+stderr. The tools run one at a time (the SDK runs a plain function in a worker thread;
+the readers below were not written for threads).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from typing import Annotated, Any
+
+from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+from mcp.types import ToolAnnotations
+from pydantic import Field
+
+from gpudiag import __version__
+from gpudiag.errors import GpudiagError
+from gpudiag.mcp import tools
+
+INSTRUCTIONS = (
+    "gpudiag's diagnoses of TensorFlow GPU runs in one logdir, read-only. Start with "
+    "list_runs; show_run gives a run's verdict and findings (each: id, status ok/warn/fail/"
+    "skip, message, evidence, advice); explain reads profiler traces (.xplane.pb) inside "
+    "the logdir; diff compares two runs (did the change work). Paths are relative to the "
+    "logdir and never leave it.")
+
+READ_ONLY = ToolAnnotations(read_only_hint=True, destructive_hint=False,
+                            idempotent_hint=True, open_world_hint=False)
+
+RunId = Annotated[str, Field(description="A run's id: its run directory relative to the "
+                                         "logdir, as list_runs gives it.")]
+TracePath = Annotated[str, Field(description="A .xplane.pb file, or a directory holding "
+                                             "profiler traces, relative to the logdir.")]
+Side = Annotated[str, Field(description="A run id, or a directory of profiler traces, "
+                                        "relative to the logdir.")]
+
+
+def build(logdir: Path) -> MCPServer:
+    """The server for ``logdir`` (UsageError when it is not a directory)."""
+    where = tools.Logdir(logdir)
+    lock = threading.Lock()
+
+    def answer(fn: Callable[..., dict[str, Any]], *args: str) -> dict[str, Any]:
+        with lock:
+            try:
+                return fn(where, *args)
+            except GpudiagError as exc:
+                raise ToolError(exc.message) from None
+
+    server: MCPServer = MCPServer(name="gpudiag", version=__version__,
+                                  instructions=INSTRUCTIONS, log_level="WARNING")
+
+    @server.tool(annotations=READ_ONLY)
+    def list_runs() -> dict[str, Any]:
+        """Every gpudiag run in the logdir, newest first: id, command, status, the count of
+        findings by status, and the verdict's lines. Run directories that could not be
+        read (or that lead out of the logdir) are listed under "refused" with why."""
+        return answer(tools.list_runs)
+
+    @server.tool(annotations=READ_ONLY)
+    def show_run(run: RunId) -> dict[str, Any]:
+        """One run's verdict and every finding (id, status, message, evidence, advice), the
+        per-device step breakdown of its bottleneck findings (compute, input,
+        communication, host, idle seconds) and its training loops' step series."""
+        return answer(tools.show_run, run)
+
+    @server.tool(annotations=READ_ONLY)
+    def explain(path: TracePath) -> dict[str, Any]:
+        """Where the steps' time went in profiler traces inside the logdir: one
+        explain.bottleneck finding per trace with each device's parts of the step and the
+        bottleneck with its fix. Nothing is run or written."""
+        return answer(tools.explain, path)
+
+    @server.tool(annotations=READ_ONLY)
+    def diff(a: Side, b: Side) -> dict[str, Any]:
+        """Run A (before) against run B (after): each loop's step time with its 95 %
+        interval, the bottleneck before and after, the fix's predicted step against the
+        measured one, findings that appeared or went. Nothing is written."""
+        return answer(tools.diff, a, b)
+
+    return server
+
+
+def serve(logdir: Path) -> None:
+    """Serve ``logdir`` over stdio until the client closes the connection."""
+    build(logdir).run("stdio")

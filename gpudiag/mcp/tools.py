@@ -1,0 +1,123 @@
+"""`gpudiag mcp`'s tools as plain functions over one logdir: their answers are JSON-able
+dicts, their refusals gpudiag's one-line errors (RunDirError, UsageError), and nothing MCP
+is imported here (gpudiag.mcp.server wraps each in a tool).
+
+Read-only and confined: every path a caller names goes through
+gpudiag.rundir.confine (``inside``: resolved, inside the logdir, a directory or a regular
+file; ``check_tree``: nothing under it leads out of the logdir) before anything under it
+is read; runs are read with the library (gpudiag.api), traces and diffs by the commands'
+code (gpudiag.commands.explain ``explained``, gpudiag.commands.diff ``resolve`` and
+``compared``) in memory, nothing written, not even into the logdir, and told to read
+nothing outside it (``within``: a trace's recorded placement is looked up only in a run
+wholly inside). No program is ever run.
+
+A run's id is its run directory relative to the logdir (``run/2026-11-26T01-21-25-run``),
+as the dashboard names it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+from typing import Any
+
+from gpudiag import api, layout
+from gpudiag.commands import diff as diff_cmd
+from gpudiag.commands import explain as explain_cmd
+from gpudiag.errors import UsageError
+from gpudiag.rundir import Run, RunDirError
+from gpudiag.rundir.confine import check_tree, inside
+from gpudiag.ui import Ui
+from gpudiag.verdicts import headline
+
+
+class Logdir:
+    """The one logdir a server answers about (resolved once, when it starts)."""
+
+    def __init__(self, logdir: Path) -> None:
+        path = Path(logdir)
+        if not path.is_dir():
+            raise UsageError(f"--logdir {logdir}: not a directory")
+        self.root = path.resolve()
+
+    def id_of(self, path: Path) -> str:
+        return str(path.relative_to(self.root)) if path.is_relative_to(self.root) else str(path)
+
+    def confined(self, name: str, what: str) -> Path:
+        """``name`` inside the logdir, with nothing under it leading out."""
+        if not isinstance(name, str) or not name.strip():
+            raise UsageError(f"{what}: give a path relative to the logdir")
+        path = inside(self.root, name)
+        if path.is_dir():
+            check_tree(self.root, path)
+        return path
+
+    def run(self, run_id: str) -> Run:
+        """The run ``run_id`` names (a run directory inside the logdir)."""
+        path = self.confined(run_id, "run")
+        if not path.is_dir() or not (path / layout.REPORT_JSON).is_file():
+            raise RunDirError(f"{run_id}: no such run in the logdir (list_runs names them)")
+        return api.load_run(path)
+
+    def side(self, name: str) -> Path:
+        """A side of a diff: a run directory, or traces, inside the logdir."""
+        return self.confined(name, "diff")
+
+
+def list_runs(logdir: Logdir) -> dict[str, Any]:
+    """Every run under the logdir, newest first, each with its verdict; the run
+    directories refused (a symlink out of the logdir, a special file, an unreadable
+    report) with why."""
+    runs: list[Run] = []
+    refused: list[dict[str, str]] = []
+    for report in sorted(logdir.root.rglob(layout.REPORT_JSON)):
+        run_dir = report.parent
+        if run_dir.name.startswith(layout.RUN_CLUSTER_DIR_PREFIX):
+            continue
+        try:
+            runs.append(logdir.run(logdir.id_of(run_dir)))
+        except RunDirError as exc:
+            refused.append({"id": logdir.id_of(run_dir), "why": exc.message})
+    runs.sort(key=lambda r: (r.started_at, r.path.name), reverse=True)
+    return {"logdir": str(logdir.root), "runs": [_summary(r, logdir) for r in runs],
+            "refused": refused}
+
+
+def show_run(logdir: Logdir, run_id: str) -> dict[str, Any]:
+    """One run: its verdict, every finding (gpudiag.report.Finding as report.json holds
+    it), the per-device step breakdown of its bottleneck findings, its step series."""
+    return _answer(logdir.run(run_id), logdir)
+
+
+def explain(logdir: Logdir, path: str) -> dict[str, Any]:
+    """The traces at ``path`` (a .xplane.pb file, or a directory holding traces, inside
+    the logdir) explained, in memory."""
+    where = logdir.confined(path, "explain")
+    run = explain_cmd.explained(where, None, Ui.quiet(), within=logdir.root,
+                                argv=["gpudiag mcp: explain", path])
+    return _answer(run, logdir)
+
+
+def diff(logdir: Logdir, a: str, b: str) -> dict[str, Any]:
+    """Run A (before) against run B (after), each a run id or traces inside the logdir,
+    judged in memory."""
+    quiet = Ui.quiet()
+    run_a, run_b = (diff_cmd.resolve(logdir.side(side), None, quiet, within=logdir.root,
+                                     argv=["gpudiag mcp: explain", side]) for side in (a, b))
+    run = diff_cmd.compared(run_a, run_b, None, argv=["gpudiag mcp: diff", a, b])
+    record = run.report_json.get("data", {}).get(layout.DIFF_DATA_KEY, {})
+    return {**_answer(run, logdir), "id": None, "a": a, "b": b, "diff": record}
+
+
+def _summary(run: Run, logdir: Logdir) -> dict[str, Any]:
+    return {"id": logdir.id_of(run.path), "command": run.command, "status": run.status,
+            "started_at": run.started_at, "finished_at": run.finished_at,
+            "summary": run.report.counts(),
+            "verdict": headline.verdict(run.report_json, headline.UNCUT)}
+
+
+def _answer(run: Run, logdir: Logdir) -> dict[str, Any]:
+    loops = [{"name": name, "steps": len(loop.steps),
+              "median_step_s": loop.median_step_s()} for name, loop in run.loops.items()]
+    return {**_summary(run, logdir), "findings": run.report_json.get("findings", []),
+            "breakdown": [dataclasses.asdict(b) for b in run.breakdown], "loops": loops}

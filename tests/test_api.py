@@ -1,0 +1,183 @@
+"""gpudiag's public Python API (gpudiag/api, docs/api.md): ``gpudiag.load_run``,
+``list_runs``, ``explain``, ``diff`` on the sample runs and the golden GPU traces: typed
+records, the same findings the CLI writes, nothing written without a logdir, gpudiag's own
+one-line errors, and no command-line module (Typer, rich, click, gpudiag.cli) imported."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import REPO, TESTS_DIR, gpudiag, run_dirs
+
+import gpudiag as api
+from gpudiag.report import Finding, Report
+from gpudiag.rundir import Run
+
+SAMPLES = REPO / "sample_runs"
+SAMPLE_RUNS = sorted(p.parent for p in SAMPLES.glob("*/*/report.json"))
+(SAMPLE_RUN,) = [p for p in SAMPLE_RUNS if p.name.endswith("-run")]
+TRACES = TESTS_DIR / "data" / "gpu_traces"
+LAUNCH_BOUND = TRACES / "rtx5000_launch_bound"
+GPU_BOUND = TRACES / "v100_gpu_bound"
+
+CLI_MODULES = ("typer", "rich", "click", "gpudiag.cli", "gpudiag.cliopts", "gpudiag.execute",
+               "gpudiag.mcp", "mcp", "tensorflow")
+
+
+def _fresh(code: str) -> Any:
+    """Run ``code`` in a fresh interpreter (gpudiag on its path); its last stdout line is
+    JSON."""
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=120, cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+_LOADED = """
+import json, sys
+cli = {cli!r}
+"""
+
+
+def test_import_gpudiag_imports_nothing_else() -> None:
+    """Not even typing: the package root is also loaded into the user's program."""
+    out = _fresh("import sys\nbefore = set(sys.modules)\nimport gpudiag\n"
+                 "added = sorted(set(sys.modules) - before)\n"
+                 "import json\nprint(json.dumps(added))")
+    assert set(out) <= {"gpudiag", "__future__"} and "gpudiag" in out
+
+
+def test_every_call_runs_without_a_command_line_module() -> None:
+    """load_run, list_runs, explain and diff, each used for real in one fresh process:
+    typed results, and none of Typer, rich, click, gpudiag's CLI or TensorFlow imported."""
+    code = _LOADED.format(cli=CLI_MODULES) + f"""
+import gpudiag
+runs = gpudiag.list_runs({str(SAMPLES)!r})
+one = gpudiag.load_run({str(SAMPLE_RUN)!r})
+explained = gpudiag.explain({str(LAUNCH_BOUND)!r})
+diffed = gpudiag.diff({str(LAUNCH_BOUND)!r}, {str(GPU_BOUND)!r})
+typed = all(isinstance(f, gpudiag.Finding) for r in (one, explained, diffed)
+            for f in r.report.findings)
+loaded = sorted(m for m in sys.modules if m in cli or m.split('.')[0] in cli)
+print(json.dumps({{"runs": len(runs), "typed": typed, "loaded": loaded,
+                  "types": [type(r).__name__ for r in (one, explained, diffed)]}}))
+"""
+    out = _fresh(code)
+    assert out == {"runs": len(SAMPLE_RUNS), "typed": True, "loaded": [],
+                   "types": ["Run", "Run", "Run"]}
+
+
+def test_the_public_names_are_all_there_and_nothing_else() -> None:
+    assert sorted(api.__all__) == ["Finding", "GpudiagError", "Report", "Run", "RunDirError",
+                                   "UsageError", "diff", "explain", "list_runs", "load_run"]
+    for name in api.__all__:
+        assert getattr(api, name) is not None
+        assert name in dir(api)
+    assert api.Run is Run and api.Finding is Finding and api.Report is Report
+    with pytest.raises(AttributeError, match="no attribute 'watchh'"):
+        api.watchh  # noqa: B018
+    for fn in (api.load_run, api.list_runs, api.explain, api.diff):
+        assert fn.__doc__ and fn.__annotations__["return"] in ("Run", "list[Run]")
+
+
+@pytest.mark.parametrize("run_dir", SAMPLE_RUNS, ids=lambda p: p.parent.name)
+def test_load_run_gives_each_sample_run_typed(run_dir: Path) -> None:
+    run = api.load_run(str(run_dir))  # a str is a path too
+    on_disk = json.loads((run_dir / "report.json").read_text())
+    assert isinstance(run, Run) and run.status == "complete"
+    assert run.command == on_disk["command"] == run_dir.parent.name
+    assert run.report.findings and all(isinstance(f, Finding) for f in run.report.findings)
+    assert [f.to_dict() for f in run.report.findings] == on_disk["findings"]
+
+
+def test_list_runs_gives_every_sample_run_newest_first() -> None:
+    runs = api.list_runs(SAMPLES)
+    assert sorted(r.path for r in runs) == SAMPLE_RUNS
+    assert [r.started_at for r in runs] == sorted((r.started_at for r in runs), reverse=True)
+
+
+def test_explain_names_the_launch_bound_trace_and_writes_nothing(tmp_path: Path,
+                                                                 monkeypatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    before = sorted(LAUNCH_BOUND.rglob("*"))
+    run = api.explain(LAUNCH_BOUND)
+    assert sorted(LAUNCH_BOUND.rglob("*")) == before and list(tmp_path.iterdir()) == []
+    assert run.command == "explain" and run.status == "complete"
+    assert run.path == LAUNCH_BOUND and run.report.run_dir == ""
+    assert run.report.argv == [f"gpudiag.explain({str(LAUNCH_BOUND)!r})"]  # not pytest's
+    (f,) = run.report.findings
+    assert isinstance(f, Finding) and f.id == "explain.bottleneck" and f.status == "warn"
+    assert f.evidence["causes"] == ["launch-bound"]  # truth: tests/data/gpu_traces' README
+    assert f.evidence["kernels"]["/device:GPU:0"]["per_step"] == pytest.approx(100)
+    (b,) = run.breakdown
+    assert b.bottleneck == "launch-bound" and list(b.devices) == ["/device:GPU:0"]
+    assert len(run.loops["profiled steps"].steps) == f.evidence["steps"] == 18
+
+
+def test_explain_into_a_logdir_is_the_cli_s_run(tmp_path: Path) -> None:
+    """With a logdir, one explain run directory, read back; its findings are those of the
+    run kept in memory and of `gpudiag explain` on the same trace."""
+    run = api.explain(str(LAUNCH_BOUND), logdir=tmp_path / "api")
+    (run_dir,) = run_dirs(tmp_path / "api")
+    assert run.path == run_dir and run.report.run_dir == str(run_dir)
+    on_disk = json.loads((run_dir / "report.json").read_text())
+    assert on_disk["argv"] == [
+        f"gpudiag.explain({str(LAUNCH_BOUND)!r}, logdir={str(tmp_path / 'api')!r})"]
+    memory = api.explain(LAUNCH_BOUND)
+    proc = gpudiag("explain", "--logdir", str(tmp_path / "cli"), str(LAUNCH_BOUND))
+    assert proc.returncode == 0, proc.stderr
+    (cli_dir,) = run_dirs(tmp_path / "cli")
+    cli = api.load_run(cli_dir)
+    assert ([f.to_dict() for f in run.report.findings] == [
+        f.to_dict() for f in memory.report.findings] == [f.to_dict() for f in cli.report.findings])
+    assert run.loops == memory.loops == cli.loops
+
+
+def test_a_bad_path_is_gpudiag_s_one_line_error_and_writes_nothing(tmp_path: Path) -> None:
+    logdir = tmp_path / "runs"
+    with pytest.raises(api.UsageError, match=r"nowhere does not exist$"):
+        api.explain(tmp_path / "nowhere", logdir=logdir)
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    with pytest.raises(api.UsageError, match="no profiler trace"):
+        api.explain(empty, logdir=logdir)
+    with pytest.raises(api.RunDirError, match=r"no report\.json"):
+        api.load_run(empty)
+    with pytest.raises(api.RunDirError, match="without a step series"):
+        api.diff(next(p for p in SAMPLE_RUNS if p.name.endswith("-env")), SAMPLE_RUN,
+                 logdir=logdir)
+    with pytest.raises(api.UsageError, match="must be a path"):
+        api.load_run(42)  # type: ignore[arg-type]
+    assert not logdir.exists()
+    assert issubclass(api.RunDirError, api.GpudiagError)
+
+
+def test_diff_of_two_traces_says_the_bottleneck_moved_and_writes_nothing(
+        tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    run = api.diff(LAUNCH_BOUND, GPU_BOUND)
+    assert list(tmp_path.iterdir()) == []
+    assert run.command == "diff" and run.path == GPU_BOUND and run.report.run_dir == ""
+    assert run.report.argv == [f"gpudiag.diff({str(LAUNCH_BOUND)!r}, {str(GPU_BOUND)!r})"]
+    found = {f.id: f for f in run.report.findings}
+    assert all(isinstance(f, Finding) for f in found.values())
+    moved = found["diff.bottleneck.explain.bottleneck"]
+    assert "the bottleneck moved: launch-bound -> gpu-bound" in moved.message
+    record = run.report.data["diff"]
+    assert (record["a"], record["b"]) == (str(LAUNCH_BOUND), str(GPU_BOUND))
+    assert record["command_a"] == record["command_b"] == "explain"
+
+
+def test_diff_of_a_sample_run_against_itself_is_no_change_and_written_with_a_logdir(
+        tmp_path: Path) -> None:
+    run = api.diff(SAMPLE_RUN, SAMPLE_RUN, logdir=tmp_path)
+    (run_dir,) = run_dirs(tmp_path)  # run directories are read, never explained again
+    assert run.path == run_dir and api.load_run(run_dir).report == run.report
+    found = {f.id: f.status for f in run.report.findings}
+    assert found["diff.step-time.model.fit"] == "ok" and "fail" not in found.values()
