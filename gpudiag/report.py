@@ -2,10 +2,10 @@
 
 report.json follows gpudiag/report.schema.json (``schema_version`` = layout.SCHEMA_VERSION).
 A finding is one check's outcome, a typed record: an id (of a family declared in
-gpudiag.families, which says the question it answers), a status, its title (the answer in
+gpudiag.layout.families, which says the question it answers), a status, its title (the answer in
 at most 72 characters), the whole message, the actions to take (what to change, where in
 the user's code, the step time predicted after it with its interval), the evidence (plain
-numbers and strings; typed by gpudiag.evidence where readers use its fields) and the
+numbers and strings; typed where readers use its fields: the families' evidence records) and the
 advice in prose.
 
 Version 1 reports (no title, question or actions) still load: their question comes from
@@ -23,9 +23,9 @@ from typing import Any, Literal
 
 from gpudiag import __version__
 from gpudiag.errors import EXIT_CHECK_FAILED, EXIT_OK
-from gpudiag.families import QUESTIONS, TITLE_MAX, question_of
 from gpudiag.files import atomic_write_text, strict_json
 from gpudiag.layout import REPORT_JSON, REPORT_MD, SCHEMA_VERSION
+from gpudiag.layout.families import QUESTIONS, TITLE_MAX, question_of
 from gpudiag.markdown import markdown_table
 
 Status = Literal["ok", "warn", "fail", "skip"]
@@ -103,7 +103,7 @@ def _opt_float(value: Any, name: str) -> float | None:
 class Finding:
     """One check's outcome. ``evidence`` holds JSON-able plain data only. ``title``: the
     answer in at most 72 characters (empty in reports written before titles existed);
-    ``question``: its family's (gpudiag.families), filled in from the registry when not
+    ``question``: its family's (gpudiag.layout.families), filled in from the registry when not
     given; ``actions``: what to do, in order."""
 
     id: str

@@ -61,14 +61,14 @@ def run_dirs(logdir: Path) -> list[Path]:
 
 def load_report(run_dir: Path) -> dict[str, Any]:
     """report.json as plain data, read by the one reader of a run directory. Every finding
-    a command wrote belongs to a declared family (gpudiag.families: its question is set)
+    a command wrote belongs to a declared family (gpudiag.layout.families: its question is set)
     and its title is one line of at most 72 characters."""
-    from gpudiag.families import TITLE_MAX
+    from gpudiag.layout.families import TITLE_MAX
     from gpudiag.rundir import load_run
 
     data = load_run(run_dir).report_json
     for f in data["findings"]:
-        assert f.get("question"), f"finding {f['id']} belongs to no family in gpudiag.families"
+        assert f.get("question"), f"{f['id']}: no family in gpudiag.layout.families"
         assert len(f.get("title", "")) <= TITLE_MAX, f"finding {f['id']}: title too long"
     return data
 

@@ -93,7 +93,10 @@ def test_load_run_gives_each_sample_run_typed(run_dir: Path) -> None:
     assert isinstance(run, Run) and run.status == "complete"
     assert run.command == on_disk["command"] == run_dir.parent.name
     assert run.report.findings and all(isinstance(f, Finding) for f in run.report.findings)
-    assert [f.to_dict() for f in run.report.findings] == on_disk["findings"]
+    assert [f.id for f in run.report.findings] == [f["id"] for f in on_disk["findings"]]
+    for typed, raw in zip(run.report.findings, on_disk["findings"], strict=True):
+        assert typed.question  # its family's, declared in gpudiag.layout.families
+        assert {k: v for k, v in typed.to_dict().items() if k in raw} == raw
 
 
 def test_list_runs_gives_every_sample_run_newest_first() -> None:

@@ -4,7 +4,8 @@ This module holds the run directory's names; run.py `gpudiag run`'s, events.py t
 protocol of `gpudiag run`'s events-<pid>.jsonl (a typed record per kind, its encoder and
 decoder), cluster.py the clusters', views.py the TensorBoard views' tags and HParams,
 diff.py `gpudiag diff`'s record (report.json's data.diff), names.py Indexed (a name with
-one slot).
+one slot), families.py the finding families (report.json's finding ids, the question each
+answers).
 
 Every name a writer puts on disk and a reader looks up (run-directory and file names,
 TensorBoard runs and tags, the progress lines a child prints) is defined here once;

@@ -47,8 +47,8 @@ TITLE_MAX = 72
 @dataclass(frozen=True)
 class Family:
     """One kind of finding. ``id``: as docs/findings.md spells it (``<name>``: a suffix that
-    is always there); ``evidence``: the name of its typed evidence record in
-    gpudiag.evidence, where readers downstream use the evidence's fields (None: the
+    is always there); ``evidence``: the name of its typed evidence record (decoded
+    by load_run), where readers downstream use the evidence's fields (None: the
     evidence is shown, not read)."""
 
     id: str
@@ -58,8 +58,9 @@ class Family:
     @property
     def base(self) -> str:
         """The id up to its first placeholder: ``scaling.efficiency.<strategy>`` ->
-        ``scaling.efficiency``."""
-        return self.id.split(".<", 1)[0]
+        ``scaling.efficiency`` (empty for ``<command>.error``, which ``family_of`` matches
+        by its shape)."""
+        return "" if self.id.startswith("<") else self.id.split(".<", 1)[0]
 
 
 def _fam(question: Question, *ids: str, evidence: str | None = None) -> list[Family]:
@@ -119,8 +120,7 @@ FAMILIES: tuple[Family, ...] = (
           "run.eager-loop", "run.callbacks", "run.sm-utilization"),
     *_fam("scaling", "run.cluster"),
     # any command: bad input found after its run directory was made (gpudiag.session)
-    *_fam("program", *(f"{c}.error" for c in ("env", "placement", "memory", "scaling",
-                                               "worker", "monitor", "run", "explain", "diff"))),
+    *_fam("program", "<command>.error"),
 )
 
 
@@ -128,6 +128,8 @@ FAMILIES: tuple[Family, ...] = (
 def _by_base() -> dict[str, Family]:
     table: dict[str, Family] = {}
     for family in FAMILIES:
+        if not family.base:
+            continue
         if family.base in table:
             raise ValueError(f"finding family {family.base} is declared twice")
         table[family.base] = family
@@ -138,13 +140,17 @@ def family_of(finding_id: str) -> Family | None:
     """The family of ``finding_id`` (None: no family declares it)."""
     table = _by_base()
     parts = finding_id.split(".")
+    if len(parts) == 2:  # <command>.error, said by any command
+        for family in FAMILIES:
+            if not family.base and family.id.split(".", 1)[1] == parts[1]:
+                return family
     for n in range(len(parts), 0, -1):
-        family = table.get(".".join(parts[:n]))
-        if family is not None:
+        found = table.get(".".join(parts[:n]))
+        if found is not None:
             exact = n == len(parts)
-            if exact and family.base != family.id:  # a placeholder that is not there
+            if exact and found.base != found.id:  # a placeholder that is not there
                 return None
-            return family
+            return found
     return None
 
 
