@@ -385,7 +385,7 @@ def run(session: RunSession, argv: list[str], *,
     if not outcome.stderr_path.is_file():  # the run directory was removed while it ran
         raise WriteFailed(f"the run directory {session.run_dir} was removed while the "
                           "program ran: no report")
-    analyse.report(session, argv, outcome, options, python=is_python(argv))
+    analyse.report_whole(session, argv, outcome, options, python=is_python(argv))
     for finding in (run_outcome.saved_output([f.message for f in outcome.save_failures],
                                              outcome.kept_free),
                     run_outcome.survivors([(d.pid, d.command) for d in outcome.settled.survivors],
