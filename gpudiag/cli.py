@@ -363,9 +363,10 @@ def diff(
 
     quiet = Ui.quiet()
     run_a, run_b = diff_cmd.resolve(a, logdir, quiet), diff_cmd.resolve(b, logdir, quiet)
+    judgement = diff_cmd.judged(run_a, run_b)  # a run it cannot read: before writing
 
     def body(session: RunSession, ui: Ui) -> None:
-        diff_cmd.run(session, run_a, run_b)
+        diff_cmd.run(session, judgement)
 
     execute("diff", logdir, as_json, body)
 

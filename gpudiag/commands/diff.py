@@ -12,20 +12,31 @@ with neither a step series nor a profiled step breakdown, is one line and exit 2
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
 from gpudiag import layout
+from gpudiag.files import readable
 from gpudiag.markdown import markdown_table
 from gpudiag.rundir import Run, RunDirError, load_run
 from gpudiag.session import RunSession
 from gpudiag.ui import Ui
 from gpudiag.verdicts import diff as verdict
 
+#: what reading a run's content for the judging raises on a value of another type than
+#: gpudiag writes (load_run validates the report's shape, not every evidence value)
+_UNREADABLE = (ArithmeticError, AttributeError, KeyError, TypeError, ValueError, OSError,
+               RuntimeError)
+
 
 def resolve(path: Path, logdir: Path, ui: Ui) -> Run:
     """The run ``path`` names; traces are explained first (module docstring)."""
-    if (path / layout.REPORT_JSON).is_file():
+    try:
+        held = os.path.lexists(path / layout.REPORT_JSON)  # a FIFO too: load_run refuses it
+    except ValueError as exc:  # a NUL byte
+        raise RunDirError(f"{readable(str(path))[:160]}: not a path ({exc})") from None
+    if held:
         run = load_run(path)
     else:
         from gpudiag.commands import explain
@@ -41,7 +52,12 @@ def resolve(path: Path, logdir: Path, ui: Ui) -> Run:
         with RunSession("explain", logdir) as session:
             explain.run(session, path, ui=ui)
         run = load_run(session.run_dir)
-    if not run.loops and not any(b.step_s for b in run.breakdown):
+    try:
+        empty = not run.loops and not any(b.step_s for b in run.breakdown)
+    except _UNREADABLE as exc:
+        raise RunDirError(f"{readable(str(path))}: its step series cannot be read "
+                          f"({type(exc).__name__}: {str(exc)[:120]})") from None
+    if empty:
         raise RunDirError(f"{path}: a `{run.command}` run without a step series or a "
                           "profiled step to compare")
     return run
@@ -72,9 +88,27 @@ def _efficiency(run: Run) -> dict[tuple[str, int], float]:
 
 
 def side(run: Run) -> verdict.Side:
-    return verdict.Side(str(run.path), run.command, dict(run.loops), run.breakdown,
-                        {f.id: f.status for f in run.report.findings}, _devices(run),
-                        _efficiency(run))
+    """What the judging reads of ``run``; RunDirError (one line) when the run's content
+    cannot be read for it (a value of another type than gpudiag writes)."""
+    try:
+        return verdict.Side(str(run.path), run.command, dict(run.loops), run.breakdown,
+                            {f.id: f.status for f in run.report.findings}, _devices(run),
+                            _efficiency(run), run.status, str(run.path.resolve()))
+    except _UNREADABLE as exc:
+        raise RunDirError(f"{readable(str(run.path))}: cannot be compared: its report holds "
+                          f"a value of another type ({type(exc).__name__}: "
+                          f"{str(exc)[:120]})") from None
+
+
+def judged(a: Run, b: Run) -> tuple[Any, list[Any]]:
+    """verdict.judge of the two runs' sides (a RunDirError before anything is written,
+    when a side cannot be read)."""
+    sa, sb = side(a), side(b)
+    try:
+        return verdict.judge(sa, sb)
+    except (ArithmeticError, TypeError, ValueError) as exc:
+        raise RunDirError(f"{readable(str(a.path))} and {readable(str(b.path))}: cannot be "
+                          f"compared ({type(exc).__name__}: {str(exc)[:120]})") from None
 
 
 def _table(rec: Any) -> str:
@@ -84,8 +118,9 @@ def _table(rec: Any) -> str:
     return markdown_table(["loop", "A ms", "B ms", "B/A", "95 % CI", "verdict"], rows)
 
 
-def run(session: RunSession, a: Run, b: Run) -> None:
-    record, findings = verdict.judge(side(a), side(b))
+def run(session: RunSession, judgement: tuple[Any, list[Any]]) -> None:
+    """Write the judged diff (:func:`judged`, made before the run directory)."""
+    record, findings = judgement
     for f in findings:
         session.add(f)
     session.set(layout.DIFF_DATA_KEY, record.to_dict())
