@@ -25,14 +25,11 @@ from gpudiag.rundir.errors import RunDirError
 from gpudiag.rundir.records import ChildFiles, Live, Run, RunStatus
 
 
-def _no_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not JSON")
-
-
 def _parse(raw: bytes) -> Any:
-    """Strict JSON (no NaN, Infinity); RecursionError of a deep file as a ValueError."""
+    """JSON (NaN and Infinity read, so that the check names where they are: gpudiag.rundir.
+    validate); the RecursionError of a deep file as a ValueError."""
     try:
-        return json.loads(raw.decode("utf-8"), parse_constant=_no_constant)
+        return json.loads(raw.decode("utf-8"))
     except RecursionError:
         raise ValueError(f"nested deeper than {validate.MAX_DEPTH}") from None
 
