@@ -172,7 +172,7 @@ def test_a_sparse_two_gb_report_is_refused_by_its_size_before_reading(tmp_path: 
     with (run_dir / layout.REPORT_JSON).open("r+b") as f:
         f.truncate(2 * 1024**3)  # sparse: no disk, no memory
     start = time.monotonic()
-    with pytest.raises(RunDirError, match="above the .* bytes gpudiag reads"):
+    with pytest.raises(RunDirError, match=r"above the .* bytes gpudiag reads"):
         load_run(run_dir)
     assert time.monotonic() - start < 2.0
 

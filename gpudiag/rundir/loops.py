@@ -19,6 +19,7 @@ TensorFlow is not imported yet, TensorBoard's own switch to its TensorFlow stub
 
 from __future__ import annotations
 
+import os
 import re
 import sys
 import types
@@ -39,9 +40,26 @@ def _no_tensorflow() -> None:
 
 def read_scalars(tb_run: Path) -> Scalars:
     """Every scalar of one TensorBoard run directory (its own event files, not its
-    subdirectories'), by tag and step."""
+    subdirectories'), by tag and step. A path that is not UTF-8 (TensorBoard's file layer
+    encodes every path as UTF-8) is read through its open directory's /proc/self/fd name."""
     if not any(tb_run.glob(layout.TB_EVENTS_GLOB)):
         return {}
+    try:
+        str(tb_run).encode("utf-8")
+    except UnicodeEncodeError:
+        try:
+            fd = os.open(tb_run, os.O_RDONLY | os.O_DIRECTORY)
+        except OSError:
+            return {}
+        try:
+            held = Path(f"/proc/self/fd/{fd}")
+            return _read_scalars(held) if held.is_dir() else {}
+        finally:
+            os.close(fd)
+    return _read_scalars(tb_run)
+
+
+def _read_scalars(tb_run: Path) -> Scalars:
     _no_tensorflow()
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
     from tensorboard.util import tensor_util
