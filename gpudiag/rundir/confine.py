@@ -29,6 +29,11 @@ from gpudiag.rundir.errors import RunDirError
 MiB = 1024 * 1024
 #: report.json and a child's config.json / result.json: gpudiag writes at most a few MB.
 MAX_JSON_BYTES = 32 * MiB
+#: The largest profiler trace `explain` reads unless --max-trace-mb says more: reading one
+#: costs about 5 times its size in memory (a 300 MB trace took 1.5 GB); gpudiag's own
+#: profiled windows are a few MB.
+MAX_TRACE_MB = 256
+MAX_TRACE_BYTES = MAX_TRACE_MB * MiB
 
 _KINDS = ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"),
           (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"),
