@@ -257,6 +257,17 @@ def report_whole(session: RunSession, argv: list[str], outcome: Outcome,
                                  else 0)
 
 
+def _seen(observations: list[ProcessObservation], outcome: Outcome,
+          bad: events.Unreadable, watch: run_processes.Watched, python: bool) -> Finding:
+    """run.tensorflow: the processes seen, and the events lines that could not be read."""
+    return run_verdicts.tensorflow_seen(
+        observations, python_command=python, hook_errors=outcome.state.hook_errors,
+        unreadable_lines=bad.count, unentered=[(u.pid, u.command, u.why)
+                                               for u in watch.unentered],
+        unreadable=bad.first, newer_versions=sorted(bad.newer),
+        protocol_version=PROTOCOL_VERSION)
+
+
 def report(session: RunSession, argv: list[str], outcome: Outcome, options: RunOptions, *,
            python: bool) -> None:
     """Every finding of a run, the report's data section and the TensorBoard runs."""
@@ -265,12 +276,7 @@ def report(session: RunSession, argv: list[str], outcome: Outcome, options: RunO
     session.add(run_progress.command(argv, outcome.returncode, outcome.duration_s,
                                      outcome.interrupted, outcome.interrupt_signal))
     watch = run_processes.watched(outcome.events_dir)
-    session.add(run_verdicts.tensorflow_seen(
-        observations, python_command=python, hook_errors=outcome.state.hook_errors,
-        unreadable_lines=bad.count, unentered=[(u.pid, u.command, u.why)
-                                               for u in watch.unentered],
-        unreadable=bad.first, newer_versions=sorted(bad.newer),
-        protocol_version=PROTOCOL_VERSION))
+    session.add(_seen(observations, outcome, bad, watch, python))
     session.add(run_verdicts.terminal(watch.terminal, [(t.pid, t.command, t.relayed)
                                                        for t in watch.tty_readers]))
     sampling = outcome.sampling
