@@ -2,7 +2,8 @@
 
 The plugin's WSGI routes (what TensorBoard serves) on a logdir holding good runs beside
 malformed ones (a finding that is a string, a data section that is a list, NaN in
-evidence, deep nesting), a FIFO report.json and a FIFO child config.json, a symlink out of
+evidence, deep nesting), a FIFO report.json, a FIFO child config.json and a FIFO
+TensorBoard event file (TensorBoard's own reader would block on it), a symlink out of
 the logdir, a symlink loop, a diff record whose fields are numbers, and a run directory
 whose name is not UTF-8: /runs lists every good run and each bad one with why, within
 seconds (a FIFO opened would block it for ever); /run and /diff answer each bad id (a NUL
@@ -77,6 +78,9 @@ def logdir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     (child,) = (root / "fifo-child" / layout.CHILDREN_DIR).iterdir()
     (child / layout.CONFIG_JSON).unlink(missing_ok=True)
     os.mkfifo(child / layout.CONFIG_JSON)
+    shutil.copytree(SAMPLE_RUN, root / "fifo-events")  # TensorBoard's reader would block
+    (program,) = (root / "fifo-events").glob(f"{layout.RUN_TB_PREFIX}*")
+    os.mkfifo(program / "events.out.tfevents.1.host.1.gpudiag")
     outside = root.parent / "outside"
     shutil.copytree(SAMPLE_RUN, outside)
     (root / "link-out").mkdir()
@@ -105,17 +109,23 @@ def client(logdir: Path) -> Iterator[Any]:
 
 
 BAD_IDS = ["findings-a-string", "data-run-a-list", "nan-evidence", "deep", "fifo",
-           "fifo-child", "link-out", "loop", "a%00b", "x" * 300, "..%2Foutside",
+           "fifo-child", "fifo-events", "link-out", "loop", "a%00b", "x" * 300, "..%2Foutside",
            "%2Fetc", "missing"]
 
 
-def test_runs_lists_the_good_and_each_bad_run_with_why_without_blocking(client: Any) -> None:
+def _answered(client: Any, route: str, query: str = "") -> tuple[int, Any, dict[str, str]]:
+    """The route's answer, within 30 s (a FIFO opened would block it for ever)."""
     answered: list[Any] = []
-    thread = threading.Thread(target=lambda: answered.append(client("/runs")), daemon=True)
+    thread = threading.Thread(target=lambda: answered.append(client(route, query)),
+                              daemon=True)
     thread.start()
     thread.join(30)
-    assert not thread.is_alive(), "/runs blocked (a FIFO was opened)"
-    status, body, headers = answered[0]
+    assert not thread.is_alive(), f"{route}{query} blocked (a FIFO was opened)"
+    return answered[0]  # type: ignore[no-any-return]
+
+
+def test_runs_lists_the_good_and_each_bad_run_with_why_without_blocking(client: Any) -> None:
+    status, body, headers = _answered(client, "/runs")
     assert status == 200 and headers["X-Content-Type-Options"] == "nosniff"
     by_id = {r["id"]: r for r in body["runs"]}
     assert by_id["good"]["status"] == "complete"
@@ -135,7 +145,7 @@ def test_runs_lists_the_good_and_each_bad_run_with_why_without_blocking(client: 
 def test_every_bad_id_is_a_one_line_400_on_run_and_diff(client: Any, run_id: str) -> None:
     for route, query in (("/run", f"?id={run_id}"), ("/diff", f"?a=good&b={run_id}"),
                          ("/diff", f"?a={run_id}&b=good")):
-        status, body, headers = client(route, query)
+        status, body, headers = _answered(client, route, query)
         assert status == 400, (route, query, body)
         assert headers["X-Content-Type-Options"] == "nosniff"
         assert isinstance(body["error"], str) and "\n" not in body["error"]

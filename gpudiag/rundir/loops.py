@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from gpudiag import layout
+from gpudiag.rundir.confine import check_confined
 from gpudiag.rundir.records import Loop, Run, StepPoint
 
 Scalars = dict[str, dict[int, float]]  # tag -> step -> value
@@ -41,9 +42,14 @@ def _no_tensorflow() -> None:
 def read_scalars(tb_run: Path) -> Scalars:
     """Every scalar of one TensorBoard run directory (its own event files, not its
     subdirectories'), by tag and step. A path that is not UTF-8 (TensorBoard's file layer
-    encodes every path as UTF-8) is read through its open directory's /proc/self/fd name."""
-    if not any(tb_run.glob(layout.TB_EVENTS_GLOB)):
+    encodes every path as UTF-8) is read through its open directory's /proc/self/fd name.
+    RunDirError (one line) when an event file is not a regular file inside ``tb_run`` (a
+    FIFO would block TensorBoard's reader for ever: gpudiag.rundir.confine)."""
+    found = list(tb_run.glob("*tfevents*"))  # what TensorBoard's reader opens
+    if not found:
         return {}
+    for events in found:
+        check_confined(events, tb_run, max_bytes=2**63)  # a long job's files may be large
     try:
         str(tb_run).encode("utf-8")
     except UnicodeEncodeError:
