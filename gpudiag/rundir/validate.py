@@ -15,8 +15,9 @@ from typing import Any
 from gpudiag.report import STATUSES
 
 MAX_DEPTH = 64
-#: data's sections are objects (session.set), but for these of another type
-_DATA_SCALARS: dict[str, type] = {"interrupted_by": str}
+#: data's sections are objects (session.set), but for these of another type (the signal's
+#: name; a cluster report's task list, gpudiag.run.tasks)
+_DATA_SCALARS: dict[str, type] = {"interrupted_by": str, "tasks": list}
 _TOP: dict[str, tuple[type, ...]] = {
     "command": (str,), "started_at": (str,), "finished_at": (str, type(None)),
     "partial": (bool,), "interrupted": (bool,), "argv": (list,), "run_dir": (str,),
