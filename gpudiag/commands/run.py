@@ -183,7 +183,8 @@ def execute(session: RunSession, argv: list[str], *,
         (read_out, write_out), (read_err, write_err), resize = terminal_mod.program_ends(
             stdout_to_stderr)
         stack.enter_context(terminal_mod.resized(resize))  # before the program can ask
-        config = dataclasses.replace(config, stderr_stream=_stream_id(write_err))
+        config = dataclasses.replace(config, stderr_stream=_stream_id(write_err),
+                                     stdout_stream=_stream_id(write_out))
         try:
             proc = procs.spawn_program(argv, stdout=write_out, stderr=write_err,
                                        env=program_env(os.environ, config))
