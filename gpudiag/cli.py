@@ -35,6 +35,7 @@ from gpudiag.execute import (
 )
 from gpudiag.procs import stdstreams
 from gpudiag.records.training import Workload
+from gpudiag.rundir.confine import MAX_TRACE_MB, MiB
 from gpudiag.scaling.options import ScalingOptions
 from gpudiag.session import RunSession
 from gpudiag.ui import Ui
@@ -343,15 +344,19 @@ def explain(
                                 "plugins/profile/<run> directory, or one .xplane.pb file."),
     logdir: Path = opt.LogdirOpt,
     as_json: bool = opt.JsonOpt,
+    max_trace_mb: int = typer.Option(MAX_TRACE_MB, "--max-trace-mb", min=0, help="The largest "
+                                     "trace read, in MiB (0: no limit); reading one costs "
+                                     "about 5 times its size in memory."),
 ) -> None:
     """Where the steps' time went in traces you already have: per device compute, input,
     communication, host, idle, and the bottleneck. Runs nothing; no GPU needed."""
     from gpudiag.commands import explain as explain_cmd
 
-    explain_cmd.find_traces(path)  # a bad PATH: one line, exit 2, before any run directory
+    most = max_trace_mb * MiB
+    explain_cmd.find_traces(path, max_bytes=most)  # a bad PATH: one line, exit 2, first
 
     def body(session: RunSession, ui: Ui) -> None:
-        explain_cmd.run(session, path, ui=ui)
+        explain_cmd.run(session, path, ui=ui, max_bytes=most)
 
     execute("explain", logdir, as_json, body)
 
@@ -370,9 +375,10 @@ def diff(
 
     quiet = Ui.quiet()
     run_a, run_b = diff_cmd.resolve(a, logdir, quiet), diff_cmd.resolve(b, logdir, quiet)
+    judgement = diff_cmd.judged(run_a, run_b)  # a run it cannot read: before writing
 
     def body(session: RunSession, ui: Ui) -> None:
-        diff_cmd.run(session, run_a, run_b)
+        diff_cmd.run(session, judgement)
 
     execute("diff", logdir, as_json, body)
 

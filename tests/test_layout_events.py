@@ -102,24 +102,50 @@ def test_a_line_of_an_older_gpudiag_still_decodes() -> None:
     None, [], "stall", 3, {"kind": "stall"}, {"pid": 3}, {"kind": 3, "pid": 3},
     {"kind": "stall", "pid": "3"},
     {"kind": "stall", "pid": 3, "v": "one"},
-    {"kind": "stall", "pid": 3, "waited_s": "long", "where": [], "threads": {}},
-    {"kind": "fit_steps", "pid": 3, "rows": [1, {"i": "x"}, {"no": 1}, {"i": 2, "logs": []}]},
-    {"kind": "function_steps", "pid": 3, "rows": {"i": 1}},
-    {"kind": "devices", "pid": 3, "t": "now", "seq": None, "logical": None},
+    {"kind": "devices", "pid": 3, "t": "now"},
 ])
-def test_decode_never_raises_and_a_wrong_value_takes_the_default(obj: Any) -> None:
-    recorded = ev.decode(obj)
-    if not isinstance(obj, dict) or not isinstance(obj.get("kind"), str) or \
-            not isinstance(obj.get("pid"), int):
-        assert recorded is None
-        return
-    assert recorded is not None
-    if obj["kind"] == "stall" and "waited_s" in obj:
-        assert recorded.event == ev.Stall()
-    if obj["kind"] == "fit_steps":  # only the rows with an index; a bad field: its default
-        assert recorded.event == ev.FitSteps(rows=(ev.FitRow(i=2),))
-    if obj["kind"] == "devices":
-        assert recorded.event == ev.Devices() and recorded.t_unix_s is None
+def test_a_line_without_a_readable_header_is_no_event(obj: Any) -> None:
+    assert ev.decode(obj) is None
+    assert isinstance(ev.check(obj), ev.BadLine)
+
+
+@pytest.mark.parametrize(("obj", "field"), [
+    ({"kind": "stall", "pid": 3, "waited_s": "long"}, "stall.waited_s"),
+    ({"kind": "stall", "pid": 3, "where": []}, "stall.where"),
+    ({"kind": "fit_steps", "pid": 3, "rows": [1]}, "fit_steps.rows[0]"),
+    ({"kind": "fit_steps", "pid": 3, "rows": [{"i": 2, "logs": []}]}, "fit_steps.rows[0].logs"),
+    ({"kind": "function_steps", "pid": 3, "rows": {"i": 1}}, "function_steps.rows"),
+    ({"kind": "strategy", "pid": 3, "worker_devices": [{"name": "/gpu:0"}]},
+     "strategy.worker_devices[0]"),
+    ({"kind": "function", "pid": 3, "graphs": [1]}, "function.graphs[0]"),
+    ({"kind": "session_steps", "pid": 3, "fetches": [1]}, "session_steps.fetches[0]"),
+    ({"kind": "cluster_join", "pid": 3, "cluster_spec": {"worker": "a:1"}},
+     "cluster_join.cluster_spec.worker"),
+    ({"kind": "exit", "pid": 3, "hook_errors": True}, "exit.hook_errors"),
+])
+def test_a_field_of_another_shape_makes_the_line_unreadable_naming_it(
+        obj: dict[str, Any], field: str) -> None:
+    """Inner types included: the issue-36 lines that ended `gpudiag run` in a traceback."""
+    found = ev.check(obj)
+    assert isinstance(found, ev.BadLine) and found.reason.startswith(f"{field} is not ")
+    assert ev.decode(obj) is None
+
+
+def test_a_field_missing_or_null_takes_its_default() -> None:
+    """A file of an older gpudiag: the field is not there (or null)."""
+    recorded = ev.decode({"kind": "devices", "pid": 3, "seq": None, "logical": None})
+    assert recorded is not None and recorded.event == ev.Devices() and recorded.seq == 0
+
+
+def test_a_line_nested_too_deep_is_unreadable_and_never_raises() -> None:
+    deep: Any = 1
+    for _ in range(ev.MAX_DEPTH + 1):
+        deep = [deep]
+    assert ev.check({"kind": "fit_epoch", "pid": 3, "logs": {"x": deep}}) == ev.BadLine(
+        f"fit_epoch: nested deeper than {ev.MAX_DEPTH}")
+    # deeper than Python's JSON reader goes: RecursionError, caught
+    assert ev.check_line("[" * 200_000) == ev.BadLine(f"nested deeper than {ev.MAX_DEPTH}")
+    assert ev.decode_line('{"kind": "exit", "pid": 1, "x": ' + "[" * 200_000) is None
 
 
 def test_decode_line_skips_what_is_not_json() -> None:
@@ -144,7 +170,7 @@ def test_the_recorder_and_a_step_buffer_write_only_protocol_lines(tmp_path: Path
     lines = path.read_text().splitlines()
     assert json.loads(lines[1])["rows"] == [{"i": 1, "t0": 10.5, "dt": 0.25}]
     by_pid, bad = events.read_events(tmp_path)
-    assert bad == 0 and [r.event for r in by_pid[os.getpid()]] == [
+    assert bad.count == 0 and [r.event for r in by_pid[os.getpid()]] == [
         ev.FunctionSteps(function="train_step",
                          rows=(ev.FunctionRow(i=0, t0=10.0, dt=0.25, loss=0.75),)),
         ev.FunctionSteps(function="train_step", rows=(ev.FunctionRow(i=1, t0=10.5, dt=0.25),)),

@@ -75,6 +75,34 @@ def test_the_saved_copy_leaves_the_programs_last_free_space(tmp_path: Path) -> N
         assert found["status"] == "warn" and "before its disk filled" in found["message"]
 
 
+#: 2.6 MB of output, a pause (the saved copy catches up), then a 1 MiB checkpoint on a 3 MiB
+#: disk: with a reserve of 10 % of the disk (300 KiB) it failed under gpudiag, not plainly.
+SMALL_DISK_PROGRAM = CHATTY_THEN_CHECKPOINT.replace("30_000_000", "2_600_000").replace(
+    "sys.stdout.flush()\n", "sys.stdout.flush()\nimport time; time.sleep(1.5)\n", 1)
+
+
+@pytest.mark.slow
+def test_on_a_3_mib_disk_the_checkpoint_is_written_as_plainly(tmp_path: Path) -> None:
+    """Issue 36, case 7: the reserve works on a 3 MiB disk as on a 3 TB one."""
+    assert "time.sleep" in SMALL_DISK_PROGRAM
+    with small_disk(tmp_path / "plain", "3m") as disk:
+        plain = subprocess.run([sys.executable, "-c", SMALL_DISK_PROGRAM, str(disk)],
+                               capture_output=True, env=ENV, timeout=120,
+                               stdin=subprocess.DEVNULL)
+    assert plain.returncode == 0, plain.stderr[-2000:]
+    with small_disk(tmp_path / "under", "3m") as disk:
+        under = subprocess.run([sys.executable, "-m", "gpudiag", "run", "--quiet", "--logdir",
+                                str(disk / "runs"), "--", sys.executable, "-c",
+                                SMALL_DISK_PROGRAM, str(disk)], capture_output=True,
+                               env=ENV, timeout=120, stdin=subprocess.DEVNULL)
+        assert under.returncode == 0, under.stderr[-3000:]
+        assert under.stdout == plain.stdout
+        assert (disk / "checkpoint.bin").stat().st_size == 1 << 20
+        (run_dir,) = run_dirs(disk / "runs")
+        found = {f["id"]: f for f in load_report(run_dir)["findings"]}["run.saved-output"]
+        assert found["status"] == "warn"
+
+
 class _Kept(BytesIO):
     """A saved file whose bytes stay readable after SaveFile closes it."""
 
@@ -95,7 +123,7 @@ class _Disk:
 
 
 def test_save_file_stops_at_the_reserve_and_asks_the_disk_seldom(tmp_path: Path) -> None:
-    disk = _Disk(total=100 << 20, used=80 << 20)  # 20 MB free, a 10 MB reserve
+    disk = _Disk(total=4 << 30, used=(3 << 30) - (10 << 20))  # the 1 GiB reserve + 10 MB
     sink = _Kept()
     saved = streams.SaveFile(sink, tmp_path / "stdout.txt", space=disk.space)  # type: ignore[arg-type]
     chunk = b"x" * 4096
@@ -106,6 +134,7 @@ def test_save_file_stops_at_the_reserve_and_asks_the_disk_seldom(tmp_path: Path)
     assert isinstance(saved.failure, streams.KeptFree)
     assert disk.total - disk.used >= streams.reserve_bytes(disk.total)
     assert len(sink.getvalue()) == saved.saved_bytes >= (10 << 20) - len(chunk)
+    assert streams.reserve_bytes(3 << 20) == streams.reserve_bytes(3 << 40)  # 3 MiB, 3 TB
     assert disk.asked <= 12  # about once a MiB, not once a write
     saved.write(chunk)  # stopped for good
     assert len(sink.getvalue()) == saved.saved_bytes

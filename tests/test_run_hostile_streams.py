@@ -8,6 +8,7 @@ writes are compared. docs/reliability.md counts these cases.
 from __future__ import annotations
 
 import os
+import re
 import shlex
 import subprocess
 import sys
@@ -128,3 +129,43 @@ def test_no_gpudiag_line_lands_in_the_file_the_program_made_its_stderr(tmp_path:
     assert done.returncode == 0, done.stderr[-2000:]
     assert b"sum 6" in done.stdout
     assert layout.RUN_MARKER.encode() not in log.read_bytes()
+
+
+#: fd 2 closed, a data file opened in its place (fd 2 again), then the program's own
+#: placement log: TensorFlow prints its eager placement lines on stdout (issue 36, case 7).
+CLOSED_FD2_THEN_FILE = """
+import os
+os.close(2)
+fd = os.open('data.txt', os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+print('data file fd', fd, flush=True)
+import tensorflow as tf
+tf.debugging.set_log_device_placement(True)
+print('sum', int(tf.reduce_sum(tf.constant([1, 2, 3]))), flush=True)
+"""
+
+_LOG_PREFIX = re.compile(rb"^[IWEF]\d{4} [\d:.]+\s+\d+ ")
+
+
+@pytest.mark.slow
+def test_a_file_opened_as_fd_2_and_the_programs_placement_log_as_plainly(
+        tmp_path: Path) -> None:
+    """stdout as plainly, placement lines included (they were hidden: gpudiag's marker
+    that the program asked for them could not go to fd 2); the data file holds what it
+    holds plainly (TensorFlow's log lines, their time and pid aside), nothing of gpudiag's."""
+    seen = []
+    for name in ("plain", "under"):
+        where = tmp_path / name
+        where.mkdir()
+        argv = [sys.executable, "-c", CLOSED_FD2_THEN_FILE]
+        if name == "under":
+            argv = [sys.executable, "-m", "gpudiag", "run", "--quiet", "--logdir",
+                    str(tmp_path / "runs"), "--", *argv]
+        done = subprocess.run(argv, capture_output=True, env=ENV, cwd=where, timeout=300,
+                              stdin=subprocess.DEVNULL)
+        assert done.returncode == 0, done.stderr[-2000:]
+        data = (where / "data.txt").read_bytes()
+        assert layout.RUN_MARKER.encode() not in data
+        seen.append((done.stdout, [_LOG_PREFIX.sub(b"", ln) for ln in data.splitlines()]))
+    assert b"/job:localhost" in seen[0][0]  # plainly: placement lines on stdout
+    assert sorted(seen[1][0].splitlines()) == sorted(seen[0][0].splitlines())
+    assert seen[1][1] == seen[0][1]

@@ -15,10 +15,12 @@ same as a typed Run, written under ``logdir`` or kept in memory (the library's
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
 from gpudiag import layout
+from gpudiag.files import readable
 from gpudiag.markdown import markdown_table
 from gpudiag.rundir import Run, RunDirError, load_run
 from gpudiag.rundir.unsaved import unsaved_run
@@ -26,13 +28,22 @@ from gpudiag.session import MemorySession, RunSession
 from gpudiag.ui import Ui
 from gpudiag.verdicts import diff as verdict
 
+#: what reading a run's content for the judging raises on a value of another type than
+#: gpudiag writes (load_run validates the report's shape, not every evidence value)
+_UNREADABLE = (ArithmeticError, AttributeError, KeyError, TypeError, ValueError, OSError,
+               RuntimeError)
+
 
 def resolve(path: Path, logdir: Path | None, ui: Ui, *, within: Path | None = None,
             argv: list[str] | None = None) -> Run:
     """The run ``path`` names; traces are explained first (module docstring), into a run
     directory under ``logdir`` (None: in memory), reading nothing outside ``within`` when
     given (gpudiag.commands.explain.run), its report's ``argv`` that one (RunSession)."""
-    if (path / layout.REPORT_JSON).is_file():
+    try:
+        held = os.path.lexists(path / layout.REPORT_JSON)  # a FIFO too: load_run refuses it
+    except ValueError as exc:  # a NUL byte
+        raise RunDirError(f"{readable(str(path))[:160]}: not a path ({exc})") from None
+    if held:
         run = load_run(path)
     else:
         from gpudiag.commands import explain
@@ -46,7 +57,12 @@ def resolve(path: Path, logdir: Path | None, ui: Ui, *, within: Path | None = No
                               ) from None
         ui.say(f"{path}: no {layout.REPORT_JSON}; explaining its traces first")
         run = explain.explained(path, logdir, ui, within=within, argv=argv)
-    if not run.loops and not any(b.step_s for b in run.breakdown):
+    try:
+        empty = not run.loops and not any(b.step_s for b in run.breakdown)
+    except _UNREADABLE as exc:
+        raise RunDirError(f"{readable(str(path))}: its step series cannot be read "
+                          f"({type(exc).__name__}: {str(exc)[:120]})") from None
+    if empty:
         raise RunDirError(f"{path}: a `{run.command}` run without a step series or a "
                           "profiled step to compare")
     return run
@@ -77,9 +93,27 @@ def _efficiency(run: Run) -> dict[tuple[str, int], float]:
 
 
 def side(run: Run) -> verdict.Side:
-    return verdict.Side(str(run.path), run.command, dict(run.loops), run.breakdown,
-                        {f.id: f.status for f in run.report.findings}, _devices(run),
-                        _efficiency(run))
+    """What the judging reads of ``run``; RunDirError (one line) when the run's content
+    cannot be read for it (a value of another type than gpudiag writes)."""
+    try:
+        return verdict.Side(str(run.path), run.command, dict(run.loops), run.breakdown,
+                            {f.id: f.status for f in run.report.findings}, _devices(run),
+                            _efficiency(run), run.status, str(run.path.resolve()))
+    except _UNREADABLE as exc:
+        raise RunDirError(f"{readable(str(run.path))}: cannot be compared: its report holds "
+                          f"a value of another type ({type(exc).__name__}: "
+                          f"{str(exc)[:120]})") from None
+
+
+def judged(a: Run, b: Run) -> tuple[Any, list[Any]]:
+    """verdict.judge of the two runs' sides (a RunDirError before anything is written,
+    when a side cannot be read)."""
+    sa, sb = side(a), side(b)
+    try:
+        return verdict.judge(sa, sb)
+    except (ArithmeticError, TypeError, ValueError) as exc:
+        raise RunDirError(f"{readable(str(a.path))} and {readable(str(b.path))}: cannot be "
+                          f"compared ({type(exc).__name__}: {str(exc)[:120]})") from None
 
 
 def _table(rec: Any) -> str:
@@ -89,8 +123,9 @@ def _table(rec: Any) -> str:
     return markdown_table(["loop", "A ms", "B ms", "B/A", "95 % CI", "verdict"], rows)
 
 
-def run(session: RunSession, a: Run, b: Run) -> None:
-    record, findings = verdict.judge(side(a), side(b))
+def run(session: RunSession, judgement: tuple[Any, list[Any]]) -> None:
+    """Write the judged diff (:func:`judged`, made before the run directory)."""
+    record, findings = judgement
     for f in findings:
         session.add(f)
     session.set(layout.DIFF_DATA_KEY, record.to_dict())
@@ -100,12 +135,14 @@ def run(session: RunSession, a: Run, b: Run) -> None:
 def compared(a: Run, b: Run, logdir: Path | None, *, argv: list[str] | None = None) -> Run:
     """Run A against run B (``run``) as a Run: a run directory under ``logdir``, read back
     with load_run, or, with no logdir, in memory (nothing written; the Run's path is B's).
-    ``argv``: the report's (RunSession)."""
+    ``argv``: the report's (RunSession). Judged before anything is written: a side that
+    cannot be read is a RunDirError and leaves no run directory."""
+    judgement = judged(a, b)
     if logdir is None:
         memory = MemorySession("diff", b.path, argv=argv)
         with memory:
-            run(memory, a, b)
+            run(memory, judgement)
         return unsaved_run(memory.report, b.path)
     with RunSession("diff", logdir, argv=argv) as session:
-        run(session, a, b)
+        run(session, judgement)
     return load_run(session.run_dir)

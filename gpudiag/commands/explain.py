@@ -34,25 +34,27 @@ from gpudiag.layout import TAG_EXPLAIN
 from gpudiag.markdown import markdown_table
 from gpudiag.readers import stepbreakdown, traces
 from gpudiag.report import Finding
-from gpudiag.rundir import Run, RunDirError, load_run
-from gpudiag.rundir.confine import check_tree, inside
+from gpudiag.rundir import Run, RunDirError, check_confined, load_run
+from gpudiag.rundir.confine import MAX_TRACE_BYTES, check_tree, inside
 from gpudiag.rundir.unsaved import unsaved_run
 from gpudiag.session import MemorySession, RunSession
 from gpudiag.ui import Ui
 from gpudiag.verdicts import bottleneck
 
 XPLANE_SUFFIX = ".xplane.pb"
+
 # What the profiler wrote before it saved XSpace traces: a Chrome trace and each tool's
 # data converted at capture time (tensorflow/profiler's demo logdir of 2020 holds them).
 OLDER_SUFFIXES = (".trace.json.gz", ".overview_page.pb", ".input_pipeline.pb",
                   ".tensorflow_stats.pb", ".op_profile.json", ".overview_page.json")
 
 
-def find_traces(path: Path) -> list[Path]:
+def find_traces(path: Path, *, max_bytes: int = MAX_TRACE_BYTES) -> list[Path]:
     """The traces PATH names; a UsageError (exit 2, one line) when it names none, or one
     that cannot be read: a path that cannot be looked up (a parent that cannot be
     searched, a name too long), a directory that cannot be read, an empty or corrupt
-    trace (``check_trace``). A readable trace is read whatever it holds."""
+    trace, one that is not a regular file inside PATH (a FIFO: never opened), or one
+    above ``max_bytes`` (``check_trace``). A readable trace is read whatever it holds."""
     try:
         st = path.stat()
     except FileNotFoundError:
@@ -62,7 +64,7 @@ def find_traces(path: Path) -> list[Path]:
     if not stat.S_ISDIR(st.st_mode):
         if not path.name.endswith(XPLANE_SUFFIX):
             raise UsageError(f"{path} is not a profiler trace (*{XPLANE_SUFFIX})")
-        check_trace(path)
+        check_trace(path, path.parent, max_bytes)
         return [path]
     unreadable: list[OSError] = []
     found = sorted(Path(top) / name for top, _, names in os.walk(path, onerror=unreadable.append)
@@ -81,7 +83,7 @@ def find_traces(path: Path) -> list[Path]:
                 f"gpudiag reads the {XPLANE_SUFFIX} traces TensorFlow 2.4 and later write")
         raise UsageError(f"no profiler trace (*{XPLANE_SUFFIX}) under {path}")
     for trace in found:
-        check_trace(trace)
+        check_trace(trace, path, max_bytes)
     return found
 
 
@@ -91,11 +93,19 @@ def _short(path: Path) -> str:
     return text if len(text) <= 200 else f"{text[:120]}...{text[-60:]}"
 
 
-def check_trace(trace: Path) -> None:
-    """UsageError unless ``trace`` can be read and is a protobuf message (XSpace) as far
-    as its top-level fields go: empty, unreadable, or corrupt (a tag or length that is
-    not protobuf's, a field that runs past the end) is one line. Cheap: the fields'
-    contents are skipped, not read (the breakdown reads them)."""
+def check_trace(trace: Path, root: Path, max_bytes: int = MAX_TRACE_BYTES) -> None:
+    """UsageError unless ``trace`` is a regular file inside ``root`` of at most
+    ``max_bytes`` (stat'ed first, never opened otherwise: gpudiag.rundir.check_confined;
+    0: no limit), can be read and is a protobuf message (XSpace) as far as its top-level
+    fields go: empty, unreadable, or corrupt (a tag or length that is not protobuf's, a
+    field that runs past the end) is one line. Cheap: the fields' contents are skipped,
+    not read (the breakdown reads them)."""
+    try:
+        check_confined(trace, root, max_bytes=max_bytes or 2**63)
+    except RunDirError as exc:
+        more = (" (--max-trace-mb lifts it; reading a trace costs about 5 times its size "
+                "in memory)") if "above the" in exc.message else ""
+        raise UsageError(f"profiler trace {exc.message}{more}") from None
     try:
         with trace.open("rb") as f:
             size = os.fstat(f.fileno()).st_size
@@ -227,10 +237,11 @@ def _row(trace: str, d: stepbreakdown.DeviceBreakdown) -> list[Any]:
                                                   "communication_s", "host_s", "idle_s")]
 
 
-def run(session: RunSession, path: Path, *, ui: Ui, within: Path | None = None) -> None:
+def run(session: RunSession, path: Path, *, ui: Ui, within: Path | None = None,
+        max_bytes: int = MAX_TRACE_BYTES) -> None:
     """Every trace under PATH explained into ``session`` (``within``: read nothing outside
-    that directory: recorded_placement)."""
-    files = find_traces(path)
+    that directory: recorded_placement; ``max_bytes``: the largest trace read)."""
+    files = find_traces(path, max_bytes=max_bytes)
     root = path if path.is_dir() else path.parent
     rows: list[list[Any]] = []
     data: list[dict[str, Any]] = []

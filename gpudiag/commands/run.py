@@ -183,7 +183,8 @@ def execute(session: RunSession, argv: list[str], *,
         (read_out, write_out), (read_err, write_err), resize = terminal_mod.program_ends(
             stdout_to_stderr)
         stack.enter_context(terminal_mod.resized(resize))  # before the program can ask
-        config = dataclasses.replace(config, stderr_stream=_stream_id(write_err))
+        config = dataclasses.replace(config, stderr_stream=_stream_id(write_err),
+                                     stdout_stream=_stream_id(write_out))
         try:
             proc = procs.spawn_program(argv, stdout=write_out, stderr=write_err,
                                        env=program_env(os.environ, config))
@@ -386,7 +387,7 @@ def run(session: RunSession, argv: list[str], *,
     if not outcome.stderr_path.is_file():  # the run directory was removed while it ran
         raise WriteFailed(f"the run directory {session.run_dir} was removed while the "
                           "program ran: no report")
-    analyse.report(session, argv, outcome, options, python=is_python(argv))
+    analyse.report_whole(session, argv, outcome, options, python=is_python(argv))
     for finding in (run_outcome.saved_output([f.message for f in outcome.save_failures],
                                              outcome.kept_free),
                     run_outcome.survivors([(d.pid, d.command) for d in outcome.settled.survivors],

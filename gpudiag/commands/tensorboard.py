@@ -6,7 +6,8 @@ logdir and the address are checked first (gpudiag.tb.serve: one line, exit 2), t
 TensorBoard starts quietly and gpudiag prints its URL. ``--check`` starts it the same
 way, asks every dashboard over HTTP whether it lists what the run directories promise
 (gpudiag.tb.check), prints one line per dashboard and stops it: exit 0 when all pass,
-1 otherwise. Writes nothing: no run directory of its own.
+1 otherwise; a run it cannot read (gpudiag.rundir.scan_runs) is one line and exit 2
+before TensorBoard starts. Writes nothing: no run directory of its own.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from gpudiag.errors import EXIT_CHECK_FAILED, EXIT_ENVIRONMENT, EXIT_OK
+from gpudiag.rundir import RunDirError, scan_runs
 from gpudiag.tb import check as tbcheck
 from gpudiag.tb import serve as tbserve
 
@@ -29,13 +31,14 @@ def run(logdir: Path | None, *, port: int, host: str, check: bool,
     chosen = tbserve.default_logdir() if logdir is None else logdir
     exposed = tbserve.check_bind(host, port)
     tbserve.check_logdir(chosen)
+    want = _expected(chosen) if check else None
     if exposed:
         warn(f"gpudiag: warning: --host {host} makes TensorBoard reachable from other "
              "machines on your network; it has no authentication")
     server = tbserve.start(chosen, port, host)
     try:
-        if check:
-            return _check(server, chosen, say, check_timeout_s)
+        if want is not None:
+            return _check(server, chosen, want, say, check_timeout_s)
         say(f"TensorBoard on {chosen}: {server.url}/#gpudiag (Ctrl-C stops it)")
         server.proc.wait()
         warn(f"gpudiag: error: TensorBoard exited ({server.log_tail()})")
@@ -49,9 +52,22 @@ def run(logdir: Path | None, *, port: int, host: str, check: bool,
         server.stop()
 
 
-def _check(server: tbserve.Server, logdir: Path, say: Callable[[str], Any],
-           timeout_s: float) -> int:
-    want = tbcheck.expected(logdir)
+def _expected(logdir: Path) -> tbcheck.Expected:
+    """What the runs promise; RunDirError (one line, exit 2, before TensorBoard starts)
+    when a run under ``logdir`` cannot be read: the check would not be whole."""
+    _, bad = scan_runs(logdir)
+    if bad:
+        more = f" (and {len(bad) - 1} more unreadable run(s))" if len(bad) > 1 else ""
+        raise RunDirError(f"{bad[0].reason}{more}")
+    try:
+        return tbcheck.expected(logdir)
+    except (ArithmeticError, AttributeError, KeyError, TypeError, ValueError) as exc:
+        raise RunDirError(f"{logdir}: a run's report holds a value of another type than "
+                          f"gpudiag writes ({type(exc).__name__}: {str(exc)[:120]})") from None
+
+
+def _check(server: tbserve.Server, logdir: Path, want: tbcheck.Expected,
+           say: Callable[[str], Any], timeout_s: float) -> int:
 
     def get(path: str, body: dict[str, Any] | None = None) -> Any:
         return tbserve.get_json(server.url + path, body)

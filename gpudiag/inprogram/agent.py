@@ -20,7 +20,13 @@ from typing import Any, TypeVar
 
 from gpudiag.inprogram.config import RunHookConfig
 from gpudiag.inprogram.recorder import Recorder
-from gpudiag.layout import RUN_MARK_QUIET_BEGIN, RUN_MARK_QUIET_END, RUN_MARKER, events
+from gpudiag.layout import (
+    RUN_MARK_PLACEMENT_ASKED,
+    RUN_MARK_QUIET_BEGIN,
+    RUN_MARK_QUIET_END,
+    RUN_MARKER,
+    events,
+)
 
 T = TypeVar("T")
 
@@ -48,6 +54,7 @@ class Agent:
         # the stream gpudiag gave the program as fd 2 (the parent's word: a child whose fd 2
         # is a pipe of the program's own must not take it for gpudiag's)
         self.stderr_id = config.stderr_stream or _stream_id(2)
+        self.stdout_id = config.stdout_stream or _stream_id(1)
         # TF_CPP_MIN_LOG_LEVEL as the program had it at `import tensorflow` (cpplevel.py)
         self.program_cpp_level: str | None = None
         self.cpp_log_captured = False  # TensorFlow loaded at level 0 onto gpudiag's stream
@@ -69,18 +76,26 @@ class Agent:
     def marker(self, word: str) -> None:
         """A marker line on the program's stderr, in order with TensorFlow's C++ log; only
         while fd 2 is still the stream gpudiag gave the program (one it pointed at a file
-        of its own, ``os.dup2(log, 2)``, gets nothing of gpudiag's). The program's
-        ``sys.stderr`` is flushed through a guarded call: one without ``flush()`` (a
-        StreamToLogger) or a closed one costs the marker nothing, the error is counted."""
+        of its own, ``os.dup2(log, 2)``, gets nothing of gpudiag's); then a placement-asked
+        marker goes to stdout while fd 1 is gpudiag's (the stdout filter reads it too). The
+        program's ``sys.stderr`` (``sys.stdout``) is flushed through a guarded call: one
+        without ``flush()`` (a StreamToLogger) or a closed one costs the marker nothing, the
+        error is counted."""
+        fd, stream = 2, "stderr"
         if not self.stderr_is_gpudiags():
-            return
+            # the placement lines TensorFlow prints on stdout are told apart on stdout: the
+            # program's own asking goes there when fd 2 is a file of its own
+            if not word.startswith(RUN_MARK_PLACEMENT_ASKED) or \
+                    not _same_stream(1, self.stdout_id):
+                return
+            fd, stream = 1, "stdout"
         try:
-            flush = sys.stderr.flush
+            flush = getattr(sys, stream).flush
             flush()
-        except Exception as exc:  # anything the program's own sys.stderr raises
-            self.stream_error("sys.stderr.flush before a marker", exc)
+        except Exception as exc:  # anything the program's own stream raises
+            self.stream_error(f"sys.{stream}.flush before a marker", exc)
         with contextlib.suppress(OSError):
-            os.write(2, f"{RUN_MARKER}{word}\n".encode())
+            os.write(fd, f"{RUN_MARKER}{word}\n".encode())
 
     def stderr_is_gpudiags(self) -> bool:
         """Whether fd 2 is (still) the stream gpudiag gave the program."""

@@ -34,6 +34,10 @@ class RunHookConfig:
     # (st_dev, st_ino) of the stream gpudiag gave the program as fd 2 (None: unknown):
     # markers and the full C++ log go only there, never to a file or pipe of the program's
     stderr_stream: tuple[int, int] | None = None
+    # the same of fd 1: where a placement-asked marker goes when fd 2 is no longer gpudiag's
+    # (the program closed it and opened a file there): the placement lines TensorFlow
+    # prints on stdout then reach the terminal as plainly
+    stdout_stream: tuple[int, int] | None = None
     flush_interval_s: float = DEFAULT_FLUSH_INTERVAL_S
     loss_reads_per_s: int = DEFAULT_LOSS_READS_PER_S
     # no step finished for this long: a stall (None: derived from the step period, with a
@@ -49,6 +53,7 @@ class RunHookConfig:
         if not text:
             return None
         data = json.loads(text)
-        if data.get("stderr_stream") is not None:
-            data["stderr_stream"] = tuple(data["stderr_stream"])
+        for name in ("stderr_stream", "stdout_stream"):
+            if data.get(name) is not None:
+                data[name] = tuple(data[name])
         return RunHookConfig(**data)

@@ -5,9 +5,12 @@ object: the header ``{"kind": KIND, "v": PROTOCOL_VERSION, "t": <Unix s>, "pid":
 "seq": <n in its process>}`` and the fields of the event's record below, under the same
 names (``class_name`` is written ``class``: the one name Python forbids). Every event the
 agent writes is one of these frozen records, written by :func:`encode`; gpudiag reads
-every line through :func:`decode`, which never raises: a line of a kind it does not know,
-or of a newer protocol version, becomes an :class:`Unknown`; a field missing (a file of
-an older gpudiag) or of the wrong type takes the field's default.
+every line through :func:`check` (:func:`decode`), which never raises: a line of a kind
+it does not know, or of a newer protocol version, becomes an :class:`Unknown`; a field
+missing (a file of an older gpudiag) takes the field's default; a field of another shape
+than its annotation's, inner types included (a list of dicts where strings belong), or a
+line nested deeper than :data:`MAX_DEPTH`, makes the line a :class:`BadLine` with the
+field's name: that line is unreadable, the others are read.
 
 Units are in the names (``_s`` seconds, ``_unix_s`` wall-clock Unix seconds, ``_bytes``);
 ``caller`` and frame dicts are ``{file, line, function[, code]}`` in the program.
@@ -552,70 +555,186 @@ def encode(event: Event, *, t_unix_s: float, pid: int, seq: int) -> str:
 
 
 # --------------------------------------------------------------------------- decode
+#: The deepest nesting a line may hold (gpudiag's own lines: under 10). A deeper line is
+#: unreadable: every reader after decode may recurse over what it holds.
+MAX_DEPTH = 32
 _HINTS: dict[type, dict[str, Any]] = {}
 
 
-def _fits(value: Any, hint: Any) -> bool:
-    """Whether a JSON value has the shape of an annotation (outer type only)."""
+@dataclass(frozen=True)
+class BadLine:
+    """A line that is not an event this gpudiag can read, and why (the first field that
+    does not fit, named ``kind.field``)."""
+
+    reason: str
+
+
+class _Misfit(Exception):
+    """A value that does not have its annotation's shape (where: the field's path)."""
+
+    def __init__(self, where: str, want: str) -> None:
+        super().__init__(f"{where} is not {want}")
+
+
+def _depth(value: Any) -> int:
+    """How deep ``value`` nests (iteratively: a deep value never recurses here)."""
+    deepest, todo = 0, [(value, 1)]
+    while todo:
+        item, depth = todo.pop()
+        if isinstance(item, dict | list):
+            deepest = max(deepest, depth)
+            if depth > MAX_DEPTH:
+                return depth
+            todo += [(v, depth + 1) for v in (item.values() if isinstance(item, dict)
+                                              else item)]
+    return deepest
+
+
+def _name(hint: Any) -> str:
+    plain = isinstance(hint, type) and typing.get_origin(hint) is None
+    return hint.__name__ if plain else str(hint).replace("typing.", "")
+
+
+def _check(value: Any, hint: Any, where: str) -> None:
+    """Raise _Misfit unless the JSON ``value`` has the shape of ``hint``, inner types
+    included (every element of a list, every key and value of a dict)."""
     if hint is Any:
-        return True
+        return
     origin = typing.get_origin(hint)
     if origin in (typing.Union, types.UnionType):
-        return any(_fits(value, h) for h in typing.get_args(hint))
+        arms = [h for h in typing.get_args(hint) if h is not type(None) or value is None]
+        if len(arms) == 1:  # X | None holding a value: X's reason, the inner field named
+            _check(value, arms[0], where)
+            return
+        for h in arms:
+            try:
+                _check(value, h, where)
+                return
+            except _Misfit:
+                continue
+        raise _Misfit(where, _name(hint))
+    ok = True
     if hint is type(None):
-        return value is None
-    if hint is float:
-        return isinstance(value, int | float) and not isinstance(value, bool)
-    if hint is int:
-        return isinstance(value, int) and not isinstance(value, bool)
-    cls = origin or hint
-    if cls is tuple:
-        cls = list  # rows: a JSON list
-    return isinstance(value, cls)
+        ok = value is None
+    elif hint is float:
+        ok = isinstance(value, int | float) and not isinstance(value, bool)
+    elif hint is int:
+        ok = isinstance(value, int) and not isinstance(value, bool)
+    elif hint in (str, bool):
+        ok = isinstance(value, hint)
+    elif origin in (list, tuple):
+        if not isinstance(value, list):
+            raise _Misfit(where, _name(hint))
+        inner = typing.get_args(hint)[0] if typing.get_args(hint) else Any
+        for i, item in enumerate(value):
+            _check(item, inner, f"{where}[{i}]")
+    elif origin is dict or hint is dict:
+        if not isinstance(value, dict):
+            raise _Misfit(where, _name(hint))
+        _, inner = typing.get_args(hint) or (str, Any)
+        for k, item in value.items():
+            _check(item, inner, f"{where}.{k}")
+    else:
+        ok = isinstance(value, origin or hint)
+    if not ok:
+        raise _Misfit(where, _name(hint))
 
 
-def _build(cls: type, data: dict[str, Any]) -> Any:
+def _fits(value: Any, hint: Any) -> bool:
+    try:
+        _check(value, hint, "")
+    except _Misfit:
+        return False
+    return True
+
+
+def _build(cls: type, data: dict[str, Any], where: str) -> Any:
+    """``cls`` from a JSON object: a field missing (or null where the field cannot be
+    null: a file of an older gpudiag) takes its default; a field present of another
+    shape raises _Misfit."""
     hints = _HINTS.get(cls)
     if hints is None:
         hints = _HINTS[cls] = typing.get_type_hints(cls)
     values: dict[str, Any] = {}
     for f in fields(cls):
         name = _WIRE.get(f.name, f.name)
-        if name not in data or not _fits(data[name], hints[f.name]):
+        if name not in data or (data[name] is None and not _fits(None, hints[f.name])):
             continue  # its default
         value = data[name]
         if f.name == "rows":
+            if not isinstance(value, list):
+                raise _Misfit(f"{where}.rows", "a list")
             row_cls = typing.get_args(hints["rows"])[0]
-            value = tuple(_build(row_cls, r) for r in value
-                          if isinstance(r, dict) and _fits(r.get("i"), int))
+            rows = []
+            for i, r in enumerate(value):
+                if not isinstance(r, dict) or not _fits(r.get("i"), int):
+                    raise _Misfit(f"{where}.rows[{i}]", "a row with its index i")
+                rows.append(_build(row_cls, r, f"{where}.rows[{i}]"))
+            value = tuple(rows)
+        else:
+            _check(value, hints[f.name], f"{where}.{name}")
         values[f.name] = value
     return cls(**values)
 
 
-def decode(obj: Any) -> Recorded | None:
-    """A parsed JSON line as a Recorded event; None when it is no event (no kind or pid).
-    Never raises."""
-    if not isinstance(obj, dict) or not isinstance(obj.get("kind"), str) or \
-            not _fits(obj.get("pid"), int):
-        return None
+def check(obj: Any) -> Recorded | BadLine:
+    """A parsed JSON line as a Recorded event, or why it is none (no kind or pid, a field
+    of another shape, too deep). Never raises."""
+    try:
+        return _check_event(obj)
+    except Exception as exc:  # a value no check foresaw: still never an exception
+        return BadLine(f"{type(exc).__name__}: {str(exc)[:120]}")
+
+
+def _check_event(obj: Any) -> Recorded | BadLine:
+    if not isinstance(obj, dict):
+        return BadLine(f"a JSON {type(obj).__name__}, not an object")
+    if not isinstance(obj.get("kind"), str) or not _fits(obj.get("pid"), int):
+        return BadLine("no kind or pid")
+    kind: str = obj["kind"][:60]
+    if _depth(obj) > MAX_DEPTH:
+        return BadLine(f"{kind}: nested deeper than {MAX_DEPTH}")
     version = obj.get("v", PROTOCOL_VERSION)
-    seq: int = obj["seq"] if _fits(obj.get("seq"), int) else 0
-    t = obj.get("t") if _fits(obj.get("t"), float) else None
+    if not _fits(version, int):
+        return BadLine(f"{kind}.v is not an int")
+    if obj.get("seq") is not None and not _fits(obj["seq"], int):
+        return BadLine(f"{kind}.seq is not an int")
+    if obj.get("t") is not None and not _fits(obj["t"], float):
+        return BadLine(f"{kind}.t is not a number")
+    seq: int = obj.get("seq") or 0
+    t = obj.get("t")
     cls = KINDS.get(obj["kind"])
-    if cls is None or not _fits(version, int) or version > PROTOCOL_VERSION:
+    if cls is None or version > PROTOCOL_VERSION:
         return Recorded(obj["pid"], seq, t, Unknown(
-            kind=obj["kind"], version=version if _fits(version, int) else 0,
+            kind=kind, version=version,
             fields={k: v for k, v in obj.items() if k not in HEADER}))
     try:
-        event = _build(cls, obj)
-    except Exception as exc:  # a value no annotation foresaw: still never an exception
-        event = Unknown(kind=obj["kind"], version=version, fields={"error": repr(exc)})
+        event = _build(cls, obj, kind)
+    except _Misfit as exc:
+        return BadLine(str(exc))
     return Recorded(obj["pid"], seq, t, event)
+
+
+def decode(obj: Any) -> Recorded | None:
+    """A parsed JSON line as a Recorded event; None when it is none (:func:`check` says
+    why). Never raises."""
+    found = check(obj)
+    return found if isinstance(found, Recorded) else None
+
+
+def check_line(line: str | bytes) -> Recorded | BadLine:
+    """One line of an events file, or why it is no event (not JSON, too deep for JSON's
+    reader, no event). Never raises."""
+    try:
+        obj = json.loads(line)
+    except RecursionError:
+        return BadLine(f"nested deeper than {MAX_DEPTH}")
+    except ValueError as exc:  # UnicodeDecodeError included
+        return BadLine(f"not JSON ({str(exc).splitlines()[0][:80]})")
+    return check(obj)
 
 
 def decode_line(line: str | bytes) -> Recorded | None:
     """One line of an events file (None: not JSON, or no event)."""
-    try:
-        return decode(json.loads(line))
-    except ValueError:
-        return None
+    found = check_line(line)
+    return found if isinstance(found, Recorded) else None

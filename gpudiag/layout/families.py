@@ -104,10 +104,10 @@ FAMILIES: tuple[Family, ...] = (
     # gpudiag diff
     *_fam("did_the_fix_work", "diff.step-time.<loop>", evidence="DiffStep"),
     *_fam("did_the_fix_work", "diff.bottleneck.<finding>", "diff.learning", "diff.devices",
-          "diff.findings", "diff.scaling", "diff.not-compared"),
+          "diff.findings", "diff.scaling", "diff.not-compared", "diff.caveats"),
     # gpudiag run
     *_fam("program", "run.command", "run.terminal", "run.stall", "run.peers", "run.crash",
-          "run.saved-output", "run.descendants"),
+          "run.saved-output", "run.descendants", "run.analysis"),
     *_fam("environment", "run.tensorflow", "run.tf-log", "run.nvml"),
     *_fam("devices", "run.devices", "run.distribution", "run.placement", "run.soft-placement",
           "run.memory", "run.session-config"),

@@ -11,14 +11,18 @@ be split by process, so the placement log is used only for a single process.
 
 from __future__ import annotations
 
+import traceback
 from collections import Counter
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from gpudiag import catalogue
+from gpudiag.errors import WriteFailed
 from gpudiag.layout import NVML_TB_RUN, TAG_RUN_TABLE
+from gpudiag.layout.events import PROTOCOL_VERSION
 from gpudiag.markdown import markdown_table
+from gpudiag.procs.command import exit_code_of
 from gpudiag.readers import clusterplacement, placementlog, stepbreakdown, traces
 from gpudiag.readers.placementlog import PlacementRow
 from gpudiag.records.run import ProcessObservation
@@ -33,6 +37,7 @@ from gpudiag.verdicts import gpu_use as gpu_verdicts
 from gpudiag.verdicts.run import gpu_idle as run_gpu_idle
 from gpudiag.verdicts.run import hostcauses
 from gpudiag.verdicts.run import live as run_live
+from gpudiag.verdicts.run import outcome as run_outcome
 from gpudiag.verdicts.run import peers as run_peers
 from gpudiag.verdicts.run import placement as run_placement
 from gpudiag.verdicts.run import process as run_verdicts
@@ -233,18 +238,45 @@ def compact_record(obs: ProcessObservation) -> dict[str, Any]:
     return record
 
 
+def report_whole(session: RunSession, argv: list[str], outcome: Outcome,
+                 options: RunOptions, *, python: bool) -> None:
+    """:func:`report`, guarded like the live views: an error of gpudiag's own analysis
+    (not a failed write: a full disk is said as such) is a run.analysis finding and the
+    program's exit code is the one gpudiag exits with; the report is always finished."""
+    try:
+        report(session, argv, outcome, options, python=python)
+    except WriteFailed:
+        raise
+    except Exception as exc:
+        frame = traceback.extract_tb(exc.__traceback__)[-1]
+        where = f"{Path(frame.filename).name}:{frame.lineno}"
+        session.add(run_outcome.analysis_failed(type(exc).__name__, str(exc), where,
+                                                outcome.returncode))
+        if session.forwarded_exit is None:
+            session.forward_exit(exit_code_of(outcome.returncode) if outcome.returncode
+                                 else 0)
+
+
+def _seen(observations: list[ProcessObservation], outcome: Outcome,
+          bad: events.Unreadable, watch: run_processes.Watched, python: bool) -> Finding:
+    """run.tensorflow: the processes seen, and the events lines that could not be read."""
+    return run_verdicts.tensorflow_seen(
+        observations, python_command=python, hook_errors=outcome.state.hook_errors,
+        unreadable_lines=bad.count, unentered=[(u.pid, u.command, u.why)
+                                               for u in watch.unentered],
+        unreadable=bad.first, newer_versions=sorted(bad.newer),
+        protocol_version=PROTOCOL_VERSION)
+
+
 def report(session: RunSession, argv: list[str], outcome: Outcome, options: RunOptions, *,
            python: bool) -> None:
     """Every finding of a run, the report's data section and the TensorBoard runs."""
-    observations, bad_lines = events.observe_all(outcome.events_dir)
+    observations, bad = events.observe_all(outcome.events_dir)
     stderr = stderrscan.read_bounded(outcome.stderr_path)
     session.add(run_progress.command(argv, outcome.returncode, outcome.duration_s,
                                      outcome.interrupted, outcome.interrupt_signal))
     watch = run_processes.watched(outcome.events_dir)
-    session.add(run_verdicts.tensorflow_seen(
-        observations, python_command=python, hook_errors=outcome.state.hook_errors,
-        unreadable_lines=bad_lines, unentered=[(u.pid, u.command, u.why)
-                                               for u in watch.unentered]))
+    session.add(_seen(observations, outcome, bad, watch, python))
     session.add(run_verdicts.terminal(watch.terminal, [(t.pid, t.command, t.relayed)
                                                        for t in watch.tty_readers]))
     sampling = outcome.sampling

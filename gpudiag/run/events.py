@@ -4,7 +4,9 @@ TensorFlow).
 One file per process (children/program/events-<pid>.jsonl), every line decoded by
 gpudiag.layout.events (the only reader of the format). A file whose last line was cut
 short (the process was killed while writing it) loses only that line; a line that is not
-JSON, or no event, is skipped and counted. Each event goes to its kind's handler
+JSON, no event, or holds a field of another shape (gpudiag.layout.events.check), is
+skipped, counted and named (:class:`Unreadable`), and so is an event whose handler fails:
+one bad line costs that line, never the run's report. Each event goes to its kind's handler
 (:data:`HANDLERS`) into a gpudiag.run.runstate.ProcessState: gpudiag.run.live applies each
 poll's new lines (:class:`Follower`), the end applies the whole files
 (:func:`observe_all`) and turns each state into a ProcessObservation.
@@ -62,8 +64,18 @@ def on(kind: type[E]) -> Callable[[Callable[[ProcessState, E, float | None], Non
     return register
 
 
-def apply(state: ProcessState, recorded: ev.Recorded) -> None:
-    """One event into its process's state (its kind's handler)."""
+def apply(state: ProcessState, recorded: ev.Recorded) -> str | None:
+    """One event into its process's state (its kind's handler); why it could not be,
+    when its handler failed on a value decode let through (None: applied). Never raises:
+    one event costs at most itself."""
+    try:
+        _apply(state, recorded)
+    except Exception as exc:
+        return f"{recorded.event.KIND or 'event'}: {type(exc).__name__}: {str(exc)[:100]}"
+    return None
+
+
+def _apply(state: ProcessState, recorded: ev.Recorded) -> None:
     state.events += 1
     t = recorded.t_unix_s
     if t is not None:
@@ -341,17 +353,52 @@ def _files(events_dir: Path) -> list[Path]:
     return sorted(events_dir.glob(f"{RUN_EVENTS_PREFIX}*{RUN_EVENTS_SUFFIX}"))
 
 
-def read_events(events_dir: Path) -> tuple[dict[int, list[ev.Recorded]], int]:
-    """{pid: events in order}, and how many unreadable lines were skipped."""
+@dataclass
+class Unreadable:
+    """The events lines that could not be read: how many, and the first few, each as
+    ``events-<pid>.jsonl line <n>: <why>``; ``cut``: files whose last line was cut short
+    (its process killed while writing it: the one line such a kill costs, not counted)."""
+
+    count: int = 0
+    first: list[str] = field(default_factory=list)
+    cut: int = 0
+    newer: set[int] = field(default_factory=set)  # protocol versions above this gpudiag's
+
+    def seen(self, recorded: ev.Recorded) -> None:
+        if isinstance(recorded.event, ev.Unknown) and \
+                recorded.event.version > ev.PROTOCOL_VERSION:
+            self.newer.add(recorded.event.version)
+
+    def add(self, where: str, reason: str) -> None:
+        self.count += 1
+        if len(self.first) < MAX_UNREADABLE_SAID:
+            self.first.append(f"{where}: {reason}")
+
+
+MAX_UNREADABLE_SAID = 5
+
+
+def read_events(events_dir: Path) -> tuple[dict[int, list[ev.Recorded]], Unreadable]:
+    """{pid: events in order}, and the lines that could not be read. A file's last line
+    without its newline (its process was killed while writing it) is left out, counted
+    apart (``Unreadable.cut``)."""
     out: dict[int, list[ev.Recorded]] = {}
-    bad = 0
+    bad = Unreadable()
     for path in _files(events_dir):
-        for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
-            recorded = ev.decode_line(line)
-            if recorded is None:
-                bad += 1
+        try:
+            data = path.read_bytes()
+        except OSError as exc:
+            bad.add(path.name, f"not readable ({exc.strerror})")
+            continue
+        *lines, last = data.split(b"\n")  # the last: empty, or a line cut short
+        bad.cut += bool(last.strip())
+        for n, line in enumerate(lines, 1):
+            found = ev.check_line(line)
+            if isinstance(found, ev.BadLine):
+                bad.add(f"{path.name} line {n}", found.reason)
                 continue
-            out.setdefault(recorded.pid, []).append(recorded)
+            bad.seen(found)
+            out.setdefault(found.pid, []).append(found)
     for records in out.values():
         records.sort(key=lambda r: r.seq)
     return out, bad
@@ -370,7 +417,7 @@ class Follower:
 
     events_dir: Path
     states: dict[int, ProcessState] = field(default_factory=dict)
-    bad_lines: int = 0
+    bad_lines: Unreadable = field(default_factory=Unreadable)
     _files: dict[Path, _Offset] = field(default_factory=dict)
 
     def poll(self) -> dict[int, ProcessState]:
@@ -385,27 +432,34 @@ class Follower:
             follow.offset += len(data)
             *lines, follow.pending = (follow.pending + data).split(b"\n")
             for line in lines:
-                recorded = ev.decode_line(line)
-                if recorded is None:
-                    self.bad_lines += 1
+                found = ev.check_line(line)
+                if isinstance(found, ev.BadLine):
+                    self.bad_lines.add(path.name, found.reason)
                     continue
-                state = self.states.setdefault(recorded.pid, ProcessState(recorded.pid))
-                apply(state, recorded)
+                self.bad_lines.seen(found)
+                state = self.states.setdefault(found.pid, ProcessState(found.pid))
+                failed = apply(state, found)
+                if failed is not None:
+                    self.bad_lines.add(path.name, failed)
         return self.states
 
 
-def observe(pid: int, records: list[ev.Recorded], events_dir: Path) -> ProcessObservation:
-    """One process's events as a ProcessObservation."""
+def observe(pid: int, records: list[ev.Recorded], events_dir: Path,
+            bad: Unreadable | None = None) -> ProcessObservation:
+    """One process's events as a ProcessObservation (an event its handler could not take
+    goes to ``bad``)."""
     state = ProcessState(pid)
     for recorded in records:
-        apply(state, recorded)
+        failed = apply(state, recorded)
+        if failed is not None and bad is not None:
+            bad.add(f"{RUN_EVENTS_PREFIX}{pid}{RUN_EVENTS_SUFFIX} seq {recorded.seq}", failed)
     faults = events_dir / run_faults_name(pid)
     return observation.of(state, faults.read_text(errors="replace")
                           if faults.is_file() else "")
 
 
-def observe_all(events_dir: Path) -> tuple[list[ProcessObservation], int]:
-    """Every process, in the order they started; and the count of unreadable lines."""
+def observe_all(events_dir: Path) -> tuple[list[ProcessObservation], Unreadable]:
+    """Every process, in the order they started; and the lines that could not be read."""
     by_pid, bad = read_events(events_dir)
     order = sorted(by_pid, key=lambda pid: by_pid[pid][0].t_unix_s or 0.0)
-    return [observe(pid, by_pid[pid], events_dir) for pid in order], bad
+    return [observe(pid, by_pid[pid], events_dir, bad) for pid in order], bad

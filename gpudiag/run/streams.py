@@ -31,8 +31,10 @@ Saving is second to showing: when the saved file cannot be written (a full disk)
 pump stops saving, records why (``SaveFile.failure``), and goes on passing the output.
 Nor does the saved copy take the program's last free space: it stops (``KeptFree``)
 before the free space of its filesystem would fall under the reserve (``reserve_bytes``:
-RESERVE_FRACTION of the filesystem, at most RESERVE_MAX_BYTES), so a program whose
-checkpoints share the disk with ``runs/`` writes them as it would plainly.
+RESERVE_BYTES, the same on a 3 MiB disk as on a 3 TB one: a share of the filesystem left
+a small disk's program too little for its checkpoint), so a program whose checkpoints
+share the disk with ``runs/`` writes them as it would plainly; on a disk with less free
+than that, nothing is saved, and that is said at once.
 When where it shows is closed (``gpudiag run ... | head -2``), the pump closes the pipe, so
 the program gets the broken pipe itself, as it would plainly.
 """
@@ -208,14 +210,16 @@ class LineFilter:
         return data
 
 
-RESERVE_FRACTION = 0.10
-RESERVE_MAX_BYTES = 1 << 30
+RESERVE_BYTES = 1 << 30
 RECHECK_BYTES = 1 << 20  # the free space is asked again after this much was saved
 
 
 def reserve_bytes(total_bytes: int) -> int:
-    """The free space the saved output leaves to the program on a filesystem this big."""
-    return min(RESERVE_MAX_BYTES, int(total_bytes * RESERVE_FRACTION))
+    """The free space the saved output leaves to the program on a filesystem this big: the
+    same on every filesystem (10 % of a 3 MiB disk was 300 KiB, and the program's 1 MiB
+    checkpoint then failed under gpudiag, not plainly)."""
+    del total_bytes  # the program's need does not shrink with its disk
+    return RESERVE_BYTES
 
 
 def disk_space(path: Path) -> tuple[int, int]:
@@ -231,8 +235,7 @@ class KeptFree(OSError):
         super().__init__(errno.ENOSPC, (
             f"stopped after {saved_bytes / 1e6:.1f} MB with {free_bytes / 1e6:.1f} MB free "
             f"on its filesystem, to keep {reserve / 1e6:.1f} MB for the program (gpudiag's "
-            f"reserve: {RESERVE_FRACTION:.0%} of the filesystem, at most "
-            f"{RESERVE_MAX_BYTES >> 30} GiB)"))
+            f"reserve: the last {RESERVE_BYTES >> 30} GiB of any filesystem)"))
         self.free_bytes, self.reserve, self.saved_bytes = free_bytes, reserve, saved_bytes
 
 

@@ -11,44 +11,82 @@ written by a newer gpudiag (a higher schema_version) is refused with one line.
 from __future__ import annotations
 
 import json
+import os
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from gpudiag import layout
+from gpudiag.files import readable
 from gpudiag.report import Report
+from gpudiag.rundir import validate
+from gpudiag.rundir.confine import read_confined
 from gpudiag.rundir.errors import RunDirError
 from gpudiag.rundir.records import ChildFiles, Live, Run, RunStatus
 
 
-def _read_json(path: Path) -> Any:
+def _parse(raw: bytes) -> Any:
+    """JSON (NaN and Infinity read, so that the check names where they are: gpudiag.rundir.
+    validate); the RecursionError of a deep file as a ValueError."""
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, ValueError):
+        return json.loads(raw.decode("utf-8"))
+    except RecursionError:
+        raise ValueError(f"nested deeper than {validate.MAX_DEPTH}") from None
+
+
+def _read_json(path: Path, root: Path) -> Any:
+    """A child's JSON file; RunDirError when it is not a regular file inside the run
+    directory of a bounded size (gpudiag.rundir.confine) or not JSON of depth
+    MAX_DEPTH at most; None when there is none."""
+    if not os.path.lexists(path):
         return None
+    raw = read_confined(path, root)
+    try:
+        data = _parse(raw)
+    except (UnicodeDecodeError, ValueError) as exc:
+        raise RunDirError(f"{readable(str(path))}: not readable JSON "
+                          f"({str(exc).splitlines()[0][:120]})") from None
+    if not isinstance(data, dict):
+        raise RunDirError(f"{readable(str(path))}: is a JSON {type(data).__name__}, not an "
+                          "object")
+    if (deep := validate.deep_or_not_finite(data)) is not None:
+        raise RunDirError(f"{readable(str(path))}: {deep}")
+    return data
 
 
 def read_report(path: Path) -> dict[str, Any]:
     """report.json of run directory ``path`` as plain data; RunDirError when there is none
-    or it is not a gpudiag report this gpudiag can read."""
-    if not path.exists():
-        raise RunDirError(f"not a gpudiag run directory: {path} (it does not exist)")
-    if not path.is_dir():
-        raise RunDirError(f"not a gpudiag run directory: {path} (not a directory)")
-    file = path / layout.REPORT_JSON
-    if not file.is_file():
-        raise RunDirError(f"not a gpudiag run directory: {path} (no {layout.REPORT_JSON})")
+    or it is not a gpudiag report this gpudiag can read (gpudiag.rundir.validate: a field
+    of another type, too deep, not finite; a regular file inside the run directory of at
+    most MAX_JSON_BYTES: gpudiag.rundir.confine)."""
+    shown = readable(str(path))
     try:
-        data = json.loads(file.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, ValueError) as exc:
-        raise RunDirError(f"not a gpudiag run directory: {path} ({layout.REPORT_JSON} is "
+        if not path.exists():
+            raise RunDirError(f"not a gpudiag run directory: {shown} (it does not exist)")
+        if not path.is_dir():
+            raise RunDirError(f"not a gpudiag run directory: {shown} (not a directory)")
+        file = path / layout.REPORT_JSON
+        if not os.path.lexists(file):
+            raise RunDirError(f"not a gpudiag run directory: {shown} (no "
+                              f"{layout.REPORT_JSON})")
+    except (OSError, ValueError) as exc:  # a name too long, a NUL byte, a symlink loop
+        raise RunDirError(f"not a gpudiag run directory: {shown[:160]} ({exc})") from None
+    raw = read_confined(file, path)
+    try:
+        data = _parse(raw)
+    except (UnicodeDecodeError, ValueError) as exc:
+        raise RunDirError(f"not a gpudiag run directory: {shown} ({layout.REPORT_JSON} is "
                           f"not readable JSON: {str(exc).splitlines()[0][:120]})") from None
     if not isinstance(data, dict) or "command" not in data or "findings" not in data:
-        raise RunDirError(f"not a gpudiag run directory: {path} ({layout.REPORT_JSON} is "
+        raise RunDirError(f"not a gpudiag run directory: {shown} ({layout.REPORT_JSON} is "
                           "not a gpudiag report)")
     version = data.get("schema_version")
-    if not isinstance(version, int) or version > layout.SCHEMA_VERSION:
-        raise RunDirError(f"{path}: {layout.REPORT_JSON} has schema_version {version!r}; this "
-                          f"gpudiag reads versions up to {layout.SCHEMA_VERSION}")
+    if isinstance(version, int) and not isinstance(version, bool) and \
+            version > layout.SCHEMA_VERSION:
+        raise RunDirError(f"{shown}: {layout.REPORT_JSON} has schema_version {version!r}; "
+                          f"this gpudiag reads versions up to {layout.SCHEMA_VERSION}")
+    if (wrong := validate.problem(data)) is not None:
+        raise RunDirError(f"{shown}: {layout.REPORT_JSON} is malformed: {wrong}")
     return data
 
 
@@ -73,22 +111,42 @@ def load_run(path: Path) -> Run:
                _loops=read_loops)
 
 
-def list_runs(logdir: Path) -> list[Run]:
-    """Every run directory under ``logdir`` (at any depth; a cluster directory is not one),
-    newest first by its start time. Directories that are not readable runs are left out."""
+@dataclass(frozen=True)
+class BadRun:
+    """A directory holding a report.json that load_run refused, and why (one line)."""
+
+    path: Path
+    reason: str
+
+
+def scan_runs(logdir: Path) -> tuple[list[Run], list[BadRun]]:
+    """Every run directory under ``logdir`` (at any depth; a cluster directory is not
+    one; symlinked directories are not followed), newest first by its start time; and
+    each directory whose report.json could not be read, with why. One bad run never
+    hides the others."""
     logdir = Path(logdir)
     if not logdir.is_dir():
-        raise RunDirError(f"not a logdir: {logdir} (not a directory)")
-    runs = []
+        raise RunDirError(f"not a logdir: {readable(str(logdir))} (not a directory)")
+    runs, bad = [], []
     for report in logdir.rglob(layout.REPORT_JSON):
         run_dir = report.parent
         if run_dir.name.startswith(layout.RUN_CLUSTER_DIR_PREFIX):
             continue
         try:
             runs.append(load_run(run_dir))
-        except RunDirError:
-            continue
-    return sorted(runs, key=lambda r: (r.started_at, r.path.name), reverse=True)
+        except RunDirError as exc:
+            bad.append(BadRun(run_dir, exc.message))
+        except Exception as exc:  # a value no check foresaw: this run only, said
+            bad.append(BadRun(run_dir, f"{readable(str(run_dir))}: not readable "
+                                       f"({type(exc).__name__}: {str(exc)[:120]})"))
+    runs.sort(key=lambda r: (r.started_at, r.path.name), reverse=True)
+    return runs, sorted(bad, key=lambda b: b.path)
+
+
+def list_runs(logdir: Path) -> list[Run]:
+    """Every run directory under ``logdir`` that load_run reads (:func:`scan_runs`
+    without the bad ones), newest first by its start time."""
+    return scan_runs(logdir)[0]
 
 
 def read_children(path: Path) -> dict[str, ChildFiles]:
@@ -101,11 +159,10 @@ def read_children(path: Path) -> dict[str, ChildFiles]:
             return where / name if (where / name).is_file() else None
         events = tuple(sorted(child.glob(f"{layout.RUN_EVENTS_PREFIX}*"
                                          f"{layout.RUN_EVENTS_SUFFIX}")))
-        config = _read_json(child / layout.CONFIG_JSON)
-        result = _read_json(child / layout.RESULT_JSON)
+        config = _read_json(child / layout.CONFIG_JSON, path)
+        result = _read_json(child / layout.RESULT_JSON, path)
         out[child.name] = ChildFiles(
-            child.name, child, config if isinstance(config, dict) else None,
-            result if isinstance(result, dict) else None, opt(layout.STDOUT_TXT),
+            child.name, child, config, result, opt(layout.STDOUT_TXT),
             opt(layout.STDERR_TXT), events)
     return out
 

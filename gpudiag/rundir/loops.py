@@ -19,6 +19,7 @@ TensorFlow is not imported yet, TensorBoard's own switch to its TensorFlow stub
 
 from __future__ import annotations
 
+import os
 import re
 import sys
 import types
@@ -27,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from gpudiag import layout
+from gpudiag.rundir.confine import check_confined
 from gpudiag.rundir.records import Loop, Run, StepPoint
 
 Scalars = dict[str, dict[int, float]]  # tag -> step -> value
@@ -39,9 +41,31 @@ def _no_tensorflow() -> None:
 
 def read_scalars(tb_run: Path) -> Scalars:
     """Every scalar of one TensorBoard run directory (its own event files, not its
-    subdirectories'), by tag and step."""
-    if not any(tb_run.glob(layout.TB_EVENTS_GLOB)):
+    subdirectories'), by tag and step. A path that is not UTF-8 (TensorBoard's file layer
+    encodes every path as UTF-8) is read through its open directory's /proc/self/fd name.
+    RunDirError (one line) when an event file is not a regular file inside ``tb_run`` (a
+    FIFO would block TensorBoard's reader for ever: gpudiag.rundir.confine)."""
+    found = list(tb_run.glob("*tfevents*"))  # what TensorBoard's reader opens
+    if not found:
         return {}
+    for events in found:
+        check_confined(events, tb_run, max_bytes=2**63)  # a long job's files may be large
+    try:
+        str(tb_run).encode("utf-8")
+    except UnicodeEncodeError:
+        try:
+            fd = os.open(tb_run, os.O_RDONLY | os.O_DIRECTORY)
+        except OSError:
+            return {}
+        try:
+            held = Path(f"/proc/self/fd/{fd}")
+            return _read_scalars(held) if held.is_dir() else {}
+        finally:
+            os.close(fd)
+    return _read_scalars(tb_run)
+
+
+def _read_scalars(tb_run: Path) -> Scalars:
     _no_tensorflow()
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
     from tensorboard.util import tensor_util

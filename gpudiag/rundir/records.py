@@ -19,6 +19,8 @@ from typing import Any, Literal
 from gpudiag.report import Report
 
 RunStatus = Literal["complete", "interrupted", "running", "failed"]
+#: A step time gpudiag computes with: a nanosecond to a million seconds (NaN is outside).
+STEP_S_RANGE = (1e-9, 1e6)
 
 
 @dataclass(frozen=True)
@@ -60,8 +62,16 @@ class Loop:
     steps_per_call: int = 1
 
     def step_times(self, warmup: int = 0) -> list[float]:
-        """Seconds per step, the first ``warmup`` steps left out."""
-        return [p.step_s for p in self.steps[warmup:] if p.step_s is not None and p.step_s > 0]
+        """Seconds per step, the first ``warmup`` steps left out, and the impossible ones
+        (:meth:`impossible`)."""
+        return [p.step_s for p in self.steps[warmup:] if p.step_s is not None
+                and STEP_S_RANGE[0] <= p.step_s <= STEP_S_RANGE[1]]
+
+    def impossible(self) -> int:
+        """How many recorded step times are impossible: negative, zero, not finite, or
+        outside STEP_S_RANGE (numbers too large to compute with: 1e308)."""
+        return sum(1 for p in self.steps if p.step_s is not None
+                   and not STEP_S_RANGE[0] <= p.step_s <= STEP_S_RANGE[1])
 
     def losses(self) -> dict[int, float]:
         """The loss by training step (a call of N steps: at its last, (call + 1) x N - 1)."""

@@ -22,13 +22,21 @@ def _ms(x: float | None) -> str:
 
 
 def find_diff(a: Run, b: Run, logdir: Path) -> Run | None:
-    """The newest `gpudiag diff` run of this logdir that compared these two runs."""
+    """The newest `gpudiag diff` run of this logdir that compared these two runs (whose
+    record reads: another diff record that does not is passed over)."""
     want = (str(a.path.resolve()), str(b.path.resolve()))
     for run in list_runs(logdir):
         record = run.report.data.get(DIFF_DATA_KEY)
-        if run.command == "diff" and isinstance(record, dict) and tuple(
-                str(Path(record.get(k, "")).resolve()) for k in ("a", "b")) == want:
-            return run
+        if run.command != "diff" or not isinstance(record, dict) or \
+                not all(isinstance(record.get(k), str) for k in ("a", "b")):
+            continue  # a record of another shape: not this pair's, never an error
+        try:
+            compared = tuple(str(Path(record[k]).resolve()) for k in ("a", "b"))
+            if compared == want:
+                DiffRecord.from_dict(record)
+                return run
+        except (OSError, RuntimeError, ValueError, KeyError, TypeError, AttributeError):
+            continue
     return None
 
 

@@ -13,12 +13,19 @@ another host. Routes, under ``/data/plugin/gpudiag``:
     /diff?a=<id>&b=<id>     what changed from run a to run b (gpudiag.tbplugin.compare)
 
 A run id is a run directory relative to TensorBoard's logdir; one that leaves the logdir or
-is not a run is a 400 with one line. No TensorFlow is imported here.
+is not a run (a NUL byte, a name too long, a symlink loop, a report.json that does not match
+its schema: gpudiag.rundir.load_run) is a 400 with one line, never a 500; /runs lists a bad
+run with why (``status`` unreadable) and the others as they are. Every response carries
+``X-Content-Type-Options: nosniff``. TensorBoard's ``--logdir_spec`` naming one directory
+serves that one; naming several, the tab is inactive and says why once (the plugin reads
+one logdir); with neither, there is no logdir and nothing is read (never the working
+directory). No TensorFlow is imported here.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Callable
 from importlib import resources
 from pathlib import Path
@@ -28,8 +35,14 @@ from tensorboard.plugins import base_plugin
 from werkzeug import wrappers
 
 from gpudiag import layout
-from gpudiag.rundir import RunDirError, list_runs, load_run
+from gpudiag.files import readable
+from gpudiag.rundir import RunDirError, load_run, scan_runs
 from gpudiag.tbplugin import views
+
+_LOG = logging.getLogger(__name__)
+#: headers of every response: nothing cached, no content sniffing
+_HEADERS = {"Cache-Control": "no-store", "X-Content-Type-Options": "nosniff"}
+MAX_ID_CHARS = 1024
 
 PLUGIN_NAME = "gpudiag"
 TAB_NAME = "GPUDIAG"
@@ -39,21 +52,58 @@ _STATIC = {"/index.js": "application/javascript", "/style.css": "text/css"}
 def _json(data: Any, status: int = 200) -> wrappers.Response:
     return wrappers.Response(json.dumps(data, allow_nan=False, default=str),
                              status=status, content_type="application/json",
-                             headers={"Cache-Control": "no-store"})
+                             headers=_HEADERS)
+
+
+def _error(line: str) -> wrappers.Response:
+    return _json({"error": readable(line).replace("\0", "\\0")[:400]}, 400)
 
 
 def _wsgi(handler: Callable[[wrappers.Request], wrappers.Response]) -> Any:
-    """A WSGI application (what TensorBoard routes to) answering with ``handler``."""
+    """A WSGI application (what TensorBoard routes to) answering with ``handler``: a run
+    it cannot read is a one-line 400, whatever the run holds (never a 500)."""
     def app(environ: dict[str, Any], start_response: Any) -> Any:
-        return handler(wrappers.Request(environ))(environ, start_response)
+        request = wrappers.Request(environ)
+        try:
+            response = handler(request)
+        except RunDirError as exc:
+            response = _error(exc.message)
+        except Exception as exc:  # a value no check foresaw: this request only, said
+            _LOG.warning("gpudiag: %s: %s: %s", request.full_path, type(exc).__name__, exc)
+            response = _error(f"{request.path.rsplit('/', 1)[-1]}: the run could not be "
+                              f"shown ({type(exc).__name__}: {str(exc)[:200]})")
+        return response(environ, start_response)
     return app
+
+
+def logdirs(context: base_plugin.TBContext) -> tuple[Path | None, str | None]:
+    """The one logdir the plugin reads, or None and why: ``--logdir``, or a
+    ``--logdir_spec`` naming one directory; several named: not served (module
+    docstring); neither: none (never the working directory)."""
+    if context.logdir:
+        return Path(context.logdir), None
+    spec = getattr(context.flags, "logdir_spec", None) if context.flags else None
+    if not spec:
+        return None, "no --logdir given"
+    from tensorboard.backend.event_processing.data_ingester import _parse_event_files_spec
+
+    dirs = list(_parse_event_files_spec(spec))
+    if len(dirs) == 1:
+        return Path(dirs[0]), None
+    return None, (f"--logdir_spec names {len(dirs)} directories; the GPUDIAG tab reads one "
+                  "logdir: start TensorBoard with --logdir DIR (or gpudiag tensorboard DIR) "
+                  "for gpudiag's runs")
 
 
 class GpudiagPlugin(base_plugin.TBPlugin):
     plugin_name = PLUGIN_NAME
 
     def __init__(self, context: base_plugin.TBContext) -> None:
-        self._logdir = Path(context.logdir or ".")
+        logdir, self._why_none = logdirs(context)
+        self._logdir = logdir or Path("/nonexistent-gpudiag-logdir")
+        if self._why_none is not None and context.flags is not None and \
+                getattr(context.flags, "logdir_spec", None):
+            _LOG.warning("gpudiag: the GPUDIAG tab is inactive: %s", self._why_none)
 
     def get_plugin_apps(self) -> dict[str, Any]:
         routes = {**dict.fromkeys(_STATIC, self._static), "/runs": self._runs,
@@ -61,7 +111,7 @@ class GpudiagPlugin(base_plugin.TBPlugin):
         return {path: _wsgi(handler) for path, handler in routes.items()}
 
     def is_active(self) -> bool:
-        return self._logdir.is_dir() and next(
+        return self._why_none is None and self._logdir.is_dir() and next(
             self._logdir.rglob(layout.REPORT_JSON), None) is not None
 
     def frontend_metadata(self) -> base_plugin.FrontendMetadata:
@@ -71,41 +121,42 @@ class GpudiagPlugin(base_plugin.TBPlugin):
     def _static(self, request: wrappers.Request) -> wrappers.Response:
         name = request.path.rsplit("/", 1)[-1]
         body = resources.files("gpudiag.tbplugin").joinpath("static", name).read_bytes()
-        return wrappers.Response(body, content_type=_STATIC[f"/{name}"],
-                                 headers={"Cache-Control": "no-store"})
+        return wrappers.Response(body, content_type=_STATIC[f"/{name}"], headers=_HEADERS)
 
     def _load(self, run_id: str | None) -> Any:
+        if self._why_none is not None:
+            raise RunDirError(f"the GPUDIAG tab is inactive: {self._why_none}")
         if not run_id:
             raise RunDirError("no run id given")
-        path = (self._logdir / run_id).resolve()
+        if len(run_id) > MAX_ID_CHARS or "\0" in run_id:
+            raise RunDirError(f"{run_id[:60]!r}: not a run id of this logdir (a NUL byte, "
+                              f"or over {MAX_ID_CHARS} characters)")
+        try:
+            path = views.id_path(run_id, self._logdir).resolve()
+        except (OSError, RuntimeError, ValueError) as exc:
+            raise RunDirError(f"{run_id[:160]}: not a run of this logdir ({exc})") from None
         if not path.is_relative_to(self._logdir.resolve()):
-            raise RunDirError(f"{run_id} is outside the logdir")
+            raise RunDirError(f"{run_id[:160]} is outside the logdir")
         return load_run(path)
 
     def _runs(self, request: wrappers.Request) -> wrappers.Response:
-        try:
-            runs = list_runs(self._logdir)
-        except RunDirError as exc:
-            return _json({"error": exc.message}, 400)
+        if self._why_none is not None:
+            raise RunDirError(f"the GPUDIAG tab is inactive: {self._why_none}")
+        runs, bad = scan_runs(self._logdir)
         rows = [views.summary(r, self._logdir) for r in runs]
         default = next((r["id"] for r in rows if r["status"] == "complete"),
                        rows[0]["id"] if rows else None)
+        rows += [views.bad_summary(b, self._logdir) for b in bad]
         return _json({"runs": rows, "default": default})
 
     def _run(self, request: wrappers.Request) -> wrappers.Response:
-        try:
-            run = self._load(request.args.get("id"))
-        except RunDirError as exc:
-            return _json({"error": exc.message}, 400)
+        run = self._load(request.args.get("id"))
         return _json(views.run_view(run, self._logdir))
 
     def _diff(self, request: wrappers.Request) -> wrappers.Response:
         from gpudiag.tbplugin import compare
 
-        try:
-            a, b = self._load(request.args.get("a")), self._load(request.args.get("b"))
-        except RunDirError as exc:
-            return _json({"error": exc.message}, 400)
+        a, b = self._load(request.args.get("a")), self._load(request.args.get("b"))
         return _json(compare.diff_view(a, b, self._logdir))
 
 

@@ -16,7 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from gpudiag import layout
-from gpudiag.rundir import Run
+from gpudiag.files import readable
+from gpudiag.rundir import BadRun, Run
 from gpudiag.rundir.records import PART_NAMES
 from gpudiag.verdicts import headline
 
@@ -37,12 +38,32 @@ QUESTIONS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
 )
 
 
+def path_id(path: Path, logdir: Path) -> str:
+    """A directory's name on the page: relative to the logdir, each byte of it that is not
+    UTF-8 as ``\\xNN`` (gpudiag.files.readable: the page can hold it, and put it in a
+    URL); :func:`id_path` maps it back."""
+    try:
+        name = path.resolve().relative_to(logdir.resolve()).as_posix()
+    except ValueError:
+        name = path.name
+    return readable(name)
+
+
 def run_id(run: Run, logdir: Path) -> str:
     """The run's name on the page: its directory relative to the logdir."""
-    try:
-        return run.path.resolve().relative_to(logdir.resolve()).as_posix()
-    except ValueError:
-        return run.path.name
+    return path_id(run.path, logdir)
+
+
+_ESCAPED = re.compile(r"\\x([89a-f][0-9a-f])")
+
+
+def id_path(run_id: str, logdir: Path) -> Path:
+    """The directory a run id names (:func:`path_id` backwards): the id as it is when such
+    a directory exists, else with each ``\\xNN`` the byte it stands for."""
+    literal = logdir / run_id
+    if "\\x" not in run_id or literal.exists():
+        return literal
+    return logdir / _ESCAPED.sub(lambda m: chr(0xDC00 + int(m.group(1), 16)), run_id)
 
 
 def summary(run: Run, logdir: Path) -> dict[str, Any]:
@@ -50,6 +71,13 @@ def summary(run: Run, logdir: Path) -> dict[str, Any]:
     return {"id": run_id(run, logdir), "command": run.command, "status": run.status,
             "started_at": run.started_at, "finished_at": run.finished_at,
             "failed_before_start": run.status == "failed"}
+
+
+def bad_summary(bad: BadRun, logdir: Path) -> dict[str, Any]:
+    """One row of the run list for a run load_run refused: why, in one line."""
+    return {"id": path_id(bad.path, logdir), "command": None, "status": "unreadable",
+            "started_at": None, "finished_at": None, "failed_before_start": False,
+            "reason": bad.reason}
 
 
 def _findings(run: Run) -> list[dict[str, Any]]:

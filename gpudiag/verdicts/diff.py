@@ -49,6 +49,27 @@ class Side:
     findings: dict[str, str]  # id -> status
     devices: list[str] = field(default_factory=list)
     efficiency: dict[tuple[str, int], float] = field(default_factory=dict)
+    status: str = "complete"  # gpudiag.rundir's: complete, running, interrupted, failed
+    real_path: str = ""  # the directory resolved (A and B one directory: the same)
+
+
+def caveats(a: Side, b: Side) -> list[str]:
+    """What the diff's verdict must carry: a side still running (or not complete), step
+    times dropped as impossible (how many), A and B one directory."""
+    out = []
+    if a.real_path and a.real_path == b.real_path:
+        out.append(f"A and B are one directory ({a.path}): a run compared with itself")
+    for name, side in (("A", a), ("B", b)):
+        if side.status == "running":
+            out.append(f"{name} is still running: compared as it was when read, not as "
+                       "it will end")
+        elif side.status != "complete":
+            out.append(f"{name} is {side.status}: compared on what it recorded")
+        for loop in side.loops.values():
+            if (n := loop.impossible()):
+                out.append(f"{name} {loop.name}: {n} of {len(loop.steps)} step times dropped "
+                           "as impossible (negative, zero, not finite or above a million s)")
+    return out
 
 
 def steady_times(loop: Loop) -> list[float]:
@@ -290,4 +311,7 @@ def judge(a: Side, b: Side) -> tuple[DiffRecord, list[Finding]]:
                      sorted(a.devices), sorted(b.devices), appeared, gone, said)
     found = [step_finding(d) for d in loops] + [bottleneck_finding(d) for d in necks] + \
         [learning_finding(loops)] + _other_findings(rec, a, b)
+    if said_too := caveats(a, b):
+        found.insert(0, Finding("diff.caveats", "warn", "; ".join(said_too),
+                                {"caveats": said_too}))
     return rec, found

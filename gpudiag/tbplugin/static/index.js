@@ -49,7 +49,7 @@ const ms = (x) => (x === null || x === undefined ? "n/a" : `${x.toFixed(2)} ms`)
 function runLabel(r) {
   const mark = r.failed_before_start ? "  [failed before its work started]"
     : r.status === "running" ? "  [running]" : r.status === "interrupted"
-      ? "  [interrupted]" : "";
+      ? "  [interrupted]" : r.status === "unreadable" ? `  [unreadable: ${r.reason}]` : "";
   return `${r.id}${mark}`;
 }
 
@@ -319,7 +319,7 @@ export async function render() {
     root.replaceChildren(el("p", {}, "no gpudiag run directory in this logdir"));
     return;
   }
-  state.current = listing.default;
+  state.current = listing.default ?? listing.runs[0].id;
   fillRuns(listing.runs);
   await show(root);
 }

@@ -3,6 +3,9 @@
 ``run.saved-output``: the program's output that gpudiag could not save (a full disk), or
 stopped saving to leave the disk's last free space to the program (the reserve); the
 program went on and its output still reached the terminal.
+``run.analysis``: gpudiag's own analysis of the run stopped at an error of its own; the
+findings made before it are kept, the report is finished and the program's exit code is
+gpudiag's.
 """
 
 from __future__ import annotations
@@ -65,3 +68,18 @@ def survivors(held_by: Sequence[tuple[int, str]], forwarders: Sequence[int],
                "A process started with start_new_session=True left gpudiag's process group on "
                "purpose, so gpudiag neither waits for it nor ends it; stop it yourself "
                "(kill PID) if it should not go on.")
+
+
+def analysis_failed(error_type: str, error: str, where: str, returncode: int | None
+                    ) -> Finding:
+    """gpudiag's final analysis raised ``error_type: error`` at ``where`` (file:line in
+    gpudiag): said, never a traceback; what was found before it stays in the report."""
+    return Finding(
+        "run.analysis", "warn",
+        f"gpudiag's analysis of the run stopped at an error of its own ({error_type}: "
+        f"{error[:200]}, at {where}): the findings above it are kept, the ones after it are "
+        f"missing; the program ran as it would have (exit code {returncode}, forwarded)",
+        {"error_type": error_type, "error": error[:2000], "where": where,
+         "returncode": returncode},
+        advice="Report it as a gpudiag bug with this report.json (the program's events "
+               "files under children/program/ show what it read).")

@@ -80,9 +80,40 @@ def terminal(given: bool, tty_readers: Sequence[tuple[int, str, bool]]) -> Findi
 
 def tensorflow_seen(observations: Sequence[ProcessObservation], *, python_command: bool,
                     hook_errors: Sequence[str], unreadable_lines: int,
-                    unentered: Sequence[tuple[int, str, str]] = ()) -> Finding:
+                    unentered: Sequence[tuple[int, str, str]] = (),
+                    unreadable: Sequence[str] = (), newer_versions: Sequence[int] = (),
+                    protocol_version: int = 1) -> Finding:
     """Which processes the hooks saw, which imported TensorFlow; hook errors; the Python
-    processes they could not enter (``unentered``: pid, command, why)."""
+    processes they could not enter (``unentered``: pid, command, why). Event lines that
+    could not be read (``unreadable_lines``, the first few ``unreadable``: where and why)
+    and events of a newer protocol version than ``protocol_version`` (``newer_versions``)
+    are said once, and make an ok (or skip) a warn: the rest of the run was judged."""
+    found = _tensorflow_seen(observations, python_command=python_command,
+                             hook_errors=hook_errors, unreadable_lines=unreadable_lines,
+                             unentered=unentered)
+    said = []
+    if unreadable_lines:
+        said.append(f"{unreadable_lines} event line(s) could not be read ("
+                    + "; ".join(unreadable[:3]) + ("; ..." if unreadable_lines > 3 else "")
+                    + "): what they held is missing from this report; the rest was judged")
+    if newer_versions:
+        said.append(f"events of protocol version {max(newer_versions)} were left out (this "
+                    f"gpudiag reads version {protocol_version}): the program's hooks came "
+                    "from a newer gpudiag; run the program under that gpudiag, or install "
+                    "it here (pip install -U gpudiag)")
+    if not said:
+        return found
+    evidence = {**found.evidence, "unreadable_event_lines_first": list(unreadable),
+                "newer_protocol_versions": sorted(set(newer_versions))}
+    return replace(found, status="fail" if found.status == "fail" else "warn",
+                   message=f"{found.message}; " + "; ".join(said), evidence=evidence,
+                   advice=found.advice or "Report the lines named as a gpudiag bug if the "
+                   "program did not write them itself.")
+
+
+def _tensorflow_seen(observations: Sequence[ProcessObservation], *, python_command: bool,
+                     hook_errors: Sequence[str], unreadable_lines: int,
+                     unentered: Sequence[tuple[int, str, str]] = ()) -> Finding:
     tf_procs = [o for o in observations if o.imported_tf]
     errors = [e for o in observations for e in o.hook_errors if e.get("kind") == "hook_error"]
     evidence = {"python_processes": [{"pid": o.pid, "argv": o.argv[:6], "tf": o.tf_version,
