@@ -163,6 +163,47 @@ def drop_own_frames(exc: BaseException) -> None:
 
 AGENT: Agent | None = None
 
+_MISSING = object()
+#: Every attribute a hook replaced, in order: (owner, name, what the owner itself held
+#: before (or _MISSING: it inherited it, or had none), what gpudiag put there).
+PATCHES: list[tuple[Any, str, Any, Any]] = []
+
+
+def patch(owner: Any, name: str, value: Any) -> None:
+    """Put ``value`` at ``owner.name`` (a module's function, a class's method, an object's
+    attribute), recorded so that :func:`unpatch_all` can put back what was there.
+    Every hook replaces what it wraps through this."""
+    try:
+        before = vars(owner).get(name, _MISSING)
+    except TypeError:  # no __dict__ (slots): what it answers now
+        before = getattr(owner, name, _MISSING)
+    setattr(owner, name, value)
+    PATCHES.append((owner, name, before, value))
+
+
+def unpatch_all() -> list[str]:
+    """Undo every :func:`patch`, last first (gpudiag.notebook's watch() at its end). An
+    attribute the program replaced again after gpudiag is left as the program made it;
+    returned: those, by name (``Model.fit``)."""
+    left: list[str] = []
+    while PATCHES:
+        owner, name, before, value = PATCHES.pop()
+        try:
+            current = vars(owner).get(name, _MISSING)
+        except TypeError:
+            current = getattr(owner, name, _MISSING)
+        try:
+            if current is value:
+                if before is _MISSING:
+                    delattr(owner, name)
+                else:
+                    setattr(owner, name, before)
+            elif current is not before:  # the program's own replacement since: its
+                left.append(f"{getattr(owner, '__name__', type(owner).__name__)}.{name}")
+        except Exception:  # a read-only owner: said, never raised
+            left.append(f"{getattr(owner, '__name__', type(owner).__name__)}.{name}")
+    return left
+
 
 def guard(where: str, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T | None:
     """Call gpudiag code; an exception becomes a hook_error event, never the program's."""
