@@ -43,6 +43,10 @@ from gpudiag.verdicts.run import throughput as run_throughput
 
 def log_reason(obs: ProcessObservation, options: RunOptions) -> str | None:
     """Why TensorFlow's placement log of this process cannot be used (None: it can)."""
+    if options.in_kernel:
+        return ("gpudiag.watch() ran inside the notebook's kernel: TensorFlow's C++ log (the "
+                "placement log, CUDA and NCCL messages) went to the kernel's own stderr, "
+                "which gpudiag does not read")
     if obs.cpp_log_level_overridden:
         return ("when the program imported TensorFlow its stderr (fd 2) was not the stream "
                 "gpudiag reads (a file of its own), so TensorFlow's C++ log (the placement "
@@ -270,7 +274,7 @@ def report(session: RunSession, argv: list[str], outcome: Outcome, options: RunO
             continue
         reason = log_reason(obs, options)
         rows: list[PlacementRow] = []
-        if reason is None:
+        if reason is None or obs.placed_graphs:  # the placement window needs no log
             rows, reason = placement_rows(stderr, obs, len(tf_procs))
         placement_total += len(rows)
         processes.append(_process_findings(
