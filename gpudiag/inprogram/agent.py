@@ -15,12 +15,19 @@ import os
 import sys
 import traceback
 from collections.abc import Callable
+from pathlib import Path
 from types import ModuleType
 from typing import Any, TypeVar
 
 from gpudiag.inprogram.config import RunHookConfig
 from gpudiag.inprogram.recorder import Recorder
-from gpudiag.layout import RUN_MARK_QUIET_BEGIN, RUN_MARK_QUIET_END, RUN_MARKER, events
+from gpudiag.layout import (
+    RUN_MARK_QUIET_BEGIN,
+    RUN_MARK_QUIET_END,
+    RUN_MARKER,
+    RUN_STDERR,
+    events,
+)
 
 T = TypeVar("T")
 
@@ -109,13 +116,32 @@ class Agent:
 
 
 class _Quiet:
+    """In a notebook's kernel (no marker is read there), fd 2 itself is lent to the events
+    directory's stderr file for the call: TensorFlow's C++ lines about gpudiag's own
+    profiler never reach the cell's output; the kernel's fd 2 is back right after."""
+
     def __init__(self, agent: Agent) -> None:
         self.agent = agent
+        self.saved: int | None = None
 
     def __enter__(self) -> None:
         self.agent.marker(RUN_MARK_QUIET_BEGIN)
+        if self.agent.config.in_kernel:
+            with contextlib.suppress(OSError):
+                path = Path(self.agent.config.events_dir) / RUN_STDERR
+                fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o644)
+                try:
+                    self.saved = os.dup(2)
+                    os.dup2(fd, 2)
+                finally:
+                    os.close(fd)
 
     def __exit__(self, *exc: Any) -> None:
+        if self.saved is not None:
+            with contextlib.suppress(OSError):
+                os.dup2(self.saved, 2)
+                os.close(self.saved)
+            self.saved = None
         self.agent.marker(RUN_MARK_QUIET_END)
 
 
