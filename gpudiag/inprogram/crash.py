@@ -69,7 +69,8 @@ def install(agent: Agent) -> None:
         previous_thread(args)
 
     patch(threading, "excepthook", thread_hook)
-    agent.on_exit(lambda: _last_exception(agent))
+    if not agent.config.in_kernel:  # a kernel's sys.last_value is an earlier cell's error
+        agent.on_exit(lambda: _last_exception(agent))
 
 
 def _last_exception(agent: Agent) -> None:

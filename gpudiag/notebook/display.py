@@ -183,7 +183,7 @@ def loss_svg(points: list[tuple[int, float]]) -> str:
         return f"{x:.1f},{y:.1f}"
 
     line = " ".join(xy(s, v) for s, v in points)
-    return (f'<svg xmlns="http://www.w3.org/2000/svg" width="{SVG_W}" height="{SVG_H}" '
+    return (f'<svg width="{SVG_W}" height="{SVG_H}" '
             f'role="img" aria-label="loss by step">'
             f'<rect x="{PAD}" y="{PAD}" width="{w}" height="{h}" fill="none" stroke="#ccc"/>'
             f'<polyline points="{line}" fill="none" stroke="#1f77b4" stroke-width="1.5"/>'

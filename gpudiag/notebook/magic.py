@@ -16,6 +16,7 @@ import shlex
 import sys
 from typing import Any
 
+from gpudiag.notebook.display import cell_numbers
 from gpudiag.notebook.watch import DEFAULT_LOGDIR, Watch
 
 USAGE = "usage: %%gpudiag [--logdir DIR] [--profile-warmup N] [--profile-steps N]"
@@ -60,10 +61,14 @@ def gpudiag_cell(line: str, cell: str) -> None:
         print(f"gpudiag: {exc}; the cell ran without gpudiag", file=sys.stderr)
         shell.run_cell(cell, store_history=False)
         return
+    known = cell_numbers()
+    outer = max(known.values(), default=None)  # this cell's In[N]: the latest
     watch = Watch(options.pop("logdir", DEFAULT_LOGDIR), label="%%gpudiag", **options)
     with watch:
         result = shell.run_cell(cell, store_history=False)
         watch.block_error = result.error_in_exec  # shown by IPython already
+        if outer is not None:  # the body runs as a cell of its own: named as this one
+            watch.cell_names = {name: outer for name in cell_numbers() if name not in known}
 
 
 def load_ipython_extension(ipython: Any) -> None:

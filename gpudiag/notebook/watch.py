@@ -58,6 +58,7 @@ class Watch:
         self.error: str | None = None
         self.run_dir: Path | None = None
         self.block_error: BaseException | None = None  # %%gpudiag: the cell's exception
+        self.cell_names: dict[str, int] = {}  # %%gpudiag: its body's file -> the cell's In[N]
         self._session: Any = None
         self._state: Any = None
         self._sampler: Any = None
@@ -75,11 +76,14 @@ class Watch:
 
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
                  tb: TracebackType | None) -> None:
+        from gpudiag.notebook.kernelstate import warnings_kept
+
         if self._state is not None:
-            try:
-                self._finish(exc or self.block_error)
-            except Exception as err:
-                self._abandon(err)
+            with warnings_kept():
+                try:
+                    self._finish(exc or self.block_error)
+                except Exception as err:
+                    self._abandon(err)
         # None: the block's exception, if any, goes on as the notebook's, as plainly
 
     # ------------------------------------------------------------------ the two ends
@@ -158,7 +162,7 @@ class Watch:
             loops=sum(len(o.series) for o in observed),
             dataset_calls=sum(len(o.dataset_calls) for o in observed),
             not_restored=tuple(not_restored))))
-        cells = display.cell_numbers()
+        cells = {**display.cell_numbers(), **self.cell_names}
         session.set("notebook", {"label": self.label, "cells": cells})
         session.close(interrupted=interrupt is not None,
                       signal_name="SIGINT" if interrupt is not None else None)
