@@ -32,8 +32,37 @@ pytestmark = pytest.mark.slow
 REPO = Path(__file__).resolve().parent.parent
 FIT_WARMUP = 60  # 48 batches an epoch: the profiled steps in the second epoch
 
-SETUP = """\
+LEFT = """\
 import json, sys, threading, warnings, logging
+
+def gpudiag_left():
+    \"\"\"Every attribute of TensorFlow's, Keras's and Python's modules (and their classes)
+    that is one of gpudiag's wrappers or functions.\"\"\"
+    import types
+    found = []
+    def mine(v):
+        if isinstance(v, (staticmethod, classmethod)):
+            v = v.__func__
+        if not isinstance(v, (types.FunctionType, types.MethodType)):
+            return False
+        return (getattr(v, "__module__", None) or "").startswith("gpudiag") or \\
+            "__gpudiag_wrapped__" in getattr(v, "__dict__", {})
+    for name, mod in list(sys.modules.items()):
+        if not (name.split(".")[0] in ("tensorflow", "keras", "tf_keras", "warnings",
+                                       "logging", "sys", "threading", "importlib")):
+            continue
+        for attr, v in list(vars(mod).items()):
+            if mine(v):
+                found.append(f"{name}.{attr}")
+            if isinstance(v, type) and v.__module__ == name:
+                found += [f"{name}.{v.__name__}.{a}" for a, w in list(vars(v).items())
+                          if mine(w)]
+    found += [f"logger.{a}" for a in vars(logging.getLogger("tensorflow"))
+              if a in ("handle", "isEnabledFor")]
+    return sorted(set(found))
+"""
+
+SETUP = LEFT + """\
 import numpy as np
 import tensorflow as tf
 import gpudiag
@@ -71,32 +100,6 @@ def hooked():
               "tf.debugging": tf.debugging,
               "tensorflow logger": logging.getLogger("tensorflow")}
     return {(k, n): v for k, o in owners.items() for n, v in vars(o).items()}
-
-def gpudiag_left():
-    \"\"\"Every attribute of TensorFlow's, Keras's and Python's modules (and their classes)
-    that is one of gpudiag's wrappers or functions.\"\"\"
-    import types
-    found = []
-    def mine(v):
-        if isinstance(v, (staticmethod, classmethod)):
-            v = v.__func__
-        if not isinstance(v, (types.FunctionType, types.MethodType)):
-            return False
-        return (getattr(v, "__module__", None) or "").startswith("gpudiag") or \\
-            "__gpudiag_wrapped__" in getattr(v, "__dict__", {})
-    for name, mod in list(sys.modules.items()):
-        if not (name.split(".")[0] in ("tensorflow", "keras", "tf_keras", "warnings",
-                                       "logging", "sys", "threading", "importlib")):
-            continue
-        for attr, v in list(vars(mod).items()):
-            if mine(v):
-                found.append(f"{name}.{attr}")
-            if isinstance(v, type) and v.__module__ == name:
-                found += [f"{name}.{v.__name__}.{a}" for a, w in list(vars(v).items())
-                          if mine(w)]
-    found += [f"logger.{a}" for a in vars(logging.getLogger("tensorflow"))
-              if a in ("handle", "isEnabledFor")]
-    return sorted(set(found))
 
 model = make_model()
 before = hooked()
@@ -157,6 +160,23 @@ print("magic", len(history.history["loss"]))"""
 MAGIC_BAD = "%%gpudiag --bogus 3\nprint('ran anyway')"
 
 
+FRESH_TRAIN = """\
+with gpudiag.watch({logdir!r}, profile_warmup_steps=4, profile_steps=2) as w:
+    import numpy as np
+    import tensorflow as tf
+    data = np.random.default_rng(0).standard_normal((256, 8)).astype("float32")
+    labels = (data[:, 0] > 0).astype("int64")
+    fresh = tf.keras.Sequential([tf.keras.Input((8,)), tf.keras.layers.Dense(2)])
+    fresh.compile("sgd", tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    fresh.fit(tf.data.Dataset.from_tensor_slices((data, labels)).batch(16), epochs=3,
+              verbose=0)"""
+FRESH_CHECK = "print(json.dumps({'run_dir': str(w.run_dir), 'left': gpudiag_left()}))"
+INTERRUPTED = """\
+with gpudiag.watch({logdir!r}) as w_int:
+    raise KeyboardInterrupt"""
+INTERRUPTED_CHECK = "print(json.dumps({'run_dir': str(w_int.run_dir), 'left': gpudiag_left()}))"
+
+
 @dataclass
 class Executed:
     cells: list[Any]  # nbformat cells with their outputs
@@ -198,6 +218,15 @@ def watched(tmp_path_factory: pytest.TempPathFactory) -> tuple[Executed, Path]:
 def plain(tmp_path_factory: pytest.TempPathFactory) -> Executed:
     tmp = tmp_path_factory.mktemp("plain")
     return execute([SETUP, TRAIN, PLAIN_CHECK, AFTER, RAISES_PLAIN], tmp)
+
+
+@pytest.fixture(scope="module")
+def fresh(tmp_path_factory: pytest.TempPathFactory) -> Executed:
+    """A kernel that imports TensorFlow inside the watched block."""
+    tmp = tmp_path_factory.mktemp("fresh")
+    logdir = str(tmp / "runs")
+    return execute([LEFT + "import gpudiag", FRESH_TRAIN.format(logdir=logdir), FRESH_CHECK,
+                    INTERRUPTED.format(logdir=logdir), INTERRUPTED_CHECK], tmp)
 
 
 def _not_gpudiag(outputs: list[Any]) -> list[dict[str, Any]]:
@@ -291,3 +320,31 @@ def test_the_cell_magic_diagnoses_its_cell(watched: tuple[Executed, Path]) -> No
     assert nb.stream(8, "stdout") == "ran anyway\n"
     err = nb.stream(8, "stderr").strip().splitlines()
     assert len(err) == 1 and err[0].startswith("gpudiag: unknown option '--bogus'"), err
+
+
+def test_tensorflow_imported_inside_the_block_is_seen_whole(fresh: Executed) -> None:
+    state = fresh.json_line(2)
+    assert state["left"] == []
+    run = load_run(Path(state["run_dir"]))
+    unseen = run.finding("run.notebook")
+    assert unseen is not None and unseen["status"] == "ok"
+    assert unseen["evidence"]["imported_before"] == []
+    assert unseen["evidence"]["unseen"] == []
+    devices = run.finding("run.devices")
+    assert devices is not None and "CPU:0" in devices["message"], devices
+    tf_seen = run.finding("run.tensorflow")
+    assert tf_seen is not None and tf_seen["status"] == "ok", tf_seen
+    assert run.finding("run.learning")["status"] == "ok"  # type: ignore[index]
+    placement = run.finding("run.placement")  # the placement window, without the C++ log
+    assert placement is not None and placement["status"] == "ok", placement
+
+
+def test_an_interrupted_block_is_reported_and_the_interrupt_goes_on(fresh: Executed) -> None:
+    errors = fresh.outputs(3, "error")
+    assert [e.ename for e in errors] == ["KeyboardInterrupt"]
+    state = fresh.json_line(4)
+    assert state["left"] == []
+    run = load_run(Path(state["run_dir"]))
+    assert run.status == "interrupted"
+    command = run.finding("run.command")
+    assert command is not None and command["status"] == "warn", command

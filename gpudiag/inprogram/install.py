@@ -103,6 +103,8 @@ def uninstall(state: InKernel) -> list[str]:
             sys.meta_path.remove(state.finder)
     left.extend(agent_mod.unpatch_all())
     recorder.STEP_LISTENERS[:] = state.listeners
+    if stallwatch.WATCH is not None:
+        stallwatch.WATCH.stop()
     stallwatch.WATCH = None
     placementwindow.WINDOW = None
     tfhooks.HOOKS = None

@@ -9,7 +9,7 @@ same in-program hooks, installed in this process by gpudiag.inprogram.install.in
 with the configuration `run` gives its program's (gpudiag.inprogram.config), except what a
 kernel cannot have: TensorFlow's C++ log is the kernel's own (never read, never lent
 another level: the placement window gives the placement instead), no marker line is
-written, no stall watch thread. On exit, whatever the block did (returned, raised, was
+written. On exit, whatever the block did (returned, raised, was
 interrupted): every hook removed (gpudiag.inprogram.install.uninstall: patched functions
 back, the import hook off ``sys.meta_path``, gpudiag's threads ended), then the events
 analysed by `run`'s own code (gpudiag.run.analyse.report) plus run.notebook (what the
@@ -48,7 +48,7 @@ class Watch:
     def __init__(self, logdir: str | Path = DEFAULT_LOGDIR, *,
                  profile_warmup_steps: int = DEFAULT_PROFILE_WARMUP_STEPS,
                  profile_steps: int = DEFAULT_PROFILE_STEPS, show: bool = True,
-                 label: str = "gpudiag.watch()") -> None:
+                 label: str = "gpudiag.watch") -> None:
         self.logdir = Path(logdir)
         self.profile_warmup_steps = profile_warmup_steps
         self.profile_steps = profile_steps
@@ -103,7 +103,7 @@ class Watch:
         config = RunHookConfig(
             events_dir=str(out_dir.absolute()), run_dir=str(self.run_dir.absolute()),
             profile_warmup_steps=self.profile_warmup_steps, profile_steps=self.profile_steps,
-            placement_log=True, stderr_stream=NO_STREAM, stall_timeout_s=0, in_kernel=True)
+            placement_log=True, stderr_stream=NO_STREAM, in_kernel=True)
         self._start_nvml()
         self._state = install.install_here(config)
 
@@ -150,8 +150,7 @@ class Watch:
                           out_dir / RUN_STDOUT, out_dir / RUN_STDERR, out_dir,
                           program_pid=os.getpid())
         options = RunOptions(profile_warmup_steps=self.profile_warmup_steps,
-                             profile_steps=self.profile_steps, stall_timeout_s=0, quiet=True,
-                             in_kernel=True)
+                             profile_steps=self.profile_steps, quiet=True, in_kernel=True)
         session = self._session
         analyse.report(session, [self.label], outcome, options, python=True)
         observed = [o for o in events.observe_all(out_dir)[0] if o.imported_tf]

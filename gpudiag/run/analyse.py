@@ -249,8 +249,9 @@ def report(session: RunSession, argv: list[str], outcome: Outcome, options: RunO
         observations, python_command=python, hook_errors=outcome.state.hook_errors,
         unreadable_lines=bad_lines, unentered=[(u.pid, u.command, u.why)
                                                for u in watch.unentered]))
-    session.add(run_verdicts.terminal(watch.terminal, [(t.pid, t.command, t.relayed)
-                                                       for t in watch.tty_readers]))
+    if not options.in_kernel:  # a notebook's kernel has no terminal of gpudiag's
+        session.add(run_verdicts.terminal(watch.terminal, [(t.pid, t.command, t.relayed)
+                                                           for t in watch.tty_readers]))
     sampling = outcome.sampling
     nvml_gpus = [gpu_verdicts.gpu_numbers(s) for s in sampling.summaries] if sampling else None
     tf_procs = [o for o in observations if o.imported_tf]
