@@ -152,6 +152,7 @@ class Watch:
         options = RunOptions(profile_warmup_steps=self.profile_warmup_steps,
                              profile_steps=self.profile_steps, quiet=True, in_kernel=True)
         session = self._session
+        assert session is not None
         analyse.report(session, [self.label], outcome, options, python=True)
         observed = [o for o in events.observe_all(out_dir)[0] if o.imported_tf]
         session.add(notebook.notebook(notebook.KernelSeen(
@@ -189,6 +190,10 @@ class Watch:
                 install.uninstall(state)
         with contextlib.suppress(Exception):
             self._stop_nvml()
+        session, self._session = self._session, None
+        if session is not None and session.report.finished_at is None:  # not left partial
+            with contextlib.suppress(Exception):
+                session.close(interrupted=False, complete=False)
         text = exc.message if isinstance(exc, GpudiagError) else f"{type(exc).__name__}: {exc}"
         self.error = text
         with contextlib.suppress(Exception):
