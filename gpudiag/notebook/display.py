@@ -149,7 +149,7 @@ class Diagnosis:
             data = base64.b64encode(png.read_bytes()).decode()
             parts.append('<div><b>each device\'s step</b><br>'
                          f'<img alt="step breakdown by device" src="data:image/png;base64,'
-                         f'{data}" style="max-width:520px"></div>')
+                         f'{data}" style="max-width:720px"></div>')
         name, points = self.loss_curve()
         if points:
             parts.append(f"<div><b>loss</b> ({e(name)})<br>{loss_svg(points)}</div>")

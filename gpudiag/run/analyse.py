@@ -250,8 +250,7 @@ def report(session: RunSession, argv: list[str], outcome: Outcome, options: RunO
         unreadable_lines=bad_lines, unentered=[(u.pid, u.command, u.why)
                                                for u in watch.unentered]))
     if not options.in_kernel:  # a notebook's kernel has no terminal of gpudiag's
-        session.add(run_verdicts.terminal(watch.terminal, [(t.pid, t.command, t.relayed)
-                                                           for t in watch.tty_readers]))
+        session.add(_terminal(watch))
     sampling = outcome.sampling
     nvml_gpus = [gpu_verdicts.gpu_numbers(s) for s in sampling.summaries] if sampling else None
     tf_procs = [o for o in observations if o.imported_tf]
@@ -318,6 +317,11 @@ def report(session: RunSession, argv: list[str], outcome: Outcome, options: RunO
           ", ".join(s.class_name for s in o.strategies) or "-",
           ", ".join(f"{s.label}: {len(s.steps)}" for s in o.series) or "-",
           o.crash.type if o.crash else "-"] for o in observations]))
+
+
+def _terminal(watch: run_processes.Watched) -> Finding:
+    return run_verdicts.terminal(watch.terminal, [(t.pid, t.command, t.relayed)
+                                                  for t in watch.tty_readers])
 
 
 def _finish(outcome: Outcome) -> dict[str, object] | None:
