@@ -94,3 +94,14 @@ def test_the_magic_line(line: str, expected: dict[str, object]) -> None:
 def test_a_bad_magic_line(line: str, needle: str) -> None:
     with pytest.raises(ValueError, match=needle):
         parse(line)
+
+
+@pytest.mark.parametrize("filename", [
+    "<ipython-input-3-5f2b8c1d9e0a>",  # IPython's shell, Colab
+    "/tmp/ipykernel_4242/2873465123.py",  # a Jupyter kernel's cell
+])
+def test_a_notebook_cell_is_the_programs_own_code(filename: str) -> None:
+    from gpudiag.inprogram.usercode import is_user_file
+
+    assert is_user_file(filename)
+    assert not is_user_file("<frozen importlib._bootstrap>")
