@@ -4,8 +4,11 @@ interpreter).
 ``install()`` reads the configuration from the environment, records the process, and
 installs the import hook, the crash hooks and the exit handler. When the program imports
 tensorflow, keras or tf_keras, the import hook calls back here and the hooks for that
-module are installed, each through ``guard``. Only this module imports the hook modules;
-they import agent.py's primitives, never this module, so there is no cycle.
+module are installed, each through ``guard``. ``install_here()`` installs the same hooks in
+a process already running (a notebook's kernel: gpudiag.notebook) and ``uninstall()`` takes
+them all out again (every patched attribute back: agent.unpatch_all). Only this module
+imports the hook modules; they import agent.py's primitives, never this module, so there
+is no cycle.
 """
 
 from __future__ import annotations
@@ -26,6 +29,9 @@ from gpudiag.inprogram.agent import RECORDED_ENV, Agent, guard
 from gpudiag.inprogram.config import RunHookConfig
 from gpudiag.layout import events
 
+#: The modules whose import the hooks wait for.
+WATCHED = ("tensorflow", "keras", "tf_keras")
+
 
 def install() -> Agent | None:
     """Set up the hooks in this process (no-op without a configuration)."""
@@ -43,7 +49,7 @@ def install() -> Agent | None:
     crash.install(agent)
     atexit.register(_at_exit, agent)
     importhook.install({name: _on_import(agent, name)
-                        for name in ("tensorflow", "keras", "tf_keras")}, agent.hook_error,
+                        for name in WATCHED}, agent.hook_error,
                        before={"tensorflow": lambda: cpplevel.before_tensorflow(agent)})
     return agent
 
@@ -57,14 +63,14 @@ class InKernel:
     finder: Any  # importhook.PostImportFinder on sys.meta_path, or None
     listeners: list[Callable[[object, int], None]]  # recorder.STEP_LISTENERS before
     faulthandler_was_enabled: bool
-    modules_before: frozenset[str]  # the watched modules already imported (tensorflow ...)
 
 
 def install_here(config: RunHookConfig) -> InKernel:
     """The same hooks as :func:`install`, in this running process (gpudiag.notebook):
     no exit handler (the process goes on), and the modules already imported (a notebook
-    imports TensorFlow in an earlier cell) get their hooks at once. Raises only when the
-    events directory cannot be written (nothing installed then)."""
+    imports TensorFlow in an earlier cell) get their hooks at once. Raises (nothing
+    installed then) when the events directory cannot be written or the hooks are already
+    installed in this process (a watch inside a watch, a kernel under `gpudiag run`)."""
     from gpudiag.inprogram import importhook, recorder
 
     if agent_mod.AGENT is not None:
@@ -72,9 +78,7 @@ def install_here(config: RunHookConfig) -> InKernel:
     agent = Agent(config)
     agent.recorder._descriptor()  # the events file can be written, or nothing starts
     agent_mod.AGENT = agent
-    state = InKernel(agent, None, list(recorder.STEP_LISTENERS),
-                     faulthandler.is_enabled(), frozenset(
-                         n for n in WATCHED if n in sys.modules))
+    state = InKernel(agent, None, list(recorder.STEP_LISTENERS), faulthandler.is_enabled())
     agent.emit(events.Process(ppid=os.getppid(), argv=list(sys.argv), executable=sys.executable,
                python=sys.version.split()[0], cwd=str(Path.cwd()),
                env={k: os.environ.get(k) for k in RECORDED_ENV}))
@@ -115,10 +119,6 @@ def uninstall(state: InKernel) -> list[str]:
     agent.recorder.close()
     agent_mod.AGENT = None
     return left
-
-
-#: The modules whose import the hooks wait for.
-WATCHED = ("tensorflow", "keras", "tf_keras")
 
 
 #: gpudiag's package in the program's sys.modules (hooks/sitecustomize.py gives up the
