@@ -105,3 +105,13 @@ def test_a_notebook_cell_is_the_programs_own_code(filename: str) -> None:
 
     assert is_user_file(filename)
     assert not is_user_file("<frozen importlib._bootstrap>")
+
+
+def test_a_cells_file_is_named_as_ipython_names_it() -> None:
+    from gpudiag.notebook.display import name_cells
+
+    cells = {"/tmp/ipykernel_42/2873465123.py": 3}
+    assert name_cells("map at 2873465123.py:7 (`x`); again 2873465123.py:9", cells) == \
+        "map at In[3] line 7 (`x`); again In[3] line 9"
+    assert name_cells("map at <ipython-input-4-5f2b8c1d9e0a>:2", {}) == "map at In[4] line 2"
+    assert name_cells("train.py:7", cells) == "train.py:7"

@@ -40,13 +40,17 @@ def cell_numbers() -> dict[str, int]:
     return {}
 
 
+_IPYTHON_INPUT = re.compile(r"<ipython-input-(\d+)-[0-9a-f]+>:(\d+)")
+
+
 def name_cells(text: str, cells: dict[str, int]) -> str:
-    """``<hash>.py:12`` (a verdict names a file by its base name) -> ``In[3] line 12``."""
+    """``<hash>.py:12`` (a verdict names a file by its base name) -> ``In[3] line 12``;
+    IPython's own ``<ipython-input-3-...>:12`` (Colab, a terminal IPython) too."""
     for path, number in cells.items():
         base = Path(path).name
         if base and base in text:
             text = re.sub(re.escape(base) + r":(\d+)", rf"In[{number}] line \1", text)
-    return text
+    return _IPYTHON_INPUT.sub(r"In[\1] line \2", text)
 
 
 @dataclass(frozen=True)
