@@ -17,19 +17,23 @@ TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (mypy rea
 if TYPE_CHECKING:
     from gpudiag.api import diff, explain, list_runs, load_run
     from gpudiag.errors import GpudiagError, UsageError
+    from gpudiag.notebook.magic import load_ipython_extension
+    from gpudiag.notebook.watch import watch
     from gpudiag.report import Finding, Report
     from gpudiag.rundir import Run, RunDirError
 
-#: Each public name and the module it comes from.
+#: Each public name and the module it comes from: the library (gpudiag.api), the notebook's
+#: watch() and ``%load_ext gpudiag`` (gpudiag.notebook), the records they return.
 _PUBLIC = {
     "load_run": "gpudiag.api", "list_runs": "gpudiag.api", "explain": "gpudiag.api",
-    "diff": "gpudiag.api", "Run": "gpudiag.rundir", "RunDirError": "gpudiag.rundir",
-    "Finding": "gpudiag.report", "Report": "gpudiag.report",
+    "diff": "gpudiag.api", "watch": "gpudiag.notebook",
+    "load_ipython_extension": "gpudiag.notebook", "Run": "gpudiag.rundir",
+    "RunDirError": "gpudiag.rundir", "Finding": "gpudiag.report", "Report": "gpudiag.report",
     "GpudiagError": "gpudiag.errors", "UsageError": "gpudiag.errors",
 }
 
 __all__ = ["Finding", "GpudiagError", "Report", "Run", "RunDirError", "UsageError", "diff",
-           "explain", "list_runs", "load_run"]
+           "explain", "list_runs", "load_ipython_extension", "load_run", "watch"]
 
 
 def __getattr__(name: str) -> object:

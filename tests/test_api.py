@@ -75,7 +75,8 @@ print(json.dumps({{"runs": len(runs), "typed": typed, "loaded": loaded,
 
 def test_the_public_names_are_all_there_and_nothing_else() -> None:
     assert sorted(api.__all__) == ["Finding", "GpudiagError", "Report", "Run", "RunDirError",
-                                   "UsageError", "diff", "explain", "list_runs", "load_run"]
+                                   "UsageError", "diff", "explain", "list_runs",
+                                   "load_ipython_extension", "load_run", "watch"]
     for name in api.__all__:
         assert getattr(api, name) is not None
         assert name in dir(api)

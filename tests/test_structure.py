@@ -43,6 +43,8 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("gpudiag.execute", "gpudiag.cliopts", "gpudiag.cli", "gpudiag.__main__", "gpudiag.mcp"),
     # the TensorBoard plugin: a view of runs and diffs, like the command line
     ("gpudiag.tbplugin",),
+    # the notebook: watch() and %%gpudiag run `run`'s hooks and analysis in the kernel
+    ("gpudiag.notebook",),
 )
 
 

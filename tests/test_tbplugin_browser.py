@@ -66,8 +66,9 @@ def logdir(tmp_path_factory: pytest.TempPathFactory) -> Path:
                                          "200"]),
                        ("nvml-run", ["run", "--logdir", str(root / "nvml-run"), "--",
                                      sys.executable, str(PROGRAMS / "keras_fit_tiny.py")])):
+        # the programs exit 0, and so does gpudiag (a failed check: idle GPU 1)
         proc = gpudiag(*argv, fake_nvml="one_idle", timeout=400)
-        assert proc.returncode == 1, (name, proc.stdout[-2000:], proc.stderr[-2000:])
+        assert proc.returncode == 0, (name, proc.stdout[-2000:], proc.stderr[-2000:])
     for name, extra in (("input", []), ("tuned", ["tuned"])):
         proc = gpudiag("run", "--logdir", str(root / name), "--", sys.executable,
                        str(PROGRAMS / "input_pipeline_fit.py"), *extra, timeout=400)

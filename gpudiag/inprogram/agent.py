@@ -15,6 +15,7 @@ import os
 import sys
 import traceback
 from collections.abc import Callable
+from pathlib import Path
 from types import ModuleType
 from typing import Any, TypeVar
 
@@ -25,6 +26,7 @@ from gpudiag.layout import (
     RUN_MARK_QUIET_BEGIN,
     RUN_MARK_QUIET_END,
     RUN_MARKER,
+    RUN_STDERR,
     events,
 )
 
@@ -124,13 +126,32 @@ class Agent:
 
 
 class _Quiet:
+    """In a notebook's kernel (no marker is read there), fd 2 itself is lent to the events
+    directory's stderr file for the call: TensorFlow's C++ lines about gpudiag's own
+    profiler never reach the cell's output; the kernel's fd 2 is back right after."""
+
     def __init__(self, agent: Agent) -> None:
         self.agent = agent
+        self.saved: int | None = None
 
     def __enter__(self) -> None:
         self.agent.marker(RUN_MARK_QUIET_BEGIN)
+        if self.agent.config.in_kernel:
+            with contextlib.suppress(OSError):
+                path = Path(self.agent.config.events_dir) / RUN_STDERR
+                fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o644)
+                try:
+                    self.saved = os.dup(2)
+                    os.dup2(fd, 2)
+                finally:
+                    os.close(fd)
 
     def __exit__(self, *exc: Any) -> None:
+        if self.saved is not None:
+            with contextlib.suppress(OSError):
+                os.dup2(self.saved, 2)
+                os.close(self.saved)
+            self.saved = None
         self.agent.marker(RUN_MARK_QUIET_END)
 
 
@@ -177,6 +198,47 @@ def drop_own_frames(exc: BaseException) -> None:
 
 
 AGENT: Agent | None = None
+
+_MISSING = object()
+#: Every attribute a hook replaced, in order: (owner, name, what the owner itself held
+#: before (or _MISSING: it inherited it, or had none), what gpudiag put there).
+PATCHES: list[tuple[Any, str, Any, Any]] = []
+
+
+def patch(owner: Any, name: str, value: Any) -> None:
+    """Put ``value`` at ``owner.name`` (a module's function, a class's method, an object's
+    attribute), recorded so that :func:`unpatch_all` can put back what was there.
+    Every hook replaces what it wraps through this."""
+    try:
+        before = vars(owner).get(name, _MISSING)
+    except TypeError:  # no __dict__ (slots): what it answers now
+        before = getattr(owner, name, _MISSING)
+    setattr(owner, name, value)
+    PATCHES.append((owner, name, before, value))
+
+
+def unpatch_all() -> list[str]:
+    """Undo every :func:`patch`, last first (gpudiag.notebook's watch() at its end). An
+    attribute the program replaced again after gpudiag is left as the program made it;
+    returned: those, by name (``Model.fit``)."""
+    left: list[str] = []
+    while PATCHES:
+        owner, name, before, value = PATCHES.pop()
+        try:
+            current = vars(owner).get(name, _MISSING)
+        except TypeError:
+            current = getattr(owner, name, _MISSING)
+        try:
+            if current is value:
+                if before is _MISSING:
+                    delattr(owner, name)
+                else:
+                    setattr(owner, name, before)
+            elif current is not before:  # the program's own replacement since: its
+                left.append(f"{getattr(owner, '__name__', type(owner).__name__)}.{name}")
+        except Exception:  # a read-only owner: said, never raised
+            left.append(f"{getattr(owner, '__name__', type(owner).__name__)}.{name}")
+    return left
 
 
 def guard(where: str, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T | None:

@@ -43,6 +43,9 @@ class RunHookConfig:
     # no step finished for this long: a stall (None: derived from the step period, with a
     # floor, gpudiag.run.stallwatch; 0: not watched)
     stall_timeout_s: float | None = None
+    # the hooks run inside a notebook's kernel (gpudiag.notebook's watch()): TensorFlow's
+    # C++ log is the kernel's (never read), the placement window opens all the same
+    in_kernel: bool = False
 
     def to_env(self) -> str:
         return json.dumps(asdict(self))

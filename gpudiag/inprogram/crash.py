@@ -18,7 +18,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
-from gpudiag.inprogram.agent import above_std
+from gpudiag.inprogram.agent import above_std, patch
 from gpudiag.inprogram.usercode import frames, user_frame
 from gpudiag.layout import events, run_faults_name
 
@@ -56,7 +56,7 @@ def install(agent: Agent) -> None:
             agent.hook_error("excepthook", err)
         previous(exc_type, exc, tb)
 
-    sys.excepthook = excepthook
+    patch(sys, "excepthook", excepthook)
     previous_thread = threading.excepthook
 
     def thread_hook(args: Any) -> None:
@@ -68,8 +68,9 @@ def install(agent: Agent) -> None:
             agent.hook_error("threading.excepthook", err)
         previous_thread(args)
 
-    threading.excepthook = thread_hook
-    agent.on_exit(lambda: _last_exception(agent))
+    patch(threading, "excepthook", thread_hook)
+    if not agent.config.in_kernel:  # a kernel's sys.last_value is an earlier cell's error
+        agent.on_exit(lambda: _last_exception(agent))
 
 
 def _last_exception(agent: Agent) -> None:

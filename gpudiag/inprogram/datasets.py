@@ -26,6 +26,7 @@ from collections.abc import Callable
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
+from gpudiag.inprogram.agent import patch
 from gpudiag.inprogram.functions import code_of
 from gpudiag.inprogram.usercode import is_user_file
 from gpudiag.layout import events
@@ -155,12 +156,12 @@ def install(agent: Agent, tf: ModuleType) -> None:
     for name in METHODS:
         original = cls.__dict__.get(name)
         if callable(original):
-            setattr(cls, name, rec.wrap(name, original, source=False))
+            patch(cls, name, rec.wrap(name, original, source=False))
     for name in SOURCES:
         raw = cls.__dict__.get(name)
         if isinstance(raw, staticmethod):
-            setattr(cls, name, staticmethod(rec.wrap(name, raw.__func__, source=True)))
+            patch(cls, name, staticmethod(rec.wrap(name, raw.__func__, source=True)))
     for name in PY_FUNCTIONS:
         original = getattr(tf, name, None)
         if callable(original) and not hasattr(original, "__gpudiag_wrapped__"):
-            setattr(tf, name, rec.wrap_py(name, original))
+            patch(tf, name, rec.wrap_py(name, original))

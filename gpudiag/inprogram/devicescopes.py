@@ -16,6 +16,7 @@ import sys
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
+from gpudiag.inprogram.agent import patch
 from gpudiag.inprogram.usercode import is_user_file
 from gpudiag.layout import events
 
@@ -57,4 +58,4 @@ def install(agent: Agent, tf: ModuleType) -> None:
         return original(device_name)
 
     device.__gpudiag_wrapped__ = original  # type: ignore[attr-defined]
-    tf.device = device  # type: ignore[attr-defined]
+    patch(tf, "device", device)

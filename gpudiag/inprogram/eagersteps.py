@@ -22,6 +22,7 @@ from types import CodeType, ModuleType
 from typing import TYPE_CHECKING, Any
 
 from gpudiag.inprogram import inputwait
+from gpudiag.inprogram.agent import patch
 from gpudiag.inprogram.config import UNBUFFERED_FIRST_STEPS
 from gpudiag.inprogram.recorder import StepBuffer
 from gpudiag.inprogram.usercode import is_user_file
@@ -99,4 +100,4 @@ def install(agent: Agent, tf: ModuleType) -> None:
         return original(self, *args, **kwargs)
 
     gradient.__gpudiag_wrapped__ = original  # type: ignore[attr-defined]
-    cls.gradient = gradient
+    patch(cls, "gradient", gradient)

@@ -26,7 +26,7 @@ from types import CodeType, ModuleType
 from typing import TYPE_CHECKING, Any
 
 from gpudiag.inprogram import classevidence, inputwait, tracing, weights
-from gpudiag.inprogram.agent import drop_own_frames
+from gpudiag.inprogram.agent import drop_own_frames, patch
 from gpudiag.inprogram.config import UNBUFFERED_FIRST_STEPS
 from gpudiag.inprogram.recorder import StepBuffer
 from gpudiag.inprogram.tfhooks import record_devices
@@ -301,7 +301,8 @@ def install(agent: Agent, tf: ModuleType) -> None:
     def __call__(self: Any, *args: Any, **kwds: Any) -> Any:
         try:
             source = self.__dict__.get(ATTR)
-            if source is None:
+            # one made under an earlier install (a notebook's earlier watch()): this one's
+            if source is None or (source is not NOT_USER and source.agent is not agent):
                 source = self.__dict__[ATTR] = classify(self)
             if source is NOT_USER or not executing_eagerly():
                 return original(self, *args, **kwds)
@@ -311,4 +312,4 @@ def install(agent: Agent, tf: ModuleType) -> None:
             raise
 
     __call__.__gpudiag_wrapped__ = original  # type: ignore[attr-defined]
-    cls.__call__ = __call__
+    patch(cls, "__call__", __call__)

@@ -19,7 +19,7 @@ from collections.abc import Callable, Sequence
 from types import ModuleType
 from typing import Any
 
-from gpudiag.inprogram.agent import drop_own_frames
+from gpudiag.inprogram.agent import drop_own_frames, patch
 
 Callback = Callable[[ModuleType], None]
 Before = Callable[[], Callable[[], None] | None]
@@ -89,7 +89,7 @@ class PostImportFinder(importlib.abc.MetaPathFinder):
                     except Exception as exc:
                         on_error(f"after import {name}", exc)
 
-        loader.exec_module = exec_module
+        patch(loader, "exec_module", exec_module)
 
 
 def install(callbacks: dict[str, Callback],

@@ -14,6 +14,8 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from gpudiag.inprogram.agent import patch
+
 _clock = {"s": 0.0, "seen": False}
 
 
@@ -43,4 +45,4 @@ def install() -> None:
             _clock["seen"] = True
 
     __next__.__gpudiag_wrapped__ = original  # type: ignore[attr-defined]
-    cls.__next__ = __next__
+    patch(cls, "__next__", __next__)

@@ -28,7 +28,7 @@ from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 from gpudiag.inprogram import callbacktimes, weights
-from gpudiag.inprogram.agent import drop_own_frames
+from gpudiag.inprogram.agent import drop_own_frames, patch
 from gpudiag.inprogram.config import UNBUFFERED_FIRST_STEPS
 from gpudiag.inprogram.recorder import StepBuffer
 from gpudiag.layout import events
@@ -331,7 +331,7 @@ def install(agent: Agent, keras: ModuleType) -> None:
                 t.restore()
 
     fit.__gpudiag_wrapped__ = original  # type: ignore[attr-defined]
-    model_cls.fit = fit
+    patch(model_cls, "fit", fit)
     install_compile(agent, model_cls)
 
 
@@ -377,4 +377,4 @@ def install_compile(agent: Agent, model_cls: Any) -> None:
         return original(self, *args, **kwargs)
 
     compile.__gpudiag_wrapped__ = original  # type: ignore[attr-defined]
-    model_cls.compile = compile
+    patch(model_cls, "compile", compile)

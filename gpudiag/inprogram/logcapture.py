@@ -15,6 +15,7 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING
 
+from gpudiag.inprogram.agent import patch
 from gpudiag.layout import events
 
 if TYPE_CHECKING:
@@ -57,5 +58,5 @@ def _capture(agent: Agent, logger: logging.Logger) -> None:
         if record.levelno >= user_level():
             cls.handle(logger, record)
 
-    logger.isEnabledFor = is_enabled_for  # type: ignore[method-assign]
-    logger.handle = handle  # type: ignore[method-assign]
+    patch(logger, "isEnabledFor", is_enabled_for)
+    patch(logger, "handle", handle)

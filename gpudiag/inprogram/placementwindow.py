@@ -30,6 +30,7 @@ import threading
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
+from gpudiag.inprogram.agent import patch
 from gpudiag.layout import events
 from gpudiag.readers.placementlog import PLUMBING_OPS
 
@@ -93,7 +94,7 @@ class PlacementWindow:
 
             guard("opening the placement window", window._open, "context initialised")
 
-        cls.ensure_initialized = ensure_initialized
+        patch(cls, "ensure_initialized", ensure_initialized)
 
     def _initialised(self) -> bool:
         ctx = self.context.context_safe()

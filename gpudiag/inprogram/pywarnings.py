@@ -24,6 +24,7 @@ import warnings
 from typing import TYPE_CHECKING, Any
 
 from gpudiag.inprogram import autographmap
+from gpudiag.inprogram.agent import patch
 from gpudiag.inprogram.usercode import is_user_file
 from gpudiag.layout import events
 
@@ -92,4 +93,4 @@ def install(agent: Agent) -> None:
         original(msg)
 
     _showwarnmsg.__gpudiag_wrapped__ = original  # type: ignore[attr-defined]
-    warnings._showwarnmsg = _showwarnmsg  # type: ignore[attr-defined]
+    patch(warnings, "_showwarnmsg", _showwarnmsg)

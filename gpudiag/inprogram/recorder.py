@@ -51,6 +51,13 @@ class Recorder:
             self._pid = pid
         return self._fd
 
+    def close(self) -> None:
+        with self._lock:
+            if self._fd is not None and self._pid == os.getpid():
+                with contextlib.suppress(OSError):
+                    os.close(self._fd)
+            self._fd = None
+
     def emit(self, event: events.Event) -> None:
         """One line, as gpudiag.layout.events encodes it."""
         with self._lock:
@@ -106,6 +113,19 @@ class Flusher:
 
 
 _FLUSHERS: dict[float, Flusher] = {}
+
+
+def stop_flushers() -> None:
+    """Flush every step buffer and end the flusher threads (gpudiag.notebook's watch() at
+    its end: the kernel goes on without gpudiag's threads)."""
+    for flush in list(_FLUSHERS.values()):
+        with flush._lock:
+            buffers, flush.buffers = list(flush.buffers), []
+            flush._pid = -1  # its loop ends at its next round
+        for buffer in buffers:
+            with contextlib.suppress(Exception):
+                buffer.flush()
+    _FLUSHERS.clear()
 
 
 def flusher(interval_s: float) -> Flusher:

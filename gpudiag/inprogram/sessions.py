@@ -27,6 +27,7 @@ from collections import defaultdict
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
+from gpudiag.inprogram.agent import patch
 from gpudiag.inprogram.config import UNBUFFERED_FIRST_STEPS
 from gpudiag.inprogram.recorder import StepBuffer
 from gpudiag.inprogram.tfhooks import caller, record_devices
@@ -225,8 +226,8 @@ def install(agent: Agent, tf: ModuleType) -> None:
     if hasattr(cls.run, "__gpudiag_wrapped__"):
         return
     hooks = SessionHooks(agent, tf)
-    cls.__init__ = _wrap_init(agent, hooks, cls.__init__)
-    cls.run = _wrap_run(agent, hooks, cls.run)
+    patch(cls, "__init__", _wrap_init(agent, hooks, cls.__init__))
+    patch(cls, "run", _wrap_run(agent, hooks, cls.run))
 
 
 def _wrap_init(agent: Agent, hooks: SessionHooks, original_init: Any) -> Any:

@@ -221,6 +221,10 @@ class StallWatch:
         period = statistics.median(self.periods) if self.periods else 0.0
         return max(STALL_FLOOR_S, STALL_FACTOR * period)
 
+    def stop(self) -> None:
+        """Its thread ends at its next round (gpudiag.inprogram.install.uninstall)."""
+        self._pid = -1
+
     def _loop(self) -> None:
         while os.getpid() == self._pid:
             time.sleep(POLL_S)

@@ -24,6 +24,7 @@ from collections.abc import Callable
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
+from gpudiag.inprogram.agent import patch
 from gpudiag.inprogram.tfhooks import caller, record_devices
 from gpudiag.layout import events
 from gpudiag.records.tfconfig import coordination_leader_of
@@ -85,7 +86,7 @@ def install(agent: Agent, tf: ModuleType) -> None:
         record_devices("strategy")
 
     __init__.__gpudiag_wrapped__ = original  # type: ignore[attr-defined]
-    cls.__init__ = __init__
+    patch(cls, "__init__", __init__)
 
 
 def _as_spec(cluster: Any) -> dict[str, list[str]] | None:
@@ -204,7 +205,7 @@ def _wrap_join(agent: Agent, owner: type, name: str,
         return result
 
     joining.__gpudiag_wrapped__ = original  # type: ignore[attr-defined]
-    setattr(owner, name, joining)
+    patch(owner, name, joining)
 
 
 def install_cluster(agent: Agent, tf: ModuleType) -> None:

@@ -41,6 +41,7 @@ from collections.abc import Callable
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
+from gpudiag.inprogram.agent import patch
 from gpudiag.inprogram.tfhooks import caller
 from gpudiag.layout import events
 
@@ -218,7 +219,7 @@ def _replace(owners: list[Any], name: str, wrapped: Callable[..., Any],
     public API module (tf.compat.v1.train holds its own reference)."""
     for owner in owners:
         if owner is not None and getattr(owner, name, None) is original:
-            setattr(owner, name, wrapped)
+            patch(owner, name, wrapped)
 
 
 def install(agent: Agent, tf: ModuleType) -> None:
@@ -250,20 +251,20 @@ def install(agent: Agent, tf: ModuleType) -> None:
     _replace([monitored_session, train], "MonitoredTrainingSession", wrapped, mts)
 
     sv_init = supervisor.Supervisor.__init__
-    supervisor.Supervisor.__init__ = rec.wrap("Supervisor", sv_init, before=lambda b: {
-        "is_chief": bool(b.get("is_chief", True)), "logdir": b.get("logdir") is not None})
+    patch(supervisor.Supervisor, "__init__", rec.wrap("Supervisor", sv_init, before=lambda b: {
+        "is_chief": bool(b.get("is_chief", True)), "logdir": b.get("logdir") is not None}))
 
     sync_init = sync_replicas_optimizer.SyncReplicasOptimizer.__init__
-    sync_replicas_optimizer.SyncReplicasOptimizer.__init__ = rec.wrap(
+    patch(sync_replicas_optimizer.SyncReplicasOptimizer, "__init__", rec.wrap(
         "SyncReplicasOptimizer", sync_init, after=lambda b, _: {
             "replicas_to_aggregate": b.get("replicas_to_aggregate"),
             "total_num_replicas": b.get("total_num_replicas"),
-            "optimizer": type(b.get("opt")).__name__})
+            "optimizer": type(b.get("opt")).__name__}))
 
     cls = optimizer.Optimizer
-    cls.compute_gradients = rec.wrap(
+    patch(cls, "compute_gradients", rec.wrap(
         "compute_gradients", cls.compute_gradients,
-        after=lambda b, result: _compute_args(state, b["loss"], result))
-    cls.apply_gradients = rec.wrap(
+        after=lambda b, result: _compute_args(state, b["loss"], result)))
+    patch(cls, "apply_gradients", rec.wrap(
         "apply_gradients", cls.apply_gradients,
-        after=lambda b, _: _apply_args(state, b["grads_and_vars"]))
+        after=lambda b, _: _apply_args(state, b["grads_and_vars"])))

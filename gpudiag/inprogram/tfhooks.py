@@ -31,6 +31,7 @@ from collections.abc import Callable
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
+from gpudiag.inprogram.agent import patch
 from gpudiag.inprogram.usercode import is_user_file
 from gpudiag.layout import RUN_MARK_PLACEMENT_ASKED, events
 
@@ -161,7 +162,7 @@ class TfHooks:
                 fn = getattr(module, name, None)
                 if fn is None or hasattr(fn, "__gpudiag_wrapped__"):
                     continue
-                setattr(module, name, self.wrap_config(f"tf.{path}.{name}", fn))
+                patch(module, name, self.wrap_config(f"tf.{path}.{name}", fn))
 
     # ---------------------------------------------------------------- devices
 
@@ -246,7 +247,7 @@ def start(agent: Agent, tf: ModuleType) -> TfHooks:
     hooks = HOOKS = TfHooks(agent, tf)
     initialized = guard("context state", hooks._initialized)
     placement = False
-    if agent.config.placement_log and not overridden:
+    if agent.config.placement_log and (not overridden or agent.config.in_kernel):
         placement = bool(guard("placement window", placementwindow.install, agent, tf))
         if placement:
             recorder.STEP_LISTENERS.append(placementwindow.on_step)

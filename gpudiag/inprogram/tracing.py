@@ -25,7 +25,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from gpudiag.inprogram.agent import drop_own_frames
+from gpudiag.inprogram.agent import drop_own_frames, patch
 from gpudiag.inprogram.usercode import is_user_file
 
 CREATED_ATTR = "_gpudiag_created_at"
@@ -68,7 +68,7 @@ def install_clock() -> None:
 
     create = tc._create_concrete_function
     if not hasattr(create, "__gpudiag_wrapped__"):
-        tc._create_concrete_function = CLOCK.wrap(create)
+        patch(tc, "_create_concrete_function", CLOCK.wrap(create))
 
 
 def user_line(start: Any) -> dict[str, Any] | None:
@@ -106,7 +106,7 @@ def install_created_at(cls: Any, code_of: Callable[[Any], Any]) -> None:
             pass
 
     __init__.__gpudiag_wrapped__ = original  # type: ignore[attr-defined]
-    cls.__init__ = __init__
+    patch(cls, "__init__", __init__)
 
 
 def _describe(value: Any) -> dict[str, Any]:

@@ -31,6 +31,9 @@ from typing import Any
 
 from gpudiag.inprogram import autographmap
 
+# A notebook cell's code, as IPython's shell names it (a Jupyter kernel names its cells
+# /tmp/ipykernel_<pid>/<hash>.py, a path like a script's: the program's by the rules below)
+IPYTHON_CELL = "<ipython-input-"
 _LIBRARY_MARKERS = (f"{os.sep}site-packages{os.sep}", f"{os.sep}dist-packages{os.sep}")
 _HOOKS_DIR = str(Path(__file__).resolve().parent)  # gpudiag/run: the hooks themselves
 # Top-level packages that are never the program's, by the origin of the imported module.
@@ -129,7 +132,7 @@ def is_user_file(filename: str) -> bool:
 
 @lru_cache(maxsize=4096)
 def _is_user_file(filename: str, loaded: tuple[bool, ...]) -> bool:
-    if filename in ("<string>", "<stdin>"):
+    if filename in ("<string>", "<stdin>") or filename.startswith(IPYTHON_CELL):
         return True
     if not filename or filename.startswith("<") or autographmap.is_generated(filename):
         return False

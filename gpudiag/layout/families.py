@@ -119,6 +119,7 @@ FAMILIES: tuple[Family, ...] = (
     *_fam("why_slow", "run.throughput", "run.gpu-idle", "run.profile", "run.retracing",
           "run.eager-loop", "run.callbacks", "run.sm-utilization"),
     *_fam("scaling", "run.cluster"),
+    *_fam("program", "run.notebook"),
     # any command: bad input found after its run directory was made (gpudiag.session)
     *_fam("program", "<command>.error"),
 )

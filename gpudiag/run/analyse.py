@@ -48,6 +48,10 @@ from gpudiag.verdicts.run import throughput as run_throughput
 
 def log_reason(obs: ProcessObservation, options: RunOptions) -> str | None:
     """Why TensorFlow's placement log of this process cannot be used (None: it can)."""
+    if options.in_kernel:
+        return ("gpudiag.watch() ran inside the notebook's kernel: TensorFlow's C++ log (the "
+                "placement log, CUDA and NCCL messages) went to the kernel's own stderr, "
+                "which gpudiag does not read")
     if obs.cpp_log_level_overridden:
         return ("when the program imported TensorFlow its stderr (fd 2) was not the stream "
                 "gpudiag reads (a file of its own), so TensorFlow's C++ log (the placement "
@@ -277,8 +281,8 @@ def report(session: RunSession, argv: list[str], outcome: Outcome, options: RunO
                                      outcome.interrupted, outcome.interrupt_signal))
     watch = run_processes.watched(outcome.events_dir)
     session.add(_seen(observations, outcome, bad, watch, python))
-    session.add(run_verdicts.terminal(watch.terminal, [(t.pid, t.command, t.relayed)
-                                                       for t in watch.tty_readers]))
+    if not options.in_kernel:  # a notebook's kernel has no terminal of gpudiag's
+        session.add(_terminal(watch))
     sampling = outcome.sampling
     nvml_gpus = [gpu_verdicts.gpu_numbers(s) for s in sampling.summaries] if sampling else None
     tf_procs = [o for o in observations if o.imported_tf]
@@ -302,7 +306,7 @@ def report(session: RunSession, argv: list[str], outcome: Outcome, options: RunO
             continue
         reason = log_reason(obs, options)
         rows: list[PlacementRow] = []
-        if reason is None:
+        if reason is None or obs.placed_graphs:  # the placement window needs no log
             rows, reason = placement_rows(stderr, obs, len(tf_procs))
         placement_total += len(rows)
         processes.append(_process_findings(
@@ -345,6 +349,11 @@ def report(session: RunSession, argv: list[str], outcome: Outcome, options: RunO
           ", ".join(s.class_name for s in o.strategies) or "-",
           ", ".join(f"{s.label}: {len(s.steps)}" for s in o.series) or "-",
           o.crash.type if o.crash else "-"] for o in observations]))
+
+
+def _terminal(watch: run_processes.Watched) -> Finding:
+    return run_verdicts.terminal(watch.terminal, [(t.pid, t.command, t.relayed)
+                                                  for t in watch.tty_readers])
 
 
 def _finish(outcome: Outcome) -> dict[str, object] | None:

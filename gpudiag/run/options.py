@@ -31,6 +31,7 @@ class RunOptions:
     stall_timeout_s: float | None = None  # None: from the step period (inprogram.stallwatch)
     quiet: bool = False  # no status line on the terminal (gpudiag.run.statusline)
     grace_s: float = DEFAULT_GRACE_S  # after a signal passed on, before SIGKILL (--grace)
+    in_kernel: bool = False  # the hooks ran in a notebook's kernel (gpudiag.notebook)
 
 
 class Finish:

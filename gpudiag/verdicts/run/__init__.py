@@ -21,6 +21,7 @@
   with replica_device_setter, MonitoredTrainingSession, SyncReplicasOptimizer; in-graph
   towers).
 - ``outcome``: saved output and processes that outlived the program.
+- ``notebook``: what a notebook's watch() could not see before its block (run.notebook).
 
 Same rules as every verdict module: no TensorFlow, no NVML calls, no I/O.
 """
