@@ -383,6 +383,10 @@ class DatasetCall(Event):
     input: int | None = None
     output: int | None = None
     caller: dict[str, Any] | None = None
+    # the made dataset's element shapes (``(<unknown>, ())``), where this call made them
+    # less known than its input's (a map through tf.py_function or tf.numpy_function, a
+    # from_generator without shapes): None where it did not
+    shape_lost: str | None = None
 
 
 @dataclass(frozen=True)

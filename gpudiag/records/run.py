@@ -194,6 +194,9 @@ class DatasetCall:
     input: int | None  # the dataset it was called on (its tag), None: a source or unknown
     output: int | None  # the dataset it made
     caller: dict[str, Any] | None  # the program's frame: file, line, function, code, direct
+    # its output's element shapes where this call lost what its input's were (a map
+    # through tf.py_function / tf.numpy_function, a from_generator without shapes)
+    shape_lost: str | None = None
 
     @property
     def where(self) -> str:
