@@ -194,6 +194,7 @@ class FitBegin(Event):
     replicas: int | None = None
     trainable_parameters: int | None = None
     trainable_bytes: int | None = None
+    dtype_policy: str | None = None  # the model's Keras dtype policy: float32, mixed_float16 ...
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,8 @@ from typing import Any
 
 @dataclass(frozen=True)
 class ConfigCall:
-    """One tf.config (or tf.debugging / tf.compat.v1) configuration call, in order."""
+    """One tf.config (or tf.debugging / tf.compat.v1) configuration call, in order; or
+    Keras's ``mixed_precision.set_global_policy`` (order 0, the policy's name its arg)."""
 
     order: int
     api: str  # tf.config.experimental.set_memory_growth ...
