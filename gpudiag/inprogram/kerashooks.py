@@ -21,6 +21,7 @@ The batches also drive the profiler window (gpudiag.inprogram.profilewindow).
 from __future__ import annotations
 
 import functools
+import sys
 import time
 import weakref
 from collections.abc import Callable
@@ -306,7 +307,10 @@ def install(agent: Agent, keras: ModuleType) -> None:
             given_callbacks = args[CALLBACKS_POSITION] if len(args) > CALLBACKS_POSITION \
                 else kwargs.get("callbacks")
             if isinstance(given_callbacks, list | tuple) and not refused:
-                timed = callbacktimes.time_callbacks(given_callbacks, keras.callbacks.Callback)
+                from gpudiag.inprogram.tracing import user_line
+
+                timed = callbacktimes.time_callbacks(given_callbacks, keras.callbacks.Callback,
+                                                     user_line(sys._getframe(1)))
             callback = (epochs_only_cls if refused else recorder_cls)(batch, examples,
                                                                       buffer_of(self), timed)
             if refused:
