@@ -66,11 +66,11 @@ def load_report(run_dir: Path) -> dict[str, Any]:
     from gpudiag.layout.families import TITLE_MAX
     from gpudiag.rundir import load_run
 
-    data = load_run(run_dir).report_json
-    for f in data["findings"]:
-        assert f.get("question"), f"{f['id']}: no family in gpudiag.layout.families"
-        assert len(f.get("title", "")) <= TITLE_MAX, f"finding {f['id']}: title too long"
-    return data
+    run = load_run(run_dir)
+    for f in run.report.findings:  # typed: a version 1 report's questions from the registry
+        assert f.question, f"{f.id}: no family in gpudiag.layout.families"
+        assert len(f.title) <= TITLE_MAX, f"finding {f.id}: title too long"
+    return run.report_json
 
 
 def findings_by_id(report: dict[str, Any]) -> dict[str, dict[str, Any]]:

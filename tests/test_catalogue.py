@@ -14,7 +14,8 @@ CAPTURED = [ln for ln in (TESTS_DIR / "data" / "tf_messages_cpu_2.21.txt").read_
             .splitlines() if ln and not ln.startswith("#")]
 
 
-@pytest.mark.parametrize("entry", catalogue.ENTRIES, ids=lambda e: e.id)
+@pytest.mark.parametrize("entry", catalogue.ENTRIES + catalogue.FIT_INPUT_ENTRIES,
+                         ids=lambda e: e.id)
 def test_every_entry_matches_its_example_and_says_what_to_do(entry: catalogue.Entry) -> None:
     assert entry.search(entry.example), entry.id
     assert entry.meaning and entry.fix and entry.kind in ("log", "crash")

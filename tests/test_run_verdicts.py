@@ -12,6 +12,7 @@ from gpudiag import catalogue
 from gpudiag.records.run import (
     ConfigCall,
     CrashRecord,
+    DatasetCall,
     DeviceScope,
     DeviceSnapshot,
     FunctionGraph,
@@ -191,6 +192,42 @@ def test_crash_with_catalogue_fix_and_the_kill_case() -> None:
     killed = run_progress.crash([obs(series=[series([1.0] * 12)])], -9)
     assert killed.status == "fail" and "Model.fit: 12 steps" in killed.message
     assert run_progress.crash([obs()], 0).status == "ok"
+
+
+def test_a_crash_of_unknown_shapes_names_the_map_that_lost_them() -> None:
+    """The hooks record each map's output shapes where it lost its input's (a map through
+    tf.numpy_function); run.crash names that map's line and puts the fix there, not at
+    fit's line where it raised. Another crash, or none lost, stays as it was."""
+    here = {"file": "/x/train.py", "line": 30, "function": "<module>",
+            "code": "model.fit(train_ds, epochs=2)"}
+    crash = CrashRecord("ValueError", "as_list() is not defined on an unknown TensorShape.",
+                        "MainThread", [], here, [])
+    source = DatasetCall("from_tensor_slices", {}, None, None, 1,
+                         {"file": "/x/train.py", "line": 20, "function": "<module>"})
+    numpy_fn = DatasetCall("numpy_function", {}, {"name": "noise", "file": "/x/train.py",
+                                                  "line": 5}, None, None,
+                           {"file": "/x/train.py", "line": 21, "function": "<module>"})
+    mapped = DatasetCall("map", {}, {"name": "tf_noise", "file": "/x/train.py", "line": 9},
+                         1, 2, {"file": "/x/train.py", "line": 21, "function": "<module>",
+                                "code": "ds = ds.map(tf_noise)"}, "(<unknown>, ())")
+    batched = DatasetCall("batch", {"batch_size": 32}, None, 2, 3,
+                          {"file": "/x/train.py", "line": 22, "function": "<module>"})
+    calls = [source, numpy_fn, mapped, batched]
+    f = run_progress.crash([obs(crash=crash, dataset_calls=calls)], 1)
+    assert f.evidence["catalogue"] == "data-unknown-rank"
+    assert "at train.py:30 (`model.fit(train_ds, epochs=2)`)" in f.message
+    assert "the shapes were lost at train.py:21 (`ds = ds.map(tf_noise)`): Dataset.map of " \
+        "tf_noise through tf.numpy_function(noise) makes elements of shapes " \
+        "(<unknown>, ())" in f.message
+    assert f.advice.startswith("At train.py:21: Give each output of the map its shape")
+    assert "set_shape" in f.advice and "ensure_shape" in f.advice
+    assert f.evidence["shape_lost_at"]["line"] == 21
+    unseen = run_progress.crash([obs(crash=crash, dataset_calls=[source, batched])], 1)
+    assert "lost at" not in unseen.message and unseen.advice.startswith("Give each output")
+    other = CrashRecord("ValueError", "Expected workers to be positive. Received is -1.",
+                        "MainThread", [], here, [])
+    g = run_progress.crash([obs(crash=other, dataset_calls=calls)], 1)
+    assert g.evidence["catalogue"] == "tf-keras-fit-not-positive" and "lost at" not in g.message
 
 
 def test_session_config_against_tf_config_calls() -> None:

@@ -3,7 +3,8 @@
 Shared by `gpudiag run` (the program's stderr, TensorFlow's Python log records and its
 crash), `gpudiag env` (:func:`gpu_log_lines`) and the multi-worker commands. The
 package owns every entry: TensorFlow's here, the multi-worker ones in cluster.py, the
-crashes of TF1 programs and of TF2 programs under Keras 3 in migrations.py, all of
+crashes of TF1 programs and of TF2 programs under Keras 3 in migrations.py, those of
+fit's arguments and of a pipeline's unknown shapes in fitinput.py, all of
 entry.py's Entry (:func:`all_entries` is the whole catalogue; gpudiag.cluster.messages
 reads the cluster's messages with them). Each entry's ``example`` is real text
 as TensorFlow 2.21 writes it, and ``source`` says where it was taken from:
@@ -27,11 +28,12 @@ from collections.abc import Iterable
 
 from gpudiag.catalogue.cluster import ENTRIES as CLUSTER_ENTRIES
 from gpudiag.catalogue.entry import Entry, Kind, Severity
+from gpudiag.catalogue.fitinput import ENTRIES as FIT_INPUT_ENTRIES
 from gpudiag.catalogue.matching import LineMatcher, LogMatch
 from gpudiag.catalogue.migrations import ENTRIES as MIGRATION_ENTRIES
 
-__all__ = ["CLUSTER_ENTRIES", "ENTRIES", "MIGRATION_ENTRIES", "Entry", "Kind", "LineMatcher",
-           "LogMatch", "Severity"]
+__all__ = ["CLUSTER_ENTRIES", "ENTRIES", "FIT_INPUT_ENTRIES", "MIGRATION_ENTRIES", "Entry",
+           "Kind", "LineMatcher", "LogMatch", "Severity"]
 
 _GPU_FIX = ("On Linux install a CUDA build with its libraries: `pip install "
             "'tensorflow[and-cuda]'`; check the driver with `nvidia-smi`; `gpudiag env` "
@@ -312,9 +314,10 @@ ENTRIES: tuple[Entry, ...] = (
 
 def all_entries() -> tuple[Entry, ...]:
     """The programs-of-another-era crashes (migrations.py: first, the specific cause wins),
-    TensorFlow's entries (this module) and the multi-worker ones (cluster.py): the one
-    catalogue that `env`, `run` and the cluster commands read."""
-    return MIGRATION_ENTRIES + ENTRIES + CLUSTER_ENTRIES
+    fit's arguments and input (fitinput.py), TensorFlow's entries (this module) and the
+    multi-worker ones (cluster.py): the one catalogue that `env`, `run` and the cluster
+    commands read."""
+    return MIGRATION_ENTRIES + FIT_INPUT_ENTRIES + ENTRIES + CLUSTER_ENTRIES
 
 
 def log_matcher() -> LineMatcher:

@@ -44,6 +44,8 @@ RECORDED_ARGS = ("num_parallel_calls", "deterministic", "buffer_size", "filename
                  "cycle_length", "block_length", "batch_size", "drop_remainder")
 FUNCTION_ARGS = ("map_func", "generator", "func")
 PY_FUNCTIONS = ("py_function", "numpy_function")
+# the calls whose output's shapes are compared with their input's (shape_lost)
+SHAPE_MAKERS = ("map", "interleave", "from_generator")
 MAX_DEPTH = 40
 _counter = itertools.count(1)
 _local = threading.local()
@@ -89,6 +91,34 @@ def _caller(depth: int) -> dict[str, Any] | None:
     return None
 
 
+def _unknown(dataset: Any) -> tuple[int, int, str] | None:
+    """How little a dataset's element shapes say: (components of unknown rank, unknown
+    dimensions, the shapes as text); None where it has no element_spec."""
+    spec = getattr(dataset, "element_spec", None)
+    tf = sys.modules.get("tensorflow")
+    if spec is None or tf is None:
+        return None
+    shapes = [getattr(s, "shape", None) for s in tf.nest.flatten(spec)]
+    ranks = sum(1 for s in shapes if s is not None and s.rank is None)
+    dims = sum(sum(1 for d in s.as_list() if d is None) for s in shapes
+               if s is not None and s.rank is not None)
+    text = tf.nest.map_structure(lambda s: str(getattr(s, "shape", "?")), spec)
+    return ranks, dims, str(text).replace("'", "")
+
+
+def _shape_lost(method: str, this: Any, result: Any) -> str | None:
+    """``result``'s element shapes where ``method`` made them less known than ``this``'s
+    (a map through tf.py_function or tf.numpy_function: every shape unknown)."""
+    if method not in SHAPE_MAKERS:
+        return None
+    after = _unknown(result)
+    before = _unknown(this) if this is not None else (0, 0, "")
+    if after is None or before is None:
+        return None
+    lost = after[0] > before[0] or after[1] > before[1]
+    return after[2][:200] if lost else None
+
+
 class _Recorder:
     def __init__(self, agent: Agent) -> None:
         self.agent = agent
@@ -109,7 +139,8 @@ class _Recorder:
                         args={k: _value(bound[k]) for k in RECORDED_ARGS if k in bound},
                         function=_function(fn),
                         input=getattr(this, TAG, None) if this is not None else None,
-                        output=output or None, caller=_caller(3)))
+                        output=output or None, caller=_caller(3),
+                        shape_lost=_shape_lost(method, this, result)))
 
     def wrap(self, method: str, original: Callable[..., Any], source: bool
              ) -> Callable[..., Any]:

@@ -21,6 +21,7 @@ The batches also drive the profiler window (gpudiag.inprogram.profilewindow).
 from __future__ import annotations
 
 import functools
+import sys
 import time
 import weakref
 from collections.abc import Callable
@@ -131,6 +132,9 @@ def _model_facts(model: Any) -> dict[str, Any]:
         facts["trainable_parameters"] = None
     facts["trainable_bytes"] = None if trainable is None else \
         weights.logical_bytes(trainable)
+    policy = getattr(model, "dtype_policy", None)  # Keras 3 and tf_keras: a named policy
+    facts["dtype_policy"] = policy if isinstance(policy, str) else \
+        getattr(policy, "name", None)
     return facts
 
 
@@ -303,7 +307,10 @@ def install(agent: Agent, keras: ModuleType) -> None:
             given_callbacks = args[CALLBACKS_POSITION] if len(args) > CALLBACKS_POSITION \
                 else kwargs.get("callbacks")
             if isinstance(given_callbacks, list | tuple) and not refused:
-                timed = callbacktimes.time_callbacks(given_callbacks, keras.callbacks.Callback)
+                from gpudiag.inprogram.tracing import user_line
+
+                timed = callbacktimes.time_callbacks(given_callbacks, keras.callbacks.Callback,
+                                                     user_line(sys._getframe(1)))
             callback = (epochs_only_cls if refused else recorder_cls)(batch, examples,
                                                                       buffer_of(self), timed)
             if refused:
@@ -333,6 +340,7 @@ def install(agent: Agent, keras: ModuleType) -> None:
     fit.__gpudiag_wrapped__ = original  # type: ignore[attr-defined]
     patch(model_cls, "fit", fit)
     install_compile(agent, model_cls)
+    install_policy(agent, keras)
 
 
 def install_compile(agent: Agent, model_cls: Any) -> None:
@@ -378,3 +386,40 @@ def install_compile(agent: Agent, model_cls: Any) -> None:
 
     compile.__gpudiag_wrapped__ = original  # type: ignore[attr-defined]
     patch(model_cls, "compile", compile)
+
+
+POLICY_SETTERS = (("mixed_precision", "set_global_policy"), ("config", "set_dtype_policy"))
+
+
+def install_policy(agent: Agent, keras: ModuleType) -> None:
+    """``keras.mixed_precision.set_global_policy`` (and Keras 3's
+    ``keras.config.set_dtype_policy``): recorded as a configuration call with the policy's
+    name and the program's line (run.precision names where to change it)."""
+    for module_name, name in POLICY_SETTERS:
+        module = getattr(keras, module_name, None)
+        original = getattr(module, name, None)
+        if original is not None and not hasattr(original, "__gpudiag_wrapped__"):
+            patch(module, name, _policy_setter(agent, f"{keras.__name__}.{module_name}."
+                                               f"{name}", original))
+
+
+def _policy_setter(agent: Agent, api: str, original: Callable[..., Any]
+                   ) -> Callable[..., Any]:
+    from gpudiag.inprogram.tfhooks import caller
+
+    @functools.wraps(original)
+    def setter(*args: Any, **kwargs: Any) -> Any:
+        result = original(*args, **kwargs)  # the program's call: its errors
+        try:
+            policy = args[0] if args else next(iter(kwargs.values()), None)
+            name = policy if isinstance(policy, str) else \
+                getattr(policy, "name", repr(policy)[:80])
+            agent.emit(events.ConfigCall(api=api, order=0, args=[name], kwargs={},
+                                         initialized_before=None, caller=caller(),
+                                         error_type=None, error=None))
+        except Exception as exc:
+            agent.hook_error(f"recording {api}", exc)
+        return result
+
+    setter.__gpudiag_wrapped__ = original  # type: ignore[attr-defined]
+    return setter

@@ -197,6 +197,7 @@ class FitBegin(Event):
     replicas: int | None = None
     trainable_parameters: int | None = None
     trainable_bytes: int | None = None
+    dtype_policy: str | None = None  # the model's Keras dtype policy: float32, mixed_float16 ...
 
 
 @dataclass(frozen=True)
@@ -386,6 +387,10 @@ class DatasetCall(Event):
     input: int | None = None
     output: int | None = None
     caller: dict[str, Any] | None = None
+    # the made dataset's element shapes (``(<unknown>, ())``), where this call made them
+    # less known than its input's (a map through tf.py_function or tf.numpy_function, a
+    # from_generator without shapes): None where it did not
+    shape_lost: str | None = None
 
 
 @dataclass(frozen=True)

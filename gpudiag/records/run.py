@@ -14,7 +14,8 @@ from typing import Any
 
 @dataclass(frozen=True)
 class ConfigCall:
-    """One tf.config (or tf.debugging / tf.compat.v1) configuration call, in order."""
+    """One tf.config (or tf.debugging / tf.compat.v1) configuration call, in order; or
+    Keras's ``mixed_precision.set_global_policy`` (order 0, the policy's name its arg)."""
 
     order: int
     api: str  # tf.config.experimental.set_memory_growth ...
@@ -194,6 +195,9 @@ class DatasetCall:
     input: int | None  # the dataset it was called on (its tag), None: a source or unknown
     output: int | None  # the dataset it made
     caller: dict[str, Any] | None  # the program's frame: file, line, function, code, direct
+    # its output's element shapes where this call lost what its input's were (a map
+    # through tf.py_function / tf.numpy_function, a from_generator without shapes)
+    shape_lost: str | None = None
 
     @property
     def where(self) -> str:

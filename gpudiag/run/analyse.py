@@ -40,6 +40,7 @@ from gpudiag.verdicts.run import live as run_live
 from gpudiag.verdicts.run import outcome as run_outcome
 from gpudiag.verdicts.run import peers as run_peers
 from gpudiag.verdicts.run import placement as run_placement
+from gpudiag.verdicts.run import precision as run_precision
 from gpudiag.verdicts.run import process as run_verdicts
 from gpudiag.verdicts.run import progress as run_progress
 from gpudiag.verdicts.run import ps as run_ps
@@ -215,6 +216,9 @@ def _process_findings(session: RunSession, seen: RunSeen, obs: ProcessObservatio
     config = run_progress.session_config(obs, proc)
     if config is not None:
         add(config)
+    precision = run_precision.precision(obs, proc)
+    if precision is not None:
+        add(precision)
     add(run_progress.profile(obs, busy, summary.window_s if summary else None, trace_reason,
                              options.profile_warmup_steps, proc))
     add(why_slow(obs, rows, proc, nvml_gpus, options.profile_warmup_steps))

@@ -290,7 +290,8 @@ def _step_stats(s: ProcessState, e: ev.StepStats, t: float | None) -> None:
 
 @on(ev.DatasetCall)
 def _dataset_call(s: ProcessState, e: ev.DatasetCall, t: float | None) -> None:
-    s.datasets.append(DatasetCall(e.method, e.args, e.function, e.input, e.output, e.caller))
+    s.datasets.append(DatasetCall(e.method, e.args, e.function, e.input, e.output, e.caller,
+                                  e.shape_lost))
 
 
 @on(ev.DeviceScope)

@@ -387,13 +387,16 @@ def causes(j: Judged) -> list[Cause]:
     """Every cause above its threshold, the largest first; overhead-bound last (it is
     what is left when nothing else explains the step). The step series' causes
     (retracing, callbacks: time inside the step with no op running) take their share
-    off overhead-bound's, which stays only when what is left
-    is still over its threshold."""
+    off overhead-bound's (a callback: its typical batch's share, ``window_share``), which
+    stays only when what is left is still over its threshold."""
     found = [c for rule in CAUSES if (c := rule(j)) is not None]
     host = list(j.facts.host_causes)
     if host:
+        # a cause's share in a typical step (what the window holds: a callback saving
+        # every N batches costs the whole run much, a window of a few steps little)
         left = sum(c.share for c in found if c.name == "overhead-bound") - \
-            sum(c.share for c in host)
+            sum(c.share if c.evidence.get("window_share") is None
+                else c.evidence["window_share"] for c in host)
         found = [c for c in found if c.name != "overhead-bound" or left >= OVERHEAD_BOUND]
     return sorted([*found, *host], key=lambda c: (c.name == "overhead-bound", -c.share))
 

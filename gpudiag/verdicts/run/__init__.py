@@ -12,6 +12,8 @@
 - ``throughput``: the step period of each loop.
 - ``hostcauses``: retracing, an eager training loop and the program's own Keras
   callbacks (run.retracing, run.eager-loop, run.callbacks), from the step series.
+- ``precision``: a 16-bit Keras policy on a device without fast 16-bit math
+  (run.precision).
 - ``live``: what is decided while the program runs (stalls, a non-finite loss).
 - ``gpu_idle``: a GPU that NVML saw idle while the program ran.
 - ``peers``: a cluster's other tasks, live (who is behind, a worker gone).

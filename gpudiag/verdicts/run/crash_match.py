@@ -15,6 +15,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from gpudiag.catalogue import Entry, all_entries
+from gpudiag.catalogue.fitinput import SHAPE_ENTRIES
+from gpudiag.records.run import DatasetCall
 
 LOG_LINES_SEARCHED = 400  # the last lines of stderr before the end, where a crash prints
 
@@ -69,3 +71,34 @@ def explain(error_type: str, message: str, causes: Sequence[dict[str, Any]] = ()
         if found:
             return CrashCause(found[0], found[1], "log")
     return CrashCause(None, _first_line(message), "")
+
+
+def _frame(caller: dict[str, Any] | None) -> tuple[Any, Any]:
+    """A frame's file and line: a function a map traces through autograph records the
+    map's own line as its caller (autograph's generated code is not the program's)."""
+    return (caller or {}).get("file"), (caller or {}).get("line")
+
+
+def shape_lost_at(entry: Entry | None, calls: Sequence[DatasetCall]
+                  ) -> tuple[DatasetCall, str] | None:
+    """For a crash of a dataset's unknown shapes (fitinput.SHAPE_ENTRIES): where the
+    program's pipeline lost them, the first call that made its output's shapes less known
+    than its input's, and the text naming it with the tf.py_function / tf.numpy_function
+    its function calls; None where the crash is another or no call was seen losing them."""
+    if entry is None or entry.id not in SHAPE_ENTRIES:
+        return None
+    lost = next((c for c in calls if c.shape_lost), None)
+    if lost is None:
+        return None
+    fn = lost.function or {}
+    inner = next((c for c in calls if c.method in ("py_function", "numpy_function") and
+                  c.caller and (_frame(c.caller) == _frame(lost.caller) or (
+                      c.caller.get("function") == fn.get("name") and
+                      c.caller.get("file") == fn.get("file")))), None)
+    code = (lost.caller or {}).get("code") or ""
+    text = f"the shapes were lost at {lost.where}" + (f" (`{code[:80]}`)" if code else "")
+    text += f": Dataset.{lost.method}"
+    if inner is not None:
+        text += f" of {fn.get('name') or 'a function'} through tf.{inner.method}(" \
+            f"{(inner.function or {}).get('name') or '...'})"
+    return lost, text + f" makes elements of shapes {lost.shape_lost}"

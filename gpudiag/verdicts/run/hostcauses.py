@@ -225,10 +225,20 @@ def eager_loop(obs: ProcessObservation, warmup: int, proc: str = "") -> Finding:
 BATCH = ("on_train_batch_begin", "on_train_batch_end", "on_batch_begin", "on_batch_end")
 
 
+def _fit_s(s: StepSeries) -> float | None:
+    """The fit's wall time, its first step's start to its last step's end."""
+    starts = [(st.start_unix_s, st.duration_s) for st in s.steps if st.start_unix_s is not None]
+    if not starts or starts[-1][1] is None:
+        return None
+    return starts[-1][0] + starts[-1][1] - starts[0][0]
+
+
 def callback_facts(obs: ProcessObservation, s: StepSeries, warmup: int
                    ) -> list[dict[str, Any]]:
     """Each of the program's callbacks in a fit: its batch hooks' time per step against
-    the step period, its epoch hooks' time per epoch."""
+    the step period (the whole run's: a save every N batches included), that time against
+    the fit's wall time, a typical batch's (the median call: what a profiled window of a
+    few steps sees), its epoch hooks' time per epoch."""
     callbacks = s.facts.get("callbacks") or []
     if s.kind != "fit" or not callbacks:
         return []
@@ -236,30 +246,83 @@ def callback_facts(obs: ProcessObservation, s: StepSeries, warmup: int
     period = timing["step_s_median"] if timing else None
     steps = max(1, sum(st.count for st in s.steps))
     epochs = max(1, len(s.epochs))
+    fit_s = _fit_s(s)
     out = []
     for c in callbacks:
         methods = c.get("methods") or {}
-        batch = sum(m["total_s"] for n, m in methods.items() if n in BATCH)
+        batch_methods = [m for n, m in methods.items() if n in BATCH]
+        batch = sum(m["total_s"] for m in batch_methods)
         epoch = sum(m["total_s"] for n, m in methods.items() if n not in BATCH)
+        typical = sum(m.get("median_s") or 0.0 for m in batch_methods) \
+            if all(m.get("median_s") is not None for m in batch_methods) else None
         per_step = batch / steps
         out.append({"class": c.get("class"), "file": c.get("file"), "line": c.get("line"),
+                    "code": c.get("code"), "builtin": bool(c.get("builtin")),
+                    "settings": c.get("settings") or {},
                     "batch_s_per_step": per_step, "epoch_s_per_epoch": epoch / epochs,
+                    "batch_s": batch, "batch_max_s": max((m["max_s"] for m in batch_methods),
+                                                         default=0.0),
+                    "fit_s": fit_s, "fit_share": batch / fit_s if fit_s else None,
+                    "typical_s_per_step": typical,
+                    "typical_share": typical / period if period and typical is not None
+                    else None,
                     "step_s_median": period,
                     "share": per_step / period if period else None, "methods": methods})
     return sorted(out, key=lambda c: -(c["share"] or 0.0))
 
 
 def _callback_text(c: dict[str, Any]) -> str:
-    text = (f"{c['class']} ({where(c)}) takes {ms(c['batch_s_per_step'])} per step in its "
-            "batch hooks")
+    if c.get("builtin"):
+        shown = ", ".join(f"{k}={v!r}" for k, v in c["settings"].items()
+                          if k in ("save_freq", "update_freq", "histogram_freq"))
+        name = f"{c['class']} (Keras's own, passed to fit at {where(c)}" + \
+            (f"; {shown})" if shown else ")")
+    else:
+        name = f"{c['class']} ({where(c)})"
+    text = f"{name} takes {ms(c['batch_s_per_step'])} per step in its batch hooks"
     if c["share"] is not None:
         text += f", {c['share']:.0%} of the {ms(c['step_s_median'])} step"
+    if c.get("fit_share") is not None and c.get("typical_s_per_step") is not None and \
+            c["batch_max_s"] > 10 * max(c["typical_s_per_step"], 1e-6):
+        text += (f" (over the whole fit: {c['batch_s']:.2f} s of its {c['fit_s']:.2f} s, "
+                 f"{c['fit_share']:.0%}; a typical batch {ms(c['typical_s_per_step'])}, the "
+                 f"slowest {ms(c['batch_max_s'])}: rare expensive batches)")
     if c["epoch_s_per_epoch"] > 0:
         text += f", and {ms(c['epoch_s_per_epoch'])} per epoch in its epoch hooks"
     return text
 
 
+def _builtin_fix(c: dict[str, Any]) -> str:
+    """Keras's own callback: what its arguments at the program's line can change, with
+    what the program already set."""
+    cls, at, settings = c["class"], where(c), c["settings"]
+    freq = settings.get("save_freq")
+    if cls == "ModelCheckpoint":
+        often = (f"it already saves every {freq} batches (save_freq={freq}): save less "
+                 f"often (save_freq={int(freq) * 10} or 'epoch')" if isinstance(freq, int)
+                 and not isinstance(freq, bool) else "save less often (save_freq='epoch')")
+        weights = "" if settings.get("save_weights_only") else \
+            ", or only the weights (save_weights_only=True, a .weights.h5 path)"
+        return (f"ModelCheckpoint at {at}: each save took up to {ms(c['batch_max_s'])}; "
+                f"{often}{weights}")
+    if cls == "TensorBoard":
+        parts = []
+        if settings.get("update_freq") not in (None, "epoch"):
+            parts.append(f"write less often (update_freq='epoch' instead of "
+                         f"{settings['update_freq']!r})")
+        if settings.get("histogram_freq"):
+            parts.append("histogram_freq=0 (histograms of every weight)")
+        if settings.get("profile_batch") not in (None, 0, "0", False):
+            parts.append("profile_batch=0 once the profile is taken")
+        return f"TensorBoard at {at}: " + ("; ".join(parts) or "its per-batch writing is "
+                                             "set by its arguments (update_freq)")
+    return (f"{cls} is Keras's own (passed to fit at {at}): its per-batch cost is set by its "
+            "arguments there; leave it out of fits that are timed, or run it less often")
+
+
 def _callback_fix(c: dict[str, Any]) -> str:
+    if c.get("builtin"):
+        return _builtin_fix(c)
     return (f"make {c['class']}'s per-batch work ({where(c)}) cheaper or less frequent: do "
             "it every N batches (if batch % N == 0), or in on_epoch_end; a model.predict or "
             ".numpy() there runs a whole extra step (or waits for the device) every batch")
@@ -267,7 +330,8 @@ def _callback_fix(c: dict[str, Any]) -> str:
 
 def callback_causes(facts: Sequence[dict[str, Any]]) -> list[Cause]:
     return [Cause("callbacks", c["share"], f"a callback: {_callback_text(c)}",
-                  _callback_fix(c), {"callback": c, "predicted": _predicted(
+                  _callback_fix(c), {"callback": c, "window_share": c["typical_share"],
+                                     "predicted": _predicted(
                       "callbacks", f"{c['class']}'s batch work moved off the batches",
                       c["step_s_median"], (c["step_s_median"] or 0.0) - c["batch_s_per_step"],
                       "step period - the callback's batch hooks' time per step (both "

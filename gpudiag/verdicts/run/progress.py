@@ -365,9 +365,14 @@ def crash(obs: Sequence[ProcessObservation], returncode: int | None,
         text = f"{c.type}{where}: {message}"
         if entry:
             text += f" - {entry.meaning}"
-        return Finding("run.crash", "fail", text, evidence,
-                       advice=entry.fix if entry else "Read the traceback above (saved in "
-                       "children/program/stderr.txt).")
+        advice = entry.fix if entry else "Read the traceback above (saved in " \
+            "children/program/stderr.txt)."
+        lost = crash_match.shape_lost_at(entry, o.dataset_calls)
+        if lost is not None:
+            text += f" Here {lost[1]}."
+            evidence["shape_lost_at"] = lost[0].caller
+            advice = f"At {lost[0].where}: {advice}"
+        return Finding("run.crash", "fail", text, evidence, advice=advice)
     if faulted:
         o = faulted[0]
         tail = [ln for ln in o.faults.strip().splitlines() if ln.strip()]
