@@ -115,7 +115,7 @@ def devices(run: Run) -> dict[str, Any]:
     if not lanes:
         lanes = _scaling_lanes(run)
     lanes += _nvml_lanes(run, used_ev, gpus)
-    no_gpu = headline.devices_line(report, headline.UNCUT) if gpus == [] else None
+    no_gpu = headline.devices_line(report) if gpus == [] else None
     return {"no_gpu": no_gpu, "tf_gpus": gpus, "lanes": lanes}
 
 
@@ -175,7 +175,7 @@ def bottleneck(run: Run) -> dict[str, Any] | None:
             "cause": worst.bottleneck, "causes": list(worst.causes),
             "message": finding.get("message", ""), "fix": advice,
             "where": list(dict.fromkeys(_FILE_LINE.findall(advice))), "bars": bars,
-            "line": headline.bottleneck_line(run.report_json, headline.UNCUT),
+            "line": headline.bottleneck_line(run.report_json),
             "predicted": worst.predicted}
 
 

@@ -1,0 +1,128 @@
+"""The terminal, command by command, as a new user meets it at COLUMNS=80 and 120: a real
+`gpudiag run` of a Keras fit with a slow per-example ``map`` (tests/programs/
+input_pipeline_fit.py), the same program with tf.data's fixes, `gpudiag diff` of the two,
+`gpudiag explain` of a real GPU trace (tests/data/gpu_traces) and `gpudiag scaling
+--max-gpus 2`. No line gpudiag prints ends cut ("..." or the ellipsis), every line is under
+the terminal's width and the verdict's under 80 columns, the verdict is at most six entries, names
+the action and its file:line, and `diff`'s first verdict line is the result said the right
+way round with its interval (gpudiag.verdicts.headline, gpudiag.execute)."""
+
+from __future__ import annotations
+
+import re
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import TESTS_DIR, gpudiag, run_dirs
+
+PROGRAM = str(TESTS_DIR / "programs" / "input_pipeline_fit.py")
+TRACE = TESTS_DIR / "data" / "gpu_traces" / "t4_input_bound"
+CUT = ("...", "\u2026")
+
+pytestmark = pytest.mark.slow
+
+
+def _env(columns: int) -> dict[str, str]:
+    return {"COLUMNS": str(columns), "TERM": "dumb"}
+
+
+def _verdict(out: str) -> list[str]:
+    """The verdict's entries (the lines after the last blank line; a wrapped entry's
+    indented lines joined to it)."""
+    entries: list[str] = []
+    for ln in out.rstrip("\n").split("\n\n")[-1].splitlines():
+        if ln.startswith(" ") and entries:
+            entries[-1] += " " + ln.strip()
+        else:
+            entries.append(ln)
+    return entries
+
+
+def _whole(out: str, columns: int) -> None:
+    """Every line gpudiag printed fits the terminal and none ends cut; the verdict's lines
+    are under 80 columns whatever the terminal's width, six entries at most."""
+    for ln in out.splitlines():
+        assert len(ln) <= columns, ln
+        assert not ln.rstrip().endswith(CUT), ln
+    tail = out.rstrip("\n").split("\n\n")[-1].splitlines()
+    assert all(len(ln) < 80 for ln in tail), tail
+    assert len(_verdict(out)) <= 6, _verdict(out)
+
+
+def _own(stderr: str) -> str:
+    """gpudiag's own lines of `run`'s stderr: its banner up to the line on NVML, then from
+    the first finding on (the program's stderr, TensorFlow's noise, comes between)."""
+    lines = stderr.splitlines()
+    start = next(i for i, ln in enumerate(lines)
+                 if "without GPU sampling" in ln or "GPU(s) every" in ln) + 1
+    end = next(i for i, ln in enumerate(lines) if re.match(r"(OK|WARN|FAIL|SKIP) +run\.", ln))
+    return "\n".join(lines[:start] + lines[end:])
+
+
+@pytest.fixture(scope="module")
+def pair(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[int, str], Path, Path]:
+    """The slow-map fit (printed at 80 columns) and its fix (at 120), profiled in the
+    second epoch; gpudiag's own lines are on stderr (`run`'s stdout is the program's)."""
+    here = tmp_path_factory.mktemp("verdict")  # the user's directory: paths said from it
+    logdir = here / "runs"
+    printed: dict[int, str] = {}
+    for columns, extra in ((80, ()), (120, ("tuned",))):
+        proc = gpudiag("run", "--profile-warmup", "60", "--logdir", "runs", "--",
+                       sys.executable, PROGRAM, *extra, env=_env(columns), cwd=here,
+                       timeout=300)
+        assert proc.returncode == 0, proc.stderr[-2000:]
+        printed[columns] = proc.stderr
+    a, b = run_dirs(logdir)
+    return logdir, printed, a, b
+
+
+def test_run_names_the_bottleneck_the_action_and_its_line(
+        pair: tuple[Path, dict[int, str], Path, Path]) -> None:
+    _, printed, _, _ = pair
+    for columns, err in printed.items():
+        _whole(_own(err), columns)
+        verdict = _verdict(err)
+        assert [e.split(":")[0] for e in verdict] == [
+            "gpudiag run", "devices", "bottleneck", "learning", "report", "dashboard"], verdict
+        fix = verdict[2]
+        assert re.search(r"fix at input_pipeline_fit\.py:\d+: ", fix), (columns, fix)
+    slow = _verdict(printed[80])[2]
+    assert slow.startswith("bottleneck: ") and "input" in slow, slow
+    assert "num_parallel_calls=tf.data.AUTOTUNE" in slow and "predicted " in slow, slow
+
+
+def test_diff_says_first_how_much_faster_with_its_interval(
+        pair: tuple[Path, dict[int, str], Path, Path]) -> None:
+    logdir, _, a, b = pair
+    for columns in (80, 120):
+        proc = gpudiag("diff", "--logdir", "runs", str(a.relative_to(logdir.parent)),
+                       str(b.relative_to(logdir.parent)), env=_env(columns), cwd=logdir.parent)
+        assert proc.returncode == 0, proc.stderr[-2000:]
+        _whole(proc.stdout, columns)
+        first = _verdict(proc.stdout)[0]
+        assert re.fullmatch(r"B is \d+\.\d\dx faster \(95 % CI \d+\.\d\d-\d+\.\d\d\): "
+                            r"\d+\.\d\d -> \d+\.\d\d ms a step", first), first
+        assert "x0." not in proc.stdout
+
+
+def test_explain_of_a_gpu_trace_names_the_bottleneck_whole(tmp_path: Path) -> None:
+    for columns in (80, 120):
+        proc = gpudiag("explain", "--logdir", f"runs{columns}", str(TRACE),
+                       env=_env(columns), cwd=tmp_path, timeout=240)
+        assert proc.returncode in (0, 1), proc.stderr[-2000:]
+        _whole(proc.stdout, columns)
+        neck = next(e for e in _verdict(proc.stdout) if e.startswith("bottleneck: "))
+        assert "input" in neck, neck
+
+
+def test_scaling_on_two_devices_prints_whole_lines(tmp_path: Path) -> None:
+    for columns in (80, 120):
+        proc = gpudiag("scaling", "--max-gpus", "2", "--strategy", "towers", "--steps", "20",
+                       "--warmup-steps", "2", "--profile-steps", "2", "--histogram-every",
+                       "0", "--logdir", f"runs{columns}", env=_env(columns), cwd=tmp_path,
+                       timeout=240)
+        assert proc.returncode in (0, 1), proc.stderr[-2000:]
+        _whole(proc.stdout, columns)
+        assert [e.split(":")[0] for e in _verdict(proc.stdout)][:2] == ["gpudiag scaling",
+                                                                        "devices"]
