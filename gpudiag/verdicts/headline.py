@@ -276,14 +276,32 @@ def learning_line(report: dict[str, Any]) -> str | None:
     return f"learning: {word}{_headline(f)}"
 
 
-def times(ratio: float) -> str:
-    return f"{ratio:.2f}x"
+def change(ratio: float, low: float | None, high: float | None, verdict: str | None) -> str:
+    """B against A from B/A = ``ratio`` and its interval, said the right way round: "2.66x
+    faster (95 % CI 2.59-2.73)" (B/A below 1: A/B, and the interval turned over), "1.50x
+    slower (95 % CI 1.40-1.60)", "no change: B/A 0.99 (95 % CI 0.97-1.02 holds 1.00)",
+    "cannot tell: too few steps for an interval (B/A 0.50)"."""
+    if low is None or high is None or low <= 0:
+        return f"cannot tell: too few steps for an interval (B/A {ratio:.2f})"
+    if verdict == "no change" or low <= 1.0 <= high:
+        return f"no change: B/A {ratio:.2f} (95 % CI {low:.2f}-{high:.2f} holds 1.00)"
+    if ratio < 1:
+        return f"{1 / ratio:.2f}x faster (95 % CI {1 / high:.2f}-{1 / low:.2f})"
+    return f"{ratio:.2f}x slower (95 % CI {low:.2f}-{high:.2f})"
+
+
+def loop_result(ratio: float, low: float | None, high: float | None, verdict: str | None,
+                a_s: float, b_s: float) -> str:
+    """One compared loop in words: "B is 2.66x faster (95 % CI 2.59-2.73): 27.00 -> 10.15
+    ms a step"."""
+    said = change(ratio, low, high, verdict)
+    head = f"B is {said}" if said[0].isdigit() else said
+    return f"{head}: {a_s * 1000:.2f} -> {b_s * 1000:.2f} ms a step"
 
 
 def diff_line(report: dict[str, Any]) -> str | None:
-    """`gpudiag diff`'s result in words, B against A: "B is 2.66x faster (95 % CI
-    2.59-2.73): 27.00 -> 10.15 ms a step" (B/A below 1 is faster, said as A/B); "no
-    change" when the interval holds 1; the loop's name when the diff compared several."""
+    """`gpudiag diff`'s result in words, B against A (gpudiag.verdicts.diff's
+    diff.step-time findings; ``loop_result``); the loop's name when it compared several."""
     found = [f for f in _findings(report) if _family_evidence(f["id"]) == "DiffStep"]
     if not found:
         return None
@@ -297,19 +315,9 @@ def diff_line(report: dict[str, Any]) -> str | None:
                 ma, int | float) or not isinstance(mb, int | float):
             said.append(_headline(f))
             continue
-        steps = f"{ma * 1000:.2f} -> {mb * 1000:.2f} ms a step"
-        has_ci = isinstance(low, int | float) and isinstance(high, int | float) and low > 0
-        verdict = ev.get("verdict")
-        if not has_ci:
-            text = f"cannot tell: too few steps for an interval (B/A {ratio:.2f}): {steps}"
-        elif verdict == "no change" or low <= 1.0 <= high:
-            text = (f"no change: B/A {ratio:.2f} (95 % CI {low:.2f}-{high:.2f} holds "
-                    f"1.00): {steps}")
-        elif ratio < 1:
-            text = (f"B is {times(1 / ratio)} faster (95 % CI {1 / high:.2f}-{1 / low:.2f})"
-                    f": {steps}")
-        else:
-            text = f"B is {times(ratio)} slower (95 % CI {low:.2f}-{high:.2f}): {steps}"
+        text = loop_result(ratio, low if isinstance(low, int | float) else None,
+                           high if isinstance(high, int | float) else None,
+                           ev.get("verdict"), ma, mb)
         name = ev.get("name_b")
         said.append(f"{name}: {text}" if len(found) > 1 and name else text)
     return "; ".join(said)
