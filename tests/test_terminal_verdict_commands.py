@@ -126,3 +126,29 @@ def test_scaling_on_two_devices_prints_whole_lines(tmp_path: Path) -> None:
         _whole(proc.stdout, columns)
         assert [e.split(":")[0] for e in _verdict(proc.stdout)][:2] == ["gpudiag scaling",
                                                                         "devices"]
+
+
+def test_a_python_without_tensorflow_is_named_with_the_two_ways_out(tmp_path: Path) -> None:
+    """The program's `python` has no TensorFlow while gpudiag's has: one entry names that
+    interpreter, gpudiag's, and installing TensorFlow into it, whole at 80 columns."""
+    import importlib.util
+    import subprocess
+
+    if importlib.util.find_spec("tensorflow") is None:
+        pytest.skip("gpudiag's own Python has no TensorFlow here")
+    bare = tmp_path / "bare"  # a virtual environment of the same Python, nothing installed
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(bare)], check=True,
+                   timeout=120)
+    if subprocess.run([str(bare / "bin" / "python"), "-c", "import tensorflow"],
+                      capture_output=True, timeout=120).returncode == 0:
+        pytest.skip("the base Python has TensorFlow: no interpreter without it here")
+    (tmp_path / "train.py").write_text("import tensorflow as tf\nprint(tf.__version__)\n")
+    python = Path("bare", "bin", "python")  # as the user types it (a path, not one word
+    proc = gpudiag("run", "--logdir", "runs", "--", str(python), "train.py", env=_env(80),
+                   cwd=tmp_path)  # longer than the terminal)
+    assert proc.returncode == 1, proc.stderr[-2000:]
+    _whole(_own(proc.stderr), 80)
+    (fix,) = [e for e in _verdict(proc.stderr) if e.startswith("fix: ")]
+    assert fix == (f"fix: {python} has no TensorFlow; gpudiag's Python has it: run the "
+                   f"program with {sys.executable}, or install TensorFlow into {python} "
+                   f"({python} -m pip install tensorflow)"), fix

@@ -323,6 +323,23 @@ def diff_line(report: dict[str, Any]) -> str | None:
     return "; ".join(said)
 
 
+def interpreter_line(report: dict[str, Any]) -> str | None:
+    """A program that failed on ``import tensorflow`` (the catalogue's tensorflow-missing)
+    run by a Python without it, while gpudiag's own Python has it: that interpreter and
+    the two ways out, whole."""
+    crashed = any(f["id"] == "run.crash" and f.get("evidence", {}).get("catalogue") ==
+                  "tensorflow-missing" for f in _findings(report))
+    run = report.get("data", {}).get("run") or {}
+    ours = run.get("gpudiag_python") or {}
+    argv = run.get("command") or []
+    if not crashed or not ours.get("has_tensorflow") or not argv:
+        return None
+    theirs, exe = str(argv[0]), str(ours.get("executable"))
+    return (f"fix: {theirs} has no TensorFlow; gpudiag's Python has it: run the program "
+            f"with {exe}, or install TensorFlow into {theirs} ({theirs} -m pip install "
+            f"tensorflow)")
+
+
 def counts_line(report: dict[str, Any]) -> str:
     findings = _findings(report)
     n = {s: sum(1 for f in findings if f.get("status") == s) for s in _WORST}
@@ -343,7 +360,7 @@ def entries(report: dict[str, Any], tail: Sequence[str] = ()) -> list[Entry]:
     result = diff_line(report)
     body: list[str | Entry | None] = [
         result, counts_line(report), None if result else devices_line(report),
-        bottleneck_entry(report), learning_line(report)]
+        bottleneck_entry(report), learning_line(report), interpreter_line(report)]
     out: list[Entry] = [(e,) if isinstance(e, str) else e for e in body if e]
     room = MAX_ENTRIES - len(tail)
     while len(out) > room and len(out) > 1:
