@@ -52,17 +52,22 @@ STEPS: list[list[str]] = [
 SIDE_BY_SIDE = 3
 
 
-def _state(run_dir: Path | None, code: int) -> str:
+def _state(run_dir: Path | None, code: int) -> list[str]:
     """One step's outcome in a few words: where its devices line is known, that line
     (never "all checks passed" for work that ran on the CPU because there is no GPU)."""
     if code >= 2 or run_dir is None or not (run_dir / REPORT_JSON).is_file():
-        return f"could not run (exit code {code})"
+        return [f"could not run (exit code {code})"]
     report = _report(run_dir)
     if report is None:
-        return f"could not run (exit code {code})"
-    counts = headline.counts_line(report).split(": ", 1)[1]
+        return [f"could not run (exit code {code})"]
     devices = headline.devices_line(report)
-    return f"{counts}" + (f"\n    {devices}" if devices else "")
+    return [headline.counts_line(report).split(": ", 1)[1], *([devices] if devices else [])]
+
+
+def _said(text: str, indent: int) -> str:
+    """``text`` wrapped under 80 columns at ``indent``, never cut (headline.wrap_entry)."""
+    lines = headline.wrap_entry((text,), headline.WIDTH - indent)
+    return "\n".join(" " * indent + ln for ln in lines)
 
 
 def _report(run_dir: Path) -> dict[str, Any] | None:
@@ -148,8 +153,8 @@ def main() -> int:
             saved = args.logdir / f"demo-{step[0]}.log"
             code, hidden = _filtered(cmd, saved)
             if hidden:
-                print(f"({hidden} lines of TensorFlow's own C++ log kept out of this "
-                      f"terminal; the whole output: {saved})")
+                print(_said(f"({hidden} lines of TensorFlow's own C++ log kept out of "
+                            f"this terminal; the whole output: {saved})", 0))
         else:
             code = subprocess.call(cmd)
         new = sorted(d for d in set(args.logdir.glob("*")) - before if d.is_dir()) \
@@ -158,12 +163,14 @@ def main() -> int:
     worst = max([0, *(code for _, _, code in runs if code >= 2)])
     print("\nDiagnosis done. Run directories:")
     for name, run_dir, code in runs:
-        print(f"  {name}\n    {run_dir}: {_state(run_dir, code)}")
+        print(f"  {name}: {run_dir}")
+        print("\n".join(_said(ln, 4) for ln in _state(run_dir, code)))
     last = runs[-1][1]
     report = _report(last) if last is not None else None
     if report is not None:
         print("\nYour program's verdict (the `run` step):")
-        print("\n".join(f"  {line}" for line in headline.verdict(report)[1:]))
+        print("\n".join("  " + ln for e in headline.entries(report)[1:]
+                         for ln in headline.wrap_entry(e, headline.WIDTH - 2)))
     print("\nOpen the dashboard (the GPUDIAG tab):\n  "
           + shlex.join([*_gpudiag(), "tensorboard", str(args.logdir)]))
     return worst
