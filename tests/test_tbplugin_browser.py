@@ -370,6 +370,12 @@ def test_two_runs_side_by_side_show_the_diffs_numbers(
             expect(column.locator("section.learning")).to_be_visible()
         _cards_fit(frame, f"side by side at {width} px")
     browser.page.set_viewport_size({"width": 1600, "height": 1000})
+    # the diff run itself, opened alone: its answer first, the same words
+    said = result.inner_text()
+    frame.locator("#gpudiag-other").select_option("")
+    _choose(frame, "gpudiag-run", diff_dir, logdir)
+    expect(frame.locator(".sides")).to_have_count(0)
+    expect(frame.locator("section.diff p.result").first).to_have_text(said)
     browser.assert_clean()
 
 

@@ -150,6 +150,12 @@ def test_diff_view_says_the_result_in_words_the_right_way_round(logdir: Path) ->
     assert view["source"].endswith("(gpudiag diff)")  # the diff run's own record
     (result,) = view["result"]
     assert result.startswith("no change: B/A 1.00 (95 % CI "), result
+    # the diff run itself, opened on the page: its record first, the same words
+    (diff_dir,) = run_dirs(logdir / "diffs")
+    own = _strict_json(views.run_view(load_run(diff_dir), logdir))["diff"]
+    assert set(own) == set(doc) and own["result"] == view["result"]
+    assert (own["a"], own["b"]) == (view["a"], view["b"])
+    assert all(_strict_json(views.run_view(r, logdir))["diff"] is None for r in _runs(logdir))
     assert not any(re.search(r"x0\.\d", r["change"]) for r in view["rows"]), view["rows"]
     # two different runs, no diff run of them: the same record gpudiag diff makes
     a, b = (load_run(d) for d in sorted(run_dirs(logdir / "explain" / "t4_input_bound")

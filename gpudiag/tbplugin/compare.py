@@ -77,6 +77,27 @@ def result(record: DiffRecord) -> list[str]:
                                                   or "neither run timed its steps")]
 
 
+def _side_id(path: str, logdir: Path) -> str:
+    """A compared run's id on the page (its directory relative to the logdir), or its path
+    as the diff recorded it when it is not under the logdir."""
+    try:
+        return Path(path).resolve().relative_to(logdir.resolve()).as_posix()
+    except (ValueError, OSError):
+        return path
+
+
+def record_view(run: Run, logdir: Path) -> dict[str, Any] | None:
+    """A `gpudiag diff` run's own record, as ``diff_view`` gives it (None: not a diff run,
+    or no record in it): what the page shows when such a run is opened."""
+    data = run.report.data.get(DIFF_DATA_KEY)
+    if run.command != "diff" or not isinstance(data, dict):
+        return None
+    record = DiffRecord.from_dict(data)
+    return {"a": _side_id(record.a, logdir), "b": _side_id(record.b, logdir),
+            "source": f"from {run_id(run, logdir)} (gpudiag diff)", "result": result(record),
+            "rows": rows(record), "lines": record.not_compared}
+
+
 def diff_view(a: Run, b: Run, logdir: Path) -> dict[str, Any]:
     """The side-by-side view: the record of a `gpudiag diff` run of these two runs in the
     logdir, else the same record made by the code `gpudiag diff` runs (pure)."""

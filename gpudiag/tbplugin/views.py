@@ -272,4 +272,10 @@ def run_view(run: Run, logdir: Path) -> dict[str, Any]:
             "verdict": headline.verdict(run.report_json, headline.UNCUT),
             "devices": devices(run), "bottleneck": bottleneck(run),
             "learning": learning(run), "scaling": scaling(run), "groups": groups(run),
-            "live": live(run)}
+            "live": live(run), "diff": _diff_record(run, logdir)}
+
+
+def _diff_record(run: Run, logdir: Path) -> dict[str, Any] | None:
+    from gpudiag.tbplugin.compare import record_view
+
+    return record_view(run, logdir)

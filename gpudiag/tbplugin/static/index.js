@@ -315,9 +315,11 @@ async function show(root) {
     root.replaceChildren(diffCard(diff), el("div", { class: "sides" },
       sideColumn(view, "A"), sideColumn(other, "B")));
   } else {
+    // a `gpudiag diff` run: its own record's answer first (its cards hold no diagnosis)
     root.replaceChildren(...[
       el("pre", { class: "headline" }, view.verdict.join("\n")), liveCard(view),
-      el("div", { class: "grid" }, ...cards(view)), findingsCard(view.groups)].filter(Boolean));
+      diffCard(view.diff), el("div", { class: "grid" }, ...cards(view)),
+      findingsCard(view.groups)].filter(Boolean));
   }
   if (view.status === "running") {
     state.timer = setTimeout(async () => {
