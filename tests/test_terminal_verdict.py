@@ -231,3 +231,13 @@ def test_scaling_table_fits_80_columns_without_cutting() -> None:
     assert all(h in lines[1] for h in TERMINAL_HEADERS), lines[1]
     assert not any("…" in ln for ln in lines), lines
     assert len(lines) == 3 + len(data["rows"])
+
+
+def test_a_fix_with_no_line_of_the_users_is_the_advices_first_sentence() -> None:
+    """The sample scaling run (written before actions): its communication-bound
+    configuration's advice, and its prediction said by throughput (a 2x batch's step is
+    another step: never '14.1 -> 25.4 ms')."""
+    line = headline.bottleneck_line(_sample("scaling"))
+    assert line == ("bottleneck: communication-bound (20% of a 14.1 ms step); fix: fewer, "
+                    "larger all-reduces: a larger batch per replica, or fewer replicas for a "
+                    "model this size; predicted x1.11 examples/s (batch per replica x2)"), line

@@ -189,9 +189,14 @@ def _ms(seconds: Any) -> str | None:
 
 
 def _predicted(now_s: Any, predicted: Any) -> str:
-    """"; predicted 32.6 -> 17.4 ms a step (16.9-18.0)", or why there is no prediction."""
+    """"; predicted 32.6 -> 17.4 ms a step (16.9-18.0)", or why there is no prediction; a
+    fix that changes the work of a step (a larger batch: whatif's
+    ``step_s_per_original_batch``) is said by its throughput, its step being another's."""
     if not isinstance(predicted, dict):
         return ""
+    speedup = predicted.get("speedup")
+    if "step_s_per_original_batch" in predicted and isinstance(speedup, int | float):
+        return f"; predicted x{speedup:.2f} examples/s ({predicted.get('fix') or 'the fix'})"
     now, after = _ms(now_s), _ms(predicted.get("step_s"))
     if after is None:
         basis = predicted.get("basis") or predicted.get("reason")
@@ -216,6 +221,10 @@ def fix_entry(f: dict[str, Any]) -> str | None:
                               clause)
                 return f"fix at {where.group(0)}: {said}" + _predicted(
                     ev.get("step_s"), ev.get("predicted"))
+        advice = " ".join(str(f.get("advice") or "").split())
+        if ev.get("causes") and advice:  # no line of the user's: the advice's first sentence
+            return "fix: " + re.split(r"(?<=\.)\s", advice, maxsplit=1)[0] + _predicted(
+                ev.get("step_s"), ev.get("predicted"))
         return "fix: see report.md" if ev.get("causes") else None
     action = actions[0]
     head = f"fix at {action['where']}" if action.get("where") else "fix"
