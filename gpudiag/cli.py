@@ -19,7 +19,7 @@ import sys
 from collections.abc import Callable
 from contextlib import AbstractContextManager
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import typer
 
@@ -55,6 +55,9 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    # click's own help layout: it gives the words the room at 80 columns (rich's panels
+    # squeezed them into a 19-character column beside a <bool> metavar column)
+    rich_markup_mode=None,
 )
 
 def _nvml(ctx: typer.Context) -> AbstractContextManager[NvmlBackend | NvmlUnavailable]:
@@ -66,7 +69,7 @@ def _nvml(ctx: typer.Context) -> AbstractContextManager[NvmlBackend | NvmlUnavai
     return nvml.opened(opener)
 
 
-@app.command()
+@app.command(short_help="What TensorFlow, CUDA, NVML and the devices look like.")
 def env(
     ctx: typer.Context,
     logdir: Path = opt.LogdirOpt,
@@ -83,7 +86,7 @@ def env(
     execute("env", logdir, as_json, body)
 
 
-@app.command()
+@app.command(short_help="Where every op runs; soft-placement fallbacks.")
 def placement(
     logdir: Path = opt.LogdirOpt,
     as_json: bool = opt.JsonOpt,
@@ -101,7 +104,7 @@ def placement(
     execute("placement", logdir, as_json, body)
 
 
-@app.command()
+@app.command(short_help="Train on 1, 2, 4 ... devices: faster with more?")
 def scaling(
     ctx: typer.Context,
     max_gpus: int | None = opt.MaxGpusOpt,
@@ -172,7 +175,7 @@ def scaling(
     execute("scaling", logdir, as_json, body)
 
 
-@app.command()
+@app.command(short_help="Join a real cluster as this machine's task.")
 def worker(
     ctx: typer.Context,
     mode: str = cluster_opts.WorkerModeOpt,
@@ -185,7 +188,7 @@ def worker(
     profile_steps: int = opt.ProfileStepsOpt,
     form_timeout: float = cluster_opts.FormTimeoutOpt,
     collective_timeout: float = cluster_opts.CollectiveTimeoutOpt,
-    timeout: float = typer.Option(600.0, "--timeout", callback=opt.positive,
+    timeout: float = typer.Option(600.0, "--timeout", callback=opt.positive, metavar="SECONDS",
                                   help="Seconds this task may run in all."),
     logdir: Path = opt.LogdirOpt,
     as_json: bool = opt.JsonOpt,
@@ -209,7 +212,8 @@ def worker(
     execute("worker", logdir, as_json, body)
 
 
-@app.command(context_settings={"allow_interspersed_args": False})
+@app.command(context_settings={"allow_interspersed_args": False},
+             short_help="Run any command, sampling every GPU: was each used?")
 def monitor(
     ctx: typer.Context,
     command: list[str] | None = typer.Argument(
@@ -239,7 +243,8 @@ def monitor(
     _watch(ctx, "monitor", gpus, logdir, as_json, body, strict=strict)
 
 
-@app.command(name="run", context_settings={"allow_interspersed_args": False})
+@app.command(name="run", context_settings={"allow_interspersed_args": False},
+             short_help="Run your own TensorFlow program and diagnose it.")
 def run_program(
     ctx: typer.Context,
     command: list[str] | None = typer.Argument(
@@ -292,7 +297,7 @@ def _watch(ctx: typer.Context, name: str, gpus: str | None, logdir: Path, as_jso
                 strict=strict)
 
 
-@app.command()
+@app.command(short_help="Memory modes: default, growth, limit; TF's vs NVML's view.")
 def memory(
     ctx: typer.Context,
     steps: int = opt.MemoryStepsOpt,
@@ -321,11 +326,11 @@ def memory(
     execute("memory", logdir, as_json, body)
 
 
-@app.command()
+@app.command(short_help="Open TensorBoard on gpudiag's runs (or --check it).")
 def tensorboard(
     logdir: Path | None = typer.Argument(
         None, show_default=False, help="The logdir to open [default: the newest run "
-        "directory under runs/, else runs/]."),
+        "directory under runs/ that answers a question (not a diff record), else runs/]."),
     port: int = opt.PortOpt,
     host: str = opt.HostOpt,
     check: bool = opt.CheckOpt,
@@ -338,7 +343,7 @@ def tensorboard(
         say=typer.echo, warn=lambda line: typer.echo(line, err=True)))
 
 
-@app.command()
+@app.command(short_help="Where a step's time went, from traces you already have.")
 def explain(
     path: Path = typer.Argument(..., show_default=False, help="A TensorBoard logdir, a "
                                 "plugins/profile/<run> directory, or one .xplane.pb file."),
@@ -361,7 +366,7 @@ def explain(
     execute("explain", logdir, as_json, body)
 
 
-@app.command()
+@app.command(short_help="Did the change work: B against A, with 95 % intervals.")
 def diff(
     a: Path = typer.Argument(..., show_default=False, help="Run A (before): a run "
                              "directory, or a directory with profiler traces."),
@@ -424,9 +429,31 @@ def main(argv: list[str] | None = None, *, open_nvml: Opener | None = None) -> i
         return code
 
 
+#: An option's value as --help names it where its declaration names none (typer's own
+#: ``<int range>``, ``<bool>`` and ``<list[str]>`` are noise in an 80-column help).
+_METAVARS = {"int": "N", "float": "NUMBER", "str": "TEXT", "Path": "PATH"}
+
+
+def readable_help(command: Any) -> Any:
+    """``command`` (the group typer builds) with every subcommand's help readable at 80
+    columns: each option's value named in a word (N, NUMBER, TEXT, PATH) where its
+    declaration names none, a flag's not at all; an argument by its name alone (A, PATH),
+    without typer's type beside it."""
+    from typer.core import TyperArgument, TyperOption
+
+    for sub in getattr(command, "commands", {}).values():
+        for param in sub.params:
+            if isinstance(param, TyperOption) and param.metavar is None and not param.is_flag:
+                param.metavar = _METAVARS.get(param.bare_type(), "VALUE")
+            elif isinstance(param, TyperArgument):
+                param.metavar = param.metavar or (param.name or "").upper()
+                setattr(param, "display_type_rich", lambda ctx: None)  # noqa: B010
+    return command
+
+
 def _main(argv: list[str] | None, open_nvml: Opener | None) -> int:
     try:
-        command = typer.main.get_command(app)
+        command = readable_help(typer.main.get_command(app))
         rv = command.main(args=argv, prog_name="gpudiag", standalone_mode=False, obj=open_nvml)
     except BaseException as exc:
         return exit_code_of(exc)

@@ -34,7 +34,7 @@ def logdir_path(value: str | Path) -> Path:
     return Path(text)
 
 
-LogdirOpt = typer.Option(Path("runs"), "--logdir", parser=logdir_path,
+LogdirOpt = typer.Option(Path("runs"), "--logdir", parser=logdir_path, metavar="DIR",
                          help="Directory that receives one run directory per command; "
                          "created if missing, earlier runs untouched.")
 JsonOpt = typer.Option(False, "--json", help="Print report.json to stdout (the table goes "
@@ -67,7 +67,7 @@ def allreduce_mb(value: float) -> float:
     return value
 
 
-TimeoutOpt = typer.Option(DEFAULT_TIMEOUT_S, "--timeout", callback=positive,
+TimeoutOpt = typer.Option(DEFAULT_TIMEOUT_S, "--timeout", callback=positive, metavar="SECONDS",
                           help="Seconds each probe's child process may run before it is killed.")
 VirtualGpusOpt = typer.Option(None, "--virtual-gpus", min=1, max=64, help="Split GPU 0 into "
                               "N logical GPUs (without a GPU: N virtual CPU devices).")
@@ -104,13 +104,13 @@ def fraction(value: float | None) -> float | None:
 
 
 # `monitor` and `run`: how NVML watches the GPUs while the command runs.
-IntervalOpt = typer.Option(0.5, "--interval", callback=interval,
+IntervalOpt = typer.Option(0.5, "--interval", callback=interval, metavar="SECONDS",
                            help="Seconds between NVML polls (at least 0.1).")
 IdleThresholdOpt = typer.Option(
     10.0, "--idle-threshold", callback=percent,
     help="A GPU whose p95 utilization stays under this many percent counts as idle.")
-GpusOpt = typer.Option(None, "--gpus", help="Watch only these GPUs (NVML indices, as "
-                       "nvidia-smi numbers them), e.g. 0,1.")
+GpusOpt = typer.Option(None, "--gpus", metavar="INDICES", help="Watch only these GPUs "
+                       "(NVML indices, as nvidia-smi numbers them), e.g. 0,1.")
 
 
 def parse_gpus(text: str) -> tuple[int, ...]:
@@ -197,11 +197,12 @@ AllreduceMinOpt = typer.Option(_SCALING.allreduce_min_mb, "--allreduce-min-mb",
                                callback=allreduce_mb, help="Smallest all-reduce message in "
                                "MiB (at least 1/1024, 1 KiB).")
 ScalingTimeoutOpt = typer.Option(_SCALING.timeout_s, "--timeout", callback=positive,
+                                 metavar="SECONDS",
                                  help="Seconds each configuration's child process may run.")
 
 # `run`: the stall watch.
 StallTimeoutOpt = typer.Option(
-    None, "--stall-timeout", min=0.0, show_default=False,
+    None, "--stall-timeout", min=0.0, show_default=False, metavar="SECONDS",
     help="Seconds without a finished step before gpudiag names the job stalled and where "
          "it waits (default: 20x the median step period, at least 60 s; before a "
          "multi-worker task's first step, 300 s from its join; 0: off).")
@@ -216,7 +217,7 @@ StrictOpt = typer.Option(
     "whatever the findings.")
 
 GraceOpt = typer.Option(
-    30.0, "--grace", min=0.0, max=86400.0, callback=finite_nonnegative,
+    30.0, "--grace", min=0.0, max=86400.0, callback=finite_nonnegative, metavar="SECONDS",
     help="Seconds the program has to end by itself after gpudiag passes it a SIGTERM or "
          "Ctrl-C, before SIGKILL (a second Ctrl-C ends it at once). A SIGHUP is passed on "
          "and the program runs on if it ignores it (nohup).")

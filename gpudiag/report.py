@@ -288,10 +288,31 @@ def _headline(report: Report) -> list[str]:
     return out
 
 
+def _action_md(a: Action) -> str:
+    """One action in report.md: where, what, and the step predicted after it (or why
+    there is no prediction)."""
+    text = (f"at `{a.where}`: " if a.where else "") + a.what
+    p = a.predicted
+    if p is not None and p.step_s is not None:
+        text += f"; predicted {p.step_s * 1000:.1f} ms a step"
+        if p.low_s is not None and p.high_s is not None:
+            text += f" ({p.low_s * 1000:.1f}-{p.high_s * 1000:.1f})"
+        if p.basis:
+            text += f" ({p.basis})"
+    elif p is not None and p.basis:
+        text += f"; no prediction: {p.basis}"
+    return text
+
+
 def _sections(report: Report) -> list[str]:
     out: list[str] = []
     for f in report.findings:
-        out += [f"## {_ICON[f.status]} `{f.id}`", "", f.message, ""]
+        out += [f"## {_ICON[f.status]} `{f.id}`", ""]
+        if f.title:
+            out += [f"**{f.title}**", ""]
+        out += [f.message, ""]
+        if f.actions:
+            out += ["What to change:", "", *(f"- {_action_md(a)}" for a in f.actions), ""]
         if f.advice and f.status != "ok":
             out += [f"What to do: {f.advice}", ""]
         if f.evidence:
@@ -323,7 +344,7 @@ def summary_markdown(report: Report) -> str:
             + ", ".join(f"{counts[s]} {s}" for s in STATUSES))
     if report.devices.get("summary"):
         head += f"; {report.devices['summary']}"
-    lines = [f"- **{_ICON[f.status]}** `{f.id}`: {f.message}"
+    lines = [f"- **{_ICON[f.status]}** `{f.id}`: {f.headline}"
              for status in SUMMARY_ORDER for f in report.findings if f.status == status]
     return "\n".join([head, "", *lines, "",
                       f"Run directory `{report.run_dir}`. Evidence and advice for each "

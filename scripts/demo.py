@@ -8,27 +8,34 @@ non-zero only when a command could not run (exit code 2 or more); failed checks 
 results, shown in the tables. The last step runs a small user-like Keras script
 (gpudiag/examples/keras_mnist_like.py) under `gpudiag run`, as a user runs their own
 program.
+
+Each step is printed as a command the user can paste as it is (options before `--`:
+`.venv/bin/gpudiag run --logdir runs -- .venv/bin/python -m ...`). The steps that run a
+program (monitor, run) pass its output through as it comes, less TensorFlow's own C++ log
+(``I0000 ... cpu_feature_guard.cc``, ``E0000 ... cuInit``: gpudiag.run.streams.CppLog),
+which is saved whole with the rest of that step's output in <logdir>/demo-<step>.log.
 """
 
 from __future__ import annotations
 
 import argparse
+import shlex
 import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
 from gpudiag.layout import REPORT_JSON
+from gpudiag.run.streams import CppLog
 from gpudiag.rundir import RunDirError, load_run
 from gpudiag.verdicts import headline
 
-# A few seconds of TensorFlow matmuls for `gpudiag monitor` to watch (any command would do).
+# A few seconds of TensorFlow matmuls for `gpudiag monitor` to watch (any command would do):
+# one line, so that the command shown can be pasted as it is.
 MONITOR_WORKLOAD = (
-    "import tensorflow as tf\n"
-    "x = tf.random.normal([1024, 1024])\n"
-    "for _ in range(60):\n"
-    "    x = tf.linalg.matmul(x, x) / 32.0\n"
-    "print('demo workload done:', x.shape)\n"
+    "import functools, tensorflow as tf; x = functools.reduce(lambda x, _: "
+    "tf.linalg.matmul(x, x) / 32.0, range(60), tf.random.normal([1024, 1024])); "
+    "print('demo workload done:', x.shape)"
 )
 
 # Each entry: the gpudiag arguments of one step of the diagnosis.
@@ -45,17 +52,22 @@ STEPS: list[list[str]] = [
 SIDE_BY_SIDE = 3
 
 
-def _state(run_dir: Path | None, code: int) -> str:
+def _state(run_dir: Path | None, code: int) -> list[str]:
     """One step's outcome in a few words: where its devices line is known, that line
     (never "all checks passed" for work that ran on the CPU because there is no GPU)."""
     if code >= 2 or run_dir is None or not (run_dir / REPORT_JSON).is_file():
-        return f"could not run (exit code {code})"
+        return [f"could not run (exit code {code})"]
     report = _report(run_dir)
     if report is None:
-        return f"could not run (exit code {code})"
-    counts = headline.counts_line(report).split(": ", 1)[1]
+        return [f"could not run (exit code {code})"]
     devices = headline.devices_line(report)
-    return f"{counts}" + (f"\n    {devices}" if devices else "")
+    return [headline.counts_line(report).split(": ", 1)[1], *([devices] if devices else [])]
+
+
+def _said(text: str, indent: int) -> str:
+    """``text`` wrapped under 80 columns at ``indent``, never cut (headline.wrap_entry)."""
+    lines = headline.wrap_entry((text,), headline.WIDTH - indent)
+    return "\n".join(" " * indent + ln for ln in lines)
 
 
 def _report(run_dir: Path) -> dict[str, Any] | None:
@@ -65,13 +77,46 @@ def _report(run_dir: Path) -> dict[str, Any] | None:
         return None
 
 
+def _typed(path: str) -> str:
+    """``path`` as the user types it here: relative to the working directory when under it."""
+    try:
+        return str(Path(path).resolve().relative_to(Path.cwd().resolve()))
+    except (ValueError, OSError):
+        return path
+
+
+def _gpudiag() -> list[str]:
+    """How the user runs gpudiag here: the venv's script, else its Python's -m."""
+    script = Path(sys.executable).parent / "gpudiag"
+    return [_typed(str(script))] if script.is_file() else [_typed(sys.executable), "-m",
+                                                           "gpudiag"]
+
+
 def _command(step: list[str], logdir: Path) -> tuple[str, list[str]]:
-    """The step as shown, and its command line (--logdir right after the command name:
-    after `monitor --` it would be the workload's)."""
-    name = " ".join(step) if "--" not in step else (
-        f"{step[0]} -- python -m {step[-1]}" if step[-2:-1] == ["-m"]
-        else f"{step[0]} -- <a TensorFlow workload>")
-    return name, [sys.executable, "-m", "gpudiag", step[0], "--logdir", str(logdir), *step[1:]]
+    """The step as the user can paste it (options before ``--``; this Python as its path),
+    and its command line."""
+    shown = [*_gpudiag(), step[0], "--logdir", str(logdir),
+             *(_typed(a) if a == sys.executable else a for a in step[1:])]
+    return shlex.join(shown), [sys.executable, "-m", "gpudiag", step[0], "--logdir",
+                               str(logdir), *step[1:]]
+
+
+def _filtered(cmd: list[str], saved: Path) -> tuple[int, int]:
+    """Run ``cmd``, its output (stdout and stderr) shown as it comes less TensorFlow's C++
+    log lines, all of it saved in ``saved``; the exit code and the lines kept out."""
+    saved.parent.mkdir(parents=True, exist_ok=True)
+    cpp, hidden = CppLog(), 0
+    with saved.open("wb") as out, subprocess.Popen(
+            cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT) as proc:
+        assert proc.stdout is not None
+        for raw in proc.stdout:
+            out.write(raw)
+            if cpp(raw.decode("utf-8", "replace").rstrip("\r\n")):
+                hidden += 1
+                continue
+            sys.stdout.buffer.write(raw)
+            sys.stdout.flush()
+    return proc.returncode, hidden
 
 
 def _side_by_side(steps: list[list[str]], logdir: Path) -> list[tuple[str, Path | None, int]]:
@@ -87,11 +132,11 @@ def _side_by_side(steps: list[list[str]], logdir: Path) -> list[tuple[str, Path 
     new = set(logdir.glob("*")) - before if logdir.is_dir() else set()
     runs = []
     for step, name, out, code in outputs:
-        print(f"\n$ gpudiag {name} --logdir {logdir}", flush=True)
+        print(f"\n$ {name}", flush=True)
         sys.stdout.buffer.write(out)
         sys.stdout.flush()
-        made = sorted(d for d in new if d.name.endswith(f"-{step[0]}"))
-        runs.append((name, made[-1] if made else None, code))
+        made = sorted(d for d in new if d.name.endswith(f"-{step[0]}") and d.is_dir())
+        runs.append((f"gpudiag {step[0]}", made[-1] if made else None, code))
     return runs
 
 
@@ -103,21 +148,31 @@ def main() -> int:
     for step in STEPS[SIDE_BY_SIDE:]:
         before = set(args.logdir.glob("*")) if args.logdir.is_dir() else set()
         name, cmd = _command(step, args.logdir)
-        print(f"\n$ gpudiag {name} --logdir {args.logdir}", flush=True)
-        code = subprocess.call(cmd)
-        new = sorted(set(args.logdir.glob("*")) - before) if args.logdir.is_dir() else []
-        runs.append((name, new[-1] if new else None, code))
+        print(f"\n$ {name}", flush=True)
+        if "--" in step:  # a program's output: TensorFlow's C++ log kept out, saved whole
+            saved = args.logdir / f"demo-{step[0]}.log"
+            code, hidden = _filtered(cmd, saved)
+            if hidden:
+                print(_said(f"({hidden} lines of TensorFlow's own C++ log kept out of "
+                            f"this terminal; the whole output: {saved})", 0))
+        else:
+            code = subprocess.call(cmd)
+        new = sorted(d for d in set(args.logdir.glob("*")) - before if d.is_dir()) \
+            if args.logdir.is_dir() else []
+        runs.append((f"gpudiag {step[0]}", new[-1] if new else None, code))
     worst = max([0, *(code for _, _, code in runs if code >= 2)])
     print("\nDiagnosis done. Run directories:")
     for name, run_dir, code in runs:
-        print(f"  gpudiag {name}\n    {run_dir}: {_state(run_dir, code)}")
+        print(f"  {name}: {run_dir}")
+        print("\n".join(_said(ln, 4) for ln in _state(run_dir, code)))
     last = runs[-1][1]
     report = _report(last) if last is not None else None
     if report is not None:
         print("\nYour program's verdict (the `run` step):")
-        print("\n".join(f"  {line}" for line in headline.verdict(report)[1:]))
-    print(f"\nOpen the dashboard (the GPUDIAG tab):\n  .venv/bin/gpudiag tensorboard "
-          f"{args.logdir}")
+        print("\n".join("  " + ln for e in headline.entries(report)[1:]
+                         for ln in headline.wrap_entry(e, headline.WIDTH - 2)))
+    print("\nOpen the dashboard (the GPUDIAG tab):\n  "
+          + shlex.join([*_gpudiag(), "tensorboard", str(args.logdir)]))
     return worst
 
 

@@ -137,7 +137,8 @@ def split_own_lines(stderr: bytes, command: str) -> tuple[bytes, bytes, bytes]:
     """A watched command's stderr under `gpudiag monitor|run`: gpudiag's own lines before it
     started (the banner, NVML's state), the command's stderr (with any ``gpudiag:`` line
     said while it ran), gpudiag's own lines after it ended (the findings, each a line
-    ``OK    run.command: ...`` and its wrapped lines indented by six spaces, then the verdict from ``gpudiag <command>: N failed``). A
+    ``OK    run.command: ...`` and its wrapped lines indented by six spaces, then the
+    verdict from ``gpudiag <command>: N failed``). A
     command whose stderr ends without a newline has the first finding follow on its last
     line."""
     lines = stderr.splitlines(keepends=True)
@@ -145,8 +146,9 @@ def split_own_lines(stderr: bytes, command: str) -> tuple[bytes, bytes, bytes]:
         i for i, ln in enumerate(lines)
         if b"without GPU sampling" in ln or b"GPU(s) every" in ln) + 1])
     name = re.escape(command.encode())
-    ends = list(re.finditer(rb"(?:(?:OK|WARN|FAIL|SKIP) +" + name + rb"\.[^\n]*\n(?: {6}[^\n]*\n)*)+"
-                            rb"\n?gpudiag " + name + rb": \d+ failed", stderr))
+    finding = rb"(?:OK|WARN|FAIL|SKIP) +" + name + rb"\.[^\n]*\n(?: {6}[^\n]*\n)*"
+    ends = list(re.finditer(rb"(?:" + finding + rb")+\n?gpudiag " + name + rb": \d+ failed",
+                            stderr))
     end = ends[-1].start() if ends else len(stderr)
     return stderr[:start], stderr[start:end], stderr[end:]
 

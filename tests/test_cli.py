@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -148,3 +149,32 @@ def test_worker_and_tensorboard_without_logdir_from_an_empty_directory(tmp_path:
     board = gpudiag("tensorboard", cwd=tmp_path, timeout=60)
     assert board.returncode == 2 and "Traceback" not in board.stderr
     assert len(board.stderr.strip().splitlines()) == 1, board.stderr
+
+
+HELP_COMMANDS = ("", "env", "placement", "memory", "scaling", "worker", "monitor", "run",
+                 "explain", "diff", "tensorboard")
+
+
+@pytest.mark.parametrize("command", HELP_COMMANDS)
+def test_help_reads_at_80_columns(command: str) -> None:
+    """`gpudiag [COMMAND] --help` in an 80-column terminal: every line fits, the words have
+    the room (help text from column 34 at the latest, not a squeezed column beside a type
+    column), values named in words (no typer ``<bool>``, ``<int range>``), no space
+    before a period or comma, no command's summary cut with '...'."""
+    proc = subprocess.run([sys.executable, "-m", "gpudiag", *filter(None, [command]), "--help"],
+                          capture_output=True, text=True, cwd=REPO, timeout=60,
+                          env={**os.environ, "COLUMNS": "80", "TERM": "dumb",
+                               "PYTHONPATH": str(REPO)})
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    assert len(lines) > 5, proc.stdout
+    for line in lines:
+        assert len(line) <= 80, line
+        assert "\u2502" not in line and "\u2026" not in line, line  # no panel, no ellipsis
+        assert not re.search(r"<(?:bool|int|float|str|path|Path|list\[str\])(?: range)?>",
+                             line), line
+        assert not re.search(r"\w \.(?:\s|$)| ,", line), line
+        if not line.startswith("Usage:"):
+            assert not line.rstrip().endswith("..."), line
+    indents = {len(ln) - len(ln.lstrip()) for ln in lines if ln.startswith(" " * 6)}
+    assert all(i <= 34 for i in indents), sorted(indents)

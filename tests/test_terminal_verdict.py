@@ -34,6 +34,17 @@ def _tail(out: str) -> list[str]:
     return out.rstrip("\n").split("\n\n")[-1].splitlines()
 
 
+def _entries(lines: list[str]) -> list[str]:
+    """The verdict's entries, each whole: a wrapped entry's lines (indented) joined."""
+    out: list[str] = []
+    for ln in lines:
+        if ln.startswith(" ") and out:
+            out[-1] += " " + ln.strip()
+        else:
+            out.append(ln)
+    return out
+
+
 def _no_gpu_here() -> bool:
     return not any(Path(d).joinpath("libnvidia-ml.so.1").exists() for d in (
         "/usr/lib/x86_64-linux-gnu", "/usr/lib64", "/usr/lib"))
@@ -68,8 +79,9 @@ def test_run_of_a_keras_fit_names_device_bottleneck_and_learning(tmp_path: Path)
     proc = gpudiag("run", "--logdir", "runs", "--", sys.executable, "-m",
                    "gpudiag.examples.keras_mnist_like", env=COLUMNS_80, cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr[-2000:]
-    verdict = _tail(proc.stderr)  # `run`: stdout is the program's
-    assert len(verdict) == 6 and all(len(ln) < 80 for ln in verdict), verdict
+    lines = _tail(proc.stderr)  # `run`: stdout is the program's
+    assert all(len(ln) < 80 for ln in lines), lines
+    verdict = _entries(lines)
     assert [ln.split(":")[0] for ln in verdict] == [
         "gpudiag run", "devices", "bottleneck", "learning", "report", "dashboard"]
     if _no_gpu_here():
@@ -105,25 +117,85 @@ def test_the_reason_comes_from_the_evidence_only() -> None:
 def test_the_sample_runs_verdicts() -> None:
     for command in ("env", "placement", "memory", "scaling", "monitor", "run"):
         lines = headline.terminal(_sample(command), "r/report.md", "runs")
-        assert 3 <= len(lines) <= 6 and all(len(ln) < 80 for ln in lines), lines
+        assert 3 <= len(_entries(lines)) <= 6 and all(len(ln) < 80 for ln in lines), lines
         assert "passed" not in " ".join(lines)
+        assert not any(ln.endswith(("...", "\u2026")) for ln in lines), lines
     assert headline.devices_line(_sample("scaling")) == \
         "devices: no GPU, ran on the CPU (4 virtual CPU devices): no NVIDIA driver"
     card = headline.card(_sample("run"))
     assert len(card.splitlines()) <= 5
 
 
-def test_a_page_gets_the_verdict_lines_whole() -> None:
-    """The dashboard wraps its lines: the same verdict, never cut at 80 columns."""
+def test_a_page_gets_the_verdict_entries_whole() -> None:
+    """The dashboard wraps its lines: the same entries as the terminal's, one line each."""
     for command in ("env", "placement", "memory", "scaling", "monitor", "run"):
         report = _sample(command)
         short, whole = headline.verdict(report), headline.verdict(report, headline.UNCUT)
-        assert len(short) == len(whole)
-        for cut, line in zip(short, whole, strict=True):
-            assert not line.endswith("..."), line
-            assert line.startswith(cut.removesuffix("...").rstrip()), (cut, line)
+        assert [" ".join(e.replace("; fix", " fix").split()) for e in whole] == \
+            [" ".join(e.split()) for e in _entries(short)]
     run = headline.verdict(_sample("run"))
-    assert any(ln.endswith("...") for ln in run), run  # the case this is for
+    assert run[2] == "bottleneck: none stands out of a 6.0 ms step (compute 68%, host 31%,"\
+        " launch" and run[3] == "  30%)", run  # wrapped with an indent, not cut
+
+
+def _bottleneck(**finding: Any) -> dict[str, Any]:
+    f = {"id": "run.bottleneck", "status": "warn", "message": "m", "advice": "",
+         "evidence": {"causes": ["input-bound"], "shares": {"input": 0.47},
+                      "step_s": 0.0326}, **finding}
+    return {"command": "run", "findings": [f], "devices": {}, "data": {}}
+
+
+def test_the_fix_is_the_bottleneck_findings_first_action_with_its_prediction() -> None:
+    report = _bottleneck(
+        title="input-bound: 47 % of a 32.6 ms step waits for tf.data",
+        actions=[{"what": "pass num_parallel_calls=tf.data.AUTOTUNE to Dataset.map",
+                  "where": "train.py:33",
+                  "predicted": {"step_s": 0.0174, "low_s": 0.0169, "high_s": 0.018,
+                                "basis": "parallel map"}},
+                 {"what": "end the pipeline with .prefetch(tf.data.AUTOTUNE)",
+                  "where": "train.py:34", "predicted": None}])
+    lines = headline.verdict(report)
+    assert lines[1:] == [
+        "bottleneck: input-bound: 47 % of a 32.6 ms step waits for tf.data",
+        "  fix at train.py:33: pass num_parallel_calls=tf.data.AUTOTUNE to Dataset.map;",
+        "    predicted 32.6 -> 17.4 ms a step (16.9-18.0); 1 more in report.md"], lines
+    # no prediction: its reason, not a number
+    report["findings"][0]["actions"][0]["predicted"] = {"step_s": None,
+                                                        "basis": "no complete step"}
+    assert headline.bottleneck_line(report).endswith(
+        "to Dataset.map; no prediction: no complete step; 1 more in report.md")
+    # a report written before actions: the clause of the advice that names the line
+    old = _bottleneck(advice="tf.data's time goes to MapAndBatch; Dataset.map(f) at "
+                             "train.py:33 (`ds = ds.map(f)`) runs one element at a time: "
+                             "pass num_parallel_calls=tf.data.AUTOTUNE; no prefetch")
+    assert headline.bottleneck_line(old) == (
+        "bottleneck: input-bound (47% of a 32.6 ms step); fix at train.py:33: "
+        "Dataset.map(f) runs one element at a time: pass num_parallel_calls="
+        "tf.data.AUTOTUNE")
+
+
+def _diff(ratio: float, low: float | None, high: float | None, verdict: str,
+          a_s: float = 0.027, b_s: float = 0.01015) -> dict[str, Any]:
+    ev = {"name_a": "Model.fit", "name_b": "Model.fit", "ratio": ratio, "ratio_low": low,
+          "ratio_high": high, "verdict": verdict, "a": {"median_s": a_s, "steps": 90},
+          "b": {"median_s": b_s, "steps": 90}}
+    return {"command": "diff", "data": {}, "devices": {}, "findings": [
+        {"id": "diff.step-time.model.fit", "status": "ok", "message": "m", "evidence": ev},
+        {"id": "diff.learning", "status": "ok", "message": "the model learns the same"}]}
+
+
+def test_diffs_result_comes_first_said_the_right_way_round() -> None:
+    faster = headline.terminal(_diff(0.376, 0.366, 0.386, "faster"), "r.md", "runs")
+    assert faster[0] == "B is 2.66x faster (95 % CI 2.59-2.73): 27.00 -> 10.15 ms a step"
+    assert faster[1].startswith("gpudiag diff: ") and len(_entries(faster)) <= 6
+    slower = headline.verdict(_diff(1.5, 1.4, 1.6, "slower", 0.01, 0.015))
+    assert slower[0] == "B is 1.50x slower (95 % CI 1.40-1.60): 10.00 -> 15.00 ms a step"
+    same = headline.verdict(_diff(0.99, 0.97, 1.02, "no change", 0.01, 0.0099))[0]
+    assert same.startswith("no change: B/A 0.99 (95 % CI 0.97-1.02 holds 1.00)"), same
+    unknown = headline.verdict(_diff(0.5, None, None, "unknown", 0.01, 0.005))[0]
+    assert unknown.startswith("cannot tell: too few steps"), unknown
+    for lines in (faster, slower, [same, unknown]):
+        assert not any("x0." in ln for ln in lines), lines
 
 
 def _render(renderable_or_report: Any, width: int = 80) -> list[str]:
@@ -159,3 +231,13 @@ def test_scaling_table_fits_80_columns_without_cutting() -> None:
     assert all(h in lines[1] for h in TERMINAL_HEADERS), lines[1]
     assert not any("…" in ln for ln in lines), lines
     assert len(lines) == 3 + len(data["rows"])
+
+
+def test_a_fix_with_no_line_of_the_users_is_the_advices_first_sentence() -> None:
+    """The sample scaling run (written before actions): its communication-bound
+    configuration's advice, and its prediction said by throughput (a 2x batch's step is
+    another step: never '14.1 -> 25.4 ms')."""
+    line = headline.bottleneck_line(_sample("scaling"))
+    assert line == ("bottleneck: communication-bound (20% of a 14.1 ms step); fix: fewer, "
+                    "larger all-reduces: a larger batch per replica, or fewer replicas for a "
+                    "model this size; predicted x1.11 examples/s (batch per replica x2)"), line

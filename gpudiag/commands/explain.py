@@ -248,7 +248,7 @@ def run(session: RunSession, path: Path, *, ui: Ui, within: Path | None = None,
     for trace in files:
         check_id = "explain.bottleneck" + label(trace, root, len(files) > 1)
         shown = str(trace.relative_to(root)) if trace.is_relative_to(root) else str(trace)
-        ui.say(f"reading {shown} ...")
+        ui.say(f"reading {shown}")
         op_devices, replicas = recorded_placement(trace, within)
         try:
             result = stepbreakdown.breakdown(trace, op_devices, replicas)

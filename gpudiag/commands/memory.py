@@ -166,7 +166,7 @@ class _Probes:
 
     def child(self, mode: str,
               limit_mb: int | None = None) -> tuple[ChildResult, MemoryResult | None]:
-        self.ui.say(f"memory mode {mode}: child process ...")
+        self.ui.say(f"memory mode {mode}: in a child process")
         config = MemoryConfig(mode=mode, steps=self.options.steps,
                               step_mb=self.options.step_mb, memory_limit_mb=limit_mb)
         out = run_child("memory", config, run_dir=self.session.run_dir,

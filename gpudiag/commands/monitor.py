@@ -54,8 +54,6 @@ DEFAULT_IDLE_THRESHOLD_PERCENT = nvml.DEFAULT_ACTIVE_THRESHOLD_PERCENT
 def command_finding(argv: list[str], returncode: int | None, duration_s: float,
                     interrupted: bool) -> Finding:
     shown = " ".join(shlex.join(argv).split())  # one line, even for `python -c` programs
-    if len(shown) > 80:
-        shown = shown[:77] + "..."
     evidence: dict[str, Any] = {"command": argv, "returncode": returncode,
                                 "duration_s": round(duration_s, 3), "interrupted": interrupted}
     if interrupted:

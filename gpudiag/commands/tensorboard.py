@@ -1,13 +1,15 @@
 """`gpudiag tensorboard [LOGDIR]`: open TensorBoard on gpudiag's runs, or check it.
 
-Without LOGDIR: the newest completed run directory under ``runs/`` (not a failed one;
-else the newest, else ``runs/`` itself). The URL printed opens the GPUDIAG tab. The
-logdir and the address are checked first (gpudiag.tb.serve: one line, exit 2), then
-TensorBoard starts quietly and gpudiag prints its URL. ``--check`` starts it the same
-way, asks every dashboard over HTTP whether it lists what the run directories promise
-(gpudiag.tb.check), prints one line per dashboard and stops it: exit 0 when all pass,
-1 otherwise; a run it cannot read (gpudiag.rundir.scan_runs) is one line and exit 2
-before TensorBoard starts. Writes nothing: no run directory of its own.
+Without LOGDIR: the newest run directory under ``runs/`` that answers a question (a
+complete program run or probe, not a `gpudiag diff` record, not a failed run:
+gpudiag.tbplugin.views.opens_on; else the newest, else ``runs/`` itself). The URL
+printed opens the GPUDIAG tab. The logdir and the address are checked first
+(gpudiag.tb.serve: one line, exit 2), then TensorBoard starts quietly and gpudiag
+prints its URL. ``--check`` starts it the same way, asks every dashboard over HTTP
+whether it lists what the run directories promise (gpudiag.tb.check), prints one line
+per dashboard and stops it: exit 0 when all pass, 1 otherwise; a run it cannot read
+(gpudiag.rundir.scan_runs) is one line and exit 2 before TensorBoard starts. Writes
+nothing: no run directory of its own.
 """
 
 from __future__ import annotations

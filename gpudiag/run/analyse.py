@@ -11,6 +11,8 @@ be split by process, so the placement log is used only for a single process.
 
 from __future__ import annotations
 
+import importlib.util
+import sys
 import traceback
 from collections import Counter
 from dataclasses import dataclass, replace
@@ -345,6 +347,10 @@ def report(session: RunSession, argv: list[str], outcome: Outcome, options: RunO
         "python_processes": len(observations), "tensorflow_processes": processes,
         "placement_rows": placement_total, "catalogue_matches": [m.entry.id for m in log],
         "finish": _finish(outcome),
+        # the Python gpudiag runs in, and whether it has TensorFlow (found, not imported):
+        # a program whose own `python` has none is told it can use this one
+        "gpudiag_python": {"executable": sys.executable,
+                           "has_tensorflow": importlib.util.find_spec("tensorflow") is not None},
     })
     session.set("devices", {"summary": _devices_summary(tf_procs, sampling)})
     session.text(TAG_RUN_TABLE, markdown_table(

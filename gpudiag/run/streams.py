@@ -150,6 +150,27 @@ def classify(line: str, state: FilterState, stream: str) -> bool:
     return show
 
 
+class CppLog:
+    """Which lines of a captured output are TensorFlow's C++ log (any level), with the
+    pre-init warning before its first lines and a message's second line
+    (``CONTINUATIONS``): what `make demo` keeps out of its terminal (scripts/demo.py)."""
+
+    def __init__(self) -> None:
+        self._continue: str | None = None
+
+    def __call__(self, line: str) -> bool:
+        follows, self._continue = self._continue, None
+        if follows is not None and line.startswith(follows):
+            return True
+        if line.startswith(_ABSL_PRE_INIT):
+            return True
+        m = _CPP_LINE.match(line)
+        if m is None:
+            return False
+        self._continue = CONTINUATIONS.get(m["file"] or (m["file2"] or "").rsplit("/", 1)[-1])
+        return True
+
+
 def might_hide(data: bytes, state: FilterState, stream: str) -> bool:
     """Whether some whole line of ``data`` may be hidden or change ``state`` (else every
     line passes as it is, and the only state they change is ``_pre_init``, to False)."""

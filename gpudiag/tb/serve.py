@@ -40,16 +40,18 @@ _URL_LINE = re.compile(r"TensorBoard \S+ at (http://\S+?)/? \(Press CTRL\+C to q
 
 
 def default_logdir(runs: Path = Path("runs")) -> Path:
-    """What `gpudiag tensorboard` opens without an argument: the newest completed run
-    directory under ``runs`` (gpudiag.rundir.list_runs: not a failed, interrupted or
-    running one), else the newest run directory (layout.newest_run_dir), else ``runs``."""
+    """What `gpudiag tensorboard` opens without an argument: the newest run directory under
+    ``runs`` that answers a question (gpudiag.tbplugin.views.opens_on: a complete program
+    run or probe, not a `gpudiag diff` record, not a failed, interrupted or running run),
+    else the newest run directory (layout.newest_run_dir), else ``runs``."""
     from gpudiag.rundir import RunDirError, list_runs
+    from gpudiag.tbplugin.views import opens_on
 
     try:
-        done = [r for r in list_runs(runs) if r.status == "complete"]
+        chosen = opens_on(list_runs(runs))
     except RunDirError:
-        done = []
-    return done[0].path if done else (layout.newest_run_dir(runs) or runs)
+        chosen = None
+    return chosen.path if chosen else (layout.newest_run_dir(runs) or runs)
 
 
 def check_logdir(logdir: Path) -> None:

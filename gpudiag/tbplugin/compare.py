@@ -4,7 +4,10 @@ The numbers come from `gpudiag diff`'s own record (gpudiag.layout.diff.DiffRecor
 record of a diff run of the same two runs in the logdir (its report.json's ``data.diff``,
 read through gpudiag.rundir), else the record `gpudiag diff`'s own code makes (commands.
 diff.side, verdicts.diff.judge). Each compared figure is a row: run A's value, run B's,
-the change. The dashboard computes no difference of its own.
+the change, said in words the right way round (gpudiag.verdicts.headline.change: "2.66x
+faster (95 % CI 2.59-2.73)", never a ratio below 1 called faster). ``result`` is the
+diff's answer in one line per loop, shown above the two runs' cards. The dashboard
+computes no difference of its own.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ from typing import Any
 from gpudiag.layout.diff import DIFF_DATA_KEY, DiffRecord
 from gpudiag.rundir import Run, list_runs
 from gpudiag.tbplugin.views import run_id
+from gpudiag.verdicts.headline import change, loop_result
 
 
 def _ms(x: float | None) -> str:
@@ -46,9 +50,9 @@ def rows(record: DiffRecord) -> list[dict[str, str]]:
     findings that appeared or went away."""
     out: list[dict[str, str]] = []
     for d in record.loops:
-        ci = "" if d.ratio_low is None else f" (95 % {d.ratio_low:.3f}-{d.ratio_high:.3f})"
         out.append({"what": f"{d.name_b}: median step", "a": _ms(d.a.median_s),
-                    "b": _ms(d.b.median_s), "change": f"x{d.ratio:.3f}{ci} {d.verdict}"})
+                    "b": _ms(d.b.median_s),
+                    "change": change(d.ratio, d.ratio_low, d.ratio_high, d.verdict)})
         if d.examples_per_s_a is not None or d.examples_per_s_b is not None:
             out.append({"what": f"{d.name_b}: examples/s",
                         "a": f"{d.examples_per_s_a or 0:,.0f}",
@@ -69,6 +73,39 @@ def rows(record: DiffRecord) -> list[dict[str, str]]:
     return out
 
 
+def result(record: DiffRecord) -> list[str]:
+    """The diff's answer, one line per compared loop ("B is 2.66x faster (95 % CI
+    2.59-2.73): 27.00 -> 10.15 ms a step"; the loop named when there are several), or
+    why nothing was compared."""
+    lines = [loop_result(d.ratio, d.ratio_low, d.ratio_high, d.verdict, d.a.median_s,
+                         d.b.median_s) for d in record.loops]
+    if len(lines) > 1:
+        lines = [f"{d.name_b}: {ln}" for d, ln in zip(record.loops, lines, strict=True)]
+    return lines or ["no step time compared: " + ("; ".join(record.not_compared)
+                                                  or "neither run timed its steps")]
+
+
+def _side_id(path: str, logdir: Path) -> str:
+    """A compared run's id on the page (its directory relative to the logdir), or its path
+    as the diff recorded it when it is not under the logdir."""
+    try:
+        return Path(path).resolve().relative_to(logdir.resolve()).as_posix()
+    except (ValueError, OSError):
+        return path
+
+
+def record_view(run: Run, logdir: Path) -> dict[str, Any] | None:
+    """A `gpudiag diff` run's own record, as ``diff_view`` gives it (None: not a diff run,
+    or no record in it): what the page shows when such a run is opened."""
+    data = run.report.data.get(DIFF_DATA_KEY)
+    if run.command != "diff" or not isinstance(data, dict):
+        return None
+    record = DiffRecord.from_dict(data)
+    return {"a": _side_id(record.a, logdir), "b": _side_id(record.b, logdir),
+            "source": f"from {run_id(run, logdir)} (gpudiag diff)", "result": result(record),
+            "rows": rows(record), "lines": record.not_compared}
+
+
 def diff_view(a: Run, b: Run, logdir: Path) -> dict[str, Any]:
     """The side-by-side view: the record of a `gpudiag diff` run of these two runs in the
     logdir, else the same record made by the code `gpudiag diff` runs (pure)."""
@@ -83,4 +120,4 @@ def diff_view(a: Run, b: Run, logdir: Path) -> dict[str, Any]:
         record, _ = judge(side(a), side(b))
         source = "as `gpudiag diff` judges them (no diff run of these two in this logdir)"
     return {"a": run_id(a, logdir), "b": run_id(b, logdir), "source": source,
-            "rows": rows(record), "lines": record.not_compared}
+            "result": result(record), "rows": rows(record), "lines": record.not_compared}

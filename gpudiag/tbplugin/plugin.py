@@ -2,13 +2,14 @@
 the ``tensorboard_plugins`` entry point in pyproject.toml), like xprof's.
 
 Thin: its routes return gpudiag.rundir's runs (load_run, list_runs: the one reader of a run
-directory) as the JSON gpudiag.tbplugin.views builds, and serve the page (static/index.js,
-an ES module, and static/style.css) from the package: no build step, nothing fetched from
-another host. Routes, under ``/data/plugin/gpudiag``:
+directory) as the JSON gpudiag.tbplugin.views builds (written down in http_api.md), and
+serve the page (static/index.js, an ES module, and static/style.css) from the package:
+no build step, nothing fetched from another host. Routes, under ``/data/plugin/gpudiag``:
 
     /index.js, /style.css   the page
     /runs                   {"runs": [run summaries, newest first], "default": id}: the
-                            default is the newest completed run
+                            default is the newest run that answers a question (views.
+                            opens_on: a program run or a probe, not a diff record)
     /run?id=<run id>        one run's view (gpudiag.tbplugin.views.run_view)
     /diff?a=<id>&b=<id>     what changed from run a to run b (gpudiag.tbplugin.compare)
 
@@ -143,11 +144,7 @@ class GpudiagPlugin(base_plugin.TBPlugin):
         if self._why_none is not None:
             raise RunDirError(f"the GPUDIAG tab is inactive: {self._why_none}")
         runs, bad = scan_runs(self._logdir)
-        rows = [views.summary(r, self._logdir) for r in runs]
-        default = next((r["id"] for r in rows if r["status"] == "complete"),
-                       rows[0]["id"] if rows else None)
-        rows += [views.bad_summary(b, self._logdir) for b in bad]
-        return _json({"runs": rows, "default": default})
+        return _json(views.runs_view(runs, self._logdir, bad))
 
     def _run(self, request: wrappers.Request) -> wrappers.Response:
         run = self._load(request.args.get("id"))

@@ -12,30 +12,37 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from gpudiag import layout
 from gpudiag.files import readable
+from gpudiag.layout.families import QUESTIONS, Family, family_of
 from gpudiag.rundir import BadRun, Run
 from gpudiag.rundir.records import PART_NAMES
 from gpudiag.verdicts import headline
 
 _ORDER = {"fail": 0, "warn": 1, "skip": 2, "ok": 3}
 _FILE_LINE = re.compile(r"[\w./-]+\.py:\d+")
-#: The page's questions, each with the finding ids (by their words) that answer it.
-QUESTIONS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
-    ("devices", "Which devices worked?", (
-        "devices", "every-device-used", "every-gpu-used", "gpu-idle", "nvml", "tf-gpus",
-        "placement", "default-device", "pinned", "soft", "distribution", "memory",
-        "tensorflow", "multitower", "invalid-device", "no-gpu-kernel", "cpu", "growth",
-        "limit")),
-    ("bottleneck", "Why is a step as slow as it is?", (
-        "bottleneck", "throughput", "profile", "stall", "allreduce", "gpu-fill")),
-    ("learning", "Is it learning?", ("learning", "finite-loss", "loss")),
-    ("scaling", "Did more devices help?", ("efficiency", "towers-vs-mirrored",
-                                           "devices-worked")),
-)
+#: The findings whose verdict the learning card shows (the loss curve's own verdict).
+LEARNING_FAMILIES = ("run.learning", "scaling.learning", "diff.learning")
+_NO_FAMILY = Family("", "program")
+#: Commands whose run directory holds no diagnosis of its own (a record of other runs).
+RECORDS_OF_OTHER_RUNS = ("diff",)
+
+
+def answers_a_question(run: Run) -> bool:
+    """A complete run of a program or a probe (not a `gpudiag diff` record, not a run that
+    failed, was interrupted or still runs): what the tab and `gpudiag tensorboard` open on."""
+    return run.status == "complete" and run.command not in RECORDS_OF_OTHER_RUNS
+
+
+def opens_on(runs: Sequence[Run]) -> Run | None:
+    """The run the page opens on with none named: the newest that answers a question, else
+    the newest complete run, else the newest (``runs`` newest first, as list_runs gives)."""
+    return next((r for r in runs if answers_a_question(r)),
+                next((r for r in runs if r.status == "complete"), runs[0] if runs else None))
 
 
 def path_id(path: Path, logdir: Path) -> str:
@@ -78,6 +85,15 @@ def bad_summary(bad: BadRun, logdir: Path) -> dict[str, Any]:
     return {"id": path_id(bad.path, logdir), "command": None, "status": "unreadable",
             "started_at": None, "finished_at": None, "failed_before_start": False,
             "reason": bad.reason}
+
+
+def runs_view(runs: Sequence[Run], logdir: Path, bad: Sequence[BadRun] = ()
+              ) -> dict[str, Any]:
+    """``/runs``: every run's summary, newest first, then each run load_run refused with
+    why, and the one the page opens on."""
+    chosen = opens_on(runs)
+    return {"runs": [summary(r, logdir) for r in runs] + [bad_summary(b, logdir) for b in bad],
+            "default": run_id(chosen, logdir) if chosen else None}
 
 
 def _findings(run: Run) -> list[dict[str, Any]]:
@@ -143,7 +159,7 @@ def devices(run: Run) -> dict[str, Any]:
     if not lanes:
         lanes = _scaling_lanes(run)
     lanes += _nvml_lanes(run, used_ev, gpus)
-    no_gpu = headline.devices_line(report, headline.UNCUT) if gpus == [] else None
+    no_gpu = headline.devices_line(report) if gpus == [] else None
     return {"no_gpu": no_gpu, "tf_gpus": gpus, "lanes": lanes}
 
 
@@ -189,28 +205,37 @@ def _scaling_lanes(run: Run) -> list[dict[str, Any]]:
 
 
 def bottleneck(run: Run) -> dict[str, Any] | None:
-    """The step breakdown per device (ms), the named cause, the fix and its line."""
+    """The step breakdown per device (ms, every part gpudiag.rundir.records declares, in
+    its order: ``parts``), the named cause, the finding's title, what to change and where
+    (its actions; a report written before actions: its advice and the file:lines the
+    advice names) and the prediction."""
     if not run.breakdown:
         return None
     worst = sorted(run.breakdown, key=lambda b: _ORDER.get(b.status, 4))[0]
-    finding = run.finding(worst.finding_id) or {}
+    found = next((f for f in run.report.findings if f.id == worst.finding_id), None)
+    finding = found.to_dict() if found else {}
     advice = str(finding.get("advice") or "")
+    actions = finding.get("actions") or []
+    where = [a["where"] for a in actions if a.get("where")] if actions else \
+        _FILE_LINE.findall(advice)
     bars = [{"device": d, "step_ms": p.period_s * 1000,
              "parts_ms": {k: p.part(k) * 1000 for k in PART_NAMES}}
             for d, p in worst.devices.items()]
     return {"finding": worst.finding_id, "status": worst.status,
             "step_ms": None if worst.step_s is None else worst.step_s * 1000,
             "cause": worst.bottleneck, "causes": list(worst.causes),
-            "message": finding.get("message", ""), "fix": advice,
-            "where": list(dict.fromkeys(_FILE_LINE.findall(advice))), "bars": bars,
-            "line": headline.bottleneck_line(run.report_json, headline.UNCUT),
-            "predicted": worst.predicted}
+            "title": found.title if found else "", "message": finding.get("message", ""),
+            "actions": actions, "fix": advice, "where": list(dict.fromkeys(where)),
+            "parts": list(PART_NAMES), "bars": bars,
+            "line": headline.bottleneck_line(run.report_json), "predicted": worst.predicted}
 
 
 def learning(run: Run) -> dict[str, Any] | None:
     """The loss curve per loop, the ln(classes) line where the class count is known, the
     learning finding's verdict."""
-    found = [f for f in _findings(run) if f["id"].endswith("learning")]
+    found = sorted((f.to_dict() for f in run.report.findings
+                    if (family_of(f.id) or _NO_FAMILY).base in LEARNING_FAMILIES),
+                   key=lambda f: _ORDER.get(f["status"], 4))
     if not found and not run.loops:
         return None
     ev = found[0]["evidence"] if found else {}
@@ -220,7 +245,8 @@ def learning(run: Run) -> dict[str, Any] | None:
                                         if math.isfinite(v)]}
               for name, loop in run.loops.items()]
     return {"status": found[0]["status"] if found else None,
-            "verdict": found[0]["message"] if found else "no learning check in this run",
+            "verdict": (found[0]["title"] or found[0]["message"]) if found
+            else "no learning check in this run",
             "num_classes": classes,
             "ln_classes": math.log(classes) if isinstance(classes, int) and classes > 1
             else None,
@@ -244,18 +270,18 @@ def scaling(run: Run) -> dict[str, Any] | None:
 
 
 def groups(run: Run) -> list[dict[str, Any]]:
-    """Every finding under the question it answers, fail and warn first; the rest under
-    'Other checks'."""
-    findings = sorted(_findings(run), key=lambda f: _ORDER.get(f["status"], 4))
-    out = []
-    taken: set[str] = set()
-    for key, title, words in QUESTIONS:
-        mine = [f for f in findings if f["id"] not in taken
-                and any(w in f["id"].split(".", 1)[-1] for w in words)]
-        taken |= {f["id"] for f in mine}
-        out.append({"key": key, "title": title, "findings": mine})
+    """Every finding under the question its family declares (gpudiag.layout.families, through
+    ``Finding.question``), in the order people ask them, fail and warn first; a finding of
+    no declared family under 'Other checks'. Each finding as report.json holds it, with
+    ``headline``: its title (a report without titles: its message)."""
+    findings = sorted(run.report.findings, key=lambda f: _ORDER.get(f.status, 4))
+    out = [{"key": key, "title": words,
+            "findings": [{**f.to_dict(), "headline": f.headline} for f in findings
+                         if f.question == key]}
+           for key, words in QUESTIONS.items()]
     out.append({"key": "other", "title": "Other checks",
-                "findings": [f for f in findings if f["id"] not in taken]})
+                "findings": [{**f.to_dict(), "headline": f.headline} for f in findings
+                             if f.question not in QUESTIONS]})
     return [g for g in out if g["findings"]]
 
 
@@ -272,8 +298,14 @@ def live(run: Run) -> dict[str, Any] | None:
 
 def run_view(run: Run, logdir: Path) -> dict[str, Any]:
     """Everything the page shows of one run."""
-    return {**summary(run, logdir),
+    return {**summary(run, logdir), "questions": dict(QUESTIONS),
             "verdict": headline.verdict(run.report_json, headline.UNCUT),
             "devices": devices(run), "bottleneck": bottleneck(run),
             "learning": learning(run), "scaling": scaling(run), "groups": groups(run),
-            "live": live(run)}
+            "live": live(run), "diff": _diff_record(run, logdir)}
+
+
+def _diff_record(run: Run, logdir: Path) -> dict[str, Any] | None:
+    from gpudiag.tbplugin.compare import record_view
+
+    return record_view(run, logdir)

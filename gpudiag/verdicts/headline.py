@@ -1,18 +1,28 @@
-"""The short verdict: what a command found, in at most six lines under 80 columns.
+"""The short verdict: what a command found, in at most six entries, each line under 80 columns.
 
 One source for the three places a person meets it: the last lines of every command in the
-terminal (gpudiag.execute), the Text tab's first card (the same lines less the dashboard's,
-five at most) and the GPUDIAG dashboard's header (gpudiag.tbplugin). Pure: a report as
-plain data (report.json's content) in, lines out.
+terminal (gpudiag.execute), the Text tab's first card (the same entries less the dashboard's)
+and the GPUDIAG dashboard's header (gpudiag.tbplugin). Pure: a report as plain data
+(report.json's content) in, lines out.
 
-The lines, each only where the report has its evidence:
+The entries, each only where the report has its evidence:
 
-    gpudiag run: 1 failed (run.learning), 3 warnings, 5 skipped, 11 ok
+    gpudiag run: 0 failed, 3 warnings, 5 not checked, 11 ok
     devices: no GPU, ran on the CPU (/device:CPU:0): no NVIDIA driver
-    bottleneck: input-bound 41% of the step; fix at train.py:31 (report.md)
+    bottleneck: input-bound: 47 % of a 32.6 ms step waits for tf.data
+      fix at train.py:33: pass num_parallel_calls=tf.data.AUTOTUNE to Dataset.map;
+        predicted 32.6 -> 17.4 ms a step
     learning: Model.fit: loss 2.7221 -> 0.0127 over 120 steps, accuracy 1.000
     report: runs/2026-11-25T10-00-00-run/report.md
     dashboard: gpudiag tensorboard runs
+
+`gpudiag diff` puts its result first ("B is 2.66x faster (95 % CI 2.59-2.73): 27.00 ->
+10.15 ms a step", from the diff.step-time finding's evidence; B/A below 1 is "faster").
+A long entry is wrapped with an indent, never cut: the words a person needs (the action,
+its file:line, the interval) are never the ones dropped. The fix comes from the bottleneck
+finding's actions (what, where, predicted); a report written before actions existed gets
+the file:line its advice names. Which finding is the bottleneck, the learning verdict or
+the diff's result is read from its family (gpudiag.layout.families), not from words in its id.
 
 "No GPU" is decided from what TensorFlow listed (``physical_gpus``, a process's ``gpus``),
 never from a missing line; its reason only from recorded evidence: CUDA_VISIBLE_DEVICES as
@@ -24,13 +34,22 @@ evidence the line says the reason is not known.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+import textwrap
+from collections.abc import Iterator, Sequence
 from typing import Any
 
+from gpudiag.layout.families import family_of
+
 WIDTH = 79  # a line of the verdict is shorter than an 80-column terminal
-UNCUT = 100_000  # a web page's lines: wrapped by the page, never cut
+UNCUT = 100_000  # a web page's lines: one per entry, wrapped by the page
+MAX_ENTRIES = 6
 _FILE_LINE = re.compile(r"[\w./-]+\.py:\d+")
 _WORST = {"fail": 0, "warn": 1, "skip": 2, "ok": 3}
+_LEARNING = ("run.learning", "scaling.learning", "diff.learning")
+
+#: An entry: its first line's words, then sub-entries, each shown on lines of its own under
+#: it (the bottleneck's fix); on a page (``UNCUT``), one line joined by "; ".
+Entry = tuple[str, ...]
 
 
 def _walk(node: Any, key: str) -> Iterator[Any]:
@@ -45,13 +64,34 @@ def _walk(node: Any, key: str) -> Iterator[Any]:
             yield from _walk(v, key)
 
 
-def clip(text: str, width: int = WIDTH) -> str:
-    """``text`` on one line of at most ``width`` characters, cut at a word with '...'."""
-    one = " ".join(text.split())
-    if len(one) <= width:
-        return one
-    cut = one[: width - 3].rsplit(" ", 1)[0]
-    return cut.rstrip(",;:") + "..."
+def wrap_entry(entry: Entry, width: int = WIDTH) -> list[str]:
+    """``entry`` in lines of at most ``width`` characters, broken between words (a word
+    longer than a line has a line of its own, never cut): its first part from column 0, the
+    rest indented by 2, each part's further lines by 2 more. ``UNCUT``: one line."""
+    if width >= UNCUT:
+        return ["; ".join(" ".join(part.split()) for part in entry)]
+    lines: list[str] = []
+    for n, part in enumerate(entry):
+        lead = "" if n == 0 else "  "
+        lines += textwrap.wrap(" ".join(part.split()), width=width, initial_indent=lead,
+                               subsequent_indent=lead + "  ", break_long_words=False,
+                               break_on_hyphens=False) or [lead]
+    return lines
+
+
+def _family_evidence(finding_id: str) -> str | None:
+    family = family_of(finding_id)
+    return family.evidence if family else None
+
+
+def _family_id(finding_id: str) -> str | None:
+    family = family_of(finding_id)
+    return family.base if family else None
+
+
+def _headline(f: dict[str, Any]) -> str:
+    """A finding's title, or (a report written before titles) its message."""
+    return " ".join(str(f.get("title") or f.get("message") or "").split())
 
 
 def tf_gpus(report: dict[str, Any]) -> list[str] | None:
@@ -119,97 +159,243 @@ def _cpu_devices(report: dict[str, Any]) -> str:
     return f" ({', '.join(used)})" if used else ""
 
 
-def devices_line(report: dict[str, Any], width: int = WIDTH) -> str | None:
-    """Devices seen and used; for no GPU, that the work ran on the CPU and why (one line
-    of at most ``width`` characters)."""
+def _worst_first(found: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return sorted(found, key=lambda f: _WORST.get(f.get("status", ""), 4))
+
+
+def _findings(report: dict[str, Any]) -> list[dict[str, Any]]:
+    return [f for f in report.get("findings", []) if isinstance(f, dict) and "id" in f]
+
+
+def devices_line(report: dict[str, Any]) -> str | None:
+    """Devices seen and used; for no GPU, that the work ran on the CPU and why (whole: the
+    terminal wraps it)."""
     gpus = tf_gpus(report)
     if gpus is None and any(_walk(report, "nvml_unavailable_reason")):
-        return clip(f"devices: NVML sees no GPU: {why_no_gpu(report)}", width)
+        return f"devices: NVML sees no GPU: {why_no_gpu(report)}"
     if gpus is None:
         summary = report.get("devices", {}).get("summary")
-        return clip(f"devices: {summary}", width) if summary else None
+        return f"devices: {summary}" if summary else None
     if not gpus:
-        return clip(f"devices: no GPU, ran on the CPU{_cpu_devices(report)}: "
-                    f"{why_no_gpu(report)}", width)
-    used = next((f for f in _by_suffix(report, ("every-device-used", "every-gpu-used"))), None)
-    tail = f"; {used['message']}" if used else ""
-    return clip(f"devices: {len(gpus)} GPU(s) seen by TensorFlow{tail}", width)
+        return f"devices: no GPU, ran on the CPU{_cpu_devices(report)}: {why_no_gpu(report)}"
+    used = _worst_first([f for f in _findings(report)
+                         if _family_evidence(f["id"]) in ("DeviceLanes", "GpuUse")])
+    tail = f"; {_headline(used[0])}" if used else ""
+    return f"devices: {len(gpus)} GPU(s) seen by TensorFlow{tail}"
 
 
-def _by_suffix(report: dict[str, Any], suffixes: tuple[str, ...]) -> list[dict[str, Any]]:
-    """Findings whose id ends with or contains one of ``suffixes``, worst first."""
-    found = [f for f in report.get("findings", [])
-             if any(f["id"].endswith(s) or f".{s}." in f"{f['id']}." for s in suffixes)]
-    return sorted(found, key=lambda f: _WORST.get(f["status"], 4))
+def _ms(seconds: Any) -> str | None:
+    return f"{seconds * 1000:.1f}" if isinstance(seconds, int | float) else None
 
 
-def bottleneck_line(report: dict[str, Any], width: int = WIDTH) -> str | None:
-    """The named cause, its share of the step, and the fix's line of the user's code."""
-    found = _by_suffix(report, ("bottleneck",))
+def _predicted(now_s: Any, predicted: Any) -> str:
+    """"; predicted 32.6 -> 17.4 ms a step (16.9-18.0)", or why there is no prediction; a
+    fix that changes the work of a step (a larger batch: whatif's
+    ``step_s_per_original_batch``) is said by its throughput, its step being another's."""
+    if not isinstance(predicted, dict):
+        return ""
+    speedup = predicted.get("speedup")
+    if "step_s_per_original_batch" in predicted and isinstance(speedup, int | float):
+        return f"; predicted x{speedup:.2f} examples/s ({predicted.get('fix') or 'the fix'})"
+    now, after = _ms(now_s), _ms(predicted.get("step_s"))
+    if after is None:
+        basis = predicted.get("basis") or predicted.get("reason")
+        return f"; no prediction: {basis}" if basis else ""
+    text = f"; predicted {now} -> {after} ms a step" if now else f"; predicted {after} ms a step"
+    low, high = _ms(predicted.get("low_s")), _ms(predicted.get("high_s"))
+    return f"{text} ({low}-{high})" if low is not None and high is not None else text
+
+
+def fix_entry(f: dict[str, Any]) -> str | None:
+    """What to change and where, from the finding's first action, with the step it should
+    give ("fix at train.py:33: pass num_parallel_calls=...; predicted 32.6 -> 17.4 ms a
+    step"); a report written before actions: the clause of its advice that names a line,
+    and the prediction its evidence holds."""
+    ev = f.get("evidence", {})
+    actions = [a for a in f.get("actions") or [] if isinstance(a, dict) and a.get("what")]
+    if not actions:
+        for clause in str(f.get("advice") or "").split("; "):
+            where = _FILE_LINE.search(clause)
+            if where:  # the line and its source said once, in front
+                said = re.sub(rf" at {re.escape(where.group(0))}(?: \(`[^`]*`\))?", "",
+                              clause)
+                return f"fix at {where.group(0)}: {said}" + _predicted(
+                    ev.get("step_s"), ev.get("predicted"))
+        advice = " ".join(str(f.get("advice") or "").split())
+        if ev.get("causes") and advice:  # no line of the user's: the advice's first sentence
+            return "fix: " + re.split(r"(?<=\.)\s", advice, maxsplit=1)[0] + _predicted(
+                ev.get("step_s"), ev.get("predicted"))
+        return "fix: see report.md" if ev.get("causes") else None
+    action = actions[0]
+    head = f"fix at {action['where']}" if action.get("where") else "fix"
+    text = f"{head}: {action['what']}" + _predicted(ev.get("step_s"), action.get("predicted"))
+    if len(actions) > 1:
+        text += f"; {len(actions) - 1} more in report.md"
+    return text
+
+
+def bottleneck_entry(report: dict[str, Any]) -> Entry | None:
+    """The named cause (the finding's title), its share of the step, and the fix."""
+    found = _worst_first([f for f in _findings(report)
+                          if _family_evidence(f["id"]) == "Bottleneck"
+                          or _family_id(f["id"]) == "diff.bottleneck"])
     if not found:
         return None
     f = found[0]
     ev = f.get("evidence", {})
-    if f["status"] == "skip":
-        return clip(f"bottleneck: not measured: {f['message']}", width)
+    if f.get("status") == "skip":
+        return (f"bottleneck: not measured: {_headline(f)}",)
     if f["id"].startswith("diff."):  # gpudiag diff's: before and after, in its own words
-        return clip(f"bottleneck: {f['message'].split(': ', 1)[-1]}", width)
+        text = f.get("title") or str(f.get("message", "")).split(": ", 1)[-1]
+        return (f"bottleneck: {' '.join(text.split())}",)
+    fix = fix_entry(f)
+    if f.get("title"):
+        return (f"bottleneck: {f['title']}", fix) if fix else (f"bottleneck: {f['title']}",)
     causes = ev.get("causes") or []
     shares = ev.get("shares") or {}
-    step = ev.get("step_s")
-    per = f" of a {step * 1000:.1f} ms step" if isinstance(step, int | float) else ""
+    step = _ms(ev.get("step_s"))
+    per = f" of a {step} ms step" if step else ""
     if not causes:
         parts = ", ".join(f"{k} {v:.0%}" for k, v in shares.items()
                           if k != "host_between_calls" and isinstance(v, int | float)
                           and v >= 0.05)
-        return clip(f"bottleneck: none stands out{per} ({parts})", width)
-    where = _FILE_LINE.search(f.get("advice", ""))
-    fix = f"; fix at {where.group(0)}" if where else "; fix: see report.md"
+        return (f"bottleneck: none stands out{per} ({parts})",)
     part = {"input-bound": "input", "communication-bound": "communication",
             "host-bound": "host_between_calls"}.get(causes[0])
     share = shares.get(part) if part else None
-    per = f" ({share:.0%}{per})" if isinstance(share, int | float) else f" ({per[1:]})" \
-        if per else ""
-    return clip(f"bottleneck: {causes[0]}{per}{fix}", width)
+    said = f" ({share:.0%}{per})" if isinstance(share, int | float) else \
+        f" ({per[1:]})" if per else ""
+    head = f"bottleneck: {causes[0]}{said}"
+    return (head, fix) if fix else (head,)
 
 
-def learning_line(report: dict[str, Any], width: int = WIDTH) -> str | None:
-    found = _by_suffix(report, ("learning",))
+def bottleneck_line(report: dict[str, Any]) -> str | None:
+    """The bottleneck's entry on one line (a page wraps it)."""
+    entry = bottleneck_entry(report)
+    return wrap_entry(entry, UNCUT)[0] if entry else None
+
+
+def learning_line(report: dict[str, Any]) -> str | None:
+    found = _worst_first([f for f in _findings(report) if _family_id(f["id"]) in _LEARNING])
     if not found:
         return None
     f = found[0]
-    word = {"ok": "", "warn": "WARN ", "fail": "FAIL ", "skip": "not judged: "}[f["status"]]
-    return clip(f"learning: {word}{f['message']}", width)
+    word = {"ok": "", "warn": "WARN ", "fail": "FAIL ", "skip": "not judged: "}.get(
+        f.get("status", ""), "")
+    return f"learning: {word}{_headline(f)}"
 
 
-def counts_line(report: dict[str, Any], width: int = WIDTH) -> str:
-    findings = report.get("findings", [])
-    n = {s: sum(1 for f in findings if f["status"] == s) for s in _WORST}
-    failed = [f["id"] for f in findings if f["status"] == "fail"]
+def change(ratio: float, low: float | None, high: float | None, verdict: str | None) -> str:
+    """B against A from B/A = ``ratio`` and its interval, said the right way round: "2.66x
+    faster (95 % CI 2.59-2.73)" (B/A below 1: A/B, and the interval turned over), "1.50x
+    slower (95 % CI 1.40-1.60)", "no change: B/A 0.99 (95 % CI 0.97-1.02 holds 1.00)",
+    "cannot tell: too few steps for an interval (B/A 0.50)"."""
+    if low is None or high is None or low <= 0:
+        return f"cannot tell: too few steps for an interval (B/A {ratio:.2f})"
+    if verdict == "no change" or low <= 1.0 <= high:
+        return f"no change: B/A {ratio:.2f} (95 % CI {low:.2f}-{high:.2f} holds 1.00)"
+    if ratio < 1:
+        return f"{1 / ratio:.2f}x faster (95 % CI {1 / high:.2f}-{1 / low:.2f})"
+    return f"{ratio:.2f}x slower (95 % CI {low:.2f}-{high:.2f})"
+
+
+def loop_result(ratio: float, low: float | None, high: float | None, verdict: str | None,
+                a_s: float, b_s: float) -> str:
+    """One compared loop in words: "B is 2.66x faster (95 % CI 2.59-2.73): 27.00 -> 10.15
+    ms a step"."""
+    said = change(ratio, low, high, verdict)
+    head = f"B is {said}" if said[0].isdigit() else said
+    return f"{head}: {a_s * 1000:.2f} -> {b_s * 1000:.2f} ms a step"
+
+
+def diff_line(report: dict[str, Any]) -> str | None:
+    """`gpudiag diff`'s result in words, B against A (gpudiag.verdicts.diff's
+    diff.step-time findings; ``loop_result``); the loop's name when it compared several."""
+    found = [f for f in _findings(report) if _family_evidence(f["id"]) == "DiffStep"]
+    if not found:
+        return None
+    said = []
+    for f in found:
+        ev = f.get("evidence", {})
+        ratio, low, high = ev.get("ratio"), ev.get("ratio_low"), ev.get("ratio_high")
+        a, b = (ev.get(k) or {} for k in ("a", "b"))
+        ma, mb = a.get("median_s"), b.get("median_s")
+        if not isinstance(ratio, int | float) or ratio <= 0 or not isinstance(
+                ma, int | float) or not isinstance(mb, int | float):
+            said.append(_headline(f))
+            continue
+        text = loop_result(ratio, low if isinstance(low, int | float) else None,
+                           high if isinstance(high, int | float) else None,
+                           ev.get("verdict"), ma, mb)
+        name = ev.get("name_b")
+        said.append(f"{name}: {text}" if len(found) > 1 and name else text)
+    return "; ".join(said)
+
+
+def interpreter_line(report: dict[str, Any]) -> str | None:
+    """A program that failed on ``import tensorflow`` (the catalogue's tensorflow-missing)
+    run by a Python without it, while gpudiag's own Python has it: that interpreter and
+    the two ways out, whole."""
+    crashed = any(f["id"] == "run.crash" and f.get("evidence", {}).get("catalogue") ==
+                  "tensorflow-missing" for f in _findings(report))
+    run = report.get("data", {}).get("run") or {}
+    ours = run.get("gpudiag_python") or {}
+    argv = run.get("command") or []
+    if not crashed or not ours.get("has_tensorflow") or not argv:
+        return None
+    theirs, exe = str(argv[0]), str(ours.get("executable"))
+    return (f"fix: {theirs} has no TensorFlow; gpudiag's Python has it: run the program "
+            f"with {exe}, or install TensorFlow into {theirs} ({theirs} -m pip install "
+            f"tensorflow)")
+
+
+def counts_line(report: dict[str, Any]) -> str:
+    findings = _findings(report)
+    n = {s: sum(1 for f in findings if f.get("status") == s) for s in _WORST}
+    failed = [f["id"] for f in findings if f.get("status") == "fail"]
     head = f"gpudiag {report.get('command', '?')}"
     if report.get("partial"):
         head += " (interrupted)" if report.get("interrupted") else " (partial)"
-    first = f" ({failed[0]}{', ...' if len(failed) > 1 else ''})" if failed else ""
-    return clip(f"{head}: {n['fail']} failed{first}, {n['warn']} warnings, "
-                f"{n['skip']} not checked, {n['ok']} ok", width)
+    more = f" and {len(failed) - 1} more" if len(failed) > 1 else ""
+    first = f" ({failed[0]}{more})" if failed else ""
+    return (f"{head}: {n['fail']} failed{first}, {n['warn']} warnings, "
+            f"{n['skip']} not checked, {n['ok']} ok")
+
+
+def entries(report: dict[str, Any], tail: Sequence[str] = ()) -> list[Entry]:
+    """The verdict's entries (``tail``: lines that end it, the report's path), at most
+    MAX_ENTRIES: `diff`'s result first; the counts, the devices, the bottleneck with its
+    fix, learning (`diff`: no devices entry). Past MAX_ENTRIES, the counts give way."""
+    result = diff_line(report)
+    body: list[str | Entry | None] = [
+        result, counts_line(report), None if result else devices_line(report),
+        bottleneck_entry(report), learning_line(report), interpreter_line(report)]
+    out: list[Entry] = [(e,) if isinstance(e, str) else e for e in body if e]
+    room = MAX_ENTRIES - len(tail)
+    while len(out) > room and len(out) > 1:
+        out.pop(1 if result else 0)
+    return out + [(t,) for t in tail]
 
 
 def verdict(report: dict[str, Any], width: int = WIDTH) -> list[str]:
-    """The verdict's first four lines at most: the counts, devices, bottleneck, learning,
-    each of at most ``width`` characters (a page wraps them: ``UNCUT``)."""
-    lines = [counts_line(report, width), devices_line(report, width),
-             bottleneck_line(report, width), learning_line(report, width)]
-    return [ln for ln in lines if ln]
+    """The verdict's lines: the counts, devices, bottleneck and its fix, learning (`diff`:
+    its result first), each line at most ``width`` characters, a long entry wrapped; a page
+    (``UNCUT``) gets one line per entry."""
+    return [ln for e in entries(report) for ln in wrap_entry(e, width)]
 
 
 def terminal(report: dict[str, Any], report_md: str, logdir: str) -> list[str]:
-    """What a command prints last: the verdict, where the report and the dashboard are."""
-    return [*verdict(report), f"report: {report_md}", f"dashboard: gpudiag tensorboard {logdir}"]
+    """What a command prints last: the verdict, where the report and the dashboard are;
+    at most six entries, every line under 80 columns."""
+    tail = (f"report: {report_md}", f"dashboard: gpudiag tensorboard {logdir}")
+    return [ln for e in entries(report, tail) for ln in wrap_entry(e)]
 
 
 def card(report: dict[str, Any]) -> str:
-    """The Text tab's first card (markdown, five lines at most): the verdict and the report."""
-    lines = [*verdict(report), f"report: {report.get('run_dir', '')}/report.md"]
+    """The Text tab's first card (markdown, one line per entry, the page wraps them): the
+    verdict and the report."""
+    tail = (f"report: {report.get('run_dir', '')}/report.md",)
+    lines = [ln for e in entries(report, tail) for ln in wrap_entry(e, UNCUT)]
     return "  \n".join(_md_escape(ln) for ln in lines)
 
 

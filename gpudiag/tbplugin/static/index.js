@@ -5,10 +5,13 @@
 // (and the line to change), is it learning, did more devices help; then every finding.
 
 const POLL_MS = 5000; // a running run is read again this often (TensorBoard: ~30 s)
+// the colours of gpudiag.tb.breakdown's picture; the parts and their order come from the
+// JSON (the parts gpudiag.rundir.records declares), a part without a colour here gets grey
 const PART_COLORS = {
-  compute: "#2e7d32", input: "#f9a825", communication: "#1565c0",
-  host: "#8e24aa", idle: "#bdbdbd",
+  compute: "#2e7d32", communication: "#6a1b9a", copy: "#8d6e63", input: "#f9a825",
+  host: "#1565c0", idle: "#bdbdbd",
 };
+const partColor = (part) => PART_COLORS[part] || "#757575";
 const SVG = "http://www.w3.org/2000/svg";
 const state = { runs: [], current: null, other: null, timer: null, view: null };
 
@@ -73,7 +76,7 @@ function sparkline(points, label) {
       "stroke-width": 1.5 }));
 }
 
-function devicesCard(d) {
+function devicesCard(d, title) {
   const body = [];
   if (d.no_gpu) body.push(el("p", { class: "nogpu" }, d.no_gpu.replace(/^devices: /, "")));
   const rows = d.lanes.map((lane) => {
@@ -102,7 +105,7 @@ function devicesCard(d) {
   } else if (!d.no_gpu) {
     body.push(el("p", { class: "muted" }, "this run recorded no per-device evidence"));
   }
-  return section("devices", "Which devices worked?", ...body);
+  return section("devices", title, ...body);
 }
 
 // ---------------------------------------------------------------- (b) bottleneck
@@ -116,48 +119,58 @@ function showTip(evt, text) {
 
 function hideTip() { document.getElementById("gpudiag-tip").style.display = "none"; }
 
-function breakdownBars(bars) {
-  const w = 560, rowH = 26, left = 150;
+function breakdownBars(bars, parts) {
+  // HTML, not a fixed-width picture: each device's step is a row whose bar takes the room
+  // its card has (the longest step the whole bar), every part drawn (hover: its ms), the
+  // step's ms beside it, the legend wrapping under it
   const longest = Math.max(...bars.map((b) => b.step_ms), 1e-9);
-  const g = svg("svg", { width: w + left + 70, height: bars.length * rowH + 24,
-    class: "breakdown", role: "img", "aria-label": "step breakdown per device" });
-  bars.forEach((b, i) => {
-    const y = i * rowH;
-    g.append(svg("text", { x: 0, y: y + 17, class: "label" }, b.device));
-    let x = left;
-    for (const [part, value] of Object.entries(b.parts_ms)) {
-      const width = (value / longest) * w;
-      if (width <= 0) continue;
+  const rows = bars.map((b) => el("div", { class: "brow", "data-device": b.device },
+    el("span", { class: "bdevice" }, b.device),
+    el("span", { class: "bstack" }, parts.filter((p) => (b.parts_ms[p] || 0) > 0).map((part) => {
+      const value = b.parts_ms[part];
       const text = `${b.device}: ${part} ${value.toFixed(2)} ms of ${b.step_ms.toFixed(2)} ms`;
-      const rect = svg("rect", { x, y: y + 4, width, height: rowH - 8, fill: PART_COLORS[part],
-        class: `part ${part}`, "data-ms": String(value) }, svg("title", {}, text));
-      rect.addEventListener("mousemove", (e) => showTip(e, text));
-      rect.addEventListener("mouseleave", hideTip);
-      g.append(rect);
-      x += width;
-    }
-    g.append(svg("text", { x: x + 6, y: y + 17, class: "label" }, ms(b.step_ms)));
-  });
-  const legend = Object.entries(PART_COLORS).map(([p, c], i) => [
-    svg("rect", { x: left + i * 110, y: bars.length * rowH + 8, width: 10, height: 10, fill: c }),
-    svg("text", { x: left + i * 110 + 14, y: bars.length * rowH + 17, class: "label" }, p)]);
-  g.append(...legend.flat());
-  return g;
+      return el("span", { class: `part ${part}`, "data-ms": String(value), title: text,
+        style: `width:${((value / longest) * 100).toFixed(3)}%;background:${partColor(part)}`,
+        onmousemove: (e) => showTip(e, text), onmouseleave: hideTip });
+    })),
+    el("span", { class: "bms" }, ms(b.step_ms))));
+  const legend = el("div", { class: "blegend" }, parts.map((p) => el("span", { class: "key" },
+    el("i", { style: `background:${partColor(p)}` }), p)));
+  return el("div", { class: "breakdown", role: "img", "aria-label": "step breakdown per device" },
+    rows, legend);
 }
 
-function bottleneckCard(b) {
+function actionLine(a, stepMs) {
+  const p = a.predicted;
+  let predicted = "";
+  if (p && p.step_s !== null && p.step_s !== undefined) {
+    predicted = `; predicted ${stepMs === null ? "" : `${stepMs.toFixed(1)} -> `}` +
+      `${(p.step_s * 1000).toFixed(1)} ms a step` + (p.low_s !== null && p.high_s !== null &&
+        p.low_s !== undefined ? ` (${(p.low_s * 1000).toFixed(1)}-${(p.high_s * 1000).toFixed(1)})`
+        : "");
+  } else if (p && p.basis) {
+    predicted = `; no prediction: ${p.basis}`;
+  }
+  return el("li", { class: "action" }, a.where ? [el("code", {}, a.where), ": "] : null,
+    a.what, predicted);
+}
+
+function bottleneckCard(b, title) {
   if (!b) {
-    return section("bottleneck", "Why is a step as slow as it is?",
+    return section("bottleneck", title,
       el("p", { class: "muted" }, "no profiled steps in this run (no step breakdown)"));
   }
   const cause = b.cause ? `Bottleneck: ${b.cause}` : "No bottleneck stands out";
-  return section("bottleneck", "Why is a step as slow as it is?",
+  return section("bottleneck", title,
     el("p", { class: `cause ${b.status}` }, cause,
       b.step_ms === null ? "" : ` (a ${ms(b.step_ms)} step)`),
+    b.title ? el("p", { class: "title" }, b.title) : null,
     b.where.length ? el("p", { class: "where" }, "Your line: ",
       ...b.where.map((w) => el("code", {}, w))) : null,
-    b.fix ? el("p", { class: "fix" }, el("strong", {}, "Fix: "), b.fix) : null,
-    b.bars.length ? breakdownBars(b.bars) : null,
+    b.actions.length ? el("div", { class: "fix" }, el("strong", {}, "Fix: "),
+      el("ul", { class: "actions" }, b.actions.map((a) => actionLine(a, b.step_ms))))
+      : b.fix ? el("p", { class: "fix" }, el("strong", {}, "Fix: "), b.fix) : null,
+    b.bars.length ? breakdownBars(b.bars, b.parts) : null,
     el("details", {}, el("summary", {}, b.finding), el("p", {}, b.message)));
 }
 
@@ -173,7 +186,8 @@ function lineChart({ series, xLabel, yLabel, hline, hlineLabel, ideal, label }) 
   const y1 = Math.max(...ys) * 1.05 || 1;
   const X = (x) => l + ((x - x0) / ((x1 - x0) || 1)) * (w - l - 10);
   const Y = (y) => h - b - ((y - y0) / ((y1 - y0) || 1)) * (h - b - 10);
-  const g = svg("svg", { width: w, height: h, class: "chart", role: "img", "aria-label": label },
+  const g = svg("svg", { width: w, height: h, viewBox: `0 0 ${w} ${h}`, class: "chart",
+    role: "img", "aria-label": label },
     svg("line", { x1: l, y1: h - b, x2: w - 10, y2: h - b, class: "axis" }),
     svg("line", { x1: l, y1: 10, x2: l, y2: h - b, class: "axis" }),
     svg("text", { x: w / 2, y: h - 4, class: "label" }, xLabel),
@@ -204,21 +218,21 @@ function lineChart({ series, xLabel, yLabel, hline, hlineLabel, ideal, label }) 
     el("span", { style: `color:${colors[i % colors.length]}` }, `— ${s.name} `))));
 }
 
-function learningCard(lr) {
+function learningCard(lr, title) {
   if (!lr) return null;
   const ln = lr.ln_classes;
-  return section("learning", "Is it learning?",
+  return section("learning", title,
     el("p", { class: `verdict ${lr.status || ""}` }, lr.verdict),
     lineChart({ series: lr.curves, xLabel: "step", yLabel: "loss", hline: ln,
       hlineLabel: ln ? `ln ${lr.num_classes} = ${ln.toFixed(3)} (chance)` : "",
       label: "loss per step" }));
 }
 
-function scalingCard(sc) {
+function scalingCard(sc, title) {
   if (!sc) return null;
   const series = Object.entries(sc.strategies).map(([name, pts]) => ({ name,
     points: pts.filter((p) => p.speedup !== null).map((p) => [p.devices, p.speedup]) }));
-  return section("scaling", "Did more devices help?",
+  return section("scaling", title,
     sc.device_kind === "virtual-cpu" ? el("p", { class: "muted" },
       "virtual CPU devices share the same cores: the speed-up is not a GPU's") : null,
     lineChart({ series, xLabel: "devices", yLabel: "speed-up", ideal: true,
@@ -227,11 +241,16 @@ function scalingCard(sc) {
 
 // ---------------------------------------------------------------- (e) findings
 function findingsCard(groups) {
+  // every finding under the question its family declares; its title first, the whole
+  // message, what to do and the evidence folded under it
   return section("findings", "Every finding, by question",
-    groups.map((g) => el("div", { class: "group" }, el("h3", {}, g.title),
-      g.findings.map((f) => el("details", { class: `finding ${f.status}` },
+    groups.map((g) => el("div", { class: "group", "data-question": g.key }, el("h3", {}, g.title),
+      g.findings.map((f) => el("details", { class: `finding ${f.status}`, "data-id": f.id },
         el("summary", {}, el("span", { class: `badge ${f.status}` }, f.status.toUpperCase()),
-          " ", el("code", {}, f.id), " ", f.message),
+          " ", el("code", {}, f.id), " ", f.headline),
+        f.headline !== f.message ? el("p", { class: "message" }, f.message) : null,
+        (f.actions || []).length ? el("ul", { class: "actions" },
+          f.actions.map((a) => actionLine(a, null))) : null,
         f.advice && f.status !== "ok" ? el("p", { class: "fix" }, "What to do: ", f.advice)
           : null,
         el("pre", { class: "evidence" }, JSON.stringify(f.evidence, null, 1)))))));
@@ -248,24 +267,42 @@ function liveCard(view) {
 }
 
 function diffCard(d) {
+  // the diff's answer in words above the two runs; its compared figures folded below
   if (!d) return null;
   if (d.error) return section("diff", "Side by side", el("p", { class: "muted" }, d.error));
   const rows = d.rows.map((r) => el("tr", {}, el("td", {}, r.what), el("td", {}, r.a),
     el("td", {}, r.b), el("td", { class: "change" }, r.change)));
-  return section("diff", `What changed: ${d.a} -> ${d.b}`,
+  return section("diff", `Did the fix work? ${d.a} (A) -> ${d.b} (B)`,
+    (d.result || []).map((ln) => el("p", { class: "result" }, ln)),
     d.source ? el("p", { class: "muted" }, d.source) : null,
-    el("table", { class: "diff" }, el("thead", {}, el("tr", {},
-      ...["", d.a, d.b, "change"].map((h) => el("th", {}, h)))), el("tbody", {}, rows)),
-    (d.lines || []).map((ln) => el("p", {}, ln)));
+    (d.lines || []).map((ln) => el("p", {}, ln)),
+    el("details", { class: "figures" }, el("summary", {}, "every compared figure"),
+      el("table", { class: "diff" }, el("thead", {}, el("tr", {},
+        ...["", "A", "B", "change"].map((h) => el("th", {}, h)))), el("tbody", {}, rows))));
+}
+
+function cards(view) {
+  const q = view.questions;
+  return [devicesCard(view.devices, q.devices), bottleneckCard(view.bottleneck, q.why_slow),
+    learningCard(view.learning, q.learning), scalingCard(view.scaling, q.scaling)];
+}
+
+function sideColumn(view, name) {
+  return el("div", { class: "side", "data-run": view.id },
+    el("h2", { class: "side-name" }, `${name}: ${view.id}`),
+    el("pre", { class: "headline" }, view.verdict.join("\n")),
+    ...cards(view).filter(Boolean), findingsCard(view.groups));
 }
 
 async function show(root) {
   clearTimeout(state.timer);
   let view;
+  let other = null;
   let diff = null;
   try {
     view = await getJson(`./run?id=${encodeURIComponent(state.current)}`);
     if (state.other) {
+      other = await getJson(`./run?id=${encodeURIComponent(state.other)}`);
       diff = await getJson(`./diff?a=${encodeURIComponent(state.current)}` +
         `&b=${encodeURIComponent(state.other)}`).catch((e) => ({ error: e.message }));
     }
@@ -274,11 +311,16 @@ async function show(root) {
     return;
   }
   state.view = view;
-  const main = el("div", { class: "grid" }, devicesCard(view.devices),
-    bottleneckCard(view.bottleneck), learningCard(view.learning), scalingCard(view.scaling));
-  root.replaceChildren(...[
-    el("pre", { class: "headline" }, view.verdict.join("\n")), liveCard(view),
-    diffCard(diff), main, findingsCard(view.groups)].filter(Boolean));
+  if (other) {  // side by side: the answer in words, then the two runs' cards in two columns
+    root.replaceChildren(diffCard(diff), el("div", { class: "sides" },
+      sideColumn(view, "A"), sideColumn(other, "B")));
+  } else {
+    // a `gpudiag diff` run: its own record's answer first (its cards hold no diagnosis)
+    root.replaceChildren(...[
+      el("pre", { class: "headline" }, view.verdict.join("\n")), liveCard(view),
+      diffCard(view.diff), el("div", { class: "grid" }, ...cards(view)),
+      findingsCard(view.groups)].filter(Boolean));
+  }
   if (view.status === "running") {
     state.timer = setTimeout(async () => {
       const runs = await getJson("./runs").catch(() => null);

@@ -45,8 +45,7 @@ def command(argv: Sequence[str], returncode: int | None, duration_s: float,
     """The program ran; its exit code (forwarded) and how long it took. Interrupted: by
     which signal (SIGINT is Ctrl-C), and whether the program ended on it or had to be
     killed (TensorFlow's preemption notifier catches SIGTERM in multi-worker programs)."""
-    shown = " ".join(shlex.join(argv).split())
-    shown = shown if len(shown) <= 80 else shown[:77] + "..."
+    shown = " ".join(shlex.join(argv).split())  # one line, whole: the terminal wraps it
     evidence = {"command": list(argv), "returncode": returncode,
                 "duration_s": round(duration_s, 3), "interrupted": interrupted,
                 "interrupted_by": interrupted_by if interrupted else None}

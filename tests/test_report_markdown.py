@@ -1,0 +1,40 @@
+"""report.md and the Text tab's findings card read a finding's fields (gpudiag.report): the
+card lists each finding by its title (a report without titles: its message), report.md
+gives the title, the whole message and the actions (where, what, the predicted step)."""
+
+from __future__ import annotations
+
+from gpudiag.report import Action, Finding, Prediction, Report, summary_markdown, to_markdown
+
+
+def _report() -> Report:
+    report = Report("run", "runs/x")
+    report.add(Finding(
+        "run.bottleneck", "warn", "Model.fit: 32.6 ms per step ... (the whole message)",
+        title="input-bound: 47 % of a 32.6 ms step waits for tf.data",
+        actions=(Action("pass num_parallel_calls=tf.data.AUTOTUNE to Dataset.map",
+                        "train.py:33", Prediction(0.0174, 0.0169, 0.018, "parallel map")),
+                 Action("end the pipeline with .prefetch(tf.data.AUTOTUNE)", None,
+                        Prediction(None, basis="not modelled")))))
+    report.add(Finding("run.learning", "ok", "Model.fit: loss 2.3 -> 0.1 over 120 steps"))
+    return report
+
+
+def test_the_text_cards_list_each_finding_by_its_title() -> None:
+    card = summary_markdown(_report())
+    assert ("- **WARN** `run.bottleneck`: input-bound: 47 % of a 32.6 ms step waits for "
+            "tf.data") in card.splitlines()
+    assert "(the whole message)" not in card
+    assert "- **OK** `run.learning`: Model.fit: loss 2.3 -> 0.1 over 120 steps" in card
+
+
+def test_report_md_gives_the_title_message_and_actions() -> None:
+    md = to_markdown(_report()).splitlines()
+    at = md.index("## WARN `run.bottleneck`")
+    section = md[at:at + 12]
+    assert section[2] == "**input-bound: 47 % of a 32.6 ms step waits for tf.data**"
+    assert section[4] == "Model.fit: 32.6 ms per step ... (the whole message)"
+    assert "- at `train.py:33`: pass num_parallel_calls=tf.data.AUTOTUNE to Dataset.map; "\
+           "predicted 17.4 ms a step (16.9-18.0) (parallel map)" in section
+    assert "- end the pipeline with .prefetch(tf.data.AUTOTUNE); no prediction: not "\
+           "modelled" in section
