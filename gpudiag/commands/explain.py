@@ -222,6 +222,7 @@ def run(session: RunSession, path: Path, *, ui: Ui) -> None:
             result = stepbreakdown.breakdown(trace, op_devices, replicas)
         except traces.TraceError as exc:
             session.add(Finding(check_id, "fail", f"{shown}: {exc}", {"trace": str(trace)},
+                                title="the trace could not be broken down into step parts",
                                 advice="The file parsed, but the breakdown could not be made "
                                 "(the message says why: xprof not importable, or its "
                                 "analysis failed); reinstall tensorboard-plugin-profile."))

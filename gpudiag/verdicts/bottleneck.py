@@ -25,7 +25,10 @@ from gpudiag.readers.stepbreakdown import (
     StepParts,
 )
 from gpudiag.report import Finding
+from gpudiag.units import duration
+from gpudiag.units import share as units_share
 from gpudiag.verdicts import allreduce, gpu_fill, whatif
+from gpudiag.verdicts.common import title
 from gpudiag.verdicts.pipeline import pipeline_fixes
 from gpudiag.verdicts.step_causes import (
     INPUT_MODERATE,
@@ -130,6 +133,34 @@ def _predicted(found: list[Cause], m: StepParts, evidence: dict[str, Any],
                           epochs=facts.epochs, steps_a_call=in_place)
 
 
+#: What each cause does to the step, in a title's words (``{s}``: its share, ``{p}``: the
+#: step's duration).
+_CAUSE_TITLES = {
+    "input-bound": "input-bound: {s} of a {p} step waits for input",
+    "copy-bound": "copy-bound: {s} of a {p} step copies between host and GPU",
+    "host-bound": "host-bound: {s} of a {p} step is Python between step calls",
+    "launch-bound": "launch-bound: the GPU waits {s} of a {p} step for launches",
+    "gpu-bound": "GPU-bound: kernels run {s} of a {p} step",
+    "communication-bound": "communication-bound: all-reduce takes {s} of a {p} step",
+    "overhead-bound": "overhead-bound: {s} of a {p} step is TensorFlow's own work",
+    "straggler": "straggler: a replica starts late by {s} of a {p} step",
+    "idle-gpus": "idle GPUs: {s} of the GPUs ran no kernel in a {p} step",
+    "small-kernels": "small kernels: the SMs idle {s} of the busy time ({p} step)",
+    "retracing": "retracing: {s} of a {p} step traces tf.functions again",
+    "callbacks": "callbacks: {s} of a {p} step runs the program's Keras callbacks",
+    "eager": "host-bound eager loop: {s} of a {p} step dispatches ops",
+}
+
+
+def cause_title(cause: str, fraction: float, period_s: float, loop: str | None = None) -> str:
+    """A bottleneck's title: its cause, its share of the step and the step's duration
+    (``input-bound: 47 % of a 32.6 ms step waits for input``), with the loop's name
+    before it where that fits."""
+    text = _CAUSE_TITLES.get(cause, cause + ": {s} of a {p} step").format(
+        s=units_share(fraction), p=duration(period_s))
+    return title(f"{loop}: {text}" if loop else text, text)
+
+
 def _no_kernels(b: Breakdown, rows: Sequence[DeviceBreakdown], head: str,
                 check_id: str) -> Finding:
     """Every GPU judged recorded no kernel: say so, claim no bound."""
@@ -144,6 +175,8 @@ def _no_kernels(b: Breakdown, rows: Sequence[DeviceBreakdown], head: str,
         {"trace": b.path, "steps_from": b.steps_from, "steps": len(b.step_names),
          "gpus_without_kernels": b.gpus_without_kernels, "host_ops_share": b.host_ops_share,
          "causes": ["no-gpu-kernels"], "notes": b.notes},
+        title=title(f"no GPU kernel in the profiled steps of {gpus}",
+                    "no GPU recorded a kernel in the profiled steps"),
         advice="see where the ops ran (tf.debugging.set_log_device_placement(True), or "
                "gpudiag run's placement) and whether the profiler's GPU tracer started: its "
                "log names CUPTI errors (libcupti on LD_LIBRARY_PATH, from CUDA's "
@@ -158,13 +191,20 @@ def _calm(head: str, m: StepParts, facts: ProgramFacts, check_id: str,
     if share >= INPUT_MODERATE:
         return Finding(check_id, "ok", f"{head}: moderately input-bound "
                        f"({share:.0%} waits for input{source}); {parts_text(m)}{tail}",
-                       evidence, advice="; ".join(pipeline_fixes(facts.calls, facts.epochs)))
+                       evidence, advice="; ".join(pipeline_fixes(facts.calls, facts.epochs)),
+                       title=title(f"moderately input-bound: {units_share(share)} of a "
+                                   f"{duration(m.period_s)} step waits for input",
+                                   "moderately input-bound"))
     shares = {k: m.share(getattr(m, f"{k}_s")) for k in PARTS}
     close = [f"{k} {v:.0%}" for k, v in sorted(shares.items(), key=lambda kv: -kv[1])
              if v >= CLOSE]
+    largest = max(shares, key=lambda k: shares[k])
     return Finding(check_id, "ok", f"{head}: no bottleneck stands out (no part dominates; "
                    f"the largest: {', '.join(close) or 'none'}); {parts_text(m)}{tail}",
-                   evidence)
+                   evidence, title=title(
+                       f"no bottleneck stands out in a {duration(m.period_s)} step (largest: "
+                       f"{largest} {units_share(shares[largest])})",
+                       f"no bottleneck stands out in a {duration(m.period_s)} step"))
 
 
 def bottleneck(b: Breakdown | None, reason: str | None, facts: ProgramFacts | None = None,
@@ -173,12 +213,14 @@ def bottleneck(b: Breakdown | None, reason: str | None, facts: ProgramFacts | No
     facts = facts or ProgramFacts()
     if b is None:
         return Finding(check_id, "skip", f"no trace of the program's steps: {reason}",
-                       {"reason": reason, "predicted": whatif.nothing_measured(reason)})
+                       {"reason": reason, "predicted": whatif.nothing_measured(reason)},
+                       title="no trace of the program's steps")
     rows = working(b, facts.replicas)
     m = mean_parts(rows)
     if m is None or m.period_s <= 0:
         return Finding(check_id, "skip", "the trace holds no complete step", {
-            "path": b.path, "predicted": whatif.nothing_measured("no complete step")})
+            "path": b.path, "predicted": whatif.nothing_measured("no complete step")},
+            title="the trace holds no complete step")
     j = Judged(m, rows, b, facts)
     head = (f"{facts.loop + ': ' if facts.loop else ''}{ms(m.period_s)} per step over "
             f"{len(b.step_names)} profiled step(s) ({b.steps_from})")
@@ -210,7 +252,8 @@ def bottleneck(b: Breakdown | None, reason: str | None, facts: ProgramFacts | No
         return _calm(head, m, facts, check_id, evidence, tail)
     text = f"{head}: {found[0].text}" + "".join(f"; also {c.text}" for c in found[1:]) + \
         f" ({parts_text(m)}){tail}"
-    return Finding(check_id, "warn", text, evidence, advice=advice(found))
+    return Finding(check_id, "warn", text, evidence, advice=advice(found),
+                   title=cause_title(found[0].name, found[0].share, m.period_s, facts.loop))
 
 
 EAGER_BOUND = 0.50  # dispatch (Python and TensorFlow's eager path) at least this share
@@ -224,7 +267,8 @@ def eager(split: dict[str, Any] | None, facts: ProgramFacts, *,
     head = f"{facts.loop + ': ' if facts.loop else ''}"
     if split is None or split["period_s"] <= 0:
         return Finding(check_id, "skip", f"{head}no complete eager step in the trace",
-                       {"predicted": whatif.nothing_measured("no complete eager step")})
+                       {"predicted": whatif.nothing_measured("no complete eager step")},
+                       title="no complete eager step in the trace")
     period, op, wait, dispatch = (split[k] for k in ("period_s", "op_s", "input_s",
                                                       "dispatch_s"))
     parts = {"period_s": period, "compute_s": op, "communication_s": 0.0, "input_s": wait,
@@ -241,8 +285,10 @@ def eager(split: dict[str, Any] | None, facts: ProgramFacts, *,
         "causes": ["eager"] if share >= EAGER_BOUND else []}
     if share < EAGER_BOUND:
         evidence["predicted"] = whatif.predict([], parts, evidence)
-        return Finding(check_id, "ok", f"{head}: no bottleneck stands out; {text}", evidence)
+        return Finding(check_id, "ok", f"{head}: no bottleneck stands out; {text}", evidence,
+                       title=title(f"eager loop: no bottleneck stands out in a "
+                                   f"{duration(period)} step", "eager loop: no bottleneck"))
     evidence["predicted"] = {**whatif.host_bound(parts, eager=True), "cause": "eager"}
     fix = str((facts.eager or {}).get("fix") or "wrap the step in tf.function")
     return Finding(check_id, "warn", f"{head}: host-bound eager execution: {text}", evidence,
-                   advice=fix)
+                   advice=fix, title=cause_title("eager", share, period, facts.loop))

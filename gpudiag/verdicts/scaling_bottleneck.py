@@ -32,6 +32,7 @@ from gpudiag.verdicts.bottleneck import (
     parts_seconds,
     working,
 )
+from gpudiag.verdicts.common import title
 
 CHECK_PREFIX = "scaling.bottleneck."
 WHERE = {"compute": "per-replica compute", "communication": "communication (all-reduce)",
@@ -111,6 +112,7 @@ def scaling_bottleneck(config: ConfigTrace, baseline: Baseline | None = None) ->
         replicas=config.replicas,
         gradient_bytes=config.gradient_bytes if n_devices > 1 else None),
         check_id=baseline.check_prefix + name)
+    f = replace(f, title=title(f"{name}: {f.title}", f.title))
     if b is None:
         return replace(f, message=f"{name}: no trace to break down: {config.reason}")
     if f.status == "skip" or n_devices < 2 or "no-gpu-kernels" in f.evidence.get("causes", []):

@@ -20,6 +20,8 @@ from typing import Any
 
 from gpudiag.records.run import ProcessObservation, StepSeries
 from gpudiag.report import Finding
+from gpudiag.units import duration, share
+from gpudiag.verdicts.common import title
 from gpudiag.verdicts.run.throughput import loop_timing
 from gpudiag.verdicts.step_causes import Cause, ms
 
@@ -168,17 +170,26 @@ def retracing(obs: ProcessObservation, proc: str = "") -> Finding:
     check = f"run.retracing{proc}"
     functions = [s.label for s in obs.series if s.kind == "function"]
     if not functions:
-        return Finding(check, "skip", "no tf.function of the program ran", {"functions": []})
+        return Finding(check, "skip", "no tf.function of the program ran", {"functions": []},
+                       title="no tf.function of the program ran")
     causes = [c for f in found if (c := retracing_cause(f)) is not None]
     evidence = {"functions": found, "thresholds": {"retraces": RETRACES_WARN,
                                                    "trace_share": TRACE_SHARE}}
     if causes:
+        top = max(found, key=lambda f: f["retraces"])
         return Finding(check, "warn", "; ".join(c.text.removeprefix("retracing: ")
                                                  for c in causes), evidence,
-                       advice="; ".join(c.advice for c in causes))
+                       advice="; ".join(c.advice for c in causes), title=title(
+                           f"retracing: {top['function']} traced {top['traces']} times in "
+                           f"{top['calls']} calls, {share(top['trace_share'])} of its time",
+                           f"retracing: a tf.function traced {top['traces']} times in "
+                           f"{top['calls']} calls", "retracing: a tf.function traces again"))
     text = "; ".join(_retrace_text(f) for f in found) if found else \
         f"{', '.join(functions)}: traced once each (no retrace)"
-    return Finding(check, "ok", text, evidence)
+    retraced = sum(1 for f in found if f["retraces"])
+    return Finding(check, "ok", text, evidence, title=(
+        f"{len(functions)} tf.function(s) traced once each" if not retraced else
+        f"{retraced} tf.function(s) retraced, under the warning's threshold"))
 
 
 # ------------------------------------------------------------------------ eager loops
@@ -211,14 +222,22 @@ def eager_loop(obs: ProcessObservation, warmup: int, proc: str = "") -> Finding:
     check = f"run.eager-loop{proc}"
     if not found:
         return Finding(check, "ok", "no eager training loop (every gradient the program "
-                       "computed was inside a tf.function or Keras)", {"loops": []})
+                       "computed was inside a tf.function or Keras)", {"loops": []},
+                       title="no eager training loop")
     parts = [f"{f['loop']} ({where(f['at'])}) ran {f['steps']} steps eagerly, "
              + (f"median {ms(f['step_s_median'])} per step (start to start)"
                 if f["step_s_median"] else "too few to time")
              + ": every op is dispatched from Python, one at a time" for f in found]
     return Finding(check, "warn", "; ".join(parts) + " (run.bottleneck splits a profiled "
                    "step into op time and dispatch)", {"loops": found},
-                   advice="; ".join(eager_fix(f) for f in found))
+                   advice="; ".join(eager_fix(f) for f in found), title=_eager_title(found[0]))
+
+
+def _eager_title(f: dict[str, Any]) -> str:
+    step = (f", {duration(f['step_s_median'])} a step" if f["step_s_median"] else "")
+    return title(f"eager loop at {where(f['at'])}: {f['steps']} steps dispatched from "
+                 f"Python{step}", f"an eager loop: {f['steps']} steps dispatched from "
+                 f"Python{step}", "an eager training loop: ops dispatched from Python")
 
 
 # -------------------------------------------------------------------------- callbacks
@@ -280,14 +299,24 @@ def callbacks(obs: ProcessObservation, warmup: int, proc: str = "") -> Finding:
     check = f"run.callbacks{proc}"
     if not found:
         return Finding(check, "skip", "no Keras fit with callbacks of the program's own that "
-                       "override a batch or epoch hook", {"callbacks": []})
+                       "override a batch or epoch hook", {"callbacks": []},
+                       title="no Keras callback of the program's own")
     named = callback_causes(found)
     evidence = {"callbacks": found, "threshold": CALLBACK_SHARE}
     if named:
         return Finding(check, "warn", "; ".join(_callback_text(c.evidence["callback"])
                                                 for c in named), evidence,
-                       advice="; ".join(c.advice for c in named))
-    return Finding(check, "ok", "; ".join(_callback_text(c) for c in found), evidence)
+                       advice="; ".join(c.advice for c in named),
+                       title=_callback_title(named[0].evidence["callback"]))
+    return Finding(check, "ok", "; ".join(_callback_text(c) for c in found), evidence,
+                   title=title(f"callbacks: {len(found)} of the program's, none takes "
+                               f"{share(CALLBACK_SHARE)} of a step",
+                               "callbacks: none slows the steps"))
+
+
+def _callback_title(c: dict[str, Any]) -> str:
+    cost = f"{share(c['share'])} of a {duration(c['step_s_median'])} step"
+    return title(f"callback {c['class']} takes {cost}", f"a Keras callback takes {cost}")
 
 
 # ------------------------------------------------------------------ for run.bottleneck

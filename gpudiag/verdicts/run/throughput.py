@@ -11,6 +11,8 @@ from typing import Any
 
 from gpudiag.records.run import ProcessObservation, StepSeries
 from gpudiag.report import Finding
+from gpudiag.units import duration
+from gpudiag.verdicts.common import title
 
 
 def unseen_fit_batches(obs: ProcessObservation) -> str | None:
@@ -167,9 +169,20 @@ def throughput(obs: ProcessObservation, warmup: int, proc: str = "") -> Finding:
             return Finding(f"run.throughput{proc}", "skip", f"{top.label} ran {len(top.steps)} "
                            f"steps, but every step after its {warmup} warm-up steps was in "
                            f"the profiled window (steps {profiled[0]}-{profiled[-1]}), which "
-                           "is not timed", evidence)
-        return Finding(f"run.throughput{proc}", "skip", unseen_fit_batches(obs)
-                       or f"no training loop ran more than {warmup} warm-up steps", evidence)
+                           "is not timed", evidence,
+                           title="no step timed: every step after warm-up was profiled")
+        unseen = unseen_fit_batches(obs)
+        return Finding(f"run.throughput{proc}", "skip", unseen
+                       or f"no training loop ran more than {warmup} warm-up steps", evidence,
+                       title="no step timed: Keras fit's batches were not seen" if unseen else
+                       f"no training loop ran more than {warmup} warm-up steps")
+    busiest = max(rows, key=lambda r: r["timed_steps"])
+    rate = (f", {busiest['examples_per_s']:,.0f} examples/s" if "examples_per_s" in busiest
+            else "")
+    steps = (f"{duration(busiest['step_s_median'])} a step (median of "
+             f"{busiest['timed_steps']}){rate}")
+    more = f" (+{len(rows) - 1} more loop(s))" if len(rows) > 1 else ""
     return Finding(f"run.throughput{proc}", "ok",
                    "; ".join(parts) + f" (the first {warmup} steps and the profiled ones "
-                   "left out)", evidence)
+                   "left out)", evidence,
+                   title=title(f"{busiest['series']}: {steps}{more}", f"{steps}{more}", steps))
