@@ -63,9 +63,8 @@ def load_report(run_dir: Path) -> dict[str, Any]:
     """report.json as plain data, read by the one reader of a run directory. Every finding
     a command wrote belongs to a declared family (gpudiag.families: its question is set)
     and, in a report of this schema, has its title (assert_title)."""
-    from gpudiag.rundir import load_run
-
     from gpudiag.layout import SCHEMA_VERSION
+    from gpudiag.rundir import load_run
 
     data = load_run(run_dir).report_json
     for f in data["findings"]:
