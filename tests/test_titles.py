@@ -61,7 +61,8 @@ def test_the_bottleneck_title_names_its_cause_share_and_step() -> None:
     named = cause_title("host-bound", 0.3, 0.01, "fit")
     assert named == "fit: host-bound: 30 % of a 10.0 ms step is Python between step calls"
     assert cause_title("host-bound", 0.3, 0.01, "train_step") == named.removeprefix("fit: ")
-    assert cause_title("gpu-bound", 0.8, 0.01, "a" * 60) == "GPU-bound: kernels run 80 % of a 10.0 ms step"
+    assert cause_title("gpu-bound", 0.8, 0.01, "a" * 60) == \
+        "GPU-bound: kernels run 80 % of a 10.0 ms step"
 
 
 def _loop(verdict: str, ratio_: float, low: float | None, high: float | None) -> LoopDiff:
