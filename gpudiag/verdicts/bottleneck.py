@@ -15,6 +15,7 @@ On a GPU with GPM (Hopper and later), a GPU NVML calls busy whose SMs mostly idl
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
 from gpudiag.readers.stepbreakdown import (
@@ -24,11 +25,12 @@ from gpudiag.readers.stepbreakdown import (
     DeviceBreakdown,
     StepParts,
 )
-from gpudiag.report import Finding
+from gpudiag.report import Action, Finding
 from gpudiag.units import duration
 from gpudiag.units import share as units_share
 from gpudiag.verdicts import allreduce, gpu_fill, whatif
 from gpudiag.verdicts.common import title
+from gpudiag.verdicts.pipeline import fixes as pipeline_fix_list
 from gpudiag.verdicts.pipeline import pipeline_fixes
 from gpudiag.verdicts.step_causes import (
     INPUT_MODERATE,
@@ -152,6 +154,25 @@ _CAUSE_TITLES = {
 }
 
 
+def actions(found: Sequence[Cause], predicted: dict[str, Any] | None) -> tuple[Action, ...]:
+    """What the causes' advice says to change, in the causes' order, each once; the first
+    carries the prediction of the first cause's fix (whatif: evidence.predicted)."""
+    out: list[Action] = []
+    for c in found:
+        out += [a for a in c.actions if a not in out]
+    if out and predicted is not None:
+        out[0] = replace(out[0], predicted=whatif.as_prediction(predicted))
+    return tuple(out)
+
+
+def eager_where(eager: dict[str, Any] | None) -> str | None:
+    """Where an eager loop's step becomes a tf.function: its def line where the step is a
+    function, else the line of its tape.gradient (hostcauses.eager_facts)."""
+    at = (eager or {}).get("at") or {}
+    line = (eager or {}).get("def_line") or at.get("line")
+    return f"{str(at['file']).rsplit('/', 1)[-1]}:{line}" if at.get("file") and line else None
+
+
 def cause_title(cause: str, fraction: float, period_s: float, loop: str | None = None) -> str:
     """A bottleneck's title: its cause, its share of the step and the step's duration
     (``input-bound: 47 % of a 32.6 ms step waits for input``), with the loop's name
@@ -189,12 +210,14 @@ def _calm(head: str, m: StepParts, facts: ProgramFacts, check_id: str,
     """No cause over its threshold: moderately input-bound, or which parts are close."""
     share, source, _ = input_share(facts, m)
     if share >= INPUT_MODERATE:
+        fixes = tuple(Action(f.what, f.where) for f in pipeline_fix_list(facts.calls,
+                                                                          facts.epochs))
         return Finding(check_id, "ok", f"{head}: moderately input-bound "
                        f"({share:.0%} waits for input{source}); {parts_text(m)}{tail}",
                        evidence, advice="; ".join(pipeline_fixes(facts.calls, facts.epochs)),
                        title=title(f"moderately input-bound: {units_share(share)} of a "
                                    f"{duration(m.period_s)} step waits for input",
-                                   "moderately input-bound"))
+                                   "moderately input-bound"), actions=fixes)
     shares = {k: m.share(getattr(m, f"{k}_s")) for k in PARTS}
     close = [f"{k} {v:.0%}" for k, v in sorted(shares.items(), key=lambda kv: -kv[1])
              if v >= CLOSE]
@@ -253,6 +276,7 @@ def bottleneck(b: Breakdown | None, reason: str | None, facts: ProgramFacts | No
     text = f"{head}: {found[0].text}" + "".join(f"; also {c.text}" for c in found[1:]) + \
         f" ({parts_text(m)}){tail}"
     return Finding(check_id, "warn", text, evidence, advice=advice(found),
+                   actions=actions(found, evidence["predicted"]),
                    title=cause_title(found[0].name, found[0].share, m.period_s, facts.loop))
 
 
@@ -291,4 +315,7 @@ def eager(split: dict[str, Any] | None, facts: ProgramFacts, *,
     evidence["predicted"] = {**whatif.host_bound(parts, eager=True), "cause": "eager"}
     fix = str((facts.eager or {}).get("fix") or "wrap the step in tf.function")
     return Finding(check_id, "warn", f"{head}: host-bound eager execution: {text}", evidence,
+                   actions=(Action("wrap the step in tf.function (@tf.function)",
+                                   eager_where(facts.eager),
+                                   whatif.as_prediction(evidence["predicted"])),),
                    advice=fix, title=cause_title("eager", share, period, facts.loop))

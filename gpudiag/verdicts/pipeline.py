@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from gpudiag.readers.xprofview import InputOp
 from gpudiag.records.run import DatasetCall
@@ -26,24 +27,39 @@ def _line(c: DatasetCall) -> str:
     return f"{c.where}" + (f" (`{code[:70]}`)" if code else "")
 
 
-def pipeline_fixes(calls: Sequence[DatasetCall], epochs: int | None = None) -> list[str]:
+@dataclass(frozen=True)
+class Fix:
+    """One fix at the program's tf.data line: the sentence the advice gives (``text``),
+    the change in words (``what``) and the user's ``file:line`` (``where``)."""
+
+    text: str
+    what: str
+    where: str | None
+
+
+def fixes(calls: Sequence[DatasetCall], epochs: int | None = None) -> list[Fix]:
     """What the program's own tf.data calls show: a map or interleave without
     num_parallel_calls, a pipeline without prefetch, an in-memory data set mapped again
     every epoch without cache (``epochs`` > 1), Python generators and py_functions."""
     mine = [c for c in calls if c.caller and c.caller.get("direct")]
-    fixes = []
+    out = []
     for c in mine:
         fn = (c.function or {}).get("name")
         if c.method in ("map", "interleave") and c.args.get("num_parallel_calls") is None:
-            fixes.append(f"Dataset.{c.method}({fn or ''}) at {_line(c)} runs one element at a "
-                         "time: pass num_parallel_calls=tf.data.AUTOTUNE")
+            out.append(Fix(f"Dataset.{c.method}({fn or ''}) at {_line(c)} runs one element at "
+                           "a time: pass num_parallel_calls=tf.data.AUTOTUNE",
+                           f"pass num_parallel_calls=tf.data.AUTOTUNE to Dataset.{c.method}",
+                           _where(c)))
         elif c.method == "from_generator":
-            fixes.append(f"Dataset.from_generator({fn or ''}) at {_line(c)} runs Python, one "
-                         "element at a time under the GIL: read the data with tf.data ops "
-                         "(from_tensor_slices, TFRecordDataset) where you can")
+            out.append(Fix(f"Dataset.from_generator({fn or ''}) at {_line(c)} runs Python, one "
+                           "element at a time under the GIL: read the data with tf.data ops "
+                           "(from_tensor_slices, TFRecordDataset) where you can",
+                           "read the data with tf.data ops (from_tensor_slices, "
+                           "TFRecordDataset), not Dataset.from_generator", _where(c)))
         elif c.method in ("py_function", "numpy_function"):
-            fixes.append(f"tf.{c.method}({fn or ''}) at {_line(c)} runs Python under the GIL "
-                         "for every element: write it with TensorFlow ops")
+            out.append(Fix(f"tf.{c.method}({fn or ''}) at {_line(c)} runs Python under the GIL "
+                           "for every element: write it with TensorFlow ops",
+                           f"write tf.{c.method}'s function with TensorFlow ops", _where(c)))
     by_output = {c.output: c for c in mine if c.output}
     fed = {c.input for c in mine if c.input}
     # A prefetch made on a dataset no recorded call made (a transformation the hooks do not
@@ -57,15 +73,26 @@ def pipeline_fixes(calls: Sequence[DatasetCall], epochs: int | None = None) -> l
             node = by_output.get(node.input) if node.input else None
         methods = [n.method for n in chain]
         if len(chain) > 1 and "prefetch" not in methods and not unplaced_prefetch:
-            fixes.append(f"the pipeline ending at {_line(leaf)} has no prefetch: end it with "
-                         ".prefetch(tf.data.AUTOTUNE) so the next batch is made while this "
-                         "one trains")
+            out.append(Fix(f"the pipeline ending at {_line(leaf)} has no prefetch: end it with "
+                           ".prefetch(tf.data.AUTOTUNE) so the next batch is made while this "
+                           "one trains", "end the pipeline with .prefetch(tf.data.AUTOTUNE)",
+                           _where(leaf)))
         if epochs and epochs > 1 and "map" in methods and "cache" not in methods and \
                 chain[-1].method in ("from_tensor_slices", "from_tensors"):
             mapped = next(n for n in chain if n.method == "map")
-            fixes.append(f"the in-memory data set is mapped again in each of the {epochs} "
-                         f"epochs: .cache() after the map at {mapped.where} maps it once")
-    return fixes
+            out.append(Fix(f"the in-memory data set is mapped again in each of the {epochs} "
+                           f"epochs: .cache() after the map at {mapped.where} maps it once",
+                           "call .cache() after the map", _where(mapped)))
+    return out
+
+
+def pipeline_fixes(calls: Sequence[DatasetCall], epochs: int | None = None) -> list[str]:
+    """The advice's sentences of :func:`fixes`."""
+    return [f.text for f in fixes(calls, epochs)]
+
+
+def _where(c: DatasetCall) -> str | None:
+    return c.where if c.caller else None
 
 
 def parallel_and_prefetched(calls: Sequence[DatasetCall]) -> bool:

@@ -25,7 +25,9 @@ from typing import Any
 from gpudiag.readers.gpukernels import KernelStats
 from gpudiag.readers.stepbreakdown import Breakdown, DeviceBreakdown, StepParts
 from gpudiag.records.run import DatasetCall
+from gpudiag.report import Action
 from gpudiag.verdicts import gpu_fill
+from gpudiag.verdicts.pipeline import fixes as pipeline_fix_list
 from gpudiag.verdicts.pipeline import parallel_and_prefetched, pipeline_fixes, stage_fixes
 
 INPUT_BOUND = 0.20  # xprof: "HIGHLY input-bound"
@@ -81,6 +83,8 @@ class Cause:
     text: str  # what the trace shows, with its numbers
     advice: str  # the fix for this cause
     evidence: dict[str, Any] = field(default_factory=dict)
+    # the changes the advice names, each at the program's line where it is known
+    actions: tuple[Action, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -145,6 +149,7 @@ def _input(j: Judged) -> Cause | None:
         return None
     calls = j.facts.calls
     fixes = pipeline_fixes(calls, j.facts.epochs)
+    actions = [Action(f.what, f.where) for f in pipeline_fix_list(calls, j.facts.epochs)]
     out = []
     top = j.b.xprof.input_ops[0] if j.b.xprof and j.b.xprof.input_ops else None
     if top is not None:
@@ -152,6 +157,10 @@ def _input(j: Judged) -> Cause | None:
                    "input pipeline, xprof)")
     out += fixes
     if parallel_and_prefetched(calls):
+        mapped = next((c for c in calls if c.method == "map" and c.caller
+                       and c.caller.get("direct")), None)
+        actions.append(Action("vectorise the map: batch before it, with a function written "
+                              "for a batch", mapped.where if mapped else None))
         out.append("the program's pipeline already maps in parallel and prefetches: the "
                    "per-element work itself outruns the step; vectorise it (batch before "
                    "the map, with a function written for a batch: one call maps the whole "
@@ -166,10 +175,11 @@ def _input(j: Judged) -> Cause | None:
             f": within its spread of xprof's {INPUT_BOUND:.0%} threshold, input-bound or "
             "close to it" if near else ""))
         return Cause("input-bound", share, f"input-bound: {text}", "; ".join(out),
-                     {"input_series": j.facts.input_series, "near_threshold": near})
+                     {"input_series": j.facts.input_series, "near_threshold": near},
+                     tuple(actions))
     return Cause("input-bound", m.share(m.input_s),
                  f"input-bound: {m.share(m.input_s):.0%} of the step ({ms(m.input_s)} of "
-                 f"{ms(m.period_s)}) waits for input", "; ".join(out))
+                 f"{ms(m.period_s)}) waits for input", "; ".join(out), {}, tuple(actions))
 
 
 def _copy(j: Judged) -> Cause | None:
@@ -189,17 +199,20 @@ def _copy(j: Judged) -> Cause | None:
                  "pipeline's end, or strategy.experimental_distribute_dataset), send "
                  "compact dtypes (uint8 images) and cast on the GPU; TensorFlow copies "
                  "from pinned host memory when the input is a tf.data pipeline",
-                 {"h2d_s_per_step": h2d, "d2h_s_per_step": d2h})
+                 {"h2d_s_per_step": h2d, "d2h_s_per_step": d2h},
+                 (Action("keep the data on the GPU, or prefetch to it: "
+                         "tf.data.experimental.prefetch_to_device('/gpu:0')"),))
 
 
 def _host(j: Judged) -> Cause | None:
     m = j.m
     if m.share(m.host_between_calls_s) < HOST_BOUND:
         return None
-    where = ""
+    where, line = "", None
     if j.facts.called_at:
         at = j.facts.called_at
-        where = f" (the loop at {str(at['file']).rsplit('/', 1)[-1]}:{at['line']})"
+        line = f"{str(at['file']).rsplit('/', 1)[-1]}:{at['line']}"
+        where = f" (the loop at {line})"
     gpu = " while the GPU waits" if j.gpu else ""
     what = ("the host after the step call returned, before the step's last work on the "
             "device (the program's Python around the call: the loop, logging, a Keras "
@@ -212,7 +225,10 @@ def _host(j: Judged) -> Cause | None:
                  f"{j.facts.loop or 'the step'}{where} into the tf.function, or do it every "
                  "N steps (logging, metrics, .numpy() calls)" + (
                      "" if j.facts.loop else f"; Keras: {STEPS_PER_EXECUTION} (fit's "
-                     "per-batch callbacks then run once per N steps)"))
+                     "per-batch callbacks then run once per N steps)"), {},
+                 (Action(f"move the per-step Python work between the calls of "
+                         f"{j.facts.loop or 'the step'} into the tf.function, or do it every "
+                         "N steps", line),))
 
 
 def _launch_text(j: Judged) -> str:
@@ -239,7 +255,10 @@ def _launch(j: Judged) -> Cause | None:
                      f"({m.share(m.input_s):.0%})",
                      "fewer, larger kernels: a larger batch; XLA (jit_compile=True in "
                      "compile() or tf.function) fuses the small ops; "
-                     f"{_more_steps(j.facts.loop)}")
+                     f"{_more_steps(j.facts.loop)}", {},
+                     (Action("XLA: jit_compile=True in compile() or on the tf.function",
+                             _compile_line(j.facts.compile)),
+                      Action(_more_steps_what(j.facts.loop), _loop_line(j.facts))))
     if not j.gpu and m.share(launch) >= OVERHEAD_BOUND:
         text = (f"overhead-bound: in {m.share(launch):.0%} of the step ({ms(launch)} of "
                 f"{ms(m.period_s)}) no op ran inside the step call: TensorFlow's own "
@@ -254,7 +273,8 @@ def _launch(j: Judged) -> Cause | None:
                 "remove"), "a larger batch (more work per op), or XLA (jit_compile=True in "
                 f"compile{_compile_at(j.facts.compile)}) to fuse the small ops; "
                 f"steps_per_execution beyond {n} saves only the per-call part",
-                {"steps_per_execution": n})
+                {"steps_per_execution": n},
+                (Action("XLA: jit_compile=True in compile()", _compile_line(j.facts.compile)),))
         k = j.b.updates_per_call
         if k is not None and k >= LARGE_STEPS_PER_EXECUTION:
             return Cause("overhead-bound", m.share(launch), text + (
@@ -263,11 +283,32 @@ def _launch(j: Judged) -> Cause | None:
                 "step's own op scheduling, which more steps a call do not remove"),
                 "a larger batch (more work per op), or XLA (jit_compile=True on the "
                 "tf.function) to fuse the small ops",
-                {"steps_per_call": k})
+                {"steps_per_call": k}, (Action("XLA: jit_compile=True on the tf.function"),))
         return Cause("overhead-bound", m.share(launch), text,
                      f"more work per step call: {_more_steps(j.facts.loop, j.facts.compile)}; "
-                     "or a larger batch")
+                     "or a larger batch", {},
+                     (Action(_more_steps_what(j.facts.loop), _loop_line(j.facts)),))
     return None
+
+
+def _compile_line(compiled: dict[str, Any] | None) -> str | None:
+    at = (compiled or {}).get("caller")
+    return f"{str(at['file']).rsplit('/', 1)[-1]}:{at['line']}" if at else None
+
+
+def _loop_line(facts: ProgramFacts) -> str | None:
+    """The line that changes to run more steps a call: a fit's compile, else where the
+    step function is called."""
+    if facts.loop and "fit" in facts.loop:
+        return _compile_line(facts.compile)
+    at = facts.called_at
+    return f"{str(at['file']).rsplit('/', 1)[-1]}:{at['line']}" if at else None
+
+
+def _more_steps_what(loop: str | None) -> str:
+    if loop and "fit" in loop:
+        return "pass steps_per_execution=N to compile()"
+    return f"run several steps in each call of {loop or 'the step function'}"
 
 
 
@@ -328,10 +369,13 @@ def _gpu_bound(j: Judged) -> Cause | None:
     fixes += ["XLA (jit_compile=True) fuses element-wise kernels and saves memory traffic",
               "a larger batch where the GPU's memory allows (more work per kernel)",
               "past that, a faster or another GPU (the program keeps this one busy)"]
+    actions = ([Action("mixed precision: keras.mixed_precision.set_global_policy("
+                       "'mixed_float16')")] if half is not None and half < HALF_ADVISED
+               else []) + [Action("XLA: jit_compile=True"), Action("a larger batch")]
     return Cause("gpu-bound", m.share(m.compute_s), text, "; ".join(fixes),
                  {"half_share": half, "tensor_core_share": tensor,
                   "top_kernels": [(short_kernel(k.name), k.total_s / steps) for k in tops],
-                  "top_ops": [(o.name, o.total_s / steps) for o in ops]})
+                  "top_ops": [(o.name, o.total_s / steps) for o in ops]}, tuple(actions))
 
 
 def _communication(j: Judged) -> Cause | None:
@@ -343,7 +387,7 @@ def _communication(j: Judged) -> Cause | None:
                  f"{m.share(m.communication_s):.0%} of the step ({ms(m.communication_s)} of "
                  f"{ms(m.period_s)})",
                  "fewer, larger all-reduces: a larger batch per replica, or fewer replicas "
-                 "for a model this size")
+                 "for a model this size", {}, (Action("a larger batch per replica"),))
 
 
 def _straggler(j: Judged) -> Cause | None:
@@ -369,7 +413,9 @@ def _idle_gpus(j: Judged) -> Cause | None:
                  f"({', '.join(b.gpus_without_kernels)})",
                  "a strategy over every GPU gives each a replica that runs kernels every "
                  "step: check the devices the program gives its strategy (MirroredStrategy() "
-                 "with no list takes every visible GPU) and CUDA_VISIBLE_DEVICES")
+                 "with no list takes every visible GPU) and CUDA_VISIBLE_DEVICES", {},
+                 (Action("give the strategy every GPU: MirroredStrategy() with no device "
+                         "list"),))
 
 
 CAUSES: tuple[Callable[[Judged], Cause | None], ...] = (
@@ -379,7 +425,8 @@ CAUSES: tuple[Callable[[Judged], Cause | None], ...] = (
 def small_kernels(fills: Sequence[gpu_fill.Fill]) -> list[Cause]:
     """NVML busy while GPM's SMs mostly idle (Hopper and later): a cause of its own."""
     return [Cause("small-kernels", 1 - f.sm_util_mean_percent / f.util_mean_percent,
-                  f.text(), gpu_fill.ADVICE)
+                  f.text(), gpu_fill.ADVICE, {},
+                  (Action("more work per kernel: a larger batch, or XLA (jit_compile=True)"),))
             for f in fills if f.sm_util_mean_percent is not None and f.util_mean_percent]
 
 

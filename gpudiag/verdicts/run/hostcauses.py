@@ -16,14 +16,17 @@ from __future__ import annotations
 import re
 import statistics
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
 from gpudiag.records.run import ProcessObservation, StepSeries
-from gpudiag.report import Finding
+from gpudiag.report import Action, Finding
 from gpudiag.units import duration, share
+from gpudiag.verdicts.bottleneck import eager_where
 from gpudiag.verdicts.common import title
 from gpudiag.verdicts.run.throughput import loop_timing
 from gpudiag.verdicts.step_causes import Cause, ms
+from gpudiag.verdicts.whatif import as_prediction
 
 RETRACES_WARN = 2  # retraces (traces after the first) before retracing is a cause
 TRACE_SHARE = 0.10  # of the function's calls' time spent tracing
@@ -101,6 +104,29 @@ def _fix(c: dict[str, Any], f: dict[str, Any]) -> str:
             "identity, and a new one each call traces again")
 
 
+def _line(at: dict[str, Any] | None) -> str | None:
+    """``file:line`` of a recorded frame (None: not known)."""
+    text = where(at)
+    return None if text == "?" else text
+
+
+def _fix_action(c: dict[str, Any], f: dict[str, Any]) -> Action:
+    """_fix's change in words, at the line it names."""
+    name = f["function"].removeprefix("tf.function ")
+    if c["kind"] == "new_object":
+        return Action(f"define the tf.function {name} once, outside the loop",
+                      _line(c["created_at"]))
+    if c["kind"] == "python":
+        return Action(f"pass {c['arg']} as a tensor (tf.constant)", _line(f["called_at"]))
+    if c["kind"] == "shape":
+        return Action(f"decorate {name} with @tf.function(reduce_retracing=True), or give it "
+                      "an input_signature with None in the changing dimension",
+                      _line(f["def"]))
+    if c["kind"] == "dtype":
+        return Action(f"cast {c['arg']} to one dtype before the call", _line(f["called_at"]))
+    return Action(f"pass tensors, not a Python object, as {c['arg']}", _line(f["called_at"]))
+
+
 def _retrace_text(f: dict[str, Any]) -> str:
     text = (f"{f['function']} was traced {f['traces']} times over {f['calls']} calls "
             f"({f['retraces']} retraces)")
@@ -137,8 +163,12 @@ def retracing_cause(f: dict[str, Any] | None) -> Cause | None:
         [{**shapes[0], "arg": ", ".join(c["arg"] for c in shapes)}] if shapes else [])
     fixes = list(dict.fromkeys(_fix(c, f) for c in shown)) or [
         f"give {f['function']} an input_signature, or reduce_retracing=True"]
+    actions = list(dict.fromkeys(_fix_action(c, f) for c in shown)) or [
+        Action(f"give {f['function']} an input_signature, or reduce_retracing=True",
+               _line(f["def"]))]
     return Cause("retracing", f["trace_share"] or 0.0, f"retracing: {_retrace_text(f)}",
-                 "; ".join(fixes), {"retracing": f, "predicted": _retrace_predicted(f)})
+                 "; ".join(fixes), {"retracing": f, "predicted": _retrace_predicted(f)},
+                 tuple(actions))
 
 
 def _predicted(cause: str, fix: str, period: float | None, step: float | None, model: str,
@@ -179,6 +209,7 @@ def retracing(obs: ProcessObservation, proc: str = "") -> Finding:
         top = max(found, key=lambda f: f["retraces"])
         return Finding(check, "warn", "; ".join(c.text.removeprefix("retracing: ")
                                                  for c in causes), evidence,
+                       actions=_cause_actions(causes),
                        advice="; ".join(c.advice for c in causes), title=title(
                            f"retracing: {top['function']} traced {top['traces']} times in "
                            f"{top['calls']} calls, {share(top['trace_share'])} of its time",
@@ -230,7 +261,9 @@ def eager_loop(obs: ProcessObservation, warmup: int, proc: str = "") -> Finding:
              + ": every op is dispatched from Python, one at a time" for f in found]
     return Finding(check, "warn", "; ".join(parts) + " (run.bottleneck splits a profiled "
                    "step into op time and dispatch)", {"loops": found},
-                   advice="; ".join(eager_fix(f) for f in found), title=_eager_title(found[0]))
+                   advice="; ".join(eager_fix(f) for f in found), title=_eager_title(found[0]),
+                   actions=tuple(Action("wrap the step in tf.function (@tf.function)",
+                                        eager_where(f)) for f in found))
 
 
 def _eager_title(f: dict[str, Any]) -> str:
@@ -290,8 +323,21 @@ def callback_causes(facts: Sequence[dict[str, Any]]) -> list[Cause]:
                       "callbacks", f"{c['class']}'s batch work moved off the batches",
                       c["step_s_median"], (c["step_s_median"] or 0.0) - c["batch_s_per_step"],
                       "step period - the callback's batch hooks' time per step (both "
-                      "measured over the whole run)", {"callback_s": c["batch_s_per_step"]})})
+                      "measured over the whole run)", {"callback_s": c["batch_s_per_step"]})},
+                  (Action(f"do {c['class']}'s per-batch work every N batches or in "
+                          "on_epoch_end", _line(c)),))
             for c in facts if c["share"] is not None and c["share"] >= CALLBACK_SHARE]
+
+
+def _cause_actions(causes: Sequence[Cause]) -> tuple[Action, ...]:
+    """Each cause's actions, its own prediction on its first."""
+    out: list[Action] = []
+    for c in causes:
+        mine = [a for a in c.actions if a not in out]
+        if mine:
+            mine[0] = replace(mine[0], predicted=as_prediction(c.evidence.get("predicted")))
+        out += mine
+    return tuple(out)
 
 
 def callbacks(obs: ProcessObservation, warmup: int, proc: str = "") -> Finding:
@@ -306,6 +352,7 @@ def callbacks(obs: ProcessObservation, warmup: int, proc: str = "") -> Finding:
     if named:
         return Finding(check, "warn", "; ".join(_callback_text(c.evidence["callback"])
                                                 for c in named), evidence,
+                       actions=_cause_actions(named),
                        advice="; ".join(c.advice for c in named),
                        title=_callback_title(named[0].evidence["callback"]))
     return Finding(check, "ok", "; ".join(_callback_text(c) for c in found), evidence,
