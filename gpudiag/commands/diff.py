@@ -15,11 +15,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from gpudiag import layout
+from gpudiag import evidence, layout
 from gpudiag.markdown import markdown_table
 from gpudiag.rundir import Run, RunDirError, load_run
 from gpudiag.session import RunSession
 from gpudiag.ui import Ui
+from gpudiag.units import ms_number
 from gpudiag.verdicts import diff as verdict
 
 
@@ -62,12 +63,13 @@ def _devices(run: Run) -> list[str]:
 def _efficiency(run: Run) -> dict[tuple[str, int], float]:
     out: dict[tuple[str, int], float] = {}
     for f in run.report.findings:
-        if not f.id.startswith("scaling.efficiency."):
+        scaling = run.evidence(f)
+        if not isinstance(scaling, evidence.Scaling):
             continue
         strategy = f.id.rsplit(".", 1)[-1]
-        for row in f.evidence.get("per_device_count") or []:
-            if row.get("efficiency") is not None:
-                out[(strategy, int(row["n_devices"]))] = float(row["efficiency"])
+        for row in scaling.per_device_count:
+            if row.efficiency is not None:
+                out[(strategy, row.n_devices)] = row.efficiency
     return out
 
 
@@ -78,10 +80,10 @@ def side(run: Run) -> verdict.Side:
 
 
 def _table(rec: Any) -> str:
-    rows = [[d.name_b, f"{d.a.median_s * 1e3:.3f}", f"{d.b.median_s * 1e3:.3f}",
-             f"{d.ratio:.3f}", "" if d.ratio_low is None else
-             f"{d.ratio_low:.3f}-{d.ratio_high:.3f}", d.verdict] for d in rec.loops]
-    return markdown_table(["loop", "A ms", "B ms", "B/A", "95 % CI", "verdict"], rows)
+    rows = [[d.name_b, ms_number(d.a.median_s), ms_number(d.b.median_s),
+             f"{d.ratio:.2f}", "" if d.ratio_low is None else
+             f"{d.ratio_low:.2f}-{d.ratio_high:.2f}", d.verdict] for d in rec.loops]
+    return markdown_table(["loop", "A ms", "B ms", "B/A", verdict.CI, "verdict"], rows)
 
 
 def run(session: RunSession, a: Run, b: Run) -> None:

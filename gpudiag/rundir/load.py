@@ -17,7 +17,7 @@ from typing import Any
 from gpudiag import layout
 from gpudiag.report import Report
 from gpudiag.rundir.errors import RunDirError
-from gpudiag.rundir.records import ChildFiles, Live, Run, RunStatus
+from gpudiag.rundir.records import ChildFiles, Live, Run, RunStatus, typed_evidence
 
 
 def _read_json(path: Path) -> Any:
@@ -59,6 +59,7 @@ def load_run(path: Path) -> Run:
     data = read_report(path)
     try:
         report = Report.from_dict(data)
+        evidence = typed_evidence(report)
     except (KeyError, TypeError, ValueError) as exc:
         raise RunDirError(f"{path}: {layout.REPORT_JSON} is malformed ({exc})") from None
     children = read_children(path)
@@ -70,7 +71,7 @@ def load_run(path: Path) -> Run:
                schema_version=int(data["schema_version"]), report=report, report_json=data,
                children=children, traces=find_traces(path),
                live=read_live(path, report, children) if status == "running" else None,
-               _loops=read_loops)
+               _loops=read_loops, typed_evidence=evidence)
 
 
 def list_runs(logdir: Path) -> list[Run]:

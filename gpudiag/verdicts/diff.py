@@ -4,7 +4,7 @@ Two ``Side``s in (each run's step series, bottleneck breakdowns, findings, devic
 scaling efficiencies, plain data read by gpudiag.rundir), a DiffRecord (gpudiag.layout.
 diff) and findings out:
 
-- ``diff.step-time.<loop>``: each side's median step with its 95 % interval (the first
+- ``diff.step-time.<loop>``: each side's median step with its CI_LEVEL interval (the first
   WARMUP steps left out where the series is long enough; per training step: a Keras fit
   with steps_per_execution=N has each call's time over N, and its profiled step, one call,
   is divided by N too), B / A with its interval
@@ -21,10 +21,12 @@ from __future__ import annotations
 
 import statistics
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
+from gpudiag.evidence import STEP_PARTS
 from gpudiag.layout.diff import (
+    CI_LEVEL,
     BottleneckDiff,
     DiffRecord,
     LoopDiff,
@@ -33,8 +35,8 @@ from gpudiag.layout.diff import (
     ScalingDiff,
 )
 from gpudiag.report import Finding
-from gpudiag.rundir.records import PART_NAMES, DeviceParts, Loop, StepBreakdown
-from gpudiag.units import duration, ms_number
+from gpudiag.rundir.records import Loop, StepBreakdown
+from gpudiag.units import duration, ms_number, share
 from gpudiag.verdicts.common import title
 from gpudiag.verdicts.stats import median_ci, ratio_ci
 
@@ -66,13 +68,16 @@ def _median(times: Sequence[float]) -> Median:
 
 
 def _ms(s: float | None) -> str:
-    return "?" if s is None else f"{s * 1e3:.2f} ms"
+    return "?" if s is None else duration(s)
+
+
+CI = f"{share(CI_LEVEL)} CI"  # "95 % CI": how every interval is named
 
 
 def _mtext(m: Median) -> str:
-    ci = f"95 % CI {m.low_s * 1e3:.2f}-{m.high_s * 1e3:.2f}" if m.low_s is not None \
+    ci = f"{CI} {ms_number(m.low_s)}-{ms_number(m.high_s)}" if m.low_s is not None \
         and m.high_s is not None else "no interval"
-    return f"{_ms(m.median_s)} ({ci}, {m.steps} steps)"
+    return f"{duration(m.median_s)} ({ci}, {m.steps} steps)"
 
 
 def _loss(a: Loop, b: Loop) -> tuple[int, float | None, float | None, float | None]:
@@ -97,7 +102,7 @@ def loop_diff(a: Loop, b: Loop) -> LoopDiff | None:
     matched, last_a, last_b, rel = _loss(a, b)
     return LoopDiff(a.name, b.name, ma, mb, ratio, ci[0] if ci else None,
                     ci[1] if ci else None, verdict, eps[0], eps[1], matched, last_a, last_b,
-                    rel)
+                    rel, CI_LEVEL)
 
 
 def pair_loops(a: Side, b: Side) -> tuple[list[tuple[Loop, Loop]], list[str]]:
@@ -114,7 +119,7 @@ def pair_loops(a: Side, b: Side) -> tuple[list[tuple[Loop, Loop]], list[str]]:
 
 def step_finding(d: LoopDiff) -> Finding:
     name = d.name_a if d.name_a == d.name_b else f"{d.name_a} (A) / {d.name_b} (B)"
-    ci = f" (95 % CI {d.ratio_low:.2f}-{d.ratio_high:.2f})" if d.ratio_low is not None \
+    ci = f" ({CI} {d.ratio_low:.2f}-{d.ratio_high:.2f})" if d.ratio_low is not None \
         and d.ratio_high is not None else " (no interval: too few steps)"
     what = {"faster": f"{1 / d.ratio:.2f}x faster", "slower": f"{d.ratio:.2f}x slower",
             "no change": "no change: the interval holds 1.00",
@@ -133,11 +138,11 @@ def step_title(d: LoopDiff, name: str = "") -> str:
     steps = f"{ms_number(d.a.median_s)} -> {ms_number(d.b.median_s)} ms a step"
     lo, hi = d.ratio_low, d.ratio_high
     if d.verdict == "faster" and lo and hi:
-        head = f"B is {1 / d.ratio:.2f}x faster (95 % CI {1 / hi:.2f}-{1 / lo:.2f})"
+        head = f"B is {1 / d.ratio:.2f}x faster ({CI} {1 / hi:.2f}-{1 / lo:.2f})"
     elif d.verdict == "slower" and lo and hi:
-        head = f"B is {d.ratio:.2f}x slower (95 % CI {lo:.2f}-{hi:.2f})"
+        head = f"B is {d.ratio:.2f}x slower ({CI} {lo:.2f}-{hi:.2f})"
     elif d.verdict == "no change" and lo is not None and hi is not None:
-        head = f"no change: B/A {d.ratio:.2f} (95 % CI {lo:.2f}-{hi:.2f})"
+        head = f"no change: B/A {d.ratio:.2f} ({CI} {lo:.2f}-{hi:.2f})"
     else:
         head = f"cannot tell: too few steps (B/A {d.ratio:.2f})"
     return title(f"{name}: {head}: {steps}" if name else f"{head}: {steps}",
@@ -160,9 +165,9 @@ def _parts(a: StepBreakdown, b: StepBreakdown) -> list[PartDiff]:
     if not devices and len(a.devices) == 1 and len(b.devices) == 1:
         (da,), (db,) = a.devices.values(), b.devices.values()
         return [PartDiff(f"{da.device} / {db.device}", p, da.part(p), db.part(p))
-                for p in PART_NAMES]
+                for p in STEP_PARTS]
     return [PartDiff(d, p, a.devices[d].part(p), b.devices[d].part(p))
-            for d in devices for p in PART_NAMES]
+            for d in devices for p in STEP_PARTS]
 
 
 def bottleneck_diff(a: StepBreakdown, b: StepBreakdown, median_a: float | None,
@@ -221,9 +226,10 @@ def per_step(x: StepBreakdown, n: int) -> StepBreakdown:
     part over ``n``; its prediction (made for a call) left as it is."""
     if n <= 1:
         return x
-    devices = {d: DeviceParts(p.device, *(getattr(p, f.name) / n for f in fields(p)[1:]))
-               for d, p in x.devices.items()}
-    return replace(x, step_s=None if x.step_s is None else x.step_s / n, devices=devices)
+    ev = x.evidence
+    return replace(x, evidence=replace(
+        ev, step_s=None if ev.step_s is None else ev.step_s / n,
+        devices={d: p.scaled(1 / n) for d, p in ev.devices.items()}))
 
 
 def pair_breakdowns(a: Side, b: Side) -> list[tuple[StepBreakdown, StepBreakdown]]:
