@@ -131,7 +131,7 @@ def test_the_gpu_traces_explain_run_loads_with_typed_evidence(explained: Run) ->
 @pytest.mark.slow
 def test_the_copy_heavy_steps_parts_add_up_to_its_step_in_load_run_and_diff(
         explained: Run, tmp_path: Path) -> None:
-    (copy,) = [b for b in explained.breakdown if "copy_heavy" in b.finding_id.replace("-", "_")]
+    (copy,) = [b for b in explained.breakdown if "rtx5000_copy_heavy" in (b.trace or "")]
     (gpu,) = [p for d, p in copy.devices.items() if "GPU" in d]
     assert gpu.copy_s > 0.2 * gpu.period_s  # truth: H2D 21.7 % of the step
     assert sum(gpu.parts().values()) == pytest.approx(gpu.period_s, rel=1e-6)
