@@ -31,7 +31,7 @@ from gpudiag.units import share as units_share
 from gpudiag.verdicts import allreduce, gpu_fill, whatif
 from gpudiag.verdicts.common import title
 from gpudiag.verdicts.pipeline import fixes as pipeline_fix_list
-from gpudiag.verdicts.pipeline import pipeline_fixes
+from gpudiag.verdicts.pipeline import pipeline_fixes, python_ops, random_ops
 from gpudiag.verdicts.step_causes import (
     INPUT_MODERATE,
     THRESHOLDS,
@@ -113,7 +113,8 @@ def _evidence(b: Breakdown, j: Judged, found: list[Cause], facts: ProgramFacts,
             "conclusion": b.xprof.conclusion,
             "input_ops": [(o.name, o.self_ms) for o in b.xprof.input_ops]},
         "xprof_error": b.xprof_error, "thresholds": THRESHOLDS,
-        "dataset_calls": [{"method": c.method, "args": c.args, "where": c.where}
+        "dataset_calls": [{"method": c.method, "args": c.args, "where": c.where,
+                           "random_ops": random_ops(c), "python_ops": python_ops(c)}
                           for c in facts.calls if c.caller and c.caller.get("direct")]}
 
 
@@ -155,13 +156,16 @@ _CAUSE_TITLES = {
 
 
 def actions(found: Sequence[Cause], predicted: dict[str, Any] | None) -> tuple[Action, ...]:
-    """What the causes' advice says to change, in the causes' order, each once; the first
-    carries the prediction of the first cause's fix (whatif: evidence.predicted)."""
+    """What the causes' advice says to change, in the causes' order, each once; the one
+    whose change the first cause's prediction sizes (whatif: evidence.predicted) carries
+    it."""
     out: list[Action] = []
     for c in found:
         out += [a for a in c.actions if a not in out]
-    if out and predicted is not None:
-        out[0] = replace(out[0], predicted=whatif.as_prediction(predicted))
+    sized = found[0].predicted_action if found else None
+    if predicted is not None and sized is not None and sized < len(found[0].actions):
+        i = out.index(found[0].actions[sized])
+        out[i] = replace(out[i], predicted=whatif.as_prediction(predicted))
     return tuple(out)
 
 

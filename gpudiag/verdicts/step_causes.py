@@ -27,8 +27,14 @@ from gpudiag.readers.stepbreakdown import Breakdown, DeviceBreakdown, StepParts
 from gpudiag.records.run import DatasetCall
 from gpudiag.report import Action
 from gpudiag.verdicts import gpu_fill
+from gpudiag.verdicts.pipeline import (
+    MODELLED,
+    parallel_and_prefetched,
+    pipeline_fixes,
+    random_ops,
+    stage_fixes,
+)
 from gpudiag.verdicts.pipeline import fixes as pipeline_fix_list
-from gpudiag.verdicts.pipeline import parallel_and_prefetched, pipeline_fixes, stage_fixes
 
 INPUT_BOUND = 0.20  # xprof: "HIGHLY input-bound"
 INPUT_MODERATE = 0.05  # xprof: "MODERATELY input-bound" from here
@@ -85,6 +91,8 @@ class Cause:
     evidence: dict[str, Any] = field(default_factory=dict)
     # the changes the advice names, each at the program's line where it is known
     actions: tuple[Action, ...] = ()
+    # the action whose change evidence.predicted sizes (None: none of them)
+    predicted_action: int | None = 0
 
 
 @dataclass(frozen=True)
@@ -149,7 +157,9 @@ def _input(j: Judged) -> Cause | None:
         return None
     calls = j.facts.calls
     fixes = pipeline_fixes(calls, j.facts.epochs)
-    actions = [Action(f.what, f.where) for f in pipeline_fix_list(calls, j.facts.epochs)]
+    listed = pipeline_fix_list(calls, j.facts.epochs)
+    actions = [Action(f.what, f.where) for f in listed]
+    sized = next((i for i, f in enumerate(listed) if f.kind in MODELLED), None)
     out = []
     top = j.b.xprof.input_ops[0] if j.b.xprof and j.b.xprof.input_ops else None
     if top is not None:
@@ -159,13 +169,16 @@ def _input(j: Judged) -> Cause | None:
     if parallel_and_prefetched(calls):
         mapped = next((c for c in calls if c.method == "map" and c.caller
                        and c.caller.get("direct")), None)
-        actions.append(Action("vectorise the map: batch before it, with a function written "
-                              "for a batch", mapped.where if mapped else None))
+        if not any(f.kind == "python" for f in listed):  # else said at the map
+            actions.append(Action("vectorise the map: batch before it, with a function "
+                                  "written for a batch", mapped.where if mapped else None))
+        cache = ("" if any(random_ops(c) for c in calls) else
+                 "cache() after the map when the data fits in memory, ")
         out.append("the program's pipeline already maps in parallel and prefetches: the "
                    "per-element work itself outruns the step; vectorise it (batch before "
                    "the map, with a function written for a batch: one call maps the whole "
-                   "batch), cache() after the map when the data fits in memory, make the "
-                   "per-element ops fewer or cheaper, or preprocess offline")
+                   f"batch), {cache}make the per-element ops fewer or cheaper, or "
+                   "preprocess offline")
     elif not any(x.caller and x.caller.get("direct") for x in calls):
         out += stage_fixes(j.b.xprof.input_ops if j.b.xprof else [])
         out.append("the program's tf.data calls were not recorded: see the input pipeline "
@@ -176,10 +189,11 @@ def _input(j: Judged) -> Cause | None:
             "close to it" if near else ""))
         return Cause("input-bound", share, f"input-bound: {text}", "; ".join(out),
                      {"input_series": j.facts.input_series, "near_threshold": near},
-                     tuple(actions))
+                     tuple(actions), sized)
     return Cause("input-bound", m.share(m.input_s),
                  f"input-bound: {m.share(m.input_s):.0%} of the step ({ms(m.input_s)} of "
-                 f"{ms(m.period_s)}) waits for input", "; ".join(out), {}, tuple(actions))
+                 f"{ms(m.period_s)}) waits for input", "; ".join(out), {}, tuple(actions),
+                 sized)
 
 
 def _copy(j: Judged) -> Cause | None:

@@ -92,7 +92,9 @@ def _producer_fix(calls: Sequence[Mapping[str, Any]], cores: int, epochs: int | 
     serial = [c for c in maps if (c.get("args") or {}).get("num_parallel_calls") is None]
     prefetched, cached = _has(calls, "prefetch"), _has(calls, "cache")
     generator = _has(calls, "from_generator")
-    cache_fix = bool(epochs and epochs > 1 and maps and not cached and (
+    # never a cache after a map that draws random numbers (it would freeze them)
+    cache_fix = bool(epochs and epochs > 1 and maps and not cached and not any(
+        c.get("random_ops") for c in maps) and (
         _has(calls, "from_tensor_slices") or _has(calls, "from_tensors")))
     if not serial and prefetched and not cache_fix and not generator:
         return ("the pipeline already maps in parallel and prefetches: the fix is cheaper "
