@@ -47,7 +47,7 @@ def test_the_session_writes_the_picture_and_the_finding_first(tmp_path: Path) ->
                             bn.ProgramFacts(loop="Model.fit")))
     width, height, _, text = breakdown_picture(s.run_dir)
     assert width > height  # one bar: wide, not tall
-    assert text.startswith("- **WARN** `run.bottleneck`: Model.fit: 10.00 ms per step")
+    assert text.startswith("- **WARN** `run.bottleneck`: Model.fit: 10.0 ms per step")
     assert "input-bound: 50% of the step" in text
 
 

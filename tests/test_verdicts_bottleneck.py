@@ -37,7 +37,7 @@ def test_input_bound_names_the_map_without_parallelism_and_the_missing_prefetch(
     f = bn.bottleneck(breakdown(("/device:CPU:0", 10, 3, 0, 5, 2, 0, 0)), None,
                       bn.ProgramFacts(calls=PIPELINE, loop="Model.fit", epochs=3))
     assert f.status == "warn" and f.evidence["causes"] == ["input-bound"]
-    assert "input-bound: 50% of the step (5.00 ms of 10.00 ms) waits for input" in f.message
+    assert "input-bound: 50% of the step (5.00 ms of 10.0 ms) waits for input" in f.message
     assert "Dataset.map(augment) at train.py:11 (`line 11`) runs one element at a time" \
         in f.advice
     assert "the pipeline ending at train.py:12" in f.advice and "no prefetch" in f.advice
@@ -76,7 +76,7 @@ def test_on_the_cpu_a_step_call_mostly_without_ops_is_overhead_bound() -> None:
     tiny = breakdown(("/device:CPU:0", 1, 0.13, 0, 0.05, 0.82, 0, 0.01))
     fit = bn.bottleneck(tiny, None, bn.ProgramFacts(loop="Model.fit"))
     assert fit.status == "warn" and fit.evidence["causes"] == ["overhead-bound"]
-    assert "overhead-bound: in 81% of the step (0.81 ms of 1.00 ms) no op ran" in fit.message
+    assert "overhead-bound: in 81% of the step (0.810 ms of 1.00 ms) no op ran" in fit.message
     assert "steps_per_execution=N" in fit.advice and "a custom loop" not in fit.advice
     loop = bn.bottleneck(tiny, None, bn.ProgramFacts(loop="tf.function train_step"))
     assert "run several steps in each call of tf.function train_step" in loop.advice
@@ -103,7 +103,7 @@ def test_a_step_function_that_already_loops_over_the_steps_is_not_told_to() -> N
                    updates_per_call=22.0)
     f = bn.bottleneck(tiny, None, bn.ProgramFacts(loop="tf.function train"))
     assert f.evidence["causes"] == ["overhead-bound"] and f.evidence["updates_per_call"] == 22
-    assert "each step call ran 22 training steps (0.05 ms a training step)" in f.message
+    assert "each step call ran 22 training steps (0.045 ms a training step)" in f.message
     assert "already runs 22 training steps" in f.message
     assert "run several steps in each call" not in f.advice and "XLA" in f.advice
     predicted = f.evidence["predicted"]

@@ -98,7 +98,7 @@ def test_scaling_sums_what_each_worker_measured() -> None:
     assert f.status == "ok"
     assert f.message == ("sync, batch 32 per worker: 2 workers measured worker-0 900 + worker-1 "
                          "850 = 1,750 examples/s; 1 worker 1,000 examples/s (efficiency 0.88); "
-                         "collective ops 4.0 ms of a 37.6 ms step (profiled steps)")
+                         "collective ops 4.00 ms of a 37.6 ms step (profiled steps)")
     assert f.evidence["efficiency"] == pytest.approx(0.875)
 
 

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 from gpudiag.errors import UsageError
+from gpudiag.evidence import STEP_PARTS
 from gpudiag.layout import TAG_EXPLAIN
 from gpudiag.markdown import markdown_table
 from gpudiag.readers import stepbreakdown, traces
@@ -33,6 +34,7 @@ from gpudiag.report import Finding
 from gpudiag.rundir import RunDirError, load_run
 from gpudiag.session import RunSession
 from gpudiag.ui import Ui
+from gpudiag.units import ms_number, share
 from gpudiag.verdicts import bottleneck
 
 XPLANE_SUFFIX = ".xplane.pb"
@@ -202,10 +204,9 @@ def _recorded_train(config: Path) -> Any:
 def _row(trace: str, d: stepbreakdown.DeviceBreakdown) -> list[Any]:
     m = d.mean()
     if m is None:
-        return [trace, d.device, d.kernels, "", "", "", "", "", "", ""]
-    return [trace, d.device, d.kernels, round(m.period_s * 1e3, 2)] + [
-        f"{m.share(getattr(m, k)):.0%}" for k in ("compute_s", "copy_s", "input_s",
-                                                  "communication_s", "host_s", "idle_s")]
+        return [trace, d.device, d.kernels, ""] + [""] * len(STEP_PARTS)
+    return [trace, d.device, d.kernels, ms_number(m.period_s)] + [
+        share(m.share(getattr(m, f"{k}_s"))) for k in STEP_PARTS]
 
 
 def run(session: RunSession, path: Path, *, ui: Ui) -> None:
@@ -233,5 +234,4 @@ def run(session: RunSession, path: Path, *, ui: Ui) -> None:
         data.append(result.to_dict())
     session.set("explain", {"path": str(path), "traces": data})
     session.text(TAG_EXPLAIN, markdown_table(
-        ["trace", "device", "kernels/ops", "step ms", "compute", "copy", "input",
-         "communication", "host", "idle"], rows))
+        ["trace", "device", "kernels/ops", "step ms", *STEP_PARTS], rows))

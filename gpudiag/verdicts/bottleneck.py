@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
+from gpudiag.evidence import STEP_PARTS
 from gpudiag.readers.stepbreakdown import (
     HOST_ROW,
     PART_FIELDS,
@@ -48,7 +49,7 @@ from gpudiag.verdicts.step_causes import (
 __all__ = ["PARTS", "ProgramFacts", "bottleneck", "eager", "mean_parts", "parts_seconds",
            "parts_text", "pipeline_fixes", "working"]
 
-PARTS = ("compute", "communication", "copy", "input", "host", "idle")  # in the order they add up
+PARTS = STEP_PARTS  # in the order they add up (declared once in gpudiag.evidence)
 CLOSE = 0.10  # with no cause, the parts at or above this share are named as the close ones
 
 

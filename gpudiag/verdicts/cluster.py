@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from gpudiag.report import Finding, Status
+from gpudiag.units import duration
 from gpudiag.verdicts.common import title
 
 SEVERITY_STATUS: dict[str, Status] = {"info": "ok", "warn": "warn", "fail": "fail"}
@@ -28,7 +29,7 @@ def _rate(x: float | None) -> str:
 
 
 def _ms(x: float | None) -> str:
-    return "n/a" if x is None else f"{x * 1e3:.1f} ms"
+    return duration(x)
 
 
 def _steps(tasks: Sequence[dict[str, Any]]) -> str:

@@ -24,6 +24,7 @@ from typing import Any
 
 from gpudiag.readers.stepbreakdown import Breakdown, StepParts
 from gpudiag.report import Finding
+from gpudiag.units import duration
 from gpudiag.verdicts.bottleneck import (
     PARTS,
     ProgramFacts,
@@ -88,18 +89,18 @@ def lost_speedup(mine: StepParts, base: StepParts, n_devices: int,
 
 def lost_text(lost: dict[str, Any], base_name: str, unit: str = "device") -> str:
     n = lost["n_devices"]
-    head = (f"lost speed-up: {lost['step_s'] * 1e3:.2f} ms per step against "
-            f"{lost['base_step_s'] * 1e3:.2f} ms on 1 {unit} ({base_name}), "
+    head = (f"lost speed-up: {duration(lost['step_s'])} per step against "
+            f"{duration(lost['base_step_s'])} on 1 {unit} ({base_name}), "
             f"{lost['speedup_by_trace']:.2f}x of {n}x by the trace")
     if lost["lost_s_per_step"] <= 0:
         return head + "; nothing lost per step"
-    grew = [f"{WHERE[k]} +{v * 1e3:.2f} ms" for k, v in lost["growth_s"].items() if v > 0]
-    shrank = [f"{WHERE[k]} {v * 1e3:.2f} ms" for k, v in lost["growth_s"].items() if v < 0]
-    text = f"{head}; the {lost['lost_s_per_step'] * 1e3:.2f} ms went to " + ", ".join(grew)
+    grew = [f"{WHERE[k]} +{duration(v)}" for k, v in lost["growth_s"].items() if v > 0]
+    shrank = [f"{WHERE[k]} -{duration(-v)}" for k, v in lost["growth_s"].items() if v < 0]
+    text = f"{head}; the {duration(lost['lost_s_per_step'])} went to " + ", ".join(grew)
     if shrank:
         text += " (less: " + ", ".join(shrank) + ")"
     if lost["replica_skew_s"] is not None:
-        text += f"; the replicas started a step up to {lost['replica_skew_s'] * 1e3:.2f} ms apart"
+        text += f"; the replicas started a step up to {duration(lost['replica_skew_s'])} apart"
     return text
 
 

@@ -26,6 +26,7 @@ from gpudiag.readers.gpukernels import KernelStats
 from gpudiag.readers.stepbreakdown import Breakdown, DeviceBreakdown, StepParts
 from gpudiag.records.run import DatasetCall
 from gpudiag.report import Action
+from gpudiag.units import duration
 from gpudiag.verdicts import gpu_fill
 from gpudiag.verdicts.pipeline import (
     MODELLED,
@@ -114,7 +115,8 @@ class Judged:
 
 
 def ms(seconds: float) -> str:
-    return f"{seconds * 1e3:.2f} ms"
+    """A duration by gpudiag.units' one rule (``32.6 ms``)."""
+    return duration(seconds)
 
 
 def us(seconds: float) -> str:

@@ -146,12 +146,12 @@ def throughput(obs: ProcessObservation, warmup: int, proc: str = "") -> Finding:
         if row is None:
             continue
         text = f"{s.label}: {row['timed_steps']} steps, median " \
-               f"{row['step_s_median'] * 1e3:.2f} ms/step (start to start)"
+               f"{duration(row['step_s_median'])}/step (start to start)"
         if row["steps_per_call"] > 1:
             text += f" ({row['steps_per_call']} steps per call of the step function: " \
                     "each call's time over them)"
         if row["call_share"] is not None:
-            text += f", the step call {row['call_s_median'] * 1e3:.2f} ms " \
+            text += f", the step call {duration(row['call_s_median'])} " \
                     f"({row['call_share']:.0%} of it)"
         if "examples_per_s" in row:
             text += f", {row['examples_per_s']:,.0f} examples/s (batch {s.batch_size})"
