@@ -39,7 +39,7 @@ from pathlib import Path
 from typing import Any
 
 from gpudiag import nvml
-from gpudiag.layout import RUN_STDERR, TAG_RUN_LIVE, run_tb_name
+from gpudiag.layout import RUN_STDERR, TAG_RUN_LIVE, loop_prefix, run_tb_name
 from gpudiag.layout import events as ev
 from gpudiag.records.run import Step, StepSeries
 from gpudiag.run import peers, tbwrite
@@ -213,7 +213,7 @@ class Live:
         label, shown = loop.label, self._shown_of(pid, loop)
         program = self.state.programs.setdefault(pid, ProgramFile(run_tb_name(pid)))
         prefix = program.prefixes.setdefault(label, "" if not program.prefixes else
-                                             tbwrite._slug(label))
+                                             loop_prefix(label))
         held, shown.held = shown.held, []
         if loop.kind == "fit" and hold:
             steps, shown.held = [*held, *steps[:-1]], steps[-1:]

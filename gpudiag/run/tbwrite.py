@@ -34,7 +34,6 @@ from __future__ import annotations
 
 import contextlib
 import math
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -71,18 +70,12 @@ class ProgramFile:
 
     def holds(self, series: list[StepSeries]) -> bool:
         """Whether it has what write_program writes for these loops (most steps first)."""
-        want = {s.label: ("" if n == 0 else _slug(s.label), len(s.steps))
+        want = {s.label: ("" if n == 0 else layout.loop_prefix(s.label), len(s.steps))
                 for n, s in enumerate(series)}
         return self.complete and self.path is not None and want == {
             label: (prefix, self.steps.get(label, 0)) for label, prefix in self.prefixes.items()}
 
 
-def _slug(label: str) -> str:
-    return re.sub(r"[^A-Za-z0-9_.]+", "_", label).strip("_")[:40]
-
-
-def _tag(tag: str, prefix: str) -> str:
-    return tag.replace("program/", f"program/{prefix}/", 1) if prefix else tag
 
 
 def write_series(writer: EventWriter, series: StepSeries, prefix: str,
@@ -94,10 +87,10 @@ def write_series(writer: EventWriter, series: StepSeries, prefix: str,
     for s in series.steps:
         wall = s.start_unix_s
         if s.loss is not None:
-            writer.scalar(_tag(TAG_RUN_LOSS, prefix), s.loss, s.index, wall)
-            tags.add(_tag(TAG_RUN_LOSS, prefix))
+            writer.scalar(layout.loop_tag(TAG_RUN_LOSS, prefix), s.loss, s.index, wall)
+            tags.add(layout.loop_tag(TAG_RUN_LOSS, prefix))
         for name, value in s.metrics.items():
-            tag = _tag(TAG_RUN_METRIC.format(name=name), prefix)
+            tag = layout.loop_tag(TAG_RUN_METRIC.format(name=name), prefix)
             writer.scalar(tag, value, s.index, wall)
             tags.add(tag)
         step_s = s.duration_s
@@ -106,12 +99,12 @@ def write_series(writer: EventWriter, series: StepSeries, prefix: str,
             step_s = (nxt.start_unix_s - s.start_unix_s) / s.per_call if nxt and \
                 nxt.start_unix_s and s.start_unix_s and nxt.epoch == s.epoch else None
         if step_s is not None and not s.traced and step_s > 0:
-            writer.scalar(_tag(TAG_RUN_STEP_TIME, prefix), step_s, s.index, wall)
-            tags.add(_tag(TAG_RUN_STEP_TIME, prefix))
+            writer.scalar(layout.loop_tag(TAG_RUN_STEP_TIME, prefix), step_s, s.index, wall)
+            tags.add(layout.loop_tag(TAG_RUN_STEP_TIME, prefix))
             if series.batch_size:
-                writer.scalar(_tag(TAG_RUN_EXAMPLES_PER_S, prefix), series.batch_size / step_s,
-                              s.index, wall)
-                tags.add(_tag(TAG_RUN_EXAMPLES_PER_S, prefix))
+                writer.scalar(layout.loop_tag(TAG_RUN_EXAMPLES_PER_S, prefix),
+                              series.batch_size / step_s, s.index, wall)
+                tags.add(layout.loop_tag(TAG_RUN_EXAMPLES_PER_S, prefix))
     return sorted(tags)
 
 
@@ -129,7 +122,7 @@ def write_program(run_dir: Path, obs: ProcessObservation,
     tags: list[str] = []
     with EventWriter(run_dir / name) as writer:
         for n, s in enumerate(series):
-            tags += write_series(writer, s, "" if n == 0 else _slug(s.label))
+            tags += write_series(writer, s, "" if n == 0 else layout.loop_prefix(s.label))
         for step, line in live.texts if live is not None else []:
             writer.text(TAG_RUN_LIVE, line, step=step)
     if live is not None and live.path is not None:
