@@ -73,10 +73,27 @@ def _efficiency(run: Run) -> dict[tuple[str, int], float]:
     return out
 
 
+def _steady(run: Run) -> dict[str, tuple[int, tuple[int, ...]]]:
+    """Per loop, the warm-up and the profiled steps run.throughput left out (the steady
+    state rule's inputs), by the loop's name as gpudiag.rundir gives it."""
+    out: dict[str, tuple[int, tuple[int, ...]]] = {}
+    for f in run.report.findings:
+        if f.id.split(".")[:2] != ["run", "throughput"]:
+            continue
+        for row in f.evidence.get("loops") or []:
+            warmup = row.get("warmup_steps") if isinstance(row, dict) else None
+            if isinstance(warmup, int):
+                rule = (warmup, tuple(int(i) for i in row.get("left_out_steps") or ()))
+                for name in run.loops:
+                    if name == row["series"] or name.startswith(f"{row['series']} ["):
+                        out[name] = rule
+    return out
+
+
 def side(run: Run) -> verdict.Side:
     return verdict.Side(str(run.path), run.command, dict(run.loops), run.breakdown,
                         {f.id: f.status for f in run.report.findings}, _devices(run),
-                        _efficiency(run))
+                        _efficiency(run), _steady(run))
 
 
 def _table(rec: Any) -> str:

@@ -4,8 +4,9 @@ One run per TensorFlow process, ``program-<pid>/`` (layout.run_tb_name), the sam
 directory the profiler window wrote its trace into (plugins/profile/), so TensorBoard
 shows the program's scalars and its trace side by side. Tags (layout.TAG_RUN_*):
 ``program/loss`` and ``program/<metric>`` per step (Keras: its running means, as Keras
-reports them), ``program/step_time_s`` (interval between step starts for fit, the call's
-time for a step tf.function or Session.run) and ``program/examples_per_s`` where the batch
+reports them), ``program/step_time_s`` (the interval between a step's start and the next's, per
+training step: run.throughput's step time, for every kind of loop) and
+``program/examples_per_s`` where the batch
 size is known. The loop with the most steps gets these tags; any other loop gets them
 under ``program/<loop>/``.
 
@@ -81,7 +82,7 @@ class ProgramFile:
 def write_series(writer: EventWriter, series: StepSeries, prefix: str,
                  following: Step | None = None) -> list[str]:
     """Every step's scalars; ``following``: the step after the last, not written here
-    (a fit step's time is from its start to the next's)."""
+    (a step's time is from its start to the next's)."""
     tags: set[str] = set()
     by_index = {s.index: s for s in [*series.steps, *([following] if following else [])]}
     for s in series.steps:
@@ -93,11 +94,11 @@ def write_series(writer: EventWriter, series: StepSeries, prefix: str,
             tag = layout.loop_tag(TAG_RUN_METRIC.format(name=name), prefix)
             writer.scalar(tag, value, s.index, wall)
             tags.add(tag)
-        step_s = s.duration_s
-        if series.kind == "fit":  # per training step: a call of steps_per_execution over N
-            nxt = by_index.get(s.index + 1)
-            step_s = (nxt.start_unix_s - s.start_unix_s) / s.per_call if nxt and \
-                nxt.start_unix_s and s.start_unix_s and nxt.epoch == s.epoch else None
+        # the period from this step's start to the next's (run.throughput's step time), per
+        # training step (a call of steps_per_execution = N steps: over N)
+        nxt = by_index.get(s.index + 1)
+        step_s = (nxt.start_unix_s - s.start_unix_s) / s.per_call if nxt and \
+            nxt.start_unix_s and s.start_unix_s and nxt.epoch == s.epoch else None
         if step_s is not None and not s.traced and step_s > 0:
             writer.scalar(layout.loop_tag(TAG_RUN_STEP_TIME, prefix), step_s, s.index, wall)
             tags.add(layout.loop_tag(TAG_RUN_STEP_TIME, prefix))

@@ -38,9 +38,10 @@ from gpudiag.report import Finding
 from gpudiag.rundir.records import Loop, StepBreakdown
 from gpudiag.units import duration, ms_number, share
 from gpudiag.verdicts.common import title
+from gpudiag.verdicts.run.throughput import steady
 from gpudiag.verdicts.stats import median_ci, ratio_ci
 
-WARMUP = 10  # steps left out at a series' start (run.throughput's), when 2 x WARMUP remain
+WARMUP = 10  # a run that records no warm-up (scaling): steps left out at a series' start
 LOSS_SAME = 0.05  # the loss at matched steps differs by at most 5 %: the same learning
 
 
@@ -53,10 +54,20 @@ class Side:
     findings: dict[str, str]  # id -> status
     devices: list[str] = field(default_factory=list)
     efficiency: dict[tuple[str, int], float] = field(default_factory=dict)
+    # per loop, the steady-state rule's inputs the run recorded (run.throughput: its
+    # warm-up steps and the profiled steps it left out)
+    steady: dict[str, tuple[int, tuple[int, ...]]] = field(default_factory=dict)
 
 
-def steady_times(loop: Loop) -> list[float]:
-    """A loop's step times, the first WARMUP left out where 3 x WARMUP remain."""
+def steady_times(loop: Loop, rule: tuple[int, tuple[int, ...]] | None = None) -> list[float]:
+    """A loop's steady-state step times: by run.throughput's rule (throughput.steady) with
+    the warm-up and the profiled steps the run left out (``rule``), so that both give the
+    same median; a run that records none (scaling): the first WARMUP left out where
+    3 x WARMUP remain."""
+    if rule is not None:
+        warmup, skip = rule
+        return [p.step_s for p in loop.steps if p.step_s is not None and p.step_s > 0
+                and steady(p.step, p.step + 1, warmup, skip)]
     times = loop.step_times()
     return times[WARMUP:] if len(times) >= 3 * WARMUP else times
 
@@ -89,8 +100,9 @@ def _loss(a: Loop, b: Loop) -> tuple[int, float | None, float | None, float | No
     return len(common), la[common[-1]], lb[common[-1]], max(rel) if rel else None
 
 
-def loop_diff(a: Loop, b: Loop) -> LoopDiff | None:
-    ta, tb = steady_times(a), steady_times(b)
+def loop_diff(a: Loop, b: Loop, rule_a: tuple[int, tuple[int, ...]] | None = None,
+              rule_b: tuple[int, tuple[int, ...]] | None = None) -> LoopDiff | None:
+    ta, tb = steady_times(a, rule_a), steady_times(b, rule_b)
     if not ta or not tb:
         return None
     ma, mb = _median(ta), _median(tb)
@@ -322,9 +334,10 @@ def _other_findings(rec: DiffRecord, a: Side, b: Side) -> list[Finding]:
 def judge(a: Side, b: Side) -> tuple[DiffRecord, list[Finding]]:
     """The diff of run A against run B: the record for report.json and the findings."""
     pairs, said = pair_loops(a, b)
-    loops = [d for x, y in pairs if (d := loop_diff(x, y)) is not None]
+    loops = [d for x, y in pairs
+             if (d := loop_diff(x, y, a.steady.get(x.name), b.steady.get(y.name))) is not None]
     said += [f"loop {x.name}: no step times on one side" for x, y in pairs
-             if loop_diff(x, y) is None]
+             if loop_diff(x, y, a.steady.get(x.name), b.steady.get(y.name)) is None]
     ma, mb = _medians(a), _medians(b)
     necks = []
     for x, y in pair_breakdowns(a, b):

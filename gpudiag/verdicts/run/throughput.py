@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import itertools
 import statistics
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from typing import Any
 
 from gpudiag.records.run import ProcessObservation, StepSeries
@@ -32,6 +32,14 @@ def unseen_fit_batches(obs: ProcessObservation) -> str | None:
     return None
 
 
+def steady(first: int, last: int, warmup: int, skip: Collection[int]) -> bool:
+    """The one steady-state rule, run.throughput's and `gpudiag diff`'s: the period from
+    the start of step ``first`` to the start of step ``last`` counts when ``first`` is
+    past the ``warmup`` steps and no step of ``skip`` (the profiled ones) is within one
+    step of it (the profiler starts and stops inside those periods)."""
+    return first >= warmup and not set(skip) & set(range(first - 1, last + 1))
+
+
 def _periods(series: StepSeries, warmup: int, skip: Sequence[int]
              ) -> list[tuple[float, float | None]]:
     """(start-to-start period, the step call's own time) of each steady-state step: after
@@ -47,10 +55,9 @@ def _periods(series: StepSeries, warmup: int, skip: Sequence[int]
     out: list[tuple[float, float | None]] = []
     for prev, row in itertools.pairwise(ordered):
         n = row.index - prev.index
-        if n < 1 or n != row.count or prev.index < warmup or prev.traced \
+        if n < 1 or n != row.count or prev.traced \
                 or prev.start_unix_s is None or row.start_unix_s is None \
-                or row.epoch != prev.epoch \
-                or skipped & set(range(prev.index - 1, row.index + 1)):
+                or row.epoch != prev.epoch or not steady(prev.index, row.index, warmup, skipped):
             continue
         span = row.start_unix_s - prev.start_unix_s
         if n == 1:  # a call of steps_per_execution steps: N steps of a Nth each
@@ -128,7 +135,9 @@ def loop_timing(obs: ProcessObservation, series: StepSeries, warmup: int
                            else None,
                            "steps_per_s": 1 / median if median > 0 else None,
                            "batch_size": series.batch_size,
-                           "steps_per_call": max((s.per_call for s in series.steps), default=1)}
+                           "steps_per_call": max((s.per_call for s in series.steps), default=1),
+                           # the steady-state rule's inputs (steady): `gpudiag diff` uses them
+                           "warmup_steps": warmup, "left_out_steps": sorted(skip)}
     if series.batch_size and median > 0:
         row["examples_per_s"] = series.batch_size / median
     waits = input_series(series, warmup, skip)
