@@ -109,6 +109,10 @@ def test_devices_fail_on_a_configuration_made_after_initialisation() -> None:
     assert f.status == "fail"
     assert "at train.py:30 was called after the devices were initialised" in f.message
     assert f.advice == catalogue.by_id("configured-after-init").fix
+    (action,) = f.actions  # the change, at the line that made the call
+    assert action.where == "train.py:30" and "set_memory_growth right after importing" in \
+        action.what
+    assert f.title == "set_memory_growth raised RuntimeError: it did not take effect"
 
 
 def series(losses: list[float], kind: str = "fit", classes: int | None = 10,

@@ -10,7 +10,7 @@ from typing import Any
 
 from gpudiag.nvml.mapping import parse_cuda_visible_devices
 from gpudiag.records.results import EnvResult
-from gpudiag.report import Finding
+from gpudiag.report import Action, Finding
 from gpudiag.verdicts.common import title
 
 
@@ -60,6 +60,7 @@ def _tensorflow_finding(tf_info: EnvResult, nvml_gpus: int | None) -> Finding:
         title=title(f"TensorFlow {tf_info.tf_version} is a CPU-only build: it cannot use a GPU"
                     + (f" (NVML sees {nvml_gpus})" if nvml_gpus else ""),
                     "TensorFlow is a CPU-only build: it cannot use a GPU"),
+        actions=(Action("pip install 'tensorflow[and-cuda]' (Linux)"),),
         advice="Install a CUDA build: `pip install 'tensorflow[and-cuda]'` (or gpudiag's "
                "`cuda` extra) on Linux.",
     )

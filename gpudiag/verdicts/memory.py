@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 
 from gpudiag.records.results import MemoryReading, MemoryResult
-from gpudiag.report import Finding
+from gpudiag.report import Action, Finding
 from gpudiag.verdicts.common import MIB, mib_text, title
 
 # CUDA context, cuBLAS/cuDNN handles and TF's own bookkeeping sit on top of the tensors:
@@ -173,6 +173,9 @@ def memory_growth(result: MemoryResult, *, check_id: str = "memory.growth",
                    evidence,
                    title=title(f"memory growth via {how} did not take effect",
                                "memory growth did not take effect"),
+                   actions=(Action("enable memory growth on every GPU before any op runs, or "
+                                   "set TF_FORCE_GPU_ALLOW_GROWTH=true before TensorFlow "
+                                   "starts"),),
                    advice="Enable growth on every GPU before any op runs, or set "
                           "TF_FORCE_GPU_ALLOW_GROWTH=true before TensorFlow starts; make sure "
                           "TF_FORCE_GPU_ALLOW_GROWTH is not set to false.")

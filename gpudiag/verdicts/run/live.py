@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from gpudiag.records.run import ProcessObservation
-from gpudiag.report import Finding
+from gpudiag.report import Action, Finding
 from gpudiag.verdicts.common import title
 from gpudiag.verdicts.run import throughput as run_throughput
 from gpudiag.verdicts.run.progress import LN_TOLERANCE, STUCK_FRACTION
@@ -173,6 +173,7 @@ def finite_loss(obs: ProcessObservation, proc: str = "") -> Finding:
             title=title(f"training diverged: the loss is {bad[0]['loss']} at step "
                         f"{bad[0]['step']}", f"training diverged: the loss is {bad[0]['loss']}",
                         "training diverged: the loss is not finite"),
+            actions=(Action("lower the learning rate, or clip the gradients (clipnorm=1.0)"),),
             advice="Lower the learning rate, clip gradients (clipnorm=1.0), check the "
                    "inputs for NaN/inf (tf.debugging.check_numerics), and use a loss "
                    "with from_logits=True rather than log of a softmax.")

@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from gpudiag.records.run import ProcessObservation
-from gpudiag.report import Finding
+from gpudiag.report import Action, Finding
 from gpudiag.verdicts.common import title
 from gpudiag.verdicts.run import devices as run_devices
 from gpudiag.verdicts.run.process import PUBLIC_NAMES, canonical, listing
@@ -196,6 +196,8 @@ def devices_used(obs: ProcessObservation, placed: dict[str, int] | None,
                            f"{', '.join(names)} did no work"
                            + (f" ({strategy} used {len(used_by_strategy)})" if strategy else ""),
                            f"{len(names)} of the devices did no work"),
+                       actions=(Action("give the strategy every device: "
+                                       "tf.distribute.MirroredStrategy() with no argument"),),
                        advice="Give the strategy every device "
                        "(tf.distribute.MirroredStrategy() with no argument takes all GPUs), "
                        "split the batch over all of them, or hide the GPUs you do not mean "

@@ -16,7 +16,7 @@ from typing import Any
 
 from gpudiag.catalogue import LogMatch, match_crash
 from gpudiag.records.run import ProcessObservation
-from gpudiag.report import Finding, Status
+from gpudiag.report import Action, Finding, Status
 from gpudiag.verdicts.common import title
 from gpudiag.verdicts.run import tf1
 
@@ -34,6 +34,11 @@ def where(caller: dict[str, Any] | None) -> str:
     if not caller:
         return ""
     return f" at {caller['file'].rsplit('/', 1)[-1]}:{caller['line']}"
+
+
+def at(caller: dict[str, Any] | None) -> str | None:
+    """``file:line`` of the program's frame (None: not known)."""
+    return f"{caller['file'].rsplit('/', 1)[-1]}:{caller['line']}" if caller else None
 
 
 def listing(counts: dict[str, Any], unit: str = "") -> str:
@@ -182,11 +187,14 @@ def devices(obs: ProcessObservation, proc: str = "") -> Finding:
                        f"{c.api}{where(c.caller)} was called{late} and raised {c.error_type}: "
                        f"{c.error}; the configuration did not take effect (calls in order: "
                        f"{listing})", evidence,
-                       title=title(f"{c.api} raised {c.error_type}: the configuration did "
-                                   "not take effect", "a device configuration did not take "
+                       title=title(f"{c.api.rsplit('.', 1)[-1]} raised {c.error_type}: it "
+                                   "did not take effect", "a device configuration did not take "
                                    "effect"),
                        advice=entry.fix if entry else "Configure devices right after "
-                       "importing TensorFlow, before anything uses them.")
+                       "importing TensorFlow, before anything uses them.",
+                       actions=(Action(f"call {c.api.rsplit('.', 1)[-1]} right after importing "
+                                       "TensorFlow, before anything uses the devices",
+                                       at(c.caller)),))
     if snap is None:
         return Finding(f"run.devices{proc}", "skip",
                        "TensorFlow's devices were never initialised (no op ran), so they were "
@@ -244,6 +252,8 @@ def distribution(obs: ProcessObservation, log: Sequence[LogMatch], proc: str = "
                            "tf.distribute strategy: unless it places work on each GPU itself, "
                            "it uses one", evidence,
                            title=f"{len(gpus)} GPUs visible, but no tf.distribute strategy",
+                           actions=(Action("create tf.distribute.MirroredStrategy() and build "
+                                           "the model and optimizer in strategy.scope()"),),
                            advice="Create tf.distribute.MirroredStrategy() and build the model "
                                   "and optimizer in strategy.scope().")
         return Finding(f"run.distribution{proc}", "ok",

@@ -255,6 +255,9 @@ def memory(obs: ProcessObservation, nvml_gpus: list[dict[str, Any]] | None,
                        f"{failed[0].api} raised {failed[0].error_type}: {failed[0].error}: the "
                        "memory configuration did not take effect", evidence,
                        advice=entry.fix if entry else "",
+                       actions=(Action(f"call {failed[0].api.rsplit('.', 1)[-1]} right after "
+                                       "importing TensorFlow, before any op runs",
+                                       _at(failed[0].caller)),),
                        title=title(f"{failed[0].api.rsplit('.', 1)[-1]} raised "
                                    f"{failed[0].error_type}: memory settings not applied",
                                    "a memory setting raised: not applied"))
