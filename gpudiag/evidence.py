@@ -19,7 +19,7 @@ fields it reads (a ValueError naming the field when one is of the wrong kind).
 
 A finding of the family whose evidence lacks a field (a skip: no trace, no NVML) decodes
 with that field empty, never a guess. ``decode(finding)`` gives a finding's record (None:
-its family declares none). Pure: imports gpudiag.families and the layout's CI_LEVEL.
+its family declares none). Pure and a leaf: imports gpudiag.families and gpudiag.units.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gpudiag.families import family_of
-from gpudiag.layout.diff import CI_LEVEL
+from gpudiag.units import CI_LEVEL
 
 #: The parts a step's time is split into, declared once, in the order they add up (the
 #: picture's bars bottom to top, the tab's, diff's): the device computing, collectives,

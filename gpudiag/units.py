@@ -12,6 +12,9 @@ from __future__ import annotations
 
 import math
 
+#: The level of every interval gpudiag gives (a median's, a ratio's), declared once; the
+#: diff record keeps it beside its intervals (gpudiag.layout.diff).
+CI_LEVEL = 0.95
 MS_SIGNIFICANT = 3  # digits a duration in ms keeps at least
 MS_MAX_DECIMALS = 3  # a duration under 0.01 ms is written 0.00x ms, never more decimals
 

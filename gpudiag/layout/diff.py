@@ -14,10 +14,10 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from gpudiag.units import CI_LEVEL  # the intervals' level, declared in gpudiag.units
+
 DIFF_DATA_KEY = "diff"
 DIFF_VERSION = 2
-#: The level of every interval gpudiag gives (a median's, a ratio's), declared once.
-CI_LEVEL = 0.95
 
 
 @dataclass(frozen=True)

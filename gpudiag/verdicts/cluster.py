@@ -37,6 +37,15 @@ def _steps(tasks: Sequence[dict[str, Any]]) -> str:
                      for t in tasks)
 
 
+def _formed_title(row: dict[str, Any]) -> str:
+    n, steps = row["n_workers"], row.get("steps")
+    restarted = (f" after {row['restarts_used']} restart(s)" if row.get("restarts_used")
+                 else "")
+    return title(f"{row['config']}: {n} worker(s) formed a cluster, ran {steps} steps"
+                 f"{restarted}", f"{n} worker(s) formed a cluster and ran {steps} steps"
+                 f"{restarted}")
+
+
 def cluster_run(row: dict[str, Any]) -> Finding:
     """How one cluster configuration ended: formed, finished, restarted, or why not."""
     config, outcome = row["config"], row["outcome"]
@@ -69,11 +78,7 @@ def cluster_run(row: dict[str, Any]) -> Finding:
                      f"{'s' if row['restarts_used'] != 1 else ''}) and "
                      + (f"resumed from its backup at step {resumed}" if resumed
                         else "started over (no backup had been made yet)"))
-        restarted = (f" after {row['restarts_used']} restart(s)" if row.get("restarts_used")
-                     else "")
-        return Finding(check_id, "ok", text, evidence, title=title(
-            f"{config}: {n} worker(s) formed a cluster, ran {steps} steps{restarted}",
-            f"{n} worker(s) formed a cluster and ran {steps} steps{restarted}"))
+        return Finding(check_id, "ok", text, evidence, title=_formed_title(row))
     if outcome == "never-formed":
         waiting = row.get("stragglers") or []
         missing = [t["task"] for t in final if not t["started"]]
@@ -115,11 +120,17 @@ def cluster_run(row: dict[str, Any]) -> Finding:
                               "(children/ in the run directory); a lost worker stops "
                               "MultiWorkerMirroredStrategy, so restart the cluster "
                               "(--restarts N) and it resumes from its backups.")
+    return _timed_out(check_id, row, final, evidence)
+
+
+def _timed_out(check_id: str, row: dict[str, Any], final: list[dict[str, Any]],
+               evidence: dict[str, Any]) -> Finding:
+    config, limit = row["config"], row["timeout_s"]
     return Finding(check_id, "fail",
-                   f"{config}: did not finish within {row['timeout_s']:g} s and was stopped "
+                   f"{config}: did not finish within {limit:g} s and was stopped "
                    f"(last steps: {_steps(final)})", evidence,
-                   title=title(f"{config}: did not finish within {row['timeout_s']:g} s",
-                               f"did not finish within {row['timeout_s']:g} s"),
+                   title=title(f"{config}: did not finish within {limit:g} s",
+                               f"did not finish within {limit:g} s"),
                    advice="Give it more time (--timeout) or fewer --steps; if the steps "
                           "stopped advancing, a task hangs: read the tasks' stderr.")
 

@@ -122,6 +122,19 @@ def soft_placement(obs: ProcessObservation, graph_devices: dict[str, dict[str, s
                    "out of GPU scopes, or accept the copies to and from the CPU.")
 
 
+_EVERY_DEVICE = Action("give the strategy every device: tf.distribute.MirroredStrategy() "
+                       "with no argument")
+_IDLE_ADVICE = ("Give the strategy every device (tf.distribute.MirroredStrategy() with no "
+                "argument takes all GPUs), split the batch over all of them, or hide the GPUs "
+                "you do not mean to use with CUDA_VISIBLE_DEVICES.")
+
+
+def _idle_title(names: list[str], strategy: str | None, used: list[str]) -> str:
+    return title(f"{', '.join(names)} did no work"
+                 + (f" ({strategy} used {len(used)})" if strategy else ""),
+                 f"{len(names)} of the devices did no work")
+
+
 _SOFT_ADVICE = ("Pin only to devices tf.config.list_logical_devices() lists (or use "
                 "MirroredStrategy); turn soft placement off while testing "
                 "(tf.config.set_soft_device_placement(False), or allow_soft_placement=False) "
@@ -192,16 +205,8 @@ def devices_used(obs: ProcessObservation, placed: dict[str, int] | None,
         return Finding(f"run.every-device-used{proc}", "fail",
                        f"{head}: {', '.join(names)} did no work; worked: "
                        f"{', '.join(describe(d) for d in candidates if worked(d)) or 'none'}",
-                       evidence, title=title(
-                           f"{', '.join(names)} did no work"
-                           + (f" ({strategy} used {len(used_by_strategy)})" if strategy else ""),
-                           f"{len(names)} of the devices did no work"),
-                       actions=(Action("give the strategy every device: "
-                                       "tf.distribute.MirroredStrategy() with no argument"),),
-                       advice="Give the strategy every device "
-                       "(tf.distribute.MirroredStrategy() with no argument takes all GPUs), "
-                       "split the batch over all of them, or hide the GPUs you do not mean "
-                       "to use with CUDA_VISIBLE_DEVICES.")
+                       evidence, title=_idle_title(names, strategy, used_by_strategy),
+                       actions=(_EVERY_DEVICE,), advice=_IDLE_ADVICE)
     text = f"{head}; every device did work: {', '.join(describe(d) for d in candidates)}"
     if not gpus:
         ran = ", ".join(d for d in candidates if worked(d))
