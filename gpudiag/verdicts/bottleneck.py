@@ -230,8 +230,8 @@ def _calm(head: str, m: StepParts, facts: ProgramFacts, check_id: str,
     return Finding(check_id, "ok", f"{head}: no bottleneck stands out (no part dominates; "
                    f"the largest: {', '.join(close) or 'none'}); {parts_text(m)}{tail}",
                    evidence, title=title(
-                       f"no bottleneck stands out in a {duration(m.period_s)} step (largest: "
-                       f"{largest} {units_share(shares[largest])})",
+                       f"no bottleneck (largest: {largest}, {units_share(shares[largest])} "
+                       f"of a {duration(m.period_s)} step)",
                        f"no bottleneck stands out in a {duration(m.period_s)} step"))
 
 
