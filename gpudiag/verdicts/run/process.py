@@ -208,7 +208,7 @@ def devices(obs: ProcessObservation, proc: str = "") -> Finding:
                if snap.remote else "")
             + f"; tf.config calls: {listing}")
     if not gpus:
-        cpus = ", ".join(d.rsplit("/", 1)[-1] for d in snap.logical[:2])
+        cpus = ", ".join(snap.logical[:2])
         return Finding(f"run.devices{proc}", "warn", f"no GPU visible to TensorFlow: {text}",
                        evidence, title=title(f"no GPU: TensorFlow saw only {cpus}",
                                              "no GPU: TensorFlow saw only CPUs"),
