@@ -73,7 +73,7 @@ def _efficiency(run: Run) -> dict[tuple[str, int], float]:
     return out
 
 
-def _steady(run: Run) -> dict[str, tuple[int, tuple[int, ...]]]:
+def steady_rules(run: Run) -> dict[str, tuple[int, tuple[int, ...]]]:
     """Per loop, the warm-up and the profiled steps run.throughput left out (the steady
     state rule's inputs), by the loop's name as gpudiag.rundir gives it."""
     out: dict[str, tuple[int, tuple[int, ...]]] = {}
@@ -93,7 +93,7 @@ def _steady(run: Run) -> dict[str, tuple[int, tuple[int, ...]]]:
 def side(run: Run) -> verdict.Side:
     return verdict.Side(str(run.path), run.command, dict(run.loops), run.breakdown,
                         {f.id: f.status for f in run.report.findings}, _devices(run),
-                        _efficiency(run), _steady(run))
+                        _efficiency(run), steady_rules(run))
 
 
 def _table(rec: Any) -> str:
