@@ -31,8 +31,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from gpudiag.rundir import Run, list_runs
 from gpudiag.commands.diff import steady_rules
+from gpudiag.rundir import Run, list_runs
 from gpudiag.verdicts.diff import steady_times
 from gpudiag.verdicts.stats import median_ci
 
