@@ -56,6 +56,14 @@ def test_a_cause_without_a_line_acts_without_one_and_a_calm_step_has_no_predicti
     assert calm.status == "ok" and calm.actions == ()
 
 
+def test_a_communication_bound_step_keeps_its_action_beside_the_all_reduce() -> None:
+    f = bn.bottleneck(breakdown(("/device:CPU:0", 10, 5, 4, 0, 1, 0, 0)), None,
+                      bn.ProgramFacts(gradient_bytes=16 * 2**20))
+    assert f.evidence["causes"][0] == "communication-bound" and "all-reduced" in f.message
+    assert [a.what for a in f.actions] == ["a larger batch per replica"]
+    assert f.actions[0].predicted is not None and f.actions[0].predicted.step_s is not None
+
+
 def test_the_actions_are_each_once_in_the_causes_order() -> None:
     act = Action("a larger batch")
     found = [Cause("gpu-bound", 0.8, "t", "a", {}, (act, Action("XLA"))),

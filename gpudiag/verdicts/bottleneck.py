@@ -263,7 +263,7 @@ def bottleneck(b: Breakdown | None, reason: str | None, facts: ProgramFacts | No
                    key=lambda c: (c.name == "overhead-bound", -c.share))
     reduce = allreduce.all_reduce(facts.gradient_bytes, m.communication_s, m.period_s)
     if reduce is not None:
-        found = [Cause(c.name, c.share, f"{c.text}; {reduce.text()}", c.advice, c.evidence)
+        found = [replace(c, text=f"{c.text}; {reduce.text()}")
                  if c.name == "communication-bound" else c for c in found]
     per_device = {d.device: parts_text(mean) for d in rows if (mean := d.mean())}
     evidence = _evidence(b, j, found, facts, per_device) | {
