@@ -51,7 +51,7 @@ def test_a_communication_bound_configuration_warns_like_run_does() -> None:
     assert f.evidence["allreduce"]["achieved_bytes_per_s"] == pytest.approx(8e6 / 0.008)
     assert "of gradients per replica per step (the sizes of its trainable variables) " \
         "all-reduced in 8.00 ms" in f.message
-    assert "collectives (all-reduce) take 40% of the step" in f.message
+    assert "collectives (all-reduce) take 40 % of the step" in f.message
     assert f.advice.startswith("fewer, larger all-reduces")
     assert "2.00x of 4x by the trace" in f.message
 

@@ -28,6 +28,7 @@ from gpudiag.readers.stepbreakdown import (
 )
 from gpudiag.report import Action, Finding
 from gpudiag.units import duration
+from gpudiag.units import share as pct
 from gpudiag.units import share as units_share
 from gpudiag.verdicts import allreduce, gpu_fill, whatif
 from gpudiag.verdicts.common import title
@@ -75,12 +76,12 @@ def mean_parts(rows: Sequence[DeviceBreakdown]) -> StepParts | None:
 
 
 def parts_text(m: StepParts) -> str:
-    copy = f"copy {m.share(m.copy_s):.0%}, " if m.copy_s > 0 else ""
-    text = (f"compute {m.share(m.compute_s):.0%}, {copy}input {m.share(m.input_s):.0%}, "
-            f"communication {m.share(m.communication_s):.0%}, host {m.share(m.host_s):.0%}")
+    copy = f"copy {pct(m.share(m.copy_s))}, " if m.copy_s > 0 else ""
+    text = (f"compute {pct(m.share(m.compute_s))}, {copy}input {pct(m.share(m.input_s))}, "
+            f"communication {pct(m.share(m.communication_s))}, host {pct(m.share(m.host_s))}")
     if m.host_between_calls_s > 0:
-        text += f" (Python between step calls {m.share(m.host_between_calls_s):.0%})"
-    return text + f", idle {m.share(m.idle_s):.0%}"
+        text += f" (Python between step calls {pct(m.share(m.host_between_calls_s))})"
+    return text + f", idle {pct(m.share(m.idle_s))}"
 
 
 def parts_seconds(m: StepParts) -> dict[str, float]:
@@ -191,9 +192,9 @@ def _no_kernels(b: Breakdown, rows: Sequence[DeviceBreakdown], head: str,
                 check_id: str) -> Finding:
     """Every GPU judged recorded no kernel: say so, claim no bound."""
     gpus = ", ".join(d.device for d in rows)
-    where = (f"the host's threads ran TensorFlow ops {b.host_ops_share:.0%} of the step, "
+    where = (f"the host's threads ran TensorFlow ops {pct(b.host_ops_share)} of the step, "
              "so the work ran on the CPU" if b.host_ops_share >= 0.5 else
-             f"the host's threads ran TensorFlow ops {b.host_ops_share:.0%} of the step")
+             f"the host's threads ran TensorFlow ops {pct(b.host_ops_share)} of the step")
     return Finding(
         check_id, "warn",
         f"{head}: no GPU recorded a kernel in the profiled steps ({gpus}): {where}, or the "
@@ -218,13 +219,13 @@ def _calm(head: str, m: StepParts, facts: ProgramFacts, check_id: str,
         fixes = tuple(Action(f.what, f.where) for f in pipeline_fix_list(facts.calls,
                                                                           facts.epochs))
         return Finding(check_id, "ok", f"{head}: moderately input-bound "
-                       f"({share:.0%} waits for input{source}); {parts_text(m)}{tail}",
+                       f"({pct(share)} waits for input{source}); {parts_text(m)}{tail}",
                        evidence, advice="; ".join(pipeline_fixes(facts.calls, facts.epochs)),
                        title=title(f"moderately input-bound: {units_share(share)} of a "
                                    f"{duration(m.period_s)} step waits for input",
                                    "moderately input-bound"), actions=fixes)
     shares = {k: m.share(getattr(m, f"{k}_s")) for k in PARTS}
-    close = [f"{k} {v:.0%}" for k, v in sorted(shares.items(), key=lambda kv: -kv[1])
+    close = [f"{k} {pct(v)}" for k, v in sorted(shares.items(), key=lambda kv: -kv[1])
              if v >= CLOSE]
     largest = max(shares, key=lambda k: shares[k])
     return Finding(check_id, "ok", f"{head}: no bottleneck stands out (no part dominates; "
@@ -305,9 +306,9 @@ def eager(split: dict[str, Any] | None, facts: ProgramFacts, *,
     share = dispatch / period
     head += (f"{ms(period)} per step over {split['steps']} profiled step(s) of an eager loop "
              f"(host step markers, one gradient call to the next)")
-    text = (f"the ops' kernels ran {ms(op)} of the step ({op / period:.0%}, "
+    text = (f"the ops' kernels ran {ms(op)} of the step ({pct(op / period)}, "
             f"{split['ops_per_step']:.0f} ops a step), input {ms(wait)}, and Python "
-            f"dispatching the ops one by one the other {ms(dispatch)} ({share:.0%})")
+            f"dispatching the ops one by one the other {ms(dispatch)} ({pct(share)})")
     evidence: dict[str, Any] = {"eager": split, "step_s": period, "parts_s": {
         "/host:CPU": parts}, "shares": {"compute": op / period, "input": wait / period,
                                         "host": share}, "thresholds": {"eager": EAGER_BOUND},

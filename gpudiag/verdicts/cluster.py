@@ -14,6 +14,7 @@ from typing import Any
 
 from gpudiag.report import Finding, Status
 from gpudiag.units import duration
+from gpudiag.units import share as pct
 from gpudiag.verdicts.common import title
 
 SEVERITY_STATUS: dict[str, Status] = {"info": "ok", "warn": "warn", "fail": "fail"}
@@ -179,7 +180,7 @@ def cluster_scaling(mode: str, batch: int, rows: Sequence[dict[str, Any]]) -> Fi
                  "(profiled steps)")
     busy = many.get("busy_fraction")
     if busy is not None:
-        text += (f"; each worker was busy {busy:.0%} of its span (one coordinator dispatches "
+        text += (f"; each worker was busy {pct(busy)} of its span (one coordinator dispatches "
                  "every step)")
     if many.get("device_kind") == "cpu" and many.get("shared_machine"):
         return Finding(check_id, "warn", text + ". Not meaningful as a speed-up: the workers "
@@ -218,7 +219,7 @@ def batch_payoff(mode: str, rows: Sequence[dict[str, Any]]) -> Finding:
     small, large = usable[0], usable[-1]
 
     def say(p: dict[str, Any]) -> str:
-        share = (f", collectives {p['comm_fraction']:.0%} of a step"
+        share = (f", collectives {pct(p['comm_fraction'])} of a step"
                  if p["comm_fraction"] is not None else "")
         return f"batch {p['batch_per_worker']}: efficiency {p['efficiency']:.2f}{share}"
 
@@ -262,7 +263,7 @@ def sync_vs_ps(sync: dict[str, Any] | None, ps: dict[str, Any] | None) -> Findin
     if busy is not None:
         why.append(f"ps never waits for another worker, but its gradients may be computed on "
                    f"weights a few updates old, and one coordinator dispatches every step: "
-                   f"its workers were busy {busy:.0%} of the time")
+                   f"its workers were busy {pct(busy)} of the time")
     faster = "ps" if p_rate > s_rate else "sync"
     text += f"{faster} was faster here ({max(s_rate, p_rate) / min(s_rate, p_rate):.2f}x)"
     text += (": " + "; ".join(why) + ".") if why else "."

@@ -11,6 +11,7 @@ from dataclasses import asdict, dataclass
 
 from gpudiag.records.results import MemoryReading, MemoryResult
 from gpudiag.report import Action, Finding
+from gpudiag.units import share as pct
 from gpudiag.verdicts.common import MIB, mib_text, title
 
 # CUDA context, cuBLAS/cuDNN handles and TF's own bookkeeping sit on top of the tensors:
@@ -120,7 +121,7 @@ def memory_default(result: MemoryResult) -> Finding:
                        f"NVML could not say what the process held: {result.nvml.reason}",
                        evidence, title="default mode: without NVML, what was held is unknown")
     total = s.nvml_total_bytes
-    share = f" ({s.nvml_held_max_bytes / total:.0%} of the card)" if total else ""
+    share = f" ({pct(s.nvml_held_max_bytes / total)} of the card)" if total else ""
     return Finding("memory.default", "ok",
                    f"by default the process held {mib_text(s.nvml_held_max_bytes)}{share} while "
                    f"TensorFlow's own peak was {mib_text(s.tf_peak_bytes)}: TensorFlow reserves "

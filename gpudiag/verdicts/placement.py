@@ -76,7 +76,7 @@ def default_device(rows: list[PlacementRow], kind: str, host: str) -> Finding:
     share = gpu_ops / max(1, gpu_ops + cpu_ops)
     return Finding(
         "placement.default-device", "ok",
-        f"unpinned work went to the GPU: {gpu_ops} of {gpu_ops + cpu_ops} ops ({share:.0%})",
+        f"unpinned work went to the GPU: {gpu_ops} of {gpu_ops + cpu_ops} ops ({pct(share)})",
         evidence,
         title=f"unpinned work ran on the GPU: {gpu_ops} of {gpu_ops + cpu_ops} ops ({pct(share)})",
     )

@@ -14,6 +14,7 @@ from typing import Any
 
 from gpudiag.records.training import AllreduceResult
 from gpudiag.report import Finding
+from gpudiag.units import share as pct
 from gpudiag.verdicts.common import title
 
 # Efficiency = throughput(n) / (n x throughput(1)) that well-tuned data-parallel CNN
@@ -189,15 +190,15 @@ def _per_device_count(
         found.causes.append(
             f"at {n} devices the all-reduce of {costs.gradient_bytes / 2**20:.2f} MiB "
             f"of gradients needs at least {comm_s * 1e3:.2f} ms per step, "
-            f"{explained:.0%} of the {lost_s * 1e3:.2f} ms lost per step")
+            f"{pct(explained)} of the {lost_s * 1e3:.2f} ms lost per step")
     wait = r.input_wait_fraction
     if wait is not None and wait > INPUT_WAIT_CAUSE_FRACTION:
-        found.causes.append(f"at {n} devices {wait:.0%} of the traced steps waited for input")
+        found.causes.append(f"at {n} devices {pct(wait)} of the traced steps waited for input")
         found.fixes.append("prefetch (dataset.prefetch(tf.data.AUTOTUNE)), parallel map "
                            "calls, cache decoded data")
     if step_s > 0 and comm_s / step_s > AVERAGING_CAUSE_FRACTION:
         found.causes.append(f"at {n} devices gradient averaging alone takes at least "
-                            f"{comm_s / step_s:.0%} of a step: a per-device batch of "
+                            f"{pct(comm_s / step_s)} of a step: a per-device batch of "
                             f"{costs.batch_per_device} is too small for the gradient size")
         found.fixes.append("a bigger per-device batch (--batch-per-device)")
     return entry

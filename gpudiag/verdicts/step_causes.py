@@ -27,6 +27,7 @@ from gpudiag.readers.stepbreakdown import Breakdown, DeviceBreakdown, StepParts
 from gpudiag.records.run import DatasetCall
 from gpudiag.report import Action
 from gpudiag.units import duration
+from gpudiag.units import share as pct
 from gpudiag.verdicts import gpu_fill
 from gpudiag.verdicts.pipeline import (
     MODELLED,
@@ -144,12 +145,12 @@ def input_share(facts: ProgramFacts, m: StepParts) -> tuple[float, str, bool]:
     w = facts.input_series
     if w is None:
         return m.share(m.input_s), "", False
-    spread = (f", {w['low']:.0%}-{w['high']:.0%} over blocks of steps"
+    spread = (f", {pct(w['low'])}-{pct(w['high'])} over blocks of steps"
               if w.get("low") is not None else "")
     near = w.get("low") is not None and w["low"] < INPUT_BOUND <= w["high"]
     return w["share"], (f" over the whole run ({w['steps']} steps, the program's "
                         f"next(iterator) {ms(w['wait_s_per_step'])} a step{spread}; the "
-                        f"profiled window: {m.share(m.input_s):.0%})"), near
+                        f"profiled window: {pct(m.share(m.input_s))})"), near
 
 
 def _input(j: Judged) -> Cause | None:
@@ -165,7 +166,7 @@ def _input(j: Judged) -> Cause | None:
     out = []
     top = j.b.xprof.input_ops[0] if j.b.xprof and j.b.xprof.input_ops else None
     if top is not None:
-        out.append(f"tf.data's time goes to {top.name} ({top.self_share:.0%} of the "
+        out.append(f"tf.data's time goes to {top.name} ({pct(top.self_share)} of the "
                    "input pipeline, xprof)")
     out += fixes
     if parallel_and_prefetched(calls):
@@ -186,14 +187,14 @@ def _input(j: Judged) -> Cause | None:
         out.append("the program's tf.data calls were not recorded: see the input pipeline "
                    "in TensorBoard's Profile tab")
     if source:
-        text = (f"{share:.0%} of the step waits for input{source}" + (
-            f": within its spread of xprof's {INPUT_BOUND:.0%} threshold, input-bound or "
+        text = (f"{pct(share)} of the step waits for input{source}" + (
+            f": within its spread of xprof's {pct(INPUT_BOUND)} threshold, input-bound or "
             "close to it" if near else ""))
         return Cause("input-bound", share, f"input-bound: {text}", "; ".join(out),
                      {"input_series": j.facts.input_series, "near_threshold": near},
                      tuple(actions), sized)
     return Cause("input-bound", m.share(m.input_s),
-                 f"input-bound: {m.share(m.input_s):.0%} of the step ({ms(m.input_s)} of "
+                 f"input-bound: {pct(m.share(m.input_s))} of the step ({ms(m.input_s)} of "
                  f"{ms(m.period_s)}) waits for input", "; ".join(out), {}, tuple(actions),
                  sized)
 
@@ -206,9 +207,9 @@ def _copy(j: Judged) -> Cause | None:
     d2h = sum(d.d2h_s for d in j.rows) / max(1, len(j.rows)) / max(1, len(j.b.step_names))
     return Cause("copy-bound", m.share(m.copy_s),
                  f"copy-bound: host-to-device / device-to-host copies take "
-                 f"{m.share(m.copy_s):.0%} of the step with no kernel running "
+                 f"{pct(m.share(m.copy_s))} of the step with no kernel running "
                  f"({ms(m.copy_s)} of {ms(m.period_s)}; copies per step: H2D {ms(h2d)}, "
-                 f"D2H {ms(d2h)}); tf.data is not waited for ({m.share(m.input_s):.0%})",
+                 f"D2H {ms(d2h)}); tf.data is not waited for ({pct(m.share(m.input_s))})",
                  "move less data, and overlap it: keep the data on the GPU where it fits "
                  "(load it once as a tensor, not a NumPy array fed each step), prefetch to "
                  "the device (tf.data.experimental.prefetch_to_device('/gpu:0') at the "
@@ -235,7 +236,7 @@ def _host(j: Judged) -> Cause | None:
             "fit's per-batch callbacks)" if j.b.steps_from == "device Steps line" else
             "the program's Python between the step calls")
     return Cause("host-bound", m.share(m.host_between_calls_s),
-                 f"host-bound: {m.share(m.host_between_calls_s):.0%} of the step "
+                 f"host-bound: {pct(m.share(m.host_between_calls_s))} of the step "
                  f"({ms(m.host_between_calls_s)} of {ms(m.period_s)}) is {what}{gpu}",
                  f"move the per-step Python work between the calls of "
                  f"{j.facts.loop or 'the step'}{where} into the tf.function, or do it every "
@@ -257,7 +258,7 @@ def _launch_text(j: Judged) -> str:
     gap = sum(s.mean_gap_s for s in stats) / len(stats)
     return (f": {n:.0f} kernels per step, median {us(med)}, mean {us(mean)}, "
             f"{us(gap)} between kernels on average; the GPU runs kernels "
-            f"{j.m.share(j.m.compute_s):.0%} of the step")
+            f"{pct(j.m.share(j.m.compute_s))} of the step")
 
 
 def _launch(j: Judged) -> Cause | None:
@@ -265,10 +266,10 @@ def _launch(j: Judged) -> Cause | None:
     launch = m.launch_s
     if j.gpu and m.share(launch) >= LAUNCH_BOUND:
         return Cause("launch-bound", m.share(launch),
-                     f"launch-bound: inside the step the GPU waits {m.share(launch):.0%} of "
+                     f"launch-bound: inside the step the GPU waits {pct(m.share(launch))} of "
                      f"the step ({ms(launch)} of {ms(m.period_s)}) for the host to launch "
                      f"work{_launch_text(j)}; tf.data is not waited for "
-                     f"({m.share(m.input_s):.0%})",
+                     f"({pct(m.share(m.input_s))})",
                      "fewer, larger kernels: a larger batch; XLA (jit_compile=True in "
                      "compile() or tf.function) fuses the small ops; "
                      f"{_more_steps(j.facts.loop)}", {},
@@ -276,7 +277,7 @@ def _launch(j: Judged) -> Cause | None:
                              _compile_line(j.facts.compile)),
                       Action(_more_steps_what(j.facts.loop), _loop_line(j.facts))))
     if not j.gpu and m.share(launch) >= OVERHEAD_BOUND:
-        text = (f"overhead-bound: in {m.share(launch):.0%} of the step ({ms(launch)} of "
+        text = (f"overhead-bound: in {pct(m.share(launch))} of the step ({ms(launch)} of "
                 f"{ms(m.period_s)}) no op ran inside the step call: TensorFlow's own "
                 "per-step work (calling the step function, scheduling its ops) "
                 "outweighs ops this small")
@@ -363,9 +364,9 @@ def _gpu_bound(j: Judged) -> Cause | None:
     ops = stats[0].top_ops[:3] if stats else []
     half = sum(s.half_share for s in stats) / len(stats) if stats else None
     tensor = sum(s.tensor_core_share for s in stats) / len(stats) if stats else None
-    text = (f"GPU-bound: the GPU runs kernels {m.share(m.compute_s):.0%} of the step "
-            f"({ms(m.compute_s)} of {ms(m.period_s)}); input {m.share(m.input_s):.0%}, "
-            f"copies {m.share(m.copy_s):.0%}")
+    text = (f"GPU-bound: the GPU runs kernels {pct(m.share(m.compute_s))} of the step "
+            f"({ms(m.compute_s)} of {ms(m.period_s)}); input {pct(m.share(m.input_s))}, "
+            f"copies {pct(m.share(m.copy_s))}")
     if ops:
         text += "; top ops: " + ", ".join(f"{o.name} {ms(o.total_s / steps)}" for o in ops)
     if tops:
@@ -373,8 +374,8 @@ def _gpu_bound(j: Judged) -> Cause | None:
                                                for k in tops)
     fixes = []
     if half is not None and tensor is not None:
-        text += (f"; float16/bfloat16 kernels {half:.0%} of kernel time, Tensor Core "
-                 f"kernels {tensor:.0%}")
+        text += (f"; float16/bfloat16 kernels {pct(half)} of kernel time, Tensor Core "
+                 f"kernels {pct(tensor)}")
         if half < HALF_ADVISED:
             fixes.append("mixed precision (keras.mixed_precision.set_global_policy("
                          "'mixed_float16'), or 'mixed_bfloat16'): under 10 % of the kernel "
@@ -400,7 +401,7 @@ def _communication(j: Judged) -> Cause | None:
         return None
     return Cause("communication-bound", m.share(m.communication_s),
                  f"communication-bound: collectives (all-reduce) take "
-                 f"{m.share(m.communication_s):.0%} of the step ({ms(m.communication_s)} of "
+                 f"{pct(m.share(m.communication_s))} of the step ({ms(m.communication_s)} of "
                  f"{ms(m.period_s)})",
                  "fewer, larger all-reduces: a larger batch per replica, or fewer replicas "
                  "for a model this size", {}, (Action("a larger batch per replica"),))
@@ -413,7 +414,7 @@ def _straggler(j: Judged) -> Cause | None:
     ratio = skew / period
     return Cause("straggler", ratio,
                  f"a straggler: one replica started a step {ms(skew)} after another ("
-                 + (f"{ratio:.1f} x" if ratio >= 1 else f"{ratio:.0%} of") + " a step)",
+                 + (f"{ratio:.1f} x" if ratio >= 1 else f"{pct(ratio)} of") + " a step)",
                  "the replicas do not start together: look for per-replica input or host "
                  "work in the Profile tab's trace viewer")
 

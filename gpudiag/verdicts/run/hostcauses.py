@@ -22,6 +22,7 @@ from typing import Any
 from gpudiag.records.run import ProcessObservation, StepSeries
 from gpudiag.report import Action, Finding
 from gpudiag.units import duration, share
+from gpudiag.units import share as pct
 from gpudiag.verdicts.bottleneck import eager_where
 from gpudiag.verdicts.common import title
 from gpudiag.verdicts.run.throughput import loop_timing
@@ -132,7 +133,7 @@ def _retrace_text(f: dict[str, Any]) -> str:
             f"({f['retraces']} retraces)")
     if f["trace_share"] is not None:
         text += (f": building its graphs took {ms(f['trace_s'])} of its calls' "
-                 f"{ms(f['calls_s'])} ({f['trace_share']:.0%}); a retrace "
+                 f"{ms(f['calls_s'])} ({pct(f['trace_share'])}); a retrace "
                  f"{ms(f['trace_s_median'])} of its call's "
                  f"{ms(f['retraced_call_s_median'] or 0.0)} (median)")
     if f["plain_call_s_median"] is not None:
@@ -305,7 +306,7 @@ def _callback_text(c: dict[str, Any]) -> str:
     text = (f"{c['class']} ({where(c)}) takes {ms(c['batch_s_per_step'])} per step in its "
             "batch hooks")
     if c["share"] is not None:
-        text += f", {c['share']:.0%} of the {ms(c['step_s_median'])} step"
+        text += f", {pct(c['share'])} of the {ms(c['step_s_median'])} step"
     if c["epoch_s_per_epoch"] > 0:
         text += f", and {ms(c['epoch_s_per_epoch'])} per epoch in its epoch hooks"
     return text

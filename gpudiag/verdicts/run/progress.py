@@ -17,6 +17,7 @@ from typing import Any
 from gpudiag.catalogue import match_crash
 from gpudiag.records.run import ProcessObservation, StepSeries
 from gpudiag.report import Action, Finding, Status
+from gpudiag.units import share as pct
 from gpudiag.verdicts.common import title
 from gpudiag.verdicts.run import crash_match, learning_causes, tracebacks
 from gpudiag.verdicts.run import throughput as run_throughput
@@ -380,7 +381,7 @@ def profile(obs: ProcessObservation, busy: dict[str, float] | None, window_s: fl
                        advice="Keep the placement log on (no TF_CPP_MIN_LOG_LEVEL in the "
                        "program); open the trace in TensorBoard's Profile tab.")
     text = (f"trace of {steps} of {p.source}{window}: " + ", ".join(
-        f"{d} busy {b * 1e3:.1f} ms" + (f" ({b / window_s:.0%})" if window_s else "")
+        f"{d} busy {b * 1e3:.1f} ms" + (f" ({pct(b / window_s)})" if window_s else "")
         for d, b in busy.items()) + f"; in TensorBoard's Profile tab ({_short(p.logdir)})")
     return Finding(f"run.profile{proc}", "ok", text, evidence,
                    title=title(f"traced {steps} of {p.source}{window}",

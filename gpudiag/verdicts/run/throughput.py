@@ -12,6 +12,7 @@ from typing import Any
 from gpudiag.records.run import ProcessObservation, StepSeries
 from gpudiag.report import Finding
 from gpudiag.units import duration
+from gpudiag.units import share as pct
 from gpudiag.verdicts.common import title
 
 
@@ -161,14 +162,14 @@ def throughput(obs: ProcessObservation, warmup: int, proc: str = "") -> Finding:
                     "each call's time over them)"
         if row["call_share"] is not None:
             text += f", the step call {duration(row['call_s_median'])} " \
-                    f"({row['call_share']:.0%} of it)"
+                    f"({pct(row['call_share'])} of it)"
         if "examples_per_s" in row:
             text += f", {row['examples_per_s']:,.0f} examples/s (batch {s.batch_size})"
         if "input" in row:
             w = row["input"]
-            spread = f", {w['low']:.0%}-{w['high']:.0%} over blocks of {INPUT_BLOCK} " \
+            spread = f", {pct(w['low'])}-{pct(w['high'])} over blocks of {INPUT_BLOCK} " \
                 "steps" if w["low"] is not None else ""
-            text += f", {w['share']:.0%} of it in next(iterator){spread}"
+            text += f", {pct(w['share'])} of it in next(iterator){spread}"
         rows.append(row)
         parts.append(text)
     evidence = {"loops": rows, "warmup_steps": warmup, "profiled_steps": profiled}
