@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from gpudiag.commands.diff import steady_rules
 from gpudiag.rundir import Run, list_runs
 from gpudiag.verdicts.diff import steady_times
 from gpudiag.verdicts.stats import median_ci
@@ -78,11 +79,12 @@ def run(logdir: Path, argv: list[str], options: list[str]) -> Run:
 
 
 def steps(r: Run) -> list[float]:
-    """Seconds per training step: the longest loop's steady steps, else the program's own
+    """Seconds per training step: the longest loop's steady steps (run.throughput's rule,
+    as `gpudiag diff` takes them), else the program's own
     clock ("own periods:" on its stdout, the first ten left out)."""
     longest = max(r.loops.values(), key=lambda lp: len(lp.steps), default=None)
     if longest is not None and longest.step_times():
-        return steady_times(longest)
+        return steady_times(longest, steady_rules(r).get(longest.name))
     for child in r.children.values():
         if child.stdout is None:
             continue

@@ -47,6 +47,7 @@ from gpudiag.layout import (
 )
 from gpudiag.report import Finding, Report
 from gpudiag.verdicts import headline
+from gpudiag.verdicts.common import title
 
 
 class RunSession:
@@ -146,6 +147,8 @@ class RunSession:
             self.report.add(Finding(
                 f"{self.report.command}.error", "fail", exc.message,
                 {"error_type": type(exc).__name__, "exit_code": exc.exit_code},
+                title=title(exc.message, f"gpudiag {self.report.command} stopped on bad "
+                            "input: see the message"),
                 advice="gpudiag stopped here; fix what the message names and run again."))
         try:
             self.close(interrupted=exc_type is not None and not stopped_by_error,

@@ -61,16 +61,50 @@ def run_dirs(logdir: Path) -> list[Path]:
 
 def load_report(run_dir: Path) -> dict[str, Any]:
     """report.json as plain data, read by the one reader of a run directory. Every finding
-    a command wrote belongs to a declared family (gpudiag.layout.families: its question is set)
-    and its title is one line of at most 72 characters."""
-    from gpudiag.layout.families import TITLE_MAX
+    a command wrote belongs to a declared family (gpudiag.layout.families: its question
+    is set), and, in a report of this schema, has its title (assert_title)."""
+    from gpudiag.layout import SCHEMA_VERSION
     from gpudiag.rundir import load_run
 
     run = load_run(run_dir)
+    data = run.report_json
     for f in run.report.findings:  # typed: a version 1 report's questions from the registry
         assert f.question, f"{f.id}: no family in gpudiag.layout.families"
-        assert len(f.title) <= TITLE_MAX, f"finding {f.id}: title too long"
-    return run.report_json
+        if data["schema_version"] >= SCHEMA_VERSION:  # written by this gpudiag: titled
+            assert_title(f.id, f.title)
+    return data
+
+
+def assert_title(finding_id: str, title: str) -> None:
+    """A finding's title as every verdict writes it: the answer, one line of at most
+    TITLE_MAX characters, never cut ("..." or "…")."""
+    from gpudiag.layout.families import TITLE_MAX
+
+    assert title.strip(), f"finding {finding_id} has no title"
+    assert len(title) <= TITLE_MAX and "\n" not in title, f"{finding_id}: {title!r}"
+    assert "..." not in title and "\u2026" not in title, f"{finding_id}: cut title {title!r}"
+
+
+_GPUDIAG = str(REPO / "gpudiag")
+_READERS = (str(REPO / "gpudiag" / "report.py"),)  # findings read back, not made
+
+
+@pytest.fixture(autouse=True)
+def every_finding_gpudiag_makes_is_titled(monkeypatch: pytest.MonkeyPatch) -> None:
+    """In every test: each Finding that gpudiag's own code builds (a verdict, a command;
+    not a test's hand-made one, not one read back from a report) has a title
+    (assert_title)."""
+    from gpudiag.report import Finding
+
+    original = Finding.__post_init__
+
+    def checked(self: Finding) -> None:
+        original(self)
+        caller = sys._getframe(2).f_code.co_filename  # Finding's __init__ -> its caller
+        if caller.startswith(_GPUDIAG) and caller not in _READERS:
+            assert_title(self.id, self.title)
+
+    monkeypatch.setattr(Finding, "__post_init__", checked)
 
 
 def findings_by_id(report: dict[str, Any]) -> dict[str, dict[str, Any]]:

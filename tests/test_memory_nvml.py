@@ -76,7 +76,7 @@ def test_findings_use_nvml_s_numbers_for_the_process() -> None:
     assert default.evidence["nvml_held_max_bytes"] == HELD
     assert default.evidence["nvml_held_by_step"] == [HELD] * (STEPS + 1)
     assert default.evidence["nvml_total_bytes"] == 40 * GIB
-    assert "the process held 38912 MiB (95% of the card)" in default.message
+    assert "the process held 38912 MiB (95 % of the card)" in default.message
 
     growth = verdicts.memory_growth(result, default=result)
     assert growth.status == "fail"  # NVML says the whole card, TF's peak says a few MiB

@@ -110,6 +110,10 @@ def test_devices_fail_on_a_configuration_made_after_initialisation() -> None:
     assert f.status == "fail"
     assert "at train.py:30 was called after the devices were initialised" in f.message
     assert f.advice == catalogue.by_id("configured-after-init").fix
+    (action,) = f.actions  # the change, at the line that made the call
+    assert action.where == "train.py:30" and "set_memory_growth right after importing" in \
+        action.what
+    assert f.title == "set_memory_growth raised RuntimeError: it did not take effect"
 
 
 def series(losses: list[float], kind: str = "fit", classes: int | None = 10,
@@ -169,7 +173,7 @@ def test_a_custom_loops_step_time_is_the_start_to_start_period_not_the_call() ->
     assert math.isclose(row["step_s_median"], 0.0016, rel_tol=1e-6)
     assert math.isclose(row["call_s_median"], 0.001) and round(row["call_share"], 3) == 0.625
     assert math.isclose(row["examples_per_s"], 32 / 0.0016, rel_tol=1e-6)
-    assert "1.60 ms/step (start to start), the step call 1.00 ms (63% of it)" in f.message
+    assert "1.60 ms/step (start to start), the step call 1.00 ms (63 % of it)" in f.message
 
 
 def test_tf_log_status_is_the_worst_known_message() -> None:
@@ -453,7 +457,7 @@ def test_a_share_whose_spread_holds_the_threshold_says_so_and_one_clear_of_it_de
     window = StepParts("mean", 0.01, 0.001, 0.0, 0.001, 0.008, 0.0, 0.0, 0.0)  # 10 % input
     clear = input_series(_waiting_loop([0.30] * 200), warmup=10)
     share, source, near = input_share(ProgramFacts(input_series=clear), window)
-    assert share == pytest.approx(0.30) and not near and "the profiled window: 10%" in source
+    assert share == pytest.approx(0.30) and not near and "the profiled window: 10 %" in source
     mixed = input_series(_waiting_loop(([0.12] * 10 + [0.28] * 10) * 10), warmup=0)
     assert mixed is not None and mixed["low"] < 0.20 <= mixed["high"]
     assert input_share(ProgramFacts(input_series=mixed), window)[2]

@@ -27,8 +27,9 @@ def _texts(run: Path) -> dict[str, str]:
 
 def test_complete_session_writes_valid_report_and_tensorboard_text(tmp_path: Path) -> None:
     with RunSession("placement", tmp_path / "runs") as s:
-        s.add(Finding("placement.log", "ok", "parsed", {"n": 3}))
-        s.add(Finding("placement.pinned", "fail", "pinned | wrong", {}, advice="fix it"))
+        s.add(Finding("placement.log", "ok", "parsed", {"n": 3}, title="parsed"))
+        s.add(Finding("placement.pinned", "fail", "pinned | wrong", {}, advice="fix it",
+                      title="a pinned op ran elsewhere"))
         s.text("gpudiag/placement", "| a | b |\n|---|---|\n| 1 | 2 |")
     report = load_report(s.run_dir)
     jsonschema.validate(report, SCHEMA)
@@ -43,7 +44,7 @@ def test_complete_session_writes_valid_report_and_tensorboard_text(tmp_path: Pat
 
 def test_interrupted_session_leaves_a_readable_partial_report(tmp_path: Path) -> None:
     with pytest.raises(KeyboardInterrupt), RunSession("scaling", tmp_path) as s:
-        s.add(Finding("scaling.devices", "ok", "one device done"))
+        s.add(Finding("scaling.devices", "ok", "one device done", title="one device done"))
         raise KeyboardInterrupt
     report = load_report(s.run_dir)
     jsonschema.validate(report, SCHEMA)

@@ -29,8 +29,8 @@ def test_communication_bound_step_gives_bytes_and_achieved_bandwidth() -> None:
     assert f.status == "warn" and f.evidence["causes"][0] == "communication-bound"
     assert f.evidence["allreduce"]["gradient_bytes_per_replica"] == 16 * 2**20
     assert f.evidence["allreduce"]["achieved_bytes_per_s"] == pytest.approx(16 * 2**20 / 4e-3)
-    assert ("communication-bound: collectives (all-reduce) take 40% of the step (4.00 ms of "
-            "10.00 ms); 16.0 MiB of gradients per replica per step (the sizes of its "
+    assert ("communication-bound: collectives (all-reduce) take 40 % of the step (4.00 ms of "
+            "10.0 ms); 16.0 MiB of gradients per replica per step (the sizes of its "
             "trainable variables) all-reduced in 4.00 ms: 4.19 GB/s achieved") in f.message
 
 

@@ -98,7 +98,7 @@ def test_scaling_sums_what_each_worker_measured() -> None:
     assert f.status == "ok"
     assert f.message == ("sync, batch 32 per worker: 2 workers measured worker-0 900 + worker-1 "
                          "850 = 1,750 examples/s; 1 worker 1,000 examples/s (efficiency 0.88); "
-                         "collective ops 4.0 ms of a 37.6 ms step (profiled steps)")
+                         "collective ops 4.00 ms of a 37.6 ms step (profiled steps)")
     assert f.evidence["efficiency"] == pytest.approx(0.875)
 
 
@@ -120,8 +120,8 @@ def test_a_larger_batch_paying_off_is_said_with_the_numbers() -> None:
             row("sync-1w-b128", n=1, total_examples_per_s=3000.0),
             row("sync-2w-b128", total_examples_per_s=5400.0, step_s=0.09, comm_s_per_step=0.02)]
     f = v.batch_payoff("sync", rows)
-    assert f.message == ("sync: batch 32: efficiency 0.60, collectives 40% of a step; batch "
-                         "128: efficiency 0.90, collectives 22% of a step: the larger batch "
+    assert f.message == ("sync: batch 32: efficiency 0.60, collectives 40 % of a step; batch "
+                         "128: efficiency 0.90, collectives 22 % of a step: the larger batch "
                          "pays for the communication better (the all-reduce costs the same "
                          "per step whatever the batch)")
     assert v.batch_payoff("sync", rows[:2]).status == "skip"
@@ -139,7 +139,7 @@ def test_sync_beside_ps_explains_the_trade_off_with_the_numbers() -> None:
     assert f.message.startswith("2 workers, batch 32: sync 1,800 examples/s, final loss 0.400, "
                                 "eval accuracy 0.93; ps 2,100 examples/s, final loss 0.450, "
                                 "eval accuracy 0.91. ps was faster here (1.17x)")
-    assert "12.0 ms of a 36.0 ms step" in f.message and "busy 25% of the time" in f.message
+    assert "12.0 ms of a 36.0 ms step" in f.message and "busy 25 % of the time" in f.message
     assert v.sync_vs_ps(sync, None).status == "skip"
 
 

@@ -11,7 +11,8 @@ from dataclasses import replace
 import pytest
 
 from gpudiag.layout.diff import DiffRecord
-from gpudiag.rundir.records import DeviceParts, Loop, StepBreakdown, StepPoint
+from gpudiag.layout.evidence import Bottleneck, DeviceParts
+from gpudiag.rundir.records import Loop, StepBreakdown, StepPoint
 from gpudiag.verdicts import diff
 from gpudiag.verdicts.stats import median_ci, ratio_ci
 
@@ -73,16 +74,21 @@ def test_a_real_speed_up_is_faster_with_its_interval() -> None:
 
 
 def parts(period: float, compute: float, inp: float, host: float) -> DeviceParts:
-    return DeviceParts("/device:CPU:0", period, compute, inp, 0.0, host, 0.0)
+    return DeviceParts("/device:CPU:0", period, compute_s=compute, input_s=inp, host_s=host)
+
+
+def neck(status: str, step: float, device: DeviceParts, causes: tuple[str, ...],
+         predicted: dict[str, float | str] | None) -> StepBreakdown:
+    return StepBreakdown("run.bottleneck", status, Bottleneck(
+        step, {device.device: device}, causes, "t", predicted))
 
 
 def test_bottleneck_fixed_the_part_it_came_from_and_the_prediction() -> None:
     predicted = {"cause": "input-bound", "fix": "parallel map on 2 cores + prefetch",
                  "step_s": 0.002}
-    before = StepBreakdown("run.bottleneck", "warn", 0.008, {
-        "/device:CPU:0": parts(0.008, 0.001, 0.006, 0.001)}, ("input-bound",), "t", predicted)
-    after = StepBreakdown("run.bottleneck", "ok", 0.0021, {
-        "/device:CPU:0": parts(0.0021, 0.001, 0.0001, 0.001)}, (), "t", None)
+    before = neck("warn", 0.008, parts(0.008, 0.001, 0.006, 0.001), ("input-bound",),
+                  predicted)
+    after = neck("ok", 0.0021, parts(0.0021, 0.001, 0.0001, 0.001), (), None)
     a, b = [0.004] * 40, [0.0011] * 40  # the step series' medians: 4 ms, 1.1 ms
     rec, found = diff.judge(side([loop(a)], (before,)), side([loop(b)], (after,)))
     (n,) = rec.bottlenecks
@@ -91,7 +97,7 @@ def test_bottleneck_fixed_the_part_it_came_from_and_the_prediction() -> None:
     assert n.predicted_step_s == pytest.approx(0.001)
     assert n.measured_step_s == pytest.approx(0.0011) and n.error == pytest.approx(0.10)
     f = next(f for f in found if f.id == "diff.bottleneck.run.bottleneck")
-    assert "input-bound: fixed" in f.message and "input 6.00 ms -> 0.10 ms" in f.message
+    assert "input-bound: fixed" in f.message and "input 6.00 ms -> 0.100 ms" in f.message
     assert "predicted 1.00 ms (parallel map on 2 cores + prefetch), measured 1.10 ms (+10%)" \
         in f.message
 
@@ -102,11 +108,10 @@ def test_a_steps_per_execution_call_is_compared_per_step() -> None:
     divided here, so that B's parts and B/A are per training step."""
     predicted = {"cause": "overhead-bound", "fix": "steps_per_execution=16",
                  "step_s": 0.0003}
-    before = StepBreakdown("run.bottleneck", "warn", 0.0012, {
-        "/device:CPU:0": parts(0.0012, 0.0001, 0.0, 0.0011)}, ("overhead-bound",), "t",
-        predicted)
-    call = StepBreakdown("run.bottleneck", "warn", 0.0064, {  # one call: 16 steps
-        "/device:CPU:0": parts(0.0064, 0.0016, 0.0, 0.0048)}, ("overhead-bound",), "t", None)
+    before = neck("warn", 0.0012, parts(0.0012, 0.0001, 0.0, 0.0011), ("overhead-bound",),
+                  predicted)
+    call = neck("warn", 0.0064, parts(0.0064, 0.0016, 0.0, 0.0048),  # one call: 16 steps
+                ("overhead-bound",), None)
     a = loop([0.001] * 40)
     b = replace(loop([0.0004] * 40), steps_per_call=16)
     rec, found = diff.judge(side([a], (before,)), side([b], (call,)))

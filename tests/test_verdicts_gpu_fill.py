@@ -71,7 +71,7 @@ def test_bottleneck_names_small_kernels_on_a_compute_bound_gpu_step() -> None:
            "measured" in plain.message
     f = bn.bottleneck(b, None, bn.ProgramFacts(nvml_gpus=[gpu()]))
     assert f.status == "warn" and f.evidence["causes"] == ["small-kernels", "gpu-bound"]
-    assert "10.00 ms per step over 2 profiled step(s) (host step markers): GPU 0 is 'busy' " \
+    assert "10.0 ms per step over 2 profiled step(s) (host step markers): GPU 0 is 'busy' " \
            "with a few small kernels: NVML's utilization 100 %" in f.message
     assert f.evidence["gpm"]["gpus"][0]["sm_util_mean_percent"] == 3.0
     assert "jit_compile=True" in f.advice

@@ -79,7 +79,7 @@ WHOLE_CARD = [38 * GIB] * 9
 def test_default_reports_the_share_of_the_card() -> None:
     f = verdicts.memory_default(result(WHOLE_CARD))
     assert f.status == "ok" and f.id == "memory.default"
-    assert "held 38912 MiB (95% of the card)" in f.message and "peak was 512 MiB" in f.message
+    assert "held 38912 MiB (95 % of the card)" in f.message and "peak was 512 MiB" in f.message
 
 
 def test_growth_tracking_the_peak_is_ok() -> None:

@@ -67,14 +67,14 @@ def test_gpu_scaling_below_threshold_warns_with_communication_share() -> None:
     assert entry["allreduce_lower_bound_s"] == pytest.approx(4 * MIB / 1e9)
     assert entry["communication_explains_fraction"] == pytest.approx(
         (4 * MIB / 1e9) / (0.128 / 1.5 - 0.064))
-    assert "20% of the 21.33 ms lost per step" in f.message
+    assert "20 % of the 21.33 ms lost per step" in f.message
     assert "None of the causes" not in f.message
 
 
 def test_causes_and_fixes_follow_the_evidence() -> None:
     input_bound = gpu_finding([point("towers", 1, 1000),
                                point("towers", 2, 1200, input_wait_fraction=0.4)])
-    assert "40% of the traced steps waited for input" in input_bound.message
+    assert "40 % of the traced steps waited for input" in input_bound.message
     assert "prefetch" in input_bound.advice
     # a gradient so large against the step that averaging dominates: small batch
     small_batch = gpu_finding([point("towers", 1, 1000, batch=4),

@@ -34,7 +34,7 @@ def test_two_replicas_say_where_the_lost_time_went_part_by_part() -> None:
     assert growth["communication"] == pytest.approx(0.003)
     assert growth["compute"] == pytest.approx(0.002)
     assert sum(growth.values()) == pytest.approx(lost["lost_s_per_step"])  # every ms once
-    assert ("lost speed-up: 16.00 ms per step against 10.00 ms on 1 device (mirrored-1dev), "
+    assert ("lost speed-up: 16.0 ms per step against 10.0 ms on 1 device (mirrored-1dev), "
             "1.25x of 2x by the trace; the 6.00 ms went to communication (all-reduce) "
             "+3.00 ms, per-replica compute +2.00 ms, idle (waiting while another device "
             "worked) +1.00 ms") in f.message
@@ -51,7 +51,7 @@ def test_a_communication_bound_configuration_warns_like_run_does() -> None:
     assert f.evidence["allreduce"]["achieved_bytes_per_s"] == pytest.approx(8e6 / 0.008)
     assert "of gradients per replica per step (the sizes of its trainable variables) " \
         "all-reduced in 8.00 ms" in f.message
-    assert "collectives (all-reduce) take 40% of the step" in f.message
+    assert "collectives (all-reduce) take 40 % of the step" in f.message
     assert f.advice.startswith("fewer, larger all-reduces")
     assert "2.00x of 4x by the trace" in f.message
 
@@ -62,7 +62,7 @@ def test_the_skew_between_replicas_is_stated_where_the_trace_has_it() -> None:
                     source="device-plane")
     f = sb.scaling_bottleneck(sb.ConfigTrace("mirrored-2dev", two, None, ["GPU:0", "GPU:1"], 2),
                               sb.Baseline(("mirrored-1dev", BASE)))
-    assert "the replicas started a step up to 0.50 ms apart" in f.message
+    assert "the replicas started a step up to 0.500 ms apart" in f.message
 
 
 def test_faster_than_one_device_loses_nothing() -> None:

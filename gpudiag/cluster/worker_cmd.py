@@ -45,6 +45,7 @@ from gpudiag.session import RunSession
 from gpudiag.ui import Ui
 from gpudiag.verdicts import cluster as verdicts
 from gpudiag.verdicts import gpu_use as gpu_verdicts
+from gpudiag.verdicts.common import title
 
 DEFAULT_SLURM_PORT_BASE = 8888  # SlurmClusterResolver's default
 SLURM_VARS = ("SLURM_PROCID", "SLURM_STEP_NUM_TASKS", "SLURM_STEP_NODELIST",
@@ -160,7 +161,8 @@ def _not_formed(tfc: tfconfig.TfConfig, row: dict[str, Any], form_timeout_s: flo
     return Finding(f"cluster.run.{tfc.task}", "fail",
                    f"{tfc.task}: the cluster did not form within {form_timeout_s:g} s: {who}; "
                    "the task was stopped", {**row, "leader": leader, "leader_address": address},
-                   advice=verdicts.NOT_FORMED_ADVICE)
+                   advice=verdicts.NOT_FORMED_ADVICE,
+                   title=f"the cluster did not form within {form_timeout_s:g} s")
 
 
 def judge_task(session: RunSession, options: WorkerOptions, tfc: tfconfig.TfConfig,
@@ -179,7 +181,9 @@ def judge_task(session: RunSession, options: WorkerOptions, tfc: tfconfig.TfConf
         session.add(Finding(f"cluster.run.{tfc.task}", "ok",
                             f"{tfc.task} served the coordinator"
                             + (f" for {served:.1f} s" if served else "")
-                            + " and ended when the chief was gone", row))
+                            + " and ended when the chief was gone", row,
+                            title=title(f"{tfc.task} served the coordinator until the chief "
+                                        "left", "served the coordinator until the chief left")))
     else:
         session.add(verdicts.cluster_run(row))
     if row["workers"]:
@@ -192,7 +196,8 @@ def judge_task(session: RunSession, options: WorkerOptions, tfc: tfconfig.TfConf
                             f"{tfc.task} measured {rate} examples/s on itself (batch "
                             f"{own.batch}, median step {step}); the chief's report "
                             f"({tfc.training_tasks[0][0]}-0) has every worker's and their sum",
-                            own.to_dict()))
+                            own.to_dict(),
+                            title=f"this worker measured {rate} examples/s, median step {step}"))
     if sampling is not None:
         nvml.write_scalars(sampling, session.run_dir / layout.NVML_TB_RUN / tfc.task)
         session.add(gpu_verdicts.every_gpu_used(sampling.summaries,

@@ -21,6 +21,8 @@ from typing import Any
 
 from gpudiag import layout
 from gpudiag.files import readable
+from gpudiag.layout import evidence
+from gpudiag.layout.units import ms_number
 from gpudiag.markdown import markdown_table
 from gpudiag.rundir import Run, RunDirError, load_run
 from gpudiag.rundir.unsaved import unsaved_run
@@ -83,12 +85,30 @@ def _devices(run: Run) -> list[str]:
 def _efficiency(run: Run) -> dict[tuple[str, int], float]:
     out: dict[tuple[str, int], float] = {}
     for f in run.report.findings:
-        if not f.id.startswith("scaling.efficiency."):
+        scaling = run.evidence(f)
+        if not isinstance(scaling, evidence.Scaling):
             continue
         strategy = f.id.rsplit(".", 1)[-1]
-        for row in f.evidence.get("per_device_count") or []:
-            if row.get("efficiency") is not None:
-                out[(strategy, int(row["n_devices"]))] = float(row["efficiency"])
+        for row in scaling.per_device_count:
+            if row.efficiency is not None:
+                out[(strategy, row.n_devices)] = row.efficiency
+    return out
+
+
+def steady_rules(run: Run) -> dict[str, tuple[int, tuple[int, ...]]]:
+    """Per loop, the warm-up and the profiled steps run.throughput left out (the steady
+    state rule's inputs), by the loop's name as gpudiag.rundir gives it."""
+    out: dict[str, tuple[int, tuple[int, ...]]] = {}
+    for f in run.report.findings:
+        if f.id.split(".")[:2] != ["run", "throughput"]:
+            continue
+        for row in f.evidence.get("loops") or []:
+            warmup = row.get("warmup_steps") if isinstance(row, dict) else None
+            if isinstance(warmup, int):
+                rule = (warmup, tuple(int(i) for i in row.get("left_out_steps") or ()))
+                for name in run.loops:
+                    if name == row["series"] or name.startswith(f"{row['series']} ["):
+                        out[name] = rule
     return out
 
 
@@ -98,7 +118,8 @@ def side(run: Run) -> verdict.Side:
     try:
         return verdict.Side(str(run.path), run.command, dict(run.loops), run.breakdown,
                             {f.id: f.status for f in run.report.findings}, _devices(run),
-                            _efficiency(run), run.status, str(run.path.resolve()))
+                            _efficiency(run), steady_rules(run), run.status,
+                            str(run.path.resolve()))
     except _UNREADABLE as exc:
         raise RunDirError(f"{readable(str(run.path))}: cannot be compared: its report holds "
                           f"a value of another type ({type(exc).__name__}: "
@@ -117,10 +138,10 @@ def judged(a: Run, b: Run) -> tuple[Any, list[Any]]:
 
 
 def _table(rec: Any) -> str:
-    rows = [[d.name_b, f"{d.a.median_s * 1e3:.3f}", f"{d.b.median_s * 1e3:.3f}",
-             f"{d.ratio:.3f}", "" if d.ratio_low is None else
-             f"{d.ratio_low:.3f}-{d.ratio_high:.3f}", d.verdict] for d in rec.loops]
-    return markdown_table(["loop", "A ms", "B ms", "B/A", "95 % CI", "verdict"], rows)
+    rows = [[d.name_b, ms_number(d.a.median_s), ms_number(d.b.median_s),
+             f"{d.ratio:.2f}", "" if d.ratio_low is None else
+             f"{d.ratio_low:.2f}-{d.ratio_high:.2f}", d.verdict] for d in rec.loops]
+    return markdown_table(["loop", "A ms", "B ms", "B/A", verdict.CI, "verdict"], rows)
 
 
 def run(session: RunSession, judgement: tuple[Any, list[Any]]) -> None:

@@ -31,6 +31,8 @@ from typing import Any, BinaryIO
 
 from gpudiag.errors import UsageError
 from gpudiag.layout import TAG_EXPLAIN
+from gpudiag.layout.evidence import STEP_PARTS
+from gpudiag.layout.units import ms_number, share
 from gpudiag.markdown import markdown_table
 from gpudiag.readers import stepbreakdown, traces
 from gpudiag.report import Finding
@@ -231,10 +233,9 @@ def _recorded_train(config: Path) -> Any:
 def _row(trace: str, d: stepbreakdown.DeviceBreakdown) -> list[Any]:
     m = d.mean()
     if m is None:
-        return [trace, d.device, d.kernels, "", "", "", "", "", "", ""]
-    return [trace, d.device, d.kernels, round(m.period_s * 1e3, 2)] + [
-        f"{m.share(getattr(m, k)):.0%}" for k in ("compute_s", "copy_s", "input_s",
-                                                  "communication_s", "host_s", "idle_s")]
+        return [trace, d.device, d.kernels, ""] + [""] * len(STEP_PARTS)
+    return [trace, d.device, d.kernels, ms_number(m.period_s)] + [
+        share(m.share(getattr(m, f"{k}_s"))) for k in STEP_PARTS]
 
 
 def run(session: RunSession, path: Path, *, ui: Ui, within: Path | None = None,
@@ -254,6 +255,7 @@ def run(session: RunSession, path: Path, *, ui: Ui, within: Path | None = None,
             result = stepbreakdown.breakdown(trace, op_devices, replicas)
         except traces.TraceError as exc:
             session.add(Finding(check_id, "fail", f"{shown}: {exc}", {"trace": str(trace)},
+                                title="the trace could not be broken down into step parts",
                                 advice="The file parsed, but the breakdown could not be made "
                                 "(the message says why: xprof not importable, or its "
                                 "analysis failed); reinstall tensorboard-plugin-profile."))
@@ -264,8 +266,7 @@ def run(session: RunSession, path: Path, *, ui: Ui, within: Path | None = None,
         data.append(result.to_dict())
     session.set("explain", {"path": str(path), "traces": data})
     session.text(TAG_EXPLAIN, markdown_table(
-        ["trace", "device", "kernels/ops", "step ms", "compute", "copy", "input",
-         "communication", "host", "idle"], rows))
+        ["trace", "device", "kernels/ops", "step ms", *STEP_PARTS], rows))
 
 
 def explained(path: Path, logdir: Path | None, ui: Ui, *, within: Path | None = None,

@@ -199,6 +199,7 @@ class _Probes:
                 "memory.limit", "skip",
                 f"--fraction {fraction:g} needs GPU:0's total memory, which only NVML gives: "
                 f"{why}", {"fraction": fraction, "reason": why},
+                title=f"--fraction {fraction:g} needs NVML for GPU:0's total memory",
                 advice="Give the limit in MiB with --memory-limit-mb instead."))
             return
         out, result = self.child("limit", limit_mb)

@@ -60,12 +60,16 @@ def command_finding(argv: list[str], returncode: int | None, duration_s: float,
         return Finding("monitor.command", "warn",
                        f"interrupted after {duration_s:.1f} s; the command "
                        f"{describe_exit(returncode)}", evidence,
+                       title=f"interrupted after {duration_s:.1f} s; the command "
+                             f"{describe_exit(returncode)}",
                        advice="The findings cover only the time before the interruption.")
     if returncode == 0:
         return Finding("monitor.command", "ok",
-                       f"`{shown}` exited with code 0 after {duration_s:.1f} s", evidence)
+                       f"`{shown}` exited with code 0 after {duration_s:.1f} s", evidence,
+                       title=f"the command exited with code 0 after {duration_s:.1f} s")
     return Finding("monitor.command", "fail",
                    f"`{shown}` {describe_exit(returncode)} after {duration_s:.1f} s", evidence,
+                   title=f"the command {describe_exit(returncode)} after {duration_s:.1f} s",
                    advice="Its own output (passed through above) says why; gpudiag exits "
                           "with the same code.")
 

@@ -11,6 +11,13 @@ that made the call (the innermost frame in the program's code,
 gpudiag.inprogram.usercode). Each dataset made is tagged with a number, so the parent can
 follow a pipeline from its source to what the program iterates (``input`` -> ``output``).
 
+A map's function is traced by tf.data when ``map`` is called: the op types of its graph
+(and of the functions it calls) are read once then, and the function's record says
+which draw random numbers (``random_ops``: tf.random, the stateless random ops, Keras's
+augmentation layers; a ``.cache()`` after such a map would freeze the draws) and which run
+Python (``python_ops``: EagerPyFunc for tf.py_function, PyFunc / PyFuncStateless for
+tf.numpy_function; the GIL runs those one element at a time).
+
 The call itself is the program's: its exceptions are its own, and recording it never
 raises into the program.
 """
@@ -46,6 +53,9 @@ FUNCTION_ARGS = ("map_func", "generator", "func")
 PY_FUNCTIONS = ("py_function", "numpy_function")
 # the calls whose output's shapes are compared with their input's (shape_lost)
 SHAPE_MAKERS = ("map", "interleave", "from_generator")
+# op types of a traced map function: drawing random numbers, running the program's Python
+PYTHON_OPS = ("EagerPyFunc", "PyFunc", "PyFuncStateless")
+MAX_GRAPH_NODES = 100_000
 MAX_DEPTH = 40
 _counter = itertools.count(1)
 _local = threading.local()
@@ -73,6 +83,31 @@ def _function(fn: Any) -> dict[str, Any] | None:
     return {"name": getattr(fn, "__qualname__", None) or code.co_name,
             "file": code.co_filename, "line": code.co_firstlineno,
             "user": is_user_file(code.co_filename)}
+
+
+def is_random_op(op_type: str) -> bool:
+    """A random number op: RandomUniform, RandomStandardNormal, StatelessRandomUniformV2,
+    StatelessRandomGetKeyCounter, RngReadAndSkip, StatefulUniform, Multinomial ..."""
+    return "Random" in op_type or op_type.startswith(("Rng", "StatefulUniform",
+                                                     "StatefulStandardNormal",
+                                                     "StatefulTruncatedNormal")) or \
+        op_type in ("Multinomial", "StatelessMultinomial", "TruncatedNormal",
+                    "StatelessTruncatedNormal", "StatelessTruncatedNormalV2")
+
+
+def _traced_ops(dataset: Any) -> dict[str, list[str]] | None:
+    """The random and Python op types of the function a map dataset traced (None: no
+    traced function to read)."""
+    wrapper = getattr(dataset, "_map_func", None)
+    fn = getattr(wrapper, "function", None)
+    graph = getattr(fn, "graph", None)
+    if graph is None:
+        return None
+    gd = graph.as_graph_def()
+    nodes = list(gd.node) + [n for f in gd.library.function for n in f.node_def]
+    types = {n.op for n in nodes[:MAX_GRAPH_NODES]}
+    return {"random_ops": sorted(t for t in types if is_random_op(t)),
+            "python_ops": sorted(t for t in types if t in PYTHON_OPS)}
 
 
 def _caller(depth: int) -> dict[str, Any] | None:
@@ -135,9 +170,15 @@ class _Recorder:
             setattr(result, TAG, output)
         except Exception:
             output = 0
+        function = _function(fn)
+        if method == "map" and function is not None:
+            try:
+                function.update(_traced_ops(result) or {})
+            except Exception as exc:  # a TensorFlow without these internals: said, not raised
+                self.agent.hook_error("reading the ops of a Dataset.map function", exc)
         self.agent.emit(events.DatasetCall(method=method,
                         args={k: _value(bound[k]) for k in RECORDED_ARGS if k in bound},
-                        function=_function(fn),
+                        function=function,
                         input=getattr(this, TAG, None) if this is not None else None,
                         output=output or None, caller=_caller(3),
                         shape_lost=_shape_lost(method, this, result)))

@@ -5,7 +5,8 @@ protocol of `gpudiag run`'s events-<pid>.jsonl (a typed record per kind, its enc
 decoder), cluster.py the clusters', views.py the TensorBoard views' tags and HParams,
 diff.py `gpudiag diff`'s record (report.json's data.diff), names.py Indexed (a name with
 one slot), families.py the finding families (report.json's finding ids, the question each
-answers).
+answers), evidence.py their typed evidence records, units.py how durations and shares are
+written and the intervals' level.
 
 Every name a writer puts on disk and a reader looks up (run-directory and file names,
 TensorBoard runs and tags, the progress lines a child prints) is defined here once;

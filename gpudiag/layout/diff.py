@@ -1,10 +1,12 @@
 """`gpudiag diff A B`'s record: what report.json keeps under ``data.diff`` (DIFF_DATA_KEY),
 and what the dashboard's side-by-side view reads; part of gpudiag.layout.
 
-Times in seconds. A median carries its distribution-free 95 % interval
+Times in seconds. A median carries its distribution-free interval at CI_LEVEL
 (gpudiag.verdicts.stats: None where a side has too few steps for one); a ratio is B / A
-with its interval, and ``verdict`` "no change" when that interval holds 1.00.
-``DiffRecord.from_dict( r.to_dict()) == r``; DIFF_VERSION counts changes of this shape.
+with its interval, and ``verdict`` "no change" when that interval holds 1.00. Each loop's
+``level`` records the intervals' level (version 1 records, without it: CI_LEVEL).
+``DiffRecord.from_dict( r.to_dict()) == r``; DIFF_VERSION counts changes of this shape
+(2: ``level``).
 """
 
 from __future__ import annotations
@@ -12,14 +14,16 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from gpudiag.layout.units import CI_LEVEL  # the intervals' level, declared in gpudiag.layout.units
+
 DIFF_DATA_KEY = "diff"
-DIFF_VERSION = 1
+DIFF_VERSION = 2
 
 
 @dataclass(frozen=True)
 class Median:
     median_s: float
-    low_s: float | None  # 95 % interval of the median (None: too few steps)
+    low_s: float | None  # the median's interval at CI_LEVEL (None: too few steps)
     high_s: float | None
     steps: int
 
@@ -42,12 +46,13 @@ class LoopDiff:
     loss_a_last: float | None = None  # at the last matched step
     loss_b_last: float | None = None
     loss_max_rel_diff: float | None = None  # largest |B - A| / |A| over matched steps
+    level: float = CI_LEVEL  # of the medians' and the ratio's intervals
 
 
 @dataclass(frozen=True)
 class PartDiff:
     device: str
-    part: str  # compute | input | communication | host | idle
+    part: str  # one of gpudiag.layout.evidence.STEP_PARTS
     a_s: float
     b_s: float
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 # ---------------------------------------------------------------- `gpudiag run`
@@ -74,6 +75,32 @@ TAG_RUN_LOSS = "program/loss"
 TAG_RUN_METRIC = "program/{name}"  # Keras metrics by their name (accuracy ...)
 TAG_RUN_STEP_TIME = "program/step_time_s"
 TAG_RUN_EXAMPLES_PER_S = "program/examples_per_s"
+# A process's first loop writes the tags above; each other loop the same tags under
+# ``program/<prefix>/`` (TAG_PROGRAM_ROOT + loop_prefix(its label) + "/"): loop_tag makes
+# such a tag, parse_loop_tag reads one back.
+TAG_PROGRAM_ROOT = "program/"
+LOOP_PREFIX_MAX = 40
+
+
+def loop_prefix(label: str) -> str:
+    """A loop's tag prefix from its label (``tf.function train_step`` ->
+    ``tf.function_train_step``): letters, digits, ``_`` and ``.`` kept, every other run
+    of characters one ``_``, at most LOOP_PREFIX_MAX characters."""
+    return re.sub(r"[^A-Za-z0-9_.]+", "_", label).strip("_")[:LOOP_PREFIX_MAX]
+
+
+def loop_tag(tag: str, prefix: str) -> str:
+    """``tag`` (one of TAG_RUN_*) for the loop of ``prefix`` ("": the first loop)."""
+    return tag.replace(TAG_PROGRAM_ROOT, f"{TAG_PROGRAM_ROOT}{prefix}/", 1) if prefix else tag
+
+
+def parse_loop_tag(tag: str) -> tuple[str, str] | None:
+    """(prefix, name) of a program tag (``program/<prefix>/<name>``; the first loop's
+    ``program/<name>``: prefix ""); None: not a program tag."""
+    if not tag.startswith(TAG_PROGRAM_ROOT):
+        return None
+    prefix, _, name = tag[len(TAG_PROGRAM_ROOT):].rpartition("/")
+    return (prefix, name) if name else None
 TAG_RUN_TABLE = "gpudiag/run"  # text: one row per process of the program
 TAG_RUN_LIVE = "gpudiag/live"  # text: what gpudiag told the terminal while it ran
 

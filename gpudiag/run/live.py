@@ -39,7 +39,7 @@ from pathlib import Path
 from typing import Any
 
 from gpudiag import nvml
-from gpudiag.layout import RUN_STDERR, TAG_RUN_LIVE, run_tb_name
+from gpudiag.layout import RUN_STDERR, TAG_RUN_LIVE, loop_prefix, run_tb_name
 from gpudiag.layout import events as ev
 from gpudiag.records.run import Step, StepSeries
 from gpudiag.run import peers, tbwrite
@@ -207,15 +207,15 @@ class Live:
                      hold: bool = True) -> None:
         """Into the program's TensorBoard run as tbwrite.write_program would write them at
         the end, so that this file can be the final one (ProgramFile): the process's first
-        loop gets the plain tags, the others theirs under their label; a fit step's time
-        needs the next step's start, so the last fit step is held back until the next rows
-        come (or the end, ``release``)."""
+        loop gets the plain tags, the others theirs under their label; a step's time needs
+        the next step's start, so the last step is held back until the next rows come (or
+        the end, ``release``)."""
         label, shown = loop.label, self._shown_of(pid, loop)
         program = self.state.programs.setdefault(pid, ProgramFile(run_tb_name(pid)))
         prefix = program.prefixes.setdefault(label, "" if not program.prefixes else
-                                             tbwrite._slug(label))
+                                             loop_prefix(label))
         held, shown.held = shown.held, []
-        if loop.kind == "fit" and hold:
+        if hold:  # a step's time is from its start to the next's
             steps, shown.held = [*held, *steps[:-1]], steps[-1:]
         else:
             steps = [*held, *steps]
@@ -239,7 +239,7 @@ class Live:
         self._dirty = True
 
     def _release(self) -> None:
-        """The end: the fit steps held back (no next step: no step time, as at the end)."""
+        """The end: the steps held back (no next step: no step time, as at the end)."""
         for pid, state in self.follower.states.items():
             for loop in state.loops.values():
                 shown = self._shown_of(pid, loop)

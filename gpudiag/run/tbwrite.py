@@ -4,8 +4,9 @@ One run per TensorFlow process, ``program-<pid>/`` (layout.run_tb_name), the sam
 directory the profiler window wrote its trace into (plugins/profile/), so TensorBoard
 shows the program's scalars and its trace side by side. Tags (layout.TAG_RUN_*):
 ``program/loss`` and ``program/<metric>`` per step (Keras: its running means, as Keras
-reports them), ``program/step_time_s`` (interval between step starts for fit, the call's
-time for a step tf.function or Session.run) and ``program/examples_per_s`` where the batch
+reports them), ``program/step_time_s`` (the interval between a step's start and the next's, per
+training step: run.throughput's step time, for every kind of loop) and
+``program/examples_per_s`` where the batch
 size is known. The loop with the most steps gets these tags; any other loop gets them
 under ``program/<loop>/``.
 
@@ -34,7 +35,6 @@ from __future__ import annotations
 
 import contextlib
 import math
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -71,47 +71,41 @@ class ProgramFile:
 
     def holds(self, series: list[StepSeries]) -> bool:
         """Whether it has what write_program writes for these loops (most steps first)."""
-        want = {s.label: ("" if n == 0 else _slug(s.label), len(s.steps))
+        want = {s.label: ("" if n == 0 else layout.loop_prefix(s.label), len(s.steps))
                 for n, s in enumerate(series)}
         return self.complete and self.path is not None and want == {
             label: (prefix, self.steps.get(label, 0)) for label, prefix in self.prefixes.items()}
 
 
-def _slug(label: str) -> str:
-    return re.sub(r"[^A-Za-z0-9_.]+", "_", label).strip("_")[:40]
-
-
-def _tag(tag: str, prefix: str) -> str:
-    return tag.replace("program/", f"program/{prefix}/", 1) if prefix else tag
 
 
 def write_series(writer: EventWriter, series: StepSeries, prefix: str,
                  following: Step | None = None) -> list[str]:
     """Every step's scalars; ``following``: the step after the last, not written here
-    (a fit step's time is from its start to the next's)."""
+    (a step's time is from its start to the next's)."""
     tags: set[str] = set()
     by_index = {s.index: s for s in [*series.steps, *([following] if following else [])]}
     for s in series.steps:
         wall = s.start_unix_s
         if s.loss is not None:
-            writer.scalar(_tag(TAG_RUN_LOSS, prefix), s.loss, s.index, wall)
-            tags.add(_tag(TAG_RUN_LOSS, prefix))
+            writer.scalar(layout.loop_tag(TAG_RUN_LOSS, prefix), s.loss, s.index, wall)
+            tags.add(layout.loop_tag(TAG_RUN_LOSS, prefix))
         for name, value in s.metrics.items():
-            tag = _tag(TAG_RUN_METRIC.format(name=name), prefix)
+            tag = layout.loop_tag(TAG_RUN_METRIC.format(name=name), prefix)
             writer.scalar(tag, value, s.index, wall)
             tags.add(tag)
-        step_s = s.duration_s
-        if series.kind == "fit":  # per training step: a call of steps_per_execution over N
-            nxt = by_index.get(s.index + 1)
-            step_s = (nxt.start_unix_s - s.start_unix_s) / s.per_call if nxt and \
-                nxt.start_unix_s and s.start_unix_s and nxt.epoch == s.epoch else None
+        # the period from this step's start to the next's (run.throughput's step time), per
+        # training step (a call of steps_per_execution = N steps: over N)
+        nxt = by_index.get(s.index + 1)
+        step_s = (nxt.start_unix_s - s.start_unix_s) / s.per_call if nxt and \
+            nxt.start_unix_s and s.start_unix_s and nxt.epoch == s.epoch else None
         if step_s is not None and not s.traced and step_s > 0:
-            writer.scalar(_tag(TAG_RUN_STEP_TIME, prefix), step_s, s.index, wall)
-            tags.add(_tag(TAG_RUN_STEP_TIME, prefix))
+            writer.scalar(layout.loop_tag(TAG_RUN_STEP_TIME, prefix), step_s, s.index, wall)
+            tags.add(layout.loop_tag(TAG_RUN_STEP_TIME, prefix))
             if series.batch_size:
-                writer.scalar(_tag(TAG_RUN_EXAMPLES_PER_S, prefix), series.batch_size / step_s,
-                              s.index, wall)
-                tags.add(_tag(TAG_RUN_EXAMPLES_PER_S, prefix))
+                writer.scalar(layout.loop_tag(TAG_RUN_EXAMPLES_PER_S, prefix),
+                              series.batch_size / step_s, s.index, wall)
+                tags.add(layout.loop_tag(TAG_RUN_EXAMPLES_PER_S, prefix))
     return sorted(tags)
 
 
@@ -129,7 +123,7 @@ def write_program(run_dir: Path, obs: ProcessObservation,
     tags: list[str] = []
     with EventWriter(run_dir / name) as writer:
         for n, s in enumerate(series):
-            tags += write_series(writer, s, "" if n == 0 else _slug(s.label))
+            tags += write_series(writer, s, "" if n == 0 else layout.loop_prefix(s.label))
         for step, line in live.texts if live is not None else []:
             writer.text(TAG_RUN_LIVE, line, step=step)
     if live is not None and live.path is not None:

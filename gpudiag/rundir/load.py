@@ -22,7 +22,7 @@ from gpudiag.report import Report
 from gpudiag.rundir import validate
 from gpudiag.rundir.confine import read_confined
 from gpudiag.rundir.errors import RunDirError
-from gpudiag.rundir.records import ChildFiles, Live, Run, RunStatus
+from gpudiag.rundir.records import ChildFiles, Live, Run, RunStatus, typed_evidence
 
 
 def _parse(raw: bytes) -> Any:
@@ -97,6 +97,7 @@ def load_run(path: Path) -> Run:
     data = read_report(path)
     try:
         report = Report.from_dict(data)
+        evidence = typed_evidence(report)
     except (KeyError, TypeError, ValueError) as exc:
         raise RunDirError(f"{path}: {layout.REPORT_JSON} is malformed ({exc})") from None
     children = read_children(path)
@@ -108,7 +109,7 @@ def load_run(path: Path) -> Run:
                schema_version=int(data["schema_version"]), report=report, report_json=data,
                children=children, traces=find_traces(path),
                live=read_live(path, report, children) if status == "running" else None,
-               _loops=read_loops)
+               _loops=read_loops, typed_evidence=evidence)
 
 
 @dataclass(frozen=True)

@@ -92,11 +92,7 @@ def _series(name: str, tb_run: str, scalars: Scalars, step_tag: str, loss_tag: s
                                     for s in steps), batch)
 
 
-_PREFIXED = re.compile(r"^program/(.+)/(step_time_s|loss)$")
-
-
-def _slug(label: str) -> str:  # gpudiag.run.tbwrite's tag prefix of a loop's label
-    return re.sub(r"[^A-Za-z0-9_.]+", "_", label).strip("_")[:40]
+_SERIES_TAGS = {layout.TAG_RUN_STEP_TIME, layout.TAG_RUN_LOSS}
 
 
 def _loop_labels(run: Run) -> list[dict[str, Any]]:
@@ -115,17 +111,20 @@ def _program_loops(run: Run) -> dict[str, Loop]:
     out: dict[str, Loop] = {}
     for tb in runs:
         scalars = read_scalars(tb)
-        prefixes = sorted({m.group(1) for t in scalars if (m := _PREFIXED.match(t))})
-        by_slug = {_slug(str(lp.get("series"))): str(lp.get("series")) for lp in labelled}
+        prefixes = sorted({p[0] for t in scalars if (p := layout.parse_loop_tag(t)) and p[0]
+                           and layout.TAG_PROGRAM_ROOT + p[1] in _SERIES_TAGS})
+        by_slug = {layout.loop_prefix(str(lp.get("series"))): str(lp.get("series"))
+                   for lp in labelled}
         unprefixed = [str(lp.get("series")) for lp in labelled
-                      if _slug(str(lp.get("series"))) not in prefixes]
+                      if layout.loop_prefix(str(lp.get("series"))) not in prefixes]
         for prefix in ["", *prefixes]:
             name = by_slug.get(prefix, prefix) if prefix else \
                 (unprefixed[0] if unprefixed else "program")
-            tag = f"program/{prefix}/" if prefix else "program/"
-            loop = _series(name, tb.name, scalars, layout.TAG_RUN_STEP_TIME.replace(
-                "program/", tag, 1), layout.TAG_RUN_LOSS.replace("program/", tag, 1),
-                layout.TAG_RUN_EXAMPLES_PER_S.replace("program/", tag, 1), batch.get(name))
+            loop = _series(name, tb.name, scalars,
+                           layout.loop_tag(layout.TAG_RUN_STEP_TIME, prefix),
+                           layout.loop_tag(layout.TAG_RUN_LOSS, prefix),
+                           layout.loop_tag(layout.TAG_RUN_EXAMPLES_PER_S, prefix),
+                           batch.get(name))
             if loop is not None:
                 key = name if len(runs) == 1 else f"{name} [{tb.name}]"
                 n = per_call.get(name)

@@ -2,7 +2,8 @@
 
 A ``Run`` is read from what a command wrote (gpudiag.layout names every file): the report
 (gpudiag.report.Report), each child process's files, the step series of each training loop
-(its TensorBoard scalars), the per-device step breakdown of the bottleneck findings, the
+(its TensorBoard scalars), the findings' typed evidence (gpudiag.layout.evidence: ``Run.evidence``;
+``Run.breakdown``, the bottleneck findings' per-device step parts), the
 profiler traces and, while the command still runs, what its live files say. The step
 series are read when first asked for (``Run.loops``), so listing a logdir stays cheap.
 """
@@ -11,12 +12,13 @@ from __future__ import annotations
 
 import functools
 import statistics
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from gpudiag.report import Report
+from gpudiag.layout.evidence import STEP_PARTS, Bottleneck, DeviceParts, Evidence, decode
+from gpudiag.report import Finding, Report
 
 RunStatus = Literal["complete", "interrupted", "running", "failed"]
 #: A step time gpudiag computes with: a nanosecond to a million seconds (NaN is outside).
@@ -84,52 +86,42 @@ class Loop:
         return statistics.median(times) if times else None
 
 
-PART_NAMES = ("compute", "input", "communication", "host", "idle")
-
-
-@dataclass(frozen=True)
-class DeviceParts:
-    """One device's mean profiled step, split by where its time went (seconds; the parts
-    add up to ``period_s``; gpudiag.readers.stepbreakdown)."""
-
-    device: str
-    period_s: float
-    compute_s: float
-    input_s: float
-    communication_s: float
-    host_s: float
-    idle_s: float
-    host_between_calls_s: float = 0.0
-
-    def part(self, name: str) -> float:
-        value: float = getattr(self, f"{name}_s")
-        return value
-
-    @classmethod
-    def from_dict(cls, device: str, d: Mapping[str, Any]) -> DeviceParts:
-        def part(name: str) -> float:
-            return float(d.get(f"{name}_s") or 0.0)
-        return cls(device, float(d["period_s"]), part("compute"), part("input"),
-                   part("communication"), part("host"), part("idle"),
-                   part("host_between_calls"))
+PART_NAMES = STEP_PARTS  # the step's parts, declared once in gpudiag.layout.evidence
 
 
 @dataclass(frozen=True)
 class StepBreakdown:
-    """What one bottleneck finding measured: the judged step, each device's parts, the
-    causes (the first is the bottleneck) and the what-if prediction when it has one."""
+    """What one bottleneck finding measured (its typed evidence, gpudiag.layout.evidence.
+    Bottleneck): the judged step, each device's parts, the causes (the first is the
+    bottleneck) and the what-if prediction when it has one."""
 
     finding_id: str
     status: str
-    step_s: float | None
-    devices: dict[str, DeviceParts]
-    causes: tuple[str, ...]
-    trace: str | None
-    predicted: dict[str, Any] | None = None
+    evidence: Bottleneck
+
+    @property
+    def step_s(self) -> float | None:
+        return self.evidence.step_s
+
+    @property
+    def devices(self) -> dict[str, DeviceParts]:
+        return self.evidence.devices
+
+    @property
+    def causes(self) -> tuple[str, ...]:
+        return self.evidence.causes
+
+    @property
+    def trace(self) -> str | None:
+        return self.evidence.trace
+
+    @property
+    def predicted(self) -> dict[str, Any] | None:
+        return self.evidence.predicted
 
     @property
     def bottleneck(self) -> str | None:
-        return self.causes[0] if self.causes else None
+        return self.evidence.bottleneck
 
 
 @dataclass(frozen=True)
@@ -159,6 +151,8 @@ class Run:
     traces: tuple[Path, ...]
     live: Live | None
     _loops: Callable[[Run], dict[str, Loop]] = field(repr=False, compare=False)
+    # each finding's typed evidence, in the report's order (load_run decodes it)
+    typed_evidence: tuple[Evidence | None, ...] = field(default=(), repr=False)
 
     @functools.cached_property
     def loops(self) -> dict[str, Loop]:
@@ -168,7 +162,18 @@ class Run:
     @functools.cached_property
     def breakdown(self) -> tuple[StepBreakdown, ...]:
         """Per bottleneck finding (run, explain, scaling), each device's step parts."""
-        return breakdowns(self.report)
+        return tuple(StepBreakdown(f.id, f.status, e)
+                     for f, e in zip(self.report.findings, self.typed_evidence, strict=True)
+                     if isinstance(e, Bottleneck))
+
+    def evidence(self, finding: Finding | str) -> Evidence | None:
+        """A finding's typed evidence (gpudiag.layout.evidence; ``finding``: it, or its id), as
+        load_run decoded it: None when its family declares no evidence type or the
+        report has no such finding."""
+        for f, e in zip(self.report.findings, self.typed_evidence, strict=True):
+            if f is finding or f.id == finding:
+                return e
+        return None
 
     def finding(self, finding_id: str) -> dict[str, Any] | None:
         """A finding as plain data (None: the report has none of that id)."""
@@ -178,23 +183,7 @@ class Run:
         return None
 
 
-#: The findings whose evidence holds a per-device step breakdown (``parts_s``).
-BREAKDOWN_FINDING_PREFIXES = ("run.bottleneck", "explain.bottleneck", "scaling.bottleneck",
-                              "cluster.bottleneck")
-
-
-def breakdowns(report: Report) -> tuple[StepBreakdown, ...]:
-    """Each bottleneck finding's per-device parts (gpudiag.verdicts.bottleneck's evidence)."""
-    out = []
-    for f in report.findings:
-        if not f.id.startswith(BREAKDOWN_FINDING_PREFIXES):
-            continue
-        ev = f.evidence
-        parts = ev.get("parts_s") or {}
-        devices = {d: DeviceParts.from_dict(d, p) for d, p in parts.items()
-                   if isinstance(p, dict) and p.get("period_s") is not None}
-        step = ev.get("step_s")
-        out.append(StepBreakdown(f.id, f.status, float(step) if step is not None else None,
-                                 devices, tuple(ev.get("causes") or ()), ev.get("trace"),
-                                 ev.get("predicted")))
-    return tuple(out)
+def typed_evidence(report: Report) -> tuple[Evidence | None, ...]:
+    """Each finding's typed evidence (gpudiag.layout.evidence.decode), in the report's order; a
+    ValueError naming the finding and the field where one does not fit."""
+    return tuple(decode(f.id, f.evidence) for f in report.findings)

@@ -15,9 +15,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from gpudiag.layout.evidence import STEP_PARTS
 from gpudiag.report import Finding
 
-PARTS = ("compute", "communication", "copy", "input", "host", "idle")  # bottom to top, as added
+PARTS = STEP_PARTS  # bottom to top, as added (declared once in gpudiag.layout.evidence)
 COLOURS = {"compute": "#2e7d32", "communication": "#6a1b9a", "copy": "#8d6e63",
            "input": "#ef6c00",
            "host": "#1565c0", "idle": "#bdbdbd"}

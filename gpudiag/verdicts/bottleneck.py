@@ -15,8 +15,13 @@ On a GPU with GPM (Hopper and later), a GPU NVML calls busy whose SMs mostly idl
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
+from gpudiag.layout.evidence import STEP_PARTS
+from gpudiag.layout.units import duration
+from gpudiag.layout.units import share as pct
+from gpudiag.layout.units import share as units_share
 from gpudiag.readers.stepbreakdown import (
     HOST_ROW,
     PART_FIELDS,
@@ -24,9 +29,11 @@ from gpudiag.readers.stepbreakdown import (
     DeviceBreakdown,
     StepParts,
 )
-from gpudiag.report import Finding
+from gpudiag.report import Action, Finding
 from gpudiag.verdicts import allreduce, gpu_fill, whatif
-from gpudiag.verdicts.pipeline import pipeline_fixes
+from gpudiag.verdicts.common import title
+from gpudiag.verdicts.pipeline import fixes as pipeline_fix_list
+from gpudiag.verdicts.pipeline import pipeline_fixes, python_ops, random_ops
 from gpudiag.verdicts.step_causes import (
     INPUT_MODERATE,
     THRESHOLDS,
@@ -43,7 +50,7 @@ from gpudiag.verdicts.step_causes import (
 __all__ = ["PARTS", "ProgramFacts", "bottleneck", "eager", "mean_parts", "parts_seconds",
            "parts_text", "pipeline_fixes", "working"]
 
-PARTS = ("compute", "communication", "copy", "input", "host", "idle")  # in the order they add up
+PARTS = STEP_PARTS  # in the order they add up (declared once in gpudiag.layout.evidence)
 CLOSE = 0.10  # with no cause, the parts at or above this share are named as the close ones
 
 
@@ -69,12 +76,12 @@ def mean_parts(rows: Sequence[DeviceBreakdown]) -> StepParts | None:
 
 
 def parts_text(m: StepParts) -> str:
-    copy = f"copy {m.share(m.copy_s):.0%}, " if m.copy_s > 0 else ""
-    text = (f"compute {m.share(m.compute_s):.0%}, {copy}input {m.share(m.input_s):.0%}, "
-            f"communication {m.share(m.communication_s):.0%}, host {m.share(m.host_s):.0%}")
+    copy = f"copy {pct(m.share(m.copy_s))}, " if m.copy_s > 0 else ""
+    text = (f"compute {pct(m.share(m.compute_s))}, {copy}input {pct(m.share(m.input_s))}, "
+            f"communication {pct(m.share(m.communication_s))}, host {pct(m.share(m.host_s))}")
     if m.host_between_calls_s > 0:
-        text += f" (Python between step calls {m.share(m.host_between_calls_s):.0%})"
-    return text + f", idle {m.share(m.idle_s):.0%}"
+        text += f" (Python between step calls {pct(m.share(m.host_between_calls_s))})"
+    return text + f", idle {pct(m.share(m.idle_s))}"
 
 
 def parts_seconds(m: StepParts) -> dict[str, float]:
@@ -108,7 +115,8 @@ def _evidence(b: Breakdown, j: Judged, found: list[Cause], facts: ProgramFacts,
             "conclusion": b.xprof.conclusion,
             "input_ops": [(o.name, o.self_ms) for o in b.xprof.input_ops]},
         "xprof_error": b.xprof_error, "thresholds": THRESHOLDS,
-        "dataset_calls": [{"method": c.method, "args": c.args, "where": c.where}
+        "dataset_calls": [{"method": c.method, "args": c.args, "where": c.where,
+                           "random_ops": random_ops(c), "python_ops": python_ops(c)}
                           for c in facts.calls if c.caller and c.caller.get("direct")]}
 
 
@@ -130,13 +138,63 @@ def _predicted(found: list[Cause], m: StepParts, evidence: dict[str, Any],
                           epochs=facts.epochs, steps_a_call=in_place)
 
 
+#: What each cause does to the step, in a title's words (``{s}``: its share, ``{p}``: the
+#: step's duration).
+_CAUSE_TITLES = {
+    "input-bound": "input-bound: {s} of a {p} step waits for input",
+    "copy-bound": "copy-bound: {s} of a {p} step copies between host and GPU",
+    "host-bound": "host-bound: {s} of a {p} step is Python between step calls",
+    "launch-bound": "launch-bound: the GPU waits {s} of a {p} step for launches",
+    "gpu-bound": "GPU-bound: kernels run {s} of a {p} step",
+    "communication-bound": "communication-bound: all-reduce takes {s} of a {p} step",
+    "overhead-bound": "overhead-bound: {s} of a {p} step is TensorFlow's own work",
+    "straggler": "straggler: a replica starts late by {s} of a {p} step",
+    "idle-gpus": "idle GPUs: {s} of the GPUs ran no kernel in a {p} step",
+    "small-kernels": "small kernels: the SMs idle {s} of the busy time ({p} step)",
+    "retracing": "retracing: {s} of a {p} step traces tf.functions again",
+    "callbacks": "callbacks: {s} of a {p} step runs the program's Keras callbacks",
+    "eager": "host-bound eager loop: {s} of a {p} step dispatches ops",
+}
+
+
+def actions(found: Sequence[Cause], predicted: dict[str, Any] | None) -> tuple[Action, ...]:
+    """What the causes' advice says to change, in the causes' order, each once; the one
+    whose change the first cause's prediction sizes (whatif: evidence.predicted) carries
+    it."""
+    out: list[Action] = []
+    for c in found:
+        out += [a for a in c.actions if a not in out]
+    sized = found[0].predicted_action if found else None
+    if predicted is not None and sized is not None and sized < len(found[0].actions):
+        i = out.index(found[0].actions[sized])
+        out[i] = replace(out[i], predicted=whatif.as_prediction(predicted))
+    return tuple(out)
+
+
+def eager_where(eager: dict[str, Any] | None) -> str | None:
+    """Where an eager loop's step becomes a tf.function: its def line where the step is a
+    function, else the line of its tape.gradient (hostcauses.eager_facts)."""
+    at = (eager or {}).get("at") or {}
+    line = (eager or {}).get("def_line") or at.get("line")
+    return f"{str(at['file']).rsplit('/', 1)[-1]}:{line}" if at.get("file") and line else None
+
+
+def cause_title(cause: str, fraction: float, period_s: float, loop: str | None = None) -> str:
+    """A bottleneck's title: its cause, its share of the step and the step's duration
+    (``input-bound: 47 % of a 32.6 ms step waits for input``), with the loop's name
+    before it where that fits."""
+    text = _CAUSE_TITLES.get(cause, cause + ": {s} of a {p} step").format(
+        s=units_share(fraction), p=duration(period_s))
+    return title(f"{loop}: {text}" if loop else text, text)
+
+
 def _no_kernels(b: Breakdown, rows: Sequence[DeviceBreakdown], head: str,
                 check_id: str) -> Finding:
     """Every GPU judged recorded no kernel: say so, claim no bound."""
     gpus = ", ".join(d.device for d in rows)
-    where = (f"the host's threads ran TensorFlow ops {b.host_ops_share:.0%} of the step, "
+    where = (f"the host's threads ran TensorFlow ops {pct(b.host_ops_share)} of the step, "
              "so the work ran on the CPU" if b.host_ops_share >= 0.5 else
-             f"the host's threads ran TensorFlow ops {b.host_ops_share:.0%} of the step")
+             f"the host's threads ran TensorFlow ops {pct(b.host_ops_share)} of the step")
     return Finding(
         check_id, "warn",
         f"{head}: no GPU recorded a kernel in the profiled steps ({gpus}): {where}, or the "
@@ -144,6 +202,8 @@ def _no_kernels(b: Breakdown, rows: Sequence[DeviceBreakdown], head: str,
         {"trace": b.path, "steps_from": b.steps_from, "steps": len(b.step_names),
          "gpus_without_kernels": b.gpus_without_kernels, "host_ops_share": b.host_ops_share,
          "causes": ["no-gpu-kernels"], "notes": b.notes},
+        title=title(f"no GPU kernel in the profiled steps of {gpus}",
+                    "no GPU recorded a kernel in the profiled steps"),
         advice="see where the ops ran (tf.debugging.set_log_device_placement(True), or "
                "gpudiag run's placement) and whether the profiler's GPU tracer started: its "
                "log names CUPTI errors (libcupti on LD_LIBRARY_PATH, from CUDA's "
@@ -156,15 +216,24 @@ def _calm(head: str, m: StepParts, facts: ProgramFacts, check_id: str,
     """No cause over its threshold: moderately input-bound, or which parts are close."""
     share, source, _ = input_share(facts, m)
     if share >= INPUT_MODERATE:
+        fixes = tuple(Action(f.what, f.where) for f in pipeline_fix_list(facts.calls,
+                                                                          facts.epochs))
         return Finding(check_id, "ok", f"{head}: moderately input-bound "
-                       f"({share:.0%} waits for input{source}); {parts_text(m)}{tail}",
-                       evidence, advice="; ".join(pipeline_fixes(facts.calls, facts.epochs)))
+                       f"({pct(share)} waits for input{source}); {parts_text(m)}{tail}",
+                       evidence, advice="; ".join(pipeline_fixes(facts.calls, facts.epochs)),
+                       title=title(f"moderately input-bound: {units_share(share)} of a "
+                                   f"{duration(m.period_s)} step waits for input",
+                                   "moderately input-bound"), actions=fixes)
     shares = {k: m.share(getattr(m, f"{k}_s")) for k in PARTS}
-    close = [f"{k} {v:.0%}" for k, v in sorted(shares.items(), key=lambda kv: -kv[1])
+    close = [f"{k} {pct(v)}" for k, v in sorted(shares.items(), key=lambda kv: -kv[1])
              if v >= CLOSE]
+    largest = max(shares, key=lambda k: shares[k])
     return Finding(check_id, "ok", f"{head}: no bottleneck stands out (no part dominates; "
                    f"the largest: {', '.join(close) or 'none'}); {parts_text(m)}{tail}",
-                   evidence)
+                   evidence, title=title(
+                       f"no bottleneck (largest: {largest}, {units_share(shares[largest])} "
+                       f"of a {duration(m.period_s)} step)",
+                       f"no bottleneck stands out in a {duration(m.period_s)} step"))
 
 
 def bottleneck(b: Breakdown | None, reason: str | None, facts: ProgramFacts | None = None,
@@ -173,12 +242,14 @@ def bottleneck(b: Breakdown | None, reason: str | None, facts: ProgramFacts | No
     facts = facts or ProgramFacts()
     if b is None:
         return Finding(check_id, "skip", f"no trace of the program's steps: {reason}",
-                       {"reason": reason, "predicted": whatif.nothing_measured(reason)})
+                       {"reason": reason, "predicted": whatif.nothing_measured(reason)},
+                       title="no trace of the program's steps")
     rows = working(b, facts.replicas)
     m = mean_parts(rows)
     if m is None or m.period_s <= 0:
         return Finding(check_id, "skip", "the trace holds no complete step", {
-            "path": b.path, "predicted": whatif.nothing_measured("no complete step")})
+            "path": b.path, "predicted": whatif.nothing_measured("no complete step")},
+            title="the trace holds no complete step")
     j = Judged(m, rows, b, facts)
     head = (f"{facts.loop + ': ' if facts.loop else ''}{ms(m.period_s)} per step over "
             f"{len(b.step_names)} profiled step(s) ({b.steps_from})")
@@ -193,7 +264,7 @@ def bottleneck(b: Breakdown | None, reason: str | None, facts: ProgramFacts | No
                    key=lambda c: (c.name == "overhead-bound", -c.share))
     reduce = allreduce.all_reduce(facts.gradient_bytes, m.communication_s, m.period_s)
     if reduce is not None:
-        found = [Cause(c.name, c.share, f"{c.text}; {reduce.text()}", c.advice, c.evidence)
+        found = [replace(c, text=f"{c.text}; {reduce.text()}")
                  if c.name == "communication-bound" else c for c in found]
     per_device = {d.device: parts_text(mean) for d in rows if (mean := d.mean())}
     evidence = _evidence(b, j, found, facts, per_device) | {
@@ -210,7 +281,9 @@ def bottleneck(b: Breakdown | None, reason: str | None, facts: ProgramFacts | No
         return _calm(head, m, facts, check_id, evidence, tail)
     text = f"{head}: {found[0].text}" + "".join(f"; also {c.text}" for c in found[1:]) + \
         f" ({parts_text(m)}){tail}"
-    return Finding(check_id, "warn", text, evidence, advice=advice(found))
+    return Finding(check_id, "warn", text, evidence, advice=advice(found),
+                   actions=actions(found, evidence["predicted"]),
+                   title=cause_title(found[0].name, found[0].share, m.period_s, facts.loop))
 
 
 EAGER_BOUND = 0.50  # dispatch (Python and TensorFlow's eager path) at least this share
@@ -224,7 +297,8 @@ def eager(split: dict[str, Any] | None, facts: ProgramFacts, *,
     head = f"{facts.loop + ': ' if facts.loop else ''}"
     if split is None or split["period_s"] <= 0:
         return Finding(check_id, "skip", f"{head}no complete eager step in the trace",
-                       {"predicted": whatif.nothing_measured("no complete eager step")})
+                       {"predicted": whatif.nothing_measured("no complete eager step")},
+                       title="no complete eager step in the trace")
     period, op, wait, dispatch = (split[k] for k in ("period_s", "op_s", "input_s",
                                                       "dispatch_s"))
     parts = {"period_s": period, "compute_s": op, "communication_s": 0.0, "input_s": wait,
@@ -232,17 +306,22 @@ def eager(split: dict[str, Any] | None, facts: ProgramFacts, *,
     share = dispatch / period
     head += (f"{ms(period)} per step over {split['steps']} profiled step(s) of an eager loop "
              f"(host step markers, one gradient call to the next)")
-    text = (f"the ops' kernels ran {ms(op)} of the step ({op / period:.0%}, "
+    text = (f"the ops' kernels ran {ms(op)} of the step ({pct(op / period)}, "
             f"{split['ops_per_step']:.0f} ops a step), input {ms(wait)}, and Python "
-            f"dispatching the ops one by one the other {ms(dispatch)} ({share:.0%})")
+            f"dispatching the ops one by one the other {ms(dispatch)} ({pct(share)})")
     evidence: dict[str, Any] = {"eager": split, "step_s": period, "parts_s": {
         "/host:CPU": parts}, "shares": {"compute": op / period, "input": wait / period,
                                         "host": share}, "thresholds": {"eager": EAGER_BOUND},
         "causes": ["eager"] if share >= EAGER_BOUND else []}
     if share < EAGER_BOUND:
         evidence["predicted"] = whatif.predict([], parts, evidence)
-        return Finding(check_id, "ok", f"{head}: no bottleneck stands out; {text}", evidence)
+        return Finding(check_id, "ok", f"{head}: no bottleneck stands out; {text}", evidence,
+                       title=title(f"eager loop: no bottleneck stands out in a "
+                                   f"{duration(period)} step", "eager loop: no bottleneck"))
     evidence["predicted"] = {**whatif.host_bound(parts, eager=True), "cause": "eager"}
     fix = str((facts.eager or {}).get("fix") or "wrap the step in tf.function")
     return Finding(check_id, "warn", f"{head}: host-bound eager execution: {text}", evidence,
-                   advice=fix)
+                   actions=(Action("wrap the step in tf.function (@tf.function)",
+                                   eager_where(facts.eager),
+                                   whatif.as_prediction(evidence["predicted"])),),
+                   advice=fix, title=cause_title("eager", share, period, facts.loop))

@@ -12,7 +12,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from gpudiag.layout.units import duration
+from gpudiag.layout.units import share as pct
 from gpudiag.report import Finding, Status
+from gpudiag.verdicts.common import title
 
 SEVERITY_STATUS: dict[str, Status] = {"info": "ok", "warn": "warn", "fail": "fail"}
 NOT_FORMED_ADVICE = (
@@ -27,12 +30,21 @@ def _rate(x: float | None) -> str:
 
 
 def _ms(x: float | None) -> str:
-    return "n/a" if x is None else f"{x * 1e3:.1f} ms"
+    return duration(x)
 
 
 def _steps(tasks: Sequence[dict[str, Any]]) -> str:
     return ", ".join(f"{t['task']} step {t['last_step'] if t['last_step'] is not None else 0}"
                      for t in tasks)
+
+
+def _formed_title(row: dict[str, Any]) -> str:
+    n, steps = row["n_workers"], row.get("steps")
+    restarted = (f" after {row['restarts_used']} restart(s)" if row.get("restarts_used")
+                 else "")
+    return title(f"{row['config']}: {n} worker(s) formed a cluster, ran {steps} steps"
+                 f"{restarted}", f"{n} worker(s) formed a cluster and ran {steps} steps"
+                 f"{restarted}")
 
 
 def cluster_run(row: dict[str, Any]) -> Finding:
@@ -67,7 +79,7 @@ def cluster_run(row: dict[str, Any]) -> Finding:
                      f"{'s' if row['restarts_used'] != 1 else ''}) and "
                      + (f"resumed from its backup at step {resumed}" if resumed
                         else "started over (no backup had been made yet)"))
-        return Finding(check_id, "ok", text, evidence)
+        return Finding(check_id, "ok", text, evidence, title=_formed_title(row))
     if outcome == "never-formed":
         waiting = row.get("stragglers") or []
         missing = [t["task"] for t in final if not t["started"]]
@@ -81,7 +93,9 @@ def cluster_run(row: dict[str, Any]) -> Finding:
             why.append(f"{t['task']} {t['exit']}: {t['error'] or 'see its stderr'}")
         text = (f"{config}: the cluster never formed within {row['form_timeout_s']:g} s"
                 + (f" ({'; '.join(why)})" if why else "") + "; every task was stopped")
-        return Finding(check_id, "fail", text, evidence, advice=NOT_FORMED_ADVICE)
+        return Finding(check_id, "fail", text, evidence, advice=NOT_FORMED_ADVICE,
+                       title=title(f"{config}: the cluster never formed within "
+                                   f"{row['form_timeout_s']:g} s", "the cluster never formed"))
     if outcome == "task-failed":
         first = dead[0] if dead else None
         lost = (f"{first['task']} {first['exit']} at step {first['last_step'] or 0}"
@@ -101,13 +115,23 @@ def cluster_run(row: dict[str, Any]) -> Finding:
         if first:
             evidence["stderr_tail_of_failed"] = first.get("stderr_tail")
         return Finding(check_id, "fail", text, evidence,
+                       title=title(f"{config}: {lost}", f"{config}: a task failed",
+                                   "a task of the cluster failed"),
                        advice=f"Read {first['task'] if first else 'the failed task'}'s stderr "
                               "(children/ in the run directory); a lost worker stops "
                               "MultiWorkerMirroredStrategy, so restart the cluster "
                               "(--restarts N) and it resumes from its backups.")
+    return _timed_out(check_id, row, final, evidence)
+
+
+def _timed_out(check_id: str, row: dict[str, Any], final: list[dict[str, Any]],
+               evidence: dict[str, Any]) -> Finding:
+    config, limit = row["config"], row["timeout_s"]
     return Finding(check_id, "fail",
-                   f"{config}: did not finish within {row['timeout_s']:g} s and was stopped "
+                   f"{config}: did not finish within {limit:g} s and was stopped "
                    f"(last steps: {_steps(final)})", evidence,
+                   title=title(f"{config}: did not finish within {limit:g} s",
+                               f"did not finish within {limit:g} s"),
                    advice="Give it more time (--timeout) or fewer --steps; if the steps "
                           "stopped advancing, a task hangs: read the tasks' stderr.")
 
@@ -137,7 +161,8 @@ def cluster_scaling(mode: str, batch: int, rows: Sequence[dict[str, Any]]) -> Fi
                                "busy_fraction")} for r in rows]}
     if many is None or not many.get("workers"):
         return Finding(check_id, "skip", f"{mode}, batch {batch}: no multi-worker run "
-                       "finished to measure", evidence)
+                       "finished to measure", evidence,
+                       title=f"{mode}, batch {batch}: no multi-worker run finished")
     parts = [f"{w['task']} {_rate(w['examples_per_s'])}" for w in many["workers"]]
     text = (f"{mode}, batch {batch} per worker: {many['n_workers']} workers measured "
             f"{' + '.join(parts)} = {_rate(many['total_examples_per_s'])} examples/s")
@@ -146,24 +171,31 @@ def cluster_scaling(mode: str, batch: int, rows: Sequence[dict[str, Any]]) -> Fi
     if one is not None and one.get("total_examples_per_s"):
         text += (f"; 1 worker {_rate(one['total_examples_per_s'])} examples/s"
                  + (f" (efficiency {eff:.2f})" if eff is not None else ""))
+    short = (f"{mode}, batch {batch}: {many['n_workers']} workers "
+             f"{_rate(many['total_examples_per_s'])} examples/s"
+             + (f", efficiency {eff:.2f}" if eff is not None else ""))
     comm = many.get("comm_s_per_step")
     if comm is not None and many.get("step_s"):
         text += (f"; collective ops {_ms(comm)} of a {_ms(many['step_s'])} step "
                  "(profiled steps)")
     busy = many.get("busy_fraction")
     if busy is not None:
-        text += (f"; each worker was busy {busy:.0%} of its span (one coordinator dispatches "
+        text += (f"; each worker was busy {pct(busy)} of its span (one coordinator dispatches "
                  "every step)")
     if many.get("device_kind") == "cpu" and many.get("shared_machine"):
         return Finding(check_id, "warn", text + ". Not meaningful as a speed-up: the workers "
                        "are processes sharing this machine's CPU cores", evidence,
+                       title=title(f"{short}; shared cores, not a speed-up",
+                                   "workers share this machine's cores: not a speed-up"),
                        advice="Run the workers on separate machines or GPUs (gpudiag "
                               "worker, docs/cluster.md) to measure scaling.")
     if eff is not None and eff < 0.8:
         return Finding(check_id, "warn", text, evidence,
+                       title=title(short, f"efficiency {eff:.2f}"),
                        advice="Communication costs more than it gains at this batch: try a "
                               "larger batch per worker, and check the interconnect.")
-    return Finding(check_id, "ok", text, evidence)
+    return Finding(check_id, "ok", text, evidence,
+                   title=title(short, f"{many['n_workers']} workers measured"))
 
 
 def batch_payoff(mode: str, rows: Sequence[dict[str, Any]]) -> Finding:
@@ -182,11 +214,12 @@ def batch_payoff(mode: str, rows: Sequence[dict[str, Any]]) -> Finding:
     usable = [p for p in points if p["efficiency"] is not None]
     if len(usable) < 2:
         return Finding(check_id, "skip", f"{mode}: fewer than two batch sizes finished with "
-                       "1 and N workers", evidence)
+                       "1 and N workers", evidence,
+                       title=f"{mode}: fewer than two batch sizes finished")
     small, large = usable[0], usable[-1]
 
     def say(p: dict[str, Any]) -> str:
-        share = (f", collectives {p['comm_fraction']:.0%} of a step"
+        share = (f", collectives {pct(p['comm_fraction'])} of a step"
                  if p["comm_fraction"] is not None else "")
         return f"batch {p['batch_per_worker']}: efficiency {p['efficiency']:.2f}{share}"
 
@@ -198,7 +231,9 @@ def batch_payoff(mode: str, rows: Sequence[dict[str, Any]]) -> Finding:
         text += f": the larger batch pays for the communication better ({cost})"
     else:
         text += ": the larger batch did not improve efficiency here"
-    return Finding(check_id, "ok", text, evidence)
+    return Finding(check_id, "ok", text, evidence, title=(
+        f"{mode}: efficiency {small['efficiency']:.2f} at batch {small['batch_per_worker']}, "
+        f"{large['efficiency']:.2f} at {large['batch_per_worker']}"))
 
 
 def sync_vs_ps(sync: dict[str, Any] | None, ps: dict[str, Any] | None) -> Finding:
@@ -208,7 +243,8 @@ def sync_vs_ps(sync: dict[str, Any] | None, ps: dict[str, Any] | None) -> Findin
     if not sync or not ps or not sync.get("total_examples_per_s") \
             or not ps.get("total_examples_per_s"):
         return Finding(check_id, "skip", "sync and ps did not both finish with the same "
-                       "workers and batch", evidence)
+                       "workers and batch", evidence,
+                       title="sync and ps did not both finish with the same workers")
     s_rate, p_rate = sync["total_examples_per_s"], ps["total_examples_per_s"]
 
     def loss(r: dict[str, Any]) -> str:
@@ -227,11 +263,13 @@ def sync_vs_ps(sync: dict[str, Any] | None, ps: dict[str, Any] | None) -> Findin
     if busy is not None:
         why.append(f"ps never waits for another worker, but its gradients may be computed on "
                    f"weights a few updates old, and one coordinator dispatches every step: "
-                   f"its workers were busy {busy:.0%} of the time")
+                   f"its workers were busy {pct(busy)} of the time")
     faster = "ps" if p_rate > s_rate else "sync"
     text += f"{faster} was faster here ({max(s_rate, p_rate) / min(s_rate, p_rate):.2f}x)"
     text += (": " + "; ".join(why) + ".") if why else "."
-    return Finding(check_id, "ok", text, evidence)
+    return Finding(check_id, "ok", text, evidence, title=(
+        f"{faster} was {max(s_rate, p_rate) / min(s_rate, p_rate):.2f}x faster: "
+        f"sync {_rate(s_rate)}, ps {_rate(p_rate)} examples/s"))
 
 
 def tf_messages(seen: Sequence[dict[str, Any]], *, never_formed: bool,
@@ -259,8 +297,15 @@ def tf_messages(seen: Sequence[dict[str, Any]], *, never_formed: bool,
         out.append(Finding(f"cluster.tf-message.{s['id']}", status,
                            f"TensorFlow said, in {', '.join(s['tasks'])} ({s['count']}x): "
                            f"\"{s['first'][:240]}\". {s['meaning']}{note}", dict(s),
-                           advice=s["fix"]))
+                           advice=s["fix"], title=_message_title(s)))
     return out
+
+
+def _message_title(s: dict[str, Any]) -> str:
+    meaning = str(s["meaning"]).split(". ")[0].rstrip(".")
+    return title(f"TensorFlow said ({s['count']}x): {meaning}",
+                 f"TensorFlow said {s['id']} ({s['count']}x)",
+                 f"a TensorFlow message ({s['count']}x)")
 
 
 def listening(tasks: Sequence[dict[str, Any]], tf_config_loopback: bool) -> Finding:
@@ -270,7 +315,8 @@ def listening(tasks: Sequence[dict[str, Any]], tf_config_loopback: bool) -> Find
                 "tf_config_loopback": tf_config_loopback}
     if not known:
         return Finding("cluster.listen", "skip", "the tasks' listening sockets could not be "
-                       "read (/proc unavailable, or no task came up)", evidence)
+                       "read (/proc unavailable, or no task came up)", evidence,
+                       title="the tasks' listening sockets could not be read")
     exposed = sorted({a for t in known for a in t["listening"] if not a.startswith("127.")
                       and not a.startswith("[::1]")})
     listing = "; ".join(dict.fromkeys(f"{t['task']} {', '.join(t['listening']) or 'nothing'}"
@@ -281,7 +327,10 @@ def listening(tasks: Sequence[dict[str, Any]], tf_config_loopback: bool) -> Find
                        f"but TensorFlow's servers listened on every interface ({listing}): "
                        "TensorFlow binds 0.0.0.0:<port> whatever host TF_CONFIG names and "
                        "has no option to change it", evidence,
+                       title=f"TensorFlow's servers listened on every interface ({len(exposed)})",
                        advice="On a shared network, block these ports from outside (a "
                               "firewall) while the run lasts; gpudiag itself opens no "
                               "listening socket here.")
-    return Finding("cluster.listen", "ok", f"listening: {listing}", evidence)
+    return Finding("cluster.listen", "ok", f"listening: {listing}", evidence,
+                   title=title(f"listening: {listing}",
+                               f"{len(known)} task(s)' servers listened as TF_CONFIG says"))

@@ -1,7 +1,9 @@
-"""What every command's verdicts share: a probe child that failed, byte counts as text."""
+"""What every command's verdicts share: a probe child that failed, byte counts as text,
+a finding's title that fits."""
 
 from __future__ import annotations
 
+from gpudiag.layout.families import TITLE_MAX
 from gpudiag.procs.runner import ChildResult
 from gpudiag.report import Finding
 
@@ -15,6 +17,7 @@ def child_failed(check_id: str, what: str, child: ChildResult) -> Finding:
         check_id, "fail",
         f"{what} did not complete: {child.error}",
         child.evidence(),
+        title=title(f"{what} did not complete", "a probe's child process did not complete"),
         advice=f"Read the child's whole output in {child.stderr_path}; rerun with a longer "
                "--timeout if it was only slow.",
     )
@@ -28,3 +31,21 @@ def mib_text(n: int | None) -> str:
 def gib_text(n: int | None) -> str:
     """``32212254720`` -> ``30.0 GiB``; unknown (None) -> ``?``."""
     return "?" if n is None else f"{n / GIB:.1f} GiB"
+
+
+def title(*options: str) -> str:
+    """A finding's title: the first of ``options`` (the fullest first, each a whole
+    sentence) that fits TITLE_MAX characters on one line. The last option is written to
+    fit whatever the names in the others are (no user-given name in it); when even it does
+    not, its first words that fit (never a cut word, never "...")."""
+    for option in options:
+        text = " ".join(option.split())
+        if len(text) <= TITLE_MAX:
+            return text
+    words = " ".join(options[-1].split()).split(" ")
+    out = ""
+    for word in words:
+        if len(f"{out} {word}".strip()) > TITLE_MAX:
+            break
+        out = f"{out} {word}".strip()
+    return out.rstrip(",;:")

@@ -10,7 +10,8 @@ from typing import Any
 
 from gpudiag.nvml.mapping import parse_cuda_visible_devices
 from gpudiag.records.results import EnvResult
-from gpudiag.report import Finding
+from gpudiag.report import Action, Finding
+from gpudiag.verdicts.common import title
 
 
 def visible_count(cuda_visible_devices: str | None, physical: int) -> int:
@@ -46,6 +47,9 @@ def _tensorflow_finding(tf_info: EnvResult, nvml_gpus: int | None) -> Finding:
             f"{build.get('cuda_version')}, cuDNN {build.get('cudnn_version')}, compute "
             f"capabilities {', '.join(build.get('cuda_compute_capabilities') or [])})",
             {"tf_version": tf_info.tf_version, "build_info": build},
+            title=title(f"TensorFlow {tf_info.tf_version}: a CUDA build (CUDA "
+                        f"{build.get('cuda_version')}, cuDNN {build.get('cudnn_version')})",
+                        "TensorFlow is a CUDA build"),
         )
     return Finding(
         "env.tensorflow", "fail" if nvml_gpus else "warn",
@@ -53,6 +57,10 @@ def _tensorflow_finding(tf_info: EnvResult, nvml_gpus: int | None) -> Finding:
         + (f", yet NVML sees {nvml_gpus} GPU(s)" if nvml_gpus else ""),
         {"tf_version": tf_info.tf_version, "build_info": build,
          "nvml_gpu_count": nvml_gpus},
+        title=title(f"TensorFlow {tf_info.tf_version} is a CPU-only build: it cannot use a GPU"
+                    + (f" (NVML sees {nvml_gpus})" if nvml_gpus else ""),
+                    "TensorFlow is a CPU-only build: it cannot use a GPU"),
+        actions=(Action("pip install 'tensorflow[and-cuda]' (Linux)"),),
         advice="Install a CUDA build: `pip install 'tensorflow[and-cuda]'` (or gpudiag's "
                "`cuda` extra) on Linux.",
     )
@@ -66,6 +74,7 @@ def _nvml_finding(
         return Finding(
             "env.nvml", "skip", f"NVML is not available: {nvml_reason}",
             {"reason": nvml_reason},
+            title="NVML is not available: the driver's side is not checked",
             advice="Without NVML gpudiag cannot confirm from the driver's side that GPUs "
                    "worked; install the NVIDIA driver (libnvidia-ml.so) where there is a GPU.",
         )
@@ -76,6 +85,7 @@ def _nvml_finding(
         f"NVML initialised ({nvml_info.get('backend')}): {nvml_gpus} GPU(s)"
         + (f": {names}" if names else ""),
         dict(nvml_info),
+        title=f"NVML sees {nvml_gpus} GPU(s)",
     )
 
 
@@ -90,13 +100,16 @@ def _tf_gpus_finding(tf_info: EnvResult, nvml_gpus: int | None, gpu_log: list[st
             f"{g['name']} ({g.get('device_name', '?')}, compute capability "
             f"{'.'.join(str(x) for x in g.get('compute_capability') or []) or '?'})"
             for g in tf_info.physical_gpus)
+        first = tf_info.physical_gpus[0].get("device_name") or "?"
         return Finding("env.tf-gpus", "ok", f"TensorFlow sees {tf_gpus} GPU(s): {listing}",
-                       gpu_evidence)
+                       gpu_evidence, title=title(f"TensorFlow sees {tf_gpus} GPU(s) ({first})",
+                                                 f"TensorFlow sees {tf_gpus} GPU(s)"))
     if nvml_gpus:
         return Finding(
             "env.tf-gpus", "fail",
             f"TensorFlow sees no GPU although NVML sees {nvml_gpus}",
             gpu_evidence,
+            title=f"TensorFlow sees no GPU although NVML sees {nvml_gpus}",
             advice="Read the tf_log lines in the evidence: usually missing CUDA/cuDNN libraries "
                    "(install tensorflow[and-cuda]) or a driver older than the CUDA build needs.",
         )
@@ -104,6 +117,7 @@ def _tf_gpus_finding(tf_info: EnvResult, nvml_gpus: int | None, gpu_log: list[st
         "env.tf-gpus", "warn",
         "TensorFlow sees no GPU; gpudiag's probes will run on virtual CPU devices",
         gpu_evidence,
+        title="no GPU: TensorFlow sees none; probes run on virtual CPUs",
         advice="If this machine should have a GPU, check the driver (`nvidia-smi`) and the "
                "tf_log lines in the evidence.",
     )
@@ -125,6 +139,9 @@ def _visibility_findings(tf_info: EnvResult, nvml_gpus: int | None) -> list[Find
             "env.cuda-visible-devices", "warn",
             f"CUDA_VISIBLE_DEVICES={cvd!r} hides {nvml_gpus - visible} of {nvml_gpus} GPU(s)",
             evidence,
+            title=title(f"CUDA_VISIBLE_DEVICES={cvd!r} hides {nvml_gpus - visible} of "
+                        f"{nvml_gpus} GPU(s)", f"CUDA_VISIBLE_DEVICES hides "
+                        f"{nvml_gpus - visible} of {nvml_gpus} GPU(s)"),
             advice="Unset CUDA_VISIBLE_DEVICES or list every GPU index to use them all.",
         ))
     if tf_info.build_info.get("is_cuda_build") and tf_gpus and tf_gpus < visible:
@@ -132,6 +149,7 @@ def _visibility_findings(tf_info: EnvResult, nvml_gpus: int | None) -> list[Find
             "env.gpu-count", "fail",
             f"TensorFlow sees {tf_gpus} GPU(s) but {visible} are visible to CUDA",
             evidence,
+            title=f"TensorFlow sees {tf_gpus} GPU(s) but {visible} are visible to CUDA",
             advice="A GPU TensorFlow skips is usually one whose compute capability the build "
                    "does not support, or one in use exclusively by another process.",
         ))

@@ -18,6 +18,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from gpudiag.report import Finding
+from gpudiag.verdicts.common import title
 
 BUSY_UTIL_PERCENT = 50.0
 FEW_SMS_PERCENT = 25.0
@@ -92,27 +93,36 @@ def sm_utilization(gpus: Sequence[dict[str, Any]], *, nvml_unavailable_reason: s
     if nvml_unavailable_reason is not None:
         return Finding(check_id, "skip", "how much of each GPU the kernels used is not "
                        f"measured: NVML is not available ({nvml_unavailable_reason})",
-                       {"reason": nvml_unavailable_reason})
+                       {"reason": nvml_unavailable_reason},
+                       title="no NVML: how much of each GPU kernels used is not measured")
     found = fills(gpus)
     evidence: dict[str, Any] = {"gpus": [asdict(f) for f in found],
                                 "thresholds": {"busy_util_percent": BUSY_UTIL_PERCENT,
                                                "few_sms_percent": FEW_SMS_PERCENT}}
     if not found:
-        return Finding(check_id, "skip", "no GPU was sampled", evidence)
+        return Finding(check_id, "skip", "no GPU was sampled", evidence,
+                       title="no GPU was sampled")
     small = [f for f in found if f.small_kernels]
     blind = [f for f in found if not f.measured]
     unmeasured = "; ".join(f.text() for f in blind)
     if small:
         rest = [f for f in found if f.measured and not f.small_kernels]
         text = "; ".join(f.text() for f in small + rest) + (f"; {unmeasured}" if blind else "")
-        return Finding(check_id, "warn", text, evidence, advice=ADVICE[0].upper() + ADVICE[1:])
+        top = small[0]
+        return Finding(check_id, "warn", text, evidence, advice=ADVICE[0].upper() + ADVICE[1:],
+                       title=title(f"GPU {top.index} 'busy' with small kernels: SMs "
+                                   f"{top.sm_util_mean_percent:.0f} % used at "
+                                   f"{top.util_mean_percent:.0f} % utilization",
+                                   f"{len(small)} GPU(s) 'busy' with a few small kernels"))
     if not [f for f in found if f.measured]:
         return Finding(check_id, "skip",
                        "NVML's utilization says whether a kernel ran, not how much of the GPU it "
                        "used, and GPM (Hopper and later) is unavailable here: " + unmeasured,
-                       evidence)
+                       evidence, title="GPM unavailable: how much of each GPU was used unknown")
     text = "; ".join(f.text() for f in found if f.measured) + (f"; {unmeasured}" if blind else "")
-    return Finding(check_id, "ok", text, evidence)
+    measured = [f for f in found if f.measured]
+    return Finding(check_id, "ok", text, evidence,
+                   title=f"kernels filled the SMs of {len(measured)} GPU(s) (GPM)")
 
 
 @dataclass(frozen=True)

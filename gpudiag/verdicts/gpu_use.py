@@ -13,7 +13,7 @@ from typing import Any
 
 from gpudiag.nvml import NOT_AVAILABLE, DeviceSummary, NotAvailable, SamplingResult, or_none
 from gpudiag.report import Finding
-from gpudiag.verdicts.common import gib_text
+from gpudiag.verdicts.common import gib_text, title
 
 # A run shorter than this cannot be judged from NVML's utilization (its window is up to 1 s).
 MIN_JUDGED_S = 1.0
@@ -79,6 +79,7 @@ def every_gpu_used(
             f"could not check that every GPU was used: NVML is not available "
             f"({nvml_unavailable_reason})",
             {"reason": nvml_unavailable_reason},
+            title="no NVML: whether every GPU was used is not checked",
             advice="Run where the NVIDIA driver is installed (libnvidia-ml.so.1); "
                    "`gpudiag env` says what NVML reports.",
         )
@@ -89,7 +90,8 @@ def every_gpu_used(
         "gpus": [gpu_numbers(s) for s in summaries],
     }
     if not judged:
-        return Finding(check_id, "skip", "no GPU was sampled, so none can be judged", evidence)
+        return Finding(check_id, "skip", "no GPU was sampled, so none can be judged", evidence,
+                       title="no GPU was sampled, so none can be judged")
     groups = _GpuGroups.of(judged, idle_threshold_percent)
     evidence.update(idle_indices=[s.index for s in groups.idle],
                     worked_indices=[s.index for s in groups.worked],
@@ -154,6 +156,8 @@ def _lost_or_idle_finding(v: _Verdict) -> Finding | None:
             check_id, "fail",
             lost_text + (f"; {len(g.worked)} other GPU(s) kept working" if g.worked else ""),
             evidence,
+            title=title(f"{len(g.lost)} GPU(s) lost ({', '.join(s.label for s in g.lost)})",
+                        f"{len(g.lost)} GPU(s) lost during the run"),
             advice="A lost GPU (NVMLError_GpuIsLost) needs a reset or a reboot; check "
                    "`nvidia-smi -q` and the kernel log (dmesg: Xid errors).",
         )
@@ -165,6 +169,9 @@ def _lost_or_idle_finding(v: _Verdict) -> Finding | None:
             + "; ".join(_idle_text(s) for s in g.idle)
             + " - while " + "; ".join(_util_text(s) for s in g.worked),
             evidence,
+            title=title(f"only GPU(s) {used} of {len(g.judged)} worked; "
+                        f"{len(g.idle)} stayed idle",
+                        f"only {len(g.worked)} of {len(g.judged)} GPUs worked"),
             advice="The workload put no work on the idle GPU(s). With TensorFlow, distribute "
                    "it (tf.distribute.MirroredStrategy, or one tower per GPU under tf.device) "
                    "and check with `gpudiag placement`; if only some GPUs are meant to be "
@@ -179,6 +186,7 @@ def _lost_or_idle_finding(v: _Verdict) -> Finding | None:
             f"(NVML's utilization window is up to 1 s); no GPU reached "
             f"{v.idle_threshold_percent:g} %",
             evidence,
+            title=f"a {longest:.1f} s run is too short to tell idle GPUs from busy ones",
             advice="Watch a run of a few seconds at least.",
         )
     if g.idle:
@@ -187,6 +195,8 @@ def _lost_or_idle_finding(v: _Verdict) -> Finding | None:
             f"no GPU was used: all {len(g.idle)} stayed under {v.idle_threshold_percent:g} % "
             f"utilization (" + "; ".join(_util_text(s) for s in g.idle) + ")",
             evidence,
+            title=f"no GPU was used: all {len(g.idle)} stayed under "
+                  f"{v.idle_threshold_percent:g} % utilization",
             advice="The workload ran without touching the GPUs: check that the framework "
                    "sees them (`gpudiag env`) and where ops were placed (`gpudiag placement`).",
         )
@@ -202,6 +212,7 @@ def _worked_finding(v: _Verdict) -> Finding:
             "NVML gives no utilization for " + ", ".join(s.label for s in g.blind)
             + ", so whether they worked cannot be told",
             evidence,
+            title=f"NVML gives no utilization for {len(g.blind)} GPU(s): not judged",
         )
     message = (f"every GPU worked (at least {v.idle_threshold_percent:g} % utilization at p95): "
                + "; ".join(_util_text(s) for s in g.worked))
@@ -210,10 +221,13 @@ def _worked_finding(v: _Verdict) -> Finding:
             check_id, "warn",
             message + "; no utilization reading for " + ", ".join(s.label for s in g.blind),
             evidence,
+            title=f"{len(g.worked)} GPU(s) worked; {len(g.blind)} give no utilization",
             advice="NVML does not report utilization for those devices (e.g. MIG instances, "
                    "some virtual GPUs); check them another way.",
         )
-    return Finding(check_id, "ok", message, evidence)
+    return Finding(check_id, "ok", message, evidence,
+                   title=f"every GPU worked: {len(g.worked)} of {len(g.judged)} at least "
+                         f"{v.idle_threshold_percent:g} % busy")
 
 
 def nvml_sampling(
@@ -224,6 +238,7 @@ def nvml_sampling(
     if result is None:
         return Finding(
             check_id, "skip", f"NVML sampling skipped: {reason}", {"reason": reason},
+            title="NVML sampling skipped: no driver-side view of the GPUs",
             advice="Without NVML there is no driver-side view of the GPUs; install the NVIDIA "
                    "driver where there is a GPU.",
         )
@@ -240,11 +255,15 @@ def nvml_sampling(
     if result.sampler_error is not None:
         return Finding(check_id, "fail", f"the NVML sampler stopped early: "
                        f"{result.sampler_error}", evidence,
+                       title="the NVML sampler stopped early",
                        advice="Report this as a gpudiag bug with the evidence.")
     if cost.cpu_fraction > 0.05:
         return Finding(check_id, "warn", text + ": more than 5 %", evidence,
+                       title=f"NVML sampling cost {cost.cpu_fraction:.1%} of a core, over 5 %",
                        advice="Use a longer --interval.")
     if missing:
         text += "; not available: " + "; ".join(
             f"GPU {i}: {', '.join(f)}" for i, f in missing.items())
-    return Finding(check_id, "ok", text, evidence)
+    return Finding(check_id, "ok", text, evidence,
+                   title=f"NVML sampled {len(result.summaries)} GPU(s) every {interval_s:g} s "
+                         f"for {result.duration_s:.1f} s")

@@ -9,9 +9,10 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
+from gpudiag.layout.units import share as pct
 from gpudiag.records.results import MemoryReading, MemoryResult
-from gpudiag.report import Finding
-from gpudiag.verdicts.common import MIB, mib_text
+from gpudiag.report import Action, Finding
+from gpudiag.verdicts.common import MIB, mib_text, title
 
 # CUDA context, cuBLAS/cuDNN handles and TF's own bookkeeping sit on top of the tensors:
 # NVML's used memory may exceed TensorFlow's peak by this much and still "track" it.
@@ -80,6 +81,8 @@ def memory_no_gpu(mode: str, reason: str) -> Finding:
     """A GPU memory mode that cannot run without a GPU: a skip with the reason."""
     return Finding(MEMORY_GPU_MODES[mode], "skip",
                    f"{MEMORY_MODE_NAMES[mode]} needs a GPU: {reason}", {"reason": reason},
+                   title=title(f"{MEMORY_MODE_NAMES[mode]} needs a GPU: not tried",
+                               "this memory mode needs a GPU: not tried"),
                    advice="Run `gpudiag memory` on a machine where TensorFlow sees a GPU "
                           "(`gpudiag env` says why it does not here).")
 
@@ -90,7 +93,7 @@ def memory_cpu(result: MemoryResult) -> Finding:
     pattern = result.pattern
     if pattern is None:
         return Finding("memory.cpu", "fail", "the memory probe ran no allocation pattern",
-                       asdict(s))
+                       asdict(s), title="the memory probe ran no allocation pattern")
     evidence = {"device": pattern.device, **asdict(s),
                 "readings": [r.to_dict() for r in pattern.readings]}
     expected = pattern.steps * pattern.step_mb * MIB
@@ -100,9 +103,12 @@ def memory_cpu(result: MemoryResult) -> Finding:
             f"fell to {mib_text(s.released_current_bytes)} after release")
     if peak < expected:
         return Finding("memory.cpu", "warn", text + f" (expected {mib_text(expected)})", evidence,
+                       title=f"CPU memory: peak {mib_text(peak)}, less than the "
+                             f"{mib_text(expected)} allocated",
                        advice="TensorFlow's CPU allocator reported less than was allocated; "
                               "compare the readings in the evidence.")
-    return Finding("memory.cpu", "ok", text, evidence)
+    return Finding("memory.cpu", "ok", text, evidence,
+                   title=f"no GPU: CPU memory peaked at {mib_text(peak)} and was released")
 
 
 def memory_default(result: MemoryResult) -> Finding:
@@ -113,13 +119,15 @@ def memory_default(result: MemoryResult) -> Finding:
         return Finding("memory.default", "skip",
                        f"default mode ran (TensorFlow's peak {mib_text(s.tf_peak_bytes)}) but "
                        f"NVML could not say what the process held: {result.nvml.reason}",
-                       evidence)
+                       evidence, title="default mode: without NVML, what was held is unknown")
     total = s.nvml_total_bytes
-    share = f" ({s.nvml_held_max_bytes / total:.0%} of the card)" if total else ""
+    share = f" ({pct(s.nvml_held_max_bytes / total)} of the card)" if total else ""
     return Finding("memory.default", "ok",
                    f"by default the process held {mib_text(s.nvml_held_max_bytes)}{share} while "
                    f"TensorFlow's own peak was {mib_text(s.tf_peak_bytes)}: TensorFlow reserves "
-                   "most of the GPU up front unless told otherwise", evidence)
+                   "most of the GPU up front unless told otherwise", evidence,
+                   title=f"default mode held {mib_text(s.nvml_held_max_bytes)}{share} for a "
+                         f"{mib_text(s.tf_peak_bytes)} peak")
 
 
 def memory_growth(result: MemoryResult, *, check_id: str = "memory.growth",
@@ -140,7 +148,8 @@ def memory_growth(result: MemoryResult, *, check_id: str = "memory.growth",
                        f"memory growth via {how}: TensorFlow's peak rose to "
                        f"{mib_text(s.tf_peak_bytes)}, but without NVML "
                        f"({result.nvml.reason}) what the process really held is unknown",
-                       evidence)
+                       evidence, title=title(f"memory growth via {how}: held unknown without NVML",
+                                             "memory growth: held unknown without NVML"))
     held = [h for h in s.nvml_held_by_step if h is not None]
     peaks = s.tf_peak_by_step
     grew_tf = peaks[-1] - peaks[0] if peaks else 0
@@ -154,12 +163,20 @@ def memory_growth(result: MemoryResult, *, check_id: str = "memory.growth",
         return Finding(check_id, "ok",
                        f"memory growth via {how} works: the process held "
                        f"{mib_text(s.nvml_held_max_bytes)} (NVML) at TensorFlow's peak of "
-                       f"{mib_text(s.tf_peak_bytes)}, growing with it{compare}", evidence)
+                       f"{mib_text(s.tf_peak_bytes)}, growing with it{compare}", evidence,
+                       title=title(f"memory growth via {how} works: held "
+                                   f"{mib_text(s.nvml_held_max_bytes)}",
+                                   f"memory growth works: held {mib_text(s.nvml_held_max_bytes)}"))
     return Finding(check_id, "fail",
                    f"memory growth via {how} did not take effect: the process held "
                    f"{mib_text(s.nvml_held_max_bytes)} (NVML) while TensorFlow's peak was "
                    f"{mib_text(s.tf_peak_bytes)}{compare}",
                    evidence,
+                   title=title(f"memory growth via {how} did not take effect",
+                               "memory growth did not take effect"),
+                   actions=(Action("enable memory growth on every GPU before any op runs, or "
+                                   "set TF_FORCE_GPU_ALLOW_GROWTH=true before TensorFlow "
+                                   "starts"),),
                    advice="Enable growth on every GPU before any op runs, or set "
                           "TF_FORCE_GPU_ALLOW_GROWTH=true before TensorFlow starts; make sure "
                           "TF_FORCE_GPU_ALLOW_GROWTH is not set to false.")
@@ -182,31 +199,38 @@ def memory_limit(result: MemoryResult, limit_mb: int,
     if past is None or not past.raised:
         tried = "" if past is None else f": allocating {past.size_mb} MiB succeeded"
         return Finding("memory.limit", "fail",
-                       f"the {limit_mb} MiB limit did not hold{tried}", evidence, advice=fix)
+                       f"the {limit_mb} MiB limit did not hold{tried}", evidence, advice=fix,
+                       title=f"the {limit_mb} MiB memory limit did not hold")
     if past.error_type != "ResourceExhaustedError":
         return Finding("memory.limit", "warn",
                        f"allocating {past.size_mb} MiB past the {limit_mb} MiB limit "
                        f"raised {past.error_type}, not ResourceExhaustedError: "
-                       f"{past.error}", evidence, advice=fix)
+                       f"{past.error}", evidence, advice=fix,
+                       title=title(f"past the {limit_mb} MiB limit: {past.error_type}, not "
+                                   "ResourceExhaustedError", f"past the {limit_mb} MiB limit: "
+                                   "not ResourceExhaustedError"))
     if not alive:
         return Finding("memory.limit", "fail",
                        "after the out-of-memory error the process could no longer run an op",
-                       evidence, advice=fix)
+                       evidence, advice=fix,
+                       title="after out-of-memory the process could no longer run an op")
     if s.tf_peak_bytes > limit:
         return Finding("memory.limit", "fail",
                        f"TensorFlow's peak {mib_text(s.tf_peak_bytes)} exceeded the "
-                       f"{limit_mb} MiB limit", evidence, advice=fix)
+                       f"{limit_mb} MiB limit", evidence, advice=fix,
+                       title=f"peak {mib_text(s.tf_peak_bytes)} exceeded the {limit_mb} MiB limit")
     held = s.nvml_held_max_bytes
     if held is not None and held > limit + allowance_bytes:
         return Finding("memory.limit", "fail",
                        f"the process held {mib_text(held)} (NVML), more than the {limit_mb} MiB "
-                       "limit plus the CUDA context", evidence, advice=fix)
+                       "limit plus the CUDA context", evidence, advice=fix,
+                       title=f"held {mib_text(held)}, over the {limit_mb} MiB limit and context")
     nvml_text = (f"; the process held {mib_text(held)} (NVML)" if held is not None
                  else f"; NVML's view unavailable ({result.nvml.reason})")
     return Finding("memory.limit", "ok",
                    f"the {limit_mb} MiB limit held: allocating {past.size_mb} MiB raised "
                    f"ResourceExhaustedError inside the child, which kept working{nvml_text}",
-                   evidence)
+                   evidence, title=f"the {limit_mb} MiB memory limit held")
 
 
 def memory_modify_after_init(result: MemoryResult) -> Finding:
@@ -216,11 +240,14 @@ def memory_modify_after_init(result: MemoryResult) -> Finding:
     raised = [a for a in attempts if a.raised]
     silent = [a for a in attempts if not a.raised]
     if not attempts:
-        return Finding("memory.modify-after-init", "fail", "the probe made no attempt", evidence)
+        return Finding("memory.modify-after-init", "fail", "the probe made no attempt", evidence,
+                       title="the modify-after-init probe made no attempt")
     if silent:
         return Finding("memory.modify-after-init", "fail",
                        f"TensorFlow accepted {silent[0].api} after its devices were "
                        "initialised, without an error", evidence,
+                       title=title(f"{silent[0].api} was accepted after initialisation",
+                                   "a device change was accepted after initialisation"),
                        advice="Unexpected for TensorFlow 2: check the TensorFlow version.")
     quotes = "; ".join(f"{a.api} raised {a.error_type}: \"{a.error}\"" for a in raised)
     where = ("" if result.gpu_available else
@@ -228,4 +255,5 @@ def memory_modify_after_init(result: MemoryResult) -> Finding:
              "\"Physical devices cannot be modified after being initialized\")")
     return Finding("memory.modify-after-init", "ok",
                    f"changing the device configuration after TensorFlow initialised its "
-                   f"devices fails: {quotes}{where}. To fix: {_MODIFY_FIX}", evidence)
+                   f"devices fails: {quotes}{where}. To fix: {_MODIFY_FIX}", evidence,
+                   title="device configuration after initialisation raises, as expected")

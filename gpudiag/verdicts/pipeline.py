@@ -1,7 +1,9 @@
 """What the program's own tf.data calls show, as fixes at its lines: a map or interleave
 without num_parallel_calls, a pipeline without prefetch, an in-memory data set mapped
-again every epoch without cache, Python generators and py_functions. Pure: the calls the
-hooks recorded (gpudiag.records.run.DatasetCall) in; never "add X" where X is there.
+again every epoch without cache (never after a map that draws random numbers: the cache
+would freeze its augmentation), Python generators and py_functions (a map running Python
+is serialised by the GIL: vectorising it is the fix, not only num_parallel_calls). Pure:
+the calls the hooks recorded (gpudiag.records.run.DatasetCall) in; never "add X" where X is there.
 Without them (a trace alone: `explain`), what the trace's tf.data iterators show: the
 stage the step waited in (xprof's input-pipeline analysis, gpudiag.readers.xprofview).
 """
@@ -10,6 +12,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from gpudiag.readers.xprofview import InputOp
 from gpudiag.records.run import DatasetCall
@@ -26,24 +29,61 @@ def _line(c: DatasetCall) -> str:
     return f"{c.where}" + (f" (`{code[:70]}`)" if code else "")
 
 
-def pipeline_fixes(calls: Sequence[DatasetCall], epochs: int | None = None) -> list[str]:
+#: The fixes gpudiag.verdicts.whatif's input-bound model sizes (its prediction is theirs).
+MODELLED = ("parallel", "generator", "prefetch", "cache")
+
+
+@dataclass(frozen=True)
+class Fix:
+    """One fix at the program's tf.data line: the sentence the advice gives (``text``),
+    the change in words (``what``), the user's ``file:line`` (``where``) and which it is
+    (``kind``: parallel, python, generator, prefetch, cache, no-cache)."""
+
+    text: str
+    what: str
+    where: str | None
+    kind: str = ""
+
+
+def fixes(calls: Sequence[DatasetCall], epochs: int | None = None) -> list[Fix]:
     """What the program's own tf.data calls show: a map or interleave without
     num_parallel_calls, a pipeline without prefetch, an in-memory data set mapped again
     every epoch without cache (``epochs`` > 1), Python generators and py_functions."""
     mine = [c for c in calls if c.caller and c.caller.get("direct")]
-    fixes = []
+    out = []
+    python_maps = [c for c in mine if c.method == "map" and python_ops(c)]
     for c in mine:
         fn = (c.function or {}).get("name")
-        if c.method in ("map", "interleave") and c.args.get("num_parallel_calls") is None:
-            fixes.append(f"Dataset.{c.method}({fn or ''}) at {_line(c)} runs one element at a "
-                         "time: pass num_parallel_calls=tf.data.AUTOTUNE")
+        if c in python_maps:
+            serial = c.args.get("num_parallel_calls") is None
+            out.append(Fix(f"Dataset.map({fn or ''}) at {_line(c)} runs Python for every "
+                           f"element ({', '.join(python_ops(c))}: tf.py_function or "
+                           "tf.numpy_function): Python's GIL runs it one element at a time, "
+                           "so num_parallel_calls" + (" alone" if serial else " (already set)")
+                           + " overlaps only the TensorFlow ops around it; vectorise it: batch "
+                           "before the map and write the function with TensorFlow ops over "
+                           "the whole batch",
+                           "vectorise the map: batch before it and write its function with "
+                           "TensorFlow ops, not tf.py_function", _where(c), "python"))
+        elif c.method in ("py_function", "numpy_function") and _inside(c, python_maps):
+            continue  # said with its map
+        elif c.method in ("map", "interleave") and c.args.get("num_parallel_calls") is None:
+            out.append(Fix(f"Dataset.{c.method}({fn or ''}) at {_line(c)} runs one element at "
+                           "a time: pass num_parallel_calls=tf.data.AUTOTUNE",
+                           f"pass num_parallel_calls=tf.data.AUTOTUNE to Dataset.{c.method}",
+                           _where(c), "parallel"))
         elif c.method == "from_generator":
-            fixes.append(f"Dataset.from_generator({fn or ''}) at {_line(c)} runs Python, one "
-                         "element at a time under the GIL: read the data with tf.data ops "
-                         "(from_tensor_slices, TFRecordDataset) where you can")
+            out.append(Fix(f"Dataset.from_generator({fn or ''}) at {_line(c)} runs Python, one "
+                           "element at a time under the GIL: read the data with tf.data ops "
+                           "(from_tensor_slices, TFRecordDataset) where you can",
+                           "read the data with tf.data ops (from_tensor_slices, "
+                           "TFRecordDataset), not Dataset.from_generator", _where(c),
+                           "generator"))
         elif c.method in ("py_function", "numpy_function"):
-            fixes.append(f"tf.{c.method}({fn or ''}) at {_line(c)} runs Python under the GIL "
-                         "for every element: write it with TensorFlow ops")
+            out.append(Fix(f"tf.{c.method}({fn or ''}) at {_line(c)} runs Python under the GIL "
+                           "for every element: write it with TensorFlow ops",
+                           f"write tf.{c.method}'s function with TensorFlow ops", _where(c),
+                           "python"))
     by_output = {c.output: c for c in mine if c.output}
     fed = {c.input for c in mine if c.input}
     # A prefetch made on a dataset no recorded call made (a transformation the hooks do not
@@ -57,15 +97,56 @@ def pipeline_fixes(calls: Sequence[DatasetCall], epochs: int | None = None) -> l
             node = by_output.get(node.input) if node.input else None
         methods = [n.method for n in chain]
         if len(chain) > 1 and "prefetch" not in methods and not unplaced_prefetch:
-            fixes.append(f"the pipeline ending at {_line(leaf)} has no prefetch: end it with "
-                         ".prefetch(tf.data.AUTOTUNE) so the next batch is made while this "
-                         "one trains")
+            out.append(Fix(f"the pipeline ending at {_line(leaf)} has no prefetch: end it with "
+                           ".prefetch(tf.data.AUTOTUNE) so the next batch is made while this "
+                           "one trains", "end the pipeline with .prefetch(tf.data.AUTOTUNE)",
+                           _where(leaf), "prefetch"))
         if epochs and epochs > 1 and "map" in methods and "cache" not in methods and \
                 chain[-1].method in ("from_tensor_slices", "from_tensors"):
             mapped = next(n for n in chain if n.method == "map")
-            fixes.append(f"the in-memory data set is mapped again in each of the {epochs} "
-                         f"epochs: .cache() after the map at {mapped.where} maps it once")
-    return fixes
+            drawn = random_ops(mapped)
+            if drawn:
+                out.append(Fix(f"no .cache() after the map at {_line(mapped)}: it draws random "
+                               f"numbers ({', '.join(drawn)}), and a cache would give every "
+                               "epoch the first epoch's draws (the augmentation would freeze); "
+                               "where it also does deterministic work (decoding, resizing), "
+                               "move that into a map of its own before it and .cache() after "
+                               "that one", "keep the random map after any .cache(): split "
+                               "its deterministic work into a map of its own and cache that",
+                               _where(mapped), "no-cache"))
+            else:
+                out.append(Fix(f"the in-memory data set is mapped again in each of the "
+                               f"{epochs} epochs: .cache() after the map at {mapped.where} "
+                               "maps it once", "call .cache() after the map", _where(mapped),
+                               "cache"))
+    return out
+
+
+def random_ops(c: DatasetCall) -> list[str]:
+    """The random number ops a map's traced function runs (gpudiag.inprogram.datasets)."""
+    return list((c.function or {}).get("random_ops") or [])
+
+
+def python_ops(c: DatasetCall) -> list[str]:
+    """The Python ops (tf.py_function, tf.numpy_function) a map's traced function runs."""
+    return list((c.function or {}).get("python_ops") or [])
+
+
+def _inside(call: DatasetCall, maps: Sequence[DatasetCall]) -> bool:
+    """A tf.py_function call made inside the function of one of ``maps``."""
+    at = call.caller or {}
+    return any((m.function or {}).get("file") == at.get("file")
+               and str((m.function or {}).get("name", "")).rsplit(".", 1)[-1]
+               == at.get("function") for m in maps)
+
+
+def pipeline_fixes(calls: Sequence[DatasetCall], epochs: int | None = None) -> list[str]:
+    """The advice's sentences of :func:`fixes`."""
+    return [f.text for f in fixes(calls, epochs)]
+
+
+def _where(c: DatasetCall) -> str | None:
+    return c.where if c.caller else None
 
 
 def parallel_and_prefetched(calls: Sequence[DatasetCall]) -> bool:

@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import asdict
 
 from gpudiag.devnames import device_type
+from gpudiag.layout.units import share as pct
 from gpudiag.readers.placementlog import PlacementRow, is_work, op_counts_by_device
 from gpudiag.records.results import (
     InvalidPinResult,
@@ -19,6 +20,7 @@ from gpudiag.records.results import (
     SoftPinResult,
 )
 from gpudiag.report import Finding
+from gpudiag.verdicts.common import title
 
 
 def placement_log(rows: list[PlacementRow], kind: str) -> Finding:
@@ -29,6 +31,7 @@ def placement_log(rows: list[PlacementRow], kind: str) -> Finding:
             "placement.log", "fail",
             "TensorFlow's device-placement log was empty: no op placements could be read",
             {"rows": len(rows)},
+            title="the device-placement log was empty: no placement read",
             advice="The log is C++ INFO logging: make sure nothing forces TF_CPP_MIN_LOG_LEVEL "
                    "above 0 and that set_log_device_placement(True) runs before devices "
                    "are initialised.",
@@ -41,6 +44,7 @@ def placement_log(rows: list[PlacementRow], kind: str) -> Finding:
         f"placement log parsed: {eager} eager ops and {graph} tf.function nodes ({listing})",
         {"op_counts_by_device": counts, "eager_ops": eager, "graph_nodes": graph,
          "device_kind": kind},
+        title=f"placement log read: {eager} eager ops, {graph} tf.function nodes",
     )
 
 
@@ -55,6 +59,8 @@ def default_device(rows: list[PlacementRow], kind: str, host: str) -> Finding:
             "placement.default-device", "warn",
             f"no GPU visible to TensorFlow: all {cpu_ops} unpinned ops ran on the CPU ({host})",
             evidence,
+            title=title(f"no GPU: all {cpu_ops} unpinned ops ran on the CPU ({host})",
+                        f"no GPU: all {cpu_ops} unpinned ops ran on the CPU"),
             advice="Run `gpudiag env`: it says whether a GPU exists (NVML), whether this "
                    "TensorFlow build has CUDA, and whether CUDA_VISIBLE_DEVICES hides devices.",
         )
@@ -63,14 +69,16 @@ def default_device(rows: list[PlacementRow], kind: str, host: str) -> Finding:
             "placement.default-device", "fail",
             f"TensorFlow sees a GPU but placed all {cpu_ops} unpinned ops on the CPU",
             evidence,
+            title=f"a GPU is seen, yet all {cpu_ops} unpinned ops ran on the CPU",
             advice="Look for tf.device('/cpu:0') scopes around the model and for ops without "
                    "GPU kernels; run `gpudiag env` for the CUDA build and driver.",
         )
     share = gpu_ops / max(1, gpu_ops + cpu_ops)
     return Finding(
         "placement.default-device", "ok",
-        f"unpinned work went to the GPU: {gpu_ops} of {gpu_ops + cpu_ops} ops ({share:.0%})",
+        f"unpinned work went to the GPU: {gpu_ops} of {gpu_ops + cpu_ops} ops ({pct(share)})",
         evidence,
+        title=f"unpinned work ran on the GPU: {gpu_ops} of {gpu_ops + cpu_ops} ops ({pct(share)})",
     )
 
 
@@ -93,11 +101,14 @@ def pinned(result: PinnedResult, rows: list[PlacementRow]) -> Finding:
         return Finding("placement.pinned", "fail",
                        f"{len(mismatches)} pinned op(s) did not land where pinned: "
                        + "; ".join(mismatches), evidence,
+                       title=f"{len(mismatches)} pinned op(s) did not run where pinned",
                        advice="Soft placement moves ops whose device has no kernel for them; "
                               "check the device names (`gpudiag env` lists the logical devices).")
     return Finding("placement.pinned", "ok",
                    f"ops pinned to {', '.join(result.targets)} ran there, eagerly and "
-                   "inside a tf.function", evidence)
+                   "inside a tf.function", evidence,
+                   title=title(f"pinned ops ran where pinned ({', '.join(result.targets)})",
+                               "pinned ops ran where pinned"))
 
 
 def invalid_device(result: InvalidPinResult) -> Finding:
@@ -109,12 +120,16 @@ def invalid_device(result: InvalidPinResult) -> Finding:
             f"with soft placement off, pinning to {requested} (which does not exist) raised "
             f"{result.error_type}: {result.message}",
             asdict(result),
+            title=title(f"a pin to missing {requested} raised {result.error_type}",
+                        "a pin to a missing device raised, as it should"),
         )
     return Finding(
         "placement.invalid-device", "fail",
         f"with soft placement off, pinning to non-existent {requested} did not raise; the op "
         f"ran on {result.actual}",
         asdict(result),
+        title=title(f"a pin to missing {requested} did not raise: it ran on {result.actual}",
+                    "a pin to a missing device did not raise"),
         advice="tf.config.set_soft_device_placement(False) did not take effect; something "
                "re-enables soft placement.",
     )
@@ -129,10 +144,14 @@ def soft_fallback(result: SoftPinResult) -> Finding:
             f"with soft placement on, the op pinned to non-existent {requested} fell back to "
             f"{actual}",
             asdict(result),
+            title=title(f"soft placement: a pin to missing {requested} ran on {actual}",
+                        "soft placement: a pin to a missing device fell back"),
         )
     return Finding("placement.soft-fallback", "fail",
                    f"with soft placement on, the op pinned to {requested} reported device "
-                   f"{actual!r}", asdict(result))
+                   f"{actual!r}", asdict(result),
+                   title=title(f"soft placement: a pin to {requested} reported {actual!r}",
+                               "soft placement: a pin did not fall back"))
 
 
 def no_gpu_kernel(result: NoKernelPin | None) -> Finding:
@@ -140,14 +159,18 @@ def no_gpu_kernel(result: NoKernelPin | None) -> Finding:
     if result is None:
         return Finding("placement.no-gpu-kernel", "skip",
                        "no GPU visible to TensorFlow, so an op without a GPU kernel cannot be "
-                       "pinned to one", {})
+                       "pinned to one", {}, title="no GPU: an op without a GPU kernel not tried")
     if device_type(result.actual) == "CPU":
         return Finding("placement.no-gpu-kernel", "ok",
                        f"{result.op} (no GPU kernel) pinned to {result.requested} fell "
-                       f"back to {result.actual}", asdict(result))
+                       f"back to {result.actual}", asdict(result),
+                       title=title(f"{result.op} (no GPU kernel) fell back to {result.actual}",
+                                   "an op without a GPU kernel fell back to the CPU"))
     return Finding("placement.no-gpu-kernel", "fail",
                    f"{result.op} pinned to {result.requested} reported {result.actual}, "
-                   "not the CPU", asdict(result))
+                   "not the CPU", asdict(result),
+                   title=title(f"{result.op} (no GPU kernel) reported {result.actual}",
+                               "an op without a GPU kernel did not run on the CPU"))
 
 
 def multitower(result: MultitowerResult, rows: list[PlacementRow]) -> Finding:
@@ -169,6 +192,7 @@ def multitower(result: MultitowerResult, rows: list[PlacementRow]) -> Finding:
     if problems:
         return Finding("placement.multitower", "fail",
                        "multi-tower matmul: " + "; ".join(problems), evidence,
+                       title=f"multi-tower matmul: {len(problems)} problem(s)",
                        advice="Each tower's ops must sit under its own tf.device scope; the "
                               "sum belongs on the host.")
     return Finding(
@@ -177,4 +201,5 @@ def multitower(result: MultitowerResult, rows: list[PlacementRow]) -> Finding:
         f"them on {host}; the sum matches numpy (max relative error "
         f"{result.max_relative_error:.1e})",
         evidence,
+        title=f"multi-tower matmul: one tower on each of {len(towers)} devices, sum right",
     )

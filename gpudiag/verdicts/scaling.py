@@ -12,8 +12,10 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
+from gpudiag.layout.units import share as pct
 from gpudiag.records.training import AllreduceResult
 from gpudiag.report import Finding
+from gpudiag.verdicts.common import title
 
 # Efficiency = throughput(n) / (n x throughput(1)) that well-tuned data-parallel CNN
 # training reaches within one node; below it is a warn.
@@ -112,11 +114,15 @@ def scaling_efficiency(
     multi = [r for r in mine if r.n_devices > 1]
     if base is None or not base.examples_per_s or not base.step_s:
         return Finding(check_id, "skip", f"{strategy}: no 1-device throughput to compare with",
-                       {"rows": [asdict(r) for r in mine]})
+                       {"rows": [asdict(r) for r in mine]},
+                       title=title(f"{strategy}: no 1-device throughput to compare with",
+                                   "no 1-device throughput to compare with"))
     if not multi:
         return Finding(check_id, "skip",
                        f"{strategy}: only one device count ran, nothing to compare",
-                       {"rows": [asdict(r) for r in mine]})
+                       {"rows": [asdict(r) for r in mine]},
+                       title=title(f"{strategy}: only one device count ran",
+                                   "only one device count ran"))
     costs = _GradientCost(gradient_bytes, busbw_bytes_per_s, batch_per_device)
     found = _Shortfalls()
     per_n = [_per_device_count(r, base.step_s, costs, found) for r in multi]
@@ -184,15 +190,15 @@ def _per_device_count(
         found.causes.append(
             f"at {n} devices the all-reduce of {costs.gradient_bytes / 2**20:.2f} MiB "
             f"of gradients needs at least {comm_s * 1e3:.2f} ms per step, "
-            f"{explained:.0%} of the {lost_s * 1e3:.2f} ms lost per step")
+            f"{pct(explained)} of the {lost_s * 1e3:.2f} ms lost per step")
     wait = r.input_wait_fraction
     if wait is not None and wait > INPUT_WAIT_CAUSE_FRACTION:
-        found.causes.append(f"at {n} devices {wait:.0%} of the traced steps waited for input")
+        found.causes.append(f"at {n} devices {pct(wait)} of the traced steps waited for input")
         found.fixes.append("prefetch (dataset.prefetch(tf.data.AUTOTUNE)), parallel map "
                            "calls, cache decoded data")
     if step_s > 0 and comm_s / step_s > AVERAGING_CAUSE_FRACTION:
         found.causes.append(f"at {n} devices gradient averaging alone takes at least "
-                            f"{comm_s / step_s:.0%} of a step: a per-device batch of "
+                            f"{pct(comm_s / step_s)} of a step: a per-device batch of "
                             f"{costs.batch_per_device} is too small for the gradient size")
         found.fixes.append("a bigger per-device batch (--batch-per-device)")
     return entry
@@ -203,6 +209,11 @@ def _efficiency_finding(
 ) -> Finding:
     """The efficiency finding: not meaningful on shared devices, ok, or below threshold
     with the causes measured and the fixes they suggest."""
+    strategy = check_id.rsplit(".", 1)[-1]
+    last = max(evidence["per_device_count"], key=lambda e: e["n_devices"])
+    at = (f"{last['n_devices']} devices x{last['speedup']:.2f}, efficiency "
+          f"{last['efficiency']:.2f}" if last["efficiency"] is not None else
+          f"{last['n_devices']} devices: no throughput")
     if kind in SHARED_DEVICE_KINDS:
         what = "virtual CPU devices" if kind == "virtual-cpu" else "logical GPUs split from one"
         return Finding(
@@ -210,12 +221,17 @@ def _efficiency_finding(
             f"{head}. Not meaningful: these are {what} sharing the same cores, so more "
             "devices cannot add compute",
             evidence,
+            title=title(f"{strategy}: {at}; shared cores, not meaningful",
+                        f"{strategy}: shared cores: scaling not meaningful",
+                        "devices share cores: scaling not meaningful"),
             advice="Run on a machine with several physical GPUs to measure scaling; here the "
                    "run checks only that multi-device training works and every device did work.",
         )
     if not found.below:
         return Finding(check_id, "ok", f"{head}: every device count scales at or above its "
-                       "threshold", evidence)
+                       "threshold", evidence,
+                       title=title(f"{strategy} scales: {at}", f"scales: {at}",
+                                   "every device count scales at or above its threshold"))
     causes, fixes = found.causes, found.fixes
     why = ("; ".join(causes) + ".") if causes else (
         "None of the causes gpudiag measures (input waits, averaging cost, variable "
@@ -225,7 +241,10 @@ def _efficiency_finding(
         "trace viewer) and compare the devices' busy time.")
     return Finding(check_id, "warn",
                    f"{head}: below threshold at {', '.join(found.below)}. {why}", evidence,
-                   advice=advice)
+                   advice=advice,
+                   title=title(f"{strategy} scales below threshold: {at}",
+                               f"below threshold: {at}",
+                               f"scales below threshold at {len(found.below)} device count(s)"))
 
 
 def device_work(
@@ -269,24 +288,32 @@ def device_work(
         return Finding(check_id, "fail",
                        f"{config}: {', '.join(idle)} did no work ({'; '.join(parts)})",
                        evidence,
+                       title=title(f"{config}: {', '.join(idle)} did no work",
+                                   f"{config}: {len(idle)} device(s) did no work",
+                                   f"{len(idle)} device(s) did no work"),
                        advice="Each tower's ops must be under tf.device(<its device>) and the "
                               "batch split across all towers; with MirroredStrategy pass every "
                               "device to the strategy.")
     if not sources:
         return Finding(check_id, "skip",
                        f"{config}: neither placement nor a trace could be inspected"
-                       + (f" ({trace_reason})" if trace_reason else ""), evidence)
+                       + (f" ({trace_reason})" if trace_reason else ""), evidence,
+                       title=title(f"{config}: no placement or trace to inspect",
+                                   "no placement or trace to inspect"))
     tail = f" (no trace: {trace_reason})" if trace_busy_s is None and trace_reason else ""
     if not ops_by_device and placement_reason:
         tail += f" (placement not inspected: {placement_reason})"
     return Finding(check_id, "ok",
-                   f"{config}: every device did work; " + "; ".join(sources) + tail, evidence)
+                   f"{config}: every device did work; " + "; ".join(sources) + tail, evidence,
+                   title=title(f"{config}: all {len(devices)} device(s) did work",
+                               f"all {len(devices)} device(s) did work"))
 
 
 def learning(configs: Sequence[LearningRow]) -> Finding:
     """The loss fell clearly below ln(classes) and accuracy rose above chance, per run."""
     if not configs:
-        return Finding("scaling.learning", "skip", "no training run completed", {})
+        return Finding("scaling.learning", "skip", "no training run completed", {},
+                       title="no training run completed")
     failed, rows = [], []
     for c in configs:
         classes = c.num_classes
@@ -310,6 +337,7 @@ def learning(configs: Sequence[LearningRow]) -> Finding:
         return Finding(
             "scaling.learning", "fail",
             "did not learn: " + "; ".join(failed), evidence,
+            title=f"{len(failed)} of {len(rows)} run(s) did not learn",
             advice="A loss stuck at ln(classes) with chance accuracy means the updates do "
                    "not reach the weights: a zero or tiny learning rate, gradients that are "
                    "None or zero (variables created outside the tape, a stop_gradient), or "
@@ -320,7 +348,17 @@ def learning(configs: Sequence[LearningRow]) -> Finding:
                      for r in rows)
     return Finding("scaling.learning", "ok",
                    f"every run learned (final loss/accuracy; ln {configs[0].num_classes}"
-                   f" = {math.log(configs[0].num_classes):.4f}): {best}", evidence)
+                   f" = {math.log(configs[0].num_classes):.4f}): {best}", evidence,
+                   title=title(f"every run learned: final loss {_loss_range(rows)} against "
+                               f"ln {configs[0].num_classes} = "
+                               f"{math.log(configs[0].num_classes):.2f}",
+                               f"all {len(rows)} runs learned"))
+
+
+def _loss_range(rows: Sequence[dict[str, Any]]) -> str:
+    losses = [r["final_loss"] for r in rows]
+    low, high = min(losses), max(losses)
+    return f"{low:.3f}" if f"{low:.3f}" == f"{high:.3f}" else f"{low:.3f}-{high:.3f}"
 
 
 def towers_vs_mirrored(rows: Sequence[ThroughputPoint]) -> Finding:
@@ -336,20 +374,25 @@ def towers_vs_mirrored(rows: Sequence[ThroughputPoint]) -> Finding:
     if not pairs:
         return Finding("scaling.towers-vs-mirrored", "skip",
                        "towers and mirrored did not both run at any device count",
-                       {"rows": [asdict(r) for r in rows]})
+                       {"rows": [asdict(r) for r in rows]},
+                       title="towers and mirrored did not both run at any device count")
     text = "; ".join(f"{p['n_devices']} device(s): towers {p['towers_examples_per_s']:,.0f} vs "
                      f"mirrored {p['mirrored_examples_per_s']:,.0f} ex/s "
                      f"(x{p['towers_over_mirrored']:.2f})" for p in pairs)
     slower = [p for p in pairs if p["n_devices"] > 1
               and p["towers_over_mirrored"] < TOWERS_SLOWER_RATIO]
     evidence = {"pairs": pairs, "warn_below_ratio": TOWERS_SLOWER_RATIO}
+    top = pairs[-1]
+    ratio = f"x{top['towers_over_mirrored']:.2f} at {top['n_devices']} device(s)"
     if slower:
         return Finding("scaling.towers-vs-mirrored", "warn",
                        f"the tower code is slower than MirroredStrategy: {text}", evidence,
+                       title=f"hand-written towers slower than MirroredStrategy: {ratio}",
                        advice="MirroredStrategy all-reduces with NCCL on GPUs and overlaps it; "
                               "prefer it, or put the tower variables on a device "
                               "(--variables-on device) and average with fewer ops.")
-    return Finding("scaling.towers-vs-mirrored", "ok", f"side by side: {text}", evidence)
+    return Finding("scaling.towers-vs-mirrored", "ok", f"side by side: {text}", evidence,
+                   title=f"towers against MirroredStrategy: {ratio}")
 
 
 def allreduce_bandwidth(result: AllreduceResult, kind: str) -> Finding:
@@ -358,7 +401,7 @@ def allreduce_bandwidth(result: AllreduceResult, kind: str) -> Finding:
     if not rows:
         return Finding("scaling.allreduce", "skip",
                        f"no all-reduce measured ({n} device(s): nothing to reduce across)",
-                       result.to_dict())
+                       result.to_dict(), title=f"no all-reduce measured on {n} device(s)")
     best = max(rows, key=lambda r: r.busbw_bytes_per_s)
     largest = max(rows, key=lambda r: r.size_bytes)
     text = (f"all-reduce over {n} devices with {ops}: peak bus bandwidth "
@@ -373,4 +416,8 @@ def allreduce_bandwidth(result: AllreduceResult, kind: str) -> Finding:
                  "host-memory numbers, not an interconnect's")
     elif kind == "virtual-gpu":
         text += "; logical GPUs split from one GPU: this is that GPU's memory, not a link"
-    return Finding("scaling.allreduce", "ok", text, evidence)
+    return Finding("scaling.allreduce", "ok", text, evidence,
+                   title=title(f"all-reduce over {n} devices: peak bus bandwidth "
+                               f"{best.busbw_bytes_per_s / 1e9:.2f} GB/s",
+                               f"all-reduce peak bus bandwidth "
+                               f"{best.busbw_bytes_per_s / 1e9:.2f} GB/s"))

@@ -22,6 +22,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
+from gpudiag.layout.units import duration
 from gpudiag.readers.stepbreakdown import Breakdown, StepParts
 from gpudiag.report import Finding
 from gpudiag.verdicts.bottleneck import (
@@ -32,6 +33,7 @@ from gpudiag.verdicts.bottleneck import (
     parts_seconds,
     working,
 )
+from gpudiag.verdicts.common import title
 
 CHECK_PREFIX = "scaling.bottleneck."
 WHERE = {"compute": "per-replica compute", "communication": "communication (all-reduce)",
@@ -87,18 +89,18 @@ def lost_speedup(mine: StepParts, base: StepParts, n_devices: int,
 
 def lost_text(lost: dict[str, Any], base_name: str, unit: str = "device") -> str:
     n = lost["n_devices"]
-    head = (f"lost speed-up: {lost['step_s'] * 1e3:.2f} ms per step against "
-            f"{lost['base_step_s'] * 1e3:.2f} ms on 1 {unit} ({base_name}), "
+    head = (f"lost speed-up: {duration(lost['step_s'])} per step against "
+            f"{duration(lost['base_step_s'])} on 1 {unit} ({base_name}), "
             f"{lost['speedup_by_trace']:.2f}x of {n}x by the trace")
     if lost["lost_s_per_step"] <= 0:
         return head + "; nothing lost per step"
-    grew = [f"{WHERE[k]} +{v * 1e3:.2f} ms" for k, v in lost["growth_s"].items() if v > 0]
-    shrank = [f"{WHERE[k]} {v * 1e3:.2f} ms" for k, v in lost["growth_s"].items() if v < 0]
-    text = f"{head}; the {lost['lost_s_per_step'] * 1e3:.2f} ms went to " + ", ".join(grew)
+    grew = [f"{WHERE[k]} +{duration(v)}" for k, v in lost["growth_s"].items() if v > 0]
+    shrank = [f"{WHERE[k]} -{duration(-v)}" for k, v in lost["growth_s"].items() if v < 0]
+    text = f"{head}; the {duration(lost['lost_s_per_step'])} went to " + ", ".join(grew)
     if shrank:
         text += " (less: " + ", ".join(shrank) + ")"
     if lost["replica_skew_s"] is not None:
-        text += f"; the replicas started a step up to {lost['replica_skew_s'] * 1e3:.2f} ms apart"
+        text += f"; the replicas started a step up to {duration(lost['replica_skew_s'])} apart"
     return text
 
 
@@ -111,6 +113,7 @@ def scaling_bottleneck(config: ConfigTrace, baseline: Baseline | None = None) ->
         replicas=config.replicas,
         gradient_bytes=config.gradient_bytes if n_devices > 1 else None),
         check_id=baseline.check_prefix + name)
+    f = replace(f, title=title(f"{name}: {f.title}", f.title))
     if b is None:
         return replace(f, message=f"{name}: no trace to break down: {config.reason}")
     if f.status == "skip" or n_devices < 2 or "no-gpu-kernels" in f.evidence.get("causes", []):

@@ -19,8 +19,11 @@ import math
 import statistics
 from collections.abc import Sequence
 
+from gpudiag.layout.diff import CI_LEVEL
+from gpudiag.layout.units import share
 
-def median_ci(values: Sequence[float], confidence: float = 0.95
+
+def median_ci(values: Sequence[float], confidence: float = CI_LEVEL
               ) -> tuple[float, float] | None:
     """The interval around the median of ``values`` at ``confidence``, or None when there
     are too few values for one."""
@@ -36,7 +39,7 @@ def median_ci(values: Sequence[float], confidence: float = 0.95
     return None if best is None else (ordered[best - 1], ordered[n - best])
 
 
-def ratio_ci(a: Sequence[float], b: Sequence[float], confidence: float = 0.95
+def ratio_ci(a: Sequence[float], b: Sequence[float], confidence: float = CI_LEVEL
              ) -> tuple[float, float] | None:
     """The interval of median(b) / median(a) at ``confidence`` (module docstring), or None
     when either side has too few values."""
@@ -47,9 +50,10 @@ def ratio_ci(a: Sequence[float], b: Sequence[float], confidence: float = 0.95
     return cb[0] / ca[1], cb[1] / ca[0]
 
 
-def describe(values: Sequence[float], confidence: float = 0.95) -> str:
+def describe(values: Sequence[float], confidence: float = CI_LEVEL) -> str:
     """``median 1.008 (95 % CI 1.002-1.013)``, or the median with ``no CI from n rounds``."""
     ci = median_ci(values, confidence)
-    where = f"{confidence:.0%} CI {ci[0]:.3f}-{ci[1]:.3f}" if ci else \
-        f"no {confidence:.0%} CI from {len(values)} rounds"
-    return f"median {statistics.median(values):.3f} ({where.replace('%', ' %')})"
+    level = share(confidence)
+    where = f"{level} CI {ci[0]:.3f}-{ci[1]:.3f}" if ci else \
+        f"no {level} CI from {len(values)} rounds"
+    return f"median {statistics.median(values):.3f} ({where})"

@@ -22,11 +22,21 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from gpudiag.layout.units import duration
+from gpudiag.layout.units import share as pct
 from gpudiag.readers.gpukernels import KernelStats
 from gpudiag.readers.stepbreakdown import Breakdown, DeviceBreakdown, StepParts
 from gpudiag.records.run import DatasetCall
+from gpudiag.report import Action
 from gpudiag.verdicts import gpu_fill
-from gpudiag.verdicts.pipeline import parallel_and_prefetched, pipeline_fixes, stage_fixes
+from gpudiag.verdicts.pipeline import (
+    MODELLED,
+    parallel_and_prefetched,
+    pipeline_fixes,
+    random_ops,
+    stage_fixes,
+)
+from gpudiag.verdicts.pipeline import fixes as pipeline_fix_list
 
 INPUT_BOUND = 0.20  # xprof: "HIGHLY input-bound"
 INPUT_MODERATE = 0.05  # xprof: "MODERATELY input-bound" from here
@@ -81,6 +91,10 @@ class Cause:
     text: str  # what the trace shows, with its numbers
     advice: str  # the fix for this cause
     evidence: dict[str, Any] = field(default_factory=dict)
+    # the changes the advice names, each at the program's line where it is known
+    actions: tuple[Action, ...] = ()
+    # the action whose change evidence.predicted sizes (None: none of them)
+    predicted_action: int | None = 0
 
 
 @dataclass(frozen=True)
@@ -102,7 +116,8 @@ class Judged:
 
 
 def ms(seconds: float) -> str:
-    return f"{seconds * 1e3:.2f} ms"
+    """A duration by gpudiag.layout.units' one rule (``32.6 ms``)."""
+    return duration(seconds)
 
 
 def us(seconds: float) -> str:
@@ -130,12 +145,12 @@ def input_share(facts: ProgramFacts, m: StepParts) -> tuple[float, str, bool]:
     w = facts.input_series
     if w is None:
         return m.share(m.input_s), "", False
-    spread = (f", {w['low']:.0%}-{w['high']:.0%} over blocks of steps"
+    spread = (f", {pct(w['low'])}-{pct(w['high'])} over blocks of steps"
               if w.get("low") is not None else "")
     near = w.get("low") is not None and w["low"] < INPUT_BOUND <= w["high"]
     return w["share"], (f" over the whole run ({w['steps']} steps, the program's "
                         f"next(iterator) {ms(w['wait_s_per_step'])} a step{spread}; the "
-                        f"profiled window: {m.share(m.input_s):.0%})"), near
+                        f"profiled window: {pct(m.share(m.input_s))})"), near
 
 
 def _input(j: Judged) -> Cause | None:
@@ -145,31 +160,43 @@ def _input(j: Judged) -> Cause | None:
         return None
     calls = j.facts.calls
     fixes = pipeline_fixes(calls, j.facts.epochs)
+    listed = pipeline_fix_list(calls, j.facts.epochs)
+    actions = [Action(f.what, f.where) for f in listed]
+    sized = next((i for i, f in enumerate(listed) if f.kind in MODELLED), None)
     out = []
     top = j.b.xprof.input_ops[0] if j.b.xprof and j.b.xprof.input_ops else None
     if top is not None:
-        out.append(f"tf.data's time goes to {top.name} ({top.self_share:.0%} of the "
+        out.append(f"tf.data's time goes to {top.name} ({pct(top.self_share)} of the "
                    "input pipeline, xprof)")
     out += fixes
     if parallel_and_prefetched(calls):
+        mapped = next((c for c in calls if c.method == "map" and c.caller
+                       and c.caller.get("direct")), None)
+        if not any(f.kind == "python" for f in listed):  # else said at the map
+            actions.append(Action("vectorise the map: batch before it, with a function "
+                                  "written for a batch", mapped.where if mapped else None))
+        cache = ("" if any(random_ops(c) for c in calls) else
+                 "cache() after the map when the data fits in memory, ")
         out.append("the program's pipeline already maps in parallel and prefetches: the "
                    "per-element work itself outruns the step; vectorise it (batch before "
                    "the map, with a function written for a batch: one call maps the whole "
-                   "batch), cache() after the map when the data fits in memory, make the "
-                   "per-element ops fewer or cheaper, or preprocess offline")
+                   f"batch), {cache}make the per-element ops fewer or cheaper, or "
+                   "preprocess offline")
     elif not any(x.caller and x.caller.get("direct") for x in calls):
         out += stage_fixes(j.b.xprof.input_ops if j.b.xprof else [])
         out.append("the program's tf.data calls were not recorded: see the input pipeline "
                    "in TensorBoard's Profile tab")
     if source:
-        text = (f"{share:.0%} of the step waits for input{source}" + (
-            f": within its spread of xprof's {INPUT_BOUND:.0%} threshold, input-bound or "
+        text = (f"{pct(share)} of the step waits for input{source}" + (
+            f": within its spread of xprof's {pct(INPUT_BOUND)} threshold, input-bound or "
             "close to it" if near else ""))
         return Cause("input-bound", share, f"input-bound: {text}", "; ".join(out),
-                     {"input_series": j.facts.input_series, "near_threshold": near})
+                     {"input_series": j.facts.input_series, "near_threshold": near},
+                     tuple(actions), sized)
     return Cause("input-bound", m.share(m.input_s),
-                 f"input-bound: {m.share(m.input_s):.0%} of the step ({ms(m.input_s)} of "
-                 f"{ms(m.period_s)}) waits for input", "; ".join(out))
+                 f"input-bound: {pct(m.share(m.input_s))} of the step ({ms(m.input_s)} of "
+                 f"{ms(m.period_s)}) waits for input", "; ".join(out), {}, tuple(actions),
+                 sized)
 
 
 def _copy(j: Judged) -> Cause | None:
@@ -180,39 +207,45 @@ def _copy(j: Judged) -> Cause | None:
     d2h = sum(d.d2h_s for d in j.rows) / max(1, len(j.rows)) / max(1, len(j.b.step_names))
     return Cause("copy-bound", m.share(m.copy_s),
                  f"copy-bound: host-to-device / device-to-host copies take "
-                 f"{m.share(m.copy_s):.0%} of the step with no kernel running "
+                 f"{pct(m.share(m.copy_s))} of the step with no kernel running "
                  f"({ms(m.copy_s)} of {ms(m.period_s)}; copies per step: H2D {ms(h2d)}, "
-                 f"D2H {ms(d2h)}); tf.data is not waited for ({m.share(m.input_s):.0%})",
+                 f"D2H {ms(d2h)}); tf.data is not waited for ({pct(m.share(m.input_s))})",
                  "move less data, and overlap it: keep the data on the GPU where it fits "
                  "(load it once as a tensor, not a NumPy array fed each step), prefetch to "
                  "the device (tf.data.experimental.prefetch_to_device('/gpu:0') at the "
                  "pipeline's end, or strategy.experimental_distribute_dataset), send "
                  "compact dtypes (uint8 images) and cast on the GPU; TensorFlow copies "
                  "from pinned host memory when the input is a tf.data pipeline",
-                 {"h2d_s_per_step": h2d, "d2h_s_per_step": d2h})
+                 {"h2d_s_per_step": h2d, "d2h_s_per_step": d2h},
+                 (Action("keep the data on the GPU, or prefetch to it: "
+                         "tf.data.experimental.prefetch_to_device('/gpu:0')"),))
 
 
 def _host(j: Judged) -> Cause | None:
     m = j.m
     if m.share(m.host_between_calls_s) < HOST_BOUND:
         return None
-    where = ""
+    where, line = "", None
     if j.facts.called_at:
         at = j.facts.called_at
-        where = f" (the loop at {str(at['file']).rsplit('/', 1)[-1]}:{at['line']})"
+        line = f"{str(at['file']).rsplit('/', 1)[-1]}:{at['line']}"
+        where = f" (the loop at {line})"
     gpu = " while the GPU waits" if j.gpu else ""
     what = ("the host after the step call returned, before the step's last work on the "
             "device (the program's Python around the call: the loop, logging, a Keras "
             "fit's per-batch callbacks)" if j.b.steps_from == "device Steps line" else
             "the program's Python between the step calls")
     return Cause("host-bound", m.share(m.host_between_calls_s),
-                 f"host-bound: {m.share(m.host_between_calls_s):.0%} of the step "
+                 f"host-bound: {pct(m.share(m.host_between_calls_s))} of the step "
                  f"({ms(m.host_between_calls_s)} of {ms(m.period_s)}) is {what}{gpu}",
                  f"move the per-step Python work between the calls of "
                  f"{j.facts.loop or 'the step'}{where} into the tf.function, or do it every "
                  "N steps (logging, metrics, .numpy() calls)" + (
                      "" if j.facts.loop else f"; Keras: {STEPS_PER_EXECUTION} (fit's "
-                     "per-batch callbacks then run once per N steps)"))
+                     "per-batch callbacks then run once per N steps)"), {},
+                 (Action(f"move the per-step Python work between the calls of "
+                         f"{j.facts.loop or 'the step'} into the tf.function, or do it every "
+                         "N steps", line),))
 
 
 def _launch_text(j: Judged) -> str:
@@ -225,7 +258,7 @@ def _launch_text(j: Judged) -> str:
     gap = sum(s.mean_gap_s for s in stats) / len(stats)
     return (f": {n:.0f} kernels per step, median {us(med)}, mean {us(mean)}, "
             f"{us(gap)} between kernels on average; the GPU runs kernels "
-            f"{j.m.share(j.m.compute_s):.0%} of the step")
+            f"{pct(j.m.share(j.m.compute_s))} of the step")
 
 
 def _launch(j: Judged) -> Cause | None:
@@ -233,15 +266,18 @@ def _launch(j: Judged) -> Cause | None:
     launch = m.launch_s
     if j.gpu and m.share(launch) >= LAUNCH_BOUND:
         return Cause("launch-bound", m.share(launch),
-                     f"launch-bound: inside the step the GPU waits {m.share(launch):.0%} of "
+                     f"launch-bound: inside the step the GPU waits {pct(m.share(launch))} of "
                      f"the step ({ms(launch)} of {ms(m.period_s)}) for the host to launch "
                      f"work{_launch_text(j)}; tf.data is not waited for "
-                     f"({m.share(m.input_s):.0%})",
+                     f"({pct(m.share(m.input_s))})",
                      "fewer, larger kernels: a larger batch; XLA (jit_compile=True in "
                      "compile() or tf.function) fuses the small ops; "
-                     f"{_more_steps(j.facts.loop)}")
+                     f"{_more_steps(j.facts.loop)}", {},
+                     (Action("XLA: jit_compile=True in compile() or on the tf.function",
+                             _compile_line(j.facts.compile)),
+                      Action(_more_steps_what(j.facts.loop), _loop_line(j.facts))))
     if not j.gpu and m.share(launch) >= OVERHEAD_BOUND:
-        text = (f"overhead-bound: in {m.share(launch):.0%} of the step ({ms(launch)} of "
+        text = (f"overhead-bound: in {pct(m.share(launch))} of the step ({ms(launch)} of "
                 f"{ms(m.period_s)}) no op ran inside the step call: TensorFlow's own "
                 "per-step work (calling the step function, scheduling its ops) "
                 "outweighs ops this small")
@@ -254,7 +290,8 @@ def _launch(j: Judged) -> Cause | None:
                 "remove"), "a larger batch (more work per op), or XLA (jit_compile=True in "
                 f"compile{_compile_at(j.facts.compile)}) to fuse the small ops; "
                 f"steps_per_execution beyond {n} saves only the per-call part",
-                {"steps_per_execution": n})
+                {"steps_per_execution": n},
+                (Action("XLA: jit_compile=True in compile()", _compile_line(j.facts.compile)),))
         k = j.b.updates_per_call
         if k is not None and k >= LARGE_STEPS_PER_EXECUTION:
             return Cause("overhead-bound", m.share(launch), text + (
@@ -263,11 +300,32 @@ def _launch(j: Judged) -> Cause | None:
                 "step's own op scheduling, which more steps a call do not remove"),
                 "a larger batch (more work per op), or XLA (jit_compile=True on the "
                 "tf.function) to fuse the small ops",
-                {"steps_per_call": k})
+                {"steps_per_call": k}, (Action("XLA: jit_compile=True on the tf.function"),))
         return Cause("overhead-bound", m.share(launch), text,
                      f"more work per step call: {_more_steps(j.facts.loop, j.facts.compile)}; "
-                     "or a larger batch")
+                     "or a larger batch", {},
+                     (Action(_more_steps_what(j.facts.loop), _loop_line(j.facts)),))
     return None
+
+
+def _compile_line(compiled: dict[str, Any] | None) -> str | None:
+    at = (compiled or {}).get("caller")
+    return f"{str(at['file']).rsplit('/', 1)[-1]}:{at['line']}" if at else None
+
+
+def _loop_line(facts: ProgramFacts) -> str | None:
+    """The line that changes to run more steps a call: a fit's compile, else where the
+    step function is called."""
+    if facts.loop and "fit" in facts.loop:
+        return _compile_line(facts.compile)
+    at = facts.called_at
+    return f"{str(at['file']).rsplit('/', 1)[-1]}:{at['line']}" if at else None
+
+
+def _more_steps_what(loop: str | None) -> str:
+    if loop and "fit" in loop:
+        return "pass steps_per_execution=N to compile()"
+    return f"run several steps in each call of {loop or 'the step function'}"
 
 
 
@@ -306,9 +364,9 @@ def _gpu_bound(j: Judged) -> Cause | None:
     ops = stats[0].top_ops[:3] if stats else []
     half = sum(s.half_share for s in stats) / len(stats) if stats else None
     tensor = sum(s.tensor_core_share for s in stats) / len(stats) if stats else None
-    text = (f"GPU-bound: the GPU runs kernels {m.share(m.compute_s):.0%} of the step "
-            f"({ms(m.compute_s)} of {ms(m.period_s)}); input {m.share(m.input_s):.0%}, "
-            f"copies {m.share(m.copy_s):.0%}")
+    text = (f"GPU-bound: the GPU runs kernels {pct(m.share(m.compute_s))} of the step "
+            f"({ms(m.compute_s)} of {ms(m.period_s)}); input {pct(m.share(m.input_s))}, "
+            f"copies {pct(m.share(m.copy_s))}")
     if ops:
         text += "; top ops: " + ", ".join(f"{o.name} {ms(o.total_s / steps)}" for o in ops)
     if tops:
@@ -316,8 +374,8 @@ def _gpu_bound(j: Judged) -> Cause | None:
                                                for k in tops)
     fixes = []
     if half is not None and tensor is not None:
-        text += (f"; float16/bfloat16 kernels {half:.0%} of kernel time, Tensor Core "
-                 f"kernels {tensor:.0%}")
+        text += (f"; float16/bfloat16 kernels {pct(half)} of kernel time, Tensor Core "
+                 f"kernels {pct(tensor)}")
         if half < HALF_ADVISED:
             fixes.append("mixed precision (keras.mixed_precision.set_global_policy("
                          "'mixed_float16'), or 'mixed_bfloat16'): under 10 % of the kernel "
@@ -328,10 +386,13 @@ def _gpu_bound(j: Judged) -> Cause | None:
     fixes += ["XLA (jit_compile=True) fuses element-wise kernels and saves memory traffic",
               "a larger batch where the GPU's memory allows (more work per kernel)",
               "past that, a faster or another GPU (the program keeps this one busy)"]
+    actions = ([Action("mixed precision: keras.mixed_precision.set_global_policy("
+                       "'mixed_float16')")] if half is not None and half < HALF_ADVISED
+               else []) + [Action("XLA: jit_compile=True"), Action("a larger batch")]
     return Cause("gpu-bound", m.share(m.compute_s), text, "; ".join(fixes),
                  {"half_share": half, "tensor_core_share": tensor,
                   "top_kernels": [(short_kernel(k.name), k.total_s / steps) for k in tops],
-                  "top_ops": [(o.name, o.total_s / steps) for o in ops]})
+                  "top_ops": [(o.name, o.total_s / steps) for o in ops]}, tuple(actions))
 
 
 def _communication(j: Judged) -> Cause | None:
@@ -340,10 +401,10 @@ def _communication(j: Judged) -> Cause | None:
         return None
     return Cause("communication-bound", m.share(m.communication_s),
                  f"communication-bound: collectives (all-reduce) take "
-                 f"{m.share(m.communication_s):.0%} of the step ({ms(m.communication_s)} of "
+                 f"{pct(m.share(m.communication_s))} of the step ({ms(m.communication_s)} of "
                  f"{ms(m.period_s)})",
                  "fewer, larger all-reduces: a larger batch per replica, or fewer replicas "
-                 "for a model this size")
+                 "for a model this size", {}, (Action("a larger batch per replica"),))
 
 
 def _straggler(j: Judged) -> Cause | None:
@@ -353,7 +414,7 @@ def _straggler(j: Judged) -> Cause | None:
     ratio = skew / period
     return Cause("straggler", ratio,
                  f"a straggler: one replica started a step {ms(skew)} after another ("
-                 + (f"{ratio:.1f} x" if ratio >= 1 else f"{ratio:.0%} of") + " a step)",
+                 + (f"{ratio:.1f} x" if ratio >= 1 else f"{pct(ratio)} of") + " a step)",
                  "the replicas do not start together: look for per-replica input or host "
                  "work in the Profile tab's trace viewer")
 
@@ -369,7 +430,9 @@ def _idle_gpus(j: Judged) -> Cause | None:
                  f"({', '.join(b.gpus_without_kernels)})",
                  "a strategy over every GPU gives each a replica that runs kernels every "
                  "step: check the devices the program gives its strategy (MirroredStrategy() "
-                 "with no list takes every visible GPU) and CUDA_VISIBLE_DEVICES")
+                 "with no list takes every visible GPU) and CUDA_VISIBLE_DEVICES", {},
+                 (Action("give the strategy every GPU: MirroredStrategy() with no device "
+                         "list"),))
 
 
 CAUSES: tuple[Callable[[Judged], Cause | None], ...] = (
@@ -379,7 +442,8 @@ CAUSES: tuple[Callable[[Judged], Cause | None], ...] = (
 def small_kernels(fills: Sequence[gpu_fill.Fill]) -> list[Cause]:
     """NVML busy while GPM's SMs mostly idle (Hopper and later): a cause of its own."""
     return [Cause("small-kernels", 1 - f.sm_util_mean_percent / f.util_mean_percent,
-                  f.text(), gpu_fill.ADVICE)
+                  f.text(), gpu_fill.ADVICE, {},
+                  (Action("more work per kernel: a larger batch, or XLA (jit_compile=True)"),))
             for f in fills if f.sm_util_mean_percent is not None and f.util_mean_percent]
 
 

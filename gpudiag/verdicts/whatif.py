@@ -40,6 +40,8 @@ import os
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from gpudiag.report import Prediction
+
 STEPS_PER_EXECUTION = 16  # the N the prediction assumes for steps_per_execution
 BATCH_FACTOR = 2  # the larger batch per replica the communication prediction assumes
 
@@ -90,7 +92,9 @@ def _producer_fix(calls: Sequence[Mapping[str, Any]], cores: int, epochs: int | 
     serial = [c for c in maps if (c.get("args") or {}).get("num_parallel_calls") is None]
     prefetched, cached = _has(calls, "prefetch"), _has(calls, "cache")
     generator = _has(calls, "from_generator")
-    cache_fix = bool(epochs and epochs > 1 and maps and not cached and (
+    # never a cache after a map that draws random numbers (it would freeze them)
+    cache_fix = bool(epochs and epochs > 1 and maps and not cached and not any(
+        c.get("random_ops") for c in maps) and (
         _has(calls, "from_tensor_slices") or _has(calls, "from_tensors")))
     if not serial and prefetched and not cache_fix and not generator:
         return ("the pipeline already maps in parallel and prefetches: the fix is cheaper "
@@ -273,3 +277,19 @@ def predict(causes: Sequence[str], parts: Parts, evidence: Mapping[str, Any], *,
         total = max(len(gpus), len(idle))
         return idle_devices(parts, total - len(idle), total)
     return _none(cause, NO_MODEL.get(cause, f"no model for {cause}"))
+
+
+def as_prediction(predicted: Mapping[str, Any] | None) -> Prediction | None:
+    """A finding's ``evidence.predicted`` as an action's Prediction: the step time with its
+    interval where the prediction carries one (``low_s``/``high_s``; None otherwise), and
+    the fix and the model as its basis; without a number, the reason there is none. None:
+    no prediction at all."""
+    if not predicted:
+        return None
+    step = predicted.get("step_s")
+    if step is None:
+        return Prediction(None, basis=str(predicted.get("why") or "no prediction"))
+    low, high = predicted.get("low_s"), predicted.get("high_s")
+    basis = "; ".join(str(predicted[k]) for k in ("fix", "model") if predicted.get(k))
+    return Prediction(float(step), None if low is None else float(low),
+                      None if high is None else float(high), basis)

@@ -16,6 +16,7 @@ from gpudiag.records.run import TaskReport
 from gpudiag.records.tfconfig import is_loopback_address
 from gpudiag.report import Finding, Status
 from gpudiag.verdicts.cluster import NOT_FORMED_ADVICE
+from gpudiag.verdicts.common import title
 from gpudiag.verdicts.run import tf1
 
 SERVER = "tf.distribute.Server"
@@ -349,13 +350,24 @@ def cluster(tasks: Sequence[TaskReport], *, check_id: str = "run.cluster",
     if unused is not None and not (v.duplicates or v.unknown
                                    or (len(v.hosts) > 1 and v.loopback)):
         evidence["crashed_before_use"] = [t.task for t in seen if t.crash]
-        return Finding(check_id, "skip", unused + ". " + head, evidence)
+        return Finding(check_id, "skip", unused + ". " + head, evidence,
+                       title="the program crashed before it used its cluster")
     if not problems:
-        return Finding(check_id, "ok", head, evidence)
+        return Finding(check_id, "ok", head, evidence, title=_ok_title(v, scheme))
     status: Status = "fail" if any(p[0] == "fail" for p in problems) else "warn"
     text = "; ".join(p[1] for p in problems) + ". " + head
     advice = " ".join(dict.fromkeys(p[2] for p in problems))
-    return Finding(check_id, status, text, evidence, advice=advice)
+    first = next(p for p in problems if p[0] == status)
+    more = f" (+{len(problems) - 1} more)" if len(problems) > 1 else ""
+    return Finding(check_id, status, text, evidence, advice=advice,
+                   title=title(first[3] + more, first[3]))
+
+
+def _ok_title(v: _Seen, scheme: str | None) -> str:
+    steps = [t.steps for t in v.seen if t.steps]
+    ran = f", up to {max(steps)} steps" if steps else ""
+    return title(f"{scheme or v.kind} cluster: {len(v.seen)} of {len(v.expected)} task(s) "
+                 f"seen{ran}", f"cluster: {len(v.seen)} of {len(v.expected)} task(s) seen{ran}")
 
 
 def _head(v: _Seen, scope: str, scheme: str | None, in_process: list[int],
@@ -380,17 +392,22 @@ def _head(v: _Seen, scope: str, scheme: str | None, in_process: list[int],
     return head
 
 
-def _problems(v: _Seen, scope: str) -> list[tuple[Status, str, str]]:
-    """What went wrong with the cluster as a whole, each with its status and advice."""
+def _problems(v: _Seen, scope: str) -> list[tuple[Status, str, str, str]]:
+    """What went wrong with the cluster as a whole, each with its status, text, advice
+    and title."""
     seen, missing, formed = v.seen, v.missing, v.formed
-    problems: list[tuple[Status, str, str]] = []
+    problems: list[tuple[Status, str, str, str]] = []
     if v.duplicates:
         problems.append(("fail", "the same task ran twice at once: " + "; ".join(
             f"{k} by " + " and ".join(f"pid {t.pid} on {t.host}" for t in d)
-            for k, d in v.duplicates.items()), DUPLICATE_ADVICE))
+            for k, d in v.duplicates.items()), DUPLICATE_ADVICE,
+            title(f"the same task ran twice at once: {', '.join(v.duplicates)}",
+                  "the same task ran twice at once")))
     if v.unknown:
         problems.append(("fail", f"{', '.join(v.unknown)} is not in the cluster spec "
-                         f"({', '.join(v.expected)})", DUPLICATE_ADVICE))
+                         f"({', '.join(v.expected)})", DUPLICATE_ADVICE,
+                         title(f"{', '.join(v.unknown)} is not in the cluster spec",
+                               f"{len(v.unknown)} task(s) not in the cluster spec")))
     waiting = [t for t in seen if t.joined == "waiting"]
     stragglers = v.stragglers
     if not formed and (waiting or stragglers):
@@ -401,25 +418,32 @@ def _problems(v: _Seen, scope: str) -> list[tuple[Status, str, str]]:
                          + (", ".join(absent) if absent else "the other tasks")
                          + (f" ({', '.join(n for n in absent if n in missing)} never ran "
                             f"under gpudiag in {scope})" if set(absent) & set(missing)
-                            else ""), NOT_FORMED_ADVICE))
+                            else ""), NOT_FORMED_ADVICE,
+                         title(f"the cluster never formed: {len(absent) or 'the other'} "
+                               "task(s) never joined", "the cluster never formed")))
     never = v.never
     if never:
         problems.append(("fail", "; ".join(
             f"{t.task} never trained: it waited for {', '.join(t.waiting_for)} (TensorFlow: "
             f"'CreateSession still waiting for response from worker', {t.waiting_lines} "
-            "time(s), every 10 s) until it was stopped" for t in never), WAITING_ADVICE))
+            "time(s), every 10 s) until it was stopped" for t in never), WAITING_ADVICE,
+            title(f"{', '.join(t.task for t in never)} never trained: waited for a worker",
+                  f"{len(never)} task(s) never trained: waited for a worker")))
     slow = [t for t in seen if t.sync_replicas and (_after_last_step(t) or 0.0) > SLOW_STOP_S]
     if slow and v.kind == BETWEEN_GRAPH:
         problems.append(("warn", "; ".join(
             f"{t.task} ended {_after_last_step(t):.0f} s after its last step (the "
             "SyncReplicasOptimizer chief's stop grace period)" for t in slow),
-            SYNC_STOP_ADVICE))
+            SYNC_STOP_ADVICE,
+            title(f"{slow[0].task} ended {_after_last_step(slow[0]):.0f} s after its last "
+                  "step", "the chief ended long after its last step")))
     hosts, loopback, lost = v.hosts, v.loopback, v.lost
     if len(hosts) > 1 and loopback:
         problems.append(("fail", f"TF_CONFIG names {', '.join(loopback)} but the tasks ran "
                          f"on {len(hosts)} machines ({', '.join(hosts)}): a loopback "
                          "address reaches only the machine it is used on",
-                         LOCALHOST_ADVICE))
+                         LOCALHOST_ADVICE,
+                         f"TF_CONFIG names loopback but the tasks ran on {len(hosts)} machines"))
     for t in v.died:
         others = [o for o in seen if o is not t]
         how = t.crash or "killed: no exit, no Python exception"
@@ -427,14 +451,19 @@ def _problems(v: _Seen, scope: str) -> list[tuple[Status, str, str]]:
                          + ("; the others reached: " + ", ".join(
                              f"{o.task} step {o.steps}" for o in others) if others else "")
                          + (f"; TensorFlow reported lost: {', '.join(lost)}" if lost else ""),
-                         DIED_ADVICE))
+                         DIED_ADVICE,
+                         title(f"{t.task} died after {t.steps} step(s)",
+                               f"a task died after {t.steps} step(s)")))
     if missing and formed:
         problems.append(("warn", f"{', '.join(missing)} not seen in {scope} (the cluster "
                          "formed, so they ran): without gpudiag, with another --logdir, or "
                          "they have not ended yet (the run that ends last reports every "
                          "task)",
                          "Run every task under `gpudiag run --logdir <the same directory>` "
-                         "to see them together."))
+                         "to see them together.",
+                         title(f"{', '.join(missing)} not seen in {scope}",
+                               f"{len(missing)} task(s) not seen in {scope}",
+                               f"{len(missing)} task(s) not seen")))
     return problems
 
 

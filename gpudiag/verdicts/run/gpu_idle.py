@@ -124,16 +124,21 @@ def gpu_idle(found: Sequence[IdleGpu], *, gpus: int, observed_s: float | None,
              window_s: float = IDLE_WINDOW_S, unavailable: str | None = None) -> Finding:
     """``run.gpu-idle``: a GPU at 0 % for the window while another worked, at any time."""
     if unavailable is not None:
-        return Finding(FINDING_ID, "skip", f"no NVML samples: {unavailable}")
+        return Finding(FINDING_ID, "skip", f"no NVML samples: {unavailable}",
+                       title="no NVML samples: idle GPUs not watched")
     if gpus < 2:
         return Finding(FINDING_ID, "skip", f"{gpus} GPU sampled: no other GPU to compare "
-                       "its utilization with")
+                       "its utilization with",
+                       title=f"{gpus} GPU sampled: no other GPU to compare with")
     if not found:
         if observed_s is not None and observed_s < window_s:
             return Finding(FINDING_ID, "skip", f"sampled for {observed_s:.0f} s, less than "
-                           f"the {window_s:.0f} s a GPU must stay at 0 % to be named idle")
+                           f"the {window_s:.0f} s a GPU must stay at 0 % to be named idle",
+                           title=f"sampled {observed_s:.0f} s, under the {window_s:.0f} s idle "
+                                 "window")
         return Finding(FINDING_ID, "ok", f"no GPU stayed at 0 % for {window_s:.0f} s while "
-                       "another worked")
+                       "another worked",
+                       title=f"no GPU stayed at 0 % for {window_s:.0f} s while another worked")
     parts = [f"GPU {g.index} at 0 % for {g.until_s - g.since_s:.0f} s (from {g.since_s:.0f} s "
              f"to {g.until_s:.0f} s into the run) while "
              + ", ".join(f"GPU {i} worked (median {u:.0f} %)" for i, u in g.working)
@@ -143,7 +148,10 @@ def gpu_idle(found: Sequence[IdleGpu], *, gpus: int, observed_s: float | None,
          "since_unix_s": g.since_wall_s, "told_unix_s": g.told_wall_s,
          "working": [{"index": i, "util_median_percent": u} for i, u in g.working]}
         for g in found]}
-    return Finding(FINDING_ID, "warn", "; ".join(parts), evidence, advice=(
+    g = found[0]
+    return Finding(FINDING_ID, "warn", "; ".join(parts), evidence, title=(
+        f"GPU {g.index} idle {g.until_s - g.since_s:.0f} s while another worked"
+        + (f" (+{len(found) - 1} more)" if len(found) > 1 else "")), advice=(
         "A GPU the run samples did nothing for a minute while another worked: a strategy "
         "over fewer devices than the machine has, work pinned with tf.device, or a data "
         "split that left it without batches. Give the program every GPU (MirroredStrategy "

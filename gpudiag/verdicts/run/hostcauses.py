@@ -16,12 +16,18 @@ from __future__ import annotations
 import re
 import statistics
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
+from gpudiag.layout.units import duration, share
+from gpudiag.layout.units import share as pct
 from gpudiag.records.run import ProcessObservation, StepSeries
-from gpudiag.report import Finding
+from gpudiag.report import Action, Finding
+from gpudiag.verdicts.bottleneck import eager_where
+from gpudiag.verdicts.common import title
 from gpudiag.verdicts.run.throughput import loop_timing
 from gpudiag.verdicts.step_causes import Cause, ms
+from gpudiag.verdicts.whatif import as_prediction
 
 RETRACES_WARN = 2  # retraces (traces after the first) before retracing is a cause
 TRACE_SHARE = 0.10  # of the function's calls' time spent tracing
@@ -99,12 +105,35 @@ def _fix(c: dict[str, Any], f: dict[str, Any]) -> str:
             "identity, and a new one each call traces again")
 
 
+def _line(at: dict[str, Any] | None) -> str | None:
+    """``file:line`` of a recorded frame (None: not known)."""
+    text = where(at)
+    return None if text == "?" else text
+
+
+def _fix_action(c: dict[str, Any], f: dict[str, Any]) -> Action:
+    """_fix's change in words, at the line it names."""
+    name = f["function"].removeprefix("tf.function ")
+    if c["kind"] == "new_object":
+        return Action(f"define the tf.function {name} once, outside the loop",
+                      _line(c["created_at"]))
+    if c["kind"] == "python":
+        return Action(f"pass {c['arg']} as a tensor (tf.constant)", _line(f["called_at"]))
+    if c["kind"] == "shape":
+        return Action(f"decorate {name} with @tf.function(reduce_retracing=True), or give it "
+                      "an input_signature with None in the changing dimension",
+                      _line(f["def"]))
+    if c["kind"] == "dtype":
+        return Action(f"cast {c['arg']} to one dtype before the call", _line(f["called_at"]))
+    return Action(f"pass tensors, not a Python object, as {c['arg']}", _line(f["called_at"]))
+
+
 def _retrace_text(f: dict[str, Any]) -> str:
     text = (f"{f['function']} was traced {f['traces']} times over {f['calls']} calls "
             f"({f['retraces']} retraces)")
     if f["trace_share"] is not None:
         text += (f": building its graphs took {ms(f['trace_s'])} of its calls' "
-                 f"{ms(f['calls_s'])} ({f['trace_share']:.0%}); a retrace "
+                 f"{ms(f['calls_s'])} ({pct(f['trace_share'])}); a retrace "
                  f"{ms(f['trace_s_median'])} of its call's "
                  f"{ms(f['retraced_call_s_median'] or 0.0)} (median)")
     if f["plain_call_s_median"] is not None:
@@ -135,8 +164,12 @@ def retracing_cause(f: dict[str, Any] | None) -> Cause | None:
         [{**shapes[0], "arg": ", ".join(c["arg"] for c in shapes)}] if shapes else [])
     fixes = list(dict.fromkeys(_fix(c, f) for c in shown)) or [
         f"give {f['function']} an input_signature, or reduce_retracing=True"]
+    actions = list(dict.fromkeys(_fix_action(c, f) for c in shown)) or [
+        Action(f"give {f['function']} an input_signature, or reduce_retracing=True",
+               _line(f["def"]))]
     return Cause("retracing", f["trace_share"] or 0.0, f"retracing: {_retrace_text(f)}",
-                 "; ".join(fixes), {"retracing": f, "predicted": _retrace_predicted(f)})
+                 "; ".join(fixes), {"retracing": f, "predicted": _retrace_predicted(f)},
+                 tuple(actions))
 
 
 def _predicted(cause: str, fix: str, period: float | None, step: float | None, model: str,
@@ -168,17 +201,27 @@ def retracing(obs: ProcessObservation, proc: str = "") -> Finding:
     check = f"run.retracing{proc}"
     functions = [s.label for s in obs.series if s.kind == "function"]
     if not functions:
-        return Finding(check, "skip", "no tf.function of the program ran", {"functions": []})
+        return Finding(check, "skip", "no tf.function of the program ran", {"functions": []},
+                       title="no tf.function of the program ran")
     causes = [c for f in found if (c := retracing_cause(f)) is not None]
     evidence = {"functions": found, "thresholds": {"retraces": RETRACES_WARN,
                                                    "trace_share": TRACE_SHARE}}
     if causes:
+        top = max(found, key=lambda f: f["retraces"])
         return Finding(check, "warn", "; ".join(c.text.removeprefix("retracing: ")
                                                  for c in causes), evidence,
-                       advice="; ".join(c.advice for c in causes))
+                       actions=_cause_actions(causes),
+                       advice="; ".join(c.advice for c in causes), title=title(
+                           f"retracing: {top['function']} traced {top['traces']} times in "
+                           f"{top['calls']} calls, {share(top['trace_share'])} of its time",
+                           f"retracing: a tf.function traced {top['traces']} times in "
+                           f"{top['calls']} calls", "retracing: a tf.function traces again"))
     text = "; ".join(_retrace_text(f) for f in found) if found else \
         f"{', '.join(functions)}: traced once each (no retrace)"
-    return Finding(check, "ok", text, evidence)
+    retraced = sum(1 for f in found if f["retraces"])
+    return Finding(check, "ok", text, evidence, title=(
+        f"{len(functions)} tf.function(s) traced once each" if not retraced else
+        f"{retraced} tf.function(s) retraced, under the warning's threshold"))
 
 
 # ------------------------------------------------------------------------ eager loops
@@ -211,14 +254,24 @@ def eager_loop(obs: ProcessObservation, warmup: int, proc: str = "") -> Finding:
     check = f"run.eager-loop{proc}"
     if not found:
         return Finding(check, "ok", "no eager training loop (every gradient the program "
-                       "computed was inside a tf.function or Keras)", {"loops": []})
+                       "computed was inside a tf.function or Keras)", {"loops": []},
+                       title="no eager training loop")
     parts = [f"{f['loop']} ({where(f['at'])}) ran {f['steps']} steps eagerly, "
              + (f"median {ms(f['step_s_median'])} per step (start to start)"
                 if f["step_s_median"] else "too few to time")
              + ": every op is dispatched from Python, one at a time" for f in found]
     return Finding(check, "warn", "; ".join(parts) + " (run.bottleneck splits a profiled "
                    "step into op time and dispatch)", {"loops": found},
-                   advice="; ".join(eager_fix(f) for f in found))
+                   advice="; ".join(eager_fix(f) for f in found), title=_eager_title(found[0]),
+                   actions=tuple(Action("wrap the step in tf.function (@tf.function)",
+                                        eager_where(f)) for f in found))
+
+
+def _eager_title(f: dict[str, Any]) -> str:
+    step = (f", {duration(f['step_s_median'])} a step" if f["step_s_median"] else "")
+    return title(f"eager loop at {where(f['at'])}: {f['steps']} steps dispatched from "
+                 f"Python{step}", f"an eager loop: {f['steps']} steps dispatched from "
+                 f"Python{step}", "an eager training loop: ops dispatched from Python")
 
 
 # -------------------------------------------------------------------------- callbacks
@@ -281,11 +334,11 @@ def _callback_text(c: dict[str, Any]) -> str:
         name = f"{c['class']} ({where(c)})"
     text = f"{name} takes {ms(c['batch_s_per_step'])} per step in its batch hooks"
     if c["share"] is not None:
-        text += f", {c['share']:.0%} of the {ms(c['step_s_median'])} step"
+        text += f", {pct(c['share'])} of the {ms(c['step_s_median'])} step"
     if c.get("fit_share") is not None and c.get("typical_s_per_step") is not None and \
             c["batch_max_s"] > 10 * max(c["typical_s_per_step"], 1e-6):
         text += (f" (over the whole fit: {c['batch_s']:.2f} s of its {c['fit_s']:.2f} s, "
-                 f"{c['fit_share']:.0%}; a typical batch {ms(c['typical_s_per_step'])}, the "
+                 f"{pct(c['fit_share'])}; a typical batch {ms(c['typical_s_per_step'])}, the "
                  f"slowest {ms(c['batch_max_s'])}: rare expensive batches)")
     if c["epoch_s_per_epoch"] > 0:
         text += f", and {ms(c['epoch_s_per_epoch'])} per epoch in its epoch hooks"
@@ -335,8 +388,21 @@ def callback_causes(facts: Sequence[dict[str, Any]]) -> list[Cause]:
                       "callbacks", f"{c['class']}'s batch work moved off the batches",
                       c["step_s_median"], (c["step_s_median"] or 0.0) - c["batch_s_per_step"],
                       "step period - the callback's batch hooks' time per step (both "
-                      "measured over the whole run)", {"callback_s": c["batch_s_per_step"]})})
+                      "measured over the whole run)", {"callback_s": c["batch_s_per_step"]})},
+                  (Action(f"do {c['class']}'s per-batch work every N batches or in "
+                          "on_epoch_end", _line(c)),))
             for c in facts if c["share"] is not None and c["share"] >= CALLBACK_SHARE]
+
+
+def _cause_actions(causes: Sequence[Cause]) -> tuple[Action, ...]:
+    """Each cause's actions, its own prediction on its first."""
+    out: list[Action] = []
+    for c in causes:
+        mine = [a for a in c.actions if a not in out]
+        if mine:
+            mine[0] = replace(mine[0], predicted=as_prediction(c.evidence.get("predicted")))
+        out += mine
+    return tuple(out)
 
 
 def callbacks(obs: ProcessObservation, warmup: int, proc: str = "") -> Finding:
@@ -344,14 +410,25 @@ def callbacks(obs: ProcessObservation, warmup: int, proc: str = "") -> Finding:
     check = f"run.callbacks{proc}"
     if not found:
         return Finding(check, "skip", "no Keras fit with callbacks of the program's own that "
-                       "override a batch or epoch hook", {"callbacks": []})
+                       "override a batch or epoch hook", {"callbacks": []},
+                       title="no Keras callback of the program's own")
     named = callback_causes(found)
     evidence = {"callbacks": found, "threshold": CALLBACK_SHARE}
     if named:
         return Finding(check, "warn", "; ".join(_callback_text(c.evidence["callback"])
                                                 for c in named), evidence,
-                       advice="; ".join(c.advice for c in named))
-    return Finding(check, "ok", "; ".join(_callback_text(c) for c in found), evidence)
+                       actions=_cause_actions(named),
+                       advice="; ".join(c.advice for c in named),
+                       title=_callback_title(named[0].evidence["callback"]))
+    return Finding(check, "ok", "; ".join(_callback_text(c) for c in found), evidence,
+                   title=title(f"callbacks: {len(found)} of the program's, none takes "
+                               f"{share(CALLBACK_SHARE)} of a step",
+                               "callbacks: none slows the steps"))
+
+
+def _callback_title(c: dict[str, Any]) -> str:
+    cost = f"{share(c['share'])} of a {duration(c['step_s_median'])} step"
+    return title(f"callback {c['class']} takes {cost}", f"a Keras callback takes {cost}")
 
 
 # ------------------------------------------------------------------ for run.bottleneck

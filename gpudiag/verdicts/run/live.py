@@ -13,7 +13,8 @@ from pathlib import Path
 from typing import Any
 
 from gpudiag.records.run import ProcessObservation
-from gpudiag.report import Finding
+from gpudiag.report import Action, Finding
+from gpudiag.verdicts.common import title
 from gpudiag.verdicts.run import throughput as run_throughput
 from gpudiag.verdicts.run.progress import LN_TOLERANCE, STUCK_FRACTION
 
@@ -106,9 +107,10 @@ def stall(obs: ProcessObservation, proc: str = "") -> Finding:
     if not obs.stalls:
         if not any(s.steps for s in obs.series):
             return Finding(fid, "skip", run_throughput.unseen_fit_batches(obs)
-                           or "no training loop ran: no step to wait for")
+                           or "no training loop ran: no step to wait for",
+                           title="no training step seen: no stall to watch for")
         return Finding(fid, "ok", "no stall: every loop kept finishing steps within its "
-                       "stall timeout")
+                       "stall timeout", title="no stall: every loop kept finishing steps")
     parts = []
     for e in obs.stalls:
         text = describe_stall(e)
@@ -119,8 +121,13 @@ def stall(obs: ProcessObservation, proc: str = "") -> Finding:
     evidence = {"stalls": [{k: e.get(k) for k in ("waited_s", "timeout_s", "steps", "where",
                                                   "ended_after_s", "threads")}
                            for e in obs.stalls]}
+    first = obs.stalls[0]
+    frame = (first.get("where") or {}).get("waiting") or (first.get("where") or {}).get("frame")
+    waited = f"{len(obs.stalls)} stall(s), the first {first.get('waited_s', 0):.1f} s"
+    at = f", waiting at {Path(frame['file']).name}:{frame['line']}" if frame else ""
     return Finding(fid, "warn", f"{len(obs.stalls)} stall(s): " + " | ".join(parts),
-                   evidence, advice=_ADVICE.get(kind, _ADVICE["user"]))
+                   evidence, advice=_ADVICE.get(kind, _ADVICE["user"]),
+                   title=title(f"{waited}{at}", waited))
 
 
 def stuck_at_ln_classes(label: str, first: float, recent: Sequence[float], steps: int,
@@ -163,10 +170,15 @@ def finite_loss(obs: ProcessObservation, proc: str = "") -> Finding:
         return Finding(fid, "fail", "; ".join(
             f"the loss of {b['series']} is {b['loss']} at step {b['step']}" for b in bad)
             + ": training diverged", {"loops": bad},
+            title=title(f"training diverged: the loss is {bad[0]['loss']} at step "
+                        f"{bad[0]['step']}", f"training diverged: the loss is {bad[0]['loss']}",
+                        "training diverged: the loss is not finite"),
+            actions=(Action("lower the learning rate, or clip the gradients (clipnorm=1.0)"),),
             advice="Lower the learning rate, clip gradients (clipnorm=1.0), check the "
                    "inputs for NaN/inf (tf.debugging.check_numerics), and use a loss "
                    "with from_logits=True rather than log of a softmax.")
     if not any(st.loss is not None for s in obs.series for st in s.steps) and \
             not any("loss" in e for s in obs.series for e in s.epochs):
-        return Finding(fid, "skip", "no loss was observed")
-    return Finding(fid, "ok", "every observed loss was finite")
+        return Finding(fid, "skip", "no loss was observed", title="no loss was observed")
+    return Finding(fid, "ok", "every observed loss was finite",
+                   title="every observed loss was finite")

@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from gpudiag.report import Finding
+from gpudiag.verdicts.common import title
 
 
 def saved_output(failures: Sequence[str], kept_free: Sequence[str] = ()) -> Finding | None:
@@ -26,6 +27,7 @@ def saved_output(failures: Sequence[str], kept_free: Sequence[str] = ()) -> Find
             f"{kept_free[0]}" + (f" (and {len(kept_free) - 1} more)" if len(kept_free) > 1
                                  else ""),
             {"kept_free": list(kept_free)},
+            title="stopped saving the output to keep the disk's last space free",
             advice="The program's own writes had the space left, as plainly; its output "
                    "reached the terminal whole, but the saved copy (and the findings read "
                    "from it: placement, TensorFlow's log) ends there. Point --logdir at a "
@@ -37,6 +39,7 @@ def saved_output(failures: Sequence[str], kept_free: Sequence[str] = ()) -> Find
         f"gpudiag stopped saving the program's output: {failures[0]}"
         + (f" (and {len(failures) - 1} more)" if len(failures) > 1 else ""),
         {"failures": list(failures)},
+        title="gpudiag could not save all of the program's output",
         advice="The program ran on and its output reached the terminal; the saved copy (and "
                "the findings read from it: placement, TensorFlow's log) ends where the disk "
                "filled. Free space or point --logdir at a disk with room, and run again.")
@@ -64,6 +67,9 @@ def survivors(held_by: Sequence[tuple[int, str]], forwarders: Sequence[int],
         "run.descendants", "warn", who + rest,
         {"descendants": [{"pid": pid, "command": cmd} for pid, cmd in held_by],
          "forwarders": list(forwarders)},
+        title=title(f"{len(held_by)} process(es) the program started outlived it",
+                    "a process the program started outlived it") if held_by else
+        "a process the program started outlived it",
         advice="The program's end is its own exit: findings cover the program up to there. "
                "A process started with start_new_session=True left gpudiag's process group on "
                "purpose, so gpudiag neither waits for it nor ends it; stop it yourself "

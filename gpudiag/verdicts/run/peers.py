@@ -118,17 +118,23 @@ def peers_finding(notes: list[dict[str, Any]], peers: dict[str, dict[str, Any]],
     if not peers:
         return Finding(fid, "skip", f"no other task of the cluster of {', '.join(own_tasks)} "
                        "published its live state in this logdir (each task runs under its "
-                       "own `gpudiag run` with the same --logdir to be seen)", evidence)
+                       "own `gpudiag run` with the same --logdir to be seen)", evidence,
+                       title="no other task of the cluster was seen in this logdir")
     kinds = {n["kind"] for n in notes}
     if not kinds:
         return Finding(fid, "ok", f"{len(peers)} other task(s) seen while it ran "
-                       f"({', '.join(sorted(peers))}): none gone, none reported a stall", evidence)
+                       f"({', '.join(sorted(peers))}): none gone, none reported a stall", evidence,
+                       title=f"{len(peers)} other task(s) seen: none gone, none stalled")
     text = " | ".join(f"{_clock(n['t'])} {n['text']}" for n in notes)
     if not kinds & {"behind", "gone"}:
         return Finding(fid, "ok", f"none of the {len(peers)} other task(s) was behind or "
-                       f"gone; told while it ran: {text}", evidence)
+                       f"gone; told while it ran: {text}", evidence,
+                       title=f"none of the {len(peers)} other task(s) was behind or gone")
     advice = ("A worker gone stops every synchronous step of the others: its own report "
               "(run directory in the evidence) says how it ended; restart it, or the job, "
               "from a checkpoint." if "gone" in kinds else
               "The worker named behind held the cluster: its line is where to look.")
-    return Finding(fid, "warn", text, evidence, advice=advice)
+    gone = sum(1 for n in notes if n["kind"] == "gone")
+    behind = sum(1 for n in notes if n["kind"] == "behind")
+    return Finding(fid, "warn", text, evidence, advice=advice,
+                   title=f"of {len(peers)} other task(s): {gone} gone, {behind} behind")

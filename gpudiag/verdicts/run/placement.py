@@ -8,7 +8,8 @@ from __future__ import annotations
 from typing import Any
 
 from gpudiag.records.run import ProcessObservation
-from gpudiag.report import Finding
+from gpudiag.report import Action, Finding
+from gpudiag.verdicts.common import title
 from gpudiag.verdicts.run import devices as run_devices
 from gpudiag.verdicts.run.process import PUBLIC_NAMES, canonical, listing
 
@@ -22,7 +23,8 @@ def placement(obs: ProcessObservation, placed: dict[str, int] | None, eager_ops:
     if not placed and not stats:
         return Finding(f"run.placement{proc}", "skip",
                        f"where ops ran could not be observed: {reason or 'no op was placed'}",
-                       evidence, advice="Let TensorFlow's log through: do not set "
+                       evidence, title="where ops ran could not be observed",
+                       advice="Let TensorFlow's log through: do not set "
                        "TF_CPP_MIN_LOG_LEVEL in the program (set it in the shell; gpudiag "
                        "still filters what you see by it).")
     parts = []
@@ -36,7 +38,11 @@ def placement(obs: ProcessObservation, placed: dict[str, int] | None, eager_ops:
                          f"tf.function nodes ({listing(placed)})")
     if stats:
         parts.append(f"Session step stats: {listing(stats, ' nodes')}")
-    return Finding(f"run.placement{proc}", "ok", "; ".join(parts), evidence)
+    where = {**stats, **(placed or {})}
+    busiest = max(where, key=lambda d: where[d])
+    return Finding(f"run.placement{proc}", "ok", "; ".join(parts), evidence,
+                   title=title(f"ops placed on {len(where)} device(s), the most on {busiest}",
+                               f"ops placed on {len(where)} device(s)"))
 
 
 def soft_placement(obs: ProcessObservation, graph_devices: dict[str, dict[str, str]],
@@ -82,16 +88,17 @@ def soft_placement(obs: ProcessObservation, graph_devices: dict[str, dict[str, s
     if pins and not rows:
         return Finding(f"run.soft-placement{proc}", "fail",
                        run_devices.describe_pins(pins, eager_by_device), evidence,
-                       advice=_SOFT_ADVICE)
+                       advice=_SOFT_ADVICE,
+                       title=f"{len(pins)} tf.device scope(s) name a device that does not exist")
     if not compared:
         return Finding(f"run.soft-placement{proc}", "skip",
                        "no op of the program's step functions or Session graphs was pinned "
                        "with tf.device (or where they ran is unknown): nothing to compare",
-                       evidence)
+                       evidence, title="no pinned op to compare: nothing moved")
     if not rows:
         return Finding(f"run.soft-placement{proc}", "ok",
                        f"all {compared} pinned ops ran on the device they were pinned to",
-                       evidence)
+                       evidence, title=f"all {compared} pinned ops ran where they were pinned")
     missing = [r for r in rows if not r["exists"]]
     text = "; ".join(f"{r['nodes']} op(s) pinned to {r['requested']}"
                      + (f" ({', '.join(r['scopes'][:4])})" if r["scopes"] else "")
@@ -103,11 +110,29 @@ def soft_placement(obs: ProcessObservation, graph_devices: dict[str, dict[str, s
         return Finding(f"run.soft-placement{proc}", "fail",
                        f"{text}: {', '.join(absent)} {verb} not exist here, and soft placement "
                        "moved the work silently (a name scope such as tower_1 says nothing "
-                       f"about where ops ran){eager}", evidence, advice=_SOFT_ADVICE)
+                       f"about where ops ran){eager}", evidence, advice=_SOFT_ADVICE,
+                       title=title(f"ops pinned to missing {', '.join(absent)} were moved "
+                                   "silently", f"ops pinned to {len(absent)} missing device(s) "
+                                   "were moved silently"))
+    moved = sum(r["nodes"] for r in rows)
     return Finding(f"run.soft-placement{proc}", "warn",
                    f"{text}: those ops have no kernel on the device they were pinned to",
-                   evidence, advice="Keep ops without a GPU kernel (strings, some int ops) "
+                   evidence, title=f"soft placement moved {moved} pinned op(s) with no kernel "
+                   "there", advice="Keep ops without a GPU kernel (strings, some int ops) "
                    "out of GPU scopes, or accept the copies to and from the CPU.")
+
+
+_EVERY_DEVICE = Action("give the strategy every device: tf.distribute.MirroredStrategy() "
+                       "with no argument")
+_IDLE_ADVICE = ("Give the strategy every device (tf.distribute.MirroredStrategy() with no "
+                "argument takes all GPUs), split the batch over all of them, or hide the GPUs "
+                "you do not mean to use with CUDA_VISIBLE_DEVICES.")
+
+
+def _idle_title(names: list[str], strategy: str | None, used: list[str]) -> str:
+    return title(f"{', '.join(names)} did no work"
+                 + (f" ({strategy} used {len(used)})" if strategy else ""),
+                 f"{len(names)} of the devices did no work")
 
 
 _SOFT_ADVICE = ("Pin only to devices tf.config.list_logical_devices() lists (or use "
@@ -133,7 +158,7 @@ def devices_used(obs: ProcessObservation, placed: dict[str, int] | None,
     if not ops and not busy_s and not nvml_gpus:
         return Finding(f"run.every-device-used{proc}", "skip",
                        "neither TensorFlow's placement, a trace nor NVML could be observed",
-                       evidence)
+                       evidence, title="no placement, trace or NVML: device use not observed")
     candidates = gpus or used_by_strategy or sorted(d for d in ops if ops[d]) or logical
     created = run_devices.created_logical(obs)  # the program split them: each must work
     candidates = list(dict.fromkeys([*candidates, *created]))
@@ -171,19 +196,24 @@ def devices_used(obs: ProcessObservation, placed: dict[str, int] | None,
                            f"{head}: {', '.join(idle)}, created by the program "
                            "(set_logical_device_configuration), did no work; worked: "
                            f"{', '.join(describe(d) for d in candidates if worked(d))}",
-                           evidence, advice="Create only the logical devices the program "
+                           evidence, title=title(
+                               f"{len(idle)} logical CPU device(s) the program made did no work",
+                               "logical CPU devices the program made did no work"),
+                           advice="Create only the logical devices the program "
                            "uses, or give them to the strategy "
                            "(tf.distribute.MirroredStrategy() takes every device).")
         return Finding(f"run.every-device-used{proc}", "fail",
                        f"{head}: {', '.join(names)} did no work; worked: "
                        f"{', '.join(describe(d) for d in candidates if worked(d)) or 'none'}",
-                       evidence, advice="Give the strategy every device "
-                       "(tf.distribute.MirroredStrategy() with no argument takes all GPUs), "
-                       "split the batch over all of them, or hide the GPUs you do not mean "
-                       "to use with CUDA_VISIBLE_DEVICES.")
+                       evidence, title=_idle_title(names, strategy, used_by_strategy),
+                       actions=(_EVERY_DEVICE,), advice=_IDLE_ADVICE)
     text = f"{head}; every device did work: {', '.join(describe(d) for d in candidates)}"
     if not gpus:
+        ran = ", ".join(d for d in candidates if worked(d))
         return Finding(f"run.every-device-used{proc}", "warn", text, evidence,
+                       title=title(f"no GPU: ran on the CPU ({ran})", "no GPU: ran on the CPU"),
                        advice="Without a GPU everything ran on the CPU; `gpudiag env` says why "
                               "TensorFlow sees none.")
-    return Finding(f"run.every-device-used{proc}", "ok", text, evidence)
+    return Finding(f"run.every-device-used{proc}", "ok", text, evidence,
+                   title=title(f"every device did work: {', '.join(candidates)}",
+                               f"all {len(candidates)} device(s) did work"))

@@ -16,7 +16,8 @@ from typing import Any
 
 from gpudiag.catalogue import LogMatch, match_crash
 from gpudiag.records.run import ProcessObservation
-from gpudiag.report import Finding, Status
+from gpudiag.report import Action, Finding, Status
+from gpudiag.verdicts.common import title
 from gpudiag.verdicts.run import tf1
 
 _JOB = re.compile(r"^/job:[^/]+(?:/replica:\d+)?(?:/task:\d+)?")
@@ -33,6 +34,11 @@ def where(caller: dict[str, Any] | None) -> str:
     if not caller:
         return ""
     return f" at {caller['file'].rsplit('/', 1)[-1]}:{caller['line']}"
+
+
+def at(caller: dict[str, Any] | None) -> str | None:
+    """``file:line`` of the program's frame (None: not known)."""
+    return f"{caller['file'].rsplit('/', 1)[-1]}:{caller['line']}" if caller else None
 
 
 def listing(counts: dict[str, Any], unit: str = "") -> str:
@@ -54,24 +60,27 @@ def terminal(given: bool, tty_readers: Sequence[tuple[int, str, bool]]) -> Findi
     if not given:
         return Finding("run.terminal", "skip", "gpudiag's output is not a terminal: the "
                        "program's stdout and stderr are pipes, as they would be plainly "
-                       "with the output redirected", evidence)
+                       "with the output redirected", evidence,
+                       title="not a terminal: the program's stdout and stderr are pipes")
     text = ("the program's stdout and stderr that are terminals on your side are "
             "pseudo-terminals of your window's size (isatty, progress bars, /dev/tty as "
             "plainly); its stdin is your terminal")
     if not tty_readers:
         return Finding("run.terminal", "ok", text + "; no process opened /dev/tty to read",
-                       evidence)
+                       evidence, title="the program wrote to pseudo-terminals of your window")
     stranded = [(p, c) for p, c, relayed in tty_readers if not relayed]
     if not stranded:
         who = "; ".join(f"pid {p} `{c[:120]}`" for p, c, _ in tty_readers[:5])
         return Finding("run.terminal", "ok", f"{text}; {who} read /dev/tty: what you typed "
-                       "was passed into it while it did", evidence)
+                       "was passed into it while it did", evidence,
+                       title=f"{len(tty_readers)} process(es) read /dev/tty: your keys reached it")
     who = "; ".join(f"pid {p} `{c[:120]}`" for p, c in stranded[:5])
     return Finding("run.terminal", "warn",
                    f"{who} opened /dev/tty to read, and gpudiag had no terminal of its own "
                    "to take what you type from, so nothing typed arrived there (a password "
                    f"prompt, getpass, `read < /dev/tty` waits); {text}",
-                   evidence, advice="Answer such a prompt in a plain run, or give the "
+                   evidence, title=f"{len(stranded)} process(es) read /dev/tty: no keys reached it",
+                   advice="Answer such a prompt in a plain run, or give the "
                    "answer another way (an environment variable, a file, stdin).")
 
 
@@ -129,26 +138,33 @@ def _tensorflow_seen(observations: Sequence[ProcessObservation], *, python_comma
               "inherit (gpudiag's PYTHONPATH and GPUDIAG_RUN_* variables).")
     if not observations:
         if unentered:
-            return Finding("run.tensorflow", "skip", unseen, evidence, advice=advice)
+            return Finding("run.tensorflow", "skip", unseen, evidence, advice=advice,
+                           title=f"hooks could not enter {len(unentered)} Python process(es)")
         if not python_command:
             return Finding("run.tensorflow", "skip",
                            "not a Python program: only its exit code and NVML's view are "
                            "observed (what `gpudiag monitor` gives)", evidence,
+                           title="not a Python program: only its exit code and NVML observed",
                            advice="Run the Python interpreter itself: gpudiag run -- python "
                                   "train.py (a shell script that starts Python works too).")
         why = f": {hook_errors[0]}" if hook_errors else (
             " (the interpreter did not import gpudiag's sitecustomize: -I, -E or -S, or an "
             "environment without gpudiag's PYTHONPATH)")
         return Finding("run.tensorflow", "skip", f"gpudiag's hooks did not load{why}",
-                       evidence, advice=advice)
+                       evidence, advice=advice,
+                       title="gpudiag's hooks did not load in the program's Python")
     if not tf_procs:
         if unentered:
             return Finding("run.tensorflow", "warn",
                            f"TensorFlow was not imported in the {len(observations)} Python "
-                           f"process(es) the hooks entered; {unseen}", evidence, advice=advice)
+                           f"process(es) the hooks entered; {unseen}", evidence, advice=advice,
+                           title=f"no TensorFlow seen; {len(unentered)} Python process(es) "
+                                 "not entered")
         return Finding("run.tensorflow", "skip",
                        f"TensorFlow was never imported ({len(observations)} Python "
-                       "process(es) seen): nothing TensorFlow did can be observed", evidence)
+                       "process(es) seen): nothing TensorFlow did can be observed", evidence,
+                       title=f"TensorFlow was never imported ({len(observations)} Python "
+                             "process(es))")
     text = (f"{len(observations)} Python process(es), {len(tf_procs)} imported TensorFlow "
             + ", ".join(f"{o.tf_version} (pid {o.pid})" for o in tf_procs))
     notes = list(dict.fromkeys(str(e.get("message")) for o in observations
@@ -156,14 +172,23 @@ def _tensorflow_seen(observations: Sequence[ProcessObservation], *, python_comma
     if notes:  # where a hook could not ride along, it stood aside: say why
         evidence["hook_notes"] = notes
         text += "; " + "; ".join(notes)
+    versions = ", ".join(dict.fromkeys(str(o.tf_version) for o in tf_procs))
+    seen = title(f"TensorFlow {versions} in {len(tf_procs)} of {len(observations)} Python "
+                 "process(es)", f"TensorFlow in {len(tf_procs)} of {len(observations)} "
+                 "Python process(es)")
     if unentered:
-        return Finding("run.tensorflow", "warn", f"{text}; {unseen}", evidence, advice=advice)
+        return Finding("run.tensorflow", "warn", f"{text}; {unseen}", evidence, advice=advice,
+                       title=title(f"{seen}; {len(unentered)} not entered",
+                                   f"{len(unentered)} Python process(es) not entered"))
     if errors or hook_errors:
         return Finding("run.tensorflow", "warn",
                        f"{text}; {len(errors) + len(hook_errors)} error(s) inside gpudiag's "
                        "hooks (the program was not affected; some records may be missing)",
-                       evidence, advice="Report them as a gpudiag bug, with the evidence.")
-    return Finding("run.tensorflow", "ok", text, evidence)
+                       evidence, advice="Report them as a gpudiag bug, with the evidence.",
+                       title=title(f"{seen}; {len(errors) + len(hook_errors)} hook error(s)",
+                                   f"{len(errors) + len(hook_errors)} error(s) in gpudiag's "
+                                   "hooks"))
+    return Finding("run.tensorflow", "ok", text, evidence, title=seen)
 
 
 # ---------------------------------------------------------------- devices and configuration
@@ -193,12 +218,19 @@ def devices(obs: ProcessObservation, proc: str = "") -> Finding:
                        f"{c.api}{where(c.caller)} was called{late} and raised {c.error_type}: "
                        f"{c.error}; the configuration did not take effect (calls in order: "
                        f"{listing})", evidence,
+                       title=title(f"{c.api.rsplit('.', 1)[-1]} raised {c.error_type}: it "
+                                   "did not take effect", "a device configuration did not take "
+                                   "effect"),
                        advice=entry.fix if entry else "Configure devices right after "
-                       "importing TensorFlow, before anything uses them.")
+                       "importing TensorFlow, before anything uses them.",
+                       actions=(Action(f"call {c.api.rsplit('.', 1)[-1]} right after importing "
+                                       "TensorFlow, before anything uses the devices",
+                                       at(c.caller)),))
     if snap is None:
         return Finding(f"run.devices{proc}", "skip",
                        "TensorFlow's devices were never initialised (no op ran), so they were "
-                       f"not listed; tf.config calls: {listing}", evidence)
+                       f"not listed; tf.config calls: {listing}", evidence,
+                       title="TensorFlow's devices were never initialised (no op ran)")
     gpus = [d for d in snap.logical if ":GPU:" in d]
     physical = ", ".join(p.rsplit("/", 1)[-1] for p in snap.physical)
     text = (f"logical devices {', '.join(snap.logical)}"
@@ -207,11 +239,16 @@ def devices(obs: ProcessObservation, proc: str = "") -> Finding:
                if snap.remote else "")
             + f"; tf.config calls: {listing}")
     if not gpus:
+        cpus = ", ".join(snap.logical[:2])
         return Finding(f"run.devices{proc}", "warn", f"no GPU visible to TensorFlow: {text}",
-                       evidence, advice="If this machine has a GPU, run `gpudiag env`: it says "
+                       evidence, title=title(f"no GPU: TensorFlow saw only {cpus}",
+                                             "no GPU: TensorFlow saw only CPUs"),
+                       advice="If this machine has a GPU, run `gpudiag env`: it says "
                        "whether the driver, the CUDA libraries and CUDA_VISIBLE_DEVICES let "
                        "TensorFlow see it.")
-    return Finding(f"run.devices{proc}", "ok", text, evidence)
+    return Finding(f"run.devices{proc}", "ok", text, evidence,
+                   title=title(f"{len(gpus)} GPU(s): {', '.join(gpus)}",
+                               f"TensorFlow saw {len(gpus)} GPU(s)"))
 
 
 # TensorFlow's class names of the strategies users know by their public name.
@@ -237,18 +274,23 @@ def distribution(obs: ProcessObservation, log: Sequence[LogMatch], proc: str = "
     if towers is not None:  # the program placed one tower per device itself (TF1)
         evidence["in_graph"] = towers[1]
         return Finding(f"run.distribution{proc}", "ok",
-                       f"no tf.distribute strategy: {towers[0]}", evidence)
+                       f"no tf.distribute strategy: {towers[0]}", evidence,
+                       title="no tf.distribute strategy: the program places its towers")
     if not obs.strategies:
         if len(gpus) > 1:
             return Finding(f"run.distribution{proc}", "warn",
                            f"{len(gpus)} GPUs visible, but the program created no "
                            "tf.distribute strategy: unless it places work on each GPU itself, "
                            "it uses one", evidence,
+                           title=f"{len(gpus)} GPUs visible, but no tf.distribute strategy",
+                           actions=(Action("create tf.distribute.MirroredStrategy() and build "
+                                           "the model and optimizer in strategy.scope()"),),
                            advice="Create tf.distribute.MirroredStrategy() and build the model "
                                   "and optimizer in strategy.scope().")
         return Finding(f"run.distribution{proc}", "ok",
                        "no tf.distribute strategy created (the program runs on the default "
-                       "device unless it pins ops itself)", evidence)
+                       "device unless it pins ops itself)", evidence,
+                       title="no tf.distribute strategy: the default device")
     parts = []
     for s in obs.strategies:
         ops = s.cross_device_ops or "-"
@@ -275,9 +317,22 @@ def distribution(obs: ProcessObservation, log: Sequence[LogMatch], proc: str = "
         if gpu_no_nccl:
             said += "; GPUs reduced without NCCL"
         return Finding(f"run.distribution{proc}", "fail" if bad else "warn", f"{text}. {said}",
-                       evidence, advice=(bad + warn)[0].entry.fix if bad + warn else
+                       evidence, title=title(f"{_strategy_title(obs)}; " + (
+                           "TensorFlow warned" if bad + warn else "GPUs reduced without NCCL"),
+                           "TensorFlow warned about the strategy" if bad + warn else
+                           "GPUs reduced without NCCL"),
+                       advice=(bad + warn)[0].entry.fix if bad + warn else
                        "On several GPUs NCCL is the fast all-reduce: use a Linux CUDA build.")
-    return Finding(f"run.distribution{proc}", "ok", text, evidence)
+    return Finding(f"run.distribution{proc}", "ok", text, evidence,
+                   title=_strategy_title(obs))
+
+
+def _strategy_title(obs: ProcessObservation) -> str:
+    s = obs.strategies[0]
+    name = PUBLIC_NAMES.get(s.class_name, s.class_name)
+    more = f" (+{len(obs.strategies) - 1} more)" if len(obs.strategies) > 1 else ""
+    return title(f"{name}: {s.num_replicas} replica(s){more}",
+                 f"a tf.distribute strategy: {s.num_replicas} replica(s){more}")
 
 
 # Cluster messages that a program which exited 0 prints as its tasks shut down (a
@@ -309,11 +364,18 @@ def tf_log(matches: Sequence[LogMatch], captured_reason: str | None,
     if not matches:
         status: Status = "skip" if captured_reason else "ok"
         return Finding(f"run.tf-log{proc}", status,
-                       "no known problem in TensorFlow's log" + tail, evidence)
+                       "no known problem in TensorFlow's log" + tail, evidence,
+                       title=("TensorFlow's log was not captured" if captured_reason else
+                              "no known problem in TensorFlow's log"))
     text = "; ".join(f"{m.entry.id} x{m.count}: {m.entry.meaning}" for m in serious) or \
         "only informational messages (" + ", ".join(m.entry.id for m in matches) + ")"
     if not serious:
-        return Finding(f"run.tf-log{proc}", "ok", text + tail, evidence)
+        return Finding(f"run.tf-log{proc}", "ok", text + tail, evidence,
+                       title=f"TensorFlow's log: {len(matches)} informational message(s)")
     worst: Status = "fail" if any(m.entry.severity == "fail" for m in serious) else "warn"
+    first = next(m for m in serious if m.entry.severity == worst)
     return Finding(f"run.tf-log{proc}", worst, text + tail, evidence,
+                   title=title(f"TensorFlow's log: {first.entry.id} x{first.count}"
+                               + (f" (+{len(serious) - 1} more)" if len(serious) > 1 else ""),
+                               f"TensorFlow's log: {len(serious)} known problem(s)"),
                    advice=" ".join(dict.fromkeys(m.entry.fix for m in serious)))

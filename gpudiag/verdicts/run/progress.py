@@ -15,8 +15,10 @@ from collections.abc import Sequence
 from typing import Any
 
 from gpudiag.catalogue import match_crash
+from gpudiag.layout.units import share as pct
 from gpudiag.records.run import ProcessObservation, StepSeries
-from gpudiag.report import Finding, Status
+from gpudiag.report import Action, Finding, Status
+from gpudiag.verdicts.common import title
 from gpudiag.verdicts.run import crash_match, learning_causes, tracebacks
 from gpudiag.verdicts.run import throughput as run_throughput
 from gpudiag.verdicts.run.training_runs import epoch_losses, training_runs
@@ -63,12 +65,15 @@ def command(argv: Sequence[str], returncode: int | None, duration_s: float,
             text += (f": it did not end on the {interrupted_by} gpudiag passed on, so gpudiag "
                      "killed it")
         return Finding("run.command", "warn", text, evidence,
-                       advice="The findings cover only the time before the interruption.")
+                       advice="The findings cover only the time before the interruption.",
+                       title=f"interrupted ({said}) after {duration_s:.1f} s; the program {how}")
     if returncode == 0:
         return Finding("run.command", "ok", f"`{shown}` exited with code 0 after "
-                       f"{duration_s:.1f} s", evidence)
+                       f"{duration_s:.1f} s", evidence,
+                       title=f"the program exited with code 0 after {duration_s:.1f} s")
     return Finding("run.command", "fail", f"`{shown}` {how} after {duration_s:.1f} s", evidence,
-                   advice="gpudiag exits with the same code; run.crash says why when it can.")
+                   advice="gpudiag exits with the same code; run.crash says why when it can.",
+                   title=f"the program {how} after {duration_s:.1f} s")
 
 
 # ---------------------------------------------------------------- learning
@@ -98,12 +103,14 @@ def learning(obs: ProcessObservation, proc: str = "") -> Finding:
     rows: list[dict[str, Any]] = []
     problems: list[str] = []
     worst: Status = "ok"
+    titles: dict[Status, str] = {}
     for s in training_runs(obs.series):
         judged = _judge_run(obs, s)
         if judged is None:
             continue
         row, text, status = judged
         rows.append(row)
+        titles.setdefault(status, _learning_title(row, status))
         problems.append(text)
         if status == "fail":
             worst = "fail"
@@ -120,7 +127,7 @@ def learning(obs: ProcessObservation, proc: str = "") -> Finding:
                        f"no training loop with at least {MIN_JUDGED_STEPS} observed losses "
                        "(Keras fit, a step tf.function returning its loss, or Session.run "
                        f"fetching it), nor a fit with {MIN_JUDGED_EPOCHS} epochs' losses",
-                       evidence)
+                       evidence, title="no training loop with enough losses to judge")
     advice = ""
     if worst != "ok":
         advice = ("A loss at ln(classes) means uniform predictions. Weights that never move "
@@ -130,7 +137,31 @@ def learning(obs: ProcessObservation, proc: str = "") -> Finding:
                   "variables. Moving weights with a flat loss: a learning rate too small, "
                   "labels that do not match the inputs, or a last layer that saturates.")
     advice = learning_causes.advice(warned, any(r["softmax_floor"] for r in rows), advice)
-    return Finding(f"run.learning{proc}", worst, "; ".join(problems), evidence, advice=advice)
+    more = f" (+{len(rows) - 1} more loop(s))" if len(rows) > 1 else ""
+    head = titles.get(worst)
+    options = [head + more, head] if head else [
+        f"{titles['ok']}; {len(warned)} warning(s) about the loss",
+        f"{len(warned)} warning(s) about the loss"]
+    return Finding(f"run.learning{proc}", worst, "; ".join(problems), evidence, advice=advice,
+                   title=title(*options))
+
+
+def _learning_title(row: dict[str, Any], status: Status) -> str:
+    """One training run's answer: ``loss 2.72 -> 0.013 in 120 steps: it learns``."""
+    losses = f"loss {row['first_loss']:.3g} -> {row['last_loss']:.3g} in {row['steps']} steps"
+    classes = row["stuck_at_ln_classes"]
+    if row["weights_moved"] is False:
+        return f"not learning: the weights never changed ({losses})"
+    if classes:
+        return (f"not learning: loss {row['last_loss']:.3g} = ln {classes}, all classes "
+                "alike")
+    if row["softmax_floor"]:
+        return title(f"{losses}: stuck at the softmax-twice floor {row['softmax_floor']:.3g}",
+                     f"stuck at the softmax-twice floor {row['softmax_floor']:.3g}")
+    if status == "warn":
+        chance = " (accuracy at chance)" if row["accuracy_at_chance"] else ""
+        return title(f"{losses}: not falling{chance}", f"the loss is not falling{chance}")
+    return f"{losses}: it learns"
 
 
 # ---------------------------------------------------------------- memory, Sessions
@@ -223,10 +254,17 @@ def memory(obs: ProcessObservation, nvml_gpus: list[dict[str, Any]] | None,
         return Finding(f"run.memory{proc}", "fail",
                        f"{failed[0].api} raised {failed[0].error_type}: {failed[0].error}: the "
                        "memory configuration did not take effect", evidence,
-                       advice=entry.fix if entry else "")
+                       advice=entry.fix if entry else "",
+                       actions=(Action(f"call {failed[0].api.rsplit('.', 1)[-1]} right after "
+                                       "importing TensorFlow, before any op runs",
+                                       _at(failed[0].caller)),),
+                       title=title(f"{failed[0].api.rsplit('.', 1)[-1]} raised "
+                                   f"{failed[0].error_type}: memory settings not applied",
+                                   "a memory setting raised: not applied"))
     if not gpus:
         return Finding(f"run.memory{proc}", "skip",
-                       "no GPU visible to TensorFlow: GPU memory settings do not apply", evidence)
+                       "no GPU visible to TensorFlow: GPU memory settings do not apply", evidence,
+                       title="no GPU: GPU memory settings do not apply")
     parts = []
     for g in gpus:
         limit = g.get("logical_configuration")
@@ -248,10 +286,12 @@ def memory(obs: ProcessObservation, nvml_gpus: list[dict[str, Any]] | None,
         return Finding(f"run.memory{proc}", "warn",
                        "; ".join(parts) + f": memory growth was on, yet GPU(s) {full} were "
                        "almost full", evidence,
+                       title=f"memory growth on, yet {len(full)} GPU(s) almost full",
                        advice="Either the program needs that much, or growth did not take "
                        "effect (configured after initialisation, or another process holds "
                        "the memory: `nvidia-smi`).")
-    return Finding(f"run.memory{proc}", "ok", "; ".join(parts), evidence)
+    return Finding(f"run.memory{proc}", "ok", "; ".join(parts), evidence,
+                   title=title("; ".join(parts), f"GPU memory: {len(gpus)} GPU(s) configured"))
 
 
 def session_config(obs: ProcessObservation, proc: str = "") -> Finding | None:
@@ -287,10 +327,13 @@ def session_config(obs: ProcessObservation, proc: str = "") -> Finding | None:
         or "defaults" for s in obs.sessions)
     if conflicts:
         return Finding(f"run.session-config{proc}", "warn", f"{text}. " + "; ".join(conflicts),
-                       evidence, advice="Configure devices in one place: tf.config calls "
+                       evidence, title=f"a Session's ConfigProto conflicts with tf.config "
+                       f"({len(conflicts)})",
+                       advice="Configure devices in one place: tf.config calls "
                        "right after importing TensorFlow, and a ConfigProto without "
                        "device or memory settings.")
-    return Finding(f"run.session-config{proc}", "ok", text, evidence)
+    return Finding(f"run.session-config{proc}", "ok", text, evidence,
+                   title=f"{len(obs.sessions)} Session ConfigProto(s), no conflict")
 
 
 # ---------------------------------------------------------------- profile, crash
@@ -309,16 +352,21 @@ def profile(obs: ProcessObservation, busy: dict[str, float] | None, window_s: fl
         return Finding(f"run.profile{proc}", "skip",
                        f"no profiler window: {unseen}" if unseen else
                        f"no profiler window: no training loop reached step {warmup} after "
-                       "its warm-up" + (f" ({reason})" if reason else ""), evidence)
+                       "its warm-up" + (f" ({reason})" if reason else ""), evidence,
+                       title="no profiler window" + (": Keras fit's batches unseen" if unseen
+                                                     else f": no loop reached step {warmup}"))
     if p.status == "skipped":
         return Finding(f"run.profile{proc}", "skip", p.error or "no profiler window",
-                       evidence, advice="`gpudiag scaling --workers N` traces a "
+                       evidence, title="no profiler window: skipped",
+                       advice="`gpudiag scaling --workers N` traces a "
                        "multi-worker run's steps with its own probe.")
     if p.status == "failed" or (busy is None and window_s is None):
         why = p.error or reason or "no trace was written"
         return Finding(f"run.profile{proc}", "warn",
                        f"the profiler window on {p.source} gave no trace: {why}",
-                       evidence, advice="If the program runs its own profiler, pass "
+                       evidence, title=title(f"the profiler window on {p.source} gave no trace",
+                                             "the profiler window gave no trace"),
+                       advice="If the program runs its own profiler, pass "
                        "--profile-steps 0.")
     steps = f"steps {p.steps[0]}-{p.steps[-1]}" if p.steps else "a partial window"
     if p.status == "stopped-at-exit":
@@ -328,12 +376,15 @@ def profile(obs: ProcessObservation, busy: dict[str, float] | None, window_s: fl
         return Finding(f"run.profile{proc}", "warn",
                        f"trace of {steps} of {p.source}{window}: no op in it could be "
                        "attributed to a device (no placement evidence for its ops)", evidence,
+                       title=f"a trace of {steps}: no op attributed to a device",
                        advice="Keep the placement log on (no TF_CPP_MIN_LOG_LEVEL in the "
                        "program); open the trace in TensorBoard's Profile tab.")
     text = (f"trace of {steps} of {p.source}{window}: " + ", ".join(
-        f"{d} busy {b * 1e3:.1f} ms" + (f" ({b / window_s:.0%})" if window_s else "")
+        f"{d} busy {b * 1e3:.1f} ms" + (f" ({pct(b / window_s)})" if window_s else "")
         for d, b in busy.items()) + f"; in TensorBoard's Profile tab ({_short(p.logdir)})")
-    return Finding(f"run.profile{proc}", "ok", text, evidence)
+    return Finding(f"run.profile{proc}", "ok", text, evidence,
+                   title=title(f"traced {steps} of {p.source}{window}",
+                               f"traced {steps}{window}", "traced a profiler window"))
 
 
 def crash(obs: Sequence[ProcessObservation], returncode: int | None,
@@ -371,13 +422,19 @@ def crash(obs: Sequence[ProcessObservation], returncode: int | None,
             text += f" Here {lost[1]}."
             evidence["shape_lost_at"] = lost[0].caller
             advice = f"At {lost[0].where}: {advice}"
-        return Finding("run.crash", "fail", text, evidence, advice=advice)
+        return Finding("run.crash", "fail", text, evidence, advice=advice,
+                       title=_crash_title(c.type, c.user_frame, entry.id if entry else None),
+                       actions=_crash_actions(lost[0].caller if lost is not None
+                                              else c.user_frame, entry.fix if entry else None))
     if faulted:
         o = faulted[0]
         tail = [ln for ln in o.faults.strip().splitlines() if ln.strip()]
         return Finding("run.crash", "fail",
                        f"process {o.pid} died of a fatal signal: {tail[0] if tail else ''}",
                        {"pid": o.pid, "faulthandler": tail[-30:]},
+                       title=title(f"process {o.pid} died of a fatal signal: "
+                                   f"{tail[0] if tail else ''}",
+                                   f"process {o.pid} died of a fatal signal"),
                        advice="A crash inside TensorFlow's C++ code or a library: the "
                        "Python stack in the evidence shows the call that triggered it.")
     printed = tracebacks.last_traceback(log_lines) if returncode and returncode > 0 else None
@@ -386,7 +443,8 @@ def crash(obs: Sequence[ProcessObservation], returncode: int | None,
     if returncode is not None and returncode < 0 and interrupted:
         return Finding("run.crash", "ok", "no uncaught Python exception before the "
                        f"interruption (the program then ended by signal {-returncode})",
-                       {"returncode": returncode, "interrupted": True})
+                       {"returncode": returncode, "interrupted": True},
+                       title="no uncaught Python exception before the interruption")
     if returncode is not None and returncode < 0:
         seen = [o for o in obs if o.imported_tf]
         last = [f"{s.label}: {max((st.index for st in s.steps), default=-1) + 1} steps"
@@ -396,13 +454,33 @@ def crash(obs: Sequence[ProcessObservation], returncode: int | None,
                        f"exception; what the hooks recorded before survives"
                        + (f" ({'; '.join(last)})" if last else ""),
                        {"returncode": returncode, "recorded": last},
+                       title=f"killed by signal {-returncode} with no Python exception",
                        advice="SIGKILL usually comes from the kernel's OOM killer (dmesg) or a "
                        "scheduler's time or memory limit.")
     return Finding("run.crash", "ok",
                    "no uncaught Python exception" + ("" if not returncode else
                                                      f" (the program exited {returncode} "
                                                      "itself)"),
-                   {"returncode": returncode})
+                   {"returncode": returncode},
+                   title="no uncaught Python exception" + (
+                       "" if not returncode else f" (it exited {returncode} itself)"))
+
+
+def _at(frame: dict[str, Any] | None) -> str | None:
+    """``file:line`` of the user's frame (None: none known)."""
+    return f"{_short(frame['file'])}:{frame['line']}" if frame and frame.get("file") else None
+
+
+def _crash_title(kind: str, frame: dict[str, Any] | None, entry: str | None) -> str:
+    at = _at(frame)
+    what = f"{kind} at {at}" if at else kind
+    return title(f"crash: {what} ({entry})" if entry else f"crash: {what}", f"crash: {what}",
+                 f"crash: {kind}", "the program crashed with a Python exception")
+
+
+def _crash_actions(frame: dict[str, Any] | None, fix: str | None) -> tuple[Action, ...]:
+    """The catalogue's fix at the user's line that raised (none without a known fix)."""
+    return (Action(fix, _at(frame)),) if fix else ()
 
 
 def _printed_crash(printed: tracebacks.PrintedTraceback, returncode: int | None,
@@ -422,5 +500,7 @@ def _printed_crash(printed: tracebacks.PrintedTraceback, returncode: int | None,
                     "user_frame": f, "frames": printed.frames[-8:], "returncode": returncode,
                     "seen_in": "stderr", "catalogue": cause.entry.id if cause.entry else None,
                     "matched_in": cause.where, "matched_line": cause.line[:500]},
+                   title=_crash_title(printed.type, f, cause.entry.id if cause.entry else None),
+                   actions=_crash_actions(f, cause.entry.fix if cause.entry else None),
                    advice=cause.entry.fix if cause.entry else "Read the traceback above "
                    "(saved in children/program/stderr.txt).")

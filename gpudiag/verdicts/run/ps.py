@@ -16,6 +16,7 @@ from typing import Any
 from gpudiag.readers.clusterplacement import listing
 from gpudiag.records.run import ProcessObservation
 from gpudiag.report import Finding
+from gpudiag.verdicts.common import title
 from gpudiag.verdicts.run import tf1
 
 PSS_CLASSES = frozenset({"ParameterServerStrategyV2", "ParameterServerStrategy",
@@ -76,7 +77,10 @@ def _between_graph(base: Finding, obs: ProcessObservation, me: str,
             f"global step {steps['global_step']} when it last fetched it"
             if steps["global_step"] is not None else
             f"global step not observed ({steps['global_step_skipped']})")
-    return replace(base, message=text, evidence={
+    return replace(base, message=text, title=title(
+        f"tf.compat.v1 {scheme}: {me} of {len(spec.get('worker', []))} worker(s)",
+        f"tf.compat.v1 between-graph replication: {me}", "tf.compat.v1 between-graph "
+        "replication"), evidence={
         **base.evidence, "between_graph_task": me, "ops_by_task": by_task,
         "variables_by_task": variables, "steps": steps, "tf1_constructs": constructs})
 
@@ -129,7 +133,9 @@ def distribution(base: Finding, obs: ProcessObservation, by_task: dict[str, dict
                                 "ops_by_task": by_task, "variables_by_task": variables}
     if base.status != "ok":
         text = f"{text}. {base.message.split('. ', 1)[-1]}"
-    return replace(base, message=text, evidence=evidence)
+    return replace(base, message=text, evidence=evidence, title=title(
+        f"ParameterServerStrategy: {len(workers)} worker(s), {len(ps)} parameter server(s)",
+        "ParameterServerStrategy") if base.status == "ok" else base.title)
 
 
 def devices_used(base: Finding, obs: ProcessObservation,

@@ -6,11 +6,14 @@ from __future__ import annotations
 
 import itertools
 import statistics
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from typing import Any
 
+from gpudiag.layout.units import duration
+from gpudiag.layout.units import share as pct
 from gpudiag.records.run import ProcessObservation, StepSeries
 from gpudiag.report import Finding
+from gpudiag.verdicts.common import title
 
 
 def unseen_fit_batches(obs: ProcessObservation) -> str | None:
@@ -30,6 +33,14 @@ def unseen_fit_batches(obs: ProcessObservation) -> str | None:
     return None
 
 
+def steady(first: int, last: int, warmup: int, skip: Collection[int]) -> bool:
+    """The one steady-state rule, run.throughput's and `gpudiag diff`'s: the period from
+    the start of step ``first`` to the start of step ``last`` counts when ``first`` is
+    past the ``warmup`` steps and no step of ``skip`` (the profiled ones) is within one
+    step of it (the profiler starts and stops inside those periods)."""
+    return first >= warmup and not set(skip) & set(range(first - 1, last + 1))
+
+
 def _periods(series: StepSeries, warmup: int, skip: Sequence[int]
              ) -> list[tuple[float, float | None]]:
     """(start-to-start period, the step call's own time) of each steady-state step: after
@@ -45,10 +56,9 @@ def _periods(series: StepSeries, warmup: int, skip: Sequence[int]
     out: list[tuple[float, float | None]] = []
     for prev, row in itertools.pairwise(ordered):
         n = row.index - prev.index
-        if n < 1 or n != row.count or prev.index < warmup or prev.traced \
+        if n < 1 or n != row.count or prev.traced \
                 or prev.start_unix_s is None or row.start_unix_s is None \
-                or row.epoch != prev.epoch \
-                or skipped & set(range(prev.index - 1, row.index + 1)):
+                or row.epoch != prev.epoch or not steady(prev.index, row.index, warmup, skipped):
             continue
         span = row.start_unix_s - prev.start_unix_s
         if n == 1:  # a call of steps_per_execution steps: N steps of a Nth each
@@ -126,7 +136,9 @@ def loop_timing(obs: ProcessObservation, series: StepSeries, warmup: int
                            else None,
                            "steps_per_s": 1 / median if median > 0 else None,
                            "batch_size": series.batch_size,
-                           "steps_per_call": max((s.per_call for s in series.steps), default=1)}
+                           "steps_per_call": max((s.per_call for s in series.steps), default=1),
+                           # the steady-state rule's inputs (steady): `gpudiag diff` uses them
+                           "warmup_steps": warmup, "left_out_steps": sorted(skip)}
     if series.batch_size and median > 0:
         row["examples_per_s"] = series.batch_size / median
     waits = input_series(series, warmup, skip)
@@ -144,20 +156,20 @@ def throughput(obs: ProcessObservation, warmup: int, proc: str = "") -> Finding:
         if row is None:
             continue
         text = f"{s.label}: {row['timed_steps']} steps, median " \
-               f"{row['step_s_median'] * 1e3:.2f} ms/step (start to start)"
+               f"{duration(row['step_s_median'])}/step (start to start)"
         if row["steps_per_call"] > 1:
             text += f" ({row['steps_per_call']} steps per call of the step function: " \
                     "each call's time over them)"
         if row["call_share"] is not None:
-            text += f", the step call {row['call_s_median'] * 1e3:.2f} ms " \
-                    f"({row['call_share']:.0%} of it)"
+            text += f", the step call {duration(row['call_s_median'])} " \
+                    f"({pct(row['call_share'])} of it)"
         if "examples_per_s" in row:
             text += f", {row['examples_per_s']:,.0f} examples/s (batch {s.batch_size})"
         if "input" in row:
             w = row["input"]
-            spread = f", {w['low']:.0%}-{w['high']:.0%} over blocks of {INPUT_BLOCK} " \
+            spread = f", {pct(w['low'])}-{pct(w['high'])} over blocks of {INPUT_BLOCK} " \
                 "steps" if w["low"] is not None else ""
-            text += f", {w['share']:.0%} of it in next(iterator){spread}"
+            text += f", {pct(w['share'])} of it in next(iterator){spread}"
         rows.append(row)
         parts.append(text)
     evidence = {"loops": rows, "warmup_steps": warmup, "profiled_steps": profiled}
@@ -167,9 +179,20 @@ def throughput(obs: ProcessObservation, warmup: int, proc: str = "") -> Finding:
             return Finding(f"run.throughput{proc}", "skip", f"{top.label} ran {len(top.steps)} "
                            f"steps, but every step after its {warmup} warm-up steps was in "
                            f"the profiled window (steps {profiled[0]}-{profiled[-1]}), which "
-                           "is not timed", evidence)
-        return Finding(f"run.throughput{proc}", "skip", unseen_fit_batches(obs)
-                       or f"no training loop ran more than {warmup} warm-up steps", evidence)
+                           "is not timed", evidence,
+                           title="no step timed: every step after warm-up was profiled")
+        unseen = unseen_fit_batches(obs)
+        return Finding(f"run.throughput{proc}", "skip", unseen
+                       or f"no training loop ran more than {warmup} warm-up steps", evidence,
+                       title="no step timed: Keras fit's batches were not seen" if unseen else
+                       f"no training loop ran more than {warmup} warm-up steps")
+    busiest = max(rows, key=lambda r: r["timed_steps"])
+    rate = (f", {busiest['examples_per_s']:,.0f} examples/s" if "examples_per_s" in busiest
+            else "")
+    steps = (f"{duration(busiest['step_s_median'])} a step (median of "
+             f"{busiest['timed_steps']}){rate}")
+    more = f" (+{len(rows) - 1} more loop(s))" if len(rows) > 1 else ""
     return Finding(f"run.throughput{proc}", "ok",
                    "; ".join(parts) + f" (the first {warmup} steps and the profiled ones "
-                   "left out)", evidence)
+                   "left out)", evidence,
+                   title=title(f"{busiest['series']}: {steps}{more}", f"{steps}{more}", steps))

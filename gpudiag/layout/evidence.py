@@ -1,0 +1,404 @@
+"""The typed evidence of the finding families whose evidence readers use (the tab, diff,
+the terminal's verdict): one record per family's ``evidence`` name in gpudiag.layout.families,
+decoded from report.json's plain ``evidence`` object by ``from_dict``, which checks the
+fields it reads (a ValueError naming the field when one is of the wrong kind).
+
+- ``Bottleneck`` (run/explain/scaling/cluster.bottleneck): the judged step, each device's
+  mean step split into STEP_PARTS (``DeviceParts``), the causes (the first is the
+  bottleneck), the trace and what-if's prediction.
+- ``DeviceLanes`` (run.every-device-used): TensorFlow's devices, the strategy's, the ops
+  and busy time on each, the idle ones, NVML's GPUs.
+- ``Learning`` (run.learning): each training loop's loss from start to end and what it
+  says (``LearningLoop``).
+- ``DiffStep`` (diff.step-time.<loop>): A's and B's median step with their intervals, B/A
+  with its interval and the interval's level, the verdict.
+- ``Scaling`` (scaling.efficiency.<strategy>): the 1-device base and each device count's
+  throughput, speed-up and efficiency.
+- ``GpuUse`` (monitor/run.every-gpu-used): NVML's per-GPU numbers, the idle, working and
+  lost GPUs.
+
+A finding of the family whose evidence lacks a field (a skip: no trace, no NVML) decodes
+with that field empty, never a guess. ``decode(finding)`` gives a finding's record (None:
+its family declares none). Pure: imports gpudiag.layout.families and
+gpudiag.layout.units only.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from gpudiag.layout.families import family_of
+from gpudiag.layout.units import CI_LEVEL
+
+#: The parts a step's time is split into, declared once, in the order they add up (the
+#: picture's bars bottom to top, the tab's, diff's): the device computing, collectives,
+#: host-device copies with no kernel running, waiting for input, the host's own work
+#: (Python, dispatch), nothing at all. Each is ``<part>_s`` in a bottleneck's evidence.
+STEP_PARTS = ("compute", "communication", "copy", "input", "host", "idle")
+
+
+
+def _obj(value: Any, name: str) -> Mapping[str, Any]:
+    if not isinstance(value, Mapping):
+        raise ValueError(f"evidence field {name} is not an object")
+    return value
+
+
+def _num(data: Mapping[str, Any], key: str, where: str, *, required: bool = False
+         ) -> float | None:
+    value = data.get(key)
+    if value is None:
+        if required:
+            raise ValueError(f"evidence field {where}{key} is missing")
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ValueError(f"evidence field {where}{key} is not a number")
+    return float(value)
+
+
+def _int(data: Mapping[str, Any], key: str, where: str) -> int | None:
+    value = data.get(key)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ValueError(f"evidence field {where}{key} is not an integer")
+    return value
+
+
+def _str(data: Mapping[str, Any], key: str, where: str) -> str | None:
+    value = data.get(key)
+    if value is not None and not isinstance(value, str):
+        raise ValueError(f"evidence field {where}{key} is not a string")
+    return value
+
+
+def _list(data: Mapping[str, Any], key: str, where: str) -> list[Any]:
+    value = data.get(key)
+    if value is None:
+        return []
+    if not isinstance(value, list | tuple):
+        raise ValueError(f"evidence field {where}{key} is not a list")
+    return list(value)
+
+
+def _strs(data: Mapping[str, Any], key: str, where: str) -> tuple[str, ...]:
+    values = _list(data, key, where)
+    if not all(isinstance(v, str) for v in values):
+        raise ValueError(f"evidence field {where}{key} holds a value that is not a string")
+    return tuple(values)
+
+
+def _ints(data: Mapping[str, Any], key: str, where: str) -> tuple[int, ...]:
+    values = _list(data, key, where)
+    if not all(isinstance(v, int) and not isinstance(v, bool) for v in values):
+        raise ValueError(f"evidence field {where}{key} holds a value that is not an integer")
+    return tuple(values)
+
+
+def _num_map(data: Mapping[str, Any], key: str, where: str) -> dict[str, float]:
+    value = data.get(key)
+    if value is None:
+        return {}
+    m = _obj(value, where + key)
+    return {str(k): v for k in m if (v := _num(m, k, f"{where}{key}.")) is not None}
+
+
+# ------------------------------------------------------------------------- Bottleneck
+@dataclass(frozen=True)
+class DeviceParts:
+    """One device's mean profiled step, in seconds: STEP_PARTS add up to ``period_s``
+    (gpudiag.readers.stepbreakdown); ``host_between_calls_s`` is the part of ``host_s``
+    the program's Python took between the step calls."""
+
+    device: str
+    period_s: float
+    compute_s: float = 0.0
+    communication_s: float = 0.0
+    copy_s: float = 0.0
+    input_s: float = 0.0
+    host_s: float = 0.0
+    idle_s: float = 0.0
+    host_between_calls_s: float = 0.0
+
+    def part(self, name: str) -> float:
+        """``name`` (one of STEP_PARTS) in seconds."""
+        if name not in STEP_PARTS:
+            raise KeyError(name)
+        value: float = getattr(self, f"{name}_s")
+        return value
+
+    def parts(self) -> dict[str, float]:
+        return {p: self.part(p) for p in STEP_PARTS}
+
+    def scaled(self, factor: float) -> DeviceParts:
+        """Every time times ``factor`` (a call of N steps per step: 1 / N)."""
+        return DeviceParts(self.device, self.period_s * factor,
+                           **{f"{p}_s": self.part(p) * factor for p in STEP_PARTS},
+                           host_between_calls_s=self.host_between_calls_s * factor)
+
+    @classmethod
+    def from_dict(cls, device: str, data: Any) -> DeviceParts:
+        where = f"parts_s.{device}."
+        d = _obj(data, where.rstrip("."))
+        period = _num(d, "period_s", where, required=True)
+        assert period is not None
+
+        def part(name: str) -> float:
+            return _num(d, f"{name}_s", where) or 0.0
+        return cls(device, period, **{f"{p}_s": part(p) for p in STEP_PARTS},
+                   host_between_calls_s=part("host_between_calls"))
+
+
+@dataclass(frozen=True)
+class Bottleneck:
+    """A bottleneck finding's evidence (gpudiag.verdicts.bottleneck): the judged mean
+    step (None: no complete step), each device's parts, the causes in order, the trace it
+    was read from, and what-if's prediction (``predicted``: its plain record, with
+    ``step_s`` None and ``why`` where it has no number)."""
+
+    step_s: float | None
+    devices: dict[str, DeviceParts] = field(default_factory=dict)
+    causes: tuple[str, ...] = ()
+    trace: str | None = None
+    predicted: dict[str, Any] | None = None
+    shares: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def bottleneck(self) -> str | None:
+        return self.causes[0] if self.causes else None
+
+    @classmethod
+    def from_dict(cls, data: Any) -> Bottleneck:
+        d = _obj(data, "evidence")
+        parts = _obj(d.get("parts_s") or {}, "parts_s")
+        devices = {str(k): DeviceParts.from_dict(str(k), v) for k, v in parts.items()
+                   if not (isinstance(v, Mapping) and v.get("period_s") is None)}
+        predicted = d.get("predicted")
+        if predicted is not None:
+            predicted = dict(_obj(predicted, "predicted"))
+            _num(predicted, "step_s", "predicted.")
+        return cls(_num(d, "step_s", ""), devices, _strs(d, "causes", ""),
+                   _str(d, "trace", ""), predicted, _num_map(d, "shares", ""))
+
+
+# ------------------------------------------------------------------------ DeviceLanes
+@dataclass(frozen=True)
+class DeviceLanes:
+    """run.every-device-used's evidence: TensorFlow's logical devices, the strategy's,
+    ops placed and trace busy seconds per device, the idle ones, NVML's GPUs (plain
+    gpu_use.gpu_numbers records; empty: not sampled) and the idle NVML indices."""
+
+    logical_devices: tuple[str, ...] = ()
+    strategy_devices: tuple[str, ...] = ()
+    ops_by_device: dict[str, float] = field(default_factory=dict)
+    trace_busy_s: dict[str, float] = field(default_factory=dict)
+    idle: tuple[str, ...] = ()
+    created_by_program: tuple[str, ...] = ()
+    nvml_gpus: tuple[dict[str, Any], ...] = ()
+    nvml_idle: tuple[int, ...] = ()
+
+    @classmethod
+    def from_dict(cls, data: Any) -> DeviceLanes:
+        d = _obj(data, "evidence")
+        gpus = _list(d, "nvml_gpus", "")
+        for i, g in enumerate(gpus):
+            _int(_obj(g, f"nvml_gpus[{i}]"), "index", f"nvml_gpus[{i}].")
+        return cls(_strs(d, "logical_devices", ""), _strs(d, "strategy_devices", ""),
+                   _num_map(d, "ops_by_device", ""), _num_map(d, "trace_busy_s", ""),
+                   _strs(d, "idle", ""), _strs(d, "created_by_program", ""),
+                   tuple(dict(g) for g in gpus), _ints(d, "nvml_idle", ""))
+
+
+# --------------------------------------------------------------------------- Learning
+@dataclass(frozen=True)
+class LearningLoop:
+    """One training run's loss: where it started (its first loss, the mean of its first
+    few) and ended, over how many steps, and what that says."""
+
+    series: str
+    steps: int | None
+    first_loss: float | None
+    start_loss: float | None
+    last_loss: float | None
+    num_classes: int | None = None
+    stuck_at_ln_classes: int | None = None
+    softmax_floor: float | None = None
+    accuracy: float | None = None
+    accuracy_at_chance: bool = False
+    weights_moved: bool | None = None
+
+    @classmethod
+    def from_dict(cls, data: Any, i: int) -> LearningLoop:
+        where = f"loops[{i}]."
+        d = _obj(data, where.rstrip("."))
+        moved = d.get("weights_moved")
+        if moved is not None and not isinstance(moved, bool):
+            raise ValueError(f"evidence field {where}weights_moved is not true or false")
+        return cls(_str(d, "series", where) or "", _int(d, "steps", where),
+                   _num(d, "first_loss", where), _num(d, "start_loss", where),
+                   _num(d, "last_loss", where), _int(d, "num_classes", where),
+                   _int(d, "stuck_at_ln_classes", where), _num(d, "softmax_floor", where),
+                   _num(d, "accuracy", where), bool(d.get("accuracy_at_chance")), moved)
+
+
+@dataclass(frozen=True)
+class Learning:
+    """run.learning's evidence: each training run judged (none: no loop had enough
+    losses)."""
+
+    loops: tuple[LearningLoop, ...] = ()
+
+    @classmethod
+    def from_dict(cls, data: Any) -> Learning:
+        d = _obj(data, "evidence")
+        return cls(tuple(LearningLoop.from_dict(x, i)
+                         for i, x in enumerate(_list(d, "loops", ""))))
+
+
+# --------------------------------------------------------------------------- DiffStep
+@dataclass(frozen=True)
+class MedianStep:
+    """A side's median step (seconds) with its interval at ``level`` (None: too few
+    steps) and the steps it is the median of."""
+
+    median_s: float
+    low_s: float | None
+    high_s: float | None
+    steps: int
+
+    @classmethod
+    def from_dict(cls, data: Any, side: str) -> MedianStep:
+        where = f"{side}."
+        d = _obj(data, side)
+        median = _num(d, "median_s", where, required=True)
+        assert median is not None
+        return cls(median, _num(d, "low_s", where), _num(d, "high_s", where),
+                   _int(d, "steps", where) or 0)
+
+
+@dataclass(frozen=True)
+class DiffStep:
+    """diff.step-time.<loop>'s evidence (gpudiag.layout.diff.LoopDiff): A's and B's
+    median step, B / A with its interval at ``level`` (a report written before the level
+    was recorded: CI_LEVEL, the only one gpudiag has used), and the verdict (faster,
+    slower, no change, unknown)."""
+
+    name_a: str
+    name_b: str
+    a: MedianStep
+    b: MedianStep
+    ratio: float
+    ratio_low: float | None
+    ratio_high: float | None
+    verdict: str
+    level: float = CI_LEVEL
+
+    @property
+    def speedup(self) -> float:
+        """A / B: how many times faster B is (below 1: slower)."""
+        return 1 / self.ratio
+
+    @classmethod
+    def from_dict(cls, data: Any) -> DiffStep:
+        d = _obj(data, "evidence")
+        ratio = _num(d, "ratio", "", required=True)
+        assert ratio is not None
+        verdict = _str(d, "verdict", "")
+        if verdict not in ("faster", "slower", "no change", "unknown"):
+            raise ValueError(f"evidence field verdict is not a verdict: {verdict!r}")
+        return cls(_str(d, "name_a", "") or "", _str(d, "name_b", "") or "",
+                   MedianStep.from_dict(d.get("a"), "a"), MedianStep.from_dict(d.get("b"), "b"),
+                   ratio, _num(d, "ratio_low", ""), _num(d, "ratio_high", ""), verdict,
+                   _num(d, "level", "") or CI_LEVEL)
+
+
+# ---------------------------------------------------------------------------- Scaling
+@dataclass(frozen=True)
+class ScalingPoint:
+    n_devices: int
+    examples_per_s: float | None
+    speedup: float | None
+    efficiency: float | None
+    ok_threshold: float | None
+    step_s: float | None
+
+    @classmethod
+    def from_dict(cls, data: Any, i: int) -> ScalingPoint:
+        where = f"per_device_count[{i}]."
+        d = _obj(data, where.rstrip("."))
+        n = _int(d, "n_devices", where)
+        if n is None:
+            raise ValueError(f"evidence field {where}n_devices is missing")
+        return cls(n, _num(d, "examples_per_s", where), _num(d, "speedup", where),
+                   _num(d, "efficiency", where), _num(d, "ok_threshold", where),
+                   _num(d, "step_s", where))
+
+
+@dataclass(frozen=True)
+class Scaling:
+    """scaling.efficiency.<strategy>'s evidence: the 1-device base and each larger device
+    count (none: nothing to compare, the finding says why)."""
+
+    device_kind: str | None = None
+    base_examples_per_s: float | None = None
+    base_step_s: float | None = None
+    per_device_count: tuple[ScalingPoint, ...] = ()
+    causes: tuple[str, ...] = ()
+
+    @classmethod
+    def from_dict(cls, data: Any) -> Scaling:
+        d = _obj(data, "evidence")
+        return cls(_str(d, "device_kind", ""), _num(d, "base_examples_per_s", ""),
+                   _num(d, "base_step_s", ""),
+                   tuple(ScalingPoint.from_dict(x, i)
+                         for i, x in enumerate(_list(d, "per_device_count", ""))),
+                   _strs(d, "causes", ""))
+
+
+# ----------------------------------------------------------------------------- GpuUse
+@dataclass(frozen=True)
+class GpuUse:
+    """<cmd>.every-gpu-used's evidence: NVML's per-GPU numbers (gpu_use.gpu_numbers) and
+    the GPUs judged idle, working, lost, or without a utilization reading."""
+
+    idle_threshold_percent: float | None = None
+    gpus: tuple[dict[str, Any], ...] = ()
+    idle_indices: tuple[int, ...] = ()
+    worked_indices: tuple[int, ...] = ()
+    lost_indices: tuple[int, ...] = ()
+    no_utilization_indices: tuple[int, ...] = ()
+
+    @classmethod
+    def from_dict(cls, data: Any) -> GpuUse:
+        d = _obj(data, "evidence")
+        gpus = _list(d, "gpus", "")
+        for i, g in enumerate(gpus):
+            _int(_obj(g, f"gpus[{i}]"), "index", f"gpus[{i}].")
+            _num(g, "util_mean_percent", f"gpus[{i}].")
+        return cls(_num(d, "idle_threshold_percent", ""), tuple(dict(g) for g in gpus),
+                   _ints(d, "idle_indices", ""), _ints(d, "worked_indices", ""),
+                   _ints(d, "lost_indices", ""), _ints(d, "no_utilization_indices", ""))
+
+
+Evidence = Bottleneck | DeviceLanes | Learning | DiffStep | Scaling | GpuUse
+
+#: The records by the name gpudiag.layout.families gives them.
+TYPES: dict[str, Any] = {"Bottleneck": Bottleneck, "DeviceLanes": DeviceLanes,
+                         "Learning": Learning, "DiffStep": DiffStep, "Scaling": Scaling,
+                         "GpuUse": GpuUse}
+
+
+def decode(finding_id: str, evidence: Mapping[str, Any]) -> Evidence | None:
+    """The typed evidence of a finding (None: its family declares no evidence type); a
+    ValueError naming the finding and the field when the evidence does not fit."""
+    family = family_of(finding_id)
+    if family is None or family.evidence is None:
+        return None
+    try:
+        record: Evidence = TYPES[family.evidence].from_dict(evidence)
+    except ValueError as exc:
+        raise ValueError(f"finding {finding_id}: {exc}") from None
+    return record
+

@@ -1,0 +1,44 @@
+"""One steady-state rule (gpudiag.verdicts.run.throughput.steady): run.throughput and
+`gpudiag diff` give the same median step for the same run, a custom loop's as a Keras
+fit's (the step time in TensorBoard is the period between step starts for every loop)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import TESTS_DIR, findings_by_id, gpudiag, load_report, run_dirs
+
+from gpudiag import layout
+from gpudiag.verdicts.run.throughput import steady
+
+PROGRAMS = TESTS_DIR / "programs"
+
+
+@pytest.mark.parametrize(("first", "last", "expected"), [
+    (9, 10, False), (10, 11, True), (18, 19, True), (19, 20, False), (20, 21, False),
+    (21, 22, False), (22, 23, False), (23, 24, True), (14, 18, True), (16, 20, False)])
+def test_a_period_counts_past_the_warmup_and_one_step_from_a_profiled_one(
+        first: int, last: int, expected: bool) -> None:
+    assert steady(first, last, 10, (20, 21)) is expected
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("program", ["custom_loop_python_between.py", "keras_fit_tiny.py"])
+def test_run_throughput_and_diff_give_the_same_median_step(tmp_path: Path,
+                                                           program: str) -> None:
+    logdir = tmp_path / "runs"
+    proc = gpudiag("run", "--logdir", str(logdir), "--", sys.executable,
+                   str(PROGRAMS / program), timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    (run_dir,) = run_dirs(logdir)
+    (loop,) = findings_by_id(load_report(run_dir))["run.throughput"]["evidence"]["loops"]
+    diffs = tmp_path / "diffs"
+    proc = gpudiag("diff", "--logdir", str(diffs), str(run_dir), str(run_dir))
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    (diff_dir,) = run_dirs(diffs)
+    (d,) = load_report(diff_dir)["data"][layout.DIFF_DATA_KEY]["loops"]
+    assert d["a"]["median_s"] == pytest.approx(loop["step_s_median"], rel=1e-9)
+    assert d["a"]["steps"] == loop["timed_steps"]
+    assert d["verdict"] == "no change" and d["level"] == 0.95
