@@ -147,3 +147,29 @@ def test_python_generators_and_py_functions_are_named() -> None:
 def test_no_trace_is_a_skip_saying_why() -> None:
     f = bn.bottleneck(None, "no profiler window")
     assert f.status == "skip" and "no profiler window" in f.message
+
+
+def test_a_share_whose_steps_straddle_its_threshold_is_one_warn_saying_near() -> None:
+    """Overhead-bound on the CPU at 50 %: profiled steps whose step-call share without ops
+    ranges 40-60 % give the cause with "near the threshold" whichever side their mean fell
+    on (48 % or 52 % here); steps all at 30-40 % give no cause, all at 60-70 % the cause
+    with no such words."""
+    def steps(*launch_ms: float) -> Breakdown:
+        parts = [StepParts(str(i), 1e-3, (1 - x) * 1e-3, 0, 0, x * 1e-3, 0, 0)
+                 for i, x in enumerate(launch_ms)]
+        return Breakdown("t.xplane.pb", "host step markers", [p.step for p in parts],
+                         [DeviceBreakdown("/device:CPU:0", "placement", parts, 100)], [], None)
+
+    for shares in ((0.40, 0.45, 0.48, 0.52, 0.55), (0.44, 0.50, 0.52, 0.55, 0.59)):
+        f = bn.bottleneck(steps(*shares), None, bn.ProgramFacts(loop="Model.fit"))
+        assert f.status == "warn" and f.evidence["causes"] == ["overhead-bound"]
+        assert "near the threshold: " in f.message and "threshold 50%" in f.message
+        assert "the range of 5 profiled steps" in f.message
+        against = f.evidence["cause_evidence"]["overhead-bound"]["against"]
+        assert against["side"] == "near" and against["threshold"] == 0.5
+    clear = bn.bottleneck(steps(0.6, 0.62, 0.65, 0.7, 0.66), None,
+                          bn.ProgramFacts(loop="Model.fit"))
+    assert clear.evidence["causes"] == ["overhead-bound"] and "near the" not in clear.message
+    below = bn.bottleneck(steps(0.3, 0.32, 0.35, 0.4, 0.36), None,
+                          bn.ProgramFacts(loop="Model.fit"))
+    assert below.status == "ok" and below.evidence["causes"] == []

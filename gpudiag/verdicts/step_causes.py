@@ -13,6 +13,14 @@ GPU waiting for the host to launch work inside the step (launch-bound), one repl
 starting a step after another (a straggler); GPU kernels >= 75 % of the step (GPU-bound:
 the device is the limit); on the CPU, at 50 %, the step call's time with no op running
 (overhead-bound). xprof advises mixed precision when float16/bfloat16 work is under 10 %.
+
+Each share is held against its threshold with its interval (Judged.against, through
+gpudiag.verdicts.stats.against): the mean step's share, and the interval of the profiled
+steps' own shares (every judged device's; the median's 95 % CI from 6 steps on, else
+their range). A clear side decides; an interval across the threshold names the cause
+anyway, its text saying "near the threshold: X (interval), threshold Y", so that a share
+near the line gives one status (warn) instead of either side by chance. A straggler's
+skew is one number a window: a point.
 """
 
 from __future__ import annotations
@@ -25,7 +33,7 @@ from typing import Any
 from gpudiag.readers.gpukernels import KernelStats
 from gpudiag.readers.stepbreakdown import Breakdown, DeviceBreakdown, StepParts
 from gpudiag.records.run import DatasetCall
-from gpudiag.verdicts import gpu_fill
+from gpudiag.verdicts import gpu_fill, stats
 from gpudiag.verdicts.pipeline import parallel_and_prefetched, pipeline_fixes, stage_fixes
 
 INPUT_BOUND = 0.20  # xprof: "HIGHLY input-bound"
@@ -100,6 +108,20 @@ class Judged:
     def kernels(self) -> list[KernelStats]:
         return [d.kernel_stats for d in self.rows if d.kernel_stats is not None]
 
+    def against(self, part: Callable[[StepParts], float], threshold: float) -> stats.Against:
+        """The mean step's share of ``part`` against ``threshold``, with the interval of the
+        judged steps' own shares (module docstring)."""
+        shares = [part(s) / s.period_s for d in self.rows for s in d.steps if s.period_s > 0]
+        level = stats.spread(shares)
+        return stats.against(self.m.share(part(self.m)), level[1] if level else None,
+                             threshold, f"{level[2]} profiled steps" if level else "")
+
+
+def near_words(a: stats.Against) -> str:
+    """``; near the threshold: 48% (41%-55%, ...), threshold 50%`` for a share near its
+    line, else nothing."""
+    return f"; {a.words('{:.0%}')}" if a.near else ""
+
 
 def ms(seconds: float) -> str:
     return f"{seconds * 1e3:.2f} ms"
@@ -132,16 +154,34 @@ def input_share(facts: ProgramFacts, m: StepParts) -> tuple[float, str, bool]:
         return m.share(m.input_s), "", False
     spread = (f", {w['low']:.0%}-{w['high']:.0%} over blocks of steps"
               if w.get("low") is not None else "")
-    near = w.get("low") is not None and w["low"] < INPUT_BOUND <= w["high"]
+    near = input_against(facts, m).near
     return w["share"], (f" over the whole run ({w['steps']} steps, the program's "
                         f"next(iterator) {ms(w['wait_s_per_step'])} a step{spread}; the "
                         f"profiled window: {m.share(m.input_s):.0%})"), near
 
 
+def input_against(facts: ProgramFacts, m: StepParts,
+                  j: Judged | None = None) -> stats.Against:
+    """The input share against xprof's INPUT_BOUND: over the whole run with the interval of
+    its blocks of steps where the loop's waits were measured (gpudiag.verdicts.run.
+    throughput.input_series), else the profiled window's with its steps' (``j``)."""
+    w = facts.input_series
+    if w is not None:
+        interval = (w["low"], w["high"]) if w.get("low") is not None else None
+        return stats.against(w["share"], interval, INPUT_BOUND,
+                             f"95 % CI of the median of {w.get('blocks')} blocks of steps"
+                             if interval else "")
+    if j is not None:
+        return j.against(lambda s: s.input_s, INPUT_BOUND)
+    return stats.against(m.share(m.input_s), None, INPUT_BOUND)
+
+
 def _input(j: Judged) -> Cause | None:
     m = j.m
-    share, source, near = input_share(j.facts, m)
-    if share < INPUT_BOUND and not near:
+    share, source, _ = input_share(j.facts, m)
+    a = input_against(j.facts, m, j)
+    near = a.near
+    if a.side == stats.BELOW:
         return None
     calls = j.facts.calls
     fixes = pipeline_fixes(calls, j.facts.epochs)
@@ -162,19 +202,20 @@ def _input(j: Judged) -> Cause | None:
         out.append("the program's tf.data calls were not recorded: see the input pipeline "
                    "in TensorBoard's Profile tab")
     if source:
-        text = (f"{share:.0%} of the step waits for input{source}" + (
-            f": within its spread of xprof's {INPUT_BOUND:.0%} threshold, input-bound or "
-            "close to it" if near else ""))
+        text = f"{share:.0%} of the step waits for input{source}{near_words(a)}"
         return Cause("input-bound", share, f"input-bound: {text}", "; ".join(out),
-                     {"input_series": j.facts.input_series, "near_threshold": near})
+                     {"input_series": j.facts.input_series, "near_threshold": near,
+                      "against": a.to_dict()})
     return Cause("input-bound", m.share(m.input_s),
                  f"input-bound: {m.share(m.input_s):.0%} of the step ({ms(m.input_s)} of "
-                 f"{ms(m.period_s)}) waits for input", "; ".join(out))
+                 f"{ms(m.period_s)}) waits for input{near_words(a)}", "; ".join(out),
+                 {"near_threshold": near, "against": a.to_dict()})
 
 
 def _copy(j: Judged) -> Cause | None:
     m = j.m
-    if not j.gpu or m.share(m.copy_s) < COPY_BOUND:
+    a = j.against(lambda s: s.copy_s, COPY_BOUND)
+    if not j.gpu or a.side == stats.BELOW:
         return None
     h2d = sum(d.h2d_s for d in j.rows) / max(1, len(j.rows)) / max(1, len(j.b.step_names))
     d2h = sum(d.d2h_s for d in j.rows) / max(1, len(j.rows)) / max(1, len(j.b.step_names))
@@ -182,19 +223,21 @@ def _copy(j: Judged) -> Cause | None:
                  f"copy-bound: host-to-device / device-to-host copies take "
                  f"{m.share(m.copy_s):.0%} of the step with no kernel running "
                  f"({ms(m.copy_s)} of {ms(m.period_s)}; copies per step: H2D {ms(h2d)}, "
-                 f"D2H {ms(d2h)}); tf.data is not waited for ({m.share(m.input_s):.0%})",
+                 f"D2H {ms(d2h)}); tf.data is not waited for ({m.share(m.input_s):.0%})"
+                 f"{near_words(a)}",
                  "move less data, and overlap it: keep the data on the GPU where it fits "
                  "(load it once as a tensor, not a NumPy array fed each step), prefetch to "
                  "the device (tf.data.experimental.prefetch_to_device('/gpu:0') at the "
                  "pipeline's end, or strategy.experimental_distribute_dataset), send "
                  "compact dtypes (uint8 images) and cast on the GPU; TensorFlow copies "
                  "from pinned host memory when the input is a tf.data pipeline",
-                 {"h2d_s_per_step": h2d, "d2h_s_per_step": d2h})
+                 {"h2d_s_per_step": h2d, "d2h_s_per_step": d2h, "against": a.to_dict()})
 
 
 def _host(j: Judged) -> Cause | None:
     m = j.m
-    if m.share(m.host_between_calls_s) < HOST_BOUND:
+    a = j.against(lambda s: s.host_between_calls_s, HOST_BOUND)
+    if a.side == stats.BELOW:
         return None
     where = ""
     if j.facts.called_at:
@@ -207,12 +250,13 @@ def _host(j: Judged) -> Cause | None:
             "the program's Python between the step calls")
     return Cause("host-bound", m.share(m.host_between_calls_s),
                  f"host-bound: {m.share(m.host_between_calls_s):.0%} of the step "
-                 f"({ms(m.host_between_calls_s)} of {ms(m.period_s)}) is {what}{gpu}",
+                 f"({ms(m.host_between_calls_s)} of {ms(m.period_s)}) is {what}{gpu}"
+                 f"{near_words(a)}",
                  f"move the per-step Python work between the calls of "
                  f"{j.facts.loop or 'the step'}{where} into the tf.function, or do it every "
                  "N steps (logging, metrics, .numpy() calls)" + (
                      "" if j.facts.loop else f"; Keras: {STEPS_PER_EXECUTION} (fit's "
-                     "per-batch callbacks then run once per N steps)"))
+                     "per-batch callbacks then run once per N steps)"), {"against": a.to_dict()})
 
 
 def _launch_text(j: Judged) -> str:
@@ -231,20 +275,21 @@ def _launch_text(j: Judged) -> str:
 def _launch(j: Judged) -> Cause | None:
     m = j.m
     launch = m.launch_s
-    if j.gpu and m.share(launch) >= LAUNCH_BOUND:
+    a = j.against(lambda s: s.launch_s, LAUNCH_BOUND if j.gpu else OVERHEAD_BOUND)
+    if j.gpu and a.side != stats.BELOW:
         return Cause("launch-bound", m.share(launch),
                      f"launch-bound: inside the step the GPU waits {m.share(launch):.0%} of "
                      f"the step ({ms(launch)} of {ms(m.period_s)}) for the host to launch "
                      f"work{_launch_text(j)}; tf.data is not waited for "
-                     f"({m.share(m.input_s):.0%})",
+                     f"({m.share(m.input_s):.0%}){near_words(a)}",
                      "fewer, larger kernels: a larger batch; XLA (jit_compile=True in "
                      "compile() or tf.function) fuses the small ops; "
-                     f"{_more_steps(j.facts.loop)}")
-    if not j.gpu and m.share(launch) >= OVERHEAD_BOUND:
+                     f"{_more_steps(j.facts.loop)}", {"against": a.to_dict()})
+    if not j.gpu and a.side != stats.BELOW:
         text = (f"overhead-bound: in {m.share(launch):.0%} of the step ({ms(launch)} of "
                 f"{ms(m.period_s)}) no op ran inside the step call: TensorFlow's own "
                 "per-step work (calling the step function, scheduling its ops) "
-                "outweighs ops this small")
+                f"outweighs ops this small{near_words(a)}")
         n = _in_place(j.facts.compile) if j.facts.loop and "fit" in j.facts.loop else None
         if n is not None:
             return Cause("overhead-bound", m.share(launch), text + (
@@ -254,7 +299,7 @@ def _launch(j: Judged) -> Cause | None:
                 "remove"), "a larger batch (more work per op), or XLA (jit_compile=True in "
                 f"compile{_compile_at(j.facts.compile)}) to fuse the small ops; "
                 f"steps_per_execution beyond {n} saves only the per-call part",
-                {"steps_per_execution": n})
+                {"steps_per_execution": n, "against": a.to_dict()})
         k = j.b.updates_per_call
         if k is not None and k >= LARGE_STEPS_PER_EXECUTION:
             return Cause("overhead-bound", m.share(launch), text + (
@@ -263,10 +308,10 @@ def _launch(j: Judged) -> Cause | None:
                 "step's own op scheduling, which more steps a call do not remove"),
                 "a larger batch (more work per op), or XLA (jit_compile=True on the "
                 "tf.function) to fuse the small ops",
-                {"steps_per_call": k})
+                {"steps_per_call": k, "against": a.to_dict()})
         return Cause("overhead-bound", m.share(launch), text,
                      f"more work per step call: {_more_steps(j.facts.loop, j.facts.compile)}; "
-                     "or a larger batch")
+                     "or a larger batch", {"against": a.to_dict()})
     return None
 
 
@@ -298,17 +343,18 @@ def _in_place(compiled: dict[str, Any] | None) -> int | None:
 
 def _gpu_bound(j: Judged) -> Cause | None:
     m = j.m
-    if not j.gpu or m.share(m.compute_s) < GPU_BOUND:
+    a = j.against(lambda s: s.compute_s, GPU_BOUND)
+    if not j.gpu or a.side == stats.BELOW:
         return None
-    stats = j.kernels()
+    kstats = j.kernels()
     steps = max(1, len(j.b.step_names))
-    tops = stats[0].top_kernels[:3] if stats else []
-    ops = stats[0].top_ops[:3] if stats else []
-    half = sum(s.half_share for s in stats) / len(stats) if stats else None
-    tensor = sum(s.tensor_core_share for s in stats) / len(stats) if stats else None
+    tops = kstats[0].top_kernels[:3] if kstats else []
+    ops = kstats[0].top_ops[:3] if kstats else []
+    half = sum(s.half_share for s in kstats) / len(kstats) if kstats else None
+    tensor = sum(s.tensor_core_share for s in kstats) / len(kstats) if kstats else None
     text = (f"GPU-bound: the GPU runs kernels {m.share(m.compute_s):.0%} of the step "
             f"({ms(m.compute_s)} of {ms(m.period_s)}); input {m.share(m.input_s):.0%}, "
-            f"copies {m.share(m.copy_s):.0%}")
+            f"copies {m.share(m.copy_s):.0%}{near_words(a)}")
     if ops:
         text += "; top ops: " + ", ".join(f"{o.name} {ms(o.total_s / steps)}" for o in ops)
     if tops:
@@ -331,19 +377,21 @@ def _gpu_bound(j: Judged) -> Cause | None:
     return Cause("gpu-bound", m.share(m.compute_s), text, "; ".join(fixes),
                  {"half_share": half, "tensor_core_share": tensor,
                   "top_kernels": [(short_kernel(k.name), k.total_s / steps) for k in tops],
-                  "top_ops": [(o.name, o.total_s / steps) for o in ops]})
+                  "top_ops": [(o.name, o.total_s / steps) for o in ops],
+                  "against": a.to_dict()})
 
 
 def _communication(j: Judged) -> Cause | None:
     m = j.m
-    if m.share(m.communication_s) < COMM_BOUND:
+    a = j.against(lambda s: s.communication_s, COMM_BOUND)
+    if a.side == stats.BELOW:
         return None
     return Cause("communication-bound", m.share(m.communication_s),
                  f"communication-bound: collectives (all-reduce) take "
                  f"{m.share(m.communication_s):.0%} of the step ({ms(m.communication_s)} of "
-                 f"{ms(m.period_s)})",
+                 f"{ms(m.period_s)}){near_words(a)}",
                  "fewer, larger all-reduces: a larger batch per replica, or fewer replicas "
-                 "for a model this size")
+                 "for a model this size", {"against": a.to_dict()})
 
 
 def _straggler(j: Judged) -> Cause | None:
