@@ -155,6 +155,10 @@ def bottleneck_line(report: dict[str, Any], width: int = WIDTH) -> str | None:
     if f["id"].startswith("diff."):  # gpudiag diff's: before and after, in its own words
         return clip(f"bottleneck: {f['message'].split(': ', 1)[-1]}", width)
     causes = ev.get("causes") or []
+    if ev.get("shared_cores"):  # virtual CPU devices: not the user's GPUs' bottleneck
+        what = causes[0] if causes else "none stands out"
+        return clip(f"bottleneck: {what}, of virtual CPUs sharing cores: not your GPUs",
+                    width)
     shares = ev.get("shares") or {}
     step = ev.get("step_s")
     per = f" of a {step * 1000:.1f} ms step" if isinstance(step, int | float) else ""

@@ -237,7 +237,9 @@ def _efficiency_finding(
         return Finding(
             check_id, "warn",
             f"{head}. Not meaningful: these are {what} sharing the same cores, so more "
-            "devices cannot add compute",
+            "devices cannot add compute" + ("; the numbers describe those devices, not a "
+                                            "property of your GPUs" if kind == "virtual-cpu"
+                                            else ""),
             evidence,
             advice="Run on a machine with several physical GPUs to measure scaling; here the "
                    "run checks only that multi-device training works and every device did work.",

@@ -19,6 +19,7 @@ from typing import Any
 
 from gpudiag.catalogue import Entry, match_lines
 from gpudiag.records.run import ProcessObservation, PyWarning, StepSeries
+from gpudiag.report import Status
 from gpudiag.verdicts import stats
 
 LEARNING_WARNINGS = frozenset({"from-logits-on-softmax", "gradients-missing"})
@@ -26,6 +27,9 @@ LEARNING_WARNINGS = frozenset({"from-logits-on-softmax", "gradients-missing"})
 # quarter) are all there.
 SETTLED_TAIL = 3
 SETTLED_BAND = 0.05
+# the thresholds run.learning holds the loss's level to (gpudiag.verdicts.run.progress)
+LN_TOLERANCE = 0.02  # within this fraction of ln(k) is "at ln k"
+STUCK_FRACTION = 0.97  # a level at or above this share of where it started: not falling
 
 
 def softmax_floor(classes: int) -> float:
@@ -158,3 +162,69 @@ def last_epoch_examples(steps: Sequence[Any], batch_size: int | None) -> int | N
         return None
     last = steps[-1].epoch
     return batch_size * sum(st.count for st in steps if st.epoch == last)
+
+
+@dataclass(frozen=True)
+class Level:
+    """Where the loss ends (tail_level): the median, its interval, what the interval is."""
+
+    value: float
+    interval: tuple[float, float]
+    interval_from: str
+
+
+@dataclass(frozen=True)
+class Judgement:
+    """A training run's cause (None: learning), its status and the words said of it."""
+
+    cause: str | None
+    status: Status
+    words: str
+
+
+def judge(level: Level, below_ln: stats.Against | None, falling: stats.Against,
+          chance: stats.Against | None, classes: int | None, floor: float | None,
+          accuracy: float | None) -> Judgement:
+    """The judgement of one run from its measured values against their thresholds:
+    ``below_ln`` the level against ln(classes) less LN_TOLERANCE, ``falling`` against
+    STUCK_FRACTION of where the loss started, ``chance`` the accuracy against chance.
+    Not learning (fail): the level clear at or above ln(classes) and the accuracy not
+    above chance (without an accuracy: the level's interval within the tolerance of
+    ln(classes)). An interval across any line: a warn "near the threshold"."""
+    lo, hi = level.interval
+    if floor:
+        return Judgement("softmax-floor", "fail", (
+            f", settled at {floor:.4f} = ln(1 + {(classes or 0) - 1}/e), the least a softmax "
+            "cross-entropy reaches when it is given probabilities as logits (the outputs "
+            "went through a softmax twice)"))
+    ln = math.log(classes) if classes else None
+    above = ln is not None and below_ln is not None and below_ln.side == stats.ABOVE
+    in_band = above and ln is not None and hi <= (1 + LN_TOLERANCE) * ln
+    if above and (in_band if chance is None else chance.side != stats.ABOVE):
+        return Judgement("not-learning", "fail", (
+            f", stuck at ln {classes} = {ln:.4f} or above (median {level.value:.4f}, "
+            f"{lo:.4f}-{hi:.4f}: {level.interval_from}): not learning, the model predicts "
+            f"no better than all {classes} classes alike"))
+    near: list[str] = []
+    if below_ln is not None and below_ln.near:
+        near.append(f"the loss against ln {classes} less {LN_TOLERANCE:.0%}: "
+                    + below_ln.words("{:.4f}"))
+    elif above and chance is not None:
+        near.append(f"the loss {level.value:.4f} is not below ln {classes} = {ln:.4f}, yet "
+                    f"the accuracy {accuracy:.3f} is above chance")
+    elif above and ln is not None and lo <= (1 + LN_TOLERANCE) * ln:
+        near.append(f"the loss against ln {classes} and {LN_TOLERANCE:.0%}: " + stats.against(
+            level.value, level.interval, (1 + LN_TOLERANCE) * ln,
+            level.interval_from).words("{:.4f}"))
+    if chance is not None and chance.near:
+        near.append("the accuracy against chance: " + chance.words("{:.3f}"))
+    if not near and falling.near and (chance is None or chance.side != stats.BELOW):
+        near.append(f"the loss against {STUCK_FRACTION:.0%} of where it started: "
+                    + falling.words("{:.4f}"))
+    if near:
+        return Judgement("near-threshold", "warn", ", " + "; ".join(near))
+    if chance is not None and chance.side == stats.BELOW:
+        return Judgement("chance", "warn", "")
+    if falling.side == stats.ABOVE:
+        return Judgement("not-falling", "warn", ", not falling")
+    return Judgement(None, "ok", "")

@@ -22,12 +22,12 @@ from gpudiag.verdicts.run import crash_match, learning_causes, tracebacks
 from gpudiag.verdicts.run import throughput as run_throughput
 from gpudiag.verdicts.run.training_runs import epoch_losses, training_runs
 
-# A loss within this fraction of ln(k) is "at ln k"; it has "not fallen" when the last
-# value is at least STUCK_FRACTION of where it started: the mean of its first losses (up to
+# A loss within LN_TOLERANCE of ln(k) is "at ln k"; it has "not fallen" when its level is
+# at least STUCK_FRACTION of where it started: the mean of its first batch losses (up to
 # START_WINDOW, at most a quarter of them), since one batch's loss is noisy (a first batch
 # of 8 examples that happens to sit at ln 4 made a model learning slowly read as stuck).
-LN_TOLERANCE = 0.02
-STUCK_FRACTION = 0.97
+LN_TOLERANCE = learning_causes.LN_TOLERANCE
+STUCK_FRACTION = learning_causes.STUCK_FRACTION
 START_WINDOW = 10
 MIN_JUDGED_STEPS = 5
 # a fit whose batches were not seen (tf_keras refuses batch-level callbacks under
@@ -175,55 +175,18 @@ def _judge_run(obs: ProcessObservation, s: Any) -> tuple[dict[str, Any], str, St
     ln = math.log(c) if c else None
     below_ln = stats.against(level, interval, (1 - LN_TOLERANCE) * ln, level_from) \
         if ln else None
-    in_band = ln is not None and below_ln is not None and below_ln.side == stats.ABOVE \
-        and interval[1] <= (1 + LN_TOLERANCE) * ln
     floor = learning_causes.at_softmax_floor(losses, last, s.num_classes, LN_TOLERANCE)
     acc = _accuracy(s)
     chance = learning_causes.accuracy_against_chance(
         acc, learning_causes.last_epoch_examples(s.steps, s.batch_size), c) \
         if acc is not None and c else None
-    text = f"{s.label}: loss {first:.4f} -> {last:.4f} over {over}"
-    status: Status = "ok"
-    cause = None  # what the run is judged as, named the same in every run of it
-    near: list[str] = []
-    if floor:
-        cause, status = "softmax-floor", "fail"
-        text += (f", settled at {floor:.4f} = ln(1 + {(c or 0) - 1}/e), "
-                 "the least a softmax cross-entropy reaches when it is given "
-                 "probabilities as logits (the outputs went through a softmax twice)")
-    elif ln is not None and below_ln is not None and below_ln.side == stats.ABOVE and (
-            in_band if chance is None else chance.side != stats.ABOVE):
-        cause, status = "not-learning", "fail"
-        text += (f", stuck at ln {c} = {ln:.4f} or above (median {level:.4f}, "
-                 f"{interval[0]:.4f}-{interval[1]:.4f}: {level_from}): not learning, the "
-                 f"model predicts no better than all {c} classes alike")
-    else:
-        if below_ln is not None and below_ln.side == stats.NEAR:
-            near.append(f"the loss against ln {c} less {LN_TOLERANCE:.0%}: "
-                        + below_ln.words("{:.4f}"))
-        elif below_ln is not None and below_ln.side == stats.ABOVE and chance is not None:
-            near.append(f"the loss {level:.4f} is not below ln {c} = {ln:.4f}, yet the "
-                        f"accuracy {acc:.3f} is above chance")
-        elif ln is not None and below_ln is not None and below_ln.side == stats.ABOVE and \
-                interval[0] <= (1 + LN_TOLERANCE) * ln:
-            near.append(f"the loss against ln {c} and {LN_TOLERANCE:.0%}: " + stats.against(
-                level, interval, (1 + LN_TOLERANCE) * ln, level_from).words("{:.4f}"))
-        if chance is not None and chance.side == stats.NEAR:
-            near.append("the accuracy against chance: " + chance.words("{:.3f}"))
-        elif chance is not None and chance.side == stats.BELOW and not near:
-            cause, status = "chance", "warn"
-        if falling.side == stats.NEAR and not near and cause is None:
-            near.append(f"the loss against {STUCK_FRACTION:.0%} of where it started: "
-                        + falling.words("{:.4f}"))
-        elif falling.side == stats.ABOVE and cause is None and not near:
-            cause, status = "not-falling", "warn"
-            text += ", not falling"
-            if not c:
-                text += (f" (no ln(classes) check: the number of classes is unknown, "
-                         f"{s.facts.get('classes_from') or 'no evidence of it'})")
-        if near:
-            cause, status = "near-threshold", "warn"
-            text += ", " + "; ".join(near)
+    verdict = learning_causes.judge(learning_causes.Level(level, interval, level_from),
+                                    below_ln, falling, chance, c, floor, acc)
+    cause, status = verdict.cause, verdict.status
+    text = f"{s.label}: loss {first:.4f} -> {last:.4f} over {over}{verdict.words}"
+    if verdict.cause == "not-falling" and not c:
+        text += (f" (no ln(classes) check: the number of classes is unknown, "
+                 f"{s.facts.get('classes_from') or 'no evidence of it'})")
     if acc is not None:
         text += f", accuracy {acc:.3f}" + (" (chance)" if chance is not None
                                            and chance.side == stats.BELOW else "")
