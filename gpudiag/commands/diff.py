@@ -71,10 +71,19 @@ def _efficiency(run: Run) -> dict[tuple[str, int], float]:
     return out
 
 
+def _seeded(run: Run) -> bool | None:
+    """Whether the program set TensorFlow's global seed, from run.devices' seed_calls (per
+    process); None where no such record exists (not a `run`, or one before it was kept)."""
+    calls = [f.evidence["seed_calls"] for f in run.report.findings
+             if (f.id == "run.devices" or f.id.startswith("run.devices."))
+             and isinstance(f.evidence.get("seed_calls"), list)]
+    return None if not calls else any(calls)
+
+
 def side(run: Run) -> verdict.Side:
     return verdict.Side(str(run.path), run.command, dict(run.loops), run.breakdown,
                         {f.id: f.status for f in run.report.findings}, _devices(run),
-                        _efficiency(run))
+                        _efficiency(run), _seeded(run))
 
 
 def _table(rec: Any) -> str:

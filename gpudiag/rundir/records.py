@@ -116,6 +116,9 @@ class StepBreakdown:
     causes: tuple[str, ...]
     trace: str | None
     predicted: dict[str, Any] | None = None
+    # the program's tf.data calls the finding recorded (method, args, where): which of the
+    # pipeline's fixes a run made (gpudiag.verdicts.whatif.changes_made)
+    dataset_calls: tuple[dict[str, Any], ...] = ()
 
     @property
     def bottleneck(self) -> str | None:
@@ -186,5 +189,7 @@ def breakdowns(report: Report) -> tuple[StepBreakdown, ...]:
         step = ev.get("step_s")
         out.append(StepBreakdown(f.id, f.status, float(step) if step is not None else None,
                                  devices, tuple(ev.get("causes") or ()), ev.get("trace"),
-                                 ev.get("predicted")))
+                                 ev.get("predicted"),
+                                 tuple(c for c in ev.get("dataset_calls") or ()
+                                       if isinstance(c, dict))))
     return tuple(out)
