@@ -190,8 +190,13 @@ def test_every_prediction_carries_its_interval_from_the_steps_it_was_built_from(
     mean = {k: sum(s[k] for s in steps) / 4 for k in steps[0]}
     p = w.with_interval(w.overhead_bound(mean), [w.overhead_bound(s) for s in steps])
     assert p["step_s_low"] < p["step_s"] < p["step_s_high"]
-    assert p["step_s_low"] == min(w.overhead_bound(s)["step_s"] for s in steps)
-    assert p["interval_from"] == "the model replayed on the range of 4 profiled steps"
+    assert p["step_s_high"] == max(w.overhead_bound(s)["step_s"] for s in steps)
+    # the low end: the gaps between ops taken as per call too (the model's assumption)
+    assert p["step_s_low"] == pytest.approx(mean["period_s"] - mean["host_s"]
+                                            + mean["host_s"] / 16)
+    assert p["interval_from"] == ("the model replayed on the range of 4 profiled steps; its "
+                                  "assumption's other end (the gaps between ops paid once a "
+                                  "call too)")
     assert w.interval_text(p).endswith(" ms)")
     none = w.with_interval({"cause": "x", "step_s": None, "why": "y"}, [])
     assert "step_s_low" not in none
@@ -226,3 +231,6 @@ def test_the_change_a_run_made_is_read_from_its_pipeline() -> None:
     # no prefetch made: the map's batches are not overlapped with the step
     assert by["parallel"]["step_s"] == pytest.approx(0.002 + 0.008 / 2)
     assert all(v["step_s_low"] <= v["step_s"] <= v["step_s_high"] for v in by.values())
+    # a parallel map whose work does not scale: the high end, the map's work on one core
+    assert by["parallel"]["step_s_high"] == pytest.approx(0.002 + 0.008)
+    assert "does not scale" in by["parallel"]["interval_from"]

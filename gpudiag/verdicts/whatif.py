@@ -185,7 +185,7 @@ def input_bound(p: Parts, calls: Sequence[Mapping[str, Any]], cores: int,
     busy = (f"; the machine's 1-minute load average was {load:.1f} on {cores} cores when "
             "this was judged: other work holds cores the fix's threads need, so this is "
             "optimistic") if load is not None and load > cores else ""
-    return _out("input-bound", " + ".join(fixes), period, step,
+    out = _out("input-bound", " + ".join(fixes), period, step,
                 f"{'max' if overlapped else 'the sum (no prefetch: no overlap) of'}"
                 f"(consumer step = period - input wait"
                 f"{' - its host time while the Python ops ran (GIL)' if gil else ''}, "
@@ -200,6 +200,13 @@ def input_bound(p: Parts, calls: Sequence[Mapping[str, Any]], cores: int,
                  "cores": cores, "cores_from": "this machine (os.sched_getaffinity)",
                  "cache": cache_fix, "generator": generator, "bound": bound,
                  "load_average_1min": load})
+    if parallel > 1 and not gone:
+        # the model's assumption, its other end: a parallel map whose work does not scale
+        # over the cores (many tiny ops, or Python under the GIL: measured, a map of 60
+        # small ops made its batches 9 % faster on 2 cores, docs/run.md)
+        out["assumed_high_s"] = max(consumer, producer, shared) if overlapped else \
+            consumer + producer
+    return out
 
 
 def overhead_bound(p: Parts) -> dict[str, Any]:
@@ -224,9 +231,13 @@ def overhead_bound(p: Parts) -> dict[str, Any]:
                  "before its first op and after its last, and the Python between the "
                  "calls; the gaps between ops stay")
     step = period - per_call + per_call / n
-    return _out("overhead-bound", f"steps_per_execution={n}", period, step, model,
-                {"overhead_s": per_call, "call_edges_s": edges, "between_calls_s": between,
-                 "steps_per_execution": n})
+    out = _out("overhead-bound", f"steps_per_execution={n}", period, step, model,
+               {"overhead_s": per_call, "call_edges_s": edges, "between_calls_s": between,
+                "steps_per_execution": n})
+    # the model's assumption, its other end: the gaps between the ops paid once a call too
+    # (which of the call's host time is per call, the trace cannot tell for certain)
+    out["assumed_low_s"] = period - p["host_s"] + p["host_s"] / n
+    return out
 
 
 def host_bound(p: Parts, eager: bool) -> dict[str, Any]:
@@ -283,13 +294,24 @@ def idle_devices(p: Parts, busy: int, total: int) -> dict[str, Any]:
                 {"compute_s": p["compute_s"], "busy_devices": busy, "devices": total})
 
 
+# each model's stated assumption, whose other end bounds its interval (with_interval)
+ASSUMED = {
+    "communication-bound": "its assumption's other end (no op's time growing with the "
+                           "batch)",
+    "overhead-bound": "its assumption's other end (the gaps between ops paid once a call "
+                      "too)",
+    "input-bound": "its assumption's other end (a parallel map whose work does not scale "
+                   "over the cores)",
+}
+
+
 def with_interval(predicted: dict[str, Any], per_step: Sequence[Mapping[str, Any]]
                   ) -> dict[str, Any]:
     """``predicted`` (for the mean step) with its interval: ``step_s_low`` and
     ``step_s_high`` from the same model replayed on each profiled step that was measured
     (``per_step``: each step's own prediction; the 95 % interval of their median from 6
-    steps on, else their range), widened to the model's own stated bounds where it has them
-    (``assumed_low_s``: communication-bound's ops that do not grow with the batch). No
+    steps on, else their range), widened to the other end of the model's stated
+    assumption where it has one (ASSUMED: ``assumed_low_s`` / ``assumed_high_s``). No
     interval where there is no number."""
     from gpudiag.verdicts.stats import spread
 
@@ -305,7 +327,11 @@ def with_interval(predicted: dict[str, Any], per_step: Sequence[Mapping[str, Any
     assumed = predicted.get("assumed_low_s")
     if assumed is not None and assumed < low:
         low = assumed
-        froms.append("its assumption's other end (no op's time growing with the batch)")
+        froms.append(ASSUMED.get(str(predicted.get("cause")), "its assumption's other end"))
+    assumed = predicted.get("assumed_high_s")
+    if assumed is not None and assumed > high:
+        high = assumed
+        froms.append(ASSUMED.get(str(predicted.get("cause")), "its assumption's other end"))
     return {**predicted, "step_s_low": low, "step_s_high": high,
             "interval_from": "; ".join(froms)}
 
