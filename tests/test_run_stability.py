@@ -73,4 +73,4 @@ def test_a_seed_set_through_keras_is_recorded_with_its_line(tmp_path: Path) -> N
     program.write_text(SEEDED)
     r = run_program(tmp_path, sys.executable, str(program))
     calls = r.found["run.devices"]["evidence"]["seed_calls"]
-    assert calls and calls[0].startswith("tf.random.set_seed at seeded.py:4"), calls
+    assert calls and calls[0].startswith("tf.random.set_seed(3) at seeded.py:4"), calls

@@ -171,6 +171,13 @@ def test_an_unseeded_programs_loss_difference_is_not_called_a_change() -> None:
                                    replace(side([b]), seeded=True))[1]
              if f.id == "diff.learning")
     assert f.status == "warn" and "the change altered what the model learns" in f.message
+    # both seeded, with other seeds: other initial weights, noise again
+    f = next(f for f in diff.judge(
+        replace(side([a]), seeded=True, seeds=("tf.random.set_seed(1)",)),
+        replace(side([b]), seeded=True, seeds=("tf.random.set_seed(2)",)))[1]
+        if f.id == "diff.learning")
+    assert f.status == "ok" and "the two runs set other seeds (A tf.random.set_seed(1); B " \
+        "tf.random.set_seed(2))" in f.message
 
 
 def test_step_times_say_their_intervals_are_within_run() -> None:

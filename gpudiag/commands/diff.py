@@ -71,19 +71,28 @@ def _efficiency(run: Run) -> dict[tuple[str, int], float]:
     return out
 
 
-def _seeded(run: Run) -> bool | None:
-    """Whether the program set TensorFlow's global seed, from run.devices' seed_calls (per
-    process); None where no such record exists (not a `run`, or one before it was kept)."""
+def _seeds(run: Run) -> list[str] | None:
+    """The calls that set TensorFlow's global seed, from run.devices' seed_calls (every
+    process's, ``tf.random.set_seed(3) at train.py:4``); None where no such record exists
+    (not a `run`, or one before it was kept)."""
     calls = [f.evidence["seed_calls"] for f in run.report.findings
              if (f.id == "run.devices" or f.id.startswith("run.devices."))
              and isinstance(f.evidence.get("seed_calls"), list)]
-    return None if not calls else any(calls)
+    return None if not calls else [str(c) for each in calls for c in each]
 
 
 def side(run: Run) -> verdict.Side:
     return verdict.Side(str(run.path), run.command, dict(run.loops), run.breakdown,
                         {f.id: f.status for f in run.report.findings}, _devices(run),
-                        _efficiency(run), _seeded(run))
+                        _efficiency(run), *_seeded(run))
+
+
+def _seeded(run: Run) -> tuple[bool | None, tuple[str, ...]]:
+    """verdict.Side's ``seeded`` and ``seeds`` (each call's seed, its line left out)."""
+    calls = _seeds(run)
+    if calls is None:
+        return None, ()
+    return bool(calls), tuple(c.split(" at ", 1)[0] for c in calls)
 
 
 def _table(rec: Any) -> str:

@@ -53,6 +53,7 @@ class Side:
     # whether the program set TensorFlow's global seed (run.devices' seed_calls); None:
     # not recorded (a run before gpudiag watched it, or not a `run`)
     seeded: bool | None = None
+    seeds: tuple[str, ...] = ()  # the calls that set it, with their seed: tf.random.set_seed(3)
 
 
 def steady_times(loop: Loop) -> list[float]:
@@ -333,7 +334,11 @@ def learning_against_noise(pairs: Sequence[tuple[Loop, Loop]], diffs: Sequence[L
     "cannot tell" (skip), never a warn."""
     f = learning_finding(diffs)
     noise = _seeds_said(a.seeded, b.seeded)
-    evidence = {**f.evidence, "seeded_a": a.seeded, "seeded_b": b.seeded}
+    if not noise and a.seeds and b.seeds and a.seeds != b.seeds:
+        noise = (f"the two runs set other seeds (A {', '.join(a.seeds)}; B "
+                 f"{', '.join(b.seeds)})")
+    evidence = {**f.evidence, "seeded_a": a.seeded, "seeded_b": b.seeded,
+                "seeds_a": list(a.seeds), "seeds_b": list(b.seeds)}
     if f.status == "skip" or not noise:
         return replace(f, evidence=evidence)
     ends = []

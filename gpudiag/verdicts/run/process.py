@@ -143,10 +143,12 @@ SEED_APIS = ("set_seed", "set_random_seed")
 
 def seed_calls(obs: ProcessObservation) -> list[str]:
     """The program's calls that set TensorFlow's global seed (tf.random.set_seed, which
-    keras.utils.set_random_seed calls), each with its line: run.devices' evidence, where
+    keras.utils.set_random_seed calls), each with its seed and its line,
+    ``tf.random.set_seed(3) at train.py:4``: run.devices' evidence, where
     `gpudiag diff` reads whether both runs start from the same weights (the key present
     and empty: no seed set)."""
-    return [f"{c.api}{where(c.caller)}" for c in obs.config_calls
+    return [f"{c.api}({c.args[0] if c.args else c.kwargs.get('seed')}){where(c.caller)}"
+            for c in obs.config_calls
             if c.api.rsplit(".", 1)[-1] in SEED_APIS and not c.error_type]
 
 
