@@ -498,3 +498,14 @@ def test_accuracy_near_chance_is_said_with_its_interval_over_the_examples() -> N
                                                      "fit", 10, accuracy=0.6)],
                                       weights=[moved]))
     assert clear.status == "ok", clear.message
+
+
+def test_a_loss_far_above_ln_classes_with_chance_accuracy_is_not_learning_said_so() -> None:
+    """tests/programs/callback_predict.py once read its logits as probabilities: loss 9.59
+    -> 9.49, accuracy 0.136 over 2048 examples (10 classes): the same cause and status as
+    a loss at ln 10, its words saying where the level lies."""
+    fit = series([9.5 + 0.01 * (i % 3) for i in range(64)], "fit", 10, accuracy=0.136)
+    f = run_progress.learning(obs(series=[replace(fit, facts={})]))
+    (loop,) = f.evidence["loops"]
+    assert f.status == "fail" and loop["cause"] == "not-learning", f.message
+    assert "far above ln 10 = 2.3026, worse than uniform predictions" in f.message

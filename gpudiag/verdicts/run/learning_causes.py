@@ -201,10 +201,15 @@ def judge(level: Level, below_ln: stats.Against | None, falling: stats.Against,
     above = ln is not None and below_ln is not None and below_ln.side == stats.ABOVE
     in_band = above and ln is not None and hi <= (1 + LN_TOLERANCE) * ln
     if above and (in_band if chance is None else chance.side != stats.ABOVE):
+        # one cause, one status; the words say where the level lies: at ln(classes) (its
+        # interval reaches the band) or far above it (worse than uniform predictions)
+        where = f"stuck at ln {classes} = {ln:.4f} or above" \
+            if ln is not None and lo <= (1 + LN_TOLERANCE) * ln else \
+            f"far above ln {classes} = {ln:.4f}, worse than uniform predictions"
         return Judgement("not-learning", "fail", (
-            f", stuck at ln {classes} = {ln:.4f} or above (median {level.value:.4f}, "
-            f"{lo:.4f}-{hi:.4f}: {level.interval_from}): not learning, the model predicts "
-            f"no better than all {classes} classes alike"))
+            f", {where} (median {level.value:.4f}, {lo:.4f}-{hi:.4f}: "
+            f"{level.interval_from}): not learning, the model predicts no better than all "
+            f"{classes} classes alike"))
     near: list[str] = []
     if below_ln is not None and below_ln.near:
         near.append(f"the loss against ln {classes} less {LN_TOLERANCE:.0%}: "
