@@ -1,12 +1,17 @@
 """The user-like program benchmarks/run_overhead.py times, with and without gpudiag's hooks.
 
-    python benchmarks/_run_workload.py fit|loop|eager|session [--steps N]
+    python benchmarks/_run_workload.py fit|loop|eager|session|pyfunc|generator [--steps N]
 
 ``fit``: a Keras MLP trained with Model.fit (784-256-10, batch 128, generated data);
 ``loop``: the same model in a custom loop, a tf.function step that returns its loss;
 ``eager``: an eager-heavy loop, the way notebook code runs without tf.function: a small
 linear model (32-1) updated with a GradientTape by a dozen small eager ops per step;
-``session``: the MLP as a tf.compat.v1 graph run by ``Session.run`` per step.
+``session``: the MLP as a tf.compat.v1 graph run by ``Session.run`` per step;
+``pyfunc``: the fit fed by a ``tf.py_function`` map (each example through the program's
+Python, as a user's augmentation written in NumPy is); ``generator``: the fit fed by
+``Dataset.from_generator`` (a Python generator yielding each example): input-bound
+programs whose Python runs on tf.data's threads beside the step (issue 37: a py_function
+fit took 1.40x longer under `gpudiag run` on a loaded machine).
 WARMUP steps first (tracing, and gpudiag's profiler window when hooked), then N timed
 steps in blocks of BLOCK: fit times them from batch start to batch start (its own small
 callback, the same in both runs), the loop reads the loss at the end of each block.
@@ -119,10 +124,10 @@ def main() -> None:
                                  tf.keras.layers.Dense(10)])
     loss_fn = tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True)
     optimizer = tf.keras.optimizers.SGD(0.01)
-    data = tf.data.Dataset.from_tensor_slices((x, y)).repeat().batch(BATCH).prefetch(2)
+    data = input_data(mode, x, y)
     blocks: list[float] = []
     cpu_start = 0.0
-    if mode == "fit":
+    if mode in ("fit", "pyfunc", "generator"):
         starts: list[float] = []
         cpu: list[float] = []
 
@@ -155,6 +160,31 @@ def main() -> None:
             float(loss)
             blocks.append((time.perf_counter() - start) / BLOCK)
     report(blocks, cpu_start, steps)
+
+
+def input_data(mode: str, x: np.ndarray, y: np.ndarray) -> Any:
+    """The batches: in-memory slices, a py_function map over them, or a Python generator."""
+    if mode == "generator":
+        def examples() -> Any:
+            while True:
+                yield from zip(x, y, strict=True)
+
+        data = tf.data.Dataset.from_generator(examples, output_signature=(
+            tf.TensorSpec((784,), tf.float32), tf.TensorSpec((), tf.int64)))
+        return data.batch(BATCH).prefetch(2)
+    data = tf.data.Dataset.from_tensor_slices((x, y)).repeat()
+    if mode == "pyfunc":
+        def scale(features: np.ndarray, label: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+            return (np.asarray(features) * np.float32(0.5)).astype("float32"), label
+
+        def mapped(features: tf.Tensor, label: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+            out, lab = tf.py_function(scale, [features, label], [tf.float32, tf.int64])
+            out.set_shape((784,))
+            lab.set_shape(())
+            return out, lab
+
+        data = data.map(mapped)
+    return data.batch(BATCH).prefetch(2)
 
 
 def report(blocks: list[float], cpu_start: float, steps: int) -> None:

@@ -2,9 +2,11 @@
 
 The same user-like program (benchmarks/_run_workload.py: a Keras ``Model.fit`` and a
 custom loop with a tf.function step, each a 784-256-10 MLP at batch 128 on generated
-data) runs as a plain ``python`` process and under ``gpudiag run`` (all hooks on: the
-placement log, tf.config/strategy/Session wrappers, the timed step function or fit
-callback, the stream filter in the parent, NVML sampling where there is NVML). The
+data; the fit fed by a ``tf.py_function`` map, and by ``Dataset.from_generator``:
+input-bound programs whose Python runs on tf.data's threads) runs as a plain ``python``
+process and under ``gpudiag run`` (all hooks on: the placement log,
+tf.config/strategy/Session wrappers, the timed step function or fit callback, the
+stream filter in the parent, NVML sampling where there is NVML). The
 program times its own steps after its warm-up, which holds gpudiag's profiler window, so
 the timed steps are outside it; it reports its fastest block of 50 steps (a shared
 machine's other jobs slow some blocks at random). Each round runs every workload three
@@ -14,7 +16,7 @@ beside it (the machine's spread, measured in the same run). The last lines are t
 median step-time ratio per workload (target <= 1.02), each with that spread.
 
     python benchmarks/run_overhead.py [--rounds 5] [--steps 1000]
-        [--workloads fit,loop,eager,session]
+        [--workloads fit,loop,eager,session,pyfunc,generator]
         [--gpudiag-args=--no-placement-log] [--cpu 1] [--hugepages]
 
 With ``--cpu N`` the program, plain and hooked, runs alone on core N (``taskset``) with
@@ -84,7 +86,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--steps", type=int, default=1000)
-    parser.add_argument("--workloads", default="fit,loop,eager,session")
+    parser.add_argument("--workloads", default="fit,loop,eager,session,pyfunc,generator")
     parser.add_argument("--gpudiag-args", default="", help="extra `gpudiag run` options, "
                         "e.g. --no-placement-log, to see what each part costs")
     parser.add_argument("--cpu", type=int, default=None,

@@ -11,9 +11,12 @@ training step, all rounds' steady-state steps pooled) with its distribution-free
 interval (gpudiag.verdicts.stats.median_ci); the prediction from the slow run (its
 ``predicted.step_s`` scaled to that round's measured median as `gpudiag diff` does: the
 profiled window is slower than the rest; the median over the rounds); its error against
-the fixed run's measured median; last the median absolute error over the pairs with a
-prediction. An eager loop has no step function gpudiag times: its sides are measured by
-the program's own clock (it prints its step periods).
+the fixed run's measured median; its coverage: in how many rounds the fixed run's
+median step fell inside the interval predicted from the same round's slow run
+(``predicted.step_s_low`` / ``step_s_high``, scaled alike); last the median absolute error
+over the pairs with a prediction, and the coverage over every round of them (aimed at: 90 %,
+with intervals no wider than they must be). An eager loop has no step function gpudiag
+times: its sides are measured by the program's own clock (it prints its step periods).
 
     PYTHONPATH=. python benchmarks/whatif.py [--rounds 3] [--pairs map,gen,...]
 """
@@ -94,18 +97,27 @@ def steps(r: Run) -> list[float]:
     return []
 
 
-def prediction(r: Run) -> tuple[dict[str, Any] | None, float | None, str]:
+Interval = tuple[float, float] | None
+
+
+def prediction(r: Run) -> tuple[dict[str, Any] | None, float | None, str, Interval]:
     """The slow run's bottleneck prediction, its step scaled to the run's measured median,
-    and what to print when there is none."""
+    what to print when there is none, and the prediction's interval scaled alike."""
     b = next((b for b in r.breakdown if b.step_s), None)
     if b is None:
         f = r.finding("run.bottleneck")
-        return None, None, f"no bottleneck finding ({(f or {}).get('message', '')[:90]})"
+        return None, None, f"no bottleneck finding ({(f or {}).get('message', '')[:90]})", \
+            None
     p = b.predicted or {}
     measured = steps(r)
     if not p.get("step_s") or not measured:
-        return p, None, f"{p.get('cause') or b.bottleneck}: {p.get('why', 'no number')[:90]}"
-    return p, statistics.median(measured) * float(p["step_s"]) / (b.step_s or 1), ""
+        return p, None, f"{p.get('cause') or b.bottleneck}: {p.get('why', 'no number')[:90]}", \
+            None
+    scale = statistics.median(measured) / (b.step_s or 1)
+    low, high = p.get("step_s_low"), p.get("step_s_high")
+    interval = (float(low) * scale, float(high) * scale) if low is not None and \
+        high is not None else None
+    return p, scale * float(p["step_s"]), "", interval
 
 
 def text(values: list[float]) -> str:
@@ -120,19 +132,25 @@ def measure(pair: Pair, rounds: int, tmp: Path) -> str:
     slow: list[float] = []
     fixed: list[float] = []
     predicted: list[float] = []
+    intervals: dict[int, Interval] = {}  # round -> the slow run's predicted interval
+    fixed_medians: dict[int, float] = {}  # round -> the fixed run's median step
     said, advised = "", None
     for i in range(rounds):  # round 0 runs slow first: its advice names the fixed program
         for side in ("slow", "fixed") if i % 2 == 0 else ("fixed", "slow"):
             if side == "slow":
                 s = run(tmp / f"{pair.key}-{i}-slow", pair.slow, pair.options)
                 slow += steps(s)
-                p, value, why = prediction(s)
+                p, value, why, interval = prediction(s)
                 advised, said = advised or p, said or why
                 predicted += [value] if value is not None else []
+                intervals[i] = interval
             else:
                 argv = pair.fixed(advised) if advised and advised.get("step_s") else \
                     pair.fixed({"inputs": {"steps_per_execution": 16, "batch_factor": 2}})
-                fixed += steps(run(tmp / f"{pair.key}-{i}-fixed", argv, pair.options))
+                these = steps(run(tmp / f"{pair.key}-{i}-fixed", argv, pair.options))
+                fixed += these
+                if these:
+                    fixed_medians[i] = statistics.median(these)
     fix = (advised or {}).get("fix")
     if fix and not all(k in fix for k in pair.fix):
         said, predicted = f"advised {fix!r}: the fixed program is another fix", []
@@ -141,13 +159,27 @@ def measure(pair: Pair, rounds: int, tmp: Path) -> str:
         pred = statistics.median(predicted)
         error = statistics.median(fixed) / pred - 1
         ERRORS.append(abs(error))
-        shown = f"{pred * 1e3:.3f} ms ({fix})", f"{error:+.0%}"
+        shown = f"{pred * 1e3:.3f} ms ({fix})", f"{error:+.0%}", coverage(intervals,
+                                                                          fixed_medians)
     else:
-        shown = f"none: {said}", "-"
-    return f"| {pair.name} | {text(slow)} | {text(fixed)} | {cause} | {shown[0]} | {shown[1]} |"
+        shown = f"none: {said}", "-", "-"
+    return (f"| {pair.name} | {text(slow)} | {text(fixed)} | {cause} | {shown[0]} | "
+            f"{shown[1]} | {shown[2]} |")
+
+
+def coverage(intervals: dict[int, Interval], fixed: dict[int, float]) -> str:
+    """``2/3 inside (1.62-2.31 ms, ...)``: the rounds whose fixed median fell inside the
+    interval its slow run predicted; counted into COVERED."""
+    known = {i: span for i, span in intervals.items() if span is not None and i in fixed}
+    inside = [i for i, (low, high) in known.items() if low <= fixed[i] <= high]
+    COVERED.extend(i in inside for i in known)
+    spans = ", ".join(f"{low * 1e3:.3f}-{high * 1e3:.3f}" for low, high in known.values())
+    rounds = list(known)
+    return f"{len(inside)}/{len(rounds)} inside ({spans} ms)" if rounds else "no interval"
 
 
 ERRORS: list[float] = []
+COVERED: list[bool] = []  # per round of a predicted pair: the fixed median inside
 
 
 def main() -> None:
@@ -157,14 +189,16 @@ def main() -> None:
     args = parser.parse_args()
     keys = args.pairs.split(",")
     print("| pair | slow (median, 95 % CI) | fixed (median, 95 % CI) | cause | predicted "
-          "(fix) | error |")
-    print("|---|---|---|---|---|---|")
+          "(fix) | error | coverage |")
+    print("|---|---|---|---|---|---|---|")
     with tempfile.TemporaryDirectory() as tmp:
         for pair in PAIRS:
             if pair.key in keys:
                 print(measure(pair, args.rounds, Path(tmp)), flush=True)
     print(f"median absolute error over {len(ERRORS)} predicted pair(s): "
-          + (f"{statistics.median(ERRORS):.0%}" if ERRORS else "none"))
+          + (f"{statistics.median(ERRORS):.0%}" if ERRORS else "none")
+          + f"; coverage: {sum(COVERED)}/{len(COVERED)} round(s) inside the predicted "
+          "interval" + (f" ({sum(COVERED) / len(COVERED):.0%})" if COVERED else ""))
 
 
 if __name__ == "__main__":

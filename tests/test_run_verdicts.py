@@ -130,7 +130,8 @@ def test_learning_stuck_at_ln10_with_weights_that_never_moved_is_not_a_device_pr
     frozen = WeightsRecord("Model.fit", [[1.0, 2.0, 3.0]], [[1.0, 2.0, 3.0]], "begin", "end", 20)
     f = run_progress.learning(obs(series=[series(flat, accuracy=0.1)], weights=[frozen]))
     assert f.status == "fail"
-    assert "stuck at ln 10 = 2.3026" in f.message and "accuracy 0.100 (chance)" in f.message
+    assert "stuck at ln 10 = 2.3026 or above" in f.message and "not learning" in f.message
+    assert "accuracy 0.100 (chance)" in f.message
     assert "this is not a device problem" in f.message and "learning rate is 0" in f.message
 
 
@@ -400,8 +401,9 @@ def test_fits_of_one_model_are_one_training_run_for_the_learning_verdict() -> No
     assert loop["stuck_at_ln_classes"] is None
     apart = run_progress.learning(obs(series=[replace(c, facts={"model_id": n})
                                               for n, c in enumerate(calls)], weights=[moved]))
-    assert apart.status == "fail" and "Model.fit #1: loss 1.2781 -> 1.3891" in apart.message
-    assert "stuck at ln 4" in apart.message
+    # apart, the first fit's batches rise (their running means 1.2781 -> 1.3891)
+    assert apart.status == "warn" and "Model.fit #1: loss 1.2781 -> 1.3891" in apart.message
+    assert "Model.fit #1: loss 1.2781 -> 1.3891 over 32 steps, not falling" in apart.message
 
 
 def test_a_first_batch_that_happens_to_sit_at_ln_classes_does_not_make_a_learning_model_stuck(
@@ -462,3 +464,89 @@ def test_a_share_whose_spread_holds_the_threshold_says_so_and_one_clear_of_it_de
     assert mixed is not None and mixed["low"] < 0.20 <= mixed["high"]
     assert input_share(ProgramFacts(input_series=mixed), window)[2]
     assert input_share(ProgramFacts(), window) == (pytest.approx(0.10), "", False)
+
+
+# ------------------------------- the same program, the same verdict (issue 37)
+def _random_label_fits() -> list[StepSeries]:
+    """Six real runs of tests/programs/keras_random_labels.py (tests/data/learning)."""
+    import json
+
+    from conftest import TESTS_DIR
+    doc = json.loads((TESTS_DIR / "data" / "learning" / "random_labels.json").read_text())
+    return [StepSeries("fit", "Model.fit", [
+        Step(i, 100.0 + i * 0.01, 0.001, loss, {"accuracy": acc}, epoch=epoch)
+        for i, epoch, loss, acc in r["steps"]], r["batch_size"], r["num_classes"],
+        {"learning_rate": 0.001}, r["epochs"]) for r in doc["runs"]]
+
+
+def test_a_random_label_program_is_not_learning_in_every_run_whichever_its_first_losses(
+        ) -> None:
+    """Its first losses (2.37 to 2.64 in these runs) once decided between "stuck at ln 10"
+    (FAIL) and "accuracy at chance" (WARN): now the loss's level with its interval against
+    ln 10, and the accuracy with its interval against chance, decide together."""
+    moved = WeightsRecord("Model.fit", [[1.0]], [[1.5]], "begin", "end", 96)
+    fits = _random_label_fits()
+    assert len(fits) == 6
+    for fit in fits:
+        for scale in (0.9, 1.0, 1.2):  # the same run, its first 10 batches' losses other
+            steps, total = [], 0.0
+            for k, st in enumerate(fit.steps[:32]):  # epoch 1's running means
+                batch = (k + 1) * (st.loss or 0) - k * ((fit.steps[k - 1].loss or 0) if k else 0)
+                total += batch * (scale if k < 10 else 1)
+                steps.append(replace(st, loss=total / (k + 1)))
+            steps += fit.steps[32:]
+            f = run_progress.learning(obs(series=[replace(fit, steps=steps)],
+                                          weights=[moved]))
+            (loop,) = f.evidence["loops"]
+            assert f.status == "fail" and loop["cause"] == "not-learning", f.message
+            assert "stuck at ln 10 = 2.3026 or above" in f.message
+            assert "24 last batch losses" in f.message and "(chance)" in f.message
+            assert loop["loss_against_ln_classes"]["side"] == "above"
+            assert loop["accuracy_against_chance"]["side"] == "below"
+            assert "near the threshold" not in f.message
+
+
+def test_a_loss_whose_interval_crosses_its_threshold_is_a_warn_saying_so() -> None:
+    """A custom loop's raw losses alternating about ln 10 less 2 % (2.2565): whichever
+    side its last value or its median falls on, one status, the numbers said."""
+    moved = WeightsRecord("tf.function step", [[1.0]], [[1.5]], "after-first-call", "exit", 40)
+    for low, high in ((2.20, 2.30), (2.21, 2.31), (2.22, 2.29)):
+        losses = [3.0] * 10 + [low if i % 2 else high for i in range(30)]
+        f = run_progress.learning(obs(series=[series(losses, "function", 10)],
+                                      weights=[moved]))
+        (loop,) = f.evidence["loops"]
+        assert f.status == "warn" and loop["cause"] == "near-threshold", f.message
+        assert "the loss against ln 10 less 2%: near the threshold: " in f.message
+        assert "threshold 2.2565" in f.message
+    # clearly below: learning; clearly at ln 10 with no accuracy: stuck
+    below = run_progress.learning(obs(series=[series([3.0] * 10 + [1.5, 1.6] * 15,
+                                                     "function", 10)], weights=[moved]))
+    assert below.status == "ok", below.message
+    at = run_progress.learning(obs(series=[series([3.0] * 10 + [2.29, 2.31] * 15,
+                                                  "function", 10)], weights=[moved]))
+    assert at.status == "fail" and "stuck at ln 10 = 2.3026" in at.message
+
+
+def test_accuracy_near_chance_is_said_with_its_interval_over_the_examples() -> None:
+    """Loss clearly below ln 10, a last epoch's accuracy of 0.19 over 1280 examples
+    (chance for 10 classes: 0.1, at most 0.19 counted as chance): near, a warn."""
+    moved = WeightsRecord("Model.fit", [[1.0]], [[1.5]], "begin", "end", 20)
+    fit = series([1.2] * 20, "fit", 10, accuracy=0.19)
+    f = run_progress.learning(obs(series=[replace(fit, facts={})], weights=[moved]))
+    assert f.status == "warn" and "the accuracy against chance: near the threshold: 0.190 (" \
+        in f.message and "95 % CI over 1280 examples), threshold 0.190" in f.message
+    clear = run_progress.learning(obs(series=[series([1.2 - 0.02 * i for i in range(20)],
+                                                     "fit", 10, accuracy=0.6)],
+                                      weights=[moved]))
+    assert clear.status == "ok", clear.message
+
+
+def test_a_loss_far_above_ln_classes_with_chance_accuracy_is_not_learning_said_so() -> None:
+    """tests/programs/callback_predict.py once read its logits as probabilities: loss 9.59
+    -> 9.49, accuracy 0.136 over 2048 examples (10 classes): the same cause and status as
+    a loss at ln 10, its words saying where the level lies."""
+    fit = series([9.5 + 0.01 * (i % 3) for i in range(64)], "fit", 10, accuracy=0.136)
+    f = run_progress.learning(obs(series=[replace(fit, facts={})]))
+    (loop,) = f.evidence["loops"]
+    assert f.status == "fail" and loop["cause"] == "not-learning", f.message
+    assert "far above ln 10 = 2.3026, worse than uniform predictions" in f.message

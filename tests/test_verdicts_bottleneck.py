@@ -147,3 +147,57 @@ def test_python_generators_and_py_functions_are_named() -> None:
 def test_no_trace_is_a_skip_saying_why() -> None:
     f = bn.bottleneck(None, "no profiler window")
     assert f.status == "skip" and "no profiler window" in f.message
+
+
+def test_a_share_whose_steps_straddle_its_threshold_is_one_warn_saying_near() -> None:
+    """Overhead-bound on the CPU at 50 %: profiled steps whose step-call share without ops
+    ranges 40-60 % give the cause with "near the threshold" whichever side their mean fell
+    on (48 % or 52 % here); steps all at 30-40 % give no cause, all at 60-70 % the cause
+    with no such words."""
+    def steps(*launch_ms: float) -> Breakdown:
+        parts = [StepParts(str(i), 1e-3, (1 - x) * 1e-3, 0, 0, x * 1e-3, 0, 0)
+                 for i, x in enumerate(launch_ms)]
+        return Breakdown("t.xplane.pb", "host step markers", [p.step for p in parts],
+                         [DeviceBreakdown("/device:CPU:0", "placement", parts, 100)], [], None)
+
+    for shares in ((0.40, 0.45, 0.48, 0.52, 0.55), (0.44, 0.50, 0.52, 0.55, 0.59)):
+        f = bn.bottleneck(steps(*shares), None, bn.ProgramFacts(loop="Model.fit"))
+        assert f.status == "warn" and f.evidence["causes"] == ["overhead-bound"]
+        assert "near the threshold: " in f.message and "threshold 50%" in f.message
+        assert "the range of 5 profiled steps" in f.message
+        against = f.evidence["cause_evidence"]["overhead-bound"]["against"]
+        assert against["side"] == "near" and against["threshold"] == 0.5
+    clear = bn.bottleneck(steps(0.6, 0.62, 0.65, 0.7, 0.66), None,
+                          bn.ProgramFacts(loop="Model.fit"))
+    assert clear.evidence["causes"] == ["overhead-bound"] and "near the" not in clear.message
+    below = bn.bottleneck(steps(0.3, 0.32, 0.35, 0.4, 0.36), None,
+                          bn.ProgramFacts(loop="Model.fit"))
+    assert below.status == "ok" and below.evidence["causes"] == []
+
+
+def test_a_cause_near_its_threshold_never_outranks_one_clear_of_its_own() -> None:
+    """A real random-label fit under load (load average 8 on 2 cores): one of 4 profiled
+    steps waited 28 % for input (the mean 12 %), every step's call mostly without ops (74 %
+    overhead). Input-bound near 20 % is said, after overhead-bound: the named cause stays
+    the one clear of its line."""
+    inputs = (0.05, 0.08, 0.07, 0.28)
+    parts = [StepParts(str(i), 1e-3, (0.26 - x) * 1e-3, 0, x * 1e-3, 0.74e-3, 0, 0)
+             for i, x in enumerate(inputs)]
+    b = Breakdown("t.xplane.pb", "host step markers", [p.step for p in parts],
+                  [DeviceBreakdown("/device:CPU:0", "placement", parts, 100)], [], None)
+    f = bn.bottleneck(b, None, bn.ProgramFacts(loop="Model.fit"))
+    assert f.evidence["causes"] == ["overhead-bound", "input-bound"], f.message
+    assert "also input-bound: 12% of the step" in f.message and "near the threshold" in \
+        f.message
+
+
+def test_two_causes_near_their_lines_name_the_one_whose_share_is_over_its_own() -> None:
+    """The same program at load 9.5: one of 4 steps waited 67 % for input; input 17 %
+    (near 20 %) and overhead 75 % (near 50 %): the named cause is the one over its line."""
+    shares = ((0.01, 0.95), (0.02, 0.93), (0.67, 0.25), (0.0, 0.87))
+    parts = [StepParts(str(i), 1e-3, (1 - x - o) * 1e-3, 0, x * 1e-3, o * 1e-3, 0, 0)
+             for i, (x, o) in enumerate(shares)]
+    b = Breakdown("t.xplane.pb", "host step markers", [p.step for p in parts],
+                  [DeviceBreakdown("/device:CPU:0", "placement", parts, 100)], [], None)
+    f = bn.bottleneck(b, None, bn.ProgramFacts(loop="Model.fit"))
+    assert f.evidence["causes"] == ["overhead-bound", "input-bound"], f.message

@@ -139,3 +139,94 @@ def test_different_loops_and_findings_are_said() -> None:
     assert rec.findings_appeared == ["run.crash: fail"]
     assert rec.findings_gone == ["run.bottleneck: warn"]
     assert {f.id for f in found} >= {"diff.not-compared", "diff.findings", "diff.devices"}
+
+
+def test_an_unseeded_programs_loss_difference_is_not_called_a_change() -> None:
+    """Issue 37: a slow-map program and its parallel-map fix, neither seeded, were told "the
+    loss differs: the change altered what the model learns ... at most 15.2 % apart". Two
+    unseeded runs differ by their initial weights; with one run each gpudiag cannot measure
+    by how much: the same end level is ok, a different one is "cannot tell", never a warn;
+    both seeded, the 5 % rule stands."""
+    times = noisy(0.004, 60, 0.1, 7)
+    rng = random.Random(8)
+    # the same learning curve, from other initial weights: apart early, the same at the end
+    a_loss = [2.3 * 0.97 ** i + 0.4 + rng.uniform(-0.02, 0.02) for i in range(60)]
+    b_loss = [2.0 * 0.97 ** i + 0.4 + rng.uniform(-0.02, 0.02) for i in range(60)]
+    a, b = loop(times, losses=a_loss), loop(times, losses=b_loss)
+    plain = diff.learning_finding(diff.judge(side([a]), side([b]))[0].loops)
+    assert plain.status == "warn"  # the rule alone: a change
+    for seeds in ((False, False), (None, None), (True, False)):
+        sa, sb = (replace(side([x]), seeded=s) for x, s in ((a, seeds[0]), (b, seeds[1])))
+        f = next(f for f in diff.judge(sa, sb)[1] if f.id == "diff.learning")
+        assert f.status == "ok", f.message
+        assert "the loss ends at the same level within each run's own spread" in f.message
+        assert "two runs differ by their initial weights and data order" in f.message
+    assert "neither run sets a seed" in next(
+        f for f in diff.judge(replace(side([a]), seeded=False), replace(
+            side([b]), seeded=False))[1] if f.id == "diff.learning").message
+    # ending elsewhere: cannot tell (a skip saying why, with what to do)
+    c = loop(times, losses=[v + 0.5 for v in b_loss])
+    f = next(f for f in diff.judge(replace(side([a]), seeded=False),
+                                   replace(side([c]), seeded=False))[1]
+             if f.id == "diff.learning")
+    assert f.status == "skip" and f.message.startswith("cannot tell whether the change")
+    assert "set_random_seed" in f.advice and f.evidence["seeded_a"] is False
+    # both seeded: the same weights at the start, the difference is the change's
+    f = next(f for f in diff.judge(replace(side([a]), seeded=True),
+                                   replace(side([b]), seeded=True))[1]
+             if f.id == "diff.learning")
+    assert f.status == "warn" and "the change altered what the model learns" in f.message
+    # both seeded, with other seeds: other initial weights, noise again
+    f = next(f for f in diff.judge(
+        replace(side([a]), seeded=True, seeds=("tf.random.set_seed(1)",)),
+        replace(side([b]), seeded=True, seeds=("tf.random.set_seed(2)",)))[1]
+        if f.id == "diff.learning")
+    assert f.status == "ok" and "the two runs set other seeds (A tf.random.set_seed(1); B " \
+        "tf.random.set_seed(2))" in f.message
+
+
+def test_step_times_say_their_intervals_are_within_run() -> None:
+    a, b = noisy(0.004, 100, 0.1, 4), noisy(0.001, 100, 0.1, 5)
+    _, found = diff.judge(side([loop(a)]), side([loop(b)]))
+    assert found[0].message.endswith(diff.WITHIN_RUN)
+    assert "within-run (one run of each side" in found[0].message
+
+
+def test_b_is_held_to_the_prediction_for_the_change_it_made_with_its_interval() -> None:
+    """Issue 37: a run that added parallel map and prefetch but no cache was held to
+    "parallel map on 2 cores + prefetch + cache" (1.90 ms against 5.05 ms measured). B's
+    recorded pipeline says which change it made; the prediction for that one, with its
+    interval, is what B's step is held to, and the machine's load is said."""
+    serial = ({"method": "from_tensor_slices", "args": {}},
+              {"method": "map", "args": {"num_parallel_calls": None}},
+              {"method": "batch", "args": {}})
+    tuned = (serial[0], {"method": "map", "args": {"num_parallel_calls": "AUTOTUNE"}},
+             serial[2], {"method": "prefetch", "args": {}})
+    predicted = {"cause": "input-bound", "fix": "parallel map on 2 cores + prefetch + cache",
+                 "step_s": 0.0019, "step_s_low": 0.0016, "step_s_high": 0.0023,
+                 "machine": {"load_average_1min": 5.2, "cores": 2},
+                 "by_change": {"parallel + prefetch": {
+                     "fix": "parallel map on 2 cores + prefetch", "step_s": 0.0050,
+                     "step_s_low": 0.0045, "step_s_high": 0.0056}}}
+    before = StepBreakdown("run.bottleneck", "warn", 0.008, {
+        "/device:CPU:0": parts(0.008, 0.001, 0.006, 0.001)}, ("input-bound",), "t",
+        predicted, serial)
+    after = StepBreakdown("run.bottleneck", "ok", 0.00505, {
+        "/device:CPU:0": parts(0.00505, 0.004, 0.00005, 0.001)}, (), "t", None, tuned)
+    a, b = [0.008] * 40, [0.00505] * 40
+    rec, found = diff.judge(side([loop(a)], (before,)), side([loop(b)], (after,)))
+    (n,) = rec.bottlenecks
+    assert n.held_to == "for the change B made: parallel map on 2 cores + prefetch"
+    assert n.predicted_step_s == pytest.approx(0.005)
+    assert (n.predicted_low_s, n.predicted_high_s) == (pytest.approx(0.0045),
+                                                       pytest.approx(0.0056))
+    assert n.inside is True and n.load_note == "A judged at load 5.2 on 2 cores"
+    f = next(f for f in found if f.id.startswith("diff.bottleneck"))
+    assert ("predicted 5.00 ms (4.50 ms-5.60 ms: for the change B made: parallel map on 2 "
+            "cores + prefetch), measured 5.05 ms (+1%): inside the predicted interval "
+            "(weak: A judged at load 5.2 on 2 cores") in f.message
+    # B changed nothing A's finding advised: held to every fix, said so, outside
+    rec, found = diff.judge(side([loop(a)], (before,)), side(
+        [loop(b)], (replace(after, dataset_calls=serial),)))
+    (n,) = rec.bottlenecks
+    assert n.inside is False and "made none of them" in (n.held_to or "")

@@ -266,3 +266,21 @@ def test_a_crash_before_any_step_is_the_crash_s_not_the_cluster_s_and_after_a_st
                                 f"ran a step): chief-0 {crash}")
     later = run_cluster.cluster([*served, replace(chief, steps=3)])
     assert later.status == "fail" and "chief-0 died" in later.message
+
+
+def test_workers_that_formed_their_cluster_and_died_are_judged_not_skipped() -> None:
+    """Issue 37: a MultiWorkerMirroredStrategy job whose two workers both died of the same
+    exception inside fit, before a step, got run.cluster skip ("crashed before it used its
+    cluster"). The strategy had formed the cluster: both died, of this."""
+    crash = "ValueError: Shapes (None, 1) and (None, 10) are incompatible"
+    both = [task(i, steps=0, crash=crash, returncode=1) for i in range(2)]
+    f = run_cluster.cluster(both)
+    assert f.status == "fail", f.message
+    assert f.message.startswith("every task died, of the same exception: worker-0, worker-1 "
+                                f"({crash}) after 0 step(s) each")
+    assert f.evidence["died"] == ["worker-0", "worker-1"]
+    assert "crashed_before_use" not in f.evidence
+    # different exceptions: each named
+    other = run_cluster.cluster([both[0], replace(both[1], crash="KeyError: 'x'")])
+    assert other.status == "fail" and "worker-0 died (ValueError" in other.message
+    assert "worker-1 died (KeyError: 'x')" in other.message

@@ -9,6 +9,7 @@ import pytest
 
 from gpudiag.records.devices import DeviceSetup
 from gpudiag.records.training import AllreduceResult, AllreduceRow
+from gpudiag.report import Finding
 from gpudiag.verdicts import scaling as v
 
 MIB = 1 << 20
@@ -189,3 +190,30 @@ def test_allreduce_finding_says_what_the_numbers_are() -> None:
     assert "host-memory" not in gpu.message
     one = replace(result, n_devices=1, rows=[])
     assert v.allreduce_bandwidth(one, "gpu").status == "skip"
+
+
+def test_an_efficiency_whose_interval_crosses_its_threshold_is_a_warn_saying_near() -> None:
+    """2 GPUs at 0.95: the timed steps' spread gives the efficiency an interval (the ratio
+    of the two median step times at 95 %); one across 0.95 is "near the threshold", a warn
+    whether the median fell at 0.96 or 0.94; steps clear of it decide."""
+    def timed(step_s: float, spread: float) -> tuple[float, ...]:
+        return tuple(step_s * (1 + spread * (i - 10) / 10) for i in range(21))
+
+    def run(eff: float, spread: float) -> Finding:
+        one = point("towers", 1, 1000)
+        two = point("towers", 2, 2000 * eff)
+        one = replace(one, timed_step_s=timed(one.step_s or 0, spread))
+        two = replace(two, timed_step_s=timed(two.step_s or 0, spread))
+        return gpu_finding([one, two])
+
+    for eff in (0.94, 0.96):
+        f = run(eff, 0.10)
+        assert f.status == "warn" and "near the threshold: " in f.message
+        assert "threshold 0.95" in f.message
+        (entry,) = f.evidence["per_device_count"]
+        assert entry["against"]["side"] == "near"
+    clear = run(0.99, 0.01)
+    assert clear.status == "ok"
+    below = run(0.80, 0.01)
+    assert below.status == "warn" and "near the" not in below.message
+    assert "below threshold at 2 devices 0.80 (ok from 0.95)" in below.message

@@ -101,3 +101,35 @@ def test_the_evidence_has_every_devices_parts_in_seconds_for_the_picture() -> No
         {"period_s": 0.010, "compute_s": 0.006, "communication_s": 0.001, "input_s": 0.001,
          "host_s": 0.001, "idle_s": 0.001, "host_between_calls_s": 0.0,
          "copy_s": 0.0, "host_call_edges_s": 0.0, "host_python_ops_s": 0.0})
+
+
+def test_on_virtual_cpu_devices_the_numbers_are_said_to_be_theirs_not_the_gpus() -> None:
+    """Issue 37: on virtual CPU devices sharing two cores the demo's red card said
+    "communication-bound" with all-reduce advice. The same breakdown is now said as what it
+    is: ok, no all-reduce advice, the cause kept for what it shows; on GPUs it stays a
+    warn with its fix."""
+    four = breakdown(*[(f"/device:CPU:{i}", 20, 9, 8, 0, 1, 2, 0) for i in range(1, 5)])
+    replicas = [f"/device:CPU:{i}" for i in range(1, 5)]
+    shared = sb.scaling_bottleneck(sb.ConfigTrace(
+        "mirrored-4dev", four, None, replicas, 4, gradient_bytes=8_000_000,
+        device_kind="virtual-cpu"), sb.Baseline(("mirrored-1dev", BASE)))
+    assert shared.status == "ok"
+    assert shared.message.startswith(
+        "mirrored-4dev on 4 virtual CPU devices sharing this machine's cores: the numbers "
+        "describe those devices, not a property of your GPUs; ")
+    assert shared.evidence["causes"][0] == "communication-bound"
+    assert shared.evidence["shared_cores"] is True
+    assert "all-reduces" not in shared.advice and "batch per replica" not in shared.advice
+    assert shared.advice == sb.SHARED_CORES_ADVICE
+    one = sb.scaling_bottleneck(sb.ConfigTrace("mirrored-1dev", breakdown(
+        ("/device:CPU:1", 10, 9, 0, 0, 1, 0, 0)), None, ["/device:CPU:1"], 1,
+        device_kind="virtual-cpu"))
+    assert one.message.startswith("mirrored-1dev on 1 virtual CPU device sharing")
+    gpu = sb.scaling_bottleneck(sb.ConfigTrace(
+        "mirrored-4dev", four, None, replicas, 4, gradient_bytes=8_000_000,
+        device_kind="gpu"), sb.Baseline(("mirrored-1dev", BASE)))
+    assert gpu.status == "warn" and gpu.advice.startswith("fewer, larger all-reduces")
+    # the short verdict says the same
+    from gpudiag.verdicts import headline
+    line = headline.bottleneck_line({"findings": [shared.to_dict()]})
+    assert line == "bottleneck: communication-bound, of virtual CPUs sharing cores: not your GPUs"

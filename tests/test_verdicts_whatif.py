@@ -175,3 +175,62 @@ def test_idle_devices_spread_and_causes_without_a_model() -> None:
         assert whatif.predict([cause], p, ev)["step_s"] is None
     assert "no bottleneck" in whatif.predict([], p, ev)["why"]
     assert whatif.nothing_measured("no profiler window")["step_s"] is None
+
+
+def test_every_prediction_carries_its_interval_from_the_steps_it_was_built_from() -> None:
+    """Issue 37: the model replayed on each profiled step gives the interval (a few steps:
+    their range); communication-bound's stated assumption widens it to the step with no op
+    growing with the batch."""
+    from gpudiag.verdicts import whatif as w
+
+    steps = [{"period_s": 1e-3 * t, "compute_s": 0.1e-3, "communication_s": 0.0,
+              "input_s": 0.0, "host_s": 1e-3 * t - 0.1e-3, "idle_s": 0.0,
+              "host_between_calls_s": 0.0, "host_call_edges_s": 1e-3 * t - 0.3e-3}
+             for t in (0.9, 1.0, 1.2, 1.1)]
+    mean = {k: sum(s[k] for s in steps) / 4 for k in steps[0]}
+    p = w.with_interval(w.overhead_bound(mean), [w.overhead_bound(s) for s in steps])
+    assert p["step_s_low"] < p["step_s"] < p["step_s_high"]
+    assert p["step_s_high"] == max(w.overhead_bound(s)["step_s"] for s in steps)
+    # the low end: the gaps between ops taken as per call too (the model's assumption)
+    assert p["step_s_low"] == pytest.approx(mean["period_s"] - mean["host_s"]
+                                            + mean["host_s"] / 16)
+    assert p["interval_from"] == ("the model replayed on the range of 4 profiled steps; its "
+                                  "assumption's other end (the gaps between ops paid once a "
+                                  "call too)")
+    assert w.interval_text(p).endswith(" ms)")
+    none = w.with_interval({"cause": "x", "step_s": None, "why": "y"}, [])
+    assert "step_s_low" not in none
+    comm = w.communication_bound({"period_s": 0.02, "communication_s": 0.008,
+                                  "host_s": 0.002}, {"gradient_bytes_per_replica": 8e6,
+                                                     "achieved_bytes_per_s": 1e9})
+    wide = w.with_interval(comm, [comm])
+    assert wide["step_s_low"] == comm["assumed_low_s"] == pytest.approx(0.010 + 0.002 + 0.008)
+    assert "no op's time growing with the batch" in wide["interval_from"]
+
+
+def test_the_change_a_run_made_is_read_from_its_pipeline() -> None:
+    """A run that added a parallel map and prefetch, not cache, is held to that change."""
+    from gpudiag.verdicts import whatif as w
+
+    def calls(*methods: tuple[str, dict[str, object]]) -> list[dict[str, object]]:
+        return [{"method": m, "args": a} for m, a in methods]
+
+    a = calls(("from_tensor_slices", {}), ("map", {"num_parallel_calls": None}),
+              ("batch", {}))
+    b = calls(("from_tensor_slices", {}), ("map", {"num_parallel_calls": "AUTOTUNE"}),
+              ("batch", {}), ("prefetch", {}))
+    assert w.missing_fixes(a, 3) == ["parallel", "prefetch", "cache"]
+    assert w.changes_made(a, b) == frozenset({"parallel", "prefetch"})
+    assert w.change_key(w.changes_made(a, b)) == "parallel + prefetch"
+    parts = {"period_s": 0.01, "input_s": 0.008, "compute_s": 0.002, "host_s": 0.0,
+             "idle_s": 0.0, "communication_s": 0.0}
+    by = w.input_bound_by_change(parts, [parts, {**parts, "input_s": 0.006}], a, 2, 3)
+    assert set(by) == {"parallel", "prefetch", "cache", "parallel + prefetch",
+                       "parallel + cache", "prefetch + cache", "parallel + prefetch + cache"}
+    assert by["parallel + prefetch + cache"]["step_s"] < by["parallel + prefetch"]["step_s"]
+    # no prefetch made: the map's batches are not overlapped with the step
+    assert by["parallel"]["step_s"] == pytest.approx(0.002 + 0.008 / 2)
+    assert all(v["step_s_low"] <= v["step_s"] <= v["step_s_high"] for v in by.values())
+    # a parallel map whose work does not scale: the high end, the map's work on one core
+    assert by["parallel"]["step_s_high"] == pytest.approx(0.002 + 0.008)
+    assert "does not scale" in by["parallel"]["interval_from"]

@@ -81,6 +81,13 @@ def test_the_prediction_stands_beside_the_fixed_runs_measurement(
           f"{neck.measured_step_s * 1e3:.3f} ms ({neck.error:+.0%})")
     assert abs(neck.error) <= 2 * abs(BENCHMARK[kind]) + ONE_SAMPLE_MARGIN, (
         kind, neck.error, BENCHMARK[kind])
+    # the prediction's interval, scaled alike, and whether the fixed run fell inside: one
+    # sample of the coverage benchmarks/whatif.py counts over its rounds
+    low, high = neck.predicted_low_s, neck.predicted_high_s
+    assert low is not None and high is not None and low <= neck.predicted_step_s <= high
+    assert neck.inside is (low <= neck.measured_step_s <= high)
+    print(f"{kind}: interval {low * 1e3:.3f}-{high * 1e3:.3f} ms, "
+          f"{'inside' if neck.inside else 'outside'}")
     if slow[0] == "spe":  # compared per training step: a call of 16 steps would be 16 x
         (loop,) = rec.loops  # B's per-step time, far above A's one step
         assert loop.b.median_s < loop.a.median_s and loop.ratio < 1, loop

@@ -132,10 +132,14 @@ def test_an_expensive_map_without_parallelism_is_input_bound_and_the_fix_names_i
 def test_the_same_pipeline_with_autotune_cache_and_prefetch_is_not_input_bound_and_faster(
         input_bound: Run, input_tuned: Run) -> None:
     f = input_tuned.found["run.bottleneck"]
-    assert "input-bound" not in f["evidence"]["causes"], f["message"]
+    # input-bound at most near xprof's 20 % (a profiled step's share across it under
+    # load): never clear of it, never named before a cause clear of its own line
+    near = {c for c, ev in f["evidence"]["cause_evidence"].items()
+            if (ev.get("against") or {}).get("side") == "near"}
+    assert "input-bound" not in f["evidence"]["causes"] or "input-bound" in near, f["message"]
     assert f["evidence"]["shares"]["input"] < 0.20
     # what is left of a 16-32-4 MLP's step on the CPU is TensorFlow's per-step work
-    if f["status"] != "ok":
+    if f["status"] != "ok" and f["evidence"]["causes"][0] not in near:
         assert f["evidence"]["causes"][0] == "overhead-bound", f["message"]
         assert "steps_per_execution=N" in f["advice"]
     assert input_tuned.loop["step_s_median"] < 0.8 * input_bound.loop["step_s_median"]

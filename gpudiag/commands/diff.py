@@ -112,14 +112,25 @@ def steady_rules(run: Run) -> dict[str, tuple[int, tuple[int, ...]]]:
     return out
 
 
+def _seeds(run: Run) -> list[str] | None:
+    """The calls that set TensorFlow's global seed, from run.devices' seed_calls (every
+    process's, ``tf.random.set_seed(3) at train.py:4``); None where no such record exists
+    (not a `run`, or one before it was kept)."""
+    calls = [f.evidence["seed_calls"] for f in run.report.findings
+             if (f.id == "run.devices" or f.id.startswith("run.devices."))
+             and isinstance(f.evidence.get("seed_calls"), list)]
+    return None if not calls else [str(c) for each in calls for c in each]
+
+
 def side(run: Run) -> verdict.Side:
     """What the judging reads of ``run``; RunDirError (one line) when the run's content
     cannot be read for it (a value of another type than gpudiag writes)."""
     try:
+        seeded, seeds = _seeded(run)
         return verdict.Side(str(run.path), run.command, dict(run.loops), run.breakdown,
                             {f.id: f.status for f in run.report.findings}, _devices(run),
-                            _efficiency(run), steady_rules(run), run.status,
-                            str(run.path.resolve()))
+                            _efficiency(run), steady=steady_rules(run), status=run.status,
+                            real_path=str(run.path.resolve()), seeded=seeded, seeds=seeds)
     except _UNREADABLE as exc:
         raise RunDirError(f"{readable(str(run.path))}: cannot be compared: its report holds "
                           f"a value of another type ({type(exc).__name__}: "
@@ -135,6 +146,14 @@ def judged(a: Run, b: Run) -> tuple[Any, list[Any]]:
     except (ArithmeticError, TypeError, ValueError) as exc:
         raise RunDirError(f"{readable(str(a.path))} and {readable(str(b.path))}: cannot be "
                           f"compared ({type(exc).__name__}: {str(exc)[:120]})") from None
+
+
+def _seeded(run: Run) -> tuple[bool | None, tuple[str, ...]]:
+    """verdict.Side's ``seeded`` and ``seeds`` (each call's seed, its line left out)."""
+    calls = _seeds(run)
+    if calls is None:
+        return None, ()
+    return bool(calls), tuple(c.split(" at ", 1)[0] for c in calls)
 
 
 def _table(rec: Any) -> str:

@@ -10,9 +10,9 @@ any device is initialised unless the import itself did it):
   decisions from its run metadata, gathered while the context initialises and over the
   first steps of each loop, nothing per op afterwards);
 - wrap the tf.config setters (visible devices, memory growth, logical devices, soft
-  placement ...): each call is recorded in order with its arguments, where it was made and
-  the error it raised (a configuration attempted after initialisation), then returned or
-  re-raised unchanged;
+  placement ...) and the global seed's (tf.random.set_seed): each call is recorded in
+  order with its arguments, where it was made and the error it raised (a configuration
+  attempted after initialisation), then returned or re-raised unchanged;
 - (install.py then installs the other hooks: strategies, step functions, Sessions,
   Python log capture, the profiler window, faulthandler.)
 
@@ -51,7 +51,14 @@ CONFIG_APIS: tuple[tuple[str, tuple[str, ...]], ...] = (
                           "set_intra_op_parallelism_threads")),
     ("config.optimizer", ("set_jit", "set_experimental_options")),
     ("debugging", ("set_log_device_placement",)),
-    ("compat.v1", ("disable_eager_execution", "enable_eager_execution", "disable_v2_behavior")),
+    # the global seed (keras.utils.set_random_seed and tf_keras's call tf.random.set_seed,
+    # through tf.random and tf.compat.v2.random): `gpudiag diff` knows whether two runs of
+    # a program start from the same weights
+    ("random", ("set_seed",)),
+    ("compat.v2.random", ("set_seed",)),
+    ("compat.v1.random", ("set_random_seed",)),
+    ("compat.v1", ("disable_eager_execution", "enable_eager_execution", "disable_v2_behavior",
+                   "set_random_seed")),
     ("compat.v1.config", ("set_visible_devices", "set_logical_device_configuration",
                           "set_soft_device_placement")),
     ("compat.v1.config.experimental", ("set_memory_growth", "set_visible_devices",

@@ -75,6 +75,13 @@ class BottleneckDiff:
     predicted_step_s: float | None = None  # A's median step scaled by the prediction
     measured_step_s: float | None = None  # B's median step
     error: float | None = None  # measured / predicted - 1
+    # the prediction B is held to, with its interval scaled as predicted_step_s: for the
+    # change B made where A's prediction has one for it (held_to says which)
+    predicted_low_s: float | None = None
+    predicted_high_s: float | None = None
+    inside: bool | None = None  # B's median step within [low, high]
+    held_to: str | None = None  # "parallel + prefetch" (B's change), or "every fix"
+    load_note: str | None = None  # the machine's load that makes the comparison weak
 
 
 @dataclass(frozen=True)

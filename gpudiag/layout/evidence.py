@@ -164,6 +164,8 @@ class Bottleneck:
     trace: str | None = None
     predicted: dict[str, Any] | None = None
     shares: dict[str, float] = field(default_factory=dict)
+    # the program's tf.data calls (method, args, where), as the finding recorded them
+    dataset_calls: tuple[dict[str, Any], ...] = ()
 
     @property
     def bottleneck(self) -> str | None:
@@ -179,8 +181,12 @@ class Bottleneck:
         if predicted is not None:
             predicted = dict(_obj(predicted, "predicted"))
             _num(predicted, "step_s", "predicted.")
+        calls = d.get("dataset_calls") or ()
+        if not isinstance(calls, list | tuple):
+            raise ValueError("evidence.dataset_calls is not a list")
         return cls(_num(d, "step_s", ""), devices, _strs(d, "causes", ""),
-                   _str(d, "trace", ""), predicted, _num_map(d, "shares", ""))
+                   _str(d, "trace", ""), predicted, _num_map(d, "shares", ""),
+                   tuple(dict(c) for c in calls if isinstance(c, Mapping)))
 
 
 # ------------------------------------------------------------------------ DeviceLanes

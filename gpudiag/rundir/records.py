@@ -120,6 +120,12 @@ class StepBreakdown:
         return self.evidence.predicted
 
     @property
+    def dataset_calls(self) -> tuple[dict[str, Any], ...]:
+        """The program's tf.data calls the finding recorded (method, args, where): which
+        of the pipeline's fixes a run made (gpudiag.verdicts.whatif.changes_made)."""
+        return self.evidence.dataset_calls
+
+    @property
     def bottleneck(self) -> str | None:
         return self.evidence.bottleneck
 

@@ -103,7 +103,9 @@ def throughput_point(run: ConfigRun, result: TrainingResult,
         strategy=run.strategy, n_devices=run.n_devices, name=run.name,
         examples_per_s=result.train.examples_per_s, step_s=result.train.step_s_median,
         input_wait_fraction=summary.input_wait_fraction if summary else None,
-        trace_busy_fraction=busy)
+        trace_busy_fraction=busy,
+        timed_step_s=tuple(result.train.step_s[i] for i in result.train.timed_steps
+                           if 0 <= i < len(result.train.step_s)))
 
 
 def learning_row(run: ConfigRun, result: TrainingResult, learning_rate: float) -> LearningRow:
@@ -205,7 +207,8 @@ def judge(session: RunSession, options: ScalingOptions, setup: DeviceSetup,
     for finding in whyslow.findings([(r.name, r.strategy, r.n_devices, r.result,
                                       r.child.error_type) for r in runs]):
         session.add(finding)
-    rows = [asdict(r) for r in typed_rows]  # the report's rows, from here on plain data
+    # the report's rows, from here on plain data (the step times stay in the configs)
+    rows = [{k: v for k, v in asdict(r).items() if k != "timed_step_s"} for r in typed_rows]
     table_rows = table(rows, configs)
     session.text(TAG_SCALING_TABLE, markdown_table(TABLE_HEADERS, table_rows))
     tb_at = time.perf_counter()

@@ -71,7 +71,8 @@ def findings(configs: Sequence[tuple[str, str, int, TrainingResult | None, str |
                     else f"{name}'s trace holds no complete step"
         out.append(scaling_bottleneck(
             ConfigTrace(name, b, reason, replicas, n,
-                        result.gradient_bytes if result is not None else None),
+                        result.gradient_bytes if result is not None else None,
+                        result.setup.kind if result is not None else None),
             Baseline(base.get(strategy),
                      base_reason.get(strategy, f"no 1-device {strategy} configuration ran"))))
     return out

@@ -150,17 +150,36 @@ def devices(run: Run) -> dict[str, Any]:
     for name in names:
         p = parts.get(name)
         share = None if p is None or p.period_s <= 0 else p.compute_s / p.period_s
-        state = "idle" if name in idle or (name in used_ev.get("logical_devices", [])
-                                           and not ops.get(name) and name not in parts) \
-            else "used"
         lanes.append({"name": name, "kind": "GPU" if "GPU" in name.upper() else "CPU",
-                      "state": state, "ops": ops.get(name), "busy_s": busy_s.get(name),
+                      "state": lane_state(name in idle, share, busy_s.get(name),
+                                          ops.get(name),
+                                          name in used_ev.get("logical_devices", [])),
+                      "ops": ops.get(name), "busy_s": busy_s.get(name),
                       "busy_share": share, "util": [], "sm_util": []})
     if not lanes:
         lanes = _scaling_lanes(run)
     lanes += _nvml_lanes(run, used_ev, gpus)
     no_gpu = headline.devices_line(report) if gpus == [] else None
     return {"no_gpu": no_gpu, "tf_gpus": gpus, "lanes": lanes}
+
+
+USED_MIN_SHARE = 0.005  # a busy share the page shows as 0 % is not "used"
+
+
+def lane_state(idle: bool, share: float | None, busy_s: float | None, ops: int | None,
+               logical: bool) -> str:
+    """A device's lane: "used" only with busy time measured (its share of the step at
+    least USED_MIN_SHARE, or busy seconds in the trace); "idle" when the finding names it
+    idle or what was measured is none; "not timed" for ops placed on it with no busy time
+    measured; a logical device with neither is idle."""
+    if idle:
+        return "idle"
+    if share is not None or busy_s is not None:
+        busy = (share or 0.0) >= USED_MIN_SHARE or (share is None and (busy_s or 0.0) > 0)
+        return "used" if busy else "idle"
+    if ops:
+        return "not timed"
+    return "idle" if logical else "not timed"
 
 
 def _nvml_lanes(run: Run, used_ev: dict[str, Any], tf_gpus: list[str] | None
@@ -199,7 +218,8 @@ def _scaling_lanes(run: Run) -> list[dict[str, Any]]:
         return []
     top = max(rows, key=lambda r: (r["n_devices"], r["name"]))
     return [{"name": f"{d} ({top['name']})", "kind": "GPU" if "GPU" in d.upper() else "CPU",
-             "state": "used" if share else "idle", "ops": None, "busy_s": None,
+             "state": lane_state(False, share, None, None, False), "ops": None,
+             "busy_s": None,
              "busy_share": share, "util": [], "sm_util": []}
             for d, share in sorted(top["trace_busy_fraction"].items())]
 

@@ -44,6 +44,7 @@ from gpudiag.verdicts.step_causes import (
     causes,
     input_share,
     ms,
+    order,
     small_kernels,
 )
 
@@ -121,7 +122,7 @@ def _evidence(b: Breakdown, j: Judged, found: list[Cause], facts: ProgramFacts,
 
 
 def _predicted(found: list[Cause], m: StepParts, evidence: dict[str, Any],
-               facts: ProgramFacts) -> dict[str, Any]:
+               facts: ProgramFacts, rows: Sequence[DeviceBreakdown] = ()) -> dict[str, Any]:
     """evidence.predicted: whatif's model of the first cause; the step series' causes
     carry their own (measured over the whole run); an eager loop's is whatif's eager
     model (no number where it measures none: it says why)."""
@@ -134,8 +135,30 @@ def _predicted(found: list[Cause], m: StepParts, evidence: dict[str, Any],
     if first is not None and first.name == "overhead-bound":
         in_place = first.evidence.get("steps_per_execution") or first.evidence.get(
             "steps_per_call")
-    return whatif.predict([c.name for c in found], parts_seconds(m), evidence,
-                          epochs=facts.epochs, steps_a_call=in_place)
+    names = [c.name for c in found]
+    steps = step_means(rows)
+    pred = whatif.with_interval(whatif.predict(
+        names, parts_seconds(m), evidence, epochs=facts.epochs, steps_a_call=in_place), [
+        whatif.predict(names, parts_seconds(step), evidence, epochs=facts.epochs,
+                       steps_a_call=in_place) for step in steps])
+    if names and names[0] == "input-bound" and pred.get("step_s") is not None:
+        accelerator = float(any("GPU" in d.upper() or "TPU" in d.upper()
+                                for d in evidence.get("parts_s") or {}))
+        pred["by_change"] = whatif.input_bound_by_change(
+            {**parts_seconds(m), "accelerator": accelerator},
+            [{**parts_seconds(step), "accelerator": accelerator} for step in steps],
+            evidence.get("dataset_calls") or [], int(pred["inputs"]["cores"]), facts.epochs)
+    return pred
+
+
+def step_means(rows: Sequence[DeviceBreakdown]) -> list[StepParts]:
+    """Each profiled step's parts, the mean over the devices judged (those with the same
+    number of steps as the first)."""
+    rows = [d for d in rows if d.steps and len(d.steps) == len(rows[0].steps)]
+    if not rows:
+        return []
+    return [StepParts(str(i), *(sum(getattr(d.steps[i], f) for d in rows) / len(rows)
+                                for f in PART_FIELDS)) for i in range(len(rows[0].steps))]
 
 
 #: What each cause does to the step, in a title's words (``{s}``: its share, ``{p}``: the
@@ -260,8 +283,7 @@ def bottleneck(b: Breakdown | None, reason: str | None, facts: ProgramFacts | No
     if j.gpu and not any(d.ran_kernels for d in rows):
         return _no_kernels(b, rows, head, check_id)
     note = gpu_fill.bottleneck_note(facts.nvml_gpus, j.gpu)
-    found = sorted(causes(j) + small_kernels(note.small),
-                   key=lambda c: (c.name == "overhead-bound", -c.share))
+    found = sorted(causes(j) + small_kernels(note.small), key=order)
     reduce = allreduce.all_reduce(facts.gradient_bytes, m.communication_s, m.period_s)
     if reduce is not None:
         found = [replace(c, text=f"{c.text}; {reduce.text()}")
@@ -269,7 +291,7 @@ def bottleneck(b: Breakdown | None, reason: str | None, facts: ProgramFacts | No
     per_device = {d.device: parts_text(mean) for d in rows if (mean := d.mean())}
     evidence = _evidence(b, j, found, facts, per_device) | {
         "gpm": note.evidence, "allreduce": None if reduce is None else reduce.evidence()}
-    evidence["predicted"] = _predicted(found, m, evidence, facts)
+    evidence["predicted"] = _predicted(found, m, evidence, facts, rows)
     devices = "" if len(rows) < 2 else "; " + "; ".join(f"{d}: {t}" for d, t in
                                                          per_device.items())
     tail = devices

@@ -37,9 +37,10 @@ from gpudiag.layout.evidence import STEP_PARTS
 from gpudiag.layout.units import duration, ms_number, share
 from gpudiag.report import Finding
 from gpudiag.rundir.records import Loop, StepBreakdown
+from gpudiag.verdicts import whatif
 from gpudiag.verdicts.common import title
 from gpudiag.verdicts.run.throughput import steady
-from gpudiag.verdicts.stats import median_ci, ratio_ci
+from gpudiag.verdicts.stats import median_ci, ratio_ci, spread
 
 WARMUP = 10  # a run that records no warm-up (scaling): steps left out at a series' start
 LOSS_SAME = 0.05  # the loss at matched steps differs by at most 5 %: the same learning
@@ -59,6 +60,10 @@ class Side:
     steady: dict[str, tuple[int, tuple[int, ...]]] = field(default_factory=dict)
     status: str = "complete"  # gpudiag.rundir's: complete, running, interrupted, failed
     real_path: str = ""  # the directory resolved (A and B one directory: the same)
+    # whether the program set TensorFlow's global seed (run.devices' seed_calls); None:
+    # not recorded (a run before gpudiag watched it, or not a `run`)
+    seeded: bool | None = None
+    seeds: tuple[str, ...] = ()  # the calls that set it, with their seed: tf.random.set_seed(3)
 
 
 def caveats(a: Side, b: Side) -> list[str]:
@@ -151,6 +156,14 @@ def pair_loops(a: Side, b: Side) -> tuple[list[tuple[Loop, Loop]], list[str]]:
     return pairs, said
 
 
+# One run of each side: the intervals are of each run's own steps, which do not hold what
+# changes from one run of a program to the next (the machine's load, the data order, the
+# placement of threads): said with every step-time comparison.
+WITHIN_RUN = ("; the intervals are within-run (one run of each side: the spread of each "
+              "run's own steps), not run-to-run: a second run of the same program can land "
+              "outside them")
+
+
 def step_finding(d: LoopDiff) -> Finding:
     name = d.name_a if d.name_a == d.name_b else f"{d.name_a} (A) / {d.name_b} (B)"
     ci = f" ({CI} {d.ratio_low:.2f}-{d.ratio_high:.2f})" if d.ratio_low is not None \
@@ -161,6 +174,7 @@ def step_finding(d: LoopDiff) -> Finding:
     text = f"{name}: A {_mtext(d.a)} -> B {_mtext(d.b)}; B/A {d.ratio:.2f}{ci}: {what}"
     if d.examples_per_s_a and d.examples_per_s_b:
         text += f"; {d.examples_per_s_a:,.0f} -> {d.examples_per_s_b:,.0f} examples/s"
+    text += WITHIN_RUN
     return Finding(f"diff.step-time.{_slug(d.name_b)}",
                    "warn" if d.verdict == "slower" else "ok", text, _plain(d),
                    title=step_title(d, name))
@@ -234,9 +248,7 @@ def bottleneck_finding(d: BottleneckDiff) -> Finding:
         text += f"; the change came from {d.changed_most}"
     text += f" ({by_part})" if by_part else ""
     if d.predicted_step_s is not None and d.measured_step_s is not None:
-        model = (d.predicted or {}).get("fix", "")
-        text += (f"; predicted {_ms(d.predicted_step_s)} ({model}), measured "
-                 f"{_ms(d.measured_step_s)} ({(d.error or 0):+.0%})")
+        text += prediction_said(d)
     elif d.predicted and d.predicted.get("why"):
         text += f"; no prediction: {d.predicted['why']}"
     return Finding(f"diff.bottleneck.{_slug(d.finding_b)}",
@@ -252,6 +264,73 @@ def _bottleneck_title(d: BottleneckDiff) -> str:
     if d.predicted_step_s is not None and d.measured_step_s is not None:
         step += f" (predicted {duration(d.predicted_step_s)})"
     return title(f"{said}: {step}", said, d.outcome)
+
+
+MADE = "for the change B made: "  # held_to's words when B is held to its own change
+
+
+def hold_to_prediction(d: BottleneckDiff, a: StepBreakdown, b: StepBreakdown,
+                       median_a: float | None) -> BottleneckDiff:
+    """B's measured step against A's prediction with its interval (whatif.with_interval),
+    scaled to A's median step as the point is: for an input-bound A, the prediction for
+    the change B's recorded pipeline made (whatif.changes_made, A's ``by_change``), not for
+    every fix A lacked; whether B fell inside; and the machine's load when either was
+    judged, where it exceeded the cores (the comparison is then weak)."""
+    pred = d.predicted
+    if not pred or d.measured_step_s is None or not median_a or not a.step_s:
+        return d
+    chosen, held = pred, None
+    made = whatif.changes_made(a.dataset_calls, b.dataset_calls) \
+        if a.dataset_calls and b.dataset_calls else frozenset()
+    by_change = pred.get("by_change") or {}
+    if made and whatif.change_key(made) in by_change:
+        chosen = by_change[whatif.change_key(made)]
+        held = f"{MADE}{chosen.get('fix') or whatif.change_key(made)}"
+    elif a.dataset_calls and b.dataset_calls and by_change and not made:
+        held = "every fix A's finding advised (B's pipeline made none of them)"
+    if chosen.get("step_s") is None:
+        return d
+    scale = median_a / a.step_s
+    point = float(chosen["step_s"]) * scale
+    low = chosen.get("step_s_low")
+    high = chosen.get("step_s_high")
+    low_s = None if low is None else float(low) * scale
+    high_s = None if high is None else float(high) * scale
+    inside = None if low_s is None or high_s is None else \
+        low_s <= d.measured_step_s <= high_s
+    return replace(d, predicted_step_s=point, error=d.measured_step_s / point - 1,
+                   predicted_low_s=low_s, predicted_high_s=high_s, inside=inside,
+                   held_to=held, load_note=_load_note(pred, b.predicted))
+
+
+def _load_note(a: dict[str, Any], b: dict[str, Any] | None) -> str | None:
+    """The machine's load beyond its cores when A's prediction (or B's) was made."""
+    said = []
+    for name, p in (("A", a), ("B", b or {})):
+        m = p.get("machine") or p.get("inputs") or {}  # inputs: an input-bound model's
+        load, cores = m.get("load_average_1min"), m.get("cores")
+        if load is not None and cores and load > cores:
+            said.append(f"{name} judged at load {load:.1f} on {cores} cores")
+    return "; ".join(said) or None
+
+
+def prediction_said(d: BottleneckDiff) -> str:
+    """``; predicted 1.90 ms (1.62-2.31 ms: parallel map ..., for the change B made
+    (parallel + prefetch)), measured 2.05 ms (+8 %): inside the interval``."""
+    model = (d.predicted or {}).get("fix", "")
+    span = f"{_ms(d.predicted_low_s)}-{_ms(d.predicted_high_s)}: " \
+        if d.predicted_low_s is not None and d.predicted_high_s is not None else ""
+    held = d.held_to if d.held_to and d.held_to.startswith(MADE) else \
+        f"{model}, held to {d.held_to}" if d.held_to else model
+    text = (f"; predicted {_ms(d.predicted_step_s)} ({span}{held}), measured "
+            f"{_ms(d.measured_step_s)} ({(d.error or 0):+.0%})")
+    if d.inside is not None:
+        text += ": inside the predicted interval" if d.inside else \
+            ": outside the predicted interval"
+    if d.load_note:
+        text += (f" (weak: {d.load_note}; other work held the cores the prediction "
+                 "counts on)")
+    return text
 
 
 def per_step(x: StepBreakdown, n: int) -> StepBreakdown:
@@ -295,6 +374,71 @@ def learning_finding(diffs: Sequence[LoopDiff]) -> Finding:
                    title=(f"the model learns the same: losses at most {worst:.1%} apart"
                           if same else f"the loss differs: up to {worst:.1%} apart at "
                           "matched steps"))
+
+
+def _seeds_said(a: bool | None, b: bool | None) -> str:
+    """Which side set no seed, in words ("" when both did)."""
+    if a and b:
+        return ""
+    said = {False: "sets no seed", None: "does not record whether the program sets a seed"}
+    if a == b:
+        return "neither run sets a seed" if a is False else \
+            "neither run records whether the program sets a seed"
+    return "; ".join(f"run {n} {said[v]}" for n, v in (("A", a), ("B", b)) if not v)
+
+
+def _end_level(loop: Loop) -> tuple[float, tuple[float, float], str] | None:
+    """Where a loop's loss ends: the median of its last quarter with that median's interval
+    (stats.spread), None with fewer than 3 losses."""
+    losses = [v for _, v in sorted(loop.losses().items())]
+    if len(losses) < 3:
+        return None
+    return spread(losses[-max(3, len(losses) // 4):])
+
+
+def learning_against_noise(pairs: Sequence[tuple[Loop, Loop]], diffs: Sequence[LoopDiff],
+                           a: Side, b: Side) -> Finding:
+    """diff.learning, held against what run-to-run variation explains. Two runs that set
+    the same seed start from the same weights: a loss apart at matched steps beyond
+    LOSS_SAME is the change's doing (learning_finding). Without a seed on both sides the
+    initial weights and the data order differ from run to run, by as much as the 15 % a
+    program once differed from its own fix at matched steps, and one run of each side does
+    not measure that spread: a difference is said as such, ok when both losses end at the
+    same level within their runs' own spread (their end levels' intervals overlap), else
+    "cannot tell" (skip), never a warn."""
+    f = learning_finding(diffs)
+    noise = _seeds_said(a.seeded, b.seeded)
+    if not noise and a.seeds and b.seeds and a.seeds != b.seeds:
+        noise = (f"the two runs set other seeds (A {', '.join(a.seeds)}; B "
+                 f"{', '.join(b.seeds)})")
+    evidence = {**f.evidence, "seeded_a": a.seeded, "seeded_b": b.seeded,
+                "seeds_a": list(a.seeds), "seeds_b": list(b.seeds)}
+    if f.status == "skip" or not noise:
+        return replace(f, evidence=evidence)
+    ends = []
+    for x, y in pairs:
+        la, lb = _end_level(x), _end_level(y)
+        if la is not None and lb is not None:
+            ends.append((y.name, la, lb))
+    evidence["end_levels"] = [{"loop": n, "a": [ea[0], *ea[1]], "b": [eb[0], *eb[1]],
+                               "interval_from": ea[2]} for n, ea, eb in ends]
+    levels = "; ".join(f"{n}: A ends at {ea[0]:.4f} ({ea[1][0]:.4f}-{ea[1][1]:.4f}), B at "
+                       f"{eb[0]:.4f} ({eb[1][0]:.4f}-{eb[1][1]:.4f})" for n, ea, eb in ends)
+    why = (f"{noise}: two runs differ by their initial weights and data order, and one run "
+           "of each side does not measure by how much")
+    if f.status == "ok":
+        return replace(f, message=f"{f.message} ({why})", evidence=evidence)
+    apart = f.message.split(": ", 1)[-1]
+    if ends and all(ea[1][0] <= eb[1][1] and eb[1][0] <= ea[1][1] for _, ea, eb in ends):
+        return Finding("diff.learning", "ok", (
+            f"the loss ends at the same level within each run's own spread ({levels}); at "
+            f"matched steps it differs ({apart}), which {why} can explain"), evidence)
+    return Finding("diff.learning", "skip", (
+        f"cannot tell whether the change altered what the model learns: {apart}"
+        + (f"; {levels}" if levels else "") + f"; {why}"), evidence,
+        advice="Set the seed in both (keras.utils.set_random_seed(1) or "
+               "tf.random.set_seed(1) before building the model) and run both again, or run "
+               "each side several times to see the run-to-run spread.")
 
 
 def findings_changes(a: Mapping[str, str], b: Mapping[str, str]) -> tuple[list[str], list[str]]:
@@ -367,7 +511,9 @@ def judge(a: Side, b: Side) -> tuple[DiffRecord, list[Finding]]:
         loop_b = next((n for n in mb if y.finding_id.endswith(n) or len(mb) == 1), None)
         x, y = (per_step(x, side.loops[n].steps_per_call if n in side.loops else 1)
                 for x, side, n in ((x, a, loop_a or ""), (y, b, loop_b or "")))
-        necks.append(bottleneck_diff(x, y, ma.get(loop_a or ""), mb.get(loop_b or "")))
+        necks.append(hold_to_prediction(
+            bottleneck_diff(x, y, ma.get(loop_a or ""), mb.get(loop_b or "")), x, y,
+            ma.get(loop_a or "")))
     if not necks and (a.breakdowns or b.breakdowns):
         said.append("bottleneck: no profiled step breakdown on both sides")
     if a.command != b.command:
@@ -377,8 +523,11 @@ def judge(a: Side, b: Side) -> tuple[DiffRecord, list[Finding]]:
     rec = DiffRecord(a.path, b.path, a.command, b.command, loops, necks, scaling_diffs(a, b),
                      sorted(a.devices), sorted(b.devices), appeared, gone, said)
     found = [step_finding(d) for d in loops] + [bottleneck_finding(d) for d in necks] + \
-        [learning_finding(loops)] + _other_findings(rec, a, b)
+        [learning_against_noise(pairs, loops, a, b)] + _other_findings(rec, a, b)
     if said_too := caveats(a, b):
         found.insert(0, Finding("diff.caveats", "warn", "; ".join(said_too),
-                                {"caveats": said_too}))
+                                {"caveats": said_too},
+                                title=title(f"diff with caveats: {said_too[0]}",
+                                            f"diff with {len(said_too)} caveat(s): see the "
+                                            "message")))
     return rec, found

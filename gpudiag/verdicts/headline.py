@@ -248,10 +248,13 @@ def bottleneck_entry(report: dict[str, Any]) -> Entry | None:
     if f["id"].startswith("diff."):  # gpudiag diff's: before and after, in its own words
         text = f.get("title") or str(f.get("message", "")).split(": ", 1)[-1]
         return (f"bottleneck: {' '.join(text.split())}",)
+    causes = ev.get("causes") or []
+    if ev.get("shared_cores"):  # virtual CPU devices: not the user's GPUs' bottleneck
+        what = causes[0] if causes else "none stands out"
+        return (f"bottleneck: {what}, of virtual CPUs sharing cores: not your GPUs",)
     fix = fix_entry(f)
     if f.get("title"):
         return (f"bottleneck: {f['title']}", fix) if fix else (f"bottleneck: {f['title']}",)
-    causes = ev.get("causes") or []
     shares = ev.get("shares") or {}
     step = _ms(ev.get("step_s"))
     per = f" of a {step} ms step" if step else ""

@@ -8,6 +8,7 @@ The thresholds below are the rules' numbers, named so docs/findings.md can quote
 from __future__ import annotations
 
 import math
+import statistics
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
@@ -15,6 +16,7 @@ from typing import Any
 from gpudiag.layout.units import share as pct
 from gpudiag.records.training import AllreduceResult
 from gpudiag.report import Finding
+from gpudiag.verdicts import stats
 from gpudiag.verdicts.common import title
 
 # Efficiency = throughput(n) / (n x throughput(1)) that well-tuned data-parallel CNN
@@ -41,6 +43,8 @@ class ThroughputPoint:
     trace_busy_fraction: dict[str, float] | None = None  # per device, of the traced window
     speedup: float | None = None  # vs the same strategy on 1 device
     efficiency: float | None = None  # speedup / n_devices
+    # seconds of each timed step (the efficiency's interval: gpudiag.verdicts.stats)
+    timed_step_s: tuple[float, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -125,7 +129,7 @@ def scaling_efficiency(
                                    "only one device count ran"))
     costs = _GradientCost(gradient_bytes, busbw_bytes_per_s, batch_per_device)
     found = _Shortfalls()
-    per_n = [_per_device_count(r, base.step_s, costs, found) for r in multi]
+    per_n = [_per_device_count(r, base, costs, found) for r in multi]
     if strategy == "towers" and variables_on == "cpu" and kind not in SHARED_DEVICE_KINDS \
             and found.below:
         found.causes.append("the variables live on the CPU: every tower reads them across PCIe "
@@ -164,13 +168,34 @@ class _Shortfalls:
     fixes: list[str] = field(default_factory=list)
 
 
+def efficiency_against(r: ThroughputPoint, base: ThroughputPoint) -> stats.Against | None:
+    """``r``'s efficiency with its interval against its threshold: the ratio of the two
+    configurations' median step times at 95 % (gpudiag.verdicts.stats.ratio_ci, over each
+    one's timed steps) scales the efficiency; a point where either has too few steps.
+    None: no efficiency."""
+    if r.efficiency is None:
+        return None
+    threshold = efficiency_threshold(r.n_devices)
+    ci = stats.ratio_ci(r.timed_step_s, base.timed_step_s) \
+        if r.timed_step_s and base.timed_step_s else None
+    if ci is None:
+        return stats.against(r.efficiency, None, threshold)
+    point = statistics.median(base.timed_step_s) / statistics.median(r.timed_step_s)
+    return stats.against(r.efficiency, (r.efficiency * ci[0] / point,
+                                        r.efficiency * ci[1] / point), threshold,
+                         "95 % CI from the two configurations' step times")
+
+
 def _per_device_count(
-    r: ThroughputPoint, base_step_s: float, costs: _GradientCost, found: _Shortfalls
+    r: ThroughputPoint, base: ThroughputPoint, costs: _GradientCost, found: _Shortfalls
 ) -> dict[str, Any]:
-    """One device count's evidence entry; when it scales below threshold, adds it and what
-    explains the loss to ``found``."""
+    """One device count's evidence entry; when it does not scale clearly at or above its
+    threshold (its efficiency's interval, efficiency_against), adds it and what explains
+    the loss to ``found``."""
     n, eff = r.n_devices, r.efficiency
+    base_step_s = base.step_s or 0.0
     threshold = efficiency_threshold(n)
+    a = efficiency_against(r, base)
     busbw = costs.busbw_bytes_per_s
     comm_s = allreduce_lower_bound_s(costs.gradient_bytes, n, busbw or 0.0)
     step_s = r.step_s or 0.0
@@ -181,11 +206,15 @@ def _per_device_count(
              "step_s": step_s, "lost_s_per_step": lost_s,
              "allreduce_lower_bound_s": comm_s if busbw else None,
              "communication_explains_fraction": explained,
-             "input_wait_fraction": r.input_wait_fraction}
-    if eff is None or eff >= threshold:
+             "input_wait_fraction": r.input_wait_fraction,
+             "against": a.to_dict() if a else None}
+    if a is not None and a.side == stats.ABOVE:
         return entry
-    found.below.append(f"{n} devices {eff:.2f} (ok from {threshold:.2f})" if eff is not None
-                       else f"{n} devices: no throughput")
+    if a is not None and a.near:
+        found.below.append(f"{n} devices {eff:.2f}, " + a.words("{:.2f}"))
+    else:
+        found.below.append(f"{n} devices {eff:.2f} (ok from {threshold:.2f})"
+                           if eff is not None else f"{n} devices: no throughput")
     if explained is not None:
         found.causes.append(
             f"at {n} devices the all-reduce of {costs.gradient_bytes / 2**20:.2f} MiB "
@@ -219,7 +248,9 @@ def _efficiency_finding(
         return Finding(
             check_id, "warn",
             f"{head}. Not meaningful: these are {what} sharing the same cores, so more "
-            "devices cannot add compute",
+            "devices cannot add compute" + ("; the numbers describe those devices, not a "
+                                            "property of your GPUs" if kind == "virtual-cpu"
+                                            else ""),
             evidence,
             title=title(f"{strategy}: {at}; shared cores, not meaningful",
                         f"{strategy}: shared cores: scaling not meaningful",

@@ -14,6 +14,12 @@ each part, replica mean against one device, says where it went: per-replica comp
 communication (the all-reduce), input, host, and idle (a replica waiting while another
 worked: waiting for the slowest). The replicas' start skew is stated where the trace
 has it (GPU traces' per-device Steps lines); a CPU trace has no per-replica step marks.
+
+On virtual CPU devices (no GPU: `gpudiag scaling` splits the CPU) the devices take turns
+on the same cores and their all-reduce is a copy in host memory: whatever the breakdown
+shows (communication, idle, compute growing with the devices) describes those devices, not
+the user's GPUs. The finding says so first, names no all-reduce or communication fix, and
+is ok (on_shared_cores): the classification is kept, for what it shows of the workload.
 """
 
 from __future__ import annotations
@@ -54,6 +60,7 @@ class ConfigTrace:
     replicas: Sequence[str]
     n_devices: int
     gradient_bytes: int | None = None
+    device_kind: str | None = None  # DeviceSetup.kind: gpu | virtual-gpu | virtual-cpu
 
 
 @dataclass(frozen=True)
@@ -116,17 +123,50 @@ def scaling_bottleneck(config: ConfigTrace, baseline: Baseline | None = None) ->
     f = replace(f, title=title(f"{name}: {f.title}", f.title))
     if b is None:
         return replace(f, message=f"{name}: no trace to break down: {config.reason}")
-    if f.status == "skip" or n_devices < 2 or "no-gpu-kernels" in f.evidence.get("causes", []):
+    if f.status == "skip":
         return f
+    if n_devices < 2 or "no-gpu-kernels" in f.evidence.get("causes", []):
+        return on_shared_cores(f, config)
     mine = judged_mean(b, config.replicas)
     assert mine is not None  # bottleneck() skipped otherwise
     if baseline.base is None:
         why = baseline.reason or f"no 1-{unit} configuration of this strategy"
-        return replace(f, message=f"{f.message}; where the speed-up went: not compared "
-                       f"({why})", evidence={**f.evidence, "lost_speedup": None,
-                                             "lost_speedup_reason": why})
+        return on_shared_cores(replace(
+            f, message=f"{f.message}; where the speed-up went: not compared ({why})",
+            evidence={**f.evidence, "lost_speedup": None, "lost_speedup_reason": why}),
+            config)
     base = baseline.base
     lost = lost_speedup(mine, base[1], n_devices, b.replica_skew_s)
-    return replace(f, message=f"{f.message}; {lost_text(lost, base[0], unit)}",
-                   evidence={**f.evidence, "lost_speedup": lost,
-                             "base": {"name": base[0], **parts_seconds(base[1])}})
+    return on_shared_cores(replace(
+        f, message=f"{f.message}; {lost_text(lost, base[0], unit)}",
+        evidence={**f.evidence, "lost_speedup": lost,
+                  "base": {"name": base[0], **parts_seconds(base[1])}}), config)
+
+
+SHARED_CORES_ADVICE = (
+    "Nothing here to fix in your program: these devices take turns on the same cores and "
+    "their all-reduce is a copy in host memory, so communication and idle time grow with "
+    "the devices whatever the program does. Run `gpudiag scaling` (or `gpudiag run` on "
+    "your program) on the machine with the GPUs to see their bottleneck.")
+
+
+def on_shared_cores(f: Finding, config: ConfigTrace) -> Finding:
+    """A configuration on virtual CPU devices: said first, as what it is; ok (the numbers
+    are not the user's GPUs' to fix), with no all-reduce or communication advice; every
+    other kind as it is."""
+    if config.device_kind != "virtual-cpu" or f.status == "skip":
+        return f
+    n = config.n_devices
+    said = (f"{config.name} on {n} virtual CPU device{'s' if n > 1 else ''} sharing this "
+            "machine's cores: the numbers describe those devices, not a property of your "
+            "GPUs")
+    message = f.message.split(": ", 1)[-1] if f.message.startswith(f"{config.name}: ") \
+        else f.message
+    cause = (f.evidence.get("causes") or ["none stands out"])[0]
+    return replace(f, status="ok", message=f"{said}; {message}",
+                   evidence={**f.evidence, "device_kind": "virtual-cpu",
+                             "shared_cores": True},
+                   advice=SHARED_CORES_ADVICE, actions=(),
+                   title=title(f"{config.name}: {cause} on virtual CPUs sharing cores, not "
+                               "your GPUs", f"{cause} on virtual CPUs: not your GPUs",
+                               "virtual CPUs sharing cores: not your GPUs' numbers"))

@@ -11,6 +11,10 @@ The ratio B/A of two independent medians: each median's interval at confidence
 1 - (1 - c) / 2, so that both hold together with probability at least c (Bonferroni),
 and the ratio's interval is [low B / high A, high B / low A]: conservative, never narrower
 than the truth.
+
+A value against a threshold (``against``): the value's interval decides, not the value;
+every threshold verdict goes through it, so that a value near its line gets one status
+(a warn saying "near the threshold") instead of either side by chance.
 """
 
 from __future__ import annotations
@@ -18,6 +22,8 @@ from __future__ import annotations
 import math
 import statistics
 from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
 
 from gpudiag.layout.diff import CI_LEVEL
 from gpudiag.layout.units import share
@@ -57,3 +63,80 @@ def describe(values: Sequence[float], confidence: float = CI_LEVEL) -> str:
     where = f"{level} CI {ci[0]:.3f}-{ci[1]:.3f}" if ci else \
         f"no {level} CI from {len(values)} rounds"
     return f"median {statistics.median(values):.3f} ({where})"
+
+
+# ------------------------------------------------------------ a value against a threshold
+# Every threshold verdict (learning, the bounds, throughput, scaling efficiency, GPU use)
+# compares the measured value's interval with its threshold, never the value alone: an
+# interval on one side gives that side; an interval across the line gives "near", which
+# the verdict turns into one status that does not flip with noise (a warn saying "near
+# the threshold: X (interval), threshold Y").
+
+ABOVE, BELOW, NEAR = "above", "below", "near"
+
+
+@dataclass(frozen=True)
+class Against:
+    """A measured value with its interval, against a threshold: which side, and the words."""
+
+    value: float
+    low: float
+    high: float
+    threshold: float
+    side: str  # ABOVE (the whole interval at or above), BELOW (all of it under), NEAR
+    interval_from: str = ""  # what the interval is: "95 % CI of the median of 24 steps" ...
+
+    @property
+    def near(self) -> bool:
+        return self.side == NEAR
+
+    def words(self, fmt: str = "{:.3g}", name: str = "") -> str:
+        """``near the threshold: 19 % (14 %-25 %), threshold 20 %``."""
+        what = f"{name} " if name else ""
+        span = f"{fmt.format(self.low)}-{fmt.format(self.high)}"
+        where = f", {self.interval_from}" if self.interval_from else ""
+        return (f"near the threshold: {what}{fmt.format(self.value)} ({span}{where}), "
+                f"threshold {fmt.format(self.threshold)}")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"value": self.value, "low": self.low, "high": self.high,
+                "threshold": self.threshold, "side": self.side,
+                "interval_from": self.interval_from}
+
+
+def against(value: float, interval: tuple[float, float] | None, threshold: float,
+            interval_from: str = "") -> Against:
+    """``value`` with its ``interval`` (None: the value alone, a point) against
+    ``threshold``: ABOVE when the whole interval is at or above it, BELOW when all of it is
+    under, else NEAR. The interval is widened to hold the value itself."""
+    low, high = interval if interval is not None else (value, value)
+    low, high = min(low, high, value), max(low, high, value)
+    side = ABOVE if low >= threshold else BELOW if high < threshold else NEAR
+    return Against(value, low, high, threshold, side, interval_from)
+
+
+def spread(values: Sequence[float], confidence: float = 0.95
+           ) -> tuple[float, tuple[float, float], str] | None:
+    """The median of ``values``, its interval and what that interval is: the median's CI
+    where there are values enough for one, else the values' whole range (a few values:
+    the range is all they say). None for no values."""
+    if not values:
+        return None
+    med = statistics.median(values)
+    ci = median_ci(values, confidence)
+    if ci is not None:
+        return med, ci, f"{confidence:.0%} CI of the median of {len(values)}".replace(
+            "%", " %")
+    return med, (min(values), max(values)), f"the range of {len(values)}"
+
+
+def proportion_ci(successes: float, n: int, confidence: float = 0.95
+                  ) -> tuple[float, float] | None:
+    """Wilson's interval of a proportion (accuracy over ``n`` examples); None for n < 1."""
+    if n < 1:
+        return None
+    z = statistics.NormalDist().inv_cdf(1 - (1 - confidence) / 2)
+    p = min(1.0, max(0.0, successes / n))
+    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
+    return max(0.0, centre - half), min(1.0, centre + half)

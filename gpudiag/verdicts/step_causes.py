@@ -13,6 +13,14 @@ GPU waiting for the host to launch work inside the step (launch-bound), one repl
 starting a step after another (a straggler); GPU kernels >= 75 % of the step (GPU-bound:
 the device is the limit); on the CPU, at 50 %, the step call's time with no op running
 (overhead-bound). xprof advises mixed precision when float16/bfloat16 work is under 10 %.
+
+Each share is held against its threshold with its interval (Judged.against, through
+gpudiag.verdicts.stats.against): the mean step's share, and the interval of the profiled
+steps' own shares (every judged device's; the median's 95 % CI from 6 steps on, else
+their range). A clear side decides; an interval across the threshold names the cause
+anyway, its text saying "near the threshold: X (interval), threshold Y", so that a share
+near the line gives one status (warn) instead of either side by chance. A straggler's
+skew is one number a window: a point.
 """
 
 from __future__ import annotations
@@ -28,7 +36,7 @@ from gpudiag.readers.gpukernels import KernelStats
 from gpudiag.readers.stepbreakdown import Breakdown, DeviceBreakdown, StepParts
 from gpudiag.records.run import DatasetCall
 from gpudiag.report import Action
-from gpudiag.verdicts import gpu_fill
+from gpudiag.verdicts import gpu_fill, stats
 from gpudiag.verdicts.pipeline import (
     MODELLED,
     parallel_and_prefetched,
@@ -114,6 +122,20 @@ class Judged:
     def kernels(self) -> list[KernelStats]:
         return [d.kernel_stats for d in self.rows if d.kernel_stats is not None]
 
+    def against(self, part: Callable[[StepParts], float], threshold: float) -> stats.Against:
+        """The mean step's share of ``part`` against ``threshold``, with the interval of the
+        judged steps' own shares (module docstring)."""
+        shares = [part(s) / s.period_s for d in self.rows for s in d.steps if s.period_s > 0]
+        level = stats.spread(shares)
+        return stats.against(self.m.share(part(self.m)), level[1] if level else None,
+                             threshold, f"{level[2]} profiled steps" if level else "")
+
+
+def near_words(a: stats.Against) -> str:
+    """``; near the threshold: 48% (41%-55%, ...), threshold 50%`` for a share near its
+    line, else nothing."""
+    return f"; {a.words('{:.0%}')}" if a.near else ""
+
 
 def ms(seconds: float) -> str:
     """A duration by gpudiag.layout.units' one rule (``32.6 ms``)."""
@@ -147,16 +169,34 @@ def input_share(facts: ProgramFacts, m: StepParts) -> tuple[float, str, bool]:
         return m.share(m.input_s), "", False
     spread = (f", {pct(w['low'])}-{pct(w['high'])} over blocks of steps"
               if w.get("low") is not None else "")
-    near = w.get("low") is not None and w["low"] < INPUT_BOUND <= w["high"]
+    near = input_against(facts, m).near
     return w["share"], (f" over the whole run ({w['steps']} steps, the program's "
                         f"next(iterator) {ms(w['wait_s_per_step'])} a step{spread}; the "
                         f"profiled window: {pct(m.share(m.input_s))})"), near
 
 
+def input_against(facts: ProgramFacts, m: StepParts,
+                  j: Judged | None = None) -> stats.Against:
+    """The input share against xprof's INPUT_BOUND: over the whole run with the interval of
+    its blocks of steps where the loop's waits were measured (gpudiag.verdicts.run.
+    throughput.input_series), else the profiled window's with its steps' (``j``)."""
+    w = facts.input_series
+    if w is not None:
+        interval = (w["low"], w["high"]) if w.get("low") is not None else None
+        return stats.against(w["share"], interval, INPUT_BOUND,
+                             f"95 % CI of the median of {w.get('blocks')} blocks of steps"
+                             if interval else "")
+    if j is not None:
+        return j.against(lambda s: s.input_s, INPUT_BOUND)
+    return stats.against(m.share(m.input_s), None, INPUT_BOUND)
+
+
 def _input(j: Judged) -> Cause | None:
     m = j.m
-    share, source, near = input_share(j.facts, m)
-    if share < INPUT_BOUND and not near:
+    share, source, _ = input_share(j.facts, m)
+    a = input_against(j.facts, m, j)
+    near = a.near
+    if a.side == stats.BELOW:
         return None
     calls = j.facts.calls
     fixes = pipeline_fixes(calls, j.facts.epochs)
@@ -187,21 +227,20 @@ def _input(j: Judged) -> Cause | None:
         out.append("the program's tf.data calls were not recorded: see the input pipeline "
                    "in TensorBoard's Profile tab")
     if source:
-        text = (f"{pct(share)} of the step waits for input{source}" + (
-            f": within its spread of xprof's {pct(INPUT_BOUND)} threshold, input-bound or "
-            "close to it" if near else ""))
+        text = f"{pct(share)} of the step waits for input{source}{near_words(a)}"
         return Cause("input-bound", share, f"input-bound: {text}", "; ".join(out),
-                     {"input_series": j.facts.input_series, "near_threshold": near},
-                     tuple(actions), sized)
+                     {"input_series": j.facts.input_series, "near_threshold": near,
+                      "against": a.to_dict()}, tuple(actions), sized)
     return Cause("input-bound", m.share(m.input_s),
                  f"input-bound: {pct(m.share(m.input_s))} of the step ({ms(m.input_s)} of "
-                 f"{ms(m.period_s)}) waits for input", "; ".join(out), {}, tuple(actions),
-                 sized)
+                 f"{ms(m.period_s)}) waits for input{near_words(a)}", "; ".join(out),
+                 {"near_threshold": near, "against": a.to_dict()}, tuple(actions), sized)
 
 
 def _copy(j: Judged) -> Cause | None:
     m = j.m
-    if not j.gpu or m.share(m.copy_s) < COPY_BOUND:
+    a = j.against(lambda s: s.copy_s, COPY_BOUND)
+    if not j.gpu or a.side == stats.BELOW:
         return None
     h2d = sum(d.h2d_s for d in j.rows) / max(1, len(j.rows)) / max(1, len(j.b.step_names))
     d2h = sum(d.d2h_s for d in j.rows) / max(1, len(j.rows)) / max(1, len(j.b.step_names))
@@ -209,21 +248,23 @@ def _copy(j: Judged) -> Cause | None:
                  f"copy-bound: host-to-device / device-to-host copies take "
                  f"{pct(m.share(m.copy_s))} of the step with no kernel running "
                  f"({ms(m.copy_s)} of {ms(m.period_s)}; copies per step: H2D {ms(h2d)}, "
-                 f"D2H {ms(d2h)}); tf.data is not waited for ({pct(m.share(m.input_s))})",
+                 f"D2H {ms(d2h)}); tf.data is not waited for ({pct(m.share(m.input_s))})"
+                 f"{near_words(a)}",
                  "move less data, and overlap it: keep the data on the GPU where it fits "
                  "(load it once as a tensor, not a NumPy array fed each step), prefetch to "
                  "the device (tf.data.experimental.prefetch_to_device('/gpu:0') at the "
                  "pipeline's end, or strategy.experimental_distribute_dataset), send "
                  "compact dtypes (uint8 images) and cast on the GPU; TensorFlow copies "
                  "from pinned host memory when the input is a tf.data pipeline",
-                 {"h2d_s_per_step": h2d, "d2h_s_per_step": d2h},
+                 {"h2d_s_per_step": h2d, "d2h_s_per_step": d2h, "against": a.to_dict()},
                  (Action("keep the data on the GPU, or prefetch to it: "
                          "tf.data.experimental.prefetch_to_device('/gpu:0')"),))
 
 
 def _host(j: Judged) -> Cause | None:
     m = j.m
-    if m.share(m.host_between_calls_s) < HOST_BOUND:
+    a = j.against(lambda s: s.host_between_calls_s, HOST_BOUND)
+    if a.side == stats.BELOW:
         return None
     where, line = "", None
     if j.facts.called_at:
@@ -237,12 +278,14 @@ def _host(j: Judged) -> Cause | None:
             "the program's Python between the step calls")
     return Cause("host-bound", m.share(m.host_between_calls_s),
                  f"host-bound: {pct(m.share(m.host_between_calls_s))} of the step "
-                 f"({ms(m.host_between_calls_s)} of {ms(m.period_s)}) is {what}{gpu}",
+                 f"({ms(m.host_between_calls_s)} of {ms(m.period_s)}) is {what}{gpu}"
+                 f"{near_words(a)}",
                  f"move the per-step Python work between the calls of "
                  f"{j.facts.loop or 'the step'}{where} into the tf.function, or do it every "
                  "N steps (logging, metrics, .numpy() calls)" + (
                      "" if j.facts.loop else f"; Keras: {STEPS_PER_EXECUTION} (fit's "
-                     "per-batch callbacks then run once per N steps)"), {},
+                     "per-batch callbacks then run once per N steps)"),
+                 {"against": a.to_dict()},
                  (Action(f"move the per-step Python work between the calls of "
                          f"{j.facts.loop or 'the step'} into the tf.function, or do it every "
                          "N steps", line),))
@@ -264,23 +307,24 @@ def _launch_text(j: Judged) -> str:
 def _launch(j: Judged) -> Cause | None:
     m = j.m
     launch = m.launch_s
-    if j.gpu and m.share(launch) >= LAUNCH_BOUND:
+    a = j.against(lambda s: s.launch_s, LAUNCH_BOUND if j.gpu else OVERHEAD_BOUND)
+    if j.gpu and a.side != stats.BELOW:
         return Cause("launch-bound", m.share(launch),
                      f"launch-bound: inside the step the GPU waits {pct(m.share(launch))} of "
                      f"the step ({ms(launch)} of {ms(m.period_s)}) for the host to launch "
                      f"work{_launch_text(j)}; tf.data is not waited for "
-                     f"({pct(m.share(m.input_s))})",
+                     f"({pct(m.share(m.input_s))}){near_words(a)}",
                      "fewer, larger kernels: a larger batch; XLA (jit_compile=True in "
                      "compile() or tf.function) fuses the small ops; "
-                     f"{_more_steps(j.facts.loop)}", {},
+                     f"{_more_steps(j.facts.loop)}", {"against": a.to_dict()},
                      (Action("XLA: jit_compile=True in compile() or on the tf.function",
                              _compile_line(j.facts.compile)),
                       Action(_more_steps_what(j.facts.loop), _loop_line(j.facts))))
-    if not j.gpu and m.share(launch) >= OVERHEAD_BOUND:
+    if not j.gpu and a.side != stats.BELOW:
         text = (f"overhead-bound: in {pct(m.share(launch))} of the step ({ms(launch)} of "
                 f"{ms(m.period_s)}) no op ran inside the step call: TensorFlow's own "
                 "per-step work (calling the step function, scheduling its ops) "
-                "outweighs ops this small")
+                f"outweighs ops this small{near_words(a)}")
         n = _in_place(j.facts.compile) if j.facts.loop and "fit" in j.facts.loop else None
         if n is not None:
             return Cause("overhead-bound", m.share(launch), text + (
@@ -290,7 +334,7 @@ def _launch(j: Judged) -> Cause | None:
                 "remove"), "a larger batch (more work per op), or XLA (jit_compile=True in "
                 f"compile{_compile_at(j.facts.compile)}) to fuse the small ops; "
                 f"steps_per_execution beyond {n} saves only the per-call part",
-                {"steps_per_execution": n},
+                {"steps_per_execution": n, "against": a.to_dict()},
                 (Action("XLA: jit_compile=True in compile()", _compile_line(j.facts.compile)),))
         k = j.b.updates_per_call
         if k is not None and k >= LARGE_STEPS_PER_EXECUTION:
@@ -300,10 +344,11 @@ def _launch(j: Judged) -> Cause | None:
                 "step's own op scheduling, which more steps a call do not remove"),
                 "a larger batch (more work per op), or XLA (jit_compile=True on the "
                 "tf.function) to fuse the small ops",
-                {"steps_per_call": k}, (Action("XLA: jit_compile=True on the tf.function"),))
+                {"steps_per_call": k, "against": a.to_dict()},
+                (Action("XLA: jit_compile=True on the tf.function"),))
         return Cause("overhead-bound", m.share(launch), text,
                      f"more work per step call: {_more_steps(j.facts.loop, j.facts.compile)}; "
-                     "or a larger batch", {},
+                     "or a larger batch", {"against": a.to_dict()},
                      (Action(_more_steps_what(j.facts.loop), _loop_line(j.facts)),))
     return None
 
@@ -356,17 +401,18 @@ def _in_place(compiled: dict[str, Any] | None) -> int | None:
 
 def _gpu_bound(j: Judged) -> Cause | None:
     m = j.m
-    if not j.gpu or m.share(m.compute_s) < GPU_BOUND:
+    a = j.against(lambda s: s.compute_s, GPU_BOUND)
+    if not j.gpu or a.side == stats.BELOW:
         return None
-    stats = j.kernels()
+    kstats = j.kernels()
     steps = max(1, len(j.b.step_names))
-    tops = stats[0].top_kernels[:3] if stats else []
-    ops = stats[0].top_ops[:3] if stats else []
-    half = sum(s.half_share for s in stats) / len(stats) if stats else None
-    tensor = sum(s.tensor_core_share for s in stats) / len(stats) if stats else None
+    tops = kstats[0].top_kernels[:3] if kstats else []
+    ops = kstats[0].top_ops[:3] if kstats else []
+    half = sum(s.half_share for s in kstats) / len(kstats) if kstats else None
+    tensor = sum(s.tensor_core_share for s in kstats) / len(kstats) if kstats else None
     text = (f"GPU-bound: the GPU runs kernels {pct(m.share(m.compute_s))} of the step "
             f"({ms(m.compute_s)} of {ms(m.period_s)}); input {pct(m.share(m.input_s))}, "
-            f"copies {pct(m.share(m.copy_s))}")
+            f"copies {pct(m.share(m.copy_s))}{near_words(a)}")
     if ops:
         text += "; top ops: " + ", ".join(f"{o.name} {ms(o.total_s / steps)}" for o in ops)
     if tops:
@@ -392,19 +438,22 @@ def _gpu_bound(j: Judged) -> Cause | None:
     return Cause("gpu-bound", m.share(m.compute_s), text, "; ".join(fixes),
                  {"half_share": half, "tensor_core_share": tensor,
                   "top_kernels": [(short_kernel(k.name), k.total_s / steps) for k in tops],
-                  "top_ops": [(o.name, o.total_s / steps) for o in ops]}, tuple(actions))
+                  "top_ops": [(o.name, o.total_s / steps) for o in ops],
+                  "against": a.to_dict()}, tuple(actions))
 
 
 def _communication(j: Judged) -> Cause | None:
     m = j.m
-    if m.share(m.communication_s) < COMM_BOUND:
+    a = j.against(lambda s: s.communication_s, COMM_BOUND)
+    if a.side == stats.BELOW:
         return None
     return Cause("communication-bound", m.share(m.communication_s),
                  f"communication-bound: collectives (all-reduce) take "
                  f"{pct(m.share(m.communication_s))} of the step ({ms(m.communication_s)} of "
-                 f"{ms(m.period_s)})",
+                 f"{ms(m.period_s)}){near_words(a)}",
                  "fewer, larger all-reduces: a larger batch per replica, or fewer replicas "
-                 "for a model this size", {}, (Action("a larger batch per replica"),))
+                 "for a model this size", {"against": a.to_dict()},
+                 (Action("a larger batch per replica"),))
 
 
 def _straggler(j: Judged) -> Cause | None:
@@ -448,11 +497,11 @@ def small_kernels(fills: Sequence[gpu_fill.Fill]) -> list[Cause]:
 
 
 def causes(j: Judged) -> list[Cause]:
-    """Every cause above its threshold, the largest first; overhead-bound last (it is
-    what is left when nothing else explains the step). The step series' causes
-    (retracing, callbacks: time inside the step with no op running) take their share
-    off overhead-bound's (a callback: its typical batch's share, ``window_share``), which
-    stays only when what is left is still over its threshold."""
+    """Every cause above its threshold (or near it), in ``order``: clear ones first,
+    overhead-bound after the others (what is left when nothing else explains the step).
+    The step series' causes (retracing, callbacks: time inside the step with no op
+    running) take their share off overhead-bound's (a callback: its typical batch's share,
+    ``window_share``), which stays only when what is left is still over its threshold."""
     found = [c for rule in CAUSES if (c := rule(j)) is not None]
     host = list(j.facts.host_causes)
     if host:
@@ -462,7 +511,21 @@ def causes(j: Judged) -> list[Cause]:
             sum(c.share if c.evidence.get("window_share") is None
                 else c.evidence["window_share"] for c in host)
         found = [c for c in found if c.name != "overhead-bound" or left >= OVERHEAD_BOUND]
-    return sorted([*found, *host], key=lambda c: (c.name == "overhead-bound", -c.share))
+    return sorted([*found, *host], key=order)
+
+
+def order(c: Cause) -> tuple[bool, bool, bool, float]:
+    """The causes' order: those clear over their threshold, then those near it whose
+    measured share is over it, then those near it whose share is under it (a share whose
+    interval crosses its line never outranks one clear of it, nor one on the far side of
+    its own: the named cause stays the same from run to run; measured under a load of 8 on
+    2 cores, a window of 4 steps put both input-bound, 17 % against 20 %, and overhead-bound,
+    75 % against 50 %, near); overhead-bound after the others (what is left when nothing
+    else explains the step); then the largest share first."""
+    a = c.evidence.get("against") or {}
+    near = a.get("side") == stats.NEAR
+    under = near and float(a.get("value", 0.0)) < float(a.get("threshold", 0.0))
+    return under, near, c.name == "overhead-bound", -c.share
 
 
 def advice(found: Sequence[Cause]) -> str:

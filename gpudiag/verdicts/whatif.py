@@ -3,8 +3,10 @@
 Pure: a bottleneck finding's measured mean step (its parts in seconds, gpudiag.readers.
 stepbreakdown) and the facts beside it (the program's tf.data calls, the all-reduce's
 bytes and achieved bandwidth, the devices that ran nothing) in; ``evidence.predicted`` out:
-``{"cause", "fix", "step_s", "speedup", "model", "inputs"}``, or, where no honest number
-exists, ``{"cause", "step_s": None, "why"}``. Each model changes only the part the fix
+``{"cause", "fix", "step_s", "speedup", "model", "inputs"}`` with the interval
+``step_s_low`` / ``step_s_high`` (with_interval: the model replayed on each profiled step,
+widened to the model's stated bounds), or, where no honest number exists,
+``{"cause", "step_s": None, "why"}``. Each model changes only the part the fix
 acts on and keeps the others as measured (docs/run.md, "What-if"):
 
 - input-bound, parallel map / prefetch / cache / the generator replaced: the consumer's
@@ -84,38 +86,81 @@ def _has(calls: Sequence[Mapping[str, Any]], method: str) -> bool:
     return any(c.get("method") == method for c in calls)
 
 
-def _producer_fix(calls: Sequence[Mapping[str, Any]], cores: int, epochs: int | None
-                  ) -> tuple[list[str], int, bool, bool] | str:
-    """The fixes the finding's advice gives (gpudiag.verdicts.pipeline): the parallelism a
-    parallel map gets, prefetch, cache, the generator replaced; or why there is none."""
+# The input pipeline's fixes, by name: what `gpudiag diff` reads from B's recorded calls to
+# hold B to the prediction for the change it made (changes_made)
+FIXES = ("parallel", "generator", "prefetch", "cache")
+
+
+def _serial(calls: Sequence[Mapping[str, Any]]) -> bool:
+    return any(c.get("method") in ("map", "interleave")
+               and (c.get("args") or {}).get("num_parallel_calls") is None for c in calls)
+
+
+def missing_fixes(calls: Sequence[Mapping[str, Any]], epochs: int | None) -> list[str]:
+    """The FIXES a pipeline lacks (gpudiag.verdicts.pipeline's advice): a serial map,
+    a generator, no prefetch, an in-memory set mapped every epoch without cache."""
     maps = [c for c in calls if c.get("method") in ("map", "interleave")]
-    serial = [c for c in maps if (c.get("args") or {}).get("num_parallel_calls") is None]
-    prefetched, cached = _has(calls, "prefetch"), _has(calls, "cache")
-    generator = _has(calls, "from_generator")
     # never a cache after a map that draws random numbers (it would freeze them)
-    cache_fix = bool(epochs and epochs > 1 and maps and not cached and not any(
+    cache_fix = bool(epochs and epochs > 1 and maps and not _has(calls, "cache") and not any(
         c.get("random_ops") for c in maps) and (
         _has(calls, "from_tensor_slices") or _has(calls, "from_tensors")))
-    if not serial and prefetched and not cache_fix and not generator:
+    return [f for f, lacking in (("parallel", _serial(calls)),
+                                 ("generator", _has(calls, "from_generator")),
+                                 ("prefetch", not _has(calls, "prefetch")),
+                                 ("cache", cache_fix)) if lacking]
+
+
+def changes_made(calls_a: Sequence[Mapping[str, Any]], calls_b: Sequence[Mapping[str, Any]]
+                 ) -> frozenset[str]:
+    """Which FIXES run B's recorded pipeline made over run A's."""
+    made = {"parallel": _serial(calls_a) and not _serial(calls_b),
+            "generator": _has(calls_a, "from_generator") and not _has(calls_b,
+                                                                       "from_generator"),
+            "prefetch": not _has(calls_a, "prefetch") and _has(calls_b, "prefetch"),
+            "cache": not _has(calls_a, "cache") and _has(calls_b, "cache")}
+    return frozenset(f for f, yes in made.items() if yes)
+
+
+def change_key(applied: Sequence[str] | frozenset[str]) -> str:
+    """``parallel + prefetch``: a set of FIXES in FIXES' order (by_change's keys)."""
+    return " + ".join(f for f in FIXES if f in applied)
+
+
+def _producer_fix(calls: Sequence[Mapping[str, Any]], cores: int, epochs: int | None,
+                  applied: frozenset[str] | None = None
+                  ) -> tuple[list[str], int, bool, bool] | str:
+    """The fixes the finding's advice gives (gpudiag.verdicts.pipeline), or those of
+    ``applied`` among them: the parallelism a parallel map gets, prefetch, cache, the
+    generator replaced; or why there is none."""
+    missing = missing_fixes(calls, epochs)
+    if not missing:
         return ("the pipeline already maps in parallel and prefetches: the fix is cheaper "
                 "per-element work, which no measurement here sizes")
-    fixes = ([f"parallel map on {cores} cores"] if serial else []) + \
-        (["from_tensor_slices instead of the generator"] if generator else []) + \
-        (["prefetch"] if not prefetched else []) + (["cache"] if cache_fix else [])
-    return fixes, cores if serial else 1, cache_fix, generator
+    use = [f for f in missing if applied is None or f in applied]
+    words = {"parallel": f"parallel map on {cores} cores",
+             "generator": "from_tensor_slices instead of the generator",
+             "prefetch": "prefetch", "cache": "cache"}
+    return ([words[f] for f in use], cores if "parallel" in use else 1, "cache" in use,
+            "generator" in use)
 
 
 def input_bound(p: Parts, calls: Sequence[Mapping[str, Any]], cores: int,
-                epochs: int | None = None) -> dict[str, Any]:
+                epochs: int | None = None, applied: frozenset[str] | None = None
+                ) -> dict[str, Any]:
+    """The input-bound fix's step; ``applied``: only those FIXES (None: every one missing),
+    what `gpudiag diff` holds a run to when it made some of them."""
     period, wait = p["period_s"], p["input_s"]
     if not calls:
         return _none("input-bound", "the program's tf.data calls were not recorded (a trace "
                      "alone): which of parallel map, prefetch or cache is missing is unknown")
-    fix = _producer_fix(calls, cores, epochs)
+    fix = _producer_fix(calls, cores, epochs, applied)
     if isinstance(fix, str):
         return _none("input-bound", fix)
     fixes, parallel, cache_fix, generator = fix
+    if not fixes:
+        return _none("input-bound", "none of the pipeline's missing fixes was made")
     prefetched = _has(calls, "prefetch")
+    overlapped = prefetched or "prefetch" in fixes
     gone = cache_fix or generator
     # the step's host time while the program's Python ran inside tf.data (the generator,
     # a py_function) is the step's Python waiting for the GIL: it goes where that Python
@@ -131,8 +176,11 @@ def input_bound(p: Parts, calls: Sequence[Mapping[str, Any]], cores: int,
     # shares the same cores
     cpu = p.get("host_s", 0.0) if p.get("accelerator") else consumer - p.get("idle_s", 0.0)
     shared = (cpu + (0.0 if gone else producer)) / cores  # all of the CPU work, every core
-    step = max(consumer, after, shared)
-    bound = "consumer" if step == consumer else "producer" if step == after else "cores"
+    # with prefetch the producer overlaps the consumer; without it, each batch is made
+    # inside the step's GetNext, after the step before
+    step = max(consumer, after, shared) if overlapped else consumer + after
+    bound = "serial" if not overlapped else "consumer" if step == consumer else \
+        "producer" if step == after else "cores"
     producer_text = ("0 after the first epoch (cache)" if cache_fix else
                      "0 (the generator's Python replaced by slices of in-memory tensors, "
                      "whose cost the trace does not measure: a lower bound)" if generator
@@ -141,8 +189,9 @@ def input_bound(p: Parts, calls: Sequence[Mapping[str, Any]], cores: int,
     busy = (f"; the machine's 1-minute load average was {load:.1f} on {cores} cores when "
             "this was judged: other work holds cores the fix's threads need, so this is "
             "optimistic") if load is not None and load > cores else ""
-    return _out("input-bound", " + ".join(fixes), period, step,
-                f"max(consumer step = period - input wait"
+    out = _out("input-bound", " + ".join(fixes), period, step,
+                f"{'max' if overlapped else 'the sum (no prefetch: no overlap) of'}"
+                f"(consumer step = period - input wait"
                 f"{' - its host time while the Python ops ran (GIL)' if gil else ''}, "
                 f"producer per batch = "
                 f"{producer_text}, (consumer CPU + producer) / {cores} cores); {cores} "
@@ -155,6 +204,13 @@ def input_bound(p: Parts, calls: Sequence[Mapping[str, Any]], cores: int,
                  "cores": cores, "cores_from": "this machine (os.sched_getaffinity)",
                  "cache": cache_fix, "generator": generator, "bound": bound,
                  "load_average_1min": load})
+    if parallel > 1 and not gone:
+        # the model's assumption, its other end: a parallel map whose work does not scale
+        # over the cores (many tiny ops, or Python under the GIL: measured, a map of 60
+        # small ops made its batches 9 % faster on 2 cores, docs/run.md)
+        out["assumed_high_s"] = max(consumer, producer, shared) if overlapped else \
+            consumer + producer
+    return out
 
 
 def overhead_bound(p: Parts) -> dict[str, Any]:
@@ -179,9 +235,13 @@ def overhead_bound(p: Parts) -> dict[str, Any]:
                  "before its first op and after its last, and the Python between the "
                  "calls; the gaps between ops stay")
     step = period - per_call + per_call / n
-    return _out("overhead-bound", f"steps_per_execution={n}", period, step, model,
-                {"overhead_s": per_call, "call_edges_s": edges, "between_calls_s": between,
-                 "steps_per_execution": n})
+    out = _out("overhead-bound", f"steps_per_execution={n}", period, step, model,
+               {"overhead_s": per_call, "call_edges_s": edges, "between_calls_s": between,
+                "steps_per_execution": n})
+    # the model's assumption, its other end: the gaps between the ops paid once a call too
+    # (which of the call's host time is per call, the trace cannot tell for certain)
+    out["assumed_low_s"] = period - p["host_s"] + p["host_s"] / n
+    return out
 
 
 def host_bound(p: Parts, eager: bool) -> dict[str, Any]:
@@ -222,6 +282,9 @@ def communication_bound(p: Parts, allreduce: Mapping[str, Any] | None) -> dict[s
                 "batch_factor": k})
     out["speedup"] = period * k / step if step > 0 else None
     out["step_s_per_original_batch"] = step / k
+    # the model's stated assumption, both ways: every op's time grows with the batch (the
+    # step above, the most it can be) or none does (the least)
+    out["assumed_low_s"] = grows + host + moved
     return out
 
 
@@ -233,6 +296,80 @@ def idle_devices(p: Parts, busy: int, total: int) -> dict[str, Any]:
     return _out("idle-gpus", f"a strategy over all {total} devices", period, step,
                 f"period - compute + compute x {busy} / {total}",
                 {"compute_s": p["compute_s"], "busy_devices": busy, "devices": total})
+
+
+# each model's stated assumption, whose other end bounds its interval (with_interval)
+ASSUMED = {
+    "communication-bound": "its assumption's other end (no op's time growing with the "
+                           "batch)",
+    "overhead-bound": "its assumption's other end (the gaps between ops paid once a call "
+                      "too)",
+    "input-bound": "its assumption's other end (a parallel map whose work does not scale "
+                   "over the cores)",
+}
+
+
+def with_interval(predicted: dict[str, Any], per_step: Sequence[Mapping[str, Any]]
+                  ) -> dict[str, Any]:
+    """``predicted`` (for the mean step) with its interval: ``step_s_low`` and
+    ``step_s_high`` from the same model replayed on each profiled step that was measured
+    (``per_step``: each step's own prediction; the 95 % interval of their median from 6
+    steps on, else their range), widened to the other end of the model's stated
+    assumption where it has one (ASSUMED: ``assumed_low_s`` / ``assumed_high_s``). No
+    interval where there is no number."""
+    from gpudiag.verdicts.stats import spread
+
+    step = predicted.get("step_s")
+    if step is None:
+        return predicted
+    steps = [float(x["step_s"]) for x in per_step if x.get("step_s") is not None]
+    level = spread(steps)
+    low, high = (level[1] if level else (step, step))
+    low, high = min(low, step), max(high, step)
+    froms = [f"the model replayed on {level[2]} profiled steps"] if level else \
+        ["no per-step replay (the mean step only)"]
+    assumed = predicted.get("assumed_low_s")
+    if assumed is not None and assumed < low:
+        low = assumed
+        froms.append(ASSUMED.get(str(predicted.get("cause")), "its assumption's other end"))
+    assumed = predicted.get("assumed_high_s")
+    if assumed is not None and assumed > high:
+        high = assumed
+        froms.append(ASSUMED.get(str(predicted.get("cause")), "its assumption's other end"))
+    return {**predicted, "step_s_low": low, "step_s_high": high,
+            "interval_from": "; ".join(froms)}
+
+
+def input_bound_by_change(parts: Parts, per_step: Sequence[Parts],
+                          calls: Sequence[Mapping[str, Any]], cores: int,
+                          epochs: int | None) -> dict[str, dict[str, Any]]:
+    """The input-bound prediction for each set of the pipeline's missing fixes that a
+    change could make (change_key -> step_s with its interval), for `gpudiag diff` to hold
+    B to the change it made, not to all of them."""
+    import itertools
+
+    missing = missing_fixes(calls, epochs)
+    out: dict[str, dict[str, Any]] = {}
+    for n in range(1, len(missing) + 1):
+        for subset in itertools.combinations(missing, n):
+            applied = frozenset(subset)
+            pred = with_interval(input_bound(parts, calls, cores, epochs, applied), [
+                input_bound(step, calls, cores, epochs, applied) for step in per_step])
+            if pred.get("step_s") is not None:
+                out[change_key(applied)] = {k: pred.get(k) for k in (
+                    "fix", "step_s", "step_s_low", "step_s_high", "interval_from")}
+    return out
+
+
+def interval_text(predicted: Mapping[str, Any], scale: float = 1.0) -> str:
+    """``1.90 ms (1.62-2.31 ms)``: the predicted step (times ``scale``) with its interval."""
+    step = predicted.get("step_s")
+    if step is None:
+        return "no prediction"
+    low, high = predicted.get("step_s_low"), predicted.get("step_s_high")
+    span = f" ({low * scale * 1e3:.2f}-{high * scale * 1e3:.2f} ms)" \
+        if low is not None and high is not None else ""
+    return f"{step * scale * 1e3:.2f} ms{span}"
 
 
 NO_MODEL = {
@@ -249,7 +386,20 @@ def predict(causes: Sequence[str], parts: Parts, evidence: Mapping[str, Any], *,
     """The prediction for the first (the bottleneck's) cause, from a finding's mean step
     ``parts`` and its ``evidence`` (dataset_calls, allreduce, gpus_without_kernels,
     parts_s, steps_from); ``steps_a_call``: the steps each call already runs where more
-    a call is in place (steps_per_execution, a loop inside the tf.function)."""
+    a call is in place (steps_per_execution, a loop inside the tf.function). A number
+    carries the machine it was judged on (``machine``: its 1-minute load average and
+    cores: `gpudiag diff` says when load makes the comparison weak)."""
+    out = _predict(causes, parts, evidence, epochs=epochs, cores=cores,
+                   steps_a_call=steps_a_call)
+    if out.get("step_s") is not None:
+        out["machine"] = {"load_average_1min": machine_load(),
+                          "cores": cores or available_cores()}
+    return out
+
+
+def _predict(causes: Sequence[str], parts: Parts, evidence: Mapping[str, Any], *,
+             epochs: int | None = None, cores: int | None = None,
+             steps_a_call: float | None = None) -> dict[str, Any]:
     if not causes:
         return _none("", "no bottleneck stands out: no fix to predict")
     cause = causes[0]

@@ -235,6 +235,42 @@ def _crashed_before_use(seen: Sequence[TaskReport], died: Sequence[TaskReport]
             "with it)")
 
 
+def formed_by_tasks(seen: Sequence[TaskReport]) -> bool:
+    """Separate processes of the program joined the cluster (MultiWorkerMirroredStrategy's
+    workers, each its own task): a crash after that, before any step, is the cluster's
+    death and is judged (fail: who died, of what); one process serving every task (an
+    in-process cluster) that crashed took its cluster with it and never used it."""
+    return len({(t.host, t.pid) for t in seen
+                if t.joined == "joined" and t.via != SERVER and not t.in_process}) > 1
+
+
+def _deaths(v: _Seen) -> list[tuple[Status, str, str, str]]:
+    """Each task that died, with what it died of and how far the others got; tasks that
+    all died of the same exception said once, together."""
+    died, lost = v.died, v.lost
+    tail = f"; TensorFlow reported lost: {', '.join(lost)}" if lost else ""
+    crashes = {t.crash for t in died}
+    if len(died) > 1 and len(died) == len(v.seen) and len(crashes) == 1 and died[0].crash:
+        steps = {t.steps for t in died}
+        after = f"{died[0].steps} step(s) each" if len(steps) == 1 else \
+            ", ".join(f"{t.task} {t.steps} step(s)" for t in died)
+        return [("fail", f"every task died, of the same exception: "
+                 f"{', '.join(t.task for t in died)} ({died[0].crash}) after {after}{tail}",
+                 DIED_ADVICE, title(f"every task died, of the same exception: "
+                                    f"{', '.join(t.task for t in died)}",
+                                    f"all {len(died)} tasks died of the same exception"))]
+    out: list[tuple[Status, str, str, str]] = []
+    for t in died:
+        others = [o for o in v.seen if o is not t]
+        how = t.crash or "killed: no exit, no Python exception"
+        out.append(("fail", f"{t.task} died ({how}) after {t.steps} step(s)"
+                    + ("; the others reached: " + ", ".join(
+                        f"{o.task} step {o.steps}" for o in others) if others else "")
+                    + tail, DIED_ADVICE, title(f"{t.task} died after {t.steps} step(s)",
+                                               f"a task died after {t.steps} step(s)")))
+    return out
+
+
 @dataclass(frozen=True)
 class _Seen:
     """The cluster's tasks as the records show them, each fact derived once."""
@@ -346,7 +382,7 @@ def cluster(tasks: Sequence[TaskReport], *, check_id: str = "run.cluster",
     if combined_report:
         head += f"; the cluster's report: {combined_report}"
         evidence["combined_report"] = combined_report
-    unused = _crashed_before_use(seen, v.died)
+    unused = None if formed_by_tasks(seen) else _crashed_before_use(seen, v.died)
     if unused is not None and not (v.duplicates or v.unknown
                                    or (len(v.hosts) > 1 and v.loopback)):
         evidence["crashed_before_use"] = [t.task for t in seen if t.crash]
@@ -437,23 +473,14 @@ def _problems(v: _Seen, scope: str) -> list[tuple[Status, str, str, str]]:
             SYNC_STOP_ADVICE,
             title(f"{slow[0].task} ended {_after_last_step(slow[0]):.0f} s after its last "
                   "step", "the chief ended long after its last step")))
-    hosts, loopback, lost = v.hosts, v.loopback, v.lost
+    hosts, loopback = v.hosts, v.loopback
     if len(hosts) > 1 and loopback:
         problems.append(("fail", f"TF_CONFIG names {', '.join(loopback)} but the tasks ran "
                          f"on {len(hosts)} machines ({', '.join(hosts)}): a loopback "
                          "address reaches only the machine it is used on",
                          LOCALHOST_ADVICE,
                          f"TF_CONFIG names loopback but the tasks ran on {len(hosts)} machines"))
-    for t in v.died:
-        others = [o for o in seen if o is not t]
-        how = t.crash or "killed: no exit, no Python exception"
-        problems.append(("fail", f"{t.task} died ({how}) after {t.steps} step(s)"
-                         + ("; the others reached: " + ", ".join(
-                             f"{o.task} step {o.steps}" for o in others) if others else "")
-                         + (f"; TensorFlow reported lost: {', '.join(lost)}" if lost else ""),
-                         DIED_ADVICE,
-                         title(f"{t.task} died after {t.steps} step(s)",
-                               f"a task died after {t.steps} step(s)")))
+    problems += _deaths(v)
     if missing and formed:
         problems.append(("warn", f"{', '.join(missing)} not seen in {scope} (the cluster "
                          "formed, so they ran): without gpudiag, with another --logdir, or "

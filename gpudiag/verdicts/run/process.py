@@ -194,6 +194,20 @@ def _tensorflow_seen(observations: Sequence[ProcessObservation], *, python_comma
 # ---------------------------------------------------------------- devices and configuration
 
 
+SEED_APIS = ("set_seed", "set_random_seed")
+
+
+def seed_calls(obs: ProcessObservation) -> list[str]:
+    """The program's calls that set TensorFlow's global seed (tf.random.set_seed, which
+    keras.utils.set_random_seed calls), each with its seed and its line,
+    ``tf.random.set_seed(3) at train.py:4``: run.devices' evidence, where
+    `gpudiag diff` reads whether both runs start from the same weights (the key present
+    and empty: no seed set)."""
+    return [f"{c.api}({c.args[0] if c.args else c.kwargs.get('seed')}){where(c.caller)}"
+            for c in obs.config_calls
+            if c.api.rsplit(".", 1)[-1] in SEED_APIS and not c.error_type]
+
+
 def devices(obs: ProcessObservation, proc: str = "") -> Finding:
     """Physical and logical devices after the program's tf.config calls, and those calls."""
     calls = [{"order": c.order, "api": c.api, "args": c.args, "kwargs": c.kwargs,
@@ -201,7 +215,8 @@ def devices(obs: ProcessObservation, proc: str = "") -> Finding:
                   c.initialized_before, "error": f"{c.error_type}: {c.error}"
               if c.error_type else None} for c in obs.config_calls]
     snap = obs.devices
-    evidence: dict[str, Any] = {"config_calls": calls, "devices": None if snap is None else
+    evidence: dict[str, Any] = {"config_calls": calls, "seed_calls": seed_calls(obs),
+                                "devices": None if snap is None else
                                 {"physical": snap.physical, "logical": snap.logical,
                                  "gpus": snap.gpus, "soft_placement": snap.soft_placement,
                                  "cuda_build": snap.cuda_build, "seen_at": snap.reason,

@@ -18,17 +18,18 @@ from gpudiag.catalogue import match_crash
 from gpudiag.layout.units import share as pct
 from gpudiag.records.run import ProcessObservation, StepSeries
 from gpudiag.report import Action, Finding, Status
+from gpudiag.verdicts import stats
 from gpudiag.verdicts.common import title
 from gpudiag.verdicts.run import crash_match, learning_causes, tracebacks
 from gpudiag.verdicts.run import throughput as run_throughput
 from gpudiag.verdicts.run.training_runs import epoch_losses, training_runs
 
-# A loss within this fraction of ln(k) is "at ln k"; it has "not fallen" when the last
-# value is at least STUCK_FRACTION of where it started: the mean of its first losses (up to
+# A loss within LN_TOLERANCE of ln(k) is "at ln k"; it has "not fallen" when its level is
+# at least STUCK_FRACTION of where it started: the mean of its first batch losses (up to
 # START_WINDOW, at most a quarter of them), since one batch's loss is noisy (a first batch
 # of 8 examples that happens to sit at ln 4 made a model learning slowly read as stuck).
-LN_TOLERANCE = 0.02
-STUCK_FRACTION = 0.97
+LN_TOLERANCE = learning_causes.LN_TOLERANCE
+STUCK_FRACTION = learning_causes.STUCK_FRACTION
 START_WINDOW = 10
 MIN_JUDGED_STEPS = 5
 # a fit whose batches were not seen (tf_keras refuses batch-level callbacks under
@@ -85,15 +86,6 @@ def _accuracy(series: StepSeries) -> float | None:
     for key in ACCURACY_KEYS:
         if key in logs:
             return float(logs[key])
-    return None
-
-
-def _classes_at(loss: float, known: int | None) -> int | None:
-    """``known`` when the loss is ln(known) (uniform predictions over the program's
-    classes). Without the class count from the program (gpudiag.run.classcount) there is
-    no ln C verdict: any slowly falling loss is near ln k for some k."""
-    if known and known > 1 and abs(loss - math.log(known)) <= LN_TOLERANCE * math.log(known):
-        return known
     return None
 
 
@@ -184,7 +176,10 @@ def _judged_losses(s: Any) -> tuple[list[float], int, str, str] | None:
 
 
 def _judge_run(obs: ProcessObservation, s: Any) -> tuple[dict[str, Any], str, Status] | None:
-    """One training run: its row of evidence, its sentence, and its status."""
+    """One training run: its row of evidence, its sentence, and its status. Every
+    threshold is held against the measured value's interval (learning_causes.tail_level,
+    accuracy_against_chance): a clear side decides, an interval across the line is a warn
+    "near the threshold" whichever side the value fell on this time."""
     judged = _judged_losses(s)
     if judged is None:
         return None
@@ -196,44 +191,58 @@ def _judge_run(obs: ProcessObservation, s: Any) -> tuple[dict[str, Any], str, St
     weights = next((w for w in obs.weights if w.source == s.label
                     or (s.kind == "fit" and w.source == "Model.fit")), None)
     moved = weights.moved if weights else None
-    stuck = start > 0 and last >= STUCK_FRACTION * start
-    classes = _classes_at(last, s.num_classes) if stuck else None
+    # the level and where it started from each batch's own loss where the program's were
+    # running means (a Keras fit): the spread of batches, not of a mean settling
+    batches = learning_causes.batch_losses(s) if source == "steps" else None
+    judged_on = batches or losses
+    level, interval, level_from = learning_causes.tail_level(judged_on)
+    if batches:
+        level_from = level_from.replace("losses", "batch losses")
+        head = batches[:max(1, min(START_WINDOW, len(batches) // 4))]
+        start = math.fsum(head) / len(head)
+    falling = stats.against(level, interval, STUCK_FRACTION * start, level_from)
+    c = s.num_classes if s.num_classes and s.num_classes > 1 else None
+    ln = math.log(c) if c else None
+    below_ln = stats.against(level, interval, (1 - LN_TOLERANCE) * ln, level_from) \
+        if ln else None
     floor = learning_causes.at_softmax_floor(losses, last, s.num_classes, LN_TOLERANCE)
     acc = _accuracy(s)
-    chance = acc is not None and s.num_classes is not None and \
-        acc <= 1 / s.num_classes + 0.1 * (1 - 1 / s.num_classes)
-    row = {"series": s.label, "steps": count, "first_loss": first, "start_loss": start,
-           "judged_from": source,
-           "last_loss": last, "num_classes": s.num_classes,
-           "classes_from": s.facts.get("classes_from"), "stuck_at_ln_classes": classes,
-           "softmax_floor": floor, "accuracy": acc, "accuracy_at_chance": chance,
-           "weights_moved": moved, "learning_rate": s.facts.get("learning_rate")}
-    text = f"{s.label}: loss {first:.4f} -> {last:.4f} over {over}"
-    if classes:
-        text += (f", stuck at ln {classes} = {math.log(classes):.4f} (the model predicts "
-                 f"all {classes} classes alike)")
-    elif floor:
-        text += (f", settled at {floor:.4f} = ln(1 + {(s.num_classes or 0) - 1}/e), "
-                 "the least a softmax cross-entropy reaches when it is given "
-                 "probabilities as logits (the outputs went through a softmax twice)")
-    elif stuck:
-        text += ", not falling"
-        if not s.num_classes:
-            text += (f" (no ln(classes) check: the number of classes is unknown, "
-                     f"{s.facts.get('classes_from') or 'no evidence of it'})")
+    chance = learning_causes.accuracy_against_chance(
+        acc, learning_causes.last_epoch_examples(s.steps, s.batch_size), c) \
+        if acc is not None and c else None
+    verdict = learning_causes.judge(learning_causes.Level(level, interval, level_from),
+                                    below_ln, falling, chance, c, floor, acc)
+    cause, status = verdict.cause, verdict.status
+    text = f"{s.label}: loss {first:.4f} -> {last:.4f} over {over}{verdict.words}"
+    if verdict.cause == "not-falling" and not c:
+        text += (f" (no ln(classes) check: the number of classes is unknown, "
+                 f"{s.facts.get('classes_from') or 'no evidence of it'})")
     if acc is not None:
-        text += f", accuracy {acc:.3f}" + (" (chance)" if chance else "")
+        text += f", accuracy {acc:.3f}" + (" (chance)" if chance is not None
+                                           and chance.side == stats.BELOW else "")
     if moved is False:
         steps = weights.calls_between if weights else "?"
         text += (f"; the weights did not change at all over {steps} steps: this is not "
                  "a device problem, the updates never reach the weights")
         if s.facts.get("learning_rate") == 0:
             text += " (the learning rate is 0)"
+        status = "fail"
     elif moved:
         text += "; the weights moved"
-    status: Status = "fail" if moved is False or classes or floor else \
-        "warn" if stuck or chance else "ok"
+    row = {"series": s.label, "steps": count, "first_loss": first, "start_loss": start,
+           "judged_from": source, "last_loss": last, "num_classes": s.num_classes,
+           "classes_from": s.facts.get("classes_from"),
+           "stuck_at_ln_classes": c if cause == "not-learning" else None,
+           "softmax_floor": floor, "accuracy": acc,
+           "accuracy_at_chance": chance is not None and chance.side == stats.BELOW,
+           "cause": cause, "loss_level": level, "loss_interval": list(interval),
+           "loss_interval_from": level_from,
+           "loss_against_ln_classes": below_ln.to_dict() if below_ln else None,
+           "accuracy_against_chance": chance.to_dict() if chance else None,
+           "loss_against_start": falling.to_dict(),
+           "weights_moved": moved, "learning_rate": s.facts.get("learning_rate")}
     return row, text, status
+
 
 def memory(obs: ProcessObservation, nvml_gpus: list[dict[str, Any]] | None,
            proc: str = "") -> Finding:
