@@ -157,7 +157,8 @@ class Run:
     traces: tuple[Path, ...]
     live: Live | None
     _loops: Callable[[Run], dict[str, Loop]] = field(repr=False, compare=False)
-    # each finding's typed evidence, in the report's order (load_run decodes it)
+    # each finding's typed evidence, in the report's order (load_run and unsaved_run
+    # decode it: one per finding)
     typed_evidence: tuple[Evidence | None, ...] = field(default=(), repr=False)
 
     @functools.cached_property

@@ -18,7 +18,7 @@ from gpudiag.report import Report, to_json_dict
 from gpudiag.rundir.errors import RunDirError
 from gpudiag.rundir.load import run_status
 from gpudiag.rundir.loops import read_loops
-from gpudiag.rundir.records import Loop, Run
+from gpudiag.rundir.records import Loop, Run, typed_evidence
 
 
 def _report_loops(run: Run) -> dict[str, Loop]:
@@ -32,9 +32,11 @@ def unsaved_run(report: Report, about: Path) -> Run:
     data = to_json_dict(report)
     try:
         typed = Report.from_dict(data)
+        evidence = typed_evidence(typed)
     except (KeyError, TypeError, ValueError) as exc:
         raise RunDirError(f"{about}: the report made in memory is malformed ({exc})") from None
     return Run(path=about, command=typed.command, status=run_status(typed, {}),
                started_at=typed.started_at, finished_at=typed.finished_at,
                schema_version=layout.SCHEMA_VERSION, report=typed, report_json=data,
-               children={}, traces=(), live=None, _loops=_report_loops)
+               children={}, traces=(), live=None, _loops=_report_loops,
+               typed_evidence=evidence)
