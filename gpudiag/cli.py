@@ -388,7 +388,7 @@ def diff(
     execute("diff", logdir, as_json, body)
 
 
-@app.command()
+@app.command(short_help="Serve a logdir's runs to coding agents (MCP, stdio).")
 def mcp(
     logdir: Path = typer.Option(Path("runs"), "--logdir", parser=opt.logdir_path,
                                 help="The logdir served, read-only: nothing outside it is "

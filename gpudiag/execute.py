@@ -132,8 +132,12 @@ def exit_code_of(exc: BaseException) -> int:
     if isinstance(exc, typer.Abort):  # click turns a KeyboardInterrupt (and SIGTERM's) into it
         return interrupted_exit() or error_line("aborted", EXIT_INTERRUPTED)
     if isinstance(exc, typer.TyperException):  # usage errors: bad values, unknown options
+        if type(exc).__name__ == "NoArgsIsHelpError":  # no arguments at all: the help, as is
+            with contextlib.suppress(OSError, ValueError):
+                sys.stderr.write(exc.format_message().rstrip("\n") + "\n")
+            return int(getattr(exc, "exit_code", 2))
         message = " ".join(exc.format_message().split())
-        if not message:  # no arguments at all: click printed the help, nothing is wrong
+        if not message:  # click printed the help itself: nothing is wrong
             return int(getattr(exc, "exit_code", 2))
         return error_line(message, getattr(exc, "exit_code", 2))
     if isinstance(exc, GpudiagError):

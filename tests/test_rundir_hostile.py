@@ -265,7 +265,7 @@ def _loop(times: list[float]) -> Loop:
 
 
 def _side(loop: Loop, status: str = "complete", real: str = "/a") -> verdict.Side:
-    return verdict.Side(real, "run", {"fit": loop}, (), {}, [], {}, status, real)
+    return verdict.Side(real, "run", {"fit": loop}, (), {}, [], {}, status=status, real_path=real)
 
 
 def test_impossible_step_times_are_dropped_and_counted_never_divided() -> None:

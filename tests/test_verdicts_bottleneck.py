@@ -163,7 +163,7 @@ def test_a_share_whose_steps_straddle_its_threshold_is_one_warn_saying_near() ->
     for shares in ((0.40, 0.45, 0.48, 0.52, 0.55), (0.44, 0.50, 0.52, 0.55, 0.59)):
         f = bn.bottleneck(steps(*shares), None, bn.ProgramFacts(loop="Model.fit"))
         assert f.status == "warn" and f.evidence["causes"] == ["overhead-bound"]
-        assert "near the threshold: " in f.message and "threshold 50%" in f.message
+        assert "near the threshold: " in f.message and "threshold 50 %" in f.message
         assert "the range of 5 profiled steps" in f.message
         against = f.evidence["cause_evidence"]["overhead-bound"]["against"]
         assert against["side"] == "near" and against["threshold"] == 0.5
@@ -187,7 +187,7 @@ def test_a_cause_near_its_threshold_never_outranks_one_clear_of_its_own() -> Non
                   [DeviceBreakdown("/device:CPU:0", "placement", parts, 100)], [], None)
     f = bn.bottleneck(b, None, bn.ProgramFacts(loop="Model.fit"))
     assert f.evidence["causes"] == ["overhead-bound", "input-bound"], f.message
-    assert "also input-bound: 12% of the step" in f.message and "near the threshold" in \
+    assert "also input-bound: 12 % of the step" in f.message and "near the threshold" in \
         f.message
 
 

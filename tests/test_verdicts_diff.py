@@ -208,11 +208,12 @@ def test_b_is_held_to_the_prediction_for_the_change_it_made_with_its_interval() 
                  "by_change": {"parallel + prefetch": {
                      "fix": "parallel map on 2 cores + prefetch", "step_s": 0.0050,
                      "step_s_low": 0.0045, "step_s_high": 0.0056}}}
-    before = StepBreakdown("run.bottleneck", "warn", 0.008, {
+    before = StepBreakdown("run.bottleneck", "warn", Bottleneck(0.008, {
         "/device:CPU:0": parts(0.008, 0.001, 0.006, 0.001)}, ("input-bound",), "t",
-        predicted, serial)
-    after = StepBreakdown("run.bottleneck", "ok", 0.00505, {
-        "/device:CPU:0": parts(0.00505, 0.004, 0.00005, 0.001)}, (), "t", None, tuned)
+        predicted, dataset_calls=serial))
+    after = StepBreakdown("run.bottleneck", "ok", Bottleneck(0.00505, {
+        "/device:CPU:0": parts(0.00505, 0.004, 0.00005, 0.001)}, (), "t", None,
+        dataset_calls=tuned))
     a, b = [0.008] * 40, [0.00505] * 40
     rec, found = diff.judge(side([loop(a)], (before,)), side([loop(b)], (after,)))
     (n,) = rec.bottlenecks
@@ -227,6 +228,6 @@ def test_b_is_held_to_the_prediction_for_the_change_it_made_with_its_interval() 
             "(weak: A judged at load 5.2 on 2 cores") in f.message
     # B changed nothing A's finding advised: held to every fix, said so, outside
     rec, found = diff.judge(side([loop(a)], (before,)), side(
-        [loop(b)], (replace(after, dataset_calls=serial),)))
+        [loop(b)], (replace(after, evidence=replace(after.evidence, dataset_calls=serial)),)))
     (n,) = rec.bottlenecks
     assert n.inside is False and "made none of them" in (n.held_to or "")

@@ -31,7 +31,7 @@ SHARED_MODULES = (
     "gpudiag", "gpudiag.devnames", "gpudiag.errors",
     "gpudiag.layout", "gpudiag.layout.cluster", "gpudiag.layout.diff", "gpudiag.layout.events",
     "gpudiag.layout.names",
-    "gpudiag.layout.run",
+    "gpudiag.layout.run", "gpudiag.layout.units",
     "gpudiag.layout.views",
     "gpudiag.readers", "gpudiag.readers.placementlog", "gpudiag.readers.traces",
     "gpudiag.records", "gpudiag.records.tfconfig",

@@ -432,10 +432,12 @@ def learning_against_noise(pairs: Sequence[tuple[Loop, Loop]], diffs: Sequence[L
     if ends and all(ea[1][0] <= eb[1][1] and eb[1][0] <= ea[1][1] for _, ea, eb in ends):
         return Finding("diff.learning", "ok", (
             f"the loss ends at the same level within each run's own spread ({levels}); at "
-            f"matched steps it differs ({apart}), which {why} can explain"), evidence)
-    return Finding("diff.learning", "skip", (
+            f"matched steps it differs ({apart}), which {why} can explain"), evidence,
+            title="the loss ends at the same level: within run-to-run noise")
+    return Finding("diff.learning", "skip", title="cannot tell: no common seed, the loss gap "
+                   "may be run-to-run noise", message=(
         f"cannot tell whether the change altered what the model learns: {apart}"
-        + (f"; {levels}" if levels else "") + f"; {why}"), evidence,
+        + (f"; {levels}" if levels else "") + f"; {why}"), evidence=evidence,
         advice="Set the seed in both (keras.utils.set_random_seed(1) or "
                "tf.random.set_seed(1) before building the model) and run both again, or run "
                "each side several times to see the run-to-run spread.")

@@ -247,7 +247,8 @@ def bottleneck_entry(report: dict[str, Any]) -> Entry | None:
         return (f"bottleneck: not measured: {_headline(f)}",)
     if f["id"].startswith("diff."):  # gpudiag diff's: before and after, in its own words
         text = f.get("title") or str(f.get("message", "")).split(": ", 1)[-1]
-        return (f"bottleneck: {' '.join(text.split())}",)
+        text = " ".join(text.split())
+        return (f"bottleneck: {text.removeprefix('bottleneck ')}",)
     causes = ev.get("causes") or []
     if ev.get("shared_cores"):  # virtual CPU devices: not the user's GPUs' bottleneck
         what = causes[0] if causes else "none stands out"

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import math
 import statistics
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -90,13 +90,15 @@ class Against:
     def near(self) -> bool:
         return self.side == NEAR
 
-    def words(self, fmt: str = "{:.3g}", name: str = "") -> str:
-        """``near the threshold: 19 % (14 %-25 %), threshold 20 %``."""
+    def words(self, fmt: str | Callable[[float], str] = "{:.3g}", name: str = "") -> str:
+        """``near the threshold: 19 % (14 %-25 %), threshold 20 %`` (``fmt``: a format
+        string, or a function such as gpudiag.layout.units.pct)."""
+        show = fmt if callable(fmt) else fmt.format
         what = f"{name} " if name else ""
-        span = f"{fmt.format(self.low)}-{fmt.format(self.high)}"
+        span = f"{show(self.low)}-{show(self.high)}"
         where = f", {self.interval_from}" if self.interval_from else ""
-        return (f"near the threshold: {what}{fmt.format(self.value)} ({span}{where}), "
-                f"threshold {fmt.format(self.threshold)}")
+        return (f"near the threshold: {what}{show(self.value)} ({span}{where}), "
+                f"threshold {show(self.threshold)}")
 
     def to_dict(self) -> dict[str, Any]:
         return {"value": self.value, "low": self.low, "high": self.high,

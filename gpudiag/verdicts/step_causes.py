@@ -132,9 +132,9 @@ class Judged:
 
 
 def near_words(a: stats.Against) -> str:
-    """``; near the threshold: 48% (41%-55%, ...), threshold 50%`` for a share near its
-    line, else nothing."""
-    return f"; {a.words('{:.0%}')}" if a.near else ""
+    """``; near the threshold: 48 % (41 %-55 %, ...), threshold 50 %`` for a share near
+    its line, else nothing."""
+    return f"; {a.words(pct)}" if a.near else ""
 
 
 def ms(seconds: float) -> str:

@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from gpudiag.report import Finding
+from gpudiag.verdicts.common import title
 
 
 @dataclass(frozen=True)
@@ -45,11 +46,17 @@ def notebook(seen: KernelSeen) -> Finding:
                        "the kernel's code replaced what gpudiag had wrapped during the block, "
                        "so gpudiag left it as the kernel made it: "
                        + ", ".join(seen.not_restored), evidence,
-                       advice="Restart the kernel to have TensorFlow's own functions again.")
+                       advice="Restart the kernel to have TensorFlow's own functions again.",
+                       title=title(f"the kernel replaced {len(seen.not_restored)} function(s) "
+                                   "gpudiag had wrapped: left as it made them",
+                                   "the kernel replaced functions gpudiag had wrapped"))
     if not unseen:
         return Finding("run.notebook", "ok", "watch() saw the training from TensorFlow's "
-                       "import on; every hook was removed after the block", evidence)
+                       "import on; every hook was removed after the block", evidence,
+                       title="watch() saw the whole training; every hook removed after it")
     return Finding("run.notebook", "ok", "watch() could not see what ran before its block: "
                    + "; ".join(unseen) + "; every hook was removed after the block", evidence,
                    advice="Import TensorFlow and build the model and the dataset inside the "
-                          "watched cell (or restart the kernel first) for all of it.")
+                          "watched cell (or restart the kernel first) for all of it.",
+                   title=title(f"watch() could not see {len(unseen)} thing(s) set up before "
+                               "its block", "watch() could not see what ran before its block"))

@@ -87,5 +87,8 @@ def analysis_failed(error_type: str, error: str, where: str, returncode: int | N
         f"missing; the program ran as it would have (exit code {returncode}, forwarded)",
         {"error_type": error_type, "error": error[:2000], "where": where,
          "returncode": returncode},
+        title=title(f"gpudiag's own analysis stopped at {error_type}: findings after it "
+                    "missing", "gpudiag's own analysis stopped early: findings after it "
+                    "missing"),
         advice="Report it as a gpudiag bug with this report.json (the program's events "
                "files under children/program/ show what it read).")

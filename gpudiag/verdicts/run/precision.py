@@ -24,7 +24,8 @@ import statistics
 from typing import Any
 
 from gpudiag.records.run import ConfigCall, ProcessObservation
-from gpudiag.report import Finding
+from gpudiag.report import Action, Finding
+from gpudiag.verdicts.common import title
 
 HALF = {"mixed_float16": "float16", "float16": "float16",
         "mixed_bfloat16": "bfloat16", "bfloat16": "bfloat16"}
@@ -66,7 +67,7 @@ def precision(obs: ProcessObservation, proc: str = "") -> Finding | None:
     if snap is None:
         return Finding(f"run.precision{proc}", "skip", f"{named}: TensorFlow's devices were "
                        "never listed, so whether they compute in 16 bits fast is not known",
-                       evidence)
+                       evidence, title=f"{policy}: devices not listed, its cost not known")
     gpus = [d for d in snap.logical if ":GPU:" in d.upper()]
     timed = [s.duration_s for f in fits for s in f.steps[1:] if s.duration_s]
     step = f"; Model.fit's step took {statistics.median(timed) * 1e3:.1f} ms (median of " \
@@ -84,7 +85,9 @@ def precision(obs: ProcessObservation, proc: str = "") -> Finding | None:
             "the mixed precision guide's model: 2x slower than float32 at batch 256, 1.2x "
             f"faster at batch 8192){step}", evidence,
             advice="Time one epoch with the policy and one without (float32) on this "
-            "machine, and keep the faster.")
+            "machine, and keep the faster.",
+            title=title(f"{policy} on the CPU: faster or slower than float32 by CPU and size",
+                        f"{policy} on the CPU: time it against float32"))
     if not gpus:
         evidence["device"] = "CPU"
         return Finding(
@@ -96,20 +99,26 @@ def precision(obs: ProcessObservation, proc: str = "") -> Finding | None:
             f"per step than float32){step}", evidence,
             advice=f"Keep float32 where no GPU computes {half} fast: {change}, or set it "
             "only when tf.config.list_physical_devices('GPU') lists a GPU of compute "
-            f"capability {'.'.join(map(str, FAST_FROM[half]))} or more.")
+            f"capability {'.'.join(map(str, FAST_FROM[half]))} or more.",
+            title=title(f"{policy} on a CPU: {half} math is slower here than float32",
+                        "a 16-bit policy on a CPU: slower here than float32"),
+            actions=(Action(change, line),))
     caps = {g.get("name", "?"): _capability(g) for g in snap.gpus}
     evidence["compute_capability"] = caps
     known = {n: c for n, c in caps.items() if c is not None}
     if not known:
         return Finding(f"run.precision{proc}", "skip", f"{named} on {', '.join(gpus)}: "
                        "their compute capability was not listed, so whether they compute "
-                       f"{half} fast is not known", evidence)
+                       f"{half} fast is not known", evidence,
+                       title=f"{policy}: the GPUs' compute capability not listed")
     slow = {n: c for n, c in known.items() if c < FAST_FROM[half]}
     shown = ", ".join(f"{n.rsplit('/', 1)[-1]} (compute capability {c[0]}.{c[1]})"
                       for n, c in (slow or known).items())
     if not slow:
         return Finding(f"run.precision{proc}", "ok", f"{named} on {shown}: Tensor Cores "
-                       f"compute {half}", evidence)
+                       f"compute {half}", evidence,
+                       title=title(f"{policy} on GPUs with Tensor Cores for {half}",
+                                   f"{policy}: the GPUs compute it fast"))
     return Finding(
         f"run.precision{proc}", "warn",
         f"{named} on {shown}: below compute capability "
@@ -119,4 +128,7 @@ def precision(obs: ProcessObservation, proc: str = "") -> Finding | None:
         f"help){step}", evidence,
         advice=f"Keep float32 on these GPUs: {change}"
         + (" (or use mixed_float16 from compute capability 7.0)" if half == "bfloat16"
-           else "") + ".")
+           else "") + ".",
+        title=title(f"{policy} on GPUs without Tensor Cores for {half}: no faster math",
+                    f"{policy}: these GPUs have no fast {half}"),
+        actions=(Action(change, line),))
