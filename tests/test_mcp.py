@@ -23,6 +23,7 @@ from mcp.client.stdio import stdio_client
 
 import gpudiag as api
 from gpudiag.mcp import tools
+from gpudiag.rundir.records import PART_NAMES
 
 RUN_ID = "run/2026-11-26T01-21-25-run"
 TRACES = "traces/rtx5000_launch_bound"
@@ -152,8 +153,11 @@ def test_show_run_gives_the_verdict_and_the_typed_findings(answers: dict[str, An
     assert data["findings"] == on_disk["findings"]
     assert set(data["findings"][0]) >= {"id", "status", "message", "evidence", "advice"}
     assert data["verdict"] and data["summary"] == on_disk["summary"]
-    (b,) = data["breakdown"]
-    assert b["finding_id"] == "run.bottleneck" and b["devices"]
+    (b,) = data["breakdown"]  # flat: the finding's id and status, its evidence's fields
+    assert b["finding_id"] == "run.bottleneck" and b["status"] == "ok"
+    parts = {f"{p}_s" for p in PART_NAMES}
+    assert b["devices"] and all(set(d) >= parts | {"device", "period_s"}
+                                for d in b["devices"].values())
     (loop,) = data["loops"]
     assert loop["name"] == "Model.fit" and loop["steps"] > 0 and loop["median_step_s"] > 0
 

@@ -26,8 +26,10 @@ def test_memory_sample_findings_rederive_from_the_children() -> None:
     found = findings_by_id(report)
     default, modify = child_result("default"), child_result("modify_after_init")
     assert default.gpu_available is False  # the CPU-only machine
-    cpu = memory_verdicts.memory_cpu(default)
-    assert found["memory.cpu"] == json.loads(json.dumps(asdict(cpu)))
+    cpu = json.loads(json.dumps(asdict(memory_verdicts.memory_cpu(default))))
+    # the sample was written by report schema 1 (no title, question or actions): every
+    # field it holds re-derives exactly; those added since have nothing on disk to compare
+    assert {k: cpu[k] for k in found["memory.cpu"]} == found["memory.cpu"]
     assert (found["memory.modify-after-init"]["message"]
             == memory_verdicts.memory_modify_after_init(modify).message)
     # the default pattern: 8 steps of 64 MiB on the CPU, all given back

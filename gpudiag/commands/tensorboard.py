@@ -2,7 +2,7 @@
 
 Without LOGDIR: the newest run directory under ``runs/`` that answers a question (a
 complete program run or probe, not a `gpudiag diff` record, not a failed run:
-gpudiag.tbplugin.views.opens_on; else the newest, else ``runs/`` itself). The URL
+gpudiag.rundir.opens_on; else the newest, else ``runs/`` itself). The URL
 printed opens the GPUDIAG tab. The logdir and the address are checked first
 (gpudiag.tb.serve: one line, exit 2), then TensorBoard starts quietly and gpudiag
 prints its URL. ``--check`` starts it the same way, asks every dashboard over HTTP

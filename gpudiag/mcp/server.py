@@ -68,9 +68,10 @@ def build(logdir: Path) -> MCPServer:
 
     @server.tool(annotations=READ_ONLY)
     def show_run(run: RunId) -> dict[str, Any]:
-        """One run's verdict and every finding (id, status, message, evidence, advice), the
-        per-device step breakdown of its bottleneck findings (compute, input,
-        communication, host, idle seconds) and its training loops' step series."""
+        """One run's verdict and every finding (id, status, title, question, message,
+        evidence, advice, actions: as its report.json holds it), the per-device step
+        breakdown of its bottleneck findings (compute, communication, copy, input, host,
+        idle seconds; the causes) and its training loops' step series."""
         return answer(tools.show_run, run)
 
     @server.tool(annotations=READ_ONLY)

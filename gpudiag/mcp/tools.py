@@ -25,7 +25,7 @@ from gpudiag import api, layout
 from gpudiag.commands import diff as diff_cmd
 from gpudiag.commands import explain as explain_cmd
 from gpudiag.errors import UsageError
-from gpudiag.rundir import Run, RunDirError
+from gpudiag.rundir import Run, RunDirError, StepBreakdown
 from gpudiag.rundir.confine import check_tree, inside
 from gpudiag.ui import Ui
 from gpudiag.verdicts import headline
@@ -120,4 +120,12 @@ def _answer(run: Run, logdir: Logdir) -> dict[str, Any]:
     loops = [{"name": name, "steps": len(loop.steps),
               "median_step_s": loop.median_step_s()} for name, loop in run.loops.items()]
     return {**_summary(run, logdir), "findings": run.report_json.get("findings", []),
-            "breakdown": [dataclasses.asdict(b) for b in run.breakdown], "loops": loops}
+            "breakdown": [_breakdown(b) for b in run.breakdown], "loops": loops}
+
+
+def _breakdown(b: StepBreakdown) -> dict[str, Any]:
+    """One bottleneck finding's step, flat as docs/mcp.md gives it: its id and status,
+    then its typed evidence's fields (step_s, devices: each device's parts in seconds,
+    causes, trace, predicted, ...)."""
+    return {"finding_id": b.finding_id, "status": b.status, **dataclasses.asdict(b.evidence)}
+

@@ -278,6 +278,21 @@ def _seen(observations: list[ProcessObservation], outcome: Outcome,
         protocol_version=PROTOCOL_VERSION)
 
 
+def _log_matches(outcome: Outcome, tf_procs: list[ProcessObservation], stderr: str
+                 ) -> list[catalogue.LogMatch]:
+    """The catalogue's matches in the program's stderr (most of them found while it ran),
+    its TensorFlow log records and the Python warnings the hooks recorded that stderr
+    lacks (the program's showwarning or logging.captureWarnings took them elsewhere),
+    settled by how the program ended."""
+    scan = outcome.live.stderr_scan if outcome.live is not None else None
+    matcher = (scan if scan is not None and scan.whole else
+               StderrScan(outcome.stderr_path)).finish()
+    matcher.feed([r.message for o in tf_procs for r in o.tf_logs])
+    matcher.feed([w.text for o in tf_procs for w in o.py_warnings if w.message not in stderr])
+    return run_verdicts.settle(matcher.matches(),
+                               completed=outcome.returncode == 0 and not outcome.interrupted)
+
+
 def report(session: RunSession, argv: list[str], outcome: Outcome, options: RunOptions, *,
            python: bool) -> None:
     """Every finding of a run, the report's data section and the TensorBoard runs."""
@@ -292,16 +307,7 @@ def report(session: RunSession, argv: list[str], outcome: Outcome, options: RunO
     sampling = outcome.sampling
     nvml_gpus = [gpu_verdicts.gpu_numbers(s) for s in sampling.summaries] if sampling else None
     tf_procs = [o for o in observations if o.imported_tf]
-    # the catalogue's matches in stderr, most of them found while the program ran
-    scan = outcome.live.stderr_scan if outcome.live is not None else None
-    matcher = (scan if scan is not None and scan.whole else
-               StderrScan(outcome.stderr_path)).finish()
-    matcher.feed([r.message for o in tf_procs for r in o.tf_logs])
-    # Python warnings the hooks recorded that stderr lacks (the program's showwarning or
-    # logging.captureWarnings took them elsewhere)
-    matcher.feed([w.text for o in tf_procs for w in o.py_warnings if w.message not in stderr])
-    log = run_verdicts.settle(matcher.matches(),
-                              completed=outcome.returncode == 0 and not outcome.interrupted)
+    log = _log_matches(outcome, tf_procs, stderr)
     processes = []
     placement_total = 0
     seen = RunSeen(log, nvml_gpus, options, stderr)

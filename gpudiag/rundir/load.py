@@ -1,5 +1,6 @@
 """``load_run``: a run directory read into a typed ``Run``; ``list_runs``: every run
-directory under a logdir, newest first.
+directory under a logdir, newest first; ``opens_on``: the one of them a viewer opens on
+with none named (the GPUDIAG tab, `gpudiag tensorboard` with no LOGDIR).
 
 Every name comes from gpudiag.layout. Reads every version gpudiag has written
 (report.json ``schema_version`` 1, with paths in the report absolute or relative to the
@@ -12,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -148,6 +150,23 @@ def list_runs(logdir: Path) -> list[Run]:
     """Every run directory under ``logdir`` that load_run reads (:func:`scan_runs`
     without the bad ones), newest first by its start time."""
     return scan_runs(logdir)[0]
+
+
+#: Commands whose run directory holds no diagnosis of its own (a record of other runs).
+RECORDS_OF_OTHER_RUNS = ("diff",)
+
+
+def answers_a_question(run: Run) -> bool:
+    """A complete run of a program or a probe (not a `gpudiag diff` record, not a run that
+    failed, was interrupted or still runs): what the tab and `gpudiag tensorboard` open on."""
+    return run.status == "complete" and run.command not in RECORDS_OF_OTHER_RUNS
+
+
+def opens_on(runs: Sequence[Run]) -> Run | None:
+    """The run a viewer opens on with none named: the newest that answers a question, else
+    the newest complete run, else the newest (``runs`` newest first, as list_runs gives)."""
+    return next((r for r in runs if answers_a_question(r)),
+                next((r for r in runs if r.status == "complete"), runs[0] if runs else None))
 
 
 def read_children(path: Path) -> dict[str, ChildFiles]:

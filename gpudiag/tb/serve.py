@@ -41,11 +41,10 @@ _URL_LINE = re.compile(r"TensorBoard \S+ at (http://\S+?)/? \(Press CTRL\+C to q
 
 def default_logdir(runs: Path = Path("runs")) -> Path:
     """What `gpudiag tensorboard` opens without an argument: the newest run directory under
-    ``runs`` that answers a question (gpudiag.tbplugin.views.opens_on: a complete program
+    ``runs`` that answers a question (gpudiag.rundir.opens_on: a complete program
     run or probe, not a `gpudiag diff` record, not a failed, interrupted or running run),
     else the newest run directory (layout.newest_run_dir), else ``runs``."""
-    from gpudiag.rundir import RunDirError, list_runs
-    from gpudiag.tbplugin.views import opens_on
+    from gpudiag.rundir import RunDirError, list_runs, opens_on
 
     try:
         chosen = opens_on(list_runs(runs))

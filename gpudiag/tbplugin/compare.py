@@ -17,7 +17,7 @@ from typing import Any
 
 from gpudiag.layout.diff import DIFF_DATA_KEY, DiffRecord
 from gpudiag.rundir import Run, list_runs
-from gpudiag.tbplugin.views import run_id
+from gpudiag.tbplugin.ids import run_id
 from gpudiag.verdicts.headline import change, loop_result
 
 

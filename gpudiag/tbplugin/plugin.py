@@ -8,8 +8,8 @@ no build step, nothing fetched from another host. Routes, under ``/data/plugin/g
 
     /index.js, /style.css   the page
     /runs                   {"runs": [run summaries, newest first], "default": id}: the
-                            default is the newest run that answers a question (views.
-                            opens_on: a program run or a probe, not a diff record)
+                            default is the newest run that answers a question (gpudiag.
+                            rundir.opens_on: a program run or a probe, not a diff record)
     /run?id=<run id>        one run's view (gpudiag.tbplugin.views.run_view)
     /diff?a=<id>&b=<id>     what changed from run a to run b (gpudiag.tbplugin.compare)
 
@@ -38,7 +38,7 @@ from werkzeug import wrappers
 from gpudiag import layout
 from gpudiag.files import readable
 from gpudiag.rundir import RunDirError, load_run, scan_runs
-from gpudiag.tbplugin import views
+from gpudiag.tbplugin import compare, ids, views
 
 _LOG = logging.getLogger(__name__)
 #: headers of every response: nothing cached, no content sniffing
@@ -133,7 +133,7 @@ class GpudiagPlugin(base_plugin.TBPlugin):
             raise RunDirError(f"{run_id[:60]!r}: not a run id of this logdir (a NUL byte, "
                               f"or over {MAX_ID_CHARS} characters)")
         try:
-            path = views.id_path(run_id, self._logdir).resolve()
+            path = ids.id_path(run_id, self._logdir).resolve()
         except (OSError, RuntimeError, ValueError) as exc:
             raise RunDirError(f"{run_id[:160]}: not a run of this logdir ({exc})") from None
         if not path.is_relative_to(self._logdir.resolve()):
@@ -151,8 +151,6 @@ class GpudiagPlugin(base_plugin.TBPlugin):
         return _json(views.run_view(run, self._logdir))
 
     def _diff(self, request: wrappers.Request) -> wrappers.Response:
-        from gpudiag.tbplugin import compare
-
         a, b = self._load(request.args.get("a")), self._load(request.args.get("b"))
         return _json(compare.diff_view(a, b, self._logdir))
 

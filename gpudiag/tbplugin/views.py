@@ -17,10 +17,11 @@ from pathlib import Path
 from typing import Any
 
 from gpudiag import layout
-from gpudiag.files import readable
 from gpudiag.layout.families import QUESTIONS, Family, family_of
-from gpudiag.rundir import BadRun, Run
+from gpudiag.rundir import BadRun, Run, opens_on
 from gpudiag.rundir.records import PART_NAMES
+from gpudiag.tbplugin.compare import record_view
+from gpudiag.tbplugin.ids import path_id, run_id
 from gpudiag.verdicts import headline
 
 _ORDER = {"fail": 0, "warn": 1, "skip": 2, "ok": 3}
@@ -28,51 +29,6 @@ _FILE_LINE = re.compile(r"[\w./-]+\.py:\d+")
 #: The findings whose verdict the learning card shows (the loss curve's own verdict).
 LEARNING_FAMILIES = ("run.learning", "scaling.learning", "diff.learning")
 _NO_FAMILY = Family("", "program")
-#: Commands whose run directory holds no diagnosis of its own (a record of other runs).
-RECORDS_OF_OTHER_RUNS = ("diff",)
-
-
-def answers_a_question(run: Run) -> bool:
-    """A complete run of a program or a probe (not a `gpudiag diff` record, not a run that
-    failed, was interrupted or still runs): what the tab and `gpudiag tensorboard` open on."""
-    return run.status == "complete" and run.command not in RECORDS_OF_OTHER_RUNS
-
-
-def opens_on(runs: Sequence[Run]) -> Run | None:
-    """The run the page opens on with none named: the newest that answers a question, else
-    the newest complete run, else the newest (``runs`` newest first, as list_runs gives)."""
-    return next((r for r in runs if answers_a_question(r)),
-                next((r for r in runs if r.status == "complete"), runs[0] if runs else None))
-
-
-def path_id(path: Path, logdir: Path) -> str:
-    """A directory's name on the page: relative to the logdir, each byte of it that is not
-    UTF-8 as ``\\xNN`` (gpudiag.files.readable: the page can hold it, and put it in a
-    URL); :func:`id_path` maps it back."""
-    try:
-        name = path.resolve().relative_to(logdir.resolve()).as_posix()
-    except ValueError:
-        name = path.name
-    return readable(name)
-
-
-def run_id(run: Run, logdir: Path) -> str:
-    """The run's name on the page: its directory relative to the logdir."""
-    return path_id(run.path, logdir)
-
-
-_ESCAPED = re.compile(r"\\x([89a-f][0-9a-f])")
-
-
-def id_path(run_id: str, logdir: Path) -> Path:
-    """The directory a run id names (:func:`path_id` backwards): the id as it is when such
-    a directory exists, else with each ``\\xNN`` the byte it stands for."""
-    literal = logdir / run_id
-    if "\\x" not in run_id or literal.exists():
-        return literal
-    return logdir / _ESCAPED.sub(lambda m: chr(0xDC00 + int(m.group(1), 16)), run_id)
-
-
 def summary(run: Run, logdir: Path) -> dict[str, Any]:
     """One row of the run list."""
     return {"id": run_id(run, logdir), "command": run.command, "status": run.status,
@@ -322,10 +278,4 @@ def run_view(run: Run, logdir: Path) -> dict[str, Any]:
             "verdict": headline.verdict(run.report_json, headline.UNCUT),
             "devices": devices(run), "bottleneck": bottleneck(run),
             "learning": learning(run), "scaling": scaling(run), "groups": groups(run),
-            "live": live(run), "diff": _diff_record(run, logdir)}
-
-
-def _diff_record(run: Run, logdir: Path) -> dict[str, Any] | None:
-    from gpudiag.tbplugin.compare import record_view
-
-    return record_view(run, logdir)
+            "live": live(run), "diff": record_view(run, logdir)}
