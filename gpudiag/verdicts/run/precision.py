@@ -75,34 +75,8 @@ def precision(obs: ProcessObservation, proc: str = "") -> Finding | None:
     evidence.update(gpus=gpus, step_s_median=statistics.median(timed) if timed else None)
     change = f"drop the set_global_policy('{policy}') call at {line}" if line else \
         "set the policy back to float32 (keras.mixed_precision.set_global_policy('float32'))"
-    if not gpus and half == "bfloat16":
-        evidence["device"] = "CPU"
-        return Finding(
-            f"run.precision{proc}", "ok",
-            f"{named} on the CPU only (no GPU visible): whether bfloat16 is faster there "
-            "depends on the CPU and the sizes (oneDNN computes bfloat16 natively on CPUs "
-            "with AVX512_BF16 or AMX; measured on gpudiag's test CPU, which has both, for "
-            "the mixed precision guide's model: 2x slower than float32 at batch 256, 1.2x "
-            f"faster at batch 8192){step}", evidence,
-            advice="Time one epoch with the policy and one without (float32) on this "
-            "machine, and keep the faster.",
-            title=title(f"{policy} on the CPU: faster or slower than float32 by CPU and size",
-                        f"{policy} on the CPU: time it against float32"))
     if not gpus:
-        evidence["device"] = "CPU"
-        return Finding(
-            f"run.precision{proc}", "warn",
-            f"{named} on the CPU only (no GPU visible): a CPU has no fast {half}, so every "
-            f"layer computes in a type slower than float32 (TensorFlow's mixed precision "
-            f"guide: the CPU \"runs float16 operations slower than float32 operations\"; "
-            f"measured on gpudiag's test CPU for the guide's model: {MEASURED_ON_CPU} "
-            f"per step than float32){step}", evidence,
-            advice=f"Keep float32 where no GPU computes {half} fast: {change}, or set it "
-            "only when tf.config.list_physical_devices('GPU') lists a GPU of compute "
-            f"capability {'.'.join(map(str, FAST_FROM[half]))} or more.",
-            title=title(f"{policy} on a CPU: {half} math is slower here than float32",
-                        "a 16-bit policy on a CPU: slower here than float32"),
-            actions=(Action(change, line),))
+        return _on_cpu(proc, policy, half, (named, step, change, line), evidence)
     caps = {g.get("name", "?"): _capability(g) for g in snap.gpus}
     evidence["compute_capability"] = caps
     known = {n: c for n, c in caps.items() if c is not None}
@@ -131,4 +105,38 @@ def precision(obs: ProcessObservation, proc: str = "") -> Finding | None:
            else "") + ".",
         title=title(f"{policy} on GPUs without Tensor Cores for {half}: no faster math",
                     f"{policy}: these GPUs have no fast {half}"),
+        actions=(Action(change, line),))
+
+
+def _on_cpu(proc: str, policy: str, half: str, said: tuple[str, str, str, str | None],
+            evidence: dict[str, Any]) -> Finding:
+    """A 16-bit policy with no GPU visible: bfloat16 said as a measurement to make (some
+    CPUs compute it natively), float16 as slower than float32. ``said``: the policy named
+    with its line, the step's words, the change in words and the line it is at."""
+    named, step, change, line = said
+    evidence["device"] = "CPU"
+    if half == "bfloat16":
+        return Finding(
+            f"run.precision{proc}", "ok",
+            f"{named} on the CPU only (no GPU visible): whether bfloat16 is faster there "
+            "depends on the CPU and the sizes (oneDNN computes bfloat16 natively on CPUs "
+            "with AVX512_BF16 or AMX; measured on gpudiag's test CPU, which has both, for "
+            "the mixed precision guide's model: 2x slower than float32 at batch 256, 1.2x "
+            f"faster at batch 8192){step}", evidence,
+            advice="Time one epoch with the policy and one without (float32) on this "
+            "machine, and keep the faster.",
+            title=title(f"{policy} on the CPU: faster or slower than float32 by CPU and size",
+                        f"{policy} on the CPU: time it against float32"))
+    return Finding(
+        f"run.precision{proc}", "warn",
+        f"{named} on the CPU only (no GPU visible): a CPU has no fast {half}, so every "
+        f"layer computes in a type slower than float32 (TensorFlow's mixed precision "
+        f"guide: the CPU \"runs float16 operations slower than float32 operations\"; "
+        f"measured on gpudiag's test CPU for the guide's model: {MEASURED_ON_CPU} "
+        f"per step than float32){step}", evidence,
+        advice=f"Keep float32 where no GPU computes {half} fast: {change}, or set it "
+        "only when tf.config.list_physical_devices('GPU') lists a GPU of compute "
+        f"capability {'.'.join(map(str, FAST_FROM[half]))} or more.",
+        title=title(f"{policy} on a CPU: {half} math is slower here than float32",
+                    "a 16-bit policy on a CPU: slower here than float32"),
         actions=(Action(change, line),))
