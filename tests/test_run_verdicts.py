@@ -458,3 +458,73 @@ def test_a_share_whose_spread_holds_the_threshold_says_so_and_one_clear_of_it_de
     assert mixed is not None and mixed["low"] < 0.20 <= mixed["high"]
     assert input_share(ProgramFacts(input_series=mixed), window)[2]
     assert input_share(ProgramFacts(), window) == (pytest.approx(0.10), "", False)
+
+
+def _timed_loop(rows: list[tuple[float, float]], floor_s: float | None = None) -> Any:
+    """A tf.function loop of (period, wait) rows, in seconds, with next()'s measured cost
+    on a full buffer when given (the agent's input_floor event)."""
+    from gpudiag.records.run import Step, StepSeries
+
+    steps, t = [Step(0, 1000.0, 0.001, None)], 1000.0
+    for i, (period, wait) in enumerate(rows, 1):
+        t += period
+        steps.append(Step(i, t, 0.001, None, wait_s=wait))
+    facts = {} if floor_s is None else {"next_floor": {"floor_s": floor_s, "p10_s": floor_s,
+                                                       "calls": 30}}
+    return StepSeries("function", "tf.function train_step", steps, facts=facts)
+
+
+def test_one_long_period_moves_neither_the_share_nor_its_spread() -> None:
+    """The keras-io XLA loop under gpudiag: 0.5 ms of next() in a 1.4 ms step, and one
+    2 s period at an epoch's end. The share is the median of the blocks' shares, the
+    statistic its spread is the interval of: the long period does not drag it to 7 %
+    while the blocks say 27-30 %."""
+    from gpudiag.verdicts.run.throughput import input_series
+
+    rows = [(0.0014, 0.0005)] * 120 + [(2.036, 0.0005)] + [(0.0014, 0.0005)] * 120
+    w = input_series(_timed_loop(rows), warmup=0)
+    assert w is not None and w["statistic"] == "median of blocks"
+    assert w["share"] == pytest.approx(0.5 / 1.4) and w["low"] <= w["share"] <= w["high"]
+    assert w["share_of_sums"] < 0.07  # what the old ratio of sums said
+    few = input_series(_timed_loop(rows[:30]), warmup=0)  # 3 blocks: no interval
+    assert few is not None and few["statistic"] == "whole run" and few["low"] is None
+    assert few["share"] == pytest.approx(0.5 / 1.4)
+
+
+def test_next_calls_own_cost_on_a_full_buffer_is_not_input_to_prefetch() -> None:
+    """next() takes 0.42 ms a call where it costs 0.27 ms with its batch ready (measured by
+    the agent): 30 % of the step is in next(), 11 % of it waits for a batch. Not
+    input-bound, no prefetch advised; a loop whose next() waits 5 ms of 10 is still
+    input-bound with the floor taken off."""
+    from gpudiag.verdicts import bottleneck as bn
+    from gpudiag.verdicts.run.throughput import input_series
+
+    ready = input_series(_timed_loop([(0.00142, 0.00042)] * 200, floor_s=0.00027), warmup=0)
+    assert ready is not None and ready["share"] == pytest.approx(0.42 / 1.42)
+    assert ready["hidden"]["share"] == pytest.approx(0.15 / 1.42)
+    pipeline = [DatasetCall("from_tensor_slices", {}, None, None, 1,
+                            {"file": "/u/loop.py", "line": 10, "direct": True}),
+                DatasetCall("batch", {"batch_size": 64}, None, 1, 2,
+                            {"file": "/u/loop.py", "line": 11, "direct": True})]
+    window = _breakdown(1.42, compute=0.9, input_=0.42, host=0.1)
+    f = bn.bottleneck(window, None, bn.ProgramFacts(calls=pipeline, input_series=ready,
+                                                    loop="tf.function train_step"))
+    assert "input-bound" not in f.evidence["causes"] and "prefetch" not in f.advice
+    assert "not input-bound (11% waits for input" in f.message
+    assert "next()'s own 0.27 ms a call on a full buffer (measured)" in f.message
+    assert "run several steps in each call of tf.function train_step" in f.advice
+    slow = input_series(_timed_loop([(0.010, 0.005)] * 200, floor_s=0.00027), warmup=0)
+    g = bn.bottleneck(_breakdown(10, compute=4.5, input_=5, host=0.5), None,
+                      bn.ProgramFacts(calls=pipeline, input_series=slow))
+    assert g.evidence["causes"] == ["input-bound"] and ".prefetch(tf.data.AUTOTUNE)" in g.advice
+    assert slow is not None and slow["hidden"]["share"] == pytest.approx(0.473)
+
+
+def _breakdown(period: float, *, compute: float, input_: float, host: float,
+               between: float = 0.0) -> Any:
+    from gpudiag.readers.stepbreakdown import Breakdown, DeviceBreakdown, StepParts
+
+    parts = StepParts("0", *(x / 1e3 for x in (period, compute, 0, input_, host, 0, between)))
+    return Breakdown("t.xplane.pb", "host step markers", ["0", "1"],
+                     [DeviceBreakdown("/device:CPU:0", "placement", [parts, parts], 100)],
+                     [], None)

@@ -240,6 +240,7 @@ class Function(Event):
     cross_entropy: list[dict[str, Any]] = field(default_factory=list)  # {op, node, classes}
     classes: int | None = None
     called_at: dict[str, Any] | None = None
+    jit_compile: bool | None = None  # tf.function(jit_compile=...): XLA compiles the step
 
 
 @dataclass(frozen=True)
@@ -482,6 +483,18 @@ class Tf1Distribution(Event):
 
 
 @dataclass(frozen=True)
+class InputFloor(Event):
+    """What one ``next()`` of a tf.data iterator costs when its batch is ready: a dataset
+    of the program's own batch, repeated and prefetched (its buffer full), read ``calls``
+    times (gpudiag.inprogram.inputwait). The part of a step's wait prefetch cannot hide."""
+
+    KIND = "input_floor"
+    floor_s: float | None = None  # the median call
+    p10_s: float | None = None
+    calls: int = 0
+
+
+@dataclass(frozen=True)
 class Unknown(Event):
     """A line this gpudiag cannot read as one of its kinds: another kind, or a newer
     protocol version. Kept whole, never an error."""
@@ -496,7 +509,7 @@ KINDS: dict[str, type[Event]] = {cls.KIND: cls for cls in (
     ClusterJoinFailed, PlacementLogAsked, FitBegin, FitSteps, FitEpoch, FitEnd, FunctionSteps,
     Function, Weights, Stall, StallEnd, PlacementWindow, Placement, Session, SessionSteps,
     StepStats, DatasetCall, Crash, Profile, TfLog, DeviceScope, PyWarning, HookError, HookNote,
-    Exit, Tf1Distribution, Trace, EagerLoop, EagerSteps, CallbackTimes, Compile)}
+    Exit, Tf1Distribution, Trace, EagerLoop, EagerSteps, CallbackTimes, Compile, InputFloor)}
 ROWS: dict[str, type] = {FitSteps.KIND: FitRow, FunctionSteps.KIND: FunctionRow,
                          SessionSteps.KIND: SessionRow, EagerSteps.KIND: FunctionRow}
 

@@ -231,6 +231,11 @@ def _compile(s: ProcessState, e: ev.Compile, t: float | None) -> None:
     s.compiles.append(e)
 
 
+@on(ev.InputFloor)
+def _input_floor(s: ProcessState, e: ev.InputFloor, t: float | None) -> None:
+    s.input_floor = e
+
+
 @on(ev.SessionSteps)
 def _session_steps(s: ProcessState, e: ev.SessionSteps, t: float | None) -> None:
     fetches, rows = s.groups.setdefault(e.group, (list(e.fetches), []))

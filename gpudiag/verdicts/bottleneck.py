@@ -33,8 +33,10 @@ from gpudiag.verdicts.step_causes import (
     Cause,
     Judged,
     ProgramFacts,
+    _more_steps,
     advice,
     causes,
+    floor_note,
     input_share,
     ms,
     small_kernels,
@@ -155,6 +157,13 @@ def _calm(head: str, m: StepParts, facts: ProgramFacts, check_id: str,
           evidence: dict[str, Any], tail: str) -> Finding:
     """No cause over its threshold: moderately input-bound, or which parts are close."""
     share, source, _ = input_share(facts, m)
+    floor = floor_note(facts)
+    w = facts.input_series or {}
+    if floor is not None and w["share"] - share >= share:
+        # the input is mostly ready: next()'s per-call cost, to be paid less often
+        return Finding(check_id, "ok", f"{head}: not input-bound ({share:.0%} waits for "
+                       f"input{source}): {floor}; {parts_text(m)}{tail}", evidence,
+                       advice=f"fewer next() calls: {_more_steps(facts.loop)}")
     if share >= INPUT_MODERATE:
         return Finding(check_id, "ok", f"{head}: moderately input-bound "
                        f"({share:.0%} waits for input{source}); {parts_text(m)}{tail}",

@@ -71,6 +71,7 @@ class ProgramFacts:
     input_series: dict[str, Any] | None = None
     eager: dict[str, Any] | None = None  # an eager loop's step: hostcauses.eager_facts
     # with its "fix" (gpudiag.verdicts.bottleneck.eager)
+    jit_compile: bool = False  # the step tf.function is XLA-compiled (jit_compile=True)
 
 
 @dataclass(frozen=True)
@@ -126,16 +127,40 @@ def short_kernel(name: str) -> str:
 
 def input_share(facts: ProgramFacts, m: StepParts) -> tuple[float, str, bool]:
     """The input share that decides, what it is read from, and whether its spread holds
-    xprof's input-bound threshold (then the verdict says so instead of flipping)."""
+    xprof's input-bound threshold (then the verdict says so instead of flipping). Over the
+    whole run, when next()'s own cost on a full buffer was measured, only the wait beyond
+    it is input waited for (prefetch cannot hide the rest)."""
     w = facts.input_series
     if w is None:
         return m.share(m.input_s), "", False
-    spread = (f", {w['low']:.0%}-{w['high']:.0%} over blocks of steps"
-              if w.get("low") is not None else "")
-    near = w.get("low") is not None and w["low"] < INPUT_BOUND <= w["high"]
-    return w["share"], (f" over the whole run ({w['steps']} steps, the program's "
-                        f"next(iterator) {ms(w['wait_s_per_step'])} a step{spread}; the "
-                        f"profiled window: {m.share(m.input_s):.0%})"), near
+    d = w.get("hidden") or w
+    spread = (f", {d['low']:.0%}-{d['high']:.0%} over blocks of steps"
+              if d.get("low") is not None else "")
+    near = d.get("low") is not None and d["low"] < INPUT_BOUND <= d["high"]
+    floor = ""
+    if w.get("hidden") is not None:
+        floor = (f", {w['share']:.0%} with next()'s own {ms(w['floor']['floor_s'])} a call "
+                 "on a full buffer (measured), which prefetch cannot hide")
+    return d["share"], (f" over the whole run ({w['steps']} steps, the program's "
+                        f"next(iterator) {ms(w['wait_s_per_step'])} a step, "
+                        f"{w.get('statistic') or 'whole run'}{spread}{floor}; the profiled "
+                        "window: "
+                        f"{m.share(m.input_s):.0%})"), near
+
+
+def floor_note(facts: ProgramFacts) -> str | None:
+    """next()'s own cost when it is a sizeable share of the step though the input is
+    ready: not input to hide, a per-call cost to pay less often (None: not measured or
+    small)."""
+    w = facts.input_series
+    if w is None or w.get("hidden") is None:
+        return None
+    own = w["share"] - w["hidden"]["share"]
+    if own < INPUT_MODERATE:
+        return None
+    return (f"next(iterator) takes {ms(w['wait_s_median'])} a call (median; {own:.0%} of "
+            f"the step) though its batch is ready: its own cost on a full buffer, "
+            f"{ms(w['floor']['floor_s'])} measured, which prefetch cannot hide")
 
 
 def _input(j: Judged) -> Cause | None:
@@ -267,7 +292,32 @@ def _launch(j: Judged) -> Cause | None:
         return Cause("overhead-bound", m.share(launch), text,
                      f"more work per step call: {_more_steps(j.facts.loop, j.facts.compile)}; "
                      "or a larger batch")
-    return None
+    return _xla_loop(j)
+
+
+def _xla_loop(j: Judged) -> Cause | None:
+    """An XLA-compiled step called from a Python loop, its compiled work under half the
+    step: the rest is paid once a call (the Python loop, next(), entering the function),
+    so more steps a call is the fix; prefetch and XLA are in place or beside the point."""
+    m = j.m
+    if not j.facts.jit_compile or not j.facts.loop or "fit" in j.facts.loop:
+        return None
+    around = 1 - m.share(m.compute_s)
+    if around < OVERHEAD_BOUND:
+        return None
+    floor = floor_note(j.facts)
+    return Cause(
+        "overhead-bound", around,
+        f"overhead-bound: the XLA-compiled step's ops run {m.share(m.compute_s):.0%} of "
+        f"the step ({ms(m.compute_s)} of {ms(m.period_s)}); the other {around:.0%} is paid "
+        "once a call: the Python loop around it, next(iterator) and entering the compiled "
+        "function" + (f" ({floor})" if floor else ""),
+        "more steps per Python call: an outer tf.function without jit_compile that runs N "
+        f"steps, `for _ in tf.range(N): {j.facts.loop.split()[-1]}(*next(iterator))`, "
+        "around the XLA-compiled step (the iterator's ops do not compile with XLA, so the "
+        "loop goes outside it); prefetch does not help a step that does not wait for its "
+        "input",
+        {"jit_compile": True, "around_share": around})
 
 
 
@@ -390,6 +440,9 @@ def causes(j: Judged) -> list[Cause]:
     off overhead-bound's (a callback: its typical batch's share, ``window_share``), which
     stays only when what is left is still over its threshold."""
     found = [c for rule in CAUSES if (c := rule(j)) is not None]
+    if any(c.evidence.get("jit_compile") for c in found):
+        # the XLA step's per-call cause holds the Python between the calls: one fix
+        found = [c for c in found if c.name != "host-bound"]
     host = list(j.facts.host_causes)
     if host:
         # a cause's share in a typical step (what the window holds: a callback saving

@@ -65,15 +65,32 @@ def _periods(series: StepSeries, warmup: int, skip: Sequence[int]
 INPUT_BLOCK = 10  # steps per block of the input share's spread
 
 
+def _share(blocks: list[list[tuple[float, float]]], pairs: list[tuple[float, float]]
+           ) -> tuple[float, float | None, float | None]:
+    """One statistic for the share and its spread: the median of the blocks' shares with
+    its 95 % interval (gpudiag.verdicts.stats.median_ci) from 6 blocks; below that the
+    whole run's ratio of sums, with no interval."""
+    from gpudiag.verdicts.stats import median_ci
+
+    shares = [sum(w for _, w in b) / sum(p for p, _ in b) for b in blocks
+              if sum(p for p, _ in b) > 0]
+    interval = median_ci(shares) if len(shares) >= 6 else None
+    if interval is not None:
+        return statistics.median(shares), interval[0], interval[1]
+    total = sum(p for p, _ in pairs)
+    return sum(w for _, w in pairs) / total, None, None
+
+
 def input_series(series: StepSeries, warmup: int, skip: Sequence[int] = ()
                  ) -> dict[str, Any] | None:
     """The share of the steady-state step periods the program spent in ``next(iterator)``
-    (its rows' ``wait_s``: gpudiag.inprogram.inputwait), over the whole timed run, with its
-    spread: the 95 % interval of the median share of blocks of INPUT_BLOCK consecutive
-    steps (gpudiag.verdicts.stats.median_ci; None with too few blocks). None: the loop's
-    rows have no wait (Keras fit takes its batches inside its graph)."""
-    from gpudiag.verdicts.stats import median_ci
-
+    (its rows' ``wait_s``: gpudiag.inprogram.inputwait), over the whole timed run: the
+    median share of blocks of INPUT_BLOCK consecutive steps, with that median's 95 %
+    interval (from 6 blocks; fewer: the ratio of the sums, no interval), so that one long
+    period (an epoch's end) moves neither. When next()'s own cost on a full buffer was
+    measured (the series' ``next_floor``), ``hidden`` is the same statistic of the wait
+    beyond that floor, a call: the part prefetch can hide; the floor is not input waited
+    for. None: the loop's rows have no wait (Keras fit takes its batches in its graph)."""
     ordered = sorted(series.steps, key=lambda s: s.index)
     skipped = set(skip)
     pairs = []
@@ -88,13 +105,25 @@ def input_series(series: StepSeries, warmup: int, skip: Sequence[int] = ()
     if not pairs or total <= 0:
         return None
     blocks = [pairs[i:i + INPUT_BLOCK] for i in range(0, len(pairs), INPUT_BLOCK)]
-    shares = [sum(w for _, w in b) / sum(p for p, _ in b) for b in blocks
-              if len(b) == INPUT_BLOCK and sum(p for p, _ in b) > 0]
-    interval = median_ci(shares) if len(shares) >= 6 else None
-    return {"share": sum(w for _, w in pairs) / total, "steps": len(pairs),
-            "blocks": len(shares), "low": interval[0] if interval else None,
-            "high": interval[1] if interval else None,
-            "wait_s_per_step": sum(w for _, w in pairs) / len(pairs)}
+    blocks = [b for b in blocks if len(b) == INPUT_BLOCK]
+    share, low, high = _share(blocks, pairs)
+    waits = sorted(w for _, w in pairs)
+    out: dict[str, Any] = {
+        "share": share, "steps": len(pairs), "blocks": len(blocks), "low": low,
+        "high": high, "statistic": "median of blocks" if low is not None else "whole run",
+        "share_of_sums": sum(waits) / total, "wait_s_per_step": sum(waits) / len(waits),
+        "wait_s_median": statistics.median(waits), "wait_s_p10": waits[len(waits) // 10],
+        "floor": None, "hidden": None}
+    floor = (series.facts.get("next_floor") or {}).get("floor_s")
+    if isinstance(floor, (int, float)):
+        def beyond(b: list[tuple[float, float]]) -> list[tuple[float, float]]:
+            return [(p, max(0.0, w - floor)) for p, w in b]
+        h_share, h_low, h_high = _share([beyond(b) for b in blocks], beyond(pairs))
+        out["floor"] = dict(series.facts["next_floor"])
+        out["hidden"] = {"share": h_share, "low": h_low, "high": h_high,
+                         "wait_s_per_step": sum(max(0.0, w - floor) for w in waits)
+                         / len(waits)}
+    return out
 
 
 def step_times(series: StepSeries, warmup: int, skip: Sequence[int] = ()) -> list[float]:
@@ -158,6 +187,9 @@ def throughput(obs: ProcessObservation, warmup: int, proc: str = "") -> Finding:
             spread = f", {w['low']:.0%}-{w['high']:.0%} over blocks of {INPUT_BLOCK} " \
                 "steps" if w["low"] is not None else ""
             text += f", {w['share']:.0%} of it in next(iterator){spread}"
+            if w["hidden"] is not None:
+                text += (f" ({w['hidden']['share']:.0%} beyond next()'s own "
+                         f"{w['floor']['floor_s'] * 1e3:.2f} ms a call on a full buffer)")
         rows.append(row)
         parts.append(text)
     evidence = {"loops": rows, "warmup_steps": warmup, "profiled_steps": profiled}
