@@ -528,3 +528,42 @@ def _breakdown(period: float, *, compute: float, input_: float, host: float,
     return Breakdown("t.xplane.pb", "host step markers", ["0", "1"],
                      [DeviceBreakdown("/device:CPU:0", "placement", [parts, parts], 100)],
                      [], None)
+
+
+def _fit_with(py_input: list[dict[str, Any]], period: float = 0.004) -> Any:
+    from gpudiag.records.run import ProcessObservation, Step, StepSeries
+
+    steps = [Step(i, 1000.0 + i * period, period * 0.99, None, epoch=0) for i in range(100)]
+    fit = StepSeries("fit", "Model.fit", steps, facts={"py_input": py_input})
+    return ProcessObservation(pid=1, ppid=None, argv=[], start_env={}, series=[fit]), fit
+
+
+def test_a_python_data_class_is_input_with_the_fix_that_fits_it() -> None:
+    """A PyDataset's __getitem__ at 3 ms a batch in a 4 ms step is input-bound with
+    tf.data ops advised; its thread workers are said to share the GIL; a generator is
+    named as one; 0.4 ms a batch (10 %) is no cause."""
+    from gpudiag.verdicts.run import hostcauses
+
+    one = {"source": "PyDataset", "class": "Images", "workers": 1,
+           "use_multiprocessing": False, "max_queue_size": 10, "batches": 100,
+           "total_s": 0.3, "median_s": 0.003, "p90_s": 0.0035}
+    obs, fit = _fit_with([one])
+    (c,) = hostcauses.py_input_causes(hostcauses.py_input_facts(obs, fit, warmup=10))
+    assert c.name == "input-bound" and c.share == pytest.approx(0.75)
+    assert "from the keras.utils.PyDataset Images (its __getitem__, on tf.data's thread) " \
+        "in 3.00 ms (median of 100 batches, 0.30 s of the fit's 0.40 s): 75% of the " \
+        "4.00 ms step" in c.text
+    assert c.advice.startswith("tf.data ops instead of Python per batch")
+    assert "workers" not in c.advice and c.evidence["predicted"]["step_s"] is None
+    threads = {**one, "workers": 4}
+    obs, fit = _fit_with([threads])
+    (t,) = hostcauses.py_input_causes(hostcauses.py_input_facts(obs, fit, warmup=10))
+    assert "the wait on its 4 workers' queue" in t.text
+    assert "its 4 workers are threads" in t.advice and "time workers=1" in t.advice
+    gen = {**one, "source": "generator", "class": "batches", "workers": None}
+    obs, fit = _fit_with([gen])
+    (g,) = hostcauses.py_input_causes(hostcauses.py_input_facts(obs, fit, warmup=10))
+    assert "from the Python generator batches" in g.text and "GIL" in g.advice
+    small = {**one, "median_s": 0.0004}
+    obs, fit = _fit_with([small])
+    assert hostcauses.py_input_causes(hostcauses.py_input_facts(obs, fit, warmup=10)) == []

@@ -495,6 +495,24 @@ class InputFloor(Event):
 
 
 @dataclass(frozen=True)
+class PyDataInput(Event):
+    """A Python data class Keras 3's fit took batches from (gpudiag.inprogram.pydata):
+    a ``keras.utils.PyDataset`` (its ``__getitem__``, or the wait on its workers' queue)
+    or a Python generator, with the seconds spent taking its batches, over every batch."""
+
+    KIND = "py_data_input"
+    source: str = ""  # PyDataset | generator
+    class_name: str = ""
+    workers: int | None = None
+    use_multiprocessing: bool | None = None
+    max_queue_size: int | None = None
+    batches: int = 0
+    total_s: float = 0.0
+    median_s: float | None = None  # a batch
+    p90_s: float | None = None
+
+
+@dataclass(frozen=True)
 class Unknown(Event):
     """A line this gpudiag cannot read as one of its kinds: another kind, or a newer
     protocol version. Kept whole, never an error."""
@@ -509,7 +527,8 @@ KINDS: dict[str, type[Event]] = {cls.KIND: cls for cls in (
     ClusterJoinFailed, PlacementLogAsked, FitBegin, FitSteps, FitEpoch, FitEnd, FunctionSteps,
     Function, Weights, Stall, StallEnd, PlacementWindow, Placement, Session, SessionSteps,
     StepStats, DatasetCall, Crash, Profile, TfLog, DeviceScope, PyWarning, HookError, HookNote,
-    Exit, Tf1Distribution, Trace, EagerLoop, EagerSteps, CallbackTimes, Compile, InputFloor)}
+    Exit, Tf1Distribution, Trace, EagerLoop, EagerSteps, CallbackTimes, Compile, InputFloor,
+    PyDataInput)}
 ROWS: dict[str, type] = {FitSteps.KIND: FitRow, FunctionSteps.KIND: FunctionRow,
                          SessionSteps.KIND: SessionRow, EagerSteps.KIND: FunctionRow}
 

@@ -113,6 +113,13 @@ def _eager_series(name: str, loop: ev.EagerLoop | None,
     return StepSeries("eager", series_label("eager", name), eager_steps(rows), facts=facts)
 
 
+def _py_input(p: ev.PyDataInput) -> dict[str, Any]:
+    return {"source": p.source, "class": p.class_name, "workers": p.workers,
+            "use_multiprocessing": p.use_multiprocessing, "max_queue_size": p.max_queue_size,
+            "batches": p.batches, "total_s": p.total_s, "median_s": p.median_s,
+            "p90_s": p.p90_s}
+
+
 def _floor(floor: ev.InputFloor | None) -> dict[str, Any] | None:
     return None if floor is None or floor.floor_s is None else {
         "floor_s": floor.floor_s, "p10_s": floor.p10_s, "calls": floor.calls}
@@ -122,6 +129,8 @@ def series(state: ProcessState) -> list[StepSeries]:
     out = [_fit_series(fit.begin, fit, series_label("fit", None) if len(state.fits) == 1
                        else f"Model.fit #{n}", state.compiles)
            for n, fit in enumerate(state.fits, 1)]
+    for s in out:  # the process's Python data classes fit took batches from (pydata)
+        s.facts["py_input"] = [_py_input(p) for p in state.py_inputs]
     custom = [_function_series(name, state.functions.get(name), rows,
                                state.traces.get(name, []))
               for name, rows in state.function_rows.items()]

@@ -444,6 +444,8 @@ def causes(j: Judged) -> list[Cause]:
         # the XLA step's per-call cause holds the Python between the calls: one fix
         found = [c for c in found if c.name != "host-bound"]
     host = list(j.facts.host_causes)
+    if any(c.name == "input-bound" for c in host):  # the whole run's measure of the input
+        found = [c for c in found if c.name != "input-bound"]
     if host:
         # a cause's share in a typical step (what the window holds: a callback saving
         # every N batches costs the whole run much, a window of a few steps little)
