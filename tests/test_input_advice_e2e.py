@@ -1,7 +1,8 @@
 """Advice checked against what the step waits for (issue 39): programs as keras-io writes
 them under the real `gpudiag run`, each against its twins timed plainly in the same test
 (the machine is shared: each variant runs twice, alternated, and its faster run counts;
-each run's own steady state is its faster epoch after the first).
+each run prints its own steady time a step: the XLA loop the median period between its
+calls after the first epoch, the PyDataset fit its fastest epoch after the first).
 """
 
 from __future__ import annotations
@@ -30,10 +31,11 @@ def plain_ms_per_step(program: Path, *args: str) -> float:
 def test_an_xla_custom_loop_that_never_waits_for_input_gets_more_steps_a_call(
         tmp_path: Path) -> None:
     """keras-io's XLA custom loop (@tf.function(jit_compile=True) called from a Python
-    loop over an unprefetched tf.data pipeline). Measured plainly here (loaded machine):
-    16 steps a call about 2x faster (1.2 against 2.4 ms a step), prefetch no faster
-    (2.4). gpudiag must advise the first and not the second: next() is mostly its own
-    cost on a full buffer, not input to hide."""
+    loop over an unprefetched tf.data pipeline). Measured plainly here (quiet machine,
+    load average 1.5): 16 steps a call 0.53-0.67 against 0.97-1.00 ms a step, prefetch
+    0.91-1.04 (the issue's 0.86-0.91 against 0.90-1.05). gpudiag must advise the first
+    and not the second: next() is mostly its own cost on a full buffer, not input to
+    hide. (Each epoch also starts with a 0.15 s stall, which the median leaves out.)"""
     program = PROGRAMS / "xla_custom_loop.py"
     r = run_program(tmp_path, PY, str(program))
     assert r.returncode == 0, r.stderr[-2000:]
