@@ -71,8 +71,11 @@ def test_a_pydataset_whose_python_makes_the_batches_is_named_as_input(tmp_path: 
     program = PROGRAMS / "pydataset_fit.py"
     r = run_program(tmp_path, PY, str(program))
     assert r.returncode == 0, r.stderr[-2000:]
-    b = findings_by_id(r.report)["run.bottleneck"]
+    found = findings_by_id(r.report)
+    b = found["run.bottleneck"]
     assert b["evidence"]["causes"][0] == "input-bound", b["message"]
+    assert "of it taking a batch from the PyDataset ImagesPyDataset" in \
+        found["run.throughput"]["message"]
     assert "fit takes each batch from the keras.utils.PyDataset ImagesPyDataset (its " \
         "__getitem__" in b["message"]
     (cause,) = [e["py_input"] for e in b["evidence"]["cause_evidence"].values()

@@ -564,6 +564,11 @@ def test_a_python_data_class_is_input_with_the_fix_that_fits_it() -> None:
     obs, fit = _fit_with([gen])
     (g,) = hostcauses.py_input_causes(hostcauses.py_input_facts(obs, fit, warmup=10))
     assert "from the Python generator batches" in g.text and "GIL" in g.advice
+    from gpudiag.verdicts.run.throughput import throughput
+
+    obs, fit = _fit_with([one])
+    assert "75% of it taking a batch from the PyDataset Images (3.00 ms, median of 100 " \
+        "batches)" in throughput(obs, warmup=10).message
     small = {**one, "median_s": 0.0004}
     obs, fit = _fit_with([small])
     assert hostcauses.py_input_causes(hostcauses.py_input_facts(obs, fit, warmup=10)) == []

@@ -190,6 +190,12 @@ def throughput(obs: ProcessObservation, warmup: int, proc: str = "") -> Finding:
             if w["hidden"] is not None:
                 text += (f" ({w['hidden']['share']:.0%} beyond next()'s own "
                          f"{w['floor']['floor_s'] * 1e3:.2f} ms a call on a full buffer)")
+        for p in s.facts.get("py_input") or []:  # Keras's Python data (inprogram.pydata)
+            if p.get("median_s") is not None and row["step_s_median"] > 0:
+                kind = "PyDataset" if p["source"] == "PyDataset" else "generator"
+                text += (f", {p['median_s'] / row['step_s_median']:.0%} of it taking a "
+                         f"batch from the {kind} {p['class']} ({p['median_s'] * 1e3:.2f} ms, "
+                         f"median of {p['batches']} batches)")
         rows.append(row)
         parts.append(text)
     evidence = {"loops": rows, "warmup_steps": warmup, "profiled_steps": profiled}
