@@ -555,11 +555,21 @@ def test_a_python_data_class_is_input_with_the_fix_that_fits_it() -> None:
         "4.00 ms step" in c.text
     assert c.advice.startswith("tf.data ops instead of Python per batch")
     assert "workers" not in c.advice and c.evidence["predicted"]["step_s"] is None
-    threads = {**one, "workers": 4}
+    # 4 thread workers: their queue is full (0.1 ms to take a batch), but their
+    # __getitem__ costs 1.2 ms of CPU a batch, Python holding the GIL beside the step
+    threads = {**one, "workers": 4, "median_s": 0.0001, "cpu_median_s": 0.0012,
+               "cpu_where": "workers"}
     obs, fit = _fit_with([threads])
     (t,) = hostcauses.py_input_causes(hostcauses.py_input_facts(obs, fit, warmup=10))
-    assert "the wait on its 4 workers' queue" in t.text
+    assert t.share == pytest.approx(0.30)
+    assert "whose 4 thread workers spend 1.20 ms of CPU in __getitem__ a batch (median of " \
+        "100 batches; taking one from their queue 0.10 ms)" in t.text
     assert "its 4 workers are threads" in t.advice and "time workers=1" in t.advice
+    untimed = {**one, "workers": 4, "use_multiprocessing": True, "median_s": 0.002}
+    obs, fit = _fit_with([untimed])
+    (u,) = hostcauses.py_input_causes(hostcauses.py_input_facts(obs, fit, warmup=10))
+    assert "the wait on its 4 worker processes' queue" in u.text
+    assert "worker processes do not keep up" in u.advice
     gen = {**one, "source": "generator", "class": "batches", "workers": None}
     obs, fit = _fit_with([gen])
     (g,) = hostcauses.py_input_causes(hostcauses.py_input_facts(obs, fit, warmup=10))

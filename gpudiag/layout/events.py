@@ -508,8 +508,10 @@ class PyDataInput(Event):
     max_queue_size: int | None = None
     batches: int = 0
     total_s: float = 0.0
-    median_s: float | None = None  # a batch
+    median_s: float | None = None  # a batch taken (the wait for it, where it is taken)
     p90_s: float | None = None
+    cpu_median_s: float | None = None  # the CPU time a batch costs (thread time)
+    cpu_where: str | None = None  # taken (made where it is taken) | workers (threads)
 
 
 @dataclass(frozen=True)

@@ -117,7 +117,7 @@ def _py_input(p: ev.PyDataInput) -> dict[str, Any]:
     return {"source": p.source, "class": p.class_name, "workers": p.workers,
             "use_multiprocessing": p.use_multiprocessing, "max_queue_size": p.max_queue_size,
             "batches": p.batches, "total_s": p.total_s, "median_s": p.median_s,
-            "p90_s": p.p90_s}
+            "p90_s": p.p90_s, "cpu_median_s": p.cpu_median_s, "cpu_where": p.cpu_where}
 
 
 def _floor(floor: ev.InputFloor | None) -> dict[str, Any] | None:

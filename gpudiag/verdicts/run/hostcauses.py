@@ -395,24 +395,36 @@ def py_input_facts(obs: ProcessObservation, s: StepSeries, warmup: int
     for p in s.facts.get("py_input") or []:
         if not p.get("batches") or p.get("median_s") is None:
             continue
-        out.append({**p, "period_s": period, "fit_s": fit_s,
-                    "share": p["median_s"] / period if period else None,
+        # thread workers: the CPU their __getitem__ costs a batch (the GIL runs that
+        # Python one thread at a time, beside the step's); else the wait where taken
+        workers = p.get("cpu_where") == "workers" and p.get("cpu_median_s") is not None
+        batch = p["cpu_median_s"] if workers else p["median_s"]
+        out.append({**p, "period_s": period, "fit_s": fit_s, "batch_s": batch,
+                    "measure": "workers_cpu" if workers else "taken",
+                    "share": batch / period if period else None,
                     "run_share": p["total_s"] / fit_s if fit_s else None})
     return out
 
 
 def _py_input_text(p: dict[str, Any]) -> str:
+    kind = "keras.utils.PyDataset" if p["source"] == "PyDataset" else "Python generator"
+    tail = (f": {p['share']:.0%} of the {ms(p['period_s'])} step (median, the whole run; "
+            "the profiled window's input share counts only the step's own wait in the "
+            "iterator)")
+    if p.get("measure") == "workers_cpu":
+        return (f"fit takes its batches from the {kind} {p['class']}, whose "
+                f"{p.get('workers')} thread workers spend {ms(p['batch_s'])} of CPU in "
+                f"__getitem__ a batch (median of {p['batches']} batches; taking one from "
+                f"their queue {ms(p['median_s'])}), Python that holds the GIL beside the "
+                f"step{tail}")
     what = ("its __getitem__" if (p.get("workers") or 1) <= 1 and
             not p.get("use_multiprocessing") else
-            f"the wait on its {p.get('workers')} workers' queue")
-    kind = "keras.utils.PyDataset" if p["source"] == "PyDataset" else "Python generator"
+            f"the wait on its {p.get('workers')} worker"
+            f"{' processes' if p.get('use_multiprocessing') else 's'}' queue")
     run = (f", {p['total_s']:.2f} s of the fit's {p['fit_s']:.2f} s"
            if p.get("fit_s") else "")
     return (f"fit takes each batch from the {kind} {p['class']} ({what}, on tf.data's "
-            f"thread) in {ms(p['median_s'])} (median of {p['batches']} batches{run}): "
-            f"{p['share']:.0%} of the {ms(p['period_s'])} step (median, the whole run; the "
-            "profiled window's input share counts only the step's own wait in the "
-            "iterator)")
+            f"thread) in {ms(p['batch_s'])} (median of {p['batches']} batches{run}){tail}")
 
 
 def py_input_causes(facts: Sequence[dict[str, Any]]) -> list[Cause]:

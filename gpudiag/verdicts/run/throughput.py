@@ -196,6 +196,9 @@ def throughput(obs: ProcessObservation, warmup: int, proc: str = "") -> Finding:
                 text += (f", {p['median_s'] / row['step_s_median']:.0%} of it taking a "
                          f"batch from the {kind} {p['class']} ({p['median_s'] * 1e3:.2f} ms, "
                          f"median of {p['batches']} batches)")
+                if p.get("cpu_where") == "workers" and p.get("cpu_median_s") is not None:
+                    text += (f", its {p['workers']} thread workers' __getitem__ "
+                             f"{p['cpu_median_s'] * 1e3:.2f} ms of CPU a batch")
         rows.append(row)
         parts.append(text)
     evidence = {"loops": rows, "warmup_steps": warmup, "profiled_steps": profiled}
