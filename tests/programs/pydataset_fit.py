@@ -15,7 +15,10 @@ download), a small model, 4 epochs of 64 batches of 32.
 ``--multiprocessing``);
 ``--tf-data`` is the twin with the same input as tf.data ops (from_tensor_slices, a map
 doing the same per batch, prefetch). Each prints its steady time a step: the fastest
-epoch after the first, over its batches.
+epoch after the first, over its batches. ``--twins`` then fits 3 rounds of one epoch of
+each (this PyDataset, the tf.data twin, the PyDataset with 4 thread workers), alternated
+in this one process so a shared machine's load falls on all alike, and prints each one's
+median epoch a step.
 """
 
 import math
@@ -24,6 +27,7 @@ import time
 
 import keras
 import numpy as np
+import tensorflow as tf  # the tf.data twin only
 
 rng = np.random.default_rng(0)
 x_train = rng.integers(0, 256, size=(2048, 32, 32, 3), dtype=np.uint8)
@@ -58,19 +62,23 @@ class ImagesPyDataset(keras.utils.PyDataset):
         return np.stack(images), self.y[low:high]
 
 
-if "--tf-data" in sys.argv:
-    import tensorflow as tf
 
-    def augment(images, labels):
-        images = tf.cast(images, tf.float32) / 255.0
-        images = tf.pad(images, [[0, 0], [4, 4], [4, 4], [0, 0]], mode="REFLECT")
-        images = tf.image.random_crop(images, [tf.shape(images)[0], 32, 32, 3])
-        images = tf.image.random_flip_left_right(images)
-        mean, var = tf.nn.moments(images, axes=[1, 2, 3], keepdims=True)
-        return (images - mean) / (tf.sqrt(var) + 1e-6), labels
+def augment(images, labels):
+    images = tf.cast(images, tf.float32) / 255.0
+    images = tf.pad(images, [[0, 0], [4, 4], [4, 4], [0, 0]], mode="REFLECT")
+    images = tf.image.random_crop(images, [tf.shape(images)[0], 32, 32, 3])
+    images = tf.image.random_flip_left_right(images)
+    mean, var = tf.nn.moments(images, axes=[1, 2, 3], keepdims=True)
+    return (images - mean) / (tf.sqrt(var) + 1e-6), labels
 
+
+def tf_data():
     train = tf.data.Dataset.from_tensor_slices((x_train, y_train)).batch(batch_size)
-    train = train.map(augment).prefetch(tf.data.AUTOTUNE)
+    return train.map(augment).prefetch(tf.data.AUTOTUNE)
+
+
+if "--tf-data" in sys.argv:
+    train = tf_data()
 else:
     train = ImagesPyDataset(x_train, y_train, batch_size, workers=workers,
                             use_multiprocessing=multiprocessing)
@@ -94,3 +102,14 @@ if __name__ == "__main__":  # worker processes import this file (spawn) without 
     model.fit(train, epochs=4, verbose=0, callbacks=[EpochTimes()])
     steady = min(times[1:]) / len(x_train) * batch_size
     print(f"steady {steady * 1e3:.3f} ms/step", flush=True)
+    if "--twins" in sys.argv:  # one epoch of each, alternated, in this one process
+        twins = {"pydataset": train, "tf_data": tf_data(),
+                 "threads4": ImagesPyDataset(x_train, y_train, batch_size, workers=4)}
+        got = {name: [] for name in twins}
+        for _ in range(3):
+            for name, data in twins.items():
+                times = []
+                model.fit(data, epochs=1, verbose=0, callbacks=[EpochTimes()])
+                got[name].append(times[0] / len(x_train) * batch_size)
+        print("twins " + " ".join(f"{name} {sorted(t)[1] * 1e3:.3f}"
+                                  for name, t in got.items()), flush=True)

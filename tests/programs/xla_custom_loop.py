@@ -11,6 +11,9 @@ features, 10 classes: a template per class plus noise) instead of keras.datasets
 ``--prefetch`` is the twin with ``.prefetch(tf.data.AUTOTUNE)`` at the pipeline's end;
 ``--steps-per-call N`` the twin that gpudiag advises: an outer tf.function (no
 jit_compile) running N steps over the iterator around the XLA-compiled step.
+``--twins`` runs, after the training, rounds of one epoch of each (the loop as written,
+with prefetch, 16 steps a call) in this one process, alternated so a shared machine's
+load falls on all three alike, and prints each one's median step period over the rounds.
 """
 
 import itertools
@@ -88,3 +91,38 @@ periods = sorted(b - a for (e, a), (f, b) in itertools.pairwise(calls) if e == f
 steady = periods[len(periods) // 2] / steps_per_call
 print(f"loop {time.perf_counter() - start:.3f} s, steady {steady * 1e3:.3f} ms/step, "
       f"loss {float(loss_value):.4f}")
+
+if "--twins" in sys.argv:
+    prefetched = train_dataset.prefetch(tf.data.AUTOTUNE)
+    steps_per_call = 16
+
+    @tf.function
+    def train_16(iterator):
+        for _ in tf.range(16):
+            x_batch_train, y_batch_train = next(iterator)
+            loss_value = train_step(x_batch_train, y_batch_train)
+        return loss_value
+
+    def epoch_of(name):
+        marks = [time.perf_counter()]
+        if name == "steps16":
+            iterator = iter(train_dataset)
+            for _ in range(len(train_dataset) // 16):
+                train_16(iterator)
+                marks.append(time.perf_counter())
+            n = 16
+        else:
+            for x_batch_train, y_batch_train in (prefetched if name == "prefetch"
+                                                 else train_dataset):
+                train_step(x_batch_train, y_batch_train)
+                marks.append(time.perf_counter())
+            n = 1
+        return sorted((b - a) / n for a, b in itertools.pairwise(marks[1:]))
+
+    periods = {"plain": [], "prefetch": [], "steps16": []}
+    epoch_of("steps16")  # its trace, before the rounds
+    for _ in range(4):
+        for name, got in periods.items():
+            got += epoch_of(name)
+    print("twins " + " ".join(f"{name} {sorted(got)[len(got) // 2] * 1e3:.3f}"
+                              for name, got in periods.items()), flush=True)
