@@ -167,6 +167,11 @@ def test_an_xla_step_called_from_a_python_loop_gets_more_steps_a_call_not_prefet
     plain = bn.bottleneck(window, None, bn.ProgramFacts(calls=no_prefetch,
                                                         loop="tf.function train_step"))
     assert "overhead-bound" not in plain.evidence["causes"]
+    # the same step waiting for its input half the time: input-bound, not this cause
+    starved = bn.bottleneck(breakdown(("/device:CPU:0", 2, 0.6, 0, 1.0, 0.4, 0, 0.2)), None,
+                            bn.ProgramFacts(calls=no_prefetch, jit_compile=True,
+                                            loop="tf.function train_step"))
+    assert starved.evidence["causes"] == ["input-bound"] and "prefetch" in starved.advice
     # compiled ops most of the step: nothing to gain per call
     busy = bn.bottleneck(breakdown(("/device:CPU:0", 2, 1.6, 0, 0.1, 0.3, 0, 0.1)), None,
                          bn.ProgramFacts(jit_compile=True, loop="tf.function train_step"))

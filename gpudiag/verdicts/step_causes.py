@@ -297,14 +297,17 @@ def _launch(j: Judged) -> Cause | None:
 
 def _xla_loop(j: Judged) -> Cause | None:
     """An XLA-compiled step called from a Python loop, its compiled work under half the
-    step: the rest is paid once a call (the Python loop, next(), entering the function),
-    so more steps a call is the fix; prefetch and XLA are in place or beside the point."""
+    step and its input not waited for: the rest is paid once a call (the Python loop,
+    next(), entering the function), so more steps a call is the fix, in an outer
+    tf.function (IteratorGetNext has no XLA kernel: a loop over the iterator inside the
+    jit_compile function fails to compile, checked with the installed TensorFlow)."""
     m = j.m
     if not j.facts.jit_compile or not j.facts.loop or "fit" in j.facts.loop:
         return None
     around = 1 - m.share(m.compute_s)
-    if around < OVERHEAD_BOUND:
-        return None
+    share, _, near = input_share(j.facts, m)
+    if around < OVERHEAD_BOUND or share >= INPUT_BOUND or near:
+        return None  # the compiled work, or the input (its own cause), is the step
     floor = floor_note(j.facts)
     return Cause(
         "overhead-bound", around,
