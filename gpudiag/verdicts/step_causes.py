@@ -142,10 +142,8 @@ def input_share(facts: ProgramFacts, m: StepParts) -> tuple[float, str, bool]:
         floor = (f", {w['share']:.0%} with next()'s own {ms(w['floor']['floor_s'])} a call "
                  "on a full buffer (measured), which prefetch cannot hide")
     return d["share"], (f" over the whole run ({w['steps']} steps, the program's "
-                        f"next(iterator) {ms(w['wait_s_per_step'])} a step, "
-                        f"{w.get('statistic') or 'whole run'}{spread}{floor}; the profiled "
-                        "window: "
-                        f"{m.share(m.input_s):.0%})"), near
+                        f"next(iterator) {ms(w['wait_s_per_step'])} a step{spread}{floor}; "
+                        f"the profiled window: {m.share(m.input_s):.0%})"), near
 
 
 def floor_note(facts: ProgramFacts) -> str | None:

@@ -65,32 +65,43 @@ def _periods(series: StepSeries, warmup: int, skip: Sequence[int]
 INPUT_BLOCK = 10  # steps per block of the input share's spread
 
 
+OUTLIER_PERIODS = 20  # a period this many times the median is no step (an epoch's end)
+BOOTSTRAP = 400  # resamples of the blocks for the share's interval (seeded: the same data,
+# the same interval)
+
+
 def _share(blocks: list[list[tuple[float, float]]], pairs: list[tuple[float, float]]
            ) -> tuple[float, float | None, float | None]:
-    """One statistic for the share and its spread: the median of the blocks' shares with
-    its 95 % interval (gpudiag.verdicts.stats.median_ci) from 6 blocks; below that the
-    whole run's ratio of sums, with no interval."""
-    from gpudiag.verdicts.stats import median_ci
+    """One statistic for the share and its spread: the whole run's ratio of the waits'
+    sum to the periods' sum, with the 95 % percentile interval of that same ratio over
+    resamples of its blocks of INPUT_BLOCK steps (a block bootstrap, from 6 blocks;
+    fewer: no interval)."""
+    import random
 
-    shares = [sum(w for _, w in b) / sum(p for p, _ in b) for b in blocks
-              if sum(p for p, _ in b) > 0]
-    interval = median_ci(shares) if len(shares) >= 6 else None
-    if interval is not None:
-        return statistics.median(shares), interval[0], interval[1]
-    total = sum(p for p, _ in pairs)
-    return sum(w for _, w in pairs) / total, None, None
+    share = sum(w for _, w in pairs) / sum(p for p, _ in pairs)
+    sums = [(sum(w for _, w in b), sum(p for p, _ in b)) for b in blocks]
+    if len(sums) < 6:
+        return share, None, None
+    rng = random.Random(0)
+    ratios = []
+    for _ in range(BOOTSTRAP):
+        pick = [sums[rng.randrange(len(sums))] for _ in sums]
+        ratios.append(sum(w for w, _ in pick) / sum(p for _, p in pick))
+    ratios.sort()
+    return share, ratios[int(0.025 * BOOTSTRAP)], ratios[int(0.975 * BOOTSTRAP) - 1]
 
 
 def input_series(series: StepSeries, warmup: int, skip: Sequence[int] = ()
                  ) -> dict[str, Any] | None:
     """The share of the steady-state step periods the program spent in ``next(iterator)``
     (its rows' ``wait_s``: gpudiag.inprogram.inputwait), over the whole timed run: the
-    median share of blocks of INPUT_BLOCK consecutive steps, with that median's 95 %
-    interval (from 6 blocks; fewer: the ratio of the sums, no interval), so that one long
-    period (an epoch's end) moves neither. When next()'s own cost on a full buffer was
-    measured (the series' ``next_floor``), ``hidden`` is the same statistic of the wait
-    beyond that floor, a call: the part prefetch can hide; the floor is not input waited
-    for. None: the loop's rows have no wait (Keras fit takes its batches in its graph)."""
+    ratio of the sums, with the 95 % interval of that same ratio over resampled blocks of
+    INPUT_BLOCK consecutive steps (from 6 blocks); a period over OUTLIER_PERIODS times
+    the median (an epoch's end, a pause) is no step and is left out of both. When next()'s
+    own cost on a full buffer was measured (the series' ``next_floor``), ``hidden`` is the
+    same statistic of the wait beyond that floor, a call: the part prefetch can hide; the
+    floor is not input waited for. None: the loop's rows have no wait (Keras fit takes its
+    batches in its graph)."""
     ordered = sorted(series.steps, key=lambda s: s.index)
     skipped = set(skip)
     pairs = []
@@ -101,24 +112,29 @@ def input_series(series: StepSeries, warmup: int, skip: Sequence[int] = ()
                                                            row.index}:
             continue
         pairs.append((row.start_unix_s - prev.start_unix_s, row.wait_s))
-    total = sum(span for span, _ in pairs)
-    if not pairs or total <= 0:
+    if not pairs:
         return None
-    blocks = [pairs[i:i + INPUT_BLOCK] for i in range(0, len(pairs), INPUT_BLOCK)]
+    limit = OUTLIER_PERIODS * statistics.median(p for p, _ in pairs)
+    kept = [(p, w) for p, w in pairs if p <= limit]
+    total = sum(span for span, _ in kept)
+    if total <= 0:
+        return None
+    blocks = [kept[i:i + INPUT_BLOCK] for i in range(0, len(kept), INPUT_BLOCK)]
     blocks = [b for b in blocks if len(b) == INPUT_BLOCK]
-    share, low, high = _share(blocks, pairs)
-    waits = sorted(w for _, w in pairs)
+    share, low, high = _share(blocks, kept)
+    waits = sorted(w for _, w in kept)
     out: dict[str, Any] = {
-        "share": share, "steps": len(pairs), "blocks": len(blocks), "low": low,
-        "high": high, "statistic": "median of blocks" if low is not None else "whole run",
-        "share_of_sums": sum(waits) / total, "wait_s_per_step": sum(waits) / len(waits),
+        "share": share, "steps": len(kept), "blocks": len(blocks), "low": low,
+        "high": high, "statistic": "whole run",
+        "left_out": [p for p, _ in pairs if p > limit],
+        "wait_s_per_step": sum(waits) / len(waits),
         "wait_s_median": statistics.median(waits), "wait_s_p10": waits[len(waits) // 10],
         "floor": None, "hidden": None}
     floor = (series.facts.get("next_floor") or {}).get("floor_s")
     if isinstance(floor, (int, float)):
         def beyond(b: list[tuple[float, float]]) -> list[tuple[float, float]]:
             return [(p, max(0.0, w - floor)) for p, w in b]
-        h_share, h_low, h_high = _share([beyond(b) for b in blocks], beyond(pairs))
+        h_share, h_low, h_high = _share([beyond(b) for b in blocks], beyond(kept))
         out["floor"] = dict(series.facts["next_floor"])
         out["hidden"] = {"share": h_share, "low": h_low, "high": h_high,
                          "wait_s_per_step": sum(max(0.0, w - floor) for w in waits)
