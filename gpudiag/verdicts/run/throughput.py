@@ -65,7 +65,6 @@ def _periods(series: StepSeries, warmup: int, skip: Sequence[int]
 INPUT_BLOCK = 10  # steps per block of the input share's spread
 
 
-OUTLIER_PERIODS = 20  # a period this many times the median is no step (an epoch's end)
 BOOTSTRAP = 400  # resamples of the blocks for the share's interval (seeded: the same data,
 # the same interval)
 
@@ -96,8 +95,7 @@ def input_series(series: StepSeries, warmup: int, skip: Sequence[int] = ()
     """The share of the steady-state step periods the program spent in ``next(iterator)``
     (its rows' ``wait_s``: gpudiag.inprogram.inputwait), over the whole timed run: the
     ratio of the sums, with the 95 % interval of that same ratio over resampled blocks of
-    INPUT_BLOCK consecutive steps (from 6 blocks); a period over OUTLIER_PERIODS times
-    the median (an epoch's end, a pause) is no step and is left out of both. When next()'s
+    INPUT_BLOCK consecutive steps (from 6 blocks). When next()'s
     own cost on a full buffer was measured (the series' ``next_floor``), ``hidden`` is the
     same statistic of the wait beyond that floor, a call: the part prefetch can hide; the
     floor is not input waited for. None: the loop's rows have no wait (Keras fit takes its
@@ -112,10 +110,7 @@ def input_series(series: StepSeries, warmup: int, skip: Sequence[int] = ()
                                                            row.index}:
             continue
         pairs.append((row.start_unix_s - prev.start_unix_s, row.wait_s))
-    if not pairs:
-        return None
-    limit = OUTLIER_PERIODS * statistics.median(p for p, _ in pairs)
-    kept = [(p, w) for p, w in pairs if p <= limit]
+    kept = pairs
     total = sum(span for span, _ in kept)
     if total <= 0:
         return None
@@ -126,7 +121,6 @@ def input_series(series: StepSeries, warmup: int, skip: Sequence[int] = ()
     out: dict[str, Any] = {
         "share": share, "steps": len(kept), "blocks": len(blocks), "low": low,
         "high": high, "statistic": "whole run",
-        "left_out": [p for p, _ in pairs if p > limit],
         "wait_s_per_step": sum(waits) / len(waits),
         "wait_s_median": statistics.median(waits), "wait_s_p10": waits[len(waits) // 10],
         "floor": None, "hidden": None}
