@@ -249,7 +249,9 @@ class StepSource:
                         trainable_bytes_by_device=weights.bytes_by_device(trainable),
                         cross_entropy=cross_entropy,
                         classes=classevidence.classes_of(cross_entropy),
-                        called_at=self.called_at))
+                        called_at=self.called_at,
+                        jit_compile=fn.__dict__.get("_jit_compile")
+                        if isinstance(fn.__dict__.get("_jit_compile"), bool) else None))
         record_devices("step function")
         self._weights("after-first-call")
 

@@ -195,6 +195,6 @@ def install_tensorflow(agent: Agent, tf: ModuleType) -> None:
     guard("Session hooks", sessions.install, agent, tf)
     guard("tf.data hooks", datasets.install, agent, tf)
     guard("eager step hooks", eagersteps.install, agent, tf)
-    guard("input wait hooks", inputwait.install)
+    guard("input wait hooks", inputwait.install, agent)
     guard("stall watch", stallwatch.install, agent)
     agent.on_exit(lambda: hooks.record_devices("exit"))

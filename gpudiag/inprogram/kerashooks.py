@@ -341,6 +341,11 @@ def install(agent: Agent, keras: ModuleType) -> None:
     patch(model_cls, "fit", fit)
     install_compile(agent, model_cls)
     install_policy(agent, keras)
+    if keras.__name__ == "keras":  # Keras 3's data adapters (tf_keras: not hooked)
+        from gpudiag.inprogram import pydata
+        from gpudiag.inprogram.agent import guard
+
+        guard("Python data class hooks", pydata.install, agent)
 
 
 def install_compile(agent: Agent, model_cls: Any) -> None:

@@ -240,6 +240,7 @@ class Function(Event):
     cross_entropy: list[dict[str, Any]] = field(default_factory=list)  # {op, node, classes}
     classes: int | None = None
     called_at: dict[str, Any] | None = None
+    jit_compile: bool | None = None  # tf.function(jit_compile=...): XLA compiles the step
 
 
 @dataclass(frozen=True)
@@ -482,6 +483,38 @@ class Tf1Distribution(Event):
 
 
 @dataclass(frozen=True)
+class InputFloor(Event):
+    """What one ``next()`` of a tf.data iterator costs when its batch is ready: a dataset
+    of the program's own batch, repeated and prefetched (its buffer full), read ``calls``
+    times (gpudiag.inprogram.inputwait). The part of a step's wait prefetch cannot hide."""
+
+    KIND = "input_floor"
+    floor_s: float | None = None  # the median call
+    p10_s: float | None = None
+    calls: int = 0
+
+
+@dataclass(frozen=True)
+class PyDataInput(Event):
+    """A Python data class Keras 3's fit took batches from (gpudiag.inprogram.pydata):
+    a ``keras.utils.PyDataset`` (its ``__getitem__``, or the wait on its workers' queue)
+    or a Python generator, with the seconds spent taking its batches, over every batch."""
+
+    KIND = "py_data_input"
+    source: str = ""  # PyDataset | generator
+    class_name: str = ""
+    workers: int | None = None
+    use_multiprocessing: bool | None = None
+    max_queue_size: int | None = None
+    batches: int = 0
+    total_s: float = 0.0
+    median_s: float | None = None  # a batch taken (the wait for it, where it is taken)
+    p90_s: float | None = None
+    cpu_median_s: float | None = None  # the CPU time a batch costs (thread time)
+    cpu_where: str | None = None  # taken (made where it is taken) | workers (threads)
+
+
+@dataclass(frozen=True)
 class Unknown(Event):
     """A line this gpudiag cannot read as one of its kinds: another kind, or a newer
     protocol version. Kept whole, never an error."""
@@ -496,7 +529,8 @@ KINDS: dict[str, type[Event]] = {cls.KIND: cls for cls in (
     ClusterJoinFailed, PlacementLogAsked, FitBegin, FitSteps, FitEpoch, FitEnd, FunctionSteps,
     Function, Weights, Stall, StallEnd, PlacementWindow, Placement, Session, SessionSteps,
     StepStats, DatasetCall, Crash, Profile, TfLog, DeviceScope, PyWarning, HookError, HookNote,
-    Exit, Tf1Distribution, Trace, EagerLoop, EagerSteps, CallbackTimes, Compile)}
+    Exit, Tf1Distribution, Trace, EagerLoop, EagerSteps, CallbackTimes, Compile, InputFloor,
+    PyDataInput)}
 ROWS: dict[str, type] = {FitSteps.KIND: FitRow, FunctionSteps.KIND: FunctionRow,
                          SessionSteps.KIND: SessionRow, EagerSteps.KIND: FunctionRow}
 

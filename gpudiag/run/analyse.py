@@ -164,6 +164,7 @@ def why_slow(obs: ProcessObservation, rows: list[PlacementRow], proc: str,
         input_series=(run_throughput.loop_timing(obs, series, warmup) or {}).get("input")
         if series else None,
         calls=obs.dataset_calls, loop=p.source, called_at=facts.get("called_at"),
+        jit_compile=facts.get("jit_compile") is True,
         epochs=epochs if isinstance(epochs, int) else None,
         replicas=[d for s in obs.strategies for d in s.worker_devices],
         nvml_gpus=None if nvml_gpus is None else gpu_fill.gpus_of(obs.pid, nvml_gpus),

@@ -231,6 +231,16 @@ def _compile(s: ProcessState, e: ev.Compile, t: float | None) -> None:
     s.compiles.append(e)
 
 
+@on(ev.InputFloor)
+def _input_floor(s: ProcessState, e: ev.InputFloor, t: float | None) -> None:
+    s.input_floor = e
+
+
+@on(ev.PyDataInput)
+def _py_data_input(s: ProcessState, e: ev.PyDataInput, t: float | None) -> None:
+    s.py_inputs.append(e)
+
+
 @on(ev.SessionSteps)
 def _session_steps(s: ProcessState, e: ev.SessionSteps, t: float | None) -> None:
     fetches, rows = s.groups.setdefault(e.group, (list(e.fetches), []))

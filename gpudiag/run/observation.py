@@ -90,7 +90,8 @@ def _function_series(name: str, function: ev.Function | None,
     if function is not None:
         facts.update(file=function.file, line=function.line, called_at=function.called_at,
                      trainable_bytes_by_device=function.trainable_bytes_by_device,
-                     trainable_variables=function.trainable_variables)
+                     trainable_variables=function.trainable_variables,
+                     jit_compile=function.jit_compile)
     return StepSeries("function", series_label("function", name), function_steps(rows),
                       num_classes=classes, facts=facts)
 
@@ -112,15 +113,32 @@ def _eager_series(name: str, loop: ev.EagerLoop | None,
     return StepSeries("eager", series_label("eager", name), eager_steps(rows), facts=facts)
 
 
+def _py_input(p: ev.PyDataInput) -> dict[str, Any]:
+    return {"source": p.source, "class": p.class_name, "workers": p.workers,
+            "use_multiprocessing": p.use_multiprocessing, "max_queue_size": p.max_queue_size,
+            "batches": p.batches, "total_s": p.total_s, "median_s": p.median_s,
+            "p90_s": p.p90_s, "cpu_median_s": p.cpu_median_s, "cpu_where": p.cpu_where}
+
+
+def _floor(floor: ev.InputFloor | None) -> dict[str, Any] | None:
+    return None if floor is None or floor.floor_s is None else {
+        "floor_s": floor.floor_s, "p10_s": floor.p10_s, "calls": floor.calls}
+
+
 def series(state: ProcessState) -> list[StepSeries]:
     out = [_fit_series(fit.begin, fit, series_label("fit", None) if len(state.fits) == 1
                        else f"Model.fit #{n}", state.compiles)
            for n, fit in enumerate(state.fits, 1)]
-    out += [_function_series(name, state.functions.get(name), rows,
-                             state.traces.get(name, []))
-            for name, rows in state.function_rows.items()]
-    out += [_eager_series(name, state.eager.get(name), rows)
-            for name, rows in state.eager_rows.items()]
+    for s in out:  # the process's Python data classes fit took batches from (pydata)
+        s.facts["py_input"] = [_py_input(p) for p in state.py_inputs]
+    custom = [_function_series(name, state.functions.get(name), rows,
+                               state.traces.get(name, []))
+              for name, rows in state.function_rows.items()]
+    custom += [_eager_series(name, state.eager.get(name), rows)
+               for name, rows in state.eager_rows.items()]
+    for s in custom:  # next()'s own cost, measured once for the process (inputwait)
+        s.facts["next_floor"] = _floor(state.input_floor)
+    out += custom
     out += [_session_series(index, fetches, rows)
             for index, (fetches, rows) in sorted(state.groups.items())]
     return out

@@ -211,6 +211,8 @@ class ProcessState:
     eager: dict[str, ev.EagerLoop] = field(default_factory=dict)
     eager_rows: dict[str, list[ev.FunctionRow]] = field(default_factory=dict)
     compiles: list[ev.Compile] = field(default_factory=list)
+    input_floor: ev.InputFloor | None = None  # next()'s own cost on a full buffer
+    py_inputs: list[ev.PyDataInput] = field(default_factory=list)  # Keras's Python data
     events: int = 0
     first_t_unix_s: float | None = None
     last_t_unix_s: float | None = None

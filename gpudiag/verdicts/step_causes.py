@@ -89,6 +89,7 @@ class ProgramFacts:
     input_series: dict[str, Any] | None = None
     eager: dict[str, Any] | None = None  # an eager loop's step: hostcauses.eager_facts
     # with its "fix" (gpudiag.verdicts.bottleneck.eager)
+    jit_compile: bool = False  # the step tf.function is XLA-compiled (jit_compile=True)
 
 
 @dataclass(frozen=True)
@@ -163,28 +164,52 @@ def short_kernel(name: str) -> str:
 
 def input_share(facts: ProgramFacts, m: StepParts) -> tuple[float, str, bool]:
     """The input share that decides, what it is read from, and whether its spread holds
-    xprof's input-bound threshold (then the verdict says so instead of flipping)."""
+    xprof's input-bound threshold (then the verdict says so instead of flipping). Over the
+    whole run, when next()'s own cost on a full buffer was measured, only the wait beyond
+    it is input waited for (prefetch cannot hide the rest)."""
     w = facts.input_series
     if w is None:
         return m.share(m.input_s), "", False
-    spread = (f", {pct(w['low'])}-{pct(w['high'])} over blocks of steps"
-              if w.get("low") is not None else "")
+    d = w.get("hidden") or w
+    spread = (f", {pct(d['low'])}-{pct(d['high'])} over blocks of steps"
+              if d.get("low") is not None else "")
     near = input_against(facts, m).near
-    return w["share"], (f" over the whole run ({w['steps']} steps, the program's "
-                        f"next(iterator) {ms(w['wait_s_per_step'])} a step{spread}; the "
-                        f"profiled window: {pct(m.share(m.input_s))})"), near
+    floor = ""
+    if w.get("hidden") is not None:
+        floor = (f", {pct(w['share'])} with next()'s own {ms(w['floor']['floor_s'])} a call "
+                 "on a full buffer (measured), which prefetch cannot hide")
+    return d["share"], (f" over the whole run ({w['steps']} steps, the program's "
+                        f"next(iterator) {ms(w['wait_s_per_step'])} a step{spread}{floor}; "
+                        f"the profiled window: {pct(m.share(m.input_s))})"), near
+
+
+def floor_note(facts: ProgramFacts) -> str | None:
+    """next()'s own cost when it is a sizeable share of the step though the input is
+    ready: not input to hide, a per-call cost to pay less often (None: not measured or
+    small)."""
+    w = facts.input_series
+    if w is None or w.get("hidden") is None:
+        return None
+    own = w["share"] - w["hidden"]["share"]
+    if own < INPUT_MODERATE:
+        return None
+    return (f"next(iterator) takes {ms(w['wait_s_median'])} a call (median; {pct(own)} of "
+            f"the step) though its batch is ready: its own cost on a full buffer, "
+            f"{ms(w['floor']['floor_s'])} measured, which prefetch cannot hide")
 
 
 def input_against(facts: ProgramFacts, m: StepParts,
                   j: Judged | None = None) -> stats.Against:
-    """The input share against xprof's INPUT_BOUND: over the whole run with the interval of
-    its blocks of steps where the loop's waits were measured (gpudiag.verdicts.run.
-    throughput.input_series), else the profiled window's with its steps' (``j``)."""
+    """The input share against xprof's INPUT_BOUND: over the whole run with its interval
+    over resampled blocks of steps where the loop's waits were measured (gpudiag.verdicts.
+    run.throughput.input_series; the wait beyond next()'s own cost on a full buffer where
+    that was measured), else the profiled window's with its steps' (``j``)."""
     w = facts.input_series
     if w is not None:
-        interval = (w["low"], w["high"]) if w.get("low") is not None else None
-        return stats.against(w["share"], interval, INPUT_BOUND,
-                             f"95 % CI of the median of {w.get('blocks')} blocks of steps"
+        d = w.get("hidden") or w
+        interval = (d["low"], d["high"]) if d.get("low") is not None else None
+        return stats.against(d["share"], interval, INPUT_BOUND,
+                             f"95 % CI over {w.get('blocks')} blocks of steps"
                              if interval else "")
     if j is not None:
         return j.against(lambda s: s.input_s, INPUT_BOUND)
@@ -350,7 +375,39 @@ def _launch(j: Judged) -> Cause | None:
                      f"more work per step call: {_more_steps(j.facts.loop, j.facts.compile)}; "
                      "or a larger batch", {"against": a.to_dict()},
                      (Action(_more_steps_what(j.facts.loop), _loop_line(j.facts)),))
-    return None
+    return _xla_loop(j)
+
+
+def _xla_loop(j: Judged) -> Cause | None:
+    """An XLA-compiled step called from a Python loop, its compiled work under half the
+    step and its input not waited for: the rest is paid once a call (the Python loop,
+    next(), entering the function), so more steps a call is the fix, in an outer
+    tf.function (IteratorGetNext has no XLA kernel: a loop over the iterator inside the
+    jit_compile function fails to compile, checked with the installed TensorFlow)."""
+    m = j.m
+    if not j.facts.jit_compile or not j.facts.loop or "fit" in j.facts.loop:
+        return None
+    around = 1 - m.share(m.compute_s)
+    share, _, near = input_share(j.facts, m)
+    if around < OVERHEAD_BOUND or share >= INPUT_BOUND or near:
+        return None  # the compiled work, or the input (its own cause), is the step
+    floor = floor_note(j.facts)
+    step = j.facts.loop.split()[-1]
+    return Cause(
+        "overhead-bound", around,
+        f"overhead-bound: the XLA-compiled step's ops run {pct(m.share(m.compute_s))} of "
+        f"the step ({ms(m.compute_s)} of {ms(m.period_s)}); the other {pct(around)} is paid "
+        "once a call: the Python loop around it, next(iterator) and entering the compiled "
+        "function" + (f" ({floor})" if floor else ""),
+        "more steps per Python call: an outer tf.function without jit_compile that runs N "
+        f"steps, `for _ in tf.range(N): {step}(*next(iterator))`, "
+        "around the XLA-compiled step (the iterator's ops do not compile with XLA, so the "
+        "loop goes outside it); prefetch does not help a step that does not wait for its "
+        "input",
+        {"jit_compile": True, "around_share": around},
+        (Action(f"call {step} N times a Python call: an outer tf.function (no jit_compile) "
+                f"looping `for _ in tf.range(N): {step}(*next(iterator))`",
+                _loop_line(j.facts)),))
 
 
 def _compile_line(compiled: dict[str, Any] | None) -> str | None:
@@ -503,7 +560,12 @@ def causes(j: Judged) -> list[Cause]:
     running) take their share off overhead-bound's (a callback: its typical batch's share,
     ``window_share``), which stays only when what is left is still over its threshold."""
     found = [c for rule in CAUSES if (c := rule(j)) is not None]
+    if any(c.evidence.get("jit_compile") for c in found):
+        # the XLA step's per-call cause holds the Python between the calls: one fix
+        found = [c for c in found if c.name != "host-bound"]
     host = list(j.facts.host_causes)
+    if any(c.name == "input-bound" for c in host):  # the whole run's measure of the input
+        found = [c for c in found if c.name != "input-bound"]
     if host:
         # a cause's share in a typical step (what the window holds: a callback saving
         # every N batches costs the whole run much, a window of a few steps little)

@@ -432,11 +432,98 @@ def _callback_title(c: dict[str, Any]) -> str:
 
 
 # ------------------------------------------------------------------ for run.bottleneck
+PY_INPUT_SHARE = 0.20  # of the step period taking a batch from a Python data class
+# (xprof's input-bound threshold: gpudiag.verdicts.step_causes.INPUT_BOUND)
+
+
+def _py_input_fix(p: dict[str, Any]) -> str:
+    """The fix that fits the data class: TensorFlow ops instead of Python per batch first
+    (measured in tests/test_input_advice_e2e.py: the tf.data twin 1.6-1.9x faster); more
+    thread workers are no fix for Python per example (the GIL runs them one at a time:
+    4 measured no faster than 1)."""
+    tf_data = ("tf.data ops instead of Python per batch: tf.data.Dataset.from_tensor_slices"
+               "((x, y)).batch(n).map(a function of the whole batch in TensorFlow ops, "
+               "num_parallel_calls=tf.data.AUTOTUNE).prefetch(tf.data.AUTOTUNE), passed to "
+               "fit as it is")
+    if p["source"] == "generator":
+        return (f"{tf_data}; a Python generator runs on one thread holding the GIL, so "
+                "only leaving Python per batch takes it off the step")
+    workers = p.get("workers") or 1
+    if workers > 1 and not p.get("use_multiprocessing"):
+        return (f"{tf_data}; its {workers} workers are threads, and Python per example "
+                "holds the GIL, so they run one at a time: time workers=1, and "
+                "use_multiprocessing=True where the cores are free (processes compete with "
+                "the step's own threads for the cores)")
+    if workers > 1:
+        return (f"{tf_data}; or vectorise __getitem__ (NumPy over the whole batch, not a "
+                f"loop over its examples): its {workers} worker processes do not keep up")
+    return (f"{tf_data}; or vectorise __getitem__ (NumPy over the whole batch, not a loop "
+            "over its examples)")
+
+
+def py_input_facts(obs: ProcessObservation, s: StepSeries, warmup: int
+                   ) -> list[dict[str, Any]]:
+    """The Python data classes a Keras fit took its batches from (gpudiag.inprogram.pydata),
+    each with its time a batch against the fit's step period, both over the whole run."""
+    timing = loop_timing(obs, s, warmup)
+    period = timing["step_s_median"] if timing else None
+    fit_s = _fit_s(s)
+    out = []
+    for p in s.facts.get("py_input") or []:
+        if not p.get("batches") or p.get("median_s") is None:
+            continue
+        # thread workers: the CPU their __getitem__ costs a batch (the GIL runs that
+        # Python one thread at a time, beside the step's); else the wait where taken
+        workers = p.get("cpu_where") == "workers" and p.get("cpu_median_s") is not None
+        batch = p["cpu_median_s"] if workers else p["median_s"]
+        out.append({**p, "period_s": period, "fit_s": fit_s, "batch_s": batch,
+                    "measure": "workers_cpu" if workers else "taken",
+                    "share": batch / period if period else None,
+                    "run_share": p["total_s"] / fit_s if fit_s else None})
+    return out
+
+
+def _py_input_text(p: dict[str, Any]) -> str:
+    kind = "keras.utils.PyDataset" if p["source"] == "PyDataset" else "Python generator"
+    tail = (f": {pct(p['share'])} of the {ms(p['period_s'])} step (median, the whole run; "
+            "the profiled window's input share counts only the step's own wait in the "
+            "iterator)")
+    if p.get("measure") == "workers_cpu":
+        return (f"fit takes its batches from the {kind} {p['class']}, whose "
+                f"{p.get('workers')} thread workers spend {ms(p['batch_s'])} of CPU in "
+                f"__getitem__ a batch (median of {p['batches']} batches; taking one from "
+                f"their queue {ms(p['median_s'])}), Python that holds the GIL beside the "
+                f"step{tail}")
+    what = ("its __getitem__" if (p.get("workers") or 1) <= 1 and
+            not p.get("use_multiprocessing") else
+            f"the wait on its {p.get('workers')} worker"
+            f"{' processes' if p.get('use_multiprocessing') else 's'}' queue")
+    run = (f", {p['total_s']:.2f} s of the fit's {p['fit_s']:.2f} s"
+           if p.get("fit_s") else "")
+    return (f"fit takes each batch from the {kind} {p['class']} ({what}, on tf.data's "
+            f"thread) in {ms(p['batch_s'])} (median of {p['batches']} batches{run}){tail}")
+
+
+def py_input_causes(facts: Sequence[dict[str, Any]]) -> list[Cause]:
+    out = []
+    for p in facts:
+        if p["share"] is None or p["share"] < PY_INPUT_SHARE:
+            continue
+        out.append(Cause(
+            "input-bound", p["share"], f"input-bound: {_py_input_text(p)}", _py_input_fix(p),
+            {"py_input": p, "window_share": 0.0, "predicted": {
+                "cause": "input-bound", "step_s": None, "why": "the batch is made on "
+                "tf.data's thread beside the step: how much of its time the step waits "
+                "for is not measured (time the tf.data twin)"}}))
+    return out
+
+
 def loop_causes(obs: ProcessObservation, label: str | None, warmup: int) -> list[Cause]:
     """The step-series causes of one loop (the profiled one), for run.bottleneck."""
     s = next((x for x in obs.series if x.label == label), None)
     if s is None:
         return []
-    found = [retracing_cause(retrace_facts(s, obs))]
+    found = [retracing_cause(retrace_facts(s, obs)), *py_input_causes(
+        py_input_facts(obs, s, warmup))]
     return [c for c in found if c is not None] + callback_causes(callback_facts(obs, s,
                                                                                 warmup))

@@ -75,15 +75,41 @@ def _periods(series: StepSeries, warmup: int, skip: Sequence[int]
 INPUT_BLOCK = 10  # steps per block of the input share's spread
 
 
+BOOTSTRAP = 400  # resamples of the blocks for the share's interval (seeded: the same data,
+# the same interval)
+
+
+def _share(blocks: list[list[tuple[float, float]]], pairs: list[tuple[float, float]]
+           ) -> tuple[float, float | None, float | None]:
+    """One statistic for the share and its spread: the whole run's ratio of the waits'
+    sum to the periods' sum, with the 95 % percentile interval of that same ratio over
+    resamples of its blocks of INPUT_BLOCK steps (a block bootstrap, from 6 blocks;
+    fewer: no interval)."""
+    import random
+
+    share = sum(w for _, w in pairs) / sum(p for p, _ in pairs)
+    sums = [(sum(w for _, w in b), sum(p for p, _ in b)) for b in blocks]
+    if len(sums) < 6:
+        return share, None, None
+    rng = random.Random(0)
+    ratios = []
+    for _ in range(BOOTSTRAP):
+        pick = [sums[rng.randrange(len(sums))] for _ in sums]
+        ratios.append(sum(w for w, _ in pick) / sum(p for _, p in pick))
+    ratios.sort()
+    return share, ratios[int(0.025 * BOOTSTRAP)], ratios[int(0.975 * BOOTSTRAP) - 1]
+
+
 def input_series(series: StepSeries, warmup: int, skip: Sequence[int] = ()
                  ) -> dict[str, Any] | None:
     """The share of the steady-state step periods the program spent in ``next(iterator)``
-    (its rows' ``wait_s``: gpudiag.inprogram.inputwait), over the whole timed run, with its
-    spread: the 95 % interval of the median share of blocks of INPUT_BLOCK consecutive
-    steps (gpudiag.verdicts.stats.median_ci; None with too few blocks). None: the loop's
-    rows have no wait (Keras fit takes its batches inside its graph)."""
-    from gpudiag.verdicts.stats import median_ci
-
+    (its rows' ``wait_s``: gpudiag.inprogram.inputwait), over the whole timed run: the
+    ratio of the sums, with the 95 % interval of that same ratio over resampled blocks of
+    INPUT_BLOCK consecutive steps (from 6 blocks). When next()'s
+    own cost on a full buffer was measured (the series' ``next_floor``), ``hidden`` is the
+    same statistic of the wait beyond that floor, a call: the part prefetch can hide; the
+    floor is not input waited for. None: the loop's rows have no wait (Keras fit takes its
+    batches in its graph)."""
     ordered = sorted(series.steps, key=lambda s: s.index)
     skipped = set(skip)
     pairs = []
@@ -94,17 +120,30 @@ def input_series(series: StepSeries, warmup: int, skip: Sequence[int] = ()
                                                            row.index}:
             continue
         pairs.append((row.start_unix_s - prev.start_unix_s, row.wait_s))
-    total = sum(span for span, _ in pairs)
-    if not pairs or total <= 0:
+    kept = pairs
+    total = sum(span for span, _ in kept)
+    if total <= 0:
         return None
-    blocks = [pairs[i:i + INPUT_BLOCK] for i in range(0, len(pairs), INPUT_BLOCK)]
-    shares = [sum(w for _, w in b) / sum(p for p, _ in b) for b in blocks
-              if len(b) == INPUT_BLOCK and sum(p for p, _ in b) > 0]
-    interval = median_ci(shares) if len(shares) >= 6 else None
-    return {"share": sum(w for _, w in pairs) / total, "steps": len(pairs),
-            "blocks": len(shares), "low": interval[0] if interval else None,
-            "high": interval[1] if interval else None,
-            "wait_s_per_step": sum(w for _, w in pairs) / len(pairs)}
+    blocks = [kept[i:i + INPUT_BLOCK] for i in range(0, len(kept), INPUT_BLOCK)]
+    blocks = [b for b in blocks if len(b) == INPUT_BLOCK]
+    share, low, high = _share(blocks, kept)
+    waits = sorted(w for _, w in kept)
+    out: dict[str, Any] = {
+        "share": share, "steps": len(kept), "blocks": len(blocks), "low": low,
+        "high": high, "statistic": "whole run",
+        "wait_s_per_step": sum(waits) / len(waits),
+        "wait_s_median": statistics.median(waits), "wait_s_p10": waits[len(waits) // 10],
+        "floor": None, "hidden": None}
+    floor = (series.facts.get("next_floor") or {}).get("floor_s")
+    if isinstance(floor, (int, float)):
+        def beyond(b: list[tuple[float, float]]) -> list[tuple[float, float]]:
+            return [(p, max(0.0, w - floor)) for p, w in b]
+        h_share, h_low, h_high = _share([beyond(b) for b in blocks], beyond(kept))
+        out["floor"] = dict(series.facts["next_floor"])
+        out["hidden"] = {"share": h_share, "low": h_low, "high": h_high,
+                         "wait_s_per_step": sum(max(0.0, w - floor) for w in waits)
+                         / len(waits)}
+    return out
 
 
 def step_times(series: StepSeries, warmup: int, skip: Sequence[int] = ()) -> list[float]:
@@ -170,6 +209,18 @@ def throughput(obs: ProcessObservation, warmup: int, proc: str = "") -> Finding:
             spread = f", {pct(w['low'])}-{pct(w['high'])} over blocks of {INPUT_BLOCK} " \
                 "steps" if w["low"] is not None else ""
             text += f", {pct(w['share'])} of it in next(iterator){spread}"
+            if w["hidden"] is not None:
+                text += (f" ({pct(w['hidden']['share'])} beyond next()'s own "
+                         f"{duration(w['floor']['floor_s'])} a call on a full buffer)")
+        for p in s.facts.get("py_input") or []:  # Keras's Python data (inprogram.pydata)
+            if p.get("median_s") is not None and row["step_s_median"] > 0:
+                kind = "PyDataset" if p["source"] == "PyDataset" else "generator"
+                text += (f", {pct(p['median_s'] / row['step_s_median'])} of it taking a "
+                         f"batch from the {kind} {p['class']} ({duration(p['median_s'])}, "
+                         f"median of {p['batches']} batches)")
+                if p.get("cpu_where") == "workers" and p.get("cpu_median_s") is not None:
+                    text += (f", its {p['workers']} thread workers' __getitem__ "
+                             f"{duration(p['cpu_median_s'])} of CPU a batch")
         rows.append(row)
         parts.append(text)
     evidence = {"loops": rows, "warmup_steps": warmup, "profiled_steps": profiled}
