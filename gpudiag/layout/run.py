@@ -75,6 +75,9 @@ TAG_RUN_LOSS = "program/loss"
 TAG_RUN_METRIC = "program/{name}"  # Keras metrics by their name (accuracy ...)
 TAG_RUN_STEP_TIME = "program/step_time_s"
 TAG_RUN_EXAMPLES_PER_S = "program/examples_per_s"
+# every step's index, written as the step is seen: a step's time needs the next step's
+# start, so while a program waits after a step, this is what says how far it got
+TAG_RUN_STEP = "program/step"
 # A process's first loop writes the tags above; each other loop the same tags under
 # ``program/<prefix>/`` (TAG_PROGRAM_ROOT + loop_prefix(its label) + "/"): loop_tag makes
 # such a tag, parse_loop_tag reads one back.

@@ -214,6 +214,12 @@ class Live:
         program = self.state.programs.setdefault(pid, ProgramFile(run_tb_name(pid)))
         prefix = program.prefixes.setdefault(label, "" if not program.prefixes else
                                              loop_prefix(label))
+        seen = program.seen_index.get(label, -1)
+        new = [st for st in steps if st.index > seen]
+        if new:  # how far it got, now (a held step's time waits for the next step's start)
+            program.tags.update(tbwrite.write_seen(self._writer(pid), new, prefix))
+            program.seen_index[label] = max(st.index for st in new)
+            self._dirty = True
         held, shown.held = shown.held, []
         if hold:  # a step's time is from its start to the next's
             steps, shown.held = [*held, *steps[:-1]], steps[-1:]

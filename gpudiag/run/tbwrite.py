@@ -7,8 +7,9 @@ shows the program's scalars and its trace side by side. Tags (layout.TAG_RUN_*):
 reports them), ``program/step_time_s`` (the interval between a step's start and the next's, per
 training step: run.throughput's step time, for every kind of loop) and
 ``program/examples_per_s`` where the batch
-size is known. The loop with the most steps gets these tags; any other loop gets them
-under ``program/<loop>/``.
+size is known, ``program/step`` (each step's index, written as the step is seen: how far
+the loop got while its last step's time waits for the next start). The loop with the most
+steps gets these tags; any other loop gets them under ``program/<loop>/``.
 
 While the program runs, gpudiag.run.live writes the same scalars as the steps come into a
 file of that run (a ProgramFile); at the end that file is kept as the final one when it
@@ -35,6 +36,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -44,6 +46,7 @@ from gpudiag.layout import (
     TAG_RUN_LIVE,
     TAG_RUN_LOSS,
     TAG_RUN_METRIC,
+    TAG_RUN_STEP,
     TAG_RUN_STEP_TIME,
     run_tb_name,
 )
@@ -65,6 +68,7 @@ class ProgramFile:
     steps: dict[str, int] = field(default_factory=dict)  # loop label -> steps written
     last_index: dict[str, int] = field(default_factory=dict)  # loop label -> last step
     loss_index: dict[str, int] = field(default_factory=dict)  # ... -> last step with a loss
+    seen_index: dict[str, int] = field(default_factory=dict)  # ... -> last step seen
     tags: set[str] = field(default_factory=set)
     texts: list[tuple[int, str]] = field(default_factory=list)  # (step, line) told into it
     complete: bool = True  # False: a poll failed part-way (the end writes it again)
@@ -109,6 +113,14 @@ def write_series(writer: EventWriter, series: StepSeries, prefix: str,
     return sorted(tags)
 
 
+def write_seen(writer: EventWriter, steps: Sequence[Step], prefix: str) -> list[str]:
+    """Each step's index under TAG_RUN_STEP, at its start: how far the loop got."""
+    tag = layout.loop_tag(TAG_RUN_STEP, prefix)
+    for s in steps:
+        writer.scalar(tag, float(s.index), s.index, s.start_unix_s)
+    return [tag] if steps else []
+
+
 def write_program(run_dir: Path, obs: ProcessObservation,
                   live: ProgramFile | None = None) -> dict[str, object]:
     """Scalars of every training loop of one process; returns the run, its tags and
@@ -123,13 +135,15 @@ def write_program(run_dir: Path, obs: ProcessObservation,
     tags: list[str] = []
     with EventWriter(run_dir / name) as writer:
         for n, s in enumerate(series):
-            tags += write_series(writer, s, "" if n == 0 else layout.loop_prefix(s.label))
+            prefix = "" if n == 0 else layout.loop_prefix(s.label)
+            tags += write_series(writer, s, prefix)
+            tags += write_seen(writer, s.steps, prefix)
         for step, line in live.texts if live is not None else []:
             writer.text(TAG_RUN_LIVE, line, step=step)
     if live is not None and live.path is not None:
         with contextlib.suppress(OSError):
             live.path.unlink()
-    return {"run": name, "tags": tags, "written": "end"}
+    return {"run": name, "tags": sorted(set(tags)), "written": "end"}
 
 
 def _program(argv: list[str]) -> str:

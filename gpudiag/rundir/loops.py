@@ -82,17 +82,18 @@ def _read_scalars(tb_run: Path) -> Scalars:
 
 
 def _series(name: str, tb_run: str, scalars: Scalars, step_tag: str, loss_tag: str,
-            eps_tag: str, batch: int | None) -> Loop | None:
+            eps_tag: str, batch: int | None, seen_tag: str | None = None) -> Loop | None:
     times, losses, eps = (scalars.get(step_tag, {}), scalars.get(loss_tag, {}),
                           scalars.get(eps_tag, {}))
-    steps = sorted(set(times) | set(losses))
+    seen = scalars.get(seen_tag, {}) if seen_tag else {}
+    steps = sorted(set(times) | set(losses) | set(seen))
     if not steps:
         return None
     return Loop(name, tb_run, tuple(StepPoint(s, times.get(s), losses.get(s), eps.get(s))
                                     for s in steps), batch)
 
 
-_SERIES_TAGS = {layout.TAG_RUN_STEP_TIME, layout.TAG_RUN_LOSS}
+_SERIES_TAGS = {layout.TAG_RUN_STEP_TIME, layout.TAG_RUN_LOSS, layout.TAG_RUN_STEP}
 
 
 def _loop_labels(run: Run) -> list[dict[str, Any]]:
@@ -124,7 +125,7 @@ def _program_loops(run: Run) -> dict[str, Loop]:
                            layout.loop_tag(layout.TAG_RUN_STEP_TIME, prefix),
                            layout.loop_tag(layout.TAG_RUN_LOSS, prefix),
                            layout.loop_tag(layout.TAG_RUN_EXAMPLES_PER_S, prefix),
-                           batch.get(name))
+                           batch.get(name), layout.loop_tag(layout.TAG_RUN_STEP, prefix))
             if loop is not None:
                 key = name if len(runs) == 1 else f"{name} [{tb.name}]"
                 n = per_call.get(name)
