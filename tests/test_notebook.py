@@ -166,8 +166,10 @@ with gpudiag.watch({logdir!r}, profile_warmup_steps=4, profile_steps=2) as w:
     import tensorflow as tf
     data = np.random.default_rng(0).standard_normal((256, 8)).astype("float32")
     labels = (data[:, 0] > 0).astype("int64")
+    tf.keras.utils.set_random_seed(0)  # a fit that clearly learns, whatever the draw
     fresh = tf.keras.Sequential([tf.keras.Input((8,)), tf.keras.layers.Dense(2)])
-    fresh.compile("sgd", tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    fresh.compile(tf.keras.optimizers.SGD(0.5),
+                  tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True))
     fresh.fit(tf.data.Dataset.from_tensor_slices((data, labels)).batch(16), epochs=3,
               verbose=0)"""
 FRESH_CHECK = "print(json.dumps({'run_dir': str(w.run_dir), 'left': gpudiag_left()}))"

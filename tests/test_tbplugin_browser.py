@@ -375,8 +375,8 @@ def test_two_runs_side_by_side_show_the_diffs_numbers(
     said = result.inner_text()
     frame.locator("#gpudiag-other").select_option("")
     _choose(frame, "gpudiag-run", diff_dir, logdir)
-    expect(frame.locator(".sides")).to_have_count(0)
-    expect(frame.locator("section.diff p.result").first).to_have_text(said)
+    expect(frame.locator(".sides")).to_have_count(0, timeout=TIMEOUT_MS)
+    expect(frame.locator("section.diff p.result").first).to_have_text(said, timeout=TIMEOUT_MS)
     browser.assert_clean()
 
 
