@@ -77,8 +77,10 @@ def test_the_actions_are_each_once_in_the_causes_order() -> None:
 @pytest.mark.parametrize(("predicted", "expected"), [
     (None, None),
     ({"cause": "x", "step_s": None, "why": "not measured"}, Prediction(None, basis="not measured")),
-    ({"step_s": 0.0174, "low_s": 0.0151, "high_s": 0.0199, "fix": "parallel map", "model": "max"},
-     Prediction(0.0174, 0.0151, 0.0199, "parallel map; max")),
+    # the interval as whatif writes it (step_s_low / step_s_high: the model replayed on
+    # each profiled step, widened to its stated assumption)
+    ({"step_s": 0.0174, "step_s_low": 0.0151, "step_s_high": 0.0199, "fix": "parallel map",
+      "model": "max"}, Prediction(0.0174, 0.0151, 0.0199, "parallel map; max")),
 ])
 def test_whatifs_prediction_becomes_the_actions(predicted, expected) -> None:
     assert whatif.as_prediction(predicted) == expected

@@ -431,7 +431,8 @@ def _predict(causes: Sequence[str], parts: Parts, evidence: Mapping[str, Any], *
 
 def as_prediction(predicted: Mapping[str, Any] | None) -> Prediction | None:
     """A finding's ``evidence.predicted`` as an action's Prediction: the step time with its
-    interval where the prediction carries one (``low_s``/``high_s``; None otherwise), and
+    interval where the prediction carries one (``step_s_low``/``step_s_high``; None
+    otherwise), and
     the fix and the model as its basis; without a number, the reason there is none. None:
     no prediction at all."""
     if not predicted:
@@ -439,7 +440,7 @@ def as_prediction(predicted: Mapping[str, Any] | None) -> Prediction | None:
     step = predicted.get("step_s")
     if step is None:
         return Prediction(None, basis=str(predicted.get("why") or "no prediction"))
-    low, high = predicted.get("low_s"), predicted.get("high_s")
+    low, high = predicted.get("step_s_low"), predicted.get("step_s_high")
     basis = "; ".join(str(predicted[k]) for k in ("fix", "model") if predicted.get(k))
     return Prediction(float(step), None if low is None else float(low),
                       None if high is None else float(high), basis)
