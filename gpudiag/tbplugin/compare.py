@@ -75,7 +75,7 @@ def rows(record: DiffRecord) -> list[dict[str, str]]:
 
 def result(record: DiffRecord) -> list[str]:
     """The diff's answer, one line per compared loop ("B is 2.66x faster (95 % CI
-    2.59-2.73): 27.00 -> 10.15 ms a step"; the loop named when there are several), or
+    2.59-2.73): 27.0 -> 10.2 ms a step"; the loop named when there are several), or
     why nothing was compared."""
     lines = [loop_result(d.ratio, d.ratio_low, d.ratio_high, d.verdict, d.a.median_s,
                          d.b.median_s) for d in record.loops]

@@ -39,6 +39,7 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 from gpudiag.layout.families import family_of
+from gpudiag.layout.units import ms_number
 
 WIDTH = 79  # a line of the verdict is shorter than an 80-column terminal
 UNCUT = 100_000  # a web page's lines: one per entry, wrapped by the page
@@ -185,7 +186,8 @@ def devices_line(report: dict[str, Any]) -> str | None:
 
 
 def _ms(seconds: Any) -> str | None:
-    return f"{seconds * 1000:.1f}" if isinstance(seconds, int | float) else None
+    """Milliseconds by gpudiag.layout.units' one rule, without the unit (None: no number)."""
+    return ms_number(seconds) if isinstance(seconds, int | float) else None
 
 
 def _predicted(now_s: Any, predicted: Any) -> str:
@@ -305,11 +307,11 @@ def change(ratio: float, low: float | None, high: float | None, verdict: str | N
 
 def loop_result(ratio: float, low: float | None, high: float | None, verdict: str | None,
                 a_s: float, b_s: float) -> str:
-    """One compared loop in words: "B is 2.66x faster (95 % CI 2.59-2.73): 27.00 -> 10.15
-    ms a step"."""
+    """One compared loop in words: "B is 2.66x faster (95 % CI 2.59-2.73): 27.0 -> 10.2
+    ms a step" (the durations by gpudiag.layout.units' rule, as the finding's title)."""
     said = change(ratio, low, high, verdict)
     head = f"B is {said}" if said[0].isdigit() else said
-    return f"{head}: {a_s * 1000:.2f} -> {b_s * 1000:.2f} ms a step"
+    return f"{head}: {ms_number(a_s)} -> {ms_number(b_s)} ms a step"
 
 
 def diff_line(report: dict[str, Any]) -> str | None:
