@@ -182,3 +182,42 @@ def test_gpu_numbers_turn_not_available_into_none() -> None:
     n = gpu_numbers(scripted(0, BUSY, util_supported=False))
     assert n["util_mean_percent"] is None and n["util_source"] is not None
     assert n["peak_memory_used_bytes"] == 2 * GIB and n["name"] == "NVIDIA A100-SXM4-40GB"
+
+
+def test_the_p95_interval_covers_the_95th_percentile_as_often_as_it_says() -> None:
+    import random
+
+    from gpudiag.nvml.summaries import quantile_ci
+
+    rng = random.Random(7)
+    held = 0
+    for _ in range(1000):
+        values = sorted(rng.random() for _ in range(200))
+        low, high = quantile_ci(values, 95)  # type: ignore[misc]
+        held += low <= 0.95 <= high
+    assert 0.94 <= held / 1000 <= 0.99
+    assert quantile_ci(sorted(range(50)), 95) is None  # too few for an interval: a point
+
+
+def test_a_gpu_whose_p95_interval_crosses_the_threshold_is_near_whichever_side() -> None:
+    # 6 driver samples a second for 50 s: busy (60 %) in about 5 % of them. Two runs of the
+    # same program: the p95 lands under the line in one and over it in the other; both
+    # are the one warn naming the GPU near the threshold, with the interval.
+    found = []
+    for busy_every in (22, 19):  # 4.5 % and 5.3 % of the samples busy
+        utils = [60.0 if k % busy_every == 0 else 0.0 for k in range(300)]
+        s = scripted(1, utils, dt=1 / 6)
+        f = every_gpu_used([scripted(0, [90.0] * 300, dt=1 / 6), s], 10.0)
+        found.append((s.util_p95_percent, f))
+    assert found[0][0] < 10.0 <= found[1][0]  # the points fall on both sides
+    for _, f in found:
+        assert f.status == "warn", f.message
+        assert f.evidence["near_indices"] == [1] and f.evidence["idle_indices"] == []
+        assert "near the threshold: p95 utilization" in f.message
+        assert "95 % CI of the p95 of 300 samples" in f.message
+        assert f.title.startswith("GPU(s) 1 near the idle threshold")
+    # far from the line, the interval leaves the verdict as it was
+    quiet = every_gpu_used([scripted(0, [90.0] * 300, dt=1 / 6),
+                            scripted(1, [0.0] * 300, dt=1 / 6)], 10.0)
+    assert quiet.status == "fail" and quiet.evidence["idle_indices"] == [1]
+    assert quiet.evidence["gpus"][1]["util_p95_ci_percent"] == [0.0, 0.0]

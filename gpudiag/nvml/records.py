@@ -238,6 +238,9 @@ class DeviceSummary:
     sm_occupancy_mean_percent: float | NotAvailable = NOT_AVAILABLE
     tensor_util_mean_percent: float | NotAvailable = NOT_AVAILABLE
     dram_bw_util_mean_percent: float | NotAvailable = NOT_AVAILABLE
+    # the 95 % interval of util_p95_percent (nvml.summaries.quantile_ci); None: too few
+    # samples for one, the p95 is then a point
+    util_p95_ci_percent: tuple[float, float] | None = None
     gpm_unavailable_reason: str | None = None
 
     @property

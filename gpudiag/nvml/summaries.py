@@ -53,6 +53,41 @@ def percentile(sorted_values: Sequence[float], q: float) -> float:
     return sorted_values[lo] + (sorted_values[hi] - sorted_values[lo]) * (pos - lo)
 
 
+def quantile_ci(sorted_values: Sequence[float], q: float, confidence: float = 0.95
+                ) -> tuple[float, float] | None:
+    """The distribution-free interval of the ``q``-th percentile (0 < q < 100) of already
+    sorted values: the j-th and k-th smallest hold it with probability
+    P(j <= Binomial(n, q/100) < k), grown one rank at a time on the side of more mass
+    until that is at least ``confidence``. None when even the whole range holds it with
+    less (for the 95th percentile at 95 %: under 72 values): then the percentile is a
+    point and says so. Samples a few tenths of a second apart are not independent, so the
+    interval is the sampling's, narrower than a rerun's spread would be."""
+    n = len(sorted_values)
+    if n < 2:
+        return None
+    p = q / 100.0
+
+    def mass(i: int) -> float:  # P(Binomial(n, p) == i)
+        return math.comb(n, i) * p**i * (1 - p) ** (n - i)
+
+    # [x_(a), x_(b+1)] (1-based order statistics) holds the percentile when a <= B <= b,
+    # B the count of values under it; 1 <= a <= b <= n - 1
+    a = b = min(n - 1, max(1, math.floor(n * p)))
+    covered = mass(a)
+    while covered < confidence:
+        down = mass(a - 1) if a > 1 else -1.0
+        up = mass(b + 1) if b < n - 1 else -1.0
+        if down < 0 and up < 0:
+            return None
+        if down >= up:
+            a -= 1
+            covered += down
+        else:
+            b += 1
+            covered += up
+    return sorted_values[a - 1], sorted_values[b]
+
+
 def durations(times_s: Sequence[float], fallback_s: float) -> list[float]:
     """How long each point of a series stands for: the gap since the previous point
     (a reading covers the period before it); the first point gets the typical gap."""
@@ -102,6 +137,7 @@ class _UtilStats:
     p95: float | NotAvailable = NOT_AVAILABLE
     max: float | NotAvailable = NOT_AVAILABLE
     active_s: float | NotAvailable = NOT_AVAILABLE
+    p95_ci: tuple[float, float] | None = None
 
 
 def _util_stats(device: DeviceSamples, interval_s: float,
@@ -123,7 +159,7 @@ def _util_stats(device: DeviceSamples, interval_s: float,
     active = sum(d for d, (_, u) in zip(spans, series, strict=True)
                  if u >= active_threshold_percent)
     return _UtilStats(source, len(series), statistics.fmean(values), percentile(values, 50),
-                      percentile(values, 95), values[-1], active)
+                      percentile(values, 95), values[-1], active, quantile_ci(values, 95))
 
 
 def _unavailable_fields(device: DeviceSamples) -> list[str]:
@@ -176,6 +212,7 @@ def summarise_device(
         util_p50_percent=util.p50,
         util_p95_percent=util.p95,
         util_max_percent=util.max,
+        util_p95_ci_percent=util.p95_ci,
         active_threshold_percent=active_threshold_percent,
         active_s=util.active_s,
         memory_util_mean_percent=statistics.fmean(mem_util) if mem_util else NOT_AVAILABLE,

@@ -127,6 +127,7 @@ def _gpus(pid: int, nvml_gpus: list[dict[str, Any]] | None) -> list[dict[str, An
     listed = any(g.get("processes") for g in nvml_gpus)
     return [{"index": g["index"], "name": g.get("name"),
              "util_p95_percent": g.get("util_p95_percent"),
+             "util_p95_ci_percent": g.get("util_p95_ci_percent"),
              "peak_memory_used_bytes": g.get("peak_memory_used_bytes"),
              "this_process": pid in (g.get("processes") or []) if listed else None}
             for g in nvml_gpus if not listed or pid in (g.get("processes") or [])]

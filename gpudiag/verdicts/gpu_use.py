@@ -14,6 +14,7 @@ from typing import Any
 from gpudiag.nvml import NOT_AVAILABLE, DeviceSummary, NotAvailable, SamplingResult, or_none
 from gpudiag.report import Finding
 from gpudiag.verdicts.common import gib_text, title
+from gpudiag.verdicts.stats import ABOVE, BELOW, Against, against
 
 # A run shorter than this cannot be judged from NVML's utilization (its window is up to 1 s).
 MIN_JUDGED_S = 1.0
@@ -29,6 +30,8 @@ def gpu_numbers(s: DeviceSummary) -> dict[str, Any]:
         "util_p50_percent": _round(s.util_p50_percent),
         "util_p95_percent": _round(s.util_p95_percent),
         "util_max_percent": _round(s.util_max_percent),
+        "util_p95_ci_percent": None if s.util_p95_ci_percent is None
+        else [round(v, 1) for v in s.util_p95_ci_percent],
         "util_source": s.util_source,
         "util_samples": s.util_sample_count,
         "active_s": _round(s.active_s),
@@ -71,7 +74,10 @@ def every_gpu_used(
 
     A GPU counts as idle when its p95 utilization stayed under ``idle_threshold_percent``
     (it worked less than 5 % of the time at most); a GPU NVML lost is a fail; a GPU whose
-    utilization NVML cannot give is neither. Skip when NVML was unavailable.
+    utilization NVML cannot give is neither. The p95's interval (its order statistics,
+    nvml.summaries.quantile_ci, from 71 samples on) is what is held against the threshold:
+    a GPU whose interval crosses it is "near" (a warn naming it, never idle one run and
+    used the next); with fewer samples the p95 is a point. Skip when NVML was unavailable.
     """
     if nvml_unavailable_reason is not None:
         return Finding(
@@ -95,6 +101,7 @@ def every_gpu_used(
     groups = _GpuGroups.of(judged, idle_threshold_percent)
     evidence.update(idle_indices=[s.index for s in groups.idle],
                     worked_indices=[s.index for s in groups.worked],
+                    near_indices=[s.index for s in groups.near],
                     lost_indices=[s.index for s in groups.lost],
                     no_utilization_indices=[s.index for s in groups.blind])
     verdict = _Verdict(check_id, idle_threshold_percent, groups, evidence)
@@ -109,22 +116,30 @@ class _GpuGroups:
     judged: list[DeviceSummary]
     lost: list[DeviceSummary]  # NVML lost the device
     blind: list[DeviceSummary]  # no utilization reading
-    idle: list[DeviceSummary]  # p95 utilization under the threshold
-    worked: list[DeviceSummary]  # p95 utilization at or over the threshold
+    idle: list[DeviceSummary]  # p95 utilization under the threshold, its interval too
+    worked: list[DeviceSummary]  # p95 utilization at or over the threshold, its interval too
+    near: list[DeviceSummary]  # the p95's interval across the threshold
 
     @classmethod
     def of(cls, judged: list[DeviceSummary], idle_threshold_percent: float) -> _GpuGroups:
+        read = [s for s in judged if s.error is None and s.util_p95_percent is not NOT_AVAILABLE]
+        side = {s.index: p95_against(s, idle_threshold_percent).side for s in read}
         return cls(
             judged=judged,
             lost=[s for s in judged if s.error is not None],
             blind=[s for s in judged if s.error is None and s.util_p95_percent is NOT_AVAILABLE],
-            idle=[s for s in judged if s.error is None
-                  and s.util_p95_percent is not NOT_AVAILABLE
-                  and s.util_p95_percent < idle_threshold_percent],
-            worked=[s for s in judged if s.error is None
-                    and s.util_p95_percent is not NOT_AVAILABLE
-                    and s.util_p95_percent >= idle_threshold_percent],
+            idle=[s for s in read if side[s.index] == BELOW],
+            worked=[s for s in read if side[s.index] == ABOVE],
+            near=[s for s in read if side[s.index] not in (ABOVE, BELOW)],
         )
+
+
+def p95_against(s: DeviceSummary, idle_threshold_percent: float) -> Against:
+    """A GPU's p95 utilization, with its interval where there are samples enough for one,
+    against the idle threshold."""
+    n = s.util_sample_count
+    return against(float(s.util_p95_percent), s.util_p95_ci_percent, idle_threshold_percent,
+                   f"95 % CI of the p95 of {n} samples" if s.util_p95_ci_percent else "")
 
 
 @dataclass(frozen=True)
@@ -189,7 +204,7 @@ def _lost_or_idle_finding(v: _Verdict) -> Finding | None:
             title=f"a {longest:.1f} s run is too short to tell idle GPUs from busy ones",
             advice="Watch a run of a few seconds at least.",
         )
-    if g.idle:
+    if g.idle and not g.near:
         return Finding(
             check_id, "fail",
             f"no GPU was used: all {len(g.idle)} stayed under {v.idle_threshold_percent:g} % "
@@ -200,7 +215,35 @@ def _lost_or_idle_finding(v: _Verdict) -> Finding | None:
             advice="The workload ran without touching the GPUs: check that the framework "
                    "sees them (`gpudiag env`) and where ops were placed (`gpudiag placement`).",
         )
+    if g.near:
+        return _near_finding(v)
     return None
+
+
+def _near_finding(v: _Verdict) -> Finding:
+    """Some GPU's p95 utilization sits near the idle threshold (its interval across it):
+    one warn, whichever side its p95 fell on this time."""
+    g = v.groups
+    near = "; ".join(
+        f"{s.label}: " + p95_against(s, v.idle_threshold_percent).words(
+            lambda x: f"{x:.0f} %", "p95 utilization") for s in g.near)
+    others = []
+    if g.idle:
+        others.append("idle: " + "; ".join(_idle_text(s) for s in g.idle))
+    if g.worked:
+        others.append("worked: " + "; ".join(_util_text(s) for s in g.worked))
+    return Finding(
+        v.check_id, "warn",
+        near + (" - " + "; ".join(others) if others else ""),
+        v.evidence,
+        title=title(f"GPU(s) {', '.join(str(s.index) for s in g.near)} near the idle "
+                    f"threshold ({v.idle_threshold_percent:g} % at p95)",
+                    f"{len(g.near)} GPU(s) near the idle threshold"),
+        advice="The GPU worked a little: at most a few % of the time over the idle line. "
+               "If it should carry a share of the work, check where the ops run "
+               "(`gpudiag placement`) and the strategy's devices; watch a longer run to "
+               "decide.",
+    )
 
 
 def _worked_finding(v: _Verdict) -> Finding:
