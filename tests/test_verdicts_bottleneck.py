@@ -230,3 +230,33 @@ def test_an_xla_step_called_from_a_python_loop_gets_more_steps_a_call_not_prefet
     busy = bn.bottleneck(breakdown(("/device:CPU:0", 2, 1.6, 0, 0.1, 0.3, 0, 0.1)), None,
                          bn.ProgramFacts(jit_compile=True, loop="tf.function train_step"))
     assert busy.evidence["causes"] == []
+
+
+def test_a_fit_window_served_from_a_full_buffer_is_held_to_the_runs_steps() -> None:
+    # A serial-map fit (the numbers of a real run of tests/programs/input_pipeline_fit.py
+    # whose window missed the wait): its 4 profiled steps took 1.1 ms and waited 1 %
+    # (the pipeline ran ahead while the profiler started), its 90 other steady steps about
+    # 11 ms. The window alone names overhead-bound; held to the run's steps it is input-bound,
+    # of the run's step, with its interval, and the prediction starts from the run's step.
+    window = breakdown(("/device:CPU:0", 1.1, 0.2, 0, 0.011, 0.889, 0, 0))
+    periods = [0.0108 + 0.0001 * (k % 7) for k in range(90)]
+    alone = bn.bottleneck(window, None, bn.ProgramFacts(calls=PIPELINE, loop="Model.fit",
+                                                        epochs=3))
+    assert alone.evidence["causes"][0] != "input-bound"
+    f = bn.bottleneck(window, None, bn.ProgramFacts(calls=PIPELINE, loop="Model.fit",
+                                                    epochs=3, run_periods=periods))
+    assert f.evidence["causes"][0] == "input-bound", f.message
+    assert f.title.startswith("Model.fit: input-bound: 90 % of a 11.") \
+        and "ms step waits for input" in f.title, f.title
+    assert "the profiled window's 1.10 ms, of which 1.09 ms not waiting for input" \
+        in f.message, f.message
+    assert "its own steps waited 1 %" in f.message
+    predicted = f.evidence["predicted"]
+    assert predicted["inputs"]["period_s"] > 0.0105  # the run's step, not the window's
+    assert predicted["step_s"] < predicted["inputs"]["period_s"]
+    assert predicted["step_s_low"] <= predicted["step_s"] <= predicted["step_s_high"]
+    assert "95 % CI of the run's median step (90 steps" in predicted["interval_from"]
+    # a window that saw the run's state (the run's steps as long as its own) stands alone
+    same = bn.bottleneck(window, None, bn.ProgramFacts(
+        calls=PIPELINE, loop="Model.fit", epochs=3, run_periods=[0.0011] * 90))
+    assert same.evidence["causes"] == alone.evidence["causes"]

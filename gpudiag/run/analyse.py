@@ -158,11 +158,13 @@ def why_slow(obs: ProcessObservation, rows: list[PlacementRow], proc: str,
     epochs = (facts.get("params") or {}).get("epochs")
     mirrored = [d for s in obs.strategies if "Mirrored" in s.class_name
                 for d in s.worker_devices]
+    timing = (run_throughput.loop_timing(obs, series, warmup) or {}) if series else {}
+    fit_periods = run_throughput.step_times(series, warmup, p.steps) \
+        if series is not None and series.kind == "fit" and timing.get("input") is None else []
     return bottleneck.bottleneck(result, None, bottleneck.ProgramFacts(
         host_causes=hostcauses.loop_causes(obs, p.source, warmup),
         compile=facts.get("compile"),
-        input_series=(run_throughput.loop_timing(obs, series, warmup) or {}).get("input")
-        if series else None,
+        input_series=timing.get("input"), run_periods=fit_periods,
         calls=obs.dataset_calls, loop=p.source, called_at=facts.get("called_at"),
         jit_compile=facts.get("jit_compile") is True,
         epochs=epochs if isinstance(epochs, int) else None,

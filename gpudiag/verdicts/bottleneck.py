@@ -14,6 +14,7 @@ On a GPU with GPM (Hopper and later), a GPU NVML calls busy whose SMs mostly idl
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
@@ -30,7 +31,7 @@ from gpudiag.readers.stepbreakdown import (
     StepParts,
 )
 from gpudiag.report import Action, Finding
-from gpudiag.verdicts import allreduce, gpu_fill, whatif
+from gpudiag.verdicts import allreduce, gpu_fill, stats, whatif
 from gpudiag.verdicts.common import title
 from gpudiag.verdicts.pipeline import fixes as pipeline_fix_list
 from gpudiag.verdicts.pipeline import pipeline_fixes, python_ops, random_ops
@@ -49,6 +50,7 @@ from gpudiag.verdicts.step_causes import (
     ms,
     order,
     small_kernels,
+    window_missed,
 )
 
 __all__ = ["PARTS", "ProgramFacts", "bottleneck", "eager", "mean_parts", "parts_seconds",
@@ -140,10 +142,24 @@ def _predicted(found: list[Cause], m: StepParts, evidence: dict[str, Any],
             "steps_per_call")
     names = [c.name for c in found]
     steps = step_means(rows)
+    missed = facts.window_input
+    if missed is not None and names and names[0] == "input-bound":
+        # the run's step, not the window's: the window's other work and the wait it missed
+        def of_run(step_s: float) -> StepParts:
+            return replace(m, period_s=step_s,
+                           input_s=max(m.input_s, step_s - missed["window_other_s"]))
+        ci = stats.median_ci(facts.run_periods) or (missed["run_step_s"],) * 2
+        m, steps = of_run(missed["run_step_s"]), [of_run(ci[0]), of_run(ci[1])]
     pred = whatif.with_interval(whatif.predict(
         names, parts_seconds(m), evidence, epochs=facts.epochs, steps_a_call=in_place), [
         whatif.predict(names, parts_seconds(step), evidence, epochs=facts.epochs,
                        steps_a_call=in_place) for step in steps])
+    if missed is not None and names and names[0] == "input-bound" and "interval_from" in pred:
+        pred["interval_from"] = re.sub(
+            r"the model replayed on [^;]* profiled steps",
+            f"the model replayed on the 95 % CI of the run's median step "
+            f"({len(facts.run_periods)} steps; the window's other work as measured)",
+            pred["interval_from"])
     if names and names[0] == "input-bound" and pred.get("step_s") is not None:
         accelerator = float(any("GPU" in d.upper() or "TPU" in d.upper()
                                 for d in evidence.get("parts_s") or {}))
@@ -290,6 +306,9 @@ def bottleneck(b: Breakdown | None, reason: str | None, facts: ProgramFacts | No
         return Finding(check_id, "skip", "the trace holds no complete step", {
             "path": b.path, "predicted": whatif.nothing_measured("no complete step")},
             title="the trace holds no complete step")
+    missed = window_missed(facts, m)
+    if missed is not None:  # a fit whose window did not see its steady state's input wait
+        facts = replace(facts, window_input=missed)
     j = Judged(m, rows, b, facts)
     head = (f"{facts.loop + ': ' if facts.loop else ''}{ms(m.period_s)} per step over "
             f"{len(b.step_names)} profiled step(s) ({b.steps_from})")
@@ -322,7 +341,8 @@ def bottleneck(b: Breakdown | None, reason: str | None, facts: ProgramFacts | No
         f" ({parts_text(m)}){tail}"
     return Finding(check_id, "warn", text, evidence, advice=advice(found),
                    actions=actions(found, evidence["predicted"]),
-                   title=cause_title(found[0].name, found[0].share, m.period_s, facts.loop))
+                   title=cause_title(found[0].name, found[0].share,
+                                     found[0].evidence.get("step_s", m.period_s), facts.loop))
 
 
 EAGER_BOUND = 0.50  # dispatch (Python and TensorFlow's eager path) at least this share

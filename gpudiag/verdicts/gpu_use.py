@@ -137,8 +137,9 @@ class _GpuGroups:
 def p95_against(s: DeviceSummary, idle_threshold_percent: float) -> Against:
     """A GPU's p95 utilization, with its interval where there are samples enough for one,
     against the idle threshold."""
-    n = s.util_sample_count
-    return against(float(s.util_p95_percent), s.util_p95_ci_percent, idle_threshold_percent,
+    n, p95 = s.util_sample_count, s.util_p95_percent
+    assert p95 is not NOT_AVAILABLE  # only GPUs with a reading are judged
+    return against(p95, s.util_p95_ci_percent, idle_threshold_percent,
                    f"95 % CI of the p95 of {n} samples" if s.util_p95_ci_percent else "")
 
 

@@ -90,6 +90,11 @@ class ProgramFacts:
     eager: dict[str, Any] | None = None  # an eager loop's step: hostcauses.eager_facts
     # with its "fix" (gpudiag.verdicts.bottleneck.eager)
     jit_compile: bool = False  # the step tf.function is XLA-compiled (jit_compile=True)
+    # a Keras fit's steady-state step periods over the whole run (start to start, the
+    # profiled steps left out), where its input wait is inside its graph (no input_series):
+    # what the window is held to (window_missed)
+    run_periods: Sequence[float] = ()
+    window_input: dict[str, Any] | None = None  # window_missed's, set by the bottleneck verdict
 
 
 @dataclass(frozen=True)
@@ -162,6 +167,49 @@ def short_kernel(name: str) -> str:
     return "".join(out).strip()[:80] or name[:80]
 
 
+UNREPRESENTATIVE = 1.5  # the run's steps this much longer than the window's: not its state
+MIN_RUN_PERIODS = 20
+
+
+def window_missed(facts: ProgramFacts, m: StepParts) -> dict[str, Any] | None:
+    """A Keras fit's input share over the whole run, when its profiled window did not see
+    the run's steady state (None: it did, or nothing to hold it to).
+
+    A fit takes its batches inside its own graph, so no Python ``next()`` is timed and
+    only the window's few steps show the input wait. Those steps can be served from a
+    full buffer (tf.data prefetches, and the profiler's start is a pause in which the
+    pipeline runs ahead): on this project's machine a serial-map fit whose steps take
+    11 ms had a window of 4 steps of about 1 ms that waited 1 %. When the run's median step
+    (95 % CI) is clearly longer than the window's (UNREPRESENTATIVE times, its whole
+    interval), the time a step spends beyond the window's work other than input is the
+    wait the window missed: share = 1 - (window's step - window's input) / run's step, with
+    its interval from the run's median's."""
+    if facts.input_series is not None or len(facts.run_periods) < MIN_RUN_PERIODS \
+            or m.period_s <= 0 or m.share(m.input_s) >= INPUT_BOUND:
+        return None
+    import statistics
+
+    ci = stats.median_ci(facts.run_periods)
+    run = statistics.median(facts.run_periods)
+    if ci is None or ci[0] < UNREPRESENTATIVE * m.period_s:
+        return None
+    other = max(0.0, m.period_s - m.input_s)
+    return {"share": max(0.0, 1 - other / run), "low": max(0.0, 1 - other / ci[0]),
+            "high": max(0.0, 1 - other / ci[1]), "run_step_s": run,
+            "run_steps": len(facts.run_periods), "window_step_s": m.period_s,
+            "window_other_s": other, "window_share": m.share(m.input_s),
+            "statistic": "the run's steps against the window's"}
+
+
+def _missed_words(e: dict[str, Any]) -> str:
+    return (f" over the whole run: its steps took {ms(e['run_step_s'])} (median of "
+            f"{e['run_steps']}, {pct(e['low'])}-{pct(e['high'])} from its 95 % CI), the "
+            f"profiled window's {ms(e['window_step_s'])}, of which "
+            f"{ms(e['window_other_s'])} not waiting for input: the rest of a step is the "
+            f"wait the window did not see (its own steps waited {pct(e['window_share'])}; "
+            "a fit takes its batches inside its graph, so only the window times them)")
+
+
 def input_share(facts: ProgramFacts, m: StepParts) -> tuple[float, str, bool]:
     """The input share that decides, what it is read from, and whether its spread holds
     xprof's input-bound threshold (then the verdict says so instead of flipping). Over the
@@ -169,6 +217,9 @@ def input_share(facts: ProgramFacts, m: StepParts) -> tuple[float, str, bool]:
     it is input waited for (prefetch cannot hide the rest)."""
     w = facts.input_series
     if w is None:
+        missed = facts.window_input
+        if missed is not None:
+            return missed["share"], _missed_words(missed), input_against(facts, m).near
         return m.share(m.input_s), "", False
     d = w.get("hidden") or w
     spread = (f", {pct(d['low'])}-{pct(d['high'])} over blocks of steps"
@@ -211,6 +262,11 @@ def input_against(facts: ProgramFacts, m: StepParts,
         return stats.against(d["share"], interval, INPUT_BOUND,
                              f"95 % CI over {w.get('blocks')} blocks of steps"
                              if interval else "")
+    missed = facts.window_input
+    if missed is not None:
+        return stats.against(missed["share"], (missed["low"], missed["high"]), INPUT_BOUND,
+                             f"from the 95 % CI of the run's median step "
+                             f"({missed['run_steps']} steps)")
     if j is not None:
         return j.against(lambda s: s.input_s, INPUT_BOUND)
     return stats.against(m.share(m.input_s), None, INPUT_BOUND)
@@ -253,9 +309,12 @@ def _input(j: Judged) -> Cause | None:
                    "in TensorBoard's Profile tab")
     if source:
         text = f"{pct(share)} of the step waits for input{source}{near_words(a)}"
+        missed = j.facts.window_input
         return Cause("input-bound", share, f"input-bound: {text}", "; ".join(out),
                      {"input_series": j.facts.input_series, "near_threshold": near,
-                      "against": a.to_dict()}, tuple(actions), sized)
+                      "against": a.to_dict(), "window_input": missed}
+                     | ({"step_s": missed["run_step_s"]} if missed else {}),
+                     tuple(actions), sized)
     return Cause("input-bound", m.share(m.input_s),
                  f"input-bound: {pct(m.share(m.input_s))} of the step ({ms(m.input_s)} of "
                  f"{ms(m.period_s)}) waits for input{near_words(a)}", "; ".join(out),

@@ -169,7 +169,7 @@ def devices_used(obs: ProcessObservation, placed: dict[str, int] | None,
 
     idle = [d for d in candidates if not worked(d)]
     nvml_idle = [g for g in nvml_gpus or [] if g.get("util_p95_percent") is not None
-                 and max(g["util_p95_percent"], *(g.get("util_p95_ci_percent") or ()))
+                 and max([g["util_p95_percent"], *(g.get("util_p95_ci_percent") or ())])
                  < idle_threshold_percent]  # the p95's interval under it too: idle for sure
     evidence.update(idle=idle, nvml_idle=[g["index"] for g in nvml_idle])
 
