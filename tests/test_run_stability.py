@@ -57,6 +57,24 @@ def test_a_random_label_program_gets_the_same_statuses_and_causes_in_every_run(
     assert learning["evidence"]["seeded_a"] is False
 
 
+@pytest.mark.parametrize(("program", "named"), [
+    ("input_pipeline_fit.py", "input-bound"),  # a serial map fed to Keras fit
+    ("keras_fit_tiny.py", None),  # a small healthy fit: it learns
+])
+def test_an_input_bound_fit_and_a_healthy_fit_get_the_same_verdict_in_every_run(
+        tmp_path: Path, program: str, named: str | None) -> None:
+    # benchmarks/verdict_stability.py gives the full count (5 runs each, idle and with a
+    # busy process on every core); three runs here
+    path = str(TESTS_DIR / "programs" / program)
+    runs = [run_program(tmp_path / str(n), sys.executable, path) for n in range(RUNS)]
+    first = _verdict(runs[0].found)
+    assert first["run.learning"][0] == "ok", runs[0].found["run.learning"]["message"]
+    if named is not None:
+        assert first["run.bottleneck"][1] == named, runs[0].found["run.bottleneck"]["message"]
+    for r in runs[1:]:
+        assert _verdict(r.found) == first, (r.found.get("run.bottleneck") or {}).get("message")
+
+
 SEEDED = """
 import numpy as np
 import keras
