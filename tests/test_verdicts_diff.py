@@ -231,3 +231,29 @@ def test_b_is_held_to_the_prediction_for_the_change_it_made_with_its_interval() 
         [loop(b)], (replace(after, evidence=replace(after.evidence, dataset_calls=serial)),)))
     (n,) = rec.bottlenecks
     assert n.inside is False and "made none of them" in (n.held_to or "")
+
+
+def test_b_whose_window_waited_longer_than_its_steady_steps_is_not_compared() -> None:
+    # A real pair (tests/programs/input_pipeline_fit.py, then `tuned`: parallel map, cache,
+    # prefetch): B's window (steps 10-14, its first epoch, the cache filling) waited 9.3 ms
+    # a step for input while its steady steps took 0.91 ms. "still input-bound" would tell
+    # the user the fix did nothing.
+    predicted = {"cause": "input-bound", "fix": "parallel map on 2 cores + prefetch + cache",
+                 "step_s": 0.0019}
+    before = neck("warn", 0.0112, parts(0.0112, 0.001, 0.0093, 0.0009), ("input-bound",),
+                  predicted)
+    after = neck("warn", 0.0114, parts(0.0114, 0.001, 0.0095, 0.0009), ("input-bound",),
+                 None)
+    rec, found = diff.judge(side([loop([0.0109] * 40)], (before,)),
+                            side([loop([0.00091] * 40)], (after,)))
+    (n,) = rec.bottlenecks
+    assert n.outcome == "unsteady"
+    f = next(f for f in found if f.id == "diff.bottleneck.run.bottleneck")
+    assert f.status == "skip" and "still" not in f.title
+    assert f.title == "B's profiled window is not its steady state: not compared"
+    assert "B's profiled steps waited 9.50 ms a step for input, longer than its steady " \
+           "steps take whole (0.910 ms, median)" in f.message, f.message
+    assert "--profile-warmup" in f.message
+    # the prediction is still held to B's steady steps
+    assert n.predicted_step_s == pytest.approx(0.0109 * 0.0019 / 0.0112)
+    assert DiffRecord.from_dict(rec.to_dict()) == rec

@@ -66,7 +66,7 @@ class BottleneckDiff:
     finding_b: str
     before: str | None  # the cause named first (None: no bottleneck stood out)
     after: str | None
-    outcome: str  # "fixed" | "moved" | "still there" | "none" | "appeared"
+    outcome: str  # "fixed" | "moved" | "still there" | "none" | "appeared" | "unsteady"
     step_a_s: float | None  # the mean profiled step
     step_b_s: float | None
     parts: list[PartDiff] = field(default_factory=list)
@@ -82,6 +82,10 @@ class BottleneckDiff:
     inside: bool | None = None  # B's median step within [low, high]
     held_to: str | None = None  # "parallel + prefetch" (B's change), or "every fix"
     load_note: str | None = None  # the machine's load that makes the comparison weak
+    # a side whose profiled window is not its steady state (its window waited for input
+    # longer than its steady steps take whole: e.g. B's first epoch filling a cache): its
+    # bottleneck describes that phase, so the two are not compared
+    unsteady: str | None = None
 
 
 @dataclass(frozen=True)

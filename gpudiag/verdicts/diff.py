@@ -227,20 +227,38 @@ def bottleneck_diff(a: StepBreakdown, b: StepBreakdown, median_a: float | None,
     most = max(parts, key=lambda p: abs(p.b_s - p.a_s), default=None)
     pred = a.predicted if isinstance(a.predicted, dict) else None
     scaled = measured = error = None
-    if pred and pred.get("step_s") and median_a and a.step_s:
-        scaled = median_a * float(pred["step_s"]) / a.step_s
+    if pred and pred.get("step_s") and median_a and _base(pred, a):
+        scaled = median_a * float(pred["step_s"]) / _base(pred, a)
         measured = median_b
         error = measured / scaled - 1 if measured else None
+    # B's window in a phase its steady steps left behind (A's prediction is scaled to A's
+    # median whatever its window held; B's bottleneck is what the diff says of the fix)
+    unsteady = [f"B's profiled steps waited {_ms(wait)} a step for input, longer than its "
+                f"steady steps take whole ({_ms(median_b)}, median)"
+                for wait in [_input_wait(b)] if median_b and wait > median_b]
+    if unsteady:
+        outcome = "unsteady"
     return BottleneckDiff(a.finding_id, b.finding_id, before, after, outcome, a.step_s,
                           b.step_s, parts, f"{most.device} {most.part}" if most else None,
-                          pred, scaled, measured, error)
+                          pred, scaled, measured, error,
+                          unsteady="; ".join(unsteady) if unsteady else None)
+
+
+def _input_wait(x: StepBreakdown) -> float:
+    """The profiled step's input wait (the most of any device's)."""
+    return max((d.part("input") for d in x.devices.values()), default=0.0)
 
 
 def bottleneck_finding(d: BottleneckDiff) -> Finding:
     said = {"fixed": f"{d.before}: fixed (B has no bottleneck)",
             "moved": f"the bottleneck moved: {d.before} -> {d.after}",
             "still there": f"still {d.before}", "none": "no bottleneck on either side",
-            "appeared": f"a bottleneck appeared in B: {d.after}"}[d.outcome]
+            "appeared": f"a bottleneck appeared in B: {d.after}",
+            "unsteady": f"the bottlenecks are not compared: {d.unsteady}, so B's profiled "
+                        f"window is not its steady state (A: {d.before or 'none'}, "
+                        f"B: {d.after or 'none'} there); profile later steps of B "
+                        "(`gpudiag run --profile-warmup N`, N past the steps the program "
+                        "needs to settle: a first epoch that fills a cache)"}[d.outcome]
     by_part = "; ".join(f"{p.part} {_ms(p.a_s)} -> {_ms(p.b_s)}" for p in d.parts
                         if abs(p.b_s - p.a_s) > 0 or p.a_s > 0)
     text = f"{d.finding_a}: step {_ms(d.step_a_s)} -> {_ms(d.step_b_s)}; {said}"
@@ -252,14 +270,17 @@ def bottleneck_finding(d: BottleneckDiff) -> Finding:
     elif d.predicted and d.predicted.get("why"):
         text += f"; no prediction: {d.predicted['why']}"
     return Finding(f"diff.bottleneck.{_slug(d.finding_b)}",
-                   "warn" if d.outcome in ("still there", "appeared") else "ok", text,
+                   "warn" if d.outcome in ("still there", "appeared") else
+                   "skip" if d.outcome == "unsteady" else "ok", text,
                    _plain(d), title=_bottleneck_title(d))
 
 
 def _bottleneck_title(d: BottleneckDiff) -> str:
     said = {"fixed": f"{d.before} fixed", "moved": f"bottleneck moved: {d.before} -> {d.after}",
             "still there": f"still {d.before}", "none": "no bottleneck on either side",
-            "appeared": f"{d.after} appeared in B"}[d.outcome]
+            "appeared": f"{d.after} appeared in B",
+            "unsteady": "B's profiled window is not its steady state: not compared"
+            }[d.outcome]
     step = f"step {duration(d.step_a_s)} -> {duration(d.step_b_s)}"
     if d.predicted_step_s is not None and d.measured_step_s is not None:
         step += f" (predicted {duration(d.predicted_step_s)})"
@@ -267,6 +288,14 @@ def _bottleneck_title(d: BottleneckDiff) -> str:
 
 
 MADE = "for the change B made: "  # held_to's words when B is held to its own change
+
+
+def _base(pred: dict[str, Any], a: StepBreakdown) -> float:
+    """The step A's prediction was made from: its model's period (a Keras fit's run step
+    where its window missed the input wait: step_causes.window_missed), else A's profiled
+    step. The prediction is scaled from it to A's steady median."""
+    period = (pred.get("inputs") or {}).get("period_s")
+    return float(period) if period else float(a.step_s or 0.0)
 
 
 def hold_to_prediction(d: BottleneckDiff, a: StepBreakdown, b: StepBreakdown,
@@ -277,7 +306,7 @@ def hold_to_prediction(d: BottleneckDiff, a: StepBreakdown, b: StepBreakdown,
     every fix A lacked; whether B fell inside; and the machine's load when either was
     judged, where it exceeded the cores (the comparison is then weak)."""
     pred = d.predicted
-    if not pred or d.measured_step_s is None or not median_a or not a.step_s:
+    if not pred or d.measured_step_s is None or not median_a or not _base(pred, a):
         return d
     chosen, held = pred, None
     made = whatif.changes_made(a.dataset_calls, b.dataset_calls) \
@@ -290,7 +319,7 @@ def hold_to_prediction(d: BottleneckDiff, a: StepBreakdown, b: StepBreakdown,
         held = "every fix A's finding advised (B's pipeline made none of them)"
     if chosen.get("step_s") is None:
         return d
-    scale = median_a / a.step_s
+    scale = median_a / _base(pred, a)
     point = float(chosen["step_s"]) * scale
     low = chosen.get("step_s_low")
     high = chosen.get("step_s_high")

@@ -245,12 +245,12 @@ def bottleneck_entry(report: dict[str, Any]) -> Entry | None:
         return None
     f = found[0]
     ev = f.get("evidence", {})
-    if f.get("status") == "skip":
-        return (f"bottleneck: not measured: {_headline(f)}",)
     if f["id"].startswith("diff."):  # gpudiag diff's: before and after, in its own words
         text = f.get("title") or str(f.get("message", "")).split(": ", 1)[-1]
         text = " ".join(text.split())
         return (f"bottleneck: {text.removeprefix('bottleneck ')}",)
+    if f.get("status") == "skip":
+        return (f"bottleneck: not measured: {_headline(f)}",)
     causes = ev.get("causes") or []
     if ev.get("shared_cores"):  # virtual CPU devices: not the user's GPUs' bottleneck
         what = causes[0] if causes else "none stands out"
