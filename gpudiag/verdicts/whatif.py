@@ -207,9 +207,17 @@ def input_bound(p: Parts, calls: Sequence[Mapping[str, Any]], cores: int,
     if parallel > 1 and not gone:
         # the model's assumption, its other end: a parallel map whose work does not scale
         # over the cores (many tiny ops, or Python under the GIL: measured, a map of 60
-        # small ops made its batches 9 % faster on 2 cores, docs/run.md)
-        out["assumed_high_s"] = max(consumer, producer, shared) if overlapped else \
-            consumer + producer
+        # small ops made its batches 9 % faster on 2 cores, docs/run.md); and a pipeline
+        # with no prefetch of its own already overlapped by the one TensorFlow injects
+        # (tf.data's inject_prefetch, on by default): its producer may be the whole period
+        injected = 0.0 if prefetched else consumer
+        out["assumed_high_s"] = max(consumer, producer + injected, shared) \
+            if overlapped else consumer + producer
+    if gone and cores > 1 and not p.get("accelerator"):
+        # the other end where the producer's work leaves: the consumer's ops ran on the
+        # cores beside a producer thread busy throughout (it was the bottleneck); without
+        # it they may have every core: at best (cores - 1) / cores of their time
+        out["assumed_low_s"] = min(step, max(after, consumer * (cores - 1) / cores))
     return out
 
 
@@ -305,7 +313,10 @@ ASSUMED = {
     "overhead-bound": "its assumption's other end (the gaps between ops paid once a call "
                       "too)",
     "input-bound": "its assumption's other end (a parallel map whose work does not scale "
-                   "over the cores)",
+                   "over the cores, a pipeline already overlapped by TensorFlow's injected "
+                   "prefetch)",
+    "input-bound low": "its assumption's other end (the consumer's ops given the cores "
+                       "the producer's thread held)",
 }
 
 
@@ -331,7 +342,9 @@ def with_interval(predicted: dict[str, Any], per_step: Sequence[Mapping[str, Any
     assumed = predicted.get("assumed_low_s")
     if assumed is not None and assumed < low:
         low = assumed
-        froms.append(ASSUMED.get(str(predicted.get("cause")), "its assumption's other end"))
+        cause = str(predicted.get("cause"))
+        froms.append(ASSUMED.get(f"{cause} low", ASSUMED.get(cause,
+                                                               "its assumption's other end")))
     assumed = predicted.get("assumed_high_s")
     if assumed is not None and assumed > high:
         high = assumed
