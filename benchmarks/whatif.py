@@ -113,7 +113,10 @@ def prediction(r: Run) -> tuple[dict[str, Any] | None, float | None, str, Interv
     if not p.get("step_s") or not measured:
         return p, None, f"{p.get('cause') or b.bottleneck}: {p.get('why', 'no number')[:90]}", \
             None
-    scale = statistics.median(measured) / (b.step_s or 1)
+    # from the step the prediction was made from (a fit's run step where its window missed
+    # the input wait, else the profiled one) to the run's median, as `gpudiag diff` does
+    scale = statistics.median(measured) / ((p.get("inputs") or {}).get("period_s")
+                                           or b.step_s or 1)
     low, high = p.get("step_s_low"), p.get("step_s_high")
     interval = (float(low) * scale, float(high) * scale) if low is not None and \
         high is not None else None
