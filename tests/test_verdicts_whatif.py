@@ -234,3 +234,24 @@ def test_the_change_a_run_made_is_read_from_its_pipeline() -> None:
     # a parallel map whose work does not scale: the high end, the map's work on one core
     assert by["parallel"]["step_s_high"] == pytest.approx(0.002 + 0.008)
     assert "does not scale" in by["parallel"]["interval_from"]
+
+
+def test_a_parallel_map_on_cores_the_program_already_keeps_busy_gains_what_they_have_left(
+) -> None:
+    # the same recorded serial map, one epoch: with nothing measured of the program's CPU
+    # use the model gives the producer's work the 2 cores (3.248 ms); measured after the
+    # window, a program keeping 1.9 of its 2 cores busy leaves a parallel map no core to
+    # run on: the step is at least 1.9 / 2 of the period (the benchmark's slow map: the
+    # fixed program ran no faster)
+    ev, p = recorded("input_pipeline_fit")
+    free = whatif.predict(ev["causes"], p, ev, epochs=1, cores=2)
+    busy = whatif.predict(ev["causes"], p, {**ev, "cpu_use": {"busy_cores": 1.9}}, epochs=1,
+                          cores=2)
+    assert free["step_s"] == pytest.approx((0.00204017175 + 0.004454948) / 2)
+    assert busy["step_s"] == pytest.approx(0.95 * 0.00649511975)
+    assert busy["inputs"]["busy_cores"] == 1.9 and busy["inputs"]["bound"] == "cores"
+    assert "1.90 of 2 cores the program kept busy after its profiled window" in busy["model"]
+    # a fix that takes the producer's work away (cache) is not held to the busy cores
+    cached = whatif.predict(ev["causes"], p, {**ev, "cpu_use": {"busy_cores": 1.9}},
+                            epochs=3, cores=2)
+    assert cached["step_s"] == pytest.approx(0.00649511975 - 0.004454948)

@@ -16,12 +16,17 @@ this project's machine TensorFlow 2.21 aborted a worker that was not the leader 
 traced, and in 0 of 80 with the leader alone; gpudiag must never break the program it
 watches.
 
-Outside the window this costs one comparison per step.
+Right after the window, for CPU_STEPS more steps of the same source (or to the program's
+exit, from 10 steps on), the process's CPU time over wall time is taken: two clock reads
+a step, one ``CpuUse`` event (how many cores the program keeps busy in its steady state).
+
+Outside the window and that count this costs one comparison per step.
 """
 
 from __future__ import annotations
 
 import os
+import time
 from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
@@ -30,6 +35,10 @@ from gpudiag.layout import events, run_tb_name
 
 if TYPE_CHECKING:
     from gpudiag.inprogram.agent import Agent
+
+
+CPU_STEPS = 50  # steps after the window over which the program's CPU use is taken
+CPU_STEPS_LEAST = 10  # a program that ends sooner: its CPU use from this many, else none
 
 
 class ProfileWindow:
@@ -44,6 +53,9 @@ class ProfileWindow:
         self.traced: list[int] = []
         self._marker: Any = None
         self.logdir = ""
+        self._cpu: tuple[float, float] | None = None  # process and wall clock at the start
+        self._cpu_steps = 0
+        self._cpu_last: tuple[float, float] = (0.0, 0.0)  # at the latest step's end
         agent.on_exit(self.finish)
 
     def forgo(self, reason: str) -> None:
@@ -74,6 +86,12 @@ class ProfileWindow:
             self.agent.hook_error("profiler step marker", exc)
 
     def step_end(self, source: object, index: int) -> None:
+        if self._cpu is not None and source is self.owner:
+            self._cpu_steps += 1
+            self._cpu_last = (time.process_time(), time.perf_counter())
+            if self._cpu_steps >= CPU_STEPS:
+                self._cpu_use()
+            return
         if self.done or source is not self.owner or not self.started:
             return
         if self._marker is not None:
@@ -114,9 +132,28 @@ class ProfileWindow:
                         logdir=self.logdir, source=getattr(self.owner, "label", None),
                         first_step=self.traced[0] if self.traced else None,
                         steps=list(self.traced), error=error))
+        if complete:  # the steady steps after it: how many cores the program keeps busy
+            self._cpu = (time.process_time(), time.perf_counter())
+
+    def _cpu_use(self) -> None:
+        if self._cpu is None:
+            return
+        (cpu0, wall0), self._cpu = self._cpu, None
+        cpu1, wall1 = self._cpu_last
+        try:
+            cores = len(os.sched_getaffinity(0))
+        except (AttributeError, OSError):
+            cores = os.cpu_count() or 1
+        self.agent.emit(events.CpuUse(source=getattr(self.owner, "label", None),
+                                      steps=self._cpu_steps,
+                                      cpu_s=cpu1 - cpu0, wall_s=wall1 - wall0,
+                                      cores=cores))
 
     def finish(self) -> None:
-        """At exit: stop a window the program did not run to its end."""
+        """At exit: stop a window the program did not run to its end; the CPU use of the
+        steps after a window, when fewer than CPU_STEPS came."""
+        if self._cpu is not None and self._cpu_steps >= CPU_STEPS_LEAST:
+            self._cpu_use()
         if self.started and not self.done:
             if self._marker is not None:
                 self._marker.__exit__(None, None, None)

@@ -495,6 +495,20 @@ class InputFloor(Event):
 
 
 @dataclass(frozen=True)
+class CpuUse(Event):
+    """The program's CPU time over wall time for ``steps`` steps of its profiled loop right
+    after the profiled window (gpudiag.inprogram.profilewindow): how many cores it kept
+    busy in its steady state, what a fix that adds threads (a parallel map) has left."""
+
+    KIND = "cpu_use"
+    source: str | None = None
+    steps: int = 0
+    cpu_s: float = 0.0
+    wall_s: float = 0.0
+    cores: int = 0  # the cores the process may run on (os.sched_getaffinity)
+
+
+@dataclass(frozen=True)
 class PyDataInput(Event):
     """A Python data class Keras 3's fit took batches from (gpudiag.inprogram.pydata):
     a ``keras.utils.PyDataset`` (its ``__getitem__``, or the wait on its workers' queue)
@@ -529,7 +543,7 @@ KINDS: dict[str, type[Event]] = {cls.KIND: cls for cls in (
     ClusterJoinFailed, PlacementLogAsked, FitBegin, FitSteps, FitEpoch, FitEnd, FunctionSteps,
     Function, Weights, Stall, StallEnd, PlacementWindow, Placement, Session, SessionSteps,
     StepStats, DatasetCall, Crash, Profile, TfLog, DeviceScope, PyWarning, HookError, HookNote,
-    Exit, Tf1Distribution, Trace, EagerLoop, EagerSteps, CallbackTimes, Compile, InputFloor,
+    Exit, Tf1Distribution, Trace, EagerLoop, EagerSteps, CallbackTimes, Compile, InputFloor, CpuUse,
     PyDataInput)}
 ROWS: dict[str, type] = {FitSteps.KIND: FitRow, FunctionSteps.KIND: FunctionRow,
                          SessionSteps.KIND: SessionRow, EagerSteps.KIND: FunctionRow}

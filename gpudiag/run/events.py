@@ -236,6 +236,11 @@ def _input_floor(s: ProcessState, e: ev.InputFloor, t: float | None) -> None:
     s.input_floor = e
 
 
+@on(ev.CpuUse)
+def _cpu_use(s: ProcessState, e: ev.CpuUse, t: float | None) -> None:
+    s.cpu_use = e
+
+
 @on(ev.PyDataInput)
 def _py_data_input(s: ProcessState, e: ev.PyDataInput, t: float | None) -> None:
     s.py_inputs.append(e)

@@ -141,6 +141,12 @@ def series(state: ProcessState) -> list[StepSeries]:
     out += custom
     out += [_session_series(index, fetches, rows)
             for index, (fetches, rows) in sorted(state.groups.items())]
+    use = state.cpu_use
+    for s in out:  # the cores the program kept busy after its profiled window (its loop's)
+        if use is not None and use.source == s.label and use.wall_s > 0:
+            s.facts["cpu_use"] = {"busy_cores": use.cpu_s / use.wall_s, "cores": use.cores,
+                                  "steps": use.steps, "cpu_s": use.cpu_s,
+                                  "wall_s": use.wall_s}
     return out
 
 

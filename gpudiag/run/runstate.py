@@ -212,6 +212,7 @@ class ProcessState:
     eager_rows: dict[str, list[ev.FunctionRow]] = field(default_factory=dict)
     compiles: list[ev.Compile] = field(default_factory=list)
     input_floor: ev.InputFloor | None = None  # next()'s own cost on a full buffer
+    cpu_use: ev.CpuUse | None = None  # the cores kept busy in the steps after the window
     py_inputs: list[ev.PyDataInput] = field(default_factory=list)  # Keras's Python data
     events: int = 0
     first_t_unix_s: float | None = None

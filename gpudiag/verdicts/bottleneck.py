@@ -121,6 +121,7 @@ def _evidence(b: Breakdown, j: Judged, found: list[Cause], facts: ProgramFacts,
             "conclusion": b.xprof.conclusion,
             "input_ops": [(o.name, o.self_ms) for o in b.xprof.input_ops]},
         "xprof_error": b.xprof_error, "thresholds": THRESHOLDS,
+        "cpu_use": facts.cpu_use,  # the cores the program kept busy after the window
         "dataset_calls": [{"method": c.method, "args": c.args, "where": c.where,
                            "random_ops": random_ops(c), "python_ops": python_ops(c)}
                           for c in facts.calls if c.caller and c.caller.get("direct")]}
@@ -163,9 +164,10 @@ def _predicted(found: list[Cause], m: StepParts, evidence: dict[str, Any],
     if names and names[0] == "input-bound" and pred.get("step_s") is not None:
         accelerator = float(any("GPU" in d.upper() or "TPU" in d.upper()
                                 for d in evidence.get("parts_s") or {}))
+        busy = (facts.cpu_use or {}).get("busy_cores")
+        more = {"accelerator": accelerator, **({"busy_cores": float(busy)} if busy else {})}
         pred["by_change"] = whatif.input_bound_by_change(
-            {**parts_seconds(m), "accelerator": accelerator},
-            [{**parts_seconds(step), "accelerator": accelerator} for step in steps],
+            {**parts_seconds(m), **more}, [{**parts_seconds(step), **more} for step in steps],
             evidence.get("dataset_calls") or [], int(pred["inputs"]["cores"]), facts.epochs)
     return pred
 

@@ -95,6 +95,9 @@ class ProgramFacts:
     # what the window is held to (window_missed)
     run_periods: Sequence[float] = ()
     window_input: dict[str, Any] | None = None  # window_missed's, set by the bottleneck verdict
+    # the cores the program kept busy in the steps after its window (observation's
+    # cpu_use: busy_cores, cores, steps): what a parallel map's threads would share
+    cpu_use: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True)

@@ -176,6 +176,14 @@ def input_bound(p: Parts, calls: Sequence[Mapping[str, Any]], cores: int,
     # shares the same cores
     cpu = p.get("host_s", 0.0) if p.get("accelerator") else consumer - p.get("idle_s", 0.0)
     shared = (cpu + (0.0 if gone else producer)) / cores  # all of the CPU work, every core
+    # where the program's CPU use was measured (the cores it kept busy in the steps after
+    # the window): a fix that keeps the producer's work (a parallel map, prefetch) runs it
+    # on those same cores, so the step is at least their busy share of the period
+    busy_cores = p.get("busy_cores")
+    held = None
+    if busy_cores and not gone:
+        held = min(1.0, busy_cores / cores) * period
+        shared = max(shared, held)
     # with prefetch the producer overlaps the consumer; without it, each batch is made
     # inside the step's GetNext, after the step before
     step = max(consumer, after, shared) if overlapped else consumer + after
@@ -194,7 +202,11 @@ def input_bound(p: Parts, calls: Sequence[Mapping[str, Any]], cores: int,
                 f"(consumer step = period - input wait"
                 f"{' - its host time while the Python ops ran (GIL)' if gil else ''}, "
                 f"producer per batch = "
-                f"{producer_text}, (consumer CPU + producer) / {cores} cores); {cores} "
+                f"{producer_text}, (consumer CPU + producer) / {cores} cores"
+                + (f", at least the period x the {busy_cores:.2f} of {cores} cores the "
+                   "program kept busy after its profiled window (measured: the producer's "
+                   "work stays on them)" if held is not None else "")
+                + f"); {cores} "
                 "cores: this machine's (os.sched_getaffinity), where the program ran under "
                 "`gpudiag run`; for a trace recorded elsewhere the prediction assumes them"
                 + busy,
@@ -203,6 +215,7 @@ def input_bound(p: Parts, calls: Sequence[Mapping[str, Any]], cores: int,
                  "producer_after_s": after, "consumer_cpu_s": cpu, "parallelism": parallel,
                  "cores": cores, "cores_from": "this machine (os.sched_getaffinity)",
                  "cache": cache_fix, "generator": generator, "bound": bound,
+                 "busy_cores": busy_cores,
                  "load_average_1min": load})
     if parallel > 1 and not gone:
         # the model's assumption, its other end: a parallel map whose work does not scale
@@ -421,7 +434,9 @@ def _predict(causes: Sequence[str], parts: Parts, evidence: Mapping[str, Any], *
     if cause == "input-bound":
         devices = evidence.get("parts_s") or {}
         accelerator = any("GPU" in d.upper() or "TPU" in d.upper() for d in devices)
-        return input_bound({**parts, "accelerator": float(accelerator)},
+        busy = (evidence.get("cpu_use") or {}).get("busy_cores")
+        return input_bound({**parts, "accelerator": float(accelerator),
+                            **({"busy_cores": float(busy)} if busy else {})},
                            evidence.get("dataset_calls") or [], cores or available_cores(),
                            epochs)
     if cause == "overhead-bound":
