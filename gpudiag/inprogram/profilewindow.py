@@ -47,7 +47,8 @@ class ProfileWindow:
         self.tf = tf
         self.warmup = agent.config.profile_warmup_steps
         self.steps = agent.config.profile_steps
-        self.done = self.steps <= 0
+        self.done = self.steps <= 0  # nothing more to do: the callers' one comparison a step
+        self.window_done = self.done  # the trace is over (its CPU-use tail may go on)
         self.owner: object | None = None
         self.started = False
         self.traced: list[int] = []
@@ -62,19 +63,19 @@ class ProfileWindow:
         """No window in this process (recorded as ``skipped`` with the reason)."""
         if self.done or self.started:
             return
-        self.done = True
+        self.done = self.window_done = True
         self.agent.emit(events.Profile(status="skipped", logdir="", source=None, first_step=None,
                         steps=[], error=reason))
 
     def step_begin(self, source: object, index: int) -> None:
-        if self.done:
+        if self.done or self.window_done:
             return
         if self.owner is None:
             if index < self.warmup:
                 return
             self.owner = source
             self._start(source, index)
-            if self.done:
+            if self.window_done:
                 return
         if source is not self.owner:
             return
@@ -92,7 +93,7 @@ class ProfileWindow:
             if self._cpu_steps >= CPU_STEPS:
                 self._cpu_use()
             return
-        if self.done or source is not self.owner or not self.started:
+        if self.window_done or source is not self.owner or not self.started:
             return
         if self._marker is not None:
             marker, self._marker = self._marker, None
@@ -110,7 +111,7 @@ class ProfileWindow:
             with self.agent.quiet():
                 self.tf.profiler.experimental.start(self.logdir)
         except Exception as exc:
-            self.done = True
+            self.done = self.window_done = True
             self.agent.emit(events.Profile(status="failed", logdir=self.logdir,
                             source=getattr(source, "label", str(source)), first_step=index,
                             steps=[], error=f"{type(exc).__name__}: {exc}"))
@@ -121,7 +122,8 @@ class ProfileWindow:
                         steps=[], error=None))
 
     def _stop(self, *, complete: bool) -> None:
-        self.done = True
+        self.window_done = True
+        self.done = not complete  # a complete window goes on to its CPU-use tail
         error = None
         try:
             with self.agent.quiet():
@@ -139,6 +141,7 @@ class ProfileWindow:
         if self._cpu is None:
             return
         (cpu0, wall0), self._cpu = self._cpu, None
+        self.done = True
         cpu1, wall1 = self._cpu_last
         try:
             cores = len(os.sched_getaffinity(0))
@@ -154,7 +157,8 @@ class ProfileWindow:
         steps after a window, when fewer than CPU_STEPS came."""
         if self._cpu is not None and self._cpu_steps >= CPU_STEPS_LEAST:
             self._cpu_use()
-        if self.started and not self.done:
+        self._cpu = None
+        if self.started and not self.window_done:
             if self._marker is not None:
                 self._marker.__exit__(None, None, None)
                 self._marker = None
