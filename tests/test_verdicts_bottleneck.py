@@ -233,11 +233,12 @@ def test_an_xla_step_called_from_a_python_loop_gets_more_steps_a_call_not_prefet
 
 
 def test_a_fit_window_served_from_a_full_buffer_is_held_to_the_runs_steps() -> None:
-    # A serial-map fit (the numbers of a real run of tests/programs/input_pipeline_fit.py
-    # whose window missed the wait): its 4 profiled steps took 1.1 ms and waited 1 %
-    # (the pipeline ran ahead while the profiler started), its 90 other steady steps about
-    # 11 ms. The window alone names overhead-bound; held to the run's steps it is input-bound,
-    # of the run's step, with its interval, and the prediction starts from the run's step.
+    # A serial-map fit whose window missed the wait, as one real run of
+    # tests/programs/input_pipeline_fit.py did (its 4 profiled steps waited 1 %, its steps
+    # otherwise 70-80 %); the step times here are made up to match: the window's steps
+    # 1.1 ms (served from a full buffer), its 90 other steady steps about 11 ms. The
+    # window alone names overhead-bound; held to the run's steps it is input-bound, of the
+    # run's step, with its interval, and the prediction starts from the run's step.
     window = breakdown(("/device:CPU:0", 1.1, 0.2, 0, 0.011, 0.889, 0, 0))
     periods = [0.0108 + 0.0001 * (k % 7) for k in range(90)]
     alone = bn.bottleneck(window, None, bn.ProgramFacts(calls=PIPELINE, loop="Model.fit",

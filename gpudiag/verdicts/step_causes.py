@@ -26,6 +26,7 @@ skew is one number a window: a point.
 from __future__ import annotations
 
 import re
+import statistics
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -181,8 +182,8 @@ def window_missed(facts: ProgramFacts, m: StepParts) -> dict[str, Any] | None:
     A fit takes its batches inside its own graph, so no Python ``next()`` is timed and
     only the window's few steps show the input wait. Those steps can be served from a
     full buffer (tf.data prefetches, and the profiler's start is a pause in which the
-    pipeline runs ahead): on this project's machine a serial-map fit whose steps take
-    11 ms had a window of 4 steps of about 1 ms that waited 1 %. When the run's median step
+    pipeline runs ahead): on this project's machine one run of a serial-map fit whose steps
+    wait for input 70-80 % had a window of 4 steps that waited 1 %. When the run's median step
     (95 % CI) is clearly longer than the window's (UNREPRESENTATIVE times, its whole
     interval), the time a step spends beyond the window's work other than input is the
     wait the window missed: share = 1 - (window's step - window's input) / run's step, with
@@ -190,8 +191,6 @@ def window_missed(facts: ProgramFacts, m: StepParts) -> dict[str, Any] | None:
     if facts.input_series is not None or len(facts.run_periods) < MIN_RUN_PERIODS \
             or m.period_s <= 0 or m.share(m.input_s) >= INPUT_BOUND:
         return None
-    import statistics
-
     ci = stats.median_ci(facts.run_periods)
     run = statistics.median(facts.run_periods)
     if ci is None or ci[0] < UNREPRESENTATIVE * m.period_s:
