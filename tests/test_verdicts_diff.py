@@ -234,10 +234,10 @@ def test_b_is_held_to_the_prediction_for_the_change_it_made_with_its_interval() 
 
 
 def test_b_whose_window_waited_longer_than_its_steady_steps_is_not_compared() -> None:
-    # A real pair (tests/programs/input_pipeline_fit.py, then `tuned`: parallel map, cache,
-    # prefetch): B's window (steps 10-14, its first epoch, the cache filling) waited 9.3 ms
-    # a step for input while its steady steps took 0.91 ms. "still input-bound" would tell
-    # the user the fix did nothing.
+    # After a real pair (tests/programs/input_pipeline_fit.py, then `tuned`: parallel map,
+    # cache, prefetch): B's window (steps 10-14, its first epoch, the cache filling) took
+    # 11.4 ms a step, input-bound, while its steady steps took 0.91 ms; the parts below are
+    # made up to match. "still input-bound" would tell the user the fix did nothing.
     predicted = {"cause": "input-bound", "fix": "parallel map on 2 cores + prefetch + cache",
                  "step_s": 0.0019}
     before = neck("warn", 0.0112, parts(0.0112, 0.001, 0.0093, 0.0009), ("input-bound",),
