@@ -217,21 +217,33 @@ def input_bound(p: Parts, calls: Sequence[Mapping[str, Any]], cores: int,
                  "cache": cache_fix, "generator": generator, "bound": bound,
                  "busy_cores": busy_cores,
                  "load_average_1min": load})
-    if parallel > 1 and not gone:
-        # the model's assumption, its other end: a parallel map whose work does not scale
-        # over the cores (many tiny ops, or Python under the GIL: measured, a map of 60
-        # small ops made its batches 9 % faster on 2 cores, docs/run.md); and a pipeline
-        # with no prefetch of its own already overlapped by the one TensorFlow injects
-        # (tf.data's inject_prefetch, on by default): its producer may be the whole period
+    return out | _input_ends(out, parallel > 1 and not gone,
+                             bool(gone and cores > 1 and not p.get("accelerator")),
+                             prefetched, overlapped, shared)
+
+
+def _input_ends(out: dict[str, Any], parallel: bool, gone: bool, prefetched: bool,
+                overlapped: bool, shared: float) -> dict[str, float]:
+    """The input-bound model's assumptions, their other ends (``out``: its prediction)."""
+    i = out["inputs"]
+    consumer, producer, after, cores = i["consumer_s"], i["producer_s"], \
+        i["producer_after_s"], i["cores"]
+    ends = {}
+    if parallel:
+        # a parallel map whose work does not scale over the cores (many tiny ops, or
+        # Python under the GIL: measured, a map of 60 small ops made its batches 9 %
+        # faster on 2 cores, docs/run.md); and a pipeline with no prefetch of its own
+        # already overlapped by the one TensorFlow injects (tf.data's inject_prefetch, on
+        # by default): its producer may be the whole period
         injected = 0.0 if prefetched else consumer
-        out["assumed_high_s"] = max(consumer, producer + injected, shared) \
+        ends["assumed_high_s"] = max(consumer, producer + injected, shared) \
             if overlapped else consumer + producer
-    if gone and cores > 1 and not p.get("accelerator"):
-        # the other end where the producer's work leaves: the consumer's ops ran on the
-        # cores beside a producer thread busy throughout (it was the bottleneck); without
-        # it they may have every core: at best (cores - 1) / cores of their time
-        out["assumed_low_s"] = min(step, max(after, consumer * (cores - 1) / cores))
-    return out
+    if gone:
+        # where the producer's work leaves: the consumer's ops ran on the cores beside a
+        # producer thread busy throughout (it was the bottleneck); without it they may
+        # have every core: at best (cores - 1) / cores of their time
+        ends["assumed_low_s"] = min(out["step_s"], max(after, consumer * (cores - 1) / cores))
+    return ends
 
 
 def overhead_bound(p: Parts) -> dict[str, Any]:
