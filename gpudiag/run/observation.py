@@ -141,13 +141,18 @@ def series(state: ProcessState) -> list[StepSeries]:
     out += custom
     out += [_session_series(index, fetches, rows)
             for index, (fetches, rows) in sorted(state.groups.items())]
-    use = state.cpu_use
     for s in out:  # the cores the program kept busy after its profiled window (its loop's)
-        if use is not None and use.source == s.label and use.wall_s > 0:
-            s.facts["cpu_use"] = {"busy_cores": use.cpu_s / use.wall_s, "cores": use.cores,
-                                  "steps": use.steps, "cpu_s": use.cpu_s,
-                                  "wall_s": use.wall_s}
+        use = _cpu_use(state.cpu_use, s.label)
+        if use is not None:
+            s.facts["cpu_use"] = use
     return out
+
+
+def _cpu_use(use: ev.CpuUse | None, label: str) -> dict[str, Any] | None:
+    if use is None or use.source != label or use.wall_s <= 0:
+        return None
+    return {"busy_cores": use.cpu_s / use.wall_s, "cores": use.cores, "steps": use.steps,
+            "cpu_s": use.cpu_s, "wall_s": use.wall_s}
 
 
 def _weights(source: str, fp: list[ev.Weights]) -> WeightsRecord:
