@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from gpudiag.nvml import (
     NOT_AVAILABLE,
     DeviceInfo,
@@ -221,3 +223,23 @@ def test_a_gpu_whose_p95_interval_crosses_the_threshold_is_near_whichever_side()
                             scripted(1, [0.0] * 300, dt=1 / 6)], 10.0)
     assert quiet.status == "fail" and quiet.evidence["idle_indices"] == [1]
     assert quiet.evidence["gpus"][1]["util_p95_ci_percent"] == [0.0, 0.0]
+
+
+def test_a_gpu_near_the_threshold_is_read_as_such_not_as_used(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # the typed record readers decode (gpudiag.layout.evidence.GpuUse), and the tab's
+    # NVML lane: "near idle", never "used"
+    from gpudiag.layout.evidence import GpuUse
+    from gpudiag.tbplugin import views
+
+    utils = [60.0 if k % 19 == 0 else 0.0 for k in range(300)]
+    f = every_gpu_used([scripted(0, [90.0] * 300, dt=1 / 6), scripted(1, utils, dt=1 / 6)],
+                       10.0)
+    typed = GpuUse.from_dict(f.evidence)
+    assert typed.near_indices == (1,) and typed.worked_indices == (0,)
+    monkeypatch.setattr(views, "_evidence", lambda run, *s: dict(f.evidence))
+    monkeypatch.setattr(views, "_nvml_series", lambda run: {})
+    lanes = views._nvml_lanes(None, {}, None)  # type: ignore[arg-type]
+    assert [(ln["name"], ln["state"], ln["activity"]) for ln in lanes] == [
+        ("GPU 0 (NVML)", "used", "busy"),
+        ("GPU 1 (NVML)", "near the idle threshold", "near idle")]

@@ -208,13 +208,10 @@ class DeviceLanes:
     @classmethod
     def from_dict(cls, data: Any) -> DeviceLanes:
         d = _obj(data, "evidence")
-        gpus = _list(d, "nvml_gpus", "")
-        for i, g in enumerate(gpus):
-            _int(_obj(g, f"nvml_gpus[{i}]"), "index", f"nvml_gpus[{i}].")
         return cls(_strs(d, "logical_devices", ""), _strs(d, "strategy_devices", ""),
                    _num_map(d, "ops_by_device", ""), _num_map(d, "trace_busy_s", ""),
                    _strs(d, "idle", ""), _strs(d, "created_by_program", ""),
-                   tuple(dict(g) for g in gpus), _ints(d, "nvml_idle", ""))
+                   _gpu_records(d, "nvml_gpus"), _ints(d, "nvml_idle", ""))
 
 
 # --------------------------------------------------------------------------- Learning
@@ -375,17 +372,27 @@ class GpuUse:
     worked_indices: tuple[int, ...] = ()
     lost_indices: tuple[int, ...] = ()
     no_utilization_indices: tuple[int, ...] = ()
+    # the p95's interval across the idle threshold (gpu_use.p95_against): one warn
+    near_indices: tuple[int, ...] = ()
 
     @classmethod
     def from_dict(cls, data: Any) -> GpuUse:
         d = _obj(data, "evidence")
-        gpus = _list(d, "gpus", "")
+        gpus = _gpu_records(d, "gpus")
         for i, g in enumerate(gpus):
-            _int(_obj(g, f"gpus[{i}]"), "index", f"gpus[{i}].")
             _num(g, "util_mean_percent", f"gpus[{i}].")
-        return cls(_num(d, "idle_threshold_percent", ""), tuple(dict(g) for g in gpus),
+        return cls(_num(d, "idle_threshold_percent", ""), gpus,
                    _ints(d, "idle_indices", ""), _ints(d, "worked_indices", ""),
-                   _ints(d, "lost_indices", ""), _ints(d, "no_utilization_indices", ""))
+                   _ints(d, "lost_indices", ""), _ints(d, "no_utilization_indices", ""),
+                   _ints(d, "near_indices", ""))
+
+
+def _gpu_records(d: Mapping[str, Any], key: str) -> tuple[dict[str, Any], ...]:
+    """NVML's per-GPU records (gpu_use.gpu_numbers), each an object with an int index."""
+    gpus = _list(d, key, "")
+    for i, g in enumerate(gpus):
+        _int(_obj(g, f"{key}[{i}]"), "index", f"{key}[{i}].")
+    return tuple(dict(g) for g in gpus)
 
 
 Evidence = Bottleneck | DeviceLanes | Learning | DiffStep | Scaling | GpuUse

@@ -146,6 +146,7 @@ def _nvml_lanes(run: Run, used_ev: dict[str, Any], tf_gpus: list[str] | None
     gpu_ev = _evidence(run, "every-gpu-used")
     idle = set(used_ev.get("nvml_idle") or []) | set(gpu_ev.get("idle_indices") or [])
     lost = set(gpu_ev.get("lost_indices") or [])
+    near = set(gpu_ev.get("near_indices") or [])  # its p95's interval across the line
     series = _nvml_series(run)
     lanes = []
     for g in used_ev.get("nvml_gpus") or gpu_ev.get("gpus") or []:
@@ -153,9 +154,10 @@ def _nvml_lanes(run: Run, used_ev: dict[str, Any], tf_gpus: list[str] | None
             continue
         index = int(g["index"])
         activity = "lost" if index in lost or g.get("error") else \
-            "idle" if index in idle else "busy"
+            "idle" if index in idle else "near idle" if index in near else "busy"
         state = "not visible to TensorFlow" if tf_gpus == [] else \
-            "used" if activity == "busy" else activity
+            "used" if activity == "busy" else "near the idle threshold" \
+            if activity == "near idle" else activity
         lanes.append({"name": f"GPU {index} (NVML)", "model": str(g.get("name") or ""),
                       "kind": "NVML", "state": state, "activity": activity, "ops": None,
                       "busy_s": None, "busy_share": None,
