@@ -20,6 +20,15 @@ PROGRAMS = TESTS_DIR / "programs"
 pytestmark = pytest.mark.slow
 
 
+
+def _twins(program: Path, *names: str) -> dict[str, float]:
+    """The program's twins, timed plainly in one process, their epochs alternated
+    (``--twins``): ms a step by name, in the order asked."""
+    proc = subprocess.run([PY, str(program), "--twins"], capture_output=True, text=True,
+                          timeout=120, check=True)
+    found = dict(re.findall(rf"({'|'.join(names)}) ([0-9.]+)", proc.stdout))
+    return {name: float(found[name]) for name in names}
+
 def test_an_xla_custom_loop_that_never_waits_for_input_gets_more_steps_a_call(
         tmp_path: Path) -> None:
     """keras-io's XLA custom loop (@tf.function(jit_compile=True) called from a Python
@@ -51,11 +60,8 @@ def test_an_xla_custom_loop_that_never_waits_for_input_gets_more_steps_a_call(
     assert w["statistic"] == "whole run" and w["low"] <= w["share"] <= w["high"]
     assert w["floor"]["calls"] == 20 and 0 < w["floor"]["floor_s"] < w["wait_s_median"]
     assert w["hidden"]["share"] < 0.20  # the wait beyond next()'s own cost
-    # the twins, timed plainly in one process, their epochs alternated (--twins)
-    proc = subprocess.run([PY, str(program), "--twins"], capture_output=True, text=True,
-                          timeout=120, check=True)
-    twins = dict(re.findall(r"(plain|prefetch|steps16) ([0-9.]+)", proc.stdout))
-    plain, prefetch, steps16 = (float(twins[k]) for k in ("plain", "prefetch", "steps16"))
+    twins = _twins(program, "plain", "prefetch", "steps16")
+    plain, prefetch, steps16 = twins.values()
     assert steps16 < 0.8 * plain, twins
     assert prefetch > 0.9 * plain, twins
 
@@ -85,11 +91,8 @@ def test_a_pydataset_whose_python_makes_the_batches_is_named_as_input(tmp_path: 
     assert cause["share"] == cause["median_s"] / cause["period_s"]
     assert b["advice"].startswith("tf.data ops instead of Python per batch")
     assert "use_multiprocessing" not in b["advice"] and "workers" not in b["advice"]
-    # the twins, timed plainly in one process, their epochs alternated (--twins)
-    proc = subprocess.run([PY, str(program), "--twins"], capture_output=True, text=True,
-                          timeout=120, check=True)
-    twins = dict(re.findall(r"(pydataset|tf_data|threads4) ([0-9.]+)", proc.stdout))
-    plain, tf_data, threads = (float(twins[k]) for k in ("pydataset", "tf_data", "threads4"))
+    twins = _twins(program, "pydataset", "tf_data", "threads4")
+    plain, tf_data, threads = twins.values()
     assert tf_data < 0.8 * plain, twins
     assert threads > 0.9 * plain, twins
 

@@ -20,6 +20,7 @@ from typing import Any
 
 from gpudiag import layout
 from gpudiag.files import readable
+from gpudiag.layout.evidence import Evidence
 from gpudiag.report import Report
 from gpudiag.rundir import validate
 from gpudiag.rundir.confine import read_confined
@@ -92,16 +93,23 @@ def read_report(path: Path) -> dict[str, Any]:
     return data
 
 
+def typed_report(data: dict[str, Any], malformed: str
+                 ) -> tuple[Report, tuple[Evidence | None, ...]]:
+    """A report's plain data as the typed Report and its findings' typed evidence;
+    RunDirError "``malformed`` (why)" when a record does not decode."""
+    try:
+        report = Report.from_dict(data)
+        return report, typed_evidence(report)
+    except (KeyError, TypeError, ValueError) as exc:
+        raise RunDirError(f"{malformed} ({exc})") from None
+
+
 def load_run(path: Path) -> Run:
     """The run directory ``path``, read (see the module docstring); RunDirError (exit 2,
     one line) when it is not one."""
     path = Path(path)
     data = read_report(path)
-    try:
-        report = Report.from_dict(data)
-        evidence = typed_evidence(report)
-    except (KeyError, TypeError, ValueError) as exc:
-        raise RunDirError(f"{path}: {layout.REPORT_JSON} is malformed ({exc})") from None
+    report, evidence = typed_report(data, f"{path}: {layout.REPORT_JSON} is malformed")
     children = read_children(path)
     status = run_status(report, children)
     from gpudiag.rundir.loops import read_loops

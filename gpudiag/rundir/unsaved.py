@@ -15,10 +15,9 @@ from pathlib import Path
 
 from gpudiag import layout
 from gpudiag.report import Report, to_json_dict
-from gpudiag.rundir.errors import RunDirError
-from gpudiag.rundir.load import run_status
+from gpudiag.rundir.load import run_status, typed_report
 from gpudiag.rundir.loops import read_loops
-from gpudiag.rundir.records import Loop, Run, typed_evidence
+from gpudiag.rundir.records import Loop, Run
 
 
 def _report_loops(run: Run) -> dict[str, Loop]:
@@ -30,11 +29,7 @@ def unsaved_run(report: Report, about: Path) -> Run:
     about: the traces explained, or a diff's run B) and whose ``report.run_dir`` is empty
     (no run directory holds it)."""
     data = to_json_dict(report)
-    try:
-        typed = Report.from_dict(data)
-        evidence = typed_evidence(typed)
-    except (KeyError, TypeError, ValueError) as exc:
-        raise RunDirError(f"{about}: the report made in memory is malformed ({exc})") from None
+    typed, evidence = typed_report(data, f"{about}: the report made in memory is malformed")
     return Run(path=about, command=typed.command, status=run_status(typed, {}),
                started_at=typed.started_at, finished_at=typed.finished_at,
                schema_version=layout.SCHEMA_VERSION, report=typed, report_json=data,
