@@ -3,7 +3,8 @@
 Two notebooks run the same cells, one with the training cell under ``gpudiag.watch()``,
 one plainly (the baseline). TensorFlow is imported and the model built in an earlier cell,
 as a notebook does; the watched cell builds a tf.data pipeline with an expensive map and
-no parallelism (tests/programs/input_pipeline_fit.py's) and fits. Checked: the diagnosis
+no parallelism (tests/programs/input_pipeline_fit.py's; the setup cell is the documented
+notebook's own, docs/notebook.ipynb) and fits. Checked: the diagnosis
 names input as the bottleneck and the cell's line (In[2] line 3, the file the kernel gives
 the cell); the cell's own output and result are the plain run's; after the block no gpudiag
 hook is left in the kernel (sys.meta_path, the patched functions, gpudiag's threads); a
@@ -62,28 +63,15 @@ def gpudiag_left():
     return sorted(set(found))
 """
 
-SETUP = LEFT + """\
-import numpy as np
-import tensorflow as tf
-import gpudiag
-tf.keras.utils.set_random_seed(0)
-rng = np.random.default_rng(0)
-x = rng.standard_normal((1536, 16)).astype("float32")
-y = (x[:, :4].argmax(axis=1)).astype("int64")
-W = tf.constant(rng.standard_normal((48, 48)).astype("float32") * 0.1)
 
-def augment(features, label):  # expensive per example: 150 small matmuls
-    m = tf.tile(tf.reshape(features, (1, 16)), (48, 3))
-    for _ in range(150):
-        m = tf.tanh(tf.matmul(m, W))
-    return features + tf.reduce_mean(m) * 1e-3, label
+def _documented_setup() -> str:
+    """docs/notebook.ipynb's first code cell (scripts/notebook_doc.py writes it): the data,
+    the expensive map and the model the documented notebook builds, built the same here."""
+    notebook = nbformat.read(REPO / "docs" / "notebook.ipynb", as_version=4)
+    return next(c.source for c in notebook.cells if c.cell_type == "code")
 
-def make_model():
-    model = tf.keras.Sequential([tf.keras.Input((16,)),
-                                 tf.keras.layers.Dense(32, activation="relu"),
-                                 tf.keras.layers.Dense(4)])
-    model.compile("sgd", tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True))
-    return model
+
+SETUP = LEFT + _documented_setup() + """
 
 def hooked():
     \"\"\"What gpudiag's hooks replace, as the kernel holds it now.\"\"\"
