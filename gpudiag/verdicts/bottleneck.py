@@ -164,7 +164,7 @@ def _predicted(found: list[Cause], m: StepParts, evidence: dict[str, Any],
     if names and names[0] == "input-bound" and pred.get("step_s") is not None:
         accelerator = float(any("GPU" in d.upper() or "TPU" in d.upper()
                                 for d in evidence.get("parts_s") or {}))
-        busy = (facts.cpu_use or {}).get("busy_cores")
+        busy = (evidence.get("cpu_use") or {}).get("busy_cores")  # as predict reads it
         more = {"accelerator": accelerator, **({"busy_cores": float(busy)} if busy else {})}
         pred["by_change"] = whatif.input_bound_by_change(
             {**parts_seconds(m), **more}, [{**parts_seconds(step), **more} for step in steps],
