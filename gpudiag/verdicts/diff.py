@@ -384,19 +384,27 @@ def pair_breakdowns(a: Side, b: Side) -> list[tuple[StepBreakdown, StepBreakdown
     return pairs
 
 
+def _matched(diffs: Sequence[LoopDiff]) -> list[LoopDiff]:
+    return [d for d in diffs if d.loss_steps_matched and d.loss_max_rel_diff is not None]
+
+
+def _loss_rows(matched: Sequence[LoopDiff]) -> str:
+    """Each loop's last loss on both sides and how far apart at matched steps."""
+    return "; ".join(f"{d.name_b}: last loss {d.loss_a_last:.4f} -> {d.loss_b_last:.4f}; "
+                     f"over {d.loss_steps_matched} matched steps at most "
+                     f"{d.loss_max_rel_diff:.1%} apart" for d in matched)
+
+
 def learning_finding(diffs: Sequence[LoopDiff]) -> Finding:
-    matched = [d for d in diffs if d.loss_steps_matched and d.loss_max_rel_diff is not None]
+    matched = _matched(diffs)
     if not matched:
         return Finding("diff.learning", "skip", "no loss at matching steps on both sides",
                        {}, title="no loss at matching steps on both sides")
-    rows = [f"{d.name_b}: last loss {d.loss_a_last:.4f} -> {d.loss_b_last:.4f}; over "
-            f"{d.loss_steps_matched} matched steps at most {d.loss_max_rel_diff:.1%} apart"
-            for d in matched]
     same = all((d.loss_max_rel_diff or 0) <= LOSS_SAME for d in matched)
     head = "the model learns the same" if same else "the loss differs: the change altered " \
         "what the model learns (or its data order)"
     worst = max(d.loss_max_rel_diff or 0.0 for d in matched)
-    return Finding("diff.learning", "ok" if same else "warn", f"{head}: " + "; ".join(rows),
+    return Finding("diff.learning", "ok" if same else "warn", f"{head}: {_loss_rows(matched)}",
                    {"loops": [{"loop": d.name_b, "matched_steps": d.loss_steps_matched,
                                "max_rel_diff": d.loss_max_rel_diff} for d in matched],
                     "same_within": LOSS_SAME},
@@ -457,7 +465,7 @@ def learning_against_noise(pairs: Sequence[tuple[Loop, Loop]], diffs: Sequence[L
            "of each side does not measure by how much")
     if f.status == "ok":
         return replace(f, message=f"{f.message} ({why})", evidence=evidence)
-    apart = f.message.split(": ", 1)[-1]
+    apart = _loss_rows(_matched(diffs))  # the numbers, not the words of f's verdict
     if ends and all(ea[1][0] <= eb[1][1] and eb[1][0] <= ea[1][1] for _, ea, eb in ends):
         return Finding("diff.learning", "ok", (
             f"the loss ends at the same level within each run's own spread ({levels}); at "
