@@ -13,7 +13,7 @@ const PART_COLORS = {
 };
 const partColor = (part) => PART_COLORS[part] || "#757575";
 const SVG = "http://www.w3.org/2000/svg";
-const state = { runs: [], current: null, other: null, timer: null, view: null };
+const state = { runs: [], current: null, other: null, timer: null, view: null, shown: 0 };
 
 function el(tag, attrs = {}, ...children) {
   const node = document.createElement(tag);
@@ -296,6 +296,9 @@ function sideColumn(view, name) {
 
 async function show(root) {
   clearTimeout(state.timer);
+  // the latest choice wins: a slower answer to an earlier choice is dropped, not drawn
+  // over the later one (switching runs quickly showed the run chosen first)
+  const shown = ++state.shown;
   let view;
   let other = null;
   let diff = null;
@@ -307,9 +310,10 @@ async function show(root) {
         `&b=${encodeURIComponent(state.other)}`).catch((e) => ({ error: e.message }));
     }
   } catch (e) {
-    root.replaceChildren(el("p", { class: "error" }, e.message));
+    if (shown === state.shown) root.replaceChildren(el("p", { class: "error" }, e.message));
     return;
   }
+  if (shown !== state.shown) return;
   state.view = view;
   if (other) {  // side by side: the answer in words, then the two runs' cards in two columns
     root.replaceChildren(diffCard(diff), el("div", { class: "sides" },
