@@ -4,7 +4,7 @@ its own process, with NVML replaced by a named scenario of tests/fake_nvml.py.
 It calls ``gpudiag.cli.main(ARGS, open_nvml=...)``: the one seam through which an NVML
 backend reaches the commands, the same one in-process tests use. The CLI opens the
 scenario, passes it to the command and closes it, as it does with the real backend.
-conftest.gpudiag(..., fake_nvml=SCENARIO) runs it.
+helpers.gpudiag(..., fake_nvml=SCENARIO) runs it.
 """
 
 from __future__ import annotations

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import REPO, TESTS_DIR, gpudiag, run_dirs
+from helpers import REPO, TESTS_DIR, gpudiag, run_dirs
 
 import gpudiag as api
 from gpudiag.report import Finding, Report

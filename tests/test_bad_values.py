@@ -7,7 +7,7 @@ import socket
 from pathlib import Path
 
 import pytest
-from conftest import assert_usage_error, gpudiag
+from helpers import assert_usage_error, gpudiag
 
 LONG_NAME = "a" * 300
 LONG_PATH = "/".join(["b" * 200] * 25)

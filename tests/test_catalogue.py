@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 
 import pytest
-from conftest import TESTS_DIR
+from helpers import TESTS_DIR
 
 from gpudiag import catalogue
 from gpudiag.catalogue import matching

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import (
+from helpers import (
     breakdown_picture,
     findings_by_id,
     gpudiag,

@@ -25,14 +25,13 @@ machine, two worker processes on 127.0.0.1 each:
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
+from helpers import TESTS_DIR
 
 from gpudiag import catalogue
 from gpudiag.cluster import messages
 
-DATA = Path(__file__).parent / "data" / "cluster_tf_2.21"
+DATA = TESTS_DIR / "data" / "cluster_tf_2.21"
 
 
 def found(name: str) -> dict[str, int]:

@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import REPO, assert_usage_error, gpudiag
+from helpers import REPO, assert_usage_error, gpudiag
 
 from gpudiag.errors import UsageError
 from gpudiag.records import tfconfig

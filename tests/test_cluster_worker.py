@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import REPO, findings_by_id, load_report, read_scalars, run_dirs
+from helpers import REPO, findings_by_id, load_report, read_scalars, run_dirs
 
 from gpudiag import layout
 from gpudiag.records import tfconfig
@@ -153,9 +153,9 @@ def test_two_tasks_given_the_same_index_are_told_why(tmp_path: Path) -> None:
     cluster = tfconfig.local_cluster("sync", 2, 0)
     first = tfconfig.tasks_of(cluster)[0]
     logdirs = [tmp_path / "a", tmp_path / "b"]
-    a = start(logdirs[0], {"TF_CONFIG": first.to_json()}, "--form-timeout", "12")
-    wait_for_server(logdirs[0])  # the first one holds worker 0's port
-    b = start(logdirs[1], {"TF_CONFIG": first.to_json()}, "--form-timeout", "12")
+    a = start(logdirs[0], {"TF_CONFIG": first.to_json()}, "--form-timeout", "20")
+    wait_for_server(logdirs[0], a)  # the first one holds worker 0's port
+    b = start(logdirs[1], {"TF_CONFIG": first.to_json()}, "--form-timeout", "20")
     assert finish([b, a], 120) == [1, 1]
     second = findings_by_id(load_report(run_dirs(logdirs[1])[0]))
     assert second["cluster.run.worker-0"]["status"] == "fail"
@@ -167,12 +167,16 @@ def test_two_tasks_given_the_same_index_are_told_why(tmp_path: Path) -> None:
     assert "still waiting for worker-1" in lone["cluster.run.worker-0"]["message"]
 
 
-def wait_for_server(logdir: Path, timeout_s: float = 60) -> None:
-    """Until the task's TensorFlow says its server started (its stderr, in the run dir)."""
+def wait_for_server(logdir: Path, proc: subprocess.Popen[str], timeout_s: float = 240) -> None:
+    """Until the task's TensorFlow says its server started (its stderr, in the run dir);
+    fails at once when the task ended first, with what it printed."""
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         for stderr in logdir.glob("*/children/*/stderr.txt"):
             if "Started server with target" in stderr.read_text(errors="replace"):
                 return
+        if proc.poll() is not None:
+            raise AssertionError(f"the task ended before its server started: "
+                                 f"{proc.communicate()[1][-2000:]}")
         time.sleep(0.1)
     raise AssertionError(f"no TensorFlow server started under {logdir}")

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 import typer
-from conftest import read_scalars
+from helpers import read_scalars
 
 from gpudiag import layout
 from gpudiag.cli import app

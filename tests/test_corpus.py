@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import TESTS_DIR, findings_by_id, gpudiag, load_report, run_dirs, split_own_lines
+from helpers import TESTS_DIR, findings_by_id, gpudiag, load_report, run_dirs, split_own_lines
 
 PY = sys.executable
 CORPUS = TESTS_DIR / "corpus"

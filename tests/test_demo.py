@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import REPO
+from helpers import REPO
 
 sys.path.insert(0, str(REPO / "scripts"))
 import demo

@@ -1,36 +1,28 @@
 """`gpudiag diff A B` end to end: real `gpudiag run`s of an input-bound Keras fit and the
 same fit with tf.data's fixes (tests/programs/input_pipeline_fit.py, profiled in its
-second epoch), the diff read back with gpudiag.rundir; a run against itself; bad input."""
+second epoch: the golden pair of tests/golden.py), the diff read back with gpudiag.rundir;
+a run against itself; bad input."""
 
 from __future__ import annotations
 
 import json
 import re
-import sys
 from pathlib import Path
 
 import pytest
-from conftest import TESTS_DIR, assert_usage_error, gpudiag, run_dirs
+from golden import GoldenRuns
+from helpers import assert_usage_error, gpudiag, run_dirs
 
 from gpudiag import layout
 from gpudiag.layout.diff import DiffRecord
 from gpudiag.rundir import load_run
 
-PROGRAM = str(TESTS_DIR / "programs" / "input_pipeline_fit.py")
 
-
-@pytest.fixture(scope="module")
-def pair(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, Path]:
-    logdir = tmp_path_factory.mktemp("diff") / "runs"
-    made = []
-    for extra in ((), ("tuned",)):
-        # 48 batches an epoch: profiled from step 60, the tuned run's cache is in use
-        proc = gpudiag("run", "--profile-warmup", "60", "--logdir", str(logdir), "--",
-                       sys.executable, PROGRAM, *extra, timeout=300)
-        assert proc.returncode == 0, proc.stderr[-2000:]
-        made = run_dirs(logdir)
-    a, b = made
-    return logdir, a, b
+@pytest.fixture
+def pair(pipeline_pair: GoldenRuns, tmp_path: Path) -> tuple[Path, Path, Path]:
+    """The golden pair (tests/golden.py) and this test's own logdir for what diff writes."""
+    a, b = pipeline_pair.run_dirs
+    return tmp_path / "runs", a, b
 
 
 def test_the_fix_made_the_input_part_go_down_with_its_interval(
@@ -65,7 +57,9 @@ def test_a_run_against_itself_is_no_change(pair: tuple[Path, Path, Path]) -> Non
     assert proc.returncode == 0, proc.stderr[-2000:]
     rec = DiffRecord.from_dict(json.loads(proc.stdout)["data"][layout.DIFF_DATA_KEY])
     assert [d.verdict for d in rec.loops] == ["no change"]
-    assert [n.outcome for n in rec.bottlenecks] == ["still there"]
+    # the one bottleneck is still there, or (where the profiled window waited for input
+    # longer than the run's steady step, as on a loaded machine) said not to be compared
+    assert [n.outcome for n in rec.bottlenecks] in (["still there"], ["unsteady"])
 
 
 def test_the_terminal_verdict_says_what_became_of_the_bottleneck(

@@ -7,8 +7,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from conftest import findings_by_id, gpudiag, load_report, run_dirs
 from fake_nvml import lost_at_start, open_scenario
+from helpers import findings_by_id, gpudiag, load_report, run_dirs
 
 from gpudiag.cli import main
 from gpudiag.commands import env as env_cmd

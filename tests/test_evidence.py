@@ -9,7 +9,7 @@ import json
 from pathlib import Path
 
 import pytest
-from conftest import REPO, TESTS_DIR, gpudiag, run_dirs
+from helpers import REPO, TESTS_DIR, gpudiag, run_dirs
 
 from gpudiag import layout
 from gpudiag.layout.diff import CI_LEVEL

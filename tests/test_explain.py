@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 import jsonschema
-from conftest import (
+from helpers import (
     REPO,
     TESTS_DIR,
     breakdown_picture,

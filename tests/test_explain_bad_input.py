@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from conftest import TESTS_DIR, assert_usage_error, findings_by_id, gpudiag, load_report, run_dirs
+from helpers import TESTS_DIR, assert_usage_error, findings_by_id, gpudiag, load_report, run_dirs
 
 from gpudiag.commands import explain
 from gpudiag.errors import UsageError

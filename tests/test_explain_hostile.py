@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import assert_usage_error, gpudiag
+from helpers import assert_usage_error, gpudiag
 
 from gpudiag.rundir.confine import MAX_TRACE_BYTES, MAX_TRACE_MB
 

@@ -9,13 +9,13 @@ from pathlib import Path
 
 import jsonschema
 import pytest
+from helpers import REPO
 
 from gpudiag import layout
 from gpudiag.layout.families import FAMILIES, QUESTIONS, TITLE_MAX, family_of, question_of
 from gpudiag.report import Action, Finding, Prediction, Report
 from gpudiag.rundir import load_run
 
-REPO = Path(__file__).resolve().parent.parent
 SCHEMA = json.loads((REPO / "gpudiag" / "report.schema.json").read_text())
 _ID = re.compile(r"`((?:[a-z][a-z0-9-]*|<command>)\.[a-z0-9.<>_-]+)(?:\[[^\]]*\])?`")
 

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import jsonschema
 import pytest
-from conftest import REPO, findings_by_id, process_alive, run_dirs
+from helpers import REPO, findings_by_id, process_alive, run_dirs
 
 SCHEMA = json.loads((REPO / "gpudiag" / "report.schema.json").read_text())
 GONE_WITHIN_S = 12.0  # the reaper's grace (3 s) plus a loaded 2-core machine's slack

@@ -11,9 +11,9 @@ from typing import Any
 
 import fake_nvml
 import pytest
-from conftest import findings_by_id, gpudiag, load_report, read_scalars, run_dirs
 from fake_clock import FakeClock
 from fake_nvml import NO_GPM_REASON, FakeBackend, FakeDevice
+from helpers import TESTS_DIR, findings_by_id, gpudiag, load_report, read_scalars, run_dirs
 from test_nvml import clocked, run_sampler
 
 from gpudiag import nvml
@@ -209,7 +209,7 @@ def test_monitor_without_nvml_has_no_gpm_finding(tmp_path: Path) -> None:
 def test_run_bottleneck_says_when_busy_means_a_few_small_kernels(tmp_path: Path) -> None:
     # A real TensorFlow program on the CPU beside the fake's GPU at 100 % utilization and
     # 3 % SM utilization: run's bottleneck carries what GPM saw, and run.sm-utilization.
-    program = Path(__file__).parent / "programs" / "keras_fit_tiny.py"
+    program = TESTS_DIR / "programs" / "keras_fit_tiny.py"
     proc = gpudiag("run", "--logdir", str(tmp_path), "--", sys.executable, str(program),
                    fake_nvml="small_kernels", timeout=300)
     (run_dir,) = run_dirs(tmp_path)

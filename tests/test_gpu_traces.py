@@ -8,7 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from conftest import REPO, TESTS_DIR, gpudiag, load_report, run_dirs
+from helpers import REPO, TESTS_DIR, gpudiag, load_report, run_dirs
 
 from gpudiag import layout
 from gpudiag.readers import stepbreakdown

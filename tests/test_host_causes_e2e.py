@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import TESTS_DIR, ProgramRun, run_program
+from helpers import TESTS_DIR, ProgramRun, run_program
 
 from gpudiag.verdicts.step_causes import INPUT_BOUND
 

@@ -8,11 +8,11 @@ import json
 import os
 import subprocess
 import sys
-from pathlib import Path
+
+from helpers import REPO
 
 from gpudiag.inprogram import SHARED_MODULES
 
-REPO = Path(__file__).resolve().parent.parent
 HEAVY = ("tensorflow", "keras", "tf_keras", "numpy", "xprof", "tensorboard", "rich", "typer",
          "pynvml", "matplotlib", "google")
 

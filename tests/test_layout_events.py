@@ -14,12 +14,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from helpers import REPO
 
 from gpudiag.inprogram.recorder import Recorder, StepBuffer
 from gpudiag.layout import events as ev
 from gpudiag.run import events
 
-ROOT = Path(__file__).resolve().parent.parent / "gpudiag"
+ROOT = REPO / "gpudiag"
 ROW_CLASSES = (ev.FitRow, ev.FunctionRow, ev.SessionRow)
 
 

@@ -10,7 +10,7 @@ import sys
 from typing import Any
 
 import pytest
-from conftest import TESTS_DIR, ProgramRun, run_program
+from helpers import TESTS_DIR, ProgramRun, run_program
 from test_verdicts_bottleneck import breakdown
 
 from gpudiag.inprogram.datasets import is_random_op

@@ -8,9 +8,10 @@ import ast
 import re
 from pathlib import Path
 
+from helpers import REPO
+
 import gpudiag
 
-REPO = Path(__file__).resolve().parent.parent
 PKG = REPO / "gpudiag"
 DOCS = [*sorted((REPO / "docs").rglob("*.md")), REPO / "README.md"]
 #: The code that makes findings (the registry of their families names every id: it is held

@@ -17,7 +17,7 @@ from typing import Any
 
 import anyio
 import pytest
-from conftest import REPO, TESTS_DIR, assert_usage_error, gpudiag
+from helpers import REPO, TESTS_DIR, assert_usage_error, gpudiag
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import fake_nvml
 import jsonschema
 import pytest
-from conftest import (
+from helpers import (
     REPO,
     assert_usage_error,
     findings_by_id,

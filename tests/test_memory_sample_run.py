@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from dataclasses import asdict
 
-from conftest import REPO, findings_by_id, load_report
+from helpers import REPO, findings_by_id, load_report
 
 from gpudiag.records.results import MemoryResult
 from gpudiag.verdicts import memory as memory_verdicts

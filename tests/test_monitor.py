@@ -20,7 +20,8 @@ from pathlib import Path
 import fake_nvml
 import jsonschema
 import pytest
-from conftest import (
+from fake_clock import FakeClock
+from helpers import (
     REPO,
     assert_usage_error,
     findings_by_id,
@@ -29,7 +30,6 @@ from conftest import (
     read_scalars,
     run_dirs,
 )
-from fake_clock import FakeClock
 from typer.testing import CliRunner
 
 from gpudiag import nvml

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 
-from conftest import REPO, findings_by_id, load_report
+from helpers import REPO, findings_by_id, load_report
 
 (RUN,) = [p.parent for p in sorted((REPO / "sample_runs").glob("*/*/report.json"))
           if json.loads(p.read_text())["command"] == "monitor"]

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from helpers import REPO
 
 from gpudiag.rundir.load import load_run
 
@@ -30,7 +31,6 @@ nbclient = pytest.importorskip("nbclient")
 
 pytestmark = pytest.mark.slow
 
-REPO = Path(__file__).resolve().parent.parent
 FIT_WARMUP = 60  # 48 batches an epoch: the profiled steps in the second epoch
 
 LEFT = """\

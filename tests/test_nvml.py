@@ -17,9 +17,9 @@ from collections.abc import Callable
 import fake_nvml
 import pynvml
 import pytest
-from conftest import read_scalars
 from fake_clock import FakeClock
 from fake_nvml import FakeBackend, FakeDevice
+from helpers import read_scalars
 
 from gpudiag import nvml
 from gpudiag.nvml import (

@@ -13,7 +13,7 @@ from typing import Any
 
 import jsonschema
 import pytest
-from conftest import REPO, findings_by_id, gpudiag, load_report, run_dirs
+from helpers import REPO, TESTS_DIR, findings_by_id, gpudiag, load_report, run_dirs
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 import gpudiag as gpudiag_pkg
@@ -124,7 +124,7 @@ def test_child_past_its_timeout_is_a_failed_check_not_a_lost_run(tmp_path: Path)
 
 
 def test_missing_tensorflow_is_exit_3_with_one_line(tmp_path: Path) -> None:
-    shadow = Path(__file__).parent / "fixture_notf"
+    shadow = TESTS_DIR / "fixture_notf"
     proc = gpudiag("placement", "--logdir", str(tmp_path),
                    env={"PYTHONPATH": os.pathsep.join([str(shadow), str(REPO)])})
     assert proc.returncode == 3, proc.stderr

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from conftest import TESTS_DIR
+from helpers import TESTS_DIR
 
 from gpudiag.readers import placementlog
 from gpudiag.readers.placementlog import op_counts_by_device, parse, split_sections

@@ -8,7 +8,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from conftest import REPO
+from helpers import REPO
 
 from gpudiag import catalogue
 from gpudiag.readers.placementlog import parse, split_sections

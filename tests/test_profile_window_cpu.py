@@ -1,16 +1,18 @@
 """The profiled window's tail (gpudiag.inprogram.profilewindow): the process's CPU time over
 wall time for the steps right after the window, the cores the program keeps busy in its
-steady state (what the what-if model of a parallel map holds its prediction to). Driven
-with the real clocks: steps that spin the CPU read about one core busy, steps that sleep
-read about none."""
+steady state (what the what-if model of a parallel map holds its prediction to). The
+window's two clocks (the process's CPU time and the wall clock) move only as the test's
+steps say, so the readings are exact on an idle machine and on a loaded one: steps that
+keep one core busy read one core, steps that wait read none."""
 
 from __future__ import annotations
 
 import contextlib
-import time
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
+
+import pytest
 
 from gpudiag.inprogram import profilewindow
 from gpudiag.layout import events
@@ -57,21 +59,42 @@ def steps(window: profilewindow.ProfileWindow, loop: Loop, n: int, work: Any) ->
             window.step_end(loop, i)
 
 
-def spin() -> None:
-    end = time.perf_counter() + 0.002
-    while time.perf_counter() < end:
-        pass
+class Clocks:
+    """time.process_time and time.perf_counter as the window reads them, moved by a step."""
+
+    def __init__(self) -> None:
+        self.cpu_s = self.wall_s = 0.0
+
+    def process_time(self) -> float:
+        return self.cpu_s
+
+    def perf_counter(self) -> float:
+        return self.wall_s
+
+    def busy(self) -> None:  # a step of 2 ms with one core busy throughout
+        self.cpu_s += 0.002
+        self.wall_s += 0.002
+
+    def waiting(self) -> None:  # a step of 2 ms that waits (no CPU time)
+        self.wall_s += 0.002
+
+
+@pytest.fixture
+def clocks(monkeypatch: pytest.MonkeyPatch) -> Clocks:
+    fake = Clocks()
+    monkeypatch.setattr(profilewindow, "time", fake)
+    return fake
 
 
 def test_the_steps_after_the_window_give_the_cores_the_program_kept_busy(
-        tmp_path: Path) -> None:
+        tmp_path: Path, clocks: Clocks) -> None:
     agent, loop = Agent(tmp_path), Loop()
     window = profilewindow.ProfileWindow(agent, profiler())  # type: ignore[arg-type]
-    steps(window, loop, 2 + 2 + profilewindow.CPU_STEPS + 5, spin)
+    steps(window, loop, 2 + 2 + profilewindow.CPU_STEPS + 5, clocks.busy)
     (use,) = [e for e in agent.events if isinstance(e, events.CpuUse)]
     assert use.source == "Model.fit" and use.steps == profilewindow.CPU_STEPS
-    assert use.wall_s >= profilewindow.CPU_STEPS * 0.002
-    assert 0.7 <= use.cpu_s / use.wall_s <= 1.3, use  # one thread spinning: one core
+    assert use.wall_s == pytest.approx(profilewindow.CPU_STEPS * 0.002)
+    assert use.cpu_s / use.wall_s == pytest.approx(1.0), use  # one core busy
     assert use.cores >= 1 and window.done  # nothing more a step: one comparison
     for callback in agent.exits:  # at exit nothing more is said
         callback()
@@ -79,17 +102,17 @@ def test_the_steps_after_the_window_give_the_cores_the_program_kept_busy(
 
 
 def test_a_program_ending_soon_after_its_window_gives_them_at_exit_or_not_at_all(
-        tmp_path: Path) -> None:
+        tmp_path: Path, clocks: Clocks) -> None:
     agent, loop = Agent(tmp_path), Loop()
     window = profilewindow.ProfileWindow(agent, profiler())  # type: ignore[arg-type]
-    steps(window, loop, 2 + 2 + 12, lambda: time.sleep(0.002))  # 12 steps after it
+    steps(window, loop, 2 + 2 + 12, clocks.waiting)  # 12 steps after it
     for callback in agent.exits:
         callback()
     (use,) = [e for e in agent.events if isinstance(e, events.CpuUse)]
-    assert use.steps == 12 and use.cpu_s / use.wall_s < 0.5  # sleeping: no core busy
+    assert use.steps == 12 and use.cpu_s == 0 and use.wall_s > 0  # waiting: no core busy
     short = Agent(tmp_path)
     w2 = profilewindow.ProfileWindow(short, profiler())  # type: ignore[arg-type]
-    steps(w2, loop, 2 + 2 + 3, spin)  # 3 steps: too few to say
+    steps(w2, loop, 2 + 2 + 3, clocks.busy)  # 3 steps: too few to say
     for callback in short.exits:
         callback()
     assert not any(isinstance(e, events.CpuUse) for e in short.events)

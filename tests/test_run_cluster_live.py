@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import REPO, TESTS_DIR, findings_by_id, load_report, process_alive, run_dirs
+from helpers import REPO, TESTS_DIR, findings_by_id, load_report, process_alive, run_dirs
 
 from gpudiag import layout
 from gpudiag.records.tfconfig import free_ports

@@ -17,7 +17,7 @@ from io import BytesIO
 from pathlib import Path
 
 import pytest
-from conftest import REPO, load_report, run_dirs
+from helpers import REPO, load_report, run_dirs
 
 from gpudiag.run import streams
 

@@ -13,8 +13,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import TESTS_DIR, read_scalars, run_program
-from conftest import ProgramRun as Run
+from helpers import TESTS_DIR, read_scalars, run_program
+from helpers import ProgramRun as Run
 
 from gpudiag import layout
 from gpudiag.readers import traces

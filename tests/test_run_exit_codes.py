@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import TESTS_DIR, run_program
+from helpers import TESTS_DIR, run_program
 
 PROGRAM = str(TESTS_DIR / "programs" / "keras_exit_code.py")
 

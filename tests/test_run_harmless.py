@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from conftest import (
+from helpers import (
     REPO,
     assert_usage_error,
     findings_by_id,

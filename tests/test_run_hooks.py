@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import (
+from helpers import (
     REPO,
     TESTS_DIR,
     assert_usage_error,

@@ -21,7 +21,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import REPO, findings_by_id, load_report, run_dirs
+from helpers import REPO, findings_by_id, load_report, run_dirs
 
 from gpudiag import layout
 

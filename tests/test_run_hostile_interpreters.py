@@ -17,7 +17,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import REPO, load_report, run_dirs, split_own_lines, until
+from helpers import REPO, load_report, run_dirs, split_own_lines, until
 
 from gpudiag import layout
 

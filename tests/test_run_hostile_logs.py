@@ -17,7 +17,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import REPO
+from helpers import REPO
 
 from gpudiag import layout
 

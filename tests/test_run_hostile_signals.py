@@ -17,7 +17,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from conftest import REPO, ended, process_alive, until
+from helpers import REPO, ended, process_alive, until
 
 ENV = {**os.environ, "PYTHONPATH": str(REPO)}
 GONE_WITHIN_S = 12.0  # the reaper's grace (3 s) plus a loaded 2-core machine's slack

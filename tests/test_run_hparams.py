@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import REPO, gpudiag, load_report, run_dirs, until
+from helpers import REPO, gpudiag, load_report, run_dirs, until
 
 from gpudiag import layout
 from gpudiag.tb import serve as tbserve

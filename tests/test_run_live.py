@@ -14,7 +14,8 @@ from pathlib import Path
 
 import fake_nvml
 import pytest
-from conftest import (
+from fake_clock import FakeClock
+from helpers import (
     REPO,
     TESTS_DIR,
     ended,
@@ -24,7 +25,6 @@ from conftest import (
     run_dirs,
     until,
 )
-from fake_clock import FakeClock
 
 from gpudiag import layout, nvml
 from gpudiag.run.live import Live
@@ -196,7 +196,7 @@ def test_a_live_file_without_the_final_layout_is_written_again_keeping_its_told_
     """The loop seen first gets the plain tags live; at the end the loop with the most
     steps does: the file is written again, whole, with the lines told into it, and the
     live one removed. A file that holds it all is kept (tests/test_run_longjob.py)."""
-    from conftest import read_scalars
+    from helpers import read_scalars
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
     from gpudiag.run import events, tbwrite
@@ -273,7 +273,7 @@ def test_a_step_functions_last_loss_read_again_at_its_end_is_written_once(
         tmp_path: Path) -> None:
     """The last call's loss comes again in a final row at the program's end: written live
     only when that step had no loss yet, as the end (which merges the rows) writes it."""
-    from conftest import read_scalars
+    from helpers import read_scalars
 
     from gpudiag.run import events, tbwrite
 

@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import REPO
+from helpers import REPO
 
 ENV = {**os.environ, "PYTHONPATH": str(REPO)}
 LONG_LINE = """

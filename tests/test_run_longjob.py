@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import (
+from helpers import (
     REPO,
     TESTS_DIR,
     ended,
@@ -187,7 +187,7 @@ def test_a_keras_fit_whose_generator_blocks_is_told_input_at_the_generators_line
 
 
 def test_tensorboard_shows_a_running_programs_loss_and_step_time(tmp_path: Path) -> None:
-    from conftest import read_scalars
+    from helpers import read_scalars
 
     logdir, gate = tmp_path / "runs", tmp_path / "gate"
     proc = start_run(logdir, PY, str(PROGRAMS / "steps_then_waits.py"), str(gate))
@@ -248,17 +248,17 @@ def test_a_loss_stuck_at_ln_classes_is_told_while_the_program_runs(tmp_path: Pat
 # ---------------------------------------------- the finish: what was written live is kept
 
 
-@pytest.mark.parametrize("program", ["keras_fit_tiny.py", "custom_loop_python_between.py"])
+@pytest.mark.parametrize("golden", ["fit_tiny", "custom_loop"])
 def test_the_tensorboard_file_written_live_is_the_final_one_with_every_step(
-        tmp_path: Path, program: str) -> None:
+        tmp_path: Path, golden: str, request: pytest.FixtureRequest) -> None:
     """A long job's steps are not written a second time after it ends: the live file is
     kept, and it holds exactly what writing every step at the end gives (fit's step time
     needs the next step, held back across the live thread's reads)."""
-    from conftest import files_holding, read_scalars, run_program
+    from helpers import files_holding, read_scalars
 
     from gpudiag.run import tbwrite
 
-    run = run_program(tmp_path, PY, str(PROGRAMS / program))
+    run = request.getfixturevalue(golden).program_run(0)  # tests/golden.py
     assert run.returncode in (0, 1), run.stderr
     (proc,) = run.report["data"]["run"]["tensorflow_processes"]
     assert proc["tensorboard"]["written"] == "live"
@@ -272,7 +272,7 @@ def test_the_tensorboard_file_written_live_is_the_final_one_with_every_step(
     kept = {t: v for t, v in kept.items() if not t.startswith(layout.BY_CONFIG + "/")}
     assert {t: [(e.step, e.value) for e in v] for t, v in kept.items()} == \
         {t: [(e.step, e.value) for e in v] for t, v in whole.items()}
-    assert len(kept[layout.TAG_RUN_STEP_TIME]) >= (60 if "fit" in program else 230)
+    assert len(kept[layout.TAG_RUN_STEP_TIME]) >= (60 if "fit" in golden else 230)
     finish = run.report["data"]["run"]["finish"]
     assert list(finish) == ["program_exited_unix_s", "output_drained_s", "live_stopped_s",
                             "analysed_s"]

@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import assert_usage_error, gpudiag, run_dirs
+from helpers import assert_usage_error, gpudiag, run_dirs
 
 from gpudiag.commands.run import python_script
 

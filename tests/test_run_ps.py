@@ -23,7 +23,7 @@ from typing import Any
 
 import jsonschema
 import pytest
-from conftest import REPO, TESTS_DIR, findings_by_id, gpudiag, load_report, process_alive, run_dirs
+from helpers import REPO, TESTS_DIR, findings_by_id, gpudiag, load_report, process_alive, run_dirs
 
 from gpudiag import layout
 from gpudiag.records.tfconfig import free_ports

@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import TESTS_DIR
+from helpers import TESTS_DIR
 
 from gpudiag.commands.run import program_env
 from gpudiag.inprogram.config import RunHookConfig

@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import REPO, split_own_lines
+from helpers import REPO, split_own_lines
 
 ENV = {**os.environ, "PYTHONPATH": str(REPO)}
 

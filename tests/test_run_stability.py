@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import TESTS_DIR, findings_by_id, gpudiag, load_report, run_dirs, run_program
+from helpers import TESTS_DIR, findings_by_id, gpudiag, load_report, run_dirs, run_program
 
 pytestmark = pytest.mark.slow
 

@@ -20,7 +20,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from conftest import REPO, TESTS_DIR, gpudiag, split_own_lines
+from helpers import REPO, TESTS_DIR, gpudiag, split_own_lines
 
 from gpudiag.run import statusline
 

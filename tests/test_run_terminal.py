@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import REPO, findings_by_id, load_report, run_dirs, until
+from helpers import REPO, findings_by_id, load_report, run_dirs, until
 
 from gpudiag import layout
 

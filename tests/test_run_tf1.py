@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import TESTS_DIR, findings_by_id, gpudiag, load_report, run_dirs
+from helpers import TESTS_DIR, findings_by_id, gpudiag, load_report, run_dirs
 
 from gpudiag.records.run import StepStats, Tf1Call
 from gpudiag.verdicts.run import tf1

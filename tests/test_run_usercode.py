@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import REPO, TESTS_DIR, findings_by_id, gpudiag, load_report, run_dirs
+from helpers import REPO, TESTS_DIR, findings_by_id, gpudiag, load_report, run_dirs
 
 from gpudiag.inprogram import usercode
 

@@ -471,7 +471,7 @@ def _random_label_fits() -> list[StepSeries]:
     """Six real runs of tests/programs/keras_random_labels.py (tests/data/learning)."""
     import json
 
-    from conftest import TESTS_DIR
+    from helpers import TESTS_DIR
     doc = json.loads((TESTS_DIR / "data" / "learning" / "random_labels.json").read_text())
     return [StepSeries("fit", "Model.fit", [
         Step(i, 100.0 + i * 0.01, 0.001, loss, {"accuracy": acc}, epoch=epoch)

@@ -9,7 +9,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import REPO, TESTS_DIR, gpudiag, read_scalars, run_dirs
+from golden import GoldenRuns
+from helpers import REPO, gpudiag, read_scalars, run_dirs
 
 from gpudiag import layout
 from gpudiag.report import Finding, Report, to_json_dict
@@ -65,11 +66,8 @@ def test_sample_scaling_and_run_have_their_step_series() -> None:
     assert all(p.loss is not None for p in loop.steps)
 
 
-def test_a_fresh_keras_fit_run_loads(tmp_path: Path) -> None:
-    logdir = tmp_path / "runs"
-    gpudiag("run", "--logdir", str(logdir), "--", sys.executable,
-            str(TESTS_DIR / "programs" / "keras_fit_tiny.py"), timeout=240)
-    (run_dir,) = run_dirs(logdir)
+def test_a_fresh_keras_fit_run_loads(fit_tiny: GoldenRuns) -> None:
+    (run_dir,) = fit_tiny.run_dirs  # tests/golden.py
     run = load_run(run_dir)
     assert run.command == "run" and run.status == "complete"
     assert layout.RUN_CHILD_NAME in run.children
@@ -85,7 +83,7 @@ def test_a_fresh_keras_fit_run_loads(tmp_path: Path) -> None:
     finding = run.finding("run.bottleneck")
     assert finding is not None and b.step_s == finding["evidence"]["step_s"]
     assert set(b.devices) == set(finding["evidence"]["parts_s"])
-    assert [r.path for r in list_runs(logdir)] == [run_dir]
+    assert [r.path for r in list_runs(fit_tiny.logdir)] == [run_dir]
 
 
 def test_a_program_that_fails_before_any_tensorflow_work_is_a_failed_run(

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import REPO, assert_usage_error, gpudiag
+from helpers import REPO, assert_usage_error, gpudiag
 
 from gpudiag import layout
 from gpudiag.rundir import (

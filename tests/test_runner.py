@@ -7,7 +7,7 @@ import os
 import time
 from pathlib import Path
 
-from conftest import TESTS_DIR
+from helpers import TESTS_DIR
 
 from gpudiag.procs.runner import run_child
 

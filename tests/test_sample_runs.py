@@ -7,7 +7,7 @@ from pathlib import Path
 
 import jsonschema
 import pytest
-from conftest import REPO, load_report
+from helpers import REPO, load_report
 
 import gpudiag
 from gpudiag.readers.placementlog import op_counts_by_device, parse

@@ -13,7 +13,8 @@ from pathlib import Path
 import fake_nvml
 import numpy as np
 import pytest
-from conftest import (
+from fake_clock import FakeClock
+from helpers import (
     breakdown_picture,
     findings_by_id,
     gpudiag,
@@ -21,7 +22,6 @@ from conftest import (
     read_scalars,
     run_dirs,
 )
-from fake_clock import FakeClock
 
 from gpudiag import cli, layout, nvml
 from gpudiag.procs.runner import run_child
@@ -366,7 +366,7 @@ def test_ctrl_c_leaves_a_partial_report_with_the_finished_configurations(logdir)
     import sys
     import time
 
-    from conftest import REPO
+    from helpers import REPO
 
     proc = subprocess.Popen(
         [sys.executable, "-m", "gpudiag", "scaling", "--max-gpus", "2", "--strategy", "towers",

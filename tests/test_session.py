@@ -7,7 +7,7 @@ from pathlib import Path
 
 import jsonschema
 import pytest
-from conftest import load_report
+from helpers import load_report
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 import gpudiag

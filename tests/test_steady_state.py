@@ -4,16 +4,13 @@ fit's (the step time in TensorBoard is the period between step starts for every 
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import pytest
-from conftest import TESTS_DIR, findings_by_id, gpudiag, load_report, run_dirs
+from helpers import findings_by_id, gpudiag, load_report, run_dirs
 
 from gpudiag import layout
 from gpudiag.verdicts.run.throughput import steady
-
-PROGRAMS = TESTS_DIR / "programs"
 
 
 @pytest.mark.parametrize(("first", "last", "expected"), [
@@ -25,14 +22,10 @@ def test_a_period_counts_past_the_warmup_and_one_step_from_a_profiled_one(
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("program", ["custom_loop_python_between.py", "keras_fit_tiny.py"])
-def test_run_throughput_and_diff_give_the_same_median_step(tmp_path: Path,
-                                                           program: str) -> None:
-    logdir = tmp_path / "runs"
-    proc = gpudiag("run", "--logdir", str(logdir), "--", sys.executable,
-                   str(PROGRAMS / program), timeout=300)
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    (run_dir,) = run_dirs(logdir)
+@pytest.mark.parametrize("golden", ["custom_loop", "fit_tiny"])
+def test_run_throughput_and_diff_give_the_same_median_step(
+        tmp_path: Path, golden: str, request: pytest.FixtureRequest) -> None:
+    (run_dir,) = request.getfixturevalue(golden).run_dirs  # tests/golden.py
     (loop,) = findings_by_id(load_report(run_dir))["run.throughput"]["evidence"]["loops"]
     diffs = tmp_path / "diffs"
     proc = gpudiag("diff", "--logdir", str(diffs), str(run_dir), str(run_dir))

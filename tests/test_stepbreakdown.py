@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from conftest import TESTS_DIR
+from helpers import TESTS_DIR
 
 from gpudiag.readers import intervals as iv
 from gpudiag.readers import stepbreakdown as sb

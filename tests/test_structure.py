@@ -11,7 +11,9 @@ import ast
 import re
 from pathlib import Path
 
-PKG = Path(__file__).resolve().parent.parent / "gpudiag"
+from helpers import REPO
+
+PKG = REPO / "gpudiag"
 
 #: Lowest first. A module's layer is that of the longest prefix listed.
 LAYERS: tuple[tuple[str, ...], ...] = (

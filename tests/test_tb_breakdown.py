@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from conftest import breakdown_picture
+from helpers import breakdown_picture
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 from test_verdicts_bottleneck import breakdown
 

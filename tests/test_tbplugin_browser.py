@@ -22,7 +22,8 @@ from typing import Any
 from urllib.parse import urlparse
 
 import pytest
-from conftest import (
+from golden import GoldenRuns
+from helpers import (
     REPO,
     ended,
     gpudiag,
@@ -34,6 +35,7 @@ from conftest import (
 )
 
 from gpudiag import layout
+from gpudiag.rundir import list_runs, load_run, opens_on
 from gpudiag.rundir.records import PART_NAMES
 from gpudiag.tb import serve as tbserve
 from gpudiag.verdicts import headline
@@ -58,7 +60,7 @@ def _finding(report: dict[str, Any], finding_id: str) -> dict[str, Any]:
 
 
 @pytest.fixture(scope="module")
-def logdir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def logdir(tmp_path_factory: pytest.TempPathFactory, pipeline_pair: GoldenRuns) -> Path:
     """The sample runs, a `monitor` and a `run` with two scripted GPUs (one busy, one
     idle: tests/fake_nvml.py's one_idle), a retracing program, `gpudiag explain` of a
     copy-heavy GPU trace, then (newest last) an input-bound Keras fit, the same fit tuned,
@@ -84,10 +86,8 @@ def logdir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     proc = gpudiag("explain", "--logdir", str(root / "copy"),
                    str(REPO / "tests" / "data" / "gpu_traces" / "rtx5000_copy_heavy"))
     assert proc.returncode in (0, 1), proc.stderr[-2000:]
-    for name, extra in (("input", []), ("tuned", ["tuned"])):
-        proc = gpudiag("run", "--logdir", str(root / name), "--", sys.executable,
-                       str(PROGRAMS / "input_pipeline_fit.py"), *extra, timeout=400)
-        assert proc.returncode == 0, proc.stderr[-2000:]
+    for name, run_dir in zip(("input", "tuned"), pipeline_pair.run_dirs, strict=True):
+        shutil.copytree(run_dir, root / name / run_dir.name)  # tests/golden.py's pair
     script = root.parent / "typo_import.py"
     script.write_text("import tensorflw\n")
     typo = gpudiag("run", "--logdir", str(root / "typo"), "--", sys.executable, str(script))
@@ -154,12 +154,15 @@ def test_first_screen_answers_devices_bottleneck_learning(
         browser: Browser, server: tbserve.Server, logdir: Path, tmp_path: Path) -> None:
     from playwright.sync_api import expect
 
-    (input_dir,), (tuned_dir,), (typo_dir,) = (run_dirs(logdir / n)
-                                               for n in ("input", "tuned", "typo"))
+    (input_dir,), (typo_dir,) = (run_dirs(logdir / n) for n in ("input", "typo"))
     frame = browser.dashboard(server)
-    # the default is the newest completed run (the typo's run is newer, and failed)
+    # the default is the newest completed run that answers a question (the golden pair was
+    # made before this logdir's other runs; the typo's run is the newest, and failed)
+    default = opens_on(list_runs(logdir))
+    assert default is not None and default.status == "complete"
+    assert typo_dir != default.path and load_run(typo_dir).status == "failed"
     expect(frame.locator("#gpudiag-run")).to_have_value(
-        tuned_dir.relative_to(logdir).as_posix())
+        default.path.relative_to(logdir).as_posix())
     typo_option = frame.locator(
         f'#gpudiag-run option[value="{typo_dir.relative_to(logdir).as_posix()}"]')
     expect(typo_option).to_have_text(re.compile(r"\[failed before its work started\]"))

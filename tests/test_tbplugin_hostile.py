@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import REPO
+from helpers import REPO
 from tensorboard.plugins import base_plugin
 from werkzeug.test import Client
 

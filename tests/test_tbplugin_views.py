@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import REPO, gpudiag, run_dirs
+from helpers import REPO, gpudiag, run_dirs
 
 from gpudiag.layout.families import QUESTIONS, question_of
 from gpudiag.rundir import Run, list_runs, load_run

@@ -16,7 +16,7 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-from conftest import REPO, assert_usage_error, gpudiag
+from helpers import REPO, assert_usage_error, gpudiag
 
 from gpudiag import layout
 from gpudiag.report import Finding

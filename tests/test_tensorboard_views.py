@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import REPO, gpudiag, local_chromium, screenshot
+from helpers import REPO, gpudiag, local_chromium, screenshot
 
 from gpudiag import layout
 from gpudiag.tb import check as tbcheck

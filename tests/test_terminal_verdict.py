@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import REPO, gpudiag, load_report, run_dirs
+from helpers import REPO, gpudiag, load_report, run_dirs
 from rich.console import Console
 
 from gpudiag.report import Finding, Report, render_table

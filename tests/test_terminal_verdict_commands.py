@@ -9,16 +9,17 @@ way round with its interval (gpudiag.verdicts.headline, gpudiag.execute)."""
 
 from __future__ import annotations
 
+import os
 import re
 import sys
 from pathlib import Path
 
 import pytest
-from conftest import TESTS_DIR, gpudiag, run_dirs
+from golden import GoldenRuns
+from helpers import TESTS_DIR, gpudiag
 
 from gpudiag.rundir import load_run
 
-PROGRAM = str(TESTS_DIR / "programs" / "input_pipeline_fit.py")
 TRACE = TESTS_DIR / "data" / "gpu_traces" / "t4_input_bound"
 CUT = ("...", "\u2026")
 
@@ -62,21 +63,14 @@ def _own(stderr: str) -> str:
     return "\n".join(lines[:start] + lines[end:])
 
 
-@pytest.fixture(scope="module")
-def pair(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[int, str], Path, Path]:
+@pytest.fixture
+def pair(pipeline_pair: GoldenRuns) -> tuple[Path, dict[int, str], Path, Path]:
     """The slow-map fit (printed at 80 columns) and its fix (at 120), profiled in the
-    second epoch; gpudiag's own lines are on stderr (`run`'s stdout is the program's)."""
-    here = tmp_path_factory.mktemp("verdict")  # the user's directory: paths said from it
-    logdir = here / "runs"
-    printed: dict[int, str] = {}
-    for columns, extra in ((80, ()), (120, ("tuned",))):
-        proc = gpudiag("run", "--profile-warmup", "60", "--logdir", "runs", "--",
-                       sys.executable, PROGRAM, *extra, env=_env(columns), cwd=here,
-                       timeout=300)
-        assert proc.returncode == 0, proc.stderr[-2000:]
-        printed[columns] = proc.stderr
-    a, b = run_dirs(logdir)
-    return logdir, printed, a, b
+    second epoch (the golden pair, tests/golden.py); gpudiag's own lines are on stderr
+    (`run`'s stdout is the program's)."""
+    a, b = pipeline_pair.run_dirs
+    printed = {80: pipeline_pair.printed[0].stderr, 120: pipeline_pair.printed[1].stderr}
+    return pipeline_pair.logdir, printed, a, b
 
 
 def test_run_names_the_bottleneck_the_action_and_its_line(
@@ -107,11 +101,11 @@ def test_run_names_the_bottleneck_the_action_and_its_line(
 
 
 def test_diff_says_first_how_much_faster_with_its_interval(
-        pair: tuple[Path, dict[int, str], Path, Path]) -> None:
-    logdir, _, a, b = pair
-    for columns in (80, 120):
-        proc = gpudiag("diff", "--logdir", "runs", str(a.relative_to(logdir.parent)),
-                       str(b.relative_to(logdir.parent)), env=_env(columns), cwd=logdir.parent)
+        pair: tuple[Path, dict[int, str], Path, Path], tmp_path: Path) -> None:
+    _, _, a, b = pair
+    for columns in (80, 120):  # the runs named from the user's directory, as typed
+        proc = gpudiag("diff", "--logdir", "runs", os.path.relpath(a, tmp_path),
+                       os.path.relpath(b, tmp_path), env=_env(columns), cwd=tmp_path)
         assert proc.returncode == 0, proc.stderr[-2000:]
         _whole(proc.stdout, columns)
         first = _verdict(proc.stdout)[0]

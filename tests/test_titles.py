@@ -15,7 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from conftest import assert_title
+from helpers import assert_title
 
 from gpudiag.errors import UsageError
 from gpudiag.layout.diff import LoopDiff, Median

@@ -31,6 +31,8 @@ def _configure_devices() -> None:
 
 _configure_devices()
 
+from helpers import REPO  # noqa: E402
+
 from gpudiag import layout  # noqa: E402
 from gpudiag.readers import traces  # noqa: E402
 from gpudiag.records.training import TrainResult  # noqa: E402
@@ -151,7 +153,7 @@ def test_towers_and_mirrored_agree_on_4_devices_in_a_child() -> None:
     import subprocess
     import sys
 
-    repo = Path(__file__).resolve().parent.parent
+    repo = REPO
     proc = subprocess.run([sys.executable, "-c", UPDATE_4_SCRIPT], capture_output=True,
                           text=True, timeout=180, cwd=repo,
                           env={**os.environ, "PYTHONPATH": str(repo)})
@@ -447,7 +449,7 @@ def run_in_child(strategy: str, logdir: Path) -> dict:
     import subprocess
     import sys
 
-    repo = Path(__file__).resolve().parent.parent
+    repo = REPO
     proc = subprocess.run([sys.executable, "-c", RUN_SCRIPT, strategy, str(logdir)],
                           capture_output=True, text=True, timeout=240, cwd=repo,
                           env={**os.environ, "PYTHONPATH": str(repo)})

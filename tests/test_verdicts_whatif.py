@@ -5,14 +5,14 @@ arithmetic of each model done again by hand here."""
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Any
 
 import pytest
+from helpers import TESTS_DIR
 
 from gpudiag.verdicts import whatif
 
-DATA = Path(__file__).parent / "data" / "whatif"
+DATA = TESTS_DIR / "data" / "whatif"
 
 
 def recorded(program: str) -> tuple[dict[str, Any], dict[str, float]]:

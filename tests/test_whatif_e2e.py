@@ -18,7 +18,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import REPO, gpudiag, run_dirs
+from helpers import REPO, gpudiag, run_dirs
 
 from gpudiag import layout
 from gpudiag.layout.diff import DiffRecord

@@ -8,6 +8,7 @@ steps (after the warm-up, the profiled steps and the ones just before and after 
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import statistics
 import sys
@@ -15,7 +16,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import (
+from golden import GoldenRuns
+from helpers import (
     TESTS_DIR,
     ProgramRun,
     breakdown_picture,
@@ -58,28 +60,29 @@ class Run(ProgramRun):
         return loop
 
 
-def run(tmp: Path, program: str, *args: str, options: tuple[str, ...] = ()) -> Run:
-    r = run_program(tmp, PY, str(PROGRAMS / program), *args, options=options)
+def checked(r: ProgramRun) -> Run:
     failed = [f"{f['id']}: {f['message']}" for f in r.report["findings"] if f["status"] == "fail"]
     assert r.returncode == 0, (failed, r.stderr[-2000:])
-    return Run(r.returncode, r.stdout, r.stderr, r.run_dir, r.report)
+    return Run(*dataclasses.astuple(r))
+
+
+def run(tmp: Path, program: str, *args: str, options: tuple[str, ...] = ()) -> Run:
+    return checked(run_program(tmp, PY, str(PROGRAMS / program), *args, options=options))
 
 
 @pytest.fixture(scope="module")
-def custom_loop(tmp_path_factory: pytest.TempPathFactory) -> Run:
-    return run(tmp_path_factory.mktemp("loop"), "custom_loop_python_between.py")
+def custom_loop_run(custom_loop: GoldenRuns) -> Run:
+    return checked(custom_loop.program_run(0))  # tests/golden.py
 
 
 @pytest.fixture(scope="module")
-def input_bound(tmp_path_factory: pytest.TempPathFactory) -> Run:
-    return run(tmp_path_factory.mktemp("input"), "input_pipeline_fit.py",
-                       options=("--profile-warmup", str(FIT_WARMUP)))
+def input_bound(pipeline_pair: GoldenRuns) -> Run:
+    return checked(pipeline_pair.program_run(0))  # tests/golden.py
 
 
 @pytest.fixture(scope="module")
-def input_tuned(tmp_path_factory: pytest.TempPathFactory) -> Run:
-    return run(tmp_path_factory.mktemp("tuned"), "input_pipeline_fit.py", "tuned",
-                       options=("--profile-warmup", str(FIT_WARMUP)))
+def input_tuned(pipeline_pair: GoldenRuns) -> Run:
+    return checked(pipeline_pair.program_run(1))
 
 
 @pytest.fixture(scope="module")
@@ -88,16 +91,16 @@ def input_parallel(tmp_path_factory: pytest.TempPathFactory) -> Run:
                options=("--profile-warmup", str(FIT_WARMUP)))
 
 
-def test_custom_loop_step_time_is_the_period_the_program_measures(custom_loop: Run) -> None:
-    loop = custom_loop.loop
+def test_custom_loop_step_time_is_the_period_the_program_measures(custom_loop_run: Run) -> None:
+    loop = custom_loop_run.loop
     assert loop["series"] == "tf.function train_step"
-    assert loop["step_s_median"] == pytest.approx(custom_loop.own_period_s(10),
+    assert loop["step_s_median"] == pytest.approx(custom_loop_run.own_period_s(10),
                                                   rel=PERIOD_TOLERANCE)
     # next(iterator) and the Python between the calls are outside the call, inside the step
     assert loop["call_s_median"] < 0.8 * loop["step_s_median"]
     assert loop["call_share"] == pytest.approx(loop["call_s_median"] / loop["step_s_median"])
     assert "examples_per_s" not in loop  # a custom loop's batch is not known
-    assert "ms/step (start to start), the step call" in custom_loop.found["run.throughput"][
+    assert "ms/step (start to start), the step call" in custom_loop_run.found["run.throughput"][
         "message"]
 
 
@@ -168,8 +171,8 @@ def test_tensorboard_shows_the_breakdown_and_the_input_bound_finding_first(
     assert f["evidence"]["parts_s"], f["evidence"]
 
 
-def test_python_between_the_steps_is_host_bound_pointing_at_the_loop(custom_loop: Run) -> None:
-    f = custom_loop.found["run.bottleneck"]
+def test_python_between_the_steps_is_host_bound_pointing_at_the_loop(custom_loop_run: Run) -> None:
+    f = custom_loop_run.found["run.bottleneck"]
     assert f["status"] == "warn", f["message"]
     assert f["evidence"]["causes"][0] == "host-bound"
     assert f["evidence"]["shares"]["host_between_calls"] >= 0.20
@@ -251,9 +254,9 @@ def explained(run: Run, tmp: Path) -> dict[str, Any]:
 
 
 def test_explain_gives_the_same_answer_on_each_runs_trace(
-        input_bound: Run, input_tuned: Run, custom_loop: Run, balanced: Run,
+        input_bound: Run, input_tuned: Run, custom_loop_run: Run, balanced: Run,
         tmp_path: Path) -> None:
-    for run, causes in ((input_bound, [["input-bound"]]), (custom_loop, [["host-bound"]]),
+    for run, causes in ((input_bound, [["input-bound"]]), (custom_loop_run, [["host-bound"]]),
                         (input_tuned, [[], ["overhead-bound"]]), (balanced, [[]])):
         ran = run.found["run.bottleneck"]
         again = explained(run, tmp_path / run.run_dir.parent.parent.name)
