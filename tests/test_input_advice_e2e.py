@@ -58,8 +58,8 @@ def test_a_pydataset_whose_python_makes_the_batches_is_named_as_input(tmp_path: 
     batch over every batch and its share of the step, and advises tf.data ops, not more
     thread workers. Measured plainly on its twins (its --twins mode, which
     benchmarks/advice_twins.py runs; load average 2.8): the tf.data twin 3.9 against
-    6.1 ms a step, 4 thread workers 8.2 ms (no faster than 1); separately, 2 worker processes 8.1-9.9 ms (they compete
-    with the step for the 2 cores)."""
+    6.1 ms a step, 4 thread workers 8.2 ms (no faster than 1); separately, 2 worker
+    processes 8.1-9.9 ms (they compete with the step for the 2 cores)."""
     program = PROGRAMS / "pydataset_fit.py"
     r = run_program(tmp_path, PY, str(program))
     assert r.returncode == 0, r.stderr[-2000:]
