@@ -7,7 +7,7 @@ PYTEST_ARGS ?=
 
 CHROMIUM ?= /usr/bin/chromium
 
-.PHONY: demo test lint venv clean browser screenshots sample-runs
+.PHONY: demo check test lint venv clean browser screenshots sample-runs
 
 # pip says only what failed: no progress, no notices, no warnings.
 PIP := $(BIN)/python -m pip --quiet --quiet --disable-pip-version-check
@@ -48,13 +48,23 @@ browser:
 		|| echo "chromium could not be installed: the browser test will skip"; \
 	else echo "no $(CHROMIUM) and no root apt-get: the browser test will skip"; fi
 
+# The tiers (tests/README.md): unit (pure), cli (processes, no TensorFlow program), e2e
+# (TensorFlow programs, TensorBoard, clusters), browser (chromium). On both cores
+# (pytest-xdist), each module's tests on one worker so its module-scoped runs are made
+# once; the golden runs (tests/golden.py) are made once for both workers.
+XDIST ?= -n 2 --dist loadscope
+
+# Before every commit: lint, the unit and cli tiers (a few minutes at most).
+check: lint
+	$(BIN)/python -m pytest -q $(XDIST) tests/unit tests/cli $(PYTEST_ARGS)
+
+# The README's test command, and CI's: lint and every tier, the 25 slowest tests listed.
 test: lint browser
-	$(BIN)/python -m pytest $(PYTEST_ARGS)
+	$(BIN)/python -m pytest $(XDIST) --durations=25 $(PYTEST_ARGS)
 
 # docs/images: the screenshots the user guide shows, taken by the browser test.
 screenshots: $(VENV)/.installed-test browser
-	GPUDIAG_SCREENSHOTS=docs/images $(BIN)/python -m pytest -q tests/test_tensorboard_views.py \
-		tests/test_tbplugin_browser.py
+	GPUDIAG_SCREENSHOTS=docs/images $(BIN)/python -m pytest -q tests/browser
 
 # sample_runs/: every command run again, one logdir per command.
 sample-runs: $(VENV)/.installed
