@@ -41,7 +41,7 @@ class RunHookConfig:
     flush_interval_s: float = DEFAULT_FLUSH_INTERVAL_S
     loss_reads_per_s: int = DEFAULT_LOSS_READS_PER_S
     # no step finished for this long: a stall (None: derived from the step period, with a
-    # floor, gpudiag.run.stallwatch; 0: not watched)
+    # floor, gpudiag.inprogram.stallwatch; 0: not watched)
     stall_timeout_s: float | None = None
     # the hooks run inside a notebook's kernel (gpudiag.notebook's watch()): TensorFlow's
     # C++ log is the kernel's (never read), the placement window opens all the same
