@@ -38,9 +38,7 @@ from typing import BinaryIO
 import gpudiag
 from gpudiag import inprogram, nvml
 from gpudiag.errors import UsageError, WriteFailed, signum_of
-from gpudiag.inprogram.config import (
-    RunHookConfig,
-)
+from gpudiag.inprogram.config import RunHookConfig, stream_id
 from gpudiag.layout import (
     ENV_RUN_CONFIG,
     ENV_RUN_PKG_ROOT,
@@ -183,8 +181,8 @@ def execute(session: RunSession, argv: list[str], *,
         (read_out, write_out), (read_err, write_err), resize = terminal_mod.program_ends(
             stdout_to_stderr)
         stack.enter_context(terminal_mod.resized(resize))  # before the program can ask
-        config = dataclasses.replace(config, stderr_stream=_stream_id(write_err),
-                                     stdout_stream=_stream_id(write_out))
+        config = dataclasses.replace(config, stderr_stream=stream_id(write_err),
+                                     stdout_stream=stream_id(write_out))
         try:
             proc = procs.spawn_program(argv, stdout=write_out, stderr=write_err,
                                        env=program_env(os.environ, config))
@@ -271,15 +269,6 @@ def _save_outcome(saved: Sequence[streams.SaveFile]) -> tuple[tuple[WriteFailed,
     kept = tuple(f"{f.path.name}: {f.failure.strerror}" for f in saved
                  if isinstance(f.failure, streams.KeptFree))
     return failures, kept
-
-
-def _stream_id(fd: int) -> tuple[int, int] | None:
-    """What the hooks compare fd 2 with (inprogram.agent)."""
-    try:
-        st = os.fstat(fd)
-    except OSError:
-        return None
-    return st.st_dev, st.st_ino
 
 
 def _wait(proc: subprocess.Popen[bytes], grace_s: float, say: Callable[[str], None],

@@ -60,3 +60,13 @@ class RunHookConfig:
             if data.get(name) is not None:
                 data[name] = tuple(data[name])
         return RunHookConfig(**data)
+
+
+def stream_id(fd: int) -> tuple[int, int] | None:
+    """What RunHookConfig's stderr_stream and stdout_stream hold: the (device, inode) of the
+    file open at ``fd`` (None: ``fd`` is not open)."""
+    try:
+        st = os.fstat(fd)
+    except OSError:
+        return None
+    return st.st_dev, st.st_ino
