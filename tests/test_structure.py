@@ -200,10 +200,11 @@ def test_architecture_md_draws_these_layers() -> None:
         assert short <= named, (item, short)
 
 
-#: Functions allowed over the limits, with the reason (none today). The command line's
-#: Typer functions declare one parameter per option: cli.py's parameters are its options.
+#: Functions allowed over the line limit, with the reason (none today). ruff has no rule for
+#: a function's lines; its C901, PLR0912, PLR0913 and PLR0915 (pyproject.toml) hold the
+#: rest of a function's size: paths, branches, parameters (at most 8) and statements.
 LONG_FUNCTION_EXCEPTIONS: dict[str, str] = {}
-MAX_LINES, MAX_PARAMS = 80, 8
+MAX_LINES = 80
 
 
 def oversized_functions() -> list[str]:
@@ -214,15 +215,10 @@ def oversized_functions() -> list[str]:
                 continue
             where = f"{path.relative_to(PKG.parent)}:{node.name}"
             lines = (node.end_lineno or node.lineno) - node.lineno + 1
-            a = node.args
-            params = [x for x in a.posonlyargs + a.args + a.kwonlyargs
-                      if x.arg not in ("self", "cls")]
-            if lines > MAX_LINES:
+            if lines > MAX_LINES and where not in LONG_FUNCTION_EXCEPTIONS:
                 found.append(f"{where} ({lines} lines)")
-            if len(params) > MAX_PARAMS and path.name != "cli.py":
-                found.append(f"{where} ({len(params)} parameters)")
-    return [f for f in found if f.split(" (")[0] not in LONG_FUNCTION_EXCEPTIONS]
+    return found
 
 
-def test_no_function_over_80_lines_or_8_parameters() -> None:
+def test_no_function_over_80_lines() -> None:
     assert oversized_functions() == []

@@ -11,11 +11,9 @@ LineMatcher (one matcher for every command). Pure data and regular expressions: 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
 
 from gpudiag import catalogue
 from gpudiag.catalogue.cluster import ENTRIES
-from gpudiag.catalogue.entry import Entry, Kind
 from gpudiag.catalogue.matching import LineMatcher, LogMatch
 
 TASK_RE = re.compile(r"^/job:(\w+)/replica:\d+/task:(\d+)$")
@@ -81,10 +79,6 @@ def lost_peers(text: str) -> list[str]:
             if name not in found:
                 found.append(name)
     return found
-
-
-def entries_of(kind: Kind) -> Iterable[Entry]:
-    return (e for e in ENTRIES if e.kind == kind)
 
 
 _STILL_WAITING = re.compile(r"CreateSession still waiting for response from worker: "

@@ -325,7 +325,7 @@ def _watch(watch: _Watch, live: list[_Live], replaced: list[_Live], *, start_att
            fault: Fault | None, restarts_left: int) -> tuple[str, list[str]]:
     """Poll until the attempt ends; returns (outcome, the tasks that failed first)."""
     run_dir, config_name, mode = watch.run_dir, watch.config_name, watch.mode
-    limits, deadline, on_step, clock = watch.limits, watch.deadline, watch.on_step, watch.clock
+    limits, deadline, clock = watch.limits, watch.deadline, watch.clock
     first_failure: float | None = None
     failed: list[str] = []
     ever_formed = False
@@ -334,28 +334,7 @@ def _watch(watch: _Watch, live: list[_Live], replaced: list[_Live], *, start_att
         steps = [t.last_step or 0 for t in live if t.spec.role != "server"]
         cluster_step = max(steps, default=0)  # a ps-mode server's step: the coordinator's
         for t in live:
-            if t.proc is None:
-                continue
-            if t.ended_at is None and t.proc.poll() is not None:
-                t.ended_at = now
-                if t.spec.role == "server":  # a server prints no steps: the cluster's
-                    t.last_step = cluster_step
-            before = t.last_step
-            _follow(t)
-            if not t.listening and t.proc.poll() is None:  # until its server is up
-                t.listening = sockets.listening(t.proc.pid)
-            if on_step is not None and t.last_step is not None and t.last_step != before:
-                on_step(t.spec.name, t.last_step)
-            step = cluster_step if t.spec.role == "server" else (t.last_step or 0)
-            if (fault is not None and fault.kind == "kill" and fault.task == t.spec.name
-                    and t.ended_by == "exit" and step >= (fault.at_step or 0)
-                    and t.proc.poll() is None):
-                procs.signal_group(t.proc, signal.SIGKILL)
-                t.proc.wait()
-                t.ended_by = "killed-by-drill"
-                t.ended_at = clock()
-                t.last_step = step
-                fault = None  # once: not its restarted successor
+            fault = _poll_task(t, now, cluster_step, watch, fault)
         if not ever_formed:
             ever_formed = all(t.proc is not None and t.formed for t in live)
         trainers = [t for t in live if t.spec.role in ("trainer", "coordinator")]
@@ -387,6 +366,35 @@ def _watch(watch: _Watch, live: list[_Live], replaced: list[_Live], *, start_att
         if now > deadline:
             return "timeout", failed
         time.sleep(POLL_S)
+
+
+def _poll_task(t: _Live, now: float, cluster_step: int, watch: _Watch,
+               fault: Fault | None) -> Fault | None:
+    """One task's poll: its end, its new output and steps, its server, and the kill drill
+    when its step has come; returns the fault still to come (None: none, or fired: once,
+    not on its restarted successor)."""
+    if t.proc is None:
+        return fault
+    if t.ended_at is None and t.proc.poll() is not None:
+        t.ended_at = now
+        if t.spec.role == "server":  # a server prints no steps: the cluster's
+            t.last_step = cluster_step
+    before = t.last_step
+    _follow(t)
+    if not t.listening and t.proc.poll() is None:  # until its server is up
+        t.listening = sockets.listening(t.proc.pid)
+    if watch.on_step is not None and t.last_step is not None and t.last_step != before:
+        watch.on_step(t.spec.name, t.last_step)
+    step = cluster_step if t.spec.role == "server" else (t.last_step or 0)
+    if (fault is None or fault.kind != "kill" or fault.task != t.spec.name
+            or t.ended_by != "exit" or step < (fault.at_step or 0) or t.proc.poll() is not None):
+        return fault
+    procs.signal_group(t.proc, signal.SIGKILL)
+    t.proc.wait()
+    t.ended_by = "killed-by-drill"
+    t.ended_at = watch.clock()
+    t.last_step = step
+    return None
 
 
 def describe(run: ClusterRun) -> dict[str, Any]:

@@ -38,9 +38,7 @@ from typing import BinaryIO
 import gpudiag
 from gpudiag import inprogram, nvml
 from gpudiag.errors import UsageError, WriteFailed, signum_of
-from gpudiag.inprogram.config import (
-    RunHookConfig,
-)
+from gpudiag.inprogram.config import RunHookConfig, stream_id
 from gpudiag.layout import (
     ENV_RUN_CONFIG,
     ENV_RUN_PKG_ROOT,
@@ -143,17 +141,25 @@ def program_env(base: Mapping[str, str], config: RunHookConfig) -> dict[str, str
     return env
 
 
-def _start_sampler(backend: nvml.NvmlBackend | nvml.NvmlUnavailable, options: RunOptions
-                   ) -> tuple[nvml.Sampler | None, str | None]:
+def _start_sampler(backend: nvml.NvmlBackend | nvml.NvmlUnavailable, options: RunOptions,
+                   ui: Ui) -> tuple[nvml.Sampler | None, str | None]:
+    """The sampler, started, and said (None without NVML, or when NVML failed at start: the
+    reason)."""
+    sampler, reason = None, None
     if isinstance(backend, nvml.NvmlUnavailable):
-        return None, backend.reason
-    sampler = nvml.Sampler(backend, options.interval_s, options.gpus,
-                           active_threshold_percent=options.idle_threshold_percent)
-    try:
-        sampler.start()
-    except nvml.DeviceError as exc:  # the CLI, which opened the backend, closes it
-        return None, f"NVML failed at start: {exc}"
-    return sampler, None
+        reason = backend.reason
+    else:
+        sampler = nvml.Sampler(backend, options.interval_s, options.gpus,
+                               active_threshold_percent=options.idle_threshold_percent)
+        try:
+            sampler.start()
+        except nvml.DeviceError as exc:  # the CLI, which opened the backend, closes it
+            sampler, reason = None, f"NVML failed at start: {exc}"
+    if sampler is None:
+        ui.say(f"NVML not available ({reason}): running without GPU sampling")
+    else:
+        ui.say(f"sampling {len(sampler.device_indices)} GPU(s) every {options.interval_s:g} s")
+    return sampler, reason
 
 
 def execute(session: RunSession, argv: list[str], *,
@@ -166,11 +172,7 @@ def execute(session: RunSession, argv: list[str], *,
     config = _hook_config(session, out_dir, options)
     state = streams.FilterState(user_level=streams.user_level(
         os.environ.get("TF_CPP_MIN_LOG_LEVEL")))  # until the program imports TensorFlow
-    sampler, reason = _start_sampler(backend, options)
-    if sampler is None:
-        ui.say(f"NVML not available ({reason}): running without GPU sampling")
-    else:
-        ui.say(f"sampling {len(sampler.device_indices)} GPU(s) every {options.interval_s:g} s")
+    sampler, reason = _start_sampler(backend, options, ui)
     terminal_out = sys.stderr.buffer if stdout_to_stderr else sys.stdout.buffer
     stdout_path, stderr_path = out_dir / RUN_STDOUT, out_dir / RUN_STDERR
     returncode: int | None = None
@@ -183,8 +185,8 @@ def execute(session: RunSession, argv: list[str], *,
         (read_out, write_out), (read_err, write_err), resize = terminal_mod.program_ends(
             stdout_to_stderr)
         stack.enter_context(terminal_mod.resized(resize))  # before the program can ask
-        config = dataclasses.replace(config, stderr_stream=_stream_id(write_err),
-                                     stdout_stream=_stream_id(write_out))
+        config = dataclasses.replace(config, stderr_stream=stream_id(write_err),
+                                     stdout_stream=stream_id(write_out))
         try:
             proc = procs.spawn_program(argv, stdout=write_out, stderr=write_err,
                                        env=program_env(os.environ, config))
@@ -271,15 +273,6 @@ def _save_outcome(saved: Sequence[streams.SaveFile]) -> tuple[tuple[WriteFailed,
     kept = tuple(f"{f.path.name}: {f.failure.strerror}" for f in saved
                  if isinstance(f.failure, streams.KeptFree))
     return failures, kept
-
-
-def _stream_id(fd: int) -> tuple[int, int] | None:
-    """What the hooks compare fd 2 with (inprogram.agent)."""
-    try:
-        st = os.fstat(fd)
-    except OSError:
-        return None
-    return st.st_dev, st.st_ino
 
 
 def _wait(proc: subprocess.Popen[bytes], grace_s: float, say: Callable[[str], None],

@@ -28,7 +28,6 @@ before the run directory exists (gpudiag/scaling/options.py).
 from __future__ import annotations
 
 import dataclasses
-import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -39,6 +38,7 @@ from gpudiag import layout, nvml
 from gpudiag.errors import UsageError
 from gpudiag.procs.runner import ChildResult, run_child
 from gpudiag.records.training import AllreduceResult, CountConfig, CountResult
+from gpudiag.run.every import Every
 from gpudiag.scaling.judge import ConfigRun, judge
 from gpudiag.scaling.options import ScalingOptions, device_counts
 from gpudiag.scaling.table import rich_table
@@ -82,16 +82,14 @@ class _ProgressTail:
         self.update, self.switch, self.done = update, switch, done
         self._seen = 1  # the first strategy is switched to when the child starts
         self._finished: set[int] = set()
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True, name="gpudiag-progress")
+        self._every = Every(0.1, self._poll, "gpudiag-progress")
 
     def __enter__(self) -> _ProgressTail:
-        self._thread.start()
+        self._every.start()
         return self
 
     def __exit__(self, *exc: Any) -> None:
-        self._stop.set()
-        self._thread.join()
+        self._every.stop()
         self._poll()
 
     def _poll(self) -> None:
@@ -107,10 +105,6 @@ class _ProgressTail:
             if progress.step >= progress.total and k not in self._finished:
                 self._finished.add(k)
                 self.done(k)
-
-    def _run(self) -> None:
-        while not self._stop.wait(0.1):
-            self._poll()
 
 
 @dataclass

@@ -19,7 +19,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any, TypeVar
 
-from gpudiag.inprogram.config import RunHookConfig
+from gpudiag.inprogram.config import RunHookConfig, stream_id
 from gpudiag.inprogram.recorder import Recorder
 from gpudiag.layout import (
     RUN_MARK_PLACEMENT_ASKED,
@@ -55,8 +55,8 @@ class Agent:
         self.placement_log_asked = False
         # the stream gpudiag gave the program as fd 2 (the parent's word: a child whose fd 2
         # is a pipe of the program's own must not take it for gpudiag's)
-        self.stderr_id = config.stderr_stream or _stream_id(2)
-        self.stdout_id = config.stdout_stream or _stream_id(1)
+        self.stderr_id = config.stderr_stream or stream_id(2)
+        self.stdout_id = config.stdout_stream or stream_id(1)
         # TF_CPP_MIN_LOG_LEVEL as the program had it at `import tensorflow` (cpplevel.py)
         self.program_cpp_level: str | None = None
         self.cpp_log_captured = False  # TensorFlow loaded at level 0 onto gpudiag's stream
@@ -155,16 +155,8 @@ class _Quiet:
         self.agent.marker(RUN_MARK_QUIET_END)
 
 
-def _stream_id(fd: int) -> tuple[int, int] | None:
-    try:
-        st = os.fstat(fd)
-    except OSError:
-        return None
-    return st.st_dev, st.st_ino
-
-
 def _same_stream(fd: int, expected: tuple[int, int] | None) -> bool:
-    return expected is not None and _stream_id(fd) == expected
+    return expected is not None and stream_id(fd) == expected
 
 
 def above_std(fd: int) -> int:

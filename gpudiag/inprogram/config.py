@@ -41,7 +41,7 @@ class RunHookConfig:
     flush_interval_s: float = DEFAULT_FLUSH_INTERVAL_S
     loss_reads_per_s: int = DEFAULT_LOSS_READS_PER_S
     # no step finished for this long: a stall (None: derived from the step period, with a
-    # floor, gpudiag.run.stallwatch; 0: not watched)
+    # floor, gpudiag.inprogram.stallwatch; 0: not watched)
     stall_timeout_s: float | None = None
     # the hooks run inside a notebook's kernel (gpudiag.notebook's watch()): TensorFlow's
     # C++ log is the kernel's (never read), the placement window opens all the same
@@ -60,3 +60,13 @@ class RunHookConfig:
             if data.get(name) is not None:
                 data[name] = tuple(data[name])
         return RunHookConfig(**data)
+
+
+def stream_id(fd: int) -> tuple[int, int] | None:
+    """What RunHookConfig's stderr_stream and stdout_stream hold: the (device, inode) of the
+    file open at ``fd`` (None: ``fd`` is not open)."""
+    try:
+        st = os.fstat(fd)
+    except OSError:
+        return None
+    return st.st_dev, st.st_ino

@@ -22,6 +22,7 @@ from __future__ import annotations
 import json
 import types
 import typing
+from collections.abc import Callable
 from dataclasses import dataclass, field, fields
 from typing import Any, ClassVar
 
@@ -648,6 +649,16 @@ def _name(hint: Any) -> str:
     return hint.__name__ if plain else str(hint).replace("typing.", "")
 
 
+# the JSON values a scalar field takes (a bool is no number)
+_SCALARS: dict[Any, Callable[[Any], bool]] = {
+    type(None): lambda v: v is None,
+    float: lambda v: isinstance(v, int | float) and not isinstance(v, bool),
+    int: lambda v: isinstance(v, int) and not isinstance(v, bool),
+    str: lambda v: isinstance(v, str),
+    bool: lambda v: isinstance(v, bool),
+}
+
+
 def _check(value: Any, hint: Any, where: str) -> None:
     """Raise _Misfit unless the JSON ``value`` has the shape of ``hint``, inner types
     included (every element of a list, every key and value of a dict)."""
@@ -659,22 +670,12 @@ def _check(value: Any, hint: Any, where: str) -> None:
         if len(arms) == 1:  # X | None holding a value: X's reason, the inner field named
             _check(value, arms[0], where)
             return
-        for h in arms:
-            try:
-                _check(value, h, where)
-                return
-            except _Misfit:
-                continue
+        if any(_fits(value, h) for h in arms):
+            return
         raise _Misfit(where, _name(hint))
     ok = True
-    if hint is type(None):
-        ok = value is None
-    elif hint is float:
-        ok = isinstance(value, int | float) and not isinstance(value, bool)
-    elif hint is int:
-        ok = isinstance(value, int) and not isinstance(value, bool)
-    elif hint in (str, bool):
-        ok = isinstance(value, hint)
+    if hint in _SCALARS:
+        ok = _SCALARS[hint](value)
     elif origin in (list, tuple):
         if not isinstance(value, list):
             raise _Misfit(where, _name(hint))

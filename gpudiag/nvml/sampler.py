@@ -25,7 +25,6 @@ import statistics
 import threading
 import time
 from collections.abc import Callable, Sequence
-from types import TracebackType
 from typing import Final, Protocol
 
 from gpudiag.nvml.backend import NvmlBackend
@@ -218,12 +217,7 @@ class Sampler:
     def __enter__(self) -> Sampler:
         return self.start()
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def __exit__(self, *exc_info: object) -> None:
         self.stop()
 
     # -- threads

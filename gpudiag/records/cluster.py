@@ -17,10 +17,10 @@ start and end with its own clock (``tf.timestamp``) and returns its index.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any
 
-from gpudiag.records.training import Workload, _build
+from gpudiag.records.training import Plain, Workload, _build
 
 ROLES = ("trainer", "coordinator", "server")
 DEFAULT_BACKUP_EVERY = 25
@@ -36,7 +36,7 @@ def role_of(mode: str, task_type: str) -> str:
 
 
 @dataclass(frozen=True)
-class WorkerConfig:
+class WorkerConfig(Plain):
     """One cluster task's input (its TF_CONFIG comes in the environment)."""
 
     mode: str  # "sync" (MultiWorkerMirroredStrategy) or "ps" (ParameterServerStrategy)
@@ -50,16 +50,13 @@ class WorkerConfig:
     n_eval: int = 1024  # held-out examples the chief evaluates at the end
     progress: bool = True  # layout.step_line / cluster_line on stdout
 
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> WorkerConfig:
         return _build(cls, data, workload=Workload.from_dict)
 
 
 @dataclass(frozen=True)
-class WorkerStats:
+class WorkerStats(Plain):
     """One worker's own measurements (steps are 1-based, absolute across restarts)."""
 
     task: str  # "worker-1"
@@ -72,20 +69,13 @@ class WorkerStats:
     step_s_median: float | None
     communication_s_per_step: float | None = None  # collective ops in its trace (sync)
 
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> WorkerStats:
-        return _build(cls, data)
-
 
 def _stats_list(values: Any) -> list[WorkerStats]:
     return [WorkerStats.from_dict(v) for v in values]
 
 
 @dataclass(frozen=True)
-class WorkerResult:
+class WorkerResult(Plain):
     """What one cluster task's child returns."""
 
     mode: str
@@ -112,9 +102,6 @@ class WorkerResult:
     served_s: float | None = None  # a server: how long it served
     wall_s: float = 0.0
     notes: list[str] = field(default_factory=list)
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> WorkerResult:

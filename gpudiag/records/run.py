@@ -185,6 +185,11 @@ class PyWarning:
         return f"{self.category}: {self.message}"
 
 
+def caller_at(caller: dict[str, Any] | None) -> str:
+    """``file:line`` of the program's frame (``?``: not known)."""
+    return f"{caller['file'].rsplit('/', 1)[-1]}:{caller['line']}" if caller else "?"
+
+
 @dataclass(frozen=True)
 class DatasetCall:
     """One tf.data call the program made (gpudiag.inprogram.datasets), at pipeline build time."""
@@ -201,8 +206,7 @@ class DatasetCall:
 
     @property
     def where(self) -> str:
-        c = self.caller
-        return f"{c['file'].rsplit('/', 1)[-1]}:{c['line']}" if c else "?"
+        return caller_at(self.caller)
 
 
 @dataclass(frozen=True)
@@ -217,8 +221,7 @@ class Tf1Call:
 
     @property
     def where(self) -> str:
-        c = self.caller
-        return f"{c['file'].rsplit('/', 1)[-1]}:{c['line']}" if c else "?"
+        return caller_at(self.caller)
 
 
 @dataclass(frozen=True)

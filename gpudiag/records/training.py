@@ -18,7 +18,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import MISSING, asdict, dataclass, field, fields
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, Self, TypeVar
 
 from gpudiag.records.devices import DEFAULT_VIRTUAL_GPU_MEMORY_MB, DeviceSetup
 
@@ -72,11 +72,26 @@ def _build(cls: type[R], values: Mapping[str, Any], /,
     return cls(**{k: convert[k](v) if k in convert else v for k, v in values.items()})
 
 
+class Plain:
+    """Base of the records here: ``to_dict`` is ``asdict``, ``from_dict`` is ``_build``
+    (strict: an unknown or a missing required key is a ValueError). A record holding
+    records overrides them, to convert those."""
+
+    __dataclass_fields__: ClassVar[dict[str, Any]]
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Self:
+        return _build(cls, data)
+
+
 # ------------------------------------------------------------------------ training
 
 
 @dataclass(frozen=True)
-class Workload:
+class Workload(Plain):
     """What every scaling configuration trains: the same for each strategy and device
     count. The defaults are `gpudiag scaling`'s option defaults."""
 
@@ -93,16 +108,9 @@ class Workload:
     data: str | None = None  # .npz or TFRecord path; None: the synthetic set
     seed: int = 0
 
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> Workload:
-        return _build(cls, data)
-
 
 @dataclass(frozen=True)
-class TrainingConfig:
+class TrainingConfig(Plain):
     """One configuration (strategy x device count) for the training probe's child."""
 
     strategy: str  # one of STRATEGIES
@@ -119,16 +127,13 @@ class TrainingConfig:
         if self.strategy not in STRATEGIES:
             raise ValueError(f"unknown strategy {self.strategy!r}; one of {STRATEGIES}")
 
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> TrainingConfig:
         return _build(cls, data, workload=Workload.from_dict)
 
 
 @dataclass(frozen=True)
-class DataInfo:
+class DataInfo(Plain):
     """What the probe trained on."""
 
     source: str  # "synthetic" or the file path
@@ -147,7 +152,7 @@ class DataInfo:
 
 
 @dataclass(frozen=True)
-class TrainResult:
+class TrainResult(Plain):
     """One configuration's training run (gpudiag.train.loop / keras_fit).
 
     Step lists are 0-based step indices; a loss or accuracy that was not a finite
@@ -179,16 +184,9 @@ class TrainResult:
     # seconds per phase of the loop (PHASES_LOOP order); {} in results written before
     phases: dict[str, float] = field(default_factory=dict)
 
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> TrainResult:
-        return _build(cls, data)
-
 
 @dataclass(frozen=True)
-class TrainingResult:
+class TrainingResult(Plain):
     """What the training probe's child returns."""
 
     setup: DeviceSetup
@@ -213,7 +211,7 @@ class TrainingResult:
 
 
 @dataclass(frozen=True)
-class AllreduceConfig:
+class AllreduceConfig(Plain):
     """The collective bandwidth probe's input."""
 
     sizes_bytes: list[int] = field(default_factory=lambda: list(DEFAULT_SIZES_BYTES))
@@ -229,16 +227,9 @@ class AllreduceConfig:
     plateau_sizes: int = 2
     plateau_gain: float = 0.10
 
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> AllreduceConfig:
-        return _build(cls, data)
-
 
 @dataclass(frozen=True)
-class AllreduceRow:
+class AllreduceRow(Plain):
     """One message size, with nccl-tests' definitions."""
 
     size_bytes: int
@@ -247,16 +238,9 @@ class AllreduceRow:
     algbw_bytes_per_s: float  # size / time
     busbw_bytes_per_s: float  # algbw x 2(n-1)/n
 
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> AllreduceRow:
-        return _build(cls, data)
-
 
 @dataclass(frozen=True)
-class AllreduceResult:
+class AllreduceResult(Plain):
     """What the collective bandwidth probe's child returns (no rows with one device)."""
 
     setup: DeviceSetup
@@ -285,7 +269,7 @@ class AllreduceResult:
 
 
 @dataclass(frozen=True)
-class CountConfig:
+class CountConfig(Plain):
     """`gpudiag scaling`'s child for one device count: every strategy, one after the other,
     on the same devices (TensorFlow's device configuration is per process), then the
     all-reduce sweep when ``allreduce`` is set (the largest count's child)."""
@@ -309,9 +293,6 @@ class CountConfig:
                               virtual_gpus=self.virtual_gpus,
                               memory_limit_mb=self.memory_limit_mb, progress=True)
 
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> CountConfig:
         return _build(cls, data, workload=Workload.from_dict,
@@ -319,7 +300,7 @@ class CountConfig:
 
 
 @dataclass(frozen=True)
-class StrategyOutcome:
+class StrategyOutcome(Plain):
     """One strategy's run inside a count child: its result, or the error it raised."""
 
     strategy: str
@@ -340,7 +321,7 @@ class StrategyOutcome:
 
 
 @dataclass(frozen=True)
-class CountResult:
+class CountResult(Plain):
     """What a count child returns. ``entered_at``/``tf_imported_at``: wall-clock epochs
     (time.time) the parent subtracts its own start time from; the rest seconds."""
 

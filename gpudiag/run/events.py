@@ -22,31 +22,9 @@ from typing import Any, TypeVar
 from gpudiag.layout import RUN_EVENTS_PREFIX, RUN_EVENTS_SUFFIX, run_faults_name
 from gpudiag.layout import events as ev
 from gpudiag.readers.placementlog import short_device
-from gpudiag.records.run import (
-    ClusterJoin,
-    ConfigCall,
-    CrashRecord,
-    DatasetCall,
-    DeviceScope,
-    FunctionGraph,
-    ProcessObservation,
-    ProfileRecord,
-    PyWarning,
-    StepStats,
-    StrategyRecord,
-    Tf1Call,
-    TfLogRecord,
-)
-from gpudiag.run import classcount, observation
-from gpudiag.run.runstate import (
-    FitRun,
-    ProcessState,
-    eager_steps,
-    fit_steps,
-    function_steps,
-    series_label,
-    session_steps,
-)
+from gpudiag.records import run as rec
+from gpudiag.run import classcount, observation, runstate
+from gpudiag.run.runstate import ProcessState, series_label
 
 __all__ = ["HANDLERS", "Follower", "apply", "observe", "observe_all", "read_events",
            "series_label"]
@@ -86,27 +64,43 @@ def _apply(state: ProcessState, recorded: ev.Recorded) -> None:
         handler(state, recorded.event, t)
 
 
+# the kinds kept as they are: the latest event of its kind stands (LATEST; NEWS: and it is
+# news for the live view), or each one is kept in order (EACH); the state's attribute that
+# holds them
+LATEST: dict[type[ev.Event], str] = {
+    ev.TfImport: "tf_import", ev.KerasImport: "keras", ev.InputFloor: "input_floor",
+    ev.CpuUse: "cpu_use"}
+NEWS: dict[type[ev.Event], str] = {ev.Process: "process", ev.Exit: "exit"}
+EACH: dict[type[ev.Event], str] = {
+    ev.Compile: "compiles", ev.PyDataInput: "py_inputs", ev.Session: "sessions",
+    ev.Unknown: "unknown"}
+
+
+def _latest(attr: str) -> Handler:
+    return lambda s, e, t: setattr(s, attr, e)
+
+
+def _each(attr: str) -> Handler:
+    return lambda s, e, t: getattr(s, attr).append(e)
+
+
+def _news(attr: str) -> Handler:
+    def handler(s: ProcessState, e: ev.Event, t: float | None) -> None:
+        setattr(s, attr, e)
+        s.news.append((t, e))
+    return handler
+
+
+HANDLERS.update({kind: _latest(attr) for kind, attr in LATEST.items()})
+HANDLERS.update({kind: _news(attr) for kind, attr in NEWS.items()})
+HANDLERS.update({kind: _each(attr) for kind, attr in EACH.items()})
+
+
 # ------------------------------------------------------------------ what the process is
-@on(ev.Process)
-def _process(s: ProcessState, e: ev.Process, t: float | None) -> None:
-    s.process = e
-    s.news.append((t, e))
-
-
-@on(ev.TfImport)
-def _tf_import(s: ProcessState, e: ev.TfImport, t: float | None) -> None:
-    s.tf_import = e
-
-
-@on(ev.KerasImport)
-def _keras_import(s: ProcessState, e: ev.KerasImport, t: float | None) -> None:
-    s.keras = e
-
-
 @on(ev.ConfigCall)
 def _config_call(s: ProcessState, e: ev.ConfigCall, t: float | None) -> None:
-    s.config_calls.append(ConfigCall(e.order, e.api, e.args, e.kwargs, e.initialized_before,
-                                     e.caller, e.error_type, e.error))
+    s.config_calls.append(rec.ConfigCall(e.order, e.api, e.args, e.kwargs, e.initialized_before,
+                                         e.caller, e.error_type, e.error))
 
 
 @on(ev.Devices)
@@ -117,7 +111,7 @@ def _devices(s: ProcessState, e: ev.Devices, t: float | None) -> None:
 
 @on(ev.Strategy)
 def _strategy(s: ProcessState, e: ev.Strategy, t: float | None) -> None:
-    s.strategies.append(StrategyRecord(
+    s.strategies.append(rec.StrategyRecord(
         e.class_name, e.num_replicas_in_sync, [short_device(d) for d in e.worker_devices],
         [short_device(d) for d in e.parameter_devices], e.cross_device_ops,
         e.communication_implementation, e.nccl, e.cluster, e.caller, e.module))
@@ -125,8 +119,8 @@ def _strategy(s: ProcessState, e: ev.Strategy, t: float | None) -> None:
 
 @on(ev.ClusterJoin)
 def _cluster_join(s: ProcessState, e: ev.ClusterJoin, t: float | None) -> None:
-    s.joins.append(ClusterJoin(e.via, e.task_type, e.task_id, e.cluster_spec,
-                               caller=e.caller))
+    s.joins.append(rec.ClusterJoin(e.via, e.task_type, e.task_id, e.cluster_spec,
+                                   caller=e.caller))
     s.news.append((t, e))
 
 
@@ -155,7 +149,7 @@ def _placement_log_asked(s: ProcessState, e: ev.PlacementLogAsked, t: float | No
 # ------------------------------------------------------------------------ the loops
 @on(ev.FitBegin)
 def _fit_begin(s: ProcessState, e: ev.FitBegin, t: float | None) -> None:
-    s.fits.append(FitRun(e))
+    s.fits.append(runstate.FitRun(e))
     loop = s.loop("fit", "", series_label("fit", None))
     loop.batch_size = e.batch_size
     loop.classes = classcount.fit_classes(e.output_width, e.loss)
@@ -169,7 +163,7 @@ def _fit_steps(s: ProcessState, e: ev.FitSteps, t: float | None) -> None:
     if s.fits:
         s.fits[-1].rows += e.rows
     loop = s.loop("fit", "", series_label("fit", None))
-    s.stepped(loop, fit_steps(e.rows, loop.fit_batches))
+    s.stepped(loop, runstate.fit_steps(e.rows, loop.fit_batches))
 
 
 @on(ev.FitEpoch)
@@ -188,7 +182,7 @@ def _fit_end(s: ProcessState, e: ev.FitEnd, t: float | None) -> None:
 def _function_steps(s: ProcessState, e: ev.FunctionSteps, t: float | None) -> None:
     s.function_rows.setdefault(e.function, []).extend(e.rows)
     loop = s.loop("function", e.function, series_label("function", e.function))
-    s.stepped(loop, function_steps(e.rows))
+    s.stepped(loop, runstate.function_steps(e.rows))
 
 
 @on(ev.Function)
@@ -197,8 +191,8 @@ def _function(s: ProcessState, e: ev.Function, t: float | None) -> None:
         return
     s.functions[e.function] = e
     for g in e.graphs:
-        s.graphs.append(FunctionGraph(e.function, str(g.get("name")), int(g.get("ops") or 0),
-                                      [tuple(p) for p in g.get("pinned") or []]))
+        s.graphs.append(rec.FunctionGraph(e.function, str(g.get("name")), int(g.get("ops") or 0),
+                                          [tuple(p) for p in g.get("pinned") or []]))
     loop = s.loop("function", e.function, series_label("function", e.function))
     loop.classes = classcount.function_classes(e)
 
@@ -217,7 +211,7 @@ def _eager_loop(s: ProcessState, e: ev.EagerLoop, t: float | None) -> None:
 @on(ev.EagerSteps)
 def _eager_steps(s: ProcessState, e: ev.EagerSteps, t: float | None) -> None:
     s.eager_rows.setdefault(e.step, []).extend(e.rows)
-    s.stepped(s.loop("eager", e.step, series_label("eager", e.step)), eager_steps(e.rows))
+    s.stepped(s.loop("eager", e.step, series_label("eager", e.step)), runstate.eager_steps(e.rows))
 
 
 @on(ev.CallbackTimes)
@@ -226,32 +220,12 @@ def _callback_times(s: ProcessState, e: ev.CallbackTimes, t: float | None) -> No
         s.fits[-1].callbacks = [{**c, "epoch": e.epoch} for c in e.callbacks]
 
 
-@on(ev.Compile)
-def _compile(s: ProcessState, e: ev.Compile, t: float | None) -> None:
-    s.compiles.append(e)
-
-
-@on(ev.InputFloor)
-def _input_floor(s: ProcessState, e: ev.InputFloor, t: float | None) -> None:
-    s.input_floor = e
-
-
-@on(ev.CpuUse)
-def _cpu_use(s: ProcessState, e: ev.CpuUse, t: float | None) -> None:
-    s.cpu_use = e
-
-
-@on(ev.PyDataInput)
-def _py_data_input(s: ProcessState, e: ev.PyDataInput, t: float | None) -> None:
-    s.py_inputs.append(e)
-
-
 @on(ev.SessionSteps)
 def _session_steps(s: ProcessState, e: ev.SessionSteps, t: float | None) -> None:
     fetches, rows = s.groups.setdefault(e.group, (list(e.fetches), []))
     rows += e.rows
     loop = s.loop("session", str(e.group), series_label("session", e.group, fetches))
-    s.stepped(loop, session_steps(e.rows))
+    s.stepped(loop, runstate.session_steps(e.rows))
 
 
 @on(ev.Weights)
@@ -293,48 +267,43 @@ def _placement(s: ProcessState, e: ev.Placement, t: float | None) -> None:
     window.update(closed_by=e.reason, graphs=len(graphs), nodes_left_out=e.nodes_left_out)
 
 
-@on(ev.Session)
-def _session(s: ProcessState, e: ev.Session, t: float | None) -> None:
-    s.sessions.append(e)
-
-
 @on(ev.StepStats)
 def _step_stats(s: ProcessState, e: ev.StepStats, t: float | None) -> None:
-    s.step_stats.append(StepStats(e.group, e.devices, e.pinned, e.node_devices, e.call))
+    s.step_stats.append(rec.StepStats(e.group, e.devices, e.pinned, e.node_devices, e.call))
 
 
 @on(ev.DatasetCall)
 def _dataset_call(s: ProcessState, e: ev.DatasetCall, t: float | None) -> None:
-    s.datasets.append(DatasetCall(e.method, e.args, e.function, e.input, e.output, e.caller,
-                                  e.shape_lost))
+    s.datasets.append(rec.DatasetCall(e.method, e.args, e.function, e.input, e.output, e.caller,
+                                      e.shape_lost))
 
 
 @on(ev.DeviceScope)
 def _device_scope(s: ProcessState, e: ev.DeviceScope, t: float | None) -> None:
-    s.scopes.append(DeviceScope(e.device, e.caller))
+    s.scopes.append(rec.DeviceScope(e.device, e.caller))
 
 
 # ------------------------------------------------------------ what went wrong, the end
 @on(ev.Crash)
 def _crash(s: ProcessState, e: ev.Crash, t: float | None) -> None:
     if s.crash is None:
-        s.crash = CrashRecord(e.type, e.message, e.thread, e.frames, e.user_frame, e.causes,
-                              e.module)
+        s.crash = rec.CrashRecord(e.type, e.message, e.thread, e.frames, e.user_frame, e.causes,
+                                  e.module)
 
 
 @on(ev.Profile)
 def _profile(s: ProcessState, e: ev.Profile, t: float | None) -> None:
-    s.profile = ProfileRecord(e.status, e.logdir, e.source, e.steps, e.error, e.first_step)
+    s.profile = rec.ProfileRecord(e.status, e.logdir, e.source, e.steps, e.error, e.first_step)
 
 
 @on(ev.TfLog)
 def _tf_log(s: ProcessState, e: ev.TfLog, t: float | None) -> None:
-    s.tf_logs.append(TfLogRecord(e.level, e.message, e.source, e.shown, e.logger))
+    s.tf_logs.append(rec.TfLogRecord(e.level, e.message, e.source, e.shown, e.logger))
 
 
 @on(ev.PyWarning)
 def _py_warning(s: ProcessState, e: ev.PyWarning, t: float | None) -> None:
-    s.py_warnings.append(PyWarning(e.category, e.message, e.file, e.line, e.user_frame))
+    s.py_warnings.append(rec.PyWarning(e.category, e.message, e.file, e.line, e.user_frame))
 
 
 @on(ev.HookError)
@@ -348,20 +317,9 @@ def _hook_note(s: ProcessState, e: ev.HookNote, t: float | None) -> None:
     s.hook_errors.append({"kind": e.KIND, "where": e.where, "type": None, "message": e.message})
 
 
-@on(ev.Exit)
-def _exit(s: ProcessState, e: ev.Exit, t: float | None) -> None:
-    s.exit = e
-    s.news.append((t, e))
-
-
-@on(ev.Unknown)
-def _unknown(s: ProcessState, e: ev.Unknown, t: float | None) -> None:
-    s.unknown.append(e)
-
-
 @on(ev.Tf1Distribution)
 def _tf1_distribution(s: ProcessState, e: ev.Tf1Distribution, t: float | None) -> None:
-    s.tf1_calls.append(Tf1Call(e.api, e.args, e.caller))
+    s.tf1_calls.append(rec.Tf1Call(e.api, e.args, e.caller))
 
 
 # -------------------------------------------------------------------------- reading
@@ -461,7 +419,7 @@ class Follower:
 
 
 def observe(pid: int, records: list[ev.Recorded], events_dir: Path,
-            bad: Unreadable | None = None) -> ProcessObservation:
+            bad: Unreadable | None = None) -> rec.ProcessObservation:
     """One process's events as a ProcessObservation (an event its handler could not take
     goes to ``bad``)."""
     state = ProcessState(pid)
@@ -474,7 +432,7 @@ def observe(pid: int, records: list[ev.Recorded], events_dir: Path,
                           if faults.is_file() else "")
 
 
-def observe_all(events_dir: Path) -> tuple[list[ProcessObservation], Unreadable]:
+def observe_all(events_dir: Path) -> tuple[list[rec.ProcessObservation], Unreadable]:
     """Every process, in the order they started; and the lines that could not be read."""
     by_pid, bad = read_events(events_dir)
     order = sorted(by_pid, key=lambda pid: by_pid[pid][0].t_unix_s or 0.0)

@@ -31,7 +31,6 @@ and, every POLL_S:
 from __future__ import annotations
 
 import contextlib
-import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -44,6 +43,7 @@ from gpudiag.layout import events as ev
 from gpudiag.records.run import Step, StepSeries
 from gpudiag.run import peers, tbwrite
 from gpudiag.run.events import Follower
+from gpudiag.run.every import Every
 from gpudiag.run.livegpu import LiveGpus, NvmlFile
 from gpudiag.run.runstate import Loop, ProcessState
 from gpudiag.run.stderrscan import StderrScan
@@ -79,6 +79,13 @@ class LiveState:
     stderr_scan: StderrScan | None = None  # the catalogue's matches so far
 
 
+def _preload() -> None:
+    from gpudiag.tb import breakdown
+
+    with contextlib.suppress(Exception):  # the report's picture, drawn at the end
+        breakdown.preload()
+
+
 class Live:
     def __init__(self, events_dir: Path, run_dir: Path, say: Callable[[str], None],
                  sampler: nvml.Sampler | None = None) -> None:
@@ -94,11 +101,11 @@ class Live:
         self._latest: Loop | None = None  # the loop that stepped last (the status line)
         self._last_flush = -TB_FLUSH_S  # the first scalars are flushed at once
         self._dirty = False
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._loop, name="gpudiag-live", daemon=True)
+        self._every = Every(POLL_S, lambda: self._guarded(self.poll), "gpudiag-live",
+                            first=_preload)
 
     def start(self) -> Live:
-        self._thread.start()
+        self._every.start()
         return self
 
     def stop(self, returncode: int | None = None,
@@ -107,10 +114,7 @@ class Live:
         pid; the sampler stopped):
         read what is left, publish how its cluster tasks ended, close the live
         TensorBoard files (the final report keeps those that hold it all)."""
-        self._stop.set()
-        if self._thread.ident is not None:  # started (a test may poll it by hand)
-            self._thread.join(10)
-        if self._thread.is_alive():  # still in a poll: what it wrote is not trusted
+        if not self._every.stop(10):  # still in a poll: what it wrote is not trusted
             self._not_whole()
         self._guarded(self.poll)
         self._guarded(self._release)
@@ -142,14 +146,6 @@ class Live:
             self.gpus.file.complete = False
         if self.state.stderr_scan is not None:
             self.state.stderr_scan.whole = False
-
-    def _loop(self) -> None:
-        from gpudiag.tb import breakdown
-
-        with contextlib.suppress(Exception):  # the report's picture, drawn at the end
-            breakdown.preload()
-        while not self._stop.wait(POLL_S):
-            self._guarded(self.poll)
 
     def poll(self) -> None:
         """Read the new events into the run state, then draw each view from it."""

@@ -23,6 +23,8 @@ import threading
 from collections.abc import Callable
 from typing import BinaryIO
 
+from gpudiag.run.every import Every
+
 REDRAW_S = 1.0
 PREFIX = "[gpudiag] "
 CLEAR = b"\r\x1b[K"
@@ -36,26 +38,22 @@ class Terminal:
         self._drawn = False
         self._at_line_start = True
         self._closed = False
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._loop, name="gpudiag-status", daemon=True)
+        self._every = Every(REDRAW_S, self._redraw, "gpudiag-status")
 
     def start(self) -> Terminal:
-        self._thread.start()
+        self._every.start()
         return self
 
     def close(self) -> None:
         """Erase the line; nothing is drawn again (the final report follows)."""
-        self._stop.set()
-        if self._thread.ident is not None:
-            self._thread.join(5)
+        self._every.stop(5)
         with self._lock:
             self._clear()
             self._closed = True
 
-    def _loop(self) -> None:
-        while not self._stop.wait(REDRAW_S):
-            with contextlib.suppress(Exception):  # a status line is never worth a failure
-                self.draw()
+    def _redraw(self) -> None:
+        with contextlib.suppress(Exception):  # a status line is never worth a failure
+            self.draw()
 
     def _clear(self) -> None:
         if self._drawn:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -28,13 +28,18 @@ from gpudiag.rundir.errors import RunDirError
 from gpudiag.rundir.records import ChildFiles, Live, Run, RunStatus, typed_evidence
 
 
-def _parse(raw: bytes) -> Any:
-    """JSON (NaN and Infinity read, so that the check names where they are: gpudiag.rundir.
-    validate); the RecursionError of a deep file as a ValueError."""
+def _parse(path: Path, root: Path, unreadable: Callable[[str], str]) -> Any:
+    """File ``path`` of run directory ``root`` (gpudiag.rundir.confine) as JSON (NaN and
+    Infinity read, so that the check names where they are: gpudiag.rundir.validate);
+    RunDirError ``unreadable(why)`` when it is not UTF-8 JSON nested MAX_DEPTH deep at most."""
+    raw = read_confined(path, root)
     try:
         return json.loads(raw.decode("utf-8"))
     except RecursionError:
-        raise ValueError(f"nested deeper than {validate.MAX_DEPTH}") from None
+        why = f"nested deeper than {validate.MAX_DEPTH}"
+    except (UnicodeDecodeError, ValueError) as exc:
+        why = str(exc).splitlines()[0][:120]
+    raise RunDirError(unreadable(why))
 
 
 def _read_json(path: Path, root: Path) -> Any:
@@ -43,12 +48,7 @@ def _read_json(path: Path, root: Path) -> Any:
     MAX_DEPTH at most; None when there is none."""
     if not os.path.lexists(path):
         return None
-    raw = read_confined(path, root)
-    try:
-        data = _parse(raw)
-    except (UnicodeDecodeError, ValueError) as exc:
-        raise RunDirError(f"{readable(str(path))}: not readable JSON "
-                          f"({str(exc).splitlines()[0][:120]})") from None
+    data = _parse(path, root, lambda why: f"{readable(str(path))}: not readable JSON ({why})")
     if not isinstance(data, dict):
         raise RunDirError(f"{readable(str(path))}: is a JSON {type(data).__name__}, not an "
                           "object")
@@ -74,12 +74,8 @@ def read_report(path: Path) -> dict[str, Any]:
                               f"{layout.REPORT_JSON})")
     except (OSError, ValueError) as exc:  # a name too long, a NUL byte, a symlink loop
         raise RunDirError(f"not a gpudiag run directory: {shown[:160]} ({exc})") from None
-    raw = read_confined(file, path)
-    try:
-        data = _parse(raw)
-    except (UnicodeDecodeError, ValueError) as exc:
-        raise RunDirError(f"not a gpudiag run directory: {shown} ({layout.REPORT_JSON} is "
-                          f"not readable JSON: {str(exc).splitlines()[0][:120]})") from None
+    data = _parse(file, path, lambda why: f"not a gpudiag run directory: {shown} "
+                  f"({layout.REPORT_JSON} is not readable JSON: {why})")
     if not isinstance(data, dict) or "command" not in data or "findings" not in data:
         raise RunDirError(f"not a gpudiag run directory: {shown} ({layout.REPORT_JSON} is "
                           "not a gpudiag report)")

@@ -59,7 +59,7 @@ def _number(value: Any) -> bool:
 
 
 def _breakdown(i: int, evidence: dict[str, Any]) -> str | None:
-    """A bottleneck finding's evidence as gpudiag.rundir.records.breakdowns reads it."""
+    """A bottleneck finding's evidence as gpudiag.rundir.records.Run.breakdown reads it."""
     where = f"findings[{i}].evidence"
     parts = evidence.get("parts_s")
     if parts is not None:

@@ -2,7 +2,7 @@
 
 A chart shows every (run, tag) whose tag matches one of its regexes, so one chart puts
 every configuration (towers and mirrored) or every GPU on the same axes. Each command
-writes the categories it has data for into its report run (gpudiag.tb.EventWriter.
+writes the categories it has data for into its report run (gpudiag.tb.writer.EventWriter.
 custom_scalars); TensorBoard merges the layouts of all runs, equal charts once, so two
 scaling runs in one logdir still give one set of charts. Tags: gpudiag.layout.
 """

@@ -20,7 +20,6 @@ attributed to devices as for the other strategies.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -30,7 +29,7 @@ import tensorflow as tf
 
 from gpudiag import layout
 from gpudiag.records.training import TrainResult, finite
-from gpudiag.train.loop import LoopConfig, throughput
+from gpudiag.train.loop import Evaluation, LoopConfig, throughput
 from gpudiag.train.model import ModelTask, build_keras_model
 from gpudiag.train.summaries import Instrumentation
 from gpudiag.train.towers import TrainerOptions, op_devices
@@ -200,19 +199,8 @@ def _tensorboard_callback(loop: LoopConfig, instr: Instrumentation) -> keras.cal
     )
 
 
-@dataclass(frozen=True)
-class _Evaluation:
-    """Held-out loss and accuracy with the raw weights and the moving averages (None:
-    no moving average)."""
-
-    loss: float
-    accuracy: float
-    loss_ema: float | None
-    accuracy_ema: float | None
-
-
 def _evaluate(model: keras.Model, timer: _StepTimer, held_out: tuple[np.ndarray, np.ndarray],
-              batch: int, use_ema: bool) -> _Evaluation:
+              batch: int, use_ema: bool) -> Evaluation:
     """Evaluate the moving averages fit() left in the weights (with use_ema), then the raw
     weights of the last epoch, put back."""
     eval_x, eval_y = held_out
@@ -223,7 +211,7 @@ def _evaluate(model: keras.Model, timer: _StepTimer, held_out: tuple[np.ndarray,
         if timer.raw_weights is not None:
             model.set_weights(timer.raw_weights)
     eval_loss, eval_acc = model.evaluate(eval_x, eval_y, batch_size=batch, verbose=0)
-    return _Evaluation(eval_loss, eval_acc, eval_loss_ema, eval_acc_ema)
+    return Evaluation(eval_loss, eval_acc, eval_loss_ema, eval_acc_ema)
 
 
 def _train_function_devices(model: Any) -> dict[str, str]:

@@ -230,7 +230,7 @@ def _run_steps(trainer: Trainer, iterator: Any, loop: LoopConfig, on_step: Any,
 
 
 @dataclass(frozen=True)
-class _Evaluation:
+class Evaluation:
     """Held-out loss and accuracy with the raw weights and the moving averages (None:
     no moving average)."""
 
@@ -241,7 +241,7 @@ class _Evaluation:
 
 
 def _evaluate_and_log(trainer: Trainer, eval_x: np.ndarray, eval_y: np.ndarray,
-                      loop: LoopConfig) -> _Evaluation:
+                      loop: LoopConfig) -> Evaluation:
     """The moving average brought up to date, both evaluations, their scalars (under the
     writer)."""
     sync = getattr(trainer, "sync_ema", None)
@@ -258,7 +258,7 @@ def _evaluate_and_log(trainer: Trainer, eval_x: np.ndarray, eval_y: np.ndarray,
         )
         tf.summary.scalar(layout.TAG_EVAL_LOSS_EMA, eval_loss_ema, step=loop.steps)
         tf.summary.scalar(layout.TAG_EVAL_ACCURACY_EMA, eval_acc_ema, step=loop.steps)
-    return _Evaluation(eval_loss, eval_acc, eval_loss_ema, eval_acc_ema)
+    return Evaluation(eval_loss, eval_acc, eval_loss_ema, eval_acc_ema)
 
 
 class StepScalars:

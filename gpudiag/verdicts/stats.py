@@ -92,7 +92,7 @@ class Against:
 
     def words(self, fmt: str | Callable[[float], str] = "{:.3g}", name: str = "") -> str:
         """``near the threshold: 19 % (14 %-25 %), threshold 20 %`` (``fmt``: a format
-        string, or a function such as gpudiag.layout.units.pct)."""
+        string, or a function such as gpudiag.layout.units.share)."""
         show = fmt if callable(fmt) else fmt.format
         what = f"{name} " if name else ""
         span = f"{show(self.low)}-{show(self.high)}"

@@ -19,7 +19,7 @@ LOGICAL_APIS = ("set_logical_device_configuration", "set_virtual_device_configur
 def missing_eager_pins(obs: ProcessObservation, canonical: Any) -> list[dict[str, Any]]:
     """Each eager scope on a device this process does not have, when soft placement was
     on (with it off, TensorFlow raised instead: run.crash). ``canonical`` normalises a
-    device name (gpudiag.verdicts.run.canonical)."""
+    device name (gpudiag.verdicts.run.process.canonical)."""
     if not obs.devices or obs.devices.soft_placement is False:
         return []
     logical = set(obs.devices.logical)

@@ -1,7 +1,7 @@
 """`gpudiag run`'s verdicts on where the program's ops ran: ops per device (run.placement),
 pinned against placed (run.soft-placement), every device did work (run.every-device-used).
 Pure functions of gpudiag.records.run and plain numbers; device names as
-gpudiag.verdicts.run.canonical spells them."""
+gpudiag.verdicts.run.process.canonical spells them."""
 
 from __future__ import annotations
 
