@@ -1,9 +1,15 @@
-"""Fixtures of every tier (tests/unit, tests/cli, tests/e2e, tests/browser); the helpers
-they share are in tests/helpers.py, the golden runs in tests/golden.py."""
+"""Fixtures and checks of every tier (tests/README.md); the helpers the tiers share are in
+tests/helpers.py, the golden runs in tests/golden.py.
+
+The tiers are held to what they may do: a unit test starts no process, and no unit or cli
+test imports TensorFlow, at collection (a module-level import) or while it runs. The check
+sees an import TensorFlow's first: `make check` (unit and cli alone) always does."""
 
 from __future__ import annotations
 
+import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +43,50 @@ def every_finding_gpudiag_makes_is_titled(monkeypatch: pytest.MonkeyPatch) -> No
 @pytest.fixture
 def logdir(tmp_path: Path) -> Path:
     return tmp_path / "runs"
+
+
+# ------------------------------------------------------------------ the tiers held
+
+TESTS = Path(__file__).parent
+NO_PROCESS = TESTS / "unit"
+NO_TENSORFLOW = (TESTS / "unit", TESTS / "cli")
+_tf_at_collect: dict[str, bool] = {}
+
+
+def _tf() -> bool:
+    return "tensorflow" in sys.modules
+
+
+def _under(path: Path, tiers: tuple[Path, ...]) -> bool:
+    return any(path.is_relative_to(t) for t in tiers)
+
+
+def pytest_collectstart(collector: pytest.Collector) -> None:
+    _tf_at_collect[collector.nodeid] = _tf()
+
+
+def pytest_collectreport(report: pytest.CollectReport) -> None:
+    path = Path(str(report.fspath))
+    if (report.passed and not _tf_at_collect.pop(report.nodeid, True) and _tf()
+            and path.suffix == ".py" and _under(path, NO_TENSORFLOW)):
+        report.outcome = "failed"
+        report.longrepr = (f"{report.nodeid} imports TensorFlow: its tier takes none "
+                           "(tests/README.md); it belongs in tests/e2e")
+
+
+@pytest.fixture(autouse=True)
+def held_to_its_tier(request: pytest.FixtureRequest,
+                     monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    path = request.path
+    had_tf = _tf()
+    if _under(path, (NO_PROCESS,)):
+        def refused(self: Any, args: Any, *_: Any, **__: Any) -> None:
+            raise AssertionError(f"a unit test starts no process (it started {args!r}): "
+                                 "it belongs in tests/cli or tests/e2e")
+        monkeypatch.setattr(subprocess.Popen, "__init__", refused)
+    yield
+    assert had_tf or not _tf() or not _under(path, NO_TENSORFLOW), \
+        "this test imported TensorFlow: its tier takes none (tests/README.md)"
 
 
 # ------------------------------------------------------------------ timings kept

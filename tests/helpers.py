@@ -102,6 +102,9 @@ def files_holding(tb_run: Path, tag: str) -> list[Path]:
     its steps, written live, and beside them its HParams trial, written at the end)."""
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
+    from gpudiag.rundir.loops import tensorboard_without_tensorflow
+
+    tensorboard_without_tensorflow()  # reading scalars needs no TensorFlow
     found = []
     for path in sorted(tb_run.glob("events.out.tfevents.*")):
         acc = EventAccumulator(str(path), size_guidance={"tensors": 0})
@@ -117,6 +120,9 @@ def read_scalars(tb_run: Path) -> dict[str, list[ScalarEvent]]:
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
     from tensorboard.util import tensor_util
 
+    from gpudiag.rundir.loops import tensorboard_without_tensorflow
+
+    tensorboard_without_tensorflow()  # reading scalars needs no TensorFlow
     acc = EventAccumulator(str(tb_run), size_guidance={"tensors": 0})
     acc.Reload()
     out: dict[str, list[ScalarEvent]] = {}
@@ -214,7 +220,9 @@ def breakdown_picture(run_dir: Path) -> tuple[int, int, bytes, str]:
     from tensorboard.util import tensor_util
 
     from gpudiag import layout
+    from gpudiag.rundir.loops import tensorboard_without_tensorflow
 
+    tensorboard_without_tensorflow()
     acc = EventAccumulator(str(run_dir / layout.REPORT_TB_RUN),
                            size_guidance={"tensors": 0})
     acc.Reload()

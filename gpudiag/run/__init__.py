@@ -15,7 +15,8 @@ share (RunOptions, Outcome).
 While the program runs: live.py follows the events into the same per-process state and
 draws its views from it (scalars, stalls, a NaN loss),
 livegpu.py NVML's samples, stderrscan.py matches the saved stderr against the catalogue,
-statusline.py draws the terminal's one status line, peers.py shares a cluster's tasks'
+statusline.py draws the terminal's one status line (live.py and statusline.py each tick in
+an every.py thread), peers.py shares a cluster's tasks'
 live states in the logdir; classcount.py finds a loop's number of classes from evidence
 only, placedrows.py turns the placement window's graphs into placement rows, survivors.py
 finds descendants that outlive the program; eagertrace.py splits an eager loop's profiled

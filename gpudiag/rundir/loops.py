@@ -34,7 +34,8 @@ from gpudiag.rundir.records import Loop, Run, StepPoint
 Scalars = dict[str, dict[int, float]]  # tag -> step -> value
 
 
-def _no_tensorflow() -> None:
+def tensorboard_without_tensorflow() -> None:
+    """TensorBoard's reader on its TensorFlow stub where TensorFlow is not imported yet."""
     if "tensorflow" not in sys.modules and "tensorboard.compat.notf" not in sys.modules:
         sys.modules["tensorboard.compat.notf"] = types.ModuleType("tensorboard.compat.notf")
 
@@ -66,7 +67,7 @@ def read_scalars(tb_run: Path) -> Scalars:
 
 
 def _read_scalars(tb_run: Path) -> Scalars:
-    _no_tensorflow()
+    tensorboard_without_tensorflow()
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
     from tensorboard.util import tensor_util
 

@@ -20,8 +20,6 @@ import math
 import os
 import shutil
 import threading
-import urllib.error
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -32,7 +30,6 @@ from tensorboard.plugins import base_plugin
 from werkzeug.test import Client
 
 from gpudiag import layout
-from gpudiag.tb import serve as tbserve
 from gpudiag.tbplugin.plugin import GpudiagPlugin
 
 SAMPLE_RUN = next((REPO / "sample_runs" / "run").iterdir())
@@ -168,61 +165,3 @@ def test_a_run_whose_name_is_not_utf8_is_listed_escaped_and_opens(client: Any) -
 def test_every_response_says_nosniff(client: Any) -> None:
     for route in ("/index.js", "/style.css", "/runs"):
         assert client(route)[2]["X-Content-Type-Options"] == "nosniff"
-
-
-# ---------------------------------------------------------------- a real TensorBoard
-def _get(url: str) -> tuple[int, Any, str]:
-    request = urllib.request.Request(url, headers={"X-XSRF-Protected": "1"})
-    try:
-        with urllib.request.urlopen(request, timeout=60) as resp:
-            return resp.status, json.loads(resp.read()), resp.headers.get(
-                "X-Content-Type-Options", "")
-    except urllib.error.HTTPError as exc:
-        return exc.code, json.loads(exc.read()), exc.headers.get("X-Content-Type-Options", "")
-
-
-@pytest.fixture
-def spec_server(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[Any]:
-    """TensorBoard started with ``--logdir_spec SPEC`` from a working directory that holds
-    a run of its own (which must never be served)."""
-    cwd = tmp_path / "cwd"
-    shutil.copytree(SAMPLE_PLACEMENT, cwd / "cwd-run")
-    monkeypatch.chdir(cwd)
-    servers: list[tbserve.Server] = []
-    plain = tbserve.tensorboard_argv  # python -m tensorboard.main --logdir ...
-
-    def start(spec: str) -> str:
-        monkeypatch.setattr(tbserve, "tensorboard_argv", lambda logdir, port, host: [
-            *plain(logdir, port, host)[:3], "--logdir_spec", spec, "--port", "0",
-            "--host", "localhost"])
-        servers.append(tbserve.start(cwd, 0, "localhost"))
-        return servers[-1].url
-    yield start
-    for server in servers:
-        server.stop()
-
-
-@pytest.mark.slow
-def test_logdir_spec_of_one_directory_serves_it_never_the_working_directory(
-        spec_server: Any, tmp_path: Path) -> None:
-    named = tmp_path / "named"
-    shutil.copytree(SAMPLE_RUN, named / "the-run")
-    url = spec_server(f"mine:{named}")
-    listing = tbserve.get_json(url + "/data/plugins_listing")
-    assert listing["gpudiag"]["enabled"]
-    status, body, sniff = _get(url + "/data/plugin/gpudiag/runs")
-    assert status == 200 and sniff == "nosniff"
-    assert [r["id"] for r in body["runs"]] == ["the-run"]
-
-
-@pytest.mark.slow
-def test_logdir_spec_of_two_directories_leaves_the_tab_inactive_saying_why(
-        spec_server: Any, tmp_path: Path) -> None:
-    one, two = tmp_path / "one", tmp_path / "two"
-    shutil.copytree(SAMPLE_RUN, one / "r1")
-    shutil.copytree(SAMPLE_RUN, two / "r2")
-    url = spec_server(f"a:{one},b:{two}")
-    assert not tbserve.get_json(url + "/data/plugins_listing")["gpudiag"]["enabled"]
-    status, body, sniff = _get(url + "/data/plugin/gpudiag/runs")
-    assert status == 400 and sniff == "nosniff"
-    assert "--logdir_spec names 2 directories" in body["error"]

@@ -54,33 +54,6 @@ def _line(where: dict[str, Any]) -> str:
                            "loop": {"function": "train_step"}})
 
 
-def test_a_py_function_that_blocks_is_named_with_its_own_line() -> None:
-    import tensorflow as tf
-
-    release = threading.Event()
-
-    def slow_augment(x):  # the program's Python inside the step
-        release.wait(60)  # BLOCKS HERE
-        return x
-
-    @tf.function
-    def train_step(x):
-        return tf.py_function(slow_augment, [x], tf.float32) * 2.0
-
-    def py_function_waits(stack: list[dict[str, Any]]) -> bool:
-        return stack[-1]["function"] == "wait" and "BLOCKS HERE" in stack[-3]["code"]
-
-    with blocked(lambda: train_step(tf.ones([2])), in_function("quick_execute"),
-                 py_function_waits) as where:
-        release.set()
-    assert where["kind"] == "py_function", where
-    assert where["waiting"]["function"] == "slow_augment", where
-    assert where["waiting"]["code"] == "release.wait(60)  # BLOCKS HERE"
-    text = _line(where)
-    assert "waits for a tf.py_function / numpy_function" in text
-    assert "the py_function's code waits at test_stall_where.py:" in text
-
-
 def test_a_queue_a_thread_join_and_a_lock_are_each_named_at_the_programs_line() -> None:
     q: queue.Queue[int] = queue.Queue()
     def next_batch() -> None:
@@ -113,35 +86,3 @@ def test_a_queue_a_thread_join_and_a_lock_are_each_named_at_the_programs_line() 
         lock.release()
     # `with lock` blocks in C with the program's frame innermost: the line is named
     assert where["frame"]["code"] == "with lock:  # WAITS ON THE LOCK", where
-
-
-def test_a_server_join_is_named_as_such() -> None:
-    import socket
-
-    import tensorflow as tf
-
-    with socket.socket() as s:
-        s.bind(("localhost", 0))
-        port = s.getsockname()[1]
-    server = tf.distribute.Server(
-        tf.train.ClusterSpec({"ps": [f"localhost:{port}"]}), job_name="ps", task_index=0,
-        protocol="grpc", start=True)
-    inside = threading.Event()
-
-    def serve() -> None:
-        inside.set()
-        server.join()  # SERVES
-
-    thread = threading.Thread(target=serve, daemon=True)
-    thread.start()
-    inside.wait(60)
-    # join() is a C++ call: wait until the thread's innermost frame is server_lib's join
-    for _ in range(2000):
-        stack = stallwatch._frames(sys._current_frames()[thread.ident or -1])
-        if stack[-1]["function"] == "join":
-            break
-        threading.Event().wait(0.005)
-    where = stallwatch.classify(stack, [])
-    assert where["kind"] == "server_join", where
-    assert where["frame"]["code"] == "server.join()  # SERVES"
-    assert "waits in tf.distribute.Server.join()" in _line(where)

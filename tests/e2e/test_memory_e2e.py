@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import fake_nvml
 import jsonschema
 import pytest
 from helpers import (
@@ -22,8 +21,6 @@ from helpers import (
     read_scalars,
     run_dirs,
 )
-
-from gpudiag.commands import memory as memory_cmd
 
 SCHEMA = json.loads((REPO / "gpudiag" / "report.schema.json").read_text())
 MIB, GIB = 2**20, 2**30
@@ -103,27 +100,4 @@ def test_memory_without_gpu(logdir: Path) -> None:
     assert [e.value for e in scalars["memory/tf_peak_mib"]][-1] == 24
     assert "memory/nvml_process_mib" not in scalars
     assert "TensorFlow sees no GPU" in (run_dir / "report.md").read_text()
-
-
-def test_fraction_converts_with_the_gpus_total() -> None:
-    assert memory_cmd.limit_from_fraction(0.5, 40 * GIB) == 20480
-    assert memory_cmd.limit_from_fraction(1e-9, 40 * GIB) == 1
-
-
-def test_fraction_uses_the_nvml_device_behind_gpu0(monkeypatch: pytest.MonkeyPatch) -> None:
-    backend = fake_nvml.FakeBackend(
-        [
-            fake_nvml.FakeDevice(memory_total_bytes=16 * GIB),
-            fake_nvml.FakeDevice(memory_total_bytes=80 * GIB),
-        ]
-    )
-    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "1")
-    assert memory_cmd.gpu0_total_bytes(backend) == (80 * GIB, None)
-    assert not backend.closed  # the caller (the CLI) opened it and closes it
-    total, why = memory_cmd.gpu0_total_bytes(fake_nvml.open_scenario("no_nvml"))
-    assert total is None and why == fake_nvml.NO_NVML_REASON
-    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "-1")
-    total, why = memory_cmd.gpu0_total_bytes(backend)
-    assert total is None and why == ("cannot tell which NVML device is GPU:0: "
-                                     "CUDA_VISIBLE_DEVICES has no entry 0")
 

@@ -34,10 +34,7 @@ from typer.testing import CliRunner
 
 from gpudiag import nvml
 from gpudiag.cli import app, main
-from gpudiag.cliopts import parse_gpus
 from gpudiag.commands import monitor as monitor_cmd
-from gpudiag.errors import UsageError
-from gpudiag.procs.command import resolve_command
 from gpudiag.session import RunSession
 from gpudiag.ui import Ui
 
@@ -76,19 +73,6 @@ def test_bad_input_one_line_exit_2_nothing_written(
 ) -> None:
     proc = gpudiag("monitor", "--logdir", str(logdir), *args, timeout=60)
     assert_usage_error(proc, needle, logdir)
-
-
-def test_gpus_beyond_what_nvml_sees_is_exit_2(
-    logdir: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    backend = fake_nvml.busy(n=2)
-    rc = main(["monitor", "--logdir", str(logdir), "--gpus", "0,7", "--", PY, "-c", "pass"],
-              open_nvml=lambda: backend)
-    assert rc == 2
-    err = capsys.readouterr().err
-    assert err == "gpudiag: error: --gpus 7: there are 2 GPU(s) (indices 0..1)\n"
-    assert backend.closed
-    assert not logdir.exists()
 
 
 def test_clirunner_runs_monitor_with_scripted_gpus(logdir: Path) -> None:
@@ -134,13 +118,6 @@ def test_idle_gpus_in_a_run_too_short_to_judge_warn(logdir: Path) -> None:
     assert used["status"] == "warn"
     assert used["message"].startswith("the run lasted 0.0 s, too short to tell idle GPUs")
     assert used["evidence"]["idle_indices"] == [0, 1]
-
-
-def test_command_resolution() -> None:
-    assert resolve_command([PY, "-c", "pass"]) == [PY, "-c", "pass"]
-    with pytest.raises(UsageError, match="command is a directory"):
-        resolve_command([str(REPO)])
-    assert parse_gpus("1, 0,1") == (1, 0)
 
 
 # --------------------------------------------------------------------------- real runs, no NVML
