@@ -198,6 +198,9 @@ class FitBegin(Event):
     trainable_parameters: int | None = None
     trainable_bytes: int | None = None
     dtype_policy: str | None = None  # the model's Keras dtype policy: float32, mixed_float16 ...
+    keras: str | None = None  # the model's Keras package: keras (Keras 3) or tf_keras
+    reduction: str | None = None  # model.distribute_reduction_method: auto, sum, first ...
+    multi_worker: bool | None = None  # its strategy in multi-worker mode (a cluster)
 
 
 @dataclass(frozen=True)
