@@ -114,7 +114,7 @@ FAMILIES: tuple[Family, ...] = (
     *_fam("devices", "run.every-device-used", evidence="DeviceLanes"),
     *_fam("devices", "run.every-gpu-used", evidence="GpuUse"),
     *_fam("learning", "run.learning", evidence="Learning"),
-    *_fam("learning", "run.finite-loss"),
+    *_fam("learning", "run.finite-loss", "run.loss-setup"),
     *_fam("why_slow", "run.bottleneck", evidence="Bottleneck"),
     *_fam("why_slow", "run.throughput", "run.gpu-idle", "run.profile", "run.retracing",
           "run.eager-loop", "run.callbacks", "run.sm-utilization", "run.precision"),

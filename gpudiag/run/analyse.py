@@ -39,6 +39,7 @@ from gpudiag.verdicts import gpu_use as gpu_verdicts
 from gpudiag.verdicts.run import gpu_idle as run_gpu_idle
 from gpudiag.verdicts.run import hostcauses
 from gpudiag.verdicts.run import live as run_live
+from gpudiag.verdicts.run import loss_setup as run_loss_setup
 from gpudiag.verdicts.run import outcome as run_outcome
 from gpudiag.verdicts.run import peers as run_peers
 from gpudiag.verdicts.run import placement as run_placement
@@ -212,6 +213,9 @@ def _process_findings(session: RunSession, seen: RunSeen, obs: ProcessObservatio
                                                        options.idle_threshold_percent, proc),
                             obs, by_task))
     add(run_progress.learning(obs, proc))
+    setup = run_loss_setup.loss_setup(obs, proc)
+    if setup is not None:
+        add(setup)
     add(run_throughput.throughput(obs, options.profile_warmup_steps, proc))
     add(hostcauses.retracing(obs, proc))
     add(hostcauses.eager_loop(obs, options.profile_warmup_steps, proc))
