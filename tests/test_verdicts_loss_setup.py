@@ -123,7 +123,9 @@ def test_what_the_hook_could_not_see_is_skipped_and_said() -> None:
                    "call() returns", losses=[0.7, 0.6]))
     assert f.status == "ok"  # the loss stayed above 0: the one thing it could judge
     checks = by_rule(f)
-    assert checks["binary-labels"]["status"] == "skip" and unread in f.message
+    assert checks["binary-labels"]["status"] == "skip"
+    assert f"not checked ({unread}): binary cross-entropy's labels" in f.message
+    assert f.title == "binary_crossentropy: no mismatch in 1 check(s), 3 not checked"
     assert checks["from-logits"]["status"] == "skip" and "a subclassed model (Net)" in \
         f.message
     # a negative loss with labels unseen: said, with why the labels were not read

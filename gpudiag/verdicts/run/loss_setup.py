@@ -41,8 +41,8 @@ RANGES = {"binary": "{0, 1}", "sparse": "class indices from 0", "categorical": "
 
 @dataclass(frozen=True)
 class Check:
-    """One rule's outcome: ``status`` fail / warn / ok / skip (a fact not seen: ``text``
-    says which), the fix and where it goes (``file:line``)."""
+    """One rule's outcome: ``status`` fail / warn / ok / skip (a fact not seen:
+    ``missing`` says which), the fix and where it goes (``file:line``)."""
 
     rule: str
     status: Status
@@ -50,6 +50,7 @@ class Check:
     short: str = ""
     fix: str = ""
     where: str | None = None
+    missing: str = ""  # skip: the fact the hook could not see
 
 
 @dataclass(frozen=True)
@@ -110,7 +111,8 @@ def setup_of(s: StepSeries) -> Setup:
 
 
 def _skip(rule: str, what: str, why: str | None) -> Check:
-    return Check(rule, "skip", f"{what}: not checked, {why or 'not recorded'}")
+    """A rule not checked: ``what`` it would have checked, ``why`` (the fact missing)."""
+    return Check(rule, "skip", what, missing=why or "not recorded")
 
 
 def _range(labels: dict[str, Any]) -> str:
@@ -310,8 +312,10 @@ def _finding(check_id: str, fits: Sequence[Setup], done: list[Check],
     parts = [_said(c) for c in bad]
     if fine:
         parts.append("checked: " + "; ".join(c.text for c in fine))
-    if unseen:
-        parts.append("not checked: " + "; ".join(c.text for c in unseen))
+    missing: dict[str, list[str]] = {}
+    for c in unseen:
+        missing.setdefault(c.missing, []).append(c.text)
+    parts += [f"not checked ({why}): " + "; ".join(texts) for why, texts in missing.items()]
     message = f"{fits[0].label}: " + ("; ".join(parts) or f"no rule applies to {loss}")
     if bad:
         head = bad[0].short + (f" at {bad[0].where}" if bad[0].where else "")
@@ -319,6 +323,10 @@ def _finding(check_id: str, fits: Sequence[Setup], done: list[Check],
                        advice=" ".join(f"{c.fix}." for c in bad if c.fix),
                        title=title(f"{head}: the loss does not fit", head, bad[0].short),
                        actions=tuple(Action(c.fix, c.where) for c in bad if c.fix))
+    if fine and unseen:
+        return Finding(check_id, "ok", message, evidence, title=title(
+            f"{loss}: no mismatch in {len(fine)} check(s), {len(unseen)} not checked",
+            f"no mismatch in {len(fine)} check(s), {len(unseen)} not checked"))
     if fine:
         return Finding(check_id, "ok", message, evidence, title=title(
             f"{loss} fits the labels and the last layer ({len(fine)} checks)",
