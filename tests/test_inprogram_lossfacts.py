@@ -35,6 +35,10 @@ def test_fit_data_reads_arrays_and_says_why_not_for_a_dataset() -> None:
     d = lossfacts.fit_data((np.ones((8, 3)), np.arange(8)), {}, at)
     assert d["labels"]["max"] == 7.0 and d["inputs"]["shape"] == [8, 3]
     assert d["caller"] == at and d["unread"] is None
+    listed = lossfacts.fit_data((np.ones((4, 3)), [0, 1, 2, 9]), {}, at)
+    assert listed["labels"]["max"] == 9.0 and listed["labels"]["distinct"] == 4
+    outputs = lossfacts.fit_data((np.ones((4, 3)), [np.arange(4), np.arange(4)]), {}, at)
+    assert outputs["labels"] is None and "a list, not one array" in outputs["unread"]
 
     class Dataset:
         element_spec = ()

@@ -153,6 +153,10 @@ def _fit_data(args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
                          "labels only from arrays passed to fit, never running the "
                          "program's pipeline")
         return out
+    np = sys.modules.get("numpy")
+    if isinstance(y, list) and np is not None and y and \
+            all(isinstance(v, int | float) for v in y[:16]):  # scalars, not several outputs
+        y = np.asarray(y[:MAX_LABELS])
     out["labels"] = summary(y, MAX_LABELS, True)
     if out["labels"] is None:
         out["unread"] = f"the labels are a {type(y).__name__}, not one array"
