@@ -59,7 +59,7 @@ def test_a_summed_loss_far_above_ln10_is_no_failure_when_per_replica_it_fell() -
 def test_the_sum_is_read_from_the_epochs_loss_when_the_hooks_recorded_nothing_of_it() -> None:
     s = summed_fit({"replicas": 2, "learning_rate": 0.001})
     assert replica_losses.loss_scale(s).factor == 2
-    assert "is 2.00 x its epoch's loss" in replica_losses.loss_scale(s).words
+    assert "being 2.00 x its epoch's loss" in replica_losses.loss_scale(s).words
     # without an epoch's loss, from the recorded facts: tf_keras, multi-worker, "auto"
     assert replica_losses.loss_scale(replace(s, epochs=[], facts=MWMS)).factor == 2
     # Keras 3 averages; a reduction of "first" takes one replica's
@@ -95,3 +95,11 @@ def test_the_title_says_far_above_ln_classes_as_its_message_does() -> None:
     f = progress.learning(obs(fit))
     assert f.status == "fail" and "far above ln 10" in f.message
     assert "far above ln 10" in f.title and "= ln 10," not in f.title
+
+
+def test_without_an_epoch_the_batch_accuracy_is_per_replica_too() -> None:
+    """tf_keras sums a batch's accuracy over the replicas as it sums the loss (measured: a
+    2-worker fit's batch logs read accuracy 0.1719 beside its epoch's 0.0859)."""
+    f = progress.learning(obs(summed_fit(MWMS, epochs=[])))
+    (loop,) = f.evidence["loops"]
+    assert loop["loss_divided_by"] == 2 and abs(loop["accuracy"] - 0.25) < 1e-9

@@ -215,6 +215,8 @@ def _judge_run(obs: ProcessObservation, s: Any) -> tuple[dict[str, Any], str, St
         if ln else None
     floor = learning_causes.at_softmax_floor(losses, last, c, LN_TOLERANCE)
     acc = _accuracy(s)
+    if acc is not None and not s.epochs and scale.factor and scale.factor > 1:
+        acc /= scale.factor  # a batch's accuracy summed over the replicas as its loss
     chance = learning_causes.accuracy_against_chance(
         acc, learning_causes.last_epoch_examples(s.steps, s.batch_size), c) \
         if acc is not None and c else None

@@ -53,8 +53,8 @@ def _observed(s: StepSeries, replicas: int) -> LossScale | None:
     ratio = last / epoch
     if abs(ratio - replicas) <= RATIO_TOLERANCE * replicas:
         return LossScale(replicas, (
-            f"its batch losses are summed over its {replicas} replicas (the last batch's "
-            f"running mean {last:.4g} is {ratio:.2f} x its epoch's loss {epoch:.4g}): "
+            f"its batch losses are summed over its {replicas} replicas, the last batch's "
+            f"running mean {last:.4g} being {ratio:.2f} x its epoch's loss {epoch:.4g}: "
             f"judged per replica, each divided by {replicas}"))
     if abs(ratio - 1) <= RATIO_TOLERANCE:
         return LossScale(1)
@@ -76,9 +76,9 @@ def loss_scale(s: StepSeries) -> LossScale:
         multi, how = s.facts.get("multi_worker"), s.facts.get("reduction")
         if multi is True and how in ("auto", "sum"):
             return LossScale(replicas, (
-                f"its batch losses are summed over its {replicas} replicas (tf_keras "
-                f"reduces a multi-worker {strategy} fit's batch logs with "
-                f"distribute_reduction_method={how!r}: a sum): judged per replica, each "
+                f"its batch losses are summed over its {replicas} replicas, tf_keras "
+                f"reducing a multi-worker {strategy} fit's batch logs with "
+                f"distribute_reduction_method={how!r}, a sum: judged per replica, each "
                 f"divided by {replicas}"))
         if multi is False or how in ("first", "mean"):
             return LossScale(1)
