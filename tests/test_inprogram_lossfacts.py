@@ -76,3 +76,25 @@ def test_loss_facts_from_a_string_a_function_and_a_loss_object() -> None:
                      "class": "SparseCategoricalCrossentropy", "from_logits": True,
                      "several": False}
     assert lossfacts.loss_facts({"a": "mse"})["several"] is True
+
+
+def test_reduction_facts_name_the_keras_package_of_a_subclass_and_multi_worker_mode() -> None:
+    class Sequential:
+        distribute_reduction_method = "auto"
+
+    Sequential.__module__ = "tf_keras.src.engine.sequential"
+
+    class Net(Sequential):  # the program's own subclass
+        pass
+
+    class Extended:
+        def _in_multi_worker_mode(self) -> bool:
+            return True
+
+    class Strategy:
+        extended = Extended()
+
+    assert lossfacts.reduction_facts(Net(), Strategy()) == {
+        "keras": "tf_keras", "reduction": "auto", "multi_worker": True}
+    assert lossfacts.reduction_facts(object(), None) == {
+        "keras": None, "reduction": None, "multi_worker": None}  # never raises

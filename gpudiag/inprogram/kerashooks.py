@@ -122,7 +122,7 @@ def _model_facts(model: Any, data: dict[str, Any] | None = None) -> dict[str, An
     strategy = getattr(model, "distribute_strategy", None)
     facts["strategy"] = type(strategy).__name__ if strategy is not None else None
     facts["replicas"] = getattr(strategy, "num_replicas_in_sync", None)
-    facts.update(_reduction_facts(model, strategy))
+    facts.update(lossfacts.reduction_facts(model, strategy))
     try:  # an unbuilt model (tf_keras before its first call) raises here
         trainable = list(model.trainable_weights)
     except Exception:
@@ -138,22 +138,6 @@ def _model_facts(model: Any, data: dict[str, Any] | None = None) -> dict[str, An
     facts["dtype_policy"] = policy if isinstance(policy, str) else \
         getattr(policy, "name", None)
     return facts | lossfacts.begin_facts(model, data)
-
-
-def _reduction_facts(model: Any, strategy: Any) -> dict[str, Any]:
-    """How the fit's batch logs are reduced over its replicas (gpudiag.verdicts.run.
-    replica_losses): the Keras package, distribute_reduction_method, multi-worker mode."""
-    packages = (c.__module__.split(".", 1)[0] for c in type(model).__mro__)  # a subclass's
-    out: dict[str, Any] = {"keras": next((p for p in packages if p in ("keras", "tf_keras")),
-                                         None)}
-    how = getattr(model, "distribute_reduction_method", None)
-    out["reduction"] = how if isinstance(how, str) else None
-    try:
-        multi = strategy.extended._in_multi_worker_mode()
-        out["multi_worker"] = multi if isinstance(multi, bool) else None
-    except Exception:
-        out["multi_worker"] = None
-    return out
 
 
 def _fingerprint(agent: Agent, recorder: Any, phase: str) -> None:

@@ -1,7 +1,9 @@
 """What a Keras fit's loss is given, read once per ``fit`` call: the loss (its name, class,
 ``from_logits``), the model's last layer (class, activation, units) and first layers, and
 a bounded summary of the labels and inputs passed as arrays (dtype, shape, min, max,
-integer-valued, the distinct labels up to a cap), for gpudiag.verdicts.run.loss_setup.
+integer-valued, the distinct labels up to a cap), for gpudiag.verdicts.run.loss_setup;
+and how the fit's batch logs are reduced over its replicas (reduction_facts), for
+gpudiag.verdicts.run.replica_losses.
 
 Cheap and bounded: at most MAX_LABELS labels and MAX_INPUT_VALUES input values are read,
 from the first rows. NumPy is used only when the program has already imported it (Keras
@@ -26,6 +28,22 @@ def _name(obj: Any) -> str | None:
     if isinstance(obj, str):
         return obj
     return getattr(obj, "__name__", None) or type(obj).__name__
+
+
+def reduction_facts(model: Any, strategy: Any) -> dict[str, Any]:
+    """How the fit's batch logs are reduced over its replicas (gpudiag.verdicts.run.
+    replica_losses): the Keras package, distribute_reduction_method, multi-worker mode."""
+    packages = (c.__module__.split(".", 1)[0] for c in type(model).__mro__)  # a subclass's
+    out: dict[str, Any] = {"keras": next((p for p in packages if p in ("keras", "tf_keras")),
+                                         None)}
+    how = getattr(model, "distribute_reduction_method", None)
+    out["reduction"] = how if isinstance(how, str) else None
+    try:
+        multi = strategy.extended._in_multi_worker_mode()
+        out["multi_worker"] = multi if isinstance(multi, bool) else None
+    except Exception:
+        out["multi_worker"] = None
+    return out
 
 
 def loss_facts(loss: Any) -> dict[str, Any]:
