@@ -62,6 +62,9 @@ def test_one_sigmoid_unit_on_digit_labels_names_the_cause_and_the_fix_at_compile
     (action,) = f.actions
     assert action.where == "train.py:20" and "Dense(10, activation='softmax')" in \
         action.what and "sparse_categorical_crossentropy" in action.what
+    svm = judged(fit("binary_crossentropy", "sigmoid", 1, labels(-1, 1, [600], 2)))
+    assert svm.status == "fail" and "on labels -1 to 1 (2 distinct values)" in svm.message
+    assert svm.actions[0].what.startswith("labels in {0, 1}")
     # labels in {0, 1}: the same model is right
     ok = judged(fit("binary_crossentropy", "sigmoid", 1, labels(0, 1, [600], 2),
                     losses=[0.7, 0.5]))

@@ -115,10 +115,13 @@ def _skip(rule: str, what: str, why: str | None) -> Check:
     return Check(rule, "skip", what, missing=why or "not recorded")
 
 
+def _span(lo: float, hi: float) -> str:
+    return f"{lo:g} to {hi:g}" if lo < 0 else f"{lo:g}-{hi:g}"  # never "-1-1"
+
+
 def _range(labels: dict[str, Any]) -> str:
-    lo, hi = labels["min"], labels["max"]
     n = labels.get("distinct")
-    return f"{lo:g}-{hi:g}" + (f" ({n} distinct values)" if n else "")
+    return _span(labels["min"], labels["max"]) + (f" ({n} distinct values)" if n else "")
 
 
 def _binary(s: Setup) -> Check | None:
@@ -138,7 +141,7 @@ def _binary(s: Setup) -> Check | None:
     return Check("binary-labels", "fail", (
         f"binary cross-entropy ({s.loss}) on labels {_range(y)}: it takes labels in "
         "{0, 1}, and on larger ones its loss falls below 0 while nothing is learned"),
-        f"binary cross-entropy on labels {y['min']:g}-{y['max']:g}", fix, s.compile_at)
+        f"binary cross-entropy on labels {_span(y['min'], y['max'])}", fix, s.compile_at)
 
 
 def _shape(y: dict[str, Any]) -> str:
@@ -267,7 +270,7 @@ def _inputs(s: Setup) -> Check | None:
             "Normalization layer first: large inputs saturate the first layers and slow "
             "learning"), f"inputs {x['min']:g}-{x['max']:g} unscaled",
             "x = x / 255.0 before fit (or keras.layers.Rescaling(1/255) first)", s.fit_at)
-    return Check("inputs-scaled", "ok", f"inputs {x['min']:.3g}-{x['max']:.3g}")
+    return Check("inputs-scaled", "ok", f"inputs {x['min']:.3g} to {x['max']:.3g}")
 
 
 RULES = (_binary, _sparse_or_one_hot, _units, _logits, _negative, _inputs)
