@@ -19,7 +19,8 @@ devicescopes (eager tf.device scopes), classevidence (a step function's cross-en
 ops), datasets (the tf.data calls with the program's lines), stallwatch (every thread's
 stack when no step finishes), tracing (a step tf.function's traces: what each cost and
 what made it), eagersteps (a training step run without tf.function), callbacktimes (the
-program's own Keras callbacks timed inside fit), inputwait (seconds inside a tf.data
+program's own Keras callbacks timed inside fit), lossfacts (the loss, the last layer and
+the labels a fit is given), inputwait (seconds inside a tf.data
 iterator's next(), and its own cost on a full buffer), pydata (Keras 3's batches from a
 PyDataset or a Python generator, timed), cpplevel (TensorFlow's C++ log level: gpudiag's
 for TensorFlow's import, the program's otherwise)."""

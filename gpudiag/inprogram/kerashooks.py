@@ -28,7 +28,7 @@ from collections.abc import Callable
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
-from gpudiag.inprogram import callbacktimes, weights
+from gpudiag.inprogram import callbacktimes, lossfacts, weights
 from gpudiag.inprogram.agent import drop_own_frames, patch
 from gpudiag.inprogram.config import UNBUFFERED_FIRST_STEPS
 from gpudiag.inprogram.recorder import StepBuffer
@@ -100,8 +100,9 @@ def _guarded(agent: Agent, method: Callable[..., None]) -> Callable[..., None]:
     return wrapper
 
 
-def _model_facts(model: Any) -> dict[str, Any]:
-    """What the fit_begin event says of the model (gpudiag.layout.events.FitBegin)."""
+def _model_facts(model: Any, data: dict[str, Any] | None = None) -> dict[str, Any]:
+    """What the fit_begin event says of the model (gpudiag.layout.events.FitBegin), and of
+    what its loss is given (``data``: lossfacts.fit_data)."""
     # which model: fits of the same one are one training run (run.learning)
     facts: dict[str, Any] = {"model": type(model).__name__, "model_id": id(model)}
     try:
@@ -121,6 +122,7 @@ def _model_facts(model: Any) -> dict[str, Any]:
     strategy = getattr(model, "distribute_strategy", None)
     facts["strategy"] = type(strategy).__name__ if strategy is not None else None
     facts["replicas"] = getattr(strategy, "num_replicas_in_sync", None)
+    facts.update(lossfacts.reduction_facts(model, strategy))
     try:  # an unbuilt model (tf_keras before its first call) raises here
         trainable = list(model.trainable_weights)
     except Exception:
@@ -135,7 +137,7 @@ def _model_facts(model: Any) -> dict[str, Any]:
     policy = getattr(model, "dtype_policy", None)  # Keras 3 and tf_keras: a named policy
     facts["dtype_policy"] = policy if isinstance(policy, str) else \
         getattr(policy, "name", None)
-    return facts
+    return facts | lossfacts.begin_facts(model, data)
 
 
 def _fingerprint(agent: Agent, recorder: Any, phase: str) -> None:
@@ -162,14 +164,14 @@ def make_callback_class(agent: Agent, keras: ModuleType) -> type:  # noqa: C901 
         async_safe = True
 
         def __init__(self, batch_size: int | None, examples: int | None, buffer: StepBuffer,
-                     timed: list[callbacktimes.Timed] | None = None) -> None:
+                     timed: list[callbacktimes.Timed] | None = None,
+                     data: dict[str, Any] | None = None) -> None:
             super().__init__()
             self.timed = timed or []  # the program's callbacks, timed for this fit
-            self.batch_size = batch_size
-            self.examples = examples
+            # and lossfacts.fit_data: the labels and inputs fit was given
+            self.batch_size, self.examples, self.data = batch_size, examples, data
             self.label = "Model.fit"
-            self.epoch = 0
-            self.step = 0
+            self.epoch, self.step = 0, 0
             self.begun: int | None = None
             self.starts: dict[int, float] = {}
             self.refs: list[Any] = []
@@ -186,7 +188,7 @@ def make_callback_class(agent: Agent, keras: ModuleType) -> type:  # noqa: C901 
             self.buffer.window_key = ("fit", id(self.model))
             record_devices("fit")
             agent.emit(events.FitBegin(params=dict(self.params or {}), batch_size=self.batch_size,
-                       examples=self.examples, **_model_facts(self.model)))
+                       examples=self.examples, **_model_facts(self.model, self.data)))
             self._fingerprint("begin")
 
         def on_epoch_begin(self, epoch: int, logs: Any = None) -> None:
@@ -302,17 +304,18 @@ def install(agent: Agent, keras: ModuleType) -> None:
     def fit(self: Any, *args: Any, **kwargs: Any) -> Any:
         timed: list[callbacktimes.Timed] = []
         try:
+            from gpudiag.inprogram.tracing import user_line
+
             batch, examples = _batch_size(args, kwargs)
             refused = batch_hooks_refused(keras, self)
             given_callbacks = args[CALLBACKS_POSITION] if len(args) > CALLBACKS_POSITION \
                 else kwargs.get("callbacks")
+            at = user_line(sys._getframe(1))
             if isinstance(given_callbacks, list | tuple) and not refused:
-                from gpudiag.inprogram.tracing import user_line
-
                 timed = callbacktimes.time_callbacks(given_callbacks, keras.callbacks.Callback,
-                                                     user_line(sys._getframe(1)))
-            callback = (epochs_only_cls if refused else recorder_cls)(batch, examples,
-                                                                      buffer_of(self), timed)
+                                                     at)
+            callback = (epochs_only_cls if refused else recorder_cls)(
+                batch, examples, buffer_of(self), timed, lossfacts.fit_data(args, kwargs, at))
             if refused:
                 agent.emit(events.HookNote(where="Model.fit", message=refused))
             if len(args) > CALLBACKS_POSITION:

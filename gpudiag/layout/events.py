@@ -199,6 +199,16 @@ class FitBegin(Event):
     trainable_parameters: int | None = None
     trainable_bytes: int | None = None
     dtype_policy: str | None = None  # the model's Keras dtype policy: float32, mixed_float16 ...
+    keras: str | None = None  # the model's Keras package: keras (Keras 3) or tf_keras
+    reduction: str | None = None  # model.distribute_reduction_method: auto, sum, first ...
+    multi_worker: bool | None = None  # its strategy in multi-worker mode (a cluster)
+    # what the loss is given (gpudiag.inprogram.lossfacts): the loss and the last layer,
+    # the labels' and inputs' summaries (None: not arrays; data_unread says why), fit's line
+    setup: dict[str, Any] | None = None
+    labels: dict[str, Any] | None = None
+    inputs: dict[str, Any] | None = None
+    data_unread: str | None = None
+    caller: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True)

@@ -114,11 +114,11 @@ FAMILIES: tuple[Family, ...] = (
     *_fam("devices", "run.every-device-used", evidence="DeviceLanes"),
     *_fam("devices", "run.every-gpu-used", evidence="GpuUse"),
     *_fam("learning", "run.learning", evidence="Learning"),
-    *_fam("learning", "run.finite-loss"),
+    *_fam("learning", "run.finite-loss", "run.loss-setup"),
     *_fam("why_slow", "run.bottleneck", evidence="Bottleneck"),
     *_fam("why_slow", "run.throughput", "run.gpu-idle", "run.profile", "run.retracing",
           "run.eager-loop", "run.callbacks", "run.sm-utilization", "run.precision"),
-    *_fam("scaling", "run.cluster"),
+    *_fam("scaling", "run.cluster", "run.strategy"),
     *_fam("program", "run.notebook"),
     # any command: bad input found after its run directory was made (gpudiag.session)
     *_fam("program", "<command>.error"),

@@ -39,6 +39,7 @@ from gpudiag.verdicts import gpu_use as gpu_verdicts
 from gpudiag.verdicts.run import gpu_idle as run_gpu_idle
 from gpudiag.verdicts.run import hostcauses
 from gpudiag.verdicts.run import live as run_live
+from gpudiag.verdicts.run import loss_setup as run_loss_setup
 from gpudiag.verdicts.run import outcome as run_outcome
 from gpudiag.verdicts.run import peers as run_peers
 from gpudiag.verdicts.run import placement as run_placement
@@ -46,6 +47,7 @@ from gpudiag.verdicts.run import precision as run_precision
 from gpudiag.verdicts.run import process as run_verdicts
 from gpudiag.verdicts.run import progress as run_progress
 from gpudiag.verdicts.run import ps as run_ps
+from gpudiag.verdicts.run import strategy_cost as run_strategy
 from gpudiag.verdicts.run import throughput as run_throughput
 
 
@@ -212,6 +214,9 @@ def _process_findings(session: RunSession, seen: RunSeen, obs: ProcessObservatio
                                                        options.idle_threshold_percent, proc),
                             obs, by_task))
     add(run_progress.learning(obs, proc))
+    setup = run_loss_setup.loss_setup(obs, proc)
+    if setup is not None:
+        add(setup)
     add(run_throughput.throughput(obs, options.profile_warmup_steps, proc))
     add(hostcauses.retracing(obs, proc))
     add(hostcauses.eager_loop(obs, options.profile_warmup_steps, proc))
@@ -227,7 +232,11 @@ def _process_findings(session: RunSession, seen: RunSeen, obs: ProcessObservatio
         add(precision)
     add(run_progress.profile(obs, busy, summary.window_s if summary else None, trace_reason,
                              options.profile_warmup_steps, proc))
-    add(why_slow(obs, rows, proc, nvml_gpus, options.profile_warmup_steps))
+    slow = why_slow(obs, rows, proc, nvml_gpus, options.profile_warmup_steps)
+    add(slow)
+    cost = run_strategy.strategy_cost(obs, slow, options.profile_warmup_steps, proc)
+    if cost is not None:
+        add(cost)
     tb_tags = tbwrite.write_program(session.run_dir, obs, live_file)
     return {"pid": obs.pid, "argv": obs.argv, "tf_version": obs.tf_version,
             "placement_reason": reason, "ops_by_device": placed,

@@ -67,7 +67,11 @@ def _fit_series(begin: ev.FitBegin, fit: FitRun, label: str,
              "trainable_parameters": begin.trainable_parameters,
              "trainable_bytes": begin.trainable_bytes, "params": begin.params,
              "examples": begin.examples, "callbacks": fit.callbacks,
-             "compile": _compile_of(begin, compiles), "dtype_policy": begin.dtype_policy}
+             "compile": _compile_of(begin, compiles), "dtype_policy": begin.dtype_policy,
+             "keras": begin.keras, "reduction": begin.reduction,
+             "multi_worker": begin.multi_worker, "output_width": begin.output_width,
+             "setup": begin.setup, "labels": begin.labels, "inputs": begin.inputs,
+             "data_unread": begin.data_unread, "fit_caller": begin.caller}
     if fit.iterations is not None:  # optimizer.iterations when fit ended: the global step
         facts["global_step"] = fit.iterations
     classes, facts["classes_from"] = classcount.fit_classes(begin.output_width, begin.loss)

@@ -223,13 +223,30 @@ def eager_where(eager: dict[str, Any] | None) -> str | None:
     return f"{str(at['file']).rsplit('/', 1)[-1]}:{line}" if at.get("file") and line else None
 
 
-def cause_title(cause: str, fraction: float, period_s: float, loop: str | None = None) -> str:
+def cause_title(cause: str, fraction: float, period_s: float, loop: str | None = None,
+                under: float | None = None) -> str:
     """A bottleneck's title: its cause, its share of the step and the step's duration
     (``input-bound: 47 % of a 32.6 ms step waits for input``), with the loop's name
-    before it where that fits."""
+    before it where that fits. ``under``: the cause's line, when its share is under it
+    and the interval reaches it (near the threshold): said "near", never the cause alone
+    (a 10 % communication share is not called communication-bound at its 20 % line)."""
     text = _CAUSE_TITLES.get(cause, cause + ": {s} of a {p} step").format(
         s=units_share(fraction), p=duration(period_s))
+    if under is not None:
+        line = f"under its {units_share(under)} line"
+        return title(f"{loop}: near {text}, {line}" if loop else f"near {text}, {line}",
+                     f"near {text}, {line}",
+                     f"near {cause} ({units_share(fraction)} of a {duration(period_s)} "
+                     f"step, {line})", f"near {cause} ({units_share(fraction)}, {line})")
     return title(f"{loop}: {text}" if loop else text, text)
+
+
+def _under(cause: Any) -> float | None:
+    """The cause's threshold when its share is under it (named as near it), else None."""
+    a = cause.evidence.get("against") if isinstance(cause.evidence, dict) else None
+    if isinstance(a, dict) and a.get("side") == "near" and a["value"] < a["threshold"]:
+        return float(a["threshold"])
+    return None
 
 
 def _no_kernels(b: Breakdown, rows: Sequence[DeviceBreakdown], head: str,
@@ -344,7 +361,8 @@ def bottleneck(b: Breakdown | None, reason: str | None, facts: ProgramFacts | No
     return Finding(check_id, "warn", text, evidence, advice=advice(found),
                    actions=actions(found, evidence["predicted"]),
                    title=cause_title(found[0].name, found[0].share,
-                                     found[0].evidence.get("step_s", m.period_s), facts.loop))
+                                     found[0].evidence.get("step_s", m.period_s), facts.loop,
+                                     _under(found[0])))
 
 
 EAGER_BOUND = 0.50  # dispatch (Python and TensorFlow's eager path) at least this share

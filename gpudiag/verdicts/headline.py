@@ -282,7 +282,11 @@ def bottleneck_line(report: dict[str, Any]) -> str | None:
 
 
 def learning_line(report: dict[str, Any]) -> str | None:
-    found = _worst_first([f for f in _findings(report) if _family_id(f["id"]) in _LEARNING])
+    """The learning verdict, or, worse than it, why the loss cannot fit (run.loss-setup's
+    mismatch at the program's line)."""
+    found = _worst_first([f for f in _findings(report) if _family_id(f["id"]) in _LEARNING
+                          or (_family_id(f["id"]) == "run.loss-setup"
+                              and f.get("status") in ("fail", "warn"))])
     if not found:
         return None
     f = found[0]

@@ -20,7 +20,7 @@ from gpudiag.records.run import ProcessObservation, StepSeries
 from gpudiag.report import Action, Finding, Status
 from gpudiag.verdicts import stats
 from gpudiag.verdicts.common import title
-from gpudiag.verdicts.run import crash_match, learning_causes, tracebacks
+from gpudiag.verdicts.run import crash_match, learning_causes, replica_losses, tracebacks
 from gpudiag.verdicts.run import throughput as run_throughput
 from gpudiag.verdicts.run.training_runs import epoch_losses, training_runs
 
@@ -144,9 +144,12 @@ def _learning_title(row: dict[str, Any], status: Status) -> str:
     classes = row["stuck_at_ln_classes"]
     if row["weights_moved"] is False:
         return f"not learning: the weights never changed ({losses})"
-    if classes:
-        return (f"not learning: loss {row['last_loss']:.3g} = ln {classes}, all classes "
-                "alike")
+    if classes:  # the level judged (its interval), as the message says it
+        ln, level = math.log(classes), row["loss_level"]
+        if row["loss_interval"][0] <= (1 + LN_TOLERANCE) * ln:
+            return f"not learning: loss {level:.3g} = ln {classes}, all classes alike"
+        return (f"not learning: loss {level:.3g}, far above ln {classes} = {ln:.3g}, "
+                "worse than all classes alike")
     if row["softmax_floor"]:
         return title(f"{losses}: stuck at the softmax-twice floor {row['softmax_floor']:.3g}",
                      f"stuck at the softmax-twice floor {row['softmax_floor']:.3g}")
@@ -184,6 +187,9 @@ def _judge_run(obs: ProcessObservation, s: Any) -> tuple[dict[str, Any], str, St
     if judged is None:
         return None
     losses, count, source, over = judged
+    scale = replica_losses.loss_scale(s) if source == "steps" else replica_losses.LossScale(1)
+    if scale.factor and scale.factor > 1:  # summed over the replicas: per replica
+        losses = [x / scale.factor for x in losses]
     first = losses[0]
     head = losses[:max(1, min(START_WINDOW, len(losses) // 4))]
     start = math.fsum(head) / len(head)
@@ -194,6 +200,8 @@ def _judge_run(obs: ProcessObservation, s: Any) -> tuple[dict[str, Any], str, St
     # the level and where it started from each batch's own loss where the program's were
     # running means (a Keras fit): the spread of batches, not of a mean settling
     batches = learning_causes.batch_losses(s) if source == "steps" else None
+    if batches and scale.factor and scale.factor > 1:
+        batches = [x / scale.factor for x in batches]
     judged_on = batches or losses
     level, interval, level_from = learning_causes.tail_level(judged_on)
     if batches:
@@ -201,12 +209,14 @@ def _judge_run(obs: ProcessObservation, s: Any) -> tuple[dict[str, Any], str, St
         head = batches[:max(1, min(START_WINDOW, len(batches) // 4))]
         start = math.fsum(head) / len(head)
     falling = stats.against(level, interval, STUCK_FRACTION * start, level_from)
-    c = s.num_classes if s.num_classes and s.num_classes > 1 else None
+    c = s.num_classes if s.num_classes and s.num_classes > 1 and scale.factor else None
     ln = math.log(c) if c else None
     below_ln = stats.against(level, interval, (1 - LN_TOLERANCE) * ln, level_from) \
         if ln else None
-    floor = learning_causes.at_softmax_floor(losses, last, s.num_classes, LN_TOLERANCE)
+    floor = learning_causes.at_softmax_floor(losses, last, c, LN_TOLERANCE)
     acc = _accuracy(s)
+    if acc is not None and not s.epochs and scale.factor and scale.factor > 1:
+        acc /= scale.factor  # a batch's accuracy summed over the replicas as its loss
     chance = learning_causes.accuracy_against_chance(
         acc, learning_causes.last_epoch_examples(s.steps, s.batch_size), c) \
         if acc is not None and c else None
@@ -214,7 +224,9 @@ def _judge_run(obs: ProcessObservation, s: Any) -> tuple[dict[str, Any], str, St
                                     below_ln, falling, chance, c, floor, acc)
     cause, status = verdict.cause, verdict.status
     text = f"{s.label}: loss {first:.4f} -> {last:.4f} over {over}{verdict.words}"
-    if verdict.cause == "not-falling" and not c:
+    if scale.words:
+        text += f" ({scale.words})"
+    elif verdict.cause == "not-falling" and not c:
         text += (f" (no ln(classes) check: the number of classes is unknown, "
                  f"{s.facts.get('classes_from') or 'no evidence of it'})")
     if acc is not None:
@@ -240,7 +252,8 @@ def _judge_run(obs: ProcessObservation, s: Any) -> tuple[dict[str, Any], str, St
            "loss_against_ln_classes": below_ln.to_dict() if below_ln else None,
            "accuracy_against_chance": chance.to_dict() if chance else None,
            "loss_against_start": falling.to_dict(),
-           "weights_moved": moved, "learning_rate": s.facts.get("learning_rate")}
+           "weights_moved": moved, "learning_rate": s.facts.get("learning_rate"),
+           "loss_divided_by": scale.factor, "loss_scale_words": scale.words or None}
     return row, text, status
 
 
