@@ -69,7 +69,7 @@ def _fam(question: Question, *ids: str, evidence: str | None = None) -> list[Fam
 
 FAMILIES: tuple[Family, ...] = (
     # gpudiag env
-    *_fam("environment", "env.tensorflow", "env.nvml"),
+    *_fam("environment", "env.tensorflow", "env.nvml", "env.horovod"),
     *_fam("devices", "env.tf-gpus", "env.cuda-visible-devices", "env.gpu-count"),
     # gpudiag placement
     *_fam("environment", "placement.log", "placement.probe"),

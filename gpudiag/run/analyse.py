@@ -216,7 +216,7 @@ def _process_findings(session: RunSession, seen: RunSeen, obs: ProcessObservatio
     add(hostcauses.retracing(obs, proc))
     add(hostcauses.eager_loop(obs, options.profile_warmup_steps, proc))
     add(hostcauses.callbacks(obs, options.profile_warmup_steps, proc))
-    add(run_live.stall(obs, proc))
+    add(run_live.stall(obs, proc, log))
     add(run_live.finite_loss(obs, proc))
     add(run_progress.memory(obs, nvml_gpus, proc))
     config = run_progress.session_config(obs, proc)
@@ -333,7 +333,8 @@ def report(session: RunSession, argv: list[str], outcome: Outcome, options: RunO
     if tf_procs:
         overridden = [o for o in tf_procs if o.cpp_log_level_overridden]
         session.add(run_verdicts.tf_log(log, log_reason(overridden[0], options)
-                                        if overridden else None))
+                                        if overridden else None, "",
+                                        catalogue.bfc.out_of_memory(stderr.splitlines())))
     if observations:
         session.add(run_progress.crash(observations, outcome.returncode,
                                        outcome.interrupted, stderr.splitlines()))

@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from gpudiag.catalogue import LogMatch
 from gpudiag.records.run import ProcessObservation
 from gpudiag.report import Action, Finding
 from gpudiag.verdicts.common import title
@@ -101,8 +102,10 @@ def describe_stall(event: dict[str, Any]) -> str:
     return text
 
 
-def stall(obs: ProcessObservation, proc: str = "") -> Finding:
-    """Whether a loop stopped stepping for longer than the stall timeout, and where."""
+def stall(obs: ProcessObservation, proc: str = "", log: Sequence[LogMatch] = ()) -> Finding:
+    """Whether a loop stopped stepping for longer than the stall timeout, and where. A
+    stall inside the step's runtime while XLA compiled for minutes (the log's "Very slow
+    compile?" line, catalogue entry xla-slow-compile) is named as compiling, not hung."""
     fid = f"run.stall{proc}"
     if not obs.stalls:
         if not any(s.steps for s in obs.series):
@@ -125,9 +128,31 @@ def stall(obs: ProcessObservation, proc: str = "") -> Finding:
     frame = (first.get("where") or {}).get("waiting") or (first.get("where") or {}).get("frame")
     waited = f"{len(obs.stalls)} stall(s), the first {first.get('waited_s', 0):.1f} s"
     at = f", waiting at {Path(frame['file']).name}:{frame['line']}" if frame else ""
+    compiling = xla_compiling(obs, log) if kind in ("runtime", "step") else None
+    if compiling is not None:
+        entry = next(m.entry for m in log if m.entry.id == "xla-slow-compile")
+        return Finding(fid, "warn", f"{compiling}; " + " | ".join(parts), evidence,
+                       advice=entry.fix,
+                       title=title(f"{waited}: XLA compiling, not hung",
+                                   "XLA compiling for minutes, not hung"))
     return Finding(fid, "warn", f"{len(obs.stalls)} stall(s): " + " | ".join(parts),
                    evidence, advice=_ADVICE.get(kind, _ADVICE["user"]),
                    title=title(f"{waited}{at}", waited))
+
+
+def xla_compiling(obs: ProcessObservation, log: Sequence[LogMatch]) -> str | None:
+    """Why a stall inside the step's runtime was XLA compiling, from the log's own words
+    (None: the log has no "Very slow compile?" line)."""
+    slow = next((m for m in log if m.entry.id == "xla-slow-compile"), None)
+    if slow is None:
+        return None
+    took = next((m.first for m in log if m.entry.id == "xla-slow-operation-took"), None)
+    jit = any(s.facts.get("jit_compile") is True for s in obs.series)
+    return ("XLA compiled for more than 2 minutes while the step waited (the log: `"
+            + slow.first[:200] + "`" + (f"; `{took[:120]}`" if took else "") + "): a step "
+            "that compiles (" + ("the step function is jit_compile: " if jit else "")
+            + "its first call, or a new input shape such as a last partial batch), not a "
+            "hang")
 
 
 def stuck_at_ln_classes(label: str, first: float, recent: Sequence[float], steps: int,
