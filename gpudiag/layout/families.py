@@ -117,7 +117,8 @@ FAMILIES: tuple[Family, ...] = (
     *_fam("learning", "run.finite-loss"),
     *_fam("why_slow", "run.bottleneck", evidence="Bottleneck"),
     *_fam("why_slow", "run.throughput", "run.gpu-idle", "run.profile", "run.retracing",
-          "run.eager-loop", "run.callbacks", "run.sm-utilization", "run.precision"),
+          "run.eager-loop", "run.callbacks", "run.sm-utilization", "run.precision",
+          "run.keras-calls"),
     *_fam("scaling", "run.cluster"),
     *_fam("program", "run.notebook"),
     # any command: bad input found after its run directory was made (gpudiag.session)

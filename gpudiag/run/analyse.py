@@ -38,6 +38,7 @@ from gpudiag.verdicts import allreduce, bottleneck, gpu_fill
 from gpudiag.verdicts import gpu_use as gpu_verdicts
 from gpudiag.verdicts.run import gpu_idle as run_gpu_idle
 from gpudiag.verdicts.run import hostcauses
+from gpudiag.verdicts.run import kerascalls as run_kerascalls
 from gpudiag.verdicts.run import live as run_live
 from gpudiag.verdicts.run import outcome as run_outcome
 from gpudiag.verdicts.run import peers as run_peers
@@ -216,6 +217,9 @@ def _process_findings(session: RunSession, seen: RunSeen, obs: ProcessObservatio
     add(hostcauses.retracing(obs, proc))
     add(hostcauses.eager_loop(obs, options.profile_warmup_steps, proc))
     add(hostcauses.callbacks(obs, options.profile_warmup_steps, proc))
+    looped = run_kerascalls.keras_calls(obs, proc)  # Keras calls one at a time
+    if looped is not None:
+        add(looped)
     add(run_live.stall(obs, proc, log))
     add(run_live.finite_loss(obs, proc))
     add(run_progress.memory(obs, nvml_gpus, proc))

@@ -246,6 +246,11 @@ def _py_data_input(s: ProcessState, e: ev.PyDataInput, t: float | None) -> None:
     s.py_inputs.append(e)
 
 
+@on(ev.KerasCalls)
+def _keras_calls(s: ProcessState, e: ev.KerasCalls, t: float | None) -> None:
+    s.keras_calls = e  # cumulative: the latest stands
+
+
 @on(ev.SessionSteps)
 def _session_steps(s: ProcessState, e: ev.SessionSteps, t: float | None) -> None:
     fetches, rows = s.groups.setdefault(e.group, (list(e.fetches), []))
