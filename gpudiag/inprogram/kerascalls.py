@@ -13,7 +13,10 @@ call, ``model(x)`` while ``predict`` traces its step, are not counted again) cos
 clock reads and a walk up to the program's own frame; what is kept is aggregated per call
 site (method, file, line) in memory, bounded (MAX_SITES sites, SAMPLED times per site
 for the median). One ``keras_calls`` event holds the sites so far: written at most every
-flush interval as calls come, and at the process's exit.
+flush interval as calls come, and at the process's exit. With them, the process's
+resident memory (``/proc/self/statm``: one small read) after every stride-th call, at most
+MAX_POINTS points (when full, every other point is dropped and the stride doubles): whether
+memory over the loop levels off or keeps growing.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ import functools
 import threading
 import time
 from collections.abc import Callable
+from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
@@ -35,6 +39,7 @@ METHODS = ("predict", "predict_on_batch", "fit", "train_on_batch", "evaluate",
            "test_on_batch", "__call__")
 MAX_SITES = 64
 SAMPLED = 2048  # per site, the calls whose own times are kept (their median)
+MAX_POINTS = 128  # the process's memory after a call: every stride-th call, stride doubling
 
 
 class Site:
@@ -100,6 +105,10 @@ class CallTimes:
         self.last_emit = time.monotonic()
         self.local = threading.local()
         self.lock = threading.Lock()
+        self.calls = 0
+        self.stride = 1
+        self.rss: list[list[int]] = []  # [call number, resident bytes] after that call
+        self.page = _page_size()
 
     def record(self, method: str, model: Any, frame: Any, seconds: float,
                rows: int | None) -> None:
@@ -115,16 +124,33 @@ class CallTimes:
                     return
                 site = self.sites[key] = Site(method, where, type(model).__name__)
             site.add(seconds, rows)
+            self.calls += 1
+            if self.page and self.calls % self.stride == 0:
+                self._memory()
         if time.monotonic() - self.last_emit >= self.agent.config.flush_interval_s:
             self.emit()
+
+    def _memory(self) -> None:
+        """The resident memory now (statm's second field, in pages), thinned to a bound."""
+        try:
+            resident = int(Path("/proc/self/statm").read_bytes().split()[1]) * self.page
+        except (OSError, ValueError, IndexError):
+            self.page = 0  # not Linux, or unreadable: no memory series
+            return
+        self.rss.append([self.calls, resident])
+        if len(self.rss) >= MAX_POINTS:
+            self.rss = self.rss[1::2]
+            self.stride *= 2
 
     def emit(self) -> None:
         self.last_emit = time.monotonic()
         with self.lock:
             sites = [s.to_dict() for s in self.sites.values()]
+            rss = [list(p) for p in self.rss]
         if sites:
             self.agent.emit(events.KerasCalls(sites=sites, left_out_calls=self.left_out,
-                                              first_call_t_unix_s=self.first_t))
+                                              first_call_t_unix_s=self.first_t,
+                                              rss_after_calls=rss))
 
     def wrap(self, method: str, original: Callable[..., Any]) -> Callable[..., Any]:
         local, clock = self.local, time.perf_counter
@@ -172,3 +198,12 @@ def install(agent: Agent, keras: ModuleType) -> None:
             patch(model_cls, method, times.wrap(method, original))
     patch(model_cls, "__gpudiag_calls__", True)
     agent.on_exit(times.emit)
+
+
+def _page_size() -> int:
+    import os
+
+    try:
+        return int(os.sysconf("SC_PAGE_SIZE"))
+    except (ValueError, OSError, AttributeError):
+        return 0

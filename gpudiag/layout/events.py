@@ -539,6 +539,8 @@ class KerasCalls(Event):
     sites: list[dict[str, Any]] = field(default_factory=list)
     left_out_calls: int = 0  # calls at sites past the bound
     first_call_t_unix_s: float | None = None
+    # [calls so far, the process's resident bytes] after every so many calls (bounded)
+    rss_after_calls: list[list[int]] = field(default_factory=list)
 
 
 @dataclass(frozen=True)

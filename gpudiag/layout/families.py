@@ -106,6 +106,7 @@ FAMILIES: tuple[Family, ...] = (
     *_fam("did_the_fix_work", "diff.bottleneck.<finding>", "diff.learning", "diff.devices",
           "diff.findings", "diff.scaling", "diff.not-compared", "diff.caveats"),
     # gpudiag run
+    *_fam("program", "run.memory-over-calls"),
     *_fam("program", "run.command", "run.terminal", "run.stall", "run.peers", "run.crash",
           "run.saved-output", "run.descendants", "run.analysis"),
     *_fam("environment", "run.tensorflow", "run.tf-log", "run.nvml"),

@@ -301,6 +301,8 @@ class ProcessObservation:
     keras_calls: list[KerasCallSite] = field(default_factory=list)  # per call site
     first_keras_call_t_unix_s: float | None = None  # when the first of them started
     keras_calls_left_out: int = 0  # calls at sites past the hook's bound on sites
+    # (Keras calls so far, the process's resident bytes) after every so many of them
+    rss_after_calls: list[tuple[int, int]] = field(default_factory=list)
 
     @property
     def imported_tf(self) -> bool:

@@ -217,9 +217,8 @@ def _process_findings(session: RunSession, seen: RunSeen, obs: ProcessObservatio
     add(hostcauses.retracing(obs, proc))
     add(hostcauses.eager_loop(obs, options.profile_warmup_steps, proc))
     add(hostcauses.callbacks(obs, options.profile_warmup_steps, proc))
-    looped = run_kerascalls.keras_calls(obs, proc)  # Keras calls one at a time
-    if looped is not None:
-        add(looped)
+    for found in run_kerascalls.findings(obs, proc):  # Keras calls one at a time
+        add(found)
     add(run_live.stall(obs, proc, log))
     add(run_live.finite_loss(obs, proc))
     add(run_progress.memory(obs, nvml_gpus, proc))

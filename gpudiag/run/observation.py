@@ -169,7 +169,8 @@ def keras_calls(e: ev.KerasCalls | None) -> dict[str, Any]:
              for d in e.sites]
     return {"keras_calls": sorted(sites, key=lambda s: s.total_s, reverse=True),
             "first_keras_call_t_unix_s": e.first_call_t_unix_s,
-            "keras_calls_left_out": e.left_out_calls}
+            "keras_calls_left_out": e.left_out_calls,
+            "rss_after_calls": [(int(c), int(b)) for c, b in e.rss_after_calls]}
 
 
 def _weights(source: str, fp: list[ev.Weights]) -> WeightsRecord:

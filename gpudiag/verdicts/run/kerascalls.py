@@ -105,3 +105,60 @@ def keras_calls(obs: ProcessObservation, proc: str = "") -> Finding | None:
                     f"Keras calls in a loop: {share:.0%} of the time at {top.where}"),
         advice="; ".join(f"at {s.where}: {FIXES.get(s.method, FIXES['predict'])}"
                          for s in loop[:3]) + ".")
+
+
+MIN_POINTS = 8  # memory readings over the calls before anything is said
+LEVEL_BYTES = 8 << 20  # within this (or LEVEL_FRACTION of the last reading): level
+LEVEL_FRACTION = 0.03
+
+
+def _mib(n: float) -> str:
+    return f"{n / (1 << 20):.0f} MiB"
+
+
+def memory_over_calls(obs: ProcessObservation, proc: str = "") -> Finding | None:
+    """run.memory-over-calls: the process's resident memory after its Keras calls, from the
+    hook's readings: levelled off (no leak, at what and after how many calls) or still
+    growing over the second half of the calls. None with too few readings."""
+    points = obs.rss_after_calls
+    if len(points) < MIN_POINTS:
+        return None
+    calls, sizes = [c for c, _ in points], [b for _, b in points]
+    tol = max(LEVEL_BYTES, LEVEL_FRACTION * sizes[-1])
+    mid = len(points) // 2
+    evidence = {"rss_after_calls": [list(p) for p in points], "tolerance_bytes": tol}
+    fid = f"run.memory-over-calls{proc}"
+    late = sizes[-1] - min(sizes[mid:])
+    if late <= tol and max(sizes[mid:]) - min(sizes[mid:]) <= 2 * tol:
+        i = next(i for i in range(len(sizes)) if max(sizes[i:]) - min(sizes[i:]) <= tol)
+        if i == 0:
+            return Finding(fid, "ok", f"no leak: the process's memory stayed at "
+                           f"{_mib(sizes[-1])} over {calls[-1]} Keras calls", evidence,
+                           title=f"no leak: memory flat at {_mib(sizes[-1])} over "
+                                 f"{calls[-1]} Keras calls")
+        return Finding(fid, "ok", f"no leak: the process's memory rose from "
+                       f"{_mib(sizes[0])} after call {calls[0]} and levelled at "
+                       f"{_mib(sizes[-1])} after {calls[i]} calls (within {_mib(tol)} over "
+                       f"the {calls[-1] - calls[i]} calls since): allocators and caches "
+                       "filling, not a leak", evidence,
+                       title=f"no leak: memory levelled at {_mib(sizes[-1])} after "
+                             f"{calls[i]} calls")
+    span = calls[-1] - calls[mid]
+    return Finding(
+        fid, "warn", f"the process's memory grew by {_mib(late)} over its last {span} Keras "
+        f"calls, the second half of the readings ({late / max(span, 1) / 1024:.0f} KiB a "
+        "call): not levelled off; "
+        f"{_mib(sizes[-1])} after {calls[-1]} calls, from {_mib(sizes[0])}; what grows "
+        "(the program's Python objects, TensorFlow's allocator, traced functions) was not "
+        "measured", evidence,
+        title=f"memory still growing over the Keras calls: +{_mib(late)} in {span} calls",
+        advice="Look for what each call leaves behind: results or tensors appended to a "
+               "list, a model or tf.function built anew inside the loop (call "
+               "keras.backend.clear_session() between models), a replay memory without "
+               "maxlen; tracemalloc.take_snapshot() at two points of the loop shows which "
+               "Python objects grow.")
+
+
+def findings(obs: ProcessObservation, proc: str = "") -> list[Finding]:
+    """The Keras-call findings of one process (each absent where there is nothing to say)."""
+    return [f for f in (keras_calls(obs, proc), memory_over_calls(obs, proc)) if f is not None]
