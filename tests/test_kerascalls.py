@@ -143,6 +143,12 @@ def test_few_calls_or_large_batches_are_no_loop_of_small_calls() -> None:
     assert verdict.keras_calls(_obs(_site("fit", 1, 39.0, 30, rows=60000))) is None
     assert verdict.keras_calls(_obs(_site("predict", 9, 30.0, 42))) is None
     assert verdict.keras_calls(_obs(_site("predict", 100, 30.0, 42, rows=10000))) is None
+    # a dataset or generator a call: its batches carry Keras's per-call work
+    assert verdict.keras_calls(_obs(_site("fit", 50, 39.0, 30, rows=None))) is None
+    # fit one epoch of a small array at a time: one fit with epochs=N is the fix there
+    epochs = verdict.keras_calls(_obs(_site("fit", 50, 39.0, 30, rows=200)))
+    assert epochs is not None and "one fit over the whole data with epochs=N" in \
+        epochs.actions[0].what
     unknown = ProcessObservation(pid=1, ppid=None, argv=[], start_env={},
                                  keras_calls=[_site("predict", 100, 30.0, 42)])
     said = verdict.keras_calls(unknown)

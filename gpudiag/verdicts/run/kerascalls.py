@@ -29,6 +29,8 @@ FIXES = {
                         "training=False)` for a single one",
     "fit": "train once per minibatch: stack the samples and call `model.train_on_batch(x, "
            "y)` (or one fit) per minibatch, not fit per sample",
+    "fit-batches": "one fit over the whole data with epochs=N (a callback to look at each "
+                   "epoch), or train_on_batch per minibatch, not a fit call per small chunk",
     "train_on_batch": "one train_on_batch per minibatch: stack the samples, not a call per "
                       "sample",
     "evaluate": "evaluate once over all the data (or `model(x, training=False)` and the "
@@ -57,10 +59,20 @@ def describe(site: KerasCallSite) -> str:
             f"{site.total_s:.1f} s in all, a median {_ms(site.median_s)} a call{_rows(site)}")
 
 
+def fix_for(site: KerasCallSite) -> str:
+    """The fix at a site: a fit of one sample a call is trained per minibatch instead; a
+    fit of a few batches a call (one epoch at a time) becomes one fit."""
+    if site.method == "fit" and (site.rows_max or 0) > 1:
+        return FIXES["fit-batches"]
+    return FIXES.get(site.method, FIXES["predict"])
+
+
 def looped(sites: Sequence[KerasCallSite]) -> list[KerasCallSite]:
-    """The sites called many times with small inputs: Keras's per-call work each time."""
+    """The sites called many times with small inputs (rows known: a dataset or a generator
+    a call spreads Keras's per-call work over its batches): Keras's per-call work each
+    time."""
     return [s for s in sites if s.calls >= MIN_CALLS
-            and (s.rows_max is None or s.rows_max <= SMALL_ROWS)]
+            and s.rows_max is not None and s.rows_max <= SMALL_ROWS]
 
 
 def keras_calls(obs: ProcessObservation, proc: str = "") -> Finding | None:
@@ -92,7 +104,7 @@ def keras_calls(obs: ProcessObservation, proc: str = "") -> Finding | None:
         return Finding(fid, "ok", f"Keras calls one at a time took {calls_s:.1f} s, {of}: "
                        f"not what the time went to; {said}", evidence,
                        title=f"Keras calls in a loop: {calls} calls, {share:.0%} of the time")
-    actions = tuple(Action(FIXES.get(s.method, FIXES["predict"]), s.where) for s in loop[:3])
+    actions = tuple(Action(fix_for(s), s.where) for s in loop[:3])
     return Finding(
         fid, "warn",
         f"Keras calls made one at a time took {calls_s:.1f} s, {of}: {said}. Each "
@@ -103,8 +115,7 @@ def keras_calls(obs: ProcessObservation, proc: str = "") -> Finding | None:
         title=title(f"Keras calls in a loop: {calls} calls, {share:.0%} of the time, "
                     f"{top.method} at {top.where}",
                     f"Keras calls in a loop: {share:.0%} of the time at {top.where}"),
-        advice="; ".join(f"at {s.where}: {FIXES.get(s.method, FIXES['predict'])}"
-                         for s in loop[:3]) + ".")
+        advice="; ".join(f"at {s.where}: {fix_for(s)}" for s in loop[:3]) + ".")
 
 
 MIN_POINTS = 8  # memory readings over the calls before anything is said
