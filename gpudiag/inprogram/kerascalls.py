@@ -39,6 +39,7 @@ METHODS = ("predict", "predict_on_batch", "fit", "train_on_batch", "evaluate",
            "test_on_batch", "__call__")
 MAX_SITES = 64
 SAMPLED = 2048  # per site, the calls whose own times are kept (their median)
+MAX_CODES = 4096  # code objects whose "the program's own or not" is remembered
 MAX_POINTS = 128  # the process's memory after a call: every stride-th call, stride doubling
 
 
@@ -109,26 +110,48 @@ class CallTimes:
         self.stride = 1
         self.rss: list[list[int]] = []  # [call number, resident bytes] after that call
         self.page = _page_size()
+        self.user_codes: dict[Any, bool] = {}  # code object -> the program's own
 
     def record(self, method: str, model: Any, frame: Any, seconds: float,
                rows: int | None) -> None:
-        from gpudiag.inprogram.tracing import user_line
-
-        where = user_line(frame)
-        key = (method, str((where or {}).get("file")), int((where or {}).get("line") or 0))
+        user = self._user_frame(frame)
+        key = (method, user.f_code.co_filename if user else "?", user.f_lineno if user else 0)
         with self.lock:
             site = self.sites.get(key)
             if site is None:
                 if len(self.sites) >= MAX_SITES:
                     self.left_out += 1
                     return
-                site = self.sites[key] = Site(method, where, type(model).__name__)
+                from gpudiag.inprogram.tracing import user_line
+
+                site = self.sites[key] = Site(method, user_line(user) if user else None,
+                                              type(model).__name__)
             site.add(seconds, rows)
             self.calls += 1
             if self.page and self.calls % self.stride == 0:
                 self._memory()
         if time.monotonic() - self.last_emit >= self.agent.config.flush_interval_s:
             self.emit()
+
+    def _user_frame(self, frame: Any) -> Any:
+        """The program's innermost frame from ``frame`` outwards (None: none within 30);
+        whether a code object is the program's is asked once (MAX_CODES of them kept)."""
+        from gpudiag.inprogram.usercode import is_user_file
+
+        known = self.user_codes
+        for _ in range(30):
+            if frame is None:
+                return None
+            code = frame.f_code
+            mine = known.get(code)
+            if mine is None:
+                mine = is_user_file(code.co_filename)
+                if len(known) < MAX_CODES:
+                    known[code] = mine
+            if mine:
+                return frame
+            frame = frame.f_back
+        return None
 
     def _memory(self) -> None:
         """The resident memory now (statm's second field, in pages), thinned to a bound."""
