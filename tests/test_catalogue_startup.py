@@ -163,10 +163,10 @@ def test_horovod_beside_tensorflow_2_16_or_later_points_to_multi_worker_mirrored
     assert horovod(_tf(None)) == []
 
 
-def _stalled(jit: bool) -> ProcessObservation:
+def _stalled(jit: bool, t: float | None = None) -> ProcessObservation:
     from gpudiag.records.run import StepSeries
 
-    stall = {"waited_s": 75.0, "timeout_s": 60.0, "steps": 40, "ended_after_s": 190.0,
+    stall = {"t": t, "waited_s": 75.0, "timeout_s": 60.0, "steps": 40, "ended_after_s": 190.0,
              "where": {"kind": "runtime", "frame": {"file": "/x/train.py", "line": 31,
                                                     "function": "<module>",
                                                     "code": "model.fit(ds)"}}}
@@ -186,6 +186,14 @@ def test_a_stall_while_xla_compiled_for_minutes_is_named_compiling_not_hung() ->
         "3m2.369747s"])
     found = run_live.stall(_stalled(jit=True), "", log)
     assert "XLA compiling, not hung" in (found.title or "")
+    assert "(when, against the stall, not known)" in found.message
+    # the compilation (3m2 s up to 1795935247.08) overlaps the stall (75 s before t, 190 s)
+    during = run_live.stall(_stalled(jit=True, t=1795935100.0), "", log)
+    assert "XLA compiled one module for more than 2 minutes while the step waited" in \
+        during.message
+    # a stall long after the compilation is a stall
+    later = run_live.stall(_stalled(jit=True, t=1795999000.0), "", log)
+    assert "XLA" not in (later.title or "") and "XLA" not in later.message
     assert "the step function is jit_compile" in found.message and "3m2.369747s" in found.message
     assert "--xla_gpu_autotune_level=0" in (found.advice or "")
     # without XLA's line the stall is said as before: nothing assumed from jit_compile alone
