@@ -117,6 +117,35 @@ def test_bfc_summary_tells_fragmentation_from_a_full_pool() -> None:
     assert bfc.out_of_memory(["an unrelated line", "Limit: 5"]) == []
 
 
+def _real(head: str, pool: str, limit: str, in_use: str) -> list[str]:
+    """The lines of a BFC summary as public logs of TensorFlow 2.13-2.15 show them
+    (tensorflow/tsl/framework/bfc_allocator.cc:1109 and 1114: LargestFreeBlock printed 0)."""
+    return [head, "2023-10-02 16:36:14.407841: I tensorflow/tsl/framework/bfc_allocator.cc:1109]"
+            f" Total bytes in pool: {pool} memory_limit_: {limit} available bytes: 0 "
+            "curr_region_allocation_bytes_: 7005929472",
+            "2023-10-02 16:36:14.407857: I tensorflow/tsl/framework/bfc_allocator.cc:1114] "
+            "Stats: ", f"Limit:                      {limit}",
+            f"InUse:                       {in_use}", "MaxInUse:                   3288551168",
+            "LargestFreeBlock:                    0", ""]
+
+
+def test_real_summaries_a_full_pool_and_a_fragmented_one() -> None:
+    # a dual encoder on a 40 GB pool: 362 MiB free, 488 MiB asked (a public log)
+    full = bfc.out_of_memory(_real(HEAD, "40231108608", "40231108608", "39851412480"))
+    assert full[0].kind == "full" and "362.1 MiB free" in full[0].describe()
+    # a CIFAR-10 loop on a 3.5 GB pool: 2.8 GiB free in pieces, 586 MiB asked
+    head = ("2023-10-02 16:36:14.402881: W tensorflow/tsl/framework/bfc_allocator.cc:485] "
+            "Allocator (GPU_0_bfc) ran out of memory trying to allocate 585.94MiB (rounded to "
+            "614400000)requested by op _EagerConst")
+    fragmented = bfc.out_of_memory(_real(head, "3502964736", "3502964736", "589212672"))
+    assert fragmented[0].kind == "fragmentation"
+    assert "largest free chunk" not in fragmented[0].describe()  # its 0 is no size
+    # a pool that could not grow to its limit: the GPU's memory held elsewhere
+    grow = bfc.out_of_memory(_real(head, "1000000000", "3502964736", "589212672"))
+    assert grow[0].kind == "could-not-grow"
+    assert "nvidia-smi" in (bfc.meaning_and_fix(grow) or ("", ""))[1]
+
+
 def test_run_tf_log_gives_the_fix_that_fits_the_kind_of_out_of_memory() -> None:
     lines = [HEAD, *_stats("38.00GiB", "35.02GiB", "361.64MiB")]
     frag = run_verdicts.tf_log(catalogue.match_lines(lines), None, "",
