@@ -4,7 +4,8 @@ Shared by `gpudiag run` (the program's stderr, TensorFlow's Python log records a
 crash), `gpudiag env` (:func:`gpu_log_lines`) and the multi-worker commands. The
 package owns every entry: TensorFlow's here, the multi-worker ones in cluster.py, the
 crashes of TF1 programs and of TF2 programs under Keras 3 in migrations.py, those of
-fit's arguments and of a pipeline's unknown shapes in fitinput.py, all of
+fit's arguments and of a pipeline's unknown shapes in fitinput.py, the failures before
+any trace exists in startup.py (bfc.py reads the BFC allocator's summary), all of
 entry.py's Entry (:func:`all_entries` is the whole catalogue; gpudiag.cluster.messages
 reads the cluster's messages with them). Each entry's ``example`` is real text
 as TensorFlow 2.21 writes it, and ``source`` says where it was taken from:
@@ -26,14 +27,16 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from gpudiag.catalogue import bfc
 from gpudiag.catalogue.cluster import ENTRIES as CLUSTER_ENTRIES
 from gpudiag.catalogue.entry import Entry, Kind, Severity
 from gpudiag.catalogue.fitinput import ENTRIES as FIT_INPUT_ENTRIES
 from gpudiag.catalogue.matching import LineMatcher, LogMatch
 from gpudiag.catalogue.migrations import ENTRIES as MIGRATION_ENTRIES
+from gpudiag.catalogue.startup import ENTRIES as STARTUP_ENTRIES
 
-__all__ = ["CLUSTER_ENTRIES", "ENTRIES", "FIT_INPUT_ENTRIES", "MIGRATION_ENTRIES", "Entry",
-           "Kind", "LineMatcher", "LogMatch", "Severity"]
+__all__ = ["CLUSTER_ENTRIES", "ENTRIES", "FIT_INPUT_ENTRIES", "MIGRATION_ENTRIES",
+           "STARTUP_ENTRIES", "Entry", "Kind", "LineMatcher", "LogMatch", "Severity", "bfc"]
 
 _GPU_FIX = ("On Linux install a CUDA build with its libraries: `pip install "
             "'tensorflow[and-cuda]'`; check the driver with `nvidia-smi`; `gpudiag env` "
@@ -317,7 +320,7 @@ def all_entries() -> tuple[Entry, ...]:
     fit's arguments and input (fitinput.py), TensorFlow's entries (this module) and the
     multi-worker ones (cluster.py): the one catalogue that `env`, `run` and the cluster
     commands read."""
-    return MIGRATION_ENTRIES + FIT_INPUT_ENTRIES + ENTRIES + CLUSTER_ENTRIES
+    return MIGRATION_ENTRIES + FIT_INPUT_ENTRIES + ENTRIES + STARTUP_ENTRIES + CLUSTER_ENTRIES
 
 
 def log_matcher() -> LineMatcher:
@@ -348,8 +351,16 @@ def by_id(entry_id: str) -> Entry:
     raise KeyError(entry_id)
 
 
-def gpu_log_lines(stderr: str, limit: int = 8) -> list[str]:
+def gpu_log_lines(stderr: str, limit: int = 16) -> list[str]:
     """The lines of a TensorFlow stderr that say why GPUs were (not) registered (`env`)."""
-    gpu = [e for e in ENTRIES if e.topic == "gpu-libraries"]
+    gpu = [e for e in ENTRIES + STARTUP_ENTRIES if e.topic == "gpu-libraries"]
     lines = [ln.strip() for ln in stderr.splitlines() if any(e.search(ln) for e in gpu)]
     return lines[:limit]
+
+
+def libraries_not_loaded(lines: Iterable[str]) -> list[str]:
+    """The libraries TensorFlow's dlopen lines name as not loaded (``Could not load dynamic
+    library 'libcudnn.so.8'``): why the GPUs were skipped at registration."""
+    entry = by_id("dynamic-library-missing")
+    found = (entry.search(line) for line in lines)
+    return list(dict.fromkeys(m["library"] for m in found if m))

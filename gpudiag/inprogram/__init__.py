@@ -22,7 +22,8 @@ what made it), eagersteps (a training step run without tf.function), callbacktim
 program's own Keras callbacks timed inside fit), lossfacts (the loss, the last layer and
 the labels a fit is given), inputwait (seconds inside a tf.data
 iterator's next(), and its own cost on a full buffer), pydata (Keras 3's batches from a
-PyDataset or a Python generator, timed), cpplevel (TensorFlow's C++ log level: gpudiag's
+PyDataset or a Python generator, timed), kerascalls (the program's Keras model calls
+made one at a time, timed per call site), cpplevel (TensorFlow's C++ log level: gpudiag's
 for TensorFlow's import, the program's otherwise)."""
 
 #: gpudiag's modules outside this package that the hooks load into the user's program: the

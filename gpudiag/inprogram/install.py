@@ -156,9 +156,10 @@ def _on_import(agent: Agent, name: str) -> Callable[[ModuleType], None]:
             if name == "tensorflow":
                 install_tensorflow(agent, module)
             else:
-                from gpudiag.inprogram import kerashooks
+                from gpudiag.inprogram import kerascalls, kerashooks
 
                 kerashooks.install(agent, module)
+                guard("Keras call timing", kerascalls.install, agent, module)
     return callback
 
 

@@ -540,6 +540,21 @@ class PyDataInput(Event):
 
 
 @dataclass(frozen=True)
+class KerasCalls(Event):
+    """The Keras model calls the program made one by one (gpudiag.inprogram.kerascalls),
+    per call site so far (cumulative: the latest stands): {method, file, line, function,
+    code, model, calls, total_s, first_s, max_s, median_s (the calls after the first),
+    rows_min, rows_max (each call's leading dimension)} each."""
+
+    KIND = "keras_calls"
+    sites: list[dict[str, Any]] = field(default_factory=list)
+    left_out_calls: int = 0  # calls at sites past the bound
+    first_call_t_unix_s: float | None = None
+    # [calls so far, the process's resident bytes] after every so many calls (bounded)
+    rss_after_calls: list[list[int]] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
 class Unknown(Event):
     """A line this gpudiag cannot read as one of its kinds: another kind, or a newer
     protocol version. Kept whole, never an error."""
@@ -555,7 +570,7 @@ KINDS: dict[str, type[Event]] = {cls.KIND: cls for cls in (
     Function, Weights, Stall, StallEnd, PlacementWindow, Placement, Session, SessionSteps,
     StepStats, DatasetCall, Crash, Profile, TfLog, DeviceScope, PyWarning, HookError, HookNote,
     Exit, Tf1Distribution, Trace, EagerLoop, EagerSteps, CallbackTimes, Compile, InputFloor, CpuUse,
-    PyDataInput)}
+    PyDataInput, KerasCalls)}
 ROWS: dict[str, type] = {FitSteps.KIND: FitRow, FunctionSteps.KIND: FunctionRow,
                          SessionSteps.KIND: SessionRow, EagerSteps.KIND: FunctionRow}
 

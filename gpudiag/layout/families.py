@@ -69,7 +69,7 @@ def _fam(question: Question, *ids: str, evidence: str | None = None) -> list[Fam
 
 FAMILIES: tuple[Family, ...] = (
     # gpudiag env
-    *_fam("environment", "env.tensorflow", "env.nvml"),
+    *_fam("environment", "env.tensorflow", "env.nvml", "env.horovod"),
     *_fam("devices", "env.tf-gpus", "env.cuda-visible-devices", "env.gpu-count"),
     # gpudiag placement
     *_fam("environment", "placement.log", "placement.probe"),
@@ -106,6 +106,7 @@ FAMILIES: tuple[Family, ...] = (
     *_fam("did_the_fix_work", "diff.bottleneck.<finding>", "diff.learning", "diff.devices",
           "diff.findings", "diff.scaling", "diff.not-compared", "diff.caveats"),
     # gpudiag run
+    *_fam("program", "run.memory-over-calls"),
     *_fam("program", "run.command", "run.terminal", "run.stall", "run.peers", "run.crash",
           "run.saved-output", "run.descendants", "run.analysis"),
     *_fam("environment", "run.tensorflow", "run.tf-log", "run.nvml"),
@@ -117,7 +118,8 @@ FAMILIES: tuple[Family, ...] = (
     *_fam("learning", "run.finite-loss", "run.loss-setup"),
     *_fam("why_slow", "run.bottleneck", evidence="Bottleneck"),
     *_fam("why_slow", "run.throughput", "run.gpu-idle", "run.profile", "run.retracing",
-          "run.eager-loop", "run.callbacks", "run.sm-utilization", "run.precision"),
+          "run.eager-loop", "run.callbacks", "run.sm-utilization", "run.precision",
+          "run.keras-calls"),
     *_fam("scaling", "run.cluster", "run.strategy"),
     *_fam("program", "run.notebook"),
     # any command: bad input found after its run directory was made (gpudiag.session)

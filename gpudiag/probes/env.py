@@ -34,4 +34,15 @@ def run(config: dict[str, Any]) -> dict[str, Any]:
         logical_devices=logical,
         soft_device_placement=tf.config.get_soft_device_placement(),
         env=device_env(),
+        horovod_version=installed_version("horovod"),
     ).to_dict()
+
+
+def installed_version(distribution: str) -> str | None:
+    """A distribution's installed version, read from its metadata without importing it."""
+    from importlib import metadata
+
+    try:
+        return metadata.version(distribution)
+    except metadata.PackageNotFoundError:
+        return None

@@ -77,6 +77,7 @@ class EnvResult(Record):
     logical_devices: list[dict[str, str]]  # {"name", "device_type"}
     soft_device_placement: bool
     env: dict[str, str | None]  # devices.DEVICE_ENV_VARS, set or not
+    horovod_version: str | None = None  # the installed distribution's (not imported)
 
 
 # ---------------------------------------------------------------- placement

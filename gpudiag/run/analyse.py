@@ -38,6 +38,7 @@ from gpudiag.verdicts import allreduce, bottleneck, gpu_fill
 from gpudiag.verdicts import gpu_use as gpu_verdicts
 from gpudiag.verdicts.run import gpu_idle as run_gpu_idle
 from gpudiag.verdicts.run import hostcauses
+from gpudiag.verdicts.run import kerascalls as run_kerascalls
 from gpudiag.verdicts.run import live as run_live
 from gpudiag.verdicts.run import loss_setup as run_loss_setup
 from gpudiag.verdicts.run import outcome as run_outcome
@@ -221,7 +222,9 @@ def _process_findings(session: RunSession, seen: RunSeen, obs: ProcessObservatio
     add(hostcauses.retracing(obs, proc))
     add(hostcauses.eager_loop(obs, options.profile_warmup_steps, proc))
     add(hostcauses.callbacks(obs, options.profile_warmup_steps, proc))
-    add(run_live.stall(obs, proc))
+    for found in run_kerascalls.findings(obs, proc):  # Keras calls one at a time
+        add(found)
+    add(run_live.stall(obs, proc, log))
     add(run_live.finite_loss(obs, proc))
     add(run_progress.memory(obs, nvml_gpus, proc))
     config = run_progress.session_config(obs, proc)
@@ -342,7 +345,8 @@ def report(session: RunSession, argv: list[str], outcome: Outcome, options: RunO
     if tf_procs:
         overridden = [o for o in tf_procs if o.cpp_log_level_overridden]
         session.add(run_verdicts.tf_log(log, log_reason(overridden[0], options)
-                                        if overridden else None))
+                                        if overridden else None, "",
+                                        catalogue.bfc.out_of_memory(stderr.splitlines())))
     if observations:
         session.add(run_progress.crash(observations, outcome.returncode,
                                        outcome.interrupted, stderr.splitlines()))

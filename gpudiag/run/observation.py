@@ -12,6 +12,7 @@ from gpudiag.readers.placementlog import short_device
 from gpudiag.records.run import (
     ClusterJoin,
     DeviceSnapshot,
+    KerasCallSite,
     ProcessObservation,
     StepSeries,
     WeightsRecord,
@@ -159,6 +160,23 @@ def _cpu_use(use: ev.CpuUse | None, label: str) -> dict[str, Any] | None:
             "cpu_s": use.cpu_s, "wall_s": use.wall_s}
 
 
+def keras_calls(e: ev.KerasCalls | None) -> dict[str, Any]:
+    """The program's Keras calls per site (the most time first), when the first started,
+    the calls past the bound on sites."""
+    if e is None:
+        return {}
+    sites = [KerasCallSite(str(d.get("method")), d.get("file"), d.get("line"),
+                           str(d.get("code") or ""), str(d.get("model") or ""),
+                           int(d.get("calls") or 0), float(d.get("total_s") or 0.0),
+                           float(d.get("first_s") or 0.0), d.get("median_s"),
+                           d.get("rows_min"), d.get("rows_max"))
+             for d in e.sites]
+    return {"keras_calls": sorted(sites, key=lambda s: s.total_s, reverse=True),
+            "first_keras_call_t_unix_s": e.first_call_t_unix_s,
+            "keras_calls_left_out": e.left_out_calls,
+            "rss_after_calls": [(int(c), int(b)) for c, b in e.rss_after_calls]}
+
+
 def _weights(source: str, fp: list[ev.Weights]) -> WeightsRecord:
     return WeightsRecord(source, fp[0].fingerprint, fp[-1].fingerprint, fp[0].phase,
                          fp[-1].phase, fp[-1].calls - fp[0].calls)
@@ -206,4 +224,4 @@ def of(state: ProcessState, faults: str) -> ProcessObservation:
         crash=state.crash, profile=state.profile, events=state.events,
         first_t_unix_s=state.first_t_unix_s, last_t_unix_s=state.last_t_unix_s,
         faults=faults, unknown_events=[f"{u.kind} (v{u.version})" for u in state.unknown],
-        tf1_calls=state.tf1_calls)
+        tf1_calls=state.tf1_calls, **keras_calls(state.keras_calls))

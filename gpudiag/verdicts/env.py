@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from gpudiag.catalogue import libraries_not_loaded
 from gpudiag.nvml.mapping import parse_cuda_visible_devices
 from gpudiag.records.results import EnvResult
 from gpudiag.report import Action, Finding
@@ -34,6 +35,7 @@ def env_findings(
         _nvml_finding(nvml_info, nvml_reason, nvml_gpus),
         _tf_gpus_finding(tf_info, nvml_gpus, gpu_log),
         *_visibility_findings(tf_info, nvml_gpus),
+        *_horovod_findings(tf_info),
     ]
 
 
@@ -104,15 +106,24 @@ def _tf_gpus_finding(tf_info: EnvResult, nvml_gpus: int | None, gpu_log: list[st
         return Finding("env.tf-gpus", "ok", f"TensorFlow sees {tf_gpus} GPU(s): {listing}",
                        gpu_evidence, title=title(f"TensorFlow sees {tf_gpus} GPU(s) ({first})",
                                                  f"TensorFlow sees {tf_gpus} GPU(s)"))
+    skipped = _skipped_for(gpu_log)
     if nvml_gpus:
         return Finding(
             "env.tf-gpus", "fail",
-            f"TensorFlow sees no GPU although NVML sees {nvml_gpus}",
+            f"TensorFlow sees no GPU although NVML sees {nvml_gpus}" + skipped,
             gpu_evidence,
-            title=f"TensorFlow sees no GPU although NVML sees {nvml_gpus}",
+            title=title(f"TensorFlow sees no GPU although NVML sees {nvml_gpus}" + skipped,
+                        f"TensorFlow sees no GPU although NVML sees {nvml_gpus}"),
             advice="Read the tf_log lines in the evidence: usually missing CUDA/cuDNN libraries "
                    "(install tensorflow[and-cuda]) or a driver older than the CUDA build needs.",
         )
+    if skipped:
+        return Finding("env.tf-gpus", "fail", "TensorFlow sees no GPU" + skipped, gpu_evidence,
+                       title=title("TensorFlow sees no GPU" + skipped,
+                                   "TensorFlow skipped registering its GPUs"),
+                       advice="Install the libraries named (`pip install "
+                              "'tensorflow[and-cuda]'` brings the CUDA and cuDNN ones TensorFlow "
+                              "was built with) or put their directory on LD_LIBRARY_PATH.")
     return Finding(
         "env.tf-gpus", "warn",
         "TensorFlow sees no GPU; gpudiag's probes will run on virtual CPU devices",
@@ -121,6 +132,17 @@ def _tf_gpus_finding(tf_info: EnvResult, nvml_gpus: int | None, gpu_log: list[st
         advice="If this machine should have a GPU, check the driver (`nvidia-smi`) and the "
                "tf_log lines in the evidence.",
     )
+
+
+def _skipped_for(gpu_log: list[str]) -> str:
+    """``: it skipped registering its GPUs, libcudnn.so.8 not loaded`` from TensorFlow's own
+    lines (gpu_device.cc's "Skipping registering GPU devices...", the dlopen lines before
+    it), or "" where it did not say."""
+    if not any("Skipping registering GPU devices" in ln for ln in gpu_log):
+        return ""
+    libraries = libraries_not_loaded(gpu_log)
+    return ": it skipped registering its GPUs" + (
+        f", {', '.join(libraries)} not loaded" if libraries else "")
 
 
 def _visibility_findings(tf_info: EnvResult, nvml_gpus: int | None) -> list[Finding]:
@@ -154,3 +176,44 @@ def _visibility_findings(tf_info: EnvResult, nvml_gpus: int | None) -> list[Find
                    "does not support, or one in use exclusively by another process.",
         ))
     return out
+
+
+# Horovod's last release (0.28.1) predates TensorFlow 2.16, whose tf.keras is Keras 3:
+# horovod.tensorflow.keras wraps Keras 2 optimizers and its ops are built against the
+# TensorFlow of their time.
+HOROVOD_LAST_TF = (2, 15)
+
+
+def _version(text: str) -> tuple[int, int] | None:
+    parts = text.split(".")
+    try:
+        return int(parts[0]), int(parts[1])
+    except (IndexError, ValueError):
+        return None
+
+
+def _horovod_findings(tf_info: EnvResult) -> list[Finding]:
+    """env.horovod: Horovod installed beside a TensorFlow newer than any it was released
+    for (nothing said where Horovod is not installed)."""
+    hvd = tf_info.horovod_version
+    if hvd is None:
+        return []
+    tf = _version(tf_info.tf_version)
+    evidence = {"horovod_version": hvd, "tf_version": tf_info.tf_version}
+    if tf is None or tf <= HOROVOD_LAST_TF:
+        return [Finding("env.horovod", "ok", f"Horovod {hvd} with TensorFlow "
+                        f"{tf_info.tf_version}: a TensorFlow of Horovod's time", evidence,
+                        title=f"Horovod {hvd} with TensorFlow {tf_info.tf_version}")]
+    return [Finding(
+        "env.horovod", "warn",
+        f"Horovod {hvd} is installed with TensorFlow {tf_info.tf_version}: Horovod's last "
+        "release predates TensorFlow 2.16 (tf.keras is Keras 3 from then on); its "
+        "TensorFlow ops and its Keras optimizer wrapper were built for TensorFlow 2.15 and "
+        "earlier",
+        evidence, title=title(f"Horovod {hvd} with TensorFlow {tf_info.tf_version}: "
+                              "no Horovod release supports it", "Horovod with TensorFlow "
+                              ">= 2.16: no Horovod release supports it"),
+        actions=(Action("tf.distribute.MultiWorkerMirroredStrategy in place of Horovod"),),
+        advice="Use tf.distribute.MultiWorkerMirroredStrategy (one process per machine, "
+               "TF_CONFIG naming the workers; `gpudiag scaling --workers` tries it), or pin "
+               "tensorflow<2.16 with tf_keras for Horovod.")]

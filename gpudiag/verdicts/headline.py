@@ -236,11 +236,28 @@ def fix_entry(f: dict[str, Any]) -> str | None:
     return text
 
 
+def _keras_calls_entry(report: dict[str, Any]) -> Entry | None:
+    """Keras calls one at a time that took the program's time (run.keras-calls, warn): the
+    bottleneck where no step loop was measured."""
+    found = [f for f in _findings(report) if _family_id(f["id"]) == "run.keras-calls"
+             and f.get("status") == "warn"]
+    if not found:
+        return None
+    fix = fix_entry(found[0])
+    head = f"bottleneck: {_headline(found[0])}"
+    return (head, fix) if fix else (head,)
+
+
 def bottleneck_entry(report: dict[str, Any]) -> Entry | None:
-    """The named cause (the finding's title), its share of the step, and the fix."""
+    """The named cause (the finding's title), its share of the step, and the fix; Keras
+    calls made one at a time where they took the program's time and no step was measured."""
     found = _worst_first([f for f in _findings(report)
                           if _family_evidence(f["id"]) == "Bottleneck"
                           or _family_id(f["id"]) == "diff.bottleneck"])
+    if not found or found[0].get("status") == "skip":
+        keras = _keras_calls_entry(report)
+        if keras is not None:
+            return keras
     if not found:
         return None
     f = found[0]

@@ -12,6 +12,8 @@
 - ``throughput``: the step period of each loop.
 - ``hostcauses``: retracing, an eager training loop and the program's own Keras
   callbacks (run.retracing, run.eager-loop, run.callbacks), from the step series.
+- ``kerascalls``: Keras calls made one at a time from the program's loop
+  (run.keras-calls): many small predict/fit calls that take its time, at their lines.
 - ``precision``: a 16-bit Keras policy on a device without fast 16-bit math
   (run.precision).
 - ``live``: what is decided while the program runs (stalls, a non-finite loss).

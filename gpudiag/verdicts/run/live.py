@@ -8,10 +8,12 @@ gpudiag.verdicts.run.process.
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from gpudiag.catalogue import LogMatch
 from gpudiag.records.run import ProcessObservation
 from gpudiag.report import Action, Finding
 from gpudiag.verdicts.common import title
@@ -101,8 +103,10 @@ def describe_stall(event: dict[str, Any]) -> str:
     return text
 
 
-def stall(obs: ProcessObservation, proc: str = "") -> Finding:
-    """Whether a loop stopped stepping for longer than the stall timeout, and where."""
+def stall(obs: ProcessObservation, proc: str = "", log: Sequence[LogMatch] = ()) -> Finding:
+    """Whether a loop stopped stepping for longer than the stall timeout, and where. A
+    stall inside the step's runtime while XLA compiled for minutes (the log's "Very slow
+    compile?" line, catalogue entry xla-slow-compile) is named as compiling, not hung."""
     fid = f"run.stall{proc}"
     if not obs.stalls:
         if not any(s.steps for s in obs.series):
@@ -125,9 +129,60 @@ def stall(obs: ProcessObservation, proc: str = "") -> Finding:
     frame = (first.get("where") or {}).get("waiting") or (first.get("where") or {}).get("frame")
     waited = f"{len(obs.stalls)} stall(s), the first {first.get('waited_s', 0):.1f} s"
     at = f", waiting at {Path(frame['file']).name}:{frame['line']}" if frame else ""
+    compiling = xla_compiling(obs, log, first) if kind in ("runtime", "step") else None
+    if compiling is not None:
+        entry = next(m.entry for m in log if m.entry.id == "xla-slow-compile")
+        return Finding(fid, "warn", f"{compiling}; " + " | ".join(parts), evidence,
+                       advice=entry.fix,
+                       title=title(f"{waited}: XLA compiling, not hung",
+                                   "XLA compiling for minutes, not hung"))
     return Finding(fid, "warn", f"{len(obs.stalls)} stall(s): " + " | ".join(parts),
                    evidence, advice=_ADVICE.get(kind, _ADVICE["user"]),
                    title=title(f"{waited}{at}", waited))
+
+
+_ABSL_TIME = re.compile(r"^[IWEF]\d{4} \d\d:\d\d:(?P<unix>\d{9,}\.\d+)\s")
+_DURATION = re.compile(r"The operation took (?:(?P<h>\d+)h)?(?:(?P<m>\d+)m)?"
+                       r"(?:(?P<s>[\d.]+)s)?")
+
+
+def compile_window(took_line: str) -> tuple[float, float] | None:
+    """When XLA's slow compilation ran (Unix s), from slow_operation_alarm.cc's "The
+    operation took 3m2.369747s" line with absl's prefix (TensorFlow 2.21's ``E0000
+    00:00:1795935047.079104``); None where the line does not say."""
+    end, took = _ABSL_TIME.search(took_line), _DURATION.search(took_line)
+    if end is None or took is None or not any(took.groupdict().values()):
+        return None
+    seconds = (int(took["h"] or 0) * 3600 + int(took["m"] or 0) * 60
+               + float(took["s"] or 0))
+    return float(end["unix"]) - seconds, float(end["unix"])
+
+
+def xla_compiling(obs: ProcessObservation, log: Sequence[LogMatch],
+                  stall_event: dict[str, Any]) -> str | None:
+    """Why a stall inside the step's runtime was XLA compiling, from the log's own words
+    (None: the log has no "Very slow compile?" line, or its compilation's time, where the
+    log gives it, did not overlap the stall)."""
+    slow = next((m for m in log if m.entry.id == "xla-slow-compile"), None)
+    if slow is None:
+        return None
+    took = next((m.first for m in log if m.entry.id == "xla-slow-operation-took"), None)
+    window = compile_window(took) if took else None
+    t, waited = stall_event.get("t"), stall_event.get("waited_s") or 0.0
+    overlap = None
+    if window is not None and isinstance(t, int | float):
+        ended = stall_event.get("ended_after_s")
+        stall_end = t - waited + ended if isinstance(ended, int | float) else math.inf
+        overlap = window[0] < stall_end and window[1] > t - waited
+        if not overlap:
+            return None
+    jit = any(s.facts.get("jit_compile") is True for s in obs.series)
+    when = "while the step waited" if overlap else "(when, against the stall, not known)"
+    return (f"XLA compiled one module for more than 2 minutes {when} (the log: `"
+            + slow.first[:200] + "`" + (f"; `{took[:120]}`" if took else "") + "): a step "
+            "that compiles (" + ("the step function is jit_compile: " if jit else "")
+            + "its first call, or a new input shape such as a last partial batch), not a "
+            "hang")
 
 
 def stuck_at_ln_classes(label: str, first: float, recent: Sequence[float], steps: int,

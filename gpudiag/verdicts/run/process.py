@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
-from gpudiag.catalogue import LogMatch, match_crash
+from gpudiag.catalogue import LogMatch, bfc, match_crash
 from gpudiag.records.run import ProcessObservation
 from gpudiag.report import Action, Finding, Status
 from gpudiag.verdicts.common import title
@@ -367,8 +367,13 @@ def settle(matches: Sequence[LogMatch], *, completed: bool) -> list[LogMatch]:
 
 
 def tf_log(matches: Sequence[LogMatch], captured_reason: str | None,
-           proc: str = "") -> Finding:
-    """TensorFlow's log, matched against the catalogue: each known message, its fix."""
+           proc: str = "", bfc_ooms: Sequence[bfc.BfcOom] = ()) -> Finding:
+    """TensorFlow's log, matched against the catalogue: each known message, its fix; the
+    BFC allocator's out-of-memory as its summary says (``bfc_ooms``: fragmented or full)."""
+    told = bfc.meaning_and_fix(list(bfc_ooms))
+    if told is not None:
+        matches = [replace(m, entry=replace(m.entry, meaning=told[0], fix=told[1]))
+                   if m.entry.id == "bfc-out-of-memory" else m for m in matches]
     evidence = {"matches": [{"id": m.entry.id, "severity": m.entry.severity,
                              "count": m.count, "line": m.first, "meaning": m.entry.meaning,
                              "fix": m.entry.fix} for m in matches],

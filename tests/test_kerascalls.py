@@ -1,0 +1,225 @@
+"""Keras calls made one at a time from the program's loop (issue 46, item 1): the hook's
+timing per call site (gpudiag.inprogram.kerascalls, on a plain class: no TensorFlow), the
+verdict from plain records (gpudiag.verdicts.run.kerascalls), the headline that names them
+where no step was measured, and one real `gpudiag run` of a DQN agent (slow)."""
+
+from __future__ import annotations
+
+import itertools
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import TESTS_DIR, findings_by_id, gpudiag, load_report, run_dirs
+
+from gpudiag.inprogram import kerascalls
+from gpudiag.inprogram.config import RunHookConfig
+from gpudiag.layout import events as ev
+from gpudiag.records.run import KerasCallSite, ProcessObservation
+from gpudiag.verdicts import headline
+from gpudiag.verdicts.run import kerascalls as verdict
+
+PROGRAMS = TESTS_DIR / "programs"
+
+
+class _Agent:
+    def __init__(self, events_dir: Path) -> None:
+        self.config = RunHookConfig(events_dir=str(events_dir), run_dir=str(events_dir))
+        self.emitted: list[ev.Event] = []
+        self.errors: list[str] = []
+        self.exits: list[Any] = []
+
+    def emit(self, event: ev.Event) -> None:
+        self.emitted.append(event)
+
+    def hook_error(self, where: str, exc: BaseException) -> None:
+        self.errors.append(f"{where}: {exc}")
+
+    def on_exit(self, callback: Any) -> None:
+        self.exits.append(callback)
+
+
+class _Array:
+    def __init__(self, rows: int) -> None:
+        self.shape = (rows, 4)
+
+
+def _fake_keras() -> Any:
+    class Model:
+        def predict(self, x: Any, verbose: int = 0) -> str:
+            return "predicted"
+
+        def fit(self, x: Any, y: Any, epochs: int = 1) -> str:
+            self.predict(x)  # Keras's own call inside another: not the program's
+            return "fitted"
+
+        def __call__(self, x: Any) -> str:
+            raise ValueError("the program's own error")
+
+    class Keras:
+        pass
+
+    keras = Keras()
+    keras.Model = Model  # type: ignore[attr-defined]
+    return keras
+
+
+def test_each_call_is_timed_at_its_line_and_nested_calls_count_once(tmp_path: Path) -> None:
+    from gpudiag.inprogram import agent as agent_mod
+
+    keras, agent = _fake_keras(), _Agent(tmp_path)
+    kerascalls.install(agent, keras)  # type: ignore[arg-type]
+    model = keras.Model()
+    for _ in range(3):
+        assert model.predict(_Array(1), verbose=0) == "predicted"  # the predict line
+    assert model.fit(_Array(32), _Array(32)) == "fitted"
+    with pytest.raises(ValueError, match="the program's own error"):
+        model(_Array(2))
+    for callback in agent.exits:
+        callback()
+    agent_mod.unpatch_all()
+    (event,) = agent.emitted
+    assert isinstance(event, ev.KerasCalls) and not agent.errors
+    sites = {s["method"]: s for s in event.sites}
+    assert set(sites) == {"predict", "fit", "__call__"}  # fit's inner predict not counted
+    assert sites["predict"]["calls"] == 3 and sites["predict"]["rows_max"] == 1
+    assert sites["predict"]["code"] == \
+        'assert model.predict(_Array(1), verbose=0) == "predicted"  # the predict line'
+    assert sites["predict"]["file"] == __file__ and sites["predict"]["median_s"] is not None
+    assert sites["fit"]["rows_min"] == 32 and sites["__call__"]["calls"] == 1
+    assert not hasattr(keras.Model, "__gpudiag_calls__")  # every patch put back
+    # the process's resident memory after each call (Linux: /proc/self/statm)
+    assert [c for c, _ in event.rss_after_calls] == [1, 2, 3, 4, 5]
+    assert all(b > 1 << 20 for _, b in event.rss_after_calls)
+
+
+def test_the_memory_series_stays_bounded_however_many_calls(tmp_path: Path) -> None:
+    from gpudiag.inprogram import agent as agent_mod
+
+    keras, agent = _fake_keras(), _Agent(tmp_path)
+    kerascalls.install(agent, keras)  # type: ignore[arg-type]
+    model = keras.Model()
+    for _ in range(1000):
+        model.predict(_Array(1))
+    agent.exits[0]()
+    agent_mod.unpatch_all()
+    rss = agent.emitted[-1].rss_after_calls
+    assert len(rss) < kerascalls.MAX_POINTS and rss[-1][0] <= 1000
+    calls = [c for c, _ in rss]
+    assert calls == sorted(calls) and len({b - a for a, b in itertools.pairwise(calls)}) == 1
+
+
+def _site(method: str, calls: int, total_s: float, line: int, rows: int | None = 1
+          ) -> KerasCallSite:
+    return KerasCallSite(method, "/home/u/dqn.py", line, f"self.model.{method}(state)",
+                         "Sequential", calls, total_s, 0.5, total_s / calls, rows, rows)
+
+
+def _obs(*sites: KerasCallSite, seconds: float = 40.0) -> ProcessObservation:
+    return ProcessObservation(pid=10, ppid=1, argv=["dqn.py"], start_env={},
+                              tf_version="2.21.0", first_t_unix_s=1000.0,
+                              first_keras_call_t_unix_s=1005.0,
+                              last_t_unix_s=1005.0 + seconds, keras_calls=list(sites))
+
+
+def test_many_small_calls_that_take_the_time_are_named_at_their_lines_with_the_fix() -> None:
+    found = verdict.keras_calls(_obs(_site("predict", 400, 20.0, 42), _site("fit", 200, 16.0, 47),
+                                     seconds=40.0))
+    assert found is not None and found.status == "warn" and found.id == "run.keras-calls"
+    assert found.title == "Keras calls in a loop: 600 calls, 90% of the time, predict at dqn.py:42"
+    assert "400 calls of Sequential.predict at dqn.py:42" in found.message
+    assert "a median 50.0 ms a call for 1 row(s) each" in found.message
+    assert [a.where for a in found.actions] == ["dqn.py:42", "dqn.py:47"]
+    assert "`model(x, training=False)`" in found.actions[0].what
+    assert "train_on_batch" in found.actions[1].what
+    # what the time did not go to is said as such
+    small = verdict.keras_calls(_obs(_site("predict", 400, 2.0, 42), seconds=40.0))
+    assert small is not None and small.status == "ok" and "not what the time went to" in \
+        small.message
+
+
+def test_few_calls_or_large_batches_are_no_loop_of_small_calls() -> None:
+    assert verdict.keras_calls(_obs(_site("fit", 1, 39.0, 30, rows=60000))) is None
+    assert verdict.keras_calls(_obs(_site("predict", 9, 30.0, 42))) is None
+    assert verdict.keras_calls(_obs(_site("predict", 100, 30.0, 42, rows=10000))) is None
+    # a dataset or generator a call: its batches carry Keras's per-call work
+    assert verdict.keras_calls(_obs(_site("fit", 50, 39.0, 30, rows=None))) is None
+    # fit one epoch of a small array at a time: one fit with epochs=N is the fix there
+    epochs = verdict.keras_calls(_obs(_site("fit", 50, 39.0, 30, rows=200)))
+    assert epochs is not None and "one fit over the whole data with epochs=N" in \
+        epochs.actions[0].what
+    unknown = ProcessObservation(pid=1, ppid=None, argv=[], start_env={},
+                                 keras_calls=[_site("predict", 100, 30.0, 42)])
+    said = verdict.keras_calls(unknown)
+    assert said is not None and said.status == "skip"
+
+
+def test_the_headline_names_the_keras_calls_not_an_unmeasured_bottleneck() -> None:
+    found = verdict.keras_calls(_obs(_site("predict", 400, 20.0, 42), _site("fit", 200, 16.0, 47)))
+    assert found is not None
+    report = {"command": "run", "devices": {}, "data": {}, "findings": [
+        {"id": "run.bottleneck", "status": "skip", "message": "no loop passed its warm-up",
+         "title": "no loop passed its warm-up", "evidence": {}}, found.to_dict()]}
+    line = headline.bottleneck_line(report) or ""
+    assert line.startswith("bottleneck: Keras calls in a loop: 600 calls"), line
+    assert "fix at dqn.py:42: call the model directly" in line
+    assert "not measured" not in line
+
+
+@pytest.mark.slow
+def test_a_dqn_agent_calling_predict_and_fit_per_sample_is_named_at_its_lines(
+        tmp_path: Path) -> None:
+    """The agent as tutorials write it (tests/programs/dqn_keras_calls.py); its fixed twin
+    (``fixed``: model(x), one train_on_batch per minibatch) replays faster, timed plainly on
+    this project's 2-core machine: 11.6 s against 3.6 s as the test runs it (two replays),
+    54.6 s against 2.7 s with four replays of 16 samples."""
+    logdir = tmp_path / "runs"
+    program = PROGRAMS / "dqn_keras_calls.py"
+    proc = gpudiag("run", "--logdir", str(logdir), "--profile-steps", "0", "--",
+                   sys.executable, str(program), timeout=600)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    (run_dir,) = run_dirs(logdir)
+    by_id = findings_by_id(load_report(run_dir))
+    found = by_id["run.keras-calls"]
+    memory = by_id["run.memory-over-calls"]  # read after every call: ~80 of them here
+    assert len(memory["evidence"]["rss_after_calls"]) >= 60, memory
+    lines = program.read_text().splitlines()
+    fit_line = next(i for i, ln in enumerate(lines, 1) if "self.model.fit(state" in ln)
+    assert found["status"] == "warn", found["message"]
+    sites = {(s["method"], s["line"]): s for s in found["evidence"]["sites"]}
+    assert sites[("fit", fit_line)]["calls"] == 20
+    assert sites[("fit", fit_line)]["rows_max"] == 1
+    assert sum(s["calls"] for (m, _), s in sites.items() if m == "predict") >= 30
+    assert any(a["where"] == f"dqn_keras_calls.py:{fit_line}" and "train_on_batch" in a["what"]
+               for a in found["actions"])
+    assert "bottleneck: Keras calls in a loop" in proc.stdout + proc.stderr
+    assert "bottleneck: not measured" not in proc.stdout + proc.stderr
+
+
+MIB = 1 << 20
+
+
+def _memory(sizes_mib: list[float], every: int = 10) -> ProcessObservation:
+    points = [((i + 1) * every, int(m * MIB)) for i, m in enumerate(sizes_mib)]
+    return ProcessObservation(pid=10, ppid=1, argv=["predict_loop.py"], start_env={},
+                              rss_after_calls=points)
+
+
+def test_memory_that_rises_then_levels_off_is_no_leak_with_where_it_levelled() -> None:
+    # allocator caching over varying sizes: up for 50 calls, then within a few MiB
+    found = verdict.memory_over_calls(_memory([900, 1100, 1300, 1450, 1500, 1502, 1499,
+                                               1503, 1501, 1500, 1502, 1501]))
+    assert found is not None and found.status == "ok"
+    assert found.title == "no leak: memory levelled at 1501 MiB after 50 calls"
+    assert "rose from 900 MiB after call 10" in found.message
+    flat = verdict.memory_over_calls(_memory([700.0] * 10))
+    assert flat is not None and flat.title == "no leak: memory flat at 700 MiB over 100 Keras calls"
+
+
+def test_memory_still_growing_over_the_second_half_is_said_with_its_rate() -> None:
+    found = verdict.memory_over_calls(_memory([900 + 20 * i for i in range(12)]))
+    assert found is not None and found.status == "warn"
+    assert "grew by 100 MiB over its last 50 Keras calls" in found.message
+    assert "2048 KiB a call" in found.message and "clear_session" in (found.advice or "")
+    assert verdict.memory_over_calls(_memory([900, 1000, 1100])) is None  # too few readings
