@@ -38,9 +38,7 @@ from typing import BinaryIO
 import gpudiag
 from gpudiag import inprogram, nvml
 from gpudiag.errors import UsageError, WriteFailed, signum_of
-from gpudiag.inprogram.config import (
-    RunHookConfig,
-)
+from gpudiag.inprogram.config import RunHookConfig
 from gpudiag.layout import (
     ENV_RUN_CONFIG,
     ENV_RUN_PKG_ROOT,
@@ -205,10 +203,10 @@ def execute(session: RunSession, argv: list[str], *,
         if terminal is not None:
             terminal.text = watcher.status
         watcher.start()
-        pumps = [streams.pump(read_out, saved[0], _shown(terminal, terminal_out),
-                              streams.LineFilter(state, "stdout")),
-                 streams.pump(read_err, saved[1], _shown(terminal, sys.stderr.buffer),
-                              streams.LineFilter(state, "stderr"))]
+        pumps = [streams.pump(fd, save, _shown(terminal, out) if options.echo else None,
+                              streams.LineFilter(state, name))
+                 for fd, save, out, name in ((read_out, saved[0], terminal_out, "stdout"),
+                                             (read_err, saved[1], sys.stderr.buffer, "stderr"))]
         if terminal is not None:
             terminal.start()
         try:
@@ -260,7 +258,9 @@ def _hook_config(session: RunSession, out_dir: Path, options: RunOptions) -> Run
                          profile_warmup_steps=options.profile_warmup_steps,
                          profile_steps=options.profile_steps,
                          placement_log=options.placement_log,
-                         stall_timeout_s=options.stall_timeout_s)
+                         stall_timeout_s=options.stall_timeout_s,
+                         trial_fixes=options.trial_fixes,
+                         stop_after_steps=options.stop_after_steps)
 
 
 def _save_outcome(saved: Sequence[streams.SaveFile]) -> tuple[tuple[WriteFailed, ...],
