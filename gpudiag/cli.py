@@ -320,7 +320,8 @@ def try_fixes(
     from gpudiag.commands import tryfixes
     from gpudiag.run.options import RunOptions
 
-    argv = run_cmd.resolve(command or [])
+    argv = run_cmd.resolve(command or [], name="try")
+    tryfixes.check_single_process()
     unknown = sorted(set(only or ()) - set(tryfixes.BY_NAME))
     if unknown:
         raise typer.BadParameter(f"no such fix: {', '.join(unknown)} (known: "

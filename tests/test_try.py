@@ -163,9 +163,15 @@ def test_the_first_line_is_the_best_measured_fix() -> None:
     assert line.startswith("tried 2 fixes: num_parallel_calls at train.py:33 makes a step "
                            "2.0x faster (95 % CI ")
     assert line.endswith(", 3 rounds)")
-    slow = [trial("", r, 0.06) for r in (1, 2)] + [trial("prefetch", r, s) for r, s in
-                                                   ((1, 0.061), (2, 0.059))]
+    slow = [trial(f, r, s) for f, r, s in (("", 1, 0.060), ("", 2, 0.060),
+                                            ("prefetch", 1, 0.061), ("prefetch", 2, 0.059),
+                                            ("parallel-map", 1, 0.066),
+                                            ("parallel-map", 2, 0.067))]
     assert v.first_line([PARALLEL, PREFETCH], slow) == "none of the 2 fixes tried helped here"
+    one_round = TRIALS[:3]  # Ctrl-C after the first round: no interval, no claim
+    assert v.first_line([PARALLEL, PREFETCH], one_round) == (
+        "none of the 2 fixes tried was shown to help here: too few rounds measured for an "
+        "interval")
 
 
 def test_a_fix_that_crashes_where_the_program_as_written_did_not_broke_it() -> None:

@@ -64,10 +64,10 @@ PKG_ROOT = Path(gpudiag.__file__).resolve().parent.parent
 _PYTHON_NAME = re.compile(r"^(?:python|pypy)(?:\d+(?:\.\d+)?)?$")
 
 
-def resolve(command: Sequence[str]) -> list[str]:
+def resolve(command: Sequence[str], name: str = "run") -> list[str]:
     """The command, checked (UsageError, exit 2: none, not found, not executable, a
     Python interpreter given a script that does not exist)."""
-    argv = resolve_command(command, name="run")
+    argv = resolve_command(command, name=name)
     script = python_script(argv)
     if script is not None and not Path(script).exists():
         raise UsageError(f"no such script: {script} (looked in {Path.cwd()}); the command "

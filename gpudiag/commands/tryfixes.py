@@ -12,15 +12,17 @@ finding (the warm-up left out); gpudiag.verdicts.trial turns them into findings.
 
 from __future__ import annotations
 
+import contextlib
 import os
-from collections.abc import Sequence
+import signal
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from gpudiag import layout, nvml
 from gpudiag.commands import run as run_cmd
-from gpudiag.errors import UsageError
+from gpudiag.errors import Interrupted, UsageError
 from gpudiag.fixes import BY_NAME, Chosen
 from gpudiag.fixes.choice import NotTried, choose
 from gpudiag.fixes.lines import Call
@@ -51,9 +53,6 @@ def run(session: RunSession, argv: list[str], *,
         ui: Ui) -> int | None:
     """Diagnose, choose the fixes, run the trials, report. Returns the diagnosis's exit
     code (None: it has none)."""
-    if os.environ.get("TF_CONFIG"):
-        raise UsageError("TF_CONFIG is set: gpudiag try does not try multi-worker jobs yet; "
-                         "run gpudiag run on each worker")
     ui.say("gpudiag try runs the program once for the diagnosis and once per trial: its "
            "side effects (files it writes, checkpoints) happen each time")
     report, diag_dir, code = _diagnosis(session, argv, backend, options, ui)
@@ -80,6 +79,14 @@ def run(session: RunSession, argv: list[str], *,
         return code
     _trials(session, argv, backend, options, ui, plan, chosen)
     return code
+
+
+def check_single_process() -> None:
+    """A multi-worker job (TF_CONFIG set) is refused before anything runs: this first
+    version does not try one."""
+    if os.environ.get("TF_CONFIG"):
+        raise UsageError("TF_CONFIG is set: gpudiag try does not try multi-worker jobs yet; "
+                         "run gpudiag run on each worker")
 
 
 def _diagnosis(session: RunSession, argv: list[str],
@@ -180,22 +187,20 @@ def _trials(session: RunSession, argv: list[str],
                    stop_after_steps=stop, echo=False, quiet=True)
     trials: list[verdicts.Trial] = []
     interrupt: KeyboardInterrupt | None = None
-    for i, (round_no, c) in enumerate(plan, 1):
-        name = c.fix.name if c else ""
-        what = verdicts.label(c) if c else "the program as written"
-        ui.say(f"trial {i} of {len(plan)}: round {round_no}, {what}")
-        run_dir = (session.run_dir / layout.TRY_RUNS_DIR /
-                   layout.trial_dir_name(round_no, name or layout.TRY_AS_WRITTEN))
-        fixes = (c.fix,) if c else ()
-        try:
-            with RunSession.at("run", run_dir) as one:
-                run_cmd.run(one, argv, backend=backend, ui=Ui.quiet(),
-                            options=replace(base, trial_fixes=fixes))
-        except KeyboardInterrupt as exc:
-            interrupt = exc
-            ui.say("interrupted: the trials that finished are reported")
-            break
-        trials.append(read_trial(run_dir, name, round_no, c))
+    with _signals_seen() as seen:
+        for i in range(1, len(plan) + 1):
+            try:
+                done = _one_trial(session, argv, backend, base, ui, i, plan)
+            except KeyboardInterrupt as exc:
+                interrupt = exc
+            if seen and interrupt is None:  # the program ended by itself on it: not counted
+                interrupt = Interrupted(seen[0])
+            if interrupt is None:
+                trials.append(done)
+            else:
+                ui.say("interrupted: the trial that ran was stopped; the trials that "
+                       "finished are reported")
+                break
     for c in chosen:
         session.add(verdicts.fix_finding(c, trials))
     result = verdicts.result_finding(chosen, trials, stop, interrupted=interrupt is not None)
@@ -203,6 +208,48 @@ def _trials(session: RunSession, argv: list[str],
     session.add(result)
     if interrupt is not None:
         raise interrupt
+
+
+def _one_trial(session: RunSession, argv: list[str],
+               backend: nvml.NvmlBackend | nvml.NvmlUnavailable, base: RunOptions, ui: Ui,
+               i: int, plan: Sequence[tuple[int, Chosen | None]]) -> verdicts.Trial:
+    """Trial ``i`` of the plan, run in its own run directory and read back."""
+    round_no, c = plan[i - 1]
+    name = c.fix.name if c else ""
+    what = verdicts.label(c) if c else "the program as written"
+    ui.say(f"trial {i} of {len(plan)}: round {round_no}, {what}")
+    run_dir = (session.run_dir / layout.TRY_RUNS_DIR /
+               layout.trial_dir_name(round_no, name or layout.TRY_AS_WRITTEN))
+    with RunSession.at("run", run_dir) as one:
+        run_cmd.run(one, argv, backend=backend, ui=Ui.quiet(),
+                    options=replace(base, trial_fixes=(c.fix,) if c else ()))
+    return read_trial(run_dir, name, round_no, c)
+
+
+@contextlib.contextmanager
+def _signals_seen() -> Iterator[list[int]]:
+    """The interrupting signals (Ctrl-C, SIGTERM) that arrive while the trials run, in
+    order; each is still handled as before (passed on to the program by `run`). A program
+    that ends by itself on one leaves `run` no interrupt to raise: this list still says
+    that the user asked to stop."""
+    seen: list[int] = []
+    previous = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
+
+    def handler(signum: int, frame: Any) -> None:
+        seen.append(signum)
+        before = previous[signal.Signals(signum)]
+        if callable(before):
+            before(signum, frame)
+        elif signum == signal.SIGINT:
+            raise KeyboardInterrupt
+
+    for s in previous:
+        signal.signal(s, handler)
+    try:
+        yield seen
+    finally:
+        for s, before in previous.items():
+            signal.signal(s, before)
 
 
 def read_trial(run_dir: Path, fix: str, round_no: int, chosen: Chosen | None

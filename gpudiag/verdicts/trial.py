@@ -209,8 +209,11 @@ def first_line(chosen: Sequence[Chosen], trials: Sequence[Trial]) -> str:
                 best is None or m.ratio < best[0]):
             best = (m.ratio, c, m)
     if best is None:
-        return f"none of the {fixes} tried helped here" if n != 1 else \
-            "the 1 fix tried did not help here"
+        said = f"none of the {fixes} tried" if n != 1 else "the 1 fix tried"
+        if any(verdict_of(measure(trials, c.fix.name), broke(trials, c.fix.name))
+               == "cannot tell" for c in chosen):
+            return f"{said} was shown to help here: too few rounds measured for an interval"
+        return f"{said} helped here" if n != 1 else f"{said} did not help here"
     _, c, m = best
     assert m.low is not None and m.high is not None
     rounds = len(m.per_round)
