@@ -213,3 +213,16 @@ def test_the_verdict_puts_try_s_answer_first() -> None:
     assert lines[0].startswith("tried 2 fixes: num_parallel_calls at train.py:33 makes a")
     assert lines[1].strip().endswith("3 rounds)")  # wrapped, never cut
     assert lines[2].startswith("gpudiag try: 0 failed") and all(len(ln) < 80 for ln in lines)
+
+
+def test_the_terminal_shows_each_fix_s_measurement_change_and_prediction() -> None:
+    f = v.fix_finding(PARALLEL, TRIALS)
+    assert f.title.startswith("num_parallel_calls: 2.00x faster (95 % CI ")
+    ev = decode(f.id, f.evidence)
+    assert isinstance(ev, TriedFix)
+    lines = v.shown(ev, f.message.split("; ", 1)[0])
+    assert lines[0].startswith("num_parallel_calls at train.py:33: 2.00x faster (95 % CI ")
+    assert lines[1:] == [f"  as written:     {CODE}",
+                         f"  as it would be: {CODE}  # fixed",
+                         "  predicted B/A 0.50 (0.40-0.90): measured 0.50, inside it"]
+    assert v.fix_finding(PREFETCH, TRIALS).title.startswith("prefetch: no change, B/A 1.0")

@@ -27,6 +27,7 @@ from gpudiag.fixes import BY_NAME, Chosen
 from gpudiag.fixes.choice import NotTried, choose
 from gpudiag.fixes.lines import Call
 from gpudiag.layout import events
+from gpudiag.layout.evidence import TriedFix
 from gpudiag.run.options import RunOptions
 from gpudiag.session import RunSession
 from gpudiag.ui import Ui
@@ -76,6 +77,8 @@ def run(session: RunSession, argv: list[str], *,
     plan = [(r, c) for r in range(1, options.rounds + 1) for c in [None, *chosen]]
     _say_plan(ui, plan, chosen, report, options)
     if options.dry_run:
+        session.set(layout.TRY_DATA, {"headline": f"dry run: {len(plan)} trials planned, "
+                                      f"none run ({', '.join(c.fix.name for c in chosen)})"})
         return code
     _trials(session, argv, backend, options, ui, plan, chosen)
     return code
@@ -201,8 +204,12 @@ def _trials(session: RunSession, argv: list[str],
                 ui.say("interrupted: the trial that ran was stopped; the trials that "
                        "finished are reported")
                 break
+    ui.say("")
     for c in chosen:
-        session.add(verdicts.fix_finding(c, trials))
+        found = session.add(verdicts.fix_finding(c, trials))
+        ev = TriedFix.from_dict(found.evidence)
+        for line in verdicts.shown(ev, found.message.split("; ", 1)[0]):
+            ui.say_line(line)
     result = verdicts.result_finding(chosen, trials, stop, interrupted=interrupt is not None)
     session.set(layout.TRY_DATA, {"headline": result.evidence["headline"]})
     session.add(result)

@@ -19,6 +19,7 @@ from dataclasses import asdict, dataclass
 
 from gpudiag.fixes import Chosen
 from gpudiag.fixes.choice import NotTried
+from gpudiag.layout.evidence import TriedFix
 from gpudiag.layout.units import CI_LEVEL, ms_number
 from gpudiag.report import Finding, Status
 from gpudiag.verdicts.common import title
@@ -191,9 +192,44 @@ def fix_finding(chosen: Chosen, trials: Sequence[Trial]) -> Finding:
                 "can_change_results": module.CAN_CHANGE_RESULTS, "broke": broken,
                 "fix_config": asdict(chosen.fix),
                 "trials": [t.run_dir for t in trials if t.fix == name]}
-    short = head if len(head) <= 72 else f"{module.LABEL}: {verdict}"
     return Finding(f"try.fix.{name}", status, "; ".join(parts), evidence,
-                   title=title(short, f"{module.LABEL}: {verdict}"))
+                   title=title(head, f"{module.LABEL}: {short_said(m, verdict)}",
+                               f"{module.LABEL}: {verdict}"))
+
+
+def short_said(m: Measured | None, verdict: str) -> str:
+    """B/A in a title's few words: "1.92x faster (95 % CI 1.81-2.04)", "no change, B/A
+    0.84 (95 % CI 0.58-1.23)"."""
+    if verdict == "broke":
+        return "the fix broke the program here"
+    if m is None:
+        return "no step measured"
+    if m.low is None or m.high is None:
+        return f"cannot tell, B/A {m.ratio:.2f} from {len(m.per_round)} round(s)"
+    level = f"{CI_LEVEL * 100:.0f} % CI"
+    if verdict == "faster":
+        return f"{1 / m.ratio:.2f}x faster ({level} {1 / m.high:.2f}-{1 / m.low:.2f})"
+    if verdict == "slower":
+        return f"{m.ratio:.2f}x slower ({level} {m.low:.2f}-{m.high:.2f})"
+    return f"no change, B/A {m.ratio:.2f} ({level} {m.low:.2f}-{m.high:.2f})"
+
+
+def shown(ev: TriedFix, head: str) -> list[str]:
+    """A tried fix as the terminal shows it after the trials: the measurement (``head``:
+    the finding's message up to its first "; "), the line as written and as it would be,
+    the prediction beside the measurement."""
+    out = [head]
+    if ev.as_written:
+        out.append(f"  as written:     {ev.as_written}")
+    if ev.as_it_would_be:
+        out.append(f"  as it would be: {ev.as_it_would_be}")
+    if ev.predicted_ratio is not None:
+        span = (f" ({ev.predicted_low:.2f}-{ev.predicted_high:.2f})"
+                if ev.predicted_low is not None and ev.predicted_high is not None else "")
+        where = {True: ", inside it", False: ", outside it", None: ""}[ev.inside]
+        measured = f": measured {ev.ratio:.2f}{where}" if ev.ratio is not None else ""
+        out.append(f"  predicted B/A {ev.predicted_ratio:.2f}{span}{measured}")
+    return out
 
 
 def first_line(chosen: Sequence[Chosen], trials: Sequence[Trial]) -> str:
