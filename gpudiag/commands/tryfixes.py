@@ -186,8 +186,10 @@ def _trials(session: RunSession, argv: list[str],
     """Run the plan; the findings of the trials that finished (Ctrl-C: those, then the
     interrupt goes on)."""
     stop = WARMUP_STEPS + options.steps if options.steps is not None else None
+    # like for like: every trial under the same hooks, none profiled, none logging its
+    # placement (the diagnosis did both)
     base = replace(options.run, profile_steps=0, profile_warmup_steps=WARMUP_STEPS,
-                   stop_after_steps=stop, echo=False, quiet=True)
+                   placement_log=False, stop_after_steps=stop, echo=False, quiet=True)
     trials: list[verdicts.Trial] = []
     interrupt: KeyboardInterrupt | None = None
     with _signals_seen() as seen:
