@@ -226,3 +226,20 @@ def test_the_terminal_shows_each_fix_s_measurement_change_and_prediction() -> No
                          f"  as it would be: {CODE}  # fixed",
                          "  predicted B/A 0.50 (0.40-0.90): measured 0.50, inside it"]
     assert v.fix_finding(PREFETCH, TRIALS).title.startswith("prefetch: no change, B/A 1.0")
+
+
+def test_an_advised_fix_not_tried_is_listed_with_its_prediction() -> None:
+    _, not_tried = choose([ACTIONS[0], ACTIONS[2]], EVIDENCE, [])
+    f = v.not_tried_finding(not_tried)
+    assert f is not None and f.status == "skip"
+    assert f.title == "not tried: 2 advised fix(es): change by hand"
+    assert f.message == (
+        "not tried: change it by hand: pass num_parallel_calls=tf.data.AUTOTUNE to "
+        "Dataset.map at train.py:48, predicted B/A 0.13 (0.05-0.35) (the hooks recorded no "
+        "call it applies to at that line); call .cache() after the map at train.py:48 "
+        "(gpudiag cannot apply it in-process)")
+    (one,) = choose([ACTIONS[2]], EVIDENCE, CALLS)[1]
+    single = v.not_tried_finding([one])
+    assert single is not None
+    assert single.title == "not tried, change by hand: call .cache() after the map at train.py:48"
+    assert v.not_tried_finding([]) is None

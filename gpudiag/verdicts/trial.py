@@ -289,7 +289,10 @@ def not_tried_finding(not_tried: Sequence[NotTried]) -> Finding | None:
             span = f" ({low:.2f}-{high:.2f})" if low is not None and high is not None else ""
             pred = f", predicted B/A {ratio:.2f}{span}"
         said_each.append(f"{n.what}{where}{pred} ({n.why})")
+    one = ([f"not tried, change by hand: {said_each[0].split(' (')[0]}"]
+           if len(not_tried) == 1 else [])
     return Finding("try.not-tried", "skip",
                    "not tried: change it by hand: " + "; ".join(said_each),
                    {"not_tried": [asdict(n) for n in not_tried]},
-                   title=title(f"not tried: {len(not_tried)} advised fix(es): change by hand"))
+                   title=title(*one, f"not tried: {len(not_tried)} advised fix(es): change "
+                               "by hand"))
