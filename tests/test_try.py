@@ -243,3 +243,45 @@ def test_an_advised_fix_not_tried_is_listed_with_its_prediction() -> None:
     assert single is not None
     assert single.title == "not tried, change by hand: call .cache() after the map at train.py:48"
     assert v.not_tried_finding([]) is None
+
+
+def test_the_calls_are_read_back_from_the_hooks_events_in_the_order_made(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from gpudiag import layout
+    from gpudiag.commands.tryfixes import recorded_calls
+    from gpudiag.layout import events
+
+    program = layout.child_dir(tmp_path, layout.RUN_CHILD_NAME)
+    at = {"file": "/home/u/train.py", "function": "<module>", "direct": True}
+    lines = [events.encode(events.DatasetCall(method="batch", args={"batch_size": 32},
+                                              input=2, output=3,
+                                              caller={**at, "line": 48, "code": CODE}),
+                           t_unix_s=2.0, pid=7, seq=2),
+             events.encode(events.DatasetCall(method="map", args={"num_parallel_calls": None},
+                                              input=1, output=2,
+                                              caller={**at, "line": 48, "code": CODE}),
+                           t_unix_s=1.0, pid=7, seq=1),
+             events.encode(events.Compile(model="Sequential", steps_per_execution=16,
+                                          caller={**at, "line": 60, "code": "m.compile()"}),
+                           t_unix_s=3.0, pid=7, seq=3),
+             events.encode(events.DatasetCall(method="map", caller=None), t_unix_s=4.0,
+                           pid=7, seq=4),  # no line of the program's: not a call to fix
+             "not json"]
+    (program / layout.run_events_name(7)).write_text("\n".join(lines) + "\n")
+    calls = recorded_calls(tmp_path)
+    assert [(c.method, c.where, c.input, c.output) for c in calls] == [
+        ("map", "train.py:48", 1, 2), ("batch", "train.py:48", 2, 3),
+        ("compile", "train.py:60", None, None)]
+    assert calls[2].args == {"steps_per_execution": 16} and calls[0].code == CODE
+
+
+def test_the_time_of_a_trial_is_estimated_from_the_diagnosis() -> None:
+    from gpudiag.commands.tryfixes import estimate_trial_s
+
+    report = {"findings": [
+        {"id": "run.command", "evidence": {"duration_s": 20.0}},
+        {"id": "run.throughput", "evidence": {"loops": [
+            {"step_s_median": 0.05, "timed_steps": 130, "warmup_steps": 10}]}}]}
+    # start-up: 20 s less 140 steps of 50 ms; then 10 warm-up + 30 measured steps
+    assert estimate_trial_s(report, 30) == pytest.approx(13.0 + 40 * 0.05)
+    assert estimate_trial_s(report, None) == pytest.approx(20.0)
+    assert estimate_trial_s({"findings": []}, 30) is None
