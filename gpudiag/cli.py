@@ -328,7 +328,7 @@ def try_fixes(
                                  f"{', '.join(tryfixes.BY_NAME)})", param_hint="--fix")
     options = tryfixes.TryOptions(rounds=rounds, steps=steps or None, from_dir=from_dir,
                                   dry_run=dry_run, only=tuple(only or ()),
-                                  run=RunOptions(grace_s=grace))
+                                  stdout_to_stderr=as_json, run=RunOptions(grace_s=grace))
 
     def body(backend: Backend, gpu_list: tuple[int, ...] | None) -> Body:
         return lambda session, ui: tryfixes.run(session, argv, backend=backend,

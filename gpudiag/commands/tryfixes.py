@@ -46,6 +46,7 @@ class TryOptions:
     from_dir: Path | None = None
     dry_run: bool = False
     only: tuple[str, ...] = ()  # the fixes to try (empty: every one advised)
+    stdout_to_stderr: bool = False  # --json: the diagnosis's program output on stderr
     run: RunOptions = field(default_factory=RunOptions)
 
 
@@ -112,7 +113,8 @@ def _diagnosis(session: RunSession, argv: list[str],
     diag_dir = session.run_dir / layout.TRY_RUNS_DIR / layout.TRY_DIAGNOSIS
     ui.say(f"the diagnosis: the program as written, profiled -> {diag_dir}")
     with RunSession.at("run", diag_dir) as diag:
-        code = run_cmd.run(diag, argv, backend=backend, options=options.run, ui=ui)
+        code = run_cmd.run(diag, argv, backend=backend, options=options.run, ui=ui,
+                           stdout_to_stderr=options.stdout_to_stderr)
     report = diag.report.to_dict()
     for line in headline.verdict(report):
         ui.say_line(f"  {line}")
