@@ -158,6 +158,23 @@ def test_each_fix_is_measured_against_the_same_rounds_program_as_written() -> No
     assert m2 is not None and len(m2.per_round) == 2
 
 
+def test_rounds_that_all_agree_but_are_too_few_for_the_interval_cannot_tell() -> None:
+    # steps_per_execution on a loaded machine: 9x and 4x faster, two rounds (t = 12.7)
+    two = [trial("", 1, 0.0035), trial("steps-per-execution", 1, 0.00038),
+           trial("", 2, 0.0014), trial("steps-per-execution", 2, 0.00036)]
+    m = v.measure(two, "steps-per-execution")
+    assert m is not None and m.low is not None and m.high is not None and m.low < 1 < m.high
+    assert v.verdict_of(m, None) == "cannot tell"
+    assert v.said(m, "cannot tell").startswith("cannot tell: every round faster (B/A 0.11-0.26)"
+                                               ", but the 95 % CI ")
+    spe = chosen("steps-per-execution", "compile", None)
+    assert v.first_line([spe], two) == ("the 1 fix tried was not shown to help here: too few "
+                                        "rounds to decide (more --rounds)")
+    # rounds either side of 1.00: no change, said as such
+    mixed = [*two[:2], trial("", 2, 0.0014), trial("steps-per-execution", 2, 0.0015)]
+    assert v.verdict_of(v.measure(mixed, "steps-per-execution"), None) == "no change"
+
+
 def test_the_first_line_is_the_best_measured_fix() -> None:
     line = v.first_line([PARALLEL, PREFETCH], TRIALS)
     assert line.startswith("tried 2 fixes: num_parallel_calls at train.py:33 makes a step "
@@ -170,8 +187,8 @@ def test_the_first_line_is_the_best_measured_fix() -> None:
     assert v.first_line([PARALLEL, PREFETCH], slow) == "none of the 2 fixes tried helped here"
     one_round = TRIALS[:3]  # Ctrl-C after the first round: no interval, no claim
     assert v.first_line([PARALLEL, PREFETCH], one_round) == (
-        "none of the 2 fixes tried was shown to help here: too few rounds measured for an "
-        "interval")
+        "none of the 2 fixes tried was shown to help here: too few rounds to decide (more "
+        "--rounds)")
 
 
 def test_a_fix_that_crashes_where_the_program_as_written_did_not_broke_it() -> None:

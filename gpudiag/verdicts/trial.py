@@ -106,6 +106,8 @@ def verdict_of(m: Measured | None, broken: str | None) -> str:
         return "faster"
     if m.low > 1.0:
         return "slower"
+    if all(r < 1.0 for r in m.per_round) or all(r > 1.0 for r in m.per_round):
+        return "cannot tell"  # every round one way, the rounds too few to decide
     return "no change"
 
 
@@ -116,6 +118,11 @@ def said(m: Measured, verdict: str) -> str:
     if m.low is None or m.high is None:
         return f"B/A {m.ratio:.2f} from {rounds}: too few for an interval"
     level = f"{CI_LEVEL * 100:.0f} % CI"
+    if verdict == "cannot tell":
+        way = "faster" if m.ratio < 1 else "slower"
+        return (f"cannot tell: every round {way} (B/A {min(m.per_round):.2f}-"
+                f"{max(m.per_round):.2f}), but the {level} {m.low:.2f}-{m.high:.2f} of {rounds} "
+                "holds 1.00: more --rounds decide")
     if verdict == "faster":
         return f"{1 / m.ratio:.2f}x faster ({level} {1 / m.high:.2f}-{1 / m.low:.2f}, {rounds})"
     if verdict == "slower":
@@ -204,7 +211,7 @@ def short_said(m: Measured | None, verdict: str) -> str:
         return "the fix broke the program here"
     if m is None:
         return "no step measured"
-    if m.low is None or m.high is None:
+    if m.low is None or m.high is None or verdict == "cannot tell":
         return f"cannot tell, B/A {m.ratio:.2f} from {len(m.per_round)} round(s)"
     level = f"{CI_LEVEL * 100:.0f} % CI"
     if verdict == "faster":
@@ -245,11 +252,12 @@ def first_line(chosen: Sequence[Chosen], trials: Sequence[Trial]) -> str:
                 best is None or m.ratio < best[0]):
             best = (m.ratio, c, m)
     if best is None:
-        said = f"none of the {fixes} tried" if n != 1 else "the 1 fix tried"
         if any(verdict_of(measure(trials, c.fix.name), broke(trials, c.fix.name))
                == "cannot tell" for c in chosen):
-            return f"{said} was shown to help here: too few rounds measured for an interval"
-        return f"{said} helped here" if n != 1 else f"{said} did not help here"
+            said = f"none of the {fixes} tried was" if n != 1 else "the 1 fix tried was not"
+            return f"{said} shown to help here: too few rounds to decide (more --rounds)"
+        return f"none of the {fixes} tried helped here" if n != 1 else \
+            "the 1 fix tried did not help here"
     _, c, m = best
     assert m.low is not None and m.high is not None
     rounds = len(m.per_round)
