@@ -152,7 +152,7 @@ def test_worker_and_tensorboard_without_logdir_from_an_empty_directory(tmp_path:
 
 
 HELP_COMMANDS = ("", "env", "placement", "memory", "scaling", "worker", "monitor", "run",
-                 "explain", "diff", "tensorboard")
+                 "explain", "diff", "try", "tensorboard")
 
 
 @pytest.mark.parametrize("command", HELP_COMMANDS)
