@@ -302,3 +302,38 @@ def test_the_time_of_a_trial_is_estimated_from_the_diagnosis() -> None:
     assert estimate_trial_s(report, 30) == pytest.approx(13.0 + 40 * 0.05)
     assert estimate_trial_s(report, None) == pytest.approx(20.0)
     assert estimate_trial_s({"findings": []}, 30) is None
+
+
+def test_the_hooks_apply_a_fix_only_to_the_call_made_at_its_line(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    from types import SimpleNamespace
+
+    from gpudiag.inprogram import agent, trial
+
+    def frame(file: str, line: int) -> SimpleNamespace:  # what the wrappers read of one
+        return SimpleNamespace(f_code=SimpleNamespace(co_filename=file), f_lineno=line)
+
+    fixes = (TrialFix("parallel-map", "map", "train.py", 48),
+             TrialFix("prefetch", "batch", "train.py", 48))
+    monkeypatch.setattr(agent, "AGENT", SimpleNamespace(config=RunHookConfig(
+        "/e", "/r", trial_fixes=fixes, stop_after_steps=3)))
+
+    class Dataset:
+        def prefetch(self, n: int) -> tuple[str, int]:
+            return ("prefetched", n)
+
+    at = frame("/home/u/train.py", 48)
+    assert trial.call_kwargs("map", at, {"map_func": len}) == {"map_func": len,
+                                                               "num_parallel_calls": -1}
+    assert trial.call_result("batch", at, Dataset()) == ("prefetched", -1)
+    # another method, another line, another file: left as the program made them
+    assert trial.call_kwargs("interleave", at, {}) == {}
+    assert trial.call_kwargs("map", frame("/home/u/train.py", 49), {}) == {}
+    assert trial.call_kwargs("map", frame("/home/u/eval.py", 48), {}) == {}
+    assert trial.call_result("map", at, "ds") == "ds"
+    model = SimpleNamespace(stop_training=False)
+    trial.after_step(model, 2)
+    assert model.stop_training is False
+    trial.after_step(model, 3)
+    assert model.stop_training is True
+    monkeypatch.setattr(agent, "AGENT", SimpleNamespace(config=RunHookConfig("/e", "/r")))
+    assert trial.call_kwargs("map", at, {}) == {}  # `gpudiag run`: no trial, no change
