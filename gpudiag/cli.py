@@ -284,6 +284,59 @@ def run_program(
     _watch(ctx, "run", gpus, logdir, as_json, body, strict=strict)
 
 
+@app.command(name="try", context_settings={"allow_interspersed_args": False},
+             short_help="Measure the advised fixes on your own program, unedited.")
+def try_fixes(
+    ctx: typer.Context,
+    command: list[str] | None = typer.Argument(
+        None, metavar="-- python train.py [ARGS]...", show_default=False,
+        help="The program, as for gpudiag run; everything after --."),
+    rounds: int = typer.Option(3, "--rounds", min=1, max=20,
+                               help="Rounds of trials: the program as written and each fix, "
+                                    "interleaved (A B C A B C ...)."),
+    steps: int = typer.Option(100, "--steps", min=0, max=1_000_000,
+                              help="Measured steps a trial's fit runs after its 10 warm-up "
+                                   "steps before it stops (0: each trial runs to its end)."),
+    from_dir: Path | None = typer.Option(
+        None, "--from", metavar="RUN_DIR", exists=True, file_okay=False,
+        help="Take the fixes from this earlier `gpudiag run` of the same command instead of "
+             "diagnosing again."),
+    only: list[str] | None = typer.Option(
+        None, "--fix", metavar="NAME",
+        help="Try only this fix (repeatable): parallel-map, prefetch, steps-per-execution."),
+    dry_run: bool = typer.Option(False, "--dry-run",
+                                 help="Diagnose and print the trials, the time they would "
+                                      "take and the fixes; run no trial."),
+    grace: float = opt.GraceOpt,
+    logdir: Path = opt.LogdirOpt,
+    as_json: bool = opt.JsonOpt,
+) -> None:
+    """Run your program as written (the diagnosis, as gpudiag run), then again with each
+    fix it advises that gpudiag can apply in-process at your line (never editing a file),
+    interleaved in rounds, and measure each fix's step time against the program as written.
+    The program runs once per trial: its side effects happen each time. Exits with the
+    diagnosis run's exit code."""
+    from gpudiag.commands import run as run_cmd
+    from gpudiag.commands import tryfixes
+    from gpudiag.run.options import RunOptions
+
+    argv = run_cmd.resolve(command or [], name="try")
+    tryfixes.check_single_process()
+    unknown = sorted(set(only or ()) - set(tryfixes.BY_NAME))
+    if unknown:
+        raise typer.BadParameter(f"no such fix: {', '.join(unknown)} (known: "
+                                 f"{', '.join(tryfixes.BY_NAME)})", param_hint="--fix")
+    options = tryfixes.TryOptions(rounds=rounds, steps=steps or None, from_dir=from_dir,
+                                  dry_run=dry_run, only=tuple(only or ()),
+                                  stdout_to_stderr=as_json, run=RunOptions(grace_s=grace))
+
+    def body(backend: Backend, gpu_list: tuple[int, ...] | None) -> Body:
+        return lambda session, ui: tryfixes.run(session, argv, backend=backend,
+                                                options=options, ui=ui)
+
+    _watch(ctx, "try", None, logdir, as_json, body, strict=False)
+
+
 def _watch(ctx: typer.Context, name: str, gpus: str | None, logdir: Path, as_json: bool,
            body: Callable[[Backend, tuple[int, ...] | None], Body], *,
            strict: bool) -> None:

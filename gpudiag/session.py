@@ -61,6 +61,19 @@ class RunSession:
             self.__exit__(type(exc), exc, exc.__traceback__)
             raise
 
+    @classmethod
+    def at(cls, command: str, run_dir: Path) -> RunSession:
+        """A session in the run directory ``run_dir``, a name of the contract's inside
+        another run's (`gpudiag try`'s trials), created here; never one that exists."""
+        try:
+            run_dir.mkdir(parents=True)
+        except OSError as exc:
+            raise WriteFailed.of(exc, run_dir) from exc
+        session = cls.__new__(cls)
+        session._begin(command, run_dir, saved=True, argv=None)
+        session.save()
+        return session
+
     def _begin(self, command: str, run_dir: Path, *, saved: bool,
                argv: list[str] | None) -> None:
         self.run_dir = run_dir

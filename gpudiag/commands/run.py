@@ -64,10 +64,10 @@ PKG_ROOT = Path(gpudiag.__file__).resolve().parent.parent
 _PYTHON_NAME = re.compile(r"^(?:python|pypy)(?:\d+(?:\.\d+)?)?$")
 
 
-def resolve(command: Sequence[str]) -> list[str]:
+def resolve(command: Sequence[str], name: str = "run") -> list[str]:
     """The command, checked (UsageError, exit 2: none, not found, not executable, a
     Python interpreter given a script that does not exist)."""
-    argv = resolve_command(command, name="run")
+    argv = resolve_command(command, name=name)
     script = python_script(argv)
     if script is not None and not Path(script).exists():
         raise UsageError(f"no such script: {script} (looked in {Path.cwd()}); the command "
@@ -207,10 +207,10 @@ def execute(session: RunSession, argv: list[str], *,
         if terminal is not None:
             terminal.text = watcher.status
         watcher.start()
-        pumps = [streams.pump(read_out, saved[0], _shown(terminal, terminal_out),
-                              streams.LineFilter(state, "stdout")),
-                 streams.pump(read_err, saved[1], _shown(terminal, sys.stderr.buffer),
-                              streams.LineFilter(state, "stderr"))]
+        pumps = [streams.pump(fd, save, _shown(terminal, out) if options.echo else None,
+                              streams.LineFilter(state, name))
+                 for fd, save, out, name in ((read_out, saved[0], terminal_out, "stdout"),
+                                             (read_err, saved[1], sys.stderr.buffer, "stderr"))]
         if terminal is not None:
             terminal.start()
         try:
@@ -262,7 +262,9 @@ def _hook_config(session: RunSession, out_dir: Path, options: RunOptions) -> Run
                          profile_warmup_steps=options.profile_warmup_steps,
                          profile_steps=options.profile_steps,
                          placement_log=options.placement_log,
-                         stall_timeout_s=options.stall_timeout_s)
+                         stall_timeout_s=options.stall_timeout_s,
+                         trial_fixes=options.trial_fixes,
+                         stop_after_steps=options.stop_after_steps)
 
 
 def _save_outcome(saved: Sequence[streams.SaveFile]) -> tuple[tuple[WriteFailed, ...],

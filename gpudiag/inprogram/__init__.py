@@ -24,7 +24,8 @@ the labels a fit is given), inputwait (seconds inside a tf.data
 iterator's next(), and its own cost on a full buffer), pydata (Keras 3's batches from a
 PyDataset or a Python generator, timed), kerascalls (the program's Keras model calls
 made one at a time, timed per call site), cpplevel (TensorFlow's C++ log level: gpudiag's
-for TensorFlow's import, the program's otherwise)."""
+for TensorFlow's import, the program's otherwise), trial (`gpudiag try`'s fixes applied at
+the program's own lines, and its fit stopped after the trial's steps)."""
 
 #: gpudiag's modules outside this package that the hooks load into the user's program: the
 #: contract and small pure leaves, each importing only the standard library.
@@ -32,10 +33,12 @@ for TensorFlow's import, the program's otherwise)."""
 #: heavy (TensorFlow, NumPy, xprof, TensorBoard, rich, typer, pynvml) comes with them.
 SHARED_MODULES = (
     "gpudiag", "gpudiag.devnames", "gpudiag.errors",
+    "gpudiag.fixes", "gpudiag.fixes.lines", "gpudiag.fixes.parallel_map",
+    "gpudiag.fixes.prefetch", "gpudiag.fixes.steps_per_execution",
     "gpudiag.layout", "gpudiag.layout.cluster", "gpudiag.layout.diff", "gpudiag.layout.events",
     "gpudiag.layout.names",
-    "gpudiag.layout.run", "gpudiag.layout.units",
+    "gpudiag.layout.run", "gpudiag.layout.trial", "gpudiag.layout.units",
     "gpudiag.layout.views",
     "gpudiag.readers", "gpudiag.readers.placementlog", "gpudiag.readers.traces",
-    "gpudiag.records", "gpudiag.records.tfconfig",
+    "gpudiag.records", "gpudiag.records.tfconfig", "gpudiag.records.trial",
 )

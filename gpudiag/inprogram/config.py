@@ -11,6 +11,7 @@ import os
 from dataclasses import asdict, dataclass
 
 from gpudiag.layout import ENV_RUN_CONFIG
+from gpudiag.records.trial import TrialFix
 
 DEFAULT_PROFILE_WARMUP_STEPS = 10
 DEFAULT_PROFILE_STEPS = 5
@@ -46,6 +47,10 @@ class RunHookConfig:
     # the hooks run inside a notebook's kernel (gpudiag.notebook's watch()): TensorFlow's
     # C++ log is the kernel's (never read), the placement window opens all the same
     in_kernel: bool = False
+    # `gpudiag try`'s trial: the fixes applied in-process, and the fit steps after which
+    # training stops at a step boundary (None: it runs to its end)
+    trial_fixes: tuple[TrialFix, ...] = ()
+    stop_after_steps: int | None = None
 
     def to_env(self) -> str:
         return json.dumps(asdict(self))
@@ -59,6 +64,7 @@ class RunHookConfig:
         for name in ("stderr_stream", "stdout_stream"):
             if data.get(name) is not None:
                 data[name] = tuple(data[name])
+        data["trial_fixes"] = tuple(TrialFix(**f) for f in data.get("trial_fixes") or ())
         return RunHookConfig(**data)
 
 

@@ -31,8 +31,9 @@ import sys
 import threading
 from collections.abc import Callable
 from types import ModuleType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
+from gpudiag.inprogram import trial
 from gpudiag.inprogram.agent import patch
 from gpudiag.inprogram.functions import code_of
 from gpudiag.inprogram.usercode import is_user_file
@@ -59,6 +60,7 @@ MAX_GRAPH_NODES = 100_000
 MAX_DEPTH = 40
 _counter = itertools.count(1)
 _local = threading.local()
+T = TypeVar("T")
 
 
 def _value(x: Any) -> Any:
@@ -188,6 +190,8 @@ class _Recorder:
         def wrapper(*args: Any, **kwargs: Any) -> Any:
             if getattr(_local, "inside", False):
                 return original(*args, **kwargs)
+            frame = sys._getframe(1)  # the call's maker: a `gpudiag try` fix's line
+            kwargs = self._tried(trial.call_kwargs, method, frame, kwargs)
             _local.inside = True
             try:
                 result = original(*args, **kwargs)  # the program's call: its errors
@@ -197,11 +201,20 @@ class _Recorder:
                 self.record(method, original, args, kwargs, result, source)
             except Exception as exc:
                 self.agent.hook_error(f"recording Dataset.{method}", exc)
-            return result
+            return self._tried(trial.call_result, method, frame, result)
         wrapper.__gpudiag_wrapped__ = original  # type: ignore[attr-defined]
         wrapper.__name__ = method
         wrapper.__doc__ = original.__doc__
         return wrapper
+
+    def _tried(self, fix: Callable[[str, Any, T], T], method: str, frame: Any, value: T) -> T:
+        """``value`` with `gpudiag try`'s fixes at the frame's line applied (unchanged when
+        applying fails: said as a hook error, the program goes on)."""
+        try:
+            return fix(method, frame, value)
+        except Exception as exc:
+            self.agent.hook_error(f"applying a trial fix to Dataset.{method}", exc)
+            return value
 
     def wrap_py(self, name: str, original: Callable[..., Any]) -> Callable[..., Any]:
         def wrapper(*args: Any, **kwargs: Any) -> Any:

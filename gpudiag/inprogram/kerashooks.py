@@ -28,7 +28,7 @@ from collections.abc import Callable
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
-from gpudiag.inprogram import callbacktimes, lossfacts, weights
+from gpudiag.inprogram import callbacktimes, lossfacts, trial, weights
 from gpudiag.inprogram.agent import drop_own_frames, patch
 from gpudiag.inprogram.config import UNBUFFERED_FIRST_STEPS
 from gpudiag.inprogram.recorder import StepBuffer
@@ -213,10 +213,10 @@ def make_callback_class(agent: Agent, keras: ModuleType) -> type:  # noqa: C901 
                 self.begun = None
 
         def on_train_batch_end(self, batch: int, logs: Any = None) -> None:
-            step = self.step - 1
-            self.buffer.add({"i": step, "epoch": self.epoch, "batch": batch,
+            self.buffer.add({"i": (step := self.step - 1), "epoch": self.epoch, "batch": batch,
                              "t0": self.starts.pop(step, None), "t_end": time.time(),
                              "logs": _plain_logs(logs)})
+            trial.after_step(self.model, self.step)  # `gpudiag try`: its steps done
 
         def on_epoch_end(self, epoch: int, logs: Any = None) -> None:
             self._end_step()
@@ -386,6 +386,10 @@ def install_compile(agent: Agent, model_cls: Any) -> None:
     def compile(self: Any, *args: Any, **kwargs: Any) -> Any:
         import sys
 
+        try:
+            kwargs = trial.call_kwargs("compile", sys._getframe(1), kwargs)
+        except Exception as exc:
+            agent.hook_error("applying a trial fix to Model.compile", exc)
         try:
             record(self, args, kwargs, sys._getframe(1))
         except Exception as exc:

@@ -93,7 +93,7 @@ TB_EVENTS_GLOB = "events.out.tfevents.*"  # a TensorBoard run's event files
 XPLANE_SUFFIX = ".xplane.pb"  # a profiler trace, under <run>/plugins/profile/<ts>/
 # The commands whose run directories gpudiag writes (report.json's "command").
 COMMANDS = ("env", "placement", "memory", "scaling", "monitor", "run", "explain", "worker",
-            "diff")
+            "diff", "try")
 
 # Files of one child process, in children/<name>/
 CONFIG_JSON = "config.json"
@@ -353,4 +353,5 @@ def child_dir(run_dir: Path, name: str) -> Path:
 from gpudiag.layout.cluster import *  # noqa: E402, F403
 from gpudiag.layout.diff import *  # noqa: E402, F403
 from gpudiag.layout.run import *  # noqa: E402, F403
+from gpudiag.layout.trial import *  # noqa: E402, F403
 from gpudiag.layout.views import *  # noqa: E402, F403

@@ -16,6 +16,8 @@ fields it reads (a ValueError naming the field when one is of the wrong kind).
   throughput, speed-up and efficiency.
 - ``GpuUse`` (monitor/run.every-gpu-used): NVML's per-GPU numbers, the idle, working and
   lost GPUs.
+- ``TriedFix`` (try.fix.<fix>): one fix measured against the program as written: B/A with
+  its interval, the change, the prediction beside it.
 
 A finding of the family whose evidence lacks a field (a skip: no trace, no NVML) decodes
 with that field empty, never a guess. ``decode(finding)`` gives a finding's record (None:
@@ -395,12 +397,58 @@ def _gpu_records(d: Mapping[str, Any], key: str) -> tuple[dict[str, Any], ...]:
     return tuple(dict(g) for g in gpus)
 
 
-Evidence = Bottleneck | DeviceLanes | Learning | DiffStep | Scaling | GpuUse
+# --------------------------------------------------------------------------- TriedFix
+@dataclass(frozen=True)
+class TriedFix:
+    """try.fix.<fix>'s evidence (gpudiag.verdicts.trial): the fix, its line as written and
+    as it would be, B/A (the median over rounds of each round's fixed median step over the
+    same round's as-written one) with its interval from the rounds' spread, the prediction
+    as a ratio with its interval and whether the measurement fell inside it, whether the
+    hooks' record shows the change made, and the exception where the fix broke it."""
+
+    fix: str
+    where: str | None
+    as_written: str | None
+    as_it_would_be: str | None
+    verdict: str  # faster, slower, no change, cannot tell, broke
+    ratio: float | None = None
+    ratio_low: float | None = None
+    ratio_high: float | None = None
+    rounds: int = 0
+    level: float = CI_LEVEL
+    predicted_ratio: float | None = None
+    predicted_low: float | None = None
+    predicted_high: float | None = None
+    inside: bool | None = None
+    applied: bool | None = None
+    can_change_results: bool = False
+    broke: str | None = None
+
+    @classmethod
+    def from_dict(cls, data: Any) -> TriedFix:
+        d = _obj(data, "evidence")
+        verdict = _str(d, "verdict", "")
+        if verdict not in ("faster", "slower", "no change", "cannot tell", "broke"):
+            raise ValueError(f"evidence field verdict is not a verdict: {verdict!r}")
+        flags = {k: d.get(k) for k in ("inside", "applied")}
+        for k, v in flags.items():
+            if v is not None and not isinstance(v, bool):
+                raise ValueError(f"evidence field {k} is not true or false")
+        return cls(_str(d, "fix", "") or "", _str(d, "where", ""), _str(d, "as_written", ""),
+                   _str(d, "as_it_would_be", ""), verdict, _num(d, "ratio", ""),
+                   _num(d, "ratio_low", ""), _num(d, "ratio_high", ""),
+                   _int(d, "rounds", "") or 0, _num(d, "level", "") or CI_LEVEL,
+                   _num(d, "predicted_ratio", ""), _num(d, "predicted_low", ""),
+                   _num(d, "predicted_high", ""), flags["inside"], flags["applied"],
+                   bool(d.get("can_change_results")), _str(d, "broke", ""))
+
+
+Evidence = Bottleneck | DeviceLanes | Learning | DiffStep | Scaling | GpuUse | TriedFix
 
 #: The records by the name gpudiag.layout.families gives them.
 TYPES: dict[str, Any] = {"Bottleneck": Bottleneck, "DeviceLanes": DeviceLanes,
                          "Learning": Learning, "DiffStep": DiffStep, "Scaling": Scaling,
-                         "GpuUse": GpuUse}
+                         "GpuUse": GpuUse, "TriedFix": TriedFix}
 
 
 def decode(finding_id: str, evidence: Mapping[str, Any]) -> Evidence | None:

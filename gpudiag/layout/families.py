@@ -105,6 +105,9 @@ FAMILIES: tuple[Family, ...] = (
     *_fam("did_the_fix_work", "diff.step-time.<loop>", evidence="DiffStep"),
     *_fam("did_the_fix_work", "diff.bottleneck.<finding>", "diff.learning", "diff.devices",
           "diff.findings", "diff.scaling", "diff.not-compared", "diff.caveats"),
+    # gpudiag try
+    *_fam("did_the_fix_work", "try.fix.<fix>", evidence="TriedFix"),
+    *_fam("did_the_fix_work", "try.result", "try.not-tried"),
     # gpudiag run
     *_fam("program", "run.memory-over-calls"),
     *_fam("program", "run.command", "run.terminal", "run.stall", "run.peers", "run.crash",

@@ -14,6 +14,7 @@ from gpudiag import nvml
 from gpudiag.errors import WriteFailed, signum_of
 from gpudiag.inprogram.config import DEFAULT_PROFILE_STEPS, DEFAULT_PROFILE_WARMUP_STEPS
 from gpudiag.procs.command import DEFAULT_GRACE_S
+from gpudiag.records.trial import TrialFix
 from gpudiag.run import streams, survivors
 
 if TYPE_CHECKING:
@@ -32,6 +33,11 @@ class RunOptions:
     quiet: bool = False  # no status line on the terminal (gpudiag.run.statusline)
     grace_s: float = DEFAULT_GRACE_S  # after a signal passed on, before SIGKILL (--grace)
     in_kernel: bool = False  # the hooks ran in a notebook's kernel (gpudiag.notebook)
+    # `gpudiag try`'s trial: the fixes the hooks apply, the fit's steps before it stops,
+    # and whether the program's output reaches the terminal (it is saved either way)
+    trial_fixes: tuple[TrialFix, ...] = ()
+    stop_after_steps: int | None = None
+    echo: bool = True
 
 
 class Finish:

@@ -16,6 +16,8 @@ The entries, each only where the report has its evidence:
     report: runs/2026-11-25T10-00-00-run/report.md
     dashboard: gpudiag tensorboard runs
 
+`gpudiag try` puts its answer first ("tried 2 fixes: num_parallel_calls at train.py:33
+makes a step 1.9x faster (95 % CI 1.8-2.0, 3 rounds)", report.json's data.try).
 `gpudiag diff` puts its result first ("B is 2.66x faster (95 % CI 2.59-2.73): 27.00 ->
 10.15 ms a step", from the diff.step-time finding's evidence; B/A below 1 is "faster").
 A long entry is wrapped with an indent, never cut: the words a person needs (the action,
@@ -359,6 +361,12 @@ def diff_line(report: dict[str, Any]) -> str | None:
     return "; ".join(said)
 
 
+def try_line(report: dict[str, Any]) -> str | None:
+    """`gpudiag try`'s answer (report.json's data.try.headline: gpudiag.verdicts.trial)."""
+    said = (report.get("data", {}).get("try") or {}).get("headline")
+    return said if isinstance(said, str) and said else None
+
+
 def interpreter_line(report: dict[str, Any]) -> str | None:
     """A program that failed on ``import tensorflow`` (the catalogue's tensorflow-missing)
     run by a Python without it, while gpudiag's own Python has it: that interpreter and
@@ -393,7 +401,7 @@ def entries(report: dict[str, Any], tail: Sequence[str] = ()) -> list[Entry]:
     """The verdict's entries (``tail``: lines that end it, the report's path), at most
     MAX_ENTRIES: `diff`'s result first; the counts, the devices, the bottleneck with its
     fix, learning (`diff`: no devices entry). Past MAX_ENTRIES, the counts give way."""
-    result = diff_line(report)
+    result = diff_line(report) or try_line(report)
     body: list[str | Entry | None] = [
         result, counts_line(report), None if result else devices_line(report),
         bottleneck_entry(report), learning_line(report), interpreter_line(report)]

@@ -104,11 +104,11 @@ def fixes(calls: Sequence[DatasetCall], epochs: int | None = None) -> list[Fix]:
         if epochs and epochs > 1 and "map" in methods and "cache" not in methods and \
                 chain[-1].method in ("from_tensor_slices", "from_tensors"):
             mapped = next(n for n in chain if n.method == "map")
-            drawn = random_ops(mapped)
-            if drawn:
-                out.append(Fix(f"no .cache() after the map at {_line(mapped)}: it draws random "
-                               f"numbers ({', '.join(drawn)}), and a cache would give every "
-                               "epoch the first epoch's draws (the augmentation would freeze); "
+            frozen = cache_freezes(chain, mapped)
+            if frozen:
+                out.append(Fix(f"no .cache() after the map at {_line(mapped)}: {frozen}, and a "
+                               "cache would give every epoch the first epoch's elements (the "
+                               "augmentation or the order would freeze); "
                                "where it also does deterministic work (decoding, resizing), "
                                "move that into a map of its own before it and .cache() after "
                                "that one", "keep the random map after any .cache(): split "
@@ -120,6 +120,25 @@ def fixes(calls: Sequence[DatasetCall], epochs: int | None = None) -> list[Fix]:
                                "maps it once", "call .cache() after the map", _where(mapped),
                                "cache"))
     return out
+
+
+def cache_freezes(chain: Sequence[DatasetCall], mapped: DatasetCall) -> str | None:
+    """Why a .cache() after ``mapped`` would freeze what each epoch sees (None: it would
+    not): its function draws random numbers, or runs Python that gpudiag cannot see into
+    (it may draw them), or a shuffle comes before it (``chain``: from the pipeline's end
+    back to its source)."""
+    drawn = random_ops(mapped)
+    if drawn:
+        return f"it draws random numbers ({', '.join(drawn)})"
+    python = python_ops(mapped)
+    if python:
+        return (f"it runs Python ({', '.join(python)}: tf.py_function or tf.numpy_function) "
+                "that gpudiag cannot see into, which may draw random numbers")
+    after = list(chain[chain.index(mapped) + 1:]) if mapped in chain else []
+    shuffle = next((c for c in after if c.method == "shuffle"), None)
+    if shuffle is not None:
+        return f"it follows the shuffle at {shuffle.where}"
+    return None
 
 
 def random_ops(c: DatasetCall) -> list[str]:

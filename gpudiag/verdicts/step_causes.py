@@ -42,6 +42,7 @@ from gpudiag.verdicts.pipeline import (
     MODELLED,
     parallel_and_prefetched,
     pipeline_fixes,
+    python_ops,
     random_ops,
     stage_fixes,
 )
@@ -298,7 +299,8 @@ def _input(j: Judged) -> Cause | None:
         if not any(f.kind == "python" for f in listed):  # else said at the map
             actions.append(Action("vectorise the map: batch before it, with a function "
                                   "written for a batch", mapped.where if mapped else None))
-        cache = ("" if any(random_ops(c) for c in calls) else
+        cache = ("" if any(random_ops(c) or python_ops(c) or c.method == "shuffle"
+                           for c in calls) else
                  "cache() after the map when the data fits in memory, ")
         out.append("the program's pipeline already maps in parallel and prefetches: the "
                    "per-element work itself outruns the step; vectorise it (batch before "

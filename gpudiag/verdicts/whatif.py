@@ -100,9 +100,12 @@ def missing_fixes(calls: Sequence[Mapping[str, Any]], epochs: int | None) -> lis
     """The FIXES a pipeline lacks (gpudiag.verdicts.pipeline's advice): a serial map,
     a generator, no prefetch, an in-memory set mapped every epoch without cache."""
     maps = [c for c in calls if c.get("method") in ("map", "interleave")]
-    # never a cache after a map that draws random numbers (it would freeze them)
+    # never a cache after a map that draws random numbers, runs Python gpudiag cannot see
+    # into, or follows a shuffle (it would freeze the draws or the order)
+    first_map = next(i for i, c in enumerate(calls) if c in maps) if maps else 0
     cache_fix = bool(epochs and epochs > 1 and maps and not _has(calls, "cache") and not any(
-        c.get("random_ops") for c in maps) and (
+        c.get("random_ops") or c.get("python_ops") for c in maps) and not _has(
+        calls[:first_map], "shuffle") and (
         _has(calls, "from_tensor_slices") or _has(calls, "from_tensors")))
     return [f for f, lacking in (("parallel", _serial(calls)),
                                  ("generator", _has(calls, "from_generator")),

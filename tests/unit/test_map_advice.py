@@ -69,6 +69,33 @@ def test_a_random_map_is_never_told_to_cache_and_whatif_does_not_count_a_cache()
     assert "maps it once" in plain.advice and "cache" in plain.evidence["predicted"]["fix"]
 
 
+@pytest.mark.parametrize(("calls", "why"), [
+    # a random augmentation inside a py_function: gpudiag cannot see its random numbers
+    (pipeline_of(python_ops=["EagerPyFunc"]), "runs Python (EagerPyFunc"),
+    # a numpy_function after a shuffle
+    ([call("from_tensor_slices", 10, 1), call("shuffle", 10, 2, 1, buffer_size=100),
+      call("map", 11, 3, 2, {"python_ops": ["PyFunc"]}, num_parallel_calls=None),
+      call("batch", 12, 4, 3, batch_size=32)], "runs Python (PyFunc"),
+    # a map of TensorFlow ops after a shuffle: the cache would keep the first epoch's order
+    ([call("from_tensor_slices", 10, 1), call("shuffle", 10, 2, 1, buffer_size=100),
+      call("map", 11, 3, 2, num_parallel_calls=None), call("batch", 12, 4, 3, batch_size=32)],
+     "it follows the shuffle at train.py:10"),
+])
+def test_no_cache_is_advised_after_a_python_map_or_a_shuffle(calls: list[DatasetCall],
+                                                             why: str) -> None:
+    fixes = pipeline.fixes(calls, epochs=3)
+    kinds = [f.kind for f in fixes]
+    assert "cache" not in kinds and "no-cache" in kinds
+    no_cache = next(f for f in fixes if f.kind == "no-cache")
+    assert no_cache.text.startswith("no .cache() after the map at train.py:11")
+    assert why in no_cache.text and "freeze" in no_cache.text
+    f = bn.bottleneck(breakdown(("/device:CPU:0", 10, 3, 0, 5, 2, 0, 0)), None,
+                      bn.ProgramFacts(calls=calls, loop="Model.fit", epochs=3))
+    assert not any("cache() after the map" in a.what for a in f.actions)
+    assert "maps it once" not in f.advice
+    assert "cache" not in (f.evidence["predicted"] or {}).get("fix", "")
+
+
 def test_a_python_map_is_told_the_gil_and_to_vectorise_even_with_parallel_calls() -> None:
     calls = [call("from_tensor_slices", 10, 1),
              call("map", 11, 2, 1, {"python_ops": ["EagerPyFunc"]},

@@ -1,0 +1,316 @@
+"""`gpudiag try -- python train.py`: the advised fixes measured on the user's own program,
+applied in-process at the user's lines, never by editing a file (docs/try.md).
+
+First the diagnosis: the program as written under `gpudiag run` (or ``--from`` an earlier
+run of the same command). The fixes it advises that gpudiag.fixes applies are chosen
+(gpudiag.fixes.choice); then rounds of measured trials, the program as written and each
+fix interleaved (A B C A B C ...), each a whole `gpudiag run` directory under the try run's
+``runs/`` (gpudiag.layout.trial) with no profiled window, its fit stopped after warm-up +
+``--steps`` steps. Each trial's steady step is the median step of its run.throughput
+finding (the warm-up left out); gpudiag.verdicts.trial turns them into findings. TF-free.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from gpudiag import layout, nvml
+from gpudiag.commands import run as run_cmd
+from gpudiag.errors import Interrupted, UsageError
+from gpudiag.fixes import BY_NAME, Chosen
+from gpudiag.fixes.choice import NotTried, choose
+from gpudiag.fixes.lines import Call
+from gpudiag.layout import events
+from gpudiag.layout.evidence import TriedFix
+from gpudiag.run.options import RunOptions
+from gpudiag.session import RunSession
+from gpudiag.ui import Ui
+from gpudiag.verdicts import headline
+from gpudiag.verdicts import trial as verdicts
+
+WARMUP_STEPS = 10  # left out of each trial's median (run.throughput's warm-up)
+DEFAULT_STEPS = 100
+DEFAULT_ROUNDS = 3
+
+
+@dataclass(frozen=True)
+class TryOptions:
+    rounds: int = DEFAULT_ROUNDS
+    steps: int | None = DEFAULT_STEPS  # None: each trial runs to its end
+    from_dir: Path | None = None
+    dry_run: bool = False
+    only: tuple[str, ...] = ()  # the fixes to try (empty: every one advised)
+    stdout_to_stderr: bool = False  # --json: the diagnosis's program output on stderr
+    run: RunOptions = field(default_factory=RunOptions)
+
+
+def run(session: RunSession, argv: list[str], *,
+        backend: nvml.NvmlBackend | nvml.NvmlUnavailable, options: TryOptions,
+        ui: Ui) -> int | None:
+    """Diagnose, choose the fixes, run the trials, report. Returns the diagnosis's exit
+    code (None: it has none)."""
+    ui.say("gpudiag try runs the program once for the diagnosis and once per trial: its "
+           "side effects (files it writes, checkpoints) happen each time")
+    report, diag_dir, code = _diagnosis(session, argv, backend, options, ui)
+    if code is not None:
+        session.forward_exit(code)
+    _check_tensorflow(report)
+    bottleneck = next((f for f in report.get("findings", [])
+                       if f.get("id") == "run.bottleneck"), None)
+    chosen, not_tried = choose(bottleneck.get("actions") or [] if bottleneck else [],
+                               bottleneck.get("evidence") or {} if bottleneck else {},
+                               recorded_calls(diag_dir))
+    skipped = verdicts.not_tried_finding(not_tried)
+    if skipped is not None:
+        session.add(skipped)
+    chosen = [c for c in chosen if not options.only or c.fix.name in options.only]
+    if not chosen:
+        nothing = _nothing_to_try(bottleneck, not_tried, options.only)
+        session.set(layout.TRY_DATA, {"headline": nothing.evidence["headline"]})
+        session.add(nothing)
+        return code
+    plan = [(r, c) for r in range(1, options.rounds + 1) for c in [None, *chosen]]
+    _say_plan(ui, plan, chosen, report, options)
+    if options.dry_run:
+        session.set(layout.TRY_DATA, {"headline": f"dry run: {len(plan)} trials planned, "
+                                      f"none run ({', '.join(c.fix.name for c in chosen)})"})
+        return code
+    _trials(session, argv, backend, options, ui, plan, chosen)
+    return code
+
+
+def check_single_process() -> None:
+    """A multi-worker job (TF_CONFIG set) is refused before anything runs: this first
+    version does not try one."""
+    if os.environ.get("TF_CONFIG"):
+        raise UsageError("TF_CONFIG is set: gpudiag try does not try multi-worker jobs yet; "
+                         "run gpudiag run on each worker")
+
+
+def _diagnosis(session: RunSession, argv: list[str],
+               backend: nvml.NvmlBackend | nvml.NvmlUnavailable, options: TryOptions,
+               ui: Ui) -> tuple[dict[str, Any], Path, int | None]:
+    """The diagnosis's report, run directory and exit code: run now, or read ``--from``."""
+    if options.from_dir is not None:
+        from gpudiag.rundir import load_run
+
+        earlier = load_run(options.from_dir)
+        if earlier.command != "run":
+            raise UsageError(f"--from {options.from_dir}: a {earlier.command} run, not a "
+                             "gpudiag run")
+        said = ((earlier.report_json.get("data") or {}).get("run") or {}).get("command")
+        if said and list(said) != list(argv):
+            raise UsageError(f"--from {options.from_dir} ran {' '.join(said)}, not "
+                             f"{' '.join(argv)}")
+        code = _returncode(earlier.report_json)
+        return earlier.report_json, options.from_dir, code
+    diag_dir = session.run_dir / layout.TRY_RUNS_DIR / layout.TRY_DIAGNOSIS
+    ui.say(f"the diagnosis: the program as written, profiled -> {diag_dir}")
+    with RunSession.at("run", diag_dir) as diag:
+        code = run_cmd.run(diag, argv, backend=backend, options=options.run, ui=ui,
+                           stdout_to_stderr=options.stdout_to_stderr)
+    report = diag.report.to_dict()
+    for line in headline.verdict(report):
+        ui.say_line(f"  {line}")
+    return report, diag_dir, code
+
+
+def _returncode(report: dict[str, Any]) -> int | None:
+    found: dict[str, Any] = next((f for f in report.get("findings", [])
+                                  if f.get("id") == "run.command"), {})
+    code = (found.get("evidence") or {}).get("returncode")
+    return code if isinstance(code, int) and code >= 0 else None
+
+
+def _check_tensorflow(report: dict[str, Any]) -> None:
+    tf = next((f for f in report.get("findings", []) if f.get("id") == "run.tensorflow"), None)
+    if tf is None or tf.get("status") == "skip":
+        raise UsageError("the program never imported TensorFlow: gpudiag try has nothing to "
+                         "try (its diagnosis is in the try run's runs/diagnosis)")
+
+
+def _nothing_to_try(bottleneck: dict[str, Any] | None, not_tried: Sequence[NotTried],
+                    only: Sequence[str] = ()) -> Any:
+    from gpudiag.report import Finding
+
+    if only:
+        why = f"the diagnosis advised none of the fixes asked for ({', '.join(only)})"
+    elif bottleneck is None:
+        why = "the diagnosis found no bottleneck to fix"
+    elif not_tried:
+        why = "none of the advised fixes is one gpudiag applies in-process"
+    else:
+        why = f"the diagnosis advised no fix ({bottleneck.get('title') or 'no bottleneck'})"
+    return Finding("try.result", "skip", f"nothing to try: {why}; the diagnosis stands",
+                   {"headline": f"nothing to try: {why}", "fixes": [], "trials": []},
+                   title=verdicts.title(f"nothing to try: {why}", "nothing to try"))
+
+
+def _say_plan(ui: Ui, plan: Sequence[tuple[int, Chosen | None]], chosen: Sequence[Chosen],
+              report: dict[str, Any], options: TryOptions) -> None:
+    each = estimate_trial_s(report, options.steps)
+    est = f", about {each * len(plan) / 60:.1f} min" if each is not None else ""
+    ui.say(f"{len(plan)} trials ({options.rounds} rounds of the program as written and "
+           f"{len(chosen)} fix(es)){est}")
+    for c in chosen:
+        module = BY_NAME[c.fix.name]
+        ui.say_line(f"  {verdicts.label(c)}: {module.CHANGES}"
+               + (f"\n    as written:     {c.as_written}" if c.as_written else "")
+               + (f"\n    as it would be: {c.as_it_would_be}" if c.as_it_would_be else ""))
+
+
+def estimate_trial_s(report: dict[str, Any], steps: int | None) -> float | None:
+    """One trial's seconds, from the diagnosis: its start-up (the run's duration less its
+    steps) and ``WARMUP_STEPS + steps`` of its median step (None: not known)."""
+    found = {f.get("id"): f.get("evidence") or {} for f in report.get("findings", [])}
+    duration = found.get("run.command", {}).get("duration_s")
+    loops = found.get("run.throughput", {}).get("loops") or []
+    if not isinstance(duration, int | float) or not loops:
+        return None
+    step = loops[0].get("step_s_median")
+    total = (loops[0].get("timed_steps") or 0) + (loops[0].get("warmup_steps") or 0)
+    if not isinstance(step, int | float):
+        return None
+    start = max(0.0, duration - total * step)
+    n = total if steps is None else min(total, WARMUP_STEPS + steps)
+    return start + n * step
+
+
+def _trials(session: RunSession, argv: list[str],
+            backend: nvml.NvmlBackend | nvml.NvmlUnavailable, options: TryOptions, ui: Ui,
+            plan: Sequence[tuple[int, Chosen | None]], chosen: Sequence[Chosen]) -> None:
+    """Run the plan; the findings of the trials that finished (Ctrl-C: those, then the
+    interrupt goes on)."""
+    stop = WARMUP_STEPS + options.steps if options.steps is not None else None
+    # like for like: every trial under the same hooks, none profiled, none logging its
+    # placement (the diagnosis did both)
+    base = replace(options.run, profile_steps=0, profile_warmup_steps=WARMUP_STEPS,
+                   placement_log=False, stop_after_steps=stop, echo=False, quiet=True)
+    trials: list[verdicts.Trial] = []
+    interrupt: KeyboardInterrupt | None = None
+    with _signals_seen() as seen:
+        for i in range(1, len(plan) + 1):
+            try:
+                done = _one_trial(session, argv, backend, base, ui, i, plan)
+            except KeyboardInterrupt as exc:
+                interrupt = exc
+            if seen and interrupt is None:  # the program ended by itself on it: not counted
+                interrupt = Interrupted(seen[0])
+            if interrupt is None:
+                trials.append(done)
+            else:
+                ui.say("interrupted: the trial that ran was stopped; the trials that "
+                       "finished are reported")
+                break
+    ui.say("")
+    for c in chosen:
+        found = session.add(verdicts.fix_finding(c, trials))
+        ev = TriedFix.from_dict(found.evidence)
+        for line in verdicts.shown(ev, found.message.split("; ", 1)[0]):
+            ui.say_line(line)
+    result = verdicts.result_finding(chosen, trials, stop, interrupted=interrupt is not None)
+    session.set(layout.TRY_DATA, {"headline": result.evidence["headline"]})
+    session.add(result)
+    if interrupt is not None:
+        raise interrupt
+
+
+def _one_trial(session: RunSession, argv: list[str],
+               backend: nvml.NvmlBackend | nvml.NvmlUnavailable, base: RunOptions, ui: Ui,
+               i: int, plan: Sequence[tuple[int, Chosen | None]]) -> verdicts.Trial:
+    """Trial ``i`` of the plan, run in its own run directory and read back."""
+    round_no, c = plan[i - 1]
+    name = c.fix.name if c else ""
+    what = verdicts.label(c) if c else "the program as written"
+    ui.say(f"trial {i} of {len(plan)}: round {round_no}, {what}")
+    run_dir = (session.run_dir / layout.TRY_RUNS_DIR /
+               layout.trial_dir_name(round_no, name or layout.TRY_AS_WRITTEN))
+    with RunSession.at("run", run_dir) as one:
+        run_cmd.run(one, argv, backend=backend, ui=Ui.quiet(),
+                    options=replace(base, trial_fixes=(c.fix,) if c else ()))
+    return read_trial(run_dir, name, round_no, c)
+
+
+@contextlib.contextmanager
+def _signals_seen() -> Iterator[list[int]]:
+    """The interrupting signals (Ctrl-C, SIGTERM) that arrive while the trials run, in
+    order; each is still handled as before (passed on to the program by `run`). A program
+    that ends by itself on one leaves `run` no interrupt to raise: this list still says
+    that the user asked to stop."""
+    seen: list[int] = []
+    previous = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
+
+    def handler(signum: int, frame: Any) -> None:
+        seen.append(signum)
+        before = previous[signal.Signals(signum)]
+        if callable(before):
+            before(signum, frame)
+        elif signum == signal.SIGINT:
+            raise KeyboardInterrupt
+
+    for s in previous:
+        signal.signal(s, handler)
+    try:
+        yield seen
+    finally:
+        for s, before in previous.items():
+            signal.signal(s, before)
+
+
+def read_trial(run_dir: Path, fix: str, round_no: int, chosen: Chosen | None
+               ) -> verdicts.Trial:
+    """One trial's record from its run directory's report and events."""
+    import json
+
+    report = json.loads((run_dir / layout.REPORT_JSON).read_text())
+    found = {f.get("id"): f for f in report.get("findings", [])}
+    loops = (found.get("run.throughput", {}).get("evidence") or {}).get("loops") or []
+    step = loops[0].get("step_s_median") if loops else None
+    crash = found.get("run.crash", {})
+    applied = None
+    if chosen is not None:
+        applied = bool(BY_NAME[chosen.fix.name].made(chosen.fix, recorded_calls(run_dir)))
+    return verdicts.Trial(fix, round_no, step if isinstance(step, int | float) else None,
+                          _returncode(report),
+                          crash.get("title") if crash.get("status") == "fail" else None,
+                          str(run_dir), applied,
+                          int(loops[0].get("timed_steps") or 0) if loops else 0)
+
+
+def recorded_calls(run_dir: Path) -> list[Call]:
+    """The tf.data and compile calls the hooks recorded at the program's lines, in the
+    order made (every process's events file)."""
+    out: list[tuple[int, int, Call]] = []
+    program = layout.child_path(run_dir, layout.RUN_CHILD_NAME)
+    for path in sorted(program.glob(f"{layout.RUN_EVENTS_PREFIX}*{layout.RUN_EVENTS_SUFFIX}")):
+        with path.open("rb") as f:
+            for line in f:
+                rec = events.decode_line(line)
+                if rec is None:
+                    continue
+                call = _call_of(rec.event)
+                if call is not None:
+                    out.append((rec.pid, rec.seq, call))
+    return [c for _, _, c in sorted(out, key=lambda x: (x[0], x[1]))]
+
+
+def _call_of(event: Any) -> Call | None:
+    caller = getattr(event, "caller", None) or {}
+    file, line = caller.get("file"), caller.get("line")
+    if not isinstance(file, str) or not isinstance(line, int):
+        return None
+    base = file.rsplit("/", 1)[-1]
+    code = str(caller.get("code") or "")
+    if isinstance(event, events.DatasetCall):
+        return Call(event.method, base, line, code, dict(event.args), event.input,
+                    event.output)
+    if isinstance(event, events.Compile):
+        return Call("compile", base, line, code,
+                    {"steps_per_execution": event.steps_per_execution})
+    return None

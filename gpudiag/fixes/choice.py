@@ -1,0 +1,52 @@
+"""Which of the diagnosis's advised fixes `gpudiag try` applies (gpudiag.fixes' modules),
+and which it lists as "not tried: change it by hand" with their prediction only. Pure: the
+bottleneck finding's actions and evidence, and the calls the hooks recorded, in."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from gpudiag.fixes import Chosen, module_of, ratio_of
+from gpudiag.fixes.lines import Call
+
+
+@dataclass(frozen=True)
+class NotTried:
+    """An advised fix `gpudiag try` does not apply: the action's words, its line, its
+    prediction as B/A (None: none) and why it is not tried."""
+
+    what: str
+    where: str | None
+    predicted: tuple[float, float | None, float | None] | None
+    why: str
+
+
+def choose(actions: Sequence[Mapping[str, Any]], evidence: Mapping[str, Any],
+           calls: Sequence[Call]) -> tuple[list[Chosen], list[NotTried]]:
+    """The fixes to try, one per advised action a fix module applies at a line the hooks
+    recorded (the first of each kind), and the advised actions left to the user."""
+    predicted = evidence.get("predicted") or {}
+    by_change = predicted.get("by_change") or {}
+    now_s = evidence.get("step_s")
+    chosen: list[Chosen] = []
+    not_tried: list[NotTried] = []
+    for action in actions:
+        what, where = str(action.get("what") or ""), action.get("where")
+        module = module_of(what)
+        own = ratio_of(action.get("predicted"), now_s)
+        fix = module.choose(where, calls, predicted) if module is not None else None
+        if module is None or fix is None:
+            why = ("gpudiag cannot apply it in-process" if module is None else
+                   "the hooks recorded no call it applies to at that line")
+            not_tried.append(NotTried(what, where, own, why))
+            continue
+        if any(c.fix.name == fix.name for c in chosen):
+            continue
+        code = next((c.code for c in calls if c.where == f"{fix.file}:{fix.line}"
+                     and c.method == fix.method and c.code), None)
+        alone = by_change.get(module.PREDICTION) if module.PREDICTION else None
+        chosen.append(Chosen(fix, code, module.rewrite(code, fix) if code else None,
+                             ratio_of(alone, now_s) if module.PREDICTION else own))
+    return chosen, not_tried

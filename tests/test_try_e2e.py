@@ -1,0 +1,69 @@
+"""`gpudiag try` end to end: a real Keras fit fed by a slow per-example map
+(tests/programs/input_pipeline_fit.py), diagnosed, then two rounds of the program as
+written against the same program with the advised num_parallel_calls applied in-process,
+each fit stopped after its warm-up and 20 steps. The program's file is never edited."""
+
+from __future__ import annotations
+
+import re
+import sys
+
+import pytest
+from conftest import TESTS_DIR, findings_by_id, gpudiag, load_report, run_dirs
+
+from gpudiag import layout
+from gpudiag.commands.tryfixes import recorded_calls
+from gpudiag.layout.evidence import TriedFix, decode
+from gpudiag.rundir import load_run
+from gpudiag.verdicts.headline import wrap_entry
+
+PROGRAM = TESTS_DIR / "programs" / "input_pipeline_fit.py"
+
+
+@pytest.mark.slow
+def test_try_measures_the_parallel_map_on_the_users_own_fit(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    source = PROGRAM.read_bytes()
+    logdir = tmp_path / "runs"
+    proc = gpudiag("try", "--rounds", "2", "--steps", "20", "--fix", "parallel-map",
+                   "--logdir", str(logdir), "--", sys.executable, str(PROGRAM), timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]  # the diagnosis's own exit code
+    assert PROGRAM.read_bytes() == source  # applied in-process, not by editing the file
+    assert "5 trials" not in proc.stderr and "4 trials (2 rounds" in proc.stderr
+    assert "trial 4 of 4: round 2, num_parallel_calls at input_pipeline_fit.py:" in proc.stderr
+    (run_dir,) = run_dirs(logdir)
+    runs = run_dir / layout.TRY_RUNS_DIR
+    assert sorted(p.name for p in runs.iterdir()) == [
+        "diagnosis", "r1-as-written", "r1-parallel-map", "r2-as-written", "r2-parallel-map"]
+    for each in runs.iterdir():  # whole run directories, each one `gpudiag diff` reads
+        assert load_run(each).status == "complete"
+    # the measured pipeline had the parallel map at the user's line; the baseline had not
+    line = next(i for i, t in enumerate(source.decode().splitlines(), 1)
+                if t.strip() == "dataset = dataset.map(augment).batch(32)")
+    maps = {name: [c.args for c in recorded_calls(runs / name) if c.method == "map"
+                   and c.line == line] for name in ("r1-parallel-map", "r1-as-written")}
+    assert maps["r1-parallel-map"][0]["num_parallel_calls"] == "AUTOTUNE"
+    assert maps["r1-as-written"][0]["num_parallel_calls"] is None
+    # each trial's fit stopped after its 10 warm-up steps and 20 more (144 as written)
+    trial = findings_by_id(load_report(runs / "r2-parallel-map"))["run.throughput"]
+    assert trial["evidence"]["loops"][0]["timed_steps"] < 21
+    found = findings_by_id(load_report(run_dir))
+    ev = decode("try.fix.parallel-map", found["try.fix.parallel-map"]["evidence"])
+    assert isinstance(ev, TriedFix)
+    assert ev.applied is True and ev.rounds == 2 and ev.where == f"input_pipeline_fit.py:{line}"
+    assert ev.as_it_would_be == ("dataset = dataset.map(augment, num_parallel_calls="
+                                 "tf.data.AUTOTUNE).batch(32)")
+    assert ev.ratio is not None and ev.ratio_low is not None and ev.ratio_high is not None
+    assert ev.ratio_low <= ev.ratio <= ev.ratio_high
+    assert ev.predicted_ratio is not None and ev.inside is not None
+    assert "the trials did not run to their end" in found["try.result"]["message"]
+    # the verdict's first line: the measured answer, the fix at the user's line
+    first = load_report(run_dir)["data"]["try"]["headline"]
+    assert re.fullmatch(
+        rf"tried 1 fix: num_parallel_calls at input_pipeline_fit\.py:{line} makes a step "
+        r"\d+\.\dx faster \(95 % CI \d+\.\d-\d+\.\d, 2 rounds\)|the 1 fix tried did not help "
+        r"here|the 1 fix tried was not shown to help here: too few rounds to decide \(more "
+        r"--rounds\)", first), first
+    shown = proc.stderr.splitlines()
+    verdict_at = shown.index(wrap_entry((first,))[0])
+    assert shown[verdict_at - 1] == "" and shown[verdict_at + len(wrap_entry((first,)))
+                                                 ].startswith("gpudiag try: ")
