@@ -1,5 +1,7 @@
 """The fixes `gpudiag try` applies in-process, at the program's own line, without editing a
-file: one module each (parallel_map, prefetch, steps_per_execution), declared once.
+file: one module each (parallel_map, prefetch, steps_per_execution), declared once;
+choice.py picks the advised ones it can apply (the rest: "not tried"), lines.py reads
+and rewrites the program's line.
 
 Each module says what it changes (``CHANGES``), whether it can change what the model
 computes (``CAN_CHANGE_RESULTS``), the advice it answers (``ADVICE``: the start of a

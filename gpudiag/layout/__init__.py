@@ -3,7 +3,8 @@
 This module holds the run directory's names; run.py `gpudiag run`'s, events.py the event
 protocol of `gpudiag run`'s events-<pid>.jsonl (a typed record per kind, its encoder and
 decoder), cluster.py the clusters', views.py the TensorBoard views' tags and HParams,
-diff.py `gpudiag diff`'s record (report.json's data.diff), names.py Indexed (a name with
+diff.py `gpudiag diff`'s record (report.json's data.diff), trial.py `gpudiag try`'s
+run directory (the baseline's and each trial's runs), names.py Indexed (a name with
 one slot), families.py the finding families (report.json's finding ids, the question each
 answers), evidence.py their typed evidence records, units.py how durations and shares are
 written and the intervals' level.

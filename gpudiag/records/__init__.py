@@ -10,6 +10,7 @@ in-program agent and the verdicts can all import them without an import loop.
 - ``results``: the env, placement and memory probes' results.
 - ``cluster``: one cluster task's config and result (WorkerConfig, WorkerResult).
 - ``tfconfig``: TF_CONFIG parsed and checked; local clusters on 127.0.0.1.
+- ``trial``: one fix `gpudiag try` has the hooks apply (TrialFix).
 - ``run``: what the hooks saw in one process of the user's program (ProcessObservation
   and its parts), read back from the event protocol by gpudiag.run.events.
 """

@@ -21,6 +21,7 @@
 - ``diff``: `gpudiag diff A B` (step time with intervals, parts and bottleneck before and
   after, predicted against measured), with ``stats`` (the median's and a ratio's
   distribution-free intervals, also the benchmarks').
+- ``trial``: `gpudiag try` (each fix's measured B/A, its interval, the prediction).
 - ``cluster``: `scaling --workers` and `worker` (the cluster formed, every task worked).
 - ``run``: the package of `gpudiag run`'s verdicts (its docstring lists them).
 - ``headline``: the short verdict every command ends with, from a report's findings.

@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import REPO, assert_usage_error, gpudiag
+from helpers import REPO, assert_usage_error, gpudiag
 from typer.testing import CliRunner
 
 from gpudiag.cli import app, main

@@ -25,6 +25,9 @@
   with replica_device_setter, MonitoredTrainingSession, SyncReplicasOptimizer; in-graph
   towers).
 - ``outcome``: saved output and processes that outlived the program.
+- ``loss_setup``: the loss against the labels and the last layer (run.loss-setup),
+  ``replica_losses``: a distributed fit's batch losses per replica or summed.
+- ``strategy_cost``: a tf.distribute strategy against no strategy (run.strategy).
 - ``notebook``: what a notebook's watch() could not see before its block (run.notebook).
 
 Same rules as every verdict module: no TensorFlow, no NVML calls, no I/O.

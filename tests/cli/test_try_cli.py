@@ -6,7 +6,7 @@ from __future__ import annotations
 import sys
 
 import pytest
-from conftest import assert_usage_error, findings_by_id, gpudiag, load_report, run_dirs
+from helpers import assert_usage_error, findings_by_id, gpudiag, load_report, run_dirs
 
 from gpudiag import layout
 

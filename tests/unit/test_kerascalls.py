@@ -6,12 +6,10 @@ where no step was measured, and one real `gpudiag run` of a DQN agent (slow)."""
 from __future__ import annotations
 
 import itertools
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import TESTS_DIR, findings_by_id, gpudiag, load_report, run_dirs
 
 from gpudiag.inprogram import kerascalls
 from gpudiag.inprogram.config import RunHookConfig
@@ -19,8 +17,6 @@ from gpudiag.layout import events as ev
 from gpudiag.records.run import KerasCallSite, ProcessObservation
 from gpudiag.verdicts import headline
 from gpudiag.verdicts.run import kerascalls as verdict
-
-PROGRAMS = TESTS_DIR / "programs"
 
 
 class _Agent:
@@ -165,36 +161,6 @@ def test_the_headline_names_the_keras_calls_not_an_unmeasured_bottleneck() -> No
     assert line.startswith("bottleneck: Keras calls in a loop: 600 calls"), line
     assert "fix at dqn.py:42: call the model directly" in line
     assert "not measured" not in line
-
-
-@pytest.mark.slow
-def test_a_dqn_agent_calling_predict_and_fit_per_sample_is_named_at_its_lines(
-        tmp_path: Path) -> None:
-    """The agent as tutorials write it (tests/programs/dqn_keras_calls.py); its fixed twin
-    (``fixed``: model(x), one train_on_batch per minibatch) replays faster, timed plainly on
-    this project's 2-core machine: 11.6 s against 3.6 s as the test runs it (two replays),
-    54.6 s against 2.7 s with four replays of 16 samples."""
-    logdir = tmp_path / "runs"
-    program = PROGRAMS / "dqn_keras_calls.py"
-    proc = gpudiag("run", "--logdir", str(logdir), "--profile-steps", "0", "--",
-                   sys.executable, str(program), timeout=600)
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    (run_dir,) = run_dirs(logdir)
-    by_id = findings_by_id(load_report(run_dir))
-    found = by_id["run.keras-calls"]
-    memory = by_id["run.memory-over-calls"]  # read after every call: ~80 of them here
-    assert len(memory["evidence"]["rss_after_calls"]) >= 60, memory
-    lines = program.read_text().splitlines()
-    fit_line = next(i for i, ln in enumerate(lines, 1) if "self.model.fit(state" in ln)
-    assert found["status"] == "warn", found["message"]
-    sites = {(s["method"], s["line"]): s for s in found["evidence"]["sites"]}
-    assert sites[("fit", fit_line)]["calls"] == 20
-    assert sites[("fit", fit_line)]["rows_max"] == 1
-    assert sum(s["calls"] for (m, _), s in sites.items() if m == "predict") >= 30
-    assert any(a["where"] == f"dqn_keras_calls.py:{fit_line}" and "train_on_batch" in a["what"]
-               for a in found["actions"])
-    assert "bottleneck: Keras calls in a loop" in proc.stdout + proc.stderr
-    assert "bottleneck: not measured" not in proc.stdout + proc.stderr
 
 
 MIB = 1 << 20

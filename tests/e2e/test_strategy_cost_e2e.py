@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import TESTS_DIR, findings_by_id, gpudiag, load_report, run_dirs
+from helpers import TESTS_DIR, findings_by_id, gpudiag, load_report, run_dirs
 
 pytestmark = pytest.mark.slow
 

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import TESTS_DIR, findings_by_id, gpudiag, load_report, run_dirs
+from helpers import TESTS_DIR, findings_by_id, gpudiag, load_report, run_dirs
 
 PROGRAMS = TESTS_DIR / "programs"
 

@@ -9,7 +9,7 @@ import re
 import sys
 
 import pytest
-from conftest import TESTS_DIR, findings_by_id, gpudiag, load_report, run_dirs
+from helpers import TESTS_DIR, findings_by_id, gpudiag, load_report, run_dirs
 
 from gpudiag import layout
 from gpudiag.commands.tryfixes import recorded_calls
