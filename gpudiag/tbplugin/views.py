@@ -76,7 +76,7 @@ def _nvml_series(run: Run) -> dict[int, dict[str, list[list[float]]]]:
     if not tb.is_dir():
         return {}
     out: dict[int, dict[str, list[list[float]]]] = {}
-    for tag, points in read_scalars(tb).items():
+    for tag, points in read_scalars(tb, run.path).items():
         for key, tagger in (("util", layout.gpu_util_tag), ("sm_util", layout.gpu_sm_util_tag)):
             head, tail = tagger.template.split("{}")
             found = re.fullmatch(f"{re.escape(head)}(\\d+){re.escape(tail)}", tag)
