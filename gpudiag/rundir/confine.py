@@ -233,7 +233,8 @@ MAX_WALK_DEPTH = 48
 @dataclass(frozen=True)
 class Walked:
     """What :func:`walk` found: the entries wanted, and each directory it could not or did
-    not look into, with why (one line)."""
+    not look into, with why ("Permission denied", "more than 48 directories deep: not
+    looked into"): said as "cannot read <directory>: <why>"."""
 
     found: list[Path]
     skipped: list[tuple[Path, str]]
@@ -257,7 +258,7 @@ def walk(top: Path, wanted: Callable[[str], bool], *,
         except FileNotFoundError:
             continue
         except OSError as exc:
-            skipped.append((where, f"cannot be read ({_why(exc)})"))
+            skipped.append((where, _why(exc)))
             continue
         for entry in entries:
             try:

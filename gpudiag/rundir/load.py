@@ -157,7 +157,7 @@ def scan_runs(logdir: Path) -> tuple[list[Run], list[BadRun]]:
         raise RunDirError(f"not a logdir: {readable(str(logdir))} (not a directory)")
     walked = walk(logdir, lambda name: name == layout.REPORT_JSON)
     runs: list[Run] = []
-    bad = [BadRun(where, f"{readable(_relative(where, logdir))}: {why}")
+    bad = [BadRun(where, f"cannot read {readable(_relative(where, logdir))}: {why}")
            for where, why in walked.skipped]
     for report in walked.found:
         run_dir = report.parent

@@ -141,11 +141,13 @@ def _program_loops(run: Run) -> dict[str, Loop]:
 def _config_loops(run: Run, names: Sequence[str]) -> dict[str, Loop]:
     out: dict[str, Loop] = {}
     configs = ((run.report.data.get("scaling") or {}).get("configs") or {})
+    configs = configs if isinstance(configs, dict) else {}
     for name in names:
         tb = resolve_inside(run.path / name, run.path)  # a name from the report's content
         if not tb.is_dir():
             continue
-        batch = (configs.get(name) or {}).get("global_batch")
+        config = configs.get(name)
+        batch = config.get("global_batch") if isinstance(config, dict) else None
         loop = _series(name, name, read_scalars(tb, run.path), layout.TAG_TRAIN_STEP_S,
                        layout.TAG_TRAIN_LOSS, layout.TAG_TRAIN_EXAMPLES_PER_S,
                        batch if isinstance(batch, int) else None)
@@ -168,7 +170,8 @@ def _explain_loops(run: Run) -> dict[str, Loop]:
         if not devices or not devices[0].get("steps"):
             continue
         name = Path(str(t.get("path"))).name if len(traces) > 1 else "profiled steps"
-        steps = tuple(StepPoint(i + 1, float(s["period_s"]), None, None)
+        steps = tuple(StepPoint(i + 1, None if s.get("period_s") is None
+                                else float(s["period_s"]), None, None)
                       for i, s in enumerate(devices[0]["steps"]))
         out[name] = Loop(name, str(t.get("path")), steps)
     return out
@@ -180,7 +183,7 @@ def read_loops(run: Run) -> dict[str, Loop]:
         return _program_loops(run)
     if run.command == "explain":
         return _explain_loops(run)
-    configs = list((run.report.data.get("scaling") or {}).get("configs") or {})
-    names = configs or sorted(p.name for p in run.path.iterdir()
+    configs = (run.report.data.get("scaling") or {}).get("configs") or {}
+    names = [str(c) for c in configs] or sorted(p.name for p in run.path.iterdir()
                               if p.is_dir() and _CONFIG_RUN.match(p.name))
     return _config_loops(run, names)

@@ -33,6 +33,7 @@ evidence the line says the reason is not known.
 
 from __future__ import annotations
 
+import itertools
 import re
 import textwrap
 from collections.abc import Iterator, Sequence
@@ -54,15 +55,21 @@ Entry = tuple[str, ...]
 
 
 def _walk(node: Any, key: str) -> Iterator[Any]:
-    """Every value stored under ``key`` anywhere in ``node`` (dicts and lists)."""
-    if isinstance(node, dict):
-        for k, v in node.items():
+    """Every value stored under ``key`` anywhere in ``node`` (dicts and lists), in order.
+    Iterative, linear in the containers: no recursion however deep the report."""
+    stack: list[Iterator[tuple[Any, Any]]] = [iter([(None, node)])]
+    while stack:
+        for k, v in stack[-1]:
             if k == key:
                 yield v
-            yield from _walk(v, key)
-    elif isinstance(node, list):
-        for v in node:
-            yield from _walk(v, key)
+            if isinstance(v, dict) and v:
+                stack.append(iter(v.items()))
+                break
+            if isinstance(v, list) and v:
+                stack.append(zip(itertools.repeat(None), v))
+                break
+        else:
+            stack.pop()
 
 
 def wrap_entry(entry: Entry, width: int = WIDTH) -> list[str]:
@@ -108,13 +115,13 @@ def tf_gpus(report: dict[str, Any]) -> list[str] | None:
     lists += [v for v in _walk(report.get("data", {}), "physical_gpus") if isinstance(v, list)]
     if not lists:
         return None
-    seen: list[str] = []
+    seen: dict[str, None] = {}  # in order, each once (a dict: linear in the names)
     for gpus in lists:
         for g in gpus:
             name = g.get("name") if isinstance(g, dict) else str(g)
-            if name and name not in seen:
-                seen.append(str(name))
-    return seen
+            if name:
+                seen.setdefault(str(name))
+    return list(seen)
 
 
 def why_no_gpu(report: dict[str, Any]) -> str:
