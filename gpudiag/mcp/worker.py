@@ -26,6 +26,8 @@ from gpudiag.errors import UsageError
 #: The longest one call may take (`gpudiag mcp --call-timeout`): a 256 MB trace, the
 #: largest read, is explained in about a minute.
 CALL_TIMEOUT_S = 120.0
+#: The longest the worker may take to start (its imports), not counted against a call.
+STARTUP_TIMEOUT_S = 120.0
 #: The address space the worker may use: a trace costs about 5 times its size.
 MEMORY_LIMIT_BYTES = 6 * 1024**3
 
@@ -39,6 +41,7 @@ def _serve(conn: Connection, logdir: str, memory_bytes: int) -> None:
     from gpudiag.mcp import tools
 
     where = tools.Logdir(Path(logdir))
+    conn.send(("ready", None))
     while True:
         try:
             name, args = conn.recv()
@@ -104,6 +107,13 @@ class Worker:
         proc.start()
         theirs.close()
         self._proc, self._conn = proc, ours
+        try:  # its start (imports) is not counted against the first call's limit
+            ready = ours.poll(STARTUP_TIMEOUT_S) and ours.recv()[0] == "ready"
+        except (EOFError, OSError):
+            ready = False
+        if not ready:
+            self.stop()
+            raise UsageError(f"gpudiag mcp's worker did not start within {STARTUP_TIMEOUT_S:g} s")
         return ours
 
     def stop(self) -> None:
