@@ -261,9 +261,13 @@ def _gated(owner: Any, name: str, value: Any) -> Any:
 
     @functools.wraps(inner)
     def gate(*args: Any, **kwargs: Any) -> Any:
-        if live.on:
-            return inner(*args, **kwargs)
-        return original(*args, **kwargs)
+        try:
+            if live.on:
+                return inner(*args, **kwargs)
+            return original(*args, **kwargs)
+        except BaseException as exc:  # the program's traceback without this frame
+            drop_own_frames(exc)
+            raise
 
     return staticmethod(gate) if isinstance(value, staticmethod) else gate
 
