@@ -11,9 +11,11 @@ event and the program carries on.
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import sys
 import traceback
+import types
 from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
@@ -250,15 +252,16 @@ def _replaced(owner: Any, name: str) -> Any:
 def _gated(owner: Any, name: str, value: Any) -> Any:
     """``value`` (a function, or a staticmethod of one) that calls itself while the
     hooks live, else what it replaced; anything else as it is."""
-    import functools
-    import types
-
     inner = value.__func__ if isinstance(value, staticmethod) else value
     original = _replaced(owner, name)
     if not isinstance(inner, types.FunctionType) or not callable(original):
         return value
-    live = _LIVE
+    gate = _gate(inner, original, _LIVE)
+    return staticmethod(gate) if isinstance(value, staticmethod) else gate
 
+
+def _gate(inner: Callable[..., Any], original: Callable[..., Any], live: _Live
+          ) -> Callable[..., Any]:
     @functools.wraps(inner)
     def gate(*args: Any, **kwargs: Any) -> Any:
         try:
@@ -268,8 +271,21 @@ def _gated(owner: Any, name: str, value: Any) -> Any:
         except BaseException as exc:  # the program's traceback without this frame
             drop_own_frames(exc)
             raise
+    return gate
 
-    return staticmethod(gate) if isinstance(value, staticmethod) else gate
+
+_GATE_CODE = next(c for c in _gate.__code__.co_consts
+                  if isinstance(c, types.CodeType) and c.co_name == "gate")
+
+
+def caller_frame(depth: int) -> Any:
+    """``sys._getframe(depth)`` as the function calling this one would get it, with the
+    gates :func:`patch` puts around every hook passed over: a hook's ``caller_frame(1)``
+    is the program's frame that called the patched function."""
+    frame: Any = sys._getframe(depth + 1)
+    while frame is not None and frame.f_code is _GATE_CODE:
+        frame = frame.f_back
+    return frame
 
 
 def unpatch_all() -> list[str]:

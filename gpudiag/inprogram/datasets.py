@@ -33,7 +33,7 @@ from collections.abc import Callable
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
-from gpudiag.inprogram.agent import patch
+from gpudiag.inprogram.agent import caller_frame, patch
 from gpudiag.inprogram.functions import code_of
 from gpudiag.inprogram.usercode import is_user_file
 from gpudiag.layout import events
@@ -113,7 +113,7 @@ def _traced_ops(dataset: Any) -> dict[str, list[str]] | None:
 def _caller(depth: int) -> dict[str, Any] | None:
     """The innermost frame of the program's own code on the stack, from ``depth`` frames up
     (the wrapped call's caller); ``direct``: that frame made the call itself."""
-    frame: Any = sys._getframe(depth)
+    frame: Any = caller_frame(depth)
     for hop in range(MAX_DEPTH):
         if frame is None:
             return None

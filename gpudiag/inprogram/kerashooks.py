@@ -21,7 +21,6 @@ The batches also drive the profiler window (gpudiag.inprogram.profilewindow).
 from __future__ import annotations
 
 import functools
-import sys
 import time
 import weakref
 from collections.abc import Callable
@@ -29,7 +28,7 @@ from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 from gpudiag.inprogram import callbacktimes, weights
-from gpudiag.inprogram.agent import drop_own_frames, patch
+from gpudiag.inprogram.agent import caller_frame, drop_own_frames, patch
 from gpudiag.inprogram.config import UNBUFFERED_FIRST_STEPS
 from gpudiag.inprogram.recorder import StepBuffer
 from gpudiag.layout import events
@@ -310,7 +309,7 @@ def install(agent: Agent, keras: ModuleType) -> None:
                 from gpudiag.inprogram.tracing import user_line
 
                 timed = callbacktimes.time_callbacks(given_callbacks, keras.callbacks.Callback,
-                                                     user_line(sys._getframe(1)))
+                                                     user_line(caller_frame(1)))
             callback = (epochs_only_cls if refused else recorder_cls)(batch, examples,
                                                                       buffer_of(self), timed)
             if refused:
@@ -381,10 +380,9 @@ def install_compile(agent: Agent, model_cls: Any) -> None:
 
     @functools.wraps(original)
     def compile(self: Any, *args: Any, **kwargs: Any) -> Any:
-        import sys
 
         try:
-            record(self, args, kwargs, sys._getframe(1))
+            record(self, args, kwargs, caller_frame(1))
         except Exception as exc:
             agent.hook_error("Model.compile", exc)
         return original(self, *args, **kwargs)
