@@ -98,10 +98,11 @@ def devices(run: Run) -> dict[str, Any]:
     busy_s = used_ev.get("trace_busy_s") or {}
     idle = set(used_ev.get("idle") or [])
     parts = {d: p for b in run.breakdown for d, p in b.devices.items()}
-    names: list[str] = []
+    names: dict[str, None] = {}  # in order, each once (a dict: linear in the names)
     for source in (used_ev.get("logical_devices") or [], used_ev.get("strategy_devices") or [],
                    list(ops), list(parts)):
-        names += [str(n) for n in source if str(n) not in names]
+        names.update(dict.fromkeys(str(n) for n in source))
+    logical = {str(n) for n in used_ev.get("logical_devices") or []}
     lanes: list[dict[str, Any]] = []
     for name in names:
         p = parts.get(name)
@@ -109,7 +110,7 @@ def devices(run: Run) -> dict[str, Any]:
         lanes.append({"name": name, "kind": "GPU" if "GPU" in name.upper() else "CPU",
                       "state": lane_state(name in idle, share, busy_s.get(name),
                                           ops.get(name),
-                                          name in used_ev.get("logical_devices", [])),
+                                          name in logical),
                       "ops": ops.get(name), "busy_s": busy_s.get(name),
                       "busy_share": share, "util": [], "sm_util": []})
     if not lanes:
