@@ -244,15 +244,17 @@ def test_mcp_ends_a_call_past_its_time_limit_and_answers_the_next(tmp_path: Path
 
 
 # ----------------------------------------------------------------- cost bounded by size
-def _bounded(code: str, limit_bytes: int = 1536 * MiB) -> dict[str, Any]:
+def _bounded(code: str, limit_bytes: int = 1024 * MiB) -> dict[str, Any]:
     """``code`` run in a child python under an address-space limit; it sets ``out`` (a
-    dict), returned with the seconds it took (``s``)."""
+    dict), returned with the seconds it took (``s``) and its peak resident memory
+    (``rss_mb``)."""
     script = (
         "import json, resource, sys, time\n"
         f"resource.setrlimit(resource.RLIMIT_AS, ({limit_bytes}, {limit_bytes}))\n"
         "t0 = time.monotonic()\n"
         f"{code}\n"
         "out['s'] = time.monotonic() - t0\n"
+        "out['rss_mb'] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024\n"
         "print(json.dumps(out))\n")
     proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
                           timeout=300, env={**os.environ, "PYTHONPATH": str(REPO)},
@@ -284,7 +286,7 @@ def costly(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def test_a_small_report_is_listed_in_seconds_under_a_memory_limit(costly: Path,
                                                                   name: str) -> None:
     """Each listing gpudiag has (the library's, `gpudiag mcp`'s with every verdict, the
-    tab's /runs) under 1.5 GB of address space, in under 5 s each."""
+    tab's /runs) under 1 GiB of address space, in under 5 s each and 500 MB resident."""
     logdir = costly / name
     out = _bounded(
         "from pathlib import Path\n"
@@ -303,6 +305,7 @@ def test_a_small_report_is_listed_in_seconds_under_a_memory_limit(costly: Path,
         seconds, good, refused = out[face]
         assert (good, refused) == (1, 0), (face, out)
         assert seconds < 5, (face, out)
+    assert out["rss_mb"] < 500, out
 
 
 @pytest.mark.slow
@@ -313,7 +316,8 @@ def test_a_small_report_is_listed_in_seconds_under_a_memory_limit(costly: Path,
 def test_a_trace_of_empty_elements_is_refused_in_seconds(tmp_path: Path, kind: str,
                                                          says: str) -> None:
     """20 MB of valid protobuf: planes, lines or events with nothing in them (one took
-    189 s and 7.3 GB). Refused by the library's explain in under 5 s under 1.5 GB."""
+    189 s and 7.3 GB). Refused by the library's explain in under 5 s and 500 MB resident,
+    under 1 GiB of address space."""
     field = {"planes": b"\x0a\x00", "lines": b"\x1a\x00", "events": b"\x22\x00"}[kind]
     body = field * 10_000_000
     for tag in ([] if kind == "planes" else [b"\x1a"] if kind == "events" else []):
@@ -328,7 +332,7 @@ def test_a_trace_of_empty_elements_is_refused_in_seconds(tmp_path: Path, kind: s
         f"try:\n    gpudiag.explain({str(trace)!r})\n"
         "except UsageError as exc:\n    out['said'] = exc.message\n")
     assert says in out["said"] and "\n" not in out["said"], out
-    assert out["s"] < 5, out
+    assert out["s"] < 5 and out["rss_mb"] < 500, out
 
 
 def _varint(n: int) -> bytes:
