@@ -446,12 +446,15 @@ def mcp(
     logdir: Path = typer.Option(Path("runs"), "--logdir", parser=opt.logdir_path,
                                 help="The logdir served, read-only: nothing outside it is "
                                 "read, nothing in it is written."),
+    call_timeout: float = typer.Option(120.0, "--call-timeout", callback=opt.positive,
+                                       metavar="SECONDS", help="The longest one tool call "
+                                       "may take; past it, the call is the tool's error."),
 ) -> None:
     """Serve the runs of a logdir to coding agents: a Model Context Protocol server over
     stdio (tools list_runs, show_run, explain, diff; docs/mcp.md). Runs nothing."""
     from gpudiag.mcp import server
 
-    server.serve(logdir)
+    server.serve(logdir, call_timeout)
 
 
 def _version(value: bool) -> None:

@@ -39,10 +39,19 @@ def _edge() -> Iterator[None]:
 
 
 def _path(value: PathLike, what: str) -> Path:
+    """``value`` as a Path; UsageError (one line) unless it is a str or an os.PathLike
+    whose __fspath__ gives a str (bytes, or an exception from it, are said)."""
     if not isinstance(value, str | os.PathLike):
         raise UsageError(f"{what} must be a path (str or os.PathLike), not "
                          f"{type(value).__name__}")
-    return Path(value)
+    try:
+        text = os.fspath(value)
+    except Exception as exc:  # a PathLike of the caller's whose __fspath__ raises
+        raise UsageError(f"{what}: its __fspath__ raised {type(exc).__name__}") from None
+    if not isinstance(text, str):
+        raise UsageError(f"{what} must be a path of text: its __fspath__ gave "
+                         f"{type(text).__name__}, not str")
+    return Path(text)
 
 
 def _call(name: str, *paths: Path, logdir: Path | None) -> list[str]:

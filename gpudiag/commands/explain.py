@@ -23,21 +23,20 @@ under ``logdir``, or kept in memory when there is none (gpudiag.session.MemorySe
 
 from __future__ import annotations
 
-import os
 import re
 import stat
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any
 
 from gpudiag.errors import UsageError
 from gpudiag.layout import TAG_EXPLAIN
 from gpudiag.layout.evidence import STEP_PARTS
 from gpudiag.layout.units import ms_number, share
 from gpudiag.markdown import markdown_table
-from gpudiag.readers import stepbreakdown, traces
+from gpudiag.readers import stepbreakdown, traces, xspacescan
 from gpudiag.report import Finding
 from gpudiag.rundir import Run, RunDirError, check_confined, load_run
-from gpudiag.rundir.confine import MAX_TRACE_BYTES, check_tree, inside
+from gpudiag.rundir.confine import MAX_TRACE_BYTES, check_tree, inside, walk
 from gpudiag.rundir.unsaved import unsaved_run
 from gpudiag.session import MemorySession, RunSession
 from gpudiag.ui import Ui
@@ -68,16 +67,14 @@ def find_traces(path: Path, *, max_bytes: int = MAX_TRACE_BYTES) -> list[Path]:
             raise UsageError(f"{path} is not a profiler trace (*{XPLANE_SUFFIX})")
         check_trace(path, path.parent, max_bytes)
         return [path]
-    unreadable: list[OSError] = []
-    found = sorted(Path(top) / name for top, _, names in os.walk(path, onerror=unreadable.append)
-                   for name in names if name.endswith(XPLANE_SUFFIX))
-    if unreadable:  # a trace may be in what could not be read
-        first = unreadable[0]
-        raise UsageError(f"cannot read {_short(Path(first.filename or path))}: {first.strerror}"
-                         + (f" ({len(found)} trace(s) found elsewhere under {path})"
-                            if found else ""))
+    walked = walk(path, lambda name: name.endswith(XPLANE_SUFFIX))
+    found = walked.found
+    if walked.skipped:  # a trace may be in what was not looked into
+        where, why = walked.skipped[0]
+        raise UsageError(f"cannot read {_short(where)}: {why}" + (
+            f" ({len(found)} trace(s) found elsewhere under {_short(path)})" if found else ""))
     if not found:
-        older = sorted(p.name for p in path.rglob("*") if p.name.endswith(OLDER_SUFFIXES))
+        older = [p.name for p in walk(path, lambda name: name.endswith(OLDER_SUFFIXES)).found]
         if older:
             raise UsageError(
                 f"no profiler trace (*{XPLANE_SUFFIX}) under {path}, only profile data of "
@@ -98,10 +95,11 @@ def _short(path: Path) -> str:
 def check_trace(trace: Path, root: Path, max_bytes: int = MAX_TRACE_BYTES) -> None:
     """UsageError unless ``trace`` is a regular file inside ``root`` of at most
     ``max_bytes`` (stat'ed first, never opened otherwise: gpudiag.rundir.check_confined;
-    0: no limit), can be read and is a protobuf message (XSpace) as far as its top-level
-    fields go: empty, unreadable, or corrupt (a tag or length that is not protobuf's, a
-    field that runs past the end) is one line. Cheap: the fields' contents are skipped,
-    not read (the breakdown reads them)."""
+    0: no limit), can be read and is framed as an XSpace within the bounds of what
+    gpudiag reads (gpudiag.readers.xspacescan: its planes, lines and empty events counted
+    before xprof's reader builds an object for each): empty, unreadable, corrupt (a tag or
+    length that is not protobuf's, a field that runs past the end) or past a bound is one
+    line. Cheap: the fields' tags and lengths only (the breakdown reads the rest)."""
     try:
         check_confined(trace, root, max_bytes=max_bytes or 2**63)
     except RunDirError as exc:
@@ -110,13 +108,18 @@ def check_trace(trace: Path, root: Path, max_bytes: int = MAX_TRACE_BYTES) -> No
         raise UsageError(f"profiler trace {exc.message}{more}") from None
     try:
         with trace.open("rb") as f:
-            size = os.fstat(f.fileno()).st_size
-            if size == 0:
-                raise UsageError(f"{_short(trace)} is empty (0 bytes): not a profiler trace "
-                                 "(the profiler was stopped before it wrote it?)")
-            problem = _not_protobuf(f, size)
+            data = f.read(max_bytes + 1 if max_bytes else -1)
     except OSError as exc:
         raise UsageError(f"cannot read {_short(trace)}: {exc.strerror}") from None
+    if not data:
+        raise UsageError(f"{_short(trace)} is empty (0 bytes): not a profiler trace "
+                         "(the profiler was stopped before it wrote it?)")
+    try:
+        xspacescan.check(data)
+        problem = None
+    except xspacescan.Refused as exc:
+        problem = str(exc)
+    del data
     if problem is None:
         problem = _not_xspace(trace)
     if problem:
@@ -136,41 +139,6 @@ def _not_xspace(trace: Path) -> str | None:
             return None
     except Exception as exc:  # the C reader raises plain ValueError/RuntimeError
         return f"xprof's reader: {exc}"
-
-
-def _varint(f: BinaryIO) -> int | None:
-    value = shift = 0
-    while shift < 64:
-        byte = f.read(1)
-        if not byte:
-            return None
-        value |= (byte[0] & 0x7F) << shift
-        if not byte[0] & 0x80:
-            return value
-        shift += 7
-    return None
-
-
-def _not_protobuf(f: BinaryIO, size: int) -> str | None:
-    """Why the file's top-level fields are not a protobuf message (None: they are)."""
-    while (at := f.tell()) < size:
-        tag = _varint(f)
-        if tag is None or tag >> 3 == 0:
-            return f"byte {at}: not a protobuf field"
-        kind = tag & 7
-        length: int | None
-        if kind == 0:
-            length = None if _varint(f) is None else 0
-        elif kind == 2:
-            length = _varint(f)
-        elif kind in (1, 5):
-            length = 8 if kind == 1 else 4
-        else:
-            return f"byte {at}: wire type {kind} is not one of XSpace's"
-        if length is None or f.tell() + length > size:
-            return f"byte {at}: a field runs past the end of the file ({size} bytes): cut short?"
-        f.seek(length, os.SEEK_CUR)
-    return None
 
 
 def label(trace: Path, root: Path, many: bool) -> str:

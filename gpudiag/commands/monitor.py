@@ -177,7 +177,7 @@ def _run_command(session: RunSession, command: list[str], stdout_to_stderr: bool
                     f"its interpreter: sh {command[0]})")
         raise UsageError(f"cannot run {command[0]}: {exc.strerror}{hint}") from exc
     try:
-        outcome.returncode = proc.wait()
+        outcome.returncode = procs.wait(proc)
         procs.release(proc)
     except KeyboardInterrupt as exc:
         outcome.interrupt = exc

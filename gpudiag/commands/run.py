@@ -295,7 +295,7 @@ def _wait(proc: subprocess.Popen[bytes], grace_s: float, say: Callable[[str], No
     with jobcontrol.passed_on(lambda: procs.groups_of(proc), keys):
         while True:
             try:
-                returncode = proc.wait()
+                returncode = procs.wait(proc)
                 procs.release(proc)
                 break
             except KeyboardInterrupt as exc:

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from gpudiag.errors import EXIT_CHECK_FAILED, EXIT_ENVIRONMENT, EXIT_OK
+from gpudiag.procs import group
 from gpudiag.rundir import RunDirError, scan_runs
 from gpudiag.tb import check as tbcheck
 from gpudiag.tb import serve as tbserve
@@ -42,7 +43,7 @@ def run(logdir: Path | None, *, port: int, host: str, check: bool,
         if want is not None:
             return _check(server, chosen, want, say, check_timeout_s)
         say(f"TensorBoard on {chosen}: {server.url}/#gpudiag (Ctrl-C stops it)")
-        server.proc.wait()
+        group.wait(server.proc)
         warn(f"gpudiag: error: TensorBoard exited ({server.log_tail()})")
         return EXIT_ENVIRONMENT
     except KeyboardInterrupt as exc:

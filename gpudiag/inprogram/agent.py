@@ -11,9 +11,11 @@ event and the program carries on.
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import sys
 import traceback
+import types
 from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
@@ -192,6 +194,21 @@ def drop_own_frames(exc: BaseException) -> None:
 AGENT: Agent | None = None
 
 _MISSING = object()
+
+
+class _Live:
+    """Whether the hooks patched since the last :func:`unpatch_all` still act: each
+    gated hook holds the one current when it was installed, so that one the program kept
+    (wrapped, or stored) after a watch() ended passes straight through to what it
+    replaced."""
+
+    __slots__ = ("on",)
+
+    def __init__(self) -> None:
+        self.on = True
+
+
+_LIVE = _Live()
 #: Every attribute a hook replaced, in order: (owner, name, what the owner itself held
 #: before (or _MISSING: it inherited it, or had none), what gpudiag put there).
 PATCHES: list[tuple[Any, str, Any, Any]] = []
@@ -200,19 +217,77 @@ PATCHES: list[tuple[Any, str, Any, Any]] = []
 def patch(owner: Any, name: str, value: Any) -> None:
     """Put ``value`` at ``owner.name`` (a module's function, a class's method, an object's
     attribute), recorded so that :func:`unpatch_all` can put back what was there.
-    Every hook replaces what it wraps through this."""
+    Every hook replaces what it wraps through this. A function (or a staticmethod's) is
+    put there gated (:func:`_gated`): once unpatch_all has run, it calls what it
+    replaced, whoever still holds it."""
     try:
         before = vars(owner).get(name, _MISSING)
     except TypeError:  # no __dict__ (slots): what it answers now
         before = getattr(owner, name, _MISSING)
+    value = _gated(owner, name, value)
     setattr(owner, name, value)
     PATCHES.append((owner, name, before, value))
+
+
+def _replaced(owner: Any, name: str) -> Any:
+    """What a hook at ``owner.name`` passes to once inert: a class's own attribute as
+    stored (a function, unbound), else what the owner answers now (a module's function,
+    an object's bound method)."""
+    if isinstance(owner, type):
+        import inspect
+
+        raw = inspect.getattr_static(owner, name, _MISSING)
+        return raw.__func__ if isinstance(raw, staticmethod) else raw
+    return getattr(owner, name, _MISSING)
+
+
+def _gated(owner: Any, name: str, value: Any) -> Any:
+    """``value`` (a function, or a staticmethod of one) that calls itself while the
+    hooks live, else what it replaced; anything else as it is."""
+    inner = value.__func__ if isinstance(value, staticmethod) else value
+    original = _replaced(owner, name)
+    if not isinstance(inner, types.FunctionType) or not callable(original):
+        return value
+    gate = _gate(inner, original, _LIVE)
+    return staticmethod(gate) if isinstance(value, staticmethod) else gate
+
+
+def _gate(inner: Callable[..., Any], original: Callable[..., Any], live: _Live
+          ) -> Callable[..., Any]:
+    @functools.wraps(inner)
+    def gate(*args: Any, **kwargs: Any) -> Any:
+        try:
+            if live.on:
+                return inner(*args, **kwargs)
+            return original(*args, **kwargs)
+        except BaseException as exc:  # the program's traceback without this frame
+            drop_own_frames(exc)
+            raise
+    return gate
+
+
+_GATE_CODE = next(c for c in _gate.__code__.co_consts
+                  if isinstance(c, types.CodeType) and c.co_name == "gate")
+
+
+def caller_frame(depth: int) -> Any:
+    """``sys._getframe(depth)`` as the function calling this one would get it, with the
+    gates :func:`patch` puts around every hook passed over: a hook's ``caller_frame(1)``
+    is the program's frame that called the patched function."""
+    frame: Any = sys._getframe(depth + 1)
+    while frame is not None and frame.f_code is _GATE_CODE:
+        frame = frame.f_back
+    return frame
 
 
 def unpatch_all() -> list[str]:
     """Undo every :func:`patch`, last first (gpudiag.notebook's watch() at its end). An
     attribute the program replaced again after gpudiag is left as the program made it;
-    returned: those, by name (``Model.fit``)."""
+    returned: those, by name (``Model.fit``). Every hook patched so far becomes inert,
+    whoever still holds it (:func:`patch`)."""
+    global _LIVE
+    _LIVE.on = False
+    _LIVE = _Live()
     left: list[str] = []
     while PATCHES:
         owner, name, before, value = PATCHES.pop()

@@ -34,7 +34,7 @@ from types import ModuleType
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from gpudiag.inprogram import trial
-from gpudiag.inprogram.agent import patch
+from gpudiag.inprogram.agent import caller_frame, patch
 from gpudiag.inprogram.functions import code_of
 from gpudiag.inprogram.usercode import is_user_file
 from gpudiag.layout import events
@@ -115,7 +115,7 @@ def _traced_ops(dataset: Any) -> dict[str, list[str]] | None:
 def _caller(depth: int) -> dict[str, Any] | None:
     """The innermost frame of the program's own code on the stack, from ``depth`` frames up
     (the wrapped call's caller); ``direct``: that frame made the call itself."""
-    frame: Any = sys._getframe(depth)
+    frame: Any = caller_frame(depth)
     for hop in range(MAX_DEPTH):
         if frame is None:
             return None
@@ -190,7 +190,7 @@ class _Recorder:
         def wrapper(*args: Any, **kwargs: Any) -> Any:
             if getattr(_local, "inside", False):
                 return original(*args, **kwargs)
-            frame = sys._getframe(1)  # the call's maker: a `gpudiag try` fix's line
+            frame = caller_frame(1)  # the call's maker: a `gpudiag try` fix's line
             kwargs = self._tried(trial.call_kwargs, method, frame, kwargs)
             _local.inside = True
             try:

@@ -12,11 +12,10 @@ recorded here: their ops carry the device (gpudiag.inprogram.functions reads it 
 from __future__ import annotations
 
 import functools
-import sys
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
-from gpudiag.inprogram.agent import patch
+from gpudiag.inprogram.agent import caller_frame, patch
 from gpudiag.inprogram.usercode import is_user_file
 from gpudiag.layout import events
 
@@ -36,7 +35,7 @@ def install(agent: Agent, tf: ModuleType) -> None:
     seen: set[tuple[str, str, int]] = set()
 
     def record(device_name: Any) -> None:
-        caller = sys._getframe(2)
+        caller = caller_frame(2)
         code = caller.f_code
         if not isinstance(device_name, str) or not is_user_file(code.co_filename):
             return

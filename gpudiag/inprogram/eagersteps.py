@@ -16,13 +16,12 @@ tf.function's calls: the tape runs only while it is traced).
 from __future__ import annotations
 
 import linecache
-import sys
 import time
 from types import CodeType, ModuleType
 from typing import TYPE_CHECKING, Any
 
 from gpudiag.inprogram import inputwait
-from gpudiag.inprogram.agent import patch
+from gpudiag.inprogram.agent import caller_frame, patch
 from gpudiag.inprogram.config import UNBUFFERED_FIRST_STEPS
 from gpudiag.inprogram.recorder import StepBuffer
 from gpudiag.inprogram.usercode import is_user_file
@@ -94,7 +93,7 @@ def install(agent: Agent, tf: ModuleType) -> None:
     def gradient(self: Any, *args: Any, **kwargs: Any) -> Any:
         if executing_eagerly():
             try:
-                seen(sys._getframe(1))
+                seen(caller_frame(1))
             except Exception as exc:
                 agent.hook_error("an eager gradient call", exc)
         return original(self, *args, **kwargs)

@@ -19,14 +19,13 @@ variables it captured (gpudiag.inprogram.weights), taken again at exit.
 from __future__ import annotations
 
 import inspect
-import sys
 import time
 from collections.abc import Callable
 from types import CodeType, ModuleType
 from typing import TYPE_CHECKING, Any
 
 from gpudiag.inprogram import classevidence, inputwait, tracing, weights
-from gpudiag.inprogram.agent import drop_own_frames, patch
+from gpudiag.inprogram.agent import caller_frame, drop_own_frames, patch
 from gpudiag.inprogram.config import UNBUFFERED_FIRST_STEPS
 from gpudiag.inprogram.recorder import StepBuffer
 from gpudiag.inprogram.tfhooks import record_devices
@@ -129,7 +128,7 @@ def _resolve(row: dict[str, Any]) -> None:
 def _user_caller(depth: int = 2) -> dict[str, Any] | None:
     """The program's frame that called the step function (the loop's line), or None."""
     try:
-        frame: Any = sys._getframe(depth)
+        frame: Any = caller_frame(depth)
         for _ in range(8):
             if frame is None:
                 return None

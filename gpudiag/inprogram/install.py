@@ -19,6 +19,7 @@ import dataclasses
 import faulthandler
 import os
 import sys
+import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from types import ModuleType
@@ -65,12 +66,23 @@ class InKernel:
     faulthandler_was_enabled: bool
 
 
+#: Held while hooks go in or come out in a running process (gpudiag.notebook): two
+#: threads entering watch() at once never both install.
+INSTALLING = threading.Lock()
+
+
 def install_here(config: RunHookConfig) -> InKernel:
     """The same hooks as :func:`install`, in this running process (gpudiag.notebook):
     no exit handler (the process goes on), and the modules already imported (a notebook
     imports TensorFlow in an earlier cell) get their hooks at once. Raises (nothing
     installed then) when the events directory cannot be written or the hooks are already
-    installed in this process (a watch inside a watch, a kernel under `gpudiag run`)."""
+    installed in this process (a watch inside a watch, another thread's watch, a kernel
+    under `gpudiag run`)."""
+    with INSTALLING:
+        return _install_here(config)
+
+
+def _install_here(config: RunHookConfig) -> InKernel:
     from gpudiag.inprogram import importhook, recorder
 
     if agent_mod.AGENT is not None:
@@ -96,6 +108,11 @@ def uninstall(state: InKernel) -> list[str]:
     last steps and the devices recorded, the ``exit`` event), every patched attribute put
     back (agent.unpatch_all), the import hook off sys.meta_path, gpudiag's threads ended,
     the events file closed. Never raises; returns what could not be put back (by name)."""
+    with INSTALLING:
+        return _uninstall(state)
+
+
+def _uninstall(state: InKernel) -> list[str]:
     from gpudiag.inprogram import placementwindow, recorder, stallwatch, tfhooks
 
     agent = state.agent

@@ -29,7 +29,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
-from gpudiag.inprogram.agent import drop_own_frames, patch
+from gpudiag.inprogram.agent import caller_frame, drop_own_frames, patch
 from gpudiag.layout import events
 
 if TYPE_CHECKING:
@@ -199,12 +199,10 @@ class CallTimes:
 
     def _after(self, method: str, model: Any, args: tuple[Any, ...], kwargs: dict[str, Any],
                seconds: float) -> None:
-        import sys
-
         try:
             if self.first_t is None:
                 self.first_t = time.time() - seconds
-            self.record(method, model, sys._getframe(2), seconds, rows_of(args, kwargs))
+            self.record(method, model, caller_frame(2), seconds, rows_of(args, kwargs))
         except Exception as exc:
             self.agent.hook_error(f"Model.{method} timing", exc)
 

@@ -21,7 +21,6 @@ The batches also drive the profiler window (gpudiag.inprogram.profilewindow).
 from __future__ import annotations
 
 import functools
-import sys
 import time
 import weakref
 from collections.abc import Callable
@@ -29,7 +28,7 @@ from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 from gpudiag.inprogram import callbacktimes, lossfacts, trial, weights
-from gpudiag.inprogram.agent import drop_own_frames, patch
+from gpudiag.inprogram.agent import caller_frame, drop_own_frames, patch
 from gpudiag.inprogram.config import UNBUFFERED_FIRST_STEPS
 from gpudiag.inprogram.recorder import StepBuffer
 from gpudiag.layout import events
@@ -310,7 +309,7 @@ def install(agent: Agent, keras: ModuleType) -> None:
             refused = batch_hooks_refused(keras, self)
             given_callbacks = args[CALLBACKS_POSITION] if len(args) > CALLBACKS_POSITION \
                 else kwargs.get("callbacks")
-            at = user_line(sys._getframe(1))
+            at = user_line(caller_frame(1))
             if isinstance(given_callbacks, list | tuple) and not refused:
                 timed = callbacktimes.time_callbacks(given_callbacks, keras.callbacks.Callback,
                                                      at)
@@ -384,14 +383,13 @@ def install_compile(agent: Agent, model_cls: Any) -> None:
 
     @functools.wraps(original)
     def compile(self: Any, *args: Any, **kwargs: Any) -> Any:
-        import sys
 
         try:
-            kwargs = trial.call_kwargs("compile", sys._getframe(1), kwargs)
+            kwargs = trial.call_kwargs("compile", caller_frame(1), kwargs)
         except Exception as exc:
             agent.hook_error("applying a trial fix to Model.compile", exc)
         try:
-            record(self, args, kwargs, sys._getframe(1))
+            record(self, args, kwargs, caller_frame(1))
         except Exception as exc:
             agent.hook_error("Model.compile", exc)
         return original(self, *args, **kwargs)

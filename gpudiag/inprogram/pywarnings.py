@@ -24,7 +24,7 @@ import warnings
 from typing import TYPE_CHECKING, Any
 
 from gpudiag.inprogram import autographmap
-from gpudiag.inprogram.agent import patch
+from gpudiag.inprogram.agent import caller_frame, patch
 from gpudiag.inprogram.usercode import is_user_file
 from gpudiag.layout import events
 
@@ -53,7 +53,7 @@ def _from_packages(filename: str) -> bool:
 def _user_frame() -> dict[str, Any] | None:
     """The innermost frame of the program's code (autograph's converted code mapped back
     to the program's line, as for a crash)."""
-    frame = sys._getframe(2)
+    frame = caller_frame(2)
     maps: dict[str, Any] = {}
     for _ in range(MAX_USER_DEPTH):
         if frame is None:
@@ -66,7 +66,7 @@ def _user_frame() -> dict[str, Any] | None:
         elif is_user_file(code.co_filename):
             return {"file": code.co_filename, "line": frame.f_lineno,
                     "function": code.co_name}
-        frame = frame.f_back  # type: ignore[assignment]
+        frame = frame.f_back
     return None
 
 

@@ -37,6 +37,7 @@ class Recorder:
         self._pid: int | None = None
         self._lock = threading.Lock()
         self.seq = 0
+        self.closed = False  # for good (a watch() ended): nothing is written again
 
     def _descriptor(self) -> int:
         pid = os.getpid()
@@ -52,7 +53,10 @@ class Recorder:
         return self._fd
 
     def close(self) -> None:
+        """The events file closed for good: a later emit writes nothing (a hook the program
+        kept past a notebook's watch() never writes into the finished run)."""
         with self._lock:
+            self.closed = True
             if self._fd is not None and self._pid == os.getpid():
                 with contextlib.suppress(OSError):
                     os.close(self._fd)
@@ -61,6 +65,8 @@ class Recorder:
     def emit(self, event: events.Event) -> None:
         """One line, as gpudiag.layout.events encodes it."""
         with self._lock:
+            if self.closed:
+                return
             self.seq += 1
             line = events.encode(event, t_unix_s=time.time(), pid=os.getpid(), seq=self.seq)
             data = (line + "\n").encode("utf-8", "replace")

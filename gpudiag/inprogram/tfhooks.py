@@ -31,7 +31,7 @@ from collections.abc import Callable
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
-from gpudiag.inprogram.agent import patch
+from gpudiag.inprogram.agent import caller_frame, patch
 from gpudiag.inprogram.usercode import is_user_file
 from gpudiag.layout import RUN_MARK_PLACEMENT_ASKED, events
 
@@ -95,12 +95,12 @@ def describe(value: Any) -> Any:
 
 def caller() -> dict[str, Any] | None:
     """The innermost frame of the program's own code on the current stack."""
-    frame = sys._getframe(1)
+    frame = caller_frame(1)
     while frame is not None:
         if is_user_file(frame.f_code.co_filename):
             return {"file": frame.f_code.co_filename, "line": frame.f_lineno,
                     "function": frame.f_code.co_name}
-        frame = frame.f_back  # type: ignore[assignment]
+        frame = frame.f_back
     return None
 
 

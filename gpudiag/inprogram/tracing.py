@@ -25,7 +25,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from gpudiag.inprogram.agent import drop_own_frames, patch
+from gpudiag.inprogram.agent import caller_frame, drop_own_frames, patch
 from gpudiag.inprogram.usercode import is_user_file
 
 CREATED_ATTR = "_gpudiag_created_at"
@@ -90,7 +90,6 @@ def user_line(start: Any) -> dict[str, Any] | None:
 def install_created_at(cls: Any, code_of: Callable[[Any], Any]) -> None:
     """Record, on each tf.function object made of the program's own Python function, the
     program's line that made it."""
-    import sys
 
     original = cls.__init__
     if hasattr(original, "__gpudiag_wrapped__"):
@@ -101,7 +100,7 @@ def install_created_at(cls: Any, code_of: Callable[[Any], Any]) -> None:
         try:
             code = code_of(self._python_function)
             if code is not None and is_user_file(code.co_filename):
-                self.__dict__[CREATED_ATTR] = user_line(sys._getframe(1))
+                self.__dict__[CREATED_ATTR] = user_line(caller_frame(1))
         except Exception:  # never into the program; a missing line is said
             pass
 

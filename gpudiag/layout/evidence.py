@@ -60,6 +60,15 @@ def _num(data: Mapping[str, Any], key: str, where: str, *, required: bool = Fals
     return float(value)
 
 
+def _dur(data: Mapping[str, Any], key: str, where: str, *, required: bool = False
+         ) -> float | None:
+    """A duration in seconds: a number, never negative (a step of -500 ms is refused)."""
+    value = _num(data, key, where, required=required)
+    if value is not None and not value >= 0:
+        raise ValueError(f"evidence field {where}{key} is {value!r}, not a duration (>= 0 s)")
+    return value
+
+
 def _int(data: Mapping[str, Any], key: str, where: str) -> int | None:
     value = data.get(key)
     if value is None:
@@ -144,7 +153,7 @@ class DeviceParts:
     def from_dict(cls, device: str, data: Any) -> DeviceParts:
         where = f"parts_s.{device}."
         d = _obj(data, where.rstrip("."))
-        period = _num(d, "period_s", where, required=True)
+        period = _dur(d, "period_s", where, required=True)
         assert period is not None
 
         def part(name: str) -> float:
@@ -182,11 +191,11 @@ class Bottleneck:
         predicted = d.get("predicted")
         if predicted is not None:
             predicted = dict(_obj(predicted, "predicted"))
-            _num(predicted, "step_s", "predicted.")
+            _dur(predicted, "step_s", "predicted.")
         calls = d.get("dataset_calls") or ()
         if not isinstance(calls, list | tuple):
             raise ValueError("evidence.dataset_calls is not a list")
-        return cls(_num(d, "step_s", ""), devices, _strs(d, "causes", ""),
+        return cls(_dur(d, "step_s", ""), devices, _strs(d, "causes", ""),
                    _str(d, "trace", ""), predicted, _num_map(d, "shares", ""),
                    tuple(dict(c) for c in calls if isinstance(c, Mapping)))
 
@@ -277,9 +286,9 @@ class MedianStep:
     def from_dict(cls, data: Any, side: str) -> MedianStep:
         where = f"{side}."
         d = _obj(data, side)
-        median = _num(d, "median_s", where, required=True)
+        median = _dur(d, "median_s", where, required=True)
         assert median is not None
-        return cls(median, _num(d, "low_s", where), _num(d, "high_s", where),
+        return cls(median, _dur(d, "low_s", where), _dur(d, "high_s", where),
                    _int(d, "steps", where) or 0)
 
 
@@ -338,7 +347,7 @@ class ScalingPoint:
             raise ValueError(f"evidence field {where}n_devices is missing")
         return cls(n, _num(d, "examples_per_s", where), _num(d, "speedup", where),
                    _num(d, "efficiency", where), _num(d, "ok_threshold", where),
-                   _num(d, "step_s", where))
+                   _dur(d, "step_s", where))
 
 
 @dataclass(frozen=True)
@@ -356,7 +365,7 @@ class Scaling:
     def from_dict(cls, data: Any) -> Scaling:
         d = _obj(data, "evidence")
         return cls(_str(d, "device_kind", ""), _num(d, "base_examples_per_s", ""),
-                   _num(d, "base_step_s", ""),
+                   _dur(d, "base_step_s", ""),
                    tuple(ScalingPoint.from_dict(x, i)
                          for i, x in enumerate(_list(d, "per_device_count", ""))),
                    _strs(d, "causes", ""))

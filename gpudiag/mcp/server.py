@@ -6,8 +6,9 @@ Bad input (a path outside the logdir, a run that is not there, a file that is no
 trace) is the tool's error (an ``isError`` result with gpudiag's one line), never a
 crash of the server. stdout carries the protocol alone: the SDK's stdio transport moves
 file descriptor 1 to stderr while it serves, and the server logs only warnings, to
-stderr. The tools run one at a time (the SDK runs a plain function in a worker thread;
-the readers below were not written for threads).
+stderr. The tools run one at a time, each in gpudiag.mcp.worker's process under a time
+limit (``--call-timeout``) and a memory limit: a call past either is the tool's error,
+and the lock that keeps the calls one at a time is never held longer than the limit.
 """
 
 from __future__ import annotations
@@ -20,11 +21,11 @@ from typing import Annotated, Any
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import ToolAnnotations
-from pydantic import Field
+from pydantic import Field, ValidationError
 
 from gpudiag import __version__
 from gpudiag.errors import GpudiagError
-from gpudiag.mcp import tools
+from gpudiag.mcp import tools, worker
 
 INSTRUCTIONS = (
     "gpudiag's diagnoses of TensorFlow GPU runs in one logdir, read-only. Start with "
@@ -44,20 +45,40 @@ Side = Annotated[str, Field(description="A run id, or a directory of profiler tr
                                         "relative to the logdir.")]
 
 
-def build(logdir: Path) -> MCPServer:
-    """The server for ``logdir`` (UsageError when it is not a directory)."""
+class _Server(MCPServer):
+    """The SDK's server, with an argument that does not fit (missing, of another type) said
+    in one line, as every other refusal is: ``run: field required``."""
+
+    async def call_tool(self, name: str, arguments: dict[str, Any],
+                        context: Any = None) -> Any:
+        try:
+            return await super().call_tool(name, arguments, context)
+        except ToolError as exc:
+            cause = exc.__cause__
+            if not isinstance(cause, ValidationError):
+                raise
+            said = "; ".join(f"{'.'.join(str(p) for p in e['loc']) or 'arguments'}: "
+                             f"{str(e['msg']).lower()}" for e in cause.errors())
+            raise ToolError(f"Error executing tool {name}: {said[:300]}") from cause
+
+
+def build(logdir: Path, call_timeout_s: float = worker.CALL_TIMEOUT_S) -> MCPServer:
+    """The server for ``logdir`` (UsageError when it is not a directory); each call in
+    its worker process under ``call_timeout_s`` (gpudiag.mcp.worker)."""
     where = tools.Logdir(logdir)
     lock = threading.Lock()
+    calls = worker.Worker(where.root, call_timeout_s)
 
     def answer(fn: Callable[..., dict[str, Any]], *args: str) -> dict[str, Any]:
         with lock:
             try:
-                return fn(where, *args)
+                return calls.call(fn.__name__, *args)
             except GpudiagError as exc:
                 raise ToolError(exc.message) from None
 
-    server: MCPServer = MCPServer(name="gpudiag", version=__version__,
+    server: MCPServer = _Server(name="gpudiag", version=__version__,
                                   instructions=INSTRUCTIONS, log_level="WARNING")
+    server.calls = calls  # type: ignore[attr-defined]
 
     @server.tool(annotations=READ_ONLY)
     def list_runs() -> dict[str, Any]:
@@ -91,6 +112,10 @@ def build(logdir: Path) -> MCPServer:
     return server
 
 
-def serve(logdir: Path) -> None:
+def serve(logdir: Path, call_timeout_s: float = worker.CALL_TIMEOUT_S) -> None:
     """Serve ``logdir`` over stdio until the client closes the connection."""
-    build(logdir).run("stdio")
+    server = build(logdir, call_timeout_s)
+    try:
+        server.run("stdio")
+    finally:
+        server.calls.stop()  # type: ignore[attr-defined]

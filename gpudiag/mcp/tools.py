@@ -25,8 +25,8 @@ from gpudiag import api, layout
 from gpudiag.commands import diff as diff_cmd
 from gpudiag.commands import explain as explain_cmd
 from gpudiag.errors import UsageError
-from gpudiag.rundir import Run, RunDirError, StepBreakdown
-from gpudiag.rundir.confine import check_tree, inside
+from gpudiag.rundir import Run, RunDirError, StepBreakdown, scan_runs
+from gpudiag.rundir.confine import confined_dir
 from gpudiag.ui import Ui
 from gpudiag.verdicts import headline
 
@@ -47,10 +47,7 @@ class Logdir:
         """``name`` inside the logdir, with nothing under it leading out."""
         if not isinstance(name, str) or not name.strip():
             raise UsageError(f"{what}: give a path relative to the logdir")
-        path = inside(self.root, name)
-        if path.is_dir():
-            check_tree(self.root, path)
-        return path
+        return confined_dir(self.root, name)
 
     def run(self, run_id: str) -> Run:
         """The run ``run_id`` names (a run directory inside the logdir)."""
@@ -68,17 +65,8 @@ def list_runs(logdir: Logdir) -> dict[str, Any]:
     """Every run under the logdir, newest first, each with its verdict; the run
     directories refused (a symlink out of the logdir, a special file, an unreadable
     report) with why."""
-    runs: list[Run] = []
-    refused: list[dict[str, str]] = []
-    for report in sorted(logdir.root.rglob(layout.REPORT_JSON)):
-        run_dir = report.parent
-        if run_dir.name.startswith(layout.RUN_CLUSTER_DIR_PREFIX):
-            continue
-        try:
-            runs.append(logdir.run(logdir.id_of(run_dir)))
-        except RunDirError as exc:
-            refused.append({"id": logdir.id_of(run_dir), "why": exc.message})
-    runs.sort(key=lambda r: (r.started_at, r.path.name), reverse=True)
+    runs, bad = scan_runs(logdir.root)
+    refused = [{"id": logdir.id_of(b.path), "why": b.reason} for b in bad]
     return {"logdir": str(logdir.root), "runs": [_summary(r, logdir) for r in runs],
             "refused": refused}
 

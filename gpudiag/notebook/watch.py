@@ -24,7 +24,9 @@ import contextlib
 import os
 import signal
 import sys
+import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -49,7 +51,8 @@ class Watch:
                  profile_warmup_steps: int = DEFAULT_PROFILE_WARMUP_STEPS,
                  profile_steps: int = DEFAULT_PROFILE_STEPS, show: bool = True,
                  label: str = "gpudiag.watch") -> None:
-        self.logdir = Path(logdir)
+        # checked on entry (_checked): a bad value is one line there, the block unwatched
+        self.logdir: Any = logdir
         self.profile_warmup_steps = profile_warmup_steps
         self.profile_steps = profile_steps
         self.show = show
@@ -72,6 +75,9 @@ class Watch:
             self._start()
         except Exception as exc:  # gpudiag's, never the cell's: the block runs unwatched
             self._abandon(exc)
+        except BaseException:  # Ctrl-C while entering: nothing left installed, run ended
+            self._interrupted()
+            raise
         return self
 
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
@@ -84,7 +90,16 @@ class Watch:
                     self._finish(exc or self.block_error)
                 except Exception as err:
                     self._abandon(err)
+                except BaseException:  # Ctrl-C during the analysis: the run ended as such
+                    self._interrupted()
+                    raise
         # None: the block's exception, if any, goes on as the notebook's, as plainly
+
+    def _interrupted(self) -> None:
+        """A KeyboardInterrupt (or SystemExit) inside gpudiag's own entry or exit: the hooks
+        out and the run finished as interrupted, with a second Ctrl-C held until then."""
+        with _interrupts_held():
+            self._abandon(KeyboardInterrupt("interrupted"), interrupted=True)
 
     # ------------------------------------------------------------------ the two ends
 
@@ -95,6 +110,7 @@ class Watch:
 
         self._t0 = time.monotonic()
         self._imported_before = tuple(n for n in install.WATCHED if n in sys.modules)
+        self.logdir = _checked(self.logdir, self.profile_warmup_steps, self.profile_steps)
         self._session = RunSession("run", self.logdir)
         self.run_dir = self._session.run_dir
         out_dir = child_dir(self.run_dir, RUN_CHILD_NAME)
@@ -105,7 +121,8 @@ class Watch:
             profile_warmup_steps=self.profile_warmup_steps, profile_steps=self.profile_steps,
             placement_log=True, stderr_stream=NO_STREAM, in_kernel=True)
         self._start_nvml()
-        self._state = install.install_here(config)
+        with _interrupts_held():  # all of the hooks in, or none
+            self._state = install.install_here(config)
 
     def _start_nvml(self) -> None:
         from gpudiag import nvml
@@ -133,13 +150,14 @@ class Watch:
         from gpudiag.run.options import Outcome, RunOptions
         from gpudiag.verdicts.run import notebook
 
-        state, self._state = self._state, None
         run_dir = self._session.run_dir
         interrupt = exc if isinstance(exc, KeyboardInterrupt) else None
-        if exc is not None and interrupt is None:  # the cell raised: run.crash says where
-            guard("recording the block's exception", crash.record, state.agent, type(exc),
-                  exc, exc.__traceback__, "MainThread")
-        not_restored = install.uninstall(state)
+        with _interrupts_held():  # all of the hooks out, or none
+            state, self._state = self._state, None
+            if exc is not None and interrupt is None:  # the cell raised: run.crash says where
+                guard("recording the block's exception", crash.record, state.agent, type(exc),
+                      exc, exc.__traceback__, "MainThread")
+            not_restored = install.uninstall(state)
         duration = time.monotonic() - self._t0
         sampling = self._stop_nvml()
         out_dir = child_path(run_dir, RUN_CHILD_NAME)
@@ -179,8 +197,9 @@ class Watch:
                 self._backend.close()
         return result
 
-    def _abandon(self, exc: BaseException) -> None:
-        """gpudiag could not watch or diagnose: hooks off, one line said, nothing raised."""
+    def _abandon(self, exc: BaseException, *, interrupted: bool = False) -> None:
+        """gpudiag could not watch or diagnose: hooks off, one line said, nothing raised
+        (``interrupted``: Ctrl-C did it; the run is finished as interrupted)."""
         from gpudiag.errors import GpudiagError
         from gpudiag.inprogram import install
 
@@ -193,11 +212,54 @@ class Watch:
         session, self._session = self._session, None
         if session is not None and session.report.finished_at is None:  # not left partial
             with contextlib.suppress(Exception):
-                session.close(interrupted=False, complete=False)
+                session.close(interrupted=interrupted, complete=False,
+                              signal_name="SIGINT" if interrupted else None)
+        if interrupted:
+            self.error = "interrupted (Ctrl-C) while gpudiag entered or left the block"
+            return
         text = exc.message if isinstance(exc, GpudiagError) else f"{type(exc).__name__}: {exc}"
         self.error = text
         with contextlib.suppress(Exception):
             print(f"gpudiag: no diagnosis of this cell: {text}", file=sys.stderr)
+
+
+@contextlib.contextmanager
+def _interrupts_held() -> Iterator[None]:
+    """In the main thread: a SIGINT (the kernel's interrupt) that arrives inside is held
+    and raised as KeyboardInterrupt when it ends, so that what is inside (hooks going in
+    or out, the run closed) is done whole; elsewhere, or with a handler of the program's
+    own that is not Python's default, nothing is changed."""
+    if threading.current_thread() is not threading.main_thread() or \
+            signal.getsignal(signal.SIGINT) is not signal.default_int_handler:
+        yield
+        return
+    held: list[int] = []
+    signal.signal(signal.SIGINT, lambda signum, frame: held.append(signum))
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+    if held:
+        raise KeyboardInterrupt
+
+
+def _checked(logdir: Any, warmup: Any, steps: Any) -> Path:
+    """watch()'s arguments as it uses them; UsageError (one line on stderr, the block
+    unwatched) for a logdir that is not a path of text, or a step count that is not a
+    whole number >= 0."""
+    from gpudiag.errors import UsageError
+
+    text = logdir if isinstance(logdir, str) else None
+    if isinstance(logdir, os.PathLike):
+        with contextlib.suppress(Exception):
+            text = os.fspath(logdir)
+    if not isinstance(text, str) or not text:
+        raise UsageError(f"logdir must be a path (a non-empty str or os.PathLike giving "
+                         f"one), not {type(logdir).__name__}")
+    for name, value in (("profile_warmup_steps", warmup), ("profile_steps", steps)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise UsageError(f"{name} must be a whole number >= 0, not {value!r:.40}")
+    return Path(text)
 
 
 def watch(logdir: str | Path = DEFAULT_LOGDIR, *,

@@ -160,6 +160,24 @@ def spawn(argv: Sequence[str], **popen_kwargs: Any) -> subprocess.Popen[bytes]:
     return proc
 
 
+#: How often a wait for a child looks for a signal handled meanwhile (:func:`wait`).
+WAIT_POLL_S = 0.25
+
+
+def wait(proc: subprocess.Popen[Any]) -> int:
+    """``proc.wait()``, but never blocked in one waitpid for ever: the child is waited
+    for in slices, so that a signal whose C-level handler ran while the main thread was
+    entering the wait (after Python last checked for signals, before the kernel put it to
+    sleep: the signal is then taken without interrupting the wait) gets its Python handler
+    (gpudiag's SIGTERM) within a slice instead of when the child ends. Under load, a
+    `timeout` around `gpudiag run` lost its SIGTERM about one time in ten this way."""
+    while True:
+        try:
+            return proc.wait(timeout=WAIT_POLL_S)
+        except subprocess.TimeoutExpired:
+            continue
+
+
 def signal_group(proc: subprocess.Popen[bytes], sig: int) -> None:
     """Send ``sig`` to the child's whole process group (nothing if it is gone)."""
     signal_groups(groups_of(proc), sig)

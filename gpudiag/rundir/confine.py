@@ -32,6 +32,8 @@ from __future__ import annotations
 import errno
 import os
 import stat
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 from gpudiag.rundir.errors import RunDirError
@@ -165,10 +167,13 @@ def inside(logdir: Path, name: str | os.PathLike[str]) -> Path:
     return path
 
 
-def check_tree(logdir: Path, top: Path) -> None:
+def check_tree(logdir: Path, top: Path, *, what: str = "the logdir") -> None:
     """RunDirError unless everything under the directory ``top`` (itself inside ``logdir``:
     ``inside``) stays inside the logdir and is a directory or a regular file. Symlinked
-    directories inside the logdir are checked too, each directory once."""
+    directories inside the logdir are checked too, each directory once; an entry that
+    vanishes meanwhile (a running command's file renamed into place) is passed over.
+    ``what``: the root as the refusal names it (load_run checks a run's own files against
+    the run directory)."""
     root = _resolved(Path(logdir), _shown(logdir))
     seen: set[tuple[int, int]] = set()
     stack = [top]
@@ -176,23 +181,99 @@ def check_tree(logdir: Path, top: Path) -> None:
         where = stack.pop()
         try:
             entries = list(os.scandir(where))
+        except FileNotFoundError:
+            continue
         except OSError as exc:
             raise RunDirError(f"cannot read {_name(where, root)}: {exc.strerror}") from None
         for entry in entries:
-            path = Path(entry.path)
-            if entry.is_symlink() and not _resolved(path, _name(path, root)).is_relative_to(
-                    root):
-                raise RunDirError(f"{_name(path, root)} is a symlink out of the logdir")
+            _check_entry(Path(entry.path), entry, root, what, seen, stack)
+
+
+def _check_entry(path: Path, entry: os.DirEntry[str], root: Path, what: str,
+                 seen: set[tuple[int, int]], stack: list[Path]) -> None:
+    try:
+        link = entry.is_symlink()
+    except OSError:
+        return
+    if link and not _resolved(path, _name(path, root)).is_relative_to(root):
+        raise RunDirError(f"{_name(path, root)} is a symlink out of {what}")
+    try:
+        st = path.stat()
+    except FileNotFoundError:
+        if link:
+            raise RunDirError(f"{_name(path, root)} is a symlink to nothing") from None
+        return  # gone since the directory was read
+    except OSError as exc:
+        raise RunDirError(f"{_name(path, root)}: cannot be looked up ({exc.strerror})") \
+            from None
+    if stat.S_ISDIR(st.st_mode):
+        if (st.st_dev, st.st_ino) not in seen:
+            seen.add((st.st_dev, st.st_ino))
+            stack.append(path)
+    elif not stat.S_ISREG(st.st_mode):
+        raise RunDirError(f"{_name(path, root)} is {_kind(st.st_mode)}, not a regular file "
+                          "or a directory")
+
+
+def confined_dir(logdir: Path, name: str | os.PathLike[str]) -> Path:
+    """What a reader serving a logdir (`gpudiag mcp`, the GPUDIAG tab) may read of the
+    ``name`` it was asked for: ``inside`` the logdir, and when a directory, nothing under
+    it leading out (``check_tree``)."""
+    path = inside(logdir, name)
+    if path.is_dir():
+        check_tree(logdir, path)
+    return path
+
+
+#: How deep a walk looks under a logdir or a run (gpudiag's deepest trace is 7 levels
+#: below its logdir): a directory deeper is not looked into, and said.
+MAX_WALK_DEPTH = 48
+
+
+@dataclass(frozen=True)
+class Walked:
+    """What :func:`walk` found: the entries wanted, and each directory it could not or did
+    not look into, with why ("Permission denied", "more than 48 directories deep: not
+    looked into"): said as "cannot read <directory>: <why>"."""
+
+    found: list[Path]
+    skipped: list[tuple[Path, str]]
+
+
+def walk(top: Path, wanted: Callable[[str], bool], *,
+         max_depth: int = MAX_WALK_DEPTH) -> Walked:
+    """Every entry under the directory ``top`` that is not a directory and whose name
+    ``wanted`` accepts, sorted; symlinked directories are not followed. Iterative: no
+    recursion, whatever the depth; a directory ``max_depth`` levels below ``top`` is not
+    looked into, one that cannot be read is skipped, both said in ``skipped``; one that
+    vanishes meanwhile is passed over."""
+    found: list[Path] = []
+    skipped: list[tuple[Path, str]] = []
+    stack: list[tuple[Path, int]] = [(Path(top), 0)]
+    while stack:
+        where, depth = stack.pop()
+        try:
+            with os.scandir(where) as it:
+                entries = list(it)
+        except FileNotFoundError:
+            continue
+        except OSError as exc:
+            skipped.append((where, _why(exc)))
+            continue
+        for entry in entries:
             try:
-                st = path.stat()
+                is_dir = entry.is_dir(follow_symlinks=False)
             except OSError:
-                raise RunDirError(f"{_name(path, root)} is a symlink to nothing") from None
-            if stat.S_ISDIR(st.st_mode):
-                if (st.st_dev, st.st_ino) not in seen:
-                    seen.add((st.st_dev, st.st_ino))
-                    stack.append(path)
-            elif not stat.S_ISREG(st.st_mode):
-                raise RunDirError(f"{_name(path, root)} is not a regular file or a directory")
+                continue
+            if not is_dir:
+                if wanted(entry.name):
+                    found.append(Path(entry.path))
+            elif depth + 1 >= max_depth:
+                skipped.append((Path(entry.path), f"more than {max_depth} directories deep: "
+                                                  "not looked into"))
+            else:
+                stack.append((Path(entry.path), depth + 1))
+    return Walked(sorted(found), sorted(skipped))
 
 
 def _name(path: Path, root: Path) -> str:

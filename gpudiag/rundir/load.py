@@ -23,7 +23,7 @@ from gpudiag.files import readable
 from gpudiag.layout.evidence import Evidence
 from gpudiag.report import Report
 from gpudiag.rundir import validate
-from gpudiag.rundir.confine import read_confined
+from gpudiag.rundir.confine import check_tree, read_confined, walk
 from gpudiag.rundir.errors import RunDirError
 from gpudiag.rundir.records import ChildFiles, Live, Run, RunStatus, typed_evidence
 
@@ -105,6 +105,7 @@ def load_run(path: Path) -> Run:
     one line) when it is not one."""
     path = Path(path)
     data = read_report(path)
+    own_files_only(path)
     report, evidence = typed_report(data, f"{path}: {layout.REPORT_JSON} is malformed")
     children = read_children(path)
     status = run_status(report, children)
@@ -118,6 +119,20 @@ def load_run(path: Path) -> Run:
                _loops=read_loops, typed_evidence=evidence)
 
 
+def own_files_only(path: Path) -> None:
+    """RunDirError unless everything under the run directory ``path`` stays inside it and
+    is a directory or a regular file (gpudiag.rundir.confine.check_tree): a run's own files
+    (its children, its TensorBoard runs, its traces) are read only from inside it."""
+    try:
+        real = path.resolve()
+    except (OSError, RuntimeError, ValueError) as exc:
+        raise RunDirError(f"{readable(str(path))[:160]}: cannot be resolved ({exc})") from None
+    try:
+        check_tree(real, real, what="the run directory")
+    except RunDirError as exc:
+        raise RunDirError(f"{readable(str(path))[:160]}: {exc.message}") from None
+
+
 @dataclass(frozen=True)
 class BadRun:
     """A directory holding a report.json that load_run refused, and why (one line)."""
@@ -127,27 +142,38 @@ class BadRun:
 
 
 def scan_runs(logdir: Path) -> tuple[list[Run], list[BadRun]]:
-    """Every run directory under ``logdir`` (at any depth; a cluster directory is not
-    one; symlinked directories are not followed), newest first by its start time; and
-    each directory whose report.json could not be read, with why. One bad run never
-    hides the others."""
+    """Every run directory under ``logdir`` (at any depth up to MAX_WALK_DEPTH; a cluster
+    directory is not one; symlinked directories are not followed), newest first by its
+    start time; and each directory whose report.json could not be read, or that leads out
+    of the logdir (gpudiag.rundir.confine.check_tree), or that the walk did not look into
+    (too deep, unreadable), with why. One bad entry never hides the others; a run that
+    vanishes during the scan is passed over."""
     logdir = Path(logdir)
     if not logdir.is_dir():
         raise RunDirError(f"not a logdir: {readable(str(logdir))} (not a directory)")
-    runs, bad = [], []
-    for report in logdir.rglob(layout.REPORT_JSON):
+    walked = walk(logdir, lambda name: name == layout.REPORT_JSON)
+    runs: list[Run] = []
+    bad = [BadRun(where, f"cannot read {readable(_relative(where, logdir))}: {why}")
+           for where, why in walked.skipped]
+    for report in walked.found:
         run_dir = report.parent
         if run_dir.name.startswith(layout.RUN_CLUSTER_DIR_PREFIX):
             continue
         try:
+            check_tree(logdir, run_dir)
             runs.append(load_run(run_dir))
         except RunDirError as exc:
-            bad.append(BadRun(run_dir, exc.message))
+            if os.path.lexists(report):  # one gone since the walk found it is passed over
+                bad.append(BadRun(run_dir, exc.message))
         except Exception as exc:  # a value no check foresaw: this run only, said
             bad.append(BadRun(run_dir, f"{readable(str(run_dir))}: not readable "
                                        f"({type(exc).__name__}: {str(exc)[:120]})"))
     runs.sort(key=lambda r: (r.started_at, r.path.name), reverse=True)
     return runs, sorted(bad, key=lambda b: b.path)
+
+
+def _relative(path: Path, logdir: Path) -> str:
+    return str(path.relative_to(logdir)) if path.is_relative_to(logdir) else str(path)
 
 
 def list_runs(logdir: Path) -> list[Run]:
@@ -192,7 +218,7 @@ def read_children(path: Path) -> dict[str, ChildFiles]:
 
 
 def find_traces(path: Path) -> tuple[Path, ...]:
-    return tuple(sorted(path.rglob(f"*{layout.XPLANE_SUFFIX}")))
+    return tuple(walk(path, lambda name: name.endswith(layout.XPLANE_SUFFIX)).found)
 
 
 def run_status(report: Report, children: dict[str, ChildFiles]) -> RunStatus:

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from gpudiag import layout
-from gpudiag.rundir.confine import check_confined
+from gpudiag.rundir.confine import check_confined, resolve_inside
 from gpudiag.rundir.records import Loop, Run, StepPoint
 
 Scalars = dict[str, dict[int, float]]  # tag -> step -> value
@@ -40,12 +40,16 @@ def tensorboard_without_tensorflow() -> None:
         sys.modules["tensorboard.compat.notf"] = types.ModuleType("tensorboard.compat.notf")
 
 
-def read_scalars(tb_run: Path) -> Scalars:
+def read_scalars(tb_run: Path, run_dir: Path | None = None) -> Scalars:
     """Every scalar of one TensorBoard run directory (its own event files, not its
     subdirectories'), by tag and step. A path that is not UTF-8 (TensorBoard's file layer
     encodes every path as UTF-8) is read through its open directory's /proc/self/fd name.
-    RunDirError (one line) when an event file is not a regular file inside ``tb_run`` (a
-    FIFO would block TensorBoard's reader for ever: gpudiag.rundir.confine)."""
+    RunDirError (one line) when ``tb_run`` leads out of the run directory ``run_dir``
+    (given by every reader of a run: a name from the report's content, a symlinked
+    program-* run), or when an event file is not a regular file inside ``tb_run`` (a FIFO
+    would block TensorBoard's reader for ever): gpudiag.rundir.confine."""
+    if run_dir is not None:
+        tb_run = resolve_inside(tb_run, run_dir)
     found = list(tb_run.glob("*tfevents*"))  # what TensorBoard's reader opens
     if not found:
         return {}
@@ -112,7 +116,7 @@ def _program_loops(run: Run) -> dict[str, Loop]:
     runs = sorted(p for p in run.path.glob(f"{layout.RUN_TB_PREFIX}*") if p.is_dir())
     out: dict[str, Loop] = {}
     for tb in runs:
-        scalars = read_scalars(tb)
+        scalars = read_scalars(tb, run.path)
         prefixes = sorted({p[0] for t in scalars if (p := layout.parse_loop_tag(t)) and p[0]
                            and layout.TAG_PROGRAM_ROOT + p[1] in _SERIES_TAGS})
         by_slug = {layout.loop_prefix(str(lp.get("series"))): str(lp.get("series"))
@@ -138,12 +142,14 @@ def _program_loops(run: Run) -> dict[str, Loop]:
 def _config_loops(run: Run, names: Sequence[str]) -> dict[str, Loop]:
     out: dict[str, Loop] = {}
     configs = ((run.report.data.get("scaling") or {}).get("configs") or {})
+    configs = configs if isinstance(configs, dict) else {}
     for name in names:
-        tb = run.path / name
+        tb = resolve_inside(run.path / name, run.path)  # a name from the report's content
         if not tb.is_dir():
             continue
-        batch = (configs.get(name) or {}).get("global_batch")
-        loop = _series(name, name, read_scalars(tb), layout.TAG_TRAIN_STEP_S,
+        config = configs.get(name)
+        batch = config.get("global_batch") if isinstance(config, dict) else None
+        loop = _series(name, name, read_scalars(tb, run.path), layout.TAG_TRAIN_STEP_S,
                        layout.TAG_TRAIN_LOSS, layout.TAG_TRAIN_EXAMPLES_PER_S,
                        batch if isinstance(batch, int) else None)
         if loop is not None:
@@ -165,7 +171,8 @@ def _explain_loops(run: Run) -> dict[str, Loop]:
         if not devices or not devices[0].get("steps"):
             continue
         name = Path(str(t.get("path"))).name if len(traces) > 1 else "profiled steps"
-        steps = tuple(StepPoint(i + 1, float(s["period_s"]), None, None)
+        steps = tuple(StepPoint(i + 1, None if s.get("period_s") is None
+                                else float(s["period_s"]), None, None)
                       for i, s in enumerate(devices[0]["steps"]))
         out[name] = Loop(name, str(t.get("path")), steps)
     return out
@@ -177,7 +184,7 @@ def read_loops(run: Run) -> dict[str, Loop]:
         return _program_loops(run)
     if run.command == "explain":
         return _explain_loops(run)
-    configs = list((run.report.data.get("scaling") or {}).get("configs") or {})
-    names = configs or sorted(p.name for p in run.path.iterdir()
+    configs = (run.report.data.get("scaling") or {}).get("configs") or {}
+    names = [str(c) for c in configs] or sorted(p.name for p in run.path.iterdir()
                               if p.is_dir() and _CONFIG_RUN.match(p.name))
     return _config_loops(run, names)

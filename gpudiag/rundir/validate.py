@@ -10,6 +10,7 @@ deep report costs no recursion.
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
 from typing import Any
 
 from gpudiag.report import STATUSES
@@ -29,25 +30,75 @@ _NAMES = {str: "a string", bool: "true or false", list: "a list", dict: "an obje
           type(None): "null"}
 
 
+_LEAVES = frozenset({str, int, bool, type(None)})
+
+
+def _items(value: dict[Any, Any] | list[Any]) -> Iterator[tuple[Any, Any]]:
+    return iter(value.items()) if isinstance(value, dict) else enumerate(value)
+
+
+def _where(trail: list[Any], key: Any) -> str:
+    """The path of a value, built only when it is told (``data.x[3]``), cut to a line."""
+    out = ""
+    for k in [*trail, key]:
+        out += f"[{k}]" if type(k) is int else f".{str(k)[:60]}" if out else str(k)[:60]
+    return out if len(out) <= 160 else f"{out[:80]}...{out[-60:]}"
+
+
+_NUMBERS = frozenset({int, float})
+
+
+def _plain(value: dict[Any, Any] | list[Any]) -> bool:
+    """Whether every item of ``value`` is a leaf (no container, no NaN or infinity), told
+    at C speed (a list of 14 million numbers in a fraction of a second); False: walk it."""
+    values = value.values() if type(value) is dict else value
+    kinds = set(map(type, values))
+    if kinds <= _LEAVES:
+        return True
+    if kinds <= _NUMBERS:
+        try:
+            return all(map(math.isfinite, values))
+        except OverflowError:  # an integer beyond a float's range: walked
+            return False
+    return False
+
+
 def deep_or_not_finite(data: Any) -> str | None:
-    """The first value nested deeper than MAX_DEPTH, or not finite; None: none."""
-    todo: list[tuple[Any, str, int]] = [(data, "", 0)]
-    while todo:
-        value, where, depth = todo.pop()
-        if depth > MAX_DEPTH:
-            return f"{where or 'the report'} nests deeper than {MAX_DEPTH}"
-        if isinstance(value, float) and not math.isfinite(value):
-            return f"{where} is {value} (JSON has no such number)"
-        if isinstance(value, dict):
-            todo += [(v, f"{where}.{k}" if where else str(k), depth + 1)
-                     for k, v in value.items()]
-        elif isinstance(value, list):
-            todo += [(v, f"{where}[{i}]", depth + 1) for i, v in enumerate(value)]
+    """The first value nested deeper than MAX_DEPTH, or not finite; None: none. One pass,
+    iterative, its extra memory the depth (a path is built for the one value told)."""
+    if not isinstance(data, dict | list):
+        return None if not isinstance(data, float) or math.isfinite(data) else \
+            f"the report is {data} (JSON has no such number)"
+    stack = [_items(data if not _plain(data) else [])]
+    trail: list[Any] = []  # the key of each open container below the top
+    while stack:
+        for key, value in stack[-1]:
+            kind = type(value)
+            if kind in _LEAVES:
+                continue
+            if kind is float:
+                if not math.isfinite(value):
+                    return f"{_where(trail, key)} is {value} (JSON has no such number)"
+            elif (kind is dict or kind is list or isinstance(value, dict | list)) and value \
+                    and not (len(stack) < MAX_DEPTH and _plain(value)):
+                if len(stack) >= MAX_DEPTH:
+                    return f"{_where(trail, key)} nests deeper than {MAX_DEPTH}"
+                trail.append(key)
+                stack.append(_items(value))
+                break
+        else:
+            stack.pop()
+            if trail:
+                trail.pop()
     return None
 
 
+def _fits(value: Any, want: tuple[type, ...]) -> bool:
+    return isinstance(value, want) and (bool in want or not isinstance(value, bool))
+
+
 def _typed(value: Any, want: tuple[type, ...], where: str) -> str | None:
-    if isinstance(value, want) and (bool in want or not isinstance(value, bool)):
+    if _fits(value, want):
         return None
     shown = repr(value)[:40] if value is None or isinstance(value, bool | int | float) \
         else type(value).__name__
@@ -96,8 +147,8 @@ def problem(data: dict[str, Any]) -> str | None:
         if not isinstance(f, dict):
             return f"findings[{i}] is {type(f).__name__}, not an object"
         for name, want in _FINDING.items():
-            if name in f and (found := _typed(f[name], want, f"findings[{i}].{name}")):
-                return found
+            if name in f and not _fits(f[name], want):
+                return _typed(f[name], want, f"findings[{i}].{name}")
         if f.get("status") not in STATUSES:
             return f"findings[{i}].status is {str(f.get('status'))[:40]!r}, not one of " \
                    f"{', '.join(STATUSES)}"
@@ -107,5 +158,35 @@ def problem(data: dict[str, Any]) -> str | None:
     for key, value in (data.get("data") or {}).items():
         kind = _DATA_SCALARS.get(key, dict)
         if not isinstance(value, kind):
-            return f"data.{key} is {type(value).__name__}, not {_NAMES[kind]}"
-    return deep_or_not_finite(data)
+            return f"data.{str(key)[:60]} is {type(value).__name__}, not {_NAMES[kind]}"
+    return deep_or_not_finite(data) or _explain((data.get("data") or {}).get("explain"))
+
+
+def _explain(explain: Any) -> str | None:
+    """data.explain as the step series of an `explain` run read it (gpudiag.rundir.loops):
+    traces, each an object whose devices are objects whose steps are objects with a
+    period_s of a number."""
+    if not isinstance(explain, dict):
+        return None
+    traces = explain.get("traces")
+    if traces is None:
+        return None
+    if not isinstance(traces, list):
+        return f"data.explain.traces is {type(traces).__name__}, not a list"
+    for i, t in enumerate(traces):
+        where = f"data.explain.traces[{i}]"
+        if not isinstance(t, dict):
+            return f"{where} is {type(t).__name__}, not an object"
+        devices = t.get("devices")
+        if devices is None:
+            continue
+        if not isinstance(devices, list) or not all(isinstance(d, dict) for d in devices):
+            return f"{where}.devices is not a list of objects"
+        for j, d in enumerate(devices):
+            steps = d.get("steps")
+            if steps is not None and not (isinstance(steps, list) and all(
+                    isinstance(s, dict) and (s.get("period_s") is None
+                                             or _number(s["period_s"])) for s in steps)):
+                return f"{where}.devices[{j}].steps is not a list of objects with a " \
+                       "period_s of a number or null"
+    return None

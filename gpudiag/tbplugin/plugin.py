@@ -13,10 +13,12 @@ no build step, nothing fetched from another host. Routes, under ``/data/plugin/g
     /run?id=<run id>        one run's view (gpudiag.tbplugin.views.run_view)
     /diff?a=<id>&b=<id>     what changed from run a to run b (gpudiag.tbplugin.compare)
 
-A run id is a run directory relative to TensorBoard's logdir; one that leaves the logdir or
-is not a run (a NUL byte, a name too long, a symlink loop, a report.json that does not match
-its schema: gpudiag.rundir.load_run) is a 400 with one line, never a 500; /runs lists a bad
-run with why (``status`` unreadable) and the others as they are. Every response carries
+A run id is a run directory relative to TensorBoard's logdir, checked as `gpudiag mcp`
+checks a name (gpudiag.rundir.confine.confined_dir: inside the logdir, nothing under it
+leading out); one that leaves the logdir or is not a run (a NUL byte, a name too long, a
+symlink loop, a report.json that does not match its schema: gpudiag.rundir.load_run) is a
+400 with one line, never a 500; /runs lists a bad run with why (``status`` unreadable) and
+the others as they are. Every response carries
 ``X-Content-Type-Options: nosniff``. TensorBoard's ``--logdir_spec`` naming one directory
 serves that one; naming several, the tab is inactive and says why once (the plugin reads
 one logdir); with neither, there is no logdir and nothing is read (never the working
@@ -38,6 +40,7 @@ from werkzeug import wrappers
 from gpudiag import layout
 from gpudiag.files import readable
 from gpudiag.rundir import RunDirError, load_run, scan_runs
+from gpudiag.rundir.confine import confined_dir, walk
 from gpudiag.tbplugin import compare, ids, views
 
 _LOG = logging.getLogger(__name__)
@@ -112,8 +115,8 @@ class GpudiagPlugin(base_plugin.TBPlugin):
         return {path: _wsgi(handler) for path, handler in routes.items()}
 
     def is_active(self) -> bool:
-        return self._why_none is None and self._logdir.is_dir() and next(
-            self._logdir.rglob(layout.REPORT_JSON), None) is not None
+        return self._why_none is None and self._logdir.is_dir() and bool(
+            walk(self._logdir, lambda name: name == layout.REPORT_JSON).found)
 
     def frontend_metadata(self) -> base_plugin.FrontendMetadata:
         return base_plugin.FrontendMetadata(es_module_path="/index.js", tab_name=TAB_NAME,
@@ -133,12 +136,10 @@ class GpudiagPlugin(base_plugin.TBPlugin):
             raise RunDirError(f"{run_id[:60]!r}: not a run id of this logdir (a NUL byte, "
                               f"or over {MAX_ID_CHARS} characters)")
         try:
-            path = ids.id_path(run_id, self._logdir).resolve()
-        except (OSError, RuntimeError, ValueError) as exc:
+            path = ids.id_path(run_id, self._logdir)
+        except (OSError, ValueError) as exc:
             raise RunDirError(f"{run_id[:160]}: not a run of this logdir ({exc})") from None
-        if not path.is_relative_to(self._logdir.resolve()):
-            raise RunDirError(f"{run_id[:160]} is outside the logdir")
-        return load_run(path)
+        return load_run(confined_dir(self._logdir, path))
 
     def _runs(self, request: wrappers.Request) -> wrappers.Response:
         if self._why_none is not None:

@@ -76,7 +76,7 @@ def _nvml_series(run: Run) -> dict[int, dict[str, list[list[float]]]]:
     if not tb.is_dir():
         return {}
     out: dict[int, dict[str, list[list[float]]]] = {}
-    for tag, points in read_scalars(tb).items():
+    for tag, points in read_scalars(tb, run.path).items():
         for key, tagger in (("util", layout.gpu_util_tag), ("sm_util", layout.gpu_sm_util_tag)):
             head, tail = tagger.template.split("{}")
             found = re.fullmatch(f"{re.escape(head)}(\\d+){re.escape(tail)}", tag)
@@ -98,10 +98,11 @@ def devices(run: Run) -> dict[str, Any]:
     busy_s = used_ev.get("trace_busy_s") or {}
     idle = set(used_ev.get("idle") or [])
     parts = {d: p for b in run.breakdown for d, p in b.devices.items()}
-    names: list[str] = []
+    names: dict[str, None] = {}  # in order, each once (a dict: linear in the names)
     for source in (used_ev.get("logical_devices") or [], used_ev.get("strategy_devices") or [],
                    list(ops), list(parts)):
-        names += [str(n) for n in source if str(n) not in names]
+        names.update(dict.fromkeys(str(n) for n in source))
+    logical = {str(n) for n in used_ev.get("logical_devices") or []}
     lanes: list[dict[str, Any]] = []
     for name in names:
         p = parts.get(name)
@@ -109,7 +110,7 @@ def devices(run: Run) -> dict[str, Any]:
         lanes.append({"name": name, "kind": "GPU" if "GPU" in name.upper() else "CPU",
                       "state": lane_state(name in idle, share, busy_s.get(name),
                                           ops.get(name),
-                                          name in used_ev.get("logical_devices", [])),
+                                          name in logical),
                       "ops": ops.get(name), "busy_s": busy_s.get(name),
                       "busy_share": share, "util": [], "sm_util": []})
     if not lanes:

@@ -19,6 +19,7 @@ diff) and findings out:
 
 from __future__ import annotations
 
+import re
 import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -567,6 +568,8 @@ def judge(a: Side, b: Side) -> tuple[DiffRecord, list[Finding]]:
         found.insert(0, Finding("diff.caveats", "warn", "; ".join(said_too),
                                 {"caveats": said_too},
                                 title=title(f"diff with caveats: {said_too[0]}",
+                                            "diff with caveats: " + re.sub(
+                                                r" \([^)]*\)", "", said_too[0]),
                                             f"diff with {len(said_too)} caveat(s): see the "
                                             "message")))
     return rec, found

@@ -35,8 +35,10 @@ evidence the line says the reason is not known.
 
 from __future__ import annotations
 
+import itertools
 import re
 import textwrap
+import threading
 from collections.abc import Iterator, Sequence
 from typing import Any
 
@@ -55,16 +57,49 @@ _LEARNING = ("run.learning", "scaling.learning", "diff.learning")
 Entry = tuple[str, ...]
 
 
+#: Every key the verdict looks for anywhere in a report: indexed in one pass (_index).
+_KEYS = frozenset({"physical_gpus", "is_built_with_cuda", "cuda_build", "nvml_unavailable_reason",
+                   "reason", "catalogue_matches", "id", "nvml_gpus", "gpus", "ops_by_device",
+                   "CUDA_VISIBLE_DEVICES", "cuda_visible_devices"})
+_LEAVES = frozenset({str, int, float, bool, type(None)})
+#: While entries() runs: id(node) -> (node, its index), since the verdict asks about
+#: the same nodes many times (the node is held, so that its id stays its own); None
+#: outside it: each walk indexes afresh (a report may change between two calls).
+_INDEXED = threading.local()  # .nodes: that dict, or absent
+
+
+def _index(node: Any) -> dict[str, list[Any]]:
+    """Every value stored under one of _KEYS anywhere in ``node`` (dicts and lists), by
+    key, in order. One iterative pass, linear in the containers: a list of plain values
+    is passed over at C speed (a report of 14 million numbers)."""
+    out: dict[str, list[Any]] = {}
+    stack: list[Iterator[tuple[Any, Any]]] = [iter([(None, node)])]
+    while stack:
+        for k, v in stack[-1]:
+            if k in _KEYS:
+                out.setdefault(k, []).append(v)
+            if isinstance(v, dict) and v:
+                stack.append(iter(v.items()))
+                break
+            if isinstance(v, list) and v and not (len(v) > 16 and
+                                                  set(map(type, v)) <= _LEAVES):
+                stack.append(zip(itertools.repeat(None), v))
+                break
+        else:
+            stack.pop()
+    return out
+
+
 def _walk(node: Any, key: str) -> Iterator[Any]:
-    """Every value stored under ``key`` anywhere in ``node`` (dicts and lists)."""
-    if isinstance(node, dict):
-        for k, v in node.items():
-            if k == key:
-                yield v
-            yield from _walk(v, key)
-    elif isinstance(node, list):
-        for v in node:
-            yield from _walk(v, key)
+    """Every value stored under ``key`` (one of _KEYS) anywhere in ``node``, in order."""
+    nodes: dict[int, tuple[Any, dict[str, list[Any]]]] | None = getattr(_INDEXED, "nodes",
+                                                                          None)
+    if nodes is None:
+        return iter(_index(node).get(key, ()))
+    held = nodes.get(id(node))
+    if held is None or held[0] is not node:
+        held = nodes[id(node)] = (node, _index(node))
+    return iter(held[1].get(key, ()))
 
 
 def wrap_entry(entry: Entry, width: int = WIDTH) -> list[str]:
@@ -110,13 +145,13 @@ def tf_gpus(report: dict[str, Any]) -> list[str] | None:
     lists += [v for v in _walk(report.get("data", {}), "physical_gpus") if isinstance(v, list)]
     if not lists:
         return None
-    seen: list[str] = []
+    seen: dict[str, None] = {}  # in order, each once (a dict: linear in the names)
     for gpus in lists:
         for g in gpus:
             name = g.get("name") if isinstance(g, dict) else str(g)
-            if name and name not in seen:
-                seen.append(str(name))
-    return seen
+            if name:
+                seen.setdefault(str(name))
+    return list(seen)
 
 
 def why_no_gpu(report: dict[str, Any]) -> str:
@@ -401,6 +436,15 @@ def entries(report: dict[str, Any], tail: Sequence[str] = ()) -> list[Entry]:
     """The verdict's entries (``tail``: lines that end it, the report's path), at most
     MAX_ENTRIES: `diff`'s result first; the counts, the devices, the bottleneck with its
     fix, learning (`diff`: no devices entry). Past MAX_ENTRIES, the counts give way."""
+    outer = getattr(_INDEXED, "nodes", None)
+    _INDEXED.nodes = {} if outer is None else outer
+    try:
+        return _entries(report, tail)
+    finally:
+        _INDEXED.nodes = outer
+
+
+def _entries(report: dict[str, Any], tail: Sequence[str]) -> list[Entry]:
     result = diff_line(report) or try_line(report)
     body: list[str | Entry | None] = [
         result, counts_line(report), None if result else devices_line(report),

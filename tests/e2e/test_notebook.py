@@ -167,6 +167,28 @@ with gpudiag.watch({logdir!r}) as w_int:
 INTERRUPTED_CHECK = "print(json.dumps({'run_dir': str(w_int.run_dir), 'left': gpudiag_left()}))"
 
 
+WRAPPED = """\
+with gpudiag.watch({logdir!r}, show=False) as w_wrap:
+    hooked_fit = tf.keras.Model.fit
+    def user_fit(self, *args, **kwargs):  # as mlflow.autolog() or a user's wrapper does
+        return hooked_fit(self, *args, **kwargs)
+    tf.keras.Model.fit = user_fit
+    fresh.fit(tf.data.Dataset.from_tensor_slices((data, labels)).batch(16), epochs=1,
+              verbose=0)
+import glob, os
+events = sorted(glob.glob(os.path.join(str(w_wrap.run_dir), "**", "events-*.jsonl"),
+                          recursive=True))
+sizes = [os.path.getsize(e) for e in events]
+fresh.fit(tf.data.Dataset.from_tensor_slices((data, labels)).batch(16), epochs=1, verbose=0)
+held = [os.readlink(f"/proc/self/fd/{{fd}}") for fd in os.listdir("/proc/self/fd")
+        if os.path.exists(f"/proc/self/fd/{{fd}}")]
+print(json.dumps({{"events": len(events), "sizes": sizes,
+                  "after": [os.path.getsize(e) for e in events],
+                  "held": [p for p in held if str(w_wrap.run_dir) in p],
+                  "still_wrapped": tf.keras.Model.fit is user_fit,
+                  "run_dir": str(w_wrap.run_dir), "error": w_wrap.error}}))"""
+
+
 @dataclass
 class Executed:
     cells: list[Any]  # nbformat cells with their outputs
@@ -216,7 +238,8 @@ def fresh(tmp_path_factory: pytest.TempPathFactory) -> Executed:
     tmp = tmp_path_factory.mktemp("fresh")
     logdir = str(tmp / "runs")
     return execute([LEFT + "import gpudiag", FRESH_TRAIN.format(logdir=logdir), FRESH_CHECK,
-                    INTERRUPTED.format(logdir=logdir), INTERRUPTED_CHECK], tmp)
+                    INTERRUPTED.format(logdir=logdir), INTERRUPTED_CHECK,
+                    WRAPPED.format(logdir=str(tmp / "wrapped"))], tmp)
 
 
 def _not_gpudiag(outputs: list[Any]) -> list[dict[str, Any]]:
@@ -338,3 +361,14 @@ def test_an_interrupted_block_is_reported_and_the_interrupt_goes_on(fresh: Execu
     assert run.status == "interrupted"
     command = run.finding("run.command")
     assert command is not None and command["status"] == "warn", command
+
+
+def test_a_fit_the_block_wrapped_writes_nothing_after_it(fresh: Executed) -> None:
+    """The block wraps Model.fit (as mlflow.autolog() does), so the wrapper keeps gpudiag's
+    hook past the block: a fit after it goes through the hook, which passes straight to
+    Keras's fit: the finished run's events file neither grows nor is held open."""
+    state = fresh.json_line(5)
+    assert state["error"] is None and state["still_wrapped"] is True
+    assert state["events"] >= 1 and state["after"] == state["sizes"], state
+    assert state["held"] == [], state
+    assert load_run(Path(state["run_dir"])).status == "complete"

@@ -57,7 +57,7 @@ def test_links_out_fifos_and_dangling_links_are_refused(tree: Path) -> None:
     with pytest.raises(RunDirError, match=r"^fifo is not a regular file or a directory$"):
         inside(tree, "fifo")
     os.mkfifo(run / "sub" / "pipe")
-    with pytest.raises(RunDirError, match=r"^run/sub/pipe is not a regular file"):
+    with pytest.raises(RunDirError, match=r"^run/sub/pipe is a FIFO, not a regular file"):
         check_tree(tree, inside(tree, "run"))
     (run / "sub" / "pipe").unlink()
     (run / "sub" / "gone").symlink_to(run / "nothing")

@@ -4,6 +4,8 @@ the block runs as plainly. The kernel-driven tests are tests/test_notebook.py.""
 
 from __future__ import annotations
 
+import os
+import signal
 import sys
 import threading
 from pathlib import Path
@@ -12,6 +14,7 @@ import pytest
 
 import gpudiag
 from gpudiag.inprogram import agent as agent_mod
+from gpudiag.layout import events
 from gpudiag.notebook.magic import parse
 from gpudiag.rundir.load import load_run
 
@@ -115,3 +118,141 @@ def test_a_cells_file_is_named_as_ipython_names_it() -> None:
         "map at In[3] line 7 (`x`); again In[3] line 9"
     assert name_cells("map at <ipython-input-4-5f2b8c1d9e0a>:2", {}) == "map at In[4] line 2"
     assert name_cells("train.py:7", cells) == "train.py:7"
+
+
+# ------------------------------------------------- issue 47: the kernel left as it was
+class _Target:
+    def act(self, x: int) -> int:
+        return x + 1
+
+
+def _events(run_dir: Path) -> list[Path]:
+    return sorted(run_dir.rglob("events-*.jsonl"))
+
+
+def test_a_hook_the_block_wrapped_passes_straight_through_after_it(tmp_path: Path) -> None:
+    """A hook installed as every gpudiag hook is (agent.patch), then wrapped by the block
+    (as mlflow.autolog() wraps Model.fit): after the block the wrapper still calls it, and
+    it calls what it replaced, writing nothing into the finished run."""
+    seen: list[int] = []
+    original = _Target.act
+    with gpudiag.watch(tmp_path, show=False) as w:
+        agent = agent_mod.AGENT
+        assert agent is not None
+
+        def act(self: _Target, x: int) -> int:  # records, then calls what it wrapped
+            seen.append(x)
+            agent.emit(events.HookError(where="test", type="Seen", message=str(x),
+                                        traceback=""))
+            return original(self, x)
+        agent_mod.patch(_Target, "act", act)
+        hooked = _Target.act
+        _Target.act = lambda self, x: hooked(self, x) * 10  # type: ignore[method-assign]
+        assert _Target().act(1) == 20 and seen == [1]
+    try:
+        assert w.run_dir is not None and w.result is not None
+        (file,) = _events(w.run_dir)
+        size = file.stat().st_size
+        assert _Target().act(2) == 30  # through the block's wrapper, then the original
+        assert seen == [1] and file.stat().st_size == size
+        assert agent.recorder.closed
+    finally:
+        _Target.act = original  # type: ignore[method-assign]
+
+
+def _sigint_during(monkeypatch: pytest.MonkeyPatch, owner: object, name: str) -> None:
+    """``owner.name`` made to receive a real SIGINT (the kernel's interrupt) first."""
+    real = getattr(owner, name)
+
+    def interrupted(*args: object, **kwargs: object) -> object:
+        os.kill(os.getpid(), signal.SIGINT)
+        return real(*args, **kwargs)
+    monkeypatch.setattr(owner, name, interrupted)
+
+
+@pytest.mark.parametrize(("owner", "name", "where"), [
+    ("install", "_install_here", "entry, while the hooks go in"),
+    ("watch", "Watch._start_nvml", "entry, before the hooks"),
+    ("analyse", "report", "exit, during the analysis"),
+    ("install", "_uninstall", "exit, while the hooks come out")])
+def test_ctrl_c_in_entry_or_exit_leaves_no_hook_and_ends_the_run(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, owner: str, name: str,
+        where: str) -> None:
+    import importlib
+
+    from gpudiag.inprogram import install
+    from gpudiag.run import analyse
+
+    watch_mod = importlib.import_module("gpudiag.notebook.watch")  # the package's name
+    # `watch` is the function
+
+    target: object = {"install": install, "watch": watch_mod, "analyse": analyse}[owner]
+    if "." in name:
+        cls, name = name.split(".")
+        target = getattr(target, cls)
+    _sigint_during(monkeypatch, target, name)
+    ran = []
+    with pytest.raises(KeyboardInterrupt), gpudiag.watch(tmp_path / "runs", show=False):
+        ran.append(True)
+    monkeypatch.undo()
+    assert agent_mod.AGENT is None and agent_mod.PATCHES == [], where
+    assert not [t for t in threading.enumerate() if t.name.startswith("gpudiag")], where
+    (run_dir,) = (tmp_path / "runs").iterdir()
+    assert load_run(run_dir).status == "interrupted", where
+    assert ran == ([] if "entry" in where else [True]), where
+    with gpudiag.watch(tmp_path / "again", show=False) as again:  # the next watch works
+        pass
+    assert again.error is None and again.result is not None
+
+
+@pytest.mark.parametrize("attempt", range(5))
+def test_two_threads_entering_at_once_install_once(tmp_path: Path, attempt: int,
+                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    """Entered at once (a barrier), with the interpreter switching threads as often as it
+    can: one installs, the other gets the documented refusal, no gpudiag thread is left."""
+    switch = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)
+    try:
+        _two_threads(tmp_path)
+    finally:
+        sys.setswitchinterval(switch)
+    assert len(capsys.readouterr().err.strip().splitlines()) == 1
+
+
+def _two_threads(tmp_path: Path) -> None:
+    inside = threading.Barrier(2, timeout=60)
+    start = threading.Barrier(2, timeout=60)
+    errors: dict[int, str | None] = {}
+
+    def enter(i: int) -> None:
+        start.wait()
+        with gpudiag.watch(tmp_path / f"t{i}", show=False) as w:
+            inside.wait()  # both blocks run at once
+        errors[i] = w.error
+
+    threads = [threading.Thread(target=enter, args=(i,)) for i in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    refused = [e for e in errors.values() if e is not None]
+    assert len(errors) == 2 and len(refused) == 1 and "already installed" in refused[0]
+    assert agent_mod.AGENT is None and agent_mod.PATCHES == []
+    assert not [t for t in threading.enumerate() if t.name.startswith("gpudiag")]
+
+
+class _BytesPath:
+    def __fspath__(self) -> bytes:
+        return b"runs"
+
+
+@pytest.mark.parametrize("bad", [None, 5, b"runs", _BytesPath(), ""])
+def test_a_logdir_of_another_type_is_one_line_and_the_block_runs(
+        bad: object, capsys: pytest.CaptureFixture[str]) -> None:
+    ran = []
+    with gpudiag.watch(bad, show=False) as w:  # type: ignore[arg-type]
+        ran.append(True)
+    assert ran == [True] and w.result is None and agent_mod.AGENT is None
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("gpudiag: no diagnosis of this cell: logdir "
+                                               "must be a path"), err
