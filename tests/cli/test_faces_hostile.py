@@ -23,7 +23,7 @@ from typing import Any
 
 import anyio
 import pytest
-from conftest import REPO, gpudiag
+from helpers import REPO, gpudiag
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
 from tensorboard.plugins import base_plugin

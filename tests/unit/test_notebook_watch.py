@@ -180,6 +180,8 @@ def test_ctrl_c_in_entry_or_exit_leaves_no_hook_and_ends_the_run(
         where: str) -> None:
     import importlib
 
+    before = set(threading.enumerate())
+
     from gpudiag.inprogram import install
     from gpudiag.run import analyse
 
@@ -196,7 +198,7 @@ def test_ctrl_c_in_entry_or_exit_leaves_no_hook_and_ends_the_run(
         ran.append(True)
     monkeypatch.undo()
     assert agent_mod.AGENT is None and agent_mod.PATCHES == [], where
-    assert not [t for t in threading.enumerate() if t.name.startswith("gpudiag")], where
+    assert not _new_gpudiag_threads(before), where
     (run_dir,) = (tmp_path / "runs").iterdir()
     assert load_run(run_dir).status == "interrupted", where
     assert ran == ([] if "entry" in where else [True]), where
@@ -210,16 +212,17 @@ def test_two_threads_entering_at_once_install_once(tmp_path: Path, attempt: int,
                                                    capsys: pytest.CaptureFixture[str]) -> None:
     """Entered at once (a barrier), with the interpreter switching threads as often as it
     can: one installs, the other gets the documented refusal, no gpudiag thread is left."""
+    before = set(threading.enumerate())
     switch = sys.getswitchinterval()
     sys.setswitchinterval(1e-6)
     try:
-        _two_threads(tmp_path)
+        _two_threads(tmp_path, before)
     finally:
         sys.setswitchinterval(switch)
     assert len(capsys.readouterr().err.strip().splitlines()) == 1
 
 
-def _two_threads(tmp_path: Path) -> None:
+def _two_threads(tmp_path: Path, before: set[threading.Thread]) -> None:
     inside = threading.Barrier(2, timeout=60)
     start = threading.Barrier(2, timeout=60)
     errors: dict[int, str | None] = {}
@@ -238,7 +241,7 @@ def _two_threads(tmp_path: Path) -> None:
     refused = [e for e in errors.values() if e is not None]
     assert len(errors) == 2 and len(refused) == 1 and "already installed" in refused[0]
     assert agent_mod.AGENT is None and agent_mod.PATCHES == []
-    assert not [t for t in threading.enumerate() if t.name.startswith("gpudiag")]
+    assert not _new_gpudiag_threads(before)
 
 
 class _BytesPath:
@@ -256,3 +259,9 @@ def test_a_logdir_of_another_type_is_one_line_and_the_block_runs(
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("gpudiag: no diagnosis of this cell: logdir "
                                                "must be a path"), err
+
+
+def _new_gpudiag_threads(before: set[threading.Thread]) -> list[threading.Thread]:
+    """gpudiag's threads started since ``before`` and still alive (a test of another
+    module run earlier in this process may have left its own)."""
+    return [t for t in threading.enumerate() if t.name.startswith("gpudiag") and t not in before]
