@@ -193,7 +193,9 @@ class StallWatch:
         self.since = "step"  # what the wait is counted from: the last step, or the join
         self.in_cluster = False
         self._pid = os.getpid()
-        threading.Thread(target=self._loop, name="gpudiag-stall", daemon=True).start()
+        self._stopped = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name="gpudiag-stall", daemon=True)
+        self._thread.start()
 
     def on_step(self, loop: object, count: int) -> None:
         now = time.monotonic()
@@ -222,12 +224,16 @@ class StallWatch:
         return max(STALL_FLOOR_S, STALL_FACTOR * period)
 
     def stop(self) -> None:
-        """Its thread ends at its next round (gpudiag.inprogram.install.uninstall)."""
+        """Its thread ends, and is waited for (a second at most: a capture under way
+        finishes on its own) unless this is that thread (gpudiag.inprogram.install
+        .uninstall; watch() leaves no thread of gpudiag's behind its block)."""
         self._pid = -1
+        self._stopped.set()
+        if threading.current_thread() is not self._thread:
+            self._thread.join(1.0)
 
     def _loop(self) -> None:
-        while os.getpid() == self._pid:
-            time.sleep(POLL_S)
+        while not self._stopped.wait(POLL_S) and os.getpid() == self._pid:
             last = self.last_step
             if last is None or self.stalled_since is not None:
                 continue
