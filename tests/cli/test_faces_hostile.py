@@ -258,7 +258,10 @@ def _bounded(code: str, limit_bytes: int = 1024 * MiB) -> dict[str, Any]:
         "t0 = time.monotonic()\n"
         f"{code}\n"
         "out['s'] = time.monotonic() - t0\n"
-        "out['rss_mb'] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024\n"
+        # the peak of this program's own memory (VmHWM): ru_maxrss would keep the peak of
+        # the test process it was forked from, a worker that may hold a gigabyte already
+        "hwm = [ln for ln in open('/proc/self/status') if ln.startswith('VmHWM:')]\n"
+        "out['rss_mb'] = int(hwm[0].split()[1]) / 1024\n"
         "print(json.dumps(out))\n")
     proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
                           timeout=300, env={**os.environ, "PYTHONPATH": str(REPO)},
