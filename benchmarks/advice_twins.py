@@ -1,5 +1,5 @@
 """Does the fix gpudiag advises help, and the one it does not advise not help? (the twins
-of tests/test_input_advice_e2e.py, moved here from the suite: a speed ratio is no test
+of tests/e2e/test_input_advice_e2e.py, moved here from the suite: a speed ratio is no test
 assertion, load moves it)
 
 Each program's ``--twins`` mode fits one epoch of each variant in turn, in one process,

@@ -18,7 +18,7 @@ as TensorFlow 2.21 writes it, and ``source`` says where it was taken from:
 - ``python``: the message in TensorFlow's or Keras's Python source (file named).
 
 matching.py holds LineMatcher (lines fed as they come, each first looked for the
-entries' required literals). tests/test_catalogue.py checks every pattern against its
+entries' required literals). tests/unit/test_catalogue.py checks every pattern against its
 example and the captured ones against the captured file. Pure data and regular
 expressions: no TensorFlow.
 """

@@ -4,7 +4,7 @@ Part of the one catalogue (gpudiag.catalogue.all_entries). ``kind`` "log" is a l
 TensorFlow writes (its C++ log or its Python logger); "crash" an exception's
 ``Type: message``. Every ``example`` is text TensorFlow 2.21 printed on this project's
 machine (``source`` "captured": tests/data/cluster_tf_2.21/ holds the whole stderr of
-each run; tests/test_cluster_messages.py matches every entry against it) or, where
+each run; tests/unit/test_cluster_messages.py matches every entry against it) or, where
 noted, a message of TensorFlow's Python source. gpudiag.cluster.messages reads a task's
 output with them.
 """

@@ -4,7 +4,7 @@ refuses, and a tf.data pipeline whose shapes TensorFlow cannot know.
 Part of the one catalogue (gpudiag.catalogue.all_entries), searched before TensorFlow's
 own entries. ``source`` "captured": printed on this project's machine by TensorFlow 2.21
 with Keras 3.15 (``import keras``, and TensorFlow's tf.keras) or tf_keras 2.21 (``import
-tf_keras``), from the programs tests/test_catalogue.py runs (FIT_INPUT_CODE) and
+tf_keras``), from the programs tests/unit/test_catalogue.py runs (FIT_INPUT_CODE) and
 tests/programs/fit_*_crash.py; `gpudiag run` names the map that lost the shapes (the hooks
 record each map's output shapes, gpudiag.inprogram.datasets).
 """

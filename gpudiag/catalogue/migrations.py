@@ -6,7 +6,7 @@ tutorials and guides still use. Each with the real fix, not TensorFlow's generic
 Part of the one catalogue (gpudiag.catalogue.all_entries); searched before the other
 crash entries, so that the specific cause wins. ``source`` "captured": TensorFlow 2.21 /
 Keras 3 printed the example on this project's machine, from the program named in the
-entry's meaning or from tests/programs/tf1_multitower.py and tests/test_catalogue.py's
+entry's meaning or from tests/programs/tf1_multitower.py and tests/unit/test_catalogue.py's
 Keras 3 reproductions; "python: FILE" where the text is Keras's source.
 """
 

@@ -29,7 +29,7 @@ the program's own lines, and its fit stopped after the trial's steps)."""
 
 #: gpudiag's modules outside this package that the hooks load into the user's program: the
 #: contract and small pure leaves, each importing only the standard library.
-#: tests/test_inprogram_imports.py checks that these are all of them and that nothing
+#: tests/cli/test_inprogram_imports.py checks that these are all of them and that nothing
 #: heavy (TensorFlow, NumPy, xprof, TensorBoard, rich, typer, pynvml) comes with them.
 SHARED_MODULES = (
     "gpudiag", "gpudiag.devnames", "gpudiag.errors",

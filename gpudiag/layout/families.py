@@ -9,7 +9,7 @@ suffix that is always there. The family of an id is the longest family id that i
 itself or a dot-separated prefix of it.
 
 A new family is one entry here, the verdict that makes it, its test and its docs row
-(tests/test_families.py holds the registry and docs/findings.md to each other, and checks
+(tests/unit/test_families.py holds the registry and docs/findings.md to each other, and checks
 that every finding a command writes belongs to a family). The terminal, the Text tab, the
 GPUDIAG tab and `gpudiag diff` read the question from here (through ``Finding.question``),
 never from words in an id.

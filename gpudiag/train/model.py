@@ -4,7 +4,7 @@ The convolutional models follow the classic multi-GPU examples (TensorFlow's
 cifar10_multi_gpu_train): conv 5x5, max-pool 2x2, conv 5x5, max-pool 2x2, a dense layer,
 the logits. ``mlp`` is a one-hidden-layer perceptron for quick runs. No layer depends on
 the batch (no batch normalisation, no dropout), so the gradient averaged over towers
-equals the gradient of the whole batch, which tests/test_train.py checks.
+equals the gradient of the whole batch, which tests/e2e/test_train.py checks.
 
 The weights are initialised from a NumPy generator with a fixed seed (Glorot uniform,
 zero biases), so towers, MirroredStrategy and Keras all start from the same numbers.

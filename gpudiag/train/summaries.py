@@ -83,7 +83,7 @@ def apply_ema(ema: tf.train.ExponentialMovingAverage, decay: float, step: tf.Ten
     (10 + step)), as one fused ResourceApplyGradientDescent per variable instead of the
     six ops and the replica-context merge ``apply`` builds for each. ``step`` is the
     step counter of the weights being averaged (``ema``'s ``num_updates``); ``gate`` 0
-    makes it a no-op. tests/test_train.py checks it against ``ema.apply``.
+    makes it a no-op. tests/e2e/test_train.py checks it against ``ema.apply``.
     """
     n = tf.cast(step, tf.float32)
     alpha = (1.0 - tf.minimum(tf.constant(decay, tf.float32), (1.0 + n) / (10.0 + n))) * gate

@@ -13,7 +13,7 @@ the last, ``sync_ema``), beside that step's work rather than after its update.
 Because every tower's slice has the same size, the mean of the towers' mean-loss
 gradients equals the gradient of the mean loss over the whole batch; MirroredStrategy
 (mirrored.py) computes the same number through ``compute_average_loss`` and an
-all-reduce sum. tests/test_train.py checks both equalities.
+all-reduce sum. tests/e2e/test_train.py checks both equalities.
 """
 
 from __future__ import annotations

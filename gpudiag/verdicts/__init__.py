@@ -29,7 +29,7 @@
 The rule for every module here: no TensorFlow, no NVML calls, no I/O. Each function takes
 plain data (the typed records of gpudiag.records, parsed placement rows,
 nvml.py's summary records, dicts and numbers) and returns Finding records, so every rule
-is tested with plain data (tests/test_verdicts_<module>.py).
+is tested with plain data (tests/unit/test_verdicts_<module>.py).
 Finding ids are stable; docs/findings.md explains each and what to do about it. Import
 the submodule a command needs (``from gpudiag.verdicts import env as env_verdicts``);
 this package re-exports nothing.

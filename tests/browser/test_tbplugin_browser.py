@@ -1,6 +1,6 @@
 """The GPUDIAG tab in a real browser: plain TensorBoard (``python -m tensorboard.main``, as
 `tensorboard --logdir` runs it) lists the plugin where gpudiag is installed, and chromium
-(playwright, Debian's /usr/bin/chromium, as tests/test_tensorboard_views.py) shows, on the
+(playwright, Debian's /usr/bin/chromium, as tests/browser/test_tensorboard_views.py) shows, on the
 sample runs and on fresh `gpudiag run`s of a Keras fit, each device's lane, the bottleneck
 with the user's file:line, the learning verdict; a running run as running with its step
 count growing without a reload; two runs side by side. Every request the browser makes is

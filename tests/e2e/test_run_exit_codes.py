@@ -1,7 +1,7 @@
 """`gpudiag run` ends with the program's own exit code, whatever its findings; `--strict`
 (gpudiag as a gate) makes a failed check exit 1 when the program exited 0. Real programs
 under real `gpudiag run` processes (the case without --strict and a failed check:
-tests/test_run_e2e.py's keras_run; a program's own non-zero code without --strict:
+tests/e2e/test_run_e2e.py's keras_run; a program's own non-zero code without --strict:
 its non-Python command test)."""
 
 from __future__ import annotations

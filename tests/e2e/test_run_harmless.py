@@ -48,12 +48,12 @@ def small_fs(tmp_path: Path) -> Iterator[Path]:
     mount.mkdir()
     if shutil.which("mount") is None:
         pytest.skip("no mount command here: cannot make a small filesystem to fill "
-                    "(tests/test_run_streams.py injects ENOSPC at the same write instead)")
+                    "(tests/unit/test_run_streams.py injects ENOSPC at the same write instead)")
     made = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", str(mount)],
                           capture_output=True, text=True)
     if made.returncode != 0:
         pytest.skip(f"cannot mount a tmpfs here ({made.stderr.strip() or 'not permitted'}; "
-                    "tests/test_run_streams.py injects ENOSPC at the same write instead)")
+                    "tests/unit/test_run_streams.py injects ENOSPC at the same write instead)")
     try:
         yield mount
     finally:

@@ -1,7 +1,7 @@
 """`gpudiag run`'s hooks without TensorFlow: loading, chaining, recording, never breaking.
 
 Real child interpreters started the way `gpudiag run` starts them; TensorFlow is not
-imported by any of these programs (tests/test_run_e2e.py runs real TensorFlow ones).
+imported by any of these programs (tests/e2e/test_run_e2e.py runs real TensorFlow ones).
 """
 
 from __future__ import annotations

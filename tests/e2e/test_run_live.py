@@ -195,7 +195,7 @@ def test_a_live_file_without_the_final_layout_is_written_again_keeping_its_told_
         tmp_path: Path) -> None:
     """The loop seen first gets the plain tags live; at the end the loop with the most
     steps does: the file is written again, whole, with the lines told into it, and the
-    live one removed. A file that holds it all is kept (tests/test_run_longjob.py)."""
+    live one removed. A file that holds it all is kept (tests/e2e/test_run_longjob.py)."""
     from helpers import read_scalars
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 

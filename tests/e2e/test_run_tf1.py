@@ -6,7 +6,7 @@ its ground truth beside it) under `gpudiag run`: in-graph replication, 2 towers,
 gradients averaged, the variables on /cpu:0, and on this machine (no GPU) the towers'
 ops on the CPU. A tf.compat.v1 optimizer used eagerly: nothing recorded as a tower, no
 hook error, the program's output unchanged. The between-graph jobs are in
-tests/test_run_ps.py. Then the naming itself on plain records.
+tests/e2e/test_run_ps.py. Then the naming itself on plain records.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """`gpudiag tensorboard`: the newest run directory by default, a quiet start on localhost
 with the URL printed, Ctrl-C stops it; bad logdirs are exit 2; `--check` fails (exit 1)
 when a dashboard lacks what the run directories promise. (The sample runs' dashboards:
-tests/test_tensorboard_views.py.)"""
+tests/browser/test_tensorboard_views.py.)"""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """A tiny Keras fit (10 classes, learnable) with `keras`, or `tf_keras` (Keras 2) when
 given as the argument: which one ran is printed, for the tests that put a copy of it on
-PYTHONPATH (tests/test_run_usercode.py)."""
+PYTHONPATH (tests/e2e/test_run_usercode.py)."""
 
 import importlib
 import sys

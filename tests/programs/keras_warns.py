@@ -1,7 +1,7 @@
 """A program that handles Python warnings itself: its own warnings.showwarning, then a
 catch_warnings(record=True) block, each around Keras's real from_logits-on-softmax
 UserWarning. gpudiag's hooks record the warning without changing what the program sees:
-tests/test_run_pywarnings.py runs it with and without them and compares the output."""
+tests/e2e/test_run_pywarnings.py runs it with and without them and compares the output."""
 
 import warnings
 

@@ -1,6 +1,6 @@
 """A finding's actions (gpudiag.report.Action): what to change, at the program's line the
 record knows, with the what-if prediction of the step after it; plain data as
-tests/test_verdicts_bottleneck.py builds it."""
+tests/unit/test_verdicts_bottleneck.py builds it."""
 
 from __future__ import annotations
 

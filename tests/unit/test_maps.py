@@ -15,7 +15,7 @@ import gpudiag
 PKG = REPO / "gpudiag"
 DOCS = [*sorted((REPO / "docs").rglob("*.md")), REPO / "README.md"]
 #: The code that makes findings (the registry of their families names every id: it is held
-#: to docs/findings.md by tests/test_families.py, not here).
+#: to docs/findings.md by tests/unit/test_families.py, not here).
 SOURCES = sorted(p for p in PKG.rglob("*.py") if p != PKG / "layout" / "families.py")
 
 #: A finding id: the command, then dotted words; f-string holes read as ``<>``.

@@ -1,6 +1,6 @@
 """gpudiag.watch() in this very process (no kernel): what it installs it removes, and
 gpudiag's own trouble (a bad logdir, hooks already installed) is one line on stderr while
-the block runs as plainly. The kernel-driven tests are tests/test_notebook.py."""
+the block runs as plainly. The kernel-driven tests are tests/e2e/test_notebook.py."""
 
 from __future__ import annotations
 

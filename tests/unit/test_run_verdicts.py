@@ -611,7 +611,7 @@ def test_next_calls_own_cost_on_a_full_buffer_is_not_input_to_prefetch() -> None
     assert "next()'s own 0.270 ms a call on a full buffer (measured)" in f.message
     assert "run several steps in each call of tf.function train_step" in f.advice
     # 0.2 ms measured: 14 % next()'s own, 15 % beyond it (under 20 %): fewer calls, still
-    # no prefetch (on 2 busy cores it hid nothing: tests/test_input_advice_e2e.py)
+    # no prefetch (on 2 busy cores it hid nothing: tests/e2e/test_input_advice_e2e.py)
     some = input_series(_timed_loop([(0.00142, 0.00042)] * 200, floor_s=0.0002), warmup=0)
     h = bn.bottleneck(window, None, bn.ProgramFacts(calls=pipeline, input_series=some,
                                                     loop="tf.function train_step"))

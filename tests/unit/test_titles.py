@@ -1,7 +1,7 @@
 """Every finding's title (the answer in at most 72 characters) and gpudiag.layout.units' one rule
 for durations and shares.
 
-The plain-data verdict tests (tests/test_verdicts_*.py, tests/test_run_verdicts.py) build
+The plain-data verdict tests (tests/test_verdicts_*.py, tests/unit/test_run_verdicts.py) build
 most families; conftest's autouse check asserts the title of every Finding gpudiag's code
 builds in any test, and load_report the title of every finding a command writes. This
 module builds, with plain data, the families those tests leave to the slow end-to-end runs,

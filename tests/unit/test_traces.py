@@ -1,6 +1,6 @@
 """gpudiag.traces: interval arithmetic, attribution rules, and unreadable traces.
 
-Real CPU traces written by TensorFlow's profiler are read in tests/test_train.py; here
+Real CPU traces written by TensorFlow's profiler are read in tests/e2e/test_train.py; here
 the pure part is fed events shaped like XPlane's, GPU device planes included (no GPU
 here to write one).
 """

@@ -206,7 +206,7 @@ def test_two_causes_near_their_lines_name_the_one_whose_share_is_over_its_own() 
 def test_an_xla_step_called_from_a_python_loop_gets_more_steps_a_call_not_prefetch() -> None:
     """keras-io's XLA custom loop under gpudiag (this machine, loaded): a 1.93 ms step whose
     compiled ops run 0.82 ms; the rest is the loop, next() and entering the function.
-    Measured plainly (tests/test_input_advice_e2e.py): 16 steps a call 1.5-1.9x faster,
+    Measured plainly (tests/e2e/test_input_advice_e2e.py): 16 steps a call 1.5-1.9x faster,
     prefetch no faster."""
     no_prefetch = [call("from_tensor_slices", 10, 1), call("batch", 11, 2, 1, batch_size=64)]
     window = breakdown(("/device:CPU:0", 1.93, 0.82, 0, 0.33, 0.79, 0, 0.39))

@@ -438,7 +438,7 @@ PY_INPUT_SHARE = 0.20  # of the step period taking a batch from a Python data cl
 
 def _py_input_fix(p: dict[str, Any]) -> str:
     """The fix that fits the data class: TensorFlow ops instead of Python per batch first
-    (measured in tests/test_input_advice_e2e.py: the tf.data twin 1.6-1.9x faster); more
+    (measured in tests/e2e/test_input_advice_e2e.py: the tf.data twin 1.6-1.9x faster); more
     thread workers are no fix for Python per example (the GIL runs them one at a time:
     4 measured no faster than 1)."""
     tf_data = ("tf.data ops instead of Python per batch: tf.data.Dataset.from_tensor_slices"
