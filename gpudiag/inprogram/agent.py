@@ -270,6 +270,12 @@ _GATE_CODE = next(c for c in _gate.__code__.co_consts
                   if isinstance(c, types.CodeType) and c.co_name == "gate")
 
 
+def is_gate(code: types.CodeType) -> bool:
+    """Whether ``code`` is the gate :func:`patch` puts around every hook (a frame of
+    gpudiag's own between the program and what it called)."""
+    return code is _GATE_CODE
+
+
 def caller_frame(depth: int) -> Any:
     """``sys._getframe(depth)`` as the function calling this one would get it, with the
     gates :func:`patch` puts around every hook passed over: a hook's ``caller_frame(1)``

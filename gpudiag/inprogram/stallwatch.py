@@ -79,12 +79,18 @@ _LOCK_FILES = ("threading.py", "queue.py", "multiprocessing/", "concurrent/futur
 
 
 def _frames(frame: FrameType | None) -> list[dict[str, Any]]:
-    """Outermost first, the last MAX_FRAMES."""
+    """Outermost first, the last MAX_FRAMES; the gates around gpudiag's hooks left out
+    (gpudiag.inprogram.agent.patch: they would push the program's own frames out)."""
     import linecache
+
+    from gpudiag.inprogram.agent import is_gate
 
     out = []
     while frame is not None:
         code = frame.f_code
+        if is_gate(code):
+            frame = frame.f_back
+            continue
         out.append({"file": code.co_filename, "line": frame.f_lineno,
                     "function": code.co_name,
                     "code": linecache.getline(code.co_filename, frame.f_lineno).strip()[:200],

@@ -73,7 +73,7 @@ def test_a_py_function_that_blocks_is_named_with_its_own_line() -> None:
     assert where["waiting"]["code"] == "release.wait(60)  # BLOCKS HERE"
     text = _line(where)
     assert "waits for a tf.py_function / numpy_function" in text
-    assert "the py_function's code waits at test_stall_where.py:" in text
+    assert "the py_function's code waits at test_stall_where_e2e.py:" in text
 
 
 def test_a_server_join_is_named_as_such() -> None:

@@ -259,7 +259,7 @@ def test_explain_gives_the_same_answer_on_each_runs_trace(
     for run, causes in ((input_bound, [["input-bound"]]), (custom_loop_run, [["host-bound"]]),
                         (input_tuned, [[], ["overhead-bound"]]), (balanced, [[]])):
         ran = run.found["run.bottleneck"]
-        again = explained(run, tmp_path / run.run_dir.parent.parent.name)
+        again = explained(run, tmp_path / run.run_dir.name)  # one logdir per run
         assert ran["evidence"]["causes"][:1] in causes, ran["message"]
         assert again["evidence"]["causes"][:1] == ran["evidence"]["causes"][:1], again["message"]
         assert again["status"] == ran["status"]
