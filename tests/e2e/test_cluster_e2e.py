@@ -71,6 +71,7 @@ def sync(tmp_path_factory: pytest.TempPathFactory) -> tuple[int, dict[str, Any],
                "--batch-factor", "2", *FAST)
 
 
+@pytest.mark.long("a real two-worker cluster formed and trained: the module's run, made here")
 def test_sync_two_workers_complete_and_the_total_is_the_sum_of_what_each_measured(sync) -> None:
     code, report, run_dir, _ = sync
     assert code == 0, report["findings"]

@@ -426,6 +426,7 @@ def efficiencies(results: dict[tuple[str, int], TrainingResult]) -> dict[str, fl
 
 
 @pytest.mark.slow
+@pytest.mark.long("two layouts of the scaling children, 1, 2 and 4 devices, 60 steps each")
 def test_efficiency_agrees_with_one_child_per_configuration(tmp_path) -> None:
     """One child per device count (both strategies one after the other, the all-reduce
     after them: gpudiag/probes/scaling.py) gives each configuration the efficiency that
