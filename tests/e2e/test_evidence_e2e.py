@@ -12,7 +12,7 @@ import pytest
 from helpers import REPO, TESTS_DIR, gpudiag, run_dirs
 
 from gpudiag import layout
-from gpudiag.layout.evidence import STEP_PARTS, TYPES, decode
+from gpudiag.layout.evidence import STEP_PARTS, TYPES, Bottleneck, decode
 from gpudiag.layout.families import family_of
 from gpudiag.rundir import Run, load_run
 
@@ -72,3 +72,9 @@ def test_the_copy_heavy_steps_parts_add_up_to_its_step_in_load_run_and_diff(
     mine = [p for p in neck["parts"] if "GPU" in p["device"]]
     assert {p["part"] for p in mine} == set(STEP_PARTS)
     assert sum(p["a_s"] for p in mine) == pytest.approx(neck["step_a_s"], rel=1e-6)
+
+
+@pytest.mark.slow
+def test_the_gpu_traces_explain_run_loads_with_typed_evidence(explained: Run) -> None:
+    found = typed(explained)
+    assert len([r for _, r in found if isinstance(r, Bottleneck)]) >= 5

@@ -9,7 +9,7 @@ import json
 from pathlib import Path
 
 import pytest
-from helpers import REPO, TESTS_DIR, gpudiag, run_dirs
+from helpers import REPO
 
 from gpudiag import layout
 from gpudiag.layout.diff import CI_LEVEL
@@ -18,7 +18,6 @@ from gpudiag.layout.families import FAMILIES, family_of
 from gpudiag.rundir import Run, load_run
 
 SAMPLES = sorted(p.parent for p in (REPO / "sample_runs").rglob(layout.REPORT_JSON))
-TRACES = TESTS_DIR / "data" / "gpu_traces"
 
 
 def test_every_declared_evidence_type_has_its_record() -> None:
@@ -98,19 +97,3 @@ def test_a_diff_step_without_its_level_is_the_one_level_gpudiag_uses() -> None:
     assert isinstance(d, DiffStep) and d.level == CI_LEVEL == 0.95
     assert d.speedup == pytest.approx(2.66, abs=0.01) and d.b.low_s is None
     assert decode("run.devices", {"anything": 1}) is None  # no evidence type declared
-
-
-@pytest.fixture(scope="module")
-def explained(tmp_path_factory: pytest.TempPathFactory) -> Run:
-    """`gpudiag explain` over every golden GPU trace, as a user runs it."""
-    logdir = tmp_path_factory.mktemp("explain") / "runs"
-    proc = gpudiag("explain", "--logdir", str(logdir), str(TRACES), timeout=600)
-    assert proc.returncode in (0, 1), proc.stderr
-    (run_dir,) = run_dirs(logdir)
-    return load_run(run_dir)
-
-
-@pytest.mark.slow
-def test_the_gpu_traces_explain_run_loads_with_typed_evidence(explained: Run) -> None:
-    found = typed(explained)
-    assert len([r for _, r in found if isinstance(r, Bottleneck)]) >= 5

@@ -9,16 +9,20 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import subprocess
 import sys
+import threading
 from pathlib import Path
 from typing import Any
 
 import anyio
 import pytest
-from helpers import REPO, TESTS_DIR
+from helpers import REPO, TESTS_DIR, assert_usage_error, gpudiag
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
 
+import gpudiag as api
+from gpudiag.mcp import tools
 from gpudiag.rundir.records import PART_NAMES
 
 RUN_ID = "run/2026-11-26T01-21-25-run"
@@ -201,3 +205,69 @@ def test_bad_input_is_the_tool_s_error(answers: dict[str, Any], name: str,
     text = _error(answers, name, arguments)
     assert says in text and "Traceback" not in text
     assert "secret" not in text.replace("../outside/secret-run", "")  # no target shown
+
+
+def test_stdout_holds_the_protocol_alone(logdir: Path) -> None:
+    """Raw JSON-RPC over the server's pipes: every stdout line is a protocol message, with
+    a trace read (xprof) and a refusal among the calls; the server ends when stdin does."""
+    calls = [
+        {"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+         "params": {"name": "explain", "arguments": {"path": TRACES}}},
+        {"jsonrpc": "2.0", "id": 3, "method": "tools/call",
+         "params": {"name": "show_run", "arguments": {"run": "/etc"}}},
+    ]
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "gpudiag", "mcp", "--logdir", str(logdir)],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        env={**os.environ, "PYTHONPATH": str(REPO)})
+    watchdog = threading.Timer(120, proc.kill)  # a server that never answers fails, not hangs
+    watchdog.start()
+    assert proc.stdin is not None and proc.stdout is not None
+    try:
+        def send(message: dict[str, Any]) -> None:
+            assert proc.stdin is not None
+            proc.stdin.write(json.dumps(message) + "\n")
+            proc.stdin.flush()
+
+        send({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {},
+            "clientInfo": {"name": "test", "version": "0"}}})
+        lines = [proc.stdout.readline()]
+        send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+        for call in calls:
+            send(call)
+            lines.append(proc.stdout.readline())
+        proc.stdin.close()
+        lines += proc.stdout.read().splitlines()
+        assert proc.wait() == 0
+    finally:
+        watchdog.cancel()
+        proc.kill()
+        proc.wait()
+        for stream in (proc.stdin, proc.stdout, proc.stderr):
+            if stream is not None:
+                stream.close()
+    replies = [json.loads(line) for line in lines]
+    assert all(r["jsonrpc"] == "2.0" for r in replies)
+    by_id = {r["id"]: r for r in replies if "id" in r}
+    assert sorted(by_id) == [1, 2, 3]
+    assert by_id[2]["result"]["isError"] is False
+    assert by_id[2]["result"]["structuredContent"]["findings"][0]["id"] == "explain.bottleneck"
+    assert by_id[3]["result"]["isError"] is True
+
+
+def test_a_logdir_that_is_not_a_directory_is_one_line_exit_2(tmp_path: Path) -> None:
+    assert_usage_error(gpudiag("mcp", "--logdir", str(tmp_path / "none")), "not a directory")
+
+
+def test_a_trace_s_recorded_placement_is_not_read_from_outside_the_logdir() -> None:
+    """A logdir that is one configuration of a scaling run: its trace's placement was
+    recorded by the run around it, outside the logdir. The library reads it (each tower
+    device gets its row); the server does not (one host row), and says the same trace."""
+    config = REPO / "sample_runs" / "scaling" / "2026-11-26T01-20-11-scaling" / "towers-4dev"
+    (library,) = api.explain(config).report.findings
+    assert {f"/device:CPU:{i}" for i in range(1, 5)} <= set(library.evidence["parts_s"])
+    (served,) = tools.explain(tools.Logdir(config), ".")["findings"]
+    assert list(served["evidence"]["parts_s"]) == ["/host:CPU"]
+    inside_run = tools.explain(tools.Logdir(config.parent), "towers-4dev")["findings"]
+    assert set(inside_run[0]["evidence"]["parts_s"]) == set(library.evidence["parts_s"])
