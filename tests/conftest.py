@@ -74,18 +74,31 @@ def pytest_collectreport(report: pytest.CollectReport) -> None:
                            "(tests/README.md); it belongs in tests/e2e")
 
 
+def _refused(self: Any, args: Any, *_: Any, **__: Any) -> None:
+    raise AssertionError(f"a unit test starts no process (it started {args!r}), nor does "
+                         "any fixture it uses: it belongs in tests/cli or tests/e2e")
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Any:
+    """A unit test's whole protocol (its module's fixtures made in its setup included)
+    starts no process."""
+    unit = _under(Path(str(item.path)), (NO_PROCESS,))
+    original = subprocess.Popen.__init__
+    if unit:
+        subprocess.Popen.__init__ = _refused  # type: ignore[method-assign]
+    try:
+        return (yield)
+    finally:
+        if unit:
+            subprocess.Popen.__init__ = original  # type: ignore[method-assign]
+
+
 @pytest.fixture(autouse=True)
-def held_to_its_tier(request: pytest.FixtureRequest,
-                     monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    path = request.path
+def no_tensorflow_in_its_tier(request: pytest.FixtureRequest) -> Iterator[None]:
     had_tf = _tf()
-    if _under(path, (NO_PROCESS,)):
-        def refused(self: Any, args: Any, *_: Any, **__: Any) -> None:
-            raise AssertionError(f"a unit test starts no process (it started {args!r}): "
-                                 "it belongs in tests/cli or tests/e2e")
-        monkeypatch.setattr(subprocess.Popen, "__init__", refused)
     yield
-    assert had_tf or not _tf() or not _under(path, NO_TENSORFLOW), \
+    assert had_tf or not _tf() or not _under(request.path, NO_TENSORFLOW), \
         "this test imported TensorFlow: its tier takes none (tests/README.md)"
 
 
