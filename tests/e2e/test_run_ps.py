@@ -338,9 +338,9 @@ def _sync_job(tmp_path: Path, *program_args: str) -> Tf1Job:
         where.mkdir()
         try:
             return _tf1_job(where, *program_args)
-        except AssertionError:
+        except AssertionError as exc:  # the chief's stderr, and the cluster's finding
             err = where / "chief.err"
-            text = err.read_text(errors="replace") if err.is_file() else ""
+            text = (err.read_text(errors="replace") if err.is_file() else "") + str(exc)
             if attempt == attempts[-1] or \
                     "CancelledError: Step was cancelled by an explicit call to" not in text:
                 raise
