@@ -317,3 +317,22 @@ def screenshot(page: Any, name: str, tmp_path: Path) -> None:
     out = Path(os.environ.get("GPUDIAG_SCREENSHOTS") or tmp_path)
     out.mkdir(parents=True, exist_ok=True)
     page.screenshot(path=str(out / f"{name}.png"))
+
+
+# ------------------------------------------------------------------ plain data
+
+
+def breakdown(*rows: tuple[str, float, float, float, float, float, float, float],
+              skew: float | None = None, source: str = "placement",
+              idle: tuple[str, ...] = ()) -> Any:
+    """A step breakdown made of plain numbers (gpudiag.readers.stepbreakdown's records).
+    rows: (device, period, compute, communication, input, host, idle, between) in ms."""
+    from gpudiag.readers.stepbreakdown import Breakdown, DeviceBreakdown, StepParts
+
+    devices = []
+    for device, *ms in rows:
+        parts = StepParts("0", *(x / 1e3 for x in ms))
+        devices.append(DeviceBreakdown(device, source, [parts, parts], 100))
+    devices += [DeviceBreakdown(d, source, [StepParts("0", 0.01, 0, 0, 0, 0, 0.01)], 0)
+                for d in idle]
+    return Breakdown("t.xplane.pb", "host step markers", ["0", "1"], devices, list(idle), skew)

@@ -3,22 +3,11 @@ calls as the hooks record them."""
 
 from __future__ import annotations
 
+from helpers import breakdown
+
 from gpudiag.readers.stepbreakdown import Breakdown, DeviceBreakdown, StepParts
 from gpudiag.records.run import DatasetCall
 from gpudiag.verdicts import bottleneck as bn
-
-
-def breakdown(*rows: tuple[str, float, float, float, float, float, float, float],
-              skew: float | None = None, source: str = "placement",
-              idle: tuple[str, ...] = ()) -> Breakdown:
-    """rows: (device, period, compute, communication, input, host, idle, between) in ms."""
-    devices = []
-    for device, *ms in rows:
-        parts = StepParts("0", *(x / 1e3 for x in ms))
-        devices.append(DeviceBreakdown(device, source, [parts, parts], 100))
-    devices += [DeviceBreakdown(d, source, [StepParts("0", 0.01, 0, 0, 0, 0, 0.01)], 0)
-                for d in idle]
-    return Breakdown("t.xplane.pb", "host step markers", ["0", "1"], devices, list(idle), skew)
 
 
 def call(method: str, line: int, output: int, input_: int | None = None,

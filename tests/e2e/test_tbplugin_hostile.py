@@ -19,6 +19,7 @@ import json
 import math
 import os
 import shutil
+import threading
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
@@ -27,9 +28,12 @@ from typing import Any
 
 import pytest
 from helpers import REPO
+from tensorboard.plugins import base_plugin
+from werkzeug.test import Client
 
 from gpudiag import layout
 from gpudiag.tb import serve as tbserve
+from gpudiag.tbplugin.plugin import GpudiagPlugin
 
 SAMPLE_RUN = next((REPO / "sample_runs" / "run").iterdir())
 SAMPLE_PLACEMENT = next((REPO / "sample_runs" / "placement").iterdir())
@@ -146,3 +150,79 @@ def test_logdir_spec_of_two_directories_leaves_the_tab_inactive_saying_why(
     status, body, sniff = _get(url + "/data/plugin/gpudiag/runs")
     assert status == 400 and sniff == "nosniff"
     assert "--logdir_spec names 2 directories" in body["error"]
+
+
+@pytest.fixture(scope="module")
+def client(logdir: Path) -> Iterator[Any]:
+    plugin = GpudiagPlugin(base_plugin.TBContext(logdir=str(logdir)))
+    apps = plugin.get_plugin_apps()
+
+    def get(route: str, query: str = "") -> tuple[int, Any, dict[str, str]]:
+        response = Client(apps[route]).get(route + query)
+        body = response.get_data(as_text=True)
+        return (response.status_code,
+                json.loads(body) if response.mimetype == "application/json" else body,
+                dict(response.headers))
+    yield get
+
+
+BAD_IDS = ["findings-a-string", "data-run-a-list", "nan-evidence", "deep", "fifo",
+           "fifo-child", "fifo-events", "link-out", "loop", "a%00b", "x" * 300, "..%2Foutside",
+           "%2Fetc", "missing"]
+
+
+def _answered(client: Any, route: str, query: str = "") -> tuple[int, Any, dict[str, str]]:
+    """The route's answer, within 30 s (a FIFO opened would block it for ever)."""
+    answered: list[Any] = []
+    thread = threading.Thread(target=lambda: answered.append(client(route, query)),
+                              daemon=True)
+    thread.start()
+    thread.join(30)
+    assert not thread.is_alive(), f"{route}{query} blocked (a FIFO was opened)"
+    return answered[0]  # type: ignore[no-any-return]
+
+
+def test_runs_lists_the_good_and_each_bad_run_with_why_without_blocking(client: Any) -> None:
+    status, body, headers = _answered(client, "/runs")
+    assert status == 200 and headers["X-Content-Type-Options"] == "nosniff"
+    by_id = {r["id"]: r for r in body["runs"]}
+    assert by_id["good"]["status"] == "complete"
+    assert by_id["good-placement"]["status"] == "complete"
+    assert body["default"] in ("good", "good-placement", "caf\\xe9-run")
+    reasons = {i: r.get("reason", "") for i, r in by_id.items() if r["status"] == "unreadable"}
+    assert "findings[0] is str" in reasons["findings-a-string"]
+    assert "data.run is list" in reasons["data-run-a-list"]
+    assert "is nan" in reasons["nan-evidence"]
+    assert "nests deeper than" in reasons["deep"]
+    assert "is a FIFO" in reasons["fifo"] and "is a FIFO" in reasons["fifo-child"]
+    assert "is a symlink out of the logdir" in reasons["link-out"]
+    assert all("\n" not in r for r in reasons.values())
+
+
+@pytest.mark.parametrize("run_id", BAD_IDS, ids=[i[:20] for i in BAD_IDS])
+def test_every_bad_id_is_a_one_line_400_on_run_and_diff(client: Any, run_id: str) -> None:
+    for route, query in (("/run", f"?id={run_id}"), ("/diff", f"?a=good&b={run_id}"),
+                         ("/diff", f"?a={run_id}&b=good")):
+        status, body, headers = _answered(client, route, query)
+        assert status == 400, (route, query, body)
+        assert headers["X-Content-Type-Options"] == "nosniff"
+        assert isinstance(body["error"], str) and "\n" not in body["error"]
+        assert len(body["error"]) <= 400
+
+
+def test_a_good_pair_diffs_despite_a_diff_record_of_numbers(client: Any) -> None:
+    status, body, _ = client("/diff", "?a=good&b=good-placement")
+    assert status == 200 and body["a"] == "good"
+
+
+def test_a_run_whose_name_is_not_utf8_is_listed_escaped_and_opens(client: Any) -> None:
+    _, body, _ = client("/runs")
+    assert "caf\\xe9-run" in {r["id"] for r in body["runs"]}
+    # what the page sends: encodeURIComponent of the id it was given
+    status, view, _ = client("/run", "?id=caf%5Cxe9-run")
+    assert status == 200 and view["id"] == "caf\\xe9-run" and view["status"] == "complete"
+
+
+def test_every_response_says_nosniff(client: Any) -> None:
+    for route in ("/index.js", "/style.css", "/runs"):
+        assert client(route)[2]["X-Content-Type-Options"] == "nosniff"

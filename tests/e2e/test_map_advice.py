@@ -10,8 +10,7 @@ import sys
 from typing import Any
 
 import pytest
-from helpers import TESTS_DIR, ProgramRun, run_program
-from test_verdicts_bottleneck import breakdown
+from helpers import TESTS_DIR, ProgramRun, breakdown, run_program
 
 from gpudiag.inprogram.datasets import is_random_op
 from gpudiag.records.run import DatasetCall
@@ -28,6 +27,52 @@ def call(method: str, line: int, output: int, input_: int | None = None,
     return DatasetCall(method, dict(args), fn, input_, output,
                        {"file": "/u/train.py", "line": line, "function": "<module>",
                         "code": f"line {line}", "direct": True})
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, ProgramRun]:
+    out = {}
+    for mode in ("random", "pyfunc"):
+        r = run_program(tmp_path_factory.mktemp(mode), sys.executable, str(PROGRAM), mode,
+                        options=("--profile-warmup", "60"))
+        assert r.returncode == 0, r.stderr[-2000:]
+        out[mode] = r
+    return out
+
+
+def _line(text: str) -> int:
+    return next(i for i, t in enumerate(PROGRAM.read_text().splitlines(), 1)
+                if t.strip().startswith(text))
+
+
+def _bottleneck(r: ProgramRun) -> dict[str, Any]:
+    (f,) = [f for f in r.report["findings"] if f["id"] == "run.bottleneck"]
+    return f
+
+
+@pytest.mark.slow
+def test_a_keras_augmentation_map_under_gpudiag_run_is_not_told_to_cache(runs) -> None:
+    f = _bottleneck(runs["random"])
+    line = _line("dataset = dataset.map(augment)")
+    (mapped,) = [c for c in f["evidence"]["dataset_calls"] if c["method"] == "map"]
+    assert {"RandomUniform", "StatelessRandomUniformV2"} <= set(mapped["random_ops"])
+    assert f"no .cache() after the map at augment_map_fit.py:{line}" in f["advice"]
+    assert "maps it once" not in f["advice"]
+    assert "cache" not in (f["evidence"]["predicted"].get("fix") or "")
+    assert not any("call .cache()" in a["what"] for a in f["actions"])
+
+
+@pytest.mark.slow
+def test_a_py_function_map_under_gpudiag_run_is_told_the_gil_and_to_vectorise(runs) -> None:
+    f = _bottleneck(runs["pyfunc"])
+    line = _line("dataset = dataset.map(through_python")
+    assert f["evidence"]["causes"][0] == "input-bound"
+    assert f"Dataset.map(through_python) at augment_map_fit.py:{line}" in f["advice"]
+    assert "Python's GIL runs it one element at a time" in f["advice"]
+    (vectorise,) = [a for a in f["actions"] if a["what"].startswith("vectorise the map")]
+    assert vectorise["where"] == f"augment_map_fit.py:{line}"
+    sized = [a for a in f["actions"] if a["predicted"] is not None]
+    assert len(sized) <= 1 and all(a is not vectorise for a in sized)
 
 
 def pipeline_of(**function: Any) -> list[DatasetCall]:
@@ -114,15 +159,3 @@ def test_a_python_map_is_told_the_gil_and_to_vectorise_even_with_parallel_calls(
                                             num_parallel_calls=None)])
     assert "num_parallel_calls alone" in serial[0].text
     assert not any(f.kind == "parallel" for f in serial)  # not "only num_parallel_calls"
-
-
-@pytest.fixture(scope="module")
-def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, ProgramRun]:
-    out = {}
-    for mode in ("random", "pyfunc"):
-        r = run_program(tmp_path_factory.mktemp(mode), sys.executable, str(PROGRAM), mode,
-                        options=("--profile-warmup", "60"))
-        assert r.returncode == 0, r.stderr[-2000:]
-        out[mode] = r
-    return out
-

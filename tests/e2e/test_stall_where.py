@@ -6,6 +6,7 @@ waits; each blocking is released by the test (events, not clocks)."""
 
 from __future__ import annotations
 
+import queue
 import sys
 import threading
 from collections.abc import Callable, Iterator
@@ -73,7 +74,7 @@ def test_a_py_function_that_blocks_is_named_with_its_own_line() -> None:
     assert where["waiting"]["code"] == "release.wait(60)  # BLOCKS HERE"
     text = _line(where)
     assert "waits for a tf.py_function / numpy_function" in text
-    assert "the py_function's code waits at test_stall_where_e2e.py:" in text
+    assert "the py_function's code waits at test_stall_where.py:" in text
 
 
 def test_a_server_join_is_named_as_such() -> None:
@@ -106,3 +107,41 @@ def test_a_server_join_is_named_as_such() -> None:
     assert where["kind"] == "server_join", where
     assert where["frame"]["code"] == "server.join()  # SERVES"
     assert "waits in tf.distribute.Server.join()" in _line(where)
+
+
+def at_line(marker: str) -> Callable[[list[dict[str, Any]]], bool]:
+    return lambda stack: marker in stack[-1]["code"]
+
+
+def test_a_queue_a_thread_join_and_a_lock_are_each_named_at_the_programs_line() -> None:
+    q: queue.Queue[int] = queue.Queue()
+    def next_batch() -> None:
+        q.get()  # WAITS ON THE QUEUE
+
+    with blocked(next_batch, in_function("wait")) as where:
+        q.put(1)
+    assert where["kind"] == "queue" and where["frame"]["function"] == "next_batch"
+    assert "waits on a queue" in _line(where) and "WAITS ON THE QUEUE" in _line(where)
+
+    stop = threading.Event()
+    worker = threading.Thread(target=stop.wait, daemon=True)
+    worker.start()
+
+    def wait_for_worker() -> None:
+        worker.join()  # WAITS FOR THE THREAD
+
+    with blocked(wait_for_worker, in_function("_wait_for_tstate_lock")) as where:
+        stop.set()
+    assert where["kind"] == "thread_join" and "WAITS FOR THE THREAD" in _line(where)
+
+    lock = threading.Lock()
+    lock.acquire()
+
+    def take_lock() -> None:
+        with lock:  # WAITS ON THE LOCK
+            pass
+
+    with blocked(take_lock, at_line("WAITS ON THE LOCK")) as where:
+        lock.release()
+    # `with lock` blocks in C with the program's frame innermost: the line is named
+    assert where["frame"]["code"] == "with lock:  # WAITS ON THE LOCK", where
