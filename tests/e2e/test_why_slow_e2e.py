@@ -3,7 +3,8 @@
 
 Each program times its own loop, start to start, and prints each step's period; gpudiag's
 median step period must agree with the median of the program's own periods of the same
-steps (after the warm-up, the profiled steps and the ones just before and after them left out).
+steps (after the warm-up, the profiled steps and the ones just before and after them left out):
+the mean to 1 %, the median among the program's own middle periods.
 """
 
 from __future__ import annotations
@@ -47,12 +48,18 @@ class Run(ProgramRun):
         return [p for i, p in enumerate(periods) if p is not None and i >= warmup
                 and not {i - 1, i, i + 1} & profiled]
 
-    def own_period_s(self, warmup: int) -> float:
-        """Their median; the mean (the program's total time over its steps) agrees to
-        the microsecond, checked beside it."""
-        own = self.own_periods_s(warmup)
+    def assert_step_median_agrees(self, warmup: int) -> None:
+        """gpudiag's steady step is the program's own: the mean (the program's total time
+        over its steps) to 1 %, and the median among the program's own middle periods.
+        The two clocks start a step at different points (the program before ``next()``,
+        gpudiag at its hook), so one step's period moves to its neighbour: the mean
+        cannot tell, but a median of a dozen two-mode periods can move by a mode's width."""
+        own = sorted(self.own_periods_s(warmup))
         assert self.loop["step_s_mean"] == pytest.approx(statistics.fmean(own), rel=0.01)
-        return statistics.median(own)
+        low, high = own[len(own) // 4], own[(3 * len(own)) // 4]
+        median = self.loop["step_s_median"]
+        assert low * (1 - PERIOD_TOLERANCE) <= median <= high * (1 + PERIOD_TOLERANCE), \
+            (median, statistics.median(own), own)
 
     @property
     def loop(self) -> dict[str, Any]:
@@ -94,8 +101,7 @@ def input_parallel(tmp_path_factory: pytest.TempPathFactory) -> Run:
 def test_custom_loop_step_time_is_the_period_the_program_measures(custom_loop_run: Run) -> None:
     loop = custom_loop_run.loop
     assert loop["series"] == "tf.function train_step"
-    assert loop["step_s_median"] == pytest.approx(custom_loop_run.own_period_s(10),
-                                                  rel=PERIOD_TOLERANCE)
+    custom_loop_run.assert_step_median_agrees(10)
     # next(iterator) and the Python between the calls are outside the call, inside the step
     assert loop["call_s_median"] < 0.8 * loop["step_s_median"]
     assert loop["call_share"] == pytest.approx(loop["call_s_median"] / loop["step_s_median"])
@@ -107,8 +113,7 @@ def test_custom_loop_step_time_is_the_period_the_program_measures(custom_loop_ru
 def test_fit_step_time_is_the_period_the_program_measures(input_bound: Run) -> None:
     loop = input_bound.loop
     assert loop["series"] == "Model.fit"
-    assert loop["step_s_median"] == pytest.approx(input_bound.own_period_s(FIT_WARMUP),
-                                                  rel=PERIOD_TOLERANCE)
+    input_bound.assert_step_median_agrees(FIT_WARMUP)
     assert loop["examples_per_s"] == pytest.approx(32 / loop["step_s_median"])
     assert 0 < loop["call_share"] <= 1
 
@@ -146,8 +151,7 @@ def test_the_same_pipeline_with_autotune_cache_and_prefetch_is_not_input_bound_a
         assert f["evidence"]["causes"][0] == "overhead-bound", f["message"]
         assert "steps_per_execution=N" in f["advice"]
     assert input_tuned.loop["step_s_median"] < 0.8 * input_bound.loop["step_s_median"]
-    assert input_tuned.loop["step_s_median"] == pytest.approx(
-        input_tuned.own_period_s(FIT_WARMUP), rel=PERIOD_TOLERANCE)
+    input_tuned.assert_step_median_agrees(FIT_WARMUP)
 
 
 def test_a_pipeline_that_maps_in_parallel_and_prefetches_is_never_told_to_add_them(
@@ -199,8 +203,7 @@ def test_a_balanced_program_gets_an_ok_with_its_breakdown(balanced: Run) -> None
     shares = f["evidence"]["shares"]
     assert shares["compute"] > shares["input"] and shares["host_between_calls"] < 0.20
     assert "compute" in f["message"] and "Model.fit:" in f["message"]
-    assert balanced.loop["step_s_median"] == pytest.approx(balanced.own_period_s(10),
-                                                           rel=PERIOD_TOLERANCE)
+    balanced.assert_step_median_agrees(10)
 
 
 def test_mirrored_all_reduce_share_is_reported_per_replica(allreduce: Run) -> None:
@@ -211,8 +214,7 @@ def test_mirrored_all_reduce_share_is_reported_per_replica(allreduce: Run) -> No
     assert shares["communication"] > 0.10
     assert shares["communication"] > max(shares["input"], shares["host_between_calls"])
     assert "communication" in f["message"]
-    assert allreduce.loop["step_s_median"] == pytest.approx(allreduce.own_period_s(10),
-                                                            rel=PERIOD_TOLERANCE)
+    allreduce.assert_step_median_agrees(10)
     # the gradient bytes each replica all-reduces: the program's two Dense layers, float32
     reduce = f["evidence"]["allreduce"]
     assert reduce["gradient_bytes_per_replica"] == (2048 * 2048 + 2048 + 2048 * 4 + 4) * 4
