@@ -95,7 +95,7 @@ def undocumented_modules() -> list[str]:
     for init in sorted(PKG.rglob("__init__.py")):
         folder = init.parent
         if folder == PKG:
-            continue  # the root's modules are drawn in docs/architecture.md
+            continue  # the root's modules are drawn in docs/design.md
         words = _docstring_words(init)
         members = [p.stem for p in folder.glob("*.py") if p.stem != "__init__"]
         members += [p.name for p in folder.iterdir()
