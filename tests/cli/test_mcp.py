@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -271,3 +272,29 @@ def test_a_trace_s_recorded_placement_is_not_read_from_outside_the_logdir() -> N
     assert list(served["evidence"]["parts_s"]) == ["/host:CPU"]
     inside_run = tools.explain(tools.Logdir(config.parent), "towers-4dev")["findings"]
     assert set(inside_run[0]["evidence"]["parts_s"]) == set(library.evidence["parts_s"])
+
+
+def test_the_client_docs_mcp_md_shows_works(tmp_path: Path) -> None:
+    """docs/mcp.md's client (its first python block, the mcp SDK 2.x's names) run as a
+    user runs it, against a logdir holding an explain run of the launch-bound golden trace:
+    the tools, the run's verdict, its bottleneck's actions, a refusal as the tool's error."""
+    block = re.search(r"```python\n(.*?)```", (REPO / "docs" / "mcp.md").read_text(), re.S)
+    assert block is not None
+    client = tmp_path / "client.py"
+    client.write_text(block.group(1))
+    server = tmp_path / "gpudiag"  # the environment's `gpudiag`, this checkout's package
+    server.write_text(f'#!/bin/sh\nPYTHONPATH={REPO} exec {sys.executable} -m gpudiag "$@"\n')
+    server.chmod(0o755)
+    logdir = tmp_path / "runs"
+    api.explain(TESTS_DIR / "data" / "gpu_traces" / "rtx5000_launch_bound", logdir=logdir)
+    out = subprocess.run([sys.executable, str(client), str(server), str(logdir)],
+                         capture_output=True, text=True, timeout=240, cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.splitlines()
+    assert lines[:4] == ["tool list_runs()", "tool show_run(run)", "tool explain(path)",
+                         "tool diff(a, b)"]
+    assert re.fullmatch(r"\S+-explain: gpudiag explain: 0 failed, 1 warnings, .*", lines[4])
+    assert lines[5:] == [
+        "explain.bottleneck: XLA: jit_compile=True in compile() or on the tf.function at None",
+        "explain.bottleneck: run several steps in each call of the step function at None",
+        "error: Error executing tool show_run: ../etc is outside the logdir"]

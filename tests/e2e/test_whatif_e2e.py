@@ -3,8 +3,9 @@ its bottleneck finding advises, each under a real `gpudiag run`, then `gpudiag d
 the slow run's finding predicts a step for the fix it names, and the diff puts that
 prediction beside the fixed run's measurement with the error.
 
-How close the predictions are is benchmarks/whatif.py's to measure (docs/run.md,
-"What-if": its table and the median absolute error, far from the 15 % goal today). A
+How close the predictions are is benchmarks/whatif.py's to measure (benchmarks/RESULTS.md,
+"How close the predictions come": its table and the median absolute error, far from the
+15 % goal today). A
 single pair on a shared machine is one sample of what the benchmark pools over rounds:
 its error is held to twice the benchmark's error for that kind plus 25 points (BENCHMARK
 below, from the table), wide enough for one sample on 2 shared cores, narrow enough that
@@ -27,7 +28,7 @@ from gpudiag.rundir import load_run
 pytestmark = pytest.mark.slow
 WORK = str(REPO / "benchmarks" / "_whatif_workload.py")
 
-# kind: the error benchmarks/whatif.py reported (docs/run.md's tables: measured /
+# kind: the error benchmarks/whatif.py reported (benchmarks/RESULTS.md's tables: measured /
 # predicted - 1), the larger of its last two whole runs
 BENCHMARK = {
     "input-bound, parallel map + prefetch": 1.06,

@@ -1,10 +1,13 @@
-"""The finding families (gpudiag.layout.families) against docs/findings.md and the sample runs,
-and the typed finding's round trip through report.json (gpudiag.report)."""
+"""The finding families (gpudiag.layout.families) against docs/findings.md (written from them by
+scripts/findings_doc.py) and the sample runs, and the typed finding's round trip through
+report.json (gpudiag.report)."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import re
+import tomllib
 from pathlib import Path
 
 import jsonschema
@@ -35,6 +38,33 @@ def test_every_family_has_its_docs_row_and_every_row_its_family() -> None:
     documented = docs_ids()
     assert declared - documented == set(), "families without a row in docs/findings.md"
     assert documented - declared == set(), "docs rows without a family in gpudiag.layout.families"
+
+
+def _findings_doc():
+    spec = importlib.util.spec_from_file_location("findings_doc",
+                                                  REPO / "scripts" / "findings_doc.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_findings_md_is_what_the_registry_and_its_prose_write() -> None:
+    """docs/findings.md is current: `python scripts/findings_doc.py` writes it again."""
+    doc = _findings_doc()
+    text = tomllib.loads(doc.TEXT.read_text())
+    assert doc.prose_problems(text) == []
+    assert (REPO / "docs" / "findings.md").read_text() == doc.render(text)
+
+
+def test_a_family_without_prose_and_prose_without_a_family_are_named() -> None:
+    doc = _findings_doc()
+    text = tomllib.loads(doc.TEXT.read_text())
+    del text["family"]["run.crash"]
+    text["family"]["run.nothing"] = {"checks": "x", "not_ok": "y"}
+    assert doc.prose_problems(text) == [
+        "no entry in scripts/findings.toml for run.crash",
+        "scripts/findings.toml: run.nothing is no family of gpudiag.layout.families"]
 
 
 def test_every_family_answers_a_known_question_and_is_declared_once() -> None:

@@ -95,7 +95,7 @@ def undocumented_modules() -> list[str]:
     for init in sorted(PKG.rglob("__init__.py")):
         folder = init.parent
         if folder == PKG:
-            continue  # the root's modules are drawn in docs/architecture.md
+            continue  # the root's modules are drawn in docs/design.md
         words = _docstring_words(init)
         members = [p.stem for p in folder.glob("*.py") if p.stem != "__init__"]
         members += [p.name for p in folder.iterdir()
@@ -167,3 +167,29 @@ def test_every_documented_finding_is_made_by_the_code() -> None:
                and not any(_stem(d).startswith(s + ".") for s in stems
                            if s.endswith((".bottleneck", ".scaling")))]
     assert orphans == []
+
+
+def broken_links(pages: list[Path]) -> list[str]:
+    """Relative markdown links (``[text](path#anchor)``) in ``pages`` whose file does not
+    exist (web addresses and in-page anchors aside)."""
+    broken = []
+    for page in pages:
+        for target in re.findall(r"\]\(([^)\s]+)\)", page.read_text()):
+            path = target.split("#", 1)[0]
+            if not path or re.match(r"^[a-z]+:", path):
+                continue
+            if not (page.parent / path).exists():
+                where = page.relative_to(REPO) if page.is_relative_to(REPO) else page.name
+                broken.append(f"{where}: {target}")
+    return broken
+
+
+def test_every_link_in_the_docs_and_the_readme_resolves() -> None:
+    pages = [*DOCS, REPO / "benchmarks" / "RESULTS.md"]
+    assert broken_links(pages) == []
+
+
+def test_the_link_check_sees_a_broken_link(tmp_path: Path) -> None:
+    page = tmp_path / "a.md"
+    page.write_text("[ok](a.md) [web](https://x.org/y) [here](#top) [gone](docs/gone.md#x)")
+    assert broken_links([page]) == ["a.md: docs/gone.md#x"]
