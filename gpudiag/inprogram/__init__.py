@@ -1,4 +1,4 @@
-"""The code that runs inside the user's program under `gpudiag run` (docs/run.md).
+"""The code that runs inside the user's program under `gpudiag run` (docs/run-internals.md).
 
 Loaded by hooks/sitecustomize.py through install.py; the parent side lives in
 gpudiag/run/. Rules that differ from the rest of gpudiag: import nothing early (never

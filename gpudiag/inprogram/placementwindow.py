@@ -2,7 +2,8 @@
 
 TensorFlow 2.21's placement log cannot be turned off again once on
 (``tf.debugging.set_log_device_placement(False)`` after the context is initialised still
-leaves a line per executed op and per placed node: measured, see docs/run.md "Speed"), and
+leaves a line per executed op and per placed node: measured, see benchmarks/RESULTS.md,
+"`gpudiag run`'s own cost"), and
 a line per eager op through a pipe costs an eager-heavy program 1.6x. So gpudiag does not
 ask for the log. It asks TensorFlow for its run metadata instead, in windows:
 

@@ -154,7 +154,7 @@ def _ask_placement_log(agent: Agent, info: dict[str, Any]) -> None:
     """For a server or parameter-server process, ask for TensorFlow's placement log (before
     its context initialises: later it would log nothing). Its lines stay out of the
     terminal (the parent filters them) and cost a line per op placed for the whole run:
-    the price of knowing which task ran what (docs/run.md)."""
+    the price of knowing which task ran what (docs/cluster-programs.md)."""
     tf = agent.tf
     if info["via"] not in SERVER_JOINS or tf is None or not agent.config.placement_log:
         return

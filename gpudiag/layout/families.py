@@ -8,8 +8,9 @@ about (``run.devices.p1234``: one process; ``scaling.efficiency.mirrored``: one 
 suffix that is always there. The family of an id is the longest family id that is the id
 itself or a dot-separated prefix of it.
 
-A new family is one entry here, the verdict that makes it, its test and its docs row
-(tests/unit/test_families.py holds the registry and docs/findings.md to each other, and checks
+A new family is one entry here, the verdict that makes it, its test and its prose in
+scripts/findings.toml (scripts/findings_doc.py writes docs/findings.md from both;
+tests/unit/test_families.py holds the registry and docs/findings.md to each other, and checks
 that every finding a command writes belongs to a family). The terminal, the Text tab, the
 GPUDIAG tab and `gpudiag diff` read the question from here (through ``Finding.question``),
 never from words in an id.

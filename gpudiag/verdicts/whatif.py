@@ -7,7 +7,7 @@ bytes and achieved bandwidth, the devices that ran nothing) in; ``evidence.predi
 ``step_s_low`` / ``step_s_high`` (with_interval: the model replayed on each profiled step,
 widened to the model's stated bounds), or, where no honest number exists,
 ``{"cause", "step_s": None, "why"}``. Each model changes only the part the fix
-acts on and keeps the others as measured (docs/run.md, "What-if"):
+acts on and keeps the others as measured (docs/why-slow-details.md, "What-if"):
 
 - input-bound, parallel map / prefetch / cache / the generator replaced: the consumer's
   step is the step without its input wait, ``period - input``; the producer's work per
@@ -26,7 +26,7 @@ acts on and keeps the others as measured (docs/run.md, "What-if"):
   every op dispatched from Python) under tf.function: no number (the graph executor's
   per-op dispatch, and what Grappler fuses, is not in an eager trace); the ops' eager time
   is named, and not as a floor (measured: 0.62 ms of eager ops a step against 0.35 ms a
-  step under tf.function, docs/run.md).
+  step under tf.function, benchmarks/RESULTS.md).
 - communication-bound, a larger batch per replica (BATCH_FACTOR times): the per-example
   work scales, the host's per-step work and the all-reduce of the same gradient bytes at
   the measured bandwidth do not: ``(period - comm - host) * k + host + bytes / bandwidth``
@@ -235,7 +235,7 @@ def _input_ends(out: dict[str, Any], parallel: bool, gone: bool, prefetched: boo
     if parallel:
         # a parallel map whose work does not scale over the cores (many tiny ops, or
         # Python under the GIL: measured, a map of 60 small ops made its batches 9 %
-        # faster on 2 cores, docs/run.md); and a pipeline with no prefetch of its own
+        # faster on 2 cores, benchmarks/RESULTS.md); and a pipeline with no prefetch of its own
         # already overlapped by the one TensorFlow injects (tf.data's inject_prefetch, on
         # by default): its producer may be the whole period
         injected = 0.0 if prefetched else consumer

@@ -10,7 +10,7 @@ project's CPU for the guide's own model (tests/programs/mixed_precision_guide.py
 the load of other jobs): mixed_float16 about 40x slower per step than float32;
 mixed_bfloat16 2x slower at batch 256 but 1.2x faster at the guide's batch of 8192 (the
 CPU has AVX512_BF16 and AMX, which oneDNN uses): on the CPU bfloat16 is said, not warned
-(docs/run.md).
+(docs/run-findings.md).
 
 The evidence: the policy of each model fit (the fit's ``dtype_policy``), the line that
 set the global policy (a configuration call the Keras hooks record), and the devices
