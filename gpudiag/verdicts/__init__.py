@@ -13,7 +13,8 @@
   where the speed-up over one device or worker went.
 - ``bottleneck``: why a step is slow (run, explain, scaling, cluster): the devices judged
   and the finding; ``step_causes`` its causes, each cause's text and fix made together
-  (GPU-, copy-, input-, host-, launch-, communication-bound ...) with the program's facts
+  (GPU-, copy-, communication-bound ...; ``input_causes`` input-bound, ``call_causes``
+  host-, launch- and overhead-bound) with the program's facts
   (ProgramFacts); ``pipeline`` the fixes at the program's tf.data lines; ``gpu_fill``
   (NVML's utilization against GPM's SM utilization) and ``allreduce`` (gradient bytes,
   achieved bandwidth).

@@ -15,7 +15,7 @@ On a GPU with GPM (Hopper and later), a GPU NVML calls busy whose SMs mostly idl
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -31,26 +31,31 @@ from gpudiag.readers.stepbreakdown import (
     StepParts,
 )
 from gpudiag.report import Action, Finding
-from gpudiag.verdicts import allreduce, gpu_fill, stats, whatif
+from gpudiag.verdicts import (
+    allreduce,
+    call_causes,
+    gpu_fill,
+    input_causes,
+    stats,
+    step_causes,
+    whatif,
+)
+from gpudiag.verdicts.call_causes import loop_line, more_steps
 from gpudiag.verdicts.common import title
+from gpudiag.verdicts.input_causes import floor_note, input_share, window_missed
 from gpudiag.verdicts.pipeline import fixes as pipeline_fix_list
 from gpudiag.verdicts.pipeline import pipeline_fixes, python_ops, random_ops
 from gpudiag.verdicts.step_causes import (
     INPUT_MODERATE,
+    OVERHEAD_BOUND,
     THRESHOLDS,
     Cause,
     Judged,
     ProgramFacts,
-    _loop_line,
-    _more_steps,
     advice,
-    causes,
-    floor_note,
-    input_share,
     ms,
     order,
     small_kernels,
-    window_missed,
 )
 
 __all__ = ["PARTS", "ProgramFacts", "bottleneck", "eager", "mean_parts", "parts_seconds",
@@ -58,6 +63,37 @@ __all__ = ["PARTS", "ProgramFacts", "bottleneck", "eager", "mean_parts", "parts_
 
 PARTS = STEP_PARTS  # in the order they add up (declared once in gpudiag.layout.evidence)
 CLOSE = 0.10  # with no cause, the parts at or above this share are named as the close ones
+
+
+#: A slow step's causes, each judged by its family's module (gpudiag.verdicts.step_causes
+#: the device's, input_causes the input's, call_causes the step call's).
+CAUSES: tuple[Callable[[Judged], Cause | None], ...] = (
+    input_causes.input_bound, step_causes.copy_bound, call_causes.host_bound,
+    step_causes.communication_bound, call_causes.launch_bound, step_causes.gpu_bound,
+    step_causes.straggler, step_causes.idle_gpus)
+
+
+def causes(j: Judged) -> list[Cause]:
+    """Every cause above its threshold (or near it), in ``order``: clear ones first,
+    overhead-bound after the others (what is left when nothing else explains the step).
+    The step series' causes (retracing, callbacks: time inside the step with no op
+    running) take their share off overhead-bound's (a callback: its typical batch's share,
+    ``window_share``), which stays only when what is left is still over its threshold."""
+    found = [c for rule in CAUSES if (c := rule(j)) is not None]
+    if any(c.evidence.get("jit_compile") for c in found):
+        # the XLA step's per-call cause holds the Python between the calls: one fix
+        found = [c for c in found if c.name != "host-bound"]
+    host = list(j.facts.host_causes)
+    if any(c.name == "input-bound" for c in host):  # the whole run's measure of the input
+        found = [c for c in found if c.name != "input-bound"]
+    if host:
+        # a cause's share in a typical step (what the window holds: a callback saving
+        # every N batches costs the whole run much, a window of a few steps little)
+        left = sum(c.share for c in found if c.name == "overhead-bound") - \
+            sum(c.share if c.evidence.get("window_share") is None
+                else c.evidence["window_share"] for c in host)
+        found = [c for c in found if c.name != "overhead-bound" or left >= OVERHEAD_BOUND]
+    return sorted([*found, *host], key=order)
 
 
 def working(b: Breakdown, replicas: Sequence[str] = ()) -> list[DeviceBreakdown]:
@@ -284,12 +320,12 @@ def _calm(head: str, m: StepParts, facts: ProgramFacts, check_id: str,
         return Finding(check_id, "ok", f"{head}: not input-bound ({pct(share)} waits for "
                        f"input{source}, at most what prefetch could hide): {floor}; "
                        f"{parts_text(m)}{tail}", evidence,
-                       advice=f"fewer next() calls: {_more_steps(facts.loop)}",
+                       advice=f"fewer next() calls: {more_steps(facts.loop)}",
                        title=title(f"not input-bound: next() is its own cost ({pct(share)} "
                                    f"of a {duration(m.period_s)} step), not a wait",
                                    "not input-bound: next()'s own cost, not a wait"),
-                       actions=(Action(f"fewer next() calls: {_more_steps(facts.loop)}",
-                                       _loop_line(facts)),))
+                       actions=(Action(f"fewer next() calls: {more_steps(facts.loop)}",
+                                       loop_line(facts)),))
     if share >= INPUT_MODERATE:
         fixes = tuple(Action(f.what, f.where) for f in pipeline_fix_list(facts.calls,
                                                                           facts.epochs))

@@ -293,7 +293,7 @@ MADE = "for the change B made: "  # held_to's words when B is held to its own ch
 
 def _base(pred: dict[str, Any], a: StepBreakdown) -> float:
     """The step A's prediction was made from: its model's period (a Keras fit's run step
-    where its window missed the input wait: step_causes.window_missed), else A's profiled
+    where its window missed the input wait: input_causes.window_missed), else A's profiled
     step. The prediction is scaled from it to A's steady median."""
     period = (pred.get("inputs") or {}).get("period_s")
     return float(period) if period else float(a.step_s or 0.0)

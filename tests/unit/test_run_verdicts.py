@@ -453,8 +453,9 @@ def test_a_share_whose_spread_holds_the_threshold_says_so_and_one_clear_of_it_de
     """xprof's 20 %: a loop that waits 30 % is input-bound whatever the window saw; one
     whose blocks straddle 20 % is named near the threshold, never flipped to ok."""
     from gpudiag.readers.stepbreakdown import StepParts
+    from gpudiag.verdicts.input_causes import input_share
     from gpudiag.verdicts.run.throughput import input_series
-    from gpudiag.verdicts.step_causes import ProgramFacts, input_share
+    from gpudiag.verdicts.step_causes import ProgramFacts
 
     window = StepParts("mean", 0.01, 0.001, 0.0, 0.001, 0.008, 0.0, 0.0, 0.0)  # 10 % input
     clear = input_series(_waiting_loop([0.30] * 200), warmup=10)
