@@ -11,10 +11,10 @@
   towers beside mirrored, all-reduce bandwidth) and the thresholds they use.
 - ``scaling_bottleneck``: scaling's and the cluster's bottleneck per configuration, and
   where the speed-up over one device or worker went.
-- ``bottleneck``: why a step is slow (run, explain, scaling, cluster): the devices judged
-  and the finding; ``step_causes`` its causes, each cause's text and fix made together
-  (GPU-, copy-, communication-bound ...; ``input_causes`` input-bound, ``call_causes``
-  host-, launch- and overhead-bound) with the program's facts
+- ``bottleneck``: why a step is slow (run, explain, scaling, cluster): the finding;
+  ``step_parts`` the devices judged and their mean step; ``step_causes`` its causes, each
+  cause's text and fix made together (GPU-, copy-, communication-bound ...; ``input_causes``
+  input-bound, ``call_causes`` host-, launch- and overhead-bound) with the program's facts
   (ProgramFacts); ``pipeline`` the fixes at the program's tf.data lines; ``gpu_fill``
   (NVML's utilization against GPM's SM utilization) and ``allreduce`` (gradient bytes,
   achieved bandwidth).
