@@ -19,8 +19,9 @@
   (NVML's utilization against GPM's SM utilization) and ``allreduce`` (gradient bytes,
   achieved bandwidth).
 - ``whatif``: the step time each bottleneck's fix should give (``evidence.predicted``).
-- ``diff``: `gpudiag diff A B` (step time with intervals, parts and bottleneck before and
-  after, predicted against measured), with ``stats`` (the median's and a ratio's
+- ``diff``: `gpudiag diff A B`, judged from ``diff_steptime`` (step time with intervals),
+  ``diff_bottleneck`` (parts and bottleneck before and after, predicted against measured)
+  and ``diff_learning`` (the loss at matched steps), with ``stats`` (the median's and a ratio's
   distribution-free intervals, also the benchmarks').
 - ``trial``: `gpudiag try` (each fix's measured B/A, its interval, the prediction).
 - ``cluster``: `scaling --workers` and `worker` (the cluster formed, every task worked).
