@@ -28,6 +28,7 @@ from gpudiag.session import RunSession
 from gpudiag.verdicts.bottleneck import cause_title
 from gpudiag.verdicts.common import title
 from gpudiag.verdicts.diff_steptime import step_finding
+from gpudiag.verdicts.run import crash as run_crash
 from gpudiag.verdicts.run import gpu_idle, hostcauses, live, outcome, process, progress
 from gpudiag.verdicts.run import placement as run_placement
 from gpudiag.verdicts.run.gpu_idle import IdleGpu
@@ -125,8 +126,8 @@ BUILDERS: dict[str, Callable[[], Finding | None]] = {
     "run.callbacks none": lambda: hostcauses.callbacks(_obs(), 5),
     "run.learning none": lambda: progress.learning(_obs()),
     "run.profile none": lambda: progress.profile(_obs(), None, None, "no loop", 5),
-    "run.crash none": lambda: progress.crash([_obs()], 0),
-    "run.crash killed": lambda: progress.crash([_obs()], -9),
+    "run.crash none": lambda: run_crash.crash([_obs()], 0),
+    "run.crash killed": lambda: run_crash.crash([_obs()], -9),
 }
 
 
