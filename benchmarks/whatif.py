@@ -36,7 +36,7 @@ from typing import Any
 
 from gpudiag.commands.diff import steady_rules
 from gpudiag.rundir import Run, list_runs
-from gpudiag.verdicts.diff import steady_times
+from gpudiag.verdicts.diff_steptime import steady_times
 from gpudiag.verdicts.stats import median_ci
 
 HERE = Path(__file__).resolve().parent

@@ -29,6 +29,7 @@ from gpudiag.rundir.unsaved import unsaved_run
 from gpudiag.session import MemorySession, RunSession
 from gpudiag.ui import Ui
 from gpudiag.verdicts import diff as verdict
+from gpudiag.verdicts.diff_steptime import CI
 
 #: what reading a run's content for the judging raises on a value of another type than
 #: gpudiag writes (load_run validates the report's shape, not every evidence value)
@@ -160,7 +161,7 @@ def _table(rec: Any) -> str:
     rows = [[d.name_b, ms_number(d.a.median_s), ms_number(d.b.median_s),
              f"{d.ratio:.2f}", "" if d.ratio_low is None else
              f"{d.ratio_low:.2f}-{d.ratio_high:.2f}", d.verdict] for d in rec.loops]
-    return markdown_table(["loop", "A ms", "B ms", "B/A", verdict.CI, "verdict"], rows)
+    return markdown_table(["loop", "A ms", "B ms", "B/A", CI, "verdict"], rows)
 
 
 def run(session: RunSession, judgement: tuple[Any, list[Any]]) -> None:

@@ -26,7 +26,7 @@ from gpudiag.errors import Interrupted, UsageError
 from gpudiag.fixes import BY_NAME, Chosen
 from gpudiag.fixes.choice import NotTried, choose
 from gpudiag.fixes.lines import Call
-from gpudiag.layout import events
+from gpudiag.layout import eventdecode, events, loopevents
 from gpudiag.layout.evidence import TriedFix
 from gpudiag.run.options import RunOptions
 from gpudiag.session import RunSession
@@ -291,7 +291,7 @@ def recorded_calls(run_dir: Path) -> list[Call]:
     for path in sorted(program.glob(f"{layout.RUN_EVENTS_PREFIX}*{layout.RUN_EVENTS_SUFFIX}")):
         with path.open("rb") as f:
             for line in f:
-                rec = events.decode_line(line)
+                rec = eventdecode.decode_line(line)
                 if rec is None:
                     continue
                 call = _call_of(rec.event)
@@ -310,7 +310,7 @@ def _call_of(event: Any) -> Call | None:
     if isinstance(event, events.DatasetCall):
         return Call(event.method, base, line, code, dict(event.args), event.input,
                     event.output)
-    if isinstance(event, events.Compile):
+    if isinstance(event, loopevents.Compile):
         return Call("compile", base, line, code,
                     {"steps_per_execution": event.steps_per_execution})
     return None

@@ -36,6 +36,7 @@ SHARED_MODULES = (
     "gpudiag.fixes", "gpudiag.fixes.lines", "gpudiag.fixes.parallel_map",
     "gpudiag.fixes.prefetch", "gpudiag.fixes.steps_per_execution",
     "gpudiag.layout", "gpudiag.layout.cluster", "gpudiag.layout.diff", "gpudiag.layout.events",
+    "gpudiag.layout.loopevents",
     "gpudiag.layout.names",
     "gpudiag.layout.run", "gpudiag.layout.trial", "gpudiag.layout.units",
     "gpudiag.layout.views",

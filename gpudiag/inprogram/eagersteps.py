@@ -25,7 +25,7 @@ from gpudiag.inprogram.agent import caller_frame, patch
 from gpudiag.inprogram.config import UNBUFFERED_FIRST_STEPS
 from gpudiag.inprogram.recorder import StepBuffer
 from gpudiag.inprogram.usercode import is_user_file
-from gpudiag.layout import events
+from gpudiag.layout import loopevents
 
 if TYPE_CHECKING:
     from gpudiag.inprogram.agent import Agent
@@ -44,7 +44,7 @@ class EagerSource:
         self.buffer = StepBuffer(agent.emit, "eager_steps", agent.config.flush_interval_s,
                                  UNBUFFERED_FIRST_STEPS, None, step=self.name)
         module = code.co_name == "<module>"
-        agent.emit(events.EagerLoop(step=self.name, file=code.co_filename, line=line,
+        agent.emit(loopevents.EagerLoop(step=self.name, file=code.co_filename, line=line,
                                     def_line=None if module else code.co_firstlineno,
                                     code=linecache.getline(code.co_filename, line).strip()))
         agent.on_exit(self.at_exit)

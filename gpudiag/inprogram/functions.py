@@ -30,7 +30,7 @@ from gpudiag.inprogram.config import UNBUFFERED_FIRST_STEPS
 from gpudiag.inprogram.recorder import StepBuffer
 from gpudiag.inprogram.tfhooks import record_devices
 from gpudiag.inprogram.usercode import is_user_file
-from gpudiag.layout import events
+from gpudiag.layout import events, loopevents
 
 if TYPE_CHECKING:
     from gpudiag.inprogram.agent import Agent
@@ -198,7 +198,7 @@ class StepSource:
         was, self.last_args = self.last_args, now
         if index == 0 or self.traces > MAX_TRACE_EVENTS:
             return
-        self.agent.emit(events.Trace(
+        self.agent.emit(loopevents.Trace(
             function=self.name, call=index, traces=self.traces, trace_s=times[0],
             call_s=times[1],
             changed=[] if was is None or new_object else tracing.changed(was, now),
@@ -243,7 +243,7 @@ class StepSource:
                            "pinned_total": len(pinned)})
             trainable += list(cf.trainable_variables)
         self.variables = weights.track(trainable)
-        self.agent.emit(events.Function(function=self.name, file=self.file, line=self.line,
+        self.agent.emit(loopevents.Function(function=self.name, file=self.file, line=self.line,
                         graphs=graphs, trainable_variables=len(self.variables),
                         trainable_bytes_by_device=weights.bytes_by_device(trainable),
                         cross_entropy=cross_entropy,
@@ -263,8 +263,8 @@ class StepSource:
         self.buffer.flush()
         if self.last_loss is not None:  # the last call's loss, read once the program is done
             index, loss = self.last_loss
-            self.agent.emit(events.FunctionSteps(function=self.name,
-                            rows=(events.FunctionRow(i=index, loss=float(loss.numpy())),)))
+            self.agent.emit(loopevents.FunctionSteps(function=self.name,
+                            rows=(loopevents.FunctionRow(i=index, loss=float(loss.numpy())),)))
         self._weights("exit")
 
 

@@ -12,7 +12,7 @@ rows have no wait: the step series cannot split fit's input wait.
 around it): prefetch cannot hide that part. Once per process, at the FLOOR_AT-th timed
 ``next``, that floor is measured on the batch the program just received: a dataset of
 that one element, repeated and prefetched (its buffer full), read FLOOR_CALLS times (about 15 ms in
-all); the median call is the floor (events.InputFloor). Its seconds are kept off the wait clock.
+all); the median call is the floor (loopevents.InputFloor). Its seconds are kept off the wait clock.
 """
 
 from __future__ import annotations
@@ -58,10 +58,10 @@ def measure_floor(element: Any) -> dict[str, Any]:
 
 
 def _floor(agent: Any, element: Any) -> None:
-    from gpudiag.layout import events
+    from gpudiag.layout import loopevents
 
     found = measure_floor(element)
-    agent.emit(events.InputFloor(floor_s=found["floor_s"], p10_s=found["p10_s"],
+    agent.emit(loopevents.InputFloor(floor_s=found["floor_s"], p10_s=found["p10_s"],
                                  calls=found["calls"]))
 
 

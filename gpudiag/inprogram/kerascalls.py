@@ -30,7 +30,7 @@ from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 from gpudiag.inprogram.agent import caller_frame, drop_own_frames, patch
-from gpudiag.layout import events
+from gpudiag.layout import loopevents
 
 if TYPE_CHECKING:
     from gpudiag.inprogram.agent import Agent
@@ -171,7 +171,7 @@ class CallTimes:
             sites = [s.to_dict() for s in self.sites.values()]
             rss = [list(p) for p in self.rss]
         if sites:
-            self.agent.emit(events.KerasCalls(sites=sites, left_out_calls=self.left_out,
+            self.agent.emit(loopevents.KerasCalls(sites=sites, left_out_calls=self.left_out,
                                               first_call_t_unix_s=self.first_t,
                                               rss_after_calls=rss))
 

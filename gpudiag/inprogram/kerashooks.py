@@ -31,7 +31,7 @@ from gpudiag.inprogram import callbacktimes, lossfacts, trial, weights
 from gpudiag.inprogram.agent import caller_frame, drop_own_frames, patch
 from gpudiag.inprogram.config import UNBUFFERED_FIRST_STEPS
 from gpudiag.inprogram.recorder import StepBuffer
-from gpudiag.layout import events
+from gpudiag.layout import events, loopevents
 
 if TYPE_CHECKING:
     from gpudiag.inprogram.agent import Agent
@@ -100,7 +100,7 @@ def _guarded(agent: Agent, method: Callable[..., None]) -> Callable[..., None]:
 
 
 def _model_facts(model: Any, data: dict[str, Any] | None = None) -> dict[str, Any]:
-    """What the fit_begin event says of the model (gpudiag.layout.events.FitBegin), and of
+    """What the fit_begin event says of the model (gpudiag.layout.loopevents.FitBegin), and of
     what its loss is given (``data``: lossfacts.fit_data)."""
     # which model: fits of the same one are one training run (run.learning)
     facts: dict[str, Any] = {"model": type(model).__name__, "model_id": id(model)}
@@ -151,7 +151,7 @@ def _fingerprint(agent: Agent, recorder: Any, phase: str) -> None:
 def _callback_times(agent: Agent, timed: list[callbacktimes.Timed], epoch: int | None) -> None:
     """The program's callbacks' times so far in this fit (cumulative)."""
     if timed:
-        agent.emit(events.CallbackTimes(epoch=epoch, callbacks=[t.to_dict() for t in timed]))
+        agent.emit(loopevents.CallbackTimes(epoch=epoch, callbacks=[t.to_dict() for t in timed]))
 
 
 def make_callback_class(agent: Agent, keras: ModuleType) -> type:  # noqa: C901  its class's small methods, summed
@@ -186,8 +186,8 @@ def make_callback_class(agent: Agent, keras: ModuleType) -> type:  # noqa: C901 
             # ops are placed as before (a notebook calling fit once an epoch opens it once)
             self.buffer.window_key = ("fit", id(self.model))
             record_devices("fit")
-            agent.emit(events.FitBegin(params=dict(self.params or {}), batch_size=self.batch_size,
-                       examples=self.examples, **_model_facts(self.model, self.data)))
+            agent.emit(loopevents.FitBegin(params=dict(self.params or {}), **_model_facts(
+                self.model, self.data), batch_size=self.batch_size, examples=self.examples))
             self._fingerprint("begin")
 
         def on_epoch_begin(self, epoch: int, logs: Any = None) -> None:
@@ -221,14 +221,14 @@ def make_callback_class(agent: Agent, keras: ModuleType) -> type:  # noqa: C901 
             self._end_step()
             self.buffer.flush()
             _callback_times(agent, self.timed, epoch)
-            agent.emit(events.FitEpoch(logs=_plain_logs(logs)))
+            agent.emit(loopevents.FitEpoch(logs=_plain_logs(logs)))
 
         def on_train_end(self, logs: Any = None) -> None:
             self._end_step()
             self.buffer.flush()
             self._fingerprint("end")
             _callback_times(agent, self.timed, None)
-            agent.emit(events.FitEnd(iterations=_iterations(self.model)))
+            agent.emit(loopevents.FitEnd(iterations=_iterations(self.model)))
 
     for name, method in list(vars(GpudiagFitRecorder).items()):  # every Keras hook it has
         if name.startswith("on_"):
@@ -374,7 +374,7 @@ def install_compile(agent: Agent, model_cls: Any) -> None:
         bound.apply_defaults()
         given = bound.arguments
         steps = given.get("steps_per_execution")
-        agent.emit(events.Compile(
+        agent.emit(loopevents.Compile(
             model=type(model).__name__, model_id=id(model),
             steps_per_execution=steps if isinstance(steps, int) else None,
             jit_compile=repr(given.get("jit_compile")),

@@ -150,7 +150,7 @@ def fit_data(args: tuple[Any, ...], kwargs: dict[str, Any], caller: Any) -> dict
 
 
 def begin_facts(model: Any, data: dict[str, Any] | None) -> dict[str, Any]:
-    """The fit_begin event's fields of this module (gpudiag.layout.events.FitBegin)."""
+    """The fit_begin event's fields of this module (gpudiag.layout.loopevents.FitBegin)."""
     data = data or {}
     try:
         setup = model_facts(model)

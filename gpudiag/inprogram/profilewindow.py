@@ -31,7 +31,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
-from gpudiag.layout import events, run_tb_name
+from gpudiag.layout import events, loopevents, run_tb_name
 
 if TYPE_CHECKING:
     from gpudiag.inprogram.agent import Agent
@@ -147,7 +147,7 @@ class ProfileWindow:
             cores = len(os.sched_getaffinity(0))
         except (AttributeError, OSError):
             cores = os.cpu_count() or 1
-        self.agent.emit(events.CpuUse(source=getattr(self.owner, "label", None),
+        self.agent.emit(loopevents.CpuUse(source=getattr(self.owner, "label", None),
                                       steps=self._cpu_steps,
                                       cpu_s=cpu1 - cpu0, wall_s=wall1 - wall0,
                                       cores=cores))

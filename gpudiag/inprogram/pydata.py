@@ -7,7 +7,7 @@ over a Python generator of its own (``PyDatasetAdapter._get_iterator``;
 ``GeneratorDataAdapter.generator``): that generator is wrapped so each batch it yields is
 timed (wall and CPU clocks, on tf.data's thread that runs it); with thread workers, each
 ``__getitem__`` they run (the module's ``get_index``) has its CPU time taken (the GIL's
-waits are not CPU). At the process's exit one events.PyDataInput per data class sums them
+waits are not CPU). At the process's exit one loopevents.PyDataInput per data class sums them
 up with the class's workers, use_multiprocessing and max_queue_size. A worker process's
 ``__getitem__`` runs in that process and is not timed; tf_keras (Keras 2) is not hooked.
 """
@@ -66,10 +66,10 @@ class Timed:
             self.cpu.append(cpu_s)
 
     def event(self) -> Any:
-        from gpudiag.layout import events
+        from gpudiag.layout import loopevents
 
         times = sorted(self.times)
-        return events.PyDataInput(
+        return loopevents.PyDataInput(
             source=self.kind, class_name=self.class_name, workers=self.workers
             if isinstance(self.workers, int) else None,
             use_multiprocessing=self.multiprocessing

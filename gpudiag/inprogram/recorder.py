@@ -25,7 +25,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from gpudiag.layout import events, run_events_name
+from gpudiag.layout import events, loopevents, run_events_name
 
 
 class Recorder:
@@ -202,7 +202,7 @@ class StepBuffer:
                     self.resolve(row)
                 except Exception:
                     row.pop("loss", None)
-        self.emit(events.steps_event(self.kind, rows, self.fields))
+        self.emit(loopevents.steps_event(self.kind, rows, self.fields))
 
     def _bounded(self, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
         keep = max(0, self.aggregate_after - self.written)

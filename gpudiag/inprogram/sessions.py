@@ -31,7 +31,7 @@ from gpudiag.inprogram.agent import patch
 from gpudiag.inprogram.config import UNBUFFERED_FIRST_STEPS
 from gpudiag.inprogram.recorder import StepBuffer
 from gpudiag.inprogram.tfhooks import caller, record_devices
-from gpudiag.layout import events
+from gpudiag.layout import loopevents
 from gpudiag.readers.traces import union_s
 
 if TYPE_CHECKING:
@@ -237,7 +237,7 @@ def _wrap_init(agent: Agent, hooks: SessionHooks, original_init: Any) -> Any:
         try:
             hooks.sessions += 1
             summary = config_summary(config)
-            agent.emit(events.Session(target=str(target), config=summary,
+            agent.emit(loopevents.Session(target=str(target), config=summary,
                        caller=caller()))
             if summary and summary["log_device_placement"]:
                 from gpudiag.layout import RUN_MARK_PLACEMENT_ASKED
@@ -325,5 +325,5 @@ def _record_run(agent: Agent, group: RunGroup, graph: Any, index: int,
             row["global_step"] = int(flat[group.global_step_at])
     group.buffer.add(row)
     if traced_metadata is not None:
-        agent.emit(events.StepStats(group=group.label, call=index,
+        agent.emit(loopevents.StepStats(group=group.label, call=index,
                    **summarize_step_stats(traced_metadata, graph)))

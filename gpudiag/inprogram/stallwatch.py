@@ -50,7 +50,7 @@ from collections import deque
 from typing import TYPE_CHECKING, Any
 
 from gpudiag.inprogram.usercode import is_user_file
-from gpudiag.layout import events
+from gpudiag.layout import loopevents
 
 if TYPE_CHECKING:
     from types import FrameType
@@ -213,7 +213,7 @@ class StallWatch:
         self.since = "step"
         if self.stalled_since is not None:
             since, self.stalled_since = self.stalled_since, None
-            self.agent.emit(events.StallEnd(after_s=round(now - since, 3)))
+            self.agent.emit(loopevents.StallEnd(after_s=round(now - since, 3)))
 
     def arm(self) -> None:
         """The program joined a multi-worker cluster: from now on a step is due."""
@@ -264,7 +264,7 @@ class StallWatch:
         threads = [{"name": names.get(ident, str(ident)), "stepping": ident == stepping,
                     "frames": frames} for ident, frames in stacks.items()]
         buffer = self.last_loop
-        self.agent.emit(events.Stall(waited_s=round(waited, 3), timeout_s=round(limit, 3),
+        self.agent.emit(loopevents.Stall(waited_s=round(waited, 3), timeout_s=round(limit, 3),
                         steps=self.steps, loop=getattr(buffer, "fields", None),
                         loop_kind=getattr(buffer, "kind", None),
                         median_period_s=statistics.median(self.periods) if self.periods

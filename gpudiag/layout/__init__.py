@@ -1,13 +1,13 @@
 """The format contract: what gpudiag writes on disk, and under which names.
 
 This module holds the run directory's names; run.py `gpudiag run`'s, events.py the event
-protocol of `gpudiag run`'s events-<pid>.jsonl (a typed record per kind, its encoder and
-decoder), cluster.py the clusters', views.py the TensorBoard views' tags and HParams,
-diff.py `gpudiag diff`'s record (report.json's data.diff), trial.py `gpudiag try`'s
-run directory (the baseline's and each trial's runs), names.py Indexed (a name with
-one slot), families.py the finding families (report.json's finding ids, the question each
-answers), evidence.py their typed evidence records, units.py how durations and shares are
-written and the intervals' level.
+protocol of `gpudiag run`'s events-<pid>.jsonl (a typed record per kind and its encoder;
+loopevents.py the training loops' kinds, eventdecode.py its decoder), cluster.py the
+clusters', views.py the TensorBoard views' tags and HParams, diff.py `gpudiag diff`'s
+record (report.json's data.diff), trial.py `gpudiag try`'s run directory (the baseline's
+and each trial's runs), names.py Indexed (a name with one slot), families.py the finding
+families (report.json's finding ids, the question each answers), evidence.py their typed
+evidence records, units.py how durations and shares are written and the intervals' level.
 
 Every name a writer puts on disk and a reader looks up (run-directory and file names,
 TensorBoard runs and tags, the progress lines a child prints) is defined here once;

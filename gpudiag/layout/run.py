@@ -15,7 +15,7 @@ from pathlib import Path
 #     children/program/events-<pid>.jsonl  what the hooks saw in one Python process of the
 #                                        program: one JSON object per line, appended as it
 #                                        happens, each one of the event records of
-#                                        gpudiag/layout/events.py (its encoder and decoder)
+#                                        layout/events.py, layout/loopevents.py
 #     children/program/faults-<pid>.txt  faulthandler's Python stack of a fatal signal
 #                                        (SIGSEGV ...), when there was one
 #     program-<pid>/                     TensorBoard run of one TensorFlow process: its

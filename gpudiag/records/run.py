@@ -261,7 +261,7 @@ class ProcessObservation:
     placement_log: bool = False  # gpudiag's placement window was set up in this process
     # the placement window's exports: {"eager": bool, "nodes": [[name, op, device] ...]}
     placed_graphs: list[dict[str, Any]] = field(default_factory=list)
-    # stall events (gpudiag.inprogram.stallwatch; gpudiag.layout.events.Stall's fields),
+    # stall events (gpudiag.inprogram.stallwatch; gpudiag.layout.loopevents.Stall's fields),
     # each with ``ended_after_s`` once steps came
     stalls: list[dict[str, Any]] = field(default_factory=list)
     # gpudiag's placement windows: {window, opened_by, closed_by, graphs, nodes_left_out}

@@ -36,8 +36,9 @@ from gpudiag.run.stderrscan import StderrScan
 from gpudiag.session import RunSession
 from gpudiag.verdicts import allreduce, bottleneck, gpu_fill
 from gpudiag.verdicts import gpu_use as gpu_verdicts
+from gpudiag.verdicts.run import crash as run_crash
 from gpudiag.verdicts.run import gpu_idle as run_gpu_idle
-from gpudiag.verdicts.run import hostcauses
+from gpudiag.verdicts.run import hostcauses, memory_config
 from gpudiag.verdicts.run import kerascalls as run_kerascalls
 from gpudiag.verdicts.run import live as run_live
 from gpudiag.verdicts.run import loss_setup as run_loss_setup
@@ -226,8 +227,8 @@ def _process_findings(session: RunSession, seen: RunSeen, obs: ProcessObservatio
         add(found)
     add(run_live.stall(obs, proc, log))
     add(run_live.finite_loss(obs, proc))
-    add(run_progress.memory(obs, nvml_gpus, proc))
-    config = run_progress.session_config(obs, proc)
+    add(memory_config.memory(obs, nvml_gpus, proc))
+    config = memory_config.session_config(obs, proc)
     if config is not None:
         add(config)
     precision = run_precision.precision(obs, proc)
@@ -348,7 +349,7 @@ def report(session: RunSession, argv: list[str], outcome: Outcome, options: RunO
                                         if overridden else None, "",
                                         catalogue.bfc.out_of_memory(stderr.splitlines())))
     if observations:
-        session.add(run_progress.crash(observations, outcome.returncode,
+        session.add(run_crash.crash(observations, outcome.returncode,
                                        outcome.interrupted, stderr.splitlines()))
     task_reports = tasks.task_reports(tf_procs, stderr, tasks.RunEnd(
         session.run_dir, outcome.returncode, outcome.interrupted,

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import re
 
-from gpudiag.layout import events as ev
+from gpudiag.layout import loopevents as lev
 
 _CATEGORICAL = re.compile(r"categorical_?crossentropy", re.IGNORECASE)
 _BINARY = re.compile(r"binary_?crossentropy", re.IGNORECASE)
@@ -39,7 +39,7 @@ def fit_classes(output_width: int | None, loss: str | None) -> tuple[int | None,
     return None, f"the loss {loss[:60]} is not a cross-entropy over classes"
 
 
-def function_classes(function: ev.Function | None) -> tuple[int | None, str]:
+def function_classes(function: lev.Function | None) -> tuple[int | None, str]:
     """(classes, where from) for a step tf.function's ``function`` event."""
     if function is None:
         return None, "the step function's graph was not recorded"

@@ -2,9 +2,9 @@
 TensorFlow).
 
 One file per process (children/program/events-<pid>.jsonl), every line decoded by
-gpudiag.layout.events (the only reader of the format). A file whose last line was cut
+gpudiag.layout.eventdecode (the only reader of the format). A file whose last line was cut
 short (the process was killed while writing it) loses only that line; a line that is not
-JSON, no event, or holds a field of another shape (gpudiag.layout.events.check), is
+JSON, no event, or holds a field of another shape (gpudiag.layout.eventdecode.check), is
 skipped, counted and named (:class:`Unreadable`), and so is an event whose handler fails:
 one bad line costs that line, never the run's report. Each event goes to its kind's handler
 (:data:`HANDLERS`) into a gpudiag.run.runstate.ProcessState: gpudiag.run.live applies each
@@ -20,7 +20,9 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from gpudiag.layout import RUN_EVENTS_PREFIX, RUN_EVENTS_SUFFIX, run_faults_name
+from gpudiag.layout import eventdecode as evd
 from gpudiag.layout import events as ev
+from gpudiag.layout import loopevents as lev
 from gpudiag.readers.placementlog import short_device
 from gpudiag.records import run as rec
 from gpudiag.run import classcount, observation, runstate
@@ -68,11 +70,11 @@ def _apply(state: ProcessState, recorded: ev.Recorded) -> None:
 # news for the live view), or each one is kept in order (EACH); the state's attribute that
 # holds them
 LATEST: dict[type[ev.Event], str] = {
-    ev.TfImport: "tf_import", ev.KerasImport: "keras", ev.InputFloor: "input_floor",
-    ev.CpuUse: "cpu_use", ev.KerasCalls: "keras_calls"}  # keras_calls: cumulative
+    ev.TfImport: "tf_import", ev.KerasImport: "keras", lev.InputFloor: "input_floor",
+    lev.CpuUse: "cpu_use", lev.KerasCalls: "keras_calls"}  # keras_calls: cumulative
 NEWS: dict[type[ev.Event], str] = {ev.Process: "process", ev.Exit: "exit"}
 EACH: dict[type[ev.Event], str] = {
-    ev.Compile: "compiles", ev.PyDataInput: "py_inputs", ev.Session: "sessions",
+    lev.Compile: "compiles", lev.PyDataInput: "py_inputs", lev.Session: "sessions",
     ev.Unknown: "unknown"}
 
 
@@ -147,8 +149,8 @@ def _placement_log_asked(s: ProcessState, e: ev.PlacementLogAsked, t: float | No
 
 
 # ------------------------------------------------------------------------ the loops
-@on(ev.FitBegin)
-def _fit_begin(s: ProcessState, e: ev.FitBegin, t: float | None) -> None:
+@on(lev.FitBegin)
+def _fit_begin(s: ProcessState, e: lev.FitBegin, t: float | None) -> None:
     s.fits.append(runstate.FitRun(e))
     loop = s.loop("fit", "", series_label("fit", None))
     loop.batch_size = e.batch_size
@@ -158,35 +160,35 @@ def _fit_begin(s: ProcessState, e: ev.FitBegin, t: float | None) -> None:
     loop.fit_batches.clear()
 
 
-@on(ev.FitSteps)
-def _fit_steps(s: ProcessState, e: ev.FitSteps, t: float | None) -> None:
+@on(lev.FitSteps)
+def _fit_steps(s: ProcessState, e: lev.FitSteps, t: float | None) -> None:
     if s.fits:
         s.fits[-1].rows += e.rows
     loop = s.loop("fit", "", series_label("fit", None))
     s.stepped(loop, runstate.fit_steps(e.rows, loop.fit_batches))
 
 
-@on(ev.FitEpoch)
-def _fit_epoch(s: ProcessState, e: ev.FitEpoch, t: float | None) -> None:
+@on(lev.FitEpoch)
+def _fit_epoch(s: ProcessState, e: lev.FitEpoch, t: float | None) -> None:
     if s.fits:
         s.fits[-1].epochs.append(e.logs)
 
 
-@on(ev.FitEnd)
-def _fit_end(s: ProcessState, e: ev.FitEnd, t: float | None) -> None:
+@on(lev.FitEnd)
+def _fit_end(s: ProcessState, e: lev.FitEnd, t: float | None) -> None:
     if s.fits and e.iterations is not None:
         s.fits[-1].iterations = e.iterations
 
 
-@on(ev.FunctionSteps)
-def _function_steps(s: ProcessState, e: ev.FunctionSteps, t: float | None) -> None:
+@on(lev.FunctionSteps)
+def _function_steps(s: ProcessState, e: lev.FunctionSteps, t: float | None) -> None:
     s.function_rows.setdefault(e.function, []).extend(e.rows)
     loop = s.loop("function", e.function, series_label("function", e.function))
     s.stepped(loop, runstate.function_steps(e.rows))
 
 
-@on(ev.Function)
-def _function(s: ProcessState, e: ev.Function, t: float | None) -> None:
+@on(lev.Function)
+def _function(s: ProcessState, e: lev.Function, t: float | None) -> None:
     if e.function in s.functions:
         return
     s.functions[e.function] = e
@@ -197,31 +199,31 @@ def _function(s: ProcessState, e: ev.Function, t: float | None) -> None:
     loop.classes = classcount.function_classes(e)
 
 
-@on(ev.Trace)
-def _trace(s: ProcessState, e: ev.Trace, t: float | None) -> None:
+@on(lev.Trace)
+def _trace(s: ProcessState, e: lev.Trace, t: float | None) -> None:
     s.traces.setdefault(e.function, []).append(e)
 
 
-@on(ev.EagerLoop)
-def _eager_loop(s: ProcessState, e: ev.EagerLoop, t: float | None) -> None:
+@on(lev.EagerLoop)
+def _eager_loop(s: ProcessState, e: lev.EagerLoop, t: float | None) -> None:
     s.eager.setdefault(e.step, e)
     s.loop("eager", e.step, series_label("eager", e.step))
 
 
-@on(ev.EagerSteps)
-def _eager_steps(s: ProcessState, e: ev.EagerSteps, t: float | None) -> None:
+@on(lev.EagerSteps)
+def _eager_steps(s: ProcessState, e: lev.EagerSteps, t: float | None) -> None:
     s.eager_rows.setdefault(e.step, []).extend(e.rows)
     s.stepped(s.loop("eager", e.step, series_label("eager", e.step)), runstate.eager_steps(e.rows))
 
 
-@on(ev.CallbackTimes)
-def _callback_times(s: ProcessState, e: ev.CallbackTimes, t: float | None) -> None:
+@on(lev.CallbackTimes)
+def _callback_times(s: ProcessState, e: lev.CallbackTimes, t: float | None) -> None:
     if s.fits:  # cumulative over the fit: the latest stands
         s.fits[-1].callbacks = [{**c, "epoch": e.epoch} for c in e.callbacks]
 
 
-@on(ev.SessionSteps)
-def _session_steps(s: ProcessState, e: ev.SessionSteps, t: float | None) -> None:
+@on(lev.SessionSteps)
+def _session_steps(s: ProcessState, e: lev.SessionSteps, t: float | None) -> None:
     fetches, rows = s.groups.setdefault(e.group, (list(e.fetches), []))
     rows += e.rows
     loop = s.loop("session", str(e.group), series_label("session", e.group, fetches))
@@ -233,8 +235,8 @@ def _weights(s: ProcessState, e: ev.Weights, t: float | None) -> None:
     s.weights.setdefault(e.source, []).append(e)
 
 
-@on(ev.Stall)
-def _stall(s: ProcessState, e: ev.Stall, t: float | None) -> None:
+@on(lev.Stall)
+def _stall(s: ProcessState, e: lev.Stall, t: float | None) -> None:
     s.stalls.append({
         "t": t, "waited_s": e.waited_s, "timeout_s": e.timeout_s, "steps": e.steps,
         "loop": e.loop, "loop_kind": e.loop_kind, "median_period_s": e.median_period_s,
@@ -242,8 +244,8 @@ def _stall(s: ProcessState, e: ev.Stall, t: float | None) -> None:
     s.news.append((t, e))
 
 
-@on(ev.StallEnd)
-def _stall_end(s: ProcessState, e: ev.StallEnd, t: float | None) -> None:
+@on(lev.StallEnd)
+def _stall_end(s: ProcessState, e: lev.StallEnd, t: float | None) -> None:
     if s.stalls:
         s.stalls[-1]["ended_after_s"] = e.after_s
     s.news.append((t, e))
@@ -267,8 +269,8 @@ def _placement(s: ProcessState, e: ev.Placement, t: float | None) -> None:
     window.update(closed_by=e.reason, graphs=len(graphs), nodes_left_out=e.nodes_left_out)
 
 
-@on(ev.StepStats)
-def _step_stats(s: ProcessState, e: ev.StepStats, t: float | None) -> None:
+@on(lev.StepStats)
+def _step_stats(s: ProcessState, e: lev.StepStats, t: float | None) -> None:
     s.step_stats.append(rec.StepStats(e.group, e.devices, e.pinned, e.node_devices, e.call))
 
 
@@ -367,8 +369,8 @@ def read_events(events_dir: Path) -> tuple[dict[int, list[ev.Recorded]], Unreada
         *lines, last = data.split(b"\n")  # the last: empty, or a line cut short
         bad.cut += bool(last.strip())
         for n, line in enumerate(lines, 1):
-            found = ev.check_line(line)
-            if isinstance(found, ev.BadLine):
+            found = evd.check_line(line)
+            if isinstance(found, evd.BadLine):
                 bad.add(f"{path.name} line {n}", found.reason)
                 continue
             bad.seen(found)
@@ -406,8 +408,8 @@ class Follower:
             follow.offset += len(data)
             *lines, follow.pending = (follow.pending + data).split(b"\n")
             for line in lines:
-                found = ev.check_line(line)
-                if isinstance(found, ev.BadLine):
+                found = evd.check_line(line)
+                if isinstance(found, evd.BadLine):
                     self.bad_lines.add(path.name, found.reason)
                     continue
                 self.bad_lines.seen(found)

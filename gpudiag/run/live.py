@@ -40,6 +40,7 @@ from typing import Any
 from gpudiag import nvml
 from gpudiag.layout import RUN_STDERR, TAG_RUN_LIVE, loop_prefix, run_tb_name
 from gpudiag.layout import events as ev
+from gpudiag.layout import loopevents as lev
 from gpudiag.records.run import Step, StepSeries
 from gpudiag.run import peers, tbwrite
 from gpudiag.run.events import Follower
@@ -302,11 +303,11 @@ class Live:
         for t, event in state.news:
             if isinstance(event, ev.ClusterJoin):
                 self.board.join(pid, event)
-            elif isinstance(event, ev.Stall) and state.stalls:
+            elif isinstance(event, lev.Stall) and state.stalls:
                 self.board.stall(pid, state.stalls[-1])
                 self._tell(pid, t, f"stalled: {describe_stall(state.stalls[-1])}"
                            + self.board.clause_for_stall(pid))
-            elif isinstance(event, ev.StallEnd):
+            elif isinstance(event, lev.StallEnd):
                 self.board.stall_end(pid, event.after_s)
                 self._tell(pid, t, f"steps again after a stall of {event.after_s:.1f} s")
 

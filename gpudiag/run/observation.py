@@ -8,6 +8,7 @@ import re
 from typing import Any
 
 from gpudiag.layout import events as ev
+from gpudiag.layout import loopevents as lev
 from gpudiag.readers.placementlog import short_device
 from gpudiag.records.run import (
     ClusterJoin,
@@ -50,7 +51,7 @@ def devices(e: ev.Devices | None, joins: list[ClusterJoin]) -> DeviceSnapshot | 
                           e.soft_placement, e.cuda_build, remote, e.env)
 
 
-def _compile_of(begin: ev.FitBegin, compiles: list[ev.Compile]) -> dict[str, Any] | None:
+def _compile_of(begin: lev.FitBegin, compiles: list[lev.Compile]) -> dict[str, Any] | None:
     """The latest compile of the fitted model (by its id), as plain data."""
     mine = [c for c in compiles if c.model_id == begin.model_id] if begin.model_id else []
     if not mine:
@@ -60,8 +61,8 @@ def _compile_of(begin: ev.FitBegin, compiles: list[ev.Compile]) -> dict[str, Any
             "jit_compile": c.jit_compile, "run_eagerly": c.run_eagerly, "caller": c.caller}
 
 
-def _fit_series(begin: ev.FitBegin, fit: FitRun, label: str,
-                compiles: list[ev.Compile]) -> StepSeries:
+def _fit_series(begin: lev.FitBegin, fit: FitRun, label: str,
+                compiles: list[lev.Compile]) -> StepSeries:
     facts = {"model": begin.model, "model_id": begin.model_id, "loss": begin.loss,
              "optimizer": begin.optimizer, "learning_rate": begin.learning_rate,
              "strategy": begin.strategy, "replicas": begin.replicas,
@@ -80,14 +81,14 @@ def _fit_series(begin: ev.FitBegin, fit: FitRun, label: str,
                       fit.epochs)
 
 
-def _traces(traces: list[ev.Trace]) -> list[dict[str, Any]]:
+def _traces(traces: list[lev.Trace]) -> list[dict[str, Any]]:
     return [{"call": t.call, "traces": t.traces, "trace_s": t.trace_s, "call_s": t.call_s,
              "changed": t.changed, "new_object": t.new_object, "created_at": t.created_at,
              "called_at": t.called_at} for t in traces]
 
 
-def _function_series(name: str, function: ev.Function | None,
-                     rows: list[ev.FunctionRow], traces: list[ev.Trace]) -> StepSeries:
+def _function_series(name: str, function: lev.Function | None,
+                     rows: list[lev.FunctionRow], traces: list[lev.Trace]) -> StepSeries:
     classes, source = classcount.function_classes(function)
     facts: dict[str, Any] = {"classes_from": source, "file": None, "line": None,
                              "called_at": None, "trainable_bytes_by_device": None,
@@ -101,7 +102,7 @@ def _function_series(name: str, function: ev.Function | None,
                       num_classes=classes, facts=facts)
 
 
-def _session_series(index: int, fetches: list[str], rows: list[ev.SessionRow]) -> StepSeries:
+def _session_series(index: int, fetches: list[str], rows: list[lev.SessionRow]) -> StepSeries:
     gsteps = [r.global_step for r in rows if r.global_step is not None]
     facts: dict[str, Any] = {"fetches": fetches}
     if gsteps:  # the graph's global step, fetched by this group's runs
@@ -110,22 +111,22 @@ def _session_series(index: int, fetches: list[str], rows: list[ev.SessionRow]) -
                       session_steps(rows), facts=facts)
 
 
-def _eager_series(name: str, loop: ev.EagerLoop | None,
-                  rows: list[ev.FunctionRow]) -> StepSeries:
+def _eager_series(name: str, loop: lev.EagerLoop | None,
+                  rows: list[lev.FunctionRow]) -> StepSeries:
     facts: dict[str, Any] = {} if loop is None else {
         "file": loop.file, "line": loop.line, "def_line": loop.def_line, "code": loop.code,
         "called_at": {"file": loop.file, "line": loop.line, "function": loop.step}}
     return StepSeries("eager", series_label("eager", name), eager_steps(rows), facts=facts)
 
 
-def _py_input(p: ev.PyDataInput) -> dict[str, Any]:
+def _py_input(p: lev.PyDataInput) -> dict[str, Any]:
     return {"source": p.source, "class": p.class_name, "workers": p.workers,
             "use_multiprocessing": p.use_multiprocessing, "max_queue_size": p.max_queue_size,
             "batches": p.batches, "total_s": p.total_s, "median_s": p.median_s,
             "p90_s": p.p90_s, "cpu_median_s": p.cpu_median_s, "cpu_where": p.cpu_where}
 
 
-def _floor(floor: ev.InputFloor | None) -> dict[str, Any] | None:
+def _floor(floor: lev.InputFloor | None) -> dict[str, Any] | None:
     return None if floor is None or floor.floor_s is None else {
         "floor_s": floor.floor_s, "p10_s": floor.p10_s, "calls": floor.calls}
 
@@ -153,14 +154,14 @@ def series(state: ProcessState) -> list[StepSeries]:
     return out
 
 
-def _cpu_use(use: ev.CpuUse | None, label: str) -> dict[str, Any] | None:
+def _cpu_use(use: lev.CpuUse | None, label: str) -> dict[str, Any] | None:
     if use is None or use.source != label or use.wall_s <= 0:
         return None
     return {"busy_cores": use.cpu_s / use.wall_s, "cores": use.cores, "steps": use.steps,
             "cpu_s": use.cpu_s, "wall_s": use.wall_s}
 
 
-def keras_calls(e: ev.KerasCalls | None) -> dict[str, Any]:
+def keras_calls(e: lev.KerasCalls | None) -> dict[str, Any]:
     """The program's Keras calls per site (the most time first), when the first started,
     the calls past the bound on sites."""
     if e is None:
@@ -200,7 +201,7 @@ def _imports(tf: ev.TfImport | None, keras: ev.KerasImport | None) -> dict[str, 
     return out
 
 
-def _sessions(sessions: list[ev.Session], end: ev.Exit | None) -> dict[str, Any]:
+def _sessions(sessions: list[lev.Session], end: ev.Exit | None) -> dict[str, Any]:
     return {"sessions": [s.config or {} for s in sessions],
             "session_calls": [{"target": s.target, "caller": s.caller} for s in sessions],
             "exited": end is not None, "hook_errors_counted": end.hook_errors if end else None,

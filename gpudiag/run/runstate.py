@@ -18,6 +18,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from gpudiag.layout import events as ev
+from gpudiag.layout import loopevents as lev
 from gpudiag.records.run import (
     ClusterJoin,
     ConfigCall,
@@ -50,7 +51,7 @@ def series_label(kind: str, name: object, fetches: Sequence[str] | None = None) 
     return "Model.fit"
 
 
-def _per_call(r: ev.FitRow, last_batch: dict[int | None, int]) -> int:
+def _per_call(r: lev.FitRow, last_batch: dict[int | None, int]) -> int:
     """Training steps one fit call ran: Keras calls ``on_train_batch_end`` with the last
     batch of a call of ``steps_per_execution`` steps, so a call ran the batches since the
     previous call's last of the same epoch (an epoch's first call: from batch 0); an
@@ -62,7 +63,7 @@ def _per_call(r: ev.FitRow, last_batch: dict[int | None, int]) -> int:
     return max(n, 1)
 
 
-def fit_steps(rows: Sequence[ev.FitRow],
+def fit_steps(rows: Sequence[lev.FitRow],
               last_batch: dict[int | None, int] | None = None) -> list[Step]:
     """Fit's rows as steps. ``last_batch`` (epoch -> the batch its previous call ended at)
     carries over between reads of the same fit's rows (the live thread reads them a few
@@ -78,9 +79,9 @@ def fit_steps(rows: Sequence[ev.FitRow],
     return steps
 
 
-def function_steps(rows: Sequence[ev.FunctionRow]) -> list[Step]:
+def function_steps(rows: Sequence[lev.FunctionRow]) -> list[Step]:
     """A row may come again for a call (its loss, read at the program's end): merged."""
-    merged: dict[int, ev.FunctionRow] = {}
+    merged: dict[int, lev.FunctionRow] = {}
     for r in rows:
         was = merged.get(r.i)
         merged[r.i] = r if was is None else replace(
@@ -93,12 +94,12 @@ def function_steps(rows: Sequence[ev.FunctionRow]) -> list[Step]:
             for _, r in sorted(merged.items())]
 
 
-def eager_steps(rows: Sequence[ev.FunctionRow]) -> list[Step]:
+def eager_steps(rows: Sequence[lev.FunctionRow]) -> list[Step]:
     """An eager step's rows: its start (the gradient call), the input it waited for."""
     return [Step(r.i, r.t0, r.dt, r.loss, count=r.n, wait_s=r.wait_s) for r in rows]
 
 
-def session_steps(rows: Sequence[ev.SessionRow]) -> list[Step]:
+def session_steps(rows: Sequence[lev.SessionRow]) -> list[Step]:
     return [Step(r.i, r.t0, r.dt, r.value, traced=r.traced, count=r.n) for r in rows]
 
 
@@ -168,8 +169,8 @@ class Loop:
 class FitRun:
     """One Model.fit call, from its fit_begin."""
 
-    begin: ev.FitBegin
-    rows: list[ev.FitRow] = field(default_factory=list)
+    begin: lev.FitBegin
+    rows: list[lev.FitRow] = field(default_factory=list)
     epochs: list[dict[str, Any]] = field(default_factory=list)
     iterations: int | None = None
     callbacks: list[dict[str, Any]] = field(default_factory=list)  # the latest times
@@ -189,15 +190,15 @@ class ProcessState:
     joins: list[ClusterJoin] = field(default_factory=list)
     placement_log_asked: str | None = None
     fits: list[FitRun] = field(default_factory=list)
-    function_rows: dict[str, list[ev.FunctionRow]] = field(default_factory=dict)
-    functions: dict[str, ev.Function] = field(default_factory=dict)
+    function_rows: dict[str, list[lev.FunctionRow]] = field(default_factory=dict)
+    functions: dict[str, lev.Function] = field(default_factory=dict)
     graphs: list[FunctionGraph] = field(default_factory=list)
-    groups: dict[int, tuple[list[str], list[ev.SessionRow]]] = field(default_factory=dict)
+    groups: dict[int, tuple[list[str], list[lev.SessionRow]]] = field(default_factory=dict)
     weights: dict[str, list[ev.Weights]] = field(default_factory=dict)
     stalls: list[dict[str, Any]] = field(default_factory=list)
     placement_windows: list[dict[str, Any]] = field(default_factory=list)
     placed: list[dict[str, Any]] = field(default_factory=list)
-    sessions: list[ev.Session] = field(default_factory=list)
+    sessions: list[lev.Session] = field(default_factory=list)
     step_stats: list[StepStats] = field(default_factory=list)
     datasets: list[DatasetCall] = field(default_factory=list)
     crash: CrashRecord | None = None
@@ -207,14 +208,14 @@ class ProcessState:
     py_warnings: list[PyWarning] = field(default_factory=list)
     hook_errors: list[dict[str, Any]] = field(default_factory=list)
     exit: ev.Exit | None = None
-    traces: dict[str, list[ev.Trace]] = field(default_factory=dict)  # retraces per function
-    eager: dict[str, ev.EagerLoop] = field(default_factory=dict)
-    eager_rows: dict[str, list[ev.FunctionRow]] = field(default_factory=dict)
-    compiles: list[ev.Compile] = field(default_factory=list)
-    input_floor: ev.InputFloor | None = None  # next()'s own cost on a full buffer
-    cpu_use: ev.CpuUse | None = None  # the cores kept busy in the steps after the window
-    py_inputs: list[ev.PyDataInput] = field(default_factory=list)  # Keras's Python data
-    keras_calls: ev.KerasCalls | None = None  # the program's Keras calls, per call site
+    traces: dict[str, list[lev.Trace]] = field(default_factory=dict)  # retraces per function
+    eager: dict[str, lev.EagerLoop] = field(default_factory=dict)
+    eager_rows: dict[str, list[lev.FunctionRow]] = field(default_factory=dict)
+    compiles: list[lev.Compile] = field(default_factory=list)
+    input_floor: lev.InputFloor | None = None  # next()'s own cost on a full buffer
+    cpu_use: lev.CpuUse | None = None  # the cores kept busy in the steps after the window
+    py_inputs: list[lev.PyDataInput] = field(default_factory=list)  # Keras's Python data
+    keras_calls: lev.KerasCalls | None = None  # the program's Keras calls, per call site
     events: int = 0
     first_t_unix_s: float | None = None
     last_t_unix_s: float | None = None

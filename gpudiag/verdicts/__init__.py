@@ -11,15 +11,17 @@
   towers beside mirrored, all-reduce bandwidth) and the thresholds they use.
 - ``scaling_bottleneck``: scaling's and the cluster's bottleneck per configuration, and
   where the speed-up over one device or worker went.
-- ``bottleneck``: why a step is slow (run, explain, scaling, cluster): the devices judged
-  and the finding; ``step_causes`` its causes, each cause's text and fix made together
-  (GPU-, copy-, input-, host-, launch-, communication-bound ...) with the program's facts
+- ``bottleneck``: why a step is slow (run, explain, scaling, cluster): the finding;
+  ``step_parts`` the devices judged and their mean step; ``step_causes`` its causes, each
+  cause's text and fix made together (GPU-, copy-, communication-bound ...; ``input_causes``
+  input-bound, ``call_causes`` host-, launch- and overhead-bound) with the program's facts
   (ProgramFacts); ``pipeline`` the fixes at the program's tf.data lines; ``gpu_fill``
   (NVML's utilization against GPM's SM utilization) and ``allreduce`` (gradient bytes,
   achieved bandwidth).
 - ``whatif``: the step time each bottleneck's fix should give (``evidence.predicted``).
-- ``diff``: `gpudiag diff A B` (step time with intervals, parts and bottleneck before and
-  after, predicted against measured), with ``stats`` (the median's and a ratio's
+- ``diff``: `gpudiag diff A B`, judged from ``diff_steptime`` (step time with intervals),
+  ``diff_bottleneck`` (parts and bottleneck before and after, predicted against measured)
+  and ``diff_learning`` (the loss at matched steps), with ``stats`` (the median's and a ratio's
   distribution-free intervals, also the benchmarks').
 - ``trial``: `gpudiag try` (each fix's measured B/A, its interval, the prediction).
 - ``cluster``: `scaling --workers` and `worker` (the cluster formed, every task worked).

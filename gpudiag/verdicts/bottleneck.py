@@ -5,8 +5,9 @@ Pure: gpudiag.readers.stepbreakdown.Breakdown (the profiled window's trace), and
 known of the program (gpudiag.verdicts.step_causes.ProgramFacts: its tf.data calls, the
 step loop, the replicas, NVML's samples) in; a Finding out. The causes, each with its
 text and its fix written together, and their thresholds are in
-gpudiag.verdicts.step_causes; this module judges the devices (the replicas, else those
-that ran kernels or ops), and says what no cause says: a trace whose GPUs recorded no
+gpudiag.verdicts.step_causes (and its families' input_causes and call_causes); the devices
+judged and their mean step in step_parts. This module judges the causes, predicts the
+first one's fix (whatif), and says what no cause says: a trace whose GPUs recorded no
 kernel (no bound claimed), and, when no part dominates, which parts are close.
 On a GPU with GPM (Hopper and later), a GPU NVML calls busy whose SMs mostly idle
 (gpudiag.verdicts.gpu_fill) is a cause too: a few small kernels.
@@ -15,86 +16,87 @@ On a GPU with GPM (Hopper and later), a GPU NVML calls busy whose SMs mostly idl
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Any
 
-from gpudiag.layout.evidence import STEP_PARTS
 from gpudiag.layout.units import duration
 from gpudiag.layout.units import share as pct
-from gpudiag.layout.units import share as units_share
 from gpudiag.readers.stepbreakdown import (
-    HOST_ROW,
-    PART_FIELDS,
     Breakdown,
     DeviceBreakdown,
     StepParts,
 )
 from gpudiag.report import Action, Finding
-from gpudiag.verdicts import allreduce, gpu_fill, stats, whatif
+from gpudiag.verdicts import (
+    allreduce,
+    call_causes,
+    gpu_fill,
+    input_causes,
+    stats,
+    step_causes,
+    whatif,
+)
+from gpudiag.verdicts.call_causes import loop_line, more_steps
 from gpudiag.verdicts.common import title
+from gpudiag.verdicts.input_causes import floor_note, input_share, window_missed
 from gpudiag.verdicts.pipeline import fixes as pipeline_fix_list
 from gpudiag.verdicts.pipeline import pipeline_fixes, python_ops, random_ops
 from gpudiag.verdicts.step_causes import (
     INPUT_MODERATE,
+    OVERHEAD_BOUND,
     THRESHOLDS,
     Cause,
     Judged,
     ProgramFacts,
-    _loop_line,
-    _more_steps,
     advice,
-    causes,
-    floor_note,
-    input_share,
     ms,
     order,
     small_kernels,
-    window_missed,
+)
+from gpudiag.verdicts.step_parts import (
+    PARTS,
+    mean_parts,
+    parts_seconds,
+    parts_text,
+    step_means,
+    working,
 )
 
-__all__ = ["PARTS", "ProgramFacts", "bottleneck", "eager", "mean_parts", "parts_seconds",
-           "parts_text", "pipeline_fixes", "working"]
+__all__ = ["ProgramFacts", "bottleneck", "eager", "pipeline_fixes"]
 
-PARTS = STEP_PARTS  # in the order they add up (declared once in gpudiag.layout.evidence)
 CLOSE = 0.10  # with no cause, the parts at or above this share are named as the close ones
 
 
-def working(b: Breakdown, replicas: Sequence[str] = ()) -> list[DeviceBreakdown]:
-    """The devices whose steps are judged: the strategy's replicas where the trace has
-    them, else those that ran kernels or ops (the row of ops the placement does not name
-    only when there is no other)."""
-    mine = [d for d in b.devices if d.steps and any(d.device.endswith(r) for r in replicas)]
-    placed = [d for d in b.devices if d.device != HOST_ROW]  # HOST_ROW: ops placed nowhere
-    rows = mine or [d for d in placed if d.steps and d.ran_kernels]
-    return rows or [d for d in placed if d.steps] or [d for d in b.devices if d.steps]
+#: A slow step's causes, each judged by its family's module (gpudiag.verdicts.step_causes
+#: the device's, input_causes the input's, call_causes the step call's).
+CAUSES: tuple[Callable[[Judged], Cause | None], ...] = (
+    input_causes.input_bound, step_causes.copy_bound, call_causes.host_bound,
+    step_causes.communication_bound, call_causes.launch_bound, step_causes.gpu_bound,
+    step_causes.straggler, step_causes.idle_gpus)
 
 
-def mean_parts(rows: Sequence[DeviceBreakdown]) -> StepParts | None:
-    means = [m for m in (d.mean() for d in rows) if m is not None]
-    if not means:
-        return None
-    n = len(means)
-
-    def avg(name: str) -> float:
-        return sum(getattr(m, name) for m in means) / n
-    return StepParts("mean", *(avg(f) for f in PART_FIELDS))
-
-
-def parts_text(m: StepParts) -> str:
-    copy = f"copy {pct(m.share(m.copy_s))}, " if m.copy_s > 0 else ""
-    text = (f"compute {pct(m.share(m.compute_s))}, {copy}input {pct(m.share(m.input_s))}, "
-            f"communication {pct(m.share(m.communication_s))}, host {pct(m.share(m.host_s))}")
-    if m.host_between_calls_s > 0:
-        text += f" (Python between step calls {pct(m.share(m.host_between_calls_s))})"
-    return text + f", idle {pct(m.share(m.idle_s))}"
-
-
-def parts_seconds(m: StepParts) -> dict[str, float]:
-    """A mean step's parts in seconds, the evidence's plain form (the picture's bars)."""
-    return {"period_s": m.period_s, **{f"{k}_s": getattr(m, f"{k}_s") for k in PARTS},
-            "host_between_calls_s": m.host_between_calls_s,
-            "host_call_edges_s": m.host_call_edges_s, "host_python_ops_s": m.host_python_ops_s}
+def causes(j: Judged) -> list[Cause]:
+    """Every cause above its threshold (or near it), in ``order``: clear ones first,
+    overhead-bound after the others (what is left when nothing else explains the step).
+    The step series' causes (retracing, callbacks: time inside the step with no op
+    running) take their share off overhead-bound's (a callback: its typical batch's share,
+    ``window_share``), which stays only when what is left is still over its threshold."""
+    found = [c for rule in CAUSES if (c := rule(j)) is not None]
+    if any(c.evidence.get("jit_compile") for c in found):
+        # the XLA step's per-call cause holds the Python between the calls: one fix
+        found = [c for c in found if c.name != "host-bound"]
+    host = list(j.facts.host_causes)
+    if any(c.name == "input-bound" for c in host):  # the whole run's measure of the input
+        found = [c for c in found if c.name != "input-bound"]
+    if host:
+        # a cause's share in a typical step (what the window holds: a callback saving
+        # every N batches costs the whole run much, a window of a few steps little)
+        left = sum(c.share for c in found if c.name == "overhead-bound") - \
+            sum(c.share if c.evidence.get("window_share") is None
+                else c.evidence["window_share"] for c in host)
+        found = [c for c in found if c.name != "overhead-bound" or left >= OVERHEAD_BOUND]
+    return sorted([*found, *host], key=order)
 
 
 def _evidence(b: Breakdown, j: Judged, found: list[Cause], facts: ProgramFacts,
@@ -172,16 +174,6 @@ def _predicted(found: list[Cause], m: StepParts, evidence: dict[str, Any],
     return pred
 
 
-def step_means(rows: Sequence[DeviceBreakdown]) -> list[StepParts]:
-    """Each profiled step's parts, the mean over the devices judged (those with the same
-    number of steps as the first)."""
-    rows = [d for d in rows if d.steps and len(d.steps) == len(rows[0].steps)]
-    if not rows:
-        return []
-    return [StepParts(str(i), *(sum(getattr(d.steps[i], f) for d in rows) / len(rows)
-                                for f in PART_FIELDS)) for i in range(len(rows[0].steps))]
-
-
 #: What each cause does to the step, in a title's words (``{s}``: its share, ``{p}``: the
 #: step's duration).
 _CAUSE_TITLES = {
@@ -231,13 +223,13 @@ def cause_title(cause: str, fraction: float, period_s: float, loop: str | None =
     and the interval reaches it (near the threshold): said "near", never the cause alone
     (a 10 % communication share is not called communication-bound at its 20 % line)."""
     text = _CAUSE_TITLES.get(cause, cause + ": {s} of a {p} step").format(
-        s=units_share(fraction), p=duration(period_s))
+        s=pct(fraction), p=duration(period_s))
     if under is not None:
-        line = f"under its {units_share(under)} line"
+        line = f"under its {pct(under)} line"
         return title(f"{loop}: near {text}, {line}" if loop else f"near {text}, {line}",
                      f"near {text}, {line}",
-                     f"near {cause} ({units_share(fraction)} of a {duration(period_s)} "
-                     f"step, {line})", f"near {cause} ({units_share(fraction)}, {line})")
+                     f"near {cause} ({pct(fraction)} of a {duration(period_s)} "
+                     f"step, {line})", f"near {cause} ({pct(fraction)}, {line})")
     return title(f"{loop}: {text}" if loop else text, text)
 
 
@@ -284,19 +276,19 @@ def _calm(head: str, m: StepParts, facts: ProgramFacts, check_id: str,
         return Finding(check_id, "ok", f"{head}: not input-bound ({pct(share)} waits for "
                        f"input{source}, at most what prefetch could hide): {floor}; "
                        f"{parts_text(m)}{tail}", evidence,
-                       advice=f"fewer next() calls: {_more_steps(facts.loop)}",
+                       advice=f"fewer next() calls: {more_steps(facts.loop)}",
                        title=title(f"not input-bound: next() is its own cost ({pct(share)} "
                                    f"of a {duration(m.period_s)} step), not a wait",
                                    "not input-bound: next()'s own cost, not a wait"),
-                       actions=(Action(f"fewer next() calls: {_more_steps(facts.loop)}",
-                                       _loop_line(facts)),))
+                       actions=(Action(f"fewer next() calls: {more_steps(facts.loop)}",
+                                       loop_line(facts)),))
     if share >= INPUT_MODERATE:
         fixes = tuple(Action(f.what, f.where) for f in pipeline_fix_list(facts.calls,
                                                                           facts.epochs))
         return Finding(check_id, "ok", f"{head}: moderately input-bound "
                        f"({pct(share)} waits for input{source}); {parts_text(m)}{tail}",
                        evidence, advice="; ".join(pipeline_fixes(facts.calls, facts.epochs)),
-                       title=title(f"moderately input-bound: {units_share(share)} of a "
+                       title=title(f"moderately input-bound: {pct(share)} of a "
                                    f"{duration(m.period_s)} step waits for input",
                                    "moderately input-bound"), actions=fixes)
     shares = {k: m.share(getattr(m, f"{k}_s")) for k in PARTS}
@@ -306,7 +298,7 @@ def _calm(head: str, m: StepParts, facts: ProgramFacts, check_id: str,
     return Finding(check_id, "ok", f"{head}: no bottleneck stands out (no part dominates; "
                    f"the largest: {', '.join(close) or 'none'}); {parts_text(m)}{tail}",
                    evidence, title=title(
-                       f"no bottleneck (largest: {largest}, {units_share(shares[largest])} "
+                       f"no bottleneck (largest: {largest}, {pct(shares[largest])} "
                        f"of a {duration(m.period_s)} step)",
                        f"no bottleneck stands out in a {duration(m.period_s)} step"))
 

@@ -1,5 +1,5 @@
 """What every command's verdicts share: a probe child that failed, byte counts as text,
-a finding's title that fits."""
+a finding's title that fits, a name as a finding id's last word."""
 
 from __future__ import annotations
 
@@ -49,3 +49,8 @@ def title(*options: str) -> str:
             break
         out = f"{out} {word}".strip()
     return out.rstrip(",;:")
+
+
+def slug(name: str) -> str:
+    """A name as a finding id's last word (``Model.fit`` -> ``model.fit``)."""
+    return "".join(c if c.isalnum() or c in "-_." else "-" for c in name.lower()).strip("-")

@@ -31,15 +31,9 @@ from typing import Any
 from gpudiag.layout.units import duration
 from gpudiag.readers.stepbreakdown import Breakdown, StepParts
 from gpudiag.report import Finding
-from gpudiag.verdicts.bottleneck import (
-    PARTS,
-    ProgramFacts,
-    bottleneck,
-    mean_parts,
-    parts_seconds,
-    working,
-)
+from gpudiag.verdicts.bottleneck import ProgramFacts, bottleneck
 from gpudiag.verdicts.common import title
+from gpudiag.verdicts.step_parts import PARTS, mean_parts, parts_seconds, working
 
 CHECK_PREFIX = "scaling.bottleneck."
 WHERE = {"compute": "per-replica compute", "communication": "communication (all-reduce)",

@@ -30,6 +30,7 @@ from gpudiag.inprogram import importhook
 from gpudiag.inprogram.config import RunHookConfig
 from gpudiag.inprogram.recorder import Recorder
 from gpudiag.layout import events as ev
+from gpudiag.layout import loopevents as lev
 from gpudiag.run import events
 
 PY = sys.executable
@@ -204,10 +205,10 @@ def test_fitting_the_same_model_again_does_not_open_the_placement_window_again(
     recorded = [r.event for evs in by_pid.values() for r in evs]
     opened = [e.reason for e in recorded if isinstance(e, ev.PlacementWindow)]
     assert len(opened) == 1, opened  # the first fit inside the window the context opened
-    fits = [e for e in recorded if isinstance(e, ev.FitBegin)]
+    fits = [e for e in recorded if isinstance(e, lev.FitBegin)]
     assert len(fits) == 3
     # one step buffer for the model, not one a call: its first 10 steps are written one by
     # one once (three buffers wrote 30 such events), and every step of the three fits is kept
-    steps = [e for e in recorded if isinstance(e, ev.FitSteps)]
+    steps = [e for e in recorded if isinstance(e, lev.FitSteps)]
     assert sum(len(e.rows) for e in steps) == 3 * 256 // 8
     assert len([e for e in steps if len(e.rows) == 1]) < 20

@@ -22,7 +22,7 @@ from helpers import (
 )
 
 from gpudiag import layout
-from gpudiag.layout import events as ev
+from gpudiag.layout import loopevents as lev
 from gpudiag.run import events
 
 PY = sys.executable
@@ -55,7 +55,7 @@ def program_dir(logdir: Path) -> Path:
 def step_rows(events_dir: Path) -> int:
     by_pid, _ = events.read_events(events_dir)
     return sum(len(r.event.rows) for evs in by_pid.values() for r in evs
-               if isinstance(r.event, ev.FunctionSteps))
+               if isinstance(r.event, lev.FunctionSteps))
 
 
 def test_a_hung_program_killed_with_sigkill_keeps_every_step_it_ran(tmp_path: Path) -> None:

@@ -11,7 +11,7 @@ from gpudiag.records.run import ProcessObservation
 from gpudiag.report import Action, Prediction
 from gpudiag.verdicts import bottleneck as bn
 from gpudiag.verdicts import whatif
-from gpudiag.verdicts.run import progress
+from gpudiag.verdicts.run import crash as run_crash
 from gpudiag.verdicts.step_causes import Cause
 
 
@@ -95,7 +95,7 @@ def test_a_crash_with_a_known_fix_acts_at_the_users_line() -> None:
                         {"file": "/u/train.py", "line": 30, "function": "<module>",
                          "code": "model.fit(x, y)"}, [])
     obs = ProcessObservation(pid=3, ppid=None, argv=["python"], start_env={}, crash=crash)
-    f = progress.crash([obs], 1)
+    f = run_crash.crash([obs], 1)
     assert f.status == "fail" and f.title.startswith("crash: ResourceExhaustedError at train.py:30")
     (a,) = f.actions
     assert a.where == "train.py:30" and a.what == f.advice and a.predicted is None

@@ -14,6 +14,7 @@ import pytest
 from gpudiag.inprogram import kerascalls
 from gpudiag.inprogram.config import RunHookConfig
 from gpudiag.layout import events as ev
+from gpudiag.layout import loopevents as lev
 from gpudiag.records.run import KerasCallSite, ProcessObservation
 from gpudiag.verdicts import headline
 from gpudiag.verdicts.run import kerascalls as verdict
@@ -76,7 +77,7 @@ def test_each_call_is_timed_at_its_line_and_nested_calls_count_once(tmp_path: Pa
         callback()
     agent_mod.unpatch_all()
     (event,) = agent.emitted
-    assert isinstance(event, ev.KerasCalls) and not agent.errors
+    assert isinstance(event, lev.KerasCalls) and not agent.errors
     sites = {s["method"]: s for s in event.sites}
     assert set(sites) == {"predict", "fit", "__call__"}  # fit's inner predict not counted
     assert sites["predict"]["calls"] == 3 and sites["predict"]["rows_max"] == 1

@@ -17,11 +17,13 @@ import pytest
 from helpers import REPO
 
 from gpudiag.inprogram.recorder import Recorder, StepBuffer
+from gpudiag.layout import eventdecode as evd
 from gpudiag.layout import events as ev
+from gpudiag.layout import loopevents as lev
 from gpudiag.run import events
 
 ROOT = REPO / "gpudiag"
-ROW_CLASSES = (ev.FitRow, ev.FunctionRow, ev.SessionRow)
+ROW_CLASSES = (lev.FitRow, lev.FunctionRow, lev.SessionRow)
 
 
 def sample(hint: Any, n: int) -> Any:
@@ -53,23 +55,23 @@ def filled(cls: type) -> Any:
     return cls(**{f.name: sample(hints[f.name], n) for n, f in enumerate(fields(cls))})
 
 
-@pytest.mark.parametrize("cls", list(ev.KINDS.values()), ids=list(ev.KINDS))
+@pytest.mark.parametrize("cls", list(evd.KINDS.values()), ids=list(evd.KINDS))
 def test_every_kind_round_trips_with_every_field_set(cls: type[ev.Event]) -> None:
     event = filled(cls)
     for f in fields(event):  # each field differs from its default: its value is checked
         assert getattr(event, f.name) != getattr(cls(), f.name), f.name
     line = ev.encode(event, t_unix_s=1700000000.25, pid=321, seq=9)
     assert "\n" not in line
-    recorded = ev.decode_line(line)
+    recorded = evd.decode_line(line)
     assert recorded == ev.Recorded(321, 9, 1700000000.25, event)
     assert json.loads(line)["kind"] == cls.KIND and json.loads(line)["v"] == ev.PROTOCOL_VERSION
 
 
 def test_an_unknown_kind_or_a_newer_version_is_an_unknown_record() -> None:
-    other = ev.decode({"kind": "gpu_temperature", "pid": 5, "t": 1.0, "seq": 2, "celsius": 80})
+    other = evd.decode({"kind": "gpu_temperature", "pid": 5, "t": 1.0, "seq": 2, "celsius": 80})
     assert other == ev.Recorded(5, 2, 1.0, ev.Unknown(kind="gpu_temperature", version=1,
                                                       fields={"celsius": 80}))
-    newer = ev.decode({"kind": "stall", "v": ev.PROTOCOL_VERSION + 1, "pid": 5, "waited_s": 3})
+    newer = evd.decode({"kind": "stall", "v": ev.PROTOCOL_VERSION + 1, "pid": 5, "waited_s": 3})
     assert newer is not None and newer.event == ev.Unknown(
         kind="stall", version=ev.PROTOCOL_VERSION + 1, fields={"waited_s": 3})
 
@@ -88,14 +90,14 @@ def test_a_line_of_an_older_gpudiag_still_decodes() -> None:
                                                   "t_end": 1.5, "logs": {"loss": 0.5}}]},
         {"kind": "fit_epoch", "pid": 7, "epoch": 0, "steps": 10, "logs": {"loss": 0.4}},
     ]
-    decoded = [ev.decode(line) for line in lines]
+    decoded = [evd.decode(line) for line in lines]
     assert [d.event for d in decoded if d is not None] == [
         ev.Strategy(class_name="MirroredStrategy", num_replicas_in_sync=2,
                     worker_devices=["/gpu:0", "/gpu:1"], nccl=True),
-        ev.FunctionSteps(function="step", rows=(ev.FunctionRow(i=0, t0=1.0, dt=0.5, loss=2.3),
-                                                ev.FunctionRow(i=0, loss=2.2))),
-        ev.FitSteps(rows=(ev.FitRow(i=3, batch=3, t0=1.0, t_end=1.5, logs={"loss": 0.5}),)),
-        ev.FitEpoch(logs={"loss": 0.4})]
+        lev.FunctionSteps(function="step", rows=(lev.FunctionRow(i=0, t0=1.0, dt=0.5, loss=2.3),
+                                                lev.FunctionRow(i=0, loss=2.2))),
+        lev.FitSteps(rows=(lev.FitRow(i=3, batch=3, t0=1.0, t_end=1.5, logs={"loss": 0.5}),)),
+        lev.FitEpoch(logs={"loss": 0.4})]
     assert decoded[0] is not None and decoded[0].seq == 0
 
 
@@ -106,8 +108,8 @@ def test_a_line_of_an_older_gpudiag_still_decodes() -> None:
     {"kind": "devices", "pid": 3, "t": "now"},
 ])
 def test_a_line_without_a_readable_header_is_no_event(obj: Any) -> None:
-    assert ev.decode(obj) is None
-    assert isinstance(ev.check(obj), ev.BadLine)
+    assert evd.decode(obj) is None
+    assert isinstance(evd.check(obj), evd.BadLine)
 
 
 @pytest.mark.parametrize(("obj", "field"), [
@@ -127,31 +129,31 @@ def test_a_line_without_a_readable_header_is_no_event(obj: Any) -> None:
 def test_a_field_of_another_shape_makes_the_line_unreadable_naming_it(
         obj: dict[str, Any], field: str) -> None:
     """Inner types included: the issue-36 lines that ended `gpudiag run` in a traceback."""
-    found = ev.check(obj)
-    assert isinstance(found, ev.BadLine) and found.reason.startswith(f"{field} is not ")
-    assert ev.decode(obj) is None
+    found = evd.check(obj)
+    assert isinstance(found, evd.BadLine) and found.reason.startswith(f"{field} is not ")
+    assert evd.decode(obj) is None
 
 
 def test_a_field_missing_or_null_takes_its_default() -> None:
     """A file of an older gpudiag: the field is not there (or null)."""
-    recorded = ev.decode({"kind": "devices", "pid": 3, "seq": None, "logical": None})
+    recorded = evd.decode({"kind": "devices", "pid": 3, "seq": None, "logical": None})
     assert recorded is not None and recorded.event == ev.Devices() and recorded.seq == 0
 
 
 def test_a_line_nested_too_deep_is_unreadable_and_never_raises() -> None:
     deep: Any = 1
-    for _ in range(ev.MAX_DEPTH + 1):
+    for _ in range(evd.MAX_DEPTH + 1):
         deep = [deep]
-    assert ev.check({"kind": "fit_epoch", "pid": 3, "logs": {"x": deep}}) == ev.BadLine(
-        f"fit_epoch: nested deeper than {ev.MAX_DEPTH}")
+    assert evd.check({"kind": "fit_epoch", "pid": 3, "logs": {"x": deep}}) == evd.BadLine(
+        f"fit_epoch: nested deeper than {evd.MAX_DEPTH}")
     # deeper than Python's JSON reader goes: RecursionError, caught
-    assert ev.check_line("[" * 200_000) == ev.BadLine(f"nested deeper than {ev.MAX_DEPTH}")
-    assert ev.decode_line('{"kind": "exit", "pid": 1, "x": ' + "[" * 200_000) is None
+    assert evd.check_line("[" * 200_000) == evd.BadLine(f"nested deeper than {evd.MAX_DEPTH}")
+    assert evd.decode_line('{"kind": "exit", "pid": 1, "x": ' + "[" * 200_000) is None
 
 
 def test_decode_line_skips_what_is_not_json() -> None:
-    assert ev.decode_line('{"kind": "exit", "pid": ') is None
-    assert ev.decode_line(b"\xff\xfe") is None
+    assert evd.decode_line('{"kind": "exit", "pid": ') is None
+    assert evd.decode_line(b"\xff\xfe") is None
 
 
 def test_the_recorder_and_a_step_buffer_write_only_protocol_lines(tmp_path: Path) -> None:
@@ -172,9 +174,9 @@ def test_the_recorder_and_a_step_buffer_write_only_protocol_lines(tmp_path: Path
     assert json.loads(lines[1])["rows"] == [{"i": 1, "t0": 10.5, "dt": 0.25}]
     by_pid, bad = events.read_events(tmp_path)
     assert bad.count == 0 and [r.event for r in by_pid[os.getpid()]] == [
-        ev.FunctionSteps(function="train_step",
-                         rows=(ev.FunctionRow(i=0, t0=10.0, dt=0.25, loss=0.75),)),
-        ev.FunctionSteps(function="train_step", rows=(ev.FunctionRow(i=1, t0=10.5, dt=0.25),)),
+        lev.FunctionSteps(function="train_step",
+                         rows=(lev.FunctionRow(i=0, t0=10.0, dt=0.25, loss=0.75),)),
+        lev.FunctionSteps(function="train_step", rows=(lev.FunctionRow(i=1, t0=10.5, dt=0.25),)),
         ev.Exit(hook_errors=1)]
     assert [r.seq for r in by_pid[os.getpid()]] == [1, 2, 3]
 
@@ -183,8 +185,8 @@ def test_the_recorder_and_a_step_buffer_write_only_protocol_lines(tmp_path: Path
 def _annotated_classes(annotation: ast.expr | None) -> set[str]:
     if annotation is None:
         return set()
-    named = set(re.findall(r"\b(?:ev|events)\.(\w+)\b", ast.unparse(annotation)))
-    return {cls.__name__ for cls in [*ev.KINDS.values(), *ROW_CLASSES]} & named
+    named = set(re.findall(r"\b(?:ev|events|lev|loopevents)\.(\w+)\b", ast.unparse(annotation)))
+    return {cls.__name__ for cls in [*evd.KINDS.values(), *ROW_CLASSES]} & named
 
 
 def _reads(tree: ast.AST) -> dict[str, set[str]]:
@@ -223,14 +225,14 @@ def test_every_field_the_agent_writes_is_read_by_gpudiag() -> None:
         for cls, attrs in _reads(ast.parse(path.read_text())).items():
             reads.setdefault(cls, set()).update(attrs)
     unread = {cls.__name__: sorted({f.name for f in fields(cls)} - reads.get(cls.__name__, set()))
-              for cls in [*ev.KINDS.values(), *ROW_CLASSES]}
+              for cls in [*evd.KINDS.values(), *ROW_CLASSES]}
     assert {k: v for k, v in unread.items() if v} == {}
 
 
 def test_the_field_check_sees_a_field_left_unread() -> None:
     """The check above can fail: a handler that reads one field of two."""
-    tree = ast.parse("def h(s, e: ev.StallEnd, t):\n    return e.after_s\n"
-                     "def g(rows: list[ev.SessionRow]):\n    return [r.i for r in rows]\n")
+    tree = ast.parse("def h(s, e: lev.StallEnd, t):\n    return e.after_s\n"
+                     "def g(rows: list[lev.SessionRow]):\n    return [r.i for r in rows]\n")
     assert _reads(tree) == {"StallEnd": {"after_s"}, "SessionRow": {"i"}}
 
 
@@ -239,11 +241,12 @@ def test_every_kind_is_written_by_the_agent_and_has_a_handler() -> None:
     for path in (ROOT / "inprogram").rglob("*.py"):
         for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and \
-                    isinstance(node.func.value, ast.Name) and node.func.value.id == "events":
+                    isinstance(node.func.value, ast.Name) and \
+                    node.func.value.id in ("events", "loopevents"):
                 written.add(node.func.attr)
             if isinstance(node, ast.Call) and getattr(node.func, "id", "") == "StepBuffer":
                 kind = node.args[1]
                 assert isinstance(kind, ast.Constant)
-                written.add(ev.KINDS[kind.value].__name__)
-    assert {cls.__name__ for cls in ev.KINDS.values()} <= written
-    assert set(ev.KINDS.values()) <= set(events.HANDLERS)
+                written.add(evd.KINDS[kind.value].__name__)
+    assert {cls.__name__ for cls in evd.KINDS.values()} <= written
+    assert set(evd.KINDS.values()) <= set(events.HANDLERS)

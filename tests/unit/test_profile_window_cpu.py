@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from gpudiag.inprogram import profilewindow
-from gpudiag.layout import events
+from gpudiag.layout import events, loopevents
 
 
 class Loop:
@@ -91,14 +91,14 @@ def test_the_steps_after_the_window_give_the_cores_the_program_kept_busy(
     agent, loop = Agent(tmp_path), Loop()
     window = profilewindow.ProfileWindow(agent, profiler())  # type: ignore[arg-type]
     steps(window, loop, 2 + 2 + profilewindow.CPU_STEPS + 5, clocks.busy)
-    (use,) = [e for e in agent.events if isinstance(e, events.CpuUse)]
+    (use,) = [e for e in agent.events if isinstance(e, loopevents.CpuUse)]
     assert use.source == "Model.fit" and use.steps == profilewindow.CPU_STEPS
     assert use.wall_s == pytest.approx(profilewindow.CPU_STEPS * 0.002)
     assert use.cpu_s / use.wall_s == pytest.approx(1.0), use  # one core busy
     assert use.cores >= 1 and window.done  # nothing more a step: one comparison
     for callback in agent.exits:  # at exit nothing more is said
         callback()
-    assert sum(isinstance(e, events.CpuUse) for e in agent.events) == 1
+    assert sum(isinstance(e, loopevents.CpuUse) for e in agent.events) == 1
 
 
 def test_a_program_ending_soon_after_its_window_gives_them_at_exit_or_not_at_all(
@@ -108,11 +108,11 @@ def test_a_program_ending_soon_after_its_window_gives_them_at_exit_or_not_at_all
     steps(window, loop, 2 + 2 + 12, clocks.waiting)  # 12 steps after it
     for callback in agent.exits:
         callback()
-    (use,) = [e for e in agent.events if isinstance(e, events.CpuUse)]
+    (use,) = [e for e in agent.events if isinstance(e, loopevents.CpuUse)]
     assert use.steps == 12 and use.cpu_s == 0 and use.wall_s > 0  # waiting: no core busy
     short = Agent(tmp_path)
     w2 = profilewindow.ProfileWindow(short, profiler())  # type: ignore[arg-type]
     steps(w2, loop, 2 + 2 + 3, clocks.busy)  # 3 steps: too few to say
     for callback in short.exits:
         callback()
-    assert not any(isinstance(e, events.CpuUse) for e in short.events)
+    assert not any(isinstance(e, loopevents.CpuUse) for e in short.events)

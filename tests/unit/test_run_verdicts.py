@@ -24,6 +24,8 @@ from gpudiag.records.run import (
     StrategyRecord,
     WeightsRecord,
 )
+from gpudiag.verdicts.run import crash as run_crash
+from gpudiag.verdicts.run import memory_config
 from gpudiag.verdicts.run import placement as run_placement
 from gpudiag.verdicts.run import process as run_verdicts
 from gpudiag.verdicts.run import progress as run_progress
@@ -191,12 +193,12 @@ def test_crash_with_catalogue_fix_and_the_kill_case() -> None:
                         "tensor with at least rank 1. Received per_example_loss=2.0 with rank 0",
                         "MainThread", [], {"file": "/x/train.py", "line": 41,
                                            "function": "train_step", "code": "loss = ..."}, [])
-    f = run_progress.crash([obs(crash=crash)], 1)
+    f = run_crash.crash([obs(crash=crash)], 1)
     assert f.status == "fail" and "in train_step() at train.py:41" in f.message
     assert "Reduction.NONE" in f.advice
-    killed = run_progress.crash([obs(series=[series([1.0] * 12)])], -9)
+    killed = run_crash.crash([obs(series=[series([1.0] * 12)])], -9)
     assert killed.status == "fail" and "Model.fit: 12 steps" in killed.message
-    assert run_progress.crash([obs()], 0).status == "ok"
+    assert run_crash.crash([obs()], 0).status == "ok"
 
 
 def test_a_crash_of_unknown_shapes_names_the_map_that_lost_them() -> None:
@@ -218,7 +220,7 @@ def test_a_crash_of_unknown_shapes_names_the_map_that_lost_them() -> None:
     batched = DatasetCall("batch", {"batch_size": 32}, None, 2, 3,
                           {"file": "/x/train.py", "line": 22, "function": "<module>"})
     calls = [source, numpy_fn, mapped, batched]
-    f = run_progress.crash([obs(crash=crash, dataset_calls=calls)], 1)
+    f = run_crash.crash([obs(crash=crash, dataset_calls=calls)], 1)
     assert f.evidence["catalogue"] == "data-unknown-rank"
     assert "at train.py:30 (`model.fit(train_ds, epochs=2)`)" in f.message
     assert "the shapes were lost at train.py:21 (`ds = ds.map(tf_noise)`): Dataset.map of " \
@@ -227,11 +229,11 @@ def test_a_crash_of_unknown_shapes_names_the_map_that_lost_them() -> None:
     assert f.advice.startswith("At train.py:21: Give each output of the map its shape")
     assert "set_shape" in f.advice and "ensure_shape" in f.advice
     assert f.evidence["shape_lost_at"]["line"] == 21
-    unseen = run_progress.crash([obs(crash=crash, dataset_calls=[source, batched])], 1)
+    unseen = run_crash.crash([obs(crash=crash, dataset_calls=[source, batched])], 1)
     assert "lost at" not in unseen.message and unseen.advice.startswith("Give each output")
     other = CrashRecord("ValueError", "Expected workers to be positive. Received is -1.",
                         "MainThread", [], here, [])
-    g = run_progress.crash([obs(crash=other, dataset_calls=calls)], 1)
+    g = run_crash.crash([obs(crash=other, dataset_calls=calls)], 1)
     assert g.evidence["catalogue"] == "tf-keras-fit-not-positive" and "lost at" not in g.message
 
 
@@ -242,11 +244,11 @@ def test_session_config_against_tf_config_calls() -> None:
                       None, None)
     o = obs(sessions=[{"allow_soft_placement": False, "allow_growth": True}],
             config_calls=[call, soft], devices=snapshot(["/device:CPU:0"]))
-    f = run_progress.session_config(o)
+    f = memory_config.session_config(o)
     assert f is not None and f.status == "warn"
     assert "both configure GPU memory" in f.message
     assert "the Session follows its ConfigProto" in f.message
-    assert run_progress.session_config(obs()) is None
+    assert memory_config.session_config(obs()) is None
 
 
 def test_a_configproto_s_soft_placement_is_no_conflict_when_the_program_set_none() -> None:
@@ -255,12 +257,12 @@ def test_a_configproto_s_soft_placement_is_no_conflict_when_the_program_set_none
     program never set: no disagreement to warn about (it was a warn on every worker)."""
     off = DeviceSnapshot("session", [], ["/device:CPU:0"], [], False, True)
     o = obs(sessions=[{"allow_soft_placement": True}], devices=off)
-    f = run_progress.session_config(o)
+    f = memory_config.session_config(o)
     assert f is not None and f.status == "ok", f.message
     assert "allow_soft_placement=True" in f.message
     soft = ConfigCall(1, "tf.config.set_soft_device_placement", ["False"], {}, False, None,
                       None, None)
-    f = run_progress.session_config(obs(sessions=[{"allow_soft_placement": True}],
+    f = memory_config.session_config(obs(sessions=[{"allow_soft_placement": True}],
                                         devices=off, config_calls=[soft]))
     assert f is not None and f.status == "warn" and "the Session follows its ConfigProto" in \
         f.message
@@ -272,7 +274,7 @@ def test_crash_cause_on_a_later_line_of_the_message_or_in_tensorflows_log() -> N
                "feed a value for placeholder tensor 'cond/else/_1/cond/Placeholder_1' with "
                "dtype int32\n\t [[{{node cond/Placeholder_1}}]]")
     crash = CrashRecord("InvalidArgumentError", message, "MainThread", [], None, [])
-    f = run_progress.crash([obs(crash=crash)], 1)
+    f = run_crash.crash([obs(crash=crash)], 1)
     assert f.evidence["catalogue"] == "lazy-variables-in-replica"
     assert "You must feed a value for placeholder tensor" in f.message
     assert "Graph execution error" not in f.message
@@ -283,10 +285,10 @@ def test_crash_cause_on_a_later_line_of_the_message_or_in_tensorflows_log() -> N
     log = ["W0000 00:00:1795520196.888933    9561 local_rendezvous.cc:412] Local rendezvous "
            "is aborting with status: INVALID_ARGUMENT: You must feed a value for placeholder "
            "tensor 'replica_1/dense/kernel/Initializer/x' with dtype float"]
-    g = run_progress.crash([obs(crash=short)], 1, log_lines=log)
+    g = run_crash.crash([obs(crash=short)], 1, log_lines=log)
     assert g.evidence["catalogue"] == "lazy-variables-in-replica"
     assert g.evidence["matched_in"] == "log" and "replica_1/dense/kernel" in g.message
-    unknown = run_progress.crash([obs(crash=CrashRecord("KeyError", "'x'\nmore", "MainThread",
+    unknown = run_crash.crash([obs(crash=CrashRecord("KeyError", "'x'\nmore", "MainThread",
                                                         [], None, []))], 1)
     assert unknown.evidence["catalogue"] is None and "'x'" in unknown.message
 
@@ -353,7 +355,7 @@ def test_eager_scopes_on_missing_devices_and_created_devices_left_idle() -> None
     late = ConfigCall(1, "tf.config.set_logical_device_configuration",
                       ["/physical_device:CPU:0", [{}, {}]], {}, True, None, "RuntimeError",
                       "Virtual devices cannot be modified after being initialized")
-    memory = run_progress.memory(obs(config_calls=[late], devices=snapshot(["/device:CPU:0"])),
+    memory = memory_config.memory(obs(config_calls=[late], devices=snapshot(["/device:CPU:0"])),
                                  None)
     assert memory.status == "skip" and "did not take effect" not in memory.message
 
@@ -453,8 +455,9 @@ def test_a_share_whose_spread_holds_the_threshold_says_so_and_one_clear_of_it_de
     """xprof's 20 %: a loop that waits 30 % is input-bound whatever the window saw; one
     whose blocks straddle 20 % is named near the threshold, never flipped to ok."""
     from gpudiag.readers.stepbreakdown import StepParts
+    from gpudiag.verdicts.input_causes import input_share
     from gpudiag.verdicts.run.throughput import input_series
-    from gpudiag.verdicts.step_causes import ProgramFacts, input_share
+    from gpudiag.verdicts.step_causes import ProgramFacts
 
     window = StepParts("mean", 0.01, 0.001, 0.0, 0.001, 0.008, 0.0, 0.0, 0.0)  # 10 % input
     clear = input_series(_waiting_loop([0.30] * 200), warmup=10)

@@ -3,7 +3,7 @@ the same training steps per call either way."""
 
 from __future__ import annotations
 
-from gpudiag.layout.events import FitRow
+from gpudiag.layout.loopevents import FitRow
 from gpudiag.run.runstate import fit_steps
 
 

@@ -25,9 +25,10 @@ from gpudiag.records.run import ProcessObservation
 from gpudiag.report import Finding
 from gpudiag.rundir import load_run
 from gpudiag.session import RunSession
-from gpudiag.verdicts import diff
 from gpudiag.verdicts.bottleneck import cause_title
 from gpudiag.verdicts.common import title
+from gpudiag.verdicts.diff_steptime import step_finding
+from gpudiag.verdicts.run import crash as run_crash
 from gpudiag.verdicts.run import gpu_idle, hostcauses, live, outcome, process, progress
 from gpudiag.verdicts.run import placement as run_placement
 from gpudiag.verdicts.run.gpu_idle import IdleGpu
@@ -82,7 +83,7 @@ def _loop(verdict: str, ratio_: float, low: float | None, high: float | None) ->
      "Model.fit: cannot tell: too few steps (B/A 0.50): 27.0 -> 13.5 ms a step"),
 ])
 def test_the_diff_title_says_faster_or_slower_with_its_interval_first(loop, expected) -> None:
-    f = diff.step_finding(loop)
+    f = step_finding(loop)
     assert f.title == expected
     assert_title(f.id, f.title)
 
@@ -125,8 +126,8 @@ BUILDERS: dict[str, Callable[[], Finding | None]] = {
     "run.callbacks none": lambda: hostcauses.callbacks(_obs(), 5),
     "run.learning none": lambda: progress.learning(_obs()),
     "run.profile none": lambda: progress.profile(_obs(), None, None, "no loop", 5),
-    "run.crash none": lambda: progress.crash([_obs()], 0),
-    "run.crash killed": lambda: progress.crash([_obs()], -9),
+    "run.crash none": lambda: run_crash.crash([_obs()], 0),
+    "run.crash killed": lambda: run_crash.crash([_obs()], -9),
 }
 
 

@@ -265,7 +265,7 @@ def test_an_advised_fix_not_tried_is_listed_with_its_prediction() -> None:
 def test_the_calls_are_read_back_from_the_hooks_events_in_the_order_made(tmp_path) -> None:  # type: ignore[no-untyped-def]
     from gpudiag import layout
     from gpudiag.commands.tryfixes import recorded_calls
-    from gpudiag.layout import events
+    from gpudiag.layout import events, loopevents
 
     program = layout.child_dir(tmp_path, layout.RUN_CHILD_NAME)
     at = {"file": "/home/u/train.py", "function": "<module>", "direct": True}
@@ -277,7 +277,7 @@ def test_the_calls_are_read_back_from_the_hooks_events_in_the_order_made(tmp_pat
                                               input=1, output=2,
                                               caller={**at, "line": 48, "code": CODE}),
                            t_unix_s=1.0, pid=7, seq=1),
-             events.encode(events.Compile(model="Sequential", steps_per_execution=16,
+             events.encode(loopevents.Compile(model="Sequential", steps_per_execution=16,
                                           caller={**at, "line": 60, "code": "m.compile()"}),
                            t_unix_s=3.0, pid=7, seq=3),
              events.encode(events.DatasetCall(method="map", caller=None), t_unix_s=4.0,

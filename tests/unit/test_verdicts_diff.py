@@ -14,6 +14,8 @@ from gpudiag.layout.diff import DiffRecord
 from gpudiag.layout.evidence import Bottleneck, DeviceParts
 from gpudiag.rundir.records import Loop, StepBreakdown, StepPoint
 from gpudiag.verdicts import diff
+from gpudiag.verdicts.diff_learning import learning_finding
+from gpudiag.verdicts.diff_steptime import WITHIN_RUN
 from gpudiag.verdicts.stats import median_ci, ratio_ci
 
 
@@ -153,7 +155,7 @@ def test_an_unseeded_programs_loss_difference_is_not_called_a_change() -> None:
     a_loss = [2.3 * 0.97 ** i + 0.4 + rng.uniform(-0.02, 0.02) for i in range(60)]
     b_loss = [2.0 * 0.97 ** i + 0.4 + rng.uniform(-0.02, 0.02) for i in range(60)]
     a, b = loop(times, losses=a_loss), loop(times, losses=b_loss)
-    plain = diff.learning_finding(diff.judge(side([a]), side([b]))[0].loops)
+    plain = learning_finding(diff.judge(side([a]), side([b]))[0].loops)
     assert plain.status == "warn"  # the rule alone: a change
     for seeds in ((False, False), (None, None), (True, False)):
         sa, sb = (replace(side([x]), seeded=s) for x, s in ((a, seeds[0]), (b, seeds[1])))
@@ -192,7 +194,7 @@ def test_an_unseeded_programs_loss_difference_is_not_called_a_change() -> None:
 def test_step_times_say_their_intervals_are_within_run() -> None:
     a, b = noisy(0.004, 100, 0.1, 4), noisy(0.001, 100, 0.1, 5)
     _, found = diff.judge(side([loop(a)]), side([loop(b)]))
-    assert found[0].message.endswith(diff.WITHIN_RUN)
+    assert found[0].message.endswith(WITHIN_RUN)
     assert "within-run (one run of each side" in found[0].message
 
 

@@ -4,11 +4,14 @@
   TensorFlow's log against the catalogue).
 - ``devices``: eager pins and created logical devices.
 - ``placement``: ops per device, pinned against placed, every device used.
-- ``progress``: learning, throughput and the crash (run.learning, run.throughput,
-  run.crash) with ``learning_causes`` (the softmax floor, Keras's warnings),
-  ``training_runs`` (fits of one model joined into one training run) and ``crash_match``
-  (the catalogue against a crash's every line and the log around it), tracebacks (a
-  traceback the program printed itself, read from its saved stderr).
+- ``progress``: the command, learning and the profiler window (run.command, run.learning,
+  run.profile) with ``learning_causes`` (the softmax floor, Keras's warnings),
+  ``training_runs`` (fits of one model joined into one training run).
+- ``crash``: the crash (run.crash) with ``crash_match`` (the catalogue against a crash's
+  every line and the log around it), tracebacks (a traceback the program printed itself,
+  read from its saved stderr).
+- ``memory_config``: the GPU memory configuration and the Sessions' ConfigProto
+  (run.memory, run.session-config).
 - ``throughput``: the step period of each loop.
 - ``hostcauses``: retracing, an eager training loop and the program's own Keras
   callbacks (run.retracing, run.eager-loop, run.callbacks), from the step series.

@@ -1,5 +1,5 @@
 """What explains a crash: the catalogue against the whole exception, its causes, then the
-TensorFlow log lines printed with it (pure; used by run_progress.crash).
+TensorFlow log lines printed with it (pure; used by gpudiag.verdicts.run.crash).
 
 TensorFlow's errors often say the cause on a later line: an InvalidArgumentError whose
 first line is "Graph execution error:" and whose cause ("You must feed a value for

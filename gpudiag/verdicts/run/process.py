@@ -2,8 +2,8 @@
 
 No TensorFlow, no NVML, no I/O: inputs are gpudiag.records.run (what the hooks saw in
 one process), plain per-device numbers derived from the placement log, the trace and
-NVML, and catalogue matches. Learning, throughput and crash verdicts are in
-gpudiag.verdicts.run.progress. Every id is explained in docs/findings.md.
+NVML, and catalogue matches. Learning verdicts are in gpudiag.verdicts.run.progress, the
+crash's in gpudiag.verdicts.run.crash. Every id is explained in docs/findings.md.
 ``proc`` is "" for a program with one TensorFlow process, else ".p<n>" (n-th process).
 """
 

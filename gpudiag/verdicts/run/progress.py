@@ -1,6 +1,6 @@
-"""Verdicts of `gpudiag run` about the program's progress: learning, memory, its Sessions'
-configuration, the profiler window, the crash, the command itself (the step time is
-run_throughput's).
+"""Verdicts of `gpudiag run` about the program's progress: the command itself, learning,
+the profiler window (the step time is run_throughput's, the crash run/crash's, memory and
+the Sessions' configuration run/memory_config's).
 
 Pure functions of gpudiag.records.run and plain numbers, like gpudiag.verdicts.run.process.
 ``proc`` as there.
@@ -14,13 +14,12 @@ import signal
 from collections.abc import Sequence
 from typing import Any
 
-from gpudiag.catalogue import match_crash
 from gpudiag.layout.units import share as pct
 from gpudiag.records.run import ProcessObservation, StepSeries
-from gpudiag.report import Action, Finding, Status
+from gpudiag.report import Finding, Status
 from gpudiag.verdicts import stats
 from gpudiag.verdicts.common import title
-from gpudiag.verdicts.run import crash_match, learning_causes, replica_losses, tracebacks
+from gpudiag.verdicts.run import learning_causes, replica_losses
 from gpudiag.verdicts.run import throughput as run_throughput
 from gpudiag.verdicts.run.training_runs import epoch_losses, training_runs
 
@@ -36,11 +35,6 @@ MIN_JUDGED_STEPS = 5
 # ParameterServerStrategy): judged from its epochs' losses, each the mean of an epoch
 MIN_JUDGED_EPOCHS = 3
 ACCURACY_KEYS = ("accuracy", "acc", "sparse_categorical_accuracy", "categorical_accuracy")
-MEMORY_FULL_FRACTION = 0.9
-
-
-def _short(path: str) -> str:
-    return path.rsplit("/", 1)[-1]
 
 
 def command(argv: Sequence[str], returncode: int | None, duration_s: float,
@@ -159,10 +153,6 @@ def _learning_title(row: dict[str, Any], status: Status) -> str:
     return f"{losses}: it learns"
 
 
-# ---------------------------------------------------------------- memory, Sessions
-
-
-
 def _judged_losses(s: Any) -> tuple[list[float], int, str, str] | None:
     """The losses a training run is judged from: its steps', else its epochs' means (None:
     too few of either); with the step count, where they came from and the words for it."""
@@ -257,108 +247,7 @@ def _judge_run(obs: ProcessObservation, s: Any) -> tuple[dict[str, Any], str, St
     return row, text, status
 
 
-def memory(obs: ProcessObservation, nvml_gpus: list[dict[str, Any]] | None,
-           proc: str = "") -> Finding:
-    """The memory configuration that took effect, beside what NVML saw the GPUs hold."""
-    calls = [c for c in obs.config_calls if ("memory_growth" in c.api
-             or "logical_device_configuration" in c.api or "virtual_device" in c.api)
-             and ":CPU:" not in str(c.args[:1] or c.kwargs.get("device", ""))]  # GPU memory
-    gpus = obs.devices.gpus if obs.devices else []
-    growth_env = obs.start_env.get("TF_FORCE_GPU_ALLOW_GROWTH")
-    sessions = [{k: s.get(k) for k in ("allow_growth", "per_process_gpu_memory_fraction")}
-                for s in obs.sessions]
-    evidence = {"calls": [{"api": c.api, "args": c.args, "error": c.error} for c in calls],
-                "gpus": gpus, "TF_FORCE_GPU_ALLOW_GROWTH": growth_env,
-                "session_gpu_options": sessions, "nvml": nvml_gpus}
-    failed = [c for c in calls if c.error_type]
-    if failed:
-        entry = match_crash(failed[0].error_type or "", failed[0].error or "")
-        return Finding(f"run.memory{proc}", "fail",
-                       f"{failed[0].api} raised {failed[0].error_type}: {failed[0].error}: the "
-                       "memory configuration did not take effect", evidence,
-                       advice=entry.fix if entry else "",
-                       actions=(Action(f"call {failed[0].api.rsplit('.', 1)[-1]} right after "
-                                       "importing TensorFlow, before any op runs",
-                                       _at(failed[0].caller)),),
-                       title=title(f"{failed[0].api.rsplit('.', 1)[-1]} raised "
-                                   f"{failed[0].error_type}: memory settings not applied",
-                                   "a memory setting raised: not applied"))
-    if not gpus:
-        return Finding(f"run.memory{proc}", "skip",
-                       "no GPU visible to TensorFlow: GPU memory settings do not apply", evidence,
-                       title="no GPU: GPU memory settings do not apply")
-    parts = []
-    for g in gpus:
-        limit = g.get("logical_configuration")
-        parts.append(f"{g['name'].rsplit('/', 1)[-1]}: memory growth "
-                     f"{'on' if g.get('memory_growth') is True else 'off'}"
-                     + (f", logical devices {limit}" if limit else ""))
-    if growth_env:
-        parts.append(f"TF_FORCE_GPU_ALLOW_GROWTH={growth_env}")
-    full = []
-    for n in nvml_gpus or []:
-        used, total = n.get("peak_memory_used_bytes"), n.get("memory_total_bytes")
-        if used is not None and total:
-            parts.append(f"NVML GPU {n['index']}: peak {used / 2**30:.1f} of "
-                         f"{total / 2**30:.1f} GiB")
-            if used > MEMORY_FULL_FRACTION * total:
-                full.append(n["index"])
-    growth = any(g.get("memory_growth") is True for g in gpus) or growth_env == "true"
-    if growth and full:
-        return Finding(f"run.memory{proc}", "warn",
-                       "; ".join(parts) + f": memory growth was on, yet GPU(s) {full} were "
-                       "almost full", evidence,
-                       title=f"memory growth on, yet {len(full)} GPU(s) almost full",
-                       advice="Either the program needs that much, or growth did not take "
-                       "effect (configured after initialisation, or another process holds "
-                       "the memory: `nvidia-smi`).")
-    return Finding(f"run.memory{proc}", "ok", "; ".join(parts), evidence,
-                   title=title("; ".join(parts), f"GPU memory: {len(gpus)} GPU(s) configured"))
-
-
-def session_config(obs: ProcessObservation, proc: str = "") -> Finding | None:
-    """A ConfigProto given to tf.compat.v1 Sessions, against the tf.config calls."""
-    if not obs.sessions:
-        return None
-    apis = {c.api.rsplit(".", 1)[-1] for c in obs.config_calls if not c.error_type}
-    conflicts = []
-    for s in obs.sessions:
-        if s.get("visible_device_list") and "set_visible_devices" in apis:
-            conflicts.append(f"visible_device_list '{s['visible_device_list']}' and "
-                             "tf.config.set_visible_devices both choose GPUs")
-        if (s.get("allow_growth") or s.get("per_process_gpu_memory_fraction")) and \
-                apis & {"set_memory_growth", "set_logical_device_configuration",
-                        "set_virtual_device_configuration"}:
-            conflicts.append("gpu_options (allow_growth / memory fraction) and tf.config "
-                             "memory calls both configure GPU memory; the first to reach the "
-                             "GPUs wins")
-        # only a value the program set: without tf.config.set_soft_device_placement, tf.config
-        # holds TensorFlow's default (False once eager execution is disabled), which no
-        # ConfigProto contradicts (Hands-On ML's ConfigProto(allow_soft_placement=True) did)
-        if obs.devices and s.get("allow_soft_placement") is not None and \
-                "set_soft_device_placement" in apis and \
-                obs.devices.soft_placement is not None and \
-                s["allow_soft_placement"] != obs.devices.soft_placement:
-            conflicts.append(f"allow_soft_placement={s['allow_soft_placement']} in the "
-                             f"ConfigProto, {obs.devices.soft_placement} in tf.config: the "
-                             "Session follows its ConfigProto")
-    evidence = {"sessions": obs.sessions, "tf_config_calls": sorted(apis),
-                "conflicts": conflicts}
-    text = f"{len(obs.sessions)} Session(s); ConfigProto: " + "; ".join(
-        ", ".join(f"{k}={v}" for k, v in s.items() if v not in (None, {}, "", 0, False))
-        or "defaults" for s in obs.sessions)
-    if conflicts:
-        return Finding(f"run.session-config{proc}", "warn", f"{text}. " + "; ".join(conflicts),
-                       evidence, title=f"a Session's ConfigProto conflicts with tf.config "
-                       f"({len(conflicts)})",
-                       advice="Configure devices in one place: tf.config calls "
-                       "right after importing TensorFlow, and a ConfigProto without "
-                       "device or memory settings.")
-    return Finding(f"run.session-config{proc}", "ok", text, evidence,
-                   title=f"{len(obs.sessions)} Session ConfigProto(s), no conflict")
-
-
-# ---------------------------------------------------------------- profile, crash
+# ---------------------------------------------------------------- profile
 
 
 def profile(obs: ProcessObservation, busy: dict[str, float] | None, window_s: float | None,
@@ -403,126 +292,10 @@ def profile(obs: ProcessObservation, busy: dict[str, float] | None, window_s: fl
                        "program); open the trace in TensorBoard's Profile tab.")
     text = (f"trace of {steps} of {p.source}{window}: " + ", ".join(
         f"{d} busy {b * 1e3:.1f} ms" + (f" ({pct(b / window_s)})" if window_s else "")
-        for d, b in busy.items()) + f"; in TensorBoard's Profile tab ({_short(p.logdir)})")
+        for d, b in busy.items()) + "; in TensorBoard's Profile tab "
+        f"({p.logdir.rsplit('/', 1)[-1]})")
     return Finding(f"run.profile{proc}", "ok", text, evidence,
                    title=title(f"traced {steps} of {p.source}{window}",
                                f"traced {steps}{window}", "traced a profiler window"))
 
 
-def crash(obs: Sequence[ProcessObservation], returncode: int | None,
-          interrupted: bool = False, log_lines: Sequence[str] = ()) -> Finding:
-    """The program's crash: exception, the line of its message (or of TensorFlow's log,
-    ``log_lines``) that says why (gpudiag.verdicts.run.crash_match), the frame in the user's
-    code, the fix."""
-    crashed = [o for o in obs if o.crash is not None]
-    faulted = [o for o in obs if o.faults.strip()]
-    if crashed:
-        o = crashed[0]
-        c = o.crash
-        assert c is not None
-        cause = crash_match.explain(c.type, c.message, c.causes, log_lines,
-                                    code=(c.user_frame or {}).get("code") or "")
-        entry = cause.entry
-        where = ""
-        if c.user_frame:
-            f = c.user_frame
-            where = f" in {f['function']}() at {_short(f['file'])}:{f['line']}"
-            if f.get("code"):
-                where += f" (`{f['code'][:80]}`)"
-        evidence = {"pid": o.pid, "type": c.type, "message": c.message[:2000],
-                    "thread": c.thread, "user_frame": c.user_frame, "frames": c.frames[-8:],
-                    "catalogue": entry.id if entry else None, "matched_in": cause.where,
-                    "matched_line": cause.line[:500]}
-        message = cause.line[:300]
-        text = f"{c.type}{where}: {message}"
-        if entry:
-            text += f" - {entry.meaning}"
-        advice = entry.fix if entry else "Read the traceback above (saved in " \
-            "children/program/stderr.txt)."
-        lost = crash_match.shape_lost_at(entry, o.dataset_calls)
-        if lost is not None:
-            text += f" Here {lost[1]}."
-            evidence["shape_lost_at"] = lost[0].caller
-            advice = f"At {lost[0].where}: {advice}"
-        return Finding("run.crash", "fail", text, evidence, advice=advice,
-                       title=_crash_title(c.type, c.user_frame, entry.id if entry else None),
-                       actions=_crash_actions(lost[0].caller if lost is not None
-                                              else c.user_frame, entry.fix if entry else None))
-    if faulted:
-        o = faulted[0]
-        tail = [ln for ln in o.faults.strip().splitlines() if ln.strip()]
-        return Finding("run.crash", "fail",
-                       f"process {o.pid} died of a fatal signal: {tail[0] if tail else ''}",
-                       {"pid": o.pid, "faulthandler": tail[-30:]},
-                       title=title(f"process {o.pid} died of a fatal signal: "
-                                   f"{tail[0] if tail else ''}",
-                                   f"process {o.pid} died of a fatal signal"),
-                       advice="A crash inside TensorFlow's C++ code or a library: the "
-                       "Python stack in the evidence shows the call that triggered it.")
-    printed = tracebacks.last_traceback(log_lines) if returncode and returncode > 0 else None
-    if printed is not None:
-        return _printed_crash(printed, returncode, log_lines)
-    if returncode is not None and returncode < 0 and interrupted:
-        return Finding("run.crash", "ok", "no uncaught Python exception before the "
-                       f"interruption (the program then ended by signal {-returncode})",
-                       {"returncode": returncode, "interrupted": True},
-                       title="no uncaught Python exception before the interruption")
-    if returncode is not None and returncode < 0:
-        seen = [o for o in obs if o.imported_tf]
-        last = [f"{s.label}: {max((st.index for st in s.steps), default=-1) + 1} steps"
-                for o in seen for s in o.series]
-        return Finding("run.crash", "fail",
-                       f"the program was killed by signal {-returncode} with no Python "
-                       f"exception; what the hooks recorded before survives"
-                       + (f" ({'; '.join(last)})" if last else ""),
-                       {"returncode": returncode, "recorded": last},
-                       title=f"killed by signal {-returncode} with no Python exception",
-                       advice="SIGKILL usually comes from the kernel's OOM killer (dmesg) or a "
-                       "scheduler's time or memory limit.")
-    return Finding("run.crash", "ok",
-                   "no uncaught Python exception" + ("" if not returncode else
-                                                     f" (the program exited {returncode} "
-                                                     "itself)"),
-                   {"returncode": returncode},
-                   title="no uncaught Python exception" + (
-                       "" if not returncode else f" (it exited {returncode} itself)"))
-
-
-def _at(frame: dict[str, Any] | None) -> str | None:
-    """``file:line`` of the user's frame (None: none known)."""
-    return f"{_short(frame['file'])}:{frame['line']}" if frame and frame.get("file") else None
-
-
-def _crash_title(kind: str, frame: dict[str, Any] | None, entry: str | None) -> str:
-    at = _at(frame)
-    what = f"{kind} at {at}" if at else kind
-    return title(f"crash: {what} ({entry})" if entry else f"crash: {what}", f"crash: {what}",
-                 f"crash: {kind}", "the program crashed with a Python exception")
-
-
-def _crash_actions(frame: dict[str, Any] | None, fix: str | None) -> tuple[Action, ...]:
-    """The catalogue's fix at the user's line that raised (none without a known fix)."""
-    return (Action(fix, _at(frame)),) if fix else ()
-
-
-def _printed_crash(printed: tracebacks.PrintedTraceback, returncode: int | None,
-                   log_lines: Sequence[str]) -> Finding:
-    """An exception the hooks did not see (the program's own excepthook, then os._exit),
-    read from the traceback in its stderr."""
-    f = printed.user_frame
-    cause = crash_match.explain(printed.type, printed.message, (), log_lines,
-                                code=(f or {}).get("code") or "")
-    where = f" in {f['function']}() at {_short(f['file'])}:{f['line']}" if f else ""
-    text = f"{printed.type}{where}: {cause.line[:300]}"
-    if cause.entry:
-        text += f" - {cause.entry.meaning}"
-    return Finding("run.crash", "fail", text + f" (read from the traceback the program "
-                   f"printed on its stderr before exiting {returncode})",
-                   {"type": printed.type, "message": printed.message[:2000],
-                    "user_frame": f, "frames": printed.frames[-8:], "returncode": returncode,
-                    "seen_in": "stderr", "catalogue": cause.entry.id if cause.entry else None,
-                    "matched_in": cause.where, "matched_line": cause.line[:500]},
-                   title=_crash_title(printed.type, f, cause.entry.id if cause.entry else None),
-                   actions=_crash_actions(f, cause.entry.fix if cause.entry else None),
-                   advice=cause.entry.fix if cause.entry else "Read the traceback above "
-                   "(saved in children/program/stderr.txt).")
