@@ -5,7 +5,8 @@ terminal (gpudiag.execute), the Text tab's first card (the same entries less the
 and the GPUDIAG dashboard's header (gpudiag.tbplugin). Pure: a report as plain data
 (report.json's content) in, lines out.
 
-The entries, each only where the report has its evidence:
+The entries, each only where the report has its evidence (a crashed program's crash
+first: "crash: ValueError at train.py:12 (keras-shape-mismatch)", then its fix):
 
     gpudiag run: 0 failed, 3 warnings, 5 not checked, 11 ok
     devices: no GPU, ran on the CPU (/device:CPU:0): no NVIDIA driver
@@ -304,10 +305,34 @@ def interpreter_line(report: dict[str, Any]) -> str | None:
             f"tensorflow)")
 
 
+def _crashes(report: dict[str, Any]) -> list[dict[str, Any]]:
+    """The program's crashes (run.crash, failed), in the report's order."""
+    return [f for f in _findings(report) if _family_id(f["id"]) == "run.crash"
+            and f.get("status") == "fail"]
+
+
+def crash_entry(report: dict[str, Any]) -> Entry | None:
+    """The program's crash, first wherever it happened: what raised where ("crash:
+    ValueError at train.py:12 (catalogue entry)") and its fix at the user's line."""
+    crashes = _crashes(report)
+    if not crashes:
+        return None
+    said = _headline(crashes[0])
+    head = said if said.startswith("crash") else f"crash: {said}"
+    if len(crashes) > 1:
+        head += f" ({len(crashes) - 1} more crashed)"
+    actions = [a for a in crashes[0].get("actions") or [] if isinstance(a, dict)
+               and a.get("what")]
+    fix = fix_entry(crashes[0]) if actions else None
+    return (head, fix) if fix else (head,)
+
+
 def counts_line(report: dict[str, Any]) -> str:
     findings = _findings(report)
     n = {s: sum(1 for f in findings if f.get("status") == s) for s in _WORST}
-    failed = [f["id"] for f in findings if f.get("status") == "fail"]
+    crashed = {id(f) for f in _crashes(report)}  # the crash named first: it is the cause
+    failed = [f["id"] for f in sorted(findings, key=lambda f: id(f) not in crashed)
+              if f.get("status") == "fail"]
     head = f"gpudiag {report.get('command', '?')}"
     if report.get("partial"):
         head += " (interrupted)" if report.get("interrupted") else " (partial)"
@@ -319,21 +344,23 @@ def counts_line(report: dict[str, Any]) -> str:
 
 def entries(report: dict[str, Any], tail: Sequence[str] = ()) -> list[Entry]:
     """The verdict's entries (``tail``: lines that end it, the report's path), at most
-    MAX_ENTRIES: `diff`'s result first; the counts, the devices, the bottleneck with its
-    fix, learning (`diff`: no devices entry). Past MAX_ENTRIES, the counts give way."""
+    MAX_ENTRIES: the program's crash first, then `diff`'s or `try`'s result; the counts,
+    the devices, the bottleneck with its fix, learning (`diff`: no devices entry).
+    Past MAX_ENTRIES, the counts give way."""
     with indexed():
         return _entries(report, tail)
 
 
 def _entries(report: dict[str, Any], tail: Sequence[str]) -> list[Entry]:
     result = diff_line(report) or try_line(report)
+    first = [e for e in (crash_entry(report), (result,) if result else None) if e]
     body: list[str | Entry | None] = [
-        result, counts_line(report), None if result else devices_line(report),
+        counts_line(report), None if result else devices_line(report),
         bottleneck_entry(report), learning_line(report), interpreter_line(report)]
-    out: list[Entry] = [(e,) if isinstance(e, str) else e for e in body if e]
+    out: list[Entry] = first + [(e,) if isinstance(e, str) else e for e in body if e]
     room = MAX_ENTRIES - len(tail)
     while len(out) > room and len(out) > 1:
-        out.pop(1 if result else 0)
+        out.pop(min(len(first), len(out) - 1))
     return out + [(t,) for t in tail]
 
 
