@@ -35,7 +35,7 @@ from gpudiag.layout.diff import (
     ScalingDiff,
 )
 from gpudiag.layout.evidence import STEP_PARTS
-from gpudiag.layout.units import duration, ms_number, share
+from gpudiag.layout.units import counted, duration, ms_number, share
 from gpudiag.report import Finding
 from gpudiag.rundir.records import Loop, StepBreakdown
 from gpudiag.verdicts import whatif
@@ -116,7 +116,7 @@ CI = f"{share(CI_LEVEL)} CI"  # "95 % CI": how every interval is named
 def _mtext(m: Median) -> str:
     ci = f"{CI} {ms_number(m.low_s)}-{ms_number(m.high_s)}" if m.low_s is not None \
         and m.high_s is not None else "no interval"
-    return f"{duration(m.median_s)} ({ci}, {m.steps} steps)"
+    return f"{duration(m.median_s)} ({ci}, {counted(m.steps, 'step')})"
 
 
 def _loss(a: Loop, b: Loop) -> tuple[int, float | None, float | None, float | None]:
@@ -392,7 +392,7 @@ def _matched(diffs: Sequence[LoopDiff]) -> list[LoopDiff]:
 def _loss_rows(matched: Sequence[LoopDiff]) -> str:
     """Each loop's last loss on both sides and how far apart at matched steps."""
     return "; ".join(f"{d.name_b}: last loss {d.loss_a_last:.4f} -> {d.loss_b_last:.4f}; "
-                     f"over {d.loss_steps_matched} matched steps at most "
+                     f"over {counted(d.loss_steps_matched, 'matched step')} at most "
                      f"{d.loss_max_rel_diff:.1%} apart" for d in matched)
 
 

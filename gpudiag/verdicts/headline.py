@@ -38,7 +38,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from gpudiag.layout.families import family_of
-from gpudiag.layout.units import ms_number
+from gpudiag.layout.units import counted, ms_number
 from gpudiag.verdicts.gpus_seen import cpu_devices, indexed, tf_gpus, walk, why_no_gpu
 
 WIDTH = 79  # a line of the verdict is shorter than an 80-column terminal
@@ -338,7 +338,7 @@ def counts_line(report: dict[str, Any]) -> str:
         head += " (interrupted)" if report.get("interrupted") else " (partial)"
     more = f" and {len(failed) - 1} more" if len(failed) > 1 else ""
     first = f" ({failed[0]}{more})" if failed else ""
-    return (f"{head}: {n['fail']} failed{first}, {n['warn']} warnings, "
+    return (f"{head}: {n['fail']} failed{first}, {counted(n['warn'], 'warning')}, "
             f"{n['skip']} not checked, {n['ok']} ok")
 
 

@@ -12,6 +12,7 @@ from typing import Any
 from helpers import REPO
 from rich.console import Console
 
+from gpudiag.layout.units import counted
 from gpudiag.report import Finding, Report, render_table
 from gpudiag.scaling.table import TERMINAL_HEADERS, rich_table
 from gpudiag.verdicts import headline
@@ -220,3 +221,14 @@ def test_a_crash_is_the_verdicts_first_entry_with_its_fix() -> None:
     assert headline.verdict(killed)[0] == "crash: killed by signal 9 with no Python exception"
     killed["findings"][3]["status"] = "ok"
     assert not any(ln.startswith("crash") for ln in headline.verdict(killed))
+
+
+def test_counts_read_as_english() -> None:
+    """"1 warning", never "1 warnings": the verdict's counts and the findings' own."""
+    one = _crashed()
+    one["findings"][0]["status"] = "ok"
+    counts = next(ln for ln in headline.verdict(one) if ln.startswith("gpudiag run"))
+    assert counts == "gpudiag run: 1 failed (run.crash), 1 warning, 1 not checked, 1 ok"
+    assert counted(1, "warning") == "1 warning" and counted(2, "warning") == "2 warnings"
+    assert counted(3, "batch") == "3 batches" and counted(0, "step") == "0 steps"
+    assert counted("?", "step") == "? steps"

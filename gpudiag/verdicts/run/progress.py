@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from gpudiag.catalogue import match_crash
+from gpudiag.layout.units import counted
 from gpudiag.layout.units import share as pct
 from gpudiag.records.run import ProcessObservation, StepSeries
 from gpudiag.report import Action, Finding, Status
@@ -140,7 +141,8 @@ def learning(obs: ProcessObservation, proc: str = "") -> Finding:
 
 def _learning_title(row: dict[str, Any], status: Status) -> str:
     """One training run's answer: ``loss 2.72 -> 0.013 in 120 steps: it learns``."""
-    losses = f"loss {row['first_loss']:.3g} -> {row['last_loss']:.3g} in {row['steps']} steps"
+    losses = (f"loss {row['first_loss']:.3g} -> {row['last_loss']:.3g} in "
+              f"{counted(row['steps'], 'step')}")
     classes = row["stuck_at_ln_classes"]
     if row["weights_moved"] is False:
         return f"not learning: the weights never changed ({losses})"
@@ -169,12 +171,12 @@ def _judged_losses(s: Any) -> tuple[list[float], int, str, str] | None:
     losses = [st.loss for st in s.steps if st.loss is not None and math.isfinite(st.loss)]
     count = sum(st.count for st in s.steps)
     if len(losses) >= MIN_JUDGED_STEPS:
-        return losses, count, "steps", f"{count} steps"
+        return losses, count, "steps", f"{counted(count, 'step')}"
     losses, count = epoch_losses(s)
     if len(losses) < MIN_JUDGED_EPOCHS:
         return None
-    over = (f"{len(losses)} epochs (each epoch's mean loss: the batches were not "
-            f"recorded; {count} steps)" if count else f"{len(losses)} epochs")
+    over = (f"{counted(len(losses), 'epoch')} (each epoch's mean loss: the batches were not "
+            f"recorded; {counted(count, 'step')})" if count else f"{counted(len(losses), 'epoch')}")
     return losses, count, "epochs", over
 
 
@@ -234,7 +236,7 @@ def _judge_run(obs: ProcessObservation, s: Any) -> tuple[dict[str, Any], str, St
                                            and chance.side == stats.BELOW else "")
     if moved is False:
         steps = weights.calls_between if weights else "?"
-        text += (f"; the weights did not change at all over {steps} steps: this is not "
+        text += (f"; the weights did not change at all over {counted(steps, 'step')}: this is not "
                  "a device problem, the updates never reach the weights")
         if s.facts.get("learning_rate") == 0:
             text += " (the learning rate is 0)"
@@ -469,7 +471,7 @@ def crash(obs: Sequence[ProcessObservation], returncode: int | None,
                        title="no uncaught Python exception before the interruption")
     if returncode is not None and returncode < 0:
         seen = [o for o in obs if o.imported_tf]
-        last = [f"{s.label}: {max((st.index for st in s.steps), default=-1) + 1} steps"
+        last = [f"{s.label}: {counted(max((st.index for st in s.steps), default=-1) + 1, 'step')}"
                 for o in seen for s in o.series]
         return Finding("run.crash", "fail",
                        f"the program was killed by signal {-returncode} with no Python "
