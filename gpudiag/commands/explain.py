@@ -6,7 +6,11 @@ PATH is a TensorBoard logdir, a ``plugins/profile/<run>`` directory, or one
 it is read (gpudiag.readers.stepbreakdown, xprof's readers; no TensorFlow, no GPU, nothing run) and
 gets one finding per trace, ``explain.bottleneck[.<host>]``: the breakdown per device and
 the bottleneck (gpudiag.verdicts.bottleneck), as `gpudiag run` gives for its own window.
-What a trace cannot tell (the program's tf.data calls and source lines) is not guessed.
+What a trace cannot tell (the program's tf.data calls and source lines) is not guessed:
+a trace of a `gpudiag run` (``<run>/program-<pid>/plugins/profile/...``) is read with
+what that run recorded of its program (gpudiag.run.windowfacts: the op placement, so
+``/device:CPU:0`` stays itself; the tf.data calls and their lines; the loop), as the run
+read it.
 
 One breakdown per trace, whichever command reads it: a trace of a gpudiag scaling run
 (``<run>/<config>/plugins/profile/<ts>/<host>.xplane.pb``) is read with the op placement
@@ -35,6 +39,8 @@ from gpudiag.layout.units import ms_number, share
 from gpudiag.markdown import markdown_table
 from gpudiag.readers import stepbreakdown, traces, xspacescan
 from gpudiag.report import Finding
+from gpudiag.run import windowfacts
+from gpudiag.run.windowfacts import WindowFacts
 from gpudiag.rundir import Run, RunDirError, check_confined, load_run
 from gpudiag.rundir.confine import MAX_TRACE_BYTES, check_tree, inside, walk
 from gpudiag.rundir.unsaved import unsaved_run
@@ -173,6 +179,20 @@ def recorded_placement(trace: Path, within: Path | None = None
     return ({str(k): str(v) for k, v in op_devices.items()}, [str(d) for d in devices])
 
 
+def _recorded_window(trace: Path, within: Path | None) -> WindowFacts | None:
+    """What the `gpudiag run` whose program wrote ``trace`` recorded of its window (the
+    placement, the tf.data calls and their lines, the loop: gpudiag.run.windowfacts);
+    None when the trace is not one of a run, or, given ``within``, that run is not
+    wholly inside it."""
+    run_dir = trace.parents[4] if len(trace.parents) > 4 else None
+    if run_dir is None or (within is not None and not _confined(run_dir, within)):
+        return None
+    try:
+        return windowfacts.recorded(trace)
+    except (RunDirError, OSError, ValueError):
+        return None
+
+
 def _confined(run_dir: Path, within: Path) -> bool:
     try:
         check_tree(within, inside(within, run_dir))
@@ -218,7 +238,10 @@ def run(session: RunSession, path: Path, *, ui: Ui, within: Path | None = None,
         check_id = "explain.bottleneck" + label(trace, root, len(files) > 1)
         shown = str(trace.relative_to(root)) if trace.is_relative_to(root) else str(trace)
         ui.say(f"reading {shown}")
-        op_devices, replicas = recorded_placement(trace, within)
+        window = _recorded_window(trace, within)
+        op_devices, replicas = (window.op_devices, window.devices) if window else \
+            recorded_placement(trace, within)
+        facts = window.facts if window else bottleneck.ProgramFacts(replicas=replicas)
         try:
             result = stepbreakdown.breakdown(trace, op_devices, replicas)
         except traces.TraceError as exc:
@@ -228,8 +251,7 @@ def run(session: RunSession, path: Path, *, ui: Ui, within: Path | None = None,
                                 "(the message says why: xprof not importable, or its "
                                 "analysis failed); reinstall tensorboard-plugin-profile."))
             continue
-        session.add(bottleneck.bottleneck(result, None, bottleneck.ProgramFacts(
-            replicas=replicas), check_id=check_id))
+        session.add(bottleneck.bottleneck(result, None, facts, check_id=check_id))
         rows += [_row(shown, d) for d in result.devices]
         data.append(result.to_dict())
     session.set("explain", {"path": str(path), "traces": data})

@@ -28,6 +28,7 @@ from gpudiag.fixes.choice import NotTried, choose
 from gpudiag.fixes.lines import Call
 from gpudiag.layout import eventdecode, events, loopevents
 from gpudiag.layout.evidence import TriedFix
+from gpudiag.layout.units import counted
 from gpudiag.run.options import RunOptions
 from gpudiag.session import RunSession
 from gpudiag.ui import Ui
@@ -78,7 +79,8 @@ def run(session: RunSession, argv: list[str], *,
     plan = [(r, c) for r in range(1, options.rounds + 1) for c in [None, *chosen]]
     _say_plan(ui, plan, chosen, report, options)
     if options.dry_run:
-        session.set(layout.TRY_DATA, {"headline": f"dry run: {len(plan)} trials planned, "
+        session.set(layout.TRY_DATA, {"headline": f"dry run: {counted(len(plan), 'trial')} "
+                                                  f"planned, "
                                       f"none run ({', '.join(c.fix.name for c in chosen)})"})
         return code
     _trials(session, argv, backend, options, ui, plan, chosen)
@@ -156,7 +158,8 @@ def _say_plan(ui: Ui, plan: Sequence[tuple[int, Chosen | None]], chosen: Sequenc
               report: dict[str, Any], options: TryOptions) -> None:
     each = estimate_trial_s(report, options.steps)
     est = f", about {each * len(plan) / 60:.1f} min" if each is not None else ""
-    ui.say(f"{len(plan)} trials ({options.rounds} rounds of the program as written and "
+    ui.say(f"{counted(len(plan), 'trial')} ({counted(options.rounds, 'round')} of the program "
+           f"as written and "
            f"{len(chosen)} fix(es)){est}")
     for c in chosen:
         module = BY_NAME[c.fix.name]

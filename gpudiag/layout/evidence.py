@@ -39,6 +39,11 @@ from gpudiag.layout.units import CI_LEVEL
 #: host-device copies with no kernel running, waiting for input, the host's own work
 #: (Python, dispatch), nothing at all. Each is ``<part>_s`` in a bottleneck's evidence.
 STEP_PARTS = ("compute", "communication", "copy", "input", "host", "idle")
+#: The row of the host's own threads (ops no placement names: gpudiag.readers.stepbreakdown).
+HOST_ROW = "/host:CPU"
+#: The parts in which a device worked; in the rest it waited (for another device, tf.data,
+#: the host). The host row's ``host`` part is its own work: the Python and the dispatch.
+BUSY_PARTS = ("compute", "communication", "copy")
 
 
 
@@ -142,6 +147,16 @@ class DeviceParts:
 
     def parts(self) -> dict[str, float]:
         return {p: self.part(p) for p in STEP_PARTS}
+
+    def busy_parts(self) -> tuple[str, ...]:
+        """The parts in which this device worked (BUSY_PARTS; the host row: and host)."""
+        return (*BUSY_PARTS, "host") if self.device == HOST_ROW else BUSY_PARTS
+
+    def busy_share(self) -> float | None:
+        """Its busy parts' share of the step, from the numbers its bar is drawn with."""
+        if self.period_s <= 0:
+            return None
+        return sum(self.part(p) for p in self.busy_parts()) / self.period_s
 
     def scaled(self, factor: float) -> DeviceParts:
         """Every time times ``factor`` (a call of N steps per step: 1 / N)."""

@@ -5,7 +5,8 @@ The rule: a duration is written in milliseconds with at least three significant 
 and no more decimals than that needs (``0.0326`` s -> ``32.6 ms``, ``0.12345`` s ->
 ``123 ms``, ``1.5`` s -> ``1500 ms``, ``0.00035`` s -> ``0.350 ms``); a share is a whole
 percent with a space before the sign (``0.47`` -> ``47 %``); a ratio two decimals and
-``x`` (``2.66x``). Pure and a leaf: imports nothing of gpudiag's.
+``x`` (``2.66x``); a count agrees with its noun (``1 warning``, ``2 warnings``). Pure and
+a leaf: imports nothing of gpudiag's.
 """
 
 from __future__ import annotations
@@ -51,3 +52,16 @@ def share(fraction: float | None) -> str:
 def ratio(x: float | None) -> str:
     """A ratio of two durations (``2.66x``); ``n/a`` for None."""
     return "n/a" if x is None else f"{x:.2f}x"
+
+
+#: The nouns gpudiag counts whose plural is not the noun and "s".
+_PLURALS = {"batch": "batches", "process": "processes"}
+
+
+def counted(n: object, word: str, plural: str | None = None) -> str:
+    """A count and its noun, read as English: ``1 warning``, ``2 warnings``, ``0 steps``,
+    ``3 batches`` (``plural``: where adding "s" is not it and _PLURALS does not say).
+    ``n`` as recorded: a count not known ("?", None) is written as it is, plural."""
+    if n == 1:
+        return f"{n} {word}"
+    return f"{n} {plural or _PLURALS.get(word, word + 's')}"

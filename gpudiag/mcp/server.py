@@ -29,10 +29,10 @@ from gpudiag.mcp import tools, worker
 
 INSTRUCTIONS = (
     "gpudiag's diagnoses of TensorFlow GPU runs in one logdir, read-only. Start with "
-    "list_runs; show_run gives a run's verdict and findings (each: id, status ok/warn/fail/"
-    "skip, message, evidence, advice); explain reads profiler traces (.xplane.pb) inside "
-    "the logdir; diff compares two runs (did the change work). Paths are relative to the "
-    "logdir and never leave it.")
+    "list_runs; show_run gives a run's verdict, its actions and findings (each: id, status "
+    "ok/warn/fail/skip, message, advice; evidence=true adds each one's evidence); explain "
+    "reads profiler traces (.xplane.pb) inside the logdir; diff compares two runs (did the "
+    "change work). Paths are relative to the logdir and never leave it.")
 
 READ_ONLY = ToolAnnotations(read_only_hint=True, destructive_hint=False,
                             idempotent_hint=True, open_world_hint=False)
@@ -41,6 +41,10 @@ RunId = Annotated[str, Field(description="A run's id: its run directory relative
                                          "logdir, as list_runs gives it.")]
 TracePath = Annotated[str, Field(description="A .xplane.pb file, or a directory holding "
                                              "profiler traces, relative to the logdir.")]
+WholeEvidence = Annotated[bool, Field(description="true: every finding's whole evidence "
+                                                 "and the step breakdown (large); false "
+                                                 "(default): the verdict, the actions and "
+                                                 "the findings without their evidence.")]
 Side = Annotated[str, Field(description="A run id, or a directory of profiler traces, "
                                         "relative to the logdir.")]
 
@@ -69,7 +73,7 @@ def build(logdir: Path, call_timeout_s: float = worker.CALL_TIMEOUT_S) -> MCPSer
     lock = threading.Lock()
     calls = worker.Worker(where.root, call_timeout_s)
 
-    def answer(fn: Callable[..., dict[str, Any]], *args: str) -> dict[str, Any]:
+    def answer(fn: Callable[..., dict[str, Any]], *args: str | bool) -> dict[str, Any]:
         with lock:
             try:
                 return calls.call(fn.__name__, *args)
@@ -88,12 +92,14 @@ def build(logdir: Path, call_timeout_s: float = worker.CALL_TIMEOUT_S) -> MCPSer
         return answer(tools.list_runs)
 
     @server.tool(annotations=READ_ONLY)
-    def show_run(run: RunId) -> dict[str, Any]:
-        """One run's verdict and every finding (id, status, title, question, message,
-        evidence, advice, actions: as its report.json holds it), the per-device step
-        breakdown of its bottleneck findings (compute, communication, copy, input, host,
-        idle seconds; the causes) and its training loops' step series."""
-        return answer(tools.show_run, run)
+    def show_run(run: RunId, evidence: WholeEvidence = False) -> dict[str, Any]:
+        """One run's verdict first, then the actions its failed and warned findings advise
+        (what to change, where, the predicted step), every finding without its evidence
+        (id, status, title, question, message, advice, actions) and its training loops'
+        step series. With evidence=true: every finding as its report.json holds it, with
+        its evidence, and the per-device step breakdown of its bottleneck findings
+        (compute, communication, copy, input, host, idle seconds; the causes)."""
+        return answer(tools.show_run, run, evidence)
 
     @server.tool(annotations=READ_ONLY)
     def explain(path: TracePath) -> dict[str, Any]:

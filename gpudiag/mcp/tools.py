@@ -12,7 +12,11 @@ nothing outside it (``within``: a trace's recorded placement is looked up only i
 wholly inside). No program is ever run.
 
 A run's id is its run directory relative to the logdir (``run/2026-11-26T01-21-25-run``),
-as the dashboard names it.
+as the dashboard names it; every path served (a trace, a diff's sides, a run directory
+named in a message) is written relative to the logdir too (``_served``), never as the
+machine's absolute path. ``show_run`` answers with the verdict and the actions first and
+each finding without its evidence; the whole evidence (and the step breakdown built from
+it) only when asked (``evidence``).
 """
 
 from __future__ import annotations
@@ -29,6 +33,8 @@ from gpudiag.rundir import Run, RunDirError, StepBreakdown, scan_runs
 from gpudiag.rundir.confine import confined_dir
 from gpudiag.ui import Ui
 from gpudiag.verdicts import headline
+
+_WORST = {"fail": 0, "warn": 1, "skip": 2, "ok": 3}
 
 
 class Logdir:
@@ -71,10 +77,24 @@ def list_runs(logdir: Logdir) -> dict[str, Any]:
             "refused": refused}
 
 
-def show_run(logdir: Logdir, run_id: str) -> dict[str, Any]:
-    """One run: its verdict, every finding (gpudiag.report.Finding as report.json holds
-    it), the per-device step breakdown of its bottleneck findings, its step series."""
-    return _answer(logdir.run(run_id), logdir)
+def show_run(logdir: Logdir, run_id: str, evidence: bool = False) -> dict[str, Any]:
+    """One run: its verdict, the actions its findings advise (worst first), every finding
+    without its evidence (id, status, title, question, message, advice, actions), its step
+    series; with ``evidence``, every finding as report.json holds it and the per-device
+    step breakdown of its bottleneck findings."""
+    run = logdir.run(run_id)
+    if evidence:
+        return _answer(run, logdir)
+    findings = sorted(run.report_json.get("findings", []),
+                      key=lambda f: _WORST.get(f.get("status"), 4))
+    actions = [{"finding": f["id"], "status": f.get("status"), **a} for f in findings
+               if f.get("status") in ("fail", "warn") for a in f.get("actions") or []
+               if isinstance(a, dict)]
+    brief = [{k: v for k, v in f.items() if k != "evidence"}
+             for f in run.report_json.get("findings", [])]
+    summary = _summary(run, logdir)
+    return _served({"verdict": summary.pop("verdict"), "actions": actions, **summary,
+                    "findings": brief, "loops": _loops(run)}, logdir)
 
 
 def explain(logdir: Logdir, path: str) -> dict[str, Any]:
@@ -94,7 +114,8 @@ def diff(logdir: Logdir, a: str, b: str) -> dict[str, Any]:
                                      argv=["gpudiag mcp: explain", side]) for side in (a, b))
     run = diff_cmd.compared(run_a, run_b, None, argv=["gpudiag mcp: diff", a, b])
     record = run.report_json.get("data", {}).get(layout.DIFF_DATA_KEY, {})
-    return {**_answer(run, logdir), "id": None, "a": a, "b": b, "diff": record}
+    return _served({**_answer(run, logdir), "id": None, "a": a, "b": b, "diff": record},
+                   logdir)
 
 
 def _summary(run: Run, logdir: Logdir) -> dict[str, Any]:
@@ -104,11 +125,30 @@ def _summary(run: Run, logdir: Logdir) -> dict[str, Any]:
             "verdict": headline.verdict(run.report_json, headline.UNCUT)}
 
 
+def _loops(run: Run) -> list[dict[str, Any]]:
+    return [{"name": name, "steps": len(loop.steps), "median_step_s": loop.median_step_s()}
+            for name, loop in run.loops.items()]
+
+
 def _answer(run: Run, logdir: Logdir) -> dict[str, Any]:
-    loops = [{"name": name, "steps": len(loop.steps),
-              "median_step_s": loop.median_step_s()} for name, loop in run.loops.items()]
-    return {**_summary(run, logdir), "findings": run.report_json.get("findings", []),
-            "breakdown": [_breakdown(b) for b in run.breakdown], "loops": loops}
+    return _served({**_summary(run, logdir), "findings": run.report_json.get("findings", []),
+                    "breakdown": [_breakdown(b) for b in run.breakdown],
+                    "loops": _loops(run)}, logdir)
+
+
+def _served(answer: Any, logdir: Logdir) -> Any:
+    """``answer`` with every path inside the logdir written relative to it (a string that
+    is the logdir itself: ``.``)."""
+    root = str(logdir.root)
+    if isinstance(answer, str):
+        if answer == root:
+            return "."
+        return answer.replace(root + "/", "") if root + "/" in answer else answer
+    if isinstance(answer, dict):
+        return {k: _served(v, logdir) for k, v in answer.items()}
+    if isinstance(answer, list):
+        return [_served(v, logdir) for v in answer]
+    return answer
 
 
 def _breakdown(b: StepBreakdown) -> dict[str, Any]:

@@ -75,7 +75,7 @@ class Worker:
         self._proc: Any = None
         self._conn: Connection | None = None
 
-    def call(self, name: str, *args: str) -> dict[str, Any]:
+    def call(self, name: str, *args: str | bool) -> dict[str, Any]:
         """gpudiag.mcp.tools' ``name`` on the logdir; UsageError (the tool's error) when it
         refuses, runs past the time limit, or its worker ends."""
         conn = self._started()

@@ -43,6 +43,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from gpudiag.layout.evidence import HOST_ROW as HOST_ROW  # the row, declared there
 from gpudiag.readers import intervals as iv
 from gpudiag.readers.gpukernels import KernelStats, kernel_stats
 from gpudiag.readers.stepwindows import Window, find_windows
@@ -63,7 +64,6 @@ from gpudiag.readers.traces import (
 )
 from gpudiag.readers.xprofview import XprofView, xprof_view
 
-HOST_ROW = "/host:CPU"
 TF_DATA_LINE_PREFIX = "tf_data"
 NCCL_MARK = "nccl"
 PYTHON_OP_TYPES = frozenset({"PyFunc", "PyFuncStateless", "EagerPyFunc"})

@@ -29,12 +29,13 @@ from gpudiag.readers import clusterplacement, placementlog, stepbreakdown, trace
 from gpudiag.readers.placementlog import PlacementRow
 from gpudiag.records.run import ProcessObservation
 from gpudiag.report import Finding
-from gpudiag.run import eagertrace, events, placedrows, stderrscan, tasks, tbwrite
+from gpudiag.run import eagertrace, events, stderrscan, tasks, tbwrite
 from gpudiag.run import processes as run_processes
 from gpudiag.run.options import Outcome, RunOptions
 from gpudiag.run.stderrscan import StderrScan
+from gpudiag.run.windowfacts import judged_devices, op_devices, placement_rows, window_facts
 from gpudiag.session import RunSession
-from gpudiag.verdicts import allreduce, bottleneck, gpu_fill
+from gpudiag.verdicts import bottleneck, gpu_fill
 from gpudiag.verdicts import gpu_use as gpu_verdicts
 from gpudiag.verdicts.run import crash as run_crash
 from gpudiag.verdicts.run import gpu_idle as run_gpu_idle
@@ -70,22 +71,6 @@ def log_reason(obs: ProcessObservation, options: RunOptions) -> str | None:
     return None
 
 
-def placement_rows(stderr: str, obs: ProcessObservation, processes: int
-                   ) -> tuple[list[PlacementRow], str | None]:
-    """This process's placement rows: its placement window's graphs (gpudiag.run.placedrows)
-    or, without one, the placement log in stderr. Several TensorFlow processes share one
-    stderr: each gets the lines its main thread wrote (placementlog.lines_of_thread)."""
-    if obs.placed_graphs:
-        return placedrows.rows_of(obs.placed_graphs, obs.graphs), None
-    if processes == 1:
-        return placementlog.parse(stderr), None
-    rows = placementlog.parse(placementlog.lines_of_thread(stderr, obs.pid))
-    if rows:
-        return rows, None
-    return [], (f"{processes} TensorFlow processes share one stderr and no placement line "
-                f"came from process {obs.pid}'s main thread")
-
-
 def placement_data(rows: list[PlacementRow]) -> tuple[dict[str, int], int, int,
                                                        dict[str, dict[str, str]]]:
     """Ops per device, eager op count, graph node count, function -> node -> device."""
@@ -98,19 +83,6 @@ def placement_data(rows: list[PlacementRow]) -> tuple[dict[str, int], int, int,
             sum(r.kind == "graph" for r in work), graphs)
 
 
-def op_devices(rows: list[PlacementRow], obs: ProcessObservation) -> dict[str, str]:
-    """Node name -> device for the trace: Session step stats, graph nodes of the placement
-    log, and eager op types that always ran on one device."""
-    out = {n: d for s in obs.step_stats for n, d in s.node_devices.items()}
-    out.update({r.op: r.device for r in rows if r.kind == "graph"})
-    eager: dict[str, set[str]] = {}
-    for r in rows:
-        if r.kind == "eager" and placementlog.is_work(r):
-            eager.setdefault(r.op, set()).add(r.device)
-    out.update({op: next(iter(d)) for op, d in eager.items() if len(d) == 1 and op not in out})
-    return out
-
-
 def trace_of(obs: ProcessObservation, rows: list[PlacementRow]
              ) -> tuple[traces.TraceSummary | None, str | None]:
     p = obs.profile
@@ -119,11 +91,8 @@ def trace_of(obs: ProcessObservation, rows: list[PlacementRow]
     files = traces.find_xplanes(Path(p.logdir))
     if not files:
         return None, f"no .xplane.pb under {p.logdir}"
-    devices = [d for s in obs.strategies for d in s.worker_devices] or \
-        [d for d in (obs.devices.logical if obs.devices else []) if ":GPU:" in d]
     try:
-        summary = traces.summarize(files[-1], op_devices(rows, obs),
-                                   list(dict.fromkeys(devices)))
+        summary = traces.summarize(files[-1], op_devices(rows, obs), judged_devices(obs))
         return summary, None
     except traces.TraceError as exc:
         return None, str(exc)
@@ -151,33 +120,12 @@ def why_slow(obs: ProcessObservation, rows: list[PlacementRow], proc: str,
             return bottleneck.bottleneck(None, str(exc), check_id=check_id)
         return bottleneck.eager(split, bottleneck.ProgramFacts(loop=p.source, eager=eager),
                                 check_id=check_id)
-    devices = [d for s in obs.strategies for d in s.worker_devices] or \
-        [d for d in (obs.devices.logical if obs.devices else []) if ":GPU:" in d]
+    window = window_facts(obs, rows, p, series, warmup, nvml_gpus)
     try:
-        result = stepbreakdown.breakdown(files[-1], op_devices(rows, obs) or None,
-                                         list(dict.fromkeys(devices)))
+        result = stepbreakdown.breakdown(files[-1], window.op_devices, window.devices)
     except traces.TraceError as exc:
         return bottleneck.bottleneck(None, str(exc), check_id=check_id)
-    facts = series.facts if series else {}
-    epochs = (facts.get("params") or {}).get("epochs")
-    mirrored = [d for s in obs.strategies if "Mirrored" in s.class_name
-                for d in s.worker_devices]
-    timing = (run_throughput.loop_timing(obs, series, warmup) or {}) if series else {}
-    fit_periods = run_throughput.step_times(series, warmup, p.steps) \
-        if series is not None and series.kind == "fit" and timing.get("input") is None else []
-    return bottleneck.bottleneck(result, None, bottleneck.ProgramFacts(
-        host_causes=hostcauses.loop_causes(obs, p.source, warmup),
-        compile=facts.get("compile"),
-        input_series=timing.get("input"), run_periods=fit_periods,
-        cpu_use=facts.get("cpu_use"),
-        calls=obs.dataset_calls, loop=p.source, called_at=facts.get("called_at"),
-        jit_compile=facts.get("jit_compile") is True,
-        epochs=epochs if isinstance(epochs, int) else None,
-        replicas=[d for s in obs.strategies for d in s.worker_devices],
-        nvml_gpus=None if nvml_gpus is None else gpu_fill.gpus_of(obs.pid, nvml_gpus),
-        gradient_bytes=allreduce.gradient_bytes(facts.get("trainable_bytes_by_device"),
-                                                mirrored)
-        or (facts.get("trainable_bytes") if mirrored else None)), check_id=check_id)
+    return bottleneck.bottleneck(result, None, window.facts, check_id=check_id)
 
 
 @dataclass(frozen=True)

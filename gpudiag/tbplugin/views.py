@@ -89,7 +89,8 @@ def _nvml_series(run: Run) -> dict[int, dict[str, list[list[float]]]]:
 
 def devices(run: Run) -> dict[str, Any]:
     """One lane per device: each device TensorFlow listed or ran ops on, each GPU NVML saw;
-    its state (used / idle / not visible to TensorFlow), busy share of the step, and NVML
+    its state (used / idle / not visible to TensorFlow), busy share of the step (its bar's
+    busy parts: DeviceParts.busy_share, so the lane and the bar agree), and NVML
     utilization over time. Without a GPU, one line saying so and why."""
     report = run.report_json
     gpus = headline.tf_gpus(report)
@@ -106,13 +107,14 @@ def devices(run: Run) -> dict[str, Any]:
     lanes: list[dict[str, Any]] = []
     for name in names:
         p = parts.get(name)
-        share = None if p is None or p.period_s <= 0 else p.compute_s / p.period_s
+        share = None if p is None else p.busy_share()  # the numbers its bar is drawn with
         lanes.append({"name": name, "kind": "GPU" if "GPU" in name.upper() else "CPU",
                       "state": lane_state(name in idle, share, busy_s.get(name),
                                           ops.get(name),
                                           name in logical),
                       "ops": ops.get(name), "busy_s": busy_s.get(name),
-                      "busy_share": share, "util": [], "sm_util": []})
+                      "busy_share": share, "busy_parts": list(p.busy_parts()) if p else [],
+                      "util": [], "sm_util": []})
     if not lanes:
         lanes = _scaling_lanes(run)
     lanes += _nvml_lanes(run, used_ev, gpus)
@@ -161,7 +163,7 @@ def _nvml_lanes(run: Run, used_ev: dict[str, Any], tf_gpus: list[str] | None
             if activity == "near idle" else activity
         lanes.append({"name": f"GPU {index} (NVML)", "model": str(g.get("name") or ""),
                       "kind": "NVML", "state": state, "activity": activity, "ops": None,
-                      "busy_s": None, "busy_share": None,
+                      "busy_s": None, "busy_share": None, "busy_parts": [],
                       "util_mean": _finite(g.get("util_mean_percent")),
                       "sm_util_mean": _finite(g.get("sm_util_mean_percent")),
                       "util": series.get(index, {}).get("util", []),
@@ -179,7 +181,7 @@ def _scaling_lanes(run: Run) -> list[dict[str, Any]]:
     return [{"name": f"{d} ({top['name']})", "kind": "GPU" if "GPU" in d.upper() else "CPU",
              "state": lane_state(False, share, None, None, False), "ops": None,
              "busy_s": None,
-             "busy_share": share, "util": [], "sm_util": []}
+             "busy_share": share, "busy_parts": [], "util": [], "sm_util": []}
             for d, share in sorted(top["trace_busy_fraction"].items())]
 
 

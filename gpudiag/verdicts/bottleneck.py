@@ -20,7 +20,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Any
 
-from gpudiag.layout.units import duration
+from gpudiag.layout.units import counted, duration
 from gpudiag.layout.units import share as pct
 from gpudiag.readers.stepbreakdown import (
     Breakdown,
@@ -161,7 +161,7 @@ def _predicted(found: list[Cause], m: StepParts, evidence: dict[str, Any],
         pred["interval_from"] = re.sub(
             r"the model replayed on [^;]* profiled steps",
             f"the model replayed on the 95 % CI of the run's median step "
-            f"({len(facts.run_periods)} steps; the window's other work as measured)",
+            f"({counted(len(facts.run_periods), 'step')}; the window's other work as measured)",
             pred["interval_from"])
     if names and names[0] == "input-bound" and pred.get("step_s") is not None:
         accelerator = float(any("GPU" in d.upper() or "TPU" in d.upper()

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from gpudiag.layout.units import duration
+from gpudiag.layout.units import counted, duration
 from gpudiag.layout.units import share as pct
 from gpudiag.report import Finding, Status
 from gpudiag.verdicts.common import title
@@ -42,8 +42,8 @@ def _formed_title(row: dict[str, Any]) -> str:
     n, steps = row["n_workers"], row.get("steps")
     restarted = (f" after {row['restarts_used']} restart(s)" if row.get("restarts_used")
                  else "")
-    return title(f"{row['config']}: {n} worker(s) formed a cluster, ran {steps} steps"
-                 f"{restarted}", f"{n} worker(s) formed a cluster and ran {steps} steps"
+    return title(f"{row['config']}: {n} worker(s) formed a cluster, ran {counted(steps, 'step')}"
+                 f"{restarted}", f"{n} worker(s) formed a cluster and ran {counted(steps, 'step')}"
                  f"{restarted}")
 
 
@@ -65,7 +65,7 @@ def cluster_run(row: dict[str, Any]) -> Finding:
         steps = row.get("steps")
         n = row["n_workers"]
         text = (f"{config}: {n} worker{'s' if n != 1 else ''} formed a cluster and ran "
-                f"{steps} steps")
+                f"{counted(steps, 'step')}")
         if row.get("restarts_used") and row["mode"] == "ps":
             lost = "; ".join(f"{t['task']} {t['exit']} at step {t['last_step'] or 0}"
                              for t in dead)

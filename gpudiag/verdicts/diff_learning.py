@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 
 from gpudiag.layout.diff import LoopDiff
+from gpudiag.layout.units import counted
 from gpudiag.report import Finding
 from gpudiag.rundir.records import Loop
 from gpudiag.verdicts.stats import spread
@@ -23,7 +24,7 @@ def _matched(diffs: Sequence[LoopDiff]) -> list[LoopDiff]:
 def _loss_rows(matched: Sequence[LoopDiff]) -> str:
     """Each loop's last loss on both sides and how far apart at matched steps."""
     return "; ".join(f"{d.name_b}: last loss {d.loss_a_last:.4f} -> {d.loss_b_last:.4f}; "
-                     f"over {d.loss_steps_matched} matched steps at most "
+                     f"over {counted(d.loss_steps_matched, 'matched step')} at most "
                      f"{d.loss_max_rel_diff:.1%} apart" for d in matched)
 
 

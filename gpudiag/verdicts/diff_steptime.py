@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from dataclasses import asdict
 
 from gpudiag.layout.diff import CI_LEVEL, LoopDiff, Median
-from gpudiag.layout.units import duration, ms_number, share
+from gpudiag.layout.units import counted, duration, ms_number, share
 from gpudiag.report import Finding
 from gpudiag.rundir.records import Loop
 from gpudiag.verdicts.common import slug, title
@@ -48,7 +48,7 @@ CI = f"{share(CI_LEVEL)} CI"  # "95 % CI": how every interval is named
 def _mtext(m: Median) -> str:
     ci = f"{CI} {ms_number(m.low_s)}-{ms_number(m.high_s)}" if m.low_s is not None \
         and m.high_s is not None else "no interval"
-    return f"{duration(m.median_s)} ({ci}, {m.steps} steps)"
+    return f"{duration(m.median_s)} ({ci}, {counted(m.steps, 'step')})"
 
 
 def _loss(a: Loop, b: Loop) -> tuple[int, float | None, float | None, float | None]:

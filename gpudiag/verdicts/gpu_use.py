@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from gpudiag.layout.units import counted
 from gpudiag.nvml import NOT_AVAILABLE, DeviceSummary, NotAvailable, SamplingResult, or_none
 from gpudiag.report import Finding
 from gpudiag.verdicts.common import gib_text, title
@@ -140,7 +141,7 @@ def p95_against(s: DeviceSummary, idle_threshold_percent: float) -> Against:
     n, p95 = s.util_sample_count, s.util_p95_percent
     assert p95 is not NOT_AVAILABLE  # only GPUs with a reading are judged
     return against(p95, s.util_p95_ci_percent, idle_threshold_percent,
-                   f"95 % CI of the p95 of {n} samples" if s.util_p95_ci_percent else "")
+                   f"95 % CI of the p95 of {counted(n, 'sample')}" if s.util_p95_ci_percent else "")
 
 
 @dataclass(frozen=True)

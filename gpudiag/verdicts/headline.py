@@ -5,7 +5,8 @@ terminal (gpudiag.execute), the Text tab's first card (the same entries less the
 and the GPUDIAG dashboard's header (gpudiag.tbplugin). Pure: a report as plain data
 (report.json's content) in, lines out.
 
-The entries, each only where the report has its evidence:
+The entries, each only where the report has its evidence (a crashed program's crash
+first: "crash: ValueError at train.py:12 (keras-shape-mismatch)", then its fix):
 
     gpudiag run: 0 failed, 3 warnings, 5 not checked, 11 ok
     devices: no GPU, ran on the CPU (/device:CPU:0): no NVIDIA driver
@@ -26,24 +27,19 @@ finding's actions (what, where, predicted); a report written before actions exis
 the file:line its advice names. Which finding is the bottleneck, the learning verdict or
 the diff's result is read from its family (gpudiag.layout.families), not from words in its id.
 
-"No GPU" is decided from what TensorFlow listed (``physical_gpus``, a process's ``gpus``),
-never from a missing line; its reason only from recorded evidence: CUDA_VISIBLE_DEVICES as
-the process had it, TensorFlow's build (``is_built_with_cuda``), the NVML library and
-TensorFlow's own "Could not find cuda drivers" line (gpudiag.catalogue). Without such
-evidence the line says the reason is not known.
+"No GPU" and its reason come from gpudiag.verdicts.gpus_seen (recorded evidence only).
 """
 
 from __future__ import annotations
 
-import itertools
 import re
 import textwrap
-import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from gpudiag.layout.families import family_of
-from gpudiag.layout.units import ms_number
+from gpudiag.layout.units import counted, ms_number
+from gpudiag.verdicts.gpus_seen import cpu_devices, indexed, tf_gpus, walk, why_no_gpu
 
 WIDTH = 79  # a line of the verdict is shorter than an 80-column terminal
 UNCUT = 100_000  # a web page's lines: one per entry, wrapped by the page
@@ -55,51 +51,6 @@ _LEARNING = ("run.learning", "scaling.learning", "diff.learning")
 #: An entry: its first line's words, then sub-entries, each shown on lines of its own under
 #: it (the bottleneck's fix); on a page (``UNCUT``), one line joined by "; ".
 Entry = tuple[str, ...]
-
-
-#: Every key the verdict looks for anywhere in a report: indexed in one pass (_index).
-_KEYS = frozenset({"physical_gpus", "is_built_with_cuda", "cuda_build", "nvml_unavailable_reason",
-                   "reason", "catalogue_matches", "id", "nvml_gpus", "gpus", "ops_by_device",
-                   "CUDA_VISIBLE_DEVICES", "cuda_visible_devices"})
-_LEAVES = frozenset({str, int, float, bool, type(None)})
-#: While entries() runs: id(node) -> (node, its index), since the verdict asks about
-#: the same nodes many times (the node is held, so that its id stays its own); None
-#: outside it: each walk indexes afresh (a report may change between two calls).
-_INDEXED = threading.local()  # .nodes: that dict, or absent
-
-
-def _index(node: Any) -> dict[str, list[Any]]:
-    """Every value stored under one of _KEYS anywhere in ``node`` (dicts and lists), by
-    key, in order. One iterative pass, linear in the containers: a list of plain values
-    is passed over at C speed (a report of 14 million numbers)."""
-    out: dict[str, list[Any]] = {}
-    stack: list[Iterator[tuple[Any, Any]]] = [iter([(None, node)])]
-    while stack:
-        for k, v in stack[-1]:
-            if k in _KEYS:
-                out.setdefault(k, []).append(v)
-            if isinstance(v, dict) and v:
-                stack.append(iter(v.items()))
-                break
-            if isinstance(v, list) and v and not (len(v) > 16 and
-                                                  set(map(type, v)) <= _LEAVES):
-                stack.append(zip(itertools.repeat(None), v))
-                break
-        else:
-            stack.pop()
-    return out
-
-
-def _walk(node: Any, key: str) -> Iterator[Any]:
-    """Every value stored under ``key`` (one of _KEYS) anywhere in ``node``, in order."""
-    nodes: dict[int, tuple[Any, dict[str, list[Any]]]] | None = getattr(_INDEXED, "nodes",
-                                                                          None)
-    if nodes is None:
-        return iter(_index(node).get(key, ()))
-    held = nodes.get(id(node))
-    if held is None or held[0] is not node:
-        held = nodes[id(node)] = (node, _index(node))
-    return iter(held[1].get(key, ()))
 
 
 def wrap_entry(entry: Entry, width: int = WIDTH) -> list[str]:
@@ -132,71 +83,6 @@ def _headline(f: dict[str, Any]) -> str:
     return " ".join(str(f.get("title") or f.get("message") or "").split())
 
 
-def tf_gpus(report: dict[str, Any]) -> list[str] | None:
-    """The GPUs TensorFlow listed, from any probe or process of the report (None: no
-    record of what TensorFlow listed)."""
-    lists = [v for v in _walk(report.get("devices", {}), "physical_gpus") if isinstance(v, list)]
-    for f in report.get("findings", []):
-        lists += [v for v in _walk(f.get("evidence", {}), "physical_gpus")
-                  if isinstance(v, list)]
-        devices = f.get("evidence", {}).get("devices")
-        if isinstance(devices, dict) and isinstance(devices.get("gpus"), list):
-            lists.append(devices["gpus"])
-    lists += [v for v in _walk(report.get("data", {}), "physical_gpus") if isinstance(v, list)]
-    if not lists:
-        return None
-    seen: dict[str, None] = {}  # in order, each once (a dict: linear in the names)
-    for gpus in lists:
-        for g in gpus:
-            name = g.get("name") if isinstance(g, dict) else str(g)
-            if name:
-                seen.setdefault(str(name))
-    return list(seen)
-
-
-def why_no_gpu(report: dict[str, Any]) -> str:
-    """Why TensorFlow listed no GPU, from the recorded evidence only."""
-    reasons: list[str] = []
-    for key in ("CUDA_VISIBLE_DEVICES", "cuda_visible_devices"):
-        for value in _walk(report, key):
-            if isinstance(value, str) and not re.search(r"\d|GPU-|MIG-", value.replace(
-                    "-1", "")):
-                reasons.append(f"CUDA_VISIBLE_DEVICES={value!r} hides every GPU")
-                break
-    builds = [v for k in ("is_built_with_cuda", "cuda_build") for v in _walk(report, k)]
-    if False in builds and True not in builds:
-        reasons.append("TensorFlow is a CPU-only build")
-    texts = [str(v) for k in ("nvml_unavailable_reason", "reason") for v in _walk(report, k)]
-    catalogue = [m for v in _walk(report, "catalogue_matches") if isinstance(v, list) for m in v]
-    catalogue += [v for v in _walk(report, "id") if v == "cuda-drivers-missing"]
-    nvml = max((len(v) for k in ("nvml_gpus", "gpus") for v in _walk(report, k)
-                if isinstance(v, list) and v and all(isinstance(g, dict) and "util_mean_percent"
-                                                     in g for g in v)), default=0)
-    if nvml:  # the driver answers NVML: TensorFlow's CUDA is what did not start
-        reasons.append(f"NVML sees {nvml} GPU(s); TensorFlow's CUDA did not start")
-    elif any("no NVIDIA driver" in t for t in texts) or "cuda-drivers-missing" in catalogue:
-        reasons.append("no NVIDIA driver")
-    if not reasons:
-        return "why: see gpudiag env"  # fits the 80 columns after the CPU devices
-    return "; ".join(dict.fromkeys(reasons))
-
-
-def _cpu_devices(report: dict[str, Any]) -> str:
-    """Where the work ran instead: the virtual CPU devices, the devices ops ran on, or
-    the logical devices TensorFlow listed."""
-    devices = report.get("devices", {})
-    if devices.get("kind") == "virtual-cpu":
-        return f" ({len(devices.get('compute_devices', []))} virtual CPU devices)"
-    used: list[str] = []
-    for v in _walk(report.get("findings", []), "ops_by_device"):
-        if isinstance(v, dict):
-            used += [d for d in v if d not in used]
-    if not used:
-        logical = devices.get("logical_devices") or []
-        used = [str(d.get("name") if isinstance(d, dict) else d) for d in logical]
-    return f" ({', '.join(used)})" if used else ""
-
-
 def _worst_first(found: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return sorted(found, key=lambda f: _WORST.get(f.get("status", ""), 4))
 
@@ -209,13 +95,13 @@ def devices_line(report: dict[str, Any]) -> str | None:
     """Devices seen and used; for no GPU, that the work ran on the CPU and why (whole: the
     terminal wraps it)."""
     gpus = tf_gpus(report)
-    if gpus is None and any(_walk(report, "nvml_unavailable_reason")):
+    if gpus is None and any(walk(report, "nvml_unavailable_reason")):
         return f"devices: NVML sees no GPU: {why_no_gpu(report)}"
     if gpus is None:
         summary = report.get("devices", {}).get("summary")
         return f"devices: {summary}" if summary else None
     if not gpus:
-        return f"devices: no GPU, ran on the CPU{_cpu_devices(report)}: {why_no_gpu(report)}"
+        return f"devices: no GPU, ran on the CPU{cpu_devices(report)}: {why_no_gpu(report)}"
     used = _worst_first([f for f in _findings(report)
                          if _family_evidence(f["id"]) in ("DeviceLanes", "GpuUse")])
     tail = f"; {_headline(used[0])}" if used else ""
@@ -419,40 +305,62 @@ def interpreter_line(report: dict[str, Any]) -> str | None:
             f"tensorflow)")
 
 
+def _crashes(report: dict[str, Any]) -> list[dict[str, Any]]:
+    """The program's crashes (run.crash, failed), in the report's order."""
+    return [f for f in _findings(report) if _family_id(f["id"]) == "run.crash"
+            and f.get("status") == "fail"]
+
+
+def crash_entry(report: dict[str, Any]) -> Entry | None:
+    """The program's crash, first wherever it happened: what raised where ("crash:
+    ValueError at train.py:12 (catalogue entry)") and its fix at the user's line."""
+    crashes = _crashes(report)
+    if not crashes:
+        return None
+    said = _headline(crashes[0])
+    head = said if said.startswith("crash") else f"crash: {said}"
+    if len(crashes) > 1:
+        head += f" ({len(crashes) - 1} more crashed)"
+    actions = [a for a in crashes[0].get("actions") or [] if isinstance(a, dict)
+               and a.get("what")]
+    fix = fix_entry(crashes[0]) if actions else None
+    return (head, fix) if fix else (head,)
+
+
 def counts_line(report: dict[str, Any]) -> str:
     findings = _findings(report)
     n = {s: sum(1 for f in findings if f.get("status") == s) for s in _WORST}
-    failed = [f["id"] for f in findings if f.get("status") == "fail"]
+    crashed = {id(f) for f in _crashes(report)}  # the crash named first: it is the cause
+    failed = [f["id"] for f in sorted(findings, key=lambda f: id(f) not in crashed)
+              if f.get("status") == "fail"]
     head = f"gpudiag {report.get('command', '?')}"
     if report.get("partial"):
         head += " (interrupted)" if report.get("interrupted") else " (partial)"
     more = f" and {len(failed) - 1} more" if len(failed) > 1 else ""
     first = f" ({failed[0]}{more})" if failed else ""
-    return (f"{head}: {n['fail']} failed{first}, {n['warn']} warnings, "
+    return (f"{head}: {n['fail']} failed{first}, {counted(n['warn'], 'warning')}, "
             f"{n['skip']} not checked, {n['ok']} ok")
 
 
 def entries(report: dict[str, Any], tail: Sequence[str] = ()) -> list[Entry]:
     """The verdict's entries (``tail``: lines that end it, the report's path), at most
-    MAX_ENTRIES: `diff`'s result first; the counts, the devices, the bottleneck with its
-    fix, learning (`diff`: no devices entry). Past MAX_ENTRIES, the counts give way."""
-    outer = getattr(_INDEXED, "nodes", None)
-    _INDEXED.nodes = {} if outer is None else outer
-    try:
+    MAX_ENTRIES: the program's crash first, then `diff`'s or `try`'s result; the counts,
+    the devices, the bottleneck with its fix, learning (`diff`: no devices entry).
+    Past MAX_ENTRIES, the counts give way."""
+    with indexed():
         return _entries(report, tail)
-    finally:
-        _INDEXED.nodes = outer
 
 
 def _entries(report: dict[str, Any], tail: Sequence[str]) -> list[Entry]:
     result = diff_line(report) or try_line(report)
+    first = [e for e in (crash_entry(report), (result,) if result else None) if e]
     body: list[str | Entry | None] = [
-        result, counts_line(report), None if result else devices_line(report),
+        counts_line(report), None if result else devices_line(report),
         bottleneck_entry(report), learning_line(report), interpreter_line(report)]
-    out: list[Entry] = [(e,) if isinstance(e, str) else e for e in body if e]
+    out: list[Entry] = first + [(e,) if isinstance(e, str) else e for e in body if e]
     room = MAX_ENTRIES - len(tail)
     while len(out) > room and len(out) > 1:
-        out.pop(1 if result else 0)
+        out.pop(min(len(first), len(out) - 1))
     return out + [(t,) for t in tail]
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import statistics
 from typing import Any
 
+from gpudiag.layout.units import counted
 from gpudiag.layout.units import share as pct
 from gpudiag.readers.stepbreakdown import StepParts
 from gpudiag.report import Action
@@ -96,7 +97,7 @@ def input_share(facts: ProgramFacts, m: StepParts) -> tuple[float, str, bool]:
     if w.get("hidden") is not None:
         floor = (f", {pct(w['share'])} with next()'s own {ms(w['floor']['floor_s'])} a call "
                  "on a full buffer (measured), which prefetch cannot hide")
-    return d["share"], (f" over the whole run ({w['steps']} steps, the program's "
+    return d["share"], (f" over the whole run ({counted(w['steps'], 'step')}, the program's "
                         f"next(iterator) {ms(w['wait_s_per_step'])} a step{spread}{floor}; "
                         f"the profiled window: {pct(m.share(m.input_s))})"), near
 
@@ -133,7 +134,7 @@ def input_against(facts: ProgramFacts, m: StepParts,
     if missed is not None:
         return stats.against(missed["share"], (missed["low"], missed["high"]), INPUT_BOUND,
                              f"from the 95 % CI of the run's median step "
-                             f"({missed['run_steps']} steps)")
+                             f"({counted(missed['run_steps'], 'step')})")
     if j is not None:
         return j.against(lambda s: s.input_s, INPUT_BOUND)
     return stats.against(m.share(m.input_s), None, INPUT_BOUND)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
+from gpudiag.layout.units import counted
 from gpudiag.layout.units import share as pct
 from gpudiag.records.results import MemoryReading, MemoryResult
 from gpudiag.report import Action, Finding
@@ -99,7 +100,7 @@ def memory_cpu(result: MemoryResult) -> Finding:
     expected = pattern.steps * pattern.step_mb * MIB
     peak = s.tf_peak_bytes
     text = (f"no GPU: on {pattern.device} TensorFlow's memory info rose to a peak of "
-            f"{mib_text(peak)} over {pattern.steps} steps of {pattern.step_mb} MiB and "
+            f"{mib_text(peak)} over {counted(pattern.steps, 'step')} of {pattern.step_mb} MiB and "
             f"fell to {mib_text(s.released_current_bytes)} after release")
     if peak < expected:
         return Finding("memory.cpu", "warn", text + f" (expected {mib_text(expected)})", evidence,

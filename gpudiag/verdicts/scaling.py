@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
+from gpudiag.layout.units import counted
 from gpudiag.layout.units import share as pct
 from gpudiag.records.training import AllreduceResult
 from gpudiag.report import Finding
@@ -362,7 +363,8 @@ def learning(configs: Sequence[LearningRow]) -> Finding:
             acc_text = "n/a" if acc is None else f"{acc:.2f}"
             failed.append(f"{c.name}: loss {loss_text} (ln {classes} = {ln_c:.4f}, must "
                           f"fall below {max_loss:.2f}), accuracy {acc_text} (chance "
-                          f"{chance:.2f}, must reach {min_acc:.2f}) after {c.steps} steps")
+                          f"{chance:.2f}, must reach {min_acc:.2f}) after "
+                          f"{counted(c.steps, 'step')}")
     evidence = {"runs": rows}
     if failed:
         return Finding(
@@ -383,7 +385,7 @@ def learning(configs: Sequence[LearningRow]) -> Finding:
                    title=title(f"every run learned: final loss {_loss_range(rows)} against "
                                f"ln {configs[0].num_classes} = "
                                f"{math.log(configs[0].num_classes):.2f}",
-                               f"all {len(rows)} runs learned"))
+                               f"all {counted(len(rows), 'run')} learned"))
 
 
 def _loss_range(rows: Sequence[dict[str, Any]]) -> str:

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gpudiag.layout.diff import CI_LEVEL
-from gpudiag.layout.units import share
+from gpudiag.layout.units import counted, share
 
 
 def median_ci(values: Sequence[float], confidence: float = CI_LEVEL
@@ -61,7 +61,7 @@ def describe(values: Sequence[float], confidence: float = CI_LEVEL) -> str:
     ci = median_ci(values, confidence)
     level = share(confidence)
     where = f"{level} CI {ci[0]:.3f}-{ci[1]:.3f}" if ci else \
-        f"no {level} CI from {len(values)} rounds"
+        f"no {level} CI from {counted(len(values), 'round')}"
     return f"median {statistics.median(values):.3f} ({where})"
 
 

@@ -20,7 +20,7 @@ from dataclasses import asdict, dataclass
 from gpudiag.fixes import Chosen
 from gpudiag.fixes.choice import NotTried
 from gpudiag.layout.evidence import TriedFix
-from gpudiag.layout.units import CI_LEVEL, ms_number
+from gpudiag.layout.units import CI_LEVEL, counted, ms_number
 from gpudiag.report import Finding, Status
 from gpudiag.verdicts.common import title
 
@@ -262,7 +262,8 @@ def first_line(chosen: Sequence[Chosen], trials: Sequence[Trial]) -> str:
     assert m.low is not None and m.high is not None
     rounds = len(m.per_round)
     return (f"tried {fixes}: {label(c)} makes a step {1 / m.ratio:.1f}x faster "
-            f"({CI_LEVEL * 100:.0f} % CI {1 / m.high:.1f}-{1 / m.low:.1f}, {rounds} rounds)")
+            f"({CI_LEVEL * 100:.0f} % CI {1 / m.high:.1f}-{1 / m.low:.1f}, "
+            f"{counted(rounds, 'round')})")
 
 
 def result_finding(chosen: Sequence[Chosen], trials: Sequence[Trial], stopped_after: int | None,
@@ -273,7 +274,8 @@ def result_finding(chosen: Sequence[Chosen], trials: Sequence[Trial], stopped_af
     how = [line, f"{len(trials)} measured run(s) of the program, the program as written and "
            "each fix interleaved in rounds under the same hooks, with no profiled window"]
     if stopped_after is not None:
-        how.append(f"each fit stopped after {stopped_after} steps: the trials did not run "
+        how.append(f"each fit stopped after {counted(stopped_after, 'step')}: the trials did "
+                   f"not run "
                    "to their end")
     if interrupted:
         how.append("interrupted: only the trials that finished are counted")

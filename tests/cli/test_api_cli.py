@@ -90,6 +90,20 @@ def test_explain_names_the_launch_bound_trace_and_writes_nothing(tmp_path: Path,
     assert len(run.loops["profiled steps"].steps) == f.evidence["steps"] == 18
 
 
+def test_explain_of_a_run_directory_reads_its_trace_with_what_the_run_recorded() -> None:
+    """The sample `gpudiag run`'s trace, explained again: read with the placement and the
+    loop its run recorded (gpudiag.run.windowfacts), so it gives the run's own breakdown:
+    ``/device:CPU:0`` stays itself (not one ``/host:CPU`` row), the loop is named."""
+    ran = api.load_run(SAMPLE_RUN).finding("run.bottleneck")
+    assert ran is not None
+    (f,) = api.explain(SAMPLE_RUN).report.findings
+    assert list(f.evidence["devices"]) == list(ran["evidence"]["devices"]) == ["/device:CPU:0"]
+    assert f.message.startswith("Model.fit: ") and ran["message"].startswith("Model.fit: ")
+    assert "/host:CPU" not in f.message and "not recorded" not in f.message, f.message
+    assert f.evidence["causes"] == ran["evidence"]["causes"]
+    assert f.evidence["step_s"] == pytest.approx(ran["evidence"]["step_s"])
+
+
 def test_explain_into_a_logdir_is_the_cli_s_run(tmp_path: Path) -> None:
     """With a logdir, one explain run directory, read back; its findings are those of the
     run kept in memory and of `gpudiag explain` on the same trace."""

@@ -75,6 +75,7 @@ async def _calls(params: StdioServerParameters, calls: list[tuple[str, dict[str,
 CALLS: list[tuple[str, dict[str, Any]]] = [
     ("list_runs", {}),
     ("show_run", {"run": RUN_ID}),
+    ("show_run", {"run": RUN_ID, "evidence": True}),
     ("explain", {"path": TRACES}),
     ("diff", {"a": RUN_ID, "b": RUN_ID}),
     ("diff", {"a": TRACES, "b": RUN_ID}),
@@ -146,9 +147,48 @@ def test_list_runs_lists_the_run_and_refuses_what_leads_out(answers: dict[str, A
     assert answers["calls"][-1].structured_content == data  # still serving after errors
 
 
+def test_show_run_gives_the_verdict_and_actions_first_the_evidence_on_request(
+        answers: dict[str, Any], logdir: Path) -> None:
+    """By default: the verdict, then the actions, then the findings without their
+    evidence (a few KB); ``evidence`` (in the tool's schema) asks for the whole of it."""
+    tools_listed = {t.name: t for t in answers["tools"]}
+    schema = tools_listed["show_run"].input_schema
+    assert schema["required"] == ["run"] and schema["properties"]["evidence"]["default"] is False
+    assert "evidence" in schema["properties"]["evidence"]["description"]
+    brief = _ok(answers, "show_run", {"run": RUN_ID})
+    whole = _ok(answers, "show_run", {"run": RUN_ID, "evidence": True})
+    assert list(brief)[:2] == ["verdict", "actions"] and brief["verdict"] == whole["verdict"]
+    on_disk = json.loads((logdir / RUN_ID / "report.json").read_text())
+    assert brief["findings"] == [{k: v for k, v in f.items() if k != "evidence"}
+                                 for f in on_disk["findings"]]
+    assert "breakdown" not in brief and brief["loops"] == whole["loops"]
+    assert len(json.dumps(brief)) < len(json.dumps(whole)) / 2
+
+
+
+def test_show_runs_actions_are_the_failed_and_warned_findings_worst_first(
+        tmp_path: Path) -> None:
+    """What to change, where, and the step it should give: each action of a fail or warn
+    finding, fails first, named by its finding; an ok finding's none."""
+    run = tmp_path / "logdir" / RUN_ID
+    shutil.copytree(REPO / "sample_runs" / RUN_ID, run)
+    report = json.loads((run / "report.json").read_text())
+    fix = {"what": "pass num_parallel_calls=tf.data.AUTOTUNE", "where": "train.py:33",
+           "predicted": {"step_s": 0.0174, "low_s": 0.0169, "high_s": 0.018}}
+    for f, status in zip(report["findings"][:3], ("warn", "fail", "ok"), strict=True):
+        f["status"], f["actions"] = status, [{**fix, "where": f"train.py:{status}"}]
+    (run / "report.json").write_text(json.dumps(report))
+    brief = tools.show_run(tools.Logdir(tmp_path / "logdir"), RUN_ID)
+    second, first = (f["id"] for f in report["findings"][:2])
+    assert brief["actions"] == [{"finding": first, "status": "fail", **fix,
+                                 "where": "train.py:fail"},
+                                {"finding": second, "status": "warn", **fix,
+                                 "where": "train.py:warn"}]
+
+
 def test_show_run_gives_the_verdict_and_the_typed_findings(answers: dict[str, Any],
                                                            logdir: Path) -> None:
-    data = _ok(answers, "show_run", {"run": RUN_ID})
+    data = _ok(answers, "show_run", {"run": RUN_ID, "evidence": True})
     on_disk = json.loads((logdir / RUN_ID / "report.json").read_text())
     assert data["id"] == RUN_ID and data["command"] == "run"
     assert data["findings"] == on_disk["findings"]
@@ -169,16 +209,20 @@ def test_explain_names_the_launch_bound_trace_and_writes_nothing(answers: dict[s
     assert data["id"] == TRACES and data["command"] == "explain"
     (f,) = data["findings"]
     assert f["id"] == "explain.bottleneck" and f["evidence"]["causes"] == ["launch-bound"]
+    assert f["evidence"]["trace"].startswith(f"{TRACES}/"), f["evidence"]["trace"]  # served
+    assert str(logdir.resolve()) not in json.dumps(data)
     assert sorted(p.name for p in logdir.iterdir()) == [
         "bad-traces", "escape", "fifo.xplane.pb", "linked-run", "run", "traces"]
     assert sorted(p.name for p in logdir.parent.iterdir()) == ["logdir", "outside"]
 
 
-def test_diff_compares_two_runs_in_the_logdir(answers: dict[str, Any]) -> None:
+def test_diff_compares_two_runs_in_the_logdir(answers: dict[str, Any], logdir: Path) -> None:
     same = _ok(answers, "diff", {"a": RUN_ID, "b": RUN_ID})
     ids = {f["id"]: f["status"] for f in same["findings"]}
     assert ids["diff.step-time.model.fit"] == "ok" and "fail" not in ids.values()
     assert same["diff"]["command_a"] == same["diff"]["command_b"] == "run"
+    assert (same["diff"]["a"], same["diff"]["b"]) == (RUN_ID, RUN_ID)  # not the machine's
+    assert str(logdir.resolve()) not in json.dumps(same)
     mixed = _ok(answers, "diff", {"a": TRACES, "b": RUN_ID})
     assert mixed["diff"]["command_a"] == "explain" and mixed["diff"]["command_b"] == "run"
 

@@ -129,7 +129,7 @@ def test_tf1_workers_started_with_no_ps_never_trained_and_the_cluster_is_not_ok(
     assert sorted(ev["never_trained"]) == ["worker-0", "worker-1"]
     assert "worker-0 never trained: it waited for ps-0" in cluster["message"]
     assert "worker-1 never trained: it waited for ps-0" in cluster["message"]
-    assert "OK" not in cluster["message"] and " 1 steps" not in cluster["message"]
+    assert "OK" not in cluster["message"] and " 1 step" not in cluster["message"]
     assert ev["missing"] == ["ps-0"]
     assert "device_filters" in cluster["advice"]
     for report in reports:

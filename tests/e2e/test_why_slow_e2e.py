@@ -266,3 +266,18 @@ def test_explain_gives_the_same_answer_on_each_runs_trace(
         assert again["evidence"]["causes"][:1] == ran["evidence"]["causes"][:1], again["message"]
         assert again["status"] == ran["status"]
         assert again["evidence"]["step_s"] == pytest.approx(ran["evidence"]["step_s"])
+
+
+def test_explain_of_a_run_directory_uses_the_tf_data_calls_the_run_recorded(
+        input_bound: Run, tmp_path: Path) -> None:
+    """The serial map's run recorded its tf.data calls (train.py's map line): explained
+    again, its trace gets the same fix at the same line, never "the program's tf.data calls
+    were not recorded", and its devices keep their names (/device:CPU:0, not /host:CPU)."""
+    ran = input_bound.found["run.bottleneck"]
+    again = explained(input_bound, tmp_path)
+    where = [a.get("where") for a in ran["actions"]]
+    assert any(w and ".py:" in w for w in where), ran["actions"]
+    assert [a.get("where") for a in again["actions"]] == where, again["actions"]
+    said = again["message"] + again.get("advice", "")
+    assert "were not recorded" not in said and "/host:CPU" not in said, said
+    assert list(again["evidence"]["devices"]) == list(ran["evidence"]["devices"])

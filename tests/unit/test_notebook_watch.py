@@ -77,6 +77,7 @@ def test_the_block_exception_is_the_blocks(tmp_path: Path) -> None:
     crash = w.result.finding("run.crash")
     assert crash is not None and crash["status"] == "fail"
     assert "ZeroDivisionError" in crash["message"]
+    assert w.result.verdict[0].startswith("crash: ZeroDivisionError at "), w.result.verdict
 
 
 @pytest.mark.parametrize(("line", "expected"), [

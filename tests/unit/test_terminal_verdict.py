@@ -12,6 +12,7 @@ from typing import Any
 from helpers import REPO
 from rich.console import Console
 
+from gpudiag.layout.units import counted
 from gpudiag.report import Finding, Report, render_table
 from gpudiag.scaling.table import TERMINAL_HEADERS, rich_table
 from gpudiag.verdicts import headline
@@ -185,3 +186,49 @@ def test_a_fix_with_no_line_of_the_users_is_the_advices_first_sentence() -> None
     assert line == ("bottleneck: communication-bound (20% of a 14.1 ms step); fix: fewer, "
                     "larger all-reduces: a larger batch per replica, or fewer replicas for a "
                     "model this size; predicted x1.11 examples/s (batch per replica x2)"), line
+
+
+def _crashed() -> dict[str, Any]:
+    """A program that crashed: its command failed with it, nothing was measured."""
+    return {"command": "run", "devices": {}, "data": {}, "findings": [
+        {"id": "run.command", "status": "fail", "message": "the program exited 1"},
+        {"id": "run.bottleneck", "status": "skip", "message": "no step measured",
+         "title": "no step measured"},
+        {"id": "run.learning", "status": "warn", "message": "m", "title": "not falling"},
+        {"id": "run.crash", "status": "fail", "message": "ValueError in f() at train.py:12",
+         "title": "crash: ValueError at train.py:12 (tf-keras-fit-not-positive)",
+         "actions": [{"what": "drop workers= from Model.fit", "where": "train.py:12",
+                      "predicted": None}]}]}
+
+
+def test_a_crash_is_the_verdicts_first_entry_with_its_fix() -> None:
+    """The terminal's last lines, the Text card and the pages (the notebook's summary, the
+    tab, MCP: headline.verdict) all open on the crash, not on "2 failed (...)"."""
+    lines = headline.terminal(_crashed(), "r/report.md", "runs")
+    assert _entries(lines)[0] == ("crash: ValueError at train.py:12 "
+                                  "(tf-keras-fit-not-positive) fix at train.py:12: drop "
+                                  "workers= from Model.fit"), lines
+    assert len(_entries(lines)) <= 6 and all(len(ln) < 80 for ln in lines), lines
+    assert headline.verdict(_crashed(), headline.UNCUT)[0].startswith(
+        "crash: ValueError at train.py:12 (tf-keras-fit-not-positive); fix at train.py:12")
+    assert headline.card(_crashed()).startswith("crash: ValueError at train.py:12")
+    counts = next(ln for ln in headline.verdict(_crashed()) if ln.startswith("gpudiag run"))
+    assert counts.startswith("gpudiag run: 2 failed (run.crash and 1 more)"), counts
+    # a signal is a crash too, said in its own words; no crash: no such entry
+    killed = _crashed()
+    killed["findings"][3] = {"id": "run.crash", "status": "fail", "message": "m",
+                             "title": "killed by signal 9 with no Python exception"}
+    assert headline.verdict(killed)[0] == "crash: killed by signal 9 with no Python exception"
+    killed["findings"][3]["status"] = "ok"
+    assert not any(ln.startswith("crash") for ln in headline.verdict(killed))
+
+
+def test_counts_read_as_english() -> None:
+    """"1 warning", never "1 warnings": the verdict's counts and the findings' own."""
+    one = _crashed()
+    one["findings"][0]["status"] = "ok"
+    counts = next(ln for ln in headline.verdict(one) if ln.startswith("gpudiag run"))
+    assert counts == "gpudiag run: 1 failed (run.crash), 1 warning, 1 not checked, 1 ok"
+    assert counted(1, "warning") == "1 warning" and counted(2, "warning") == "2 warnings"
+    assert counted(3, "batch") == "3 batches" and counted(0, "step") == "0 steps"
+    assert counted("?", "step") == "? steps"

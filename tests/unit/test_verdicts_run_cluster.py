@@ -182,7 +182,7 @@ def test_a_tf1_worker_whose_session_never_started_is_a_fail_not_ok_with_one_step
     f = run_cluster.cluster([_tf1("ps", 0, steps=0), _tf1("worker", 0), stuck])
     assert f.status == "fail"
     assert "worker-1 never trained: it waited for worker-0" in f.message
-    assert "1 steps" not in f.message and f.evidence["never_trained"] == ["worker-1"]
+    assert " 1 step" not in f.message and f.evidence["never_trained"] == ["worker-1"]
     assert "device_filters" in f.advice
 
 

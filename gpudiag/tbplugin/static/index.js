@@ -90,7 +90,8 @@ function devicesCard(d, title) {
         lane.model ? [el("br"), el("small", { class: "muted" }, lane.model)] : null),
       el("td", {}, el("span", { class: `badge ${lane.state.replace(/ /g, "-")}` }, lane.state)),
       el("td", {}, lane.busy_share === null ? "n/a"
-        : el("span", { class: "bar", title: `busy ${pct(lane.busy_share)} of the step` },
+        : el("span", { class: "bar", title: `busy ${pct(lane.busy_share)} of the step` +
+            (lane.busy_parts && lane.busy_parts.length ? ` (${lane.busy_parts.join(", ")})` : "") },
           el("span", { style: `width:${Math.round(lane.busy_share * 100)}%` }),
           el("em", {}, pct(lane.busy_share)))),
       el("td", {}, lane.ops === null || lane.ops === undefined ? "" : `${lane.ops} ops`),

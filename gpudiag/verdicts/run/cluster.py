@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from gpudiag.layout.units import counted
 from gpudiag.readers import clusterplacement
 from gpudiag.records.run import TaskReport
 from gpudiag.records.tfconfig import is_loopback_address
@@ -110,13 +111,14 @@ def _describe(t: TaskReport) -> str:
     elif t.joined == "failed":
         parts.append("failed to join")
     if t.steps and t.via == PSS:
-        parts.append(f"coordinator: dispatched {t.steps} steps of {t.loop} to the workers"
+        parts.append(f"coordinator: dispatched {counted(t.steps, 'step')} of {t.loop} to the "
+                     f"workers"
                      + (f", global step {t.global_step} (optimizer.iterations)"
                         if t.global_step is not None else ""))
     elif t.steps and not _never_trained(t):
-        step = f"{t.steps} steps"
+        step = f"{counted(t.steps, 'step')}"
         if t.sessions:
-            step = f"{t.steps} local steps, " + (
+            step = f"{counted(t.steps, 'local step')}, " + (
                 f"global step {t.global_step}" if t.global_step is not None
                 else "global step not observed (its runs fetched no global_step)")
         if t.step_s_median:
@@ -401,7 +403,7 @@ def cluster(tasks: Sequence[TaskReport], *, check_id: str = "run.cluster",
 
 def _ok_title(v: _Seen, scheme: str | None) -> str:
     steps = [t.steps for t in v.seen if t.steps]
-    ran = f", up to {max(steps)} steps" if steps else ""
+    ran = f", up to {counted(max(steps), 'step')}" if steps else ""
     return title(f"{scheme or v.kind} cluster: {len(v.seen)} of {len(v.expected)} task(s) "
                  f"seen{ran}", f"cluster: {len(v.seen)} of {len(v.expected)} task(s) seen{ran}")
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from gpudiag.layout.units import counted
 from gpudiag.records.run import ProcessObservation
 from gpudiag.report import Action, Finding
 from gpudiag.verdicts.common import title
@@ -81,7 +82,7 @@ def crash(obs: Sequence[ProcessObservation], returncode: int | None,
                        title="no uncaught Python exception before the interruption")
     if returncode is not None and returncode < 0:
         seen = [o for o in obs if o.imported_tf]
-        last = [f"{s.label}: {max((st.index for st in s.steps), default=-1) + 1} steps"
+        last = [f"{s.label}: {counted(max((st.index for st in s.steps), default=-1) + 1, 'step')}"
                 for o in seen for s in o.series]
         return Finding("run.crash", "fail",
                        f"the program was killed by signal {-returncode} with no Python "

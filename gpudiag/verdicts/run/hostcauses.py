@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
-from gpudiag.layout.units import duration, share
+from gpudiag.layout.units import counted, duration, share
 from gpudiag.layout.units import share as pct
 from gpudiag.records.run import ProcessObservation, StepSeries
 from gpudiag.report import Action, Finding
@@ -129,7 +129,8 @@ def _fix_action(c: dict[str, Any], f: dict[str, Any]) -> Action:
 
 
 def _retrace_text(f: dict[str, Any]) -> str:
-    text = (f"{f['function']} was traced {f['traces']} times over {f['calls']} calls "
+    text = (f"{f['function']} was traced {counted(f['traces'], 'time')} over "
+            f"{counted(f['calls'], 'call')} "
             f"({f['retraces']} retraces)")
     if f["trace_share"] is not None:
         text += (f": building its graphs took {ms(f['trace_s'])} of its calls' "
@@ -213,9 +214,11 @@ def retracing(obs: ProcessObservation, proc: str = "") -> Finding:
                        actions=_cause_actions(causes),
                        advice="; ".join(c.advice for c in causes), title=title(
                            f"retracing: {top['function']} traced {top['traces']} times in "
-                           f"{top['calls']} calls, {share(top['trace_share'])} of its time",
+                           f"{counted(top['calls'], 'call')}, {share(top['trace_share'])} of "
+                           f"its time",
                            f"retracing: a tf.function traced {top['traces']} times in "
-                           f"{top['calls']} calls", "retracing: a tf.function traces again"))
+                           f"{counted(top['calls'], 'call')}",
+                           "retracing: a tf.function traces again"))
     text = "; ".join(_retrace_text(f) for f in found) if found else \
         f"{', '.join(functions)}: traced once each (no retrace)"
     retraced = sum(1 for f in found if f["retraces"])
@@ -256,7 +259,7 @@ def eager_loop(obs: ProcessObservation, warmup: int, proc: str = "") -> Finding:
         return Finding(check, "ok", "no eager training loop (every gradient the program "
                        "computed was inside a tf.function or Keras)", {"loops": []},
                        title="no eager training loop")
-    parts = [f"{f['loop']} ({where(f['at'])}) ran {f['steps']} steps eagerly, "
+    parts = [f"{f['loop']} ({where(f['at'])}) ran {counted(f['steps'], 'step')} eagerly, "
              + (f"median {ms(f['step_s_median'])} per step (start to start)"
                 if f["step_s_median"] else "too few to time")
              + ": every op is dispatched from Python, one at a time" for f in found]
@@ -269,8 +272,8 @@ def eager_loop(obs: ProcessObservation, warmup: int, proc: str = "") -> Finding:
 
 def _eager_title(f: dict[str, Any]) -> str:
     step = (f", {duration(f['step_s_median'])} a step" if f["step_s_median"] else "")
-    return title(f"eager loop at {where(f['at'])}: {f['steps']} steps dispatched from "
-                 f"Python{step}", f"an eager loop: {f['steps']} steps dispatched from "
+    return title(f"eager loop at {where(f['at'])}: {counted(f['steps'], 'step')} dispatched from "
+                 f"Python{step}", f"an eager loop: {counted(f['steps'], 'step')} dispatched from "
                  f"Python{step}", "an eager training loop: ops dispatched from Python")
 
 
@@ -491,7 +494,7 @@ def _py_input_text(p: dict[str, Any]) -> str:
     if p.get("measure") == "workers_cpu":
         return (f"fit takes its batches from the {kind} {p['class']}, whose "
                 f"{p.get('workers')} thread workers spend {ms(p['batch_s'])} of CPU in "
-                f"__getitem__ a batch (median of {p['batches']} batches; taking one from "
+                f"__getitem__ a batch (median of {counted(p['batches'], 'batch')}; taking one from "
                 f"their queue {ms(p['median_s'])}), Python that holds the GIL beside the "
                 f"step{tail}")
     what = ("its __getitem__" if (p.get("workers") or 1) <= 1 and

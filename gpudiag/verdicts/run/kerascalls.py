@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import asdict
 
+from gpudiag.layout.units import counted
 from gpudiag.records.run import KerasCallSite, ProcessObservation
 from gpudiag.report import Action, Finding
 from gpudiag.verdicts.common import title
@@ -55,7 +56,7 @@ def _rows(site: KerasCallSite) -> str:
 
 def describe(site: KerasCallSite) -> str:
     code = f" (`{site.code}`)" if site.code else ""
-    return (f"{site.calls} calls of {site.model}.{site.method} at {site.where}{code}: "
+    return (f"{counted(site.calls, 'call')} of {site.model}.{site.method} at {site.where}{code}: "
             f"{site.total_s:.1f} s in all, a median {_ms(site.median_s)} a call{_rows(site)}")
 
 
@@ -99,11 +100,12 @@ def keras_calls(obs: ProcessObservation, proc: str = "") -> Finding | None:
     if share is None:
         return Finding(fid, "skip", f"Keras calls one at a time took {calls_s:.1f} s, "
                        f"{of}: their share cannot be told; {said}", evidence,
-                       title=f"Keras calls in a loop: {calls} calls, share not known")
+                       title=f"Keras calls in a loop: {counted(calls, 'call')}, share not known")
     if share < SHARE:
         return Finding(fid, "ok", f"Keras calls one at a time took {calls_s:.1f} s, {of}: "
                        f"not what the time went to; {said}", evidence,
-                       title=f"Keras calls in a loop: {calls} calls, {share:.0%} of the time")
+                       title=f"Keras calls in a loop: {counted(calls, 'call')}, {share:.0%} of "
+                             f"the time")
     actions = tuple(Action(fix_for(s), s.where) for s in loop[:3])
     return Finding(
         fid, "warn",
@@ -112,7 +114,7 @@ def keras_calls(obs: ProcessObservation, proc: str = "") -> Finding | None:
         "again, however few its rows (how much of a call the model's own ops took was not "
         "measured)",
         evidence, actions=actions,
-        title=title(f"Keras calls in a loop: {calls} calls, {share:.0%} of the time, "
+        title=title(f"Keras calls in a loop: {counted(calls, 'call')}, {share:.0%} of the time, "
                     f"{top.method} at {top.where}",
                     f"Keras calls in a loop: {share:.0%} of the time at {top.where}"),
         advice="; ".join(f"at {s.where}: {fix_for(s)}" for s in loop[:3]) + ".")
@@ -149,20 +151,22 @@ def memory_over_calls(obs: ProcessObservation, proc: str = "") -> Finding | None
                                  f"{calls[-1]} Keras calls")
         return Finding(fid, "ok", f"no leak: the process's memory rose from "
                        f"{_mib(sizes[0])} after call {calls[0]} and levelled at "
-                       f"{_mib(sizes[-1])} after {calls[i]} calls (within {_mib(tol)} over "
-                       f"the {calls[-1] - calls[i]} calls since): allocators and caches "
+                       f"{_mib(sizes[-1])} after {counted(calls[i], 'call')} (within "
+                       f"{_mib(tol)} over "
+                       f"the {counted(calls[-1] - calls[i], 'call')} since): allocators and caches "
                        "filling, not a leak", evidence,
                        title=f"no leak: memory levelled at {_mib(sizes[-1])} after "
-                             f"{calls[i]} calls")
+                             f"{counted(calls[i], 'call')}")
     span = calls[-1] - calls[mid]
     return Finding(
         fid, "warn", f"the process's memory grew by {_mib(late)} over its last {span} Keras "
         f"calls, the second half of the readings ({late / max(span, 1) / 1024:.0f} KiB a "
         "call): not levelled off; "
-        f"{_mib(sizes[-1])} after {calls[-1]} calls, from {_mib(sizes[0])}; what grows "
+        f"{_mib(sizes[-1])} after {counted(calls[-1], 'call')}, from {_mib(sizes[0])}; what grows "
         "(the program's Python objects, TensorFlow's allocator, traced functions) was not "
         "measured", evidence,
-        title=f"memory still growing over the Keras calls: +{_mib(late)} in {span} calls",
+        title=f"memory still growing over the Keras calls: +{_mib(late)} in "
+              f"{counted(span, 'call')}",
         advice="Look for what each call leaves behind: results or tensors appended to a "
                "list, a model or tf.function built anew inside the loop (call "
                "keras.backend.clear_session() between models), a replay memory without "

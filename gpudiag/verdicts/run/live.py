@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from gpudiag.catalogue import LogMatch
+from gpudiag.layout.units import counted
 from gpudiag.records.run import ProcessObservation
 from gpudiag.report import Action, Finding
 from gpudiag.verdicts.common import title
@@ -199,7 +200,8 @@ def stuck_at_ln_classes(label: str, first: float, recent: Sequence[float], steps
     if not all(abs(x - ln) <= LN_TOLERANCE * ln for x in window) or \
             window[-1] < STUCK_FRACTION * first:
         return None
-    return (f"the loss of {label} has stayed at ln {classes} = {ln:.4f} over {steps} steps "
+    return (f"the loss of {label} has stayed at ln {classes} = {ln:.4f} over "
+            f"{counted(steps, 'step')} "
             f"(its last {len(window)} values {min(window):.4f} to {max(window):.4f}, the "
             f"first {first:.4f}): the model predicts all {classes} classes alike "
             f"({classes_from})")

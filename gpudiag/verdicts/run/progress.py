@@ -14,6 +14,7 @@ import signal
 from collections.abc import Sequence
 from typing import Any
 
+from gpudiag.layout.units import counted
 from gpudiag.layout.units import share as pct
 from gpudiag.records.run import ProcessObservation, StepSeries
 from gpudiag.report import Finding, Status
@@ -134,7 +135,8 @@ def learning(obs: ProcessObservation, proc: str = "") -> Finding:
 
 def _learning_title(row: dict[str, Any], status: Status) -> str:
     """One training run's answer: ``loss 2.72 -> 0.013 in 120 steps: it learns``."""
-    losses = f"loss {row['first_loss']:.3g} -> {row['last_loss']:.3g} in {row['steps']} steps"
+    losses = (f"loss {row['first_loss']:.3g} -> {row['last_loss']:.3g} in "
+              f"{counted(row['steps'], 'step')}")
     classes = row["stuck_at_ln_classes"]
     if row["weights_moved"] is False:
         return f"not learning: the weights never changed ({losses})"
@@ -159,12 +161,13 @@ def _judged_losses(s: Any) -> tuple[list[float], int, str, str] | None:
     losses = [st.loss for st in s.steps if st.loss is not None and math.isfinite(st.loss)]
     count = sum(st.count for st in s.steps)
     if len(losses) >= MIN_JUDGED_STEPS:
-        return losses, count, "steps", f"{count} steps"
+        return losses, count, "steps", counted(count, "step")
     losses, count = epoch_losses(s)
     if len(losses) < MIN_JUDGED_EPOCHS:
         return None
-    over = (f"{len(losses)} epochs (each epoch's mean loss: the batches were not "
-            f"recorded; {count} steps)" if count else f"{len(losses)} epochs")
+    epochs = counted(len(losses), "epoch")
+    over = (f"{epochs} (each epoch's mean loss: the batches were not "
+            f"recorded; {counted(count, 'step')})" if count else epochs)
     return losses, count, "epochs", over
 
 
@@ -224,7 +227,7 @@ def _judge_run(obs: ProcessObservation, s: Any) -> tuple[dict[str, Any], str, St
                                            and chance.side == stats.BELOW else "")
     if moved is False:
         steps = weights.calls_between if weights else "?"
-        text += (f"; the weights did not change at all over {steps} steps: this is not "
+        text += (f"; the weights did not change at all over {counted(steps, 'step')}: this is not "
                  "a device problem, the updates never reach the weights")
         if s.facts.get("learning_rate") == 0:
             text += " (the learning rate is 0)"

@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
+from gpudiag.layout.units import counted
 from gpudiag.readers.clusterplacement import listing
 from gpudiag.records.run import ProcessObservation
 from gpudiag.report import Finding
@@ -73,7 +74,7 @@ def _between_graph(base: Finding, obs: ProcessObservation, me: str,
         text += "; variables on " + ", ".join(f"{k} {n}" for k, n in variables.items())
     steps = local_and_global(obs)
     if steps["local_steps"]:
-        text += f"; {me} ran {steps['local_steps']} local steps ({steps['loop']}), " + (
+        text += f"; {me} ran {counted(steps['local_steps'], 'local step')} ({steps['loop']}), " + (
             f"global step {steps['global_step']} when it last fetched it"
             if steps["global_step"] is not None else
             f"global step not observed ({steps['global_step_skipped']})")

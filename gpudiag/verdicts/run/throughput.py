@@ -9,7 +9,7 @@ import statistics
 from collections.abc import Collection, Sequence
 from typing import Any
 
-from gpudiag.layout.units import duration
+from gpudiag.layout.units import counted, duration
 from gpudiag.layout.units import share as pct
 from gpudiag.records.run import ProcessObservation, StepSeries
 from gpudiag.report import Finding
@@ -24,8 +24,8 @@ def unseen_fit_batches(obs: ProcessObservation) -> str | None:
         if s.kind == "fit" and s.epochs and not s.steps and \
                 "ParameterServer" in str(s.facts.get("strategy")):
             per_epoch = (s.facts.get("params") or {}).get("steps")
-            steps = f" ({per_epoch * len(s.epochs)} steps)" if isinstance(per_epoch, int) \
-                else ""
+            steps = f" ({counted(per_epoch * len(s.epochs), 'step')})" \
+                if isinstance(per_epoch, int) else ""
             return (f"{s.label} ran {len(s.epochs)} epoch(s){steps} under "
                     f"{s.facts['strategy']}, but its batches "
                     "were not seen: tf_keras refuses callbacks with batch-level hooks "
@@ -194,7 +194,7 @@ def throughput(obs: ProcessObservation, warmup: int, proc: str = "") -> Finding:
         row = loop_timing(obs, s, warmup)
         if row is None:
             continue
-        text = f"{s.label}: {row['timed_steps']} steps, median " \
+        text = f"{s.label}: {counted(row['timed_steps'], 'step')}, median " \
                f"{duration(row['step_s_median'])}/step (start to start)"
         if row["steps_per_call"] > 1:
             text += f" ({row['steps_per_call']} steps per call of the step function: " \
@@ -217,7 +217,7 @@ def throughput(obs: ProcessObservation, warmup: int, proc: str = "") -> Finding:
                 kind = "PyDataset" if p["source"] == "PyDataset" else "generator"
                 text += (f", {pct(p['median_s'] / row['step_s_median'])} of it taking a "
                          f"batch from the {kind} {p['class']} ({duration(p['median_s'])}, "
-                         f"median of {p['batches']} batches)")
+                         f"median of {counted(p['batches'], 'batch')})")
                 if p.get("cpu_where") == "workers" and p.get("cpu_median_s") is not None:
                     text += (f", its {p['workers']} thread workers' __getitem__ "
                              f"{duration(p['cpu_median_s'])} of CPU a batch")
@@ -228,15 +228,17 @@ def throughput(obs: ProcessObservation, warmup: int, proc: str = "") -> Finding:
         top = max(obs.series, key=lambda s: len(s.steps), default=None)
         if top is not None and len(top.steps) > warmup and profiled:
             return Finding(f"run.throughput{proc}", "skip", f"{top.label} ran {len(top.steps)} "
-                           f"steps, but every step after its {warmup} warm-up steps was in "
+                           f"steps, but every step after its {counted(warmup, 'warm-up step')} "
+                           f"was in "
                            f"the profiled window (steps {profiled[0]}-{profiled[-1]}), which "
                            "is not timed", evidence,
                            title="no step timed: every step after warm-up was profiled")
         unseen = unseen_fit_batches(obs)
         return Finding(f"run.throughput{proc}", "skip", unseen
-                       or f"no training loop ran more than {warmup} warm-up steps", evidence,
+                       or f"no training loop ran more than "
+                          f"{counted(warmup, 'warm-up step')}", evidence,
                        title="no step timed: Keras fit's batches were not seen" if unseen else
-                       f"no training loop ran more than {warmup} warm-up steps")
+                       f"no training loop ran more than {counted(warmup, 'warm-up step')}")
     busiest = max(rows, key=lambda r: r["timed_steps"])
     rate = (f", {busiest['examples_per_s']:,.0f} examples/s" if "examples_per_s" in busiest
             else "")
@@ -244,6 +246,7 @@ def throughput(obs: ProcessObservation, warmup: int, proc: str = "") -> Finding:
              f"{busiest['timed_steps']}){rate}")
     more = f" (+{len(rows) - 1} more loop(s))" if len(rows) > 1 else ""
     return Finding(f"run.throughput{proc}", "ok",
-                   "; ".join(parts) + f" (the first {warmup} steps and the profiled ones "
+                   "; ".join(parts) + f" (the first {counted(warmup, 'step')} and the profiled "
+                                      f"ones "
                    "left out)", evidence,
                    title=title(f"{busiest['series']}: {steps}{more}", f"{steps}{more}", steps))
