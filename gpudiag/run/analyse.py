@@ -168,9 +168,8 @@ def _process_findings(session: RunSession, seen: RunSeen, obs: ProcessObservatio
     if setup is not None:
         add(setup)
     add(run_throughput.throughput(obs, options.profile_warmup_steps, proc))
-    add(hostcauses.retracing(obs, proc))
-    add(hostcauses.eager_loop(obs, options.profile_warmup_steps, proc))
-    add(hostcauses.callbacks(obs, options.profile_warmup_steps, proc))
+    for found in hostcauses.findings(obs, options.profile_warmup_steps, proc):
+        add(found)
     for found in run_kerascalls.findings(obs, proc):  # Keras calls one at a time
         add(found)
     add(run_live.stall(obs, proc, log))

@@ -28,8 +28,17 @@ from gpudiag.session import RunSession
 from gpudiag.verdicts.bottleneck import cause_title
 from gpudiag.verdicts.common import title
 from gpudiag.verdicts.diff_steptime import step_finding
+from gpudiag.verdicts.run import (
+    callbacks,
+    gpu_idle,
+    hostcauses,
+    live,
+    outcome,
+    process,
+    progress,
+    retracing,
+)
 from gpudiag.verdicts.run import crash as run_crash
-from gpudiag.verdicts.run import gpu_idle, hostcauses, live, outcome, process, progress
 from gpudiag.verdicts.run import placement as run_placement
 from gpudiag.verdicts.run.gpu_idle import IdleGpu
 
@@ -121,9 +130,9 @@ BUILDERS: dict[str, Callable[[], Finding | None]] = {
     "run.gpu-idle none": lambda: gpu_idle.gpu_idle([], gpus=2, observed_s=80.0),
     "run.gpu-idle short": lambda: gpu_idle.gpu_idle([], gpus=2, observed_s=5.0),
     "run.gpu-idle one": lambda: gpu_idle.gpu_idle([], gpus=1, observed_s=80.0),
-    "run.retracing none": lambda: hostcauses.retracing(_obs()),
+    "run.retracing none": lambda: retracing.retracing(_obs()),
     "run.eager-loop none": lambda: hostcauses.eager_loop(_obs(), 5),
-    "run.callbacks none": lambda: hostcauses.callbacks(_obs(), 5),
+    "run.callbacks none": lambda: callbacks.callbacks(_obs(), 5),
     "run.learning none": lambda: progress.learning(_obs()),
     "run.profile none": lambda: progress.profile(_obs(), None, None, "no loop", 5),
     "run.crash none": lambda: run_crash.crash([_obs()], 0),

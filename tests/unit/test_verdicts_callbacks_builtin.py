@@ -1,5 +1,5 @@
 """Keras's own callbacks in run.callbacks and run.bottleneck (gpudiag.verdicts.run.
-hostcauses, step_causes), from plain data as the fit hook records them: placed at the
+callbacks, step_causes), from plain data as the fit hook records them: placed at the
 program's fit line, their whole-run cost (rare saves included) against the fit's time,
 the advice from what the program set (save_freq), and the step's own overhead still named
 when a typical step's callback time leaves it over its threshold."""
@@ -12,7 +12,7 @@ from test_verdicts_bottleneck import breakdown
 
 from gpudiag.records.run import ProcessObservation, Step, StepSeries
 from gpudiag.verdicts import bottleneck as bn
-from gpudiag.verdicts.run import hostcauses
+from gpudiag.verdicts.run import callbacks as run_callbacks
 
 FIT_LINE = {"file": "/u/train.py", "line": 48, "code": "model.fit(x, y, callbacks=callbacks)"}
 
@@ -37,7 +37,7 @@ def _obs(callback: dict[str, Any]) -> ProcessObservation:
 
 
 def test_a_builtin_checkpoint_is_placed_at_the_fit_line_with_its_whole_run_cost() -> None:
-    f = hostcauses.callbacks(_obs(_checkpoint({"save_freq": 100})), 10)
+    f = run_callbacks.callbacks(_obs(_checkpoint({"save_freq": 100})), 10)
     assert f.status == "warn"
     assert f.message.startswith("ModelCheckpoint (Keras's own, passed to fit at train.py:48; "
                                 "save_freq=100) takes 0.703 ms per step in its batch hooks, "
@@ -51,7 +51,7 @@ def test_a_builtin_checkpoint_is_placed_at_the_fit_line_with_its_whole_run_cost(
     assert "it already saves every 100 batches (save_freq=100): save less often " \
         "(save_freq=1000 or 'epoch')" in f.advice
     assert "save_weights_only=True" in f.advice
-    weights_only = hostcauses.callbacks(_obs(_checkpoint({"save_freq": 100,
+    weights_only = run_callbacks.callbacks(_obs(_checkpoint({"save_freq": 100,
                                                           "save_weights_only": True})), 10)
     assert "save_weights_only" not in weights_only.advice
 
@@ -62,13 +62,13 @@ def test_the_steps_own_overhead_is_still_named_when_the_saves_are_rare() -> None
     a callback that costs that much in every batch would still take it off."""
     window = breakdown(("/device:CPU:0", 1.5, 0.2, 0, 0.02, 1.26, 0, 0.02))
     obs = _obs(_checkpoint({"save_freq": 100}))
-    rare = hostcauses.callback_causes(hostcauses.callback_facts(obs, obs.series[0], 10))
+    rare = run_callbacks.callback_causes(run_callbacks.callback_facts(obs, obs.series[0], 10))
     f = bn.bottleneck(window, None, bn.ProgramFacts(loop="Model.fit", host_causes=rare))
     assert f.evidence["causes"] == ["callbacks", "overhead-bound"], f.message
     assert "steps_per_execution=N" in f.advice and "save_freq=1000" in f.advice
     every = dict(_checkpoint({}), methods={"on_train_batch_end": {
         "calls": 1200, "total_s": 1200 * 0.0009, "max_s": 0.001, "median_s": 0.0009}})
-    each = hostcauses.callback_causes(hostcauses.callback_facts(_obs(every),
+    each = run_callbacks.callback_causes(run_callbacks.callback_facts(_obs(every),
                                                                 _obs(every).series[0], 10))
     g = bn.bottleneck(window, None, bn.ProgramFacts(loop="Model.fit", host_causes=each))
     assert g.evidence["causes"] == ["callbacks"], g.message

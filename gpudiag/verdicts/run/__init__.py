@@ -13,8 +13,10 @@
 - ``memory_config``: the GPU memory configuration and the Sessions' ConfigProto
   (run.memory, run.session-config).
 - ``throughput``: the step period of each loop.
-- ``hostcauses``: retracing, an eager training loop and the program's own Keras
-  callbacks (run.retracing, run.eager-loop, run.callbacks), from the step series.
+- ``hostcauses``: an eager training loop (run.eager-loop), a fit fed by a Python data
+  class, and every host-side cause of the profiled step for run.bottleneck, from the step
+  series; its families ``retracing`` (run.retracing) and ``callbacks`` (the program's own
+  Keras callbacks, run.callbacks); ``host_common`` what they share.
 - ``kerascalls``: Keras calls made one at a time from the program's loop
   (run.keras-calls): many small predict/fit calls that take its time, at their lines.
 - ``precision``: a 16-bit Keras policy on a device without fast 16-bit math
