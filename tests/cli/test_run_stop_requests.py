@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 
 import pytest
-from helpers import REPO
+from helpers import REPO, load_report, run_dirs, until
 
 pytestmark = pytest.mark.slow
 
@@ -75,3 +75,139 @@ def test_sigterm_at_every_point_ends_gpudiag_run(tmp_path: Path) -> None:
             assert proc.returncode in (124, 128 + signal.SIGTERM, -signal.SIGTERM), (
                 i, proc.returncode)
     assert late == [], f"{len(late)} of {POINTS} SIGTERMs not acted on: {late}"
+
+
+#: ``python -c AT WHERE ACTION SCENARIO MARKER ARGS...``: gpudiag's CLI (NVML the
+#: scenario of tests/fake_nvml.py), with the function WHERE (``module:attr``) wrapped so
+#: that on its first call, ACTION is done first and MARKER written:
+#: - ``drop-N``: signal N is raised inside a weakref callback, where its handler's
+#:   exception is dropped by Python ("Exception ignored in ..."), as when it lands in an
+#:   import's module lock callback;
+#: - ``hold``: the call waits (up to 60 s) before going on, as a long analysis would.
+AT = r"""
+import importlib, signal, sys, time, weakref
+from pathlib import Path
+where, action, scenario, marker, *argv = sys.argv[1:]
+module_name, _, attr = where.partition(':')
+owner = importlib.import_module(module_name)
+*path, name = attr.split('.')
+for part in path:
+    owner = getattr(owner, part)
+original = getattr(owner, name)
+done = []
+
+class Dropped:
+    pass
+
+def when_dropped(_ref):
+    Path(marker).write_text(action)
+    signal.raise_signal(int(action[5:]))  # its handler runs here, in the callback
+
+def wrapper(*args, **kwargs):
+    if not done:
+        done.append(True)
+        if action == 'hold':
+            Path(marker).write_text(action)
+            end = time.monotonic() + 60
+            while time.monotonic() < end:
+                time.sleep(0.01)
+        else:
+            thing = Dropped()
+            ref = weakref.ref(thing, when_dropped)
+            del thing
+    return original(*args, **kwargs)
+
+setattr(owner, name, wrapper)
+import fake_nvml
+from gpudiag.cli import main
+sys.exit(main(argv, open_nvml=lambda: fake_nvml.open_scenario(scenario)))
+"""
+
+QUICK = [sys.executable, "-c", "print('done')"]
+#: (command, where, the program): every phase of `run` and `monitor` where a stop request
+#: can land. A point after the program's end needs a program that ends by itself.
+PHASES = [
+    ("run", "gpudiag.cli:readable_help", SLEEPER),  # click builds the command
+    ("run", "gpudiag.session:RunSession.save", SLEEPER),  # the run directory's first save
+    ("run", "gpudiag.commands.run:_start_sampler", SLEEPER),  # before the spawn
+    ("run", "gpudiag.procs.group:wait", SLEEPER),  # the program runs
+    ("run", "gpudiag.run.survivors:settle", QUICK),  # its output, after its end
+    ("run", "gpudiag.run.analyse:report_whole", QUICK),  # the final analysis
+    ("run", "gpudiag.execute:show_verdict", QUICK),  # the report whole, shown
+    ("monitor", "gpudiag.commands.monitor:_start_sampler", SLEEPER),  # before the spawn
+    ("monitor", "gpudiag.procs.group:wait", SLEEPER),  # the command runs, NVML sampled
+    ("monitor", "gpudiag.commands.monitor:_record", QUICK),  # the findings, after its end
+]
+
+
+def _at(tmp_path: Path, command: str, where: str, action: str,
+        program: list[str]) -> tuple[subprocess.Popen[bytes], Path, Path]:
+    """`gpudiag COMMAND` (fake NVML: two busy GPUs) with ACTION at WHERE; its stderr in a
+    file, the marker the action writes."""
+    marker, logdir = tmp_path / "marker", tmp_path / "runs"
+    with (tmp_path / "stderr").open("wb") as err:
+        proc = subprocess.Popen(
+            [sys.executable, "-c", AT, where, action, "busy", str(marker), command,
+             "--json", *(["--grace", "1"] if command == "run" else []), "--logdir",
+             str(logdir), "--", *program],
+            env={**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), str(REPO / "tests")])},
+            stdout=subprocess.DEVNULL, stderr=err, stdin=subprocess.DEVNULL,
+            start_new_session=True)
+    return proc, marker, logdir
+
+
+def _assert_interrupted(proc: subprocess.Popen[bytes], tmp_path: Path, logdir: Path,
+                        sig: signal.Signals) -> None:
+    """128 + the signal, one line of gpudiag's, and a whole report that says the signal
+    (unless it came after the report was whole: then it is whole, not interrupted)."""
+    err = (tmp_path / "stderr").read_text(errors="replace")
+    assert proc.returncode == 128 + sig, (proc.returncode, err[-3000:])
+    assert "Traceback" not in err and "Exception ignored" not in err, err[-3000:]
+    (run_dir,) = run_dirs(logdir)
+    report = load_report(run_dir)
+    if report["interrupted"]:
+        assert report["data"]["interrupted_by"] == sig.name, report["data"]
+    else:
+        assert report["partial"] is False, report
+    assert not list(run_dir.rglob("*.tmp"))
+
+
+@pytest.mark.parametrize(("command", "where", "program"), PHASES,
+                         ids=[f"{c}-{w.rsplit(':', 1)[1]}" for c, w, _ in PHASES])
+def test_a_stop_request_dropped_in_a_callback_is_acted_on(
+        tmp_path: Path, command: str, where: str, program: list[str]) -> None:
+    """The handler's exception raised inside a weakref callback, where Python drops it
+    (what lost a SIGHUP at 0.38 s in test_run_harmless: gpudiag went on and exited 0):
+    the request is still acted on, in every phase. SIGTERM and SIGHUP alternate over the
+    phases."""
+    sig = (signal.SIGTERM, signal.SIGHUP)[PHASES.index((command, where, program)) % 2]
+    proc, marker, logdir = _at(tmp_path, command, where, f"drop-{int(sig)}", program)
+    assert _ended(proc, ENDED_WITHIN_S + 20), "the dropped request was not acted on"
+    assert marker.read_text() == f"drop-{int(sig)}"  # it landed where it was meant to
+    _assert_interrupted(proc, tmp_path, logdir, sig)
+
+
+HELD = [
+    ("run", "gpudiag.run.analyse:report_whole"),  # the final analysis, the program ended
+    ("monitor", "gpudiag.commands.monitor:_record"),  # the findings, the command ended
+]
+
+
+@pytest.mark.parametrize(("command", "where"), HELD, ids=[c for c, _ in HELD])
+def test_sigterm_during_the_analysis_after_the_program_ends(
+        tmp_path: Path, command: str, where: str) -> None:
+    """A SIGTERM, as `timeout` sends it (to gpudiag, then to its group), while gpudiag
+    analyses what the ended program left (held there until it comes): it ends gpudiag
+    within its grace, 143, with a readable report that says SIGTERM."""
+    proc, marker, logdir = _at(tmp_path, command, where, "hold", QUICK)
+    try:
+        until(marker.exists, f"{command} reaches {where}", deadline_s=60)
+    except AssertionError:
+        _ended(proc, 0)
+        raise
+    os.kill(proc.pid, signal.SIGTERM)
+    os.killpg(proc.pid, signal.SIGTERM)
+    assert _ended(proc, ENDED_WITHIN_S), "the SIGTERM was not acted on"
+    _assert_interrupted(proc, tmp_path, logdir, signal.SIGTERM)
+    report = load_report(run_dirs(logdir)[0])
+    assert report["interrupted"] is True, report
