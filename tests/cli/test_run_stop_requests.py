@@ -1,7 +1,10 @@
-"""Every stop request reaches `gpudiag run` (issue 47, item 6): SIGTERM sent at many points
-of its start-up and watch, as `timeout` sends it (to the process, then to its process
-group) and by hand to both, to `gpudiag run -- python -c "import time; time.sleep(30)"`.
-Each must end within its grace, long before the program's 30 s.
+"""Every stop request reaches `gpudiag run` and `gpudiag monitor` (issue 47, item 6):
+SIGTERM sent at many points of their start-up and watch, as `timeout` sends it (to the
+process, then to its process group) and by hand to both, to `gpudiag run -- python -c
+"import time; time.sleep(30)"` and the same under `monitor`. Each must end within its
+grace, long before the program's 30 s. Then every phase deterministically: a request
+whose exception Python dropped in a callback, and a SIGTERM while gpudiag analyses what
+the ended program left.
 
 Before the fix, under load, about one in ten was lost: the signal's C-level handler ran
 while the main thread was entering waitpid (after Python last checked for signals), so
@@ -24,9 +27,15 @@ from helpers import REPO, load_report, run_dirs, until
 
 pytestmark = pytest.mark.slow
 
-POINTS = 16  # delivery points, each a separate `gpudiag run`
 SLEEPER = [sys.executable, "-c", "import time; time.sleep(30)"]
 ENDED_WITHIN_S = 15.0  # --grace 1, the analysis, on a loaded machine; the program: 30 s
+#: Each command's entry and its delivery points (each a separate gpudiag): `monitor`
+#: with NVML the fake backend's two busy GPUs, sampled from before the spawn to the end.
+COMMANDS = {
+    "run": (["-m", "gpudiag", "run", "--json", "--grace", "1"], 16),
+    "monitor": ([str(REPO / "tests" / "gpudiag_with_fake_nvml.py"), "busy", "monitor",
+                 "--json"], 10),
+}
 
 
 def _delay(i: int) -> float:
@@ -34,10 +43,10 @@ def _delay(i: int) -> float:
     return 0.05 + (i * 0.53) % 4.0
 
 
-def _gpudiag_run(logdir: Path, *prefix: str) -> subprocess.Popen[bytes]:
+def _gpudiag(command: str, logdir: Path, *prefix: str) -> subprocess.Popen[bytes]:
     return subprocess.Popen(
-        [*prefix, sys.executable, "-m", "gpudiag", "run", "--json", "--grace", "1",
-         "--logdir", str(logdir), "--", *SLEEPER],
+        [*prefix, sys.executable, *COMMANDS[command][0], "--logdir", str(logdir), "--",
+         *SLEEPER],
         env={**os.environ, "PYTHONPATH": str(REPO)}, stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL, start_new_session=True)
 
@@ -53,15 +62,18 @@ def _ended(proc: subprocess.Popen[bytes], within_s: float) -> bool:
 
 
 @pytest.mark.skipif(shutil.which("timeout") is None, reason="coreutils' timeout not found")
-def test_sigterm_at_every_point_ends_gpudiag_run(tmp_path: Path) -> None:
+@pytest.mark.parametrize("command", list(COMMANDS))
+def test_sigterm_at_every_point_ends_gpudiag(tmp_path: Path, command: str) -> None:
     late: list[str] = []
-    for i in range(POINTS):
+    points = COMMANDS[command][1]
+    for i in range(points):
         delay = _delay(i)
         if i % 2 == 0:  # `timeout`: SIGTERM to gpudiag, then to timeout's own group
-            proc = _gpudiag_run(tmp_path / "runs", "timeout", "-s", "TERM", f"{delay:.2f}")
+            proc = _gpudiag(command, tmp_path / "runs", "timeout", "-s", "TERM",
+                            f"{delay:.2f}")
             started = time.monotonic()
         else:  # by hand, to the process and to its group, as `timeout` does
-            proc = _gpudiag_run(tmp_path / "runs")
+            proc = _gpudiag(command, tmp_path / "runs")
             started = time.monotonic()
             try:
                 proc.wait(timeout=delay)
@@ -74,7 +86,7 @@ def test_sigterm_at_every_point_ends_gpudiag_run(tmp_path: Path) -> None:
             # 124: timeout's; 143: gpudiag's; -15: before Python set gpudiag's handler
             assert proc.returncode in (124, 128 + signal.SIGTERM, -signal.SIGTERM), (
                 i, proc.returncode)
-    assert late == [], f"{len(late)} of {POINTS} SIGTERMs not acted on: {late}"
+    assert late == [], f"{len(late)} of {points} SIGTERMs not acted on: {late}"
 
 
 #: ``python -c AT WHERE ACTION SCENARIO MARKER ARGS...``: gpudiag's CLI (NVML the
