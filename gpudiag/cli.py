@@ -30,10 +30,9 @@ from gpudiag.execute import (
     EXIT_INTERRUPTED,
     execute,
     exit_code_of,
-    install_signal_handlers,
     interrupted_exit,
 )
-from gpudiag.procs import stdstreams
+from gpudiag.procs import stdstreams, stops
 from gpudiag.records.training import Workload
 from gpudiag.rundir.confine import MAX_TRACE_MB, MiB
 from gpudiag.scaling.options import ScalingOptions
@@ -475,7 +474,7 @@ def main(argv: list[str] | None = None, *, open_nvml: Opener | None = None) -> i
     """Console-script entry point; returns the exit code (see module docstring).
 
     ``open_nvml`` replaces how the commands open NVML (default: the real backend)."""
-    install_signal_handlers()  # first: a signal while click builds the command is handled
+    stops.install()  # first: a signal while click builds the command is handled
     stdstreams.reopen_closed()
     try:
         return _main(argv, open_nvml)
@@ -511,6 +510,7 @@ def _main(argv: list[str] | None, open_nvml: Opener | None) -> int:
     try:
         command = readable_help(typer.main.get_command(app))
         rv = command.main(args=argv, prog_name="gpudiag", standalone_mode=False, obj=open_nvml)
+        stops.check()  # a stop request a callback dropped after the last check: acted on
     except BaseException as exc:
         return exit_code_of(exc)
     code = interrupted_exit() if rv == EXIT_INTERRUPTED else None

@@ -1,7 +1,7 @@
 """How every command runs once its options are parsed: in a RunSession, with the
 findings rendered, the exit code chosen, and Ctrl-C, SIGTERM, SIGHUP and full disks
 turned into a finished report and one line (gpudiag.cli's commands call ``execute``;
-``main`` installs ``on_signal``).
+``main`` installs gpudiag.procs.stops' handlers).
 
 Exit codes: 0 all checks passed, 1 a check failed, 2 bad usage or input, 3 environment
 broken (a full disk included), 128 + N ended by signal N (130 Ctrl-C). `monitor` and `run`
@@ -25,8 +25,9 @@ from typing import Any, NoReturn
 import typer
 from rich.console import Console
 
-from gpudiag.errors import GpudiagError, Interrupted, WriteFailed, signum_of
+from gpudiag.errors import GpudiagError, WriteFailed, signum_of
 from gpudiag.layout import REPORT_MD
+from gpudiag.procs import stops
 from gpudiag.report import render_table
 from gpudiag.report import to_json as report_to_json
 from gpudiag.session import RunSession
@@ -50,7 +51,9 @@ def execute(command: str, logdir: Path, as_json: bool,
         with session:
             console.print(f"[bold]gpudiag {command}[/] -> {session.run_dir}")
             forwarded = body(session, ui)
+            stops.check()  # a stop request a callback dropped: acted on, as if it came now
     except KeyboardInterrupt as exc:  # Ctrl-C, SIGTERM, SIGHUP (errors.Interrupted)
+        stops.acted()
         signum = signum_of(exc)
         render_table(session.report, console)
         console.print(f"interrupted by {signal.Signals(signum).name}: the partial report "
@@ -162,45 +165,15 @@ def error_line(message: str, code: int) -> int:
     return code
 
 
-#: Signals handled like Ctrl-C: what `timeout`, a CI cancel, systemd and a closed ssh
-#: session send. Handled once; a repeat while stopping is ignored (the stop is bounded).
-HANDLED_SIGNALS = (signal.SIGTERM, signal.SIGHUP)
-#: OSErrors that mean the disk, not gpudiag, is at fault: one line, exit 3.
 EXIT_INTERRUPTED = 130  # 128 + SIGINT
+#: OSErrors that mean the disk, not gpudiag, is at fault: one line, exit 3.
 DISK_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EFBIG, errno.EIO})
-
-
-#: The handled signal that arrived, if one did (``on_signal``): whatever exception comes
-#: after it (an import it interrupted, click's Abort) is that signal's doing.
-received: list[int] = []
-
-
-#: The handled signals gpudiag's caller had set to SIG_IGN (``nohup`` for SIGHUP): they
-#: stay ignored, for gpudiag and for the programs it starts, as they would plainly.
-inherited_ignored: set[int] | None = None
-
-
-def install_signal_handlers() -> None:
-    global inherited_ignored
-    if inherited_ignored is None:
-        inherited_ignored = {int(s) for s in HANDLED_SIGNALS
-                             if signal.getsignal(s) == signal.SIG_IGN}
-    received.clear()
-    for sig in HANDLED_SIGNALS:
-        if sig not in inherited_ignored:
-            signal.signal(sig, on_signal)
-
-
-def on_signal(signum: int, _frame: object) -> None:
-    for sig in HANDLED_SIGNALS:
-        signal.signal(sig, signal.SIG_IGN)
-    received.append(signum)
-    raise Interrupted(signum)
 
 
 def interrupted_exit() -> int | None:
     """After an exception escaped a command: 128 + the signal that caused it, said in one
     line, when a handled signal had arrived (else None)."""
-    if not received:
+    signum = stops.first_received()
+    if signum is None:
         return None
-    return error_line(f"interrupted by {signal.Signals(received[0]).name}", 128 + received[0])
+    return error_line(f"interrupted by {signal.Signals(signum).name}", 128 + signum)

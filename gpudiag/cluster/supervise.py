@@ -40,6 +40,7 @@ from typing import Any
 from gpudiag import layout
 from gpudiag.cluster import sockets
 from gpudiag.procs import group as procs
+from gpudiag.procs import stops
 from gpudiag.procs.exitstatus import describe_exit
 from gpudiag.procs.runner import tail_lines
 from gpudiag.records.cluster import WorkerConfig, WorkerResult
@@ -365,6 +366,7 @@ def _watch(watch: _Watch, live: list[_Live], replaced: list[_Live], *, start_att
             return "never-formed", failed
         if now > deadline:
             return "timeout", failed
+        stops.check()  # a stop request a callback dropped: the tasks are stopped now
         time.sleep(POLL_S)
 
 

@@ -55,6 +55,9 @@ GPM_MIN_SPAN_S: Final = MIN_INTERVAL_S / 2
 DEFAULT_SLOW_INTERVAL_S: Final = 1.0
 #: The sampler's threads are named ``gpudiag-nvml-fast`` and ``gpudiag-nvml-slow``.
 THREAD_NAME_PREFIX: Final = "gpudiag-nvml-"
+#: How long ``stop`` waits for a poll in progress: a driver call that hangs (a GPU falling
+#: off the bus) must not keep gpudiag from ending, a stop request's included.
+STOP_WAIT_S = 10.0
 
 
 class Clock(Protocol):
@@ -207,9 +210,17 @@ class Sampler:
         if not self._started:
             raise RuntimeError("Sampler.stop() before start()")
         self._stop.set()
+        deadline = time.monotonic() + STOP_WAIT_S
         for thread in self._threads:
-            thread.join()
-        self._run(self._poll_all)  # last poll: drains the driver samples since the previous one
+            thread.join(max(0.0, deadline - time.monotonic()))
+        hung = [t.name for t in self._threads if t.is_alive()]
+        if hung:  # left behind (daemon threads): no last poll into a driver that hangs
+            with self._lock:
+                self._thread_error = self._thread_error or (
+                    f"{', '.join(hung)}: an NVML call had not returned {STOP_WAIT_S:g} s "
+                    "after the stop: sampling ended there")
+        else:
+            self._run(self._poll_all)  # last poll: drains the driver samples since the last
         duration = self._clock.monotonic() - self._t0
         self.result = self._summarise(duration)
         return self.result

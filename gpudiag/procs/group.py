@@ -31,11 +31,12 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import IO, Any
 
-from gpudiag.procs import stdstreams
+from gpudiag.procs import stdstreams, stops
 from gpudiag.procs.reaper import UNWATCH, WATCH, end_groups, group_alive, signal_groups
 
 #: (signal, seconds to wait after it) to end a group: polite first, then certain.
@@ -148,7 +149,10 @@ def spawn(argv: Sequence[str], **popen_kwargs: Any) -> subprocess.Popen[bytes]:
 
     The watchdog is started before the child, and an interrupt (Ctrl-C, SIGTERM) that
     lands once the child exists stops the child's group before it propagates: there is
-    no moment at which a child runs that neither the caller nor the watchdog will end."""
+    no moment at which a child runs that neither the caller nor the watchdog will end.
+    A stop request a callback dropped is raised first (gpudiag.procs.stops.check): no
+    child is started after it."""
+    stops.check()
     _watchdog.start()
     proc: subprocess.Popen[bytes] = subprocess.Popen(
         list(argv), start_new_session=True, **popen_kwargs)
@@ -164,18 +168,23 @@ def spawn(argv: Sequence[str], **popen_kwargs: Any) -> subprocess.Popen[bytes]:
 WAIT_POLL_S = 0.25
 
 
-def wait(proc: subprocess.Popen[Any]) -> int:
-    """``proc.wait()``, but never blocked in one waitpid for ever: the child is waited
-    for in slices, so that a signal whose C-level handler ran while the main thread was
-    entering the wait (after Python last checked for signals, before the kernel put it to
-    sleep: the signal is then taken without interrupting the wait) gets its Python handler
-    (gpudiag's SIGTERM) within a slice instead of when the child ends. Under load, a
-    `timeout` around `gpudiag run` lost its SIGTERM about one time in ten this way."""
+def wait(proc: subprocess.Popen[Any], timeout_s: float | None = None) -> int:
+    """``proc.wait()`` (``timeout_s``: subprocess.TimeoutExpired after it), but never
+    blocked in one waitpid for ever: the child is waited for in slices, so that a signal
+    whose C-level handler ran while the main thread was entering the wait (after Python
+    last checked for signals, before the kernel put it to sleep: the signal is then taken
+    without interrupting the wait) gets its Python handler (gpudiag's SIGTERM) within a
+    slice instead of when the child ends. Under load, a `timeout` around `gpudiag run`
+    lost its SIGTERM about one time in ten this way. Each slice also raises a stop request
+    a callback dropped (gpudiag.procs.stops.check)."""
+    deadline = time.monotonic() + (float("inf") if timeout_s is None else timeout_s)
     while True:
+        stops.check()
         try:
-            return proc.wait(timeout=WAIT_POLL_S)
+            return proc.wait(timeout=max(0.0, min(WAIT_POLL_S, deadline - time.monotonic())))
         except subprocess.TimeoutExpired:
-            continue
+            if time.monotonic() >= deadline:
+                raise subprocess.TimeoutExpired(proc.args, timeout_s or 0.0) from None
 
 
 def signal_group(proc: subprocess.Popen[bytes], sig: int) -> None:

@@ -119,7 +119,7 @@ def run_child(
         proc = procs.spawn(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=err,
                            env=child_env)
         try:
-            proc.wait(timeout=timeout_s)
+            procs.wait(proc, timeout_s)
         except subprocess.TimeoutExpired:
             timed_out = True
             procs.stop_group(proc)

@@ -26,6 +26,8 @@ from pathlib import Path
 from types import FrameType
 from typing import BinaryIO
 
+from gpudiag.procs import group as procs
+from gpudiag.procs import stops
 from gpudiag.run import streams
 
 PROC = Path("/proc")
@@ -151,8 +153,9 @@ def settle(pumps: list[streams.Pump], ends: set[str], shows: list[BinaryIO]) -> 
     if talking and (holders(ends) or not PROC.is_dir()):
         for p in talking:
             p.stop_now()
-    for p in pumps:
-        p.done.wait()  # stopped after one chunk, or at end-of-file once the backlog is read
+    for p in pumps:  # stopped after one chunk, or at end-of-file once the backlog is read;
+        while not p.done.wait(procs.WAIT_POLL_S):  # in slices, as gpudiag.procs.group.wait
+            stops.check()
     held = [(p, show) for p, show in zip(pumps, shows, strict=True) if not p.eof]
     if not held:
         return Settled()

@@ -33,6 +33,7 @@ from typing import Any
 from gpudiag import layout
 from gpudiag.errors import EnvironmentBroken, UsageError
 from gpudiag.procs import group as procs
+from gpudiag.procs import stops
 
 EVENTS_GLOB = "events.out.tfevents.*"
 START_TIMEOUT_S = 180.0  # importing TensorFlow on a loaded 2-core machine takes a while
@@ -144,7 +145,12 @@ def start(logdir: Path, port: int, host: str, *,
             return server
         if proc.poll() is not None:
             break
-        time.sleep(0.2)
+        try:
+            stops.check()  # a stop request a callback dropped: acted on while it starts
+            time.sleep(0.2)
+        except BaseException:  # Ctrl-C, SIGTERM: the server is not returned: ended here
+            server.stop()
+            raise
     why = "exited" if proc.poll() is not None else f"gave no URL in {timeout_s:.0f} s"
     tail = server.log_tail()
     server.stop(keep_log=True)

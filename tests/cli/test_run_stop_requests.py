@@ -1,7 +1,10 @@
-"""Every stop request reaches `gpudiag run` (issue 47, item 6): SIGTERM sent at many points
-of its start-up and watch, as `timeout` sends it (to the process, then to its process
-group) and by hand to both, to `gpudiag run -- python -c "import time; time.sleep(30)"`.
-Each must end within its grace, long before the program's 30 s.
+"""Every stop request reaches `gpudiag run` and `gpudiag monitor` (issue 47, item 6):
+SIGTERM sent at many points of their start-up and watch, as `timeout` sends it (to the
+process, then to its process group) and by hand to both, to `gpudiag run -- python -c
+"import time; time.sleep(30)"` and the same under `monitor`. Each must end within its
+grace, long before the program's 30 s. Then every phase deterministically: a request
+whose exception Python dropped in a callback, and a SIGTERM while gpudiag analyses what
+the ended program left.
 
 Before the fix, under load, about one in ten was lost: the signal's C-level handler ran
 while the main thread was entering waitpid (after Python last checked for signals), so
@@ -20,13 +23,19 @@ import time
 from pathlib import Path
 
 import pytest
-from helpers import REPO
+from helpers import REPO, load_report, run_dirs, until
 
 pytestmark = pytest.mark.slow
 
-POINTS = 16  # delivery points, each a separate `gpudiag run`
 SLEEPER = [sys.executable, "-c", "import time; time.sleep(30)"]
 ENDED_WITHIN_S = 15.0  # --grace 1, the analysis, on a loaded machine; the program: 30 s
+#: Each command's entry and its delivery points (each a separate gpudiag): `monitor`
+#: with NVML the fake backend's two busy GPUs, sampled from before the spawn to the end.
+COMMANDS = {
+    "run": (["-m", "gpudiag", "run", "--json", "--grace", "1"], 16),
+    "monitor": ([str(REPO / "tests" / "gpudiag_with_fake_nvml.py"), "busy", "monitor",
+                 "--json"], 10),
+}
 
 
 def _delay(i: int) -> float:
@@ -34,10 +43,10 @@ def _delay(i: int) -> float:
     return 0.05 + (i * 0.53) % 4.0
 
 
-def _gpudiag_run(logdir: Path, *prefix: str) -> subprocess.Popen[bytes]:
+def _gpudiag(command: str, logdir: Path, *prefix: str) -> subprocess.Popen[bytes]:
     return subprocess.Popen(
-        [*prefix, sys.executable, "-m", "gpudiag", "run", "--json", "--grace", "1",
-         "--logdir", str(logdir), "--", *SLEEPER],
+        [*prefix, sys.executable, *COMMANDS[command][0], "--logdir", str(logdir), "--",
+         *SLEEPER],
         env={**os.environ, "PYTHONPATH": str(REPO)}, stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL, start_new_session=True)
 
@@ -53,15 +62,18 @@ def _ended(proc: subprocess.Popen[bytes], within_s: float) -> bool:
 
 
 @pytest.mark.skipif(shutil.which("timeout") is None, reason="coreutils' timeout not found")
-def test_sigterm_at_every_point_ends_gpudiag_run(tmp_path: Path) -> None:
+@pytest.mark.parametrize("command", list(COMMANDS))
+def test_sigterm_at_every_point_ends_gpudiag(tmp_path: Path, command: str) -> None:
     late: list[str] = []
-    for i in range(POINTS):
+    points = COMMANDS[command][1]
+    for i in range(points):
         delay = _delay(i)
         if i % 2 == 0:  # `timeout`: SIGTERM to gpudiag, then to timeout's own group
-            proc = _gpudiag_run(tmp_path / "runs", "timeout", "-s", "TERM", f"{delay:.2f}")
+            proc = _gpudiag(command, tmp_path / "runs", "timeout", "-s", "TERM",
+                            f"{delay:.2f}")
             started = time.monotonic()
         else:  # by hand, to the process and to its group, as `timeout` does
-            proc = _gpudiag_run(tmp_path / "runs")
+            proc = _gpudiag(command, tmp_path / "runs")
             started = time.monotonic()
             try:
                 proc.wait(timeout=delay)
@@ -74,4 +86,140 @@ def test_sigterm_at_every_point_ends_gpudiag_run(tmp_path: Path) -> None:
             # 124: timeout's; 143: gpudiag's; -15: before Python set gpudiag's handler
             assert proc.returncode in (124, 128 + signal.SIGTERM, -signal.SIGTERM), (
                 i, proc.returncode)
-    assert late == [], f"{len(late)} of {POINTS} SIGTERMs not acted on: {late}"
+    assert late == [], f"{len(late)} of {points} SIGTERMs not acted on: {late}"
+
+
+#: ``python -c AT WHERE ACTION SCENARIO MARKER ARGS...``: gpudiag's CLI (NVML the
+#: scenario of tests/fake_nvml.py), with the function WHERE (``module:attr``) wrapped so
+#: that on its first call, ACTION is done first and MARKER written:
+#: - ``drop-N``: signal N is raised inside a weakref callback, where its handler's
+#:   exception is dropped by Python ("Exception ignored in ..."), as when it lands in an
+#:   import's module lock callback;
+#: - ``hold``: the call waits (up to 60 s) before going on, as a long analysis would.
+AT = r"""
+import importlib, signal, sys, time, weakref
+from pathlib import Path
+where, action, scenario, marker, *argv = sys.argv[1:]
+module_name, _, attr = where.partition(':')
+owner = importlib.import_module(module_name)
+*path, name = attr.split('.')
+for part in path:
+    owner = getattr(owner, part)
+original = getattr(owner, name)
+done = []
+
+class Dropped:
+    pass
+
+def when_dropped(_ref):
+    Path(marker).write_text(action)
+    signal.raise_signal(int(action[5:]))  # its handler runs here, in the callback
+
+def wrapper(*args, **kwargs):
+    if not done:
+        done.append(True)
+        if action == 'hold':
+            Path(marker).write_text(action)
+            end = time.monotonic() + 60
+            while time.monotonic() < end:
+                time.sleep(0.01)
+        else:
+            thing = Dropped()
+            ref = weakref.ref(thing, when_dropped)
+            del thing
+    return original(*args, **kwargs)
+
+setattr(owner, name, wrapper)
+import fake_nvml
+from gpudiag.cli import main
+sys.exit(main(argv, open_nvml=lambda: fake_nvml.open_scenario(scenario)))
+"""
+
+QUICK = [sys.executable, "-c", "print('done')"]
+#: (command, where, the program): every phase of `run` and `monitor` where a stop request
+#: can land. A point after the program's end needs a program that ends by itself.
+PHASES = [
+    ("run", "gpudiag.cli:readable_help", SLEEPER),  # click builds the command
+    ("run", "gpudiag.session:RunSession.save", SLEEPER),  # the run directory's first save
+    ("run", "gpudiag.commands.run:_start_sampler", SLEEPER),  # before the spawn
+    ("run", "gpudiag.procs.group:wait", SLEEPER),  # the program runs
+    ("run", "gpudiag.run.survivors:settle", QUICK),  # its output, after its end
+    ("run", "gpudiag.run.analyse:report_whole", QUICK),  # the final analysis
+    ("run", "gpudiag.execute:show_verdict", QUICK),  # the report whole, shown
+    ("monitor", "gpudiag.commands.monitor:_start_sampler", SLEEPER),  # before the spawn
+    ("monitor", "gpudiag.procs.group:wait", SLEEPER),  # the command runs, NVML sampled
+    ("monitor", "gpudiag.commands.monitor:_record", QUICK),  # the findings, after its end
+]
+
+
+def _at(tmp_path: Path, command: str, where: str, action: str,
+        program: list[str]) -> tuple[subprocess.Popen[bytes], Path, Path]:
+    """`gpudiag COMMAND` (fake NVML: two busy GPUs) with ACTION at WHERE; its stderr in a
+    file, the marker the action writes."""
+    marker, logdir = tmp_path / "marker", tmp_path / "runs"
+    with (tmp_path / "stderr").open("wb") as err:
+        proc = subprocess.Popen(
+            [sys.executable, "-c", AT, where, action, "busy", str(marker), command,
+             "--json", *(["--grace", "1"] if command == "run" else []), "--logdir",
+             str(logdir), "--", *program],
+            env={**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), str(REPO / "tests")])},
+            stdout=subprocess.DEVNULL, stderr=err, stdin=subprocess.DEVNULL,
+            start_new_session=True)
+    return proc, marker, logdir
+
+
+def _assert_interrupted(proc: subprocess.Popen[bytes], tmp_path: Path, logdir: Path,
+                        sig: signal.Signals) -> None:
+    """128 + the signal, one line of gpudiag's, and a whole report that says the signal
+    (unless it came after the report was whole: then it is whole, not interrupted)."""
+    err = (tmp_path / "stderr").read_text(errors="replace")
+    assert proc.returncode == 128 + sig, (proc.returncode, err[-3000:])
+    assert "Traceback" not in err and "Exception ignored" not in err, err[-3000:]
+    (run_dir,) = run_dirs(logdir)
+    report = load_report(run_dir)
+    if report["interrupted"]:
+        assert report["data"]["interrupted_by"] == sig.name, report["data"]
+    else:
+        assert report["partial"] is False, report
+    assert not list(run_dir.rglob("*.tmp"))
+
+
+@pytest.mark.parametrize(("command", "where", "program"), PHASES,
+                         ids=[f"{c}-{w.rsplit(':', 1)[1]}" for c, w, _ in PHASES])
+def test_a_stop_request_dropped_in_a_callback_is_acted_on(
+        tmp_path: Path, command: str, where: str, program: list[str]) -> None:
+    """The handler's exception raised inside a weakref callback, where Python drops it
+    (what lost a SIGHUP at 0.38 s in test_run_harmless: gpudiag went on and exited 0):
+    the request is still acted on, in every phase. SIGTERM and SIGHUP alternate over the
+    phases."""
+    sig = (signal.SIGTERM, signal.SIGHUP)[PHASES.index((command, where, program)) % 2]
+    proc, marker, logdir = _at(tmp_path, command, where, f"drop-{int(sig)}", program)
+    assert _ended(proc, ENDED_WITHIN_S + 20), "the dropped request was not acted on"
+    assert marker.read_text() == f"drop-{int(sig)}"  # it landed where it was meant to
+    _assert_interrupted(proc, tmp_path, logdir, sig)
+
+
+HELD = [
+    ("run", "gpudiag.run.analyse:report_whole"),  # the final analysis, the program ended
+    ("monitor", "gpudiag.commands.monitor:_record"),  # the findings, the command ended
+]
+
+
+@pytest.mark.parametrize(("command", "where"), HELD, ids=[c for c, _ in HELD])
+def test_sigterm_during_the_analysis_after_the_program_ends(
+        tmp_path: Path, command: str, where: str) -> None:
+    """A SIGTERM, as `timeout` sends it (to gpudiag, then to its group), while gpudiag
+    analyses what the ended program left (held there until it comes): it ends gpudiag
+    within its grace, 143, with a readable report that says SIGTERM."""
+    proc, marker, logdir = _at(tmp_path, command, where, "hold", QUICK)
+    try:
+        until(marker.exists, f"{command} reaches {where}", deadline_s=60)
+    except AssertionError:
+        _ended(proc, 0)
+        raise
+    os.kill(proc.pid, signal.SIGTERM)
+    os.killpg(proc.pid, signal.SIGTERM)
+    assert _ended(proc, ENDED_WITHIN_S), "the SIGTERM was not acted on"
+    _assert_interrupted(proc, tmp_path, logdir, signal.SIGTERM)
+    report = load_report(run_dirs(logdir)[0])
+    assert report["interrupted"] is True, report

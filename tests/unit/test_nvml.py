@@ -396,3 +396,26 @@ def test_scalars_round_trip(tmp_path) -> None:
     assert len(fine) == result.summary(0).util_sample_count
     steps = [e.step for e in stored["gpu0/util_percent"]]
     assert steps == [0, 100, 200, 300, 400, 500, 550]  # milliseconds since start
+
+
+def test_a_driver_call_that_hangs_does_not_hold_the_stop(monkeypatch) -> None:
+    """A GPU falling off the bus can hang an NVML call: stop() (monitor's and run's end,
+    a SIGTERM's included) waits for it a bounded time, then says so and returns."""
+    monkeypatch.setattr(nvml.sampler, "STOP_WAIT_S", 0.5)
+    hanging, release = threading.Event(), threading.Event()
+
+    class Hangs(FakeBackend):
+        def device_state(self, index: int) -> DeviceState:
+            hanging.set()
+            release.wait(timeout=60)
+            return super().device_state(index)
+
+    sampler = Sampler(Hangs([FakeDevice()]), interval_s=0.1).start()
+    try:
+        assert hanging.wait(timeout=30)  # the fast thread is inside the driver call
+        result = sampler.stop()
+    finally:
+        release.set()
+    assert result.sampler_error is not None
+    assert result.sampler_error.startswith("gpudiag-nvml-fast: an NVML call had not returned "
+                                           "0.5 s after the stop"), result.sampler_error
