@@ -302,7 +302,8 @@ def try_fixes(
              "diagnosing again."),
     only: list[str] | None = typer.Option(
         None, "--fix", metavar="NAME",
-        help="Try only this fix (repeatable): parallel-map, prefetch, steps-per-execution."),
+        help="Try only this fix (repeatable): parallel-map, prefetch, cache, deterministic, "
+             "steps-per-execution, jit-compile, reduce-retracing."),
     dry_run: bool = typer.Option(False, "--dry-run",
                                  help="Diagnose and print the trials, the time they would "
                                       "take and the fixes; run no trial."),

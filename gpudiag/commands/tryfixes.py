@@ -237,7 +237,10 @@ def _one_trial(session: RunSession, argv: list[str],
     with RunSession.at("run", run_dir) as one:
         run_cmd.run(one, argv, backend=backend, ui=Ui.quiet(),
                     options=replace(base, trial_fixes=(c.fix,) if c else ()))
-    return read_trial(run_dir, name, round_no, c)
+    # the loss is compared where a fix tried can change it: its trials' and the baseline's
+    losses = any(BY_NAME[x.fix.name].CAN_CHANGE_RESULTS for _, x in plan if x is not None) \
+        and (c is None or BY_NAME[c.fix.name].CAN_CHANGE_RESULTS)
+    return read_trial(run_dir, name, round_no, c, with_losses=losses)
 
 
 @contextlib.contextmanager
@@ -266,9 +269,10 @@ def _signals_seen() -> Iterator[list[int]]:
             signal.signal(s, before)
 
 
-def read_trial(run_dir: Path, fix: str, round_no: int, chosen: Chosen | None
-               ) -> verdicts.Trial:
-    """One trial's record from its run directory's report and events."""
+def read_trial(run_dir: Path, fix: str, round_no: int, chosen: Chosen | None,
+               with_losses: bool = False) -> verdicts.Trial:
+    """One trial's record from its run directory's report and events (``with_losses``:
+    its first loop's loss by training step too)."""
     import json
 
     report = json.loads((run_dir / layout.REPORT_JSON).read_text())
@@ -278,12 +282,28 @@ def read_trial(run_dir: Path, fix: str, round_no: int, chosen: Chosen | None
     crash = found.get("run.crash", {})
     applied = None
     if chosen is not None:
-        applied = bool(BY_NAME[chosen.fix.name].made(chosen.fix, recorded_calls(run_dir)))
+        made = BY_NAME[chosen.fix.name].made(chosen.fix, recorded_calls(run_dir))
+        applied = None if made is None else bool(made)
     return verdicts.Trial(fix, round_no, step if isinstance(step, int | float) else None,
                           _returncode(report),
                           crash.get("title") if crash.get("status") == "fail" else None,
                           str(run_dir), applied,
-                          int(loops[0].get("timed_steps") or 0) if loops else 0)
+                          int(loops[0].get("timed_steps") or 0) if loops else 0,
+                          trial_losses(run_dir) if with_losses else {})
+
+
+def trial_losses(run_dir: Path) -> dict[int, float]:
+    """The loss by training step of a trial's first loop (empty: none recorded, or the run
+    directory cannot be read as a run)."""
+    from gpudiag.errors import GpudiagError
+    from gpudiag.rundir import load_run
+    from gpudiag.rundir.loops import read_loops
+
+    try:
+        loops = read_loops(load_run(run_dir))
+    except (GpudiagError, OSError):
+        return {}
+    return next(iter(loops.values())).losses() if loops else {}
 
 
 def recorded_calls(run_dir: Path) -> list[Call]:
@@ -315,5 +335,6 @@ def _call_of(event: Any) -> Call | None:
                     event.output)
     if isinstance(event, loopevents.Compile):
         return Call("compile", base, line, code,
-                    {"steps_per_execution": event.steps_per_execution})
+                    {"steps_per_execution": event.steps_per_execution,
+                     "jit_compile": event.jit_compile})
     return None

@@ -1,12 +1,15 @@
 """The fixes `gpudiag try` applies in-process, at the program's own line, without editing a
-file: one module each (parallel_map, prefetch, steps_per_execution), declared once;
+file: one module each (parallel_map, prefetch, cache, deterministic, steps_per_execution,
+jit_compile, reduce_retracing), declared once;
 choice.py picks the advised ones it can apply (the rest: "not tried"), lines.py reads
 and rewrites the program's line.
 
 Each module says what it changes (``CHANGES``), whether it can change what the model
-computes (``CAN_CHANGE_RESULTS``), the advice it answers (``ADVICE``: the start of a
-bottleneck action's ``what``), the what-if prediction that sizes it alone
-(``PREDICTION``: a key of the prediction's ``by_change``, or None), and three functions:
+computes (``CAN_CHANGE_RESULTS``: its trials' loss at matching steps is compared), the
+advice it answers (``ADVICE``: words of a bottleneck action's ``what``; None: offered by
+``offer(wheres, calls)`` where the diagnosis's pipeline allows it), the what-if
+prediction that sizes it alone (``PREDICTION``: a key of the prediction's ``by_change``,
+or None), and three functions:
 ``choose(action, calls, predicted)`` (the parent: the TrialFix for an advised action, or
 None), ``rewrite(code)`` (the line as it would be) and ``apply`` (in the program, through
 gpudiag.inprogram.trial: the call's arguments or its result changed).
@@ -21,12 +24,21 @@ from dataclasses import dataclass
 from types import ModuleType
 from typing import Any
 
-from gpudiag.fixes import parallel_map, prefetch, steps_per_execution
+from gpudiag.fixes import (
+    cache,
+    deterministic,
+    jit_compile,
+    parallel_map,
+    prefetch,
+    reduce_retracing,
+    steps_per_execution,
+)
 from gpudiag.fixes.lines import Call, add_argument, call_span, calls_at
 from gpudiag.records.trial import TrialFix
 
 #: Every fix `gpudiag try` can apply, in the order it tries them.
-MODULES: tuple[ModuleType, ...] = (parallel_map, prefetch, steps_per_execution)
+MODULES: tuple[ModuleType, ...] = (parallel_map, prefetch, cache, deterministic,
+                                   steps_per_execution, jit_compile, reduce_retracing)
 BY_NAME: dict[str, ModuleType] = {m.NAME: m for m in MODULES}
 
 
@@ -43,7 +55,7 @@ class Chosen:
 
 def module_of(what: str) -> ModuleType | None:
     """The fix module whose advice an action's ``what`` gives (None: none applies it)."""
-    return next((m for m in MODULES if what.startswith(m.ADVICE)), None)
+    return next((m for m in MODULES if m.ADVICE and m.ADVICE in what), None)
 
 
 def ratio_of(predicted: Mapping[str, Any] | None, now_s: float | None

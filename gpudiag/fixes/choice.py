@@ -8,8 +8,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from gpudiag.fixes import Chosen, module_of, ratio_of
+from gpudiag.fixes import MODULES, Chosen, module_of, ratio_of
 from gpudiag.fixes.lines import Call
+from gpudiag.records.trial import TrialFix
 
 
 @dataclass(frozen=True)
@@ -26,7 +27,9 @@ class NotTried:
 def choose(actions: Sequence[Mapping[str, Any]], evidence: Mapping[str, Any],
            calls: Sequence[Call]) -> tuple[list[Chosen], list[NotTried]]:
     """The fixes to try, one per advised action a fix module applies at a line the hooks
-    recorded (the first of each kind), and the advised actions left to the user."""
+    recorded (the first of each kind), then the fixes offered where the pipeline allows
+    them (deterministic=False on a parallel map at a line an action names), and the
+    advised actions left to the user."""
     predicted = evidence.get("predicted") or {}
     by_change = predicted.get("by_change") or {}
     now_s = evidence.get("step_s")
@@ -42,11 +45,20 @@ def choose(actions: Sequence[Mapping[str, Any]], evidence: Mapping[str, Any],
                    "the hooks recorded no call it applies to at that line")
             not_tried.append(NotTried(what, where, own, why))
             continue
-        if any(c.fix.name == fix.name for c in chosen):
-            continue
-        code = next((c.code for c in calls if c.where == f"{fix.file}:{fix.line}"
-                     and c.method == fix.method and c.code), None)
         alone = by_change.get(module.PREDICTION) if module.PREDICTION else None
-        chosen.append(Chosen(fix, code, module.rewrite(code, fix) if code else None,
-                             ratio_of(alone, now_s) if module.PREDICTION else own))
+        _add(chosen, fix, module, calls, ratio_of(alone, now_s) if module.PREDICTION else own)
+    wheres = [a.get("where") for a in actions]
+    for module in MODULES:
+        if module.ADVICE is None and (fix := module.offer(wheres, calls)) is not None:
+            _add(chosen, fix, module, calls, None)
     return chosen, not_tried
+
+
+def _add(chosen: list[Chosen], fix: TrialFix, module: Any, calls: Sequence[Call],
+         predicted: tuple[float, float | None, float | None] | None) -> None:
+    """``fix`` chosen, with its line as written and as it would be (once per fix)."""
+    if any(c.fix.name == fix.name for c in chosen):
+        return
+    code = next((c.code for c in calls if c.where == f"{fix.file}:{fix.line}"
+                 and c.method == fix.method and c.code), None)
+    chosen.append(Chosen(fix, code, module.rewrite(code, fix) if code else None, predicted))

@@ -33,8 +33,10 @@ the program's own lines, and its fit stopped after the trial's steps)."""
 #: heavy (TensorFlow, NumPy, xprof, TensorBoard, rich, typer, pynvml) comes with them.
 SHARED_MODULES = (
     "gpudiag", "gpudiag.devnames", "gpudiag.errors",
-    "gpudiag.fixes", "gpudiag.fixes.lines", "gpudiag.fixes.parallel_map",
-    "gpudiag.fixes.prefetch", "gpudiag.fixes.steps_per_execution",
+    "gpudiag.fixes", "gpudiag.fixes.cache", "gpudiag.fixes.deterministic",
+    "gpudiag.fixes.jit_compile", "gpudiag.fixes.lines", "gpudiag.fixes.parallel_map",
+    "gpudiag.fixes.prefetch", "gpudiag.fixes.reduce_retracing",
+    "gpudiag.fixes.steps_per_execution",
     "gpudiag.layout", "gpudiag.layout.cluster", "gpudiag.layout.diff", "gpudiag.layout.events",
     "gpudiag.layout.loopevents",
     "gpudiag.layout.names",

@@ -25,6 +25,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from gpudiag.inprogram import trial
 from gpudiag.inprogram.agent import caller_frame, drop_own_frames, patch
 from gpudiag.inprogram.usercode import is_user_file
 
@@ -96,6 +97,11 @@ def install_created_at(cls: Any, code_of: Callable[[Any], Any]) -> None:
         return
 
     def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
+        try:  # `gpudiag try`: a fix at the function's line (reduce_retracing)
+            fn = kwargs.get("python_function", args[0] if args else None)
+            kwargs = trial.function_kwargs(code_of(fn), kwargs)
+        except Exception:  # never into the program: made as the program asked
+            pass
         original(self, *args, **kwargs)
         try:
             code = code_of(self._python_function)

@@ -2,12 +2,15 @@
 (RunHookConfig.trial_fixes, gpudiag.fixes) applied at the program's own line, and the fit
 stopped at a step boundary after ``stop_after_steps`` steps. Nothing is edited: the call
 made at the fix's file and line gets the fix's arguments (a map's num_parallel_calls, a
-compile's steps_per_execution) or its result changed (the dataset prefetched). The hooks
+compile's steps_per_execution) or its result changed (the dataset prefetched); a
+tf.function whose Python function starts at the fix's line (its first decorator's) is made
+with the fix's arguments (reduce_retracing). The hooks
 that record the call see it as it was made, fix included: the trial's own record shows
 the change.
 
 Called by datasets.py and kerashooks.py's wrappers, with the program's frame that made the
-call; without trial fixes each call costs one attribute read."""
+call, and by tracing.py's tf.function constructor with the function's code; without trial
+fixes each call costs one attribute read."""
 
 from __future__ import annotations
 
@@ -18,21 +21,37 @@ from gpudiag.records.trial import TrialFix
 
 
 def _fixes_at(method: str, frame: Any) -> list[TrialFix]:
+    if frame is None:
+        return []
+    return _fixes_of(method, frame.f_code.co_filename, frame.f_lineno)
+
+
+def _fixes_of(method: str, filename: str, line: int) -> list[TrialFix]:
     from gpudiag.inprogram.agent import AGENT
 
     fixes = AGENT.config.trial_fixes if AGENT is not None else ()
-    if not fixes or frame is None:
+    if not fixes:
         return []
-    code = frame.f_code
-    name = code.co_filename.rsplit("/", 1)[-1]
-    return [f for f in fixes if f.method == method and f.line == frame.f_lineno
-            and f.file == name]
+    name = filename.rsplit("/", 1)[-1]
+    return [f for f in fixes if f.method == method and f.line == line and f.file == name]
 
 
 def call_kwargs(method: str, frame: Any, kwargs: dict[str, Any]) -> dict[str, Any]:
     """The keyword arguments of the program's call of ``method`` made in ``frame``, with
     every fix at that line that changes the call's arguments applied."""
-    for fix in _fixes_at(method, frame):
+    return _changed(_fixes_at(method, frame), kwargs)
+
+
+def function_kwargs(code: Any, kwargs: dict[str, Any]) -> dict[str, Any]:
+    """The keyword arguments a tf.function of the Python function of ``code`` is made
+    with, every fix at the function's first line applied (reduce_retracing)."""
+    if code is None:
+        return kwargs
+    return _changed(_fixes_of("function", code.co_filename, code.co_firstlineno), kwargs)
+
+
+def _changed(fixes: list[TrialFix], kwargs: dict[str, Any]) -> dict[str, Any]:
+    for fix in fixes:
         module = BY_NAME.get(fix.name)
         if module is not None and module.APPLIES_TO == "arguments":
             kwargs = module.apply(kwargs, fix)

@@ -428,13 +428,14 @@ class TriedFix:
     as it would be, B/A (the median over rounds of each round's fixed median step over the
     same round's as-written one) with its interval from the rounds' spread, the prediction
     as a ratio with its interval and whether the measurement fell inside it, whether the
-    hooks' record shows the change made, and the exception where the fix broke it."""
+    hooks' record shows the change made, the exception where the fix broke it, and for a
+    fix that can change results the loss at matching steps (gpudiag.verdicts.trial_loss)."""
 
     fix: str
     where: str | None
     as_written: str | None
     as_it_would_be: str | None
-    verdict: str  # faster, slower, no change, cannot tell, broke
+    verdict: str  # faster, slower, no change, cannot tell, broke, not compiled
     ratio: float | None = None
     ratio_low: float | None = None
     ratio_high: float | None = None
@@ -447,12 +448,16 @@ class TriedFix:
     applied: bool | None = None
     can_change_results: bool = False
     broke: str | None = None
+    loss_steps: int = 0  # the steps whose loss matched (0: not compared)
+    loss_rel_diff: float | None = None  # the largest relative difference, fix against A
+    loss_own_rel_diff: float | None = None  # A against itself across rounds
 
     @classmethod
     def from_dict(cls, data: Any) -> TriedFix:
         d = _obj(data, "evidence")
         verdict = _str(d, "verdict", "")
-        if verdict not in ("faster", "slower", "no change", "cannot tell", "broke"):
+        if verdict not in ("faster", "slower", "no change", "cannot tell", "broke",
+                           "not compiled"):
             raise ValueError(f"evidence field verdict is not a verdict: {verdict!r}")
         flags = {k: d.get(k) for k in ("inside", "applied")}
         for k, v in flags.items():
@@ -464,7 +469,9 @@ class TriedFix:
                    _int(d, "rounds", "") or 0, _num(d, "level", "") or CI_LEVEL,
                    _num(d, "predicted_ratio", ""), _num(d, "predicted_low", ""),
                    _num(d, "predicted_high", ""), flags["inside"], flags["applied"],
-                   bool(d.get("can_change_results")), _str(d, "broke", ""))
+                   bool(d.get("can_change_results")), _str(d, "broke", ""),
+                   _int(d, "loss_steps", "") or 0, _num(d, "loss_rel_diff", ""),
+                   _num(d, "loss_own_rel_diff", ""))
 
 
 Evidence = Bottleneck | DeviceLanes | Learning | DiffStep | Scaling | GpuUse | TriedFix

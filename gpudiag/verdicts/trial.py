@@ -14,14 +14,15 @@ from __future__ import annotations
 
 import math
 import statistics
-from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, field
 
 from gpudiag.fixes import Chosen
 from gpudiag.fixes.choice import NotTried
 from gpudiag.layout.evidence import TriedFix
 from gpudiag.layout.units import CI_LEVEL, counted, ms_number
 from gpudiag.report import Finding, Status
+from gpudiag.verdicts import trial_loss
 from gpudiag.verdicts.common import title
 
 #: Student's t at 0.975 (a two-sided 95 % interval) by degrees of freedom, 1-10; beyond: 2.0.
@@ -33,7 +34,8 @@ class Trial:
     """One measured run of the program: ``fix`` (a fix's NAME; "" the program as written),
     its round (from 1), its median steady step (None: no step measured), its exit code,
     the exception it crashed on (None: none), its run directory, and whether the hooks'
-    record shows the fix made (None: the program as written, or not known)."""
+    record shows the fix made (None: the program as written, or not known), its measured
+    steps, and its loss by training step (Keras's batch logs; empty: none recorded)."""
 
     fix: str
     round: int
@@ -43,6 +45,11 @@ class Trial:
     run_dir: str
     applied: bool | None = None
     steps: int = 0
+    losses: Mapping[int, float] = field(default_factory=dict)
+
+    def record(self) -> dict[str, object]:
+        """As the report keeps it: the losses left in the trial's own run directory."""
+        return {k: v for k, v in asdict(self).items() if k != "losses"}
 
 
 @dataclass(frozen=True)
@@ -97,9 +104,12 @@ def broke(trials: Sequence[Trial], fix: str) -> str | None:
     return None
 
 
-def verdict_of(m: Measured | None, broken: str | None) -> str:
+def verdict_of(m: Measured | None, broken: str | None, module: object = None) -> str:
+    """faster, slower, no change, cannot tell, broke, or not compiled (a fix that compiles
+    the step, jit_compile: its trial failed on XLA's compile and is dropped)."""
     if broken is not None:
-        return "broke"
+        failed = getattr(module, "did_not_compile", None)
+        return "not compiled" if failed is not None and failed(broken) else "broke"
     if m is None or m.low is None or m.high is None:
         return "cannot tell"
     if m.high < 1.0:
@@ -158,13 +168,15 @@ def fix_finding(chosen: Chosen, trials: Sequence[Trial]) -> Finding:
 
     name = chosen.fix.name
     module = BY_NAME[name]
-    m = measure(trials, name)
     broken = broke(trials, name)
-    verdict = verdict_of(m, broken)
+    verdict = verdict_of(measure(trials, name), broken, module)
+    m = None if verdict == "not compiled" else measure(trials, name)  # its trials dropped
     predicted, inside = prediction_words(chosen, m)
     applied = [t.applied for t in trials if t.fix == name and t.applied is not None]
     where = f"{chosen.fix.file}:{chosen.fix.line}"
-    if broken is not None:
+    if verdict == "not compiled":
+        head = f"{label(chosen)}: XLA could not compile the step here: {broken}; dropped"
+    elif broken is not None:
         head = f"{label(chosen)}: the fix broke the program here: {broken}"
     elif m is None:
         head = f"{label(chosen)}: no step measured with it"
@@ -182,9 +194,15 @@ def fix_finding(chosen: Chosen, trials: Sequence[Trial]) -> Finding:
     else:
         parts.append(f"the change: {module.CHANGES}")
     parts.append(predicted)
+    loss = trial_loss.compare(trials, name) if module.CAN_CHANGE_RESULTS else None
+    if module.CAN_CHANGE_RESULTS and broken is None:
+        parts.append(trial_loss.words(loss))
     if applied and not all(applied):
         parts.append("the trial's record does not show the change made in every round")
     status: Status = "ok" if verdict == "faster" else "fail" if verdict == "broke" else "warn"
+    loss_ev = {"loss_steps": loss.steps if loss else 0,
+               "loss_rel_diff": loss.rel_diff if loss else None,
+               "loss_own_rel_diff": loss.own_rel_diff if loss else None}
     evidence = {"fix": name, "where": where, "as_written": chosen.as_written,
                 "as_it_would_be": chosen.as_it_would_be, "verdict": verdict,
                 "ratio": m.ratio if m else None, "ratio_low": m.low if m else None,
@@ -197,7 +215,7 @@ def fix_finding(chosen: Chosen, trials: Sequence[Trial]) -> Finding:
                 "predicted_high": chosen.predicted[2] if chosen.predicted else None,
                 "inside": inside, "applied": all(applied) if applied else None,
                 "can_change_results": module.CAN_CHANGE_RESULTS, "broke": broken,
-                "fix_config": asdict(chosen.fix),
+                "fix_config": asdict(chosen.fix), **loss_ev,
                 "trials": [t.run_dir for t in trials if t.fix == name]}
     return Finding(f"try.fix.{name}", status, "; ".join(parts), evidence,
                    title=title(head, f"{module.LABEL}: {short_said(m, verdict)}",
@@ -209,6 +227,8 @@ def short_said(m: Measured | None, verdict: str) -> str:
     0.84 (95 % CI 0.58-1.23)"."""
     if verdict == "broke":
         return "the fix broke the program here"
+    if verdict == "not compiled":
+        return "XLA could not compile it here"
     if m is None:
         return "no step measured"
     if m.low is None or m.high is None or verdict == "cannot tell":
@@ -280,7 +300,7 @@ def result_finding(chosen: Sequence[Chosen], trials: Sequence[Trial], stopped_af
     if interrupted:
         how.append("interrupted: only the trials that finished are counted")
     evidence = {"headline": line, "fixes": [c.fix.name for c in chosen],
-                "trials": [asdict(t) for t in trials], "stopped_after_steps": stopped_after}
+                "trials": [t.record() for t in trials], "stopped_after_steps": stopped_after}
     return Finding("try.result", "ok" if helped else "warn", "; ".join(how), evidence,
                    title=title(line, "a fix tried made the step faster" if helped else
                                "no fix tried made the step faster"))

@@ -16,7 +16,8 @@ from gpudiag import layout
     ((), {}, "try needs a command to run: gpudiag try [OPTIONS] -- CMD"),
     (("--", sys.executable, "-c", "print(1)"), {"TF_CONFIG": "{}"},
      "TF_CONFIG is set: gpudiag try does not try multi-worker jobs yet"),
-    (("--fix", "cache", "--", sys.executable, "-c", "print(1)"), {}, "no such fix: cache"),
+    (("--fix", "mixed-precision", "--", sys.executable, "-c", "print(1)"), {},
+     "no such fix: mixed-precision"),
     (("--", sys.executable, "no_such_script.py"), {}, "no such script: no_such_script.py"),
 ])
 def test_bad_input_is_one_line_and_exit_2_before_anything_runs(

@@ -45,7 +45,8 @@ ACTIONS = [action("pass num_parallel_calls=tf.data.AUTOTUNE to Dataset.map", "tr
 def test_the_advised_fixes_gpudiag_applies_are_chosen_the_others_listed_by_hand() -> None:
     chosen, not_tried = choose(ACTIONS, EVIDENCE, CALLS)
     assert [c.fix for c in chosen] == [TrialFix("parallel-map", "map", "train.py", 48),
-                                       TrialFix("prefetch", "batch", "train.py", 48)]
+                                       TrialFix("prefetch", "batch", "train.py", 48),
+                                       TrialFix("cache", "map", "train.py", 48)]
     # each fix alone is held to its own prediction (by_change), as B/A of the step judged
     assert chosen[0].predicted == pytest.approx((0.5, 0.4, 1.0))
     assert chosen[1].predicted == pytest.approx((0.9, 0.75, 1.0))
@@ -54,16 +55,24 @@ def test_the_advised_fixes_gpudiag_applies_are_chosen_the_others_listed_by_hand(
                                         "tf.data.AUTOTUNE).batch(32)")
     assert chosen[1].as_it_would_be == ("dataset = dataset.map(augment).batch(32)"
                                         ".prefetch(tf.data.AUTOTUNE)")
+    # the cache goes after the map, before the batch the same line makes
+    assert chosen[2].as_it_would_be == "dataset = dataset.map(augment).cache().batch(32)"
     assert [(n.what, n.why) for n in not_tried] == [
-        ("call .cache() after the map", "gpudiag cannot apply it in-process"),
         ("vectorise the map: batch before it", "gpudiag cannot apply it in-process")]
 
 
 def test_a_fix_whose_call_was_not_recorded_or_is_in_place_is_not_tried() -> None:
     parallel = [Call("map", "train.py", 48, CODE, {"num_parallel_calls": "AUTOTUNE"}, 1, 2)]
     chosen, not_tried = choose(ACTIONS[:1], EVIDENCE, parallel)
-    assert chosen == [] and not_tried[0].why == ("the hooks recorded no call it applies to "
-                                                 "at that line")
+    assert not_tried[0].why == "the hooks recorded no call it applies to at that line"
+    # the map is parallel already: what is left to try there is deterministic=False, which
+    # no action advises and which can change the order (its loss is compared)
+    assert [c.fix for c in chosen] == [TrialFix("deterministic", "map", "train.py", 48)]
+    assert chosen[0].as_it_would_be == ("dataset = dataset.map(augment, deterministic=False)"
+                                        ".batch(32)")
+    unordered = [Call("map", "train.py", 48, CODE, {"num_parallel_calls": "AUTOTUNE",
+                                                    "deterministic": False}, 1, 2)]
+    assert choose(ACTIONS[:1], EVIDENCE, unordered)[0] == []
     chosen, _ = choose(ACTIONS[:1], EVIDENCE, [])
     assert chosen == []
 
@@ -104,6 +113,11 @@ def test_the_in_program_changes_leave_what_the_program_gave_alone() -> None:
     pf = TrialFix("prefetch", "batch", "train.py", 48)
     assert prefetch.made(pf, [*CALLS, Call("prefetch", "train.py", 48, "", {}, 3, 4)])
     assert not prefetch.made(pf, [*CALLS, Call("prefetch", "train.py", 48, "", {}, 2, 4)])
+    from gpudiag.fixes import cache
+
+    cf = TrialFix("cache", "map", "train.py", 48)
+    assert cache.made(cf, [*CALLS, Call("cache", "train.py", 48, "", {}, 2, 5)])
+    assert not cache.made(cf, [*CALLS, Call("cache", "train.py", 48, "", {}, 3, 5)])
 
 
 def test_the_trial_fixes_reach_the_program_through_the_environment() -> None:
@@ -246,19 +260,19 @@ def test_the_terminal_shows_each_fix_s_measurement_change_and_prediction() -> No
 
 
 def test_an_advised_fix_not_tried_is_listed_with_its_prediction() -> None:
-    _, not_tried = choose([ACTIONS[0], ACTIONS[2]], EVIDENCE, [])
+    _, not_tried = choose([ACTIONS[0], ACTIONS[3]], EVIDENCE, [])
     f = v.not_tried_finding(not_tried)
     assert f is not None and f.status == "skip"
     assert f.title == "not tried: 2 advised fix(es): change by hand"
     assert f.message == (
         "not tried: change it by hand: pass num_parallel_calls=tf.data.AUTOTUNE to "
         "Dataset.map at train.py:48, predicted B/A 0.13 (0.05-0.35) (the hooks recorded no "
-        "call it applies to at that line); call .cache() after the map at train.py:48 "
+        "call it applies to at that line); vectorise the map: batch before it at train.py:48 "
         "(gpudiag cannot apply it in-process)")
-    (one,) = choose([ACTIONS[2]], EVIDENCE, CALLS)[1]
+    (one,) = choose([action("a larger batch", "train.py:48")], EVIDENCE, CALLS)[1]
     single = v.not_tried_finding([one])
     assert single is not None
-    assert single.title == "not tried, change by hand: call .cache() after the map at train.py:48"
+    assert single.title == "not tried, change by hand: a larger batch at train.py:48"
     assert v.not_tried_finding([]) is None
 
 
@@ -288,7 +302,8 @@ def test_the_calls_are_read_back_from_the_hooks_events_in_the_order_made(tmp_pat
     assert [(c.method, c.where, c.input, c.output) for c in calls] == [
         ("map", "train.py:48", 1, 2), ("batch", "train.py:48", 2, 3),
         ("compile", "train.py:60", None, None)]
-    assert calls[2].args == {"steps_per_execution": 16} and calls[0].code == CODE
+    assert calls[2].args == {"steps_per_execution": 16, "jit_compile": None}
+    assert calls[0].code == CODE
 
 
 def test_the_time_of_a_trial_is_estimated_from_the_diagnosis() -> None:
@@ -337,3 +352,86 @@ def test_the_hooks_apply_a_fix_only_to_the_call_made_at_its_line(monkeypatch) ->
     assert model.stop_training is True
     monkeypatch.setattr(agent, "AGENT", SimpleNamespace(config=RunHookConfig("/e", "/r")))
     assert trial.call_kwargs("map", at, {}) == {}  # `gpudiag run`: no trial, no change
+
+
+def test_jit_compile_goes_on_the_advised_compile_and_a_compile_failure_is_dropped() -> None:
+    from gpudiag.fixes import jit_compile
+
+    xla = action("XLA: jit_compile=True in compile() or on the tf.function", None)
+    (c,), _ = choose([xla], {"step_s": 0.004}, CALLS)  # no line said: the one compile
+    assert c.fix == TrialFix("jit-compile", "compile", "train.py", 60)
+    assert c.as_it_would_be == 'model.compile("sgd", loss, jit_compile=True)'
+    assert jit_compile.apply({"loss": "mse"}, c.fix) == {"loss": "mse", "jit_compile": True}
+    jitted = [Call("compile", "train.py", 60, "m.compile()", {"jit_compile": "True"})]
+    assert choose([xla], {}, jitted)[0] == []  # already compiled by XLA: nothing to try
+    assert jit_compile.made(c.fix, jitted) and not jit_compile.made(c.fix, CALLS)
+    jit = Chosen(c.fix, c.as_written, c.as_it_would_be, None)
+    failed = [trial("", 1, 0.06), trial("jit-compile", 1, None, 1, "crash: InvalidArgumentError"
+                                        ": Detected unsupported operations when trying to "
+                                        "compile graph"),
+              trial("", 2, 0.06), trial("jit-compile", 2, None, 1, "crash: XLA compilation")]
+    f = v.fix_finding(jit, failed)
+    assert f.status == "warn" and f.evidence["verdict"] == "not compiled"
+    assert f.message.startswith("jit_compile at train.py:60: XLA could not compile the step "
+                                "here: crash: InvalidArgumentError")
+    assert "broke" not in f.message and f.evidence["ratio"] is None
+    assert isinstance(decode(f.id, f.evidence), TriedFix)
+    # any other failure under the fix is still the fix breaking the program
+    other = [*failed[:1], trial("jit-compile", 1, None, 1, "crash: ValueError at t.py:3")]
+    assert v.fix_finding(jit, other).evidence["verdict"] == "broke"
+
+
+def test_reduce_retracing_is_given_to_the_tf_function_made_at_its_line(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    from types import SimpleNamespace
+
+    from gpudiag.fixes import reduce_retracing
+    from gpudiag.inprogram import agent, trial
+
+    advice = action("decorate step with @tf.function(reduce_retracing=True), or give it an "
+                    "input_signature with None in the changing dimension", "train.py:20")
+    (c,), _ = choose([advice], {"step_s": 0.01}, [])  # no recorded call needed
+    assert c.fix == TrialFix("reduce-retracing", "function", "train.py", 20)
+    assert reduce_retracing.rewrite("@tf.function", c.fix) == \
+        "@tf.function(reduce_retracing=True)"
+    assert reduce_retracing.rewrite("@tf.function(jit_compile=True)", c.fix) == \
+        "@tf.function(jit_compile=True, reduce_retracing=True)"
+    monkeypatch.setattr(agent, "AGENT", SimpleNamespace(config=RunHookConfig(
+        "/e", "/r", trial_fixes=(c.fix,))))
+    code = SimpleNamespace(co_filename="/home/u/train.py", co_firstlineno=20)
+    assert trial.function_kwargs(code, {"name": "step"}) == {"name": "step",
+                                                             "reduce_retracing": True}
+    elsewhere = SimpleNamespace(co_filename="/home/u/train.py", co_firstlineno=30)
+    assert trial.function_kwargs(elsewhere, {}) == {} and trial.function_kwargs(None, {}) == {}
+
+
+def lossy(fix: str, round_no: int, losses: dict[int, float]) -> v.Trial:
+    return v.Trial(fix, round_no, 0.05, 0, None, f"runs/r{round_no}-{fix or 'a'}",
+                   losses=losses)
+
+
+def test_a_fix_that_can_change_results_has_its_loss_compared_at_matching_steps() -> None:
+    from gpudiag.verdicts import trial_loss
+
+    a1, a2 = {0: 2.0, 1: 1.5, 2: 1.0}, {0: 2.0, 1: 1.5, 2: 1.0}
+    same = [lossy("", 1, a1), lossy("jit-compile", 1, dict(a1)), lossy("", 2, a2),
+            lossy("jit-compile", 2, {0: 2.0, 1: 1.5})]
+    c = trial_loss.compare(same, "jit-compile")
+    assert c is not None and (c.steps, c.rel_diff, c.own_rel_diff) == (5, 0.0, 0.0)
+    assert trial_loss.words(c) == ("the same loss at all 5 matching steps (the loss at step "
+                                   "1: 1.5 as written, 1.5 with the fix)")
+    moved = [lossy("", 1, a1), lossy("deterministic", 1, {0: 2.0, 1: 1.56, 2: 1.01}),
+             lossy("", 2, a2), lossy("deterministic", 2, {0: 2.0, 1: 1.5, 2: 1.0})]
+    c = trial_loss.compare(moved, "deterministic")
+    assert c is not None and c.rel_diff == pytest.approx(0.04) and c.own_rel_diff == 0.0
+    assert trial_loss.words(c).startswith("the loss differs by up to 4.00% over 6 matching "
+                                          "steps (the loss at step 2: 1 as written, 1 with")
+    assert trial_loss.compare([lossy("", 1, a1), lossy("deterministic", 1, {})],
+                              "deterministic") is None
+    det = Chosen(TrialFix("deterministic", "map", "train.py", 48), CODE, None, None)
+    f = v.fix_finding(det, moved)
+    assert "the loss differs by up to 4.00% over 6 matching steps" in f.message
+    ev = decode(f.id, f.evidence)
+    assert isinstance(ev, TriedFix) and ev.loss_steps == 6 and ev.can_change_results
+    assert "losses" not in v.result_finding([det], moved, None).evidence["trials"][0]
+    # a fix that cannot change results is not compared
+    assert "loss" not in v.fix_finding(PARALLEL, TRIALS).message
