@@ -39,7 +39,9 @@ def _serve(conn: Connection, logdir: str, memory_bytes: int) -> None:
         resource.setrlimit(resource.RLIMIT_AS, (memory_bytes, memory_bytes))
     from gpudiag.errors import GpudiagError
     from gpudiag.mcp import tools
+    from gpudiag.rundir.loops import import_reader
 
+    import_reader()  # part of the start, not of the first call reading a loop's scalars
     where = tools.Logdir(Path(logdir))
     conn.send(("ready", None))
     while True:

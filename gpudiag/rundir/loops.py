@@ -40,6 +40,14 @@ def tensorboard_without_tensorflow() -> None:
         sys.modules["tensorboard.compat.notf"] = types.ModuleType("tensorboard.compat.notf")
 
 
+def import_reader() -> None:
+    """Import TensorBoard's event reader now, not at the first read (a second, more on a
+    loaded machine): MCP's worker does it at its start, which no call's limit counts."""
+    tensorboard_without_tensorflow()
+    import tensorboard.backend.event_processing.event_accumulator
+    import tensorboard.util.tensor_util  # noqa: F401
+
+
 def read_scalars(tb_run: Path, run_dir: Path | None = None) -> Scalars:
     """Every scalar of one TensorBoard run directory (its own event files, not its
     subdirectories'), by tag and step. A path that is not UTF-8 (TensorBoard's file layer

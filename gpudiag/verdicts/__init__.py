@@ -23,10 +23,12 @@
   ``diff_bottleneck`` (parts and bottleneck before and after, predicted against measured)
   and ``diff_learning`` (the loss at matched steps), with ``stats`` (the median's and a ratio's
   distribution-free intervals, also the benchmarks').
-- ``trial``: `gpudiag try` (each fix's measured B/A, its interval, the prediction).
+- ``trial``: `gpudiag try` (each fix's measured B/A, its interval, the prediction), with
+  ``trial_loss`` (the loss at matching steps of a fix that can change results).
 - ``cluster``: `scaling --workers` and `worker` (the cluster formed, every task worked).
 - ``run``: the package of `gpudiag run`'s verdicts (its docstring lists them).
-- ``headline``: the short verdict every command ends with, from a report's findings.
+- ``headline``: the short verdict every command ends with, from a report's findings;
+  ``gpus_seen`` which GPUs TensorFlow listed, and why none, read from anywhere in a report.
 
 The rule for every module here: no TensorFlow, no NVML calls, no I/O. Each function takes
 plain data (the typed records of gpudiag.records, parsed placement rows,

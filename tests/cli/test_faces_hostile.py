@@ -166,16 +166,18 @@ def test_explain_and_diff_over_a_deep_tree_are_one_line(shared: Path, tmp_path: 
 
 
 def test_runs_vanishing_during_the_scan_are_passed_over(tmp_path: Path) -> None:
-    """Another process rotates runs (a copy made, the oldest removed) while the logdir is
-    listed 30 times: every listing succeeds."""
-    logdir = tmp_path / "logdir"
+    """Another process rotates runs (a run moved in whole, the oldest removed file by file)
+    while the logdir is listed 30 times: every listing succeeds. A run arrives by a rename,
+    as gpudiag writes its report.json: a half-copied file is not a vanishing run."""
+    logdir, staging = tmp_path / "logdir", tmp_path / "staging"
     shutil.copytree(SAMPLE_RUN, logdir / "keep")
     stop = threading.Event()
 
     def rotate() -> None:
         n = 0
         while not stop.is_set():
-            shutil.copytree(SAMPLE_RUN, logdir / f"r{n}")
+            shutil.copytree(SAMPLE_RUN, staging / f"r{n}")
+            (staging / f"r{n}").rename(logdir / f"r{n}")
             if n >= 2:
                 shutil.rmtree(logdir / f"r{n - 2}", ignore_errors=True)
             n += 1

@@ -337,8 +337,8 @@ def test_the_client_docs_mcp_md_shows_works(tmp_path: Path) -> None:
     lines = out.stdout.splitlines()
     assert lines[:4] == ["tool list_runs()", "tool show_run(run)", "tool explain(path)",
                          "tool diff(a, b)"]
-    assert re.fullmatch(r"\S+-explain: gpudiag explain: 0 failed, 1 warnings, .*", lines[4])
+    assert re.fullmatch(r"\S+-explain: gpudiag explain: 0 failed, 1 warning, .*", lines[4])
     assert lines[5:] == [
-        "explain.bottleneck: XLA: jit_compile=True in compile() or on the tf.function at None",
-        "explain.bottleneck: run several steps in each call of the step function at None",
+        "explain.bottleneck: XLA: jit_compile=True in compile() or on the tf.function",
+        "explain.bottleneck: run several steps in each call of the step function",
         "error: Error executing tool show_run: ../etc is outside the logdir"]

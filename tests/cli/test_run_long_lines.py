@@ -2,9 +2,12 @@
 write one long line grows linearly with its length (the filter and the live stderr scan
 hold at most streams.MAX_LINE_BYTES of a line), gpudiag's memory does not grow with it,
 and the bytes arrive whole. Each size runs plainly and under `gpudiag run`, the program
-timing its own writes. The machine these ran on is shared (2 loaded cores): the bounds
-are wide, the quadratic behaviour they catch is not (64 MB: 2.5 s against 0.06 s
-plainly before, 0.43 s after; 8 MB: 0.06 s before, 0.09 s after).
+timing its own writes. Linear is held under gpudiag against itself (8 and 64 MB: a
+quadratic filter takes 64 times as long, a linear one 8), never against the plain run's
+time: load moves that ratio (a `make check` at load 9: 64 MB in 1.61 s against 0.05 s plainly, still
+linear); what the program's output costs under run against plainly is
+benchmarks/output_throughput.py's. Measured before the fix: 64 MB 2.5 s against 0.06 s
+plainly, 0.43 s after; 8 MB 0.06 s before, 0.09 s after.
 """
 
 from __future__ import annotations
@@ -74,8 +77,7 @@ def test_a_line_without_newlines_takes_linear_time_and_bounded_memory(
     long_s, under_out = _timed(tmp_path, 64 * MB, stream, under=True)
     assert under_out == plain_out
     # linear: eight times the bytes, about eight times the time (quadratic: sixty-four)
-    assert long_s < 16 * short_s + 0.2, (short_s, long_s)
-    assert long_s < 15 * plain_s + 0.5, (plain_s, long_s)
+    assert long_s < 16 * short_s + 0.2, (short_s, plain_s, long_s)
     small = _peak_memory(tmp_path, 64 << 10, stream)
     big = _peak_memory(tmp_path, 64 * MB, stream)
     assert big - small < 16 * MB, (small, big)  # before: the whole line, and copies of it
