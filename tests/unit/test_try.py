@@ -435,3 +435,38 @@ def test_a_fix_that_can_change_results_has_its_loss_compared_at_matching_steps()
     assert "losses" not in v.result_finding([det], moved, None).evidence["trials"][0]
     # a fix that cannot change results is not compared
     assert "loss" not in v.fix_finding(PARALLEL, TRIALS).message
+
+
+def test_try_fixes_reads_a_try_run_back_typed(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    import gpudiag
+    from gpudiag import layout
+    from gpudiag.api.trying import read_result
+    from gpudiag.session import RunSession
+
+    with RunSession("try", tmp_path) as session:
+        for c in (PARALLEL, PREFETCH):
+            session.add(v.fix_finding(c, TRIALS))
+        result = v.result_finding([PARALLEL, PREFETCH], TRIALS, 110)
+        session.set(layout.TRY_DATA, {"headline": result.evidence["headline"]})
+        session.add(result)
+    back = read_result(session.run_dir, 0)
+    assert isinstance(back, gpudiag.TryResult) and back.returncode == 0
+    assert back.headline.startswith("tried 2 fixes: num_parallel_calls at train.py:33 makes")
+    assert [(f.fix, f.verdict) for f in back.fixes] == [("parallel-map", "faster"),
+                                                       ("prefetch", "no change")]
+    assert back.run.command == "try" and back.run.path == session.run_dir
+
+
+@pytest.mark.parametrize(("kwargs", "needle"), [
+    ({"fixes": ["mixed-precision"]}, "no such fix: mixed-precision"),
+    ({"rounds": 0}, "rounds must be at least 1"),
+    ({"argv": "python train.py"}, "argv must be a list of strings"),
+])
+def test_try_fixes_bad_input_is_one_line_before_anything_runs(tmp_path, kwargs: dict[str, Any],
+                                                               needle: str) -> None:  # type: ignore[no-untyped-def]
+    import gpudiag
+
+    args = {"argv": ["python", "train.py"], "logdir": tmp_path / "runs", **kwargs}
+    with pytest.raises(gpudiag.UsageError, match=needle):
+        gpudiag.try_fixes(**args)
+    assert not (tmp_path / "runs").exists()
