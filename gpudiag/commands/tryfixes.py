@@ -81,8 +81,18 @@ def run(session: RunSession, argv: list[str], *,
         session.set(layout.TRY_DATA, {"headline": f"dry run: {len(plan)} trials planned, "
                                       f"none run ({', '.join(c.fix.name for c in chosen)})"})
         return code
-    _trials(session, argv, backend, options, ui, plan, chosen)
+    _trials(session, argv, backend, options, ui, plan, chosen, judged_loop(report))
     return code
+
+
+def judged_loop(report: dict[str, Any]) -> str:
+    """The series of the diagnosis's judged loop (run.throughput's first): ``Model.fit``,
+    ``tf.function train_step`` ... (``Model.fit`` when none was measured)."""
+    found: dict[str, Any] = next((f for f in report.get("findings", [])
+                                  if f.get("id") == "run.throughput"), {})
+    loops = (found.get("evidence") or {}).get("loops") or []
+    series = loops[0].get("series") if loops and isinstance(loops[0], dict) else None
+    return series if isinstance(series, str) and series else "Model.fit"
 
 
 def check_single_process() -> None:
@@ -184,14 +194,18 @@ def estimate_trial_s(report: dict[str, Any], steps: int | None) -> float | None:
 
 def _trials(session: RunSession, argv: list[str],
             backend: nvml.NvmlBackend | nvml.NvmlUnavailable, options: TryOptions, ui: Ui,
-            plan: Sequence[tuple[int, Chosen | None]], chosen: Sequence[Chosen]) -> None:
+            plan: Sequence[tuple[int, Chosen | None]], chosen: Sequence[Chosen],
+            loop: str) -> None:
     """Run the plan; the findings of the trials that finished (Ctrl-C: those, then the
-    interrupt goes on)."""
+    interrupt goes on). A custom loop's step tf.function (``loop``) ends each trial's
+    process after the same steps as a fit."""
     stop = WARMUP_STEPS + options.steps if options.steps is not None else None
+    function = loop.removeprefix("tf.function ") if loop.startswith("tf.function ") else None
     # like for like: every trial under the same hooks, none profiled, none logging its
     # placement (the diagnosis did both)
     base = replace(options.run, profile_steps=0, profile_warmup_steps=WARMUP_STEPS,
-                   placement_log=False, stop_after_steps=stop, echo=False, quiet=True)
+                   placement_log=False, stop_after_steps=stop, echo=False, quiet=True,
+                   stop_function=function if stop is not None else None)
     trials: list[verdicts.Trial] = []
     interrupt: KeyboardInterrupt | None = None
     with _signals_seen() as seen:
@@ -214,7 +228,8 @@ def _trials(session: RunSession, argv: list[str],
         ev = TriedFix.from_dict(found.evidence)
         for line in verdicts.shown(ev, found.message.split("; ", 1)[0]):
             ui.say_line(line)
-    result = verdicts.result_finding(chosen, trials, stop, interrupted=interrupt is not None)
+    result = verdicts.result_finding(chosen, trials, stop, interrupted=interrupt is not None,
+                                     loop=loop)
     session.set(layout.TRY_DATA, {"headline": result.evidence["headline"]})
     session.add(result)
     if interrupt is not None:

@@ -286,15 +286,14 @@ def first_line(chosen: Sequence[Chosen], trials: Sequence[Trial]) -> str:
 
 
 def result_finding(chosen: Sequence[Chosen], trials: Sequence[Trial], stopped_after: int | None,
-                   interrupted: bool = False) -> Finding:
+                   interrupted: bool = False, loop: str = "Model.fit") -> Finding:
     """try.result: the answer's first line, how the trials were run."""
     line = first_line(chosen, trials)
     helped = line.startswith("tried ")
     how = [line, f"{len(trials)} measured run(s) of the program, the program as written and "
            "each fix interleaved in rounds under the same hooks, with no profiled window"]
     if stopped_after is not None:
-        how.append(f"each fit stopped after {stopped_after} steps: the trials did not run "
-                   "to their end")
+        how.append(stopped_words(stopped_after, loop))
     if interrupted:
         how.append("interrupted: only the trials that finished are counted")
     evidence = {"headline": line, "fixes": [c.fix.name for c in chosen],
@@ -302,6 +301,18 @@ def result_finding(chosen: Sequence[Chosen], trials: Sequence[Trial], stopped_af
     return Finding("try.result", "ok" if helped else "warn", "; ".join(how), evidence,
                    title=title(line, "a fix tried made the step faster" if helped else
                                "no fix tried made the step faster"))
+
+
+def stopped_words(steps: int, loop: str) -> str:
+    """How ``--steps`` bounded the trials of the diagnosis's judged ``loop`` (its series)."""
+    if loop.startswith("Model.fit"):
+        return f"each fit stopped after {steps} steps: the trials did not run to their end"
+    if loop.startswith("tf.function "):
+        return (f"each trial's process ended after {steps} calls of its step {loop} (a "
+                "custom loop: ended cleanly, its exit handlers run): the trials did not run "
+                "to their end")
+    return (f"the trials ran {loop} to its end: --steps stops a Keras fit or a step "
+            "tf.function only")
 
 
 def not_tried_finding(not_tried: Sequence[NotTried]) -> Finding | None:

@@ -470,3 +470,29 @@ def test_try_fixes_bad_input_is_one_line_before_anything_runs(tmp_path, kwargs: 
     with pytest.raises(gpudiag.UsageError, match=needle):
         gpudiag.try_fixes(**args)
     assert not (tmp_path / "runs").exists()
+
+
+def test_a_custom_loop_s_trial_ends_after_its_step_function_s_calls(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    from types import SimpleNamespace
+
+    from gpudiag.commands.tryfixes import judged_loop
+    from gpudiag.inprogram import agent, trial
+
+    def throughput(series: str) -> dict[str, Any]:
+        return {"findings": [{"id": "run.throughput", "evidence": {"loops": [
+            {"series": series, "step_s_median": 0.01}]}}]}
+
+    assert judged_loop(throughput("tf.function train_step")) == "tf.function train_step"
+    assert judged_loop({"findings": []}) == "Model.fit"
+    config = RunHookConfig("/e", "/r", stop_after_steps=40, stop_function="train_step")
+    assert RunHookConfig.from_env({"GPUDIAG_RUN_CONFIG": config.to_env()}) == config
+    monkeypatch.setattr(agent, "AGENT", SimpleNamespace(config=config))
+    assert not trial.ends_after("train_step", 39) and trial.ends_after("train_step", 40)
+    assert not trial.ends_after("eval_step", 400)  # another function: not the loop's
+    monkeypatch.setattr(agent, "AGENT", SimpleNamespace(config=RunHookConfig("/e", "/r")))
+    assert not trial.ends_after("train_step", 400)  # `gpudiag run`: never ended
+    said = v.result_finding([PARALLEL], TRIALS, 40, loop="tf.function train_step").message
+    assert ("each trial's process ended after 40 calls of its step tf.function train_step"
+            in said and "the trials did not run to their end" in said)
+    eager = v.result_finding([PARALLEL], TRIALS, 40, loop="eager step 1").message
+    assert "the trials ran eager step 1 to its end" in eager
