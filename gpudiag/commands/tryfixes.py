@@ -298,10 +298,20 @@ def read_trial(run_dir: Path, fix: str, round_no: int, chosen: Chosen | None,
         applied = None if made is None else bool(made)
     return verdicts.Trial(fix, round_no, step if isinstance(step, int | float) else None,
                           _returncode(report),
-                          crash.get("title") if crash.get("status") == "fail" else None,
+                          _crash_of(crash),
                           str(run_dir), applied,
                           int(loops[0].get("timed_steps") or 0) if loops else 0,
                           trial_losses(run_dir) if with_losses else {})
+
+
+def _crash_of(found: dict[str, Any]) -> str | None:
+    """A trial's exception in a line: run.crash's title and its message's first line
+    (XLA's words say a step it could not compile: gpudiag.fixes.jit_compile)."""
+    if found.get("status") != "fail":
+        return None
+    said = str(found.get("title") or "")
+    message = str((found.get("evidence") or {}).get("message") or "").strip()
+    return f"{said}: {message.splitlines()[0][:200]}" if message else said
 
 
 def trial_losses(run_dir: Path) -> dict[int, float]:

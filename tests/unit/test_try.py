@@ -496,3 +496,19 @@ def test_a_custom_loop_s_trial_ends_after_its_step_function_s_calls(monkeypatch)
             in said and "the trials did not run to their end" in said)
     eager = v.result_finding([PARALLEL], TRIALS, 40, loop="eager step 1").message
     assert "the trials ran eager step 1 to its end" in eager
+
+
+def test_a_trial_s_exception_is_its_crash_title_and_first_line() -> None:
+    from gpudiag.commands.tryfixes import _crash_of
+
+    found = {"status": "fail", "title": "crash: InvalidArgumentError at train.py:30",
+             "evidence": {"message": "Detected unsupported operations when trying to compile "
+                          "graph on XLA_CPU_JIT: PyFunc\nStack trace ..."}}
+    said = _crash_of(found)
+    assert said == ("crash: InvalidArgumentError at train.py:30: Detected unsupported operations "
+                    "when trying to compile graph on XLA_CPU_JIT: PyFunc")
+    from gpudiag.fixes import jit_compile
+
+    assert jit_compile.did_not_compile(said)
+    assert _crash_of({"status": "ok"}) is None
+    assert _crash_of({"status": "fail", "title": "crash: ValueError"}) == "crash: ValueError"
