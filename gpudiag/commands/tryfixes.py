@@ -208,6 +208,7 @@ def _trials(session: RunSession, argv: list[str],
                    stop_function=function if stop is not None else None)
     trials: list[verdicts.Trial] = []
     interrupt: KeyboardInterrupt | None = None
+    early: int | None = None
     with _signals_seen() as seen:
         for i in range(1, len(plan) + 1):
             try:
@@ -218,6 +219,12 @@ def _trials(session: RunSession, argv: list[str],
                 interrupt = Interrupted(seen[0])
             if interrupt is None:
                 trials.append(done)
+                if i < len(plan) and plan[i][0] != done.round and \
+                        verdicts.decided(chosen, trials):
+                    early = done.round
+                    ui.say(f"every fix's interval decided after round {early}: the other "
+                           "rounds are not run")
+                    break
             else:
                 ui.say("interrupted: the trial that ran was stopped; the trials that "
                        "finished are reported")
@@ -229,7 +236,7 @@ def _trials(session: RunSession, argv: list[str],
         for line in verdicts.shown(ev, found.message.split("; ", 1)[0]):
             ui.say_line(line)
     result = verdicts.result_finding(chosen, trials, stop, interrupted=interrupt is not None,
-                                     loop=loop)
+                                     loop=loop, early_after=early)
     session.set(layout.TRY_DATA, {"headline": result.evidence["headline"]})
     session.add(result)
     if interrupt is not None:

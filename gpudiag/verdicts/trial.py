@@ -259,6 +259,17 @@ def shown(ev: TriedFix, head: str) -> list[str]:
     return out
 
 
+def decided(chosen: Sequence[Chosen], trials: Sequence[Trial]) -> bool:
+    """Whether more rounds can change no fix's verdict: each one's interval already excludes
+    1.00 (faster, slower), or its trial broke the program or did not compile."""
+    from gpudiag.fixes import BY_NAME
+
+    return bool(chosen) and all(
+        verdict_of(measure(trials, c.fix.name), broke(trials, c.fix.name),
+                   BY_NAME[c.fix.name]) in ("faster", "slower", "broke", "not compiled")
+        for c in chosen)
+
+
 def first_line(chosen: Sequence[Chosen], trials: Sequence[Trial]) -> str:
     """The answer: the best measured fix ("tried 3 fixes: num_parallel_calls at train.py:33
     makes a step 1.9x faster (95 % CI 1.8-2.0, 3 rounds)"), or "none of the 2 fixes tried
@@ -286,7 +297,8 @@ def first_line(chosen: Sequence[Chosen], trials: Sequence[Trial]) -> str:
 
 
 def result_finding(chosen: Sequence[Chosen], trials: Sequence[Trial], stopped_after: int | None,
-                   interrupted: bool = False, loop: str = "Model.fit") -> Finding:
+                   interrupted: bool = False, loop: str = "Model.fit",
+                   early_after: int | None = None) -> Finding:
     """try.result: the answer's first line, how the trials were run."""
     line = first_line(chosen, trials)
     helped = line.startswith("tried ")
@@ -296,8 +308,12 @@ def result_finding(chosen: Sequence[Chosen], trials: Sequence[Trial], stopped_af
         how.append(stopped_words(stopped_after, loop))
     if interrupted:
         how.append("interrupted: only the trials that finished are counted")
+    if early_after is not None:
+        how.append(f"stopped early after round {early_after}: every fix's interval already "
+                   "decided (faster or slower), or its trial failed")
     evidence = {"headline": line, "fixes": [c.fix.name for c in chosen],
-                "trials": [t.record() for t in trials], "stopped_after_steps": stopped_after}
+                "trials": [t.record() for t in trials], "stopped_after_steps": stopped_after,
+                "early_after_round": early_after}
     return Finding("try.result", "ok" if helped else "warn", "; ".join(how), evidence,
                    title=title(line, "a fix tried made the step faster" if helped else
                                "no fix tried made the step faster"))

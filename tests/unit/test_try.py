@@ -512,3 +512,15 @@ def test_a_trial_s_exception_is_its_crash_title_and_first_line() -> None:
     assert jit_compile.did_not_compile(said)
     assert _crash_of({"status": "ok"}) is None
     assert _crash_of({"status": "fail", "title": "crash: ValueError"}) == "crash: ValueError"
+
+
+def test_the_rounds_stop_early_once_every_fix_s_interval_decides() -> None:
+    # three rounds: the parallel map halves the step every time; prefetch changes nothing
+    assert not v.decided([PARALLEL, PREFETCH], TRIALS)  # prefetch's interval holds 1.00
+    assert v.decided([PARALLEL], TRIALS)
+    assert not v.decided([PARALLEL], TRIALS[:3])  # one round: no interval yet
+    crashed = [trial("", 1, 0.06), trial("prefetch", 1, None, 1, "crash: ValueError")]
+    assert v.decided([PREFETCH], crashed)  # broke the program: more rounds change nothing
+    said = v.result_finding([PARALLEL], TRIALS, None, early_after=3)
+    assert "stopped early after round 3: every fix's interval already decided" in said.message
+    assert said.evidence["early_after_round"] == 3
