@@ -28,6 +28,7 @@ from gpudiag.fixes.choice import NotTried, choose
 from gpudiag.fixes.lines import Call
 from gpudiag.layout import events
 from gpudiag.layout.evidence import TriedFix
+from gpudiag.records.trial import TrialFix
 from gpudiag.run.options import RunOptions
 from gpudiag.session import RunSession
 from gpudiag.ui import Ui
@@ -243,6 +244,21 @@ def _trials(session: RunSession, argv: list[str],
         raise interrupt
 
 
+def trial_options(base: RunOptions, fix: TrialFix | None) -> RunOptions:
+    """One trial's options: ``fix`` applied, and where it runs N steps a call
+    (steps_per_execution) its warm-up and its stop counted in calls of N, so that it trains
+    the same steps as the program as written (a fit of 144 steps is 9 calls of 16: a
+    warm-up of 10 calls would leave no step measured)."""
+    options = replace(base, trial_fixes=(fix,) if fix else ())
+    per_call = getattr(BY_NAME[fix.name], "steps_per_call", None) if fix else None
+    n = per_call(fix) if per_call is not None else 1
+    if n <= 1:
+        return options
+    stop = options.stop_after_steps
+    return replace(options, profile_warmup_steps=max(1, -(-options.profile_warmup_steps // n)),
+                   stop_after_steps=None if stop is None else max(2, -(-stop // n)))
+
+
 def _one_trial(session: RunSession, argv: list[str],
                backend: nvml.NvmlBackend | nvml.NvmlUnavailable, base: RunOptions, ui: Ui,
                i: int, plan: Sequence[tuple[int, Chosen | None]]) -> verdicts.Trial:
@@ -255,7 +271,7 @@ def _one_trial(session: RunSession, argv: list[str],
                layout.trial_dir_name(round_no, name or layout.TRY_AS_WRITTEN))
     with RunSession.at("run", run_dir) as one:
         run_cmd.run(one, argv, backend=backend, ui=Ui.quiet(),
-                    options=replace(base, trial_fixes=(c.fix,) if c else ()))
+                    options=trial_options(base, c.fix if c else None))
     # the loss is compared where a fix tried can change it: its trials' and the baseline's
     losses = any(BY_NAME[x.fix.name].CAN_CHANGE_RESULTS for _, x in plan if x is not None) \
         and (c is None or BY_NAME[c.fix.name].CAN_CHANGE_RESULTS)

@@ -524,3 +524,25 @@ def test_the_rounds_stop_early_once_every_fix_s_interval_decides() -> None:
     said = v.result_finding([PARALLEL], TRIALS, None, early_after=3)
     assert "stopped early after round 3: every fix's interval already decided" in said.message
     assert said.evidence["early_after_round"] == 3
+
+
+def test_a_steps_per_execution_trial_counts_its_warm_up_and_stop_in_calls_of_n() -> None:
+    from gpudiag.commands.tryfixes import trial_options
+    from gpudiag.run.options import RunOptions
+
+    base = RunOptions(profile_warmup_steps=10, stop_after_steps=110)
+    spe = trial_options(base, TrialFix("steps-per-execution", "compile", "t.py", 9, 16))
+    # the same 160 and 112 training steps as 10 and 110 of the program as written, in calls
+    assert (spe.profile_warmup_steps, spe.stop_after_steps) == (1, 7)
+    assert spe.trial_fixes == (TrialFix("steps-per-execution", "compile", "t.py", 9, 16),)
+    pm = trial_options(base, TrialFix("parallel-map", "map", "t.py", 3))
+    assert (pm.profile_warmup_steps, pm.stop_after_steps) == (10, 110)
+    assert trial_options(base, None).trial_fixes == ()
+    assert trial_options(replace_steps(base), TrialFix("steps-per-execution", "compile",
+                                                       "t.py", 9, 4)).stop_after_steps is None
+
+
+def replace_steps(options: Any) -> Any:
+    from dataclasses import replace
+
+    return replace(options, stop_after_steps=None)
