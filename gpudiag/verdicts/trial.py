@@ -18,6 +18,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 
 from gpudiag.fixes import Chosen
+from gpudiag.fixes import label as fix_label
 from gpudiag.fixes.choice import NotTried
 from gpudiag.layout.evidence import TriedFix
 from gpudiag.layout.units import CI_LEVEL, ms_number
@@ -156,9 +157,8 @@ def prediction_words(chosen: Chosen, m: Measured | None) -> tuple[str, bool | No
 
 def label(chosen: Chosen) -> str:
     """``num_parallel_calls at train.py:33``."""
-    from gpudiag.fixes import BY_NAME
 
-    return f"{BY_NAME[chosen.fix.name].LABEL} at {chosen.fix.file}:{chosen.fix.line}"
+    return f"{fix_label(chosen.fix)} at {chosen.fix.file}:{chosen.fix.line}"
 
 
 def fix_finding(chosen: Chosen, trials: Sequence[Trial]) -> Finding:
@@ -218,8 +218,8 @@ def fix_finding(chosen: Chosen, trials: Sequence[Trial]) -> Finding:
                 "fix_config": asdict(chosen.fix), **loss_ev,
                 "trials": [t.run_dir for t in trials if t.fix == name]}
     return Finding(f"try.fix.{name}", status, "; ".join(parts), evidence,
-                   title=title(head, f"{module.LABEL}: {short_said(m, verdict)}",
-                               f"{module.LABEL}: {verdict}"))
+                   title=title(head, f"{fix_label(chosen.fix)}: {short_said(m, verdict)}",
+                               f"{fix_label(chosen.fix)}: {verdict}"))
 
 
 def short_said(m: Measured | None, verdict: str) -> str:

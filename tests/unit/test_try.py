@@ -81,10 +81,15 @@ def test_steps_per_execution_takes_the_advised_n_at_the_compile_line() -> None:
     spe = action("pass steps_per_execution=N to compile()", "train.py:60",
                  {"step_s": 0.002, "low_s": 0.0015, "high_s": 0.003, "basis": ""})
     evidence = {"step_s": 0.004, "predicted": {"inputs": {"steps_per_execution": 16}}}
-    (c,), _ = choose([spe], evidence, CALLS)
+    (c, larger), _ = choose([spe], evidence, CALLS)
     assert c.fix == TrialFix("steps-per-execution", "compile", "train.py", 60, 16)
     assert c.as_it_would_be == 'model.compile("sgd", loss, steps_per_execution=16)'
     assert c.predicted == pytest.approx((0.5, 0.375, 0.75))
+    # the value advised, and one larger: the prediction is the advised N's, not held to it
+    assert larger.fix == TrialFix("steps-per-execution-larger", "compile", "train.py", 60, 64)
+    assert larger.as_it_would_be == 'model.compile("sgd", loss, steps_per_execution=64)'
+    assert larger.predicted is None
+    assert v.label(larger) == "steps_per_execution=64 at train.py:60"
     assert steps_per_execution.apply({"loss": "mse"}, c.fix) == {
         "loss": "mse", "steps_per_execution": 16}
 
