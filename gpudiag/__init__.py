@@ -1,11 +1,11 @@
 """gpudiag: is TensorFlow really using my GPUs, and if not, why?
 
 As a library (docs/api.md): ``load_run``, ``list_runs``, ``explain`` and ``diff`` return a
-typed ``Run`` whose ``report.findings`` are ``Finding`` records; errors are ``GpudiagError``
-(``UsageError``, ``RunDirError``: one line each). Each public name is imported when first
-used (PEP 562), so ``import gpudiag`` imports nothing else: the package root is also
-loaded into the user's program by `gpudiag run`, and the library never imports the command
-line, Typer or rich.
+typed ``Run`` (``try_fixes``: a ``TryResult`` holding one) whose ``report.findings`` are
+``Finding`` records; errors are ``GpudiagError`` (``UsageError``, ``RunDirError``: one line
+each). Each public name is imported when first used (PEP 562), so ``import gpudiag`` imports
+nothing else: the package root is also loaded into the user's program by `gpudiag run`, and
+the library never imports the command line, Typer or rich.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ __version__ = "0.1.0"
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (mypy reads it so)
 
 if TYPE_CHECKING:
-    from gpudiag.api import diff, explain, list_runs, load_run
+    from gpudiag.api import TryResult, diff, explain, list_runs, load_run, try_fixes
     from gpudiag.errors import GpudiagError, UsageError
     from gpudiag.notebook.magic import load_ipython_extension
     from gpudiag.notebook.watch import watch
@@ -26,14 +26,16 @@ if TYPE_CHECKING:
 #: watch() and ``%load_ext gpudiag`` (gpudiag.notebook), the records they return.
 _PUBLIC = {
     "load_run": "gpudiag.api", "list_runs": "gpudiag.api", "explain": "gpudiag.api",
-    "diff": "gpudiag.api", "watch": "gpudiag.notebook",
+    "diff": "gpudiag.api", "try_fixes": "gpudiag.api", "TryResult": "gpudiag.api",
+    "watch": "gpudiag.notebook",
     "load_ipython_extension": "gpudiag.notebook", "Run": "gpudiag.rundir",
     "RunDirError": "gpudiag.rundir", "Finding": "gpudiag.report", "Report": "gpudiag.report",
     "GpudiagError": "gpudiag.errors", "UsageError": "gpudiag.errors",
 }
 
-__all__ = ["Finding", "GpudiagError", "Report", "Run", "RunDirError", "UsageError", "diff",
-           "explain", "list_runs", "load_ipython_extension", "load_run", "watch"]
+__all__ = ["Finding", "GpudiagError", "Report", "Run", "RunDirError", "TryResult",
+           "UsageError", "diff", "explain", "list_runs", "load_ipython_extension", "load_run",
+           "try_fixes", "watch"]
 
 
 def __getattr__(name: str) -> object:

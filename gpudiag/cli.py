@@ -303,7 +303,8 @@ def try_fixes(
     only: list[str] | None = typer.Option(
         None, "--fix", metavar="NAME",
         help="Try only this fix (repeatable): parallel-map, prefetch, cache, deterministic, "
-             "steps-per-execution, jit-compile, reduce-retracing."),
+             "steps-per-execution, steps-per-execution-larger, jit-compile, "
+             "reduce-retracing."),
     dry_run: bool = typer.Option(False, "--dry-run",
                                  help="Diagnose and print the trials, the time they would "
                                       "take and the fixes; run no trial."),

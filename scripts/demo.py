@@ -3,11 +3,15 @@
 Runs each gpudiag command into one logdir (virtual CPU devices when there is no GPU),
 prints every run directory and the command that opens TensorBoard on them. The first
 steps (env, placement, memory) time nothing, so they run side by side and their output
-is shown in order; the steps that measure time (scaling, monitor, run) run alone. Exits
-non-zero only when a command could not run (exit code 2 or more); failed checks are
-results, shown in the tables. The last step runs a small user-like Keras script
-(gpudiag/examples/keras_mnist_like.py) under `gpudiag run`, as a user runs their own
-program.
+is shown in order; the steps that measure time (scaling, monitor, run, try) run alone.
+Exits non-zero only when a command could not run (exit code 2 or more); failed checks are
+results, shown in the tables.
+
+The last two steps are a user's: TRAIN_PY, a Keras fit fed by a slow per-example
+``Dataset.map`` (input-bound: a real bottleneck), written to <logdir>/demo/train.py, is
+run under `gpudiag run`; then `gpudiag try --from` that run measures the advised parallel
+map on it, unedited, in rounds against the program as written. The closing lines give the
+measured fix and the line to change.
 
 Each step is printed as a command the user can paste as it is (options before `--`:
 `.venv/bin/gpudiag run --logdir runs -- .venv/bin/python -m ...`). The steps that run a
@@ -38,17 +42,61 @@ MONITOR_WORKLOAD = (
     "print('demo workload done:', x.shape)"
 )
 
-# Each entry: the gpudiag arguments of one step of the diagnosis.
-STEPS: list[list[str]] = [
-    ["env"],
-    ["placement"],
-    ["memory"],
-    ["scaling", "--max-gpus", "4"],
-    ["monitor", "--", sys.executable, "-c", MONITOR_WORKLOAD],
-    # A user-like Keras script (MirroredStrategy, Model.fit), run unmodified under gpudiag.
-    ["run", "--", sys.executable, "-m", "gpudiag.examples.keras_mnist_like"],
-]
-#: How many of the first STEPS measure no time and may run side by side.
+#: The user's program of the last two steps: a Keras fit whose every example goes through
+#: 150 small matmuls in a Dataset.map made one at a time (tests/programs/
+#: input_pipeline_fit.py's default path), so the fit waits for its input.
+TRAIN_PY = """\
+import numpy as np
+import tensorflow as tf
+
+tf.keras.utils.set_random_seed(0)
+rng = np.random.default_rng(0)
+x = rng.standard_normal((1536, 16)).astype("float32")
+y = x[:, :4].argmax(axis=1).astype("int64")
+W = tf.constant(rng.standard_normal((48, 48)).astype("float32") * 0.1)
+
+
+def augment(features, label):  # expensive per example: 150 small matmuls
+    m = tf.tile(tf.reshape(features, (1, 16)), (48, 3))
+    for _ in range(150):
+        m = tf.tanh(tf.matmul(m, W))
+    return features + tf.reduce_mean(m) * 1e-3, label
+
+
+dataset = tf.data.Dataset.from_tensor_slices((x, y))
+dataset = dataset.map(augment).batch(32)
+
+model = tf.keras.Sequential([tf.keras.Input((16,)), tf.keras.layers.Dense(32, activation="relu"),
+                             tf.keras.layers.Dense(4)])
+model.compile("sgd", tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+model.fit(dataset, epochs=3, verbose=2)
+"""
+#: `gpudiag try`'s bounds in the demo: 3 rounds (the fewest whose interval can decide), each
+#: trial's fit stopped after its warm-up and 30 steps, the advised parallel map only (the
+#: other advised fixes: `gpudiag try` without --fix).
+TRY_OPTIONS = ["--rounds", "3", "--steps", "30", "--fix", "parallel-map"]
+
+
+def train_py(logdir: Path) -> Path:
+    return logdir / "demo" / "train.py"
+
+
+def steps(logdir: Path) -> list[list[str]]:
+    """Each entry: the gpudiag arguments of one step of the diagnosis (the try step gets
+    ``--from`` the run step's run directory when it runs)."""
+    train = str(train_py(logdir))
+    return [
+        ["env"],
+        ["placement"],
+        ["memory"],
+        ["scaling", "--max-gpus", "4"],
+        ["monitor", "--", sys.executable, "-c", MONITOR_WORKLOAD],
+        ["run", "--", sys.executable, train],  # the user's program, as written
+        ["try", *TRY_OPTIONS, "--", sys.executable, train],  # the advised fix, measured
+    ]
+
+
+#: How many of the first steps measure no time and may run side by side.
 SIDE_BY_SIDE = 3
 
 
@@ -140,40 +188,86 @@ def _side_by_side(steps: list[list[str]], logdir: Path) -> list[tuple[str, Path 
     return runs
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--logdir", type=Path, default=Path("runs"))
-    args = parser.parse_args()
-    runs = _side_by_side(STEPS[:SIDE_BY_SIDE], args.logdir)
-    for step in STEPS[SIDE_BY_SIDE:]:
-        before = set(args.logdir.glob("*")) if args.logdir.is_dir() else set()
-        name, cmd = _command(step, args.logdir)
-        print(f"\n$ {name}", flush=True)
-        if "--" in step:  # a program's output: TensorFlow's C++ log kept out, saved whole
-            saved = args.logdir / f"demo-{step[0]}.log"
-            code, hidden = _filtered(cmd, saved)
-            if hidden:
-                print(_said(f"({hidden} lines of TensorFlow's own C++ log kept out of "
-                            f"this terminal; the whole output: {saved})", 0))
-        else:
-            code = subprocess.call(cmd)
-        new = sorted(d for d in set(args.logdir.glob("*")) - before if d.is_dir()) \
-            if args.logdir.is_dir() else []
-        runs.append((f"gpudiag {step[0]}", new[-1] if new else None, code))
-    worst = max([0, *(code for _, _, code in runs if code >= 2)])
+def _one(step: list[str], logdir: Path) -> tuple[str, Path | None, int]:
+    """Run one step alone; its name, run directory and exit code."""
+    before = set(logdir.glob("*")) if logdir.is_dir() else set()
+    name, cmd = _command(step, logdir)
+    print(f"\n$ {name}", flush=True)
+    if "--" in step:  # a program's output: TensorFlow's C++ log kept out, saved whole
+        saved = logdir / f"demo-{step[0]}.log"
+        code, hidden = _filtered(cmd, saved)
+        if hidden:
+            print(_said(f"({hidden} lines of TensorFlow's own C++ log kept out of "
+                        f"this terminal; the whole output: {saved})", 0))
+    else:
+        code = subprocess.call(cmd)
+    new = sorted(d for d in set(logdir.glob("*")) - before if d.is_dir()) \
+        if logdir.is_dir() else []
+    return f"gpudiag {step[0]}", new[-1] if new else None, code
+
+
+def _from(step: list[str], run_dir: Path | None) -> list[str]:
+    """The try step, taking its fixes ``--from`` the run step's diagnosis (none: its own)."""
+    if step[0] != "try" or run_dir is None:
+        return step
+    cut = step.index("--")
+    return [*step[:cut], "--from", str(run_dir), *step[cut:]]
+
+
+def tried_lines(report: dict[str, Any], train: Path) -> list[str]:
+    """The demo's closing lines from the try run's report: the answer's first line, then
+    each fix tried with its line as written and as it would be: "the line to change" where
+    the fix measured faster, else what it measured there."""
+    first = ((report.get("data") or {}).get("try") or {}).get("headline")
+    out = [*(headline.wrap_entry((first,), headline.WIDTH - 2) if first else [])]
+    for f in report.get("findings", []):
+        ev = f.get("evidence") or {}
+        if not str(f.get("id", "")).startswith("try.fix.") or not ev.get("where"):
+            continue
+        line = str(ev["where"]).rsplit(":", 1)[-1]
+        helped = ev.get("verdict") == "faster"
+        out.append(f"the line to change: {train}:{line}" if helped else
+                   f"the line the fix goes on ({ev.get('verdict')} here): {train}:{line}")
+        if ev.get("as_written"):
+            out.append(f"  as written:     {ev['as_written']}")
+        if ev.get("as_it_would_be"):
+            out.append(f"  as it would be: {ev['as_it_would_be']}")
+    return out
+
+
+def _closing(runs: list[tuple[str, Path | None, int]], logdir: Path) -> None:
     print("\nDiagnosis done. Run directories:")
     for name, run_dir, code in runs:
         print(f"  {name}: {run_dir}")
         print("\n".join(_said(ln, 4) for ln in _state(run_dir, code)))
-    last = runs[-1][1]
-    report = _report(last) if last is not None else None
-    if report is not None:
-        print("\nYour program's verdict (the `run` step):")
-        print("\n".join("  " + ln for e in headline.entries(report)[1:]
+    found = {name: _report(d) if d is not None else None for name, d, _ in runs}
+    diagnosed = found.get("gpudiag run")
+    if diagnosed is not None:
+        print(f"\nYour program's verdict (the `run` step, {train_py(logdir)}):")
+        print("\n".join("  " + ln for e in headline.entries(diagnosed)[1:]
                          for ln in headline.wrap_entry(e, headline.WIDTH - 2)))
+    tried = found.get("gpudiag try")
+    if tried is not None:
+        print("\nThe advised fix, measured on it (the `try` step; the file was not edited):")
+        print("\n".join("  " + ln for ln in tried_lines(tried, train_py(logdir))))
     print("\nOpen the dashboard (the GPUDIAG tab):\n  "
-          + shlex.join([*_gpudiag(), "tensorboard", str(args.logdir)]))
-    return worst
+          + shlex.join([*_gpudiag(), "tensorboard", str(logdir)]))
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--logdir", type=Path, default=Path("runs"))
+    args = parser.parse_args()
+    train = train_py(args.logdir)
+    train.parent.mkdir(parents=True, exist_ok=True)
+    train.write_text(TRAIN_PY)
+    todo = steps(args.logdir)
+    runs = _side_by_side(todo[:SIDE_BY_SIDE], args.logdir)
+    for step in todo[SIDE_BY_SIDE:]:
+        diagnosed = next((d for name, d, _ in runs if name == "gpudiag run"), None)
+        runs.append(_one(_from(step, diagnosed), args.logdir))
+    _closing(runs, args.logdir)
+    return max([0, *(code for _, _, code in runs if code >= 2)])
 
 
 if __name__ == "__main__":

@@ -264,7 +264,8 @@ def _hook_config(session: RunSession, out_dir: Path, options: RunOptions) -> Run
                          placement_log=options.placement_log,
                          stall_timeout_s=options.stall_timeout_s,
                          trial_fixes=options.trial_fixes,
-                         stop_after_steps=options.stop_after_steps)
+                         stop_after_steps=options.stop_after_steps,
+                         stop_function=options.stop_function)
 
 
 def _save_outcome(saved: Sequence[streams.SaveFile]) -> tuple[tuple[WriteFailed, ...],

@@ -29,6 +29,7 @@ from gpudiag.fixes.lines import Call
 from gpudiag.layout import eventdecode, events, loopevents
 from gpudiag.layout.evidence import TriedFix
 from gpudiag.layout.units import counted
+from gpudiag.records.trial import TrialFix
 from gpudiag.run.options import RunOptions
 from gpudiag.session import RunSession
 from gpudiag.ui import Ui
@@ -83,8 +84,18 @@ def run(session: RunSession, argv: list[str], *,
                                                   f"planned, "
                                       f"none run ({', '.join(c.fix.name for c in chosen)})"})
         return code
-    _trials(session, argv, backend, options, ui, plan, chosen)
+    _trials(session, argv, backend, options, ui, plan, chosen, judged_loop(report))
     return code
+
+
+def judged_loop(report: dict[str, Any]) -> str:
+    """The series of the diagnosis's judged loop (run.throughput's first): ``Model.fit``,
+    ``tf.function train_step`` ... (``Model.fit`` when none was measured)."""
+    found: dict[str, Any] = next((f for f in report.get("findings", [])
+                                  if f.get("id") == "run.throughput"), {})
+    loops = (found.get("evidence") or {}).get("loops") or []
+    series = loops[0].get("series") if loops and isinstance(loops[0], dict) else None
+    return series if isinstance(series, str) and series else "Model.fit"
 
 
 def check_single_process() -> None:
@@ -187,16 +198,21 @@ def estimate_trial_s(report: dict[str, Any], steps: int | None) -> float | None:
 
 def _trials(session: RunSession, argv: list[str],
             backend: nvml.NvmlBackend | nvml.NvmlUnavailable, options: TryOptions, ui: Ui,
-            plan: Sequence[tuple[int, Chosen | None]], chosen: Sequence[Chosen]) -> None:
+            plan: Sequence[tuple[int, Chosen | None]], chosen: Sequence[Chosen],
+            loop: str) -> None:
     """Run the plan; the findings of the trials that finished (Ctrl-C: those, then the
-    interrupt goes on)."""
+    interrupt goes on). A custom loop's step tf.function (``loop``) ends each trial's
+    process after the same steps as a fit."""
     stop = WARMUP_STEPS + options.steps if options.steps is not None else None
+    function = loop.removeprefix("tf.function ") if loop.startswith("tf.function ") else None
     # like for like: every trial under the same hooks, none profiled, none logging its
     # placement (the diagnosis did both)
     base = replace(options.run, profile_steps=0, profile_warmup_steps=WARMUP_STEPS,
-                   placement_log=False, stop_after_steps=stop, echo=False, quiet=True)
+                   placement_log=False, stop_after_steps=stop, echo=False, quiet=True,
+                   stop_function=function if stop is not None else None)
     trials: list[verdicts.Trial] = []
     interrupt: KeyboardInterrupt | None = None
+    early: int | None = None
     with _signals_seen() as seen:
         for i in range(1, len(plan) + 1):
             try:
@@ -207,6 +223,12 @@ def _trials(session: RunSession, argv: list[str],
                 interrupt = Interrupted(seen[0])
             if interrupt is None:
                 trials.append(done)
+                if i < len(plan) and plan[i][0] != done.round and \
+                        verdicts.decided(chosen, trials):
+                    early = done.round
+                    ui.say(f"every fix's interval decided after round {early}: the other "
+                           "rounds are not run")
+                    break
             else:
                 ui.say("interrupted: the trial that ran was stopped; the trials that "
                        "finished are reported")
@@ -217,11 +239,27 @@ def _trials(session: RunSession, argv: list[str],
         ev = TriedFix.from_dict(found.evidence)
         for line in verdicts.shown(ev, found.message.split("; ", 1)[0]):
             ui.say_line(line)
-    result = verdicts.result_finding(chosen, trials, stop, interrupted=interrupt is not None)
+    result = verdicts.result_finding(chosen, trials, stop, interrupted=interrupt is not None,
+                                     loop=loop, early_after=early)
     session.set(layout.TRY_DATA, {"headline": result.evidence["headline"]})
     session.add(result)
     if interrupt is not None:
         raise interrupt
+
+
+def trial_options(base: RunOptions, fix: TrialFix | None) -> RunOptions:
+    """One trial's options: ``fix`` applied, and where it runs N steps a call
+    (steps_per_execution) its warm-up and its stop counted in calls of N, so that it trains
+    the same steps as the program as written (a fit of 144 steps is 9 calls of 16: a
+    warm-up of 10 calls would leave no step measured)."""
+    options = replace(base, trial_fixes=(fix,) if fix else ())
+    per_call = getattr(BY_NAME[fix.name], "steps_per_call", None) if fix else None
+    n = per_call(fix) if per_call is not None else 1
+    if n <= 1:
+        return options
+    stop = options.stop_after_steps
+    return replace(options, profile_warmup_steps=max(1, -(-options.profile_warmup_steps // n)),
+                   stop_after_steps=None if stop is None else max(2, -(-stop // n)))
 
 
 def _one_trial(session: RunSession, argv: list[str],
@@ -236,7 +274,7 @@ def _one_trial(session: RunSession, argv: list[str],
                layout.trial_dir_name(round_no, name or layout.TRY_AS_WRITTEN))
     with RunSession.at("run", run_dir) as one:
         run_cmd.run(one, argv, backend=backend, ui=Ui.quiet(),
-                    options=replace(base, trial_fixes=(c.fix,) if c else ()))
+                    options=trial_options(base, c.fix if c else None))
     # the loss is compared where a fix tried can change it: its trials' and the baseline's
     losses = any(BY_NAME[x.fix.name].CAN_CHANGE_RESULTS for _, x in plan if x is not None) \
         and (c is None or BY_NAME[c.fix.name].CAN_CHANGE_RESULTS)
@@ -286,10 +324,20 @@ def read_trial(run_dir: Path, fix: str, round_no: int, chosen: Chosen | None,
         applied = None if made is None else bool(made)
     return verdicts.Trial(fix, round_no, step if isinstance(step, int | float) else None,
                           _returncode(report),
-                          crash.get("title") if crash.get("status") == "fail" else None,
+                          _crash_of(crash),
                           str(run_dir), applied,
                           int(loops[0].get("timed_steps") or 0) if loops else 0,
                           trial_losses(run_dir) if with_losses else {})
+
+
+def _crash_of(found: dict[str, Any]) -> str | None:
+    """A trial's exception in a line: run.crash's title and its message's first line
+    (XLA's words say a step it could not compile: gpudiag.fixes.jit_compile)."""
+    if found.get("status") != "fail":
+        return None
+    said = str(found.get("title") or "")
+    message = str((found.get("evidence") or {}).get("message") or "").strip()
+    return f"{said}: {message.splitlines()[0][:200]}" if message else said
 
 
 def trial_losses(run_dir: Path) -> dict[int, float]:

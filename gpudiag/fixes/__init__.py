@@ -1,6 +1,6 @@
 """The fixes `gpudiag try` applies in-process, at the program's own line, without editing a
-file: one module each (parallel_map, prefetch, cache, deterministic, steps_per_execution,
-jit_compile, reduce_retracing), declared once;
+file: one module each (parallel_map, prefetch, cache, deterministic, steps_per_execution
+and its larger twin, jit_compile, reduce_retracing), declared once;
 choice.py picks the advised ones it can apply (the rest: "not tried"), lines.py reads
 and rewrites the program's line.
 
@@ -32,13 +32,15 @@ from gpudiag.fixes import (
     prefetch,
     reduce_retracing,
     steps_per_execution,
+    steps_per_execution_larger,
 )
 from gpudiag.fixes.lines import Call, add_argument, call_span, calls_at
 from gpudiag.records.trial import TrialFix
 
 #: Every fix `gpudiag try` can apply, in the order it tries them.
 MODULES: tuple[ModuleType, ...] = (parallel_map, prefetch, cache, deterministic,
-                                   steps_per_execution, jit_compile, reduce_retracing)
+                                   steps_per_execution, steps_per_execution_larger,
+                                   jit_compile, reduce_retracing)
 BY_NAME: dict[str, ModuleType] = {m.NAME: m for m in MODULES}
 
 
@@ -53,9 +55,16 @@ class Chosen:
     predicted: tuple[float, float | None, float | None] | None
 
 
-def module_of(what: str) -> ModuleType | None:
-    """The fix module whose advice an action's ``what`` gives (None: none applies it)."""
-    return next((m for m in MODULES if m.ADVICE and m.ADVICE in what), None)
+def modules_of(what: str) -> list[ModuleType]:
+    """The fix modules whose advice an action's ``what`` gives (steps_per_execution: the
+    advised N and a larger one; empty: none applies it)."""
+    return [m for m in MODULES if m.ADVICE and m.ADVICE in what]
+
+
+def label(fix: TrialFix) -> str:
+    """A fix in a few words: its module's LABEL, with its value (``steps_per_execution=16``)."""
+    module = BY_NAME[fix.name]
+    return f"{module.LABEL}={fix.value}" if fix.value is not None else module.LABEL
 
 
 def ratio_of(predicted: Mapping[str, Any] | None, now_s: float | None
@@ -72,4 +81,4 @@ def ratio_of(predicted: Mapping[str, Any] | None, now_s: float | None
 
 
 __all__ = ["BY_NAME", "MODULES", "Call", "Chosen", "add_argument", "call_span", "calls_at",
-           "module_of", "ratio_of"]
+           "label", "modules_of", "ratio_of"]

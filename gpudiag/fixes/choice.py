@@ -8,7 +8,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from gpudiag.fixes import MODULES, Chosen, module_of, ratio_of
+from gpudiag.fixes import MODULES, Chosen, modules_of, ratio_of
 from gpudiag.fixes.lines import Call
 from gpudiag.records.trial import TrialFix
 
@@ -37,16 +37,19 @@ def choose(actions: Sequence[Mapping[str, Any]], evidence: Mapping[str, Any],
     not_tried: list[NotTried] = []
     for action in actions:
         what, where = str(action.get("what") or ""), action.get("where")
-        module = module_of(what)
+        modules = modules_of(what)
         own = ratio_of(action.get("predicted"), now_s)
-        fix = module.choose(where, calls, predicted) if module is not None else None
-        if module is None or fix is None:
-            why = ("gpudiag cannot apply it in-process" if module is None else
+        fixes = [(m, f) for m in modules if (f := m.choose(where, calls, predicted))]
+        if not fixes:
+            why = ("gpudiag cannot apply it in-process" if not modules else
                    "the hooks recorded no call it applies to at that line")
             not_tried.append(NotTried(what, where, own, why))
             continue
-        alone = by_change.get(module.PREDICTION) if module.PREDICTION else None
-        _add(chosen, fix, module, calls, ratio_of(alone, now_s) if module.PREDICTION else own)
+        for module, fix in fixes:
+            alone = by_change.get(module.PREDICTION) if module.PREDICTION else None
+            mine = own if getattr(module, "PREDICTED", True) else None
+            _add(chosen, fix, module, calls,
+                 ratio_of(alone, now_s) if module.PREDICTION else mine)
     wheres = [a.get("where") for a in actions]
     for module in MODULES:
         if module.ADVICE is None and (fix := module.offer(wheres, calls)) is not None:

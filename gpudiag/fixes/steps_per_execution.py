@@ -40,6 +40,12 @@ def apply(kwargs: dict[str, Any], fix: TrialFix) -> dict[str, Any]:
     return {**kwargs, "steps_per_execution": fix.value or DEFAULT_N}
 
 
+def steps_per_call(fix: TrialFix) -> int:
+    """The training steps one call of the step function runs with the fix (the trial's
+    warm-up and stop are counted in such calls)."""
+    return fix.value or DEFAULT_N
+
+
 def made(fix: TrialFix, calls: Sequence[Call]) -> bool:
     """Whether the trial's recorded compile at the line had the fix's steps_per_execution."""
     return any((c.args or {}).get("steps_per_execution") == (fix.value or DEFAULT_N)

@@ -36,7 +36,7 @@ SHARED_MODULES = (
     "gpudiag.fixes", "gpudiag.fixes.cache", "gpudiag.fixes.deterministic",
     "gpudiag.fixes.jit_compile", "gpudiag.fixes.lines", "gpudiag.fixes.parallel_map",
     "gpudiag.fixes.prefetch", "gpudiag.fixes.reduce_retracing",
-    "gpudiag.fixes.steps_per_execution",
+    "gpudiag.fixes.steps_per_execution", "gpudiag.fixes.steps_per_execution_larger",
     "gpudiag.layout", "gpudiag.layout.cluster", "gpudiag.layout.diff", "gpudiag.layout.events",
     "gpudiag.layout.loopevents",
     "gpudiag.layout.names",

@@ -48,9 +48,12 @@ class RunHookConfig:
     # C++ log is the kernel's (never read), the placement window opens all the same
     in_kernel: bool = False
     # `gpudiag try`'s trial: the fixes applied in-process, and the fit steps after which
-    # training stops at a step boundary (None: it runs to its end)
+    # training stops at a step boundary (None: it runs to its end); a custom loop: the
+    # qualname of its step tf.function, after whose stop_after_steps-th call the process
+    # ends (SystemExit(0): the program's finally blocks and exit handlers run)
     trial_fixes: tuple[TrialFix, ...] = ()
     stop_after_steps: int | None = None
+    stop_function: str | None = None
 
     def to_env(self) -> str:
         return json.dumps(asdict(self))

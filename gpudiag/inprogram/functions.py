@@ -24,7 +24,7 @@ from collections.abc import Callable
 from types import CodeType, ModuleType
 from typing import TYPE_CHECKING, Any
 
-from gpudiag.inprogram import classevidence, inputwait, tracing, weights
+from gpudiag.inprogram import classevidence, inputwait, tracing, trial, weights
 from gpudiag.inprogram.agent import caller_frame, drop_own_frames, patch
 from gpudiag.inprogram.config import UNBUFFERED_FIRST_STEPS
 from gpudiag.inprogram.recorder import StepBuffer
@@ -187,6 +187,8 @@ class StepSource:
                                                      t1 - t0))
         except Exception as exc:
             self.agent.hook_error(f"after a call of {self.name}", exc)
+        if _trial_done(self.name, self.calls):  # `gpudiag try`: the trial's steps made
+            raise SystemExit(0)
         return out
 
     def _traced(self, fn: Any, index: int, args: tuple[Any, ...], kwds: dict[str, Any],
@@ -266,6 +268,13 @@ class StepSource:
             self.agent.emit(loopevents.FunctionSteps(function=self.name,
                             rows=(loopevents.FunctionRow(i=index, loss=float(loss.numpy())),)))
         self._weights("exit")
+
+
+def _trial_done(name: str, calls: int) -> bool:
+    try:
+        return trial.ends_after(name, calls)
+    except Exception:  # never into the program: the loop goes on to its end
+        return False
 
 
 def install(agent: Agent, tf: ModuleType) -> None:

@@ -1,12 +1,12 @@
 """`gpudiag try`'s trial inside the program: the fixes of the configuration
 (RunHookConfig.trial_fixes, gpudiag.fixes) applied at the program's own line, and the fit
-stopped at a step boundary after ``stop_after_steps`` steps. Nothing is edited: the call
-made at the fix's file and line gets the fix's arguments (a map's num_parallel_calls, a
-compile's steps_per_execution) or its result changed (the dataset prefetched); a
-tf.function whose Python function starts at the fix's line (its first decorator's) is made
-with the fix's arguments (reduce_retracing). The hooks
-that record the call see it as it was made, fix included: the trial's own record shows
-the change.
+stopped at a step boundary after ``stop_after_steps`` steps (a custom loop: the process
+ended cleanly after that many calls of its step tf.function, ``stop_function``). Nothing is
+edited: the call made at the fix's file and line gets the fix's arguments (a map's
+num_parallel_calls, a compile's steps_per_execution) or its result changed (the dataset
+prefetched); a tf.function whose Python function starts at the fix's line (its first
+decorator's) is made with the fix's arguments (reduce_retracing). The hooks that record the
+call see it as it was made, fix included: the trial's own record shows the change.
 
 Called by datasets.py and kerashooks.py's wrappers, with the program's frame that made the
 call, and by tracing.py's tf.function constructor with the function's code; without trial
@@ -66,6 +66,16 @@ def call_result(method: str, frame: Any, result: Any) -> Any:
         if module is not None and module.APPLIES_TO == "result":
             result = module.apply(result, fix)
     return result
+
+
+def ends_after(function: str, calls: int) -> bool:
+    """Whether the custom loop's step tf.function ``function`` has made the trial's calls
+    (RunHookConfig.stop_function, stop_after_steps): its caller then ends the process."""
+    from gpudiag.inprogram.agent import AGENT
+
+    config = AGENT.config if AGENT is not None else None
+    return (config is not None and config.stop_function == function
+            and config.stop_after_steps is not None and calls >= config.stop_after_steps)
 
 
 def after_step(model: Any, steps_done: int) -> None:

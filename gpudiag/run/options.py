@@ -33,10 +33,13 @@ class RunOptions:
     quiet: bool = False  # no status line on the terminal (gpudiag.run.statusline)
     grace_s: float = DEFAULT_GRACE_S  # after a signal passed on, before SIGKILL (--grace)
     in_kernel: bool = False  # the hooks ran in a notebook's kernel (gpudiag.notebook)
-    # `gpudiag try`'s trial: the fixes the hooks apply, the fit's steps before it stops,
-    # and whether the program's output reaches the terminal (it is saved either way)
+    # `gpudiag try`'s trial: the fixes the hooks apply, the fit's steps before it stops
+    # (or the calls of the custom loop's step tf.function, stop_function, after which the
+    # process ends), and whether the program's output reaches the terminal (it is saved
+    # either way)
     trial_fixes: tuple[TrialFix, ...] = ()
     stop_after_steps: int | None = None
+    stop_function: str | None = None
     echo: bool = True
 
 

@@ -18,6 +18,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 
 from gpudiag.fixes import Chosen
+from gpudiag.fixes import label as fix_label
 from gpudiag.fixes.choice import NotTried
 from gpudiag.layout.evidence import TriedFix
 from gpudiag.layout.units import CI_LEVEL, counted, ms_number
@@ -156,9 +157,8 @@ def prediction_words(chosen: Chosen, m: Measured | None) -> tuple[str, bool | No
 
 def label(chosen: Chosen) -> str:
     """``num_parallel_calls at train.py:33``."""
-    from gpudiag.fixes import BY_NAME
 
-    return f"{BY_NAME[chosen.fix.name].LABEL} at {chosen.fix.file}:{chosen.fix.line}"
+    return f"{fix_label(chosen.fix)} at {chosen.fix.file}:{chosen.fix.line}"
 
 
 def fix_finding(chosen: Chosen, trials: Sequence[Trial]) -> Finding:
@@ -218,8 +218,8 @@ def fix_finding(chosen: Chosen, trials: Sequence[Trial]) -> Finding:
                 "fix_config": asdict(chosen.fix), **loss_ev,
                 "trials": [t.run_dir for t in trials if t.fix == name]}
     return Finding(f"try.fix.{name}", status, "; ".join(parts), evidence,
-                   title=title(head, f"{module.LABEL}: {short_said(m, verdict)}",
-                               f"{module.LABEL}: {verdict}"))
+                   title=title(head, f"{fix_label(chosen.fix)}: {short_said(m, verdict)}",
+                               f"{fix_label(chosen.fix)}: {verdict}"))
 
 
 def short_said(m: Measured | None, verdict: str) -> str:
@@ -259,6 +259,17 @@ def shown(ev: TriedFix, head: str) -> list[str]:
     return out
 
 
+def decided(chosen: Sequence[Chosen], trials: Sequence[Trial]) -> bool:
+    """Whether more rounds can change no fix's verdict: each one's interval already excludes
+    1.00 (faster, slower), or its trial broke the program or did not compile."""
+    from gpudiag.fixes import BY_NAME
+
+    return bool(chosen) and all(
+        verdict_of(measure(trials, c.fix.name), broke(trials, c.fix.name),
+                   BY_NAME[c.fix.name]) in ("faster", "slower", "broke", "not compiled")
+        for c in chosen)
+
+
 def first_line(chosen: Sequence[Chosen], trials: Sequence[Trial]) -> str:
     """The answer: the best measured fix ("tried 3 fixes: num_parallel_calls at train.py:33
     makes a step 1.9x faster (95 % CI 1.8-2.0, 3 rounds)"), or "none of the 2 fixes tried
@@ -287,23 +298,39 @@ def first_line(chosen: Sequence[Chosen], trials: Sequence[Trial]) -> str:
 
 
 def result_finding(chosen: Sequence[Chosen], trials: Sequence[Trial], stopped_after: int | None,
-                   interrupted: bool = False) -> Finding:
+                   interrupted: bool = False, loop: str = "Model.fit",
+                   early_after: int | None = None) -> Finding:
     """try.result: the answer's first line, how the trials were run."""
     line = first_line(chosen, trials)
     helped = line.startswith("tried ")
     how = [line, f"{len(trials)} measured run(s) of the program, the program as written and "
            "each fix interleaved in rounds under the same hooks, with no profiled window"]
     if stopped_after is not None:
-        how.append(f"each fit stopped after {counted(stopped_after, 'step')}: the trials did "
-                   f"not run "
-                   "to their end")
+        how.append(stopped_words(stopped_after, loop))
     if interrupted:
         how.append("interrupted: only the trials that finished are counted")
+    if early_after is not None:
+        how.append(f"stopped early after round {early_after}: every fix's interval already "
+                   "decided (faster or slower), or its trial failed")
     evidence = {"headline": line, "fixes": [c.fix.name for c in chosen],
-                "trials": [t.record() for t in trials], "stopped_after_steps": stopped_after}
+                "trials": [t.record() for t in trials], "stopped_after_steps": stopped_after,
+                "early_after_round": early_after}
     return Finding("try.result", "ok" if helped else "warn", "; ".join(how), evidence,
                    title=title(line, "a fix tried made the step faster" if helped else
                                "no fix tried made the step faster"))
+
+
+def stopped_words(steps: int, loop: str) -> str:
+    """How ``--steps`` bounded the trials of the diagnosis's judged ``loop`` (its series)."""
+    if loop.startswith("Model.fit"):
+        return (f"each fit stopped after {counted(steps, 'step')}: the trials did not run to "
+                "their end")
+    if loop.startswith("tf.function "):
+        return (f"each trial's process ended after {counted(steps, 'call')} of its step {loop} (a "
+                "custom loop: ended cleanly, its exit handlers run): the trials did not run "
+                "to their end")
+    return (f"the trials ran {loop} to its end: --steps stops a Keras fit or a step "
+            "tf.function only")
 
 
 def not_tried_finding(not_tried: Sequence[NotTried]) -> Finding | None:

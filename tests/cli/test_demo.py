@@ -1,7 +1,9 @@
 """`make demo` (scripts/demo.py): each step printed as a command the user can paste as it
 is (options before `--`), and a program step's output shown less TensorFlow's C++ log,
 which is saved whole (gpudiag.run.streams.CppLog), run for real on a child that prints
-TensorFlow's own lines as TensorFlow 2.21 printed them here (tests/data)."""
+TensorFlow's own lines as TensorFlow 2.21 printed them here (tests/data). Its last steps:
+`run` on the embedded input-bound program, then `gpudiag try --from` that run, whose
+closing lines give the measured fix and the line to change."""
 
 from __future__ import annotations
 
@@ -25,7 +27,7 @@ ENABLE = ("To enable the following instructions: AVX2 FMA, in other operations, 
           "TensorFlow with the appropriate compiler flags.")
 
 
-@pytest.mark.parametrize("step", demo.STEPS)
+@pytest.mark.parametrize("step", demo.steps(Path("runs")), ids=lambda s: s[0])
 def test_each_step_is_shown_as_a_command_to_paste(step: list[str]) -> None:
     shown, argv = demo._command(step, Path("runs"))
     words = shlex.split(shown)  # what a shell makes of it when pasted
@@ -62,3 +64,42 @@ def test_tensorflows_cpp_log_is_kept_out_and_saved_whole(
     shown = capfdbinary.readouterr().out.decode().splitlines()
     assert shown == [lines[0], *lines[7:]], shown  # the demo's terminal: the program's own
 
+
+
+def test_the_last_steps_diagnose_the_embedded_program_and_try_its_fix_from_that_run() -> None:
+    *_, run, tried = demo.steps(Path("runs"))
+    train = str(demo.train_py(Path("runs")))
+    assert run == ["run", "--", sys.executable, train]
+    assert tried[0] == "try" and tried[-2:] == [sys.executable, train]
+    from_run = demo._from(tried, Path("runs/2026-11-29T10-00-00-run"))
+    assert from_run[from_run.index("--from") + 1] == "runs/2026-11-29T10-00-00-run"
+    assert from_run.index("--from") < from_run.index("--")
+    # the program's line the fix goes on, one line, as the diagnosis will quote it
+    assert "dataset = dataset.map(augment).batch(32)\n" in demo.TRAIN_PY
+
+
+def test_the_closing_lines_give_the_measured_fix_and_the_line_to_change() -> None:
+    from gpudiag.fixes import Chosen
+    from gpudiag.records.trial import TrialFix
+    from gpudiag.verdicts import trial as v
+
+    code = "dataset = dataset.map(augment).batch(32)"
+    fixed = "dataset = dataset.map(augment, num_parallel_calls=tf.data.AUTOTUNE).batch(32)"
+    chosen = Chosen(TrialFix("parallel-map", "map", "train.py", 20), code, fixed, None)
+    trials = [v.Trial(f, r, s, 0, None, "") for r in (1, 2, 3)
+              for f, s in (("", 0.030), ("parallel-map", 0.017 + r * 0.001))]
+    result = v.result_finding([chosen], trials, 40)
+    report = {"findings": [v.fix_finding(chosen, trials).to_dict(), result.to_dict()],
+              "data": {"try": {"headline": result.evidence["headline"]}}}
+    lines = demo.tried_lines(report, Path("runs/demo/train.py"))
+    said = " ".join(" ".join(lines[:-3]).split())  # the first line, wrapped under 80 columns
+    assert said.startswith("tried 1 fix: num_parallel_calls at train.py:20 makes a step 1.6x "
+                           "faster (95 % CI ") and said.endswith(", 3 rounds)")
+    assert all(len(ln) <= 78 for ln in lines[:-3])
+    assert lines[-3:] == ["the line to change: runs/demo/train.py:20",
+                          f"  as written:     {code}", f"  as it would be: {fixed}"]
+    # measured no faster (a loaded machine): never "the line to change"
+    slow = [v.Trial(f, r, 0.030, 0, None, "") for r in (1, 2, 3) for f in ("", "parallel-map")]
+    report["findings"] = [v.fix_finding(chosen, slow).to_dict()]
+    assert demo.tried_lines(report, Path("t.py"))[-3] == (
+        "the line the fix goes on (no change here): t.py:20")

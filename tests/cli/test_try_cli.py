@@ -3,10 +3,13 @@ still gets its diagnosis, kept in the try run's runs/diagnosis."""
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
 import sys
 
 import pytest
-from helpers import assert_usage_error, findings_by_id, gpudiag, load_report, run_dirs
+from helpers import REPO, assert_usage_error, findings_by_id, gpudiag, load_report, run_dirs
 
 from gpudiag import layout
 
@@ -40,3 +43,27 @@ def test_a_program_without_tensorflow_gets_its_diagnosis_and_one_line(tmp_path) 
     diagnosis = load_report(run_dir / layout.TRY_RUNS_DIR / layout.TRY_DIAGNOSIS)
     assert findings_by_id(diagnosis)["run.tensorflow"]["status"] == "skip"
     assert not any(p.name.startswith("r1-") for p in (run_dir / layout.TRY_RUNS_DIR).iterdir())
+
+
+@pytest.mark.slow
+def test_try_fixes_in_python_runs_the_diagnosis_and_says_the_one_line(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """gpudiag.try_fixes, the library's `gpudiag try`: the program ran as written, gpudiag's
+    own one-line error (no traceback of gpudiag's), its diagnosis kept, nothing printed of
+    gpudiag's on stdout."""
+    logdir = tmp_path / "runs"
+    code = f"""
+import json, sys, gpudiag
+try:
+    gpudiag.try_fixes([sys.executable, "-c", "print(42)"], logdir={str(logdir)!r})
+except gpudiag.UsageError as exc:
+    print(json.dumps({{"error": str(exc)}}))
+"""
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=120, cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.strip().splitlines()
+    assert lines[0] == "42"  # the program's own output, as written
+    assert json.loads(lines[-1])["error"].startswith("the program never imported TensorFlow")
+    (run_dir,) = run_dirs(logdir)
+    diagnosis = load_report(run_dir / layout.TRY_RUNS_DIR / layout.TRY_DIAGNOSIS)
+    assert findings_by_id(diagnosis)["run.tensorflow"]["status"] == "skip"

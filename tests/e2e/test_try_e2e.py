@@ -67,3 +67,73 @@ def test_try_measures_the_parallel_map_on_the_users_own_fit(tmp_path) -> None:  
     verdict_at = shown.index(wrap_entry((first,))[0])
     assert shown[verdict_at - 1] == "" and shown[verdict_at + len(wrap_entry((first,)))
                                                  ].startswith("gpudiag try: ")
+
+
+#: A custom loop with every call the newer fixes change: a compile (jit_compile), a parallel
+#: map kept in order (deterministic=False, and cache after it), a step tf.function made by
+#: its decorator (reduce_retracing) whose calls end the trial (--steps).
+FIXABLE = """\
+import tensorflow as tf
+
+ds = tf.data.Dataset.from_tensor_slices(tf.random.normal([64, 4]))
+ds = ds.map(lambda v: v * 2, num_parallel_calls=2).batch(4).repeat()
+model = tf.keras.Sequential([tf.keras.Input((4,)), tf.keras.layers.Dense(1)])
+model.compile("sgd", "mse")
+opt = tf.keras.optimizers.SGD(0.1)
+
+
+@tf.function
+def train_step(v):
+    with tf.GradientTape() as tape:
+        loss = tf.reduce_mean(tf.square(model(v)))
+    opt.apply_gradients(zip(tape.gradient(loss, model.trainable_variables),
+                            model.trainable_variables))
+    return loss
+
+
+print("made:", train_step._reduce_retracing, flush=True)
+try:
+    for i, batch in enumerate(ds.take(40)):
+        train_step(batch)
+finally:
+    print("finally ran", flush=True)
+print("after the loop")
+"""
+
+
+@pytest.mark.slow
+def test_the_newer_fixes_are_made_at_their_lines_and_a_custom_loop_ends_after_its_steps(
+        tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from dataclasses import replace
+
+    from gpudiag import nvml
+    from gpudiag.commands import run as run_cmd
+    from gpudiag.commands.tryfixes import read_trial
+    from gpudiag.fixes import BY_NAME
+    from gpudiag.records.trial import TrialFix
+    from gpudiag.run.options import RunOptions
+    from gpudiag.session import RunSession
+    from gpudiag.ui import Ui
+
+    program = tmp_path / "fixable.py"
+    program.write_text(FIXABLE)
+    fixes = (TrialFix("jit-compile", "compile", "fixable.py", 6),
+             TrialFix("deterministic", "map", "fixable.py", 4),
+             TrialFix("cache", "map", "fixable.py", 4),
+             TrialFix("reduce-retracing", "function", "fixable.py", 10))
+    run_dir = tmp_path / "trial"
+    with RunSession.at("run", run_dir) as one:
+        code = run_cmd.run(one, [sys.executable, str(program)], ui=Ui.quiet(),
+                           backend=nvml.NvmlUnavailable("not needed here"),
+                           options=replace(RunOptions(), profile_steps=0, placement_log=False,
+                                           echo=False, quiet=True, trial_fixes=fixes,
+                                           stop_after_steps=12, stop_function="train_step"))
+    out = (layout.child_path(run_dir, layout.RUN_CHILD_NAME) / "stdout.txt").read_text()
+    assert code == 0, out
+    # ended cleanly after the 12th call: its finally ran, what follows the loop did not
+    assert "made: True" in out and "finally ran" in out and "after the loop" not in out
+    calls = recorded_calls(run_dir)
+    for fix in fixes[:3]:  # the hooks' own record of each call shows the change
+        assert BY_NAME[fix.name].made(fix, calls), fix
+    trial = read_trial(run_dir, "jit-compile", 1, None, with_losses=True)
+    assert len(trial.losses) == 12 and trial.crash is None

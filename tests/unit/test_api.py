@@ -22,8 +22,8 @@ SAMPLE_RUNS = sorted(p.parent for p in SAMPLES.glob("*/*/report.json"))
 
 def test_the_public_names_are_all_there_and_nothing_else() -> None:
     assert sorted(api.__all__) == ["Finding", "GpudiagError", "Report", "Run", "RunDirError",
-                                   "UsageError", "diff", "explain", "list_runs",
-                                   "load_ipython_extension", "load_run", "watch"]
+                                   "TryResult", "UsageError", "diff", "explain", "list_runs",
+                                   "load_ipython_extension", "load_run", "try_fixes", "watch"]
     for name in api.__all__:
         assert getattr(api, name) is not None
         assert name in dir(api)

@@ -81,10 +81,15 @@ def test_steps_per_execution_takes_the_advised_n_at_the_compile_line() -> None:
     spe = action("pass steps_per_execution=N to compile()", "train.py:60",
                  {"step_s": 0.002, "low_s": 0.0015, "high_s": 0.003, "basis": ""})
     evidence = {"step_s": 0.004, "predicted": {"inputs": {"steps_per_execution": 16}}}
-    (c,), _ = choose([spe], evidence, CALLS)
+    (c, larger), _ = choose([spe], evidence, CALLS)
     assert c.fix == TrialFix("steps-per-execution", "compile", "train.py", 60, 16)
     assert c.as_it_would_be == 'model.compile("sgd", loss, steps_per_execution=16)'
     assert c.predicted == pytest.approx((0.5, 0.375, 0.75))
+    # the value advised, and one larger: the prediction is the advised N's, not held to it
+    assert larger.fix == TrialFix("steps-per-execution-larger", "compile", "train.py", 60, 64)
+    assert larger.as_it_would_be == 'model.compile("sgd", loss, steps_per_execution=64)'
+    assert larger.predicted is None
+    assert v.label(larger) == "steps_per_execution=64 at train.py:60"
     assert steps_per_execution.apply({"loss": "mse"}, c.fix) == {
         "loss": "mse", "steps_per_execution": 16}
 
@@ -435,3 +440,114 @@ def test_a_fix_that_can_change_results_has_its_loss_compared_at_matching_steps()
     assert "losses" not in v.result_finding([det], moved, None).evidence["trials"][0]
     # a fix that cannot change results is not compared
     assert "loss" not in v.fix_finding(PARALLEL, TRIALS).message
+
+
+def test_try_fixes_reads_a_try_run_back_typed(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    import gpudiag
+    from gpudiag import layout
+    from gpudiag.api.trying import read_result
+    from gpudiag.session import RunSession
+
+    with RunSession("try", tmp_path) as session:
+        for c in (PARALLEL, PREFETCH):
+            session.add(v.fix_finding(c, TRIALS))
+        result = v.result_finding([PARALLEL, PREFETCH], TRIALS, 110)
+        session.set(layout.TRY_DATA, {"headline": result.evidence["headline"]})
+        session.add(result)
+    back = read_result(session.run_dir, 0)
+    assert isinstance(back, gpudiag.TryResult) and back.returncode == 0
+    assert back.headline.startswith("tried 2 fixes: num_parallel_calls at train.py:33 makes")
+    assert [(f.fix, f.verdict) for f in back.fixes] == [("parallel-map", "faster"),
+                                                       ("prefetch", "no change")]
+    assert back.run.command == "try" and back.run.path == session.run_dir
+
+
+@pytest.mark.parametrize(("kwargs", "needle"), [
+    ({"fixes": ["mixed-precision"]}, "no such fix: mixed-precision"),
+    ({"rounds": 0}, "rounds must be at least 1"),
+    ({"argv": "python train.py"}, "argv must be a list of strings"),
+])
+def test_try_fixes_bad_input_is_one_line_before_anything_runs(tmp_path, kwargs: dict[str, Any],
+                                                               needle: str) -> None:  # type: ignore[no-untyped-def]
+    import gpudiag
+
+    args = {"argv": ["python", "train.py"], "logdir": tmp_path / "runs", **kwargs}
+    with pytest.raises(gpudiag.UsageError, match=needle):
+        gpudiag.try_fixes(**args)
+    assert not (tmp_path / "runs").exists()
+
+
+def test_a_custom_loop_s_trial_ends_after_its_step_function_s_calls(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    from types import SimpleNamespace
+
+    from gpudiag.commands.tryfixes import judged_loop
+    from gpudiag.inprogram import agent, trial
+
+    def throughput(series: str) -> dict[str, Any]:
+        return {"findings": [{"id": "run.throughput", "evidence": {"loops": [
+            {"series": series, "step_s_median": 0.01}]}}]}
+
+    assert judged_loop(throughput("tf.function train_step")) == "tf.function train_step"
+    assert judged_loop({"findings": []}) == "Model.fit"
+    config = RunHookConfig("/e", "/r", stop_after_steps=40, stop_function="train_step")
+    assert RunHookConfig.from_env({"GPUDIAG_RUN_CONFIG": config.to_env()}) == config
+    monkeypatch.setattr(agent, "AGENT", SimpleNamespace(config=config))
+    assert not trial.ends_after("train_step", 39) and trial.ends_after("train_step", 40)
+    assert not trial.ends_after("eval_step", 400)  # another function: not the loop's
+    monkeypatch.setattr(agent, "AGENT", SimpleNamespace(config=RunHookConfig("/e", "/r")))
+    assert not trial.ends_after("train_step", 400)  # `gpudiag run`: never ended
+    said = v.result_finding([PARALLEL], TRIALS, 40, loop="tf.function train_step").message
+    assert ("each trial's process ended after 40 calls of its step tf.function train_step"
+            in said and "the trials did not run to their end" in said)
+    eager = v.result_finding([PARALLEL], TRIALS, 40, loop="eager step 1").message
+    assert "the trials ran eager step 1 to its end" in eager
+
+
+def test_a_trial_s_exception_is_its_crash_title_and_first_line() -> None:
+    from gpudiag.commands.tryfixes import _crash_of
+
+    found = {"status": "fail", "title": "crash: InvalidArgumentError at train.py:30",
+             "evidence": {"message": "Detected unsupported operations when trying to compile "
+                          "graph on XLA_CPU_JIT: PyFunc\nStack trace ..."}}
+    said = _crash_of(found)
+    assert said == ("crash: InvalidArgumentError at train.py:30: Detected unsupported operations "
+                    "when trying to compile graph on XLA_CPU_JIT: PyFunc")
+    from gpudiag.fixes import jit_compile
+
+    assert jit_compile.did_not_compile(said)
+    assert _crash_of({"status": "ok"}) is None
+    assert _crash_of({"status": "fail", "title": "crash: ValueError"}) == "crash: ValueError"
+
+
+def test_the_rounds_stop_early_once_every_fix_s_interval_decides() -> None:
+    # three rounds: the parallel map halves the step every time; prefetch changes nothing
+    assert not v.decided([PARALLEL, PREFETCH], TRIALS)  # prefetch's interval holds 1.00
+    assert v.decided([PARALLEL], TRIALS)
+    assert not v.decided([PARALLEL], TRIALS[:3])  # one round: no interval yet
+    crashed = [trial("", 1, 0.06), trial("prefetch", 1, None, 1, "crash: ValueError")]
+    assert v.decided([PREFETCH], crashed)  # broke the program: more rounds change nothing
+    said = v.result_finding([PARALLEL], TRIALS, None, early_after=3)
+    assert "stopped early after round 3: every fix's interval already decided" in said.message
+    assert said.evidence["early_after_round"] == 3
+
+
+def test_a_steps_per_execution_trial_counts_its_warm_up_and_stop_in_calls_of_n() -> None:
+    from gpudiag.commands.tryfixes import trial_options
+    from gpudiag.run.options import RunOptions
+
+    base = RunOptions(profile_warmup_steps=10, stop_after_steps=110)
+    spe = trial_options(base, TrialFix("steps-per-execution", "compile", "t.py", 9, 16))
+    # the same 160 and 112 training steps as 10 and 110 of the program as written, in calls
+    assert (spe.profile_warmup_steps, spe.stop_after_steps) == (1, 7)
+    assert spe.trial_fixes == (TrialFix("steps-per-execution", "compile", "t.py", 9, 16),)
+    pm = trial_options(base, TrialFix("parallel-map", "map", "t.py", 3))
+    assert (pm.profile_warmup_steps, pm.stop_after_steps) == (10, 110)
+    assert trial_options(base, None).trial_fixes == ()
+    assert trial_options(replace_steps(base), TrialFix("steps-per-execution", "compile",
+                                                       "t.py", 9, 4)).stop_after_steps is None
+
+
+def replace_steps(options: Any) -> Any:
+    from dataclasses import replace
+
+    return replace(options, stop_after_steps=None)
