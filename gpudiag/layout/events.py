@@ -544,7 +544,8 @@ class KerasCalls(Event):
     """The Keras model calls the program made one by one (gpudiag.inprogram.kerascalls),
     per call site so far (cumulative: the latest stands): {method, file, line, function,
     code, model, calls, total_s, first_s, max_s, median_s (the calls after the first),
-    rows_min, rows_max (each call's leading dimension)} each."""
+    rows_min, rows_max (each call's leading dimension), models (calls on a new model
+    object), trace_s (tf.function tracing inside the calls)} each."""
 
     KIND = "keras_calls"
     sites: list[dict[str, Any]] = field(default_factory=list)

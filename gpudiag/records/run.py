@@ -240,6 +240,8 @@ class KerasCallSite:
     median_s: float | None  # the calls after the first
     rows_min: int | None = None  # the leading dimension of each call's input
     rows_max: int | None = None
+    models: int | None = None  # calls on another model than the previous call's (None: old)
+    trace_s: float | None = None  # tf.function tracing inside the calls (Keras's functions)
 
     @property
     def where(self) -> str:

@@ -169,7 +169,8 @@ def keras_calls(e: ev.KerasCalls | None) -> dict[str, Any]:
                            str(d.get("code") or ""), str(d.get("model") or ""),
                            int(d.get("calls") or 0), float(d.get("total_s") or 0.0),
                            float(d.get("first_s") or 0.0), d.get("median_s"),
-                           d.get("rows_min"), d.get("rows_max"))
+                           d.get("rows_min"), d.get("rows_max"), d.get("models"),
+                           d.get("trace_s"))
              for d in e.sites]
     return {"keras_calls": sorted(sites, key=lambda s: s.total_s, reverse=True),
             "first_keras_call_t_unix_s": e.first_call_t_unix_s,
