@@ -556,6 +556,17 @@ class KerasCalls(Event):
 
 
 @dataclass(frozen=True)
+class HostReads(Event):
+    """Tensors the program's own lines read back to Python (gpudiag.inprogram.hostreads),
+    per line so far (cumulative: the latest stands): {file, line, function, code, how
+    (float(), .numpy(), ...), reads, total_s, max_s, median_s} each."""
+
+    KIND = "host_reads"
+    sites: list[dict[str, Any]] = field(default_factory=list)
+    left_out_reads: int = 0  # reads at lines past the bound
+
+
+@dataclass(frozen=True)
 class Unknown(Event):
     """A line this gpudiag cannot read as one of its kinds: another kind, or a newer
     protocol version. Kept whole, never an error."""
@@ -571,7 +582,7 @@ KINDS: dict[str, type[Event]] = {cls.KIND: cls for cls in (
     Function, Weights, Stall, StallEnd, PlacementWindow, Placement, Session, SessionSteps,
     StepStats, DatasetCall, Crash, Profile, TfLog, DeviceScope, PyWarning, HookError, HookNote,
     Exit, Tf1Distribution, Trace, EagerLoop, EagerSteps, CallbackTimes, Compile, InputFloor, CpuUse,
-    PyDataInput, KerasCalls)}
+    PyDataInput, KerasCalls, HostReads)}
 ROWS: dict[str, type] = {FitSteps.KIND: FitRow, FunctionSteps.KIND: FunctionRow,
                          SessionSteps.KIND: SessionRow, EagerSteps.KIND: FunctionRow}
 

@@ -249,6 +249,24 @@ class KerasCallSite:
 
 
 @dataclass(frozen=True)
+class HostReadSite:
+    """One line of the program reading tensors back to Python (gpudiag.inprogram.
+    hostreads): ``float(loss)``, ``loss.numpy()`` ... how many reads, their time."""
+
+    file: str | None
+    line: int | None
+    code: str
+    how: str  # float(), .numpy(), int(), bool(), a format, np.asarray()
+    reads: int
+    total_s: float
+    median_s: float | None
+
+    @property
+    def where(self) -> str:
+        return f"{(self.file or '?').rsplit('/', 1)[-1]}:{self.line}"
+
+
+@dataclass(frozen=True)
 class ProcessObservation:
     """Everything the hooks recorded in one Python process of the program."""
 
@@ -308,6 +326,8 @@ class ProcessObservation:
     keras_calls_left_out: int = 0  # calls at sites past the hook's bound on sites
     # (Keras calls so far, the process's resident bytes) after every so many of them
     rss_after_calls: list[tuple[int, int]] = field(default_factory=list)
+    host_reads: list[HostReadSite] = field(default_factory=list)  # per line, the most first
+    host_reads_left_out: int = 0  # reads at lines past the hook's bound on lines
 
     @property
     def imported_tf(self) -> bool:

@@ -69,7 +69,8 @@ def _apply(state: ProcessState, recorded: ev.Recorded) -> None:
 # holds them
 LATEST: dict[type[ev.Event], str] = {
     ev.TfImport: "tf_import", ev.KerasImport: "keras", ev.InputFloor: "input_floor",
-    ev.CpuUse: "cpu_use", ev.KerasCalls: "keras_calls"}  # keras_calls: cumulative
+    ev.CpuUse: "cpu_use", ev.KerasCalls: "keras_calls",  # keras_calls: cumulative
+    ev.HostReads: "host_reads"}  # cumulative too
 NEWS: dict[type[ev.Event], str] = {ev.Process: "process", ev.Exit: "exit"}
 EACH: dict[type[ev.Event], str] = {
     ev.Compile: "compiles", ev.PyDataInput: "py_inputs", ev.Session: "sessions",

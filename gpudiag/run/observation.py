@@ -12,6 +12,7 @@ from gpudiag.readers.placementlog import short_device
 from gpudiag.records.run import (
     ClusterJoin,
     DeviceSnapshot,
+    HostReadSite,
     KerasCallSite,
     ProcessObservation,
     StepSeries,
@@ -178,6 +179,19 @@ def keras_calls(e: ev.KerasCalls | None) -> dict[str, Any]:
             "rss_after_calls": [(int(c), int(b)) for c, b in e.rss_after_calls]}
 
 
+def host_reads(e: ev.HostReads | None) -> dict[str, Any]:
+    """The program's lines that read tensors back, the most time first; the reads at lines
+    past the hook's bound."""
+    if e is None:
+        return {}
+    sites = [HostReadSite(d.get("file"), d.get("line"), str(d.get("code") or ""),
+                          str(d.get("how") or ""), int(d.get("reads") or 0),
+                          float(d.get("total_s") or 0.0), d.get("median_s"))
+             for d in e.sites]
+    return {"host_reads": sorted(sites, key=lambda s: s.total_s, reverse=True),
+            "host_reads_left_out": e.left_out_reads}
+
+
 def _weights(source: str, fp: list[ev.Weights]) -> WeightsRecord:
     return WeightsRecord(source, fp[0].fingerprint, fp[-1].fingerprint, fp[0].phase,
                          fp[-1].phase, fp[-1].calls - fp[0].calls)
@@ -225,4 +239,5 @@ def of(state: ProcessState, faults: str) -> ProcessObservation:
         crash=state.crash, profile=state.profile, events=state.events,
         first_t_unix_s=state.first_t_unix_s, last_t_unix_s=state.last_t_unix_s,
         faults=faults, unknown_events=[f"{u.kind} (v{u.version})" for u in state.unknown],
-        tf1_calls=state.tf1_calls, **keras_calls(state.keras_calls))
+        tf1_calls=state.tf1_calls, **keras_calls(state.keras_calls),
+        **host_reads(state.host_reads))

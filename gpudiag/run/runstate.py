@@ -215,6 +215,7 @@ class ProcessState:
     cpu_use: ev.CpuUse | None = None  # the cores kept busy in the steps after the window
     py_inputs: list[ev.PyDataInput] = field(default_factory=list)  # Keras's Python data
     keras_calls: ev.KerasCalls | None = None  # the program's Keras calls, per call site
+    host_reads: ev.HostReads | None = None  # tensors its lines read back, per line
     events: int = 0
     first_t_unix_s: float | None = None
     last_t_unix_s: float | None = None
