@@ -4,7 +4,7 @@ threads that ask why memory grows and each fold gets slower (the tf.keras.backen
 state will consume an increasing amount of memory over time"). ``build_model()`` is called
 once per fold, with no ``clear_session()`` between folds.
 
-    python kfold_build_model.py [clear | reuse]
+    python kfold_build_model.py [clear | reuse] [folds=N]
 
 ``clear`` is the fix the threads give: ``tf.keras.backend.clear_session()`` before each
 build (measured here, TF 2.21 / Keras 3: the same time and memory growth). ``reuse`` is
@@ -23,7 +23,7 @@ import tensorflow as tf
 
 CLEAR = "clear" in sys.argv[1:]
 REUSE = "reuse" in sys.argv[1:]
-FOLDS = 10
+FOLDS = int(next((a[6:] for a in sys.argv[1:] if a.startswith("folds=")), "10"))
 rng = np.random.default_rng(0)
 x = rng.standard_normal((600, 20)).astype("float32")
 y = (x[:, :3].sum(axis=1) > 0).astype("float32")

@@ -21,7 +21,7 @@ import numpy as np
 import tensorflow as tf
 
 FIXED = "tensor" in sys.argv[1:]
-STEPS = 40
+STEPS = 24
 tf.keras.utils.set_random_seed(0)
 rng = np.random.default_rng(0)
 x_all = rng.standard_normal((STEPS * 32, 16)).astype("float32")
