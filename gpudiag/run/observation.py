@@ -9,11 +9,10 @@ from typing import Any
 
 from gpudiag.layout import events as ev
 from gpudiag.readers.placementlog import short_device
+from gpudiag.records.callsites import HostReadSite, KerasCallSite
 from gpudiag.records.run import (
     ClusterJoin,
     DeviceSnapshot,
-    HostReadSite,
-    KerasCallSite,
     ProcessObservation,
     StepSeries,
     WeightsRecord,

@@ -12,7 +12,8 @@ from typing import Any
 from gpudiag.inprogram import hostreads
 from gpudiag.inprogram.config import RunHookConfig
 from gpudiag.layout import events as ev
-from gpudiag.records.run import HostReadSite, ProcessObservation, Step, StepSeries
+from gpudiag.records.callsites import HostReadSite
+from gpudiag.records.run import ProcessObservation, Step, StepSeries
 from gpudiag.verdicts.run import hostsync
 
 

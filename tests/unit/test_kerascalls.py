@@ -14,7 +14,8 @@ import pytest
 from gpudiag.inprogram import kerascalls
 from gpudiag.inprogram.config import RunHookConfig
 from gpudiag.layout import events as ev
-from gpudiag.records.run import KerasCallSite, ProcessObservation
+from gpudiag.records.callsites import KerasCallSite
+from gpudiag.records.run import ProcessObservation
 from gpudiag.verdicts import headline
 from gpudiag.verdicts.run import kerascalls as verdict
 

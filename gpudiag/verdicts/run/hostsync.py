@@ -18,7 +18,8 @@ from dataclasses import asdict
 from typing import Any
 
 from gpudiag.layout.units import share as pct
-from gpudiag.records.run import HostReadSite, ProcessObservation, StepSeries
+from gpudiag.records.callsites import HostReadSite
+from gpudiag.records.run import ProcessObservation, StepSeries
 from gpudiag.report import Action, Finding
 from gpudiag.verdicts.common import title
 from gpudiag.verdicts.run.throughput import loop_timing

@@ -13,7 +13,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import asdict
 
-from gpudiag.records.run import KerasCallSite, ProcessObservation
+from gpudiag.records.callsites import KerasCallSite
+from gpudiag.records.run import ProcessObservation
 from gpudiag.report import Action, Finding
 from gpudiag.verdicts.common import title
 from gpudiag.verdicts.run.rebuilt import model_rebuilt, rebuilt

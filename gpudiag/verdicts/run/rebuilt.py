@@ -21,7 +21,8 @@ from collections.abc import Sequence
 from dataclasses import asdict
 
 from gpudiag.layout.units import share as pct
-from gpudiag.records.run import KerasCallSite, ProcessObservation
+from gpudiag.records.callsites import KerasCallSite
+from gpudiag.records.run import ProcessObservation
 from gpudiag.report import Action, Finding
 from gpudiag.verdicts.common import title
 
