@@ -1,6 +1,6 @@
 """The fixes `gpudiag try` applies in-process, at the program's own line, without editing a
 file: one module each (parallel_map, prefetch, cache, deterministic, steps_per_execution
-and its larger twin, jit_compile, reduce_retracing), declared once;
+and its larger twin steps_per_execution_larger, jit_compile, reduce_retracing), declared once;
 choice.py picks the advised ones it can apply (the rest: "not tried"), lines.py reads
 and rewrites the program's line.
 

@@ -188,6 +188,7 @@ def install_tensorflow(agent: Agent, tf: ModuleType) -> None:
         devicescopes,
         eagersteps,
         functions,
+        hostreads,
         inputwait,
         logcapture,
         profilewindow,
@@ -213,6 +214,7 @@ def install_tensorflow(agent: Agent, tf: ModuleType) -> None:
     guard("Session hooks", sessions.install, agent, tf)
     guard("tf.data hooks", datasets.install, agent, tf)
     guard("eager step hooks", eagersteps.install, agent, tf)
+    guard("tensor read hooks", hostreads.install, agent, tf)
     guard("input wait hooks", inputwait.install, agent)
     guard("stall watch", stallwatch.install, agent)
     agent.on_exit(lambda: hooks.record_devices("exit"))

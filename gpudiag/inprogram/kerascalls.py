@@ -10,7 +10,10 @@ in these calls.
 
 Each call the program makes (the outermost one: calls Keras makes inside another timed
 call, ``model(x)`` while ``predict`` traces its step, are not counted again) costs two
-clock reads and a walk up to the program's own frame; what is kept is aggregated per call
+clock reads and a walk up to the program's own frame (a ``model(x)`` while a tf.function
+traces is part of its graph, not a call: left out); per call site, how many calls were on
+another model object than the site's previous one (a model built anew for every fit) and
+how long tf.function tracing took inside the calls. What is kept is aggregated per call
 site (method, file, line) in memory, bounded (MAX_SITES sites, SAMPLED times per site
 for the median). One ``keras_calls`` event holds the sites so far: written at most every
 flush interval as calls come, and at the process's exit. With them, the process's
@@ -22,13 +25,16 @@ memory over the loop levels off or keeps growing.
 from __future__ import annotations
 
 import functools
+import sys
 import threading
 import time
+import weakref
 from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
+from gpudiag.inprogram import tracing
 from gpudiag.inprogram.agent import caller_frame, drop_own_frames, patch
 from gpudiag.layout import loopevents
 
@@ -49,6 +55,9 @@ class Site:
     def __init__(self, method: str, where: dict[str, Any] | None, model: str) -> None:
         self.method, self.where, self.model = method, where or {}, model
         self.calls = 0
+        self.models = 0  # calls on another model object than the site's previous call
+        self.last_model: Any = None  # a weak reference to the previous call's model
+        self.trace_s = 0.0  # tf.function tracing inside the calls (Keras's own functions)
         self.total_s = 0.0
         self.first_s = 0.0
         self.max_s = 0.0
@@ -56,8 +65,16 @@ class Site:
         self.rows_min: int | None = None
         self.rows_max: int | None = None
 
-    def add(self, seconds: float, rows: int | None) -> None:
+    def add(self, seconds: float, rows: int | None, model: Any, trace_s: float) -> None:
         self.calls += 1
+        self.trace_s += trace_s
+        last = self.last_model() if self.last_model is not None else None
+        if last is not model:  # a new model (one freed since: its reference is dead)
+            self.models += 1
+            try:
+                self.last_model = weakref.ref(model)
+            except TypeError:
+                self.last_model = None
         self.total_s += seconds
         self.max_s = max(self.max_s, seconds)
         if self.calls == 1:
@@ -75,6 +92,7 @@ class Site:
                 "line": self.where.get("line"), "function": self.where.get("function"),
                 "code": (self.where.get("code") or "")[:200], "model": self.model,
                 "calls": self.calls, "total_s": round(self.total_s, 6),
+                "models": self.models, "trace_s": round(self.trace_s, 6),
                 "first_s": round(self.first_s, 6), "max_s": round(self.max_s, 6),
                 "median_s": None if median is None else round(median, 6),
                 "rows_min": self.rows_min, "rows_max": self.rows_max}
@@ -113,7 +131,7 @@ class CallTimes:
         self.user_codes: dict[Any, bool] = {}  # code object -> the program's own
 
     def record(self, method: str, model: Any, frame: Any, seconds: float,
-               rows: int | None) -> None:
+               rows: int | None, trace_s: float = 0.0) -> None:
         user = self._user_frame(frame)
         key = (method, user.f_code.co_filename if user else "?", user.f_lineno if user else 0)
         with self.lock:
@@ -126,7 +144,7 @@ class CallTimes:
 
                 site = self.sites[key] = Site(method, user_line(user) if user else None,
                                               type(model).__name__)
-            site.add(seconds, rows)
+            site.add(seconds, rows, model, trace_s)
             self.calls += 1
             if self.page and self.calls % self.stride == 0:
                 self._memory()
@@ -177,12 +195,14 @@ class CallTimes:
 
     def wrap(self, method: str, original: Callable[..., Any]) -> Callable[..., Any]:
         local, clock = self.local, time.perf_counter
+        traced = tracing.CLOCK
 
         @functools.wraps(original)
         def timed(model: Any, *args: Any, **kwargs: Any) -> Any:
-            if getattr(local, "depth", 0):  # inside another timed call: Keras's own
-                return original(model, *args, **kwargs)
+            if getattr(local, "depth", 0) or not _eager():  # inside another timed call
+                return original(model, *args, **kwargs)  # (Keras's own), or a trace
             local.depth = 1
+            traced_s = traced.seconds
             t0 = clock()
             try:
                 return original(model, *args, **kwargs)
@@ -192,17 +212,19 @@ class CallTimes:
             finally:
                 seconds = clock() - t0
                 local.depth = 0
-                self._after(method, model, args, kwargs, seconds)
+                self._after(method, model, args, kwargs, (seconds, traced.seconds - traced_s))
 
         timed.__gpudiag_wrapped__ = original  # type: ignore[attr-defined]
         return timed
 
     def _after(self, method: str, model: Any, args: tuple[Any, ...], kwargs: dict[str, Any],
-               seconds: float) -> None:
+               times: tuple[float, float]) -> None:
+        seconds, trace_s = times
         try:
             if self.first_t is None:
                 self.first_t = time.time() - seconds
-            self.record(method, model, caller_frame(2), seconds, rows_of(args, kwargs))
+            self.record(method, model, caller_frame(2), seconds, rows_of(args, kwargs),
+                        trace_s)
         except Exception as exc:
             self.agent.hook_error(f"Model.{method} timing", exc)
 
@@ -219,6 +241,17 @@ def install(agent: Agent, keras: ModuleType) -> None:
             patch(model_cls, method, times.wrap(method, original))
     patch(model_cls, "__gpudiag_calls__", True)
     agent.on_exit(times.emit)
+
+
+def _eager() -> bool:
+    """Whether TensorFlow executes eagerly here: not while a tf.function traces the
+    program's step (``model(x)`` inside it is part of the graph, not a call of its loop).
+    True where TensorFlow is not loaded (another Keras backend)."""
+    tf = sys.modules.get("tensorflow")
+    try:
+        return bool(tf.executing_eagerly()) if tf is not None else True
+    except Exception:
+        return True
 
 
 def _page_size() -> int:

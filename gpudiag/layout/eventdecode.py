@@ -29,7 +29,7 @@ KINDS: dict[str, type[Event]] = {cls.KIND: cls for cls in (
     ev.Tf1Distribution, lev.FitBegin, lev.FitSteps, lev.FitEpoch, lev.FitEnd,
     lev.FunctionSteps, lev.Function, lev.Stall, lev.StallEnd, lev.Session, lev.SessionSteps,
     lev.StepStats, lev.Trace, lev.EagerLoop, lev.EagerSteps, lev.CallbackTimes, lev.Compile,
-    lev.InputFloor, lev.CpuUse, lev.PyDataInput, lev.KerasCalls)}
+    lev.InputFloor, lev.CpuUse, lev.PyDataInput, lev.KerasCalls, lev.HostReads)}
 
 
 #: The deepest nesting a line may hold (gpudiag's own lines: under 10). A deeper line is

@@ -286,7 +286,8 @@ class KerasCalls(Event):
     """The Keras model calls the program made one by one (gpudiag.inprogram.kerascalls),
     per call site so far (cumulative: the latest stands): {method, file, line, function,
     code, model, calls, total_s, first_s, max_s, median_s (the calls after the first),
-    rows_min, rows_max (each call's leading dimension)} each."""
+    rows_min, rows_max (each call's leading dimension), models (calls on a new model
+    object), trace_s (tf.function tracing inside the calls)} each."""
 
     KIND = "keras_calls"
     sites: list[dict[str, Any]] = field(default_factory=list)
@@ -294,6 +295,17 @@ class KerasCalls(Event):
     first_call_t_unix_s: float | None = None
     # [calls so far, the process's resident bytes] after every so many calls (bounded)
     rss_after_calls: list[list[int]] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class HostReads(Event):
+    """Tensors the program's own lines read back to Python (gpudiag.inprogram.hostreads),
+    per line so far (cumulative: the latest stands): {file, line, function, code, how
+    (float(), .numpy(), ...), reads, total_s, max_s, median_s} each."""
+
+    KIND = "host_reads"
+    sites: list[dict[str, Any]] = field(default_factory=list)
+    left_out_reads: int = 0  # reads at lines past the bound
 
 
 #: The step kinds, each with its row's record.

@@ -12,5 +12,6 @@ in-program agent and the verdicts can all import them without an import loop.
 - ``tfconfig``: TF_CONFIG parsed and checked; local clusters on 127.0.0.1.
 - ``trial``: one fix `gpudiag try` has the hooks apply (TrialFix).
 - ``run``: what the hooks saw in one process of the user's program (ProcessObservation
-  and its parts), read back from the event protocol by gpudiag.run.events.
+  and its parts), read back from the event protocol by gpudiag.run.events; ``callsites``
+  its Keras calls and tensor reads, per line of its own.
 """

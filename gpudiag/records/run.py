@@ -11,6 +11,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from gpudiag.records.callsites import HostReadSite, KerasCallSite
+
 
 @dataclass(frozen=True)
 class ConfigCall:
@@ -225,28 +227,6 @@ class Tf1Call:
 
 
 @dataclass(frozen=True)
-class KerasCallSite:
-    """One line of the program calling a Keras model method one call at a time
-    (gpudiag.inprogram.kerascalls): how many calls, their time, each call's rows."""
-
-    method: str  # predict | predict_on_batch | fit | train_on_batch | evaluate | ... | __call__
-    file: str | None
-    line: int | None
-    code: str
-    model: str  # the model's class
-    calls: int
-    total_s: float
-    first_s: float  # the first call (it builds and traces the model's functions)
-    median_s: float | None  # the calls after the first
-    rows_min: int | None = None  # the leading dimension of each call's input
-    rows_max: int | None = None
-
-    @property
-    def where(self) -> str:
-        return f"{(self.file or '?').rsplit('/', 1)[-1]}:{self.line}"
-
-
-@dataclass(frozen=True)
 class ProcessObservation:
     """Everything the hooks recorded in one Python process of the program."""
 
@@ -306,6 +286,8 @@ class ProcessObservation:
     keras_calls_left_out: int = 0  # calls at sites past the hook's bound on sites
     # (Keras calls so far, the process's resident bytes) after every so many of them
     rss_after_calls: list[tuple[int, int]] = field(default_factory=list)
+    host_reads: list[HostReadSite] = field(default_factory=list)  # per line, the most first
+    host_reads_left_out: int = 0  # reads at lines past the hook's bound on lines
 
     @property
     def imported_tf(self) -> bool:

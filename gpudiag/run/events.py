@@ -71,7 +71,8 @@ def _apply(state: ProcessState, recorded: ev.Recorded) -> None:
 # holds them
 LATEST: dict[type[ev.Event], str] = {
     ev.TfImport: "tf_import", ev.KerasImport: "keras", lev.InputFloor: "input_floor",
-    lev.CpuUse: "cpu_use", lev.KerasCalls: "keras_calls"}  # keras_calls: cumulative
+    lev.CpuUse: "cpu_use", lev.KerasCalls: "keras_calls",  # keras_calls: cumulative
+    lev.HostReads: "host_reads"}  # cumulative too
 NEWS: dict[type[ev.Event], str] = {ev.Process: "process", ev.Exit: "exit"}
 EACH: dict[type[ev.Event], str] = {
     lev.Compile: "compiles", lev.PyDataInput: "py_inputs", lev.Session: "sessions",

@@ -10,10 +10,10 @@ from typing import Any
 from gpudiag.layout import events as ev
 from gpudiag.layout import loopevents as lev
 from gpudiag.readers.placementlog import short_device
+from gpudiag.records.callsites import HostReadSite, KerasCallSite
 from gpudiag.records.run import (
     ClusterJoin,
     DeviceSnapshot,
-    KerasCallSite,
     ProcessObservation,
     StepSeries,
     WeightsRecord,
@@ -170,12 +170,26 @@ def keras_calls(e: lev.KerasCalls | None) -> dict[str, Any]:
                            str(d.get("code") or ""), str(d.get("model") or ""),
                            int(d.get("calls") or 0), float(d.get("total_s") or 0.0),
                            float(d.get("first_s") or 0.0), d.get("median_s"),
-                           d.get("rows_min"), d.get("rows_max"))
+                           d.get("rows_min"), d.get("rows_max"), d.get("models"),
+                           d.get("trace_s"))
              for d in e.sites]
     return {"keras_calls": sorted(sites, key=lambda s: s.total_s, reverse=True),
             "first_keras_call_t_unix_s": e.first_call_t_unix_s,
             "keras_calls_left_out": e.left_out_calls,
             "rss_after_calls": [(int(c), int(b)) for c, b in e.rss_after_calls]}
+
+
+def host_reads(e: lev.HostReads | None) -> dict[str, Any]:
+    """The program's lines that read tensors back, the most time first; the reads at lines
+    past the hook's bound."""
+    if e is None:
+        return {}
+    sites = [HostReadSite(d.get("file"), d.get("line"), str(d.get("code") or ""),
+                          str(d.get("how") or ""), int(d.get("reads") or 0),
+                          float(d.get("total_s") or 0.0), d.get("median_s"))
+             for d in e.sites]
+    return {"host_reads": sorted(sites, key=lambda s: s.total_s, reverse=True),
+            "host_reads_left_out": e.left_out_reads}
 
 
 def _weights(source: str, fp: list[ev.Weights]) -> WeightsRecord:
@@ -225,4 +239,5 @@ def of(state: ProcessState, faults: str) -> ProcessObservation:
         crash=state.crash, profile=state.profile, events=state.events,
         first_t_unix_s=state.first_t_unix_s, last_t_unix_s=state.last_t_unix_s,
         faults=faults, unknown_events=[f"{u.kind} (v{u.version})" for u in state.unknown],
-        tf1_calls=state.tf1_calls, **keras_calls(state.keras_calls))
+        tf1_calls=state.tf1_calls, **keras_calls(state.keras_calls),
+        **host_reads(state.host_reads))

@@ -216,6 +216,7 @@ class ProcessState:
     cpu_use: lev.CpuUse | None = None  # the cores kept busy in the steps after the window
     py_inputs: list[lev.PyDataInput] = field(default_factory=list)  # Keras's Python data
     keras_calls: lev.KerasCalls | None = None  # the program's Keras calls, per call site
+    host_reads: lev.HostReads | None = None  # tensors its lines read back, per line
     events: int = 0
     first_t_unix_s: float | None = None
     last_t_unix_s: float | None = None

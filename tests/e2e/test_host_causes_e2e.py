@@ -276,3 +276,45 @@ def test_a_builtin_checkpoint_every_100_batches_is_the_programs_line_and_its_sav
     if "callbacks" in b["evidence"].get("causes", []):  # a window of typical steps: the
         # step's own overhead is not hidden behind the saves' whole-run share
         assert b["evidence"]["cause_evidence"]["callbacks"]["window_share"] < 0.05
+
+
+def test_a_hand_decayed_rate_and_a_step_counter_are_one_fix_at_the_call(
+        tmp_path: Path) -> None:
+    """A learning rate and a step counter passed as Python numbers, both new every call
+    (tests/programs/retrace_python_lr.py): both named in one fix at the call's line (its
+    twin, ``tensor``, runs ~1-2 ms a step here against ~100 ms)."""
+    r = run(tmp_path, "retrace_python_lr.py", options=("--profile-steps", "0"))
+    f = r.found["run.retracing"]
+    assert f["status"] == "warn", f["message"]
+    (fn,) = f["evidence"]["functions"]
+    assert fn["calls"] == 24 == fn["traces"]
+    assert {(c["arg"], c["kind"], c["times"]) for c in fn["changed"]} == {
+        ("lr", "python", 23), ("step", "python", 23)}
+    call = line_of("retrace_python_lr.py", "loss = train_step(x, y, lr, step)")
+    (action,) = f["actions"]
+    assert action["where"] == f"retrace_python_lr.py:{call}"
+    assert action["what"] == "pass lr, step as tensors, all of them (tf.constant)"
+    assert action["predicted"]["basis"].startswith("no retrace; at most:")
+    # the model called inside the trace is no Keras call of the loop
+    assert "run.keras-calls" not in r.found and "run.memory-over-calls" not in r.found
+
+
+def test_tensors_read_every_step_are_counted_at_their_lines(tmp_path: Path) -> None:
+    """``float(loss_value)`` and ``metric.result().numpy()`` every step
+    (tests/programs/host_sync_per_step.py): each line with its 150 reads; on this machine's
+    CPU a read finds the step done (~0.01 ms), and the finding says the time is not in
+    them (a GPU's step call returns before the device has finished: there they wait)."""
+    r = run(tmp_path, "host_sync_per_step.py", options=("--profile-steps", "0"))
+    f = r.found["run.host-sync"]
+    sites = {(s["how"], s["line"]): s["reads"] for s in f["evidence"]["sites"]}
+    assert sites == {
+        ("float()", line_of("host_sync_per_step.py", "history.append(float(loss_value))")):
+            150,
+        (".numpy()", line_of("host_sync_per_step.py", "acc = train_acc_metric.result().numpy()")):
+            150}
+    assert f["evidence"]["steps"] == 150 and f["evidence"]["reads_per_step"] == 2
+    if f["status"] == "ok":  # the CPU's case
+        assert "they waited little, so the loop's time is not in them" in f["message"]
+    else:
+        assert f["status"] == "warn" and f["actions"][0]["where"].startswith(
+            "host_sync_per_step.py:")

@@ -42,3 +42,29 @@ def test_a_dqn_agent_calling_predict_and_fit_per_sample_is_named_at_its_lines(
                for a in found["actions"])
     assert "bottleneck: Keras calls in a loop" in proc.stdout + proc.stderr
     assert "bottleneck: not measured" not in proc.stdout + proc.stderr
+
+
+@pytest.mark.slow
+def test_a_model_built_for_every_fold_is_named_with_building_it_once(tmp_path: Path) -> None:
+    """K-fold cross-validation calling build_model() each fold
+    (tests/programs/kfold_build_model.py, 3 folds here): each fold's fit traces its new
+    model's functions; its twin ``reuse`` (built once, first weights restored) keeps memory
+    flat and runs each fold several times faster, ``clear`` (clear_session) does neither."""
+    logdir = tmp_path / "runs"
+    program = PROGRAMS / "kfold_build_model.py"
+    proc = gpudiag("run", "--logdir", str(logdir), "--profile-steps", "0", "--",
+                   sys.executable, str(program), "folds=3", timeout=600)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    (run_dir,) = run_dirs(logdir)
+    found = findings_by_id(load_report(run_dir))["run.model-rebuilt"]
+    lines = program.read_text().splitlines()
+    fit_line = next(i for i, ln in enumerate(lines, 1) if "model.fit(x[train_idx]" in ln)
+    assert found["status"] == "warn", found["message"]
+    sites = {s["method"]: s for s in found["evidence"]["sites"]}
+    assert sites["fit"]["models"] == 3 == sites["fit"]["calls"]
+    assert sites["fit"]["line"] == fit_line and sites["evaluate"]["models"] == 3
+    assert 0 < sites["fit"]["trace_s"] < sites["fit"]["total_s"]
+    (action,) = found["actions"]
+    assert action["where"] == f"kfold_build_model.py:{fit_line}"
+    assert "build and compile the model once" in action["what"]
+    assert "model.set_weights(initial)" in found["advice"]

@@ -15,7 +15,8 @@ from gpudiag.inprogram import kerascalls
 from gpudiag.inprogram.config import RunHookConfig
 from gpudiag.layout import events as ev
 from gpudiag.layout import loopevents as lev
-from gpudiag.records.run import KerasCallSite, ProcessObservation
+from gpudiag.records.callsites import KerasCallSite
+from gpudiag.records.run import ProcessObservation
 from gpudiag.verdicts import headline
 from gpudiag.verdicts.run import kerascalls as verdict
 
@@ -89,6 +90,23 @@ def test_each_call_is_timed_at_its_line_and_nested_calls_count_once(tmp_path: Pa
     # the process's resident memory after each call (Linux: /proc/self/statm)
     assert [c for c, _ in event.rss_after_calls] == [1, 2, 3, 4, 5]
     assert all(b > 1 << 20 for _, b in event.rss_after_calls)
+
+
+def test_a_new_model_at_each_call_is_counted_at_its_site(tmp_path: Path) -> None:
+    from gpudiag.inprogram import agent as agent_mod
+
+    keras, agent = _fake_keras(), _Agent(tmp_path)
+    kerascalls.install(agent, keras)  # type: ignore[arg-type]
+    kept = keras.Model()
+    for _ in range(4):  # k-fold: a model built for every fold
+        model = keras.Model()
+        model.fit(_Array(32), _Array(32))
+        kept.predict(_Array(1))  # one model, kept across the folds
+    agent.exits[0]()
+    agent_mod.unpatch_all()
+    sites = {s["method"]: s for s in agent.emitted[-1].sites}
+    assert sites["fit"]["models"] == 4 and sites["predict"]["models"] == 1
+    assert sites["fit"]["trace_s"] == 0.0  # nothing traced: no TensorFlow here
 
 
 def test_the_memory_series_stays_bounded_however_many_calls(tmp_path: Path) -> None:
@@ -188,5 +206,49 @@ def test_memory_still_growing_over_the_second_half_is_said_with_its_rate() -> No
     found = verdict.memory_over_calls(_memory([900 + 20 * i for i in range(12)]))
     assert found is not None and found.status == "warn"
     assert "grew by 100 MiB over its last 50 Keras calls" in found.message
-    assert "2048 KiB a call" in found.message and "clear_session" in (found.advice or "")
+    assert "2048 KiB a call" in found.message
+    assert "a model or tf.function built anew inside the loop" in (found.advice or "")
     assert verdict.memory_over_calls(_memory([900, 1000, 1100])) is None  # too few readings
+
+
+def _fold_site(method: str, line: int, models: int, total_s: float, trace_s: float
+               ) -> KerasCallSite:
+    return KerasCallSite(method, "/home/u/kfold.py", line, f"model.{method}(x, y)",
+                         "Sequential", 10, total_s, total_s / 10, total_s / 10, 60, 540,
+                         models, trace_s)
+
+
+def test_a_model_built_for_every_fit_is_named_with_its_tracing_and_memory() -> None:
+    obs = ProcessObservation(
+        pid=10, ppid=1, argv=["kfold.py"], start_env={},
+        keras_calls=[_fold_site("fit", 52, 10, 40.0, 30.0),
+                     _fold_site("evaluate", 53, 10, 10.0, 6.0)],
+        rss_after_calls=[(c, int((745 + 7 * c) * MIB)) for c in range(1, 21)])
+    found = verdict.model_rebuilt(obs)
+    assert found is not None and found.status == "warn" and found.id == "run.model-rebuilt"
+    assert "Sequential.fit at kfold.py:52 (`model.fit(x, y)`) ran on 10 different models " \
+        "in 10 calls: tracing took 30.0 s of the calls' 40.0 s (75 %)" in found.message
+    assert "from 752 MiB after call 1 to 885 MiB after call 20 (14.8 MiB a model)" in \
+        found.message
+    (action,) = found.actions
+    assert action.where == "kfold.py:52" and "build and compile the model once" in action.what
+    assert "model.set_weights(initial)" in (found.advice or "")
+    assert found.title == "a new model for every fit: 10 models, tracing 72 % of their calls' time"
+    # the memory finding points at the same site and fix
+    grows = verdict.memory_over_calls(obs)
+    assert grows is not None and grows.status == "warn"
+    assert (grows.advice or "").startswith("Sequential.fit at kfold.py:52 ran on a new model in "
+                                           "10 of its 10 calls: build the model once")
+
+
+def test_models_built_with_little_tracing_or_one_model_reused_say_so_or_nothing() -> None:
+    light = ProcessObservation(pid=1, ppid=None, argv=[], start_env={},
+                               keras_calls=[_fold_site("fit", 52, 10, 40.0, 2.0)])
+    ok = verdict.model_rebuilt(light)
+    assert ok is not None and ok.status == "ok" and "not what it went to" in ok.message
+    reused = ProcessObservation(pid=1, ppid=None, argv=[], start_env={},
+                                keras_calls=[_fold_site("fit", 52, 1, 40.0, 3.0)])
+    assert verdict.model_rebuilt(reused) is None
+    two = ProcessObservation(pid=1, ppid=None, argv=[], start_env={},  # a model and its twin
+                             keras_calls=[_fold_site("fit", 52, 2, 40.0, 30.0)])
+    assert verdict.model_rebuilt(two) is None

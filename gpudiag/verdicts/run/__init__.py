@@ -16,9 +16,11 @@
 - ``hostcauses``: an eager training loop (run.eager-loop), a fit fed by a Python data
   class, and every host-side cause of the profiled step for run.bottleneck, from the step
   series; its families ``retracing`` (run.retracing) and ``callbacks`` (the program's own
-  Keras callbacks, run.callbacks); ``host_common`` what they share.
+  Keras callbacks, run.callbacks) and ``hostsync`` (tensors read back to Python every
+  step, run.host-sync); ``host_common`` what they share.
 - ``kerascalls``: Keras calls made one at a time from the program's loop
-  (run.keras-calls): many small predict/fit calls that take its time, at their lines.
+  (run.keras-calls): many small predict/fit calls that take its time, at their lines;
+  ``rebuilt``: a model built anew for every fit (run.model-rebuilt).
 - ``precision``: a 16-bit Keras policy on a device without fast 16-bit math
   (run.precision).
 - ``live``: what is decided while the program runs (stalls, a non-finite loss).

@@ -21,6 +21,7 @@ from gpudiag.verdicts.bottleneck import eager_where
 from gpudiag.verdicts.common import title
 from gpudiag.verdicts.run.callbacks import callback_causes, callback_facts, callbacks
 from gpudiag.verdicts.run.host_common import code, fit_wall_s, where
+from gpudiag.verdicts.run.hostsync import host_sync
 from gpudiag.verdicts.run.retracing import retrace_facts, retracing, retracing_cause
 from gpudiag.verdicts.run.throughput import loop_timing
 from gpudiag.verdicts.step_causes import Cause, ms
@@ -177,5 +178,7 @@ def loop_causes(obs: ProcessObservation, label: str | None, warmup: int) -> list
 
 def findings(obs: ProcessObservation, warmup: int, proc: str = "") -> list[Finding]:
     """The host-side findings of one process: run.retracing, run.eager-loop,
-    run.callbacks."""
-    return [retracing(obs, proc), eager_loop(obs, warmup, proc), callbacks(obs, warmup, proc)]
+    run.callbacks, run.host-sync (absent where no line reads tensors every step)."""
+    sync = host_sync(obs, warmup, proc)
+    return [retracing(obs, proc), eager_loop(obs, warmup, proc),
+            callbacks(obs, warmup, proc), *([sync] if sync is not None else [])]

@@ -14,9 +14,11 @@ from collections.abc import Sequence
 from dataclasses import asdict
 
 from gpudiag.layout.units import counted
-from gpudiag.records.run import KerasCallSite, ProcessObservation
+from gpudiag.records.callsites import KerasCallSite
+from gpudiag.records.run import ProcessObservation
 from gpudiag.report import Action, Finding
 from gpudiag.verdicts.common import title
+from gpudiag.verdicts.run.rebuilt import model_rebuilt, rebuilt
 
 MIN_CALLS = 10  # calls at one line: a loop
 SMALL_ROWS = 256  # a call's input rows at most: the per-call work is what it pays for
@@ -167,13 +169,23 @@ def memory_over_calls(obs: ProcessObservation, proc: str = "") -> Finding | None
         "measured", evidence,
         title=f"memory still growing over the Keras calls: +{_mib(late)} in "
               f"{counted(span, 'call')}",
-        advice="Look for what each call leaves behind: results or tensors appended to a "
-               "list, a model or tf.function built anew inside the loop (call "
-               "keras.backend.clear_session() between models), a replay memory without "
-               "maxlen; tracemalloc.take_snapshot() at two points of the loop shows which "
-               "Python objects grow.")
+        advice=_memory_advice(obs))
+
+
+def _memory_advice(obs: ProcessObservation) -> str:
+    """What to look for; a model built anew at a call site (run.model-rebuilt) first."""
+    new = rebuilt(obs.keras_calls)
+    first = (f"{new[0].model}.{new[0].method} at {new[0].where} ran on a new model in "
+             f"{new[0].models} of its {counted(new[0].calls, 'call')}: build the model once, "
+             "before the loop, and restore its first weights each round (run.model-rebuilt). "
+             if new else "")
+    return (first + "Look for what each call leaves behind: results or tensors appended "
+            "to a list, a model or tf.function built anew inside the loop, a replay memory "
+            "without maxlen; tracemalloc.take_snapshot() at two points of the loop shows "
+            "which Python objects grow.")
 
 
 def findings(obs: ProcessObservation, proc: str = "") -> list[Finding]:
     """The Keras-call findings of one process (each absent where there is nothing to say)."""
-    return [f for f in (keras_calls(obs, proc), memory_over_calls(obs, proc)) if f is not None]
+    return [f for f in (keras_calls(obs, proc), model_rebuilt(obs, proc),
+                        memory_over_calls(obs, proc)) if f is not None]

@@ -74,8 +74,15 @@ def _fix(c: dict[str, Any], f: dict[str, Any]) -> str:
                 f"{code(c['created_at'])} makes a new tf.function object of {name} each "
                 "time, and a new object has no trace to reuse")
     if c["kind"] == "python":
-        return (f"pass {c['arg']} as a tensor at {call} ({name}({c['arg']}=tf.constant(...))): "
-                "a Python value is part of the trace's key, a tensor's value is not")
+        args = c["arg"].split(", ")
+        if len(args) == 1:
+            return (f"pass {c['arg']} as a tensor at {call} ({name}({c['arg']}="
+                    "tf.constant(...))), or hold it in a tf.Variable the loop assigns: a "
+                    "Python value is part of the trace's key, a tensor's value is not")
+        return (f"pass {c['arg']} as tensors at {call} ({name}("
+                + ", ".join(f"{a}=tf.constant({a})" for a in args) + ")), all of them: "
+                "a Python value is part of the trace's key, a tensor's value is not, and "
+                "one left a Python value still traces again whenever it changes")
     if c["kind"] == "shape":
         return (f"let {name} ({defined}) take the shapes it is given: "
                 "@tf.function(reduce_retracing=True), or an input_signature with None in the "
@@ -94,7 +101,9 @@ def _fix_action(c: dict[str, Any], f: dict[str, Any]) -> Action:
         return Action(f"define the tf.function {name} once, outside the loop",
                       line(c["created_at"]))
     if c["kind"] == "python":
-        return Action(f"pass {c['arg']} as a tensor (tf.constant)", line(f["called_at"]))
+        many = ", " in c["arg"]
+        return Action(f"pass {c['arg']} as {'tensors, all of them' if many else 'a tensor'} "
+                      "(tf.constant)", line(f["called_at"]))
     if c["kind"] == "shape":
         return Action(f"decorate {name} with @tf.function(reduce_retracing=True), or give it "
                       "an input_signature with None in the changing dimension",
@@ -136,9 +145,11 @@ def _retrace_text(f: dict[str, Any]) -> str:
 def retracing_cause(f: dict[str, Any] | None) -> Cause | None:
     if f is None or f["retraces"] < RETRACES_WARN or (f["trace_share"] or 0.0) < TRACE_SHARE:
         return None
-    shapes = [c for c in f["changed"] if c["kind"] == "shape"]
-    shown = [c for c in f["changed"][:3] if c["kind"] != "shape"] + (
-        [{**shapes[0], "arg": ", ".join(c["arg"] for c in shapes)}] if shapes else [])
+    shown = [c for c in f["changed"][:3] if c["kind"] not in ("shape", "python")]
+    for kind in ("shape", "python"):  # every argument of a kind: fixed together or not at all
+        alike = [c for c in f["changed"] if c["kind"] == kind]
+        if alike:
+            shown.insert(0, {**alike[0], "arg": ", ".join(c["arg"] for c in alike)})
     fixes = list(dict.fromkeys(_fix(c, f) for c in shown)) or [
         f"give {f['function']} an input_signature, or reduce_retracing=True"]
     actions = list(dict.fromkeys(_fix_action(c, f) for c in shown)) or [
@@ -151,17 +162,18 @@ def retracing_cause(f: dict[str, Any] | None) -> Cause | None:
 
 def _retrace_predicted(f: dict[str, Any]) -> dict[str, Any]:
     """A call that traces nothing: measured where the function had such calls, else the
-    retraced call less its measured tracing time (the graph's first run's own setup,
-    Grappler's, stays in: not measured apart)."""
+    retraced call less its measured tracing time: at most that, the new graph's first run
+    (its optimisation by Grappler, its setup) staying in, not measured apart."""
     period = f["retraced_call_s_median"]
     if f["plain_call_s_median"] is not None:
         return predicted("retracing", "no retrace", period, f["plain_call_s_median"],
-                          "the median call that traced nothing (measured)",
-                          {"plain_call_s": f["plain_call_s_median"]})
+                         "the median call that traced nothing (measured)",
+                         {"plain_call_s": f["plain_call_s_median"]})
     return predicted("retracing", "no retrace", period,
-                      None if period is None else period - f["trace_s_median"],
-                      "retraced call - its tracing time (both measured)",
-                      {"trace_s": f["trace_s_median"]})
+                     None if period is None else period - f["trace_s_median"],
+                     "at most: a retraced call - its tracing time (both measured; the new "
+                     "graph's first run, optimised and set up, stays in)",
+                     {"trace_s": f["trace_s_median"]})
 
 
 def retracing(obs: ProcessObservation, proc: str = "") -> Finding:
