@@ -14,6 +14,7 @@ tried."""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import signal
@@ -136,34 +137,41 @@ sys.exit(main(argv, open_nvml=lambda: fake_nvml.open_scenario(scenario)))
 """
 
 QUICK = [sys.executable, "-c", "print('done')"]
-#: (command, where, the program): every phase of `run` and `monitor` where a stop request
-#: can land. A point after the program's end needs a program that ends by itself.
+RUN_SLEEPER, RUN_QUICK = ["--grace", "1", "--", *SLEEPER], ["--grace", "1", "--", *QUICK]
+#: One task's cluster on this machine: `gpudiag worker`'s TF_CONFIG.
+ONE_TASK = json.dumps({"cluster": {"worker": ["127.0.0.1:23456"]},
+                       "task": {"type": "worker", "index": 0}})
+#: (command, where, its arguments): every phase of `run`, `monitor` and `worker` where a
+#: stop request can land. A point after the program's end needs a program that ends by
+#: itself. `worker`'s is before its task's spawn: the task itself is a TensorFlow child.
 PHASES = [
-    ("run", "gpudiag.cli:readable_help", SLEEPER),  # click builds the command
-    ("run", "gpudiag.session:RunSession.save", SLEEPER),  # the run directory's first save
-    ("run", "gpudiag.commands.run:_start_sampler", SLEEPER),  # before the spawn
-    ("run", "gpudiag.procs.group:wait", SLEEPER),  # the program runs
-    ("run", "gpudiag.run.survivors:settle", QUICK),  # its output, after its end
-    ("run", "gpudiag.run.analyse:report_whole", QUICK),  # the final analysis
-    ("run", "gpudiag.execute:show_verdict", QUICK),  # the report whole, shown
-    ("monitor", "gpudiag.commands.monitor:_start_sampler", SLEEPER),  # before the spawn
-    ("monitor", "gpudiag.procs.group:wait", SLEEPER),  # the command runs, NVML sampled
-    ("monitor", "gpudiag.commands.monitor:_record", QUICK),  # the findings, after its end
+    ("run", "gpudiag.cli:readable_help", RUN_SLEEPER),  # click builds the command
+    ("run", "gpudiag.session:RunSession.save", RUN_SLEEPER),  # the run directory's first save
+    ("run", "gpudiag.commands.run:_start_sampler", RUN_SLEEPER),  # before the spawn
+    ("run", "gpudiag.procs.group:wait", RUN_SLEEPER),  # the program runs
+    ("run", "gpudiag.run.survivors:settle", RUN_QUICK),  # its output, after its end
+    ("run", "gpudiag.run.analyse:report_whole", RUN_QUICK),  # the final analysis
+    ("run", "gpudiag.execute:show_verdict", RUN_QUICK),  # the report whole, shown
+    ("monitor", "gpudiag.commands.monitor:_start_sampler", ["--", *SLEEPER]),  # before
+    ("monitor", "gpudiag.procs.group:wait", ["--", *SLEEPER]),  # the command runs, sampled
+    ("monitor", "gpudiag.commands.monitor:_record", ["--", *QUICK]),  # after its end
+    ("worker", "gpudiag.cluster.supervise:_spawn", ["--form-timeout", "30"]),  # its task
 ]
 
 
 def _at(tmp_path: Path, command: str, where: str, action: str,
-        program: list[str]) -> tuple[subprocess.Popen[bytes], Path, Path]:
-    """`gpudiag COMMAND` (fake NVML: two busy GPUs) with ACTION at WHERE; its stderr in a
-    file, the marker the action writes."""
+        args: list[str]) -> tuple[subprocess.Popen[bytes], Path, Path]:
+    """`gpudiag COMMAND --json --logdir L ARGS` (fake NVML: two busy GPUs) with ACTION at
+    WHERE; its stderr in a file, the marker the action writes."""
     marker, logdir = tmp_path / "marker", tmp_path / "runs"
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), str(REPO / "tests")])}
+    if command == "worker":
+        env["TF_CONFIG"] = ONE_TASK
     with (tmp_path / "stderr").open("wb") as err:
         proc = subprocess.Popen(
-            [sys.executable, "-c", AT, where, action, "busy", str(marker), command,
-             "--json", *(["--grace", "1"] if command == "run" else []), "--logdir",
-             str(logdir), "--", *program],
-            env={**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), str(REPO / "tests")])},
-            stdout=subprocess.DEVNULL, stderr=err, stdin=subprocess.DEVNULL,
+            [sys.executable, "-c", AT, where, action, "busy", str(marker), command, "--json",
+             "--logdir", str(logdir), *args],
+            env=env, stdout=subprocess.DEVNULL, stderr=err, stdin=subprocess.DEVNULL,
             start_new_session=True)
     return proc, marker, logdir
 
@@ -184,16 +192,16 @@ def _assert_interrupted(proc: subprocess.Popen[bytes], tmp_path: Path, logdir: P
     assert not list(run_dir.rglob("*.tmp"))
 
 
-@pytest.mark.parametrize(("command", "where", "program"), PHASES,
+@pytest.mark.parametrize(("command", "where", "args"), PHASES,
                          ids=[f"{c}-{w.rsplit(':', 1)[1]}" for c, w, _ in PHASES])
 def test_a_stop_request_dropped_in_a_callback_is_acted_on(
-        tmp_path: Path, command: str, where: str, program: list[str]) -> None:
+        tmp_path: Path, command: str, where: str, args: list[str]) -> None:
     """The handler's exception raised inside a weakref callback, where Python drops it
     (what lost a SIGHUP at 0.38 s in test_run_harmless: gpudiag went on and exited 0):
     the request is still acted on, in every phase. SIGTERM and SIGHUP alternate over the
     phases."""
-    sig = (signal.SIGTERM, signal.SIGHUP)[PHASES.index((command, where, program)) % 2]
-    proc, marker, logdir = _at(tmp_path, command, where, f"drop-{int(sig)}", program)
+    sig = (signal.SIGTERM, signal.SIGHUP)[PHASES.index((command, where, args)) % 2]
+    proc, marker, logdir = _at(tmp_path, command, where, f"drop-{int(sig)}", args)
     assert _ended(proc, ENDED_WITHIN_S + 20), "the dropped request was not acted on"
     assert marker.read_text() == f"drop-{int(sig)}"  # it landed where it was meant to
     _assert_interrupted(proc, tmp_path, logdir, sig)
@@ -211,7 +219,8 @@ def test_sigterm_during_the_analysis_after_the_program_ends(
     """A SIGTERM, as `timeout` sends it (to gpudiag, then to its group), while gpudiag
     analyses what the ended program left (held there until it comes): it ends gpudiag
     within its grace, 143, with a readable report that says SIGTERM."""
-    proc, marker, logdir = _at(tmp_path, command, where, "hold", QUICK)
+    args = RUN_QUICK if command == "run" else ["--", *QUICK]
+    proc, marker, logdir = _at(tmp_path, command, where, "hold", args)
     try:
         until(marker.exists, f"{command} reaches {where}", deadline_s=60)
     except AssertionError:
