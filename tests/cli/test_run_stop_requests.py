@@ -98,7 +98,7 @@ def test_sigterm_at_every_point_ends_gpudiag(tmp_path: Path, command: str) -> No
 #:   import's module lock callback;
 #: - ``hold``: the call waits (up to 60 s) before going on, as a long analysis would.
 AT = r"""
-import importlib, signal, sys, time, weakref
+import importlib, os, signal, sys, time, weakref
 from pathlib import Path
 where, action, scenario, marker, *argv = sys.argv[1:]
 module_name, _, attr = where.partition(':')
@@ -131,6 +131,12 @@ def wrapper(*args, **kwargs):
     return original(*args, **kwargs)
 
 setattr(owner, name, wrapper)
+if os.environ.get('AT_SLEEPING_PROBE'):  # `worker`'s task: a probe that sleeps, no TF
+    probe = Path(marker).with_name('sleepingprobe.py')
+    probe.write_text('import time\ndef run(config):\n    time.sleep(60)\n    return {}\n')
+    os.environ['PYTHONPATH'] += os.pathsep + str(probe.parent)
+    import gpudiag.cluster.supervise
+    gpudiag.cluster.supervise.PROBE = 'sleepingprobe'
 import fake_nvml
 from gpudiag.cli import main
 sys.exit(main(argv, open_nvml=lambda: fake_nvml.open_scenario(scenario)))
@@ -143,7 +149,7 @@ ONE_TASK = json.dumps({"cluster": {"worker": ["127.0.0.1:23456"]},
                        "task": {"type": "worker", "index": 0}})
 #: (command, where, its arguments): every phase of `run`, `monitor` and `worker` where a
 #: stop request can land. A point after the program's end needs a program that ends by
-#: itself. `worker`'s is before its task's spawn: the task itself is a TensorFlow child.
+#: itself. `worker`'s task is a probe that sleeps (AT_SLEEPING_PROBE), not TensorFlow.
 PHASES = [
     ("run", "gpudiag.cli:readable_help", RUN_SLEEPER),  # click builds the command
     ("run", "gpudiag.session:RunSession.save", RUN_SLEEPER),  # the run directory's first save
@@ -156,6 +162,7 @@ PHASES = [
     ("monitor", "gpudiag.procs.group:wait", ["--", *SLEEPER]),  # the command runs, sampled
     ("monitor", "gpudiag.commands.monitor:_record", ["--", *QUICK]),  # after its end
     ("worker", "gpudiag.cluster.supervise:_spawn", ["--form-timeout", "30"]),  # its task
+    ("worker", "gpudiag.cluster.supervise:_poll_task", ["--form-timeout", "30"]),  # it runs
 ]
 
 
@@ -166,7 +173,7 @@ def _at(tmp_path: Path, command: str, where: str, action: str,
     marker, logdir = tmp_path / "marker", tmp_path / "runs"
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), str(REPO / "tests")])}
     if command == "worker":
-        env["TF_CONFIG"] = ONE_TASK
+        env.update(TF_CONFIG=ONE_TASK, AT_SLEEPING_PROBE="1")
     with (tmp_path / "stderr").open("wb") as err:
         proc = subprocess.Popen(
             [sys.executable, "-c", AT, where, action, "busy", str(marker), command, "--json",
