@@ -239,3 +239,26 @@ def test_sigterm_during_the_analysis_after_the_program_ends(
     _assert_interrupted(proc, tmp_path, logdir, signal.SIGTERM)
     report = load_report(run_dirs(logdir)[0])
     assert report["interrupted"] is True, report
+
+
+#: Ignores SIGTERM, writes the file it is given, sleeps: only SIGKILL ends it early.
+STUBBORN = ("import pathlib, signal, sys, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); "
+            "pathlib.Path(sys.argv[1]).write_text('up'); time.sleep(60)")
+
+
+def test_a_ctrl_c_dropped_during_the_grace_ends_the_program_at_once(tmp_path: Path) -> None:
+    """SIGTERM passed on to a program that ignores it: it has its --grace (30 s). A second
+    Ctrl-C ends it at once, even one whose KeyboardInterrupt a callback dropped."""
+    up = tmp_path / "up"
+    proc, marker, logdir = _at(tmp_path, "run", "gpudiag.commands.run:stop_child",
+                               f"drop-{int(signal.SIGINT)}",
+                               ["--grace", "30", "--", sys.executable, "-c", STUBBORN, str(up)])
+    try:
+        until(up.exists, "the program runs", deadline_s=60)
+    except AssertionError:
+        _ended(proc, 0)
+        raise
+    os.kill(proc.pid, signal.SIGTERM)
+    assert _ended(proc, ENDED_WITHIN_S), "the dropped Ctrl-C did not end the grace"
+    assert marker.read_text() == f"drop-{int(signal.SIGINT)}"
+    _assert_interrupted(proc, tmp_path, logdir, signal.SIGTERM)
