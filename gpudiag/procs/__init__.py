@@ -5,5 +5,5 @@ status in words (exitstatus.py) and how a watched command is resolved and stoppe
 (command.py). `run`'s program is started through shim.py, the holder of its process group
 (the program itself is no group leader, so setpgrp/setsid work as plainly); jobcontrol.py
 passes Ctrl-Z and fg/bg on to it; stdstreams.py reopens gpudiag's own standard streams on
-/dev/null where its caller closed them; stops.py holds the SIGTERM/SIGHUP handlers and keeps
-a stop request no callback can lose. TensorFlow-free."""
+/dev/null where its caller closed them; stops.py turns SIGTERM and SIGHUP into Ctrl-C's
+path and keeps a stop request whose exception a callback dropped. TensorFlow-free."""

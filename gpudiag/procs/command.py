@@ -85,7 +85,7 @@ def stop_child(proc: subprocess.Popen[bytes], signum: int,
     killed = False
     while proc.returncode is None:
         try:
-            proc.wait(timeout=max(0.0, deadline - time.monotonic()))
+            group.wait(proc, max(0.0, deadline - time.monotonic()))  # a dropped Ctrl-C too
         except subprocess.TimeoutExpired:
             killed = True
             break

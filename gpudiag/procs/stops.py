@@ -64,6 +64,8 @@ def install() -> None:
 
 
 def on_signal(signum: int, _frame: object) -> None:
+    """The handler: both signals ignored from now on, this one noted and raised (kept
+    instead while the hook runs, where it would be dropped too)."""
     for sig in HANDLED_SIGNALS:
         signal.signal(sig, signal.SIG_IGN)
     received.append(signum)

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from gpudiag.procs import group as procs
 from gpudiag.readers.traces import TraceError
 
 XPROF_TIMEOUT_S = 120
@@ -67,23 +68,34 @@ sys.stdout.write(data if isinstance(data, str) else (data or b"").decode())
 def xprof_view(path: Path) -> XprofView:
     """xprof's input-pipeline analysis of one trace, run in a child process (its C++
     converter logs to stderr and writes a cache file beside the trace: the child reads a
-    link to the trace in a directory of its own, and its log is dropped)."""
+    link to the trace in a directory of its own, and its log is dropped). Its output goes
+    to files, and it is waited for in slices (gpudiag.procs.group.wait): a stop request is
+    acted on at once, the child killed. Not one of gpudiag's watched groups: the analysis
+    also runs in a notebook's kernel, which must not be left a watchdog process."""
     with tempfile.TemporaryDirectory(prefix="gpudiag-xprof-") as tmp:
         link = Path(tmp) / path.name
         link.symlink_to(path.resolve())
+        out_path, err_path = Path(tmp) / "analysis.json", Path(tmp) / "stderr.txt"
         env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"}
+        with out_path.open("wb") as out, err_path.open("wb") as err:
+            proc = subprocess.Popen([sys.executable, "-c", _XPROF_SCRIPT, str(link)],
+                                    stdin=subprocess.DEVNULL, stdout=out, stderr=err, env=env)
         try:
-            proc = subprocess.run([sys.executable, "-c", _XPROF_SCRIPT, str(link)],
-                                  capture_output=True, text=True, env=env,
-                                  timeout=XPROF_TIMEOUT_S, stdin=subprocess.DEVNULL)
-        except subprocess.TimeoutExpired as exc:
-            raise TraceError(f"xprof's input-pipeline analysis took over "
-                             f"{XPROF_TIMEOUT_S} s") from exc
-    if proc.returncode != 0 or not proc.stdout.strip():
-        tail = (proc.stderr.strip().splitlines() or ["no output"])[-1]
+            procs.wait(proc, XPROF_TIMEOUT_S)
+        except BaseException as exc:  # its time is up, or Ctrl-C, SIGTERM
+            proc.kill()
+            proc.wait()
+            if isinstance(exc, subprocess.TimeoutExpired):
+                raise TraceError(f"xprof's input-pipeline analysis took over "
+                                 f"{XPROF_TIMEOUT_S} s") from exc
+            raise
+        stdout = out_path.read_text(encoding="utf-8", errors="replace")
+        stderr = err_path.read_text(encoding="utf-8", errors="replace")
+    if proc.returncode != 0 or not stdout.strip():
+        tail = (stderr.strip().splitlines() or ["no output"])[-1]
         raise TraceError(f"xprof's input-pipeline analysis failed: {tail[:300]}")
     try:
-        return parse_input_pipeline(json.loads(proc.stdout))
+        return parse_input_pipeline(json.loads(stdout))
     except (ValueError, KeyError, IndexError, TypeError) as exc:
         raise TraceError(f"xprof's input-pipeline analysis is not as expected: {exc}") from exc
 

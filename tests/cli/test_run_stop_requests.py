@@ -14,6 +14,7 @@ tried."""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import signal
@@ -97,7 +98,7 @@ def test_sigterm_at_every_point_ends_gpudiag(tmp_path: Path, command: str) -> No
 #:   import's module lock callback;
 #: - ``hold``: the call waits (up to 60 s) before going on, as a long analysis would.
 AT = r"""
-import importlib, signal, sys, time, weakref
+import importlib, os, signal, sys, time, weakref
 from pathlib import Path
 where, action, scenario, marker, *argv = sys.argv[1:]
 module_name, _, attr = where.partition(':')
@@ -130,40 +131,54 @@ def wrapper(*args, **kwargs):
     return original(*args, **kwargs)
 
 setattr(owner, name, wrapper)
+if os.environ.get('AT_SLEEPING_PROBE'):  # `worker`'s task: a probe that sleeps, no TF
+    probe = Path(marker).with_name('sleepingprobe.py')
+    probe.write_text('import time\ndef run(config):\n    time.sleep(60)\n    return {}\n')
+    os.environ['PYTHONPATH'] += os.pathsep + str(probe.parent)
+    import gpudiag.cluster.supervise
+    gpudiag.cluster.supervise.PROBE = 'sleepingprobe'
 import fake_nvml
 from gpudiag.cli import main
 sys.exit(main(argv, open_nvml=lambda: fake_nvml.open_scenario(scenario)))
 """
 
 QUICK = [sys.executable, "-c", "print('done')"]
-#: (command, where, the program): every phase of `run` and `monitor` where a stop request
-#: can land. A point after the program's end needs a program that ends by itself.
+RUN_SLEEPER, RUN_QUICK = ["--grace", "1", "--", *SLEEPER], ["--grace", "1", "--", *QUICK]
+#: One task's cluster on this machine: `gpudiag worker`'s TF_CONFIG.
+ONE_TASK = json.dumps({"cluster": {"worker": ["127.0.0.1:23456"]},
+                       "task": {"type": "worker", "index": 0}})
+#: (command, where, its arguments): every phase of `run`, `monitor` and `worker` where a
+#: stop request can land. A point after the program's end needs a program that ends by
+#: itself. `worker`'s task is a probe that sleeps (AT_SLEEPING_PROBE), not TensorFlow.
 PHASES = [
-    ("run", "gpudiag.cli:readable_help", SLEEPER),  # click builds the command
-    ("run", "gpudiag.session:RunSession.save", SLEEPER),  # the run directory's first save
-    ("run", "gpudiag.commands.run:_start_sampler", SLEEPER),  # before the spawn
-    ("run", "gpudiag.procs.group:wait", SLEEPER),  # the program runs
-    ("run", "gpudiag.run.survivors:settle", QUICK),  # its output, after its end
-    ("run", "gpudiag.run.analyse:report_whole", QUICK),  # the final analysis
-    ("run", "gpudiag.execute:show_verdict", QUICK),  # the report whole, shown
-    ("monitor", "gpudiag.commands.monitor:_start_sampler", SLEEPER),  # before the spawn
-    ("monitor", "gpudiag.procs.group:wait", SLEEPER),  # the command runs, NVML sampled
-    ("monitor", "gpudiag.commands.monitor:_record", QUICK),  # the findings, after its end
+    ("run", "gpudiag.cli:readable_help", RUN_SLEEPER),  # click builds the command
+    ("run", "gpudiag.session:RunSession.save", RUN_SLEEPER),  # the run directory's first save
+    ("run", "gpudiag.commands.run:_start_sampler", RUN_SLEEPER),  # before the spawn
+    ("run", "gpudiag.procs.group:wait", RUN_SLEEPER),  # the program runs
+    ("run", "gpudiag.run.survivors:settle", RUN_QUICK),  # its output, after its end
+    ("run", "gpudiag.run.analyse:report_whole", RUN_QUICK),  # the final analysis
+    ("run", "gpudiag.execute:show_verdict", RUN_QUICK),  # the report whole, shown
+    ("monitor", "gpudiag.commands.monitor:_start_sampler", ["--", *SLEEPER]),  # before
+    ("monitor", "gpudiag.procs.group:wait", ["--", *SLEEPER]),  # the command runs, sampled
+    ("monitor", "gpudiag.commands.monitor:_record", ["--", *QUICK]),  # after its end
+    ("worker", "gpudiag.cluster.supervise:_spawn", ["--form-timeout", "30"]),  # its task
+    ("worker", "gpudiag.cluster.supervise:_poll_task", ["--form-timeout", "30"]),  # it runs
 ]
 
 
 def _at(tmp_path: Path, command: str, where: str, action: str,
-        program: list[str]) -> tuple[subprocess.Popen[bytes], Path, Path]:
-    """`gpudiag COMMAND` (fake NVML: two busy GPUs) with ACTION at WHERE; its stderr in a
-    file, the marker the action writes."""
+        args: list[str]) -> tuple[subprocess.Popen[bytes], Path, Path]:
+    """`gpudiag COMMAND --json --logdir L ARGS` (fake NVML: two busy GPUs) with ACTION at
+    WHERE; its stderr in a file, the marker the action writes."""
     marker, logdir = tmp_path / "marker", tmp_path / "runs"
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), str(REPO / "tests")])}
+    if command == "worker":
+        env.update(TF_CONFIG=ONE_TASK, AT_SLEEPING_PROBE="1")
     with (tmp_path / "stderr").open("wb") as err:
         proc = subprocess.Popen(
-            [sys.executable, "-c", AT, where, action, "busy", str(marker), command,
-             "--json", *(["--grace", "1"] if command == "run" else []), "--logdir",
-             str(logdir), "--", *program],
-            env={**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), str(REPO / "tests")])},
-            stdout=subprocess.DEVNULL, stderr=err, stdin=subprocess.DEVNULL,
+            [sys.executable, "-c", AT, where, action, "busy", str(marker), command, "--json",
+             "--logdir", str(logdir), *args],
+            env=env, stdout=subprocess.DEVNULL, stderr=err, stdin=subprocess.DEVNULL,
             start_new_session=True)
     return proc, marker, logdir
 
@@ -184,16 +199,16 @@ def _assert_interrupted(proc: subprocess.Popen[bytes], tmp_path: Path, logdir: P
     assert not list(run_dir.rglob("*.tmp"))
 
 
-@pytest.mark.parametrize(("command", "where", "program"), PHASES,
+@pytest.mark.parametrize(("command", "where", "args"), PHASES,
                          ids=[f"{c}-{w.rsplit(':', 1)[1]}" for c, w, _ in PHASES])
 def test_a_stop_request_dropped_in_a_callback_is_acted_on(
-        tmp_path: Path, command: str, where: str, program: list[str]) -> None:
+        tmp_path: Path, command: str, where: str, args: list[str]) -> None:
     """The handler's exception raised inside a weakref callback, where Python drops it
     (what lost a SIGHUP at 0.38 s in test_run_harmless: gpudiag went on and exited 0):
     the request is still acted on, in every phase. SIGTERM and SIGHUP alternate over the
     phases."""
-    sig = (signal.SIGTERM, signal.SIGHUP)[PHASES.index((command, where, program)) % 2]
-    proc, marker, logdir = _at(tmp_path, command, where, f"drop-{int(sig)}", program)
+    sig = (signal.SIGTERM, signal.SIGHUP)[PHASES.index((command, where, args)) % 2]
+    proc, marker, logdir = _at(tmp_path, command, where, f"drop-{int(sig)}", args)
     assert _ended(proc, ENDED_WITHIN_S + 20), "the dropped request was not acted on"
     assert marker.read_text() == f"drop-{int(sig)}"  # it landed where it was meant to
     _assert_interrupted(proc, tmp_path, logdir, sig)
@@ -211,7 +226,8 @@ def test_sigterm_during_the_analysis_after_the_program_ends(
     """A SIGTERM, as `timeout` sends it (to gpudiag, then to its group), while gpudiag
     analyses what the ended program left (held there until it comes): it ends gpudiag
     within its grace, 143, with a readable report that says SIGTERM."""
-    proc, marker, logdir = _at(tmp_path, command, where, "hold", QUICK)
+    args = RUN_QUICK if command == "run" else ["--", *QUICK]
+    proc, marker, logdir = _at(tmp_path, command, where, "hold", args)
     try:
         until(marker.exists, f"{command} reaches {where}", deadline_s=60)
     except AssertionError:
@@ -223,3 +239,26 @@ def test_sigterm_during_the_analysis_after_the_program_ends(
     _assert_interrupted(proc, tmp_path, logdir, signal.SIGTERM)
     report = load_report(run_dirs(logdir)[0])
     assert report["interrupted"] is True, report
+
+
+#: Ignores SIGTERM, writes the file it is given, sleeps: only SIGKILL ends it early.
+STUBBORN = ("import pathlib, signal, sys, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); "
+            "pathlib.Path(sys.argv[1]).write_text('up'); time.sleep(60)")
+
+
+def test_a_ctrl_c_dropped_during_the_grace_ends_the_program_at_once(tmp_path: Path) -> None:
+    """SIGTERM passed on to a program that ignores it: it has its --grace (30 s). A second
+    Ctrl-C ends it at once, even one whose KeyboardInterrupt a callback dropped."""
+    up = tmp_path / "up"
+    proc, marker, logdir = _at(tmp_path, "run", "gpudiag.commands.run:stop_child",
+                               f"drop-{int(signal.SIGINT)}",
+                               ["--grace", "30", "--", sys.executable, "-c", STUBBORN, str(up)])
+    try:
+        until(up.exists, "the program runs", deadline_s=60)
+    except AssertionError:
+        _ended(proc, 0)
+        raise
+    os.kill(proc.pid, signal.SIGTERM)
+    assert _ended(proc, ENDED_WITHIN_S), "the dropped Ctrl-C did not end the grace"
+    assert marker.read_text() == f"drop-{int(signal.SIGINT)}"
+    _assert_interrupted(proc, tmp_path, logdir, signal.SIGTERM)

@@ -218,3 +218,16 @@ def test_the_trace_summary_lists_every_gpu_and_takes_op_time_from_the_device_pla
     # top ops from the GPU planes' TensorFlow Ops line (the host's events are launches)
     assert s.top_ops[0].op_type == "Cast" and s.top_ops[0].count == 784
     assert "RemoteCall" not in [o.op_type for o in s.top_ops]  # a host-only event
+
+
+def test_xprof_failing_on_a_trace_is_one_trace_error(tmp_path: Path) -> None:
+    """xprof's child (its output in files of its own, waited for in slices) fails on a
+    file that is no trace: one TraceError, nothing left beside the file."""
+    from gpudiag.readers.traces import TraceError
+    from gpudiag.readers.xprofview import xprof_view
+
+    bad = tmp_path / "bad.xplane.pb"
+    bad.write_bytes(b"not a trace")
+    with pytest.raises(TraceError, match=r"^xprof's input-pipeline analysis failed: "):
+        xprof_view(bad)
+    assert [p.name for p in tmp_path.iterdir()] == ["bad.xplane.pb"]  # no cache beside it
