@@ -252,3 +252,25 @@ def test_models_built_with_little_tracing_or_one_model_reused_say_so_or_nothing(
     two = ProcessObservation(pid=1, ppid=None, argv=[], start_env={},  # a model and its twin
                              keras_calls=[_fold_site("fit", 52, 2, 40.0, 30.0)])
     assert verdict.model_rebuilt(two) is None
+
+
+def test_the_headline_names_the_rebuilt_models_over_one_fits_steps_that_were_fine() -> None:
+    """A k-fold's fits: the step the profiled fit measured is ok (no cause stands out), the
+    tracing of a new model each fold is where the time went: the verdict's bottleneck line
+    names that, with its fix; a step with a cause of its own stays first."""
+    obs = ProcessObservation(pid=10, ppid=1, argv=["kfold.py"], start_env={},
+                             keras_calls=[_fold_site("fit", 52, 10, 40.0, 30.0)])
+    rebuilt = verdict.model_rebuilt(obs)
+    assert rebuilt is not None and rebuilt.status == "warn"
+    step = {"id": "run.bottleneck", "status": "ok", "title": "Model.fit: none stands out",
+            "message": "Model.fit: none stands out", "evidence": {"causes": []}}
+    report = {"command": "run", "devices": {}, "data": {}, "findings": [step,
+                                                                        rebuilt.to_dict()]}
+    line = headline.bottleneck_line(report) or ""
+    assert line.startswith("bottleneck: a new model for every fit: 10 models"), line
+    assert "fix at kfold.py:52: build and compile the model once" in line
+    slow = {**step, "status": "warn", "title": "Model.fit: input-bound: 60 % of the step",
+            "evidence": {"causes": ["input-bound"]}}
+    report["findings"] = [slow, rebuilt.to_dict()]
+    assert (headline.bottleneck_line(report) or "").startswith(
+        "bottleneck: Model.fit: input-bound")
