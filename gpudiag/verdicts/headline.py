@@ -171,12 +171,22 @@ def _keras_calls_entry(report: dict[str, Any]) -> Entry | None:
     return (head, fix) if fix else (head,)
 
 
+def _waste(f: dict[str, Any]) -> float:
+    """The share of its step a bottleneck finding's devices did not compute (-1: no step
+    measured): of several at one status (explain over several traces, several processes),
+    the one with the most to gain is the worst."""
+    compute = (f.get("evidence", {}).get("shares") or {}).get("compute")
+    return 1.0 - compute if isinstance(compute, int | float) else -1.0
+
+
 def bottleneck_entry(report: dict[str, Any]) -> Entry | None:
-    """The named cause (the finding's title), its share of the step, and the fix; Keras
-    calls made one at a time where they took the program's time and no step was measured."""
-    found = _worst_first([f for f in _findings(report)
-                          if _family_evidence(f["id"]) == "Bottleneck"
-                          or _family_id(f["id"]) == "diff.bottleneck"])
+    """The worst bottleneck finding's named cause (its title), its share of the step, and
+    the fix; Keras calls made one at a time where they took the program's time and no step
+    was measured."""
+    found = sorted((f for f in _findings(report)
+                    if _family_evidence(f["id"]) == "Bottleneck"
+                    or _family_id(f["id"]) == "diff.bottleneck"),
+                   key=lambda f: (_WORST.get(f.get("status", ""), 4), -_waste(f)))
     if not found or found[0].get("status") == "skip":
         keras = _keras_calls_entry(report)
         if keras is not None:

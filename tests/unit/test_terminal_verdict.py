@@ -232,3 +232,21 @@ def test_counts_read_as_english() -> None:
     assert counted(1, "warning") == "1 warning" and counted(2, "warning") == "2 warnings"
     assert counted(3, "batch") == "3 batches" and counted(0, "step") == "0 steps"
     assert counted("?", "step") == "? steps"
+
+
+def test_several_traces_close_on_the_worst_traces_answer() -> None:
+    """`explain` over several traces, each a warn: the verdict names the trace whose step
+    has the most not computed (host-bound at 10 % compute), not the first one read."""
+    def trace(n: int, cause: str, compute: float) -> dict[str, Any]:
+        return {"id": f"explain.bottleneck.t{n}", "status": "warn", "message": "m",
+                "title": f"{cause}: trace {n}",
+                "evidence": {"causes": [cause], "shares": {"compute": compute}}}
+
+    report = {"command": "explain", "devices": {}, "data": {}, "findings": [
+        trace(1, "launch-bound", 0.44), trace(2, "gpu-bound", 0.90),
+        trace(3, "host-bound", 0.10), trace(4, "input-bound", 0.35),
+        {"id": "explain.bottleneck.t5", "status": "warn", "message": "no GPU kernels",
+         "title": "no GPU kernels: trace 5", "evidence": {"causes": ["no-gpu-kernels"]}}]}
+    assert headline.bottleneck_line(report) == "bottleneck: host-bound: trace 3; fix: see report.md"
+    report["findings"][1]["status"] = "fail"  # a worse status comes first still
+    assert headline.bottleneck_line(report) == "bottleneck: gpu-bound: trace 2; fix: see report.md"
