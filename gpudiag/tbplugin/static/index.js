@@ -98,13 +98,12 @@ function devicesCard(d, title) {
       el("td", {}, lane.kind === "NVML"
         ? [sparkline(lane.util, `${lane.name} utilization % (NVML)`), activity, mean] : ""));
   });
+  if (!rows.length && !d.no_gpu) return null;  // nothing recorded per device: no card
   if (rows.length) {
     body.push(el("table", { class: "lanes" },
       el("thead", {}, el("tr", {}, ...["device", "state", "busy share of the step", "ops",
         "utilization over time (NVML)"].map((h) => el("th", {}, h)))),
       el("tbody", {}, rows)));
-  } else if (!d.no_gpu) {
-    body.push(el("p", { class: "muted" }, "this run recorded no per-device evidence"));
   }
   return section("devices", title, ...body);
 }
@@ -224,7 +223,7 @@ function learningCard(lr, title) {
   const ln = lr.ln_classes;
   return section("learning", title,
     el("p", { class: `verdict ${lr.status || ""}` }, lr.verdict),
-    lineChart({ series: lr.curves, xLabel: "step", yLabel: "loss", hline: ln,
+    !lr.curves.length ? null : lineChart({ series: lr.curves, xLabel: "step", yLabel: "loss", hline: ln,
       hlineLabel: ln ? `ln ${lr.num_classes} = ${ln.toFixed(3)} (chance)` : "",
       label: "loss per step" }));
 }
@@ -316,9 +315,11 @@ async function show(root) {
   }
   if (shown !== state.shown) return;
   state.view = view;
-  if (other) {  // side by side: the answer in words, then the two runs' cards in two columns
+  if (other) {  // side by side: the answer in words, then the two runs' cards in two columns,
+    // older (A) to newer (B) as the diff orders them, whichever selector named which
+    const [older, newer] = diff && diff.a === other.id ? [other, view] : [view, other];
     root.replaceChildren(diffCard(diff), el("div", { class: "sides" },
-      sideColumn(view, "A"), sideColumn(other, "B")));
+      sideColumn(older, "A"), sideColumn(newer, "B")));
   } else {
     // a `gpudiag diff` run: its own record's answer first (its cards hold no diagnosis)
     root.replaceChildren(...[
