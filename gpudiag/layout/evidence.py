@@ -257,6 +257,10 @@ class LearningLoop:
     accuracy: float | None = None
     accuracy_at_chance: bool = False
     weights_moved: bool | None = None
+    # each recorded loss is Keras's running mean over its epoch so far (a fit), and the
+    # steps where an epoch after the first began (where that mean starts again)
+    running_mean: bool = False
+    epoch_starts: tuple[int, ...] = ()
 
     @classmethod
     def from_dict(cls, data: Any, i: int) -> LearningLoop:
@@ -269,7 +273,8 @@ class LearningLoop:
                    _num(d, "first_loss", where), _num(d, "start_loss", where),
                    _num(d, "last_loss", where), _int(d, "num_classes", where),
                    _int(d, "stuck_at_ln_classes", where), _num(d, "softmax_floor", where),
-                   _num(d, "accuracy", where), bool(d.get("accuracy_at_chance")), moved)
+                   _num(d, "accuracy", where), bool(d.get("accuracy_at_chance")), moved,
+                   d.get("running_mean") is True, _ints(d, "epoch_starts", where))
 
 
 @dataclass(frozen=True)

@@ -685,3 +685,19 @@ def test_a_python_data_class_is_input_with_the_fix_that_fits_it() -> None:
     small = {**one, "median_s": 0.0004}
     obs, fit = _fit_with([small])
     assert hostcauses.py_input_causes(hostcauses.py_input_facts(obs, fit, warmup=10)) == []
+
+
+def test_a_fits_learning_record_says_its_losses_are_epoch_running_means_and_where_epochs_begin(
+        ) -> None:
+    """Keras hands its callbacks the running mean of the epoch so far: the record says so
+    and where each epoch after the first began (the tab and the notebook mark them); a
+    custom loop's losses are its steps' own."""
+    losses = [2.3, 2.0, 1.8, 1.2, 1.1, 1.0, 0.7, 0.65, 0.6]
+    fit = series(losses)
+    fit = replace(fit, steps=[replace(st, epoch=st.index // 3) for st in fit.steps])
+    moved = WeightsRecord("Model.fit", [[1.0]], [[1.5]], "begin", "end", 9)
+    (row,) = run_progress.learning(obs(series=[fit], weights=[moved])).evidence["loops"]
+    assert row["running_mean"] is True and row["epoch_starts"] == [3, 6]
+    (row,) = run_progress.learning(obs(series=[series(losses, "function")],
+                                       weights=[moved])).evidence["loops"]
+    assert row["running_mean"] is False and row["epoch_starts"] == []

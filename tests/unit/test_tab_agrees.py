@@ -4,6 +4,7 @@ sample runs; no process, no TensorFlow)."""
 
 from __future__ import annotations
 
+import html
 import json
 import shutil
 from pathlib import Path
@@ -12,7 +13,9 @@ import pytest
 from helpers import REPO
 
 from gpudiag.layout.diff import BottleneckDiff, DiffRecord, LoopDiff, Median
+from gpudiag.notebook.display import Diagnosis
 from gpudiag.rundir import load_run
+from gpudiag.rundir.records import RUNNING_MEAN
 from gpudiag.tbplugin import compare, views
 
 SAMPLE = REPO / "sample_runs"
@@ -85,3 +88,28 @@ def test_side_by_side_says_whether_the_prediction_held() -> None:
         rows = {r["what"]: r for r in compare.rows(record)}
         assert rows["run.bottleneck: median step, predicted for B"]["change"] == word
         assert rows["run.bottleneck: the profiled window's step"]["change"] == ""
+
+
+def test_the_loss_curve_marks_the_epochs_and_says_it_is_their_running_mean(
+        tmp_path: Path) -> None:
+    """The tab's curve and the notebook's carry the steps where an epoch began and the
+    words that each point is Keras's running mean of its epoch so far, from the run's
+    learning record; a record without them (a report written before) gets neither."""
+    (sample,) = (SAMPLE / "run").iterdir()
+    before = views.learning(load_run(sample)) or {}
+    assert [(c["epochs"], c["loss_is"]) for c in before["curves"]] == [([], None)]
+    run_dir = tmp_path / "run"
+    shutil.copytree(sample, run_dir)
+    report = json.loads((run_dir / "report.json").read_text())
+    (learning,) = [f for f in report["findings"] if f["id"] == "run.learning"]
+    learning["evidence"]["loops"][0].update(running_mean=True, epoch_starts=[40, 80])
+    (run_dir / "report.json").write_text(json.dumps(report))
+    run = load_run(run_dir)
+    (curve,) = (views.learning(run) or {})["curves"]
+    assert curve["name"] == "Model.fit" and curve["epochs"] == [40, 80]
+    assert curve["loss_is"] == RUNNING_MEAN and "running mean of its epoch" in RUNNING_MEAN
+    shown = Diagnosis(run)
+    assert RUNNING_MEAN in shown.text()
+    page = shown._repr_html_()
+    assert "epoch begins at step 40" in page and "epoch begins at step 80" in page
+    assert html.escape(RUNNING_MEAN) in page
