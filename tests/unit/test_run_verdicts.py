@@ -175,6 +175,16 @@ def test_a_custom_loops_step_time_is_the_start_to_start_period_not_the_call() ->
     assert math.isclose(row["call_s_median"], 0.001) and round(row["call_share"], 3) == 0.625
     assert math.isclose(row["examples_per_s"], 32 / 0.0016, rel_tol=1e-6)
     assert "1.60 ms/step (start to start), the step call 1.00 ms (63 % of it)" in f.message
+    # the loop's step is that median with its interval (identical periods: a point)
+    assert math.isclose(row["step_s_low"], 0.0016, rel_tol=1e-6)
+    assert math.isclose(row["step_s_high"], 0.0016, rel_tol=1e-6)
+    assert "the median step's 95 % CI 1.60 ms-1.60 ms" in f.message, f.message
+    jittered = [Step(i, 100.0 + i * 0.0016 + (i * 7 % 5) * 0.0001, 0.001, None)
+                for i in range(40)]
+    (row,) = run_throughput.throughput(obs(series=[replace(loop, steps=jittered)],
+                                           profile=profile), warmup=10).evidence["loops"]
+    assert row["step_s_low"] <= row["step_s_median"] <= row["step_s_high"]
+    assert row["step_s_low"] < row["step_s_high"]
 
 
 def test_tf_log_status_is_the_worst_known_message() -> None:

@@ -250,3 +250,22 @@ def test_several_traces_close_on_the_worst_traces_answer() -> None:
     assert headline.bottleneck_line(report) == "bottleneck: host-bound: trace 3; fix: see report.md"
     report["findings"][1]["status"] = "fail"  # a worse status comes first still
     assert headline.bottleneck_line(report) == "bottleneck: gpu-bound: trace 2; fix: see report.md"
+
+
+def test_the_bottlenecks_step_is_named_the_windows_beside_the_loops_steady_step() -> None:
+    """One step per loop: the steady median with its interval (run.throughput) is the
+    loop's step; the bottleneck's "of a 5.65 ms step" is said to be the profiled window's."""
+    report = _bottleneck(title="input-bound: 69 % of a 5.65 ms step waits for input",
+                         message="Model.fit: 5.65 ms per step over 5 profiled step(s)")
+    report["findings"].append({
+        "id": "run.throughput", "status": "ok", "message": "m", "evidence": {"loops": [
+            {"series": "tf.function step", "step_s_median": 0.009, "timed_steps": 50},
+            {"series": "Model.fit", "step_s_median": 0.00485, "step_s_low": 0.0048,
+             "step_s_high": 0.0049, "timed_steps": 101}]}})
+    assert headline.bottleneck_line(report) == (
+        "bottleneck: input-bound: 69 % of a 5.65 ms step waits for input (a step of the "
+        "profiled window; the loop's step: 4.85 ms, 95 % CI 4.80-4.90, median of 101 steps); "
+        "fix: see report.md")
+    report["findings"][1]["evidence"]["loops"][1]["series"] = "another"  # no such loop
+    assert headline.bottleneck_line(report) == \
+        "bottleneck: input-bound: 69 % of a 5.65 ms step waits for input; fix: see report.md"
