@@ -100,8 +100,9 @@ def _held(n: BottleneckDiff) -> str:
 
 def prediction_line(n: BottleneckDiff) -> str:
     """Whether A's prediction for the fix held: "the prediction held: B's median step
-    4.11 ms is inside the predicted 3.80-7.20 ms (predicted 5.90)"; without an interval,
-    the two numbers and that nothing can be said."""
+    4.11 ms is inside the predicted 3.80-7.20 ms (predicted 5.90)", or "did not hold: ...
+    is under the predicted 5.00-7.20 ms (better than predicted 5.90)"; without an
+    interval, the two numbers and that nothing can be said."""
     measured, predicted = ms_number(n.measured_step_s or 0.0), ms_number(
         n.predicted_step_s or 0.0)
     if n.inside is None or n.predicted_low_s is None or n.predicted_high_s is None:
@@ -111,8 +112,10 @@ def prediction_line(n: BottleneckDiff) -> str:
     if n.inside:
         return (f"the prediction held: B's median step {measured} ms is inside the "
                 f"predicted {span} (predicted {predicted})")
-    return (f"the prediction did not hold: B's median step {measured} ms is outside the "
-            f"predicted {span} (predicted {predicted})")
+    side = "under" if (n.measured_step_s or 0.0) < n.predicted_low_s else "over"
+    better = "better" if side == "under" else "worse"
+    return (f"the prediction did not hold: B's median step {measured} ms is {side} the "
+            f"predicted {span} ({better} than predicted {predicted})")
 
 
 def _side_id(path: str, logdir: Path) -> str:

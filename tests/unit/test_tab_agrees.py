@@ -60,13 +60,13 @@ def test_side_by_side_runs_older_to_newer_whichever_was_chosen_first(tmp_path: P
         assert (view["a"], view["b"]) == ("older", "newer"), view
 
 
-def _bottleneck_diff(inside: bool | None) -> BottleneckDiff:
+def _bottleneck_diff(low: float | None, high: float | None = 0.0072) -> BottleneckDiff:
     return BottleneckDiff(
         finding_a="run.bottleneck", finding_b="run.bottleneck", before="input-bound",
         after=None, outcome="fixed", step_a_s=0.2233, step_b_s=0.0059,
         predicted_step_s=0.0059, measured_step_s=0.00411, error=0.00411 / 0.0059 - 1,
-        predicted_low_s=None if inside is None else 0.0038,
-        predicted_high_s=None if inside is None else 0.0072, inside=inside)
+        predicted_low_s=low, predicted_high_s=None if low is None else high,
+        inside=None if low is None or high is None else low <= 0.00411 <= high)
 
 
 def test_side_by_side_says_whether_the_prediction_held() -> None:
@@ -74,15 +74,19 @@ def test_side_by_side_says_whether_the_prediction_held() -> None:
     prediction beside the profiled window's step with no word on it."""
     loop = LoopDiff("Model.fit", "Model.fit", Median(0.2233, 0.22, 0.23, 90),
                     Median(0.00411, 0.0040, 0.0042, 90), 0.0184, 0.018, 0.019, "faster")
-    for inside, said, word in (
-            (True, "the prediction held: B's median step 4.11 ms is inside the predicted "
-                   "3.80-7.20 ms (predicted 5.90)", "held"),
-            (False, "the prediction did not hold: B's median step 4.11 ms is outside the "
-                    "predicted 3.80-7.20 ms (predicted 5.90)", "did not hold"),
-            (None, "the prediction cannot be held to: B's median step 4.11 ms, predicted "
-                   "5.90 ms with no interval", "no interval to hold B to")):
+    for (low, high), said, word in (
+            ((0.0038, 0.0072), "the prediction held: B's median step 4.11 ms is inside the "
+                               "predicted 3.80-7.20 ms (predicted 5.90)", "held"),
+            ((0.0050, 0.0072), "the prediction did not hold: B's median step 4.11 ms is "
+                               "under the predicted 5.00-7.20 ms (better than predicted "
+                               "5.90)", "did not hold"),
+            ((0.0030, 0.0040), "the prediction did not hold: B's median step 4.11 ms is "
+                               "over the predicted 3.00-4.00 ms (worse than predicted "
+                               "5.90)", "did not hold"),
+            ((None, None), "the prediction cannot be held to: B's median step 4.11 ms, "
+                           "predicted 5.90 ms with no interval", "no interval to hold B to")):
         record = DiffRecord("a", "b", "run", "run", loops=[loop],
-                            bottlenecks=[_bottleneck_diff(inside)])
+                            bottlenecks=[_bottleneck_diff(low, high)])
         lines = compare.result(record)
         assert lines[0].startswith("B is 54.35x faster") and lines[1] == said, lines
         rows = {r["what"]: r for r in compare.rows(record)}
