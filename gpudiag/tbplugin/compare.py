@@ -4,7 +4,7 @@ The numbers come from `gpudiag diff`'s own record (gpudiag.layout.diff.DiffRecor
 record of a diff run of the same two runs in the logdir (its report.json's ``data.diff``,
 read through gpudiag.rundir), else the record `gpudiag diff`'s own code makes (commands.
 diff.side, verdicts.diff.judge). Each compared figure is a row: run A's value, run B's,
-the change, said in words the right way round (gpudiag.verdicts.headline.change: "2.66x
+the change, said in words the right way round (gpudiag.verdicts.compared.change: "2.66x
 faster (95 % CI 2.59-2.73)", never a ratio below 1 called faster). ``result`` is the
 diff's answer in one line per loop, then whether A's prediction for the fix held (B's
 median step inside its interval), shown above the two runs' cards. Two runs chosen on the
@@ -14,14 +14,14 @@ selector named which. The dashboard computes no difference of its own.
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 from typing import Any
 
 from gpudiag.layout.diff import DIFF_DATA_KEY, BottleneckDiff, DiffRecord
-from gpudiag.layout.units import ms_number
 from gpudiag.rundir import Run, list_runs
 from gpudiag.tbplugin.ids import run_id
-from gpudiag.verdicts.headline import change, loop_result
+from gpudiag.verdicts.compared import change, loop_result, prediction_held
 
 
 def _ms(x: float | None) -> str:
@@ -89,33 +89,13 @@ def result(record: DiffRecord) -> list[str]:
         lines = [f"{d.name_b}: {ln}" for d, ln in zip(record.loops, lines, strict=True)]
     lines = lines or ["no step time compared: " + ("; ".join(record.not_compared)
                                                    or "neither run timed its steps")]
-    return lines + [prediction_line(n) for n in record.bottlenecks
-                    if n.predicted_step_s is not None and n.measured_step_s is not None]
+    return lines + [said for n in record.bottlenecks
+                    if (said := prediction_held(dataclasses.asdict(n))) is not None]
 
 
 def _held(n: BottleneckDiff) -> str:
     return "held" if n.inside else "did not hold" if n.inside is False else \
         "no interval to hold B to"
-
-
-def prediction_line(n: BottleneckDiff) -> str:
-    """Whether A's prediction for the fix held: "the prediction held: B's median step
-    4.11 ms is inside the predicted 3.80-7.20 ms (predicted 5.90)", or "did not hold: ...
-    is under the predicted 5.00-7.20 ms (better than predicted 5.90)"; without an
-    interval, the two numbers and that nothing can be said."""
-    measured, predicted = ms_number(n.measured_step_s or 0.0), ms_number(
-        n.predicted_step_s or 0.0)
-    if n.inside is None or n.predicted_low_s is None or n.predicted_high_s is None:
-        return (f"the prediction cannot be held to: B's median step {measured} ms, "
-                f"predicted {predicted} ms with no interval")
-    span = f"{ms_number(n.predicted_low_s)}-{ms_number(n.predicted_high_s)} ms"
-    if n.inside:
-        return (f"the prediction held: B's median step {measured} ms is inside the "
-                f"predicted {span} (predicted {predicted})")
-    side = "under" if (n.measured_step_s or 0.0) < n.predicted_low_s else "over"
-    better = "better" if side == "under" else "worse"
-    return (f"the prediction did not hold: B's median step {measured} ms is {side} the "
-            f"predicted {span} ({better} than predicted {predicted})")
 
 
 def _side_id(path: str, logdir: Path) -> str:

@@ -39,6 +39,7 @@ from typing import Any
 
 from gpudiag.layout.families import family_of
 from gpudiag.layout.units import counted, ms_number
+from gpudiag.verdicts.compared import diff_line, prediction_held
 from gpudiag.verdicts.gpus_seen import cpu_devices, indexed, tf_gpus, walk, why_no_gpu
 
 WIDTH = 79  # a line of the verdict is shorter than an 80-column terminal
@@ -215,10 +216,12 @@ def bottleneck_entry(report: dict[str, Any]) -> Entry | None:
         return None
     f = found[0]
     ev = f.get("evidence", {})
-    if f["id"].startswith("diff."):  # gpudiag diff's: before and after, in its own words
-        text = f.get("title") or str(f.get("message", "")).split(": ", 1)[-1]
-        text = " ".join(text.split())
-        return (f"bottleneck: {text.removeprefix('bottleneck ')}",)
+    if f["id"].startswith("diff."):  # gpudiag diff's: before and after, in its own words,
+        text = f.get("title") or str(f.get("message", "")).split(": ", 1)[-1]  # and whether
+        text = " ".join(text.split())  # the prediction held
+        held = prediction_held(ev)
+        return (f"bottleneck: {text.removeprefix('bottleneck ')}"
+                + (f"; {held}" if held else ""),)
     if f.get("status") == "skip":
         return (f"bottleneck: not measured: {_headline(f)}",)
     causes = ev.get("causes") or []
@@ -265,53 +268,6 @@ def learning_line(report: dict[str, Any]) -> str | None:
     word = {"ok": "", "warn": "WARN ", "fail": "FAIL ", "skip": "not judged: "}.get(
         f.get("status", ""), "")
     return f"learning: {word}{_headline(f)}"
-
-
-def change(ratio: float, low: float | None, high: float | None, verdict: str | None) -> str:
-    """B against A from B/A = ``ratio`` and its interval, said the right way round: "2.66x
-    faster (95 % CI 2.59-2.73)" (B/A below 1: A/B, and the interval turned over), "1.50x
-    slower (95 % CI 1.40-1.60)", "no change: B/A 0.99 (95 % CI 0.97-1.02 holds 1.00)",
-    "cannot tell: too few steps for an interval (B/A 0.50)"."""
-    if low is None or high is None or low <= 0:
-        return f"cannot tell: too few steps for an interval (B/A {ratio:.2f})"
-    if verdict == "no change" or low <= 1.0 <= high:
-        return f"no change: B/A {ratio:.2f} (95 % CI {low:.2f}-{high:.2f} holds 1.00)"
-    if ratio < 1:
-        return f"{1 / ratio:.2f}x faster (95 % CI {1 / high:.2f}-{1 / low:.2f})"
-    return f"{ratio:.2f}x slower (95 % CI {low:.2f}-{high:.2f})"
-
-
-def loop_result(ratio: float, low: float | None, high: float | None, verdict: str | None,
-                a_s: float, b_s: float) -> str:
-    """One compared loop in words: "B is 2.66x faster (95 % CI 2.59-2.73): 27.0 -> 10.2
-    ms a step" (the durations by gpudiag.layout.units' rule, as the finding's title)."""
-    said = change(ratio, low, high, verdict)
-    head = f"B is {said}" if said[0].isdigit() else said
-    return f"{head}: {ms_number(a_s)} -> {ms_number(b_s)} ms a step"
-
-
-def diff_line(report: dict[str, Any]) -> str | None:
-    """`gpudiag diff`'s result in words, B against A (gpudiag.verdicts.diff's
-    diff.step-time findings; ``loop_result``); the loop's name when it compared several."""
-    found = [f for f in _findings(report) if _family_evidence(f["id"]) == "DiffStep"]
-    if not found:
-        return None
-    said = []
-    for f in found:
-        ev = f.get("evidence", {})
-        ratio, low, high = ev.get("ratio"), ev.get("ratio_low"), ev.get("ratio_high")
-        a, b = (ev.get(k) or {} for k in ("a", "b"))
-        ma, mb = a.get("median_s"), b.get("median_s")
-        if not isinstance(ratio, int | float) or ratio <= 0 or not isinstance(
-                ma, int | float) or not isinstance(mb, int | float):
-            said.append(_headline(f))
-            continue
-        text = loop_result(ratio, low if isinstance(low, int | float) else None,
-                           high if isinstance(high, int | float) else None,
-                           ev.get("verdict"), ma, mb)
-        name = ev.get("name_b")
-        said.append(f"{name}: {text}" if len(found) > 1 and name else text)
-    return "; ".join(said)
 
 
 def try_line(report: dict[str, Any]) -> str | None:

@@ -269,3 +269,21 @@ def test_the_bottlenecks_step_is_named_the_windows_beside_the_loops_steady_step(
     report["findings"][1]["evidence"]["loops"][1]["series"] = "another"  # no such loop
     assert headline.bottleneck_line(report) == \
         "bottleneck: input-bound: 69 % of a 5.65 ms step waits for input; fix: see report.md"
+
+
+def test_a_diffs_verdict_says_whether_the_prediction_held() -> None:
+    """In the bottleneck entry of `gpudiag diff`'s verdict, not only in the long message."""
+    report = _diff(0.0184, 0.018, 0.019, "faster", 0.2233, 0.00411)
+    report["findings"].append({
+        "id": "diff.bottleneck.run.bottleneck", "status": "ok", "message": "m",
+        "title": "input-bound fixed: step 223 ms -> 5.90 ms",
+        "evidence": {"predicted_step_s": 0.0059, "measured_step_s": 0.00411,
+                     "predicted_low_s": 0.0038, "predicted_high_s": 0.0072, "inside": True}})
+    assert headline.bottleneck_line(report) == (
+        "bottleneck: input-bound fixed: step 223 ms -> 5.90 ms; the prediction held: B's "
+        "median step 4.11 ms is inside the predicted 3.80-7.20 ms (predicted 5.90)")
+    report["findings"][-1]["evidence"].update(predicted_low_s=0.005, inside=False)
+    assert headline.bottleneck_line(report).endswith(
+        "the prediction did not hold: B's median step 4.11 ms is under the predicted "
+        "5.00-7.20 ms (better than predicted 5.90)")
+    assert all(len(ln) < 80 for ln in headline.terminal(report, "r.md", "runs"))
