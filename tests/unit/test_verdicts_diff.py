@@ -106,17 +106,21 @@ def test_b_is_held_to_its_prediction_by_the_same_median_its_loop_is_compared_by(
     """One step per loop: where the run recorded its steady rule (warm-up, profiled steps
     left out), the median B is held to its prediction by is the loop's compared median,
     never a second number from the same steps by another rule."""
-    predicted = {"cause": "input-bound", "fix": "parallel map", "step_s": 0.002}
+    predicted = {"cause": "input-bound", "fix": "parallel map", "step_s": 0.002,
+                 "step_s_low": 0.0018, "step_s_high": 0.0024}
     before = neck("warn", 0.008, parts(0.008, 0.001, 0.006, 0.001), ("input-bound",),
                   predicted)
     after = neck("ok", 0.0021, parts(0.0021, 0.001, 0.0001, 0.001), (), None)
     b_times = [0.003] * 50 + [0.0011] * 40  # its first 50 steps: warm-up, by its rule
     a_side = replace(side([loop([0.004] * 90)], (before,)), steady={"Model.fit": (50, ())})
     b_side = replace(side([loop(b_times)], (after,)), steady={"Model.fit": (50, ())})
-    rec, _ = diff.judge(a_side, b_side)
+    rec, found = diff.judge(a_side, b_side)
     (compared,), (n,) = rec.loops, rec.bottlenecks
     assert compared.b.median_s == pytest.approx(0.0011)
     assert n.measured_step_s == pytest.approx(compared.b.median_s)
+    f = next(f for f in found if f.id.startswith("diff.bottleneck."))
+    # the windows' steps named as theirs; the prediction (of B's median) said apart
+    assert f.title == "input-bound fixed: profiled step 8.00 ms -> 2.10 ms; prediction held"
 
 
 def test_a_steps_per_execution_call_is_compared_per_step() -> None:
