@@ -24,7 +24,9 @@
 - ``trial``: `gpudiag try` (each fix's measured B/A, its interval, the prediction).
 - ``cluster``: `scaling --workers` and `worker` (the cluster formed, every task worked).
 - ``run``: the package of `gpudiag run`'s verdicts (its docstring lists them).
-- ``headline``: the short verdict every command ends with, from a report's findings.
+- ``headline``: the short verdict every command ends with, from a report's findings;
+  ``gpus_seen`` which GPUs TensorFlow listed and why none, ``compared`` B against A in
+  words (the ratio the right way round, whether the prediction held).
 
 The rule for every module here: no TensorFlow, no NVML calls, no I/O. Each function takes
 plain data (the typed records of gpudiag.records, parsed placement rows,
