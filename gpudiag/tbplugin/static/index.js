@@ -94,7 +94,8 @@ function devicesCard(d, title) {
             (lane.busy_parts && lane.busy_parts.length ? ` (${lane.busy_parts.join(", ")})` : "") },
           el("span", { style: `width:${Math.round(lane.busy_share * 100)}%` }),
           el("em", {}, pct(lane.busy_share)))),
-      el("td", {}, lane.ops === null || lane.ops === undefined ? "" : `${lane.ops} ops`),
+      el("td", {}, lane.ops === null || lane.ops === undefined ? ""
+        : `${lane.ops} op${lane.ops === 1 ? "" : "s"}`),
       el("td", {}, lane.kind === "NVML"
         ? [sparkline(lane.util, `${lane.name} utilization % (NVML)`), activity, mean] : ""));
   });
