@@ -40,12 +40,12 @@ from typing import Any
 from gpudiag.layout.families import family_of
 from gpudiag.layout.units import counted, ms_number
 from gpudiag.verdicts.compared import diff_line, prediction_held
+from gpudiag.verdicts.fix_said import fix_entry
 from gpudiag.verdicts.gpus_seen import cpu_devices, indexed, tf_gpus, walk, why_no_gpu
 
 WIDTH = 79  # a line of the verdict is shorter than an 80-column terminal
 UNCUT = 100_000  # a web page's lines: one per entry, wrapped by the page
 MAX_ENTRIES = 6
-_FILE_LINE = re.compile(r"[\w./-]+\.py:\d+")
 _WORST = {"fail": 0, "warn": 1, "skip": 2, "ok": 3}
 _LEARNING = ("run.learning", "scaling.learning", "diff.learning")
 
@@ -114,52 +114,6 @@ def _ms(seconds: Any) -> str | None:
     return ms_number(seconds) if isinstance(seconds, int | float) else None
 
 
-def _predicted(now_s: Any, predicted: Any) -> str:
-    """"; predicted 32.6 -> 17.4 ms a step (16.9-18.0)", or why there is no prediction; a
-    fix that changes the work of a step (a larger batch: whatif's
-    ``step_s_per_original_batch``) is said by its throughput, its step being another's."""
-    if not isinstance(predicted, dict):
-        return ""
-    speedup = predicted.get("speedup")
-    if "step_s_per_original_batch" in predicted and isinstance(speedup, int | float):
-        return f"; predicted x{speedup:.2f} examples/s ({predicted.get('fix') or 'the fix'})"
-    now, after = _ms(now_s), _ms(predicted.get("step_s"))
-    if after is None:
-        basis = predicted.get("basis") or predicted.get("reason")
-        return f"; no prediction: {basis}" if basis else ""
-    text = f"; predicted {now} -> {after} ms a step" if now else f"; predicted {after} ms a step"
-    low, high = _ms(predicted.get("low_s")), _ms(predicted.get("high_s"))
-    return f"{text} ({low}-{high})" if low is not None and high is not None else text
-
-
-def fix_entry(f: dict[str, Any]) -> str | None:
-    """What to change and where, from the finding's first action, with the step it should
-    give ("fix at train.py:33: pass num_parallel_calls=...; predicted 32.6 -> 17.4 ms a
-    step"); a report written before actions: the clause of its advice that names a line,
-    and the prediction its evidence holds."""
-    ev = f.get("evidence", {})
-    actions = [a for a in f.get("actions") or [] if isinstance(a, dict) and a.get("what")]
-    if not actions:
-        for clause in str(f.get("advice") or "").split("; "):
-            where = _FILE_LINE.search(clause)
-            if where:  # the line and its source said once, in front
-                said = re.sub(rf" at {re.escape(where.group(0))}(?: \(`[^`]*`\))?", "",
-                              clause)
-                return f"fix at {where.group(0)}: {said}" + _predicted(
-                    ev.get("step_s"), ev.get("predicted"))
-        advice = " ".join(str(f.get("advice") or "").split())
-        if ev.get("causes") and advice:  # no line of the user's: the advice's first sentence
-            return "fix: " + re.split(r"(?<=\.)\s", advice, maxsplit=1)[0] + _predicted(
-                ev.get("step_s"), ev.get("predicted"))
-        return "fix: see report.md" if ev.get("causes") else None
-    action = actions[0]
-    head = f"fix at {action['where']}" if action.get("where") else "fix"
-    text = f"{head}: {action['what']}" + _predicted(ev.get("step_s"), action.get("predicted"))
-    if len(actions) > 1:
-        text += f"; {len(actions) - 1} more in report.md"
-    return text
-
-
 def _keras_calls_entry(report: dict[str, Any]) -> Entry | None:
     """Keras calls one at a time that took the program's time (run.keras-calls, warn): the
     bottleneck where no step loop was measured."""
@@ -180,16 +134,22 @@ def _waste(f: dict[str, Any]) -> float:
     return 1.0 - compute if isinstance(compute, int | float) else -1.0
 
 
-def _steady_step(report: dict[str, Any], f: dict[str, Any]) -> str | None:
-    """The profiled window's step named as the window's, beside the loop's step (its
-    steady median with its interval, run.throughput of the same process): "a step of the
-    profiled window; the loop's step: 4.85 ms, 95 % CI 4.80-4.90, median of 101 steps"."""
+def _steady_loop(report: dict[str, Any], f: dict[str, Any]) -> dict[str, Any] | None:
+    """The loop a bottleneck finding profiled, as run.throughput of the same process timed
+    it (its steady median: the loop's step); None: not timed, or not told which."""
     suffix = f["id"][len(_family_id(f["id"]) or f["id"]):]  # one process's: ".p1"
     found = next((g for g in _findings(report) if g["id"] == f"run.throughput{suffix}"), {})
     loops = [lp for lp in found.get("evidence", {}).get("loops") or [] if isinstance(lp, dict)]
     said = str(f.get("message", ""))
     loop = next((lp for lp in loops if said.startswith(f"{lp.get('series')}: ")),
                 loops[0] if len(loops) == 1 else None)
+    return loop if loop is not None and _ms(loop.get("step_s_median")) is not None else None
+
+
+def _steady_step(loop: dict[str, Any] | None) -> str | None:
+    """The profiled window's step named as the window's, beside the loop's step (its
+    steady median with its interval): "a step of the profiled window; the loop's step:
+    4.85 ms, 95 % CI 4.80-4.90, median of 101 steps"."""
     median = _ms(loop.get("step_s_median")) if loop else None
     if loop is None or median is None:
         return None
@@ -228,9 +188,10 @@ def bottleneck_entry(report: dict[str, Any]) -> Entry | None:
     if ev.get("shared_cores"):  # virtual CPU devices: not the user's GPUs' bottleneck
         what = causes[0] if causes else "none stands out"
         return (f"bottleneck: {what}, of virtual CPUs sharing cores: not your GPUs",)
-    fix = fix_entry(f)
+    loop = _steady_loop(report, f)
+    fix = fix_entry(f, loop)
     if f.get("title"):
-        steady = _steady_step(report, f)
+        steady = _steady_step(loop)
         head = f"bottleneck: {f['title']}" + (f" ({steady})" if steady else "")
         return (head, fix) if fix else (head,)
     shares = ev.get("shares") or {}

@@ -287,3 +287,24 @@ def test_a_diffs_verdict_says_whether_the_prediction_held() -> None:
         "the prediction did not hold: B's median step 4.11 ms is under the predicted "
         "5.00-7.20 ms (better than predicted 5.90)")
     assert all(len(ln) < 80 for ln in headline.terminal(report, "r.md", "runs"))
+
+
+def test_the_runs_prediction_is_on_the_loops_step_as_the_diff_holds_b_to_it() -> None:
+    """One prediction per fix: where the run timed its loop, the fix's prediction is said
+    on the loop's step (the steady median), scaled from the window's step it was made
+    from, as `gpudiag diff` scales the prediction it holds B to."""
+    report = _bottleneck(
+        title="input-bound: 69 % of a 5.65 ms step waits for input",
+        message="Model.fit: 5.65 ms per step over 5 profiled step(s)",
+        evidence={"causes": ["input-bound"], "shares": {"input": 0.69}, "step_s": 0.00565},
+        actions=[{"what": "pass num_parallel_calls=tf.data.AUTOTUNE to Dataset.map",
+                  "where": "train.py:24",
+                  "predicted": {"step_s": 0.00226, "low_s": 0.00113, "high_s": 0.00339}}])
+    window = headline.bottleneck_line(report)
+    assert window.endswith("predicted 5.65 -> 2.26 ms a step (1.13-3.39)"), window
+    report["findings"].append({"id": "run.throughput", "status": "ok", "message": "m",
+                               "evidence": {"loops": [{"series": "Model.fit",
+                                                       "step_s_median": 0.00485,
+                                                       "timed_steps": 101}]}})
+    on_loop = headline.bottleneck_line(report)  # x 4.85 / 5.65
+    assert on_loop.endswith("predicted 4.85 -> 1.94 ms a step (0.970-2.91)"), on_loop
