@@ -180,8 +180,9 @@ def bottleneck_entry(report: dict[str, Any]) -> Entry | None:
         text = f.get("title") or str(f.get("message", "")).split(": ", 1)[-1]  # and whether
         text = " ".join(text.split())  # the prediction held
         held = prediction_held(ev)
-        return (f"bottleneck: {text.removeprefix('bottleneck ')}"
-                + (f"; {held}" if held else ""),)
+        if held:  # said whole, not twice
+            text = re.sub(r"; prediction (held|missed)$", "", text) + f"; {held}"
+        return (f"bottleneck: {text.removeprefix('bottleneck ')}",)
     if f.get("status") == "skip":
         return (f"bottleneck: not measured: {_headline(f)}",)
     causes = ev.get("causes") or []

@@ -276,11 +276,12 @@ def test_a_diffs_verdict_says_whether_the_prediction_held() -> None:
     report = _diff(0.0184, 0.018, 0.019, "faster", 0.2233, 0.00411)
     report["findings"].append({
         "id": "diff.bottleneck.run.bottleneck", "status": "ok", "message": "m",
-        "title": "input-bound fixed: step 223 ms -> 5.90 ms",
+        "title": "input-bound fixed: profiled step 223 ms -> 5.90 ms; prediction held",
         "evidence": {"predicted_step_s": 0.0059, "measured_step_s": 0.00411,
                      "predicted_low_s": 0.0038, "predicted_high_s": 0.0072, "inside": True}})
     assert headline.bottleneck_line(report) == (
-        "bottleneck: input-bound fixed: step 223 ms -> 5.90 ms; the prediction held: B's "
+        "bottleneck: input-bound fixed: profiled step 223 ms -> 5.90 ms; the prediction "
+        "held: B's "
         "median step 4.11 ms is inside the predicted 3.80-7.20 ms (predicted 5.90)")
     report["findings"][-1]["evidence"].update(predicted_low_s=0.005, inside=False)
     assert headline.bottleneck_line(report).endswith(
