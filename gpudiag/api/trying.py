@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from gpudiag.errors import UsageError
-from gpudiag.layout.evidence import TriedFix
+from gpudiag.layout.trialevidence import TriedFix
 from gpudiag.rundir import Run
 
 

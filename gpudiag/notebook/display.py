@@ -15,13 +15,14 @@ import base64
 import contextlib
 import html
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from gpudiag.layout import BREAKDOWN_PNG
 from gpudiag.rundir.load import load_run
-from gpudiag.rundir.records import Run
+from gpudiag.rundir.records import RUNNING_MEAN, Run
 from gpudiag.verdicts import headline
 
 STATUS_COLOURS = {"ok": "#1b7f3b", "warn": "#a86400", "fail": "#b00020", "skip": "#666"}
@@ -117,8 +118,10 @@ class Diagnosis:
             lines.append(f"fix: {fix}")
         name, points = self.loss_curve()
         if points:
+            _epochs, running = self.run.loss_marks(name)
             lines.append(f"loss ({name}): {points[0][1]:.4g} at step {points[0][0]} -> "
-                         f"{points[-1][1]:.4g} at step {points[-1][0]}")
+                         f"{points[-1][1]:.4g} at step {points[-1][0]}"
+                         + (f" ({RUNNING_MEAN})" if running else ""))
         lines.extend(f"not seen: {u}" for u in self.unseen)
         lines.append(f"report: {self.run.path / 'report.md'}")
         return "\n".join(lines)
@@ -156,7 +159,10 @@ class Diagnosis:
                          f'{data}" style="max-width:720px"></div>')
         name, points = self.loss_curve()
         if points:
-            parts.append(f"<div><b>loss</b> ({e(name)})<br>{loss_svg(points)}</div>")
+            epochs, running = self.run.loss_marks(name)
+            said = f"<br><small>{e(RUNNING_MEAN)}</small>" if running else ""
+            parts.append(f"<div><b>loss</b> ({e(name)})<br>{loss_svg(points, epochs)}"
+                         f"{said}</div>")
         if self.unseen:
             parts.append("<div><b>not seen</b><ul>")
             parts += [f"<li>{e(u)}</li>" for u in self.unseen]
@@ -173,8 +179,9 @@ class Diagnosis:
         return "".join(parts)
 
 
-def loss_svg(points: list[tuple[int, float]]) -> str:
-    """The loss by step as an inline SVG polyline, with its first and last values."""
+def loss_svg(points: list[tuple[int, float]], epochs: Sequence[int] = ()) -> str:
+    """The loss by step as an inline SVG polyline, with its first and last values and a
+    dashed line at each step where an epoch began (``epochs``)."""
     steps = [s for s, _ in points]
     losses = [v for _, v in points]
     lo, hi = min(losses), max(losses)
@@ -187,9 +194,14 @@ def loss_svg(points: list[tuple[int, float]]) -> str:
         return f"{x:.1f},{y:.1f}"
 
     line = " ".join(xy(s, v) for s, v in points)
+    marks = "".join(
+        f'<line x1="{xy(s, hi).split(",")[0]}" y1="{PAD}" x2="{xy(s, hi).split(",")[0]}" '
+        f'y2="{SVG_H - PAD}" stroke="#999" stroke-dasharray="2 3"><title>epoch begins at '
+        f"step {s}</title></line>" for s in epochs if s0 <= s <= s1)
     return (f'<svg width="{SVG_W}" height="{SVG_H}" '
             f'role="img" aria-label="loss by step">'
             f'<rect x="{PAD}" y="{PAD}" width="{w}" height="{h}" fill="none" stroke="#ccc"/>'
+            f"{marks}"
             f'<polyline points="{line}" fill="none" stroke="#1f77b4" stroke-width="1.5"/>'
             f'<text x="{PAD}" y="{PAD - 6}" font-size="11">{hi:.4g}</text>'
             f'<text x="{PAD}" y="{SVG_H - PAD + 14}" font-size="11">{lo:.4g} '

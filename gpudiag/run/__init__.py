@@ -18,12 +18,12 @@ livegpu.py NVML's samples, stderrscan.py matches the saved stderr against the ca
 statusline.py draws the terminal's one status line (live.py and statusline.py each tick in
 an every.py thread), peers.py shares a cluster's tasks'
 live states in the logdir; classcount.py finds a loop's number of classes from evidence
-only, placedrows.py turns the placement window's graphs into placement rows, survivors.py
-finds descendants that outlive the program; windowfacts.py reads a profiled window with what
-the program recorded around it (for run and for explain of a run directory); eagertrace.py
-splits an eager loop's profiled steps into the ops' own time and Python's dispatch of
-them; processes.py follows the program's Python processes in /proc and names those the
-hooks could not enter;
+only, placedrows.py turns the placement window's graphs into placement rows,
+windowfacts.py gives the profiled window's placement and program facts (for run's own
+window, and for `explain` of a run directory's trace, read back from its events), survivors.py
+finds descendants that outlive the program; eagertrace.py splits an eager loop's profiled
+steps into the ops' own time and Python's dispatch of them; processes.py follows the
+program's Python processes in /proc and names those the hooks could not enter;
 terminal.py gives the program a pseudo-terminal like the user's, and keyboard.py passes
 the user's keys into it while a process of the program reads /dev/tty.
 """

@@ -17,7 +17,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from gpudiag.layout.evidence import STEP_PARTS, Bottleneck, DeviceParts, Evidence, decode
+from gpudiag.layout.evidence import (
+    STEP_PARTS,
+    Bottleneck,
+    DeviceParts,
+    Evidence,
+    Learning,
+    decode,
+)
 from gpudiag.report import Finding, Report
 
 RunStatus = Literal["complete", "interrupted", "running", "failed"]
@@ -85,6 +92,10 @@ class Loop:
         times = self.step_times(warmup)
         return statistics.median(times) if times else None
 
+
+#: What a Keras fit's recorded loss is, in the words every face shows beside its curve.
+RUNNING_MEAN = ("each point is Keras's running mean of its epoch so far: it starts again "
+                "at each epoch (marked), it is not an event in training")
 
 PART_NAMES = STEP_PARTS  # the step's parts, declared once in gpudiag.layout.evidence
 
@@ -181,6 +192,17 @@ class Run:
             if f is finding or f.id == finding:
                 return e
         return None
+
+    def loss_marks(self, loop: str) -> tuple[list[int], bool]:
+        """The training steps of ``loop``'s losses (as Loop.losses numbers them) where an
+        epoch after the first began, and whether each loss is Keras's running mean over its
+        epoch so far, as its learning finding recorded them ([], False: not recorded)."""
+        n = self.loops[loop].steps_per_call if loop in self.loops else 1
+        for e in self.typed_evidence:
+            for row in e.loops if isinstance(e, Learning) else ():
+                if row.series == loop:
+                    return [i * n for i in row.epoch_starts], row.running_mean
+        return [], False
 
     def finding(self, finding_id: str) -> dict[str, Any] | None:
         """A finding as plain data (None: the report has none of that id)."""

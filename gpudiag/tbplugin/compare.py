@@ -4,21 +4,24 @@ The numbers come from `gpudiag diff`'s own record (gpudiag.layout.diff.DiffRecor
 record of a diff run of the same two runs in the logdir (its report.json's ``data.diff``,
 read through gpudiag.rundir), else the record `gpudiag diff`'s own code makes (commands.
 diff.side, verdicts.diff.judge). Each compared figure is a row: run A's value, run B's,
-the change, said in words the right way round (gpudiag.verdicts.headline.change: "2.66x
+the change, said in words the right way round (gpudiag.verdicts.compared.change: "2.66x
 faster (95 % CI 2.59-2.73)", never a ratio below 1 called faster). ``result`` is the
-diff's answer in one line per loop, shown above the two runs' cards. The dashboard
-computes no difference of its own.
+diff's answer in one line per loop, then whether A's prediction for the fix held (B's
+median step inside its interval), shown above the two runs' cards. Two runs chosen on the
+page are compared in time order: A the one that started first, B the later, whichever
+selector named which. The dashboard computes no difference of its own.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 from typing import Any
 
-from gpudiag.layout.diff import DIFF_DATA_KEY, DiffRecord
+from gpudiag.layout.diff import DIFF_DATA_KEY, BottleneckDiff, DiffRecord
 from gpudiag.rundir import Run, list_runs
 from gpudiag.tbplugin.ids import run_id
-from gpudiag.verdicts.headline import change, loop_result
+from gpudiag.verdicts.compared import change, loop_result, prediction_held
 
 
 def _ms(x: float | None) -> str:
@@ -60,9 +63,12 @@ def rows(record: DiffRecord) -> list[dict[str, str]]:
     for n in record.bottlenecks:
         out.append({"what": f"{n.finding_b}: bottleneck", "a": n.before or "none",
                     "b": n.after or "none", "change": n.outcome})
-        out.append({"what": f"{n.finding_b}: profiled step", "a": _ms(n.step_a_s),
-                    "b": _ms(n.step_b_s), "change": "" if n.predicted_step_s is None
-                    else f"predicted {_ms(n.predicted_step_s)}"})
+        out.append({"what": f"{n.finding_b}: the profiled window's step",
+                    "a": _ms(n.step_a_s), "b": _ms(n.step_b_s), "change": ""})
+        if n.predicted_step_s is not None and n.measured_step_s is not None:
+            out.append({"what": f"{n.finding_b}: median step, predicted for B",
+                        "a": _ms(n.predicted_step_s), "b": _ms(n.measured_step_s),
+                        "change": _held(n)})
         out += [{"what": f"{p.device} {p.part}", "a": _ms(p.a_s), "b": _ms(p.b_s),
                  "change": "changed most" if n.changed_most == f"{p.device} {p.part}"
                  else ""} for p in n.parts]
@@ -81,8 +87,15 @@ def result(record: DiffRecord) -> list[str]:
                          d.b.median_s) for d in record.loops]
     if len(lines) > 1:
         lines = [f"{d.name_b}: {ln}" for d, ln in zip(record.loops, lines, strict=True)]
-    return lines or ["no step time compared: " + ("; ".join(record.not_compared)
-                                                  or "neither run timed its steps")]
+    lines = lines or ["no step time compared: " + ("; ".join(record.not_compared)
+                                                   or "neither run timed its steps")]
+    return lines + [said for n in record.bottlenecks
+                    if (said := prediction_held(dataclasses.asdict(n))) is not None]
+
+
+def _held(n: BottleneckDiff) -> str:
+    return "held" if n.inside else "did not hold" if n.inside is False else \
+        "no interval to hold B to"
 
 
 def _side_id(path: str, logdir: Path) -> str:
@@ -106,9 +119,16 @@ def record_view(run: Run, logdir: Path) -> dict[str, Any] | None:
             "rows": rows(record), "lines": record.not_compared}
 
 
+def in_time_order(a: Run, b: Run) -> tuple[Run, Run]:
+    """The two runs, the one that started first as A (same start: as given)."""
+    return (b, a) if (b.started_at or "") < (a.started_at or "") else (a, b)
+
+
 def diff_view(a: Run, b: Run, logdir: Path) -> dict[str, Any]:
-    """The side-by-side view: the record of a `gpudiag diff` run of these two runs in the
-    logdir, else the same record made by the code `gpudiag diff` runs (pure)."""
+    """The side-by-side view, older to newer (``in_time_order``): the record of a `gpudiag
+    diff` run of these two runs in the logdir, else the same record made by the code
+    `gpudiag diff` runs (pure)."""
+    a, b = in_time_order(a, b)
     found = find_diff(a, b, logdir)
     if found is not None:
         record = DiffRecord.from_dict(found.report.data[DIFF_DATA_KEY])

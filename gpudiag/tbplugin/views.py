@@ -19,7 +19,7 @@ from typing import Any
 from gpudiag import layout
 from gpudiag.layout.families import QUESTIONS, Family, family_of
 from gpudiag.rundir import BadRun, Run, opens_on
-from gpudiag.rundir.records import PART_NAMES
+from gpudiag.rundir.records import PART_NAMES, RUNNING_MEAN
 from gpudiag.tbplugin.compare import record_view
 from gpudiag.tbplugin.ids import path_id, run_id
 from gpudiag.verdicts import headline
@@ -222,9 +222,7 @@ def learning(run: Run) -> dict[str, Any] | None:
     ev = found[0]["evidence"] if found else {}
     classes = next((lp.get("num_classes") for lp in (ev.get("loops") or ev.get("runs") or [])
                     if isinstance(lp, dict) and lp.get("num_classes")), None)
-    curves = [{"name": name, "points": [[s, v] for s, v in sorted(loop.losses().items())
-                                        if math.isfinite(v)]}
-              for name, loop in run.loops.items()]
+    curves = [_curve(run, name) for name in run.loops]
     return {"status": found[0]["status"] if found else None,
             "verdict": (found[0]["title"] or found[0]["message"]) if found
             else "no learning check in this run",
@@ -232,6 +230,15 @@ def learning(run: Run) -> dict[str, Any] | None:
             "ln_classes": math.log(classes) if isinstance(classes, int) and classes > 1
             else None,
             "curves": [c for c in curves if c["points"]]}
+
+
+def _curve(run: Run, name: str) -> dict[str, Any]:
+    """One loop's loss by step, with the steps where an epoch began and what a point is
+    (Run.loss_marks: its learning finding's record)."""
+    epochs, running = run.loss_marks(name)
+    return {"name": name, "points": [[s, v] for s, v in sorted(run.loops[name].losses().items())
+                                     if math.isfinite(v)],
+            "epochs": epochs, "loss_is": RUNNING_MEAN if running else None}
 
 
 def scaling(run: Run) -> dict[str, Any] | None:

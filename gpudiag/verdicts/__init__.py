@@ -28,7 +28,9 @@
 - ``cluster``: `scaling --workers` and `worker` (the cluster formed, every task worked).
 - ``run``: the package of `gpudiag run`'s verdicts (its docstring lists them).
 - ``headline``: the short verdict every command ends with, from a report's findings;
-  ``gpus_seen`` which GPUs TensorFlow listed, and why none, read from anywhere in a report.
+  ``gpus_seen`` which GPUs TensorFlow listed and why none, ``compared`` B against A in
+  words (the ratio the right way round, whether the prediction held), ``fix_said`` what
+  to change, where, and the step it should give.
 
 The rule for every module here: no TensorFlow, no NVML calls, no I/O. Each function takes
 plain data (the typed records of gpudiag.records, parsed placement rows,

@@ -111,7 +111,10 @@ def scaling_diffs(a: Side, b: Side) -> list[ScalingDiff]:
 
 
 def _medians(side: Side) -> dict[str, float]:
-    return {n: statistics.median(t) for n, loop in side.loops.items() if (t := steady_times(loop))}
+    """Each loop's steady median, by the rule its run recorded: the same median its loop's
+    comparison gives (loop_diff), so that B is held to its prediction by its one step."""
+    return {n: statistics.median(t) for n, loop in side.loops.items()
+            if (t := steady_times(loop, side.steady.get(n)))}
 
 
 def _other_findings(rec: DiffRecord, a: Side, b: Side) -> list[Finding]:

@@ -96,9 +96,11 @@ def _bottleneck_title(d: BottleneckDiff) -> str:
             "appeared": f"{d.after} appeared in B",
             "unsteady": "B's profiled window is not its steady state: not compared"
             }[d.outcome]
-    step = f"step {duration(d.step_a_s)} -> {duration(d.step_b_s)}"
-    if d.predicted_step_s is not None and d.measured_step_s is not None:
-        step += f" (predicted {duration(d.predicted_step_s)})"
+    # the profiled windows' steps, named so: the prediction is of B's median step, and
+    # whether it held is said apart (never a predicted median beside a window's step)
+    step = f"profiled step {duration(d.step_a_s)} -> {duration(d.step_b_s)}"
+    if d.inside is not None:
+        step += "; prediction held" if d.inside else "; prediction missed"
     return title(f"{said}: {step}", said, d.outcome)
 
 

@@ -39,12 +39,13 @@ from typing import Any
 
 from gpudiag.layout.families import family_of
 from gpudiag.layout.units import counted, ms_number
+from gpudiag.verdicts.compared import diff_line, prediction_held
+from gpudiag.verdicts.fix_said import fix_entry
 from gpudiag.verdicts.gpus_seen import cpu_devices, indexed, tf_gpus, walk, why_no_gpu
 
 WIDTH = 79  # a line of the verdict is shorter than an 80-column terminal
 UNCUT = 100_000  # a web page's lines: one per entry, wrapped by the page
 MAX_ENTRIES = 6
-_FILE_LINE = re.compile(r"[\w./-]+\.py:\d+")
 _WORST = {"fail": 0, "warn": 1, "skip": 2, "ok": 3}
 _LEARNING = ("run.learning", "scaling.learning", "diff.learning")
 
@@ -113,52 +114,6 @@ def _ms(seconds: Any) -> str | None:
     return ms_number(seconds) if isinstance(seconds, int | float) else None
 
 
-def _predicted(now_s: Any, predicted: Any) -> str:
-    """"; predicted 32.6 -> 17.4 ms a step (16.9-18.0)", or why there is no prediction; a
-    fix that changes the work of a step (a larger batch: whatif's
-    ``step_s_per_original_batch``) is said by its throughput, its step being another's."""
-    if not isinstance(predicted, dict):
-        return ""
-    speedup = predicted.get("speedup")
-    if "step_s_per_original_batch" in predicted and isinstance(speedup, int | float):
-        return f"; predicted x{speedup:.2f} examples/s ({predicted.get('fix') or 'the fix'})"
-    now, after = _ms(now_s), _ms(predicted.get("step_s"))
-    if after is None:
-        basis = predicted.get("basis") or predicted.get("reason")
-        return f"; no prediction: {basis}" if basis else ""
-    text = f"; predicted {now} -> {after} ms a step" if now else f"; predicted {after} ms a step"
-    low, high = _ms(predicted.get("low_s")), _ms(predicted.get("high_s"))
-    return f"{text} ({low}-{high})" if low is not None and high is not None else text
-
-
-def fix_entry(f: dict[str, Any]) -> str | None:
-    """What to change and where, from the finding's first action, with the step it should
-    give ("fix at train.py:33: pass num_parallel_calls=...; predicted 32.6 -> 17.4 ms a
-    step"); a report written before actions: the clause of its advice that names a line,
-    and the prediction its evidence holds."""
-    ev = f.get("evidence", {})
-    actions = [a for a in f.get("actions") or [] if isinstance(a, dict) and a.get("what")]
-    if not actions:
-        for clause in str(f.get("advice") or "").split("; "):
-            where = _FILE_LINE.search(clause)
-            if where:  # the line and its source said once, in front
-                said = re.sub(rf" at {re.escape(where.group(0))}(?: \(`[^`]*`\))?", "",
-                              clause)
-                return f"fix at {where.group(0)}: {said}" + _predicted(
-                    ev.get("step_s"), ev.get("predicted"))
-        advice = " ".join(str(f.get("advice") or "").split())
-        if ev.get("causes") and advice:  # no line of the user's: the advice's first sentence
-            return "fix: " + re.split(r"(?<=\.)\s", advice, maxsplit=1)[0] + _predicted(
-                ev.get("step_s"), ev.get("predicted"))
-        return "fix: see report.md" if ev.get("causes") else None
-    action = actions[0]
-    head = f"fix at {action['where']}" if action.get("where") else "fix"
-    text = f"{head}: {action['what']}" + _predicted(ev.get("step_s"), action.get("predicted"))
-    if len(actions) > 1:
-        text += f"; {len(actions) - 1} more in report.md"
-    return text
-
-
 #: Where the program's time went outside a measured step, first first: a model built for
 #: every fit (its tracing), Keras calls made one at a time.
 KERAS_CALL_FAMILIES = ("run.model-rebuilt", "run.keras-calls")
@@ -179,12 +134,48 @@ def _keras_calls_entry(report: dict[str, Any]) -> Entry | None:
     return (head, fix) if fix else (head,)
 
 
+def _waste(f: dict[str, Any]) -> float:
+    """The share of its step a bottleneck finding's devices did not compute (-1: no step
+    measured): of several at one status (explain over several traces, several processes),
+    the one with the most to gain is the worst."""
+    compute = (f.get("evidence", {}).get("shares") or {}).get("compute")
+    return 1.0 - compute if isinstance(compute, int | float) else -1.0
+
+
+def _steady_loop(report: dict[str, Any], f: dict[str, Any]) -> dict[str, Any] | None:
+    """The loop a bottleneck finding profiled, as run.throughput of the same process timed
+    it (its steady median: the loop's step); None: not timed, or not told which."""
+    suffix = f["id"][len(_family_id(f["id"]) or f["id"]):]  # one process's: ".p1"
+    found = next((g for g in _findings(report) if g["id"] == f"run.throughput{suffix}"), {})
+    loops = [lp for lp in found.get("evidence", {}).get("loops") or [] if isinstance(lp, dict)]
+    said = str(f.get("message", ""))
+    loop = next((lp for lp in loops if said.startswith(f"{lp.get('series')}: ")),
+                loops[0] if len(loops) == 1 else None)
+    return loop if loop is not None and _ms(loop.get("step_s_median")) is not None else None
+
+
+def _steady_step(loop: dict[str, Any] | None) -> str | None:
+    """The profiled window's step named as the window's, beside the loop's step (its
+    steady median with its interval): "a step of the profiled window; the loop's step:
+    4.85 ms, 95 % CI 4.80-4.90, median of 101 steps"."""
+    median = _ms(loop.get("step_s_median")) if loop else None
+    if loop is None or median is None:
+        return None
+    low, high = _ms(loop.get("step_s_low")), _ms(loop.get("step_s_high"))
+    ci = f", 95 % CI {low}-{high}" if low is not None and high is not None else ""
+    steps = loop.get("timed_steps")
+    over = f", median of {counted(steps, 'step')}" if isinstance(steps, int) else ""
+    return f"a step of the profiled window; the loop's step: {median} ms{ci}{over}"
+
+
 def bottleneck_entry(report: dict[str, Any]) -> Entry | None:
-    """The named cause (the finding's title), its share of the step, and the fix; Keras
-    calls made one at a time where they took the program's time and no step was measured."""
-    found = _worst_first([f for f in _findings(report)
-                          if _family_evidence(f["id"]) == "Bottleneck"
-                          or _family_id(f["id"]) == "diff.bottleneck"])
+    """The worst bottleneck finding's named cause (its title), its share of the step, and
+    the fix; Keras calls that took the program's time (models rebuilt, calls one at a
+    time) where no step was measured or the measured one was fine."""
+    found = sorted((f for f in _findings(report)
+                    if _family_evidence(f["id"]) == "Bottleneck"
+                    or _family_id(f["id"]) == "diff.bottleneck"),
+                   key=lambda f: (_WORST.get(f.get("status", ""), 4), -_waste(f)))
     if not found or found[0].get("status") in ("skip", "ok"):
         keras = _keras_calls_entry(report)
         if keras is not None:
@@ -193,9 +184,12 @@ def bottleneck_entry(report: dict[str, Any]) -> Entry | None:
         return None
     f = found[0]
     ev = f.get("evidence", {})
-    if f["id"].startswith("diff."):  # gpudiag diff's: before and after, in its own words
-        text = f.get("title") or str(f.get("message", "")).split(": ", 1)[-1]
-        text = " ".join(text.split())
+    if f["id"].startswith("diff."):  # gpudiag diff's: before and after, in its own words,
+        text = f.get("title") or str(f.get("message", "")).split(": ", 1)[-1]  # and whether
+        text = " ".join(text.split())  # the prediction held
+        held = prediction_held(ev)
+        if held:  # said whole, not twice
+            text = re.sub(r"; prediction (held|missed)$", "", text) + f"; {held}"
         return (f"bottleneck: {text.removeprefix('bottleneck ')}",)
     if f.get("status") == "skip":
         return (f"bottleneck: not measured: {_headline(f)}",)
@@ -203,9 +197,12 @@ def bottleneck_entry(report: dict[str, Any]) -> Entry | None:
     if ev.get("shared_cores"):  # virtual CPU devices: not the user's GPUs' bottleneck
         what = causes[0] if causes else "none stands out"
         return (f"bottleneck: {what}, of virtual CPUs sharing cores: not your GPUs",)
-    fix = fix_entry(f)
+    loop = _steady_loop(report, f)
+    fix = fix_entry(f, loop)
     if f.get("title"):
-        return (f"bottleneck: {f['title']}", fix) if fix else (f"bottleneck: {f['title']}",)
+        steady = _steady_step(loop)
+        head = f"bottleneck: {f['title']}" + (f" ({steady})" if steady else "")
+        return (head, fix) if fix else (head,)
     shares = ev.get("shares") or {}
     step = _ms(ev.get("step_s"))
     per = f" of a {step} ms step" if step else ""
@@ -241,53 +238,6 @@ def learning_line(report: dict[str, Any]) -> str | None:
     word = {"ok": "", "warn": "WARN ", "fail": "FAIL ", "skip": "not judged: "}.get(
         f.get("status", ""), "")
     return f"learning: {word}{_headline(f)}"
-
-
-def change(ratio: float, low: float | None, high: float | None, verdict: str | None) -> str:
-    """B against A from B/A = ``ratio`` and its interval, said the right way round: "2.66x
-    faster (95 % CI 2.59-2.73)" (B/A below 1: A/B, and the interval turned over), "1.50x
-    slower (95 % CI 1.40-1.60)", "no change: B/A 0.99 (95 % CI 0.97-1.02 holds 1.00)",
-    "cannot tell: too few steps for an interval (B/A 0.50)"."""
-    if low is None or high is None or low <= 0:
-        return f"cannot tell: too few steps for an interval (B/A {ratio:.2f})"
-    if verdict == "no change" or low <= 1.0 <= high:
-        return f"no change: B/A {ratio:.2f} (95 % CI {low:.2f}-{high:.2f} holds 1.00)"
-    if ratio < 1:
-        return f"{1 / ratio:.2f}x faster (95 % CI {1 / high:.2f}-{1 / low:.2f})"
-    return f"{ratio:.2f}x slower (95 % CI {low:.2f}-{high:.2f})"
-
-
-def loop_result(ratio: float, low: float | None, high: float | None, verdict: str | None,
-                a_s: float, b_s: float) -> str:
-    """One compared loop in words: "B is 2.66x faster (95 % CI 2.59-2.73): 27.0 -> 10.2
-    ms a step" (the durations by gpudiag.layout.units' rule, as the finding's title)."""
-    said = change(ratio, low, high, verdict)
-    head = f"B is {said}" if said[0].isdigit() else said
-    return f"{head}: {ms_number(a_s)} -> {ms_number(b_s)} ms a step"
-
-
-def diff_line(report: dict[str, Any]) -> str | None:
-    """`gpudiag diff`'s result in words, B against A (gpudiag.verdicts.diff's
-    diff.step-time findings; ``loop_result``); the loop's name when it compared several."""
-    found = [f for f in _findings(report) if _family_evidence(f["id"]) == "DiffStep"]
-    if not found:
-        return None
-    said = []
-    for f in found:
-        ev = f.get("evidence", {})
-        ratio, low, high = ev.get("ratio"), ev.get("ratio_low"), ev.get("ratio_high")
-        a, b = (ev.get(k) or {} for k in ("a", "b"))
-        ma, mb = a.get("median_s"), b.get("median_s")
-        if not isinstance(ratio, int | float) or ratio <= 0 or not isinstance(
-                ma, int | float) or not isinstance(mb, int | float):
-            said.append(_headline(f))
-            continue
-        text = loop_result(ratio, low if isinstance(low, int | float) else None,
-                           high if isinstance(high, int | float) else None,
-                           ev.get("verdict"), ma, mb)
-        name = ev.get("name_b")
-        said.append(f"{name}: {text}" if len(found) > 1 and name else text)
-    return "; ".join(said)
 
 
 def try_line(report: dict[str, Any]) -> str | None:

@@ -137,9 +137,9 @@ def scaling_efficiency(
                             "and every update is computed there")
         found.fixes.append("variables on the first device (--variables-on device)")
     listing = ", ".join(
-        f"{e['n_devices']} devices {_fmt_rate(e['examples_per_s'])} ex/s "
+        f"{counted(e['n_devices'], 'device')} {_fmt_rate(e['examples_per_s'])} ex/s "
         f"(x{e['speedup']:.2f}, efficiency {e['efficiency']:.2f})"
-        if e["efficiency"] is not None else f"{e['n_devices']} devices: n/a"
+        if e["efficiency"] is not None else f"{counted(e['n_devices'], 'device')}: n/a"
         for e in per_n)
     evidence = {"device_kind": kind, "base_examples_per_s": base.examples_per_s,
                 "base_step_s": base.step_s, "per_device_count": per_n,
@@ -212,22 +212,23 @@ def _per_device_count(
     if a is not None and a.side == stats.ABOVE:
         return entry
     if a is not None and a.near:
-        found.below.append(f"{n} devices {eff:.2f}, " + a.words("{:.2f}"))
+        found.below.append(f"{counted(n, 'device')} {eff:.2f}, " + a.words("{:.2f}"))
     else:
-        found.below.append(f"{n} devices {eff:.2f} (ok from {threshold:.2f})"
-                           if eff is not None else f"{n} devices: no throughput")
+        found.below.append(f"{counted(n, 'device')} {eff:.2f} (ok from {threshold:.2f})"
+                           if eff is not None else f"{counted(n, 'device')}: no throughput")
     if explained is not None:
         found.causes.append(
-            f"at {n} devices the all-reduce of {costs.gradient_bytes / 2**20:.2f} MiB "
+            f"at {counted(n, 'device')} the all-reduce of {costs.gradient_bytes / 2**20:.2f} MiB "
             f"of gradients needs at least {comm_s * 1e3:.2f} ms per step, "
             f"{pct(explained)} of the {lost_s * 1e3:.2f} ms lost per step")
     wait = r.input_wait_fraction
     if wait is not None and wait > INPUT_WAIT_CAUSE_FRACTION:
-        found.causes.append(f"at {n} devices {pct(wait)} of the traced steps waited for input")
+        found.causes.append(f"at {counted(n, 'device')} {pct(wait)} of the traced steps "
+                            "waited for input")
         found.fixes.append("prefetch (dataset.prefetch(tf.data.AUTOTUNE)), parallel map "
                            "calls, cache decoded data")
     if step_s > 0 and comm_s / step_s > AVERAGING_CAUSE_FRACTION:
-        found.causes.append(f"at {n} devices gradient averaging alone takes at least "
+        found.causes.append(f"at {counted(n, 'device')} gradient averaging alone takes at least "
                             f"{pct(comm_s / step_s)} of a step: a per-device batch of "
                             f"{costs.batch_per_device} is too small for the gradient size")
         found.fixes.append("a bigger per-device batch (--batch-per-device)")
@@ -241,9 +242,9 @@ def _efficiency_finding(
     with the causes measured and the fixes they suggest."""
     strategy = check_id.rsplit(".", 1)[-1]
     last = max(evidence["per_device_count"], key=lambda e: e["n_devices"])
-    at = (f"{last['n_devices']} devices x{last['speedup']:.2f}, efficiency "
+    at = (f"{counted(last['n_devices'], 'device')} x{last['speedup']:.2f}, efficiency "
           f"{last['efficiency']:.2f}" if last["efficiency"] is not None else
-          f"{last['n_devices']} devices: no throughput")
+          f"{counted(last['n_devices'], 'device')}: no throughput")
     if kind in SHARED_DEVICE_KINDS:
         what = "virtual CPU devices" if kind == "virtual-cpu" else "logical GPUs split from one"
         return Finding(
@@ -304,7 +305,7 @@ def device_work(
     no_busy = [d for d in devices if trace_busy_s is not None and not trace_busy_s.get(d)]
     sources = []
     if ops_by_device:
-        sources.append("placement: " + ", ".join(f"{d} {ops_by_device.get(d, 0)} ops"
+        sources.append("placement: " + ", ".join(f"{d} {counted(ops_by_device.get(d, 0), 'op')}"
                                                  for d in devices))
     if trace_busy_s is not None:
         window = f" of a {trace_window_s * 1e3:.1f} ms window" if trace_window_s else ""
@@ -361,10 +362,9 @@ def learning(configs: Sequence[LearningRow]) -> Finding:
         if not ok:
             loss_text = "NaN (diverged)" if loss is None else f"{loss:.4f}"
             acc_text = "n/a" if acc is None else f"{acc:.2f}"
-            failed.append(f"{c.name}: loss {loss_text} (ln {classes} = {ln_c:.4f}, must "
-                          f"fall below {max_loss:.2f}), accuracy {acc_text} (chance "
-                          f"{chance:.2f}, must reach {min_acc:.2f}) after "
-                          f"{counted(c.steps, 'step')}")
+            failed.append(f"{c.name}: loss {loss_text} (ln {classes} = {ln_c:.4f}, must fall "
+                          f"below {max_loss:.2f}), accuracy {acc_text} (chance {chance:.2f}, "
+                          f"must reach {min_acc:.2f}) after {counted(c.steps, 'step')}")
     evidence = {"runs": rows}
     if failed:
         return Finding(

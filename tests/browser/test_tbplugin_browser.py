@@ -374,12 +374,23 @@ def test_two_runs_side_by_side_show_the_diffs_numbers(
             expect(column.locator("section.learning")).to_be_visible()
         _cards_fit(frame, f"side by side at {width} px")
     browser.page.set_viewport_size({"width": 1600, "height": 1000})
-    # the diff run itself, opened alone: its answer first, the same words
     said = result.inner_text()
+    # chosen the other way round (the newer run first): still older (A) to newer (B)
+    frame.locator("#gpudiag-other").select_option("")
+    _choose(frame, "gpudiag-run", tuned_dir, logdir)
+    _choose(frame, "gpudiag-other", input_dir, logdir)
+    expect(frame.locator(".sides > .side").nth(0).locator(".side-name")).to_contain_text(
+        f"A: {input_dir.relative_to(logdir).as_posix()}", timeout=TIMEOUT_MS)
+    expect(frame.locator("section.diff p.result").first).to_have_text(said, timeout=TIMEOUT_MS)
+    # the diff run itself, opened alone: its answer first, the same words, no empty card
     frame.locator("#gpudiag-other").select_option("")
     _choose(frame, "gpudiag-run", diff_dir, logdir)
     expect(frame.locator(".sides")).to_have_count(0, timeout=TIMEOUT_MS)
     expect(frame.locator("section.diff p.result").first).to_have_text(said, timeout=TIMEOUT_MS)
+    expect(frame.locator("section.devices")).to_have_count(0)
+    main = frame.locator("#gpudiag-main")
+    expect(main).not_to_contain_text("no points recorded")
+    expect(main).not_to_contain_text("no per-device evidence")
     browser.assert_clean()
 
 

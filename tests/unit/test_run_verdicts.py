@@ -177,6 +177,16 @@ def test_a_custom_loops_step_time_is_the_start_to_start_period_not_the_call() ->
     assert math.isclose(row["call_s_median"], 0.001) and round(row["call_share"], 3) == 0.625
     assert math.isclose(row["examples_per_s"], 32 / 0.0016, rel_tol=1e-6)
     assert "1.60 ms/step (start to start), the step call 1.00 ms (63 % of it)" in f.message
+    # the loop's step is that median with its interval (identical periods: a point)
+    assert math.isclose(row["step_s_low"], 0.0016, rel_tol=1e-6)
+    assert math.isclose(row["step_s_high"], 0.0016, rel_tol=1e-6)
+    assert "the median step's 95 % CI 1.60 ms-1.60 ms" in f.message, f.message
+    jittered = [Step(i, 100.0 + i * 0.0016 + (i * 7 % 5) * 0.0001, 0.001, None)
+                for i in range(40)]
+    (row,) = run_throughput.throughput(obs(series=[replace(loop, steps=jittered)],
+                                           profile=profile), warmup=10).evidence["loops"]
+    assert row["step_s_low"] <= row["step_s_median"] <= row["step_s_high"]
+    assert row["step_s_low"] < row["step_s_high"]
 
 
 def test_tf_log_status_is_the_worst_known_message() -> None:
@@ -688,3 +698,19 @@ def test_a_python_data_class_is_input_with_the_fix_that_fits_it() -> None:
     small = {**one, "median_s": 0.0004}
     obs, fit = _fit_with([small])
     assert hostcauses.py_input_causes(hostcauses.py_input_facts(obs, fit, warmup=10)) == []
+
+
+def test_a_fits_learning_record_says_its_losses_are_epoch_running_means_and_where_epochs_begin(
+        ) -> None:
+    """Keras hands its callbacks the running mean of the epoch so far: the record says so
+    and where each epoch after the first began (the tab and the notebook mark them); a
+    custom loop's losses are its steps' own."""
+    losses = [2.3, 2.0, 1.8, 1.2, 1.1, 1.0, 0.7, 0.65, 0.6]
+    fit = series(losses)
+    fit = replace(fit, steps=[replace(st, epoch=st.index // 3) for st in fit.steps])
+    moved = WeightsRecord("Model.fit", [[1.0]], [[1.5]], "begin", "end", 9)
+    (row,) = run_progress.learning(obs(series=[fit], weights=[moved])).evidence["loops"]
+    assert row["running_mean"] is True and row["epoch_starts"] == [3, 6]
+    (row,) = run_progress.learning(obs(series=[series(losses, "function")],
+                                       weights=[moved])).evidence["loops"]
+    assert row["running_mean"] is False and row["epoch_starts"] == []

@@ -232,3 +232,80 @@ def test_counts_read_as_english() -> None:
     assert counted(1, "warning") == "1 warning" and counted(2, "warning") == "2 warnings"
     assert counted(3, "batch") == "3 batches" and counted(0, "step") == "0 steps"
     assert counted("?", "step") == "? steps"
+
+
+def test_several_traces_close_on_the_worst_traces_answer() -> None:
+    """`explain` over several traces, each a warn: the verdict names the trace whose step
+    has the most not computed (host-bound at 10 % compute), not the first one read."""
+    def trace(n: int, cause: str, compute: float) -> dict[str, Any]:
+        return {"id": f"explain.bottleneck.t{n}", "status": "warn", "message": "m",
+                "title": f"{cause}: trace {n}",
+                "evidence": {"causes": [cause], "shares": {"compute": compute}}}
+
+    report = {"command": "explain", "devices": {}, "data": {}, "findings": [
+        trace(1, "launch-bound", 0.44), trace(2, "gpu-bound", 0.90),
+        trace(3, "host-bound", 0.10), trace(4, "input-bound", 0.35),
+        {"id": "explain.bottleneck.t5", "status": "warn", "message": "no GPU kernels",
+         "title": "no GPU kernels: trace 5", "evidence": {"causes": ["no-gpu-kernels"]}}]}
+    assert headline.bottleneck_line(report) == "bottleneck: host-bound: trace 3; fix: see report.md"
+    report["findings"][1]["status"] = "fail"  # a worse status comes first still
+    assert headline.bottleneck_line(report) == "bottleneck: gpu-bound: trace 2; fix: see report.md"
+
+
+def test_the_bottlenecks_step_is_named_the_windows_beside_the_loops_steady_step() -> None:
+    """One step per loop: the steady median with its interval (run.throughput) is the
+    loop's step; the bottleneck's "of a 5.65 ms step" is said to be the profiled window's."""
+    report = _bottleneck(title="input-bound: 69 % of a 5.65 ms step waits for input",
+                         message="Model.fit: 5.65 ms per step over 5 profiled step(s)")
+    report["findings"].append({
+        "id": "run.throughput", "status": "ok", "message": "m", "evidence": {"loops": [
+            {"series": "tf.function step", "step_s_median": 0.009, "timed_steps": 50},
+            {"series": "Model.fit", "step_s_median": 0.00485, "step_s_low": 0.0048,
+             "step_s_high": 0.0049, "timed_steps": 101}]}})
+    assert headline.bottleneck_line(report) == (
+        "bottleneck: input-bound: 69 % of a 5.65 ms step waits for input (a step of the "
+        "profiled window; the loop's step: 4.85 ms, 95 % CI 4.80-4.90, median of 101 steps); "
+        "fix: see report.md")
+    report["findings"][1]["evidence"]["loops"][1]["series"] = "another"  # no such loop
+    assert headline.bottleneck_line(report) == \
+        "bottleneck: input-bound: 69 % of a 5.65 ms step waits for input; fix: see report.md"
+
+
+def test_a_diffs_verdict_says_whether_the_prediction_held() -> None:
+    """In the bottleneck entry of `gpudiag diff`'s verdict, not only in the long message."""
+    report = _diff(0.0184, 0.018, 0.019, "faster", 0.2233, 0.00411)
+    report["findings"].append({
+        "id": "diff.bottleneck.run.bottleneck", "status": "ok", "message": "m",
+        "title": "input-bound fixed: profiled step 223 ms -> 5.90 ms; prediction held",
+        "evidence": {"predicted_step_s": 0.0059, "measured_step_s": 0.00411,
+                     "predicted_low_s": 0.0038, "predicted_high_s": 0.0072, "inside": True}})
+    assert headline.bottleneck_line(report) == (
+        "bottleneck: input-bound fixed: profiled step 223 ms -> 5.90 ms; the prediction "
+        "held: B's "
+        "median step 4.11 ms is inside the predicted 3.80-7.20 ms (predicted 5.90)")
+    report["findings"][-1]["evidence"].update(predicted_low_s=0.005, inside=False)
+    assert headline.bottleneck_line(report).endswith(
+        "the prediction did not hold: B's median step 4.11 ms is under the predicted "
+        "5.00-7.20 ms (better than predicted 5.90)")
+    assert all(len(ln) < 80 for ln in headline.terminal(report, "r.md", "runs"))
+
+
+def test_the_runs_prediction_is_on_the_loops_step_as_the_diff_holds_b_to_it() -> None:
+    """One prediction per fix: where the run timed its loop, the fix's prediction is said
+    on the loop's step (the steady median), scaled from the window's step it was made
+    from, as `gpudiag diff` scales the prediction it holds B to."""
+    report = _bottleneck(
+        title="input-bound: 69 % of a 5.65 ms step waits for input",
+        message="Model.fit: 5.65 ms per step over 5 profiled step(s)",
+        evidence={"causes": ["input-bound"], "shares": {"input": 0.69}, "step_s": 0.00565},
+        actions=[{"what": "pass num_parallel_calls=tf.data.AUTOTUNE to Dataset.map",
+                  "where": "train.py:24",
+                  "predicted": {"step_s": 0.00226, "low_s": 0.00113, "high_s": 0.00339}}])
+    window = headline.bottleneck_line(report)
+    assert window.endswith("predicted 5.65 -> 2.26 ms a step (1.13-3.39)"), window
+    report["findings"].append({"id": "run.throughput", "status": "ok", "message": "m",
+                               "evidence": {"loops": [{"series": "Model.fit",
+                                                       "step_s_median": 0.00485,
+                                                       "timed_steps": 101}]}})
+    on_loop = headline.bottleneck_line(report)  # x 4.85 / 5.65
+    assert on_loop.endswith("predicted 4.85 -> 1.94 ms a step (0.970-2.91)"), on_loop

@@ -104,6 +104,27 @@ def test_bottleneck_fixed_the_part_it_came_from_and_the_prediction() -> None:
         in f.message
 
 
+def test_b_is_held_to_its_prediction_by_the_same_median_its_loop_is_compared_by() -> None:
+    """One step per loop: where the run recorded its steady rule (warm-up, profiled steps
+    left out), the median B is held to its prediction by is the loop's compared median,
+    never a second number from the same steps by another rule."""
+    predicted = {"cause": "input-bound", "fix": "parallel map", "step_s": 0.002,
+                 "step_s_low": 0.0018, "step_s_high": 0.0024}
+    before = neck("warn", 0.008, parts(0.008, 0.001, 0.006, 0.001), ("input-bound",),
+                  predicted)
+    after = neck("ok", 0.0021, parts(0.0021, 0.001, 0.0001, 0.001), (), None)
+    b_times = [0.003] * 50 + [0.0011] * 40  # its first 50 steps: warm-up, by its rule
+    a_side = replace(side([loop([0.004] * 90)], (before,)), steady={"Model.fit": (50, ())})
+    b_side = replace(side([loop(b_times)], (after,)), steady={"Model.fit": (50, ())})
+    rec, found = diff.judge(a_side, b_side)
+    (compared,), (n,) = rec.loops, rec.bottlenecks
+    assert compared.b.median_s == pytest.approx(0.0011)
+    assert n.measured_step_s == pytest.approx(compared.b.median_s)
+    f = next(f for f in found if f.id.startswith("diff.bottleneck."))
+    # the windows' steps named as theirs; the prediction (of B's median) said apart
+    assert f.title == "input-bound fixed: profiled step 8.00 ms -> 2.10 ms; prediction held"
+
+
 def test_a_steps_per_execution_call_is_compared_per_step() -> None:
     """B ran steps_per_execution=16: its series is per step already (gpudiag.run.tbwrite
     divides each call's time by its 16 steps) and its profiled "step", one call of 16, is

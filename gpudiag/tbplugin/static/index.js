@@ -94,17 +94,17 @@ function devicesCard(d, title) {
             (lane.busy_parts && lane.busy_parts.length ? ` (${lane.busy_parts.join(", ")})` : "") },
           el("span", { style: `width:${Math.round(lane.busy_share * 100)}%` }),
           el("em", {}, pct(lane.busy_share)))),
-      el("td", {}, lane.ops === null || lane.ops === undefined ? "" : `${lane.ops} ops`),
+      el("td", {}, lane.ops === null || lane.ops === undefined ? ""
+        : `${lane.ops} op${lane.ops === 1 ? "" : "s"}`),
       el("td", {}, lane.kind === "NVML"
         ? [sparkline(lane.util, `${lane.name} utilization % (NVML)`), activity, mean] : ""));
   });
+  if (!rows.length && !d.no_gpu) return null;  // nothing recorded per device: no card
   if (rows.length) {
     body.push(el("table", { class: "lanes" },
       el("thead", {}, el("tr", {}, ...["device", "state", "busy share of the step", "ops",
         "utilization over time (NVML)"].map((h) => el("th", {}, h)))),
       el("tbody", {}, rows)));
-  } else if (!d.no_gpu) {
-    body.push(el("p", { class: "muted" }, "this run recorded no per-device evidence"));
   }
   return section("devices", title, ...body);
 }
@@ -176,7 +176,8 @@ function bottleneckCard(b, title) {
 }
 
 // ---------------------------------------------------------------- (c) learning, (d) scaling
-function lineChart({ series, xLabel, yLabel, hline, hlineLabel, ideal, label }) {
+function lineChart({ series, xLabel, yLabel, hline, hlineLabel, ideal, label, vlines,
+  vlineLabel }) {
   const w = 520, h = 220, l = 48, b = 30;
   const pts = series.flatMap((s) => s.points);
   if (!pts.length) return el("p", { class: "muted" }, "no points recorded");
@@ -205,6 +206,11 @@ function lineChart({ series, xLabel, yLabel, hline, hlineLabel, ideal, label }) 
     g.append(svg("line", { x1: l, y1: Y(hline), x2: w - 10, y2: Y(hline), class: "hline" }),
       svg("text", { x: w - 12, y: Y(hline) - 4, class: "label end" }, hlineLabel));
   }
+  for (const x of vlines || []) {  // an epoch's start: where a running mean starts again
+    if (x < x0 || x > x1) continue;
+    g.append(svg("line", { x1: X(x), y1: 10, x2: X(x), y2: h - b, class: "vline" },
+      svg("title", {}, `${vlineLabel} begins at ${xLabel} ${x}`)));
+  }
   const colors = ["#c62828", "#1565c0", "#2e7d32", "#6a1b9a", "#ef6c00"];
   series.forEach((s, i) => {
     g.append(svg("polyline", { points: s.points.map(([x, y]) => `${X(x)},${Y(y)}`).join(" "),
@@ -222,11 +228,16 @@ function lineChart({ series, xLabel, yLabel, hline, hlineLabel, ideal, label }) 
 function learningCard(lr, title) {
   if (!lr) return null;
   const ln = lr.ln_classes;
+  const said = [...new Set(lr.curves.map((c) => c.loss_is).filter(Boolean))];
+  const epochs = [...new Set(lr.curves.flatMap((c) => c.epochs || []))];
   return section("learning", title,
     el("p", { class: `verdict ${lr.status || ""}` }, lr.verdict),
-    lineChart({ series: lr.curves, xLabel: "step", yLabel: "loss", hline: ln,
-      hlineLabel: ln ? `ln ${lr.num_classes} = ${ln.toFixed(3)} (chance)` : "",
-      label: "loss per step" }));
+    !lr.curves.length ? null : lineChart({ series: lr.curves, xLabel: "step", yLabel: "loss",
+      hline: ln, hlineLabel: ln ? `ln ${lr.num_classes} = ${ln.toFixed(3)} (chance)` : "",
+      vlines: epochs, vlineLabel: "epoch",
+      label: said.length ? "loss per step (Keras's running mean of each epoch)"
+        : "loss per step" }),
+    said.map((s) => el("p", { class: "muted loss-is" }, s)));
 }
 
 function scalingCard(sc, title) {
@@ -316,9 +327,11 @@ async function show(root) {
   }
   if (shown !== state.shown) return;
   state.view = view;
-  if (other) {  // side by side: the answer in words, then the two runs' cards in two columns
+  if (other) {  // side by side: the answer in words, then the two runs' cards in two columns,
+    // older (A) to newer (B) as the diff orders them, whichever selector named which
+    const [older, newer] = diff && diff.a === other.id ? [other, view] : [view, other];
     root.replaceChildren(diffCard(diff), el("div", { class: "sides" },
-      sideColumn(view, "A"), sideColumn(other, "B")));
+      sideColumn(older, "A"), sideColumn(newer, "B")));
   } else {
     // a `gpudiag diff` run: its own record's answer first (its cards hold no diagnosis)
     root.replaceChildren(...[

@@ -131,6 +131,15 @@ def batch_losses(s: StepSeries) -> list[float] | None:
     return out
 
 
+def epoch_starts(s: StepSeries) -> list[int]:
+    """A Keras fit's steps (as its step series indexes them) where an epoch after the first
+    began: where each loss, a running mean over its epoch so far, starts again."""
+    if s.kind != "fit":
+        return []
+    return [st.index for prev, st in zip(s.steps, s.steps[1:], strict=False)
+            if st.epoch is not None and prev.epoch is not None and st.epoch != prev.epoch]
+
+
 def tail_level(losses: Sequence[float]) -> tuple[float, tuple[float, float], str]:
     """Where the loss ends: the median of its last quarter, with that median's interval
     (gpudiag.verdicts.stats.spread) and what the interval is."""

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from gpudiag.layout.units import counted
 from gpudiag.records.run import ProcessObservation
 from gpudiag.report import Action, Finding
 from gpudiag.verdicts.common import title
@@ -97,8 +98,9 @@ def soft_placement(obs: ProcessObservation, graph_devices: dict[str, dict[str, s
                        evidence, title="no pinned op to compare: nothing moved")
     if not rows:
         return Finding(f"run.soft-placement{proc}", "ok",
-                       f"all {compared} pinned ops ran on the device they were pinned to",
-                       evidence, title=f"all {compared} pinned ops ran where they were pinned")
+                       f"all {counted(compared, 'pinned op')} ran on the device they were "
+                       "pinned to", evidence,
+                       title=f"all {counted(compared, 'pinned op')} ran where they were pinned")
     missing = [r for r in rows if not r["exists"]]
     text = "; ".join(f"{r['nodes']} op(s) pinned to {r['requested']}"
                      + (f" ({', '.join(r['scopes'][:4])})" if r["scopes"] else "")

@@ -246,7 +246,8 @@ def _judge_run(obs: ProcessObservation, s: Any) -> tuple[dict[str, Any], str, St
            "accuracy_against_chance": chance.to_dict() if chance else None,
            "loss_against_start": falling.to_dict(),
            "weights_moved": moved, "learning_rate": s.facts.get("learning_rate"),
-           "loss_divided_by": scale.factor, "loss_scale_words": scale.words or None}
+           "loss_divided_by": scale.factor, "loss_scale_words": scale.words or None,
+           "running_mean": s.kind == "fit", "epoch_starts": learning_causes.epoch_starts(s)}
     return row, text, status
 
 

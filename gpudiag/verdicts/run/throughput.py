@@ -9,10 +9,11 @@ import statistics
 from collections.abc import Collection, Sequence
 from typing import Any
 
-from gpudiag.layout.units import counted, duration
+from gpudiag.layout.units import CI_LEVEL, counted, duration
 from gpudiag.layout.units import share as pct
 from gpudiag.records.run import ProcessObservation, StepSeries
 from gpudiag.report import Finding
+from gpudiag.verdicts import stats
 from gpudiag.verdicts.common import title
 
 
@@ -164,10 +165,15 @@ def loop_timing(obs: ProcessObservation, series: StepSeries, warmup: int
     if not times:
         return None
     median = statistics.median(times)
+    interval = stats.median_ci(times)
     calls = [call for _, call in pairs if call is not None]
     call = statistics.median(calls) if calls else None
     row: dict[str, Any] = {"series": series.label, "timed_steps": len(times),
                            "step_s_median": median,
+                           # the median's interval (gpudiag.verdicts.stats.median_ci; None:
+                           # too few steps): with it, the median is "the step" of the loop
+                           "step_s_low": interval[0] if interval else None,
+                           "step_s_high": interval[1] if interval else None,
                            "step_s_mean": statistics.fmean(times),
                            "step_s_p90": sorted(times)[int(0.9 * (len(times) - 1))],
                            "call_s_median": call,
@@ -221,6 +227,9 @@ def throughput(obs: ProcessObservation, warmup: int, proc: str = "") -> Finding:
                 if p.get("cpu_where") == "workers" and p.get("cpu_median_s") is not None:
                     text += (f", its {p['workers']} thread workers' __getitem__ "
                              f"{duration(p['cpu_median_s'])} of CPU a batch")
+        if row["step_s_low"] is not None:  # the loop's step: this median, with its interval
+            text += (f"; the median step's {CI_LEVEL * 100:.0f} % CI "
+                     f"{duration(row['step_s_low'])}-{duration(row['step_s_high'])}")
         rows.append(row)
         parts.append(text)
     evidence = {"loops": rows, "warmup_steps": warmup, "profiled_steps": profiled}
