@@ -18,7 +18,9 @@
   (ProgramFacts); ``pipeline`` the fixes at the program's tf.data lines; ``gpu_fill``
   (NVML's utilization against GPM's SM utilization) and ``allreduce`` (gradient bytes,
   achieved bandwidth).
-- ``whatif``: the step time each bottleneck's fix should give (``evidence.predicted``).
+- ``whatif``: the step time each bottleneck's fix should give (``evidence.predicted``),
+  with ``whatif_input`` (the input-bound model, the pipeline's fixes by name) and
+  ``prediction`` (a prediction's record, its interval, the machine it is made on).
 - ``diff``: `gpudiag diff A B`, judged from ``diff_steptime`` (step time with intervals),
   ``diff_bottleneck`` (parts and bottleneck before and after, predicted against measured)
   and ``diff_learning`` (the loss at matched steps), with ``stats`` (the median's and a ratio's
