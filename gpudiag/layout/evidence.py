@@ -19,10 +19,13 @@ fields it reads (a ValueError naming the field when one is of the wrong kind).
 - ``TriedFix`` (try.fix.<fix>): one fix measured against the program as written: B/A with
   its interval, the change, the prediction beside it.
 
+DiffStep, Scaling and TriedFix (the findings that compare) are gpudiag.layout.compared's;
+each field is read and checked by gpudiag.layout.evidencefields.
+
 A finding of the family whose evidence lacks a field (a skip: no trace, no NVML) decodes
 with that field empty, never a guess. ``decode(finding)`` gives a finding's record (None:
-its family declares none). Pure: imports gpudiag.layout.families and
-gpudiag.layout.units only.
+its family declares none). Pure: imports gpudiag.layout's families, units and the two
+modules above only.
 """
 
 from __future__ import annotations
@@ -31,89 +34,25 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from gpudiag.layout.compared import DiffStep, Scaling, TriedFix
+from gpudiag.layout.evidencefields import (
+    dur,
+    integer,
+    integers,
+    items,
+    num,
+    num_map,
+    obj,
+    text,
+    texts,
+)
 from gpudiag.layout.families import family_of
-from gpudiag.layout.units import CI_LEVEL
 
 #: The parts a step's time is split into, declared once, in the order they add up (the
 #: picture's bars bottom to top, the tab's, diff's): the device computing, collectives,
 #: host-device copies with no kernel running, waiting for input, the host's own work
 #: (Python, dispatch), nothing at all. Each is ``<part>_s`` in a bottleneck's evidence.
 STEP_PARTS = ("compute", "communication", "copy", "input", "host", "idle")
-
-
-
-def _obj(value: Any, name: str) -> Mapping[str, Any]:
-    if not isinstance(value, Mapping):
-        raise ValueError(f"evidence field {name} is not an object")
-    return value
-
-
-def _num(data: Mapping[str, Any], key: str, where: str, *, required: bool = False
-         ) -> float | None:
-    value = data.get(key)
-    if value is None:
-        if required:
-            raise ValueError(f"evidence field {where}{key} is missing")
-        return None
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        raise ValueError(f"evidence field {where}{key} is not a number")
-    return float(value)
-
-
-def _dur(data: Mapping[str, Any], key: str, where: str, *, required: bool = False
-         ) -> float | None:
-    """A duration in seconds: a number, never negative (a step of -500 ms is refused)."""
-    value = _num(data, key, where, required=required)
-    if value is not None and not value >= 0:
-        raise ValueError(f"evidence field {where}{key} is {value!r}, not a duration (>= 0 s)")
-    return value
-
-
-def _int(data: Mapping[str, Any], key: str, where: str) -> int | None:
-    value = data.get(key)
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise ValueError(f"evidence field {where}{key} is not an integer")
-    return value
-
-
-def _str(data: Mapping[str, Any], key: str, where: str) -> str | None:
-    value = data.get(key)
-    if value is not None and not isinstance(value, str):
-        raise ValueError(f"evidence field {where}{key} is not a string")
-    return value
-
-
-def _list(data: Mapping[str, Any], key: str, where: str) -> list[Any]:
-    value = data.get(key)
-    if value is None:
-        return []
-    if not isinstance(value, list | tuple):
-        raise ValueError(f"evidence field {where}{key} is not a list")
-    return list(value)
-
-
-def _strs(data: Mapping[str, Any], key: str, where: str) -> tuple[str, ...]:
-    values = _list(data, key, where)
-    if not all(isinstance(v, str) for v in values):
-        raise ValueError(f"evidence field {where}{key} holds a value that is not a string")
-    return tuple(values)
-
-
-def _ints(data: Mapping[str, Any], key: str, where: str) -> tuple[int, ...]:
-    values = _list(data, key, where)
-    if not all(isinstance(v, int) and not isinstance(v, bool) for v in values):
-        raise ValueError(f"evidence field {where}{key} holds a value that is not an integer")
-    return tuple(values)
-
-
-def _num_map(data: Mapping[str, Any], key: str, where: str) -> dict[str, float]:
-    value = data.get(key)
-    if value is None:
-        return {}
-    m = _obj(value, where + key)
-    return {str(k): v for k in m if (v := _num(m, k, f"{where}{key}.")) is not None}
 
 
 # ------------------------------------------------------------------------- Bottleneck
@@ -152,12 +91,12 @@ class DeviceParts:
     @classmethod
     def from_dict(cls, device: str, data: Any) -> DeviceParts:
         where = f"parts_s.{device}."
-        d = _obj(data, where.rstrip("."))
-        period = _dur(d, "period_s", where, required=True)
+        d = obj(data, where.rstrip("."))
+        period = dur(d, "period_s", where, required=True)
         assert period is not None
 
         def part(name: str) -> float:
-            return _num(d, f"{name}_s", where) or 0.0
+            return num(d, f"{name}_s", where) or 0.0
         return cls(device, period, **{f"{p}_s": part(p) for p in STEP_PARTS},
                    host_between_calls_s=part("host_between_calls"))
 
@@ -184,19 +123,19 @@ class Bottleneck:
 
     @classmethod
     def from_dict(cls, data: Any) -> Bottleneck:
-        d = _obj(data, "evidence")
-        parts = _obj(d.get("parts_s") or {}, "parts_s")
+        d = obj(data, "evidence")
+        parts = obj(d.get("parts_s") or {}, "parts_s")
         devices = {str(k): DeviceParts.from_dict(str(k), v) for k, v in parts.items()
                    if not (isinstance(v, Mapping) and v.get("period_s") is None)}
         predicted = d.get("predicted")
         if predicted is not None:
-            predicted = dict(_obj(predicted, "predicted"))
-            _dur(predicted, "step_s", "predicted.")
+            predicted = dict(obj(predicted, "predicted"))
+            dur(predicted, "step_s", "predicted.")
         calls = d.get("dataset_calls") or ()
         if not isinstance(calls, list | tuple):
             raise ValueError("evidence.dataset_calls is not a list")
-        return cls(_dur(d, "step_s", ""), devices, _strs(d, "causes", ""),
-                   _str(d, "trace", ""), predicted, _num_map(d, "shares", ""),
+        return cls(dur(d, "step_s", ""), devices, texts(d, "causes", ""),
+                   text(d, "trace", ""), predicted, num_map(d, "shares", ""),
                    tuple(dict(c) for c in calls if isinstance(c, Mapping)))
 
 
@@ -218,11 +157,11 @@ class DeviceLanes:
 
     @classmethod
     def from_dict(cls, data: Any) -> DeviceLanes:
-        d = _obj(data, "evidence")
-        return cls(_strs(d, "logical_devices", ""), _strs(d, "strategy_devices", ""),
-                   _num_map(d, "ops_by_device", ""), _num_map(d, "trace_busy_s", ""),
-                   _strs(d, "idle", ""), _strs(d, "created_by_program", ""),
-                   _gpu_records(d, "nvml_gpus"), _ints(d, "nvml_idle", ""))
+        d = obj(data, "evidence")
+        return cls(texts(d, "logical_devices", ""), texts(d, "strategy_devices", ""),
+                   num_map(d, "ops_by_device", ""), num_map(d, "trace_busy_s", ""),
+                   texts(d, "idle", ""), texts(d, "created_by_program", ""),
+                   _gpu_records(d, "nvml_gpus"), integers(d, "nvml_idle", ""))
 
 
 # --------------------------------------------------------------------------- Learning
@@ -246,15 +185,15 @@ class LearningLoop:
     @classmethod
     def from_dict(cls, data: Any, i: int) -> LearningLoop:
         where = f"loops[{i}]."
-        d = _obj(data, where.rstrip("."))
+        d = obj(data, where.rstrip("."))
         moved = d.get("weights_moved")
         if moved is not None and not isinstance(moved, bool):
             raise ValueError(f"evidence field {where}weights_moved is not true or false")
-        return cls(_str(d, "series", where) or "", _int(d, "steps", where),
-                   _num(d, "first_loss", where), _num(d, "start_loss", where),
-                   _num(d, "last_loss", where), _int(d, "num_classes", where),
-                   _int(d, "stuck_at_ln_classes", where), _num(d, "softmax_floor", where),
-                   _num(d, "accuracy", where), bool(d.get("accuracy_at_chance")), moved)
+        return cls(text(d, "series", where) or "", integer(d, "steps", where),
+                   num(d, "first_loss", where), num(d, "start_loss", where),
+                   num(d, "last_loss", where), integer(d, "num_classes", where),
+                   integer(d, "stuck_at_ln_classes", where), num(d, "softmax_floor", where),
+                   num(d, "accuracy", where), bool(d.get("accuracy_at_chance")), moved)
 
 
 @dataclass(frozen=True)
@@ -266,109 +205,9 @@ class Learning:
 
     @classmethod
     def from_dict(cls, data: Any) -> Learning:
-        d = _obj(data, "evidence")
+        d = obj(data, "evidence")
         return cls(tuple(LearningLoop.from_dict(x, i)
-                         for i, x in enumerate(_list(d, "loops", ""))))
-
-
-# --------------------------------------------------------------------------- DiffStep
-@dataclass(frozen=True)
-class MedianStep:
-    """A side's median step (seconds) with its interval at ``level`` (None: too few
-    steps) and the steps it is the median of."""
-
-    median_s: float
-    low_s: float | None
-    high_s: float | None
-    steps: int
-
-    @classmethod
-    def from_dict(cls, data: Any, side: str) -> MedianStep:
-        where = f"{side}."
-        d = _obj(data, side)
-        median = _dur(d, "median_s", where, required=True)
-        assert median is not None
-        return cls(median, _dur(d, "low_s", where), _dur(d, "high_s", where),
-                   _int(d, "steps", where) or 0)
-
-
-@dataclass(frozen=True)
-class DiffStep:
-    """diff.step-time.<loop>'s evidence (gpudiag.layout.diff.LoopDiff): A's and B's
-    median step, B / A with its interval at ``level`` (a report written before the level
-    was recorded: CI_LEVEL, the only one gpudiag has used), and the verdict (faster,
-    slower, no change, unknown)."""
-
-    name_a: str
-    name_b: str
-    a: MedianStep
-    b: MedianStep
-    ratio: float
-    ratio_low: float | None
-    ratio_high: float | None
-    verdict: str
-    level: float = CI_LEVEL
-
-    @property
-    def speedup(self) -> float:
-        """A / B: how many times faster B is (below 1: slower)."""
-        return 1 / self.ratio
-
-    @classmethod
-    def from_dict(cls, data: Any) -> DiffStep:
-        d = _obj(data, "evidence")
-        ratio = _num(d, "ratio", "", required=True)
-        assert ratio is not None
-        verdict = _str(d, "verdict", "")
-        if verdict not in ("faster", "slower", "no change", "unknown"):
-            raise ValueError(f"evidence field verdict is not a verdict: {verdict!r}")
-        return cls(_str(d, "name_a", "") or "", _str(d, "name_b", "") or "",
-                   MedianStep.from_dict(d.get("a"), "a"), MedianStep.from_dict(d.get("b"), "b"),
-                   ratio, _num(d, "ratio_low", ""), _num(d, "ratio_high", ""), verdict,
-                   _num(d, "level", "") or CI_LEVEL)
-
-
-# ---------------------------------------------------------------------------- Scaling
-@dataclass(frozen=True)
-class ScalingPoint:
-    n_devices: int
-    examples_per_s: float | None
-    speedup: float | None
-    efficiency: float | None
-    ok_threshold: float | None
-    step_s: float | None
-
-    @classmethod
-    def from_dict(cls, data: Any, i: int) -> ScalingPoint:
-        where = f"per_device_count[{i}]."
-        d = _obj(data, where.rstrip("."))
-        n = _int(d, "n_devices", where)
-        if n is None:
-            raise ValueError(f"evidence field {where}n_devices is missing")
-        return cls(n, _num(d, "examples_per_s", where), _num(d, "speedup", where),
-                   _num(d, "efficiency", where), _num(d, "ok_threshold", where),
-                   _dur(d, "step_s", where))
-
-
-@dataclass(frozen=True)
-class Scaling:
-    """scaling.efficiency.<strategy>'s evidence: the 1-device base and each larger device
-    count (none: nothing to compare, the finding says why)."""
-
-    device_kind: str | None = None
-    base_examples_per_s: float | None = None
-    base_step_s: float | None = None
-    per_device_count: tuple[ScalingPoint, ...] = ()
-    causes: tuple[str, ...] = ()
-
-    @classmethod
-    def from_dict(cls, data: Any) -> Scaling:
-        d = _obj(data, "evidence")
-        return cls(_str(d, "device_kind", ""), _num(d, "base_examples_per_s", ""),
-                   _dur(d, "base_step_s", ""),
-                   tuple(ScalingPoint.from_dict(x, i)
-                         for i, x in enumerate(_list(d, "per_device_count", ""))),
-                   _strs(d, "causes", ""))
+                         for i, x in enumerate(items(d, "loops", ""))))
 
 
 # ----------------------------------------------------------------------------- GpuUse
@@ -388,68 +227,22 @@ class GpuUse:
 
     @classmethod
     def from_dict(cls, data: Any) -> GpuUse:
-        d = _obj(data, "evidence")
+        d = obj(data, "evidence")
         gpus = _gpu_records(d, "gpus")
         for i, g in enumerate(gpus):
-            _num(g, "util_mean_percent", f"gpus[{i}].")
-        return cls(_num(d, "idle_threshold_percent", ""), gpus,
-                   _ints(d, "idle_indices", ""), _ints(d, "worked_indices", ""),
-                   _ints(d, "lost_indices", ""), _ints(d, "no_utilization_indices", ""),
-                   _ints(d, "near_indices", ""))
+            num(g, "util_mean_percent", f"gpus[{i}].")
+        return cls(num(d, "idle_threshold_percent", ""), gpus,
+                   integers(d, "idle_indices", ""), integers(d, "worked_indices", ""),
+                   integers(d, "lost_indices", ""), integers(d, "no_utilization_indices", ""),
+                   integers(d, "near_indices", ""))
 
 
 def _gpu_records(d: Mapping[str, Any], key: str) -> tuple[dict[str, Any], ...]:
     """NVML's per-GPU records (gpu_use.gpu_numbers), each an object with an int index."""
-    gpus = _list(d, key, "")
+    gpus = items(d, key, "")
     for i, g in enumerate(gpus):
-        _int(_obj(g, f"{key}[{i}]"), "index", f"{key}[{i}].")
+        integer(obj(g, f"{key}[{i}]"), "index", f"{key}[{i}].")
     return tuple(dict(g) for g in gpus)
-
-
-# --------------------------------------------------------------------------- TriedFix
-@dataclass(frozen=True)
-class TriedFix:
-    """try.fix.<fix>'s evidence (gpudiag.verdicts.trial): the fix, its line as written and
-    as it would be, B/A (the median over rounds of each round's fixed median step over the
-    same round's as-written one) with its interval from the rounds' spread, the prediction
-    as a ratio with its interval and whether the measurement fell inside it, whether the
-    hooks' record shows the change made, and the exception where the fix broke it."""
-
-    fix: str
-    where: str | None
-    as_written: str | None
-    as_it_would_be: str | None
-    verdict: str  # faster, slower, no change, cannot tell, broke
-    ratio: float | None = None
-    ratio_low: float | None = None
-    ratio_high: float | None = None
-    rounds: int = 0
-    level: float = CI_LEVEL
-    predicted_ratio: float | None = None
-    predicted_low: float | None = None
-    predicted_high: float | None = None
-    inside: bool | None = None
-    applied: bool | None = None
-    can_change_results: bool = False
-    broke: str | None = None
-
-    @classmethod
-    def from_dict(cls, data: Any) -> TriedFix:
-        d = _obj(data, "evidence")
-        verdict = _str(d, "verdict", "")
-        if verdict not in ("faster", "slower", "no change", "cannot tell", "broke"):
-            raise ValueError(f"evidence field verdict is not a verdict: {verdict!r}")
-        flags = {k: d.get(k) for k in ("inside", "applied")}
-        for k, v in flags.items():
-            if v is not None and not isinstance(v, bool):
-                raise ValueError(f"evidence field {k} is not true or false")
-        return cls(_str(d, "fix", "") or "", _str(d, "where", ""), _str(d, "as_written", ""),
-                   _str(d, "as_it_would_be", ""), verdict, _num(d, "ratio", ""),
-                   _num(d, "ratio_low", ""), _num(d, "ratio_high", ""),
-                   _int(d, "rounds", "") or 0, _num(d, "level", "") or CI_LEVEL,
-                   _num(d, "predicted_ratio", ""), _num(d, "predicted_low", ""),
-                   _num(d, "predicted_high", ""), flags["inside"], flags["applied"],
-                   bool(d.get("can_change_results")), _str(d, "broke", ""))
 
 
 Evidence = Bottleneck | DeviceLanes | Learning | DiffStep | Scaling | GpuUse | TriedFix

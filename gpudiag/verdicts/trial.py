@@ -19,7 +19,7 @@ from dataclasses import asdict, dataclass
 
 from gpudiag.fixes import Chosen
 from gpudiag.fixes.choice import NotTried
-from gpudiag.layout.evidence import TriedFix
+from gpudiag.layout.compared import TriedFix
 from gpudiag.layout.units import CI_LEVEL, ms_number
 from gpudiag.report import Finding, Status
 from gpudiag.verdicts.common import title
