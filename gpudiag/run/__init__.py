@@ -18,7 +18,8 @@ livegpu.py NVML's samples, stderrscan.py matches the saved stderr against the ca
 statusline.py draws the terminal's one status line (live.py and statusline.py each tick in
 an every.py thread), peers.py shares a cluster's tasks'
 live states in the logdir; classcount.py finds a loop's number of classes from evidence
-only, placedrows.py turns the placement window's graphs into placement rows, survivors.py
+only, placedrows.py gives a process's placement rows (its placement window's graphs, else the
+placement log), profiled.py reads its profiled window's trace (run.bottleneck), survivors.py
 finds descendants that outlive the program; eagertrace.py splits an eager loop's profiled
 steps into the ops' own time and Python's dispatch of them; processes.py follows the
 program's Python processes in /proc and names those the hooks could not enter;

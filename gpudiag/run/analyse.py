@@ -1,12 +1,12 @@
 """From what `gpudiag run` saw to findings, data and TensorBoard (parent, no TensorFlow).
 
-Reads the events (gpudiag.run.events), parses TensorFlow's placement log out of the saved
-stderr (gpudiag.readers.placementlog), reads the profiler trace of the window
-(gpudiag.readers.traces, each op attributed to the device TensorFlow placed it on),
-matches the log against the catalogue, and hands plain data to the verdicts (the package
-gpudiag.verdicts.run). A program with several TensorFlow processes gets one set of
-per-process findings each (ids suffixed ``.p1``, ``.p2`` ...); their shared stderr cannot
-be split by process, so the placement log is used only for a single process.
+Reads the events (gpudiag.run.events), a process's placement rows (gpudiag.run.placedrows:
+its placement window, else TensorFlow's placement log in the saved stderr), the profiler
+trace of its window (gpudiag.run.profiled, each op attributed to the device TensorFlow
+placed it on), matches the log against the catalogue, and hands plain data to the verdicts
+(the package gpudiag.verdicts.run). A program with several TensorFlow processes gets one
+set of per-process findings each (ids suffixed ``.p1``, ``.p2`` ...); their shared stderr
+cannot be split by process, so the placement log is used only for a single process.
 """
 
 from __future__ import annotations
@@ -25,16 +25,18 @@ from gpudiag.layout import NVML_TB_RUN, TAG_RUN_TABLE
 from gpudiag.layout.events import PROTOCOL_VERSION
 from gpudiag.markdown import markdown_table
 from gpudiag.procs.command import exit_code_of
-from gpudiag.readers import clusterplacement, placementlog, stepbreakdown, traces
+from gpudiag.readers import clusterplacement, placementlog
 from gpudiag.readers.placementlog import PlacementRow
 from gpudiag.records.run import ProcessObservation
 from gpudiag.report import Finding
-from gpudiag.run import eagertrace, events, placedrows, stderrscan, tasks, tbwrite
+from gpudiag.run import events, stderrscan, tasks, tbwrite
 from gpudiag.run import processes as run_processes
 from gpudiag.run.options import Outcome, RunOptions
+from gpudiag.run.placedrows import log_reason, placement_data, placement_rows
+from gpudiag.run.profiled import trace_of, why_slow
 from gpudiag.run.stderrscan import StderrScan
 from gpudiag.session import RunSession
-from gpudiag.verdicts import allreduce, bottleneck, gpu_fill
+from gpudiag.verdicts import gpu_fill
 from gpudiag.verdicts import gpu_use as gpu_verdicts
 from gpudiag.verdicts.run import crash as run_crash
 from gpudiag.verdicts.run import gpu_idle as run_gpu_idle
@@ -51,133 +53,6 @@ from gpudiag.verdicts.run import progress as run_progress
 from gpudiag.verdicts.run import ps as run_ps
 from gpudiag.verdicts.run import strategy_cost as run_strategy
 from gpudiag.verdicts.run import throughput as run_throughput
-
-
-def log_reason(obs: ProcessObservation, options: RunOptions) -> str | None:
-    """Why TensorFlow's placement log of this process cannot be used (None: it can)."""
-    if options.in_kernel:
-        return ("gpudiag.watch() ran inside the notebook's kernel: TensorFlow's C++ log (the "
-                "placement log, CUDA and NCCL messages) went to the kernel's own stderr, "
-                "which gpudiag does not read")
-    if obs.cpp_log_level_overridden:
-        return ("when the program imported TensorFlow its stderr (fd 2) was not the stream "
-                "gpudiag reads (a file of its own), so TensorFlow's C++ log (the placement "
-                "log, CUDA and NCCL messages) did not reach gpudiag")
-    if not options.placement_log:
-        return "placement logging was turned off (--no-placement-log)"
-    if not obs.placement_log:
-        return "gpudiag could not set up its placement window (see run.tensorflow)"
-    return None
-
-
-def placement_rows(stderr: str, obs: ProcessObservation, processes: int
-                   ) -> tuple[list[PlacementRow], str | None]:
-    """This process's placement rows: its placement window's graphs (gpudiag.run.placedrows)
-    or, without one, the placement log in stderr. Several TensorFlow processes share one
-    stderr: each gets the lines its main thread wrote (placementlog.lines_of_thread)."""
-    if obs.placed_graphs:
-        return placedrows.rows_of(obs.placed_graphs, obs.graphs), None
-    if processes == 1:
-        return placementlog.parse(stderr), None
-    rows = placementlog.parse(placementlog.lines_of_thread(stderr, obs.pid))
-    if rows:
-        return rows, None
-    return [], (f"{processes} TensorFlow processes share one stderr and no placement line "
-                f"came from process {obs.pid}'s main thread")
-
-
-def placement_data(rows: list[PlacementRow]) -> tuple[dict[str, int], int, int,
-                                                       dict[str, dict[str, str]]]:
-    """Ops per device, eager op count, graph node count, function -> node -> device."""
-    work = [r for r in rows if placementlog.is_work(r)]
-    graphs: dict[str, dict[str, str]] = {}
-    for r in rows:
-        if r.kind == "graph" and r.function:
-            graphs.setdefault(r.function, {})[r.op] = r.device
-    return (placementlog.op_counts_by_device(rows), sum(r.kind == "eager" for r in work),
-            sum(r.kind == "graph" for r in work), graphs)
-
-
-def op_devices(rows: list[PlacementRow], obs: ProcessObservation) -> dict[str, str]:
-    """Node name -> device for the trace: Session step stats, graph nodes of the placement
-    log, and eager op types that always ran on one device."""
-    out = {n: d for s in obs.step_stats for n, d in s.node_devices.items()}
-    out.update({r.op: r.device for r in rows if r.kind == "graph"})
-    eager: dict[str, set[str]] = {}
-    for r in rows:
-        if r.kind == "eager" and placementlog.is_work(r):
-            eager.setdefault(r.op, set()).add(r.device)
-    out.update({op: next(iter(d)) for op, d in eager.items() if len(d) == 1 and op not in out})
-    return out
-
-
-def trace_of(obs: ProcessObservation, rows: list[PlacementRow]
-             ) -> tuple[traces.TraceSummary | None, str | None]:
-    p = obs.profile
-    if p is None or p.status in ("failed", "skipped"):
-        return None, (p.error if p else "no profiler window")
-    files = traces.find_xplanes(Path(p.logdir))
-    if not files:
-        return None, f"no .xplane.pb under {p.logdir}"
-    devices = [d for s in obs.strategies for d in s.worker_devices] or \
-        [d for d in (obs.devices.logical if obs.devices else []) if ":GPU:" in d]
-    try:
-        summary = traces.summarize(files[-1], op_devices(rows, obs),
-                                   list(dict.fromkeys(devices)))
-        return summary, None
-    except traces.TraceError as exc:
-        return None, str(exc)
-
-
-def why_slow(obs: ProcessObservation, rows: list[PlacementRow], proc: str,
-             nvml_gpus: list[dict[str, Any]] | None = None, warmup: int = 10) -> Finding:
-    """run.bottleneck: the profiled window's steps broken down (gpudiag.readers.stepbreakdown),
-    with how full NVML's GPM saw the process's GPUs (``nvml_gpus``: gpu_numbers)."""
-    p = obs.profile
-    check_id = f"run.bottleneck{proc}"
-    if p is None or p.status in ("failed", "skipped"):
-        return bottleneck.bottleneck(None, p.error if p else "no profiler window",
-                                     check_id=check_id)
-    files = traces.find_xplanes(Path(p.logdir))
-    if not files:
-        return bottleneck.bottleneck(None, f"no .xplane.pb under {p.logdir}", check_id=check_id)
-    series = next((s for s in obs.series if s.label == p.source), None)
-    if series is not None and series.kind == "eager":
-        eager = hostcauses.eager_facts(obs, series, warmup) or {}
-        eager["fix"] = hostcauses.eager_fix(eager) if eager else None
-        try:
-            split = eagertrace.eager_split(files[-1])
-        except traces.TraceError as exc:
-            return bottleneck.bottleneck(None, str(exc), check_id=check_id)
-        return bottleneck.eager(split, bottleneck.ProgramFacts(loop=p.source, eager=eager),
-                                check_id=check_id)
-    devices = [d for s in obs.strategies for d in s.worker_devices] or \
-        [d for d in (obs.devices.logical if obs.devices else []) if ":GPU:" in d]
-    try:
-        result = stepbreakdown.breakdown(files[-1], op_devices(rows, obs) or None,
-                                         list(dict.fromkeys(devices)))
-    except traces.TraceError as exc:
-        return bottleneck.bottleneck(None, str(exc), check_id=check_id)
-    facts = series.facts if series else {}
-    epochs = (facts.get("params") or {}).get("epochs")
-    mirrored = [d for s in obs.strategies if "Mirrored" in s.class_name
-                for d in s.worker_devices]
-    timing = (run_throughput.loop_timing(obs, series, warmup) or {}) if series else {}
-    fit_periods = run_throughput.step_times(series, warmup, p.steps) \
-        if series is not None and series.kind == "fit" and timing.get("input") is None else []
-    return bottleneck.bottleneck(result, None, bottleneck.ProgramFacts(
-        host_causes=hostcauses.loop_causes(obs, p.source, warmup),
-        compile=facts.get("compile"),
-        input_series=timing.get("input"), run_periods=fit_periods,
-        cpu_use=facts.get("cpu_use"),
-        calls=obs.dataset_calls, loop=p.source, called_at=facts.get("called_at"),
-        jit_compile=facts.get("jit_compile") is True,
-        epochs=epochs if isinstance(epochs, int) else None,
-        replicas=[d for s in obs.strategies for d in s.worker_devices],
-        nvml_gpus=None if nvml_gpus is None else gpu_fill.gpus_of(obs.pid, nvml_gpus),
-        gradient_bytes=allreduce.gradient_bytes(facts.get("trainable_bytes_by_device"),
-                                                mirrored)
-        or (facts.get("trainable_bytes") if mirrored else None)), check_id=check_id)
 
 
 @dataclass(frozen=True)
