@@ -7,8 +7,9 @@
 - ``memory``: `gpudiag memory` (default, growth, limit, modify-after-init).
 - ``gpu_use``: NVML sampling in the parent, for `monitor` and `scaling` (every GPU used,
   what sampling cost, per-GPU numbers for evidence).
-- ``scaling``: `gpudiag scaling` (efficiency and its causes, device work, learning,
-  towers beside mirrored, all-reduce bandwidth) and the thresholds they use.
+- ``scaling``: `gpudiag scaling` (efficiency and its causes, device work, towers beside
+  mirrored, all-reduce bandwidth) and the thresholds they use; ``scaling_learning`` its
+  learning.
 - ``scaling_bottleneck``: scaling's and the cluster's bottleneck per configuration, and
   where the speed-up over one device or worker went.
 - ``bottleneck``: why a step is slow (run, explain, scaling, cluster): the finding;
