@@ -29,7 +29,7 @@ from gpudiag.readers import clusterplacement, placementlog
 from gpudiag.readers.placementlog import PlacementRow
 from gpudiag.records.run import ProcessObservation
 from gpudiag.report import Finding
-from gpudiag.run import events, stderrscan, tasks, tbwrite
+from gpudiag.run import eventfiles, stderrscan, tasks, tbwrite
 from gpudiag.run import processes as run_processes
 from gpudiag.run.options import Outcome, RunOptions
 from gpudiag.run.placedrows import log_reason, placement_data, placement_rows
@@ -160,7 +160,7 @@ def report_whole(session: RunSession, argv: list[str], outcome: Outcome,
 
 
 def _seen(observations: list[ProcessObservation], outcome: Outcome,
-          bad: events.Unreadable, watch: run_processes.Watched, python: bool) -> Finding:
+          bad: eventfiles.Unreadable, watch: run_processes.Watched, python: bool) -> Finding:
     """run.tensorflow: the processes seen, and the events lines that could not be read."""
     return run_verdicts.tensorflow_seen(
         observations, python_command=python, hook_errors=outcome.state.hook_errors,
@@ -188,7 +188,7 @@ def _log_matches(outcome: Outcome, tf_procs: list[ProcessObservation], stderr: s
 def report(session: RunSession, argv: list[str], outcome: Outcome, options: RunOptions, *,
            python: bool) -> None:
     """Every finding of a run, the report's data section and the TensorBoard runs."""
-    observations, bad = events.observe_all(outcome.events_dir)
+    observations, bad = eventfiles.observe_all(outcome.events_dir)
     stderr = stderrscan.read_bounded(outcome.stderr_path)
     session.add(run_progress.command(argv, outcome.returncode, outcome.duration_s,
                                      outcome.interrupted, outcome.interrupt_signal))
