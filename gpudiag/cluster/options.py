@@ -14,7 +14,7 @@ from typing import Any
 
 import typer
 
-from gpudiag.cluster.supervise import Fault
+from gpudiag.cluster.clusterrun import Fault
 from gpudiag.errors import UsageError
 from gpudiag.records import cluster as records
 from gpudiag.records.training import Workload
