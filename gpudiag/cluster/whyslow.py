@@ -17,7 +17,7 @@ from pathlib import Path
 
 from gpudiag.cluster.clusterrun import ClusterRun
 from gpudiag.readers import stepbreakdown, traces
-from gpudiag.readers.stepbreakdown import Breakdown, StepParts
+from gpudiag.readers.steprecords import Breakdown, StepParts
 from gpudiag.records.cluster import WorkerResult
 from gpudiag.report import Finding
 from gpudiag.verdicts.scaling_bottleneck import (

@@ -1,7 +1,7 @@
 """Why is it slow: the dominant cause of a step's time, with its numbers, and the fix at the
 program's own line where the evidence has it.
 
-Pure: gpudiag.readers.stepbreakdown.Breakdown (the profiled window's trace), and what is
+Pure: gpudiag.readers.steprecords.Breakdown (the profiled window's trace), and what is
 known of the program (gpudiag.verdicts.step_causes.ProgramFacts: its tf.data calls, the
 step loop, the replicas, NVML's samples) in; a Finding out. The causes, each with its
 text and its fix written together, and their thresholds are in
@@ -22,11 +22,7 @@ from typing import Any
 
 from gpudiag.layout.units import duration
 from gpudiag.layout.units import share as pct
-from gpudiag.readers.stepbreakdown import (
-    Breakdown,
-    DeviceBreakdown,
-    StepParts,
-)
+from gpudiag.readers.steprecords import Breakdown, DeviceBreakdown, StepParts
 from gpudiag.report import Action, Finding
 from gpudiag.verdicts import (
     allreduce,

@@ -454,7 +454,7 @@ def test_the_input_share_is_read_from_every_timed_step_with_its_spread() -> None
 def test_a_share_whose_spread_holds_the_threshold_says_so_and_one_clear_of_it_decides() -> None:
     """xprof's 20 %: a loop that waits 30 % is input-bound whatever the window saw; one
     whose blocks straddle 20 % is named near the threshold, never flipped to ok."""
-    from gpudiag.readers.stepbreakdown import StepParts
+    from gpudiag.readers.steprecords import StepParts
     from gpudiag.verdicts.input_causes import input_share
     from gpudiag.verdicts.run.throughput import input_series
     from gpudiag.verdicts.step_causes import ProgramFacts
@@ -628,7 +628,7 @@ def test_next_calls_own_cost_on_a_full_buffer_is_not_input_to_prefetch() -> None
 
 def _breakdown(period: float, *, compute: float, input_: float, host: float,
                between: float = 0.0) -> Any:
-    from gpudiag.readers.stepbreakdown import Breakdown, DeviceBreakdown, StepParts
+    from gpudiag.readers.steprecords import Breakdown, DeviceBreakdown, StepParts
 
     parts = StepParts("0", *(x / 1e3 for x in (period, compute, 0, input_, host, 0, between)))
     return Breakdown("t.xplane.pb", "host step markers", ["0", "1"],
