@@ -40,7 +40,7 @@ from gpudiag.verdicts import gpu_fill
 from gpudiag.verdicts import gpu_use as gpu_verdicts
 from gpudiag.verdicts.run import crash as run_crash
 from gpudiag.verdicts.run import gpu_idle as run_gpu_idle
-from gpudiag.verdicts.run import hostcauses, memory_config
+from gpudiag.verdicts.run import hostcauses, memory_config, tflog
 from gpudiag.verdicts.run import kerascalls as run_kerascalls
 from gpudiag.verdicts.run import live as run_live
 from gpudiag.verdicts.run import loss_setup as run_loss_setup
@@ -181,7 +181,7 @@ def _log_matches(outcome: Outcome, tf_procs: list[ProcessObservation], stderr: s
                StderrScan(outcome.stderr_path)).finish()
     matcher.feed([r.message for o in tf_procs for r in o.tf_logs])
     matcher.feed([w.text for o in tf_procs for w in o.py_warnings if w.message not in stderr])
-    return run_verdicts.settle(matcher.matches(),
+    return tflog.settle(matcher.matches(),
                                completed=outcome.returncode == 0 and not outcome.interrupted)
 
 
@@ -220,7 +220,7 @@ def report(session: RunSession, argv: list[str], outcome: Outcome, options: RunO
                           options.profile_warmup_steps)
     if tf_procs:
         overridden = [o for o in tf_procs if o.cpp_log_level_overridden]
-        session.add(run_verdicts.tf_log(log, log_reason(overridden[0], options)
+        session.add(tflog.tf_log(log, log_reason(overridden[0], options)
                                         if overridden else None, "",
                                         catalogue.bfc.out_of_memory(stderr.splitlines())))
     if observations:

@@ -25,7 +25,7 @@ from gpudiag.records.run import (
     WeightsRecord,
 )
 from gpudiag.verdicts.run import crash as run_crash
-from gpudiag.verdicts.run import memory_config
+from gpudiag.verdicts.run import memory_config, tflog
 from gpudiag.verdicts.run import placement as run_placement
 from gpudiag.verdicts.run import process as run_verdicts
 from gpudiag.verdicts.run import progress as run_progress
@@ -182,10 +182,10 @@ def test_a_custom_loops_step_time_is_the_start_to_start_period_not_the_call() ->
 def test_tf_log_status_is_the_worst_known_message() -> None:
     lines = ["W gpu_device.cc:2256] Cannot dlopen some GPU libraries. Please make sure ...",
              "I port.cc:153] oneDNN custom operations are on."]
-    f = run_verdicts.tf_log(catalogue.match_lines(lines), None)
+    f = tflog.tf_log(catalogue.match_lines(lines), None)
     assert f.status == "fail" and "gpu-libraries-missing" in f.message
-    assert run_verdicts.tf_log(catalogue.match_lines(lines[1:]), None).status == "ok"
-    assert run_verdicts.tf_log([], "the program set TF_CPP_MIN_LOG_LEVEL=3").status == "skip"
+    assert tflog.tf_log(catalogue.match_lines(lines[1:]), None).status == "ok"
+    assert tflog.tf_log([], "the program set TF_CPP_MIN_LOG_LEVEL=3").status == "skip"
 
 
 def test_crash_with_catalogue_fix_and_the_kill_case() -> None:

@@ -1,7 +1,7 @@
 """Verdicts of `gpudiag run`: pure functions from one program's records to findings.
 
-- ``process``: per TensorFlow process (was TensorFlow imported, devices, distribution,
-  TensorFlow's log against the catalogue).
+- ``process``: per TensorFlow process (was TensorFlow imported, devices, distribution);
+  ``tflog`` TensorFlow's log against the catalogue.
 - ``devices``: eager pins and created logical devices.
 - ``placement``: ops per device, pinned against placed, every device used.
 - ``progress``: the command, learning and the profiler window (run.command, run.learning,
