@@ -3,7 +3,8 @@ unmodified program (no TensorFlow, ever).
 
 :mod:`~gpudiag.commands.run` runs the program with gpudiag's in-program code on its
 PYTHONPATH (gpudiag.inprogram: the hooks, which live apart because their rules differ),
-passes its output through (:mod:`~gpudiag.run.streams`) and samples NVML; then
+passes its output through (:mod:`~gpudiag.run.streams`, TensorFlow's C++ log lines known by
+:mod:`~gpudiag.run.cpplog`) and samples NVML; then
 :mod:`~gpudiag.run.analyse` reads the events (:mod:`~gpudiag.run.eventfiles` reads the
 files, :mod:`~gpudiag.run.events` takes each event of
 gpudiag.layout.events through its kind's handler into one
