@@ -1,7 +1,8 @@
 """How every command runs once its options are parsed: in a RunSession, with the
 findings rendered, the exit code chosen, and Ctrl-C, SIGTERM, SIGHUP and full disks
 turned into a finished report and one line (gpudiag.cli's commands call ``execute``;
-``main`` installs gpudiag.procs.stops' handlers).
+``main`` installs gpudiag.procs.stops' handlers), NVML opened for a command that needs it
+(``nvml_for``).
 
 Exit codes: 0 all checks passed, 1 a check failed, 2 bad usage or input, 3 environment
 broken (a full disk included), 128 + N ended by signal N (130 Ctrl-C). `monitor` and `run`
@@ -19,8 +20,9 @@ import os
 import signal
 import sys
 from collections.abc import Callable
+from contextlib import AbstractContextManager
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import typer
 from rich.console import Console
@@ -33,6 +35,9 @@ from gpudiag.report import to_json as report_to_json
 from gpudiag.session import RunSession
 from gpudiag.ui import Ui
 from gpudiag.verdicts import headline
+
+if TYPE_CHECKING:
+    from gpudiag.nvml import NvmlBackend, NvmlUnavailable, Opener
 
 
 def execute(command: str, logdir: Path, as_json: bool,
@@ -177,3 +182,12 @@ def interrupted_exit() -> int | None:
     if signum is None:
         return None
     return error_line(f"interrupted by {signal.Signals(signum).name}", 128 + signum)
+
+
+def nvml_for(ctx: typer.Context) -> AbstractContextManager[NvmlBackend | NvmlUnavailable]:
+    """NVML for one command: opened with the opener ``main`` was given (the real one by
+    default) when the ``with`` block starts, closed when it ends."""
+    from gpudiag import nvml
+
+    opener: Opener | None = ctx.obj
+    return nvml.opened(opener)

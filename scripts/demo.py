@@ -16,7 +16,7 @@ measured fix and the line to change.
 Each step is printed as a command the user can paste as it is (options before `--`:
 `.venv/bin/gpudiag run --logdir runs -- .venv/bin/python -m ...`). The steps that run a
 program (monitor, run) pass its output through as it comes, less TensorFlow's own C++ log
-(``I0000 ... cpu_feature_guard.cc``, ``E0000 ... cuInit``: gpudiag.run.streams.CppLog),
+(``I0000 ... cpu_feature_guard.cc``, ``E0000 ... cuInit``: gpudiag.run.cpplog.CppLog),
 which is saved whole with the rest of that step's output in <logdir>/demo-<step>.log.
 """
 
@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from gpudiag.layout import REPORT_JSON
-from gpudiag.run.streams import CppLog
+from gpudiag.run.cpplog import CppLog
 from gpudiag.rundir import RunDirError, load_run
 from gpudiag.verdicts import headline
 

@@ -327,7 +327,7 @@ def breakdown(*rows: tuple[str, float, float, float, float, float, float, float]
               idle: tuple[str, ...] = ()) -> Any:
     """A step breakdown made of plain numbers (gpudiag.readers.stepbreakdown's records).
     rows: (device, period, compute, communication, input, host, idle, between) in ms."""
-    from gpudiag.readers.stepbreakdown import Breakdown, DeviceBreakdown, StepParts
+    from gpudiag.readers.steprecords import Breakdown, DeviceBreakdown, StepParts
 
     devices = []
     for device, *ms in rows:

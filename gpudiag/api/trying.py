@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from gpudiag.errors import UsageError
-from gpudiag.layout.trialevidence import TriedFix
+from gpudiag.layout.compared import TriedFix
 from gpudiag.rundir import Run
 
 

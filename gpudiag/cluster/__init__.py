@@ -3,6 +3,7 @@
 - supervise.py   start a cluster's tasks as child processes, follow their progress,
                  detect a cluster that never forms or a task that dies, restart and
                  resume, stop everything: bounded in time, nothing left running.
+- clusterrun.py  what a configuration runs and how each task went, as records.
 - messages.py    TensorFlow's own messages about clusters: exact text, meaning, fix.
 - sockets.py     where each task really listened (/proc).
 - judge.py       cluster runs -> rows for gpudiag.verdicts.cluster, the table, TensorBoard.

@@ -1,6 +1,6 @@
 """From cluster runs to findings, the report's data, the table and the TensorBoard run.
 
-A ClusterRun (gpudiag/cluster/supervise.py) and its tasks' results become one plain
+A ClusterRun (gpudiag/cluster/clusterrun.py) and its tasks' results become one plain
 ``row`` per configuration for gpudiag.verdicts.cluster; every task's stderr is read for
 TensorFlow's messages (gpudiag.cluster.messages). Shared by `scaling --workers` (many
 configurations) and `worker` (one task's view). TF-free.
@@ -15,7 +15,7 @@ from typing import Any
 
 from gpudiag import layout
 from gpudiag.cluster import messages
-from gpudiag.cluster.supervise import ClusterRun, Limits, TaskOutcome, describe
+from gpudiag.cluster.clusterrun import ClusterRun, Limits, TaskOutcome, describe
 from gpudiag.markdown import markdown_table
 from gpudiag.records.cluster import WorkerResult, WorkerStats
 from gpudiag.tb.writer import EventWriter

@@ -22,8 +22,9 @@ from typing import Any
 
 from gpudiag import layout, nvml
 from gpudiag.cluster import judge, whyslow
+from gpudiag.cluster.clusterrun import ClusterRun, Limits, TaskSpec
 from gpudiag.cluster.options import ClusterOptions
-from gpudiag.cluster.supervise import ClusterRun, Limits, TaskSpec, run_cluster
+from gpudiag.cluster.supervise import run_cluster
 from gpudiag.records import tfconfig
 from gpudiag.records.cluster import WorkerConfig, role_of
 from gpudiag.session import RunSession

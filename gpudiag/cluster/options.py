@@ -1,7 +1,7 @@
 """What a multi-worker run was asked to do, its command-line options, checked once.
 
 `gpudiag scaling --workers N` and `gpudiag worker` share these. The Typer options are
-defined here (cli.py only lists them) so that every cluster default lives in one place:
+defined here (the command line only lists them) so that every cluster default lives in one place:
 ClusterOptions. ``check`` rejects bad combinations with one line (exit 2) before any
 run directory exists.
 """
@@ -14,7 +14,7 @@ from typing import Any
 
 import typer
 
-from gpudiag.cluster.supervise import Fault
+from gpudiag.cluster.clusterrun import Fault
 from gpudiag.errors import UsageError
 from gpudiag.records import cluster as records
 from gpudiag.records.training import Workload
@@ -132,7 +132,7 @@ def from_cli(given: ClusterOptions, *, workers: int | None, mode: str | None,
 
 
 # ------------------------------------------------------------------- Typer options
-# Listed by gpudiag/cli.py for `scaling` (cluster runs) and `worker`.
+# Listed by gpudiag/cli/scaling_cli.py for `scaling` (cluster runs) and `worker`.
 
 WorkersOpt = typer.Option(None, "--workers", min=1, max=MAX_WORKERS, help="Run the probe on "
                           "a local cluster of N worker processes (TF_CONFIG on 127.0.0.1), "

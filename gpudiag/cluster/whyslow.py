@@ -15,9 +15,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from gpudiag.cluster.supervise import ClusterRun
+from gpudiag.cluster.clusterrun import ClusterRun
 from gpudiag.readers import stepbreakdown, traces
-from gpudiag.readers.stepbreakdown import Breakdown, StepParts
+from gpudiag.readers.steprecords import Breakdown, StepParts
 from gpudiag.records.cluster import WorkerResult
 from gpudiag.report import Finding
 from gpudiag.verdicts.scaling_bottleneck import (

@@ -29,7 +29,8 @@ from typing import Any
 
 from gpudiag import layout, nvml
 from gpudiag.cluster import judge
-from gpudiag.cluster.supervise import ClusterRun, Limits, TaskSpec, run_cluster
+from gpudiag.cluster.clusterrun import ClusterRun, Limits, TaskSpec
+from gpudiag.cluster.supervise import run_cluster
 from gpudiag.errors import EnvironmentBroken, UsageError
 from gpudiag.records import tfconfig
 from gpudiag.records.cluster import (

@@ -21,7 +21,7 @@ from typing import Any
 
 from gpudiag import layout
 from gpudiag.files import readable
-from gpudiag.layout import evidence
+from gpudiag.layout.compared import Scaling
 from gpudiag.layout.units import ms_number
 from gpudiag.markdown import markdown_table
 from gpudiag.rundir import Run, RunDirError, load_run
@@ -87,7 +87,7 @@ def _efficiency(run: Run) -> dict[tuple[str, int], float]:
     out: dict[tuple[str, int], float] = {}
     for f in run.report.findings:
         scaling = run.evidence(f)
-        if not isinstance(scaling, evidence.Scaling):
+        if not isinstance(scaling, Scaling):
             continue
         strategy = f.id.rsplit(".", 1)[-1]
         for row in scaling.per_device_count:

@@ -37,7 +37,7 @@ from gpudiag.layout import TAG_EXPLAIN
 from gpudiag.layout.evidence import STEP_PARTS
 from gpudiag.layout.units import ms_number, share
 from gpudiag.markdown import markdown_table
-from gpudiag.readers import stepbreakdown, traces, xspacescan
+from gpudiag.readers import stepbreakdown, steprecords, traces, xspacescan
 from gpudiag.report import Finding
 from gpudiag.run import windowfacts
 from gpudiag.run.windowfacts import WindowFacts
@@ -218,7 +218,7 @@ def _recorded_train(config: Path) -> Any:
     raise KeyError(config.name)
 
 
-def _row(trace: str, d: stepbreakdown.DeviceBreakdown) -> list[Any]:
+def _row(trace: str, d: steprecords.DeviceBreakdown) -> list[Any]:
     m = d.mean()
     if m is None:
         return [trace, d.device, d.kernels, ""] + [""] * len(STEP_PARTS)

@@ -27,7 +27,7 @@ from gpudiag.fixes import BY_NAME, Chosen
 from gpudiag.fixes.choice import NotTried, choose
 from gpudiag.fixes.lines import Call
 from gpudiag.layout import eventdecode, events, loopevents
-from gpudiag.layout.trialevidence import TriedFix
+from gpudiag.layout.compared import TriedFix
 from gpudiag.layout.units import counted
 from gpudiag.records.trial import TrialFix
 from gpudiag.run.options import RunOptions

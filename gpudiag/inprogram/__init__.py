@@ -11,7 +11,8 @@ events-<pid>.jsonl.
 One module per thing watched: importhook (the post-import hook), tfhooks (tf.config,
 devices), strategies (and joining a cluster), functions (the step tf.function), sessions
 (tf.compat.v1), tf1dist (TF1 distribution constructs: replica_device_setter, sessions,
-SyncReplicasOptimizer, towers' gradients), kerashooks (fit), logcapture, profilewindow,
+SyncReplicasOptimizer, towers' gradients), kerashooks (fit), kerasconfig (compile, the
+dtype policy), logcapture, profilewindow,
 placementwindow (run metadata in bounded windows), crash, weights, usercode (which code is
 the user's, by module origin), autographmap (autograph's frames back to the user's lines),
 pywarnings,

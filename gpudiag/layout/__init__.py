@@ -7,8 +7,9 @@ clusters', views.py the TensorBoard views' tags and HParams, diff.py `gpudiag di
 record (report.json's data.diff), trial.py `gpudiag try`'s run directory (the baseline's
 and each trial's runs), names.py Indexed (a name with one slot), families.py the finding
 families (report.json's finding ids, the question each answers), evidence.py their typed
-evidence records (trialevidence.py try's, evidencefields.py the reading of one field),
-units.py how durations and shares are written and the intervals' level.
+evidence records (compared.py those of the findings that compare, evidencefields.py the
+checked reading of a field), units.py how durations and shares are written and the
+intervals' level.
 
 Every name a writer puts on disk and a reader looks up (run-directory and file names,
 TensorBoard runs and tags, the progress lines a child prints) is defined here once;

@@ -19,11 +19,13 @@ fields it reads (a ValueError naming the field when one is of the wrong kind).
 - ``TriedFix`` (try.fix.<fix>): one fix measured against the program as written: B/A with
   its interval, the change, the prediction beside it.
 
+DiffStep, Scaling and TriedFix (the findings that compare) are gpudiag.layout.compared's;
+each field is read and checked by gpudiag.layout.evidencefields.
+
 A finding of the family whose evidence lacks a field (a skip: no trace, no NVML) decodes
 with that field empty, never a guess. ``decode(finding)`` gives a finding's record (None:
-its family declares none); its fields read by gpudiag.layout.evidencefields, ``TriedFix``
-in gpudiag.layout.trialevidence. Pure: imports gpudiag.layout's families, units and those
-two only.
+its family declares none). Pure: imports gpudiag.layout's families, units and the two
+modules above only.
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from gpudiag.layout.compared import DiffStep, Scaling, TriedFix
 from gpudiag.layout.evidencefields import (
     dur,
     integer,
@@ -44,8 +47,6 @@ from gpudiag.layout.evidencefields import (
     texts,
 )
 from gpudiag.layout.families import family_of
-from gpudiag.layout.trialevidence import TriedFix
-from gpudiag.layout.units import CI_LEVEL
 
 #: The parts a step's time is split into, declared once, in the order they add up (the
 #: picture's bars bottom to top, the tab's, diff's): the device computing, collectives,
@@ -57,7 +58,6 @@ HOST_ROW = "/host:CPU"
 #: The parts in which a device worked; in the rest it waited (for another device, tf.data,
 #: the host). The host row's ``host`` part is its own work: the Python and the dispatch.
 BUSY_PARTS = ("compute", "communication", "copy")
-
 
 
 # ------------------------------------------------------------------------- Bottleneck
@@ -228,106 +228,6 @@ class Learning:
         d = obj(data, "evidence")
         return cls(tuple(LearningLoop.from_dict(x, i)
                          for i, x in enumerate(items(d, "loops", ""))))
-
-
-# --------------------------------------------------------------------------- DiffStep
-@dataclass(frozen=True)
-class MedianStep:
-    """A side's median step (seconds) with its interval at ``level`` (None: too few
-    steps) and the steps it is the median of."""
-
-    median_s: float
-    low_s: float | None
-    high_s: float | None
-    steps: int
-
-    @classmethod
-    def from_dict(cls, data: Any, side: str) -> MedianStep:
-        where = f"{side}."
-        d = obj(data, side)
-        median = dur(d, "median_s", where, required=True)
-        assert median is not None
-        return cls(median, dur(d, "low_s", where), dur(d, "high_s", where),
-                   integer(d, "steps", where) or 0)
-
-
-@dataclass(frozen=True)
-class DiffStep:
-    """diff.step-time.<loop>'s evidence (gpudiag.layout.diff.LoopDiff): A's and B's
-    median step, B / A with its interval at ``level`` (a report written before the level
-    was recorded: CI_LEVEL, the only one gpudiag has used), and the verdict (faster,
-    slower, no change, unknown)."""
-
-    name_a: str
-    name_b: str
-    a: MedianStep
-    b: MedianStep
-    ratio: float
-    ratio_low: float | None
-    ratio_high: float | None
-    verdict: str
-    level: float = CI_LEVEL
-
-    @property
-    def speedup(self) -> float:
-        """A / B: how many times faster B is (below 1: slower)."""
-        return 1 / self.ratio
-
-    @classmethod
-    def from_dict(cls, data: Any) -> DiffStep:
-        d = obj(data, "evidence")
-        ratio = num(d, "ratio", "", required=True)
-        assert ratio is not None
-        verdict = text(d, "verdict", "")
-        if verdict not in ("faster", "slower", "no change", "unknown"):
-            raise ValueError(f"evidence field verdict is not a verdict: {verdict!r}")
-        return cls(text(d, "name_a", "") or "", text(d, "name_b", "") or "",
-                   MedianStep.from_dict(d.get("a"), "a"), MedianStep.from_dict(d.get("b"), "b"),
-                   ratio, num(d, "ratio_low", ""), num(d, "ratio_high", ""), verdict,
-                   num(d, "level", "") or CI_LEVEL)
-
-
-# ---------------------------------------------------------------------------- Scaling
-@dataclass(frozen=True)
-class ScalingPoint:
-    n_devices: int
-    examples_per_s: float | None
-    speedup: float | None
-    efficiency: float | None
-    ok_threshold: float | None
-    step_s: float | None
-
-    @classmethod
-    def from_dict(cls, data: Any, i: int) -> ScalingPoint:
-        where = f"per_device_count[{i}]."
-        d = obj(data, where.rstrip("."))
-        n = integer(d, "n_devices", where)
-        if n is None:
-            raise ValueError(f"evidence field {where}n_devices is missing")
-        return cls(n, num(d, "examples_per_s", where), num(d, "speedup", where),
-                   num(d, "efficiency", where), num(d, "ok_threshold", where),
-                   dur(d, "step_s", where))
-
-
-@dataclass(frozen=True)
-class Scaling:
-    """scaling.efficiency.<strategy>'s evidence: the 1-device base and each larger device
-    count (none: nothing to compare, the finding says why)."""
-
-    device_kind: str | None = None
-    base_examples_per_s: float | None = None
-    base_step_s: float | None = None
-    per_device_count: tuple[ScalingPoint, ...] = ()
-    causes: tuple[str, ...] = ()
-
-    @classmethod
-    def from_dict(cls, data: Any) -> Scaling:
-        d = obj(data, "evidence")
-        return cls(text(d, "device_kind", ""), num(d, "base_examples_per_s", ""),
-                   dur(d, "base_step_s", ""),
-                   tuple(ScalingPoint.from_dict(x, i)
-                         for i, x in enumerate(items(d, "per_device_count", ""))),
-                   texts(d, "causes", ""))
 
 
 # ----------------------------------------------------------------------------- GpuUse

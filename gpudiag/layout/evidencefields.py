@@ -1,8 +1,7 @@
-"""Reading one field of a finding's plain ``evidence`` object as the type a typed evidence
-record wants (gpudiag.layout.evidence, gpudiag.layout.trialevidence): a number, a duration,
-an integer, a string, a list of them, a map of numbers, an object. A field of another
-type is a ValueError naming it (``where`` + ``key``); a missing one is None or empty,
-never a guess, unless ``required``. Pure: the standard library only.
+"""Reading a field of report.json's plain ``evidence`` object for its typed record
+(gpudiag.layout.evidence): each reader checks the field's kind (a number, a duration never
+negative, an integer, a string, a list of them, a map of numbers) and raises a ValueError
+naming the field when it is of another kind; a field missing reads as empty.
 """
 
 from __future__ import annotations

@@ -146,7 +146,7 @@ class Watch:
         from gpudiag.inprogram.agent import guard
         from gpudiag.layout import RUN_CHILD_NAME, RUN_STDERR, RUN_STDOUT, child_path
         from gpudiag.notebook import display
-        from gpudiag.run import analyse, events, streams
+        from gpudiag.run import analyse, eventfiles, streams
         from gpudiag.run.options import Outcome, RunOptions
         from gpudiag.verdicts.run import notebook
 
@@ -172,7 +172,7 @@ class Watch:
         session = self._session
         assert session is not None
         analyse.report(session, [self.label], outcome, options, python=True)
-        observed = [o for o in events.observe_all(out_dir)[0] if o.imported_tf]
+        observed = [o for o in eventfiles.observe_all(out_dir)[0] if o.imported_tf]
         session.add(notebook.notebook(notebook.KernelSeen(
             imported_before=self._imported_before,
             initialized_before=any(o.tf_initialized_at_import for o in observed)

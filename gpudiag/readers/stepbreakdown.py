@@ -30,7 +30,8 @@ Each step of each device is split, every nanosecond counted once, in this order:
 A GPU's kernels are described beside the parts (gpudiag.readers.gpukernels: kernels per
 step, median and mean time, gaps, top kernels and ops, half-precision and Tensor Core
 shares). Where the breakdown cannot say something it says why in ``notes`` (no host step
-marker; a CPU trace without the placement the run recorded: one host row).
+marker; a CPU trace without the placement the run recorded: one host row). The records it
+returns are gpudiag.readers.steprecords'.
 """
 
 from __future__ import annotations
@@ -39,13 +40,12 @@ import bisect
 import re
 import statistics
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
 
-from gpudiag.layout.evidence import HOST_ROW as HOST_ROW  # the row, declared there
 from gpudiag.readers import intervals as iv
-from gpudiag.readers.gpukernels import KernelStats, kernel_stats
+from gpudiag.readers.gpukernels import kernel_stats
+from gpudiag.readers.steprecords import HOST_ROW, Breakdown, DeviceBreakdown, StepParts
 from gpudiag.readers.stepwindows import Window, find_windows
 from gpudiag.readers.traces import (
     COMM_OP_TYPES,
@@ -62,95 +62,13 @@ from gpudiag.readers.traces import (
     device_of,
     read_events,
 )
-from gpudiag.readers.xprofview import XprofView, xprof_view
+from gpudiag.readers.xprofview import xprof_view
 
 TF_DATA_LINE_PREFIX = "tf_data"
 NCCL_MARK = "nccl"
 PYTHON_OP_TYPES = frozenset({"PyFunc", "PyFuncStateless", "EagerPyFunc"})
 UPDATE_OP_TYPES = frozenset({"AssignSubVariableOp", "AssignAddVariableOp"})
 LOOP_BACKWARD_RE = re.compile(r"(?:^|/)while(?:_\d+)?/body/.*(?:gradient_tape|gradients)/")
-
-
-@dataclass(frozen=True)
-class StepParts:
-    """One step on one device, in seconds; the parts add up to ``period_s``."""
-
-    step: str
-    period_s: float  # start to the next step's start (the last: start to end)
-    compute_s: float
-    communication_s: float
-    input_s: float
-    host_s: float
-    idle_s: float
-    host_between_calls_s: float = 0.0  # the part of host_s outside the step call
-    copy_s: float = 0.0  # host-to-device and device-to-host copies (a GPU)
-    # the part of the host time inside the call before its first piece of work and after
-    # its last: paid once a call (steps_per_execution=N pays it once per N steps); the
-    # gaps between the pieces are paid every step
-    host_call_edges_s: float = 0.0
-    # the part of host_s while the program's own Python ran inside tf.data (a generator,
-    # a py_function: PyFunc ops on any thread): the step's Python then waits for the GIL
-    host_python_ops_s: float = 0.0
-
-    @property
-    def launch_s(self) -> float:
-        """The part of host_s inside the step call: no op ran (CPU), or the GPU waited
-        for the host to launch work."""
-        return self.host_s - self.host_between_calls_s
-
-    def share(self, part_s: float) -> float:
-        return part_s / self.period_s if self.period_s > 0 else 0.0
-
-
-# StepParts' numbers, in order (a mean step averages each)
-PART_FIELDS = ("period_s", "compute_s", "communication_s", "input_s", "host_s", "idle_s",
-               "host_between_calls_s", "copy_s", "host_call_edges_s", "host_python_ops_s")
-
-
-@dataclass(frozen=True)
-class DeviceBreakdown:
-    device: str  # /device:GPU:3, /device:CPU:1, or /host:CPU (no placement known)
-    source: str  # "device-plane" (GPU streams) | "placement" | "host-threads"
-    steps: list[StepParts]
-    kernels: int  # kernels on the streams (GPU), op events (CPU)
-    h2d_s: float = 0.0  # host-to-device copies in the steps (GPU)
-    d2h_s: float = 0.0
-    kernel_stats: KernelStats | None = None  # a GPU's kernels (None: no kernel, or a CPU)
-
-    @property
-    def ran_kernels(self) -> bool:
-        return self.kernels > 0
-
-    def mean(self) -> StepParts | None:
-        """The mean step (None: no step)."""
-        if not self.steps:
-            return None
-        n = len(self.steps)
-
-        def avg(name: str) -> float:
-            return sum(getattr(s, name) for s in self.steps) / n
-        return StepParts("mean", *(avg(f) for f in PART_FIELDS))
-
-
-@dataclass(frozen=True)
-class Breakdown:
-    path: str
-    steps_from: str  # "host step markers" | "device Steps line" | "the whole trace"
-    step_names: list[str]
-    devices: list[DeviceBreakdown]
-    gpus_without_kernels: list[str]  # GPU planes in the trace that ran no kernel
-    replica_skew_s: float | None = None  # the most one replica started a step after another
-    xprof: XprofView | None = None
-    xprof_error: str | None = None
-    notes: list[str] = field(default_factory=list)
-    host_ops_share: float = 0.0  # of the steps: a TensorFlow op ran on the host's threads
-    # training steps one step call ran: how often each variable update op ran in a call
-    # (the median over them; a loop over the iterator inside the tf.function runs its
-    # body's updates once a step). None: no update op in the steps
-    updates_per_call: float | None = None
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 def _gpu_index(name: str) -> int | None:
@@ -408,9 +326,7 @@ def breakdown(path: Path, op_devices: Mapping[str, str] | None = None,
     try:
         view = xprof_view(path)
     except TraceError as exc:
-        return Breakdown(**{**_fields(result), "xprof_error": str(exc)})
-    return Breakdown(**{**_fields(result), "xprof": view})
+        return replace(result, xprof_error=str(exc))
+    return replace(result, xprof=view)
 
 
-def _fields(b: Breakdown) -> dict[str, Any]:
-    return {k: getattr(b, k) for k in b.__dataclass_fields__}

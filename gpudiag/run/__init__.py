@@ -3,8 +3,10 @@ unmodified program (no TensorFlow, ever).
 
 :mod:`~gpudiag.commands.run` runs the program with gpudiag's in-program code on its
 PYTHONPATH (gpudiag.inprogram: the hooks, which live apart because their rules differ),
-passes its output through (:mod:`~gpudiag.run.streams`) and samples NVML; then
-:mod:`~gpudiag.run.analyse` reads the events (:mod:`~gpudiag.run.events`: each event of
+passes its output through (:mod:`~gpudiag.run.streams`, TensorFlow's C++ log lines known by
+:mod:`~gpudiag.run.cpplog`) and samples NVML; then
+:mod:`~gpudiag.run.analyse` reads the events (:mod:`~gpudiag.run.eventfiles` reads the
+files, :mod:`~gpudiag.run.events` takes each event of
 gpudiag.layout.events through its kind's handler into one
 :mod:`~gpudiag.run.runstate` per process, made by :mod:`~gpudiag.run.observation` into typed
 records, :mod:`~gpudiag.records.run`) for the verdicts (the package gpudiag.verdicts.run),
@@ -18,7 +20,8 @@ livegpu.py NVML's samples, stderrscan.py matches the saved stderr against the ca
 statusline.py draws the terminal's one status line (live.py and statusline.py each tick in
 an every.py thread), peers.py shares a cluster's tasks'
 live states in the logdir; classcount.py finds a loop's number of classes from evidence
-only, placedrows.py turns the placement window's graphs into placement rows,
+only, placedrows.py gives a process's placement rows (its placement window's graphs, else the
+placement log), profiled.py reads its profiled window's trace (run.bottleneck),
 windowfacts.py gives the profiled window's placement and program facts (for run's own
 window, and for `explain` of a run directory's trace, read back from its events), survivors.py
 finds descendants that outlive the program; eagertrace.py splits an eager loop's profiled

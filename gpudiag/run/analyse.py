@@ -1,12 +1,12 @@
 """From what `gpudiag run` saw to findings, data and TensorBoard (parent, no TensorFlow).
 
-Reads the events (gpudiag.run.events), parses TensorFlow's placement log out of the saved
-stderr (gpudiag.readers.placementlog), reads the profiler trace of the window
-(gpudiag.readers.traces, each op attributed to the device TensorFlow placed it on),
-matches the log against the catalogue, and hands plain data to the verdicts (the package
-gpudiag.verdicts.run). A program with several TensorFlow processes gets one set of
-per-process findings each (ids suffixed ``.p1``, ``.p2`` ...); their shared stderr cannot
-be split by process, so the placement log is used only for a single process.
+Reads the events (gpudiag.run.events), a process's placement rows (gpudiag.run.placedrows:
+its placement window, else TensorFlow's placement log in the saved stderr), the profiler
+trace of its window (gpudiag.run.profiled, each op attributed to the device TensorFlow
+placed it on), matches the log against the catalogue, and hands plain data to the verdicts
+(the package gpudiag.verdicts.run). A program with several TensorFlow processes gets one
+set of per-process findings each (ids suffixed ``.p1``, ``.p2`` ...); their shared stderr
+cannot be split by process, so the placement log is used only for a single process.
 """
 
 from __future__ import annotations
@@ -25,21 +25,22 @@ from gpudiag.layout import NVML_TB_RUN, TAG_RUN_TABLE
 from gpudiag.layout.events import PROTOCOL_VERSION
 from gpudiag.markdown import markdown_table
 from gpudiag.procs.command import exit_code_of
-from gpudiag.readers import clusterplacement, placementlog, stepbreakdown, traces
+from gpudiag.readers import clusterplacement, placementlog
 from gpudiag.readers.placementlog import PlacementRow
 from gpudiag.records.run import ProcessObservation
 from gpudiag.report import Finding
-from gpudiag.run import eagertrace, events, stderrscan, tasks, tbwrite
+from gpudiag.run import eventfiles, stderrscan, tasks, tbwrite
 from gpudiag.run import processes as run_processes
 from gpudiag.run.options import Outcome, RunOptions
+from gpudiag.run.placedrows import log_reason, placement_data, placement_rows
+from gpudiag.run.profiled import trace_of, why_slow
 from gpudiag.run.stderrscan import StderrScan
-from gpudiag.run.windowfacts import judged_devices, op_devices, placement_rows, window_facts
 from gpudiag.session import RunSession
-from gpudiag.verdicts import bottleneck, gpu_fill
+from gpudiag.verdicts import gpu_fill
 from gpudiag.verdicts import gpu_use as gpu_verdicts
 from gpudiag.verdicts.run import crash as run_crash
 from gpudiag.verdicts.run import gpu_idle as run_gpu_idle
-from gpudiag.verdicts.run import hostcauses, memory_config
+from gpudiag.verdicts.run import hostcauses, memory_config, tflog
 from gpudiag.verdicts.run import kerascalls as run_kerascalls
 from gpudiag.verdicts.run import live as run_live
 from gpudiag.verdicts.run import loss_setup as run_loss_setup
@@ -52,80 +53,6 @@ from gpudiag.verdicts.run import progress as run_progress
 from gpudiag.verdicts.run import ps as run_ps
 from gpudiag.verdicts.run import strategy_cost as run_strategy
 from gpudiag.verdicts.run import throughput as run_throughput
-
-
-def log_reason(obs: ProcessObservation, options: RunOptions) -> str | None:
-    """Why TensorFlow's placement log of this process cannot be used (None: it can)."""
-    if options.in_kernel:
-        return ("gpudiag.watch() ran inside the notebook's kernel: TensorFlow's C++ log (the "
-                "placement log, CUDA and NCCL messages) went to the kernel's own stderr, "
-                "which gpudiag does not read")
-    if obs.cpp_log_level_overridden:
-        return ("when the program imported TensorFlow its stderr (fd 2) was not the stream "
-                "gpudiag reads (a file of its own), so TensorFlow's C++ log (the placement "
-                "log, CUDA and NCCL messages) did not reach gpudiag")
-    if not options.placement_log:
-        return "placement logging was turned off (--no-placement-log)"
-    if not obs.placement_log:
-        return "gpudiag could not set up its placement window (see run.tensorflow)"
-    return None
-
-
-def placement_data(rows: list[PlacementRow]) -> tuple[dict[str, int], int, int,
-                                                       dict[str, dict[str, str]]]:
-    """Ops per device, eager op count, graph node count, function -> node -> device."""
-    work = [r for r in rows if placementlog.is_work(r)]
-    graphs: dict[str, dict[str, str]] = {}
-    for r in rows:
-        if r.kind == "graph" and r.function:
-            graphs.setdefault(r.function, {})[r.op] = r.device
-    return (placementlog.op_counts_by_device(rows), sum(r.kind == "eager" for r in work),
-            sum(r.kind == "graph" for r in work), graphs)
-
-
-def trace_of(obs: ProcessObservation, rows: list[PlacementRow]
-             ) -> tuple[traces.TraceSummary | None, str | None]:
-    p = obs.profile
-    if p is None or p.status in ("failed", "skipped"):
-        return None, (p.error if p else "no profiler window")
-    files = traces.find_xplanes(Path(p.logdir))
-    if not files:
-        return None, f"no .xplane.pb under {p.logdir}"
-    try:
-        summary = traces.summarize(files[-1], op_devices(rows, obs), judged_devices(obs))
-        return summary, None
-    except traces.TraceError as exc:
-        return None, str(exc)
-
-
-def why_slow(obs: ProcessObservation, rows: list[PlacementRow], proc: str,
-             nvml_gpus: list[dict[str, Any]] | None = None, warmup: int = 10) -> Finding:
-    """run.bottleneck: the profiled window's steps broken down (gpudiag.readers.stepbreakdown),
-    with how full NVML's GPM saw the process's GPUs (``nvml_gpus``: gpu_numbers)."""
-    p = obs.profile
-    check_id = f"run.bottleneck{proc}"
-    if p is None or p.status in ("failed", "skipped"):
-        return bottleneck.bottleneck(None, p.error if p else "no profiler window",
-                                     check_id=check_id)
-    files = traces.find_xplanes(Path(p.logdir))
-    if not files:
-        return bottleneck.bottleneck(None, f"no .xplane.pb under {p.logdir}", check_id=check_id)
-    series = next((s for s in obs.series if s.label == p.source), None)
-    if series is not None and series.kind == "eager":
-        eager = hostcauses.eager_facts(obs, series, warmup) or {}
-        eager["fix"] = hostcauses.eager_fix(eager) if eager else None
-        try:
-            split = eagertrace.eager_split(files[-1])
-        except traces.TraceError as exc:
-            return bottleneck.bottleneck(None, str(exc), check_id=check_id)
-        return bottleneck.eager(split, bottleneck.ProgramFacts(loop=p.source, eager=eager),
-                                check_id=check_id)
-    window = window_facts(obs, rows, p, series, warmup, nvml_gpus)
-    try:
-        result = stepbreakdown.breakdown(files[-1], window.op_devices, window.devices)
-    except traces.TraceError as exc:
-        return bottleneck.bottleneck(None, str(exc), check_id=check_id)
-    return bottleneck.bottleneck(result, None, window.facts, check_id=check_id)
 
 
 @dataclass(frozen=True)
@@ -232,7 +159,7 @@ def report_whole(session: RunSession, argv: list[str], outcome: Outcome,
 
 
 def _seen(observations: list[ProcessObservation], outcome: Outcome,
-          bad: events.Unreadable, watch: run_processes.Watched, python: bool) -> Finding:
+          bad: eventfiles.Unreadable, watch: run_processes.Watched, python: bool) -> Finding:
     """run.tensorflow: the processes seen, and the events lines that could not be read."""
     return run_verdicts.tensorflow_seen(
         observations, python_command=python, hook_errors=outcome.state.hook_errors,
@@ -253,14 +180,14 @@ def _log_matches(outcome: Outcome, tf_procs: list[ProcessObservation], stderr: s
                StderrScan(outcome.stderr_path)).finish()
     matcher.feed([r.message for o in tf_procs for r in o.tf_logs])
     matcher.feed([w.text for o in tf_procs for w in o.py_warnings if w.message not in stderr])
-    return run_verdicts.settle(matcher.matches(),
+    return tflog.settle(matcher.matches(),
                                completed=outcome.returncode == 0 and not outcome.interrupted)
 
 
 def report(session: RunSession, argv: list[str], outcome: Outcome, options: RunOptions, *,
            python: bool) -> None:
     """Every finding of a run, the report's data section and the TensorBoard runs."""
-    observations, bad = events.observe_all(outcome.events_dir)
+    observations, bad = eventfiles.observe_all(outcome.events_dir)
     stderr = stderrscan.read_bounded(outcome.stderr_path)
     session.add(run_progress.command(argv, outcome.returncode, outcome.duration_s,
                                      outcome.interrupted, outcome.interrupt_signal))
@@ -292,7 +219,7 @@ def report(session: RunSession, argv: list[str], outcome: Outcome, options: RunO
                           options.profile_warmup_steps)
     if tf_procs:
         overridden = [o for o in tf_procs if o.cpp_log_level_overridden]
-        session.add(run_verdicts.tf_log(log, log_reason(overridden[0], options)
+        session.add(tflog.tf_log(log, log_reason(overridden[0], options)
                                         if overridden else None, "",
                                         catalogue.bfc.out_of_memory(stderr.splitlines())))
     if observations:

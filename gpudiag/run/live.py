@@ -43,7 +43,7 @@ from gpudiag.layout import events as ev
 from gpudiag.layout import loopevents as lev
 from gpudiag.records.run import Step, StepSeries
 from gpudiag.run import peers, tbwrite
-from gpudiag.run.events import Follower
+from gpudiag.run.eventfiles import Follower
 from gpudiag.run.every import Every
 from gpudiag.run.livegpu import LiveGpus, NvmlFile
 from gpudiag.run.runstate import Loop, ProcessState

@@ -61,29 +61,25 @@ from gpudiag.layout import (
     RUN_MARK_QUIET_END,
     RUN_MARKER,
 )
+from gpudiag.run.cpplog import (
+    ABSL_PRE_INIT,
+    CONTINUATIONS,
+    CPP_LINE,
+    PLACEMENT_CPP,
+    PLACEMENT_STDOUT,
+    PRE_INIT_FILES,
+    SEVERITY,
+)
 
 PARTIAL_FLUSH_S = 0.05
 READ_BYTES = 1 << 20
 MAX_LINE_BYTES = 64 << 10  # the most of one line the filter holds before passing it
-# The source file of a C++ log line is a C++ one: absl-py (Python) names its .py file.
-_CPP_SOURCE = r"\.(?:cc|cpp|cxx|c|h|hpp|inc)"
-_CPP_LINE = re.compile(
-    r"^(?:(?P<sev>[IWEF])\d{4} \d\d:\d\d:\d+\.\d+\s+\d+ (?P<file>[\w.\-]+" + _CPP_SOURCE
-    + r"):\d+\]|\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d+: (?P<sev2>[IWEF]) (?P<file2>[\w./\-]+"
-    + _CPP_SOURCE + r"):\d+\])")
-_SEVERITY = {"I": 0, "W": 1, "E": 2, "F": 3}
-_PLACEMENT_CPP = re.compile(r"(?:execute\.cc|placer\.cc):\d+\]")
-_PLACEMENT_STDOUT = re.compile(r"^\S[^\n]*?: \([A-Za-z0-9_]+\): /job:\S+$")
-_ABSL_PRE_INIT = "WARNING: All log messages before absl::InitializeLog() is called"
 # What in a chunk of bytes could make a line hidden or change the filter's state: a
 # marker, a C++ log line's ``file:line]``, the pre-init warning, a placement line's /job:.
 # Searched for one by one: one alternation is twenty times slower than three searches.
 _MARKER_BYTES = RUN_MARKER.encode()
 _CPP_FILE_LINE = re.compile(rb":\d+\]")
-_PRE_INIT_BYTES = _ABSL_PRE_INIT.encode()
-PRE_INIT_FILES = frozenset({"port.cc", "cudart_stub.cc"})
-# A C++ message that goes on over a second line: (file, how the second line starts).
-CONTINUATIONS = {"cpu_feature_guard.cc": "To enable the following instructions"}
+_PRE_INIT_BYTES = ABSL_PRE_INIT.encode()
 
 
 def user_level(value: str | None) -> int:
@@ -126,14 +122,14 @@ def classify(line: str, state: FilterState, stream: str) -> bool:
             state.hook_errors.append(rest)
         return False
     if stream == "stdout":
-        return state.placement_asked or not _PLACEMENT_STDOUT.match(line)
+        return state.placement_asked or not PLACEMENT_STDOUT.match(line)
     follows, state._continue = state._continue, None
     if follows is not None and line.startswith(follows):
         return False
-    if line.startswith(_ABSL_PRE_INIT):
+    if line.startswith(ABSL_PRE_INIT):
         state._pre_init = True
         return True
-    m = _CPP_LINE.match(line)
+    m = CPP_LINE.match(line)
     if m is None:
         state._pre_init = False
         return True
@@ -142,33 +138,12 @@ def classify(line: str, state: FilterState, stream: str) -> bool:
     if pre_init:
         state._pre_init = True
         return True
-    show = (not state.quiet and _SEVERITY[m["sev"] or m["sev2"]] >= state.user_level
-            and (state.placement_asked or not _PLACEMENT_CPP.search(line)
+    show = (not state.quiet and SEVERITY[m["sev"] or m["sev2"]] >= state.user_level
+            and (state.placement_asked or not PLACEMENT_CPP.search(line)
                  or source.partition(".")[0] in state.vmodule))
     if not show:
         state._continue = CONTINUATIONS.get(source)
     return show
-
-
-class CppLog:
-    """Which lines of a captured output are TensorFlow's C++ log (any level), with the
-    pre-init warning before its first lines and a message's second line
-    (``CONTINUATIONS``): what `make demo` keeps out of its terminal (scripts/demo.py)."""
-
-    def __init__(self) -> None:
-        self._continue: str | None = None
-
-    def __call__(self, line: str) -> bool:
-        follows, self._continue = self._continue, None
-        if follows is not None and line.startswith(follows):
-            return True
-        if line.startswith(_ABSL_PRE_INIT):
-            return True
-        m = _CPP_LINE.match(line)
-        if m is None:
-            return False
-        self._continue = CONTINUATIONS.get(m["file"] or (m["file2"] or "").rsplit("/", 1)[-1])
-        return True
 
 
 def might_hide(data: bytes, state: FilterState, stream: str) -> bool:

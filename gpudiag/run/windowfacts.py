@@ -4,7 +4,7 @@ tf.data calls and their lines, its loop, its compile, its steps over the whole r
 gpudiag.verdicts.step_causes.ProgramFacts). Parent side, no TensorFlow.
 
 Made once, from one process's observation, for two readers: `gpudiag run` as it analyses
-its own window (gpudiag.run.analyse.why_slow), and `gpudiag explain` of a run directory
+its own window (gpudiag.run.profiled.why_slow), and `gpudiag explain` of a run directory
 (``recorded``), which reads the same observation back from the events the run saved, so
 that a trace explained again is read with what its run recorded, not as a bare trace.
 """
@@ -17,10 +17,10 @@ from pathlib import Path
 from typing import Any
 
 from gpudiag.layout.run import RUN_CHILD_NAME, RUN_STDERR, RUN_TB_PREFIX
-from gpudiag.readers import placementlog
 from gpudiag.readers.placementlog import PlacementRow
 from gpudiag.records.run import ProcessObservation, ProfileRecord, StepSeries
-from gpudiag.run import events, placedrows
+from gpudiag.run import eventfiles
+from gpudiag.run.placedrows import op_devices, placement_rows
 from gpudiag.rundir import RunDirError
 from gpudiag.rundir.load import read_report
 from gpudiag.verdicts import allreduce, gpu_fill
@@ -39,35 +39,6 @@ class WindowFacts:
     op_devices: dict[str, str] | None
     devices: list[str]
     facts: ProgramFacts
-
-
-def placement_rows(stderr: str, obs: ProcessObservation, processes: int
-                   ) -> tuple[list[PlacementRow], str | None]:
-    """This process's placement rows: its placement window's graphs (gpudiag.run.placedrows)
-    or, without one, the placement log in stderr. Several TensorFlow processes share one
-    stderr: each gets the lines its main thread wrote (placementlog.lines_of_thread)."""
-    if obs.placed_graphs:
-        return placedrows.rows_of(obs.placed_graphs, obs.graphs), None
-    if processes == 1:
-        return placementlog.parse(stderr), None
-    rows = placementlog.parse(placementlog.lines_of_thread(stderr, obs.pid))
-    if rows:
-        return rows, None
-    return [], (f"{processes} TensorFlow processes share one stderr and no placement line "
-                f"came from process {obs.pid}'s main thread")
-
-
-def op_devices(rows: list[PlacementRow], obs: ProcessObservation) -> dict[str, str]:
-    """Node name -> device for the trace: Session step stats, graph nodes of the placement
-    log, and eager op types that always ran on one device."""
-    out = {n: d for s in obs.step_stats for n, d in s.node_devices.items()}
-    out.update({r.op: r.device for r in rows if r.kind == "graph"})
-    eager: dict[str, set[str]] = {}
-    for r in rows:
-        if r.kind == "eager" and placementlog.is_work(r):
-            eager.setdefault(r.op, set()).add(r.device)
-    out.update({op: next(iter(d)) for op, d in eager.items() if len(d) == 1 and op not in out})
-    return out
 
 
 def judged_devices(obs: ProcessObservation) -> list[str]:
@@ -122,7 +93,7 @@ def recorded(trace: Path) -> WindowFacts | None:
     events_dir = run_dir / "children" / RUN_CHILD_NAME
     if found is None or not events_dir.is_dir():
         return None
-    observations, _bad = events.observe_all(events_dir)
+    observations, _bad = eventfiles.observe_all(events_dir)
     tf_procs = [o for o in observations if o.imported_tf]
     obs = next((o for o in tf_procs if o.pid == int(found.group(1))), None)
     if obs is None or obs.profile is None:

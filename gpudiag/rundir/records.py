@@ -133,7 +133,7 @@ class StepBreakdown:
     @property
     def dataset_calls(self) -> tuple[dict[str, Any], ...]:
         """The program's tf.data calls the finding recorded (method, args, where): which
-        of the pipeline's fixes a run made (gpudiag.verdicts.whatif.changes_made)."""
+        of the pipeline's fixes a run made (gpudiag.verdicts.whatif_input.changes_made)."""
         return self.evidence.dataset_calls
 
     @property

@@ -35,7 +35,9 @@ from gpudiag.session import RunSession
 from gpudiag.verdicts import common as common_verdicts
 from gpudiag.verdicts import gpu_use as gpu_verdicts
 from gpudiag.verdicts import scaling as scaling_verdicts
-from gpudiag.verdicts.scaling import LearningRow, ThroughputPoint
+from gpudiag.verdicts import scaling_learning
+from gpudiag.verdicts.scaling import ThroughputPoint
+from gpudiag.verdicts.scaling_learning import LearningRow
 
 NVML_IDLE_THRESHOLD_PERCENT = nvml.DEFAULT_ACTIVE_THRESHOLD_PERCENT
 KERAS_PLACEMENT_REASON = "model.fit builds its own step function, which gpudiag does not trace"
@@ -198,7 +200,7 @@ def judge(session: RunSession, options: ScalingOptions, setup: DeviceSetup,
             busbw_bytes_per_s=busbw,
             batch_per_device=options.workload.batch_per_device,
             variables_on=options.workload.variables_on if strategy == "towers" else "mirrored"))
-    session.add(scaling_verdicts.learning(learning_rows))
+    session.add(scaling_learning.learning(learning_rows))
     if {"towers", "mirrored"} <= set(options.strategies):
         session.add(scaling_verdicts.towers_vs_mirrored(typed_rows))
     if allreduce is not None:

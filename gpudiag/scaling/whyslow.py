@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from gpudiag.readers import stepbreakdown, traces
-from gpudiag.readers.stepbreakdown import Breakdown, StepParts
+from gpudiag.readers.steprecords import Breakdown, StepParts
 from gpudiag.records.training import TrainingResult
 from gpudiag.report import Finding
 from gpudiag.verdicts.scaling_bottleneck import (

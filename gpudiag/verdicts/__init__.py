@@ -7,8 +7,9 @@
 - ``memory``: `gpudiag memory` (default, growth, limit, modify-after-init).
 - ``gpu_use``: NVML sampling in the parent, for `monitor` and `scaling` (every GPU used,
   what sampling cost, per-GPU numbers for evidence).
-- ``scaling``: `gpudiag scaling` (efficiency and its causes, device work, learning,
-  towers beside mirrored, all-reduce bandwidth) and the thresholds they use.
+- ``scaling``: `gpudiag scaling` (efficiency and its causes, device work, towers beside
+  mirrored, all-reduce bandwidth) and the thresholds they use; ``scaling_learning`` its
+  learning.
 - ``scaling_bottleneck``: scaling's and the cluster's bottleneck per configuration, and
   where the speed-up over one device or worker went.
 - ``bottleneck``: why a step is slow (run, explain, scaling, cluster): the finding;
@@ -18,7 +19,9 @@
   (ProgramFacts); ``pipeline`` the fixes at the program's tf.data lines; ``gpu_fill``
   (NVML's utilization against GPM's SM utilization) and ``allreduce`` (gradient bytes,
   achieved bandwidth).
-- ``whatif``: the step time each bottleneck's fix should give (``evidence.predicted``).
+- ``whatif``: the step time each bottleneck's fix should give (``evidence.predicted``),
+  with ``whatif_input`` (the input-bound model, the pipeline's fixes by name) and
+  ``prediction`` (a prediction's record, its interval, the machine it is made on).
 - ``diff``: `gpudiag diff A B`, judged from ``diff_steptime`` (step time with intervals),
   ``diff_bottleneck`` (parts and bottleneck before and after, predicted against measured)
   and ``diff_learning`` (the loss at matched steps), with ``stats`` (the median's and a ratio's

@@ -1,7 +1,7 @@
 """Why is it slow: the dominant cause of a step's time, with its numbers, and the fix at the
 program's own line where the evidence has it.
 
-Pure: gpudiag.readers.stepbreakdown.Breakdown (the profiled window's trace), and what is
+Pure: gpudiag.readers.steprecords.Breakdown (the profiled window's trace), and what is
 known of the program (gpudiag.verdicts.step_causes.ProgramFacts: its tf.data calls, the
 step loop, the replicas, NVML's samples) in; a Finding out. The causes, each with its
 text and its fix written together, and their thresholds are in
@@ -22,11 +22,7 @@ from typing import Any
 
 from gpudiag.layout.units import counted, duration
 from gpudiag.layout.units import share as pct
-from gpudiag.readers.stepbreakdown import (
-    Breakdown,
-    DeviceBreakdown,
-    StepParts,
-)
+from gpudiag.readers.steprecords import Breakdown, DeviceBreakdown, StepParts
 from gpudiag.report import Action, Finding
 from gpudiag.verdicts import (
     allreduce,
@@ -42,6 +38,7 @@ from gpudiag.verdicts.common import title
 from gpudiag.verdicts.input_causes import floor_note, input_share, window_missed
 from gpudiag.verdicts.pipeline import fixes as pipeline_fix_list
 from gpudiag.verdicts.pipeline import pipeline_fixes, python_ops, random_ops
+from gpudiag.verdicts.prediction import with_interval
 from gpudiag.verdicts.step_causes import (
     INPUT_MODERATE,
     OVERHEAD_BOUND,
@@ -153,7 +150,7 @@ def _predicted(found: list[Cause], m: StepParts, evidence: dict[str, Any],
                            input_s=max(m.input_s, step_s - missed["window_other_s"]))
         ci = stats.median_ci(facts.run_periods) or (missed["run_step_s"],) * 2
         m, steps = of_run(missed["run_step_s"]), [of_run(ci[0]), of_run(ci[1])]
-    pred = whatif.with_interval(whatif.predict(
+    pred = with_interval(whatif.predict(
         names, parts_seconds(m), evidence, epochs=facts.epochs, steps_a_call=in_place), [
         whatif.predict(names, parts_seconds(step), evidence, epochs=facts.epochs,
                        steps_a_call=in_place) for step in steps])

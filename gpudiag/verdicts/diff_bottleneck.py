@@ -15,8 +15,8 @@ from gpudiag.layout.evidence import STEP_PARTS
 from gpudiag.layout.units import duration
 from gpudiag.report import Finding
 from gpudiag.rundir.records import StepBreakdown
-from gpudiag.verdicts import whatif
 from gpudiag.verdicts.common import slug, title
+from gpudiag.verdicts.whatif_input import change_key, changes_made
 
 
 def _ms(s: float | None) -> str:
@@ -117,21 +117,21 @@ def _base(pred: dict[str, Any], a: StepBreakdown) -> float:
 
 def hold_to_prediction(d: BottleneckDiff, a: StepBreakdown, b: StepBreakdown,
                        median_a: float | None) -> BottleneckDiff:
-    """B's measured step against A's prediction with its interval (whatif.with_interval),
+    """B's measured step against A's prediction with its interval (prediction.with_interval),
     scaled to A's median step as the point is: for an input-bound A, the prediction for
-    the change B's recorded pipeline made (whatif.changes_made, A's ``by_change``), not for
+    the change B's recorded pipeline made (changes_made, A's ``by_change``), not for
     every fix A lacked; whether B fell inside; and the machine's load when either was
     judged, where it exceeded the cores (the comparison is then weak)."""
     pred = d.predicted
     if not pred or d.measured_step_s is None or not median_a or not _base(pred, a):
         return d
     chosen, held = pred, None
-    made = whatif.changes_made(a.dataset_calls, b.dataset_calls) \
+    made = changes_made(a.dataset_calls, b.dataset_calls) \
         if a.dataset_calls and b.dataset_calls else frozenset()
     by_change = pred.get("by_change") or {}
-    if made and whatif.change_key(made) in by_change:
-        chosen = by_change[whatif.change_key(made)]
-        held = f"{MADE}{chosen.get('fix') or whatif.change_key(made)}"
+    if made and change_key(made) in by_change:
+        chosen = by_change[change_key(made)]
+        held = f"{MADE}{chosen.get('fix') or change_key(made)}"
     elif a.dataset_calls and b.dataset_calls and by_change and not made:
         held = "every fix A's finding advised (B's pipeline made none of them)"
     if chosen.get("step_s") is None:

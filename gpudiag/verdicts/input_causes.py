@@ -13,7 +13,7 @@ from typing import Any
 
 from gpudiag.layout.units import counted
 from gpudiag.layout.units import share as pct
-from gpudiag.readers.stepbreakdown import StepParts
+from gpudiag.readers.steprecords import StepParts
 from gpudiag.report import Action
 from gpudiag.verdicts import stats
 from gpudiag.verdicts.pipeline import (

@@ -1,4 +1,5 @@
-"""Verdicts of `gpudiag scaling`: did more devices help, did every device work, did it learn.
+"""Verdicts of `gpudiag scaling`: did more devices help, did every device work (did it
+learn: gpudiag.verdicts.scaling_learning).
 
 Evidence: per configuration (strategy x device count) the training probe's throughput,
 ops per device and profiler-trace busy time; the collective probe's all-reduce table.
@@ -7,7 +8,6 @@ The thresholds below are the rules' numbers, named so docs/findings.md can quote
 
 from __future__ import annotations
 
-import math
 import statistics
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field, replace
@@ -26,8 +26,6 @@ SCALING_OK_EFFICIENCY = {2: 0.95, 4: 0.93, 8: 0.90}
 SHARED_DEVICE_KINDS = ("virtual-cpu", "virtual-gpu")
 INPUT_WAIT_CAUSE_FRACTION = 0.10  # of the traced window spent handing over batches
 AVERAGING_CAUSE_FRACTION = 0.20  # of a step that the all-reduce lower bound alone takes
-LEARN_LOSS_FRACTION = 0.8  # final loss must be below this x ln(classes)
-LEARN_ACCURACY_GAIN = 0.10  # final accuracy >= chance + this x (1 - chance)
 TOWERS_SLOWER_RATIO = 0.90  # towers below this x mirrored throughput is a warn
 
 
@@ -46,21 +44,6 @@ class ThroughputPoint:
     efficiency: float | None = None  # speedup / n_devices
     # seconds of each timed step (the efficiency's interval: gpudiag.verdicts.stats)
     timed_step_s: tuple[float, ...] = ()
-
-
-@dataclass(frozen=True)
-class LearningRow:
-    """One configuration's training outcome (a NaN loss is None)."""
-
-    name: str
-    num_classes: int
-    steps: int
-    final_loss: float | None  # training, mean of the last steps
-    final_accuracy: float | None
-    initial_loss: float | None = None
-    learning_rate: float | None = None
-    eval_accuracy: float | None = None
-    eval_accuracy_ema: float | None = None
 
 
 def efficiency_threshold(n_devices: int) -> float:
@@ -340,58 +323,6 @@ def device_work(
                    f"{config}: every device did work; " + "; ".join(sources) + tail, evidence,
                    title=title(f"{config}: all {len(devices)} device(s) did work",
                                f"all {len(devices)} device(s) did work"))
-
-
-def learning(configs: Sequence[LearningRow]) -> Finding:
-    """The loss fell clearly below ln(classes) and accuracy rose above chance, per run."""
-    if not configs:
-        return Finding("scaling.learning", "skip", "no training run completed", {},
-                       title="no training run completed")
-    failed, rows = [], []
-    for c in configs:
-        classes = c.num_classes
-        ln_c = math.log(classes)
-        chance = 1.0 / classes
-        max_loss = LEARN_LOSS_FRACTION * ln_c
-        min_acc = chance + LEARN_ACCURACY_GAIN * (1 - chance)
-        loss, acc = c.final_loss, c.final_accuracy
-        ok = loss is not None and acc is not None and loss <= max_loss and acc >= min_acc
-        row = {**asdict(c), "ln_classes": ln_c, "chance_accuracy": chance,
-               "max_final_loss": max_loss, "min_final_accuracy": min_acc, "learned": ok}
-        rows.append(row)
-        if not ok:
-            loss_text = "NaN (diverged)" if loss is None else f"{loss:.4f}"
-            acc_text = "n/a" if acc is None else f"{acc:.2f}"
-            failed.append(f"{c.name}: loss {loss_text} (ln {classes} = {ln_c:.4f}, must fall "
-                          f"below {max_loss:.2f}), accuracy {acc_text} (chance {chance:.2f}, "
-                          f"must reach {min_acc:.2f}) after {counted(c.steps, 'step')}")
-    evidence = {"runs": rows}
-    if failed:
-        return Finding(
-            "scaling.learning", "fail",
-            "did not learn: " + "; ".join(failed), evidence,
-            title=f"{len(failed)} of {len(rows)} run(s) did not learn",
-            advice="A loss stuck at ln(classes) with chance accuracy means the updates do "
-                   "not reach the weights: a zero or tiny learning rate, gradients that are "
-                   "None or zero (variables created outside the tape, a stop_gradient), or "
-                   "an optimizer applied to a copy of the weights. A NaN loss means too "
-                   "high a learning rate.",
-        )
-    best = ", ".join(f"{r['name']} {r['final_loss']:.3f}/{r['final_accuracy']:.2f}"
-                     for r in rows)
-    return Finding("scaling.learning", "ok",
-                   f"every run learned (final loss/accuracy; ln {configs[0].num_classes}"
-                   f" = {math.log(configs[0].num_classes):.4f}): {best}", evidence,
-                   title=title(f"every run learned: final loss {_loss_range(rows)} against "
-                               f"ln {configs[0].num_classes} = "
-                               f"{math.log(configs[0].num_classes):.2f}",
-                               f"all {counted(len(rows), 'run')} learned"))
-
-
-def _loss_range(rows: Sequence[dict[str, Any]]) -> str:
-    losses = [r["final_loss"] for r in rows]
-    low, high = min(losses), max(losses)
-    return f"{low:.3f}" if f"{low:.3f}" == f"{high:.3f}" else f"{low:.3f}-{high:.3f}"
 
 
 def towers_vs_mirrored(rows: Sequence[ThroughputPoint]) -> Finding:

@@ -1,7 +1,7 @@
 """`scaling.bottleneck.<config>`: run.bottleneck's breakdown and classification for one
 scaling configuration, and, with several devices, where the lost speed-up went.
 
-Pure: the configuration's gpudiag.readers.stepbreakdown.Breakdown (or why there is none)
+Pure: the configuration's gpudiag.readers.steprecords.Breakdown (or why there is none)
 and, for the comparison, the mean step of the same strategy on one device. The
 classification is gpudiag.verdicts.bottleneck.bottleneck itself (the function `run` and
 `explain` use), under this configuration's id.
@@ -29,7 +29,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from gpudiag.layout.units import duration
-from gpudiag.readers.stepbreakdown import Breakdown, StepParts
+from gpudiag.readers.steprecords import Breakdown, StepParts
 from gpudiag.report import Finding
 from gpudiag.verdicts.bottleneck import ProgramFacts, bottleneck
 from gpudiag.verdicts.common import title

@@ -4,7 +4,7 @@ module holds their records, thresholds and order, and the device's family (copy-
 communication-bound, a straggler, idle GPUs, small kernels); input_causes.py the input's,
 call_causes.py the step call's (host-, launch- and overhead-bound).
 
-Pure: a mean step (gpudiag.readers.stepbreakdown.StepParts), the trace's Breakdown, the
+Pure: a mean step (gpudiag.readers.steprecords.StepParts), the trace's Breakdown, the
 devices judged and what the program did (ProgramFacts) in; Cause records out. The finding
 around them, and the list of causes judged, is gpudiag.verdicts.bottleneck's.
 
@@ -36,7 +36,7 @@ from typing import Any
 from gpudiag.layout.units import duration
 from gpudiag.layout.units import share as pct
 from gpudiag.readers.gpukernels import KernelStats
-from gpudiag.readers.stepbreakdown import Breakdown, DeviceBreakdown, StepParts
+from gpudiag.readers.steprecords import Breakdown, DeviceBreakdown, StepParts
 from gpudiag.records.run import DatasetCall
 from gpudiag.report import Action
 from gpudiag.verdicts import gpu_fill, stats

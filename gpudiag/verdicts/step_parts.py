@@ -10,13 +10,7 @@ from collections.abc import Sequence
 
 from gpudiag.layout.evidence import STEP_PARTS
 from gpudiag.layout.units import share as pct
-from gpudiag.readers.stepbreakdown import (
-    HOST_ROW,
-    PART_FIELDS,
-    Breakdown,
-    DeviceBreakdown,
-    StepParts,
-)
+from gpudiag.readers.steprecords import HOST_ROW, PART_FIELDS, Breakdown, DeviceBreakdown, StepParts
 
 PARTS = STEP_PARTS  # in the order they add up (declared once in gpudiag.layout.evidence)
 

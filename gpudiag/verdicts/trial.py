@@ -20,7 +20,7 @@ from dataclasses import asdict, dataclass, field
 from gpudiag.fixes import Chosen
 from gpudiag.fixes import label as fix_label
 from gpudiag.fixes.choice import NotTried
-from gpudiag.layout.trialevidence import TriedFix
+from gpudiag.layout.compared import TriedFix
 from gpudiag.layout.units import CI_LEVEL, counted, ms_number
 from gpudiag.report import Finding, Status
 from gpudiag.verdicts import trial_loss

@@ -58,7 +58,8 @@ def test_scaling_workers_refuses_bad_options(logdir: Path, args: list[str], need
 
 def test_cluster_parent_modules_import_no_tensorflow() -> None:
     modules = ("gpudiag.records.tfconfig", "gpudiag.cluster.messages", "gpudiag.records.cluster",
-               "gpudiag.cluster.supervise", "gpudiag.cluster.judge", "gpudiag.cluster.local",
+               "gpudiag.cluster.supervise", "gpudiag.cluster.clusterrun", "gpudiag.cluster.judge",
+               "gpudiag.cluster.local",
                "gpudiag.cluster.worker_cmd", "gpudiag.cluster.options",
                "gpudiag.verdicts.cluster")
     code = (f"import importlib, sys\nfor m in {modules!r}:\n"

@@ -1,6 +1,6 @@
 """`make demo` (scripts/demo.py): each step printed as a command the user can paste as it
 is (options before `--`), and a program step's output shown less TensorFlow's C++ log,
-which is saved whole (gpudiag.run.streams.CppLog), run for real on a child that prints
+which is saved whole (gpudiag.run.cpplog.CppLog), run for real on a child that prints
 TensorFlow's own lines as TensorFlow 2.21 printed them here (tests/data). Its last steps:
 `run` on the embedded input-bound program, then `gpudiag try --from` that run, whose
 closing lines give the measured fix and the line to change."""
@@ -17,7 +17,7 @@ from helpers import REPO
 sys.path.insert(0, str(REPO / "scripts"))
 import demo
 
-from gpudiag.run.streams import CppLog
+from gpudiag.run.cpplog import CppLog
 
 #: TensorFlow's C++ lines as 2.21 printed them here (port.cc, cudart_stub.cc,
 #: cpu_feature_guard.cc, cuInit's E0000), after the file's comment

@@ -128,11 +128,11 @@ def test_an_error_of_the_final_analysis_is_a_finding_and_the_exit_code_the_progr
 
 
 def test_an_events_file_that_is_a_directory_is_named_not_raised(tmp_path: Path) -> None:
-    from gpudiag.run import events
+    from gpudiag.run import eventfiles
 
     (tmp_path / layout.run_events_name(4242)).mkdir()
     good = tmp_path / layout.run_events_name(4343)
     good.write_text(json.dumps({"kind": "process", "v": 1, "pid": 4343, "seq": 1}) + "\n")
-    observed, bad = events.observe_all(tmp_path)
+    observed, bad = eventfiles.observe_all(tmp_path)
     assert [o.pid for o in observed] == [4343]
     assert bad.count == 1 and bad.first[0].startswith(layout.run_events_name(4242))

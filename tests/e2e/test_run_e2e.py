@@ -18,7 +18,7 @@ from helpers import ProgramRun as Run
 
 from gpudiag import layout
 from gpudiag.readers import traces
-from gpudiag.run import events
+from gpudiag.run import eventfiles
 
 PY = sys.executable
 PROGRAMS = TESTS_DIR / "programs"
@@ -211,7 +211,7 @@ def test_sigkill_mid_run_keeps_what_was_seen_before(tmp_path: Path) -> None:
     crash = r.found["run.crash"]
     assert crash["status"] == "fail" and "what the hooks recorded before survives" in \
         crash["message"]
-    (obs,), _ = events.observe_all(r.run_dir / layout.CHILDREN_DIR / layout.RUN_CHILD_NAME)
+    (obs,), _ = eventfiles.observe_all(r.run_dir / layout.CHILDREN_DIR / layout.RUN_CHILD_NAME)
     assert not obs.exited
     assert [s.class_name for s in obs.strategies] == ["MirroredStrategy"]
     assert [c.api for c in obs.config_calls] == ["tf.config.set_logical_device_configuration"]

@@ -31,7 +31,7 @@ from gpudiag.inprogram.config import RunHookConfig
 from gpudiag.inprogram.recorder import Recorder
 from gpudiag.layout import events as ev
 from gpudiag.layout import loopevents as lev
-from gpudiag.run import events
+from gpudiag.run import eventfiles
 
 PY = sys.executable
 
@@ -73,7 +73,7 @@ def test_hooks_chain_to_the_users_sitecustomize_and_record_every_python_process(
     assert len(ran_in) == 3 and len(set(ran_in)) == 3, proc.stderr
     assert "GPUDIAG-RUN" not in proc.stderr
     run = run_dirs(logdir)[0]
-    observed, bad = events.observe_all(run / layout.CHILDREN_DIR / layout.RUN_CHILD_NAME)
+    observed, bad = eventfiles.observe_all(run / layout.CHILDREN_DIR / layout.RUN_CHILD_NAME)
     assert bad.count == 0 and len(observed) == 2
     assert observed[1].ppid == observed[0].pid
     assert {str(o.pid) for o in observed} <= set(ran_in)
@@ -97,7 +97,7 @@ def test_an_uncaught_exception_is_recorded_with_the_users_frame(tmp_path: Path) 
     proc = subprocess.run([PY, str(script)], env=_hooked_env(tmp_path, events_dir),
                           capture_output=True, text=True, timeout=60)
     assert proc.returncode == 1 and "KeyError: 'labels'" in proc.stderr  # the user's view
-    (obs,), _ = events.observe_all(events_dir)
+    (obs,), _ = eventfiles.observe_all(events_dir)
     assert obs.crash is not None and obs.crash.type == "KeyError"
     assert obs.crash.user_frame == {"file": str(script), "line": 2, "function": "load",
                                     "code": "raise KeyError('labels')", "user": True}
@@ -128,7 +128,7 @@ def test_recorder_appends_whole_lines_and_a_fork_gets_its_own_file(tmp_path: Pat
     assert json.loads(child.read_text())["argv"] == ["child"]
     with mine.open("a") as f:  # a line cut short by SIGKILL
         f.write('{"kind": "strategy", "t": 1.0, "pid": ')
-    by_pid, bad = events.read_events(tmp_path)
+    by_pid, bad = eventfiles.read_events(tmp_path)
     assert (bad.count, bad.cut) == (0, 1)
     assert [type(r.event) for r in by_pid[os.getpid()]] == [ev.Process, ev.Exit]
 
@@ -201,7 +201,7 @@ def test_fitting_the_same_model_again_does_not_open_the_placement_window_again(
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert proc.stdout.count("epoch ") == 3
     (run_dir,) = run_dirs(logdir)
-    by_pid, _ = events.read_events(run_dir / layout.CHILDREN_DIR / layout.RUN_CHILD_NAME)
+    by_pid, _ = eventfiles.read_events(run_dir / layout.CHILDREN_DIR / layout.RUN_CHILD_NAME)
     recorded = [r.event for evs in by_pid.values() for r in evs]
     opened = [e.reason for e in recorded if isinstance(e, ev.PlacementWindow)]
     assert len(opened) == 1, opened  # the first fit inside the window the context opened

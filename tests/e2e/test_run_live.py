@@ -199,7 +199,7 @@ def test_a_live_file_without_the_final_layout_is_written_again_keeping_its_told_
     from helpers import read_scalars
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-    from gpudiag.run import events, tbwrite
+    from gpudiag.run import eventfiles, tbwrite
 
     events_dir, pid = tmp_path / "events", 4242
     events_dir.mkdir()
@@ -221,7 +221,7 @@ def test_a_live_file_without_the_final_layout_is_written_again_keeping_its_told_
     program = state.programs[pid]
     assert program.prefixes == {"tf.function evaluate": "", "tf.function train":
                                 "tf.function_train"}
-    (obs,), _ = events.observe_all(events_dir)
+    (obs,), _ = eventfiles.observe_all(events_dir)
     assert not program.holds(sorted(obs.series, key=lambda s: -len(s.steps)))
     written = tbwrite.write_program(tmp_path, obs, program)
     assert written["written"] == "end"
@@ -275,7 +275,7 @@ def test_a_step_functions_last_loss_read_again_at_its_end_is_written_once(
     only when that step had no loss yet, as the end (which merges the rows) writes it."""
     from helpers import read_scalars
 
-    from gpudiag.run import events, tbwrite
+    from gpudiag.run import eventfiles, tbwrite
 
     events_dir, pid = tmp_path / "events", 4343
     events_dir.mkdir()
@@ -293,7 +293,7 @@ def test_a_step_functions_last_loss_read_again_at_its_end_is_written_once(
         live = Live(d, tmp_path / name, [].append)
         live.poll()
         program = live.stop().programs[pid]
-        (obs,), _ = events.observe_all(d)
+        (obs,), _ = eventfiles.observe_all(d)
         assert tbwrite.write_program(tmp_path / name, obs, program)["written"] == "live"
         losses = [(e.step, e.value) for e in read_scalars(
             tmp_path / name / layout.run_tb_name(pid))[layout.TAG_RUN_LOSS]]

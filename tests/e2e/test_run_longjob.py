@@ -23,7 +23,7 @@ from helpers import (
 
 from gpudiag import layout
 from gpudiag.layout import loopevents as lev
-from gpudiag.run import events
+from gpudiag.run import eventfiles
 
 PY = sys.executable
 PROGRAMS = TESTS_DIR / "programs"
@@ -53,7 +53,7 @@ def program_dir(logdir: Path) -> Path:
 
 
 def step_rows(events_dir: Path) -> int:
-    by_pid, _ = events.read_events(events_dir)
+    by_pid, _ = eventfiles.read_events(events_dir)
     return sum(len(r.event.rows) for evs in by_pid.values() for r in evs
                if isinstance(r.event, lev.FunctionSteps))
 
@@ -74,7 +74,7 @@ def test_a_hung_program_killed_with_sigkill_keeps_every_step_it_ran(tmp_path: Pa
     assert proc.returncode == 137
     report = load_report(out.parent.parent)
     assert "was killed by SIGKILL" in findings_by_id(report)["run.command"]["message"]
-    (obs,), _ = events.observe_all(out)
+    (obs,), _ = eventfiles.observe_all(out)
     (series,) = obs.series
     assert len(series.steps) == 31
 
@@ -118,7 +118,7 @@ def test_a_long_loops_step_rows_are_aggregated_and_still_count_every_step(
         if i % 50 == 49:  # a flush per "second" of 50 steps
             buffer.flush()
     buffer.flush()
-    (obs,), _ = events.observe_all(tmp_path)
+    (obs,), _ = eventfiles.observe_all(tmp_path)
     (series,) = obs.series
     assert len(series.steps) == 100 + (5000 - 100) // 50  # 100 rows, then one a flush
     assert sum(s.count for s in series.steps) == 5000
@@ -264,7 +264,7 @@ def test_the_tensorboard_file_written_live_is_the_final_one_with_every_step(
     assert proc["tensorboard"]["written"] == "live"
     tb_run = run.run_dir / proc["tensorboard"]["run"]
     assert len(files_holding(tb_run, layout.TAG_RUN_STEP_TIME)) == 1  # not written again
-    (obs,), _ = events.observe_all(run.run_dir / layout.CHILDREN_DIR / layout.RUN_CHILD_NAME)
+    (obs,), _ = eventfiles.observe_all(run.run_dir / layout.CHILDREN_DIR / layout.RUN_CHILD_NAME)
     again = tbwrite.write_program(tmp_path / "again", obs)
     assert again["written"] == "end" and again["tags"] == proc["tensorboard"]["tags"]
     kept, whole = read_scalars(tb_run), read_scalars(tmp_path / "again" / again["run"])

@@ -14,7 +14,7 @@ from helpers import TESTS_DIR
 
 from gpudiag.commands.run import program_env
 from gpudiag.inprogram.config import RunHookConfig
-from gpudiag.run import events
+from gpudiag.run import eventfiles
 
 PY = sys.executable
 PROGRAM = TESTS_DIR / "programs" / "keras_warns.py"
@@ -39,7 +39,7 @@ def test_keras_warnings_recorded_and_the_programs_view_unchanged(tmp_path: Path)
     # the program's own handling saw the same (the placement log the hooks turn on prints
     # to stdout too; `gpudiag run`'s parent keeps it out of the terminal)
     assert _own(hooked.stdout) == _own(plain.stdout) == plain.stdout.splitlines()
-    (obs,), _ = events.observe_all(events_dir)
+    (obs,), _ = eventfiles.observe_all(events_dir)
     assert len(obs.py_warnings) == 1  # the same warning, location and text: recorded once
     w = obs.py_warnings[0]
     assert w.category == "UserWarning" and "received `from_logits=True`" in w.message

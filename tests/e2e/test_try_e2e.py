@@ -13,8 +13,8 @@ from helpers import TESTS_DIR, findings_by_id, gpudiag, load_report, run_dirs
 
 from gpudiag import layout
 from gpudiag.commands.tryfixes import recorded_calls
+from gpudiag.layout.compared import TriedFix
 from gpudiag.layout.evidence import decode
-from gpudiag.layout.trialevidence import TriedFix
 from gpudiag.rundir import load_run
 from gpudiag.verdicts.headline import wrap_entry
 

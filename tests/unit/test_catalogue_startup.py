@@ -16,7 +16,7 @@ from gpudiag.records.results import EnvResult
 from gpudiag.records.run import ProcessObservation
 from gpudiag.verdicts import env as env_verdicts
 from gpudiag.verdicts.run import live as run_live
-from gpudiag.verdicts.run import process as run_verdicts
+from gpudiag.verdicts.run import tflog
 
 CAPTURED = (TESTS_DIR / "data" / "tf_messages_cpu_2.21.txt").read_text().splitlines()
 
@@ -146,12 +146,12 @@ def test_real_summaries_a_full_pool_and_a_fragmented_one() -> None:
 
 def test_run_tf_log_gives_the_fix_that_fits_the_kind_of_out_of_memory() -> None:
     lines = [HEAD, *_stats("38.00GiB", "35.02GiB", "361.64MiB")]
-    frag = run_verdicts.tf_log(catalogue.match_lines(lines), None, "",
+    frag = tflog.tf_log(catalogue.match_lines(lines), None, "",
                                bfc.out_of_memory(lines))
     assert frag.status == "fail" and "fragmentation" in frag.message
     assert "TF_GPU_ALLOCATOR=cuda_malloc_async" in (frag.advice or "")
     lines = [HEAD, *_stats("38.00GiB", "37.90GiB", "100.00MiB")]
-    full = run_verdicts.tf_log(catalogue.match_lines(lines), None, "",
+    full = tflog.tf_log(catalogue.match_lines(lines), None, "",
                                bfc.out_of_memory(lines))
     assert "the pool is full" in full.message
     assert (full.advice or "").startswith("The model does not fit as run: a smaller batch")
@@ -163,18 +163,18 @@ def test_a_retry_the_caller_can_do_without_is_not_an_out_of_memory() -> None:
             "freed_by_count=0. The caller indicates that this is not a failure, but may mean "
             "that there could be performance gains if more memory were available.")
     assert [m.entry.id for m in catalogue.match_lines([line])] == ["bfc-allocation-retry"]
-    assert run_verdicts.tf_log(catalogue.match_lines([line]), None).status == "ok"
+    assert tflog.tf_log(catalogue.match_lines([line]), None).status == "ok"
 
 
 def test_end_of_sequence_is_benign_and_input_running_out_is_not() -> None:
     # tensorflow/core/framework/local_rendezvous.cc, as TensorFlow 2.17 logs it
     end = ("2024-11-03 22:49:04.222011: I tensorflow/core/framework/local_rendezvous.cc:405] "
            "Local rendezvous is aborting with status: OUT_OF_RANGE: End of sequence")
-    benign = run_verdicts.tf_log(catalogue.match_lines([end, end]), None)
+    benign = tflog.tf_log(catalogue.match_lines([end, end]), None)
     assert benign.status == "ok" and "end-of-sequence" in benign.message
     # keras/src/trainers/epoch_iterator.py, printed here by Keras 3 (the captured file)
     ran_out = next(ln for ln in CAPTURED if "Your input ran out of data" in ln)
-    short = run_verdicts.tf_log(catalogue.match_lines([end, ran_out]), None)
+    short = tflog.tf_log(catalogue.match_lines([end, ran_out]), None)
     assert short.status == "warn" and "input-ran-out" in short.message
     assert ".repeat()" in (short.advice or "")
 

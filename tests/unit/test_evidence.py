@@ -12,8 +12,9 @@ import pytest
 from helpers import REPO
 
 from gpudiag import layout
+from gpudiag.layout.compared import DiffStep
 from gpudiag.layout.diff import CI_LEVEL
-from gpudiag.layout.evidence import TYPES, Bottleneck, DiffStep, decode
+from gpudiag.layout.evidence import TYPES, Bottleneck, decode
 from gpudiag.layout.families import FAMILIES, family_of
 from gpudiag.rundir import Run, load_run
 

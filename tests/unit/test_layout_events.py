@@ -20,7 +20,7 @@ from gpudiag.inprogram.recorder import Recorder, StepBuffer
 from gpudiag.layout import eventdecode as evd
 from gpudiag.layout import events as ev
 from gpudiag.layout import loopevents as lev
-from gpudiag.run import events
+from gpudiag.run import eventfiles, events
 
 ROOT = REPO / "gpudiag"
 ROW_CLASSES = (lev.FitRow, lev.FunctionRow, lev.SessionRow)
@@ -172,7 +172,7 @@ def test_the_recorder_and_a_step_buffer_write_only_protocol_lines(tmp_path: Path
     path = tmp_path / f"events-{os.getpid()}.jsonl"
     lines = path.read_text().splitlines()
     assert json.loads(lines[1])["rows"] == [{"i": 1, "t0": 10.5, "dt": 0.25}]
-    by_pid, bad = events.read_events(tmp_path)
+    by_pid, bad = eventfiles.read_events(tmp_path)
     assert bad.count == 0 and [r.event for r in by_pid[os.getpid()]] == [
         lev.FunctionSteps(function="train_step",
                          rows=(lev.FunctionRow(i=0, t0=10.0, dt=0.25, loss=0.75),)),

@@ -25,7 +25,7 @@ from gpudiag.records.run import (
     WeightsRecord,
 )
 from gpudiag.verdicts.run import crash as run_crash
-from gpudiag.verdicts.run import memory_config
+from gpudiag.verdicts.run import memory_config, tflog
 from gpudiag.verdicts.run import placement as run_placement
 from gpudiag.verdicts.run import process as run_verdicts
 from gpudiag.verdicts.run import progress as run_progress
@@ -192,10 +192,10 @@ def test_a_custom_loops_step_time_is_the_start_to_start_period_not_the_call() ->
 def test_tf_log_status_is_the_worst_known_message() -> None:
     lines = ["W gpu_device.cc:2256] Cannot dlopen some GPU libraries. Please make sure ...",
              "I port.cc:153] oneDNN custom operations are on."]
-    f = run_verdicts.tf_log(catalogue.match_lines(lines), None)
+    f = tflog.tf_log(catalogue.match_lines(lines), None)
     assert f.status == "fail" and "gpu-libraries-missing" in f.message
-    assert run_verdicts.tf_log(catalogue.match_lines(lines[1:]), None).status == "ok"
-    assert run_verdicts.tf_log([], "the program set TF_CPP_MIN_LOG_LEVEL=3").status == "skip"
+    assert tflog.tf_log(catalogue.match_lines(lines[1:]), None).status == "ok"
+    assert tflog.tf_log([], "the program set TF_CPP_MIN_LOG_LEVEL=3").status == "skip"
 
 
 def test_crash_with_catalogue_fix_and_the_kill_case() -> None:
@@ -464,7 +464,7 @@ def test_the_input_share_is_read_from_every_timed_step_with_its_spread() -> None
 def test_a_share_whose_spread_holds_the_threshold_says_so_and_one_clear_of_it_decides() -> None:
     """xprof's 20 %: a loop that waits 30 % is input-bound whatever the window saw; one
     whose blocks straddle 20 % is named near the threshold, never flipped to ok."""
-    from gpudiag.readers.stepbreakdown import StepParts
+    from gpudiag.readers.steprecords import StepParts
     from gpudiag.verdicts.input_causes import input_share
     from gpudiag.verdicts.run.throughput import input_series
     from gpudiag.verdicts.step_causes import ProgramFacts
@@ -638,7 +638,7 @@ def test_next_calls_own_cost_on_a_full_buffer_is_not_input_to_prefetch() -> None
 
 def _breakdown(period: float, *, compute: float, input_: float, host: float,
                between: float = 0.0) -> Any:
-    from gpudiag.readers.stepbreakdown import Breakdown, DeviceBreakdown, StepParts
+    from gpudiag.readers.steprecords import Breakdown, DeviceBreakdown, StepParts
 
     parts = StepParts("0", *(x / 1e3 for x in (period, compute, 0, input_, host, 0, between)))
     return Breakdown("t.xplane.pb", "host step markers", ["0", "1"],

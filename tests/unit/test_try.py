@@ -13,8 +13,8 @@ from gpudiag.fixes import Chosen, add_argument, parallel_map, prefetch, steps_pe
 from gpudiag.fixes.choice import choose
 from gpudiag.fixes.lines import Call
 from gpudiag.inprogram.config import RunHookConfig
+from gpudiag.layout.compared import TriedFix
 from gpudiag.layout.evidence import decode
-from gpudiag.layout.trialevidence import TriedFix
 from gpudiag.records.trial import TrialFix
 from gpudiag.verdicts import headline
 from gpudiag.verdicts import trial as v

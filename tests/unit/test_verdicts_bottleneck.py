@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from helpers import breakdown
 
-from gpudiag.readers.stepbreakdown import Breakdown, DeviceBreakdown, StepParts
+from gpudiag.readers.steprecords import Breakdown, DeviceBreakdown, StepParts
 from gpudiag.records.run import DatasetCall
 from gpudiag.verdicts import bottleneck as bn
 

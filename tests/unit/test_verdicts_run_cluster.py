@@ -7,6 +7,7 @@ from dataclasses import replace
 
 from gpudiag.records.run import TaskReport
 from gpudiag.verdicts.run import cluster as run_cluster
+from gpudiag.verdicts.run import cluster_tasks
 
 SPEC = {"worker": ["127.0.0.1:2222", "127.0.0.1:2223"]}
 
@@ -132,10 +133,10 @@ def _in_process(task_type: str, index: int, via: str) -> TaskReport:
 def test_an_in_process_parameter_server_cluster_s_coordinator_is_not_outside_the_spec() -> None:
     """The tutorial's cluster: the spec names the workers and ps only; TensorFlow adds the
     coordinator's job (chief) itself. One process serves every task."""
-    tasks = [_in_process("worker", 0, run_cluster.SERVER),
-             _in_process("worker", 1, run_cluster.SERVER),
-             _in_process("ps", 0, run_cluster.SERVER),
-             _in_process("chief", 0, run_cluster.PSS)]
+    tasks = [_in_process("worker", 0, cluster_tasks.SERVER),
+             _in_process("worker", 1, cluster_tasks.SERVER),
+             _in_process("ps", 0, cluster_tasks.SERVER),
+             _in_process("chief", 0, cluster_tasks.PSS)]
     f = run_cluster.cluster(tasks)
     assert f.status == "ok", f.message
     assert f.evidence["unknown"] == [] and f.evidence["missing"] == []
@@ -156,7 +157,7 @@ TF1_SPEC = {"ps": ["127.0.0.1:2224"], "worker": ["127.0.0.1:2222", "127.0.0.1:22
 
 def _tf1(task_type: str, index: int, **fields: object) -> TaskReport:
     base = replace(task(index, spec=TF1_SPEC, run_dir=f"/runs/{task_type}{index}"),
-                   task_type=task_type, via=run_cluster.SERVER,
+                   task_type=task_type, via=cluster_tasks.SERVER,
                    sessions=2 if task_type == "worker" else 0,
                    variables_by_task={"ps-0": 3})
     return replace(base, **fields)  # type: ignore[arg-type]
@@ -243,7 +244,7 @@ def test_servers_with_no_strategy_and_no_session_are_never_called_parameter_serv
              _tf1("worker", 1, steps=0, sessions=0)]
     f = run_cluster.cluster(tasks)
     assert "ParameterServerStrategy" not in f.message, f.message
-    assert f.evidence["kind"] == run_cluster.SERVERS_ONLY
+    assert f.evidence["kind"] == cluster_tasks.SERVERS_ONLY
     assert f.message.startswith("tf.distribute.Server (tf.compat.v1.train.Server) tasks, no "
                                 "strategy and no Session seen cluster of 3 task(s)")
 

@@ -11,6 +11,7 @@ from gpudiag.records.devices import DeviceSetup
 from gpudiag.records.training import AllreduceResult, AllreduceRow
 from gpudiag.report import Finding
 from gpudiag.verdicts import scaling as v
+from gpudiag.verdicts import scaling_learning as sl
 
 MIB = 1 << 20
 
@@ -131,31 +132,31 @@ def test_device_work_names_the_idle_device() -> None:
 
 
 def run(name: str, loss: float | None, acc: float | None,
-        classes: int = 10) -> v.LearningRow:
-    return v.LearningRow(name=name, num_classes=classes, steps=100, initial_loss=2.31,
+        classes: int = 10) -> sl.LearningRow:
+    return sl.LearningRow(name=name, num_classes=classes, steps=100, initial_loss=2.31,
                          final_loss=loss, final_accuracy=acc)
 
 
 def test_learning_fails_on_the_stuck_symptom_and_passes_when_learning() -> None:
-    ok = v.learning([run("towers-1dev", 0.12, 0.97), run("towers-2dev", 0.2, 0.95)])
+    ok = sl.learning([run("towers-1dev", 0.12, 0.97), run("towers-2dev", 0.2, 0.95)])
     assert ok.status == "ok"
-    stuck = v.learning([run("towers-1dev", 0.12, 0.97), run("towers-2dev", 2.3026, 0.10)])
+    stuck = sl.learning([run("towers-1dev", 0.12, 0.97), run("towers-2dev", 2.3026, 0.10)])
     assert stuck.status == "fail"
     assert "towers-2dev: loss 2.3026 (ln 10 = 2.3026" in stuck.message
     assert "accuracy 0.10 (chance 0.10" in stuck.message
     assert "towers-1dev" not in stuck.message
     assert "learning rate" in stuck.advice
     assert [r["learned"] for r in stuck.evidence["runs"]] == [True, False]
-    diverged = v.learning([run("mirrored-4dev", None, 0.1)])
+    diverged = sl.learning([run("mirrored-4dev", None, 0.1)])
     assert diverged.status == "fail" and "NaN (diverged)" in diverged.message
 
 
 def test_learning_thresholds_scale_with_the_class_count() -> None:
     # 2 classes: ln 2 = 0.693 -> loss must be <= 0.554; accuracy >= 0.55
-    assert v.learning([run("a", 0.5, 0.6, classes=2)]).status == "ok"
-    assert v.learning([run("a", 0.6, 0.6, classes=2)]).status == "fail"
-    assert v.learning([run("a", 0.5, 0.52, classes=2)]).status == "fail"
-    assert math.isclose(v.learning([run("a", 0.5, 0.6, classes=2)])
+    assert sl.learning([run("a", 0.5, 0.6, classes=2)]).status == "ok"
+    assert sl.learning([run("a", 0.6, 0.6, classes=2)]).status == "fail"
+    assert sl.learning([run("a", 0.5, 0.52, classes=2)]).status == "fail"
+    assert math.isclose(sl.learning([run("a", 0.5, 0.6, classes=2)])
                         .evidence["runs"][0]["min_final_accuracy"], 0.55)
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from test_verdicts_bottleneck import breakdown
 
-from gpudiag.readers.stepbreakdown import StepParts
+from gpudiag.readers.steprecords import StepParts
 from gpudiag.verdicts import bottleneck as bn
 from gpudiag.verdicts import scaling_bottleneck as sb
 

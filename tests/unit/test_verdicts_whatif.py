@@ -182,13 +182,14 @@ def test_every_prediction_carries_its_interval_from_the_steps_it_was_built_from(
     their range); communication-bound's stated assumption widens it to the step with no op
     growing with the batch."""
     from gpudiag.verdicts import whatif as w
+    from gpudiag.verdicts.prediction import interval_text, with_interval
 
     steps = [{"period_s": 1e-3 * t, "compute_s": 0.1e-3, "communication_s": 0.0,
               "input_s": 0.0, "host_s": 1e-3 * t - 0.1e-3, "idle_s": 0.0,
               "host_between_calls_s": 0.0, "host_call_edges_s": 1e-3 * t - 0.3e-3}
              for t in (0.9, 1.0, 1.2, 1.1)]
     mean = {k: sum(s[k] for s in steps) / 4 for k in steps[0]}
-    p = w.with_interval(w.overhead_bound(mean), [w.overhead_bound(s) for s in steps])
+    p = with_interval(w.overhead_bound(mean), [w.overhead_bound(s) for s in steps])
     assert p["step_s_low"] < p["step_s"] < p["step_s_high"]
     assert p["step_s_high"] == max(w.overhead_bound(s)["step_s"] for s in steps)
     # the low end: the gaps between ops taken as per call too (the model's assumption)
@@ -197,13 +198,13 @@ def test_every_prediction_carries_its_interval_from_the_steps_it_was_built_from(
     assert p["interval_from"] == ("the model replayed on the range of 4 profiled steps; its "
                                   "assumption's other end (the gaps between ops paid once a "
                                   "call too)")
-    assert w.interval_text(p).endswith(" ms)")
-    none = w.with_interval({"cause": "x", "step_s": None, "why": "y"}, [])
+    assert interval_text(p).endswith(" ms)")
+    none = with_interval({"cause": "x", "step_s": None, "why": "y"}, [])
     assert "step_s_low" not in none
     comm = w.communication_bound({"period_s": 0.02, "communication_s": 0.008,
                                   "host_s": 0.002}, {"gradient_bytes_per_replica": 8e6,
                                                      "achieved_bytes_per_s": 1e9})
-    wide = w.with_interval(comm, [comm])
+    wide = with_interval(comm, [comm])
     assert wide["step_s_low"] == comm["assumed_low_s"] == pytest.approx(0.010 + 0.002 + 0.008)
     assert "no op's time growing with the batch" in wide["interval_from"]
 
@@ -211,6 +212,7 @@ def test_every_prediction_carries_its_interval_from_the_steps_it_was_built_from(
 def test_the_change_a_run_made_is_read_from_its_pipeline() -> None:
     """A run that added a parallel map and prefetch, not cache, is held to that change."""
     from gpudiag.verdicts import whatif as w
+    from gpudiag.verdicts.whatif_input import change_key, changes_made, missing_fixes
 
     def calls(*methods: tuple[str, dict[str, object]]) -> list[dict[str, object]]:
         return [{"method": m, "args": a} for m, a in methods]
@@ -219,9 +221,9 @@ def test_the_change_a_run_made_is_read_from_its_pipeline() -> None:
               ("batch", {}))
     b = calls(("from_tensor_slices", {}), ("map", {"num_parallel_calls": "AUTOTUNE"}),
               ("batch", {}), ("prefetch", {}))
-    assert w.missing_fixes(a, 3) == ["parallel", "prefetch", "cache"]
-    assert w.changes_made(a, b) == frozenset({"parallel", "prefetch"})
-    assert w.change_key(w.changes_made(a, b)) == "parallel + prefetch"
+    assert missing_fixes(a, 3) == ["parallel", "prefetch", "cache"]
+    assert changes_made(a, b) == frozenset({"parallel", "prefetch"})
+    assert change_key(changes_made(a, b)) == "parallel + prefetch"
     parts = {"period_s": 0.01, "input_s": 0.008, "compute_s": 0.002, "host_s": 0.0,
              "idle_s": 0.0, "communication_s": 0.0}
     by = w.input_bound_by_change(parts, [parts, {**parts, "input_s": 0.006}], a, 2, 3)

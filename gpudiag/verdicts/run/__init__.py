@@ -1,7 +1,7 @@
 """Verdicts of `gpudiag run`: pure functions from one program's records to findings.
 
-- ``process``: per TensorFlow process (was TensorFlow imported, devices, distribution,
-  TensorFlow's log against the catalogue).
+- ``process``: per TensorFlow process (was TensorFlow imported, devices, distribution);
+  ``tflog`` TensorFlow's log against the catalogue.
 - ``devices``: eager pins and created logical devices.
 - ``placement``: ops per device, pinned against placed, every device used.
 - ``progress``: the command, learning and the profiler window (run.command, run.learning,
@@ -26,7 +26,9 @@
 - ``live``: what is decided while the program runs (stalls, a non-finite loss).
 - ``gpu_idle``: a GPU that NVML saw idle while the program ran.
 - ``peers``: a cluster's other tasks, live (who is behind, a worker gone).
-- ``cluster``: the program's cluster (TF_CONFIG, the strategy, the tasks together).
+- ``cluster``: the program's cluster (TF_CONFIG, the strategy, the tasks together), with
+  ``cluster_tasks`` (the tasks as the records show them) and ``cluster_problems`` (what
+  went wrong with the cluster as a whole).
 - ``ps``: parameter-server jobs (tasks, where variables live, async or sync).
 - ``tf1``: TF1 distribution named by what the program built (between-graph replication
   with replica_device_setter, MonitoredTrainingSession, SyncReplicasOptimizer; in-graph

@@ -3,7 +3,8 @@
 No TensorFlow, no NVML, no I/O: inputs are gpudiag.records.run (what the hooks saw in
 one process), plain per-device numbers derived from the placement log, the trace and
 NVML, and catalogue matches. Learning verdicts are in gpudiag.verdicts.run.progress, the
-crash's in gpudiag.verdicts.run.crash. Every id is explained in docs/findings.md.
+crash's in gpudiag.verdicts.run.crash, TensorFlow's log's in gpudiag.verdicts.run.tflog.
+Every id is explained in docs/findings.md.
 ``proc`` is "" for a program with one TensorFlow process, else ".p<n>" (n-th process).
 """
 
@@ -14,9 +15,9 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
-from gpudiag.catalogue import LogMatch, bfc, match_crash
+from gpudiag.catalogue import LogMatch, match_crash
 from gpudiag.records.run import ProcessObservation
-from gpudiag.report import Action, Finding, Status
+from gpudiag.report import Action, Finding
 from gpudiag.verdicts.common import title
 from gpudiag.verdicts.run import tf1
 
@@ -348,54 +349,3 @@ def _strategy_title(obs: ProcessObservation) -> str:
     more = f" (+{len(obs.strategies) - 1} more)" if len(obs.strategies) > 1 else ""
     return title(f"{name}: {s.num_replicas} replica(s){more}",
                  f"a tf.distribute strategy: {s.num_replicas} replica(s){more}")
-
-
-# Cluster messages that a program which exited 0 prints as its tasks shut down (a
-# coordinator's connection to servers a launcher stops, a peer leaving first).
-SHUTDOWN_MESSAGES = frozenset({"cluster-peer-connection-lost", "cluster-peer-unhealthy"})
-
-
-def settle(matches: Sequence[LogMatch], *, completed: bool) -> list[LogMatch]:
-    """The log matches as they count: when the program ran to exit code 0, a lost peer's
-    messages were its tasks shutting down, informational, not a failure."""
-    if not completed:
-        return list(matches)
-    return [replace(m, entry=replace(m.entry, severity="info",
-                                     meaning=m.entry.meaning + " The program still exited "
-                                     "0: here it was the tasks shutting down."))
-            if m.entry.id in SHUTDOWN_MESSAGES else m for m in matches]
-
-
-def tf_log(matches: Sequence[LogMatch], captured_reason: str | None,
-           proc: str = "", bfc_ooms: Sequence[bfc.BfcOom] = ()) -> Finding:
-    """TensorFlow's log, matched against the catalogue: each known message, its fix; the
-    BFC allocator's out-of-memory as its summary says (``bfc_ooms``: fragmented or full)."""
-    told = bfc.meaning_and_fix(list(bfc_ooms))
-    if told is not None:
-        matches = [replace(m, entry=replace(m.entry, meaning=told[0], fix=told[1]))
-                   if m.entry.id == "bfc-out-of-memory" else m for m in matches]
-    evidence = {"matches": [{"id": m.entry.id, "severity": m.entry.severity,
-                             "count": m.count, "line": m.first, "meaning": m.entry.meaning,
-                             "fix": m.entry.fix} for m in matches],
-                "not_captured": captured_reason}
-    tail = f" (TensorFlow's C++ log was not captured: {captured_reason})" \
-        if captured_reason else ""
-    serious = [m for m in matches if m.entry.severity != "info"]
-    if not matches:
-        status: Status = "skip" if captured_reason else "ok"
-        return Finding(f"run.tf-log{proc}", status,
-                       "no known problem in TensorFlow's log" + tail, evidence,
-                       title=("TensorFlow's log was not captured" if captured_reason else
-                              "no known problem in TensorFlow's log"))
-    text = "; ".join(f"{m.entry.id} x{m.count}: {m.entry.meaning}" for m in serious) or \
-        "only informational messages (" + ", ".join(m.entry.id for m in matches) + ")"
-    if not serious:
-        return Finding(f"run.tf-log{proc}", "ok", text + tail, evidence,
-                       title=f"TensorFlow's log: {len(matches)} informational message(s)")
-    worst: Status = "fail" if any(m.entry.severity == "fail" for m in serious) else "warn"
-    first = next(m for m in serious if m.entry.severity == worst)
-    return Finding(f"run.tf-log{proc}", worst, text + tail, evidence,
-                   title=title(f"TensorFlow's log: {first.entry.id} x{first.count}"
-                               + (f" (+{len(serious) - 1} more)" if len(serious) > 1 else ""),
-                               f"TensorFlow's log: {len(serious)} known problem(s)"),
-                   advice=" ".join(dict.fromkeys(m.entry.fix for m in serious)))
