@@ -152,7 +152,7 @@ def split_own_lines(stderr: bytes, command: str) -> tuple[bytes, bytes, bytes]:
     started (the banner, NVML's state), the command's stderr (with any ``gpudiag:`` line
     said while it ran), gpudiag's own lines after it ended (the findings, each a line
     ``OK    run.command: ...`` and its wrapped lines indented by six spaces, then the
-    verdict from ``gpudiag <command>: N failed``). A
+    verdict: a crashed program's crash entry first, then ``gpudiag <command>: N failed``). A
     command whose stderr ends without a newline has the first finding follow on its last
     line."""
     lines = stderr.splitlines(keepends=True)
@@ -161,8 +161,9 @@ def split_own_lines(stderr: bytes, command: str) -> tuple[bytes, bytes, bytes]:
         if b"without GPU sampling" in ln or b"GPU(s) every" in ln) + 1])
     name = re.escape(command.encode())
     finding = rb"(?:OK|WARN|FAIL|SKIP) +" + name + rb"\.[^\n]*\n(?: {6}[^\n]*\n)*"
-    ends = list(re.finditer(rb"(?:" + finding + rb")+\n?gpudiag " + name + rb": \d+ failed",
-                            stderr))
+    crash = rb"(?:crash: [^\n]*\n(?: {2,}[^\n]*\n)*)?"  # the verdict's first entry, if any
+    ends = list(re.finditer(rb"(?:" + finding + rb")+\n?" + crash + rb"gpudiag " + name
+                            + rb": \d+ failed", stderr))
     end = ends[-1].start() if ends else len(stderr)
     return stderr[:start], stderr[start:end], stderr[end:]
 
