@@ -49,7 +49,7 @@ from gpudiag.layout import (
     child_dir,
 )
 from gpudiag.procs import group as procs
-from gpudiag.procs import jobcontrol
+from gpudiag.procs import jobcontrol, stops
 from gpudiag.procs.command import exit_code_of, resolve_command, stop_child
 from gpudiag.run import keyboard, processes, statusline, streams, survivors
 from gpudiag.run import live as run_live
@@ -187,6 +187,8 @@ def execute(session: RunSession, argv: list[str], *,
         stack.enter_context(terminal_mod.resized(resize))  # before the program can ask
         config = dataclasses.replace(config, stderr_stream=stream_id(write_err),
                                      stdout_stream=stream_id(write_out))
+        stops.defer()  # a stop request while the watch is set up is acted on in the wait
+        stack.callback(stops.undefer)  # however this ends, requests are raised again
         try:
             proc = procs.spawn_program(argv, stdout=write_out, stderr=write_err,
                                        env=program_env(os.environ, config))
@@ -195,6 +197,7 @@ def execute(session: RunSession, argv: list[str], *,
                 os.close(fd)
             if sampler is not None:
                 sampler.stop()
+            stops.resume()
             raise UsageError(f"cannot run {argv[0]}: {exc.strerror}") from exc
         program_pid = procs.program_pid(proc)  # the shim's child (release forgets it)
         terminal = _status_line(options)
@@ -296,6 +299,7 @@ def _wait(proc: subprocess.Popen[bytes], grace_s: float, say: Callable[[str], No
     with jobcontrol.passed_on(lambda: procs.groups_of(proc), keys):
         while True:
             try:
+                stops.resume()  # a request kept since the program started: passed on now
                 returncode = procs.wait(proc)
                 procs.release(proc)
                 break

@@ -91,9 +91,10 @@ def _frames(frame: FrameType | None) -> list[dict[str, Any]]:
         if is_gate(code):
             frame = frame.f_back
             continue
-        out.append({"file": code.co_filename, "line": frame.f_lineno,
-                    "function": code.co_name,
-                    "code": linecache.getline(code.co_filename, frame.f_lineno).strip()[:200],
+        line = frame.f_lineno  # None in a frame between lines (Python 3.11: another thread's)
+        out.append({"file": code.co_filename, "line": line, "function": code.co_name,
+                    "code": linecache.getline(code.co_filename, line).strip()[:200]
+                    if line is not None else "",
                     "user": is_user_file(code.co_filename)})
         frame = frame.f_back
     return list(reversed(out))[-MAX_FRAMES:]

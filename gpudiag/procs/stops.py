@@ -43,6 +43,7 @@ inherited_ignored: set[int] | None = None
 
 _previous_hook: Any = None
 _in_hook = False  # inside _on_unraisable: an exception raised there would be dropped too
+_deferred = False  # between ``defer`` and ``resume``: a request is kept, raised at resume
 
 
 def install() -> None:
@@ -53,6 +54,7 @@ def install() -> None:
     if inherited_ignored is None:
         inherited_ignored = {int(s) for s in HANDLED_SIGNALS
                              if signal.getsignal(s) == signal.SIG_IGN}
+    undefer()
     received.clear()
     pending.clear()
     if sys.unraisablehook is not _on_unraisable:
@@ -69,7 +71,7 @@ def on_signal(signum: int, _frame: object) -> None:
     for sig in HANDLED_SIGNALS:
         signal.signal(sig, signal.SIG_IGN)
     received.append(signum)
-    if _in_hook:
+    if _in_hook or _deferred:
         pending.append(signum)
         return
     pending.clear()  # this one is raised now: an earlier dropped one is the same request
@@ -96,11 +98,32 @@ def _on_unraisable(unraisable: Any) -> None:
         _in_hook = False
 
 
+def defer() -> None:
+    """From here a stop request is kept, not raised, until ``resume`` (or ``undefer``):
+    `gpudiag run` defers from just before it starts the program until its wait, so that a
+    request that comes while it sets up its watch lands in the wait, where it is passed on
+    to the program and its report says so (raised in between, it left no run.command)."""
+    global _deferred
+    _deferred = True
+
+
+def undefer() -> None:
+    """Stop keeping requests, raising none: one kept waits for the next ``check``."""
+    global _deferred
+    _deferred = False
+
+
+def resume() -> None:
+    """Stop keeping requests and raise the one kept, if any (``check``)."""
+    undefer()
+    check()
+
+
 def check() -> None:
     """Raise the interrupt a callback dropped, if one did (Interrupted for SIGTERM and
     SIGHUP, as ``on_signal`` raises it; KeyboardInterrupt for Ctrl-C). In the main thread
     only: elsewhere it waits for the main thread's next check."""
-    if not pending or threading.current_thread() is not threading.main_thread():
+    if _deferred or not pending or threading.current_thread() is not threading.main_thread():
         return
     signum = pending[0]
     pending.clear()

@@ -88,3 +88,25 @@ def test_other_unraisable_exceptions_go_to_the_hook_before(
     assert [type(e) for e in seen] == [ValueError]
     assert stops.pending == []
     stops.check()
+
+
+def test_a_request_while_deferred_is_kept_past_every_check_and_raised_at_resume() -> None:
+    """`gpudiag run` defers from the program's start to its wait: a SIGTERM then is raised
+    in the wait (passed on to the program), never in between; and an end that never reaches
+    the wait lets the next check raise it."""
+    stops.defer()
+    try:
+        signal.raise_signal(signal.SIGTERM)  # the handler runs: kept, not raised
+        stops.check()  # a spawn's or a wait slice's check in between: still kept
+        assert stops.pending == [signal.SIGTERM]
+        with pytest.raises(Interrupted) as raised:
+            stops.resume()
+        assert raised.value.signum == signal.SIGTERM and stops.pending == []
+    finally:
+        stops.undefer()
+    stops.install()
+    stops.defer()
+    signal.raise_signal(signal.SIGHUP)
+    stops.undefer()  # set-up ended another way: the next check acts on it
+    with pytest.raises(Interrupted):
+        stops.check()
