@@ -331,13 +331,16 @@ def _sync_job(tmp_path: Path, *program_args: str) -> Tf1Job:
     token queue runner's enqueue, or a step of the chief's own) got "Step was cancelled by
     an explicit call to `Session::Close()`", which the coordinator re-raised in the chief's
     main thread (seen 2 times in about 10 runs here, and after 6 steps on a loaded run;
-    run.crash then says so, rightly). Any other failure, or the race three times, fails."""
+    run.crash then says so, rightly, and the cluster's finding fails). Any other failure,
+    or the race three times, fails."""
     attempts = ("first", "again", "third")
     for attempt in attempts:
         where = tmp_path / attempt
         where.mkdir()
         try:
-            return _tf1_job(where, *program_args)
+            job = _tf1_job(where, *program_args)
+            assert job.cluster["status"] == "ok", job.cluster["message"]  # the race: again
+            return job
         except AssertionError as exc:  # the chief's stderr, and the cluster's finding
             err = where / "chief.err"
             text = (err.read_text(errors="replace") if err.is_file() else "") + str(exc)
