@@ -110,12 +110,22 @@ class Browser:
     def __init__(self, context: Any, local: str) -> None:
         self.requests: list[str] = []
         self.errors: list[str] = []
+        self.failed: list[str] = []  # each response of 400 or more: its URL and its answer
         self.local = local
         context.on("request", lambda req: self.requests.append(req.url))
+        context.on("response", self._failed)
         self.page = context.new_page()
         self.page.on("console", lambda msg: self.errors.append(msg.text)
                      if msg.type == "error" else None)
         self.page.on("pageerror", lambda exc: self.errors.append(str(exc)))
+
+    def _failed(self, response: Any) -> None:
+        if response.status >= 400:
+            try:
+                said = response.text()[:300]
+            except Exception as exc:  # the page moved on before its body was read
+                said = f"(body not read: {type(exc).__name__})"
+            self.failed.append(f"{response.status} {response.url}: {said}")
 
     def dashboard(self, server: tbserve.Server) -> Any:
         self.page.goto("about:blank")  # the same URL again would only change the hash
@@ -129,7 +139,7 @@ class Browser:
                    and urlparse(u).hostname != self.local]
         assert not foreign, foreign
         assert self.requests, "no request recorded"
-        assert not self.errors, self.errors
+        assert not self.errors, (self.errors, self.failed)  # which request failed, and why
 
 
 @pytest.fixture(scope="module")

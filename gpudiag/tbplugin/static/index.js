@@ -314,12 +314,15 @@ async function show(root) {
   let view;
   let other = null;
   let diff = null;
+  // the choice as it stands now: a selector changed while an answer is awaited must not
+  // mix into this request (it sent b=null once the second selector went back to none)
+  const [current, otherId] = [state.current, state.other];
   try {
-    view = await getJson(`./run?id=${encodeURIComponent(state.current)}`);
-    if (state.other) {
-      other = await getJson(`./run?id=${encodeURIComponent(state.other)}`);
-      diff = await getJson(`./diff?a=${encodeURIComponent(state.current)}` +
-        `&b=${encodeURIComponent(state.other)}`).catch((e) => ({ error: e.message }));
+    view = await getJson(`./run?id=${encodeURIComponent(current)}`);
+    if (otherId) {
+      other = await getJson(`./run?id=${encodeURIComponent(otherId)}`);
+      diff = await getJson(`./diff?a=${encodeURIComponent(current)}` +
+        `&b=${encodeURIComponent(otherId)}`).catch((e) => ({ error: e.message }));
     }
   } catch (e) {
     if (shown === state.shown) root.replaceChildren(el("p", { class: "error" }, e.message));
