@@ -7,7 +7,8 @@ is shown in order; the steps that measure time (scaling, monitor, run, try) run 
 Exits non-zero only when a command could not run (exit code 2 or more); failed checks are
 results, shown in the tables.
 
-The last two steps are a user's: TRAIN_PY, a Keras fit fed by a slow per-example
+The last two steps are a user's: TRAIN_PY (gpudiag/examples/input_bound_fit.py), a Keras
+fit fed by a slow per-example
 ``Dataset.map`` (input-bound: a real bottleneck), written to <logdir>/demo/train.py, is
 run under `gpudiag run`; then `gpudiag try --from` that run measures the advised parallel
 map on it, unedited, in rounds against the program as written. The closing lines give the
@@ -24,11 +25,13 @@ from __future__ import annotations
 
 import argparse
 import shlex
+import shutil
 import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
+from gpudiag import examples
 from gpudiag.layout import REPORT_JSON
 from gpudiag.run.cpplog import CppLog
 from gpudiag.rundir import RunDirError, load_run
@@ -42,35 +45,9 @@ MONITOR_WORKLOAD = (
     "print('demo workload done:', x.shape)"
 )
 
-#: The user's program of the last two steps: a Keras fit whose every example goes through
-#: 150 small matmuls in a Dataset.map made one at a time (tests/programs/
-#: input_pipeline_fit.py's default path), so the fit waits for its input.
-TRAIN_PY = """\
-import numpy as np
-import tensorflow as tf
-
-tf.keras.utils.set_random_seed(0)
-rng = np.random.default_rng(0)
-x = rng.standard_normal((1536, 16)).astype("float32")
-y = x[:, :4].argmax(axis=1).astype("int64")
-W = tf.constant(rng.standard_normal((48, 48)).astype("float32") * 0.1)
-
-
-def augment(features, label):  # expensive per example: 150 small matmuls
-    m = tf.tile(tf.reshape(features, (1, 16)), (48, 3))
-    for _ in range(150):
-        m = tf.tanh(tf.matmul(m, W))
-    return features + tf.reduce_mean(m) * 1e-3, label
-
-
-dataset = tf.data.Dataset.from_tensor_slices((x, y))
-dataset = dataset.map(augment).batch(32)
-
-model = tf.keras.Sequential([tf.keras.Input((16,)), tf.keras.layers.Dense(32, activation="relu"),
-                             tf.keras.layers.Dense(4)])
-model.compile("sgd", tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True))
-model.fit(dataset, epochs=3, verbose=2)
-"""
+#: The user's program of the last two steps (gpudiag/examples/input_bound_fit.py), copied
+#: to <logdir>/demo/train.py: input-bound, a real bottleneck.
+TRAIN_PY = Path(examples.__file__).parent / "input_bound_fit.py"
 #: `gpudiag try`'s bounds in the demo: 3 rounds (the fewest whose interval can decide), each
 #: trial's fit stopped after its warm-up and 30 steps, the advised parallel map only (the
 #: other advised fixes: `gpudiag try` without --fix).
@@ -260,7 +237,7 @@ def main() -> int:
     args = parser.parse_args()
     train = train_py(args.logdir)
     train.parent.mkdir(parents=True, exist_ok=True)
-    train.write_text(TRAIN_PY)
+    shutil.copyfile(TRAIN_PY, train)
     todo = steps(args.logdir)
     runs = _side_by_side(todo[:SIDE_BY_SIDE], args.logdir)
     for step in todo[SIDE_BY_SIDE:]:

@@ -75,7 +75,7 @@ def test_the_last_steps_diagnose_the_embedded_program_and_try_its_fix_from_that_
     assert from_run[from_run.index("--from") + 1] == "runs/2026-11-29T10-00-00-run"
     assert from_run.index("--from") < from_run.index("--")
     # the program's line the fix goes on, one line, as the diagnosis will quote it
-    assert "dataset = dataset.map(augment).batch(32)\n" in demo.TRAIN_PY
+    assert "dataset = dataset.map(augment).batch(32)\n" in demo.TRAIN_PY.read_text()
 
 
 def test_the_closing_lines_give_the_measured_fix_and_the_line_to_change() -> None:
