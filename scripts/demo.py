@@ -8,8 +8,8 @@ Exits non-zero only when a command could not run (exit code 2 or more); failed c
 results, shown in the tables.
 
 The last two steps are a user's: TRAIN_PY (gpudiag/examples/input_bound_fit.py), a Keras
-fit fed by a slow per-example
-``Dataset.map`` (input-bound: a real bottleneck), written to <logdir>/demo/train.py, is
+fit fed by a per-example ``Dataset.map`` whose Python waits 2 ms an example (a read's
+latency; input-bound: a real bottleneck), written to <logdir>/demo/train.py, is
 run under `gpudiag run`; then `gpudiag try --from` that run measures the advised parallel
 map on it, unedited, in rounds against the program as written. The closing lines give the
 measured fix and the line to change; the TensorBoard command printed last opens the GPUDIAG
