@@ -231,7 +231,7 @@ def _closing(runs: list[tuple[str, Path | None, int]], logdir: Path) -> None:
         print("\n".join("  " + ln for ln in tried_lines(tried, train_py(logdir))))
     tried_dir = next((d for name, d, _ in runs if name == "gpudiag try"), None)
     opens = f", opened on the try run {tried_dir}" if tried and tried_dir else ""
-    print(f"\nOpen the dashboard (the GPUDIAG tab{opens}):\n  "
+    print("\n" + _said(f"Open the dashboard (the GPUDIAG tab{opens}):", 0) + "\n  "
           + shlex.join([*_gpudiag(), "tensorboard", str(logdir)]))
 
 
