@@ -197,9 +197,10 @@ def test_a_try_run_shows_its_fixes_tried_and_is_opened_on_over_its_trials(
     inside it (its trials, started later) does not take the tab's default from it."""
     logdir = tmp_path / "runs"
     try_dir = write_try_run(logdir)
-    write_try_run(try_dir / "runs")  # a newer complete run inside the try run's directory
-    runs = list_runs(logdir)
-    assert runs[0].path.is_relative_to(try_dir) and runs[0].path != try_dir  # the newest
+    inside = write_try_run(try_dir / "runs")  # a complete run inside the try run's directory
+    # newest first, as a trial started after its try run is listed
+    runs = sorted(list_runs(logdir), key=lambda r: r.path != inside)
+    assert [r.path for r in runs] == [inside, try_dir]
     assert views.runs_view(runs, logdir)["default"] == try_dir.relative_to(logdir).as_posix()
     from gpudiag.tb.serve import default_logdir
 
