@@ -8,11 +8,13 @@ Exits non-zero only when a command could not run (exit code 2 or more); failed c
 results, shown in the tables.
 
 The last two steps are a user's: TRAIN_PY (gpudiag/examples/input_bound_fit.py), a Keras
-fit fed by a slow per-example
-``Dataset.map`` (input-bound: a real bottleneck), written to <logdir>/demo/train.py, is
+fit fed by a per-example ``Dataset.map`` whose Python waits 2 ms an example (a read's
+latency; input-bound: a real bottleneck), written to <logdir>/demo/train.py, is
 run under `gpudiag run`; then `gpudiag try --from` that run measures the advised parallel
 map on it, unedited, in rounds against the program as written. The closing lines give the
-measured fix and the line to change.
+measured fix and the line to change; the TensorBoard command printed last opens the GPUDIAG
+tab on the try run (the newest run that answers a question: gpudiag.rundir.opens_on, which
+passes over the trials inside it), its card "fixes tried" first.
 
 Each step is printed as a command the user can paste as it is (options before `--`:
 `.venv/bin/gpudiag run --logdir runs -- .venv/bin/python -m ...`). The steps that run a
@@ -49,9 +51,9 @@ MONITOR_WORKLOAD = (
 #: to <logdir>/demo/train.py: input-bound, a real bottleneck.
 TRAIN_PY = Path(examples.__file__).parent / "input_bound_fit.py"
 #: `gpudiag try`'s bounds in the demo: 3 rounds (the fewest whose interval can decide), each
-#: trial's fit stopped after its warm-up and 30 steps, the advised parallel map only (the
+#: trial's fit stopped after its warm-up and 40 steps, the advised parallel map only (the
 #: other advised fixes: `gpudiag try` without --fix).
-TRY_OPTIONS = ["--rounds", "3", "--steps", "30", "--fix", "parallel-map"]
+TRY_OPTIONS = ["--rounds", "3", "--steps", "40", "--fix", "parallel-map"]
 
 
 def train_py(logdir: Path) -> Path:
@@ -227,7 +229,9 @@ def _closing(runs: list[tuple[str, Path | None, int]], logdir: Path) -> None:
     if tried is not None:
         print("\nThe advised fix, measured on it (the `try` step; the file was not edited):")
         print("\n".join("  " + ln for ln in tried_lines(tried, train_py(logdir))))
-    print("\nOpen the dashboard (the GPUDIAG tab):\n  "
+    tried_dir = next((d for name, d, _ in runs if name == "gpudiag try"), None)
+    opens = f", opened on the try run {tried_dir}" if tried and tried_dir else ""
+    print("\n" + _said(f"Open the dashboard (the GPUDIAG tab{opens}):", 0) + "\n  "
           + shlex.join([*_gpudiag(), "tensorboard", str(logdir)]))
 
 

@@ -337,3 +337,44 @@ def breakdown(*rows: tuple[str, float, float, float, float, float, float, float]
     devices += [DeviceBreakdown(d, source, [StepParts("0", 0.01, 0, 0, 0, 0, 0.01)], 0)
                 for d in idle]
     return Breakdown("t.xplane.pb", "host step markers", ["0", "1"], devices, list(idle), skew)
+
+
+#: The line a try run's fixes go on (write_try_run), and each round's median steps (s):
+#: the program as written, the parallel map, prefetch.
+TRY_LINE = "dataset = dataset.map(augment).batch(32)"
+TRY_ROUNDS = ((0.0331, 0.0172, 0.0335), (0.0352, 0.0181, 0.0349), (0.0340, 0.0175, 0.0345))
+
+
+def write_try_run(logdir: Path) -> Path:
+    """A `gpudiag try` run directory under ``logdir`` written by gpudiag's own writer
+    (RunSession) from recorded trials, without running a program: three rounds where the
+    parallel map at train.py:48 halves the step and prefetch changes nothing, a cache
+    advised but not tried; its findings and data.try.headline as `gpudiag try` makes
+    them (gpudiag.verdicts.trial). Its run directory."""
+    from gpudiag import layout
+    from gpudiag.fixes import Chosen
+    from gpudiag.fixes.choice import NotTried
+    from gpudiag.records.trial import TrialFix
+    from gpudiag.session import RunSession
+    from gpudiag.verdicts import trial as v
+
+    fixes = [Chosen(TrialFix("parallel-map", "map", "train.py", 48), TRY_LINE,
+                    TRY_LINE.replace("map(augment)", "map(augment, num_parallel_calls="
+                                     "tf.data.AUTOTUNE)"), (0.15, 0.08, 0.35)),
+             Chosen(TrialFix("prefetch", "batch", "train.py", 48), TRY_LINE,
+                    TRY_LINE + ".prefetch(tf.data.AUTOTUNE)", (0.85, 0.66, 0.96))]
+    trials = [v.Trial(fix, r, step, 0, None,
+                      f"runs/{layout.trial_dir_name(r, fix or layout.TRY_AS_WRITTEN)}")
+              for r, steps in enumerate(TRY_ROUNDS, 1)
+              for fix, step in zip(("", "parallel-map", "prefetch"), steps, strict=True)]
+    with RunSession("try", logdir) as session:
+        for c in fixes:
+            session.add(v.fix_finding(c, trials))
+        result = v.result_finding(fixes, trials, 100)
+        session.set(layout.TRY_DATA, {"headline": result.evidence["headline"]})
+        session.add(result)
+        not_tried = v.not_tried_finding([NotTried("call .cache() after the map", "train.py:48",
+                                                  (0.4, 0.2, 0.7), "not asked for (--fix)")])
+        assert not_tried is not None
+        session.add(not_tried)
+    return session.run_dir

@@ -188,6 +188,7 @@ class StepSource:
         except Exception as exc:
             self.agent.hook_error(f"after a call of {self.name}", exc)
         if _trial_done(self.name, self.calls):  # `gpudiag try`: the trial's steps made
+            trial.stopped()
             raise SystemExit(0)
         return out
 

@@ -165,6 +165,9 @@ def own_package() -> Iterator[None]:
 def _at_exit(agent: Agent) -> None:
     with own_package():
         agent._at_exit()
+    from gpudiag.inprogram import trial
+
+    trial.end_after_exit(agent.crash_recorded)  # a `gpudiag try` trial stopped early
 
 
 def _on_import(agent: Agent, name: str) -> Callable[[ModuleType], None]:

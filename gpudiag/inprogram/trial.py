@@ -86,3 +86,36 @@ def after_step(model: Any, steps_done: int) -> None:
     limit = AGENT.config.stop_after_steps if AGENT is not None else None
     if limit is not None and steps_done >= limit:
         model.stop_training = True
+        stopped()
+
+
+#: Whether this trial stopped the program's training before its end (its fit at a step
+#: boundary, its custom loop after its step function's calls): see ``end_after_exit``.
+STOPPED: list[bool] = []
+
+
+def stopped() -> None:
+    """The trial stopped the program's training before its end."""
+    if not STOPPED:
+        STOPPED.append(True)
+
+
+def end_after_exit(crashed: bool) -> None:
+    """After the hooks' exit callbacks (the record written): a trial that stopped the
+    training before its end leaves the process here, its output flushed, with exit code 0
+    (1 where an uncaught exception was recorded), before the interpreter's finalization.
+    A tf.data pipeline left mid-epoch with a map running Python (tf.py_function) deadlocks
+    there (its threads wait for the GIL the finalizing thread holds: the process never
+    ends, in plain TensorFlow too), and a fit stopped by ``--steps`` is usually mid-epoch.
+    Nothing runs after the hooks' exit handler (registered first, it runs last) but the
+    finalization skipped. Without a stop: nothing (the program ends as it would)."""
+    if not STOPPED:
+        return
+    import contextlib
+    import os
+    import sys
+
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(AttributeError, OSError, ValueError):
+            stream.flush()
+    os._exit(1 if crashed else 0)

@@ -98,7 +98,9 @@ def build(logdir: Path, call_timeout_s: float = worker.CALL_TIMEOUT_S) -> MCPSer
         (id, status, title, question, message, advice, actions) and its training loops'
         step series. With evidence=true: every finding as its report.json holds it, with
         its evidence, and the per-device step breakdown of its bottleneck findings
-        (compute, communication, copy, input, host, idle seconds; the causes)."""
+        (compute, communication, copy, input, host, idle seconds; the causes). A `gpudiag
+        try` run starts with "tried": its headline, each fix's measured B/A with its
+        interval, verdict, prediction and the line as written and as it would be."""
         return answer(tools.show_run, run, evidence)
 
     @server.tool(annotations=READ_ONLY)

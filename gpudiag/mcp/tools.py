@@ -16,7 +16,9 @@ as the dashboard names it; every path served (a trace, a diff's sides, a run dir
 named in a message) is written relative to the logdir too (``_served``), never as the
 machine's absolute path. ``show_run`` answers with the verdict and the actions first and
 each finding without its evidence; the whole evidence (and the step breakdown built from
-it) only when asked (``evidence``).
+it) only when asked (``evidence``). A `gpudiag try` run's answer comes first (``tried``,
+gpudiag.verdicts.tried): its headline, each fix's measured B/A in words and its change at
+the line; with ``evidence``, each fix's numbers too.
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ from gpudiag.rundir import Run, RunDirError, StepBreakdown, scan_runs
 from gpudiag.rundir.confine import confined_dir
 from gpudiag.ui import Ui
 from gpudiag.verdicts import headline
+from gpudiag.verdicts.tried import tried
 
 _WORST = {"fail": 0, "warn": 1, "skip": 2, "ok": 3}
 
@@ -84,7 +87,7 @@ def show_run(logdir: Logdir, run_id: str, evidence: bool = False) -> dict[str, A
     step breakdown of its bottleneck findings."""
     run = logdir.run(run_id)
     if evidence:
-        return _answer(run, logdir)
+        return _answer(run, logdir, tried(run.report_json))
     findings = sorted(run.report_json.get("findings", []),
                       key=lambda f: _WORST.get(f.get("status"), 4))
     actions = [{"finding": f["id"], "status": f.get("status"), **a} for f in findings
@@ -93,8 +96,24 @@ def show_run(logdir: Logdir, run_id: str, evidence: bool = False) -> dict[str, A
     brief = [{k: v for k, v in f.items() if k != "evidence"}
              for f in run.report_json.get("findings", [])]
     summary = _summary(run, logdir)
-    return _served({"verdict": summary.pop("verdict"), "actions": actions, **summary,
-                    "findings": brief, "loops": _loops(run)}, logdir)
+    measured = tried(run.report_json)
+    return _served({"verdict": summary.pop("verdict"),
+                    **({"tried": _tried_brief(measured)} if measured else {}),
+                    "actions": actions, **summary, "findings": brief, "loops": _loops(run)},
+                   logdir)
+
+
+#: What show_run gives of each fix a try run measured before the evidence is asked for.
+_TRIED_BRIEF = ("fix", "label", "where", "verdict", "measured", "step", "predicted", "held",
+                "as_written", "as_it_would_be", "change", "broke")
+
+
+def _tried_brief(measured: dict[str, Any]) -> dict[str, Any]:
+    """A try run's answer first: its headline, each fix's measured result in words and its
+    change at the line, the fixes not tried (the numbers: with ``evidence``)."""
+    return {"headline": measured["headline"],
+            "fixes": [{k: f[k] for k in _TRIED_BRIEF} for f in measured["fixes"]],
+            "not_tried": measured["not_tried"]}
 
 
 def explain(logdir: Logdir, path: str) -> dict[str, Any]:
@@ -130,8 +149,11 @@ def _loops(run: Run) -> list[dict[str, Any]]:
             for name, loop in run.loops.items()]
 
 
-def _answer(run: Run, logdir: Logdir) -> dict[str, Any]:
-    return _served({**_summary(run, logdir), "findings": run.report_json.get("findings", []),
+def _answer(run: Run, logdir: Logdir, measured: dict[str, Any] | None = None
+            ) -> dict[str, Any]:
+    """The whole run: every finding with its evidence (a try run: ``tried`` whole first)."""
+    return _served({**({"tried": measured} if measured else {}), **_summary(run, logdir),
+                    "findings": run.report_json.get("findings", []),
                     "breakdown": [_breakdown(b) for b in run.breakdown],
                     "loops": _loops(run)}, logdir)
 

@@ -194,9 +194,13 @@ def answers_a_question(run: Run) -> bool:
 
 def opens_on(runs: Sequence[Run]) -> Run | None:
     """The run a viewer opens on with none named: the newest that answers a question, else
-    the newest complete run, else the newest (``runs`` newest first, as list_runs gives)."""
-    return next((r for r in runs if answers_a_question(r)),
-                next((r for r in runs if r.status == "complete"), runs[0] if runs else None))
+    the newest complete run, else the newest (``runs`` newest first, as list_runs gives).
+    A run inside another run's directory (a `gpudiag try` run's trials, started after it)
+    is part of that run: the enclosing run is the one opened on."""
+    listed = {r.path for r in runs}
+    own = [r for r in runs if not any(p in listed for p in r.path.parents)] or list(runs)
+    return next((r for r in own if answers_a_question(r)),
+                next((r for r in own if r.status == "complete"), own[0] if own else None))
 
 
 def read_children(path: Path) -> dict[str, ChildFiles]:

@@ -6,7 +6,8 @@ directory) as the JSON gpudiag.tbplugin.views builds (written down in http_api.m
 serve the page (static/index.js, an ES module, and static/style.css) from the package:
 no build step, nothing fetched from another host. Routes, under ``/data/plugin/gpudiag``:
 
-    /index.js, /style.css   the page
+    /index.js, /tried.js,   the page (tried.js: the card of a try run's fixes, imported
+    /style.css              by index.js)
     /runs                   {"runs": [run summaries, newest first], "default": id}: the
                             default is the newest run that answers a question (gpudiag.
                             rundir.opens_on: a program run or a probe, not a diff record)
@@ -50,7 +51,8 @@ MAX_ID_CHARS = 1024
 
 PLUGIN_NAME = "gpudiag"
 TAB_NAME = "GPUDIAG"
-_STATIC = {"/index.js": "application/javascript", "/style.css": "text/css"}
+_STATIC = {"/index.js": "application/javascript", "/tried.js": "application/javascript",
+           "/style.css": "text/css"}
 
 
 def _json(data: Any, status: int = 200) -> wrappers.Response:

@@ -23,6 +23,7 @@ from gpudiag.rundir.records import PART_NAMES, RUNNING_MEAN
 from gpudiag.tbplugin.compare import record_view
 from gpudiag.tbplugin.ids import path_id, run_id
 from gpudiag.verdicts import headline
+from gpudiag.verdicts.tried import tried
 
 _ORDER = {"fail": 0, "warn": 1, "skip": 2, "ok": 3}
 _FILE_LINE = re.compile(r"[\w./-]+\.py:\d+")
@@ -285,9 +286,11 @@ def live(run: Run) -> dict[str, Any] | None:
 
 
 def run_view(run: Run, logdir: Path) -> dict[str, Any]:
-    """Everything the page shows of one run."""
+    """Everything the page shows of one run (``tried``: a `gpudiag try` run's fixes
+    measured, gpudiag.verdicts.tried; None for any other run)."""
     return {**summary(run, logdir), "questions": dict(QUESTIONS),
             "verdict": headline.verdict(run.report_json, headline.UNCUT),
             "devices": devices(run), "bottleneck": bottleneck(run),
             "learning": learning(run), "scaling": scaling(run), "groups": groups(run),
-            "live": live(run), "diff": record_view(run, logdir)}
+            "live": live(run), "diff": record_view(run, logdir),
+            "tried": tried(run.report_json)}

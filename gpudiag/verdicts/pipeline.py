@@ -2,7 +2,8 @@
 without num_parallel_calls, a pipeline without prefetch, an in-memory data set mapped
 again every epoch without cache (never after a map that draws random numbers: the cache
 would freeze its augmentation), Python generators and py_functions (a map running Python
-is serialised by the GIL: vectorising it is the fix, not only num_parallel_calls). Pure:
+is serialised by the GIL: vectorising it is the fix; num_parallel_calls overlaps only the
+time its Python waits, advised beside it for `gpudiag try` to measure). Pure:
 the calls the hooks recorded (gpudiag.records.run.DatasetCall) in; never "add X" where X is there.
 Without them (a trace alone: `explain`), what the trace's tf.data iterators show: the
 stage the step waited in (xprof's input-pipeline analysis, gpudiag.readers.xprofview).
@@ -55,16 +56,7 @@ def fixes(calls: Sequence[DatasetCall], epochs: int | None = None) -> list[Fix]:
     for c in mine:
         fn = (c.function or {}).get("name")
         if c in python_maps:
-            serial = c.args.get("num_parallel_calls") is None
-            out.append(Fix(f"Dataset.map({fn or ''}) at {_line(c)} runs Python for every "
-                           f"element ({', '.join(python_ops(c))}: tf.py_function or "
-                           "tf.numpy_function): Python's GIL runs it one element at a time, "
-                           "so num_parallel_calls" + (" alone" if serial else " (already set)")
-                           + " overlaps only the TensorFlow ops around it; vectorise it: batch "
-                           "before the map and write the function with TensorFlow ops over "
-                           "the whole batch",
-                           "vectorise the map: batch before it and write its function with "
-                           "TensorFlow ops, not tf.py_function", _where(c), "python"))
+            out += _python_map(c, fn)
         elif c.method in ("py_function", "numpy_function") and _inside(c, python_maps):
             continue  # said with its map
         elif c.method in ("map", "interleave") and c.args.get("num_parallel_calls") is None:
@@ -119,6 +111,29 @@ def fixes(calls: Sequence[DatasetCall], epochs: int | None = None) -> list[Fix]:
                                f"{epochs} epochs: .cache() after the map at {mapped.where} "
                                "maps it once", "call .cache() after the map", _where(mapped),
                                "cache"))
+    return out
+
+
+def _python_map(c: DatasetCall, fn: str | None) -> list[Fix]:
+    """A map whose function runs Python: vectorise it (the GIL runs its Python one element
+    at a time); made one at a time, also num_parallel_calls, which overlaps what the Python
+    waits for (a read's latency): for `gpudiag try` to measure, never alone."""
+    serial = c.args.get("num_parallel_calls") is None
+    out = [Fix(f"Dataset.map({fn or ''}) at {_line(c)} runs Python for every "
+               f"element ({', '.join(python_ops(c))}: tf.py_function or "
+               "tf.numpy_function): Python's GIL runs it one element at a time, "
+               "so num_parallel_calls" + (" alone" if serial else " (already set)")
+               + " overlaps only the TensorFlow ops around it and the time its "
+               "Python waits (a file read, a network call: the GIL is let go "
+               "while it waits); vectorise it: batch before the map and write the function "
+               "with TensorFlow ops over the whole batch",
+               "vectorise the map: batch before it and write its function with "
+               "TensorFlow ops, not tf.py_function", _where(c), "python")]
+    if serial:
+        out.append(Fix(f"where the Python of Dataset.map({fn or ''}) at {_line(c)} waits "
+                       "rather than computes, num_parallel_calls=tf.data.AUTOTUNE overlaps "
+                       "its waits", "pass num_parallel_calls=tf.data.AUTOTUNE to Dataset.map",
+                       _where(c), "parallel"))
     return out
 
 

@@ -32,6 +32,7 @@ from helpers import (
     run_dirs,
     screenshot,
     until,
+    write_try_run,
 )
 
 from gpudiag import layout
@@ -61,7 +62,8 @@ def _finding(report: dict[str, Any], finding_id: str) -> dict[str, Any]:
 
 @pytest.fixture(scope="module")
 def logdir(tmp_path_factory: pytest.TempPathFactory, pipeline_pair: GoldenRuns) -> Path:
-    """The sample runs, a `monitor` and a `run` with two scripted GPUs (one busy, one
+    """The sample runs, a `gpudiag try` run written from recorded trials, a `monitor` and a
+    `run` with two scripted GPUs (one busy, one
     idle: tests/fake_nvml.py's one_idle), a retracing program, `gpudiag explain` of a
     copy-heavy GPU trace, then (newest last) an input-bound Keras fit, the same fit tuned,
     and a run of a script whose import has a typo (`import tensorflw`: it exits 1 before
@@ -69,6 +71,7 @@ def logdir(tmp_path_factory: pytest.TempPathFactory, pipeline_pair: GoldenRuns) 
     root = tmp_path_factory.mktemp("tb") / "runs"
     shutil.copytree(REPO / "sample_runs", root / "sample",
                     ignore=shutil.ignore_patterns("README.md"))
+    write_try_run(root / "try")  # a `gpudiag try` run, from recorded trials (no program)
     # two scripted GPUs behind the real NVML interface: GPU 0 busy (90 %), GPU 1 idle
     for name, argv in (("nvml-monitor", ["monitor", "--logdir", str(root / "nvml-monitor"),
                                          "--", sys.executable, str(PROGRAMS / "eager_loop.py"),
@@ -244,6 +247,42 @@ def test_first_screen_answers_devices_bottleneck_learning(
     expect(frame.locator("details.finding.warn", has_text="scaling.efficiency")).to_have_count(
         sum(w.startswith("scaling.efficiency") for w in warns))
     expect(warned.locator("pre.evidence")).to_be_hidden()  # evidence folded away
+    browser.assert_clean()
+
+
+def test_a_try_run_shows_its_fixes_tried_and_no_empty_card(
+        browser: Browser, server: tbserve.Server, logdir: Path) -> None:
+    """A `gpudiag try` run: the card "fixes tried" with the answer's first line, each fix's
+    verdict, B/A measured (the server's words, as the view gives them), its line as it
+    would be and its prediction marked; no card the run has nothing for."""
+    from playwright.sync_api import expect
+
+    from gpudiag.tbplugin import views
+
+    (try_dir,) = run_dirs(logdir / "try")
+    tried = views.run_view(load_run(try_dir), logdir)["tried"]
+    frame = browser.dashboard(server)
+    _choose(frame, "gpudiag-run", try_dir, logdir)
+    card = frame.locator("section.tried")
+    expect(card.locator(".tried-headline")).to_have_text(
+        _report(try_dir)["data"]["try"]["headline"], timeout=TIMEOUT_MS)
+    parallel = card.locator('.tried-fix[data-fix="parallel-map"]')
+    assert tried["fixes"][0]["measured"] == "B/A 0.52 (95 % CI 0.51-0.52, 3 rounds)"
+    expect(parallel.locator(".measured")).to_have_text(tried["fixes"][0]["measured"])
+    expect(parallel.locator(".badge")).to_have_text("faster")
+    expect(parallel.locator("code.fixed")).to_have_text(tried["fixes"][0]["as_it_would_be"])
+    expect(parallel.locator(".prediction")).to_have_text(
+        "predicted B/A 0.15 (0.08-0.35): measured outside it")
+    expect(card.locator('.tried-fix[data-fix="prefetch"] .badge')).to_have_text("no change")
+    expect(card.locator(".not-tried li")).to_have_text(
+        ["train.py:48: call .cache() after the map (predicted B/A 0.40 (0.20-0.70)) - "
+         "not asked for (--fix)"])
+    for empty in ("bottleneck", "devices", "learning", "scaling"):
+        expect(frame.locator(f"section.{empty}")).to_have_count(0)
+    # the first screen (the evidence folded below is JSON, where null is a value)
+    expect(frame.locator("div.grid")).not_to_contain_text(re.compile(
+        r"no profiled steps|\bnull\b|\bundefined\b|NaN"))
+    _cards_fit(frame, "a try run")
     browser.assert_clean()
 
 

@@ -18,7 +18,7 @@ from typing import Any
 
 import anyio
 import pytest
-from helpers import REPO, TESTS_DIR, assert_usage_error, gpudiag
+from helpers import REPO, TESTS_DIR, TRY_LINE, assert_usage_error, gpudiag, write_try_run
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
 
@@ -184,6 +184,39 @@ def test_show_runs_actions_are_the_failed_and_warned_findings_worst_first(
                                  "where": "train.py:fail"},
                                 {"finding": second, "status": "warn", **fix,
                                  "where": "train.py:warn"}]
+
+
+def test_show_run_reads_a_try_run_its_answer_first_the_numbers_on_request(
+        tmp_path: Path) -> None:
+    """A `gpudiag try` run: the verdict, then what was tried (the headline, each fix's
+    measured result in words, its verdict and its change at the line, the fixes not
+    tried), then the actions; with ``evidence`` each fix's numbers and every finding whole."""
+    logdir = tmp_path / "logdir"
+    try_dir = write_try_run(logdir / "try")
+    run_id = try_dir.relative_to(logdir).as_posix()
+    brief = tools.show_run(tools.Logdir(logdir), run_id)
+    report = json.loads((try_dir / "report.json").read_text())
+    assert list(brief)[:3] == ["verdict", "tried", "actions"]
+    tried = brief["tried"]
+    assert tried["headline"] == report["data"]["try"]["headline"] == brief["verdict"][0]
+    parallel, prefetch = tried["fixes"]
+    assert parallel["label"] == "num_parallel_calls at train.py:48"
+    assert (parallel["verdict"], prefetch["verdict"]) == ("faster", "no change")
+    assert parallel["measured"] == "B/A 0.52 (95 % CI 0.51-0.52, 3 rounds)"
+    assert parallel["as_written"] == TRY_LINE and "num_parallel_calls=tf.data.AUTOTUNE" in \
+        parallel["as_it_would_be"]
+    assert parallel["held"] == "outside its interval" and "ratio" not in parallel
+    assert [n["what"] for n in tried["not_tried"]] == ["call .cache() after the map"]
+    assert all("evidence" not in f for f in brief["findings"])
+    whole = tools.show_run(tools.Logdir(logdir), run_id, evidence=True)
+    assert whole["findings"] == report["findings"]
+    numbers = whole["tried"]["fixes"][0]
+    evidence = next(f["evidence"] for f in report["findings"]
+                    if f["id"] == "try.fix.parallel-map")
+    assert (numbers["ratio"], numbers["ratio_low"], numbers["ratio_high"], numbers["rounds"]) \
+        == (evidence["ratio"], evidence["ratio_low"], evidence["ratio_high"], 3)
+    assert json.dumps(whole, allow_nan=False)  # JSON as the protocol sends it
+    assert str(tmp_path) not in json.dumps(brief) + json.dumps(whole)
 
 
 def test_show_run_gives_the_verdict_and_the_typed_findings(answers: dict[str, Any],

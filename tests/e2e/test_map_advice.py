@@ -157,5 +157,9 @@ def test_a_python_map_is_told_the_gil_and_to_vectorise_even_with_parallel_calls(
     assert "vectorise it: batch before the map" in fix.text
     serial = pipeline.fixes([calls[0], call("map", 11, 2, 1, {"python_ops": ["PyFunc"]},
                                             num_parallel_calls=None)])
-    assert "num_parallel_calls alone" in serial[0].text
-    assert not any(f.kind == "parallel" for f in serial)  # not "only num_parallel_calls"
+    assert "num_parallel_calls alone" in serial[0].text and serial[0].kind == "python"
+    # vectorising first; beside it the parallel map, which overlaps what the Python waits
+    # for (a file read): advised where `gpudiag try` can measure it, never alone
+    assert serial[1].kind == "parallel" and serial[1].where == "train.py:11"
+    assert serial[1].what == "pass num_parallel_calls=tf.data.AUTOTUNE to Dataset.map"
+    assert "waits rather than computes" in serial[1].text

@@ -226,5 +226,5 @@ def test_a_run_whose_name_is_not_utf8_is_listed_escaped_and_opens(client: Any) -
 
 
 def test_every_response_says_nosniff(client: Any) -> None:
-    for route in ("/index.js", "/style.css", "/runs"):
+    for route in ("/index.js", "/tried.js", "/style.css", "/runs"):
         assert client(route)[2]["X-Content-Type-Options"] == "nosniff"

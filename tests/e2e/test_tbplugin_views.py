@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import REPO, gpudiag, run_dirs
+from helpers import REPO, TRY_LINE, TRY_ROUNDS, gpudiag, run_dirs, write_try_run
 
 from gpudiag.layout.families import QUESTIONS, question_of
 from gpudiag.rundir import Run, list_runs, load_run
@@ -186,3 +186,59 @@ def test_the_sample_scaling_runs_host_device_at_zero_percent_is_idle() -> None:
                 and name != "/device:CPU:0"]
     assert replicas and all(lane["state"] == "used" and lane["busy_share"] > 0.3
                             for lane in replicas)
+
+
+def test_a_try_run_shows_its_fixes_tried_and_is_opened_on_over_its_trials(
+        tmp_path: Path) -> None:
+    """A `gpudiag try` run (written by gpudiag's own writer from recorded trials): the
+    view's ``tried`` holds the headline (data.try.headline), each fix's change at its line,
+    B/A with its interval and rounds said by the terminal's words, the verdict word, the
+    prediction marked inside or outside; the cards it has nothing for are null; a run
+    inside it (its trials, started later) does not take the tab's default from it."""
+    logdir = tmp_path / "runs"
+    try_dir = write_try_run(logdir)
+    inside = write_try_run(try_dir / "runs")  # a complete run inside the try run's directory
+    # newest first, as a trial started after its try run is listed
+    runs = sorted(list_runs(logdir), key=lambda r: r.path != inside)
+    assert [r.path for r in runs] == [inside, try_dir]
+    assert views.runs_view(runs, logdir)["default"] == try_dir.relative_to(logdir).as_posix()
+    from gpudiag.tb.serve import default_logdir
+
+    assert default_logdir(logdir) == try_dir
+    view = _strict_json(views.run_view(load_run(try_dir), logdir))
+    doc = _documented()["/run"]
+    assert set(view) == set(doc) and set(view["tried"]) == set(doc["tried"])
+    tried = view["tried"]
+    report = load_run(try_dir).report_json
+    assert tried["headline"] == report["data"]["try"]["headline"] == view["verdict"][0]
+    assert tried["headline"].startswith("tried 2 fixes: num_parallel_calls at train.py:48 "
+                                        "makes a step 1.9x faster (95 % CI 1.9-2.0, 3 rounds)")
+    parallel, prefetch = tried["fixes"]
+    assert set(parallel) == set(doc["tried"]["fixes"][0])
+    assert (parallel["verdict"], prefetch["verdict"]) == ("faster", "no change")
+    assert parallel["label"] == "num_parallel_calls at train.py:48"
+    assert parallel["as_written"] == TRY_LINE
+    assert parallel["as_it_would_be"] == ("dataset = dataset.map(augment, num_parallel_calls="
+                                          "tf.data.AUTOTUNE).batch(32)")
+    # B/A as the rounds give it: the geometric mean of each round's fixed / as written
+    ratios = [b / a for a, b, _ in TRY_ROUNDS]
+    assert parallel["ratio"] == pytest.approx(math.prod(ratios) ** (1 / 3))
+    assert parallel["measured"] == (f"B/A {parallel['ratio']:.2f} (95 % CI "
+                                    f"{parallel['ratio_low']:.2f}-{parallel['ratio_high']:.2f}"
+                                    ", 3 rounds)") == "B/A 0.52 (95 % CI 0.51-0.52, 3 rounds)"
+    # a step in ms by gpudiag.layout.units' rule (three significant digits)
+    assert parallel["step"] == "34.0 ms -> 17.5 ms a step"
+    assert parallel["predicted"] == "predicted B/A 0.15 (0.08-0.35)"
+    assert (parallel["inside"], parallel["held"]) == (False, "outside its interval")
+    assert prefetch["measured"].startswith("B/A 1.01 (95 % CI 0.97-1.04")
+    (cache,) = tried["not_tried"]
+    assert cache == {"what": "call .cache() after the map", "where": "train.py:48",
+                     "why": "not asked for (--fix)",
+                     "predicted": "predicted B/A 0.40 (0.20-0.70)"}
+    # no card it has nothing for: no profiled window, no devices, no loss, no scaling
+    assert view["bottleneck"] is None and view["learning"] is None
+    assert view["scaling"] is None and view["devices"]["lanes"] == []
+    assert view["devices"]["no_gpu"] is None
+    # any other run has no tried
+    assert views.run_view(load_run(next((REPO / "sample_runs" / "run").iterdir())),
+                          REPO)["tried"] is None

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import re
 import sys
+from pathlib import Path
 
 import pytest
 from helpers import TESTS_DIR, findings_by_id, gpudiag, load_report, run_dirs
@@ -138,3 +139,29 @@ def test_the_newer_fixes_are_made_at_their_lines_and_a_custom_loop_ends_after_it
         assert BY_NAME[fix.name].made(fix, calls), fix
     trial = read_trial(run_dir, "jit-compile", 1, None, with_losses=True)
     assert len(trial.losses) == 12 and trial.crash is None
+
+
+@pytest.mark.slow
+@pytest.mark.long("a diagnosis of the demo's 144-step fit, then two trials")
+def test_a_trial_stopped_mid_epoch_with_a_python_map_ends(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """`make demo`'s program (gpudiag/examples/input_bound_fit.py: a map whose
+    tf.py_function waits): its trials' fits stopped by --steps inside the first epoch
+    end, each with its record and exit code 0 (a tf.data pipeline left mid-epoch with a
+    Python map deadlocks at the interpreter's finalization, in plain TensorFlow too: the
+    trial leaves the process after the hooks' exit handler), and the parallel map, which
+    is advised beside vectorising for a map whose Python waits, is the fix tried."""
+    from gpudiag import examples
+
+    program = tmp_path / "train.py"
+    program.write_bytes((Path(examples.__file__).parent / "input_bound_fit.py").read_bytes())
+    logdir = tmp_path / "runs"
+    proc = gpudiag("try", "--rounds", "1", "--steps", "5", "--fix", "parallel-map",
+                   "--logdir", str(logdir), "--", sys.executable, str(program), timeout=240)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    (run_dir,) = run_dirs(logdir)
+    result = findings_by_id(load_report(run_dir))["try.result"]["evidence"]
+    assert [(t["fix"], t["returncode"], t["crash"]) for t in result["trials"]] == [
+        ("", 0, None), ("parallel-map", 0, None)]
+    assert all(t["steps"] > 0 for t in result["trials"])
+    for trial in ("r1-as-written", "r1-parallel-map"):
+        assert load_run(run_dir / layout.TRY_RUNS_DIR / trial).status == "complete"

@@ -3,6 +3,9 @@
 // (./runs, ./run, ./diff, ./style.css: relative to the iframe's base, /data/plugin/gpudiag/).
 // The first screen answers, per run: which devices worked, why a step is as slow as it is
 // (and the line to change), is it learning, did more devices help; then every finding.
+// A `gpudiag try` run: its fixes measured first (tried.js), no card it has nothing for.
+
+import { triedCard } from "./tried.js";
 
 const POLL_MS = 5000; // a running run is read again this often (TensorBoard: ~30 s)
 // the colours of gpudiag.tb.breakdown's picture; the parts and their order come from the
@@ -295,7 +298,11 @@ function diffCard(d) {
 
 function cards(view) {
   const q = view.questions;
-  return [devicesCard(view.devices, q.devices), bottleneckCard(view.bottleneck, q.why_slow),
+  // a try run has no profiled window of its own (its diagnosis is under runs/): no
+  // bottleneck card saying so, its fixes measured instead
+  const neck = view.tried && !view.bottleneck ? null
+    : bottleneckCard(view.bottleneck, q.why_slow);
+  return [triedCard(view.tried, el, section), devicesCard(view.devices, q.devices), neck,
     learningCard(view.learning, q.learning), scalingCard(view.scaling, q.scaling)];
 }
 
