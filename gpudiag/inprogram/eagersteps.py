@@ -21,7 +21,7 @@ from types import CodeType, ModuleType
 from typing import TYPE_CHECKING, Any
 
 from gpudiag.inprogram import inputwait
-from gpudiag.inprogram.agent import caller_frame, patch
+from gpudiag.inprogram.agent import caller_frame, patch, unwrapped
 from gpudiag.inprogram.config import UNBUFFERED_FIRST_STEPS
 from gpudiag.inprogram.recorder import StepBuffer
 from gpudiag.inprogram.usercode import is_user_file
@@ -75,8 +75,8 @@ def install(agent: Agent, tf: ModuleType) -> None:
     from tensorflow.python.eager import backprop, context
 
     cls = backprop.GradientTape
-    original = cls.gradient
-    if hasattr(original, "__gpudiag_wrapped__"):
+    original = unwrapped(cls, "gradient")
+    if original is None:
         return
     executing_eagerly = context.executing_eagerly
     sources: dict[CodeType, EagerSource | None] = {}
@@ -98,5 +98,4 @@ def install(agent: Agent, tf: ModuleType) -> None:
                 agent.hook_error("an eager gradient call", exc)
         return original(self, *args, **kwargs)
 
-    gradient.__gpudiag_wrapped__ = original  # type: ignore[attr-defined]
-    patch(cls, "gradient", gradient)
+    patch(cls, "gradient", gradient, wraps=original)

@@ -25,7 +25,7 @@ from types import CodeType, ModuleType
 from typing import TYPE_CHECKING, Any
 
 from gpudiag.inprogram import classevidence, inputwait, tracing, trial, weights
-from gpudiag.inprogram.agent import caller_frame, drop_own_frames, patch
+from gpudiag.inprogram.agent import caller_frame, drop_own_frames, patch, unwrapped
 from gpudiag.inprogram.config import UNBUFFERED_FIRST_STEPS
 from gpudiag.inprogram.recorder import StepBuffer
 from gpudiag.inprogram.tfhooks import record_devices
@@ -282,8 +282,8 @@ def install(agent: Agent, tf: ModuleType) -> None:
     from tensorflow.python.eager.polymorphic_function import polymorphic_function as pf
 
     cls = pf.Function
-    original = cls.__call__
-    if hasattr(original, "__gpudiag_wrapped__"):
+    original = unwrapped(cls, "__call__")
+    if original is None:
         return
     executing_eagerly = context.executing_eagerly
     tracing.install_clock()
@@ -321,5 +321,4 @@ def install(agent: Agent, tf: ModuleType) -> None:
             drop_own_frames(exc)
             raise
 
-    __call__.__gpudiag_wrapped__ = original  # type: ignore[attr-defined]
-    patch(cls, "__call__", __call__)
+    patch(cls, "__call__", __call__, wraps=original)

@@ -340,8 +340,7 @@ def install(agent: Agent, keras: ModuleType) -> None:
             for t in timed:
                 t.restore()
 
-    fit.__gpudiag_wrapped__ = original  # type: ignore[attr-defined]
-    patch(model_cls, "fit", fit)
+    patch(model_cls, "fit", fit, wraps=original)
     kerasconfig.install_compile(agent, model_cls)
     kerasconfig.install_policy(agent, keras)
     if keras.__name__ == "keras":  # Keras 3's data adapters (tf_keras: not hooked)

@@ -26,7 +26,7 @@ from collections.abc import Callable
 from typing import Any
 
 from gpudiag.inprogram import trial
-from gpudiag.inprogram.agent import caller_frame, drop_own_frames, patch
+from gpudiag.inprogram.agent import caller_frame, drop_own_frames, patch, unwrapped
 from gpudiag.inprogram.usercode import is_user_file
 
 CREATED_ATTR = "_gpudiag_created_at"
@@ -92,8 +92,8 @@ def install_created_at(cls: Any, code_of: Callable[[Any], Any]) -> None:
     """Record, on each tf.function object made of the program's own Python function, the
     program's line that made it."""
 
-    original = cls.__init__
-    if hasattr(original, "__gpudiag_wrapped__"):
+    original = unwrapped(cls, "__init__")
+    if original is None:
         return
 
     def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
@@ -110,8 +110,7 @@ def install_created_at(cls: Any, code_of: Callable[[Any], Any]) -> None:
         except Exception:  # never into the program; a missing line is said
             pass
 
-    __init__.__gpudiag_wrapped__ = original  # type: ignore[attr-defined]
-    patch(cls, "__init__", __init__)
+    patch(cls, "__init__", __init__, wraps=original)
 
 
 def _describe(value: Any) -> dict[str, Any]:
