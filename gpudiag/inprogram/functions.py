@@ -25,7 +25,7 @@ from types import CodeType, ModuleType
 from typing import TYPE_CHECKING, Any
 
 from gpudiag.inprogram import classevidence, inputwait, tracing, trial, weights
-from gpudiag.inprogram.agent import caller_frame, drop_own_frames, patch, unwrapped
+from gpudiag.inprogram.agent import caller_frame, patch, unwrapped
 from gpudiag.inprogram.config import UNBUFFERED_FIRST_STEPS
 from gpudiag.inprogram.recorder import StepBuffer
 from gpudiag.inprogram.tfhooks import record_devices
@@ -309,16 +309,13 @@ def install(agent: Agent, tf: ModuleType) -> None:
             return NOT_USER
 
     def __call__(self: Any, *args: Any, **kwds: Any) -> Any:
-        try:
-            source = self.__dict__.get(ATTR)
-            # one made under an earlier install (a notebook's earlier watch()): this one's
-            if source is None or (source is not NOT_USER and source.agent is not agent):
-                source = self.__dict__[ATTR] = classify(self)
-            if source is NOT_USER or not executing_eagerly():
-                return original(self, *args, **kwds)
-            return source.call(original, self, args, kwds)
-        except BaseException as exc:  # the program's: its traceback as plainly
-            drop_own_frames(exc)
-            raise
+        # the program's exceptions: patch()'s gate drops gpudiag's frames from them
+        source = self.__dict__.get(ATTR)
+        # one made under an earlier install (a notebook's earlier watch()): this one's
+        if source is None or (source is not NOT_USER and source.agent is not agent):
+            source = self.__dict__[ATTR] = classify(self)
+        if source is NOT_USER or not executing_eagerly():
+            return original(self, *args, **kwds)
+        return source.call(original, self, args, kwds)
 
     patch(cls, "__call__", __call__, wraps=original)

@@ -35,7 +35,7 @@ from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 from gpudiag.inprogram import tracing
-from gpudiag.inprogram.agent import caller_frame, drop_own_frames, patch
+from gpudiag.inprogram.agent import caller_frame, patch
 from gpudiag.inprogram.sitetable import SiteTable
 from gpudiag.layout import loopevents
 
@@ -182,11 +182,8 @@ class CallTimes(SiteTable[tuple[str, str, int], Site]):
             local.depth = 1
             traced_s = traced.seconds
             t0 = clock()
-            try:
+            try:  # the program's exceptions: patch()'s gate drops gpudiag's frames
                 return original(model, *args, **kwargs)
-            except BaseException as exc:  # the program's: its traceback as plainly
-                drop_own_frames(exc)
-                raise
             finally:
                 seconds = clock() - t0
                 local.depth = 0
