@@ -221,6 +221,14 @@ def unwrapped(owner: Any, name: str) -> Any:
     return None if original is None or hasattr(original, "__gpudiag_wrapped__") else original
 
 
+def wrap_once(owner: Any, name: str, make: Callable[[Any], Any]) -> None:
+    """Put ``make(original)`` at ``owner.name`` (:func:`patch`), where :func:`unwrapped`
+    finds something there that no hook of gpudiag's wraps yet."""
+    original = unwrapped(owner, name)
+    if original is not None:
+        patch(owner, name, make(original), wraps=original)
+
+
 def patch(owner: Any, name: str, value: Any, *, wraps: Any = None) -> None:
     """Put ``value`` at ``owner.name`` (a module's function, a class's method, an object's
     attribute), recorded so that :func:`unpatch_all` can put back what was there.

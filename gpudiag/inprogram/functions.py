@@ -25,7 +25,7 @@ from types import CodeType, ModuleType
 from typing import TYPE_CHECKING, Any
 
 from gpudiag.inprogram import classevidence, inputwait, tracing, trial, weights
-from gpudiag.inprogram.agent import caller_frame, patch, unwrapped
+from gpudiag.inprogram.agent import caller_frame, wrap_once
 from gpudiag.inprogram.config import UNBUFFERED_FIRST_STEPS
 from gpudiag.inprogram.recorder import StepBuffer
 from gpudiag.inprogram.tfhooks import record_devices
@@ -281,11 +281,14 @@ def install(agent: Agent, tf: ModuleType) -> None:
     from tensorflow.python.eager import context
     from tensorflow.python.eager.polymorphic_function import polymorphic_function as pf
 
-    cls = pf.Function
-    original = unwrapped(cls, "__call__")
-    if original is None:
-        return
-    executing_eagerly = context.executing_eagerly
+    wrap_once(pf.Function, "__call__", lambda original: _call(
+        agent, pf.Function, context.executing_eagerly, original))
+
+
+def _call(agent: Agent, cls: type, executing_eagerly: Callable[[], bool],
+          original: Callable[..., Any]) -> Callable[..., Any]:
+    """tf.function's __call__, each eager call of the program's own function a step of it
+    (the clocks of its traces set up first)."""
     tracing.install_clock()
     tracing.install_created_at(cls, code_of)
     # one source per Python function: a tf.function object made again of it (in a loop)
@@ -318,4 +321,4 @@ def install(agent: Agent, tf: ModuleType) -> None:
             return original(self, *args, **kwds)
         return source.call(original, self, args, kwds)
 
-    patch(cls, "__call__", __call__, wraps=original)
+    return __call__

@@ -24,7 +24,7 @@ from collections.abc import Callable
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
-from gpudiag.inprogram.agent import patch, unwrapped
+from gpudiag.inprogram.agent import patch, unwrapped, wrap_once
 from gpudiag.inprogram.tfhooks import caller, record_devices
 from gpudiag.layout import events
 from gpudiag.records.tfconfig import coordination_leader_of
@@ -69,10 +69,12 @@ def describe(strategy: Any) -> dict[str, Any]:
 def install(agent: Agent, tf: ModuleType) -> None:
     from tensorflow.python.distribute import distribute_lib
 
-    cls = distribute_lib.StrategyBase
-    original = unwrapped(cls, "__init__")
-    if original is None:
-        return
+    wrap_once(distribute_lib.StrategyBase, "__init__", lambda original: _init(agent, original))
+
+
+def _init(agent: Agent, original: Callable[..., Any]) -> Callable[..., Any]:
+    """StrategyBase.__init__, each strategy the program makes recorded (not TensorFlow's
+    own default one)."""
 
     @functools.wraps(original)
     def __init__(self: Any, extended: Any) -> None:
@@ -85,7 +87,7 @@ def install(agent: Agent, tf: ModuleType) -> None:
             agent.hook_error("recording a strategy", exc)
         record_devices("strategy")
 
-    patch(cls, "__init__", __init__, wraps=original)
+    return __init__
 
 
 def _as_spec(cluster: Any) -> dict[str, list[str]] | None:
