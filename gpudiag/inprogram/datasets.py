@@ -24,6 +24,7 @@ raises into the program.
 
 from __future__ import annotations
 
+import functools
 import inspect
 import itertools
 import linecache
@@ -34,7 +35,7 @@ from types import ModuleType
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from gpudiag.inprogram import trial
-from gpudiag.inprogram.agent import caller_frame, patch
+from gpudiag.inprogram.agent import caller_frame, patch, wrap_once
 from gpudiag.inprogram.functions import code_of
 from gpudiag.inprogram.usercode import is_user_file
 from gpudiag.layout import events
@@ -225,7 +226,6 @@ class _Recorder:
             except Exception as exc:
                 self.agent.hook_error(f"recording tf.{name}", exc)
             return original(*args, **kwargs)
-        wrapper.__gpudiag_wrapped__ = original  # type: ignore[attr-defined]
         wrapper.__name__ = name
         wrapper.__doc__ = original.__doc__
         return wrapper
@@ -247,6 +247,4 @@ def install(agent: Agent, tf: ModuleType) -> None:
         if isinstance(raw, staticmethod):
             patch(cls, name, staticmethod(rec.wrap(name, raw.__func__, source=True)))
     for name in PY_FUNCTIONS:
-        original = getattr(tf, name, None)
-        if callable(original) and not hasattr(original, "__gpudiag_wrapped__"):
-            patch(tf, name, rec.wrap_py(name, original))
+        wrap_once(tf, name, functools.partial(rec.wrap_py, name))

@@ -22,7 +22,7 @@ from collections.abc import Callable
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
-from gpudiag.inprogram.agent import is_gate, patch
+from gpudiag.inprogram.agent import is_gate, unwrapped, wrap_once
 from gpudiag.inprogram.sitetable import SiteTable
 from gpudiag.layout import loopevents
 
@@ -102,7 +102,6 @@ class Reads(SiteTable[tuple[str, int], dict[str, Any]]):
                 self.agent.hook_error("a tensor read's timing", exc)
             return out
 
-        _numpy.__gpudiag_wrapped__ = original  # type: ignore[attr-defined]
         return _numpy
 
 
@@ -110,10 +109,8 @@ def install(agent: Agent, tf: ModuleType) -> None:
     """Time the program's reads of eager tensors (after ``import tensorflow``)."""
     from tensorflow.python.framework import ops
 
-    base = ops._EagerTensorBase
-    original = vars(base).get("_numpy")
-    if original is None or hasattr(original, "__gpudiag_wrapped__"):
+    if unwrapped(ops._EagerTensorBase, "_numpy") is None:
         return
     reads = Reads(agent)
-    patch(base, "_numpy", reads.wrap(original))
+    wrap_once(ops._EagerTensorBase, "_numpy", reads.wrap)
     agent.on_exit(reads.emit)

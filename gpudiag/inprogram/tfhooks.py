@@ -31,7 +31,7 @@ from collections.abc import Callable
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
-from gpudiag.inprogram.agent import caller_frame, patch
+from gpudiag.inprogram.agent import caller_frame, wrap_once
 from gpudiag.inprogram.usercode import is_user_file
 from gpudiag.layout import RUN_MARK_PLACEMENT_ASKED, events
 
@@ -138,7 +138,6 @@ class TfHooks:
                 agent.marker(RUN_MARK_PLACEMENT_ASKED)
             return result
 
-        wrapper.__gpudiag_wrapped__ = fn  # type: ignore[attr-defined]
         return wrapper
 
     def _initialized(self) -> bool | None:
@@ -166,10 +165,8 @@ class TfHooks:
             if module is None:
                 continue
             for name in names:
-                fn = getattr(module, name, None)
-                if fn is None or hasattr(fn, "__gpudiag_wrapped__"):
-                    continue
-                patch(module, name, self.wrap_config(f"tf.{path}.{name}", fn))
+                wrap_once(module, name,
+                          functools.partial(self.wrap_config, f"tf.{path}.{name}"))
 
     # ---------------------------------------------------------------- devices
 

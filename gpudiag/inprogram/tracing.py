@@ -26,7 +26,7 @@ from collections.abc import Callable
 from typing import Any
 
 from gpudiag.inprogram import trial
-from gpudiag.inprogram.agent import caller_frame, drop_own_frames, patch, unwrapped
+from gpudiag.inprogram.agent import caller_frame, patch, unwrapped, wrap_once
 from gpudiag.inprogram.usercode import is_user_file
 
 CREATED_ATTR = "_gpudiag_created_at"
@@ -47,17 +47,13 @@ class TraceClock:
             depth = getattr(_STATE, "depth", 0)
             _STATE.depth = depth + 1
             t0 = time.perf_counter()
-            try:
-                return create(*args, **kwargs)
-            except BaseException as exc:  # the program's (its step's code, traced): its
-                drop_own_frames(exc)  # traceback as plainly, without this frame
-                raise
+            try:  # the program's exceptions (its step's code, traced): patch()'s gate
+                return create(*args, **kwargs)  # drops gpudiag's frames from them
             finally:
                 _STATE.depth = depth
                 if depth == 0:
                     clock.seconds += time.perf_counter() - t0
 
-        _create_concrete_function.__gpudiag_wrapped__ = create  # type: ignore[attr-defined]
         return _create_concrete_function
 
 
@@ -67,9 +63,7 @@ CLOCK = TraceClock()
 def install_clock() -> None:
     from tensorflow.python.eager.polymorphic_function import tracing_compilation as tc
 
-    create = tc._create_concrete_function
-    if not hasattr(create, "__gpudiag_wrapped__"):
-        patch(tc, "_create_concrete_function", CLOCK.wrap(create))
+    wrap_once(tc, "_create_concrete_function", CLOCK.wrap)
 
 
 def user_line(start: Any) -> dict[str, Any] | None:
