@@ -118,10 +118,9 @@ def install(agent: Any) -> None:
                 if timed is not None:
                     timed.item(time.thread_time() - c0)
 
-        timed_get_index.__gpudiag_wrapped__ = get_index  # type: ignore[attr-defined]
         for name in ("__module__", "__name__", "__qualname__", "__doc__"):
             setattr(timed_get_index, name, getattr(get_index, name))
-        patch(module, "get_index", timed_get_index)
+        patch(module, "get_index", timed_get_index, wraps=get_index)
 
     gen = importlib.import_module(base + "generator_data_adapter").GeneratorDataAdapter
     init = gen.__init__

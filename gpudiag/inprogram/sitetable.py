@@ -1,8 +1,6 @@
-"""What hostreads and kerascalls keep per line of the program: a table of sites, bounded
-(MAX_SITES; what comes at a site past them is counted, not kept), written as one event at
-most every flush interval as records come and at the process's exit, and which code
-objects are the program's own (asked once each, MAX_CODES of them remembered).
-Imports nothing heavy: the standard library, and the hooks' own modules when first used."""
+"""What hostreads and kerascalls keep per line of the program: sites, bounded (MAX_SITES;
+records past them only counted), written at most every flush interval and at exit, and
+which code objects are the program's own (asked once each, MAX_CODES remembered)."""
 
 from __future__ import annotations
 
@@ -31,8 +29,7 @@ class SiteTable(Generic[K, S]):
         self.last_emit = time.monotonic()
         self.user_codes: dict[Any, bool] = {}  # code object -> the program's own
 
-    def mine(self, code: Any) -> bool:
-        """Whether ``code`` is the program's own (gpudiag.inprogram.usercode)."""
+    def mine(self, code: Any) -> bool:  # the program's own (gpudiag.inprogram.usercode)
         known = self.user_codes.get(code)
         if known is None:
             from gpudiag.inprogram.usercode import is_user_file
@@ -58,7 +55,4 @@ class SiteTable(Generic[K, S]):
 
     def emit_when_due(self) -> None:
         if time.monotonic() - self.last_emit >= self.agent.config.flush_interval_s:
-            self.emit()
-
-    def emit(self) -> None:
-        raise NotImplementedError
+            self.emit()  # type: ignore[attr-defined]  # each subclass writes its own event
