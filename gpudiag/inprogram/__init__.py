@@ -25,9 +25,8 @@ the labels a fit is given), inputwait (seconds inside a tf.data
 iterator's next(), and its own cost on a full buffer), pydata (Keras 3's batches from a
 PyDataset or a Python generator, timed), kerascalls (the program's Keras model calls
 made one at a time, timed per call site), hostreads (tensors the program's own lines read
-back to Python, per line; these two keep their sites in a sitetable), cpplevel
-(TensorFlow's C++ log level: gpudiag's for TensorFlow's import, the program's otherwise),
-trial (`gpudiag try`'s fixes applied at
+back to Python, per line), cpplevel (TensorFlow's C++ log level: gpudiag's
+for TensorFlow's import, the program's otherwise), trial (`gpudiag try`'s fixes applied at
 the program's own lines, and its fit stopped after the trial's steps)."""
 
 #: gpudiag's modules outside this package that the hooks load into the user's program: the

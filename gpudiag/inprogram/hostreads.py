@@ -23,7 +23,7 @@ from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 from gpudiag.inprogram.agent import is_gate, unwrapped, wrap_once
-from gpudiag.inprogram.sitetable import SiteTable
+from gpudiag.inprogram.recorder import SiteTable
 from gpudiag.layout import loopevents
 
 if TYPE_CHECKING:
@@ -40,20 +40,24 @@ class Reads(SiteTable[tuple[str, int], dict[str, Any]]):
     """One process's reads per (file, line)."""
 
     def __init__(self, agent: Agent) -> None:
-        super().__init__(agent)
+        super().__init__(agent.config.flush_interval_s)
+        self.agent = agent
         self.samples: dict[tuple[str, int], list[float]] = {}
 
     def record(self, frame: Any, how: str, seconds: float) -> None:
         key = (frame.f_code.co_filename, frame.f_lineno)
 
-        def make(at: dict[str, Any] | None) -> dict[str, Any]:
+        def make() -> dict[str, Any]:
+            from gpudiag.inprogram.tracing import user_line
+
+            at = user_line(frame) or {}
             self.samples[key] = []
             return {"file": key[0], "line": key[1], "function": frame.f_code.co_name,
-                    "code": str((at or {}).get("code") or "")[:200], "how": how, "reads": 0,
+                    "code": str(at.get("code") or "")[:200], "how": how, "reads": 0,
                     "total_s": 0.0, "max_s": 0.0}
 
         with self.lock:
-            site = self.site(key, frame, make)
+            site = self.site(key, make)
             if site is None:
                 return
             site["reads"] += 1

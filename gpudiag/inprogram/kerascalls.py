@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING, Any
 
 from gpudiag.inprogram import tracing
 from gpudiag.inprogram.agent import caller_frame, patch
-from gpudiag.inprogram.sitetable import SiteTable
+from gpudiag.inprogram.recorder import SiteTable
 from gpudiag.layout import loopevents
 
 if TYPE_CHECKING:
@@ -116,7 +116,8 @@ class CallTimes(SiteTable[tuple[str, str, int], Site]):
     """The sites of one process, and when they were last written."""
 
     def __init__(self, agent: Agent) -> None:
-        super().__init__(agent)
+        super().__init__(agent.config.flush_interval_s)
+        self.agent = agent
         self.first_t: float | None = None  # Unix s of the first call's start
         self.local = threading.local()
         self.calls = 0
@@ -129,7 +130,8 @@ class CallTimes(SiteTable[tuple[str, str, int], Site]):
         user = self._user_frame(frame)
         key = (method, user.f_code.co_filename if user else "?", user.f_lineno if user else 0)
         with self.lock:
-            site = self.site(key, user, lambda at: Site(method, at, type(model).__name__))
+            site = self.site(key, lambda: Site(
+                method, tracing.user_line(user) if user else None, type(model).__name__))
             if site is None:
                 return
             site.add(seconds, rows, model, trace_s)
