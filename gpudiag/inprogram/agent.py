@@ -214,17 +214,19 @@ _LIVE = _Live()
 PATCHES: list[tuple[Any, str, Any, Any]] = []
 
 
-def unwrapped(owner: Any, name: str) -> Any:
-    """What ``owner.name`` holds, for a hook to wrap; None where it holds nothing or a
-    hook of gpudiag's already (installed twice: the first stays)."""
-    original = getattr(owner, name, None)
+def unwrapped(owner: Any, name: str, *, missing_ok: bool = False) -> Any:
+    """What ``owner.name`` holds, for a hook to wrap; None where a hook of gpudiag's holds
+    it already (installed twice: the first stays). Where it holds nothing: None with
+    ``missing_ok``, else AttributeError, as reading it raises (the install's hook error)."""
+    original = getattr(owner, name, None) if missing_ok else getattr(owner, name)
     return None if original is None or hasattr(original, "__gpudiag_wrapped__") else original
 
 
-def wrap_once(owner: Any, name: str, make: Callable[[Any], Any]) -> None:
+def wrap_once(owner: Any, name: str, make: Callable[[Any], Any], *,
+              missing_ok: bool = False) -> None:
     """Put ``make(original)`` at ``owner.name`` (:func:`patch`), where :func:`unwrapped`
     finds something there that no hook of gpudiag's wraps yet."""
-    original = unwrapped(owner, name)
+    original = unwrapped(owner, name, missing_ok=missing_ok)
     if original is not None:
         patch(owner, name, make(original), wraps=original)
 

@@ -247,4 +247,4 @@ def install(agent: Agent, tf: ModuleType) -> None:
         if isinstance(raw, staticmethod):
             patch(cls, name, staticmethod(rec.wrap(name, raw.__func__, source=True)))
     for name in PY_FUNCTIONS:
-        wrap_once(tf, name, functools.partial(rec.wrap_py, name))
+        wrap_once(tf, name, functools.partial(rec.wrap_py, name), missing_ok=True)

@@ -28,7 +28,7 @@ MAX_RECORDED = 100
 def install(agent: Agent, tf: ModuleType) -> None:
     from tensorflow.python.eager import context
 
-    original = unwrapped(tf, "device")
+    original = unwrapped(tf, "device", missing_ok=True)
     if original is None:
         return
     executing_eagerly = context.executing_eagerly

@@ -113,7 +113,7 @@ def install(agent: Agent, tf: ModuleType) -> None:
     """Time the program's reads of eager tensors (after ``import tensorflow``)."""
     from tensorflow.python.framework import ops
 
-    if unwrapped(ops._EagerTensorBase, "_numpy") is None:
+    if unwrapped(ops._EagerTensorBase, "_numpy", missing_ok=True) is None:
         return
     reads = Reads(agent)
     wrap_once(ops._EagerTensorBase, "_numpy", reads.wrap)

@@ -74,7 +74,7 @@ def install_policy(agent: Agent, keras: ModuleType) -> None:
     name and the program's line (run.precision names where to change it)."""
     for module_name, name in POLICY_SETTERS:
         module = getattr(keras, module_name, None)
-        original = unwrapped(module, name)
+        original = unwrapped(module, name, missing_ok=True)
         if original is not None:
             patch(module, name, _policy_setter(agent, f"{keras.__name__}.{module_name}."
                                                f"{name}", original))

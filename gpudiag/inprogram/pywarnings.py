@@ -71,7 +71,7 @@ def _user_frame() -> dict[str, Any] | None:
 
 
 def install(agent: Agent) -> None:
-    original = unwrapped(warnings, "_showwarnmsg")
+    original = unwrapped(warnings, "_showwarnmsg", missing_ok=True)
     if original is None:
         return
     seen: set[tuple[str, str, str, int]] = set()

@@ -166,7 +166,8 @@ class TfHooks:
                 continue
             for name in names:
                 wrap_once(module, name,
-                          functools.partial(self.wrap_config, f"tf.{path}.{name}"))
+                          functools.partial(self.wrap_config, f"tf.{path}.{name}"),
+                          missing_ok=True)
 
     # ---------------------------------------------------------------- devices
 
