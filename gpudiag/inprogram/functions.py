@@ -29,7 +29,7 @@ from gpudiag.inprogram.agent import caller_frame, wrap_once
 from gpudiag.inprogram.config import UNBUFFERED_FIRST_STEPS
 from gpudiag.inprogram.recorder import StepBuffer
 from gpudiag.inprogram.tfhooks import record_devices
-from gpudiag.inprogram.usercode import is_user_file
+from gpudiag.inprogram.usercode import is_user_file, own_frame
 from gpudiag.layout import events, loopevents
 
 if TYPE_CHECKING:
@@ -128,14 +128,10 @@ def _resolve(row: dict[str, Any]) -> None:
 def _user_caller(depth: int = 2) -> dict[str, Any] | None:
     """The program's frame that called the step function (the loop's line), or None."""
     try:
-        frame: Any = caller_frame(depth)
-        for _ in range(8):
-            if frame is None:
-                return None
-            if is_user_file(frame.f_code.co_filename):
-                return {"file": frame.f_code.co_filename, "line": frame.f_lineno,
-                        "function": frame.f_code.co_name}
-            frame = frame.f_back
+        frame = own_frame(caller_frame(depth), 8)
+        if frame is not None:
+            return {"file": frame.f_code.co_filename, "line": frame.f_lineno,
+                    "function": frame.f_code.co_name}
     except Exception:
         pass
     return None

@@ -32,7 +32,7 @@ from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 from gpudiag.inprogram.agent import caller_frame, wrap_once
-from gpudiag.inprogram.usercode import is_user_file
+from gpudiag.inprogram.usercode import own_frame
 from gpudiag.layout import RUN_MARK_PLACEMENT_ASKED, events
 
 if TYPE_CHECKING:
@@ -95,13 +95,11 @@ def describe(value: Any) -> Any:
 
 def caller() -> dict[str, Any] | None:
     """The innermost frame of the program's own code on the current stack."""
-    frame = caller_frame(1)
-    while frame is not None:
-        if is_user_file(frame.f_code.co_filename):
-            return {"file": frame.f_code.co_filename, "line": frame.f_lineno,
-                    "function": frame.f_code.co_name}
-        frame = frame.f_back
-    return None
+    frame = own_frame(caller_frame(1))
+    if frame is None:
+        return None
+    return {"file": frame.f_code.co_filename, "line": frame.f_lineno,
+            "function": frame.f_code.co_name}
 
 
 def context_initialized() -> bool:

@@ -27,7 +27,7 @@ from typing import Any
 
 from gpudiag.inprogram import trial
 from gpudiag.inprogram.agent import caller_frame, patch, unwrapped, wrap_once
-from gpudiag.inprogram.usercode import is_user_file
+from gpudiag.inprogram.usercode import is_user_file, own_frame
 
 CREATED_ATTR = "_gpudiag_created_at"
 MAX_ARGS = 12  # arguments described per trace
@@ -70,16 +70,12 @@ def user_line(start: Any) -> dict[str, Any] | None:
     """The innermost frame of the program's code from ``start`` outwards, with its line."""
     import linecache
 
-    frame = start
-    for _ in range(30):
-        if frame is None:
-            return None
-        code = frame.f_code
-        if is_user_file(code.co_filename):
-            return {"file": code.co_filename, "line": frame.f_lineno, "function": code.co_name,
-                    "code": linecache.getline(code.co_filename, frame.f_lineno).strip()}
-        frame = frame.f_back
-    return None
+    frame = own_frame(start, 30)
+    if frame is None:
+        return None
+    code = frame.f_code
+    return {"file": code.co_filename, "line": frame.f_lineno, "function": code.co_name,
+            "code": linecache.getline(code.co_filename, frame.f_lineno).strip()}
 
 
 def install_created_at(cls: Any, code_of: Callable[[Any], Any]) -> None:
