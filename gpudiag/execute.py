@@ -191,3 +191,16 @@ def nvml_for(ctx: typer.Context) -> AbstractContextManager[NvmlBackend | NvmlUna
 
     opener: Opener | None = ctx.obj
     return nvml.opened(opener)
+
+
+def execute_with_nvml(ctx: typer.Context, command: str, logdir: Path, as_json: bool,
+                      body: Callable[[RunSession, NvmlBackend | NvmlUnavailable, Ui], None]
+                      ) -> NoReturn:
+    """:func:`execute` for a command whose body reads NVML: opened inside the session (the
+    run directory exists first), closed when the body ends."""
+
+    def in_session(session: RunSession, ui: Ui) -> None:
+        with nvml_for(ctx) as backend:
+            body(session, backend, ui)
+
+    execute(command, logdir, as_json, in_session)

@@ -7,10 +7,10 @@ click's usage errors, turned once, in ``main``, into a one-line message and an e
 130 interrupted (the partial report is still written).
 
 NVML is opened here, at the edge, for each command that needs it (gpudiag.execute's
-``nvml_for``: a ``with`` block, so the code that opens it closes it) and passed into the
-command function as ``backend``. ``main(argv, open_nvml=...)`` is the one seam that
-replaces the real opener (gpudiag.nvml.open_backend) with another, e.g. a test's scripted
-fake backend; it reaches the commands as the click context's ``obj``.
+``nvml_for`` and ``execute_with_nvml``: a ``with`` block, so the code that opens it closes
+it) and passed into the command function as ``backend``. ``main(argv, open_nvml=...)`` is
+the one seam that replaces the real opener (gpudiag.nvml.open_backend) with another, e.g.
+a test's scripted fake backend; it reaches the commands as the click context's ``obj``.
 
 This module holds the app, the probes' and the reading commands; scaling_cli.py the
 training commands (scaling, worker), program_cli.py those that run the user's command
@@ -31,9 +31,9 @@ from gpudiag.cli import program_cli, scaling_cli
 from gpudiag.execute import (
     EXIT_INTERRUPTED,
     execute,
+    execute_with_nvml,
     exit_code_of,
     interrupted_exit,
-    nvml_for,
 )
 from gpudiag.procs import stdstreams, stops
 from gpudiag.rundir.confine import MAX_TRACE_MB, MiB
@@ -67,11 +67,9 @@ def env(
     """What TensorFlow, CUDA, NVML and the devices look like, and the mismatches between them."""
     from gpudiag.commands import env as env_cmd
 
-    def body(session: RunSession, ui: Ui) -> None:
-        with nvml_for(ctx) as backend:
-            env_cmd.run(session, backend=backend, timeout_s=timeout, ui=ui)
-
-    execute("env", logdir, as_json, body)
+    execute_with_nvml(ctx, "env", logdir, as_json,
+                      lambda session, backend, ui: env_cmd.run(
+                          session, backend=backend, timeout_s=timeout, ui=ui))
 
 
 @app.command(short_help="Where every op runs; soft-placement fallbacks.")
@@ -119,11 +117,9 @@ def memory(
     options = memory_cmd.MemoryOptions(timeout_s=timeout, steps=steps, step_mb=step_mb,
                                        memory_limit_mb=memory_limit_mb, fraction=fraction)
 
-    def body(session: RunSession, ui: Ui) -> None:
-        with nvml_for(ctx) as backend:
-            memory_cmd.run(session, options, backend=backend, ui=ui)
-
-    execute("memory", logdir, as_json, body)
+    execute_with_nvml(ctx, "memory", logdir, as_json,
+                      lambda session, backend, ui: memory_cmd.run(
+                          session, options, backend=backend, ui=ui))
 
 
 @app.command(short_help="Open TensorBoard on gpudiag's runs (or --check it).")

@@ -11,11 +11,9 @@ import typer
 
 from gpudiag import cliopts as opt
 from gpudiag.cluster import options as cluster_opts
-from gpudiag.execute import execute, nvml_for
+from gpudiag.execute import execute_with_nvml
 from gpudiag.records.training import Workload
 from gpudiag.scaling.options import ScalingOptions
-from gpudiag.session import RunSession
-from gpudiag.ui import Ui
 
 commands = typer.Typer()
 
@@ -72,11 +70,9 @@ def scaling(
             given, workers=workers, mode=mode, fault=fault,
             not_with_workers={"--max-gpus": max_gpus, "--virtual-gpus": virtual_gpus})
 
-        def cluster_body(session: RunSession, ui: Ui) -> None:
-            with nvml_for(ctx) as backend:
-                local.run(session, copts, backend=backend, ui=ui)
-
-        execute("scaling", logdir, as_json, cluster_body)
+        execute_with_nvml(ctx, "scaling", logdir, as_json,
+                          lambda session, backend, ui: local.run(
+                              session, copts, backend=backend, ui=ui))
     options = ScalingOptions(
         workload=workload, max_gpus=max_gpus, strategies=parse_strategies(strategy),
         virtual_gpus=virtual_gpus, memory_limit_mb=virtual_gpu_memory_mb,
@@ -84,11 +80,9 @@ def scaling(
     )
     check(options)  # once, before the run directory exists
 
-    def body(session: RunSession, ui: Ui) -> None:
-        with nvml_for(ctx) as backend:
-            scaling_cmd.run(session, options, backend=backend, ui=ui)
-
-    execute("scaling", logdir, as_json, body)
+    execute_with_nvml(ctx, "scaling", logdir, as_json,
+                      lambda session, backend, ui: scaling_cmd.run(
+                          session, options, backend=backend, ui=ui))
 
 
 @commands.command(short_help="Join a real cluster as this machine's task.")
@@ -120,9 +114,7 @@ def worker(
         collective_timeout_s=collective_timeout, timeout_s=timeout)
     tfc, env = worker_cmd.resolve(options)  # exit 2 on a bad TF_CONFIG, before anything
 
-    def body(session: RunSession, ui: Ui) -> None:
-        with nvml_for(ctx) as backend:
-            worker_cmd.run(session, options, tfc, env, logdir=logdir, backend=backend,
-                           ui=ui)
-
-    execute("worker", logdir, as_json, body)
+    execute_with_nvml(ctx, "worker", logdir, as_json,
+                      lambda session, backend, ui: worker_cmd.run(
+                          session, options, tfc, env, logdir=logdir, backend=backend,
+                          ui=ui))

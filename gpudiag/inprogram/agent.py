@@ -214,12 +214,32 @@ _LIVE = _Live()
 PATCHES: list[tuple[Any, str, Any, Any]] = []
 
 
-def patch(owner: Any, name: str, value: Any) -> None:
+def unwrapped(owner: Any, name: str, *, missing_ok: bool = False) -> Any:
+    """What ``owner.name`` holds, for a hook to wrap; None where a hook of gpudiag's holds
+    it already (installed twice: the first stays). Where it holds nothing: None with
+    ``missing_ok``, else AttributeError, as reading it raises (the install's hook error)."""
+    original = getattr(owner, name, None) if missing_ok else getattr(owner, name)
+    return None if original is None or hasattr(original, "__gpudiag_wrapped__") else original
+
+
+def wrap_once(owner: Any, name: str, make: Callable[[Any], Any], *,
+              missing_ok: bool = False) -> None:
+    """Put ``make(original)`` at ``owner.name`` (:func:`patch`), where :func:`unwrapped`
+    finds something there that no hook of gpudiag's wraps yet."""
+    original = unwrapped(owner, name, missing_ok=missing_ok)
+    if original is not None:
+        patch(owner, name, make(original), wraps=original)
+
+
+def patch(owner: Any, name: str, value: Any, *, wraps: Any = None) -> None:
     """Put ``value`` at ``owner.name`` (a module's function, a class's method, an object's
     attribute), recorded so that :func:`unpatch_all` can put back what was there.
-    Every hook replaces what it wraps through this. A function (or a staticmethod's) is
-    put there gated (:func:`_gated`): once unpatch_all has run, it calls what it
-    replaced, whoever still holds it."""
+    Every hook replaces what it wraps through this (``wraps``: what it calls, marked on
+    it as ``__gpudiag_wrapped__`` so that :func:`unwrapped` knows it). A function (or a
+    staticmethod's) is put there gated (:func:`_gated`): once unpatch_all has run, it
+    calls what it replaced, whoever still holds it."""
+    if wraps is not None:
+        value.__gpudiag_wrapped__ = wraps
     try:
         before = vars(owner).get(name, _MISSING)
     except TypeError:  # no __dict__ (slots): what it answers now

@@ -24,6 +24,7 @@ raises into the program.
 
 from __future__ import annotations
 
+import functools
 import inspect
 import itertools
 import linecache
@@ -34,9 +35,9 @@ from types import ModuleType
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from gpudiag.inprogram import trial
-from gpudiag.inprogram.agent import caller_frame, patch
+from gpudiag.inprogram.agent import caller_frame, patch, wrap_once
 from gpudiag.inprogram.functions import code_of
-from gpudiag.inprogram.usercode import is_user_file
+from gpudiag.inprogram.usercode import is_user_file, own_frame
 from gpudiag.layout import events
 
 if TYPE_CHECKING:
@@ -115,17 +116,14 @@ def _traced_ops(dataset: Any) -> dict[str, list[str]] | None:
 def _caller(depth: int) -> dict[str, Any] | None:
     """The innermost frame of the program's own code on the stack, from ``depth`` frames up
     (the wrapped call's caller); ``direct``: that frame made the call itself."""
-    frame: Any = caller_frame(depth)
-    for hop in range(MAX_DEPTH):
-        if frame is None:
-            return None
-        name = frame.f_code.co_filename
-        if is_user_file(name):
-            return {"file": name, "line": frame.f_lineno, "function": frame.f_code.co_name,
-                    "code": linecache.getline(name, frame.f_lineno).strip()[:200],
-                    "direct": hop == 0}
-        frame = frame.f_back
-    return None
+    start = caller_frame(depth)
+    frame = own_frame(start, MAX_DEPTH)
+    if frame is None:
+        return None
+    name = frame.f_code.co_filename
+    return {"file": name, "line": frame.f_lineno, "function": frame.f_code.co_name,
+            "code": linecache.getline(name, frame.f_lineno).strip()[:200],
+            "direct": frame is start}
 
 
 def _unknown(dataset: Any) -> tuple[int, int, str] | None:
@@ -225,7 +223,6 @@ class _Recorder:
             except Exception as exc:
                 self.agent.hook_error(f"recording tf.{name}", exc)
             return original(*args, **kwargs)
-        wrapper.__gpudiag_wrapped__ = original  # type: ignore[attr-defined]
         wrapper.__name__ = name
         wrapper.__doc__ = original.__doc__
         return wrapper
@@ -247,6 +244,4 @@ def install(agent: Agent, tf: ModuleType) -> None:
         if isinstance(raw, staticmethod):
             patch(cls, name, staticmethod(rec.wrap(name, raw.__func__, source=True)))
     for name in PY_FUNCTIONS:
-        original = getattr(tf, name, None)
-        if callable(original) and not hasattr(original, "__gpudiag_wrapped__"):
-            patch(tf, name, rec.wrap_py(name, original))
+        wrap_once(tf, name, functools.partial(rec.wrap_py, name), missing_ok=True)

@@ -15,7 +15,7 @@ import functools
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
-from gpudiag.inprogram.agent import caller_frame, patch
+from gpudiag.inprogram.agent import caller_frame, patch, unwrapped
 from gpudiag.inprogram.usercode import is_user_file
 from gpudiag.layout import events
 
@@ -28,8 +28,8 @@ MAX_RECORDED = 100
 def install(agent: Agent, tf: ModuleType) -> None:
     from tensorflow.python.eager import context
 
-    original = getattr(tf, "device", None)
-    if original is None or hasattr(original, "__gpudiag_wrapped__"):
+    original = unwrapped(tf, "device", missing_ok=True)
+    if original is None:
         return
     executing_eagerly = context.executing_eagerly
     seen: set[tuple[str, str, int]] = set()
@@ -56,5 +56,4 @@ def install(agent: Agent, tf: ModuleType) -> None:
             agent.hook_error("tf.device", exc)
         return original(device_name)
 
-    device.__gpudiag_wrapped__ = original  # type: ignore[attr-defined]
-    patch(tf, "device", device)
+    patch(tf, "device", device, wraps=original)

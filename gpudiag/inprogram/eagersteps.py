@@ -17,11 +17,12 @@ from __future__ import annotations
 
 import linecache
 import time
+from collections.abc import Callable
 from types import CodeType, ModuleType
 from typing import TYPE_CHECKING, Any
 
 from gpudiag.inprogram import inputwait
-from gpudiag.inprogram.agent import caller_frame, patch
+from gpudiag.inprogram.agent import caller_frame, wrap_once
 from gpudiag.inprogram.config import UNBUFFERED_FIRST_STEPS
 from gpudiag.inprogram.recorder import StepBuffer
 from gpudiag.inprogram.usercode import is_user_file
@@ -74,11 +75,13 @@ class EagerSource:
 def install(agent: Agent, tf: ModuleType) -> None:
     from tensorflow.python.eager import backprop, context
 
-    cls = backprop.GradientTape
-    original = cls.gradient
-    if hasattr(original, "__gpudiag_wrapped__"):
-        return
-    executing_eagerly = context.executing_eagerly
+    wrap_once(backprop.GradientTape, "gradient",
+              lambda original: _gradient(agent, context.executing_eagerly, original))
+
+
+def _gradient(agent: Agent, executing_eagerly: Callable[[], bool],
+              original: Callable[..., Any]) -> Callable[..., Any]:
+    """GradientTape.gradient, each eager call from the program's line a step there."""
     sources: dict[CodeType, EagerSource | None] = {}
 
     def seen(frame: Any) -> None:
@@ -98,5 +101,4 @@ def install(agent: Agent, tf: ModuleType) -> None:
                 agent.hook_error("an eager gradient call", exc)
         return original(self, *args, **kwargs)
 
-    gradient.__gpudiag_wrapped__ = original  # type: ignore[attr-defined]
-    patch(cls, "gradient", gradient)
+    return gradient

@@ -25,11 +25,11 @@ from types import CodeType, ModuleType
 from typing import TYPE_CHECKING, Any
 
 from gpudiag.inprogram import classevidence, inputwait, tracing, trial, weights
-from gpudiag.inprogram.agent import caller_frame, drop_own_frames, patch
+from gpudiag.inprogram.agent import caller_frame, wrap_once
 from gpudiag.inprogram.config import UNBUFFERED_FIRST_STEPS
 from gpudiag.inprogram.recorder import StepBuffer
 from gpudiag.inprogram.tfhooks import record_devices
-from gpudiag.inprogram.usercode import is_user_file
+from gpudiag.inprogram.usercode import is_user_file, own_frame
 from gpudiag.layout import events, loopevents
 
 if TYPE_CHECKING:
@@ -128,14 +128,10 @@ def _resolve(row: dict[str, Any]) -> None:
 def _user_caller(depth: int = 2) -> dict[str, Any] | None:
     """The program's frame that called the step function (the loop's line), or None."""
     try:
-        frame: Any = caller_frame(depth)
-        for _ in range(8):
-            if frame is None:
-                return None
-            if is_user_file(frame.f_code.co_filename):
-                return {"file": frame.f_code.co_filename, "line": frame.f_lineno,
-                        "function": frame.f_code.co_name}
-            frame = frame.f_back
+        frame = own_frame(caller_frame(depth), 8)
+        if frame is not None:
+            return {"file": frame.f_code.co_filename, "line": frame.f_lineno,
+                    "function": frame.f_code.co_name}
     except Exception:
         pass
     return None
@@ -282,11 +278,14 @@ def install(agent: Agent, tf: ModuleType) -> None:
     from tensorflow.python.eager import context
     from tensorflow.python.eager.polymorphic_function import polymorphic_function as pf
 
-    cls = pf.Function
-    original = cls.__call__
-    if hasattr(original, "__gpudiag_wrapped__"):
-        return
-    executing_eagerly = context.executing_eagerly
+    wrap_once(pf.Function, "__call__", lambda original: _call(
+        agent, pf.Function, context.executing_eagerly, original))
+
+
+def _call(agent: Agent, cls: type, executing_eagerly: Callable[[], bool],
+          original: Callable[..., Any]) -> Callable[..., Any]:
+    """tf.function's __call__, each eager call of the program's own function a step of it
+    (the clocks of its traces set up first)."""
     tracing.install_clock()
     tracing.install_created_at(cls, code_of)
     # one source per Python function: a tf.function object made again of it (in a loop)
@@ -310,17 +309,13 @@ def install(agent: Agent, tf: ModuleType) -> None:
             return NOT_USER
 
     def __call__(self: Any, *args: Any, **kwds: Any) -> Any:
-        try:
-            source = self.__dict__.get(ATTR)
-            # one made under an earlier install (a notebook's earlier watch()): this one's
-            if source is None or (source is not NOT_USER and source.agent is not agent):
-                source = self.__dict__[ATTR] = classify(self)
-            if source is NOT_USER or not executing_eagerly():
-                return original(self, *args, **kwds)
-            return source.call(original, self, args, kwds)
-        except BaseException as exc:  # the program's: its traceback as plainly
-            drop_own_frames(exc)
-            raise
+        # the program's exceptions: patch()'s gate drops gpudiag's frames from them
+        source = self.__dict__.get(ATTR)
+        # one made under an earlier install (a notebook's earlier watch()): this one's
+        if source is None or (source is not NOT_USER and source.agent is not agent):
+            source = self.__dict__[ATTR] = classify(self)
+        if source is NOT_USER or not executing_eagerly():
+            return original(self, *args, **kwds)
+        return source.call(original, self, args, kwds)
 
-    __call__.__gpudiag_wrapped__ = original  # type: ignore[attr-defined]
-    patch(cls, "__call__", __call__)
+    return __call__

@@ -17,72 +17,55 @@ from __future__ import annotations
 
 import functools
 import sys
-import threading
 import time
 from collections.abc import Callable
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
-from gpudiag.inprogram.agent import is_gate, patch
+from gpudiag.inprogram.agent import is_gate, unwrapped, wrap_once
+from gpudiag.inprogram.recorder import SiteTable
 from gpudiag.layout import loopevents
 
 if TYPE_CHECKING:
     from gpudiag.inprogram.agent import Agent
 
-MAX_SITES = 64
 SAMPLED = 2048  # per site, the reads whose own times are kept (their median)
-MAX_CODES = 4096  # code objects whose "the program's own or not" is remembered
 # the method the program called, as its frame's name: how the read is written
 HOW = {"__float__": "float()", "__int__": "int()", "__index__": "int()",
        "__bool__": "bool()", "__format__": "a format", "__array__": "np.asarray()",
        "numpy": ".numpy()", "__complex__": "complex()"}
 
 
-class Reads:
+class Reads(SiteTable[tuple[str, int], dict[str, Any]]):
     """One process's reads per (file, line)."""
 
     def __init__(self, agent: Agent) -> None:
+        super().__init__(agent.config.flush_interval_s)
         self.agent = agent
-        self.sites: dict[tuple[str, int], dict[str, Any]] = {}
         self.samples: dict[tuple[str, int], list[float]] = {}
-        self.left_out = 0
-        self.lock = threading.Lock()
-        self.last_emit = time.monotonic()
-        self.user_codes: dict[Any, bool] = {}
-
-    def mine(self, code: Any) -> bool:
-        known = self.user_codes.get(code)
-        if known is None:
-            from gpudiag.inprogram.usercode import is_user_file
-
-            known = is_user_file(code.co_filename)
-            if len(self.user_codes) < MAX_CODES:
-                self.user_codes[code] = known
-        return known
 
     def record(self, frame: Any, how: str, seconds: float) -> None:
         key = (frame.f_code.co_filename, frame.f_lineno)
-        with self.lock:
-            site = self.sites.get(key)
-            if site is None:
-                if len(self.sites) >= MAX_SITES:
-                    self.left_out += 1
-                    return
-                from gpudiag.inprogram.tracing import user_line
 
-                at = user_line(frame) or {}
-                site = self.sites[key] = {
-                    "file": key[0], "line": key[1], "function": frame.f_code.co_name,
+        def make() -> dict[str, Any]:
+            from gpudiag.inprogram.tracing import user_line
+
+            at = user_line(frame) or {}
+            self.samples[key] = []
+            return {"file": key[0], "line": key[1], "function": frame.f_code.co_name,
                     "code": str(at.get("code") or "")[:200], "how": how, "reads": 0,
                     "total_s": 0.0, "max_s": 0.0}
-                self.samples[key] = []
+
+        with self.lock:
+            site = self.site(key, make)
+            if site is None:
+                return
             site["reads"] += 1
             site["total_s"] += seconds
             site["max_s"] = max(site["max_s"], seconds)
             if len(self.samples[key]) < SAMPLED:
                 self.samples[key].append(seconds)
-        if time.monotonic() - self.last_emit >= self.agent.config.flush_interval_s:
-            self.emit()
+        self.emit_when_due()
 
     def emit(self) -> None:
         self.last_emit = time.monotonic()
@@ -123,7 +106,6 @@ class Reads:
                 self.agent.hook_error("a tensor read's timing", exc)
             return out
 
-        _numpy.__gpudiag_wrapped__ = original  # type: ignore[attr-defined]
         return _numpy
 
 
@@ -131,10 +113,8 @@ def install(agent: Agent, tf: ModuleType) -> None:
     """Time the program's reads of eager tensors (after ``import tensorflow``)."""
     from tensorflow.python.framework import ops
 
-    base = ops._EagerTensorBase
-    original = vars(base).get("_numpy")
-    if original is None or hasattr(original, "__gpudiag_wrapped__"):
+    if unwrapped(ops._EagerTensorBase, "_numpy", missing_ok=True) is None:
         return
     reads = Reads(agent)
-    patch(base, "_numpy", reads.wrap(original))
+    wrap_once(ops._EagerTensorBase, "_numpy", reads.wrap)
     agent.on_exit(reads.emit)

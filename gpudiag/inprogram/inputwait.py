@@ -20,7 +20,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from gpudiag.inprogram.agent import patch
+from gpudiag.inprogram.agent import patch, unwrapped
 
 _clock = {"s": 0.0, "seen": False, "calls": 0}
 FLOOR_AT = 50  # the timed next() after which the floor is measured (past the warm-up)
@@ -69,8 +69,8 @@ def install(agent: Any = None) -> None:
     from tensorflow.python.data.ops import iterator_ops
 
     cls = iterator_ops.OwnedIterator
-    original = cls.__next__
-    if hasattr(original, "__gpudiag_wrapped__"):
+    original = unwrapped(cls, "__next__")
+    if original is None:
         return
     clock = time.perf_counter
 
@@ -88,5 +88,4 @@ def install(agent: Any = None) -> None:
             guard("input floor", _floor, agent, out)  # off the wait clock
         return out
 
-    __next__.__gpudiag_wrapped__ = original  # type: ignore[attr-defined]
-    patch(cls, "__next__", __next__)
+    patch(cls, "__next__", __next__, wraps=original)

@@ -35,7 +35,8 @@ from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 from gpudiag.inprogram import tracing
-from gpudiag.inprogram.agent import caller_frame, drop_own_frames, patch
+from gpudiag.inprogram.agent import caller_frame, patch
+from gpudiag.inprogram.recorder import SiteTable
 from gpudiag.layout import loopevents
 
 if TYPE_CHECKING:
@@ -43,9 +44,7 @@ if TYPE_CHECKING:
 
 METHODS = ("predict", "predict_on_batch", "fit", "train_on_batch", "evaluate",
            "test_on_batch", "__call__")
-MAX_SITES = 64
 SAMPLED = 2048  # per site, the calls whose own times are kept (their median)
-MAX_CODES = 4096  # code objects whose "the program's own or not" is remembered
 MAX_POINTS = 128  # the process's memory after a call: every stride-th call, stride doubling
 
 
@@ -113,60 +112,41 @@ def rows_of(args: tuple[Any, ...], kwargs: dict[str, Any]) -> int | None:
         return None  # an unknown (symbolic) dimension
 
 
-class CallTimes:
+class CallTimes(SiteTable[tuple[str, str, int], Site]):
     """The sites of one process, and when they were last written."""
 
     def __init__(self, agent: Agent) -> None:
+        super().__init__(agent.config.flush_interval_s)
         self.agent = agent
-        self.sites: dict[tuple[str, str, int], Site] = {}
-        self.left_out = 0  # calls at sites past MAX_SITES
         self.first_t: float | None = None  # Unix s of the first call's start
-        self.last_emit = time.monotonic()
         self.local = threading.local()
-        self.lock = threading.Lock()
         self.calls = 0
         self.stride = 1
         self.rss: list[list[int]] = []  # [call number, resident bytes] after that call
         self.page = _page_size()
-        self.user_codes: dict[Any, bool] = {}  # code object -> the program's own
 
     def record(self, method: str, model: Any, frame: Any, seconds: float,
                rows: int | None, trace_s: float = 0.0) -> None:
         user = self._user_frame(frame)
         key = (method, user.f_code.co_filename if user else "?", user.f_lineno if user else 0)
         with self.lock:
-            site = self.sites.get(key)
+            site = self.site(key, lambda: Site(
+                method, tracing.user_line(user) if user else None, type(model).__name__))
             if site is None:
-                if len(self.sites) >= MAX_SITES:
-                    self.left_out += 1
-                    return
-                from gpudiag.inprogram.tracing import user_line
-
-                site = self.sites[key] = Site(method, user_line(user) if user else None,
-                                              type(model).__name__)
+                return
             site.add(seconds, rows, model, trace_s)
             self.calls += 1
             if self.page and self.calls % self.stride == 0:
                 self._memory()
-        if time.monotonic() - self.last_emit >= self.agent.config.flush_interval_s:
-            self.emit()
+        self.emit_when_due()
 
     def _user_frame(self, frame: Any) -> Any:
         """The program's innermost frame from ``frame`` outwards (None: none within 30);
-        whether a code object is the program's is asked once (MAX_CODES of them kept)."""
-        from gpudiag.inprogram.usercode import is_user_file
-
-        known = self.user_codes
+        whether a code object is the program's is asked once (:meth:`SiteTable.mine`)."""
         for _ in range(30):
             if frame is None:
                 return None
-            code = frame.f_code
-            mine = known.get(code)
-            if mine is None:
-                mine = is_user_file(code.co_filename)
-                if len(known) < MAX_CODES:
-                    known[code] = mine
-            if mine:
+            if self.mine(frame.f_code):
                 return frame
             frame = frame.f_back
         return None
@@ -204,11 +184,8 @@ class CallTimes:
             local.depth = 1
             traced_s = traced.seconds
             t0 = clock()
-            try:
+            try:  # the program's exceptions: patch()'s gate drops gpudiag's frames
                 return original(model, *args, **kwargs)
-            except BaseException as exc:  # the program's: its traceback as plainly
-                drop_own_frames(exc)
-                raise
             finally:
                 seconds = clock() - t0
                 local.depth = 0

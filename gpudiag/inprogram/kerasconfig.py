@@ -12,7 +12,7 @@ from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 from gpudiag.inprogram import trial
-from gpudiag.inprogram.agent import caller_frame, patch
+from gpudiag.inprogram.agent import caller_frame, patch, unwrapped
 from gpudiag.layout import events, loopevents
 
 if TYPE_CHECKING:
@@ -26,8 +26,8 @@ def install_compile(agent: Agent, model_cls: Any) -> None:
 
     from gpudiag.inprogram.tracing import user_line
 
-    original = model_cls.compile
-    if hasattr(original, "__gpudiag_wrapped__"):
+    original = unwrapped(model_cls, "compile")
+    if original is None:
         return
     try:
         signature: inspect.Signature | None = inspect.signature(original)
@@ -62,8 +62,7 @@ def install_compile(agent: Agent, model_cls: Any) -> None:
             agent.hook_error("Model.compile", exc)
         return original(self, *args, **kwargs)
 
-    compile.__gpudiag_wrapped__ = original  # type: ignore[attr-defined]
-    patch(model_cls, "compile", compile)
+    patch(model_cls, "compile", compile, wraps=original)
 
 
 POLICY_SETTERS = (("mixed_precision", "set_global_policy"), ("config", "set_dtype_policy"))
@@ -75,8 +74,8 @@ def install_policy(agent: Agent, keras: ModuleType) -> None:
     name and the program's line (run.precision names where to change it)."""
     for module_name, name in POLICY_SETTERS:
         module = getattr(keras, module_name, None)
-        original = getattr(module, name, None)
-        if original is not None and not hasattr(original, "__gpudiag_wrapped__"):
+        original = unwrapped(module, name, missing_ok=True)
+        if original is not None:
             patch(module, name, _policy_setter(agent, f"{keras.__name__}.{module_name}."
                                                f"{name}", original))
 

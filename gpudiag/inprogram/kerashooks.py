@@ -29,7 +29,7 @@ from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 from gpudiag.inprogram import callbacktimes, kerasconfig, lossfacts, trial, weights
-from gpudiag.inprogram.agent import caller_frame, drop_own_frames, patch
+from gpudiag.inprogram.agent import caller_frame, patch
 from gpudiag.inprogram.config import UNBUFFERED_FIRST_STEPS
 from gpudiag.inprogram.recorder import StepBuffer
 from gpudiag.layout import events, loopevents
@@ -331,17 +331,13 @@ def install(agent: Agent, keras: ModuleType) -> None:
                                message="callbacks given as a CallbackList: fit not recorded"))
         except Exception as exc:
             agent.hook_error("Model.fit callback", exc)
-        try:
+        try:  # the program's exceptions: patch()'s gate drops gpudiag's frames from them
             return original(self, *args, **kwargs)
-        except BaseException as exc:  # the program's: its traceback as plainly
-            drop_own_frames(exc)
-            raise
         finally:
             for t in timed:
                 t.restore()
 
-    fit.__gpudiag_wrapped__ = original  # type: ignore[attr-defined]
-    patch(model_cls, "fit", fit)
+    patch(model_cls, "fit", fit, wraps=original)
     kerasconfig.install_compile(agent, model_cls)
     kerasconfig.install_policy(agent, keras)
     if keras.__name__ == "keras":  # Keras 3's data adapters (tf_keras: not hooked)

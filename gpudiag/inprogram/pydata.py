@@ -104,8 +104,7 @@ def install(agent: Any) -> None:
                 by_uid[getattr(enqueuer, "uid", None)] = timed
             return timed.wrap(get_iterator(self))
 
-        _get_iterator.__gpudiag_wrapped__ = get_iterator  # type: ignore[attr-defined]
-        patch(py, "_get_iterator", _get_iterator)
+        patch(py, "_get_iterator", _get_iterator, wraps=get_iterator)
     get_index = module.get_index
     if not hasattr(get_index, "__gpudiag_wrapped__"):
         def timed_get_index(uid: Any, i: Any) -> Any:
@@ -119,10 +118,9 @@ def install(agent: Any) -> None:
                 if timed is not None:
                     timed.item(time.thread_time() - c0)
 
-        timed_get_index.__gpudiag_wrapped__ = get_index  # type: ignore[attr-defined]
         for name in ("__module__", "__name__", "__qualname__", "__doc__"):
             setattr(timed_get_index, name, getattr(get_index, name))
-        patch(module, "get_index", timed_get_index)
+        patch(module, "get_index", timed_get_index, wraps=get_index)
 
     gen = importlib.import_module(base + "generator_data_adapter").GeneratorDataAdapter
     init = gen.__init__
@@ -136,5 +134,4 @@ def install(agent: Any) -> None:
             seen.append(timed)
             self.generator = lambda: timed.wrap(iter(made()))
 
-        __init__.__gpudiag_wrapped__ = init  # type: ignore[attr-defined]
-        patch(gen, "__init__", __init__)
+        patch(gen, "__init__", __init__, wraps=init)

@@ -24,7 +24,7 @@ import warnings
 from typing import TYPE_CHECKING, Any
 
 from gpudiag.inprogram import autographmap
-from gpudiag.inprogram.agent import caller_frame, patch
+from gpudiag.inprogram.agent import caller_frame, patch, unwrapped
 from gpudiag.inprogram.usercode import is_user_file
 from gpudiag.layout import events
 
@@ -71,8 +71,8 @@ def _user_frame() -> dict[str, Any] | None:
 
 
 def install(agent: Agent) -> None:
-    original = getattr(warnings, "_showwarnmsg", None)
-    if original is None or hasattr(original, "__gpudiag_wrapped__"):
+    original = unwrapped(warnings, "_showwarnmsg", missing_ok=True)
+    if original is None:
         return
     seen: set[tuple[str, str, str, int]] = set()
 
@@ -92,5 +92,4 @@ def install(agent: Agent) -> None:
             agent.hook_error("recording a Python warning", exc)
         original(msg)
 
-    _showwarnmsg.__gpudiag_wrapped__ = original  # type: ignore[attr-defined]
-    patch(warnings, "_showwarnmsg", _showwarnmsg)
+    patch(warnings, "_showwarnmsg", _showwarnmsg, wraps=original)

@@ -12,6 +12,10 @@ a few list appends, not a write. A flusher thread (:class:`Flusher`, one per pro
 appends what a buffer holds once it is ``flush_interval_s`` old even when no further step
 comes (a program that hangs, then is killed with SIGKILL, loses at most that last
 interval of steps).
+
+Per-site tables (:class:`SiteTable`: hostreads' and kerascalls' per line of the program)
+are bounded (MAX_SITES; records past them only counted) and written whole at most every
+flush interval as records come, and at exit.
 """
 
 from __future__ import annotations
@@ -21,9 +25,9 @@ import fcntl
 import os
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 from pathlib import Path
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from gpudiag.layout import events, loopevents, run_events_name
 
@@ -216,3 +220,46 @@ class StepBuffer:
         if durations:
             last["dt"] = durations[len(durations) // 2]
         return [*head, last]
+
+
+MAX_SITES = 64
+MAX_CODES = 4096  # code objects whose "the program's own or not" is remembered
+K = TypeVar("K", bound=Hashable)
+S = TypeVar("S")
+
+
+class SiteTable(Generic[K, S]):
+    """One process's sites, by key; ``emit`` writes them (each subclass its event)."""
+
+    def __init__(self, flush_interval_s: float) -> None:
+        self.flush_interval_s = flush_interval_s
+        self.sites: dict[K, S] = {}
+        self.left_out = 0  # records at sites past MAX_SITES
+        self.lock = threading.Lock()
+        self.last_emit = time.monotonic()
+        self.user_codes: dict[Any, bool] = {}  # code object -> the program's own
+
+    def mine(self, code: Any) -> bool:  # the program's own (gpudiag.inprogram.usercode)
+        known = self.user_codes.get(code)
+        if known is None:
+            from gpudiag.inprogram.usercode import is_user_file
+
+            known = is_user_file(code.co_filename)
+            if len(self.user_codes) < MAX_CODES:
+                self.user_codes[code] = known
+        return known
+
+    def site(self, key: K, make: Callable[[], S]) -> S | None:
+        """The site at ``key``, made the first time (None: the table is full, counted in
+        ``left_out``). Called holding ``lock``."""
+        site = self.sites.get(key)
+        if site is None:
+            if len(self.sites) >= MAX_SITES:
+                self.left_out += 1
+                return None
+            site = self.sites[key] = make()
+        return site
+
+    def emit_when_due(self) -> None:
+        if time.monotonic() - self.last_emit >= self.flush_interval_s:
+            self.emit()  # type: ignore[attr-defined]  # each subclass writes its own event

@@ -226,8 +226,8 @@ def install(agent: Agent, tf: ModuleType) -> None:
     if hasattr(cls.run, "__gpudiag_wrapped__"):
         return
     hooks = SessionHooks(agent, tf)
-    patch(cls, "__init__", _wrap_init(agent, hooks, cls.__init__))
-    patch(cls, "run", _wrap_run(agent, hooks, cls.run))
+    patch(cls, "__init__", _wrap_init(agent, hooks, cls.__init__), wraps=cls.__init__)
+    patch(cls, "run", _wrap_run(agent, hooks, cls.run), wraps=cls.run)
 
 
 def _wrap_init(agent: Agent, hooks: SessionHooks, original_init: Any) -> Any:
@@ -250,7 +250,6 @@ def _wrap_init(agent: Agent, hooks: SessionHooks, original_init: Any) -> Any:
 
         record_session_devices(self)
 
-    __init__.__gpudiag_wrapped__ = original_init  # type: ignore[attr-defined]
     return __init__
 
 
@@ -300,7 +299,6 @@ def _wrap_run(agent: Agent, hooks: SessionHooks, original_run: Any) -> Any:
             agent.hook_error("recording a Session.run", exc)
         return result
 
-    run.__gpudiag_wrapped__ = original_run  # type: ignore[attr-defined]
     return run
 
 

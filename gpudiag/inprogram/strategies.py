@@ -24,7 +24,7 @@ from collections.abc import Callable
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
-from gpudiag.inprogram.agent import patch
+from gpudiag.inprogram.agent import patch, unwrapped, wrap_once
 from gpudiag.inprogram.tfhooks import caller, record_devices
 from gpudiag.layout import events
 from gpudiag.records.tfconfig import coordination_leader_of
@@ -69,10 +69,12 @@ def describe(strategy: Any) -> dict[str, Any]:
 def install(agent: Agent, tf: ModuleType) -> None:
     from tensorflow.python.distribute import distribute_lib
 
-    cls = distribute_lib.StrategyBase
-    original = cls.__init__
-    if hasattr(original, "__gpudiag_wrapped__"):
-        return
+    wrap_once(distribute_lib.StrategyBase, "__init__", lambda original: _init(agent, original))
+
+
+def _init(agent: Agent, original: Callable[..., Any]) -> Callable[..., Any]:
+    """StrategyBase.__init__, each strategy the program makes recorded (not TensorFlow's
+    own default one)."""
 
     @functools.wraps(original)
     def __init__(self: Any, extended: Any) -> None:
@@ -85,8 +87,7 @@ def install(agent: Agent, tf: ModuleType) -> None:
             agent.hook_error("recording a strategy", exc)
         record_devices("strategy")
 
-    __init__.__gpudiag_wrapped__ = original  # type: ignore[attr-defined]
-    patch(cls, "__init__", __init__)
+    return __init__
 
 
 def _as_spec(cluster: Any) -> dict[str, list[str]] | None:
@@ -175,8 +176,8 @@ def _ask_placement_log(agent: Agent, info: dict[str, Any]) -> None:
 
 def _wrap_join(agent: Agent, owner: type, name: str,
                identify: Callable[..., dict[str, Any]]) -> None:
-    original = getattr(owner, name)
-    if hasattr(original, "__gpudiag_wrapped__"):
+    original = unwrapped(owner, name)
+    if original is None:
         return
 
     @functools.wraps(original)
@@ -204,8 +205,7 @@ def _wrap_join(agent: Agent, owner: type, name: str,
                 guard("arming the stall watch", stallwatch.arm)
         return result
 
-    joining.__gpudiag_wrapped__ = original  # type: ignore[attr-defined]
-    patch(owner, name, joining)
+    patch(owner, name, joining, wraps=original)
 
 
 def install_cluster(agent: Agent, tf: ModuleType) -> None:

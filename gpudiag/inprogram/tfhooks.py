@@ -31,8 +31,8 @@ from collections.abc import Callable
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
-from gpudiag.inprogram.agent import caller_frame, patch
-from gpudiag.inprogram.usercode import is_user_file
+from gpudiag.inprogram.agent import caller_frame, wrap_once
+from gpudiag.inprogram.usercode import own_frame
 from gpudiag.layout import RUN_MARK_PLACEMENT_ASKED, events
 
 if TYPE_CHECKING:
@@ -95,13 +95,11 @@ def describe(value: Any) -> Any:
 
 def caller() -> dict[str, Any] | None:
     """The innermost frame of the program's own code on the current stack."""
-    frame = caller_frame(1)
-    while frame is not None:
-        if is_user_file(frame.f_code.co_filename):
-            return {"file": frame.f_code.co_filename, "line": frame.f_lineno,
-                    "function": frame.f_code.co_name}
-        frame = frame.f_back
-    return None
+    frame = own_frame(caller_frame(1))
+    if frame is None:
+        return None
+    return {"file": frame.f_code.co_filename, "line": frame.f_lineno,
+            "function": frame.f_code.co_name}
 
 
 def context_initialized() -> bool:
@@ -138,7 +136,6 @@ class TfHooks:
                 agent.marker(RUN_MARK_PLACEMENT_ASKED)
             return result
 
-        wrapper.__gpudiag_wrapped__ = fn  # type: ignore[attr-defined]
         return wrapper
 
     def _initialized(self) -> bool | None:
@@ -166,10 +163,9 @@ class TfHooks:
             if module is None:
                 continue
             for name in names:
-                fn = getattr(module, name, None)
-                if fn is None or hasattr(fn, "__gpudiag_wrapped__"):
-                    continue
-                patch(module, name, self.wrap_config(f"tf.{path}.{name}", fn))
+                wrap_once(module, name,
+                          functools.partial(self.wrap_config, f"tf.{path}.{name}"),
+                          missing_ok=True)
 
     # ---------------------------------------------------------------- devices
 

@@ -26,8 +26,8 @@ from collections.abc import Callable
 from typing import Any
 
 from gpudiag.inprogram import trial
-from gpudiag.inprogram.agent import caller_frame, drop_own_frames, patch
-from gpudiag.inprogram.usercode import is_user_file
+from gpudiag.inprogram.agent import caller_frame, patch, unwrapped, wrap_once
+from gpudiag.inprogram.usercode import is_user_file, own_frame
 
 CREATED_ATTR = "_gpudiag_created_at"
 MAX_ARGS = 12  # arguments described per trace
@@ -47,17 +47,13 @@ class TraceClock:
             depth = getattr(_STATE, "depth", 0)
             _STATE.depth = depth + 1
             t0 = time.perf_counter()
-            try:
-                return create(*args, **kwargs)
-            except BaseException as exc:  # the program's (its step's code, traced): its
-                drop_own_frames(exc)  # traceback as plainly, without this frame
-                raise
+            try:  # the program's exceptions (its step's code, traced): patch()'s gate
+                return create(*args, **kwargs)  # drops gpudiag's frames from them
             finally:
                 _STATE.depth = depth
                 if depth == 0:
                     clock.seconds += time.perf_counter() - t0
 
-        _create_concrete_function.__gpudiag_wrapped__ = create  # type: ignore[attr-defined]
         return _create_concrete_function
 
 
@@ -67,33 +63,27 @@ CLOCK = TraceClock()
 def install_clock() -> None:
     from tensorflow.python.eager.polymorphic_function import tracing_compilation as tc
 
-    create = tc._create_concrete_function
-    if not hasattr(create, "__gpudiag_wrapped__"):
-        patch(tc, "_create_concrete_function", CLOCK.wrap(create))
+    wrap_once(tc, "_create_concrete_function", CLOCK.wrap)
 
 
 def user_line(start: Any) -> dict[str, Any] | None:
     """The innermost frame of the program's code from ``start`` outwards, with its line."""
     import linecache
 
-    frame = start
-    for _ in range(30):
-        if frame is None:
-            return None
-        code = frame.f_code
-        if is_user_file(code.co_filename):
-            return {"file": code.co_filename, "line": frame.f_lineno, "function": code.co_name,
-                    "code": linecache.getline(code.co_filename, frame.f_lineno).strip()}
-        frame = frame.f_back
-    return None
+    frame = own_frame(start, 30)
+    if frame is None:
+        return None
+    code = frame.f_code
+    return {"file": code.co_filename, "line": frame.f_lineno, "function": code.co_name,
+            "code": linecache.getline(code.co_filename, frame.f_lineno).strip()}
 
 
 def install_created_at(cls: Any, code_of: Callable[[Any], Any]) -> None:
     """Record, on each tf.function object made of the program's own Python function, the
     program's line that made it."""
 
-    original = cls.__init__
-    if hasattr(original, "__gpudiag_wrapped__"):
+    original = unwrapped(cls, "__init__")
+    if original is None:
         return
 
     def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
@@ -110,8 +100,7 @@ def install_created_at(cls: Any, code_of: Callable[[Any], Any]) -> None:
         except Exception:  # never into the program; a missing line is said
             pass
 
-    __init__.__gpudiag_wrapped__ = original  # type: ignore[attr-defined]
-    patch(cls, "__init__", __init__)
+    patch(cls, "__init__", __init__, wraps=original)
 
 
 def _describe(value: Any) -> dict[str, Any]:

@@ -130,6 +130,16 @@ def is_user_file(filename: str) -> bool:
     return _is_user_file(filename, _loaded())
 
 
+def own_frame(frame: Any, limit: int = sys.maxsize) -> Any:
+    """The innermost frame of the program's own code from ``frame`` outwards, within
+    ``limit`` frames (None: none there)."""
+    for _ in range(limit):
+        if frame is None or is_user_file(frame.f_code.co_filename):
+            return frame
+        frame = frame.f_back
+    return None
+
+
 @lru_cache(maxsize=4096)
 def _is_user_file(filename: str, loaded: tuple[bool, ...]) -> bool:
     if filename in ("<string>", "<stdin>") or filename.startswith(IPYTHON_CELL):

@@ -6,6 +6,7 @@ where no step was measured, and one real `gpudiag run` of a DQN agent (slow)."""
 from __future__ import annotations
 
 import itertools
+import traceback
 from pathlib import Path
 from typing import Any
 
@@ -72,8 +73,12 @@ def test_each_call_is_timed_at_its_line_and_nested_calls_count_once(tmp_path: Pa
     for _ in range(3):
         assert model.predict(_Array(1), verbose=0) == "predicted"  # the predict line
     assert model.fit(_Array(32), _Array(32)) == "fitted"
-    with pytest.raises(ValueError, match="the program's own error"):
+    with pytest.raises(ValueError, match="the program's own error") as raised:
         model(_Array(2))
+    # the program's traceback as it is plainly: no frame of gpudiag's (patch's gate, the
+    # timing wrapper) between the program's line and its own error
+    files = [f.f_code.co_filename for f, _ in traceback.walk_tb(raised.value.__traceback__)]
+    assert files == [__file__, __file__]
     for callback in agent.exits:
         callback()
     agent_mod.unpatch_all()
