@@ -125,8 +125,13 @@ def test_an_eager_training_loop_is_a_loop_timed_start_to_start(eager: ProgramRun
     (loop,) = eager.found["run.throughput"]["evidence"]["loops"]
     assert loop["series"] == "eager step train_step"
     periods = json.loads(eager.stdout.split("own periods:")[1].splitlines()[0])
-    own = [p for p in periods[10:] if p is not None]
-    assert loop["step_s_median"] == pytest.approx(statistics.median(own), rel=0.15)
+    own = sorted(p for p in periods[10:] if p is not None)
+    # gpudiag's median among the program's own middle periods (its interquartile range,
+    # 15 % either side): the two clocks start a step at different points, and under load
+    # a median of two-mode periods moves by a mode's width (test_why_slow_e2e says more)
+    low, high = own[len(own) // 4], own[(3 * len(own)) // 4]
+    assert low * 0.85 <= loop["step_s_median"] <= high * 1.15, (
+        loop["step_s_median"], statistics.median(own), own)
 
 
 def test_an_eager_loop_is_host_bound_eager_execution_with_the_fix_at_the_step(

@@ -402,10 +402,9 @@ def test_a_profiler_window_open_at_the_end_is_reported_as_such(tmp_path: Path) -
 def test_under_parameter_server_fit_of_tf_keras_gpudiag_stands_aside(tmp_path: Path) -> None:
     pytest.importorskip("tf_keras", reason="tf_keras (Keras 2) is not installed here: "
                         "pip install tf_keras to run this case")
+    # the program ends its fit and exits 0 under gpudiag as it does alone (no plain run
+    # beside it: a program that failed alone fails here too)
     program = [sys.executable, str(REPO / "tests" / "programs" / "ps_fit_tf_keras.py")]
-    plain = subprocess.run(program, capture_output=True, text=True, timeout=300, env=ENV,
-                           stdin=subprocess.DEVNULL)
-    assert plain.returncode == 0 and "fit done" in plain.stdout, plain.stderr[-2000:]
     done = subprocess.run(
         [sys.executable, "-m", "gpudiag", "run", "--logdir", str(tmp_path), "--", *program],
         capture_output=True, text=True, timeout=300, env=ENV, cwd=REPO,

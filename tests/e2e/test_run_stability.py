@@ -1,9 +1,12 @@
 """The same program gets the same verdict (issue 37): a Keras fit on random labels, with no
-seed (each run other weights and labels), run under the real `gpudiag run` three times;
-every finding's status, and the cause named by the learning and bottleneck findings (the
-bottleneck's dominant one, the one the headline names), the same each time. Its first
-losses differ from run to run (2.37 to 2.64 in six runs), which once swung run.learning
-between FAIL and WARN."""
+seed (each run other weights and labels), run under the real `gpudiag run` twice (the
+diff of two unseeded runs needs two); every finding's status, and the cause named by the
+learning and bottleneck findings (the bottleneck's dominant one, the one the headline
+names), the same each time. Its first losses differ from run to run (2.37 to 2.64 in six
+runs), which once swung run.learning between FAIL and WARN: six such recorded runs are
+judged alike in tests/unit/test_run_verdicts.py. How often a verdict holds over many runs,
+idle and with both cores busy, is benchmarks/verdict_stability.py's count (the input-bound
+and the healthy fit's verdicts: the golden runs' tests)."""
 
 from __future__ import annotations
 
@@ -16,7 +19,7 @@ from helpers import TESTS_DIR, findings_by_id, gpudiag, load_report, run_dirs, r
 
 pytestmark = pytest.mark.slow
 
-RUNS = 3
+RUNS = 2
 
 
 def _verdict(found: dict[str, dict[str, Any]]) -> dict[str, tuple[str, Any]]:
@@ -55,24 +58,6 @@ def test_a_random_label_program_gets_the_same_statuses_and_causes_in_every_run(
     assert learning["status"] in ("ok", "skip"), learning["message"]
     assert "neither run sets a seed" in learning["message"]
     assert learning["evidence"]["seeded_a"] is False
-
-
-@pytest.mark.parametrize(("program", "named"), [
-    ("input_pipeline_fit.py", "input-bound"),  # a serial map fed to Keras fit
-    ("keras_fit_tiny.py", None),  # a small healthy fit: it learns
-])
-def test_an_input_bound_fit_and_a_healthy_fit_get_the_same_verdict_in_every_run(
-        tmp_path: Path, program: str, named: str | None) -> None:
-    # benchmarks/verdict_stability.py gives the full count (5 runs each, idle and with a
-    # busy process on every core); three runs here
-    path = str(TESTS_DIR / "programs" / program)
-    runs = [run_program(tmp_path / str(n), sys.executable, path) for n in range(RUNS)]
-    first = _verdict(runs[0].found)
-    assert first["run.learning"][0] == "ok", runs[0].found["run.learning"]["message"]
-    if named is not None:
-        assert first["run.bottleneck"][1] == named, runs[0].found["run.bottleneck"]["message"]
-    for r in runs[1:]:
-        assert _verdict(r.found) == first, (r.found.get("run.bottleneck") or {}).get("message")
 
 
 SEEDED = """

@@ -84,6 +84,8 @@ def test_a_fresh_keras_fit_run_loads(fit_tiny: GoldenRuns) -> None:
     assert finding is not None and b.step_s == finding["evidence"]["step_s"]
     assert set(b.devices) == set(finding["evidence"]["parts_s"])
     assert [r.path for r in list_runs(fit_tiny.logdir)] == [run_dir]
+    learning = run.finding("run.learning")  # a small healthy fit: it learns
+    assert learning is not None and learning["status"] == "ok", learning
 
 
 def test_a_program_that_fails_before_any_tensorflow_work_is_a_failed_run(

@@ -125,16 +125,15 @@ def test_explain_of_a_gpu_trace_names_the_bottleneck_whole(tmp_path: Path) -> No
 
 
 def test_scaling_on_two_devices_prints_whole_lines(tmp_path: Path) -> None:
-    # profiled at 80 columns (its bottleneck entries), not at 120: under a minute in all
-    for columns, profiled in ((80, "2"), (120, "0")):
-        proc = gpudiag("scaling", "--max-gpus", "2", "--strategy", "towers", "--steps", "12",
-                       "--warmup-steps", "2", "--profile-steps", profiled,
-                       "--histogram-every", "0", "--logdir", f"runs{columns}",
-                       env=_env(columns), cwd=tmp_path, timeout=240)
-        assert proc.returncode in (0, 1), proc.stderr[-2000:]
-        _whole(proc.stdout, columns)
-        assert [e.split(":")[0] for e in _verdict(proc.stdout)][:2] == ["gpudiag scaling",
-                                                                        "devices"]
+    """At 80 columns, profiled (its bottleneck entries: the longest lines); a wider
+    terminal is the same wrapping with room to spare (the run commands above hold both)."""
+    proc = gpudiag("scaling", "--max-gpus", "2", "--strategy", "towers", "--steps", "12",
+                   "--warmup-steps", "2", "--profile-steps", "2", "--histogram-every", "0",
+                   "--logdir", "runs", env=_env(80), cwd=tmp_path, timeout=240)
+    assert proc.returncode in (0, 1), proc.stderr[-2000:]
+    _whole(proc.stdout, 80)
+    assert [e.split(":")[0] for e in _verdict(proc.stdout)][:2] == ["gpudiag scaling",
+                                                                    "devices"]
 
 
 def test_a_python_without_tensorflow_is_named_with_the_two_ways_out(tmp_path: Path) -> None:
