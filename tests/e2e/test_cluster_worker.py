@@ -153,7 +153,9 @@ def test_two_tasks_given_the_same_index_are_told_why(tmp_path: Path) -> None:
     cluster = tfconfig.local_cluster("sync", 2, 0)
     first = tfconfig.tasks_of(cluster)[0]
     logdirs = [tmp_path / "a", tmp_path / "b"]
-    a = start(logdirs[0], {"TF_CONFIG": first.to_json()}, "--form-timeout", "20")
+    # the first holds worker 0's port until its form timeout: long enough for the second
+    # to start TensorFlow and try to bind it on a busy machine (20 s was not, at load 8)
+    a = start(logdirs[0], {"TF_CONFIG": first.to_json()}, "--form-timeout", "60")
     wait_for_server(logdirs[0], a)  # the first one holds worker 0's port
     b = start(logdirs[1], {"TF_CONFIG": first.to_json()}, "--form-timeout", "20")
     assert finish([b, a], 120) == [1, 1]
