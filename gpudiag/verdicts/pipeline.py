@@ -2,7 +2,9 @@
 without num_parallel_calls, a pipeline without prefetch, an in-memory data set mapped
 again every epoch without cache (never after a map that draws random numbers: the cache
 would freeze its augmentation), Python generators and py_functions (a map running Python
-is serialised by the GIL: vectorising it is the fix, not only num_parallel_calls). Pure:
+is serialised by the GIL: vectorising it is the fix, not only num_parallel_calls; where
+that Python waits, a file read, the wait releases the GIL and num_parallel_calls overlaps
+it). Pure:
 the calls the hooks recorded (gpudiag.records.run.DatasetCall) in; never "add X" where X is there.
 Without them (a trace alone: `explain`), what the trace's tf.data iterators show: the
 stage the step waited in (xprof's input-pipeline analysis, gpudiag.readers.xprofview).
@@ -60,11 +62,19 @@ def fixes(calls: Sequence[DatasetCall], epochs: int | None = None) -> list[Fix]:
                            f"element ({', '.join(python_ops(c))}: tf.py_function or "
                            "tf.numpy_function): Python's GIL runs it one element at a time, "
                            "so num_parallel_calls" + (" alone" if serial else " (already set)")
-                           + " overlaps only the TensorFlow ops around it; vectorise it: batch "
+                           + " overlaps only the TensorFlow ops around it and the Python's "
+                           "waits; vectorise it: batch "
                            "before the map and write the function with TensorFlow ops over "
                            "the whole batch",
                            "vectorise the map: batch before it and write its function with "
                            "TensorFlow ops, not tf.py_function", _where(c), "python"))
+            if serial:  # a wait (a file read, a network call) releases the GIL
+                out.append(Fix(f"where its Python waits (a file read, a network call), "
+                               f"pass num_parallel_calls=tf.data.AUTOTUNE to the map at "
+                               f"{c.where}: a wait releases the GIL, so the elements' waits "
+                               "overlap (docs/accuracy.md measures one)",
+                               "pass num_parallel_calls=tf.data.AUTOTUNE to Dataset.map",
+                               _where(c), "parallel"))
         elif c.method in ("py_function", "numpy_function") and _inside(c, python_maps):
             continue  # said with its map
         elif c.method in ("map", "interleave") and c.args.get("num_parallel_calls") is None:
