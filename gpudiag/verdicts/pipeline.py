@@ -57,24 +57,7 @@ def fixes(calls: Sequence[DatasetCall], epochs: int | None = None) -> list[Fix]:
     for c in mine:
         fn = (c.function or {}).get("name")
         if c in python_maps:
-            serial = c.args.get("num_parallel_calls") is None
-            out.append(Fix(f"Dataset.map({fn or ''}) at {_line(c)} runs Python for every "
-                           f"element ({', '.join(python_ops(c))}: tf.py_function or "
-                           "tf.numpy_function): Python's GIL runs it one element at a time, "
-                           "so num_parallel_calls" + (" alone" if serial else " (already set)")
-                           + " overlaps only the TensorFlow ops around it and the Python's "
-                           "waits; vectorise it: batch "
-                           "before the map and write the function with TensorFlow ops over "
-                           "the whole batch",
-                           "vectorise the map: batch before it and write its function with "
-                           "TensorFlow ops, not tf.py_function", _where(c), "python"))
-            if serial:  # a wait (a file read, a network call) releases the GIL
-                out.append(Fix(f"where its Python waits (a file read, a network call), "
-                               f"pass num_parallel_calls=tf.data.AUTOTUNE to the map at "
-                               f"{c.where}: a wait releases the GIL, so the elements' waits "
-                               "overlap (docs/accuracy.md measures one)",
-                               "pass num_parallel_calls=tf.data.AUTOTUNE to Dataset.map",
-                               _where(c), "parallel"))
+            out += _python_map(c, fn)
         elif c.method in ("py_function", "numpy_function") and _inside(c, python_maps):
             continue  # said with its map
         elif c.method in ("map", "interleave") and c.args.get("num_parallel_calls") is None:
@@ -129,6 +112,31 @@ def fixes(calls: Sequence[DatasetCall], epochs: int | None = None) -> list[Fix]:
                                f"{epochs} epochs: .cache() after the map at {mapped.where} "
                                "maps it once", "call .cache() after the map", _where(mapped),
                                "cache"))
+    return out
+
+
+def _python_map(c: DatasetCall, fn: str | None) -> list[Fix]:
+    """A map whose function runs Python: vectorise it; serial, also num_parallel_calls
+    where that Python waits (a wait releases the GIL)."""
+    out = []
+    serial = c.args.get("num_parallel_calls") is None
+    out.append(Fix(f"Dataset.map({fn or ''}) at {_line(c)} runs Python for every "
+                   f"element ({', '.join(python_ops(c))}: tf.py_function or "
+                   "tf.numpy_function): Python's GIL runs it one element at a time, "
+                   "so num_parallel_calls" + (" alone" if serial else " (already set)")
+                   + " overlaps only the TensorFlow ops around it and the Python's "
+                   "waits; vectorise it: batch "
+                   "before the map and write the function with TensorFlow ops over "
+                   "the whole batch",
+                   "vectorise the map: batch before it and write its function with "
+                   "TensorFlow ops, not tf.py_function", _where(c), "python"))
+    if serial:  # a wait (a file read, a network call) releases the GIL
+        out.append(Fix(f"where its Python waits (a file read, a network call), "
+                       f"pass num_parallel_calls=tf.data.AUTOTUNE to the map at "
+                       f"{c.where}: a wait releases the GIL, so the elements' waits "
+                       "overlap (docs/accuracy.md measures one)",
+                       "pass num_parallel_calls=tf.data.AUTOTUNE to Dataset.map",
+                       _where(c), "parallel"))
     return out
 
 
