@@ -1,7 +1,7 @@
 """docs/accuracy.md as benchmarks/try_accuracy.py writes it: the table, the command, the
-machine and its load, the scores, and what they do and do not show. The measurements are
-kept beside it as JSON (``<doc>.json`` is not written: the doc holds them in a comment) so
-the page can be written again from the same run (``--from-doc``)."""
+machine and its load, the scores, and what they do and do not show. The page holds its
+measurements as JSON in a closing HTML comment, so that it can be written again from the
+same run (``--from-doc``: read_raw)."""
 
 from __future__ import annotations
 
