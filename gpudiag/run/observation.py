@@ -157,8 +157,11 @@ def series(state: ProcessState) -> list[StepSeries]:
 def _cpu_use(use: lev.CpuUse | None, label: str) -> dict[str, Any] | None:
     if use is None or use.source != label or use.wall_s <= 0:
         return None
+    from gpudiag.verdicts.prediction import machine_load
+
+    # the machine's load when judged: with busy_cores, what other work holds (whatif_input)
     return {"busy_cores": use.cpu_s / use.wall_s, "cores": use.cores, "steps": use.steps,
-            "cpu_s": use.cpu_s, "wall_s": use.wall_s}
+            "cpu_s": use.cpu_s, "wall_s": use.wall_s, "load_1min": machine_load()}
 
 
 def keras_calls(e: lev.KerasCalls | None) -> dict[str, Any]:

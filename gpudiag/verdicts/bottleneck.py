@@ -59,6 +59,7 @@ from gpudiag.verdicts.step_parts import (
     step_means,
     working,
 )
+from gpudiag.verdicts.whatif_input import cpu_use_parts
 
 __all__ = ["ProgramFacts", "bottleneck", "eager", "pipeline_fixes"]
 
@@ -163,8 +164,8 @@ def _predicted(found: list[Cause], m: StepParts, evidence: dict[str, Any],
     if names and names[0] == "input-bound" and pred.get("step_s") is not None:
         accelerator = float(any("GPU" in d.upper() or "TPU" in d.upper()
                                 for d in evidence.get("parts_s") or {}))
-        busy = (evidence.get("cpu_use") or {}).get("busy_cores")  # as predict reads it
-        more = {"accelerator": accelerator, **({"busy_cores": float(busy)} if busy else {})}
+        more = {"accelerator": accelerator,  # as predict reads them
+                **cpu_use_parts(evidence.get("cpu_use"))}
         pred["by_change"] = whatif.input_bound_by_change(
             {**parts_seconds(m), **more}, [{**parts_seconds(step), **more} for step in steps],
             evidence.get("dataset_calls") or [], int(pred["inputs"]["cores"]), facts.epochs)

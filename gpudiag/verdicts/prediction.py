@@ -61,8 +61,8 @@ def with_interval(predicted: dict[str, Any], per_step: Sequence[Mapping[str, Any
     if assumed is not None and assumed < low:
         low = assumed
         cause = str(predicted.get("cause"))
-        froms.append(ASSUMED.get(f"{cause} low", ASSUMED.get(cause,
-                                                               "its assumption's other end")))
+        froms.append(predicted.get("assumed_low_from") or ASSUMED.get(
+            f"{cause} low", ASSUMED.get(cause, "its assumption's other end")))
     assumed = predicted.get("assumed_high_s")
     if assumed is not None and assumed > high:
         high = assumed

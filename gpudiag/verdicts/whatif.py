@@ -53,7 +53,12 @@ from gpudiag.verdicts.prediction import (
     no_number,
     with_interval,
 )
-from gpudiag.verdicts.whatif_input import change_key, input_bound, missing_fixes
+from gpudiag.verdicts.whatif_input import (
+    change_key,
+    cpu_use_parts,
+    input_bound,
+    missing_fixes,
+)
 
 STEPS_PER_EXECUTION = 16  # the N the prediction assumes for steps_per_execution
 BATCH_FACTOR = 2  # the larger batch per replica the communication prediction assumes
@@ -206,9 +211,8 @@ def _predict(causes: Sequence[str], parts: Parts, evidence: Mapping[str, Any], *
     if cause == "input-bound":
         devices = evidence.get("parts_s") or {}
         accelerator = any("GPU" in d.upper() or "TPU" in d.upper() for d in devices)
-        busy = (evidence.get("cpu_use") or {}).get("busy_cores")
         return input_bound({**parts, "accelerator": float(accelerator),
-                            **({"busy_cores": float(busy)} if busy else {})},
+                            **cpu_use_parts(evidence.get("cpu_use"))},
                            evidence.get("dataset_calls") or [], cores or available_cores(),
                            epochs)
     if cause == "overhead-bound":

@@ -59,9 +59,9 @@ def change_key(applied: Sequence[str] | frozenset[str]) -> str:
     return " + ".join(f for f in FIXES if f in applied)
 
 
-def _producer_fix(calls: Sequence[Mapping[str, Any]], cores: int, epochs: int | None,
+def _producer_fix(calls: Sequence[Mapping[str, Any]], cores: float, epochs: int | None,
                   applied: frozenset[str] | None = None
-                  ) -> tuple[list[str], int, bool, bool] | str:
+                  ) -> tuple[list[str], float, bool, bool] | str:
     """The fixes the finding's advice gives (gpudiag.verdicts.pipeline), or those of
     ``applied`` among them: the parallelism a parallel map gets, prefetch, cache, the
     generator replaced; or why there is none."""
@@ -70,23 +70,65 @@ def _producer_fix(calls: Sequence[Mapping[str, Any]], cores: int, epochs: int | 
         return ("the pipeline already maps in parallel and prefetches: the fix is cheaper "
                 "per-element work, which no measurement here sizes")
     use = [f for f in missing if applied is None or f in applied]
-    words = {"parallel": f"parallel map on {cores} cores",
+    words = {"parallel": f"parallel map on {cores:g} core{'s' if cores != 1 else ''}",
              "generator": "from_tensor_slices instead of the generator",
              "prefetch": "prefetch", "cache": "cache"}
     return ([words[f] for f in use], cores if "parallel" in use else 1, "cache" in use,
             "generator" in use)
 
 
+def cpu_use_parts(cpu_use: Mapping[str, Any] | None) -> dict[str, float]:
+    """A run's measured CPU use (observation's ``cpu_use``) as the model's parts: the
+    cores the program kept busy, and the machine's 1-minute load average when judged."""
+    use = cpu_use or {}
+    return {k: float(use[k]) for k in ("busy_cores", "load_1min")
+            if isinstance(use.get(k), int | float) and use.get(k)}
+
+
+def usable_cores(p: Parts, calls: Sequence[Mapping[str, Any]], cores: int
+                 ) -> tuple[float, float | None]:
+    """The cores a parallel map's threads can have, and the cores other work held (None:
+    not limited): the machine's less the load average's part that is not the program's
+    own (``load_1min`` less ``busy_cores``, both measured), at least 1. Measured
+    (docs/accuracy.md): a map of small matmuls on 2 cores with a busy process on each gained
+    nothing from num_parallel_calls where idle cores were predicted to give 0.66 the step.
+    Not limited where either was not measured, nor for a map that runs Python (a
+    py_function: its work may be a wait, a file read, that holds no core; measured: such a
+    map gained 0.5 the step at a load of 4 on 2 cores)."""
+    load, busy = p.get("load_1min"), p.get("busy_cores")
+    maps = [c for c in calls if c.get("method") in ("map", "interleave")]
+    if load is None or not busy or any(c.get("python_ops") for c in maps):
+        return float(cores), None
+    other = max(0.0, load - busy)
+    return max(1.0, min(float(cores), round(cores - other, 1))), other
+
+
 def input_bound(p: Parts, calls: Sequence[Mapping[str, Any]], cores: int,
                 epochs: int | None = None, applied: frozenset[str] | None = None
                 ) -> dict[str, Any]:
     """The input-bound fix's step; ``applied``: only those FIXES (None: every one missing),
-    what `gpudiag diff` holds a run to when it made some of them."""
+    what `gpudiag diff` holds a run to when it made some of them. Its threads get the
+    cores other work leaves (usable_cores); where that is fewer than the machine's, the
+    interval's low end is the step on idle cores (the other work may yield them)."""
+    usable, other = usable_cores(p, calls, cores)
+    out = _input_bound(p, calls, cores, usable, other, epochs, applied)
+    if usable < cores and out.get("step_s") is not None:
+        idle = _input_bound(p, calls, cores, float(cores), None, epochs, applied)
+        low = min(out.get("assumed_low_s", out["step_s"]), idle["step_s"])
+        out["assumed_low_s"] = low
+        out["assumed_low_from"] = ("its assumption's other end (the other work yielding "
+                                   "the machine's cores to the fix's threads)")
+    return out
+
+
+def _input_bound(p: Parts, calls: Sequence[Mapping[str, Any]], cores: int, usable: float,
+                 other: float | None, epochs: int | None,
+                 applied: frozenset[str] | None) -> dict[str, Any]:
     period, wait = p["period_s"], p["input_s"]
     if not calls:
         return no_number("input-bound", "the program's tf.data calls were not recorded (a trace "
                          "alone): which of parallel map, prefetch or cache is missing is unknown")
-    fix = _producer_fix(calls, cores, epochs, applied)
+    fix = _producer_fix(calls, usable, epochs, applied)
     if isinstance(fix, str):
         return no_number("input-bound", fix)
     fixes, parallel, cache_fix, generator = fix
@@ -108,7 +150,7 @@ def input_bound(p: Parts, calls: Sequence[Mapping[str, Any]], cores: int,
     # accelerator the host part (the ops run on the device); with the producer's work it
     # shares the same cores
     cpu = p.get("host_s", 0.0) if p.get("accelerator") else consumer - p.get("idle_s", 0.0)
-    shared = (cpu + (0.0 if gone else producer)) / cores  # all of the CPU work, every core
+    shared = (cpu + (0.0 if gone else producer)) / usable  # all of the CPU work, its cores
     # where the program's CPU use was measured (the cores it kept busy in the steps after
     # the window): a fix that keeps the producer's work (a parallel map, prefetch) runs it
     # on those same cores, so the step is at least their busy share of the period
@@ -126,16 +168,21 @@ def input_bound(p: Parts, calls: Sequence[Mapping[str, Any]], cores: int,
                      "0 (the generator's Python replaced by slices of in-memory tensors, "
                      "whose cost the trace does not measure: a lower bound)" if generator
                      else f"{'(wait + consumer)' if prefetched else 'wait'} / {parallel}")
-    load = machine_load()
+    load = p.get("load_1min", machine_load())
     busy = (f"; the machine's 1-minute load average was {load:.1f} on {cores} cores when "
             "this was judged: other work holds cores the fix's threads need, so this is "
             "optimistic") if load is not None and load > cores else ""
+    if other is not None and usable < cores:
+        busy = (f"; the machine's 1-minute load average was {load:.1f} on {cores} cores, "
+                f"{other:.1f} of it other work (less the {busy_cores:.2f} cores the program "
+                f"kept busy): the fix's threads get the {usable:g} core(s) it leaves, at "
+                "least 1 (on idle cores: the interval's low end)")
     out = a_number("input-bound", " + ".join(fixes), period, step,
                     f"{'max' if overlapped else 'the sum (no prefetch: no overlap) of'}"
                     f"(consumer step = period - input wait"
                     f"{' - its host time while the Python ops ran (GIL)' if gil else ''}, "
                     f"producer per batch = "
-                    f"{producer_text}, (consumer CPU + producer) / {cores} cores"
+                    f"{producer_text}, (consumer CPU + producer) / {usable:g} cores"
                     + (f", at least the period x the {busy_cores:.2f} of {cores} cores the "
                        "program kept busy after its profiled window (measured: the producer's "
                        "work stays on them)" if held is not None else "")
@@ -148,7 +195,7 @@ def input_bound(p: Parts, calls: Sequence[Mapping[str, Any]], cores: int,
                      "producer_after_s": after, "consumer_cpu_s": cpu, "parallelism": parallel,
                      "cores": cores, "cores_from": "this machine (os.sched_getaffinity)",
                      "cache": cache_fix, "generator": generator, "bound": bound,
-                     "busy_cores": busy_cores,
+                     "busy_cores": busy_cores, "usable_cores": usable,
                      "load_average_1min": load})
     return out | _input_ends(out, parallel > 1 and not gone,
                              bool(gone and cores > 1 and not p.get("accelerator")),

@@ -163,3 +163,4 @@ def test_a_python_map_is_told_the_gil_and_to_vectorise_even_with_parallel_calls(
     assert serial[1].kind == "parallel" and serial[1].where == "train.py:11"
     assert serial[1].what == "pass num_parallel_calls=tf.data.AUTOTUNE to Dataset.map"
     assert "waits rather than computes" in serial[1].text
+    assert [f.kind for f in serial] == ["python", "parallel", "prefetch"]

@@ -69,3 +69,28 @@ def test_the_stage_a_trace_waited_in_gives_its_fix_and_only_it() -> None:
     assert serial.endswith("pass num_parallel_calls=tf.data.AUTOTUNE to Dataset.map")
     assert stage_fixes(ops("Iterator::Root::ParallelMapV2", "Iterator::Root")) == []
     assert stage_fixes(ops("Iterator::Model")) == [] and stage_fixes([]) == []
+
+
+def test_a_serial_python_map_is_told_to_vectorise_and_where_it_waits_to_map_in_parallel() -> None:
+    """`ds.map(load)` whose function reads each example through tf.numpy_function: its
+    Python computing is serialised by the GIL (vectorise it), but a wait (a file read)
+    releases the GIL, so num_parallel_calls overlaps the waits (docs/accuracy.md measured
+    such a map 0.6x the step); a map already in parallel is told only to vectorise."""
+    from gpudiag.fixes import parallel_map
+    from gpudiag.verdicts.pipeline import fixes
+
+    def python_map(**args: Any) -> DatasetCall:
+        return DatasetCall("map", args, {"name": "load", "python_ops": ["PyFunc"]}, 1, 2,
+                           {"file": "/w/ib.py", "line": 10, "code": "map(load)",
+                            "direct": True})
+
+    tail = [call("batch", 2, 3, 10, batch_size=16), call("prefetch", 3, 4, 10)]
+    serial = fixes([call("from_tensor_slices", None, 1, 8),
+                    python_map(num_parallel_calls=None), *tail])
+    assert [(f.kind, f.where) for f in serial] == [("python", "ib.py:10"),
+                                                   ("parallel", "ib.py:10")]
+    assert serial[1].what == parallel_map.ADVICE  # what `gpudiag try` applies and measures
+    assert "a wait releases the GIL" in serial[1].text
+    parallel = fixes([call("from_tensor_slices", None, 1, 8),
+                      python_map(num_parallel_calls="AUTOTUNE"), *tail])
+    assert [f.kind for f in parallel] == ["python"]
