@@ -78,8 +78,11 @@ processes), 147 % (steps_per_execution). Read every interval with that in mind.
   and `try` measures the parallel map. Its trials ran with `--steps 0` (each trial's fit
   to its end): with `--steps 40` the first trial, its fit stopped inside the epoch,
   printed its last line and then did not exit for 8 minutes (one thread in the
-  numpy_function's sleep, the others waiting on locks) until it was killed; not
-  diagnosed further, and `try` has no hang detection (docs/try.md, Limits).
+  numpy_function's sleep, the others waiting on locks) until it was killed. That is
+  TensorFlow's finalization deadlock for a pipeline left mid-epoch with a Python map (in
+  plain TensorFlow too), found at the same time by `make demo`'s try and since avoided:
+  a trial that stopped its training leaves its process after the hooks' record
+  (docs/try.md); this table's run predates that.
 - **The compute map with both cores busy** (a busy process on each core): neither `try`
   (1.10) nor the hand-fixed twin (1.22) shows a change, both intervals hold 1.00. The
   prediction, 0.66 (0.42-1.00), assumed the 2 cores free: the measurement fell outside
