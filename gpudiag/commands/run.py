@@ -25,8 +25,6 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import os
-import re
-import shutil
 import signal
 import subprocess
 import sys
@@ -50,7 +48,13 @@ from gpudiag.layout import (
 )
 from gpudiag.procs import group as procs
 from gpudiag.procs import jobcontrol, stops
-from gpudiag.procs.command import exit_code_of, resolve_command, stop_child
+from gpudiag.procs.command import (
+    exit_code_of,
+    is_python,
+    python_script,
+    resolve_command,
+    stop_child,
+)
 from gpudiag.run import keyboard, processes, statusline, streams, survivors
 from gpudiag.run import live as run_live
 from gpudiag.run import terminal as terminal_mod
@@ -61,9 +65,6 @@ from gpudiag.verdicts.run import outcome as run_outcome
 
 HOOKS_DIR = Path(inprogram.__file__).resolve().with_name("hooks")
 PKG_ROOT = Path(gpudiag.__file__).resolve().parent.parent
-_PYTHON_NAME = re.compile(r"^(?:python|pypy)(?:\d+(?:\.\d+)?)?$")
-
-
 def resolve(command: Sequence[str], name: str = "run") -> list[str]:
     """The command, checked (UsageError, exit 2: none, not found, not executable, a
     Python interpreter given a script that does not exist)."""
@@ -73,62 +74,6 @@ def resolve(command: Sequence[str], name: str = "run") -> list[str]:
         raise UsageError(f"no such script: {script} (looked in {Path.cwd()}); the command "
                          f"was not started")
     return argv
-
-
-# Python's options that take the next word as their value (-W ignore, -X dev, ...).
-_PY_VALUE_OPTIONS = frozenset("WX")
-_PY_LONG_VALUE_OPTIONS = frozenset({"--check-hash-based-pycs"})
-
-
-def python_script(argv: Sequence[str]) -> str | None:
-    """The script a Python interpreter's command line names (``python -u train.py`` ->
-    ``train.py``), or None: not an interpreter (a shebang script is itself the script),
-    ``-c``, ``-m``, ``-`` (stdin), ``--help``/``--version``, or no script (the REPL)."""
-    path = shutil.which(argv[0]) or argv[0]
-    if not _PYTHON_NAME.match(Path(path).name):
-        try:
-            if Path(path).resolve() != Path(sys.executable).resolve():
-                return None
-        except OSError:
-            return None
-    i = 1
-    while i < len(argv):
-        word = argv[i]
-        if word == "--":
-            return argv[i + 1] if i + 1 < len(argv) else None
-        if word == "-" or word in ("--help", "--version"):
-            return None
-        if word.startswith("--"):
-            i += 2 if word in _PY_LONG_VALUE_OPTIONS else 1
-            continue
-        if word.startswith("-"):
-            for j, flag in enumerate(word[1:], 1):
-                if flag in "cm":  # the rest is the command or the module
-                    return None
-                if flag in _PY_VALUE_OPTIONS:
-                    i += 1 if j < len(word) - 1 else 2  # -Wignore or -W ignore
-                    break
-            else:
-                i += 1
-            continue
-        return word
-    return None
-
-
-def is_python(argv: Sequence[str]) -> bool:
-    """Whether the command starts a Python interpreter: python3, an interpreter path, or a
-    script whose shebang names Python."""
-    path = shutil.which(argv[0]) or argv[0]
-    if _PYTHON_NAME.match(Path(path).name):
-        return True
-    try:
-        if Path(path).resolve() == Path(sys.executable).resolve():
-            return True
-        with Path(path).open("rb") as f:
-            first = f.readline(256)
-    except OSError:
-        return False
-    return first.startswith(b"#!") and b"python" in first
 
 
 def program_env(base: Mapping[str, str], config: RunHookConfig) -> dict[str, str]:
@@ -217,7 +162,8 @@ def execute(session: RunSession, argv: list[str], *,
         if terminal is not None:
             terminal.start()
         try:
-            returncode, interrupt = _wait(proc, options.grace_s, _guarded(say), keys)
+            returncode, interrupt, limited = _wait(proc, options.grace_s, _guarded(say), keys,
+                                                   options.time_limit_s)
         finally:  # the program's end is its own exit, whoever still holds its output
             exited = Finish(time.time(), time.monotonic())
             watch.stop()
@@ -239,7 +185,7 @@ def execute(session: RunSession, argv: list[str], *,
             exited.mark("live_stopped_s")
     return Outcome(returncode, duration, interrupt, result, reason, state, stdout_path,
                    stderr_path, out_dir, *_save_outcome(saved), settled, shown, exited,
-                   program_pid)
+                   program_pid, limited)
 
 
 def _watch(proc: subprocess.Popen[bytes], out_dir: Path, resize: Sequence[tuple[int, int]],
@@ -282,8 +228,8 @@ def _save_outcome(saved: Sequence[streams.SaveFile]) -> tuple[tuple[WriteFailed,
 
 
 def _wait(proc: subprocess.Popen[bytes], grace_s: float, say: Callable[[str], None],
-          keys: keyboard.Keyboard | None = None
-          ) -> tuple[int | None, KeyboardInterrupt | None]:
+          keys: keyboard.Keyboard | None = None, limit_s: float | None = None
+          ) -> tuple[int | None, KeyboardInterrupt | None, float | None]:
     """Wait for the program; pass signals on as plainly they would have reached it.
 
     SIGHUP is passed on and gpudiag goes on watching (the program decides: under ``nohup``
@@ -291,8 +237,11 @@ def _wait(proc: subprocess.Popen[bytes], grace_s: float, say: Callable[[str], No
     ``grace_s`` to end by itself before SIGKILL (a second Ctrl-C ends it at once). Ctrl-Z
     and ``fg`` reach it (gpudiag.procs.jobcontrol). The interrupt is returned only when
     the program did not end by itself with a code of its own: killed by gpudiag, or
-    ended by the very signal passed on (then gpudiag's code is the same, 128 + N)."""
+    ended by the very signal passed on (then gpudiag's code is the same, 128 + N).
+    ``limit_s`` (a `gpudiag try` trial's): past it, the program is ended as a SIGTERM
+    would end it, and the limit is returned third (None: it ended within it)."""
     interrupt: KeyboardInterrupt | None = None
+    deadline = None if limit_s is None else time.monotonic() + limit_s
     # gpudiag's handlers (gpudiag.execute), put back after a SIGHUP passed on: the first
     # signal handled sets them to SIG_IGN
     handlers = {s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGHUP)}
@@ -300,9 +249,16 @@ def _wait(proc: subprocess.Popen[bytes], grace_s: float, say: Callable[[str], No
         while True:
             try:
                 stops.resume()  # a request kept since the program started: passed on now
-                returncode = procs.wait(proc)
+                returncode = procs.wait(proc, None if deadline is None
+                                        else max(0.0, deadline - time.monotonic()))
                 procs.release(proc)
                 break
+            except subprocess.TimeoutExpired:
+                say(f"gpudiag: the program ran past its time limit ({limit_s:g} s): SIGTERM, "
+                    f"then SIGKILL after {grace_s:g} s")
+                stop_child(proc, signal.SIGTERM, grace_s)
+                procs.release(proc)
+                return proc.returncode, None, limit_s
             except KeyboardInterrupt as exc:
                 signum = signum_of(exc)
                 name = signal.Signals(signum).name
@@ -318,17 +274,17 @@ def _wait(proc: subprocess.Popen[bytes], grace_s: float, say: Callable[[str], No
                 if procs.program_ended(proc):  # it came after the program's own end: not
                     returncode = proc.wait()  # passed on, and gpudiag's code says it
                     procs.release(proc)
-                    return returncode, interrupt
+                    return returncode, interrupt, None
                 say(f"gpudiag: {name} passed on to the program: it has {grace_s:g} s to end "
                     f"by itself (--grace) before SIGKILL; Ctrl-C again ends it now")
                 if stop_child(proc, signum, grace_s):
                     say("gpudiag: the program did not end within its grace: ended with SIGKILL")
-                    return proc.returncode, interrupt
+                    return proc.returncode, interrupt, None
                 returncode = proc.returncode
                 break
     if interrupt is not None and returncode != -signum_of(interrupt):
         interrupt = None  # it ended by itself, its own way: its code is gpudiag's
-    return returncode, interrupt
+    return returncode, interrupt, None
 
 
 def _guarded(say: Callable[[str], None]) -> Callable[[str], None]:

@@ -22,11 +22,10 @@ from typing import Any
 
 from gpudiag import layout, nvml
 from gpudiag.commands import run as run_cmd
+from gpudiag.commands.trialread import read_trial, recorded_calls, returncode_of
 from gpudiag.errors import Interrupted, UsageError
 from gpudiag.fixes import BY_NAME, Chosen
 from gpudiag.fixes.choice import NotTried, choose
-from gpudiag.fixes.lines import Call
-from gpudiag.layout import eventdecode, events, loopevents
 from gpudiag.layout.compared import TriedFix
 from gpudiag.layout.units import counted
 from gpudiag.records.trial import TrialFix
@@ -84,8 +83,26 @@ def run(session: RunSession, argv: list[str], *,
                                                   f"planned, "
                                       f"none run ({', '.join(c.fix.name for c in chosen)})"})
         return code
-    _trials(session, argv, backend, options, ui, plan, chosen, judged_loop(report))
+    _trials(session, argv, backend, options, ui, plan, chosen, report)
     return code
+
+
+#: A trial is ended as hung past this many times the diagnosis's whole run (which ran the
+#: program to its end, profiled), and never before TRIAL_LIMIT_MIN_S: room for a busy
+#: machine, and for a fix that makes a step slower without hanging.
+TRIAL_LIMIT_TIMES = 4
+TRIAL_LIMIT_MIN_S = 120.0
+
+
+def trial_limit_s(report: dict[str, Any]) -> float | None:
+    """How long a trial may run before gpudiag ends it as hung (None: the diagnosis's
+    duration is not known, so no limit: Ctrl-C ends a trial that hangs)."""
+    found: dict[str, Any] = next(
+        (f for f in report.get("findings", []) if f.get("id") == "run.command"), {})
+    duration = (found.get("evidence") or {}).get("duration_s")
+    if not isinstance(duration, int | float):
+        return None
+    return float(round(max(TRIAL_LIMIT_MIN_S, TRIAL_LIMIT_TIMES * duration)))
 
 
 def judged_loop(report: dict[str, Any]) -> str:
@@ -121,7 +138,7 @@ def _diagnosis(session: RunSession, argv: list[str],
         if said and list(said) != list(argv):
             raise UsageError(f"--from {options.from_dir} ran {' '.join(said)}, not "
                              f"{' '.join(argv)}")
-        code = _returncode(earlier.report_json)
+        code = returncode_of(earlier.report_json)
         return earlier.report_json, options.from_dir, code
     diag_dir = session.run_dir / layout.TRY_RUNS_DIR / layout.TRY_DIAGNOSIS
     ui.say(f"the diagnosis: the program as written, profiled -> {diag_dir}")
@@ -132,13 +149,6 @@ def _diagnosis(session: RunSession, argv: list[str],
     for line in headline.verdict(report):
         ui.say_line(f"  {line}")
     return report, diag_dir, code
-
-
-def _returncode(report: dict[str, Any]) -> int | None:
-    found: dict[str, Any] = next((f for f in report.get("findings", [])
-                                  if f.get("id") == "run.command"), {})
-    code = (found.get("evidence") or {}).get("returncode")
-    return code if isinstance(code, int) and code >= 0 else None
 
 
 def _check_tensorflow(report: dict[str, Any]) -> None:
@@ -199,17 +209,20 @@ def estimate_trial_s(report: dict[str, Any], steps: int | None) -> float | None:
 def _trials(session: RunSession, argv: list[str],
             backend: nvml.NvmlBackend | nvml.NvmlUnavailable, options: TryOptions, ui: Ui,
             plan: Sequence[tuple[int, Chosen | None]], chosen: Sequence[Chosen],
-            loop: str) -> None:
+            report: dict[str, Any]) -> None:
     """Run the plan; the findings of the trials that finished (Ctrl-C: those, then the
-    interrupt goes on). A custom loop's step tf.function (``loop``) ends each trial's
-    process after the same steps as a fit."""
+    interrupt goes on). A custom loop's step tf.function (the diagnosis's judged loop)
+    ends each trial's process after the same steps as a fit; a trial past its time limit
+    (from the diagnosis's duration) is ended as hung."""
+    loop = judged_loop(report)
     stop = WARMUP_STEPS + options.steps if options.steps is not None else None
     function = loop.removeprefix("tf.function ") if loop.startswith("tf.function ") else None
     # like for like: every trial under the same hooks, none profiled, none logging its
     # placement (the diagnosis did both)
     base = replace(options.run, profile_steps=0, profile_warmup_steps=WARMUP_STEPS,
                    placement_log=False, stop_after_steps=stop, echo=False, quiet=True,
-                   stop_function=function if stop is not None else None)
+                   stop_function=function if stop is not None else None,
+                   time_limit_s=trial_limit_s(report))
     trials: list[verdicts.Trial] = []
     interrupt: KeyboardInterrupt | None = None
     early: int | None = None
@@ -305,84 +318,3 @@ def _signals_seen() -> Iterator[list[int]]:
     finally:
         for s, before in previous.items():
             signal.signal(s, before)
-
-
-def read_trial(run_dir: Path, fix: str, round_no: int, chosen: Chosen | None,
-               with_losses: bool = False) -> verdicts.Trial:
-    """One trial's record from its run directory's report and events (``with_losses``:
-    its first loop's loss by training step too)."""
-    import json
-
-    report = json.loads((run_dir / layout.REPORT_JSON).read_text())
-    found = {f.get("id"): f for f in report.get("findings", [])}
-    loops = (found.get("run.throughput", {}).get("evidence") or {}).get("loops") or []
-    step = loops[0].get("step_s_median") if loops else None
-    crash = found.get("run.crash", {})
-    applied = None
-    if chosen is not None:
-        made = BY_NAME[chosen.fix.name].made(chosen.fix, recorded_calls(run_dir))
-        applied = None if made is None else bool(made)
-    return verdicts.Trial(fix, round_no, step if isinstance(step, int | float) else None,
-                          _returncode(report),
-                          _crash_of(crash),
-                          str(run_dir), applied,
-                          int(loops[0].get("timed_steps") or 0) if loops else 0,
-                          trial_losses(run_dir) if with_losses else {})
-
-
-def _crash_of(found: dict[str, Any]) -> str | None:
-    """A trial's exception in a line: run.crash's title and its message's first line
-    (XLA's words say a step it could not compile: gpudiag.fixes.jit_compile)."""
-    if found.get("status") != "fail":
-        return None
-    said = str(found.get("title") or "")
-    message = str((found.get("evidence") or {}).get("message") or "").strip()
-    return f"{said}: {message.splitlines()[0][:200]}" if message else said
-
-
-def trial_losses(run_dir: Path) -> dict[int, float]:
-    """The loss by training step of a trial's first loop (empty: none recorded, or the run
-    directory cannot be read as a run)."""
-    from gpudiag.errors import GpudiagError
-    from gpudiag.rundir import load_run
-    from gpudiag.rundir.loops import read_loops
-
-    try:
-        loops = read_loops(load_run(run_dir))
-    except (GpudiagError, OSError):
-        return {}
-    return next(iter(loops.values())).losses() if loops else {}
-
-
-def recorded_calls(run_dir: Path) -> list[Call]:
-    """The tf.data and compile calls the hooks recorded at the program's lines, in the
-    order made (every process's events file)."""
-    out: list[tuple[int, int, Call]] = []
-    program = layout.child_path(run_dir, layout.RUN_CHILD_NAME)
-    for path in sorted(program.glob(f"{layout.RUN_EVENTS_PREFIX}*{layout.RUN_EVENTS_SUFFIX}")):
-        with path.open("rb") as f:
-            for line in f:
-                rec = eventdecode.decode_line(line)
-                if rec is None:
-                    continue
-                call = _call_of(rec.event)
-                if call is not None:
-                    out.append((rec.pid, rec.seq, call))
-    return [c for _, _, c in sorted(out, key=lambda x: (x[0], x[1]))]
-
-
-def _call_of(event: Any) -> Call | None:
-    caller = getattr(event, "caller", None) or {}
-    file, line = caller.get("file"), caller.get("line")
-    if not isinstance(file, str) or not isinstance(line, int):
-        return None
-    base = file.rsplit("/", 1)[-1]
-    code = str(caller.get("code") or "")
-    if isinstance(event, events.DatasetCall):
-        return Call(event.method, base, line, code, dict(event.args), event.input,
-                    event.output)
-    if isinstance(event, loopevents.Compile):
-        return Call("compile", base, line, code,
-                    {"steps_per_execution": event.steps_per_execution,
-                     "jit_compile": event.jit_compile})
-    return None

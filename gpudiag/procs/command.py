@@ -1,13 +1,15 @@
 """A command that gpudiag runs for the user (`monitor` and `run`): checked before any run
-directory exists, stopped with the signal that interrupted gpudiag, its exit status as a
-shell would give it."""
+directory exists (and whether it starts Python, and which script), stopped with the signal
+that interrupted gpudiag, its exit status as a shell would give it."""
 
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import signal
 import subprocess
+import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -105,3 +107,60 @@ def exit_code_of(returncode: int) -> int:
     return 128 - returncode if returncode < 0 else returncode
 
 
+_PYTHON_NAME = re.compile(r"^(?:python|pypy)(?:\d+(?:\.\d+)?)?$")
+
+
+# Python's options that take the next word as their value (-W ignore, -X dev, ...).
+_PY_VALUE_OPTIONS = frozenset("WX")
+_PY_LONG_VALUE_OPTIONS = frozenset({"--check-hash-based-pycs"})
+
+
+def python_script(argv: Sequence[str]) -> str | None:
+    """The script a Python interpreter's command line names (``python -u train.py`` ->
+    ``train.py``), or None: not an interpreter (a shebang script is itself the script),
+    ``-c``, ``-m``, ``-`` (stdin), ``--help``/``--version``, or no script (the REPL)."""
+    path = shutil.which(argv[0]) or argv[0]
+    if not _PYTHON_NAME.match(Path(path).name):
+        try:
+            if Path(path).resolve() != Path(sys.executable).resolve():
+                return None
+        except OSError:
+            return None
+    i = 1
+    while i < len(argv):
+        word = argv[i]
+        if word == "--":
+            return argv[i + 1] if i + 1 < len(argv) else None
+        if word == "-" or word in ("--help", "--version"):
+            return None
+        if word.startswith("--"):
+            i += 2 if word in _PY_LONG_VALUE_OPTIONS else 1
+            continue
+        if word.startswith("-"):
+            for j, flag in enumerate(word[1:], 1):
+                if flag in "cm":  # the rest is the command or the module
+                    return None
+                if flag in _PY_VALUE_OPTIONS:
+                    i += 1 if j < len(word) - 1 else 2  # -Wignore or -W ignore
+                    break
+            else:
+                i += 1
+            continue
+        return word
+    return None
+
+
+def is_python(argv: Sequence[str]) -> bool:
+    """Whether the command starts a Python interpreter: python3, an interpreter path, or a
+    script whose shebang names Python."""
+    path = shutil.which(argv[0]) or argv[0]
+    if _PYTHON_NAME.match(Path(path).name):
+        return True
+    try:
+        if Path(path).resolve() == Path(sys.executable).resolve():
+            return True
+        with Path(path).open("rb") as f:
+            first = f.readline(256)
+    except OSError:
+        return False
+    return first.startswith(b"#!") and b"python" in first

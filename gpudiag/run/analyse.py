@@ -190,7 +190,8 @@ def report(session: RunSession, argv: list[str], outcome: Outcome, options: RunO
     observations, bad = eventfiles.observe_all(outcome.events_dir)
     stderr = stderrscan.read_bounded(outcome.stderr_path)
     session.add(run_progress.command(argv, outcome.returncode, outcome.duration_s,
-                                     outcome.interrupted, outcome.interrupt_signal))
+                                     outcome.interrupted, outcome.interrupt_signal,
+                                     time_limited_s=outcome.time_limited_s))
     watch = run_processes.watched(outcome.events_dir)
     session.add(_seen(observations, outcome, bad, watch, python))
     if not options.in_kernel:  # a notebook's kernel has no terminal of gpudiag's

@@ -41,6 +41,9 @@ class RunOptions:
     stop_after_steps: int | None = None
     stop_function: str | None = None
     echo: bool = True
+    # `gpudiag try`'s trial: ended (SIGTERM, --grace, SIGKILL) once it runs this long, a
+    # hang where the program as written ended (None: no limit, as `gpudiag run` has)
+    time_limit_s: float | None = None
 
 
 class Finish:
@@ -78,6 +81,7 @@ class Outcome:
     live: LiveState | None = None  # what was shown while it ran (run.live)
     finish: Finish | None = None  # when the program exited, and what gpudiag did after
     program_pid: int | None = None  # the program's own pid (the child of its group's holder)
+    time_limited_s: float | None = None  # the time limit that ended it (None: it ended)
 
     @property
     def interrupted(self) -> bool:

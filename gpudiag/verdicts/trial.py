@@ -97,10 +97,12 @@ def measure(trials: Sequence[Trial], fix: str) -> Measured | None:
 
 def broke(trials: Sequence[Trial], fix: str) -> str | None:
     """The exception a trial of ``fix`` ended on where the same round's program as written
-    exited 0 (None: it did not break it)."""
+    exited 0 (None: it did not break it); a trial that hung and was ended by gpudiag (no
+    exit code of its own, its crash says so) broke it too."""
     ok_rounds = {t.round for t in trials if not t.fix and t.returncode == 0}
     for t in trials:
-        if t.fix == fix and t.round in ok_rounds and t.returncode not in (0, None):
+        ended = t.returncode not in (0, None) or (t.returncode is None and t.crash)
+        if t.fix == fix and t.round in ok_rounds and ended:
             return t.crash or f"exit code {t.returncode}"
     return None
 

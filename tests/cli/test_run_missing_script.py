@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from helpers import assert_usage_error, gpudiag, run_dirs
 
-from gpudiag.commands.run import python_script
+from gpudiag.procs.command import python_script
 
 PY = sys.executable
 

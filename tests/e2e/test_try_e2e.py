@@ -13,7 +13,7 @@ import pytest
 from helpers import TESTS_DIR, findings_by_id, gpudiag, load_report, run_dirs
 
 from gpudiag import layout
-from gpudiag.commands.tryfixes import recorded_calls
+from gpudiag.commands.trialread import recorded_calls
 from gpudiag.layout.compared import TriedFix
 from gpudiag.layout.evidence import decode
 from gpudiag.rundir import load_run
@@ -110,7 +110,7 @@ def test_the_newer_fixes_are_made_at_their_lines_and_a_custom_loop_ends_after_it
 
     from gpudiag import nvml
     from gpudiag.commands import run as run_cmd
-    from gpudiag.commands.tryfixes import read_trial
+    from gpudiag.commands.trialread import read_trial
     from gpudiag.fixes import BY_NAME
     from gpudiag.records.trial import TrialFix
     from gpudiag.run.options import RunOptions

@@ -284,7 +284,7 @@ def test_an_advised_fix_not_tried_is_listed_with_its_prediction() -> None:
 
 def test_the_calls_are_read_back_from_the_hooks_events_in_the_order_made(tmp_path) -> None:  # type: ignore[no-untyped-def]
     from gpudiag import layout
-    from gpudiag.commands.tryfixes import recorded_calls
+    from gpudiag.commands.trialread import recorded_calls
     from gpudiag.layout import events, loopevents
 
     program = layout.child_dir(tmp_path, layout.RUN_CHILD_NAME)
@@ -505,7 +505,7 @@ def test_a_custom_loop_s_trial_ends_after_its_step_function_s_calls(monkeypatch)
 
 
 def test_a_trial_s_exception_is_its_crash_title_and_first_line() -> None:
-    from gpudiag.commands.tryfixes import _crash_of
+    from gpudiag.commands.trialread import _crash_of
 
     found = {"status": "fail", "title": "crash: InvalidArgumentError at train.py:30",
              "evidence": {"message": "Detected unsupported operations when trying to compile "

@@ -39,14 +39,22 @@ ACCURACY_KEYS = ("accuracy", "acc", "sparse_categorical_accuracy", "categorical_
 
 
 def command(argv: Sequence[str], returncode: int | None, duration_s: float,
-            interrupted: bool, interrupted_by: str = "SIGINT") -> Finding:
+            interrupted: bool, interrupted_by: str = "SIGINT", *,
+            time_limited_s: float | None = None) -> Finding:
     """The program ran; its exit code (forwarded) and how long it took. Interrupted: by
     which signal (SIGINT is Ctrl-C), and whether the program ended on it or had to be
-    killed (TensorFlow's preemption notifier catches SIGTERM in multi-worker programs)."""
+    killed (TensorFlow's preemption notifier catches SIGTERM in multi-worker programs).
+    ``time_limited_s``: a `gpudiag try` trial ended by gpudiag at its time limit."""
     shown = " ".join(shlex.join(argv).split())  # one line, whole: the terminal wraps it
     evidence = {"command": list(argv), "returncode": returncode,
                 "duration_s": round(duration_s, 3), "interrupted": interrupted,
-                "interrupted_by": interrupted_by if interrupted else None}
+                "interrupted_by": interrupted_by if interrupted else None,
+                "time_limited_s": time_limited_s}
+    if time_limited_s is not None:
+        return Finding("run.command", "fail", f"`{shown}` did not end within its time limit "
+                       f"of {time_limited_s:g} s: gpudiag ended it", evidence,
+                       title=f"the program did not end within {time_limited_s:g} s: "
+                             "gpudiag ended it")
     if returncode is not None and returncode < 0:
         try:
             how = f"was killed by {signal.Signals(-returncode).name}"
