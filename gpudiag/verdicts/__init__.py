@@ -27,7 +27,8 @@
   and ``diff_learning`` (the loss at matched steps), with ``stats`` (the median's and a ratio's
   distribution-free intervals, also the benchmarks').
 - ``trial``: `gpudiag try` (each fix's measured B/A, its interval, the prediction), with
-  ``trial_loss`` (the loss at matching steps of a fix that can change results).
+  ``trial_loss`` (the loss at matching steps of a fix that can change results) and
+  ``tried`` (a try run read back in words for the tab's card and MCP).
 - ``cluster``: `scaling --workers` and `worker` (the cluster formed, every task worked).
 - ``run``: the package of `gpudiag run`'s verdicts (its docstring lists them).
 - ``headline``: the short verdict every command ends with, from a report's findings;
