@@ -19,6 +19,12 @@ The runs, and who reads them:
 - ``custom_loop``: tests/programs/custom_loop_python_between.py under a plain `gpudiag
   run`: a custom loop with Python between its steps. Read by why-slow, steady-state and
   long-job tests.
+- ``retrace``: tests/programs/retrace_num_steps.py (the tf.function guide's retracing
+  example) under a plain `gpudiag run`. Read by the host-causes tests and the tab's
+  browser tests.
+- ``scaling_two``: `gpudiag scaling --max-gpus 2 --strategy mirrored`, profiled, printed at
+  80 columns: two virtual CPU devices. Read by the scaling test (what the devices are
+  said to be) and the terminal verdict test (whole lines).
 """
 
 from __future__ import annotations
@@ -146,5 +152,33 @@ def custom_loop(tmp_path_factory: pytest.TempPathFactory) -> GoldenRuns:
     plain `gpudiag run`."""
     runs = made_once(tmp_path_factory, "custom_loop",
                      _plain_run("custom_loop_python_between.py"))
+    assert runs.printed[0].returncode == 0, runs.printed[0].stderr[-3000:]
+    return runs
+
+
+#: The scaling golden run's options (tests/e2e/test_scaling.py's FAST: a small model,
+#: profiled, histograms and an all-reduce probe kept small).
+SCALING_TWO = ["scaling", "--max-gpus", "2", "--strategy", "mirrored", "--steps", "20",
+               "--model", "mlp", "--warmup-steps", "3", "--profile-steps", "2",
+               "--histogram-every", "5", "--allreduce-max-mb", "2"]
+
+
+def _scaling_two(here: Path) -> list[subprocess.CompletedProcess[str]]:
+    return [gpudiag(*SCALING_TWO, "--logdir", "runs", env={"COLUMNS": "80", "TERM": "dumb"},
+                    cwd=here, timeout=600)]
+
+
+@pytest.fixture(scope="session")
+def scaling_two(tmp_path_factory: pytest.TempPathFactory) -> GoldenRuns:
+    """`gpudiag scaling` on two virtual CPU devices (MirroredStrategy), at 80 columns."""
+    runs = made_once(tmp_path_factory, "scaling_two", _scaling_two)
+    assert runs.printed[0].returncode == 0, runs.printed[0].stderr[-3000:]
+    return runs
+
+
+@pytest.fixture(scope="session")
+def retrace(tmp_path_factory: pytest.TempPathFactory) -> GoldenRuns:
+    """A tf.function retraced at every call (a Python int argument) under `gpudiag run`."""
+    runs = made_once(tmp_path_factory, "retrace", _plain_run("retrace_num_steps.py"))
     assert runs.printed[0].returncode == 0, runs.printed[0].stderr[-3000:]
     return runs

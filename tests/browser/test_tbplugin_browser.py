@@ -61,7 +61,8 @@ def _finding(report: dict[str, Any], finding_id: str) -> dict[str, Any]:
 
 
 @pytest.fixture(scope="module")
-def logdir(tmp_path_factory: pytest.TempPathFactory, pipeline_pair: GoldenRuns) -> Path:
+def logdir(tmp_path_factory: pytest.TempPathFactory, pipeline_pair: GoldenRuns,
+           retrace: GoldenRuns) -> Path:
     """The sample runs, a `gpudiag try` run written from recorded trials, a `monitor` and a
     `run` with two scripted GPUs (one busy, one
     idle: tests/fake_nvml.py's one_idle), a retracing program, `gpudiag explain` of a
@@ -83,9 +84,8 @@ def logdir(tmp_path_factory: pytest.TempPathFactory, pipeline_pair: GoldenRuns) 
         assert proc.returncode == 0, (name, proc.stdout[-2000:], proc.stderr[-2000:])
     # the tf.function guide's retracing example (run.retracing: why a step is slow) and a
     # real GPU trace with many host-device copies (its step's copy part)
-    proc = gpudiag("run", "--logdir", str(root / "retrace"), "--", sys.executable,
-                   str(PROGRAMS / "retrace_num_steps.py"), timeout=400)
-    assert proc.returncode == 0, proc.stderr[-2000:]
+    (retraced,) = retrace.run_dirs  # tests/golden.py's
+    shutil.copytree(retraced, root / "retrace" / retraced.name)
     proc = gpudiag("explain", "--logdir", str(root / "copy"),
                    str(REPO / "tests" / "data" / "gpu_traces" / "rtx5000_copy_heavy"))
     assert proc.returncode in (0, 1), proc.stderr[-2000:]

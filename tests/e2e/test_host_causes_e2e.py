@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from golden import GoldenRuns
 from helpers import TESTS_DIR, ProgramRun, run_program
 
 from gpudiag.verdicts.step_causes import INPUT_BOUND
@@ -36,8 +37,8 @@ def line_of(program: str, text: str) -> int:
 
 # ------------------------------------------------------------------------- retracing
 @pytest.fixture(scope="module")
-def num_steps_int(tmp_path_factory: pytest.TempPathFactory) -> ProgramRun:
-    return run(tmp_path_factory.mktemp("int"), "retrace_num_steps.py")
+def num_steps_int(retrace: GoldenRuns) -> ProgramRun:
+    return retrace.program_run(0)  # tests/golden.py: retrace_num_steps.py under run
 
 
 @pytest.fixture(scope="module")

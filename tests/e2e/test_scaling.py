@@ -14,6 +14,7 @@ import fake_nvml
 import numpy as np
 import pytest
 from fake_clock import FakeClock
+from golden import GoldenRuns
 from helpers import (
     breakdown_picture,
     findings_by_id,
@@ -395,7 +396,8 @@ def test_ctrl_c_leaves_a_partial_report_with_the_finished_configurations(logdir)
 
 
 @pytest.mark.slow
-def test_two_virtual_cpu_devices_are_said_to_be_theirs_not_the_users_gpus(logdir) -> None:
+def test_two_virtual_cpu_devices_are_said_to_be_theirs_not_the_users_gpus(
+        scaling_two: GoldenRuns) -> None:
     """Issue 37: on virtual CPU devices sharing this machine's cores, the demo's headline and
     a red card said "communication-bound" with all-reduce advice. Whatever the breakdown
     shows here, each configuration says first what its devices are, is ok, and gives no
@@ -405,10 +407,8 @@ def test_two_virtual_cpu_devices_are_said_to_be_theirs_not_the_users_gpus(logdir
     from gpudiag.verdicts import headline
     from gpudiag.verdicts.scaling_bottleneck import SHARED_CORES_ADVICE
 
-    proc = gpudiag("scaling", "--max-gpus", "2", "--strategy", "mirrored", "--steps", "20",
-                   *FAST, "--logdir", str(logdir), timeout=600)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    (run,) = run_dirs(logdir)
+    proc = scaling_two.printed[0]  # tests/golden.py: scaling --max-gpus 2, mirrored
+    (run,) = scaling_two.run_dirs
     report = load_report(run)
     assert report["devices"]["kind"] == "virtual-cpu"
     found = findings_by_id(report)

@@ -124,13 +124,11 @@ def test_explain_of_a_gpu_trace_names_the_bottleneck_whole(tmp_path: Path) -> No
         assert "input" in neck, neck
 
 
-def test_scaling_on_two_devices_prints_whole_lines(tmp_path: Path) -> None:
-    """At 80 columns, profiled (its bottleneck entries: the longest lines); a wider
-    terminal is the same wrapping with room to spare (the run commands above hold both)."""
-    proc = gpudiag("scaling", "--max-gpus", "2", "--strategy", "towers", "--steps", "12",
-                   "--warmup-steps", "2", "--profile-steps", "2", "--histogram-every", "0",
-                   "--logdir", "runs", env=_env(80), cwd=tmp_path, timeout=240)
-    assert proc.returncode in (0, 1), proc.stderr[-2000:]
+def test_scaling_on_two_devices_prints_whole_lines(scaling_two: GoldenRuns) -> None:
+    """At 80 columns, profiled (its bottleneck entries: the longest lines: tests/golden.py's
+    scaling run); a wider terminal is the same wrapping with room to spare (the run
+    commands above hold both)."""
+    proc = scaling_two.printed[0]
     _whole(proc.stdout, 80)
     assert [e.split(":")[0] for e in _verdict(proc.stdout)][:2] == ["gpudiag scaling",
                                                                     "devices"]
