@@ -98,8 +98,8 @@ def _locked(path: Path) -> Iterator[None]:
 def made_once(factory: pytest.TempPathFactory, name: str,
               make: Callable[[Path], list[subprocess.CompletedProcess[str]]]) -> GoldenRuns:
     """The golden directory ``name``: made by ``make(here)`` the first time any worker of
-    the session asks, then read from disk. A make that failed fails every test that reads
-    it, with what it printed."""
+    the session asks, then read from disk. A make whose command did not exit 0 fails every
+    test that reads it, with what it printed."""
     root = _shared_root(factory)
     here = root / name
     with _locked(root / f"{name}.lock"):
@@ -109,6 +109,8 @@ def made_once(factory: pytest.TempPathFactory, name: str,
             procs = make(here)
             done.write_text(json.dumps([[p.returncode, p.stdout, p.stderr] for p in procs]))
     printed = tuple(Printed(*p) for p in json.loads(done.read_text()))
+    for p in printed:  # every golden command exits 0
+        assert p.returncode == 0, (name, p.stderr[-3000:])
     return GoldenRuns(here, printed)
 
 
@@ -132,28 +134,21 @@ def _plain_run(program: str) -> Callable[[Path], list[subprocess.CompletedProces
 @pytest.fixture(scope="session")
 def pipeline_pair(tmp_path_factory: pytest.TempPathFactory) -> GoldenRuns:
     """The input-bound fit (printed at 80 columns), then its tuned twin (at 120)."""
-    runs = made_once(tmp_path_factory, "pipeline_pair", _pipeline_pair)
-    for p in runs.printed:
-        assert p.returncode == 0, p.stderr[-3000:]
-    return runs
+    return made_once(tmp_path_factory, "pipeline_pair", _pipeline_pair)
 
 
 @pytest.fixture(scope="session")
 def fit_tiny(tmp_path_factory: pytest.TempPathFactory) -> GoldenRuns:
     """A small healthy Keras fit under a plain `gpudiag run`."""
-    runs = made_once(tmp_path_factory, "fit_tiny", _plain_run("keras_fit_tiny.py"))
-    assert runs.printed[0].returncode == 0, runs.printed[0].stderr[-3000:]
-    return runs
+    return made_once(tmp_path_factory, "fit_tiny", _plain_run("keras_fit_tiny.py"))
 
 
 @pytest.fixture(scope="session")
 def custom_loop(tmp_path_factory: pytest.TempPathFactory) -> GoldenRuns:
     """A custom training loop (a tf.function step, Python work between steps) under a
     plain `gpudiag run`."""
-    runs = made_once(tmp_path_factory, "custom_loop",
+    return made_once(tmp_path_factory, "custom_loop",
                      _plain_run("custom_loop_python_between.py"))
-    assert runs.printed[0].returncode == 0, runs.printed[0].stderr[-3000:]
-    return runs
 
 
 #: The scaling golden run's options (tests/e2e/test_scaling.py's FAST: a small model,
@@ -171,14 +166,10 @@ def _scaling_two(here: Path) -> list[subprocess.CompletedProcess[str]]:
 @pytest.fixture(scope="session")
 def scaling_two(tmp_path_factory: pytest.TempPathFactory) -> GoldenRuns:
     """`gpudiag scaling` on two virtual CPU devices (MirroredStrategy), at 80 columns."""
-    runs = made_once(tmp_path_factory, "scaling_two", _scaling_two)
-    assert runs.printed[0].returncode == 0, runs.printed[0].stderr[-3000:]
-    return runs
+    return made_once(tmp_path_factory, "scaling_two", _scaling_two)
 
 
 @pytest.fixture(scope="session")
 def retrace(tmp_path_factory: pytest.TempPathFactory) -> GoldenRuns:
     """A tf.function retraced at every call (a Python int argument) under `gpudiag run`."""
-    runs = made_once(tmp_path_factory, "retrace", _plain_run("retrace_num_steps.py"))
-    assert runs.printed[0].returncode == 0, runs.printed[0].stderr[-3000:]
-    return runs
+    return made_once(tmp_path_factory, "retrace", _plain_run("retrace_num_steps.py"))

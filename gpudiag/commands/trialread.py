@@ -14,10 +14,15 @@ from gpudiag.layout import eventdecode, events, loopevents
 from gpudiag.verdicts import trial as verdicts
 
 
+def command_evidence(report: dict[str, Any]) -> dict[str, Any]:
+    """A `gpudiag run` report's run.command evidence (exit code, duration, time limit)."""
+    found: dict[str, Any] = next(
+        (f for f in report.get("findings", []) if f.get("id") == "run.command"), {})
+    return found.get("evidence") or {}
+
+
 def returncode_of(report: dict[str, Any]) -> int | None:
-    found: dict[str, Any] = next((f for f in report.get("findings", [])
-                                  if f.get("id") == "run.command"), {})
-    code = (found.get("evidence") or {}).get("returncode")
+    code = command_evidence(report).get("returncode")
     return code if isinstance(code, int) and code >= 0 else None
 
 
@@ -32,7 +37,7 @@ def read_trial(run_dir: Path, fix: str, round_no: int, chosen: Chosen | None,
     loops = (found.get("run.throughput", {}).get("evidence") or {}).get("loops") or []
     step = loops[0].get("step_s_median") if loops else None
     crash = found.get("run.crash", {})
-    limited = (found.get("run.command", {}).get("evidence") or {}).get("time_limited_s")
+    limited = command_evidence(report).get("time_limited_s")
     applied = None
     if chosen is not None:
         made = BY_NAME[chosen.fix.name].made(chosen.fix, recorded_calls(run_dir))

@@ -22,7 +22,12 @@ from typing import Any
 
 from gpudiag import layout, nvml
 from gpudiag.commands import run as run_cmd
-from gpudiag.commands.trialread import read_trial, recorded_calls, returncode_of
+from gpudiag.commands.trialread import (
+    command_evidence,
+    read_trial,
+    recorded_calls,
+    returncode_of,
+)
 from gpudiag.errors import Interrupted, UsageError
 from gpudiag.fixes import BY_NAME, Chosen
 from gpudiag.fixes.choice import NotTried, choose
@@ -97,9 +102,7 @@ TRIAL_LIMIT_MIN_S = 120.0
 def trial_limit_s(report: dict[str, Any]) -> float | None:
     """How long a trial may run before gpudiag ends it as hung (None: the diagnosis's
     duration is not known, so no limit: Ctrl-C ends a trial that hangs)."""
-    found: dict[str, Any] = next(
-        (f for f in report.get("findings", []) if f.get("id") == "run.command"), {})
-    duration = (found.get("evidence") or {}).get("duration_s")
+    duration = command_evidence(report).get("duration_s")
     if not isinstance(duration, int | float):
         return None
     return float(round(max(TRIAL_LIMIT_MIN_S, TRIAL_LIMIT_TIMES * duration)))

@@ -143,14 +143,19 @@ def said(m: Measured, verdict: str) -> str:
     return f"no change: B/A {m.ratio:.2f} ({level} {m.low:.2f}-{m.high:.2f} holds 1.00, {rounds})"
 
 
+def predicted_text(ratio: float, low: float | None, high: float | None) -> str:
+    """A prediction as B/A with its interval: "predicted B/A 0.57 (0.53-1.00)"."""
+    span = f" ({low:.2f}-{high:.2f})" if low is not None and high is not None else ""
+    return f"predicted B/A {ratio:.2f}{span}"
+
+
 def prediction_words(chosen: Chosen, m: Measured | None) -> tuple[str, bool | None]:
     """The prediction beside the measurement, and whether the measured B/A fell inside its
     interval (None: no prediction, or no interval, or nothing measured)."""
     if chosen.predicted is None:
         return "no prediction for this fix alone", None
     ratio, low, high = chosen.predicted
-    span = f" ({low:.2f}-{high:.2f})" if low is not None and high is not None else ""
-    text = f"predicted B/A {ratio:.2f}{span}"
+    text = predicted_text(ratio, low, high)
     if m is None or low is None or high is None:
         return text, None
     inside = low <= m.ratio <= high
@@ -253,11 +258,10 @@ def shown(ev: TriedFix, head: str) -> list[str]:
     if ev.as_it_would_be:
         out.append(f"  as it would be: {ev.as_it_would_be}")
     if ev.predicted_ratio is not None:
-        span = (f" ({ev.predicted_low:.2f}-{ev.predicted_high:.2f})"
-                if ev.predicted_low is not None and ev.predicted_high is not None else "")
         where = {True: ", inside it", False: ", outside it", None: ""}[ev.inside]
         measured = f": measured {ev.ratio:.2f}{where}" if ev.ratio is not None else ""
-        out.append(f"  predicted B/A {ev.predicted_ratio:.2f}{span}{measured}")
+        out.append("  " + predicted_text(ev.predicted_ratio, ev.predicted_low,
+                                         ev.predicted_high) + measured)
     return out
 
 

@@ -18,12 +18,9 @@ from typing import Any
 from gpudiag.layout import TRY_DATA
 from gpudiag.layout.compared import TriedFix
 from gpudiag.layout.units import CI_LEVEL, counted, duration
+from gpudiag.verdicts.trial import predicted_text
 
 _HELD = {True: "inside its interval", False: "outside its interval", None: None}
-
-
-def _span(low: float | None, high: float | None) -> str:
-    return f" ({low:.2f}-{high:.2f})" if low is not None and high is not None else ""
 
 
 def measured_words(ev: TriedFix) -> str | None:
@@ -43,7 +40,7 @@ def predicted_words(ev: TriedFix) -> str | None:
     no prediction for this fix alone."""
     if ev.predicted_ratio is None:
         return None
-    return f"predicted B/A {ev.predicted_ratio:.2f}{_span(ev.predicted_low, ev.predicted_high)}"
+    return predicted_text(ev.predicted_ratio, ev.predicted_low, ev.predicted_high)
 
 
 def _label(ev: TriedFix, evidence: Mapping[str, Any]) -> str:
@@ -96,7 +93,7 @@ def _not_tried(findings: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
         p = n.get("predicted")
         said = None
         if isinstance(p, Sequence) and len(p) == 3 and isinstance(p[0], int | float):
-            said = f"predicted B/A {p[0]:.2f}{_span(p[1], p[2])}"
+            said = predicted_text(p[0], p[1], p[2])
         out.append({"what": n.get("what"), "where": n.get("where"), "why": n.get("why"),
                     "predicted": said})
     return out
