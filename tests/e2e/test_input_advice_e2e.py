@@ -35,11 +35,18 @@ def test_an_xla_custom_loop_that_never_waits_for_input_gets_more_steps_a_call(
     b = found["run.bottleneck"]
     # the profiled window's compiled ops run 40-42 % of the step here (overhead-bound:
     # under half); a load burst in those 4 steps can lift them over half, and then no
-    # cause stands out: either way the fix is more steps a call, never prefetch
-    if b["evidence"]["causes"]:
-        assert b["evidence"]["causes"][0] == "overhead-bound", b["message"]
+    # cause stands out; the loop's own Python is 12-23 % of a loaded step (near the host
+    # threshold, 20 %, which it may cross). Whichever leads, the fix is in the step's call,
+    # never prefetch: input is never the first cause.
+    causes = b["evidence"]["causes"]
+    assert "input-bound" not in causes[:1], b["message"]
+    if causes and causes[0] == "overhead-bound":
         assert "XLA-compiled step" in b["message"]
         assert "for _ in tf.range(N): train_step(*next(iterator))" in b["advice"]
+    elif causes:
+        assert causes[0] == "host-bound" and "near the threshold" in b["message"], \
+            b["message"]
+        assert "move the per-step Python work between the calls of" in b["advice"]
     else:
         assert "not input-bound" in b["message"], b["message"]
         assert "run several steps in each call of tf.function train_step" in b["advice"]
