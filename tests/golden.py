@@ -22,6 +22,9 @@ The runs, and who reads them:
 - ``retrace``: tests/programs/retrace_num_steps.py (the tf.function guide's retracing
   example) under a plain `gpudiag run`. Read by the host-causes tests and the tab's
   browser tests.
+- ``mirrored_fit``: tests/programs/mirrored_fit.py (a Keras fit under MirroredStrategy on
+  two virtual CPU devices) under a plain `gpudiag run`. Read by why-slow (the gradient
+  bytes and bandwidth) and the HParams dashboard tests.
 - ``scaling_two``: `gpudiag scaling --max-gpus 2 --strategy mirrored`, profiled, printed at
   80 columns: two virtual CPU devices. Read by the scaling test (what the devices are
   said to be) and the terminal verdict test (whole lines).
@@ -149,6 +152,12 @@ def custom_loop(tmp_path_factory: pytest.TempPathFactory) -> GoldenRuns:
     plain `gpudiag run`."""
     return made_once(tmp_path_factory, "custom_loop",
                      _plain_run("custom_loop_python_between.py"))
+
+
+@pytest.fixture(scope="session")
+def mirrored_fit(tmp_path_factory: pytest.TempPathFactory) -> GoldenRuns:
+    """A Keras fit under MirroredStrategy on two virtual CPU devices, plain `gpudiag run`."""
+    return made_once(tmp_path_factory, "mirrored_fit", _plain_run("mirrored_fit.py"))
 
 
 #: The scaling golden run's options (tests/e2e/test_scaling.py's FAST: a small model,

@@ -9,13 +9,13 @@ run's logdir alone (no experiment: TensorBoard builds one from the trial)."""
 from __future__ import annotations
 
 import shutil
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import REPO, gpudiag, load_report, run_dirs, until
+from golden import GoldenRuns
+from helpers import REPO, load_report, run_dirs, until
 
 from gpudiag import layout
 from gpudiag.tb import serve as tbserve
@@ -24,11 +24,10 @@ pytestmark = pytest.mark.slow
 
 
 @pytest.fixture(scope="module")
-def logdir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def logdir(tmp_path_factory: pytest.TempPathFactory, mirrored_fit: GoldenRuns) -> Path:
     root = tmp_path_factory.mktemp("hp") / "runs"
-    proc = gpudiag("run", "--logdir", str(root / "fit"), "--", sys.executable,
-                   str(REPO / "tests" / "programs" / "mirrored_fit.py"), timeout=400)
-    assert proc.returncode == 0, proc.stderr[-2000:]
+    (run_dir,) = mirrored_fit.run_dirs  # tests/golden.py's `gpudiag run` of mirrored_fit.py
+    shutil.copytree(run_dir, root / "fit" / run_dir.name)
     shutil.copytree(REPO / "sample_runs" / "scaling", root / "scaling")
     return root
 

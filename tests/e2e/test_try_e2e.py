@@ -1,7 +1,8 @@
-"""`gpudiag try` end to end: a real Keras fit fed by a slow per-example map
-(tests/programs/input_pipeline_fit.py), diagnosed, then two rounds of the program as
-written against the same program with the advised num_parallel_calls applied in-process,
-each fit stopped after its warm-up and 20 steps. The program's file is never edited."""
+"""`gpudiag try` end to end: `make demo`'s Keras fit fed by a per-example map whose
+tf.py_function waits (gpudiag/examples/input_bound_fit.py), diagnosed, then two rounds of
+the program as written against the same program with the advised num_parallel_calls
+applied in-process, each fit stopped inside its first epoch after its warm-up and 20
+steps. The program's file is never edited."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from helpers import TESTS_DIR, findings_by_id, gpudiag, load_report, run_dirs
+from helpers import findings_by_id, gpudiag, load_report, run_dirs
 
 from gpudiag import layout
 from gpudiag.commands.trialread import recorded_calls
@@ -19,17 +20,25 @@ from gpudiag.layout.evidence import decode
 from gpudiag.rundir import load_run
 from gpudiag.verdicts.headline import wrap_entry
 
-PROGRAM = TESTS_DIR / "programs" / "input_pipeline_fit.py"
-
 
 @pytest.mark.slow
+@pytest.mark.long("a diagnosis of the demo's 144-step fit, then four trials of 30 steps")
 def test_try_measures_the_parallel_map_on_the_users_own_fit(tmp_path) -> None:  # type: ignore[no-untyped-def]
-    source = PROGRAM.read_bytes()
+    """Also the trials stopped mid-epoch with a Python map: each ends (a tf.data pipeline
+    left mid-epoch with a Python map deadlocks at the interpreter's finalization, in plain
+    TensorFlow too: the trial leaves the process after the hooks' exit handler) with its
+    record and exit code 0; and the parallel map, advised beside vectorising for a map
+    whose Python waits, is the fix tried."""
+    from gpudiag import examples
+
+    program = tmp_path / "input_pipeline_fit.py"
+    program.write_bytes((Path(examples.__file__).parent / "input_bound_fit.py").read_bytes())
+    source = program.read_bytes()
     logdir = tmp_path / "runs"
     proc = gpudiag("try", "--rounds", "2", "--steps", "20", "--fix", "parallel-map",
-                   "--logdir", str(logdir), "--", sys.executable, str(PROGRAM), timeout=300)
+                   "--logdir", str(logdir), "--", sys.executable, str(program), timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]  # the diagnosis's own exit code
-    assert PROGRAM.read_bytes() == source  # applied in-process, not by editing the file
+    assert program.read_bytes() == source  # applied in-process, not by editing the file
     assert "5 trials" not in proc.stderr and "4 trials (2 rounds" in proc.stderr
     assert "trial 4 of 4: round 2, num_parallel_calls at input_pipeline_fit.py:" in proc.stderr
     (run_dir,) = run_dirs(logdir)
@@ -38,6 +47,10 @@ def test_try_measures_the_parallel_map_on_the_users_own_fit(tmp_path) -> None:  
         "diagnosis", "r1-as-written", "r1-parallel-map", "r2-as-written", "r2-parallel-map"]
     for each in runs.iterdir():  # whole run directories, each one `gpudiag diff` reads
         assert load_run(each).status == "complete"
+    result = findings_by_id(load_report(run_dir))["try.result"]["evidence"]
+    assert [(t["fix"], t["returncode"], t["crash"]) for t in result["trials"]] == [
+        ("", 0, None), ("parallel-map", 0, None)] * 2
+    assert all(t["steps"] > 0 for t in result["trials"])
     # the measured pipeline had the parallel map at the user's line; the baseline had not
     line = next(i for i, t in enumerate(source.decode().splitlines(), 1)
                 if t.strip() == "dataset = dataset.map(augment).batch(32)")
@@ -45,7 +58,7 @@ def test_try_measures_the_parallel_map_on_the_users_own_fit(tmp_path) -> None:  
                    and c.line == line] for name in ("r1-parallel-map", "r1-as-written")}
     assert maps["r1-parallel-map"][0]["num_parallel_calls"] == "AUTOTUNE"
     assert maps["r1-as-written"][0]["num_parallel_calls"] is None
-    # each trial's fit stopped after its 10 warm-up steps and 20 more (144 as written)
+    # each trial's fit stopped after its 10 warm-up steps and 20 more (48 an epoch)
     trial = findings_by_id(load_report(runs / "r2-parallel-map"))["run.throughput"]
     assert trial["evidence"]["loops"][0]["timed_steps"] < 21
     found = findings_by_id(load_report(run_dir))
@@ -139,29 +152,3 @@ def test_the_newer_fixes_are_made_at_their_lines_and_a_custom_loop_ends_after_it
         assert BY_NAME[fix.name].made(fix, calls), fix
     trial = read_trial(run_dir, "jit-compile", 1, None, with_losses=True)
     assert len(trial.losses) == 12 and trial.crash is None
-
-
-@pytest.mark.slow
-@pytest.mark.long("a diagnosis of the demo's 144-step fit, then two trials")
-def test_a_trial_stopped_mid_epoch_with_a_python_map_ends(tmp_path) -> None:  # type: ignore[no-untyped-def]
-    """`make demo`'s program (gpudiag/examples/input_bound_fit.py: a map whose
-    tf.py_function waits): its trials' fits stopped by --steps inside the first epoch
-    end, each with its record and exit code 0 (a tf.data pipeline left mid-epoch with a
-    Python map deadlocks at the interpreter's finalization, in plain TensorFlow too: the
-    trial leaves the process after the hooks' exit handler), and the parallel map, which
-    is advised beside vectorising for a map whose Python waits, is the fix tried."""
-    from gpudiag import examples
-
-    program = tmp_path / "train.py"
-    program.write_bytes((Path(examples.__file__).parent / "input_bound_fit.py").read_bytes())
-    logdir = tmp_path / "runs"
-    proc = gpudiag("try", "--rounds", "1", "--steps", "5", "--fix", "parallel-map",
-                   "--logdir", str(logdir), "--", sys.executable, str(program), timeout=240)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    (run_dir,) = run_dirs(logdir)
-    result = findings_by_id(load_report(run_dir))["try.result"]["evidence"]
-    assert [(t["fix"], t["returncode"], t["crash"]) for t in result["trials"]] == [
-        ("", 0, None), ("parallel-map", 0, None)]
-    assert all(t["steps"] > 0 for t in result["trials"])
-    for trial in ("r1-as-written", "r1-parallel-map"):
-        assert load_run(run_dir / layout.TRY_RUNS_DIR / trial).status == "complete"

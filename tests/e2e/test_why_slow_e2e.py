@@ -229,8 +229,8 @@ def test_mirrored_all_reduce_share_is_reported_per_replica(allreduce: Run) -> No
 
 
 def test_mirrored_fit_gives_the_model_gradient_bytes_and_the_bandwidth(
-        tmp_path: Path) -> None:
-    r = run(tmp_path, "mirrored_fit.py")
+        mirrored_fit: GoldenRuns) -> None:
+    r = checked(mirrored_fit.program_run(0))  # tests/golden.py's
     f = r.found["run.bottleneck"]
     reduce = f["evidence"]["allreduce"]
     # the model's trainable weights, each once: Dense 2048x2048 and 2048x4, float32
