@@ -187,7 +187,7 @@ def _say_plan(ui: Ui, plan: Sequence[tuple[int, Chosen | None]], chosen: Sequenc
            f"{len(chosen)} fix(es)){est}")
     for c in chosen:
         module = BY_NAME[c.fix.name]
-        ui.say_line(f"  {verdicts.label(c)}: {module.CHANGES}"
+        ui.say_line(f"  {verdicts.label(c)}: {module.FIX.changes}"
                + (f"\n    as written:     {c.as_written}" if c.as_written else "")
                + (f"\n    as it would be: {c.as_it_would_be}" if c.as_it_would_be else ""))
 
@@ -292,8 +292,8 @@ def _one_trial(session: RunSession, argv: list[str],
         run_cmd.run(one, argv, backend=backend, ui=Ui.quiet(),
                     options=trial_options(base, c.fix if c else None))
     # the loss is compared where a fix tried can change it: its trials' and the baseline's
-    losses = any(BY_NAME[x.fix.name].CAN_CHANGE_RESULTS for _, x in plan if x is not None) \
-        and (c is None or BY_NAME[c.fix.name].CAN_CHANGE_RESULTS)
+    losses = any(BY_NAME[x.fix.name].FIX.can_change_results for _, x in plan if x is not None) \
+        and (c is None or BY_NAME[c.fix.name].FIX.can_change_results)
     return read_trial(run_dir, name, round_no, c, with_losses=losses)
 
 

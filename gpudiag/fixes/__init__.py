@@ -4,12 +4,11 @@ and its larger twin steps_per_execution_larger, jit_compile, reduce_retracing), 
 choice.py picks the advised ones it can apply (the rest: "not tried"), lines.py reads
 and rewrites the program's line.
 
-Each module says what it changes (``CHANGES``), whether it can change what the model
-computes (``CAN_CHANGE_RESULTS``: its trials' loss at matching steps is compared), the
-advice it answers (``ADVICE``: words of a bottleneck action's ``what``; None: offered by
-``offer(wheres, calls)`` where the diagnosis's pipeline allows it), the what-if
-prediction that sizes it alone (``PREDICTION``: a key of the prediction's ``by_change``,
-or None), and three functions:
+Each module declares what it is in one record, ``FIX`` (gpudiag.records.trial.Fix: its
+name and label, what it changes, the advice it answers, whether it can change what the
+model computes, what it applies to, the what-if prediction that sizes it alone; a fix no
+action advises is offered by ``offer(wheres, calls)`` where the diagnosis's pipeline
+allows it), and three functions:
 ``choose(action, calls, predicted)`` (the parent: the TrialFix for an advised action, or
 None), ``rewrite(code)`` (the line as it would be) and ``apply`` (in the program, through
 gpudiag.inprogram.trial: the call's arguments or its result changed).
@@ -41,7 +40,7 @@ from gpudiag.records.trial import TrialFix
 MODULES: tuple[ModuleType, ...] = (parallel_map, prefetch, cache, deterministic,
                                    steps_per_execution, steps_per_execution_larger,
                                    jit_compile, reduce_retracing)
-BY_NAME: dict[str, ModuleType] = {m.NAME: m for m in MODULES}
+BY_NAME: dict[str, ModuleType] = {m.FIX.name: m for m in MODULES}
 
 
 @dataclass(frozen=True)
@@ -58,13 +57,13 @@ class Chosen:
 def modules_of(what: str) -> list[ModuleType]:
     """The fix modules whose advice an action's ``what`` gives (steps_per_execution: the
     advised N and a larger one; empty: none applies it)."""
-    return [m for m in MODULES if m.ADVICE and m.ADVICE in what]
+    return [m for m in MODULES if m.FIX.advice and m.FIX.advice in what]
 
 
 def label(fix: TrialFix) -> str:
-    """A fix in a few words: its module's LABEL, with its value (``steps_per_execution=16``)."""
+    """A fix in a few words: its module's FIX.label, with its value (``steps_per_execution=16``)."""
     module = BY_NAME[fix.name]
-    return f"{module.LABEL}={fix.value}" if fix.value is not None else module.LABEL
+    return f"{module.FIX.label}={fix.value}" if fix.value is not None else module.FIX.label
 
 
 def ratio_of(predicted: Mapping[str, Any] | None, now_s: float | None

@@ -12,15 +12,10 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from gpudiag.fixes.lines import Call, at_line, call_span, calls_at
-from gpudiag.records.trial import TrialFix
+from gpudiag.records.trial import Fix, TrialFix
 
-NAME = "cache"
-LABEL = "cache"
-CHANGES = ".cache() after the Dataset.map at the line"
-CAN_CHANGE_RESULTS = False
-APPLIES_TO = "result"  # what the call returns (gpudiag.inprogram.trial)
-ADVICE = "call .cache() after the map"
-PREDICTION = None  # the what-if does not size a cache alone
+FIX = Fix("cache", label="cache", changes=".cache() after the Dataset.map at the line",
+          advice="call .cache() after the map", applies_to="result")
 SUFFIX = ".cache()"
 
 
@@ -31,7 +26,7 @@ def choose(where: str | None, calls: Sequence[Call], predicted: Mapping[str, Any
     maps = [c for c in at if c.method == "map"]
     if not maps or any(c.method == "cache" for c in at):
         return None
-    return TrialFix(NAME, "map", maps[0].file, maps[0].line)
+    return TrialFix(FIX.name, "map", maps[0].file, maps[0].line)
 
 
 def rewrite(code: str, fix: TrialFix) -> str | None:

@@ -46,13 +46,13 @@ def choose(actions: Sequence[Mapping[str, Any]], evidence: Mapping[str, Any],
             not_tried.append(NotTried(what, where, own, why))
             continue
         for module, fix in fixes:
-            alone = by_change.get(module.PREDICTION) if module.PREDICTION else None
-            mine = own if getattr(module, "PREDICTED", True) else None
+            alone = by_change.get(module.FIX.prediction) if module.FIX.prediction else None
+            mine = own if module.FIX.predicted else None
             _add(chosen, fix, module, calls,
-                 ratio_of(alone, now_s) if module.PREDICTION else mine)
+                 ratio_of(alone, now_s) if module.FIX.prediction else mine)
     wheres = [a.get("where") for a in actions]
     for module in MODULES:
-        if module.ADVICE is None and (fix := module.offer(wheres, calls)) is not None:
+        if module.FIX.advice is None and (fix := module.offer(wheres, calls)) is not None:
             _add(chosen, fix, module, calls, None)
     return chosen, not_tried
 

@@ -11,15 +11,11 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from gpudiag.fixes.lines import Call, add_argument, at_line, calls_at
-from gpudiag.records.trial import TrialFix
+from gpudiag.records.trial import Fix, TrialFix
 
-NAME = "deterministic"
-LABEL = "deterministic=False"
-CHANGES = "deterministic=False passed to the parallel Dataset.map at the line"
-CAN_CHANGE_RESULTS = True
-APPLIES_TO = "arguments"  # the call's keyword arguments (gpudiag.inprogram.trial)
-ADVICE = None  # offered (offer()), not an action's advice
-PREDICTION = None
+FIX = Fix("deterministic", label="deterministic=False",
+          changes="deterministic=False passed to the parallel Dataset.map at the line",
+          advice=None, can_change_results=True)  # offered (offer()), not an action's advice
 ARGUMENT = "deterministic=False"
 
 
@@ -29,7 +25,7 @@ def choose(where: str | None, calls: Sequence[Call], predicted: Mapping[str, Any
     for c in calls_at(calls, where, "map"):
         args = c.args or {}
         if args.get("num_parallel_calls") is not None and args.get("deterministic") is not False:
-            return TrialFix(NAME, "map", c.file, c.line)
+            return TrialFix(FIX.name, "map", c.file, c.line)
     return None
 
 

@@ -11,15 +11,11 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from gpudiag.fixes.lines import Call, add_argument, at_line, calls_at
-from gpudiag.records.trial import TrialFix
+from gpudiag.records.trial import Fix, TrialFix
 
-NAME = "jit-compile"
-LABEL = "jit_compile"
-CHANGES = "jit_compile=True passed to the Model.compile at the line"
-CAN_CHANGE_RESULTS = True
-APPLIES_TO = "arguments"  # the call's keyword arguments (gpudiag.inprogram.trial)
-ADVICE = "XLA: jit_compile=True in compile()"
-PREDICTION = None  # the bottleneck's own prediction is this fix's
+FIX = Fix("jit-compile", label="jit_compile",
+          changes="jit_compile=True passed to the Model.compile at the line",
+          advice="XLA: jit_compile=True in compile()", can_change_results=True)
 ARGUMENT = "jit_compile=True"
 #: Words of TensorFlow's errors when XLA cannot compile a graph: a trial that failed on one
 #: did not compile, it did not break the program.
@@ -37,7 +33,7 @@ def choose(where: str | None, calls: Sequence[Call], predicted: Mapping[str, Any
         return None
     if (compiles[0].args or {}).get("jit_compile") == "True":
         return None
-    return TrialFix(NAME, "compile", compiles[0].file, compiles[0].line)
+    return TrialFix(FIX.name, "compile", compiles[0].file, compiles[0].line)
 
 
 def rewrite(code: str, fix: TrialFix) -> str | None:

@@ -9,15 +9,12 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from gpudiag.fixes.lines import Call, add_argument, at_line, calls_at
-from gpudiag.records.trial import TrialFix
+from gpudiag.records.trial import Fix, TrialFix
 
-NAME = "parallel-map"
-LABEL = "num_parallel_calls"
-CHANGES = "num_parallel_calls=tf.data.AUTOTUNE passed to the Dataset.map at the line"
-CAN_CHANGE_RESULTS = False
-APPLIES_TO = "arguments"  # the call's keyword arguments (gpudiag.inprogram.trial)
-ADVICE = "pass num_parallel_calls=tf.data.AUTOTUNE to Dataset.map"
-PREDICTION = "parallel"
+FIX = Fix("parallel-map", label="num_parallel_calls",
+          changes="num_parallel_calls=tf.data.AUTOTUNE passed to the Dataset.map at the line",
+          advice="pass num_parallel_calls=tf.data.AUTOTUNE to Dataset.map",
+          prediction="parallel")
 AUTOTUNE = -1  # tf.data.AUTOTUNE
 ARGUMENT = "num_parallel_calls=tf.data.AUTOTUNE"
 
@@ -27,7 +24,7 @@ def choose(where: str | None, calls: Sequence[Call], predicted: Mapping[str, Any
     maps = calls_at(calls, where, "map")
     if not maps or (maps[0].args or {}).get("num_parallel_calls") is not None:
         return None
-    return TrialFix(NAME, "map", maps[0].file, maps[0].line)
+    return TrialFix(FIX.name, "map", maps[0].file, maps[0].line)
 
 
 def rewrite(code: str, fix: TrialFix) -> str | None:

@@ -8,15 +8,12 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from gpudiag.fixes.lines import Call, at_line, call_span, calls_at
-from gpudiag.records.trial import TrialFix
+from gpudiag.records.trial import Fix, TrialFix
 
-NAME = "prefetch"
-LABEL = "prefetch"
-CHANGES = ".prefetch(tf.data.AUTOTUNE) after the pipeline's last call, at the line"
-CAN_CHANGE_RESULTS = False
-APPLIES_TO = "result"  # what the call returns (gpudiag.inprogram.trial)
-ADVICE = "end the pipeline with .prefetch(tf.data.AUTOTUNE)"
-PREDICTION = "prefetch"
+FIX = Fix("prefetch", label="prefetch",
+          changes=".prefetch(tf.data.AUTOTUNE) after the pipeline's last call, at the line",
+          advice="end the pipeline with .prefetch(tf.data.AUTOTUNE)", applies_to="result",
+          prediction="prefetch")
 AUTOTUNE = -1
 SUFFIX = ".prefetch(tf.data.AUTOTUNE)"
 
@@ -27,7 +24,7 @@ def choose(where: str | None, calls: Sequence[Call], predicted: Mapping[str, Any
     at = [c for c in calls_at(calls, where) if c.method != "compile"]
     if not at or any(c.method == "prefetch" for c in at):
         return None
-    return TrialFix(NAME, at[-1].method, at[-1].file, at[-1].line)
+    return TrialFix(FIX.name, at[-1].method, at[-1].file, at[-1].line)
 
 
 def rewrite(code: str, fix: TrialFix) -> str | None:

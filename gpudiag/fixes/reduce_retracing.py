@@ -9,15 +9,11 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from gpudiag.fixes.lines import Call, add_argument
-from gpudiag.records.trial import TrialFix
+from gpudiag.records.trial import Fix, TrialFix
 
-NAME = "reduce-retracing"
-LABEL = "reduce_retracing"
-CHANGES = "reduce_retracing=True given to the tf.function made at the line"
-CAN_CHANGE_RESULTS = False
-APPLIES_TO = "arguments"  # tf.function's keyword arguments (gpudiag.inprogram.trial)
-ADVICE = "reduce_retracing=True"
-PREDICTION = None  # the bottleneck's own prediction (the retraces' time) is this fix's
+FIX = Fix("reduce-retracing", label="reduce_retracing",
+          changes="reduce_retracing=True given to the tf.function made at the line",
+          advice="reduce_retracing=True")  # applies to tf.function's keyword arguments
 METHOD = "function"  # tf.function, called at the decorator's line
 
 
@@ -28,7 +24,7 @@ def choose(where: str | None, calls: Sequence[Call], predicted: Mapping[str, Any
     if not where or ":" not in where:
         return None
     file, _, line = where.rpartition(":")
-    return TrialFix(NAME, METHOD, file, int(line)) if line.isdigit() else None
+    return TrialFix(FIX.name, METHOD, file, int(line)) if line.isdigit() else None
 
 
 def rewrite(code: str, fix: TrialFix) -> str | None:

@@ -9,15 +9,11 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from gpudiag.fixes.lines import Call, add_argument, at_line, calls_at
-from gpudiag.records.trial import TrialFix
+from gpudiag.records.trial import Fix, TrialFix
 
-NAME = "steps-per-execution"
-LABEL = "steps_per_execution"
-CHANGES = "steps_per_execution=N passed to the Model.compile at the line"
-CAN_CHANGE_RESULTS = False
-APPLIES_TO = "arguments"  # the call's keyword arguments (gpudiag.inprogram.trial)
-ADVICE = "pass steps_per_execution=N to compile()"
-PREDICTION = None  # the bottleneck's own prediction is this fix's
+FIX = Fix("steps-per-execution", label="steps_per_execution",
+          changes="steps_per_execution=N passed to the Model.compile at the line",
+          advice="pass steps_per_execution=N to compile()")
 DEFAULT_N = 16  # gpudiag.verdicts.whatif's STEPS_PER_EXECUTION
 
 
@@ -28,7 +24,7 @@ def choose(where: str | None, calls: Sequence[Call], predicted: Mapping[str, Any
         return None
     inputs = (predicted or {}).get("inputs") or {}
     n = inputs.get("steps_per_execution")
-    return TrialFix(NAME, "compile", compiles[0].file, compiles[0].line,
+    return TrialFix(FIX.name, "compile", compiles[0].file, compiles[0].line,
                     n if isinstance(n, int) and n > 1 else DEFAULT_N)
 
 

@@ -14,14 +14,10 @@ from gpudiag.fixes import steps_per_execution as advised
 from gpudiag.fixes.lines import Call
 from gpudiag.records.trial import TrialFix
 
-NAME = "steps-per-execution-larger"
-LABEL = advised.LABEL
-CHANGES = "steps_per_execution=4N (four times the advised N) passed to the Model.compile"
-CAN_CHANGE_RESULTS = advised.CAN_CHANGE_RESULTS
-APPLIES_TO = advised.APPLIES_TO
-ADVICE = advised.ADVICE
-PREDICTION = None
-PREDICTED = False  # the action's prediction is the advised N's, not this one's
+# the action's prediction is the advised N's, not this one's
+FIX = replace(advised.FIX, name="steps-per-execution-larger", predicted=False,
+              changes="steps_per_execution=4N (four times the advised N) passed to the "
+                      "Model.compile")
 FACTOR = 4
 
 rewrite = advised.rewrite
@@ -33,5 +29,5 @@ steps_per_call = advised.steps_per_call
 def choose(where: str | None, calls: Sequence[Call], predicted: Mapping[str, Any] | None
            ) -> TrialFix | None:
     fix = advised.choose(where, calls, predicted)
-    return None if fix is None else replace(fix, name=NAME,
+    return None if fix is None else replace(fix, name=FIX.name,
                                             value=(fix.value or advised.DEFAULT_N) * FACTOR)

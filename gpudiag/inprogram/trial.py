@@ -53,7 +53,7 @@ def function_kwargs(code: Any, kwargs: dict[str, Any]) -> dict[str, Any]:
 def _changed(fixes: list[TrialFix], kwargs: dict[str, Any]) -> dict[str, Any]:
     for fix in fixes:
         module = BY_NAME.get(fix.name)
-        if module is not None and module.APPLIES_TO == "arguments":
+        if module is not None and module.FIX.applies_to == "arguments":
             kwargs = module.apply(kwargs, fix)
     return kwargs
 
@@ -63,7 +63,7 @@ def call_result(method: str, frame: Any, result: Any) -> Any:
     line that changes the result applied."""
     for fix in _fixes_at(method, frame):
         module = BY_NAME.get(fix.name)
-        if module is not None and module.APPLIES_TO == "result":
+        if module is not None and module.FIX.applies_to == "result":
             result = module.apply(result, fix)
     return result
 

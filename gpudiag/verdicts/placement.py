@@ -17,6 +17,7 @@ from gpudiag.records.results import (
     MultitowerResult,
     NoKernelPin,
     PinnedResult,
+    Record,
     SoftPinResult,
 )
 from gpudiag.report import Finding
@@ -111,47 +112,41 @@ def pinned(result: PinnedResult, rows: list[PlacementRow]) -> Finding:
                                "pinned ops ran where pinned"))
 
 
+def _pinned(check_id: str, ok: bool, result: Record, ok_words: tuple[str, str, str],
+            fail_words: tuple[str, str, str], advice: str = "") -> Finding:
+    """A pin's verdict, the probe's ``result`` its evidence: ok or fail, each with its
+    message and its title (the fullest first, then one that fits); ``advice`` on a fail."""
+    message, *titles = ok_words if ok else fail_words
+    return Finding(check_id, "ok" if ok else "fail", message, asdict(result),
+                   title=title(*titles), advice="" if ok else advice)
+
+
 def invalid_device(result: InvalidPinResult) -> Finding:
     """Soft placement off: pinning to a device that does not exist must raise."""
-    requested = result.requested
-    if result.raised:
-        return Finding(
-            "placement.invalid-device", "ok",
-            f"with soft placement off, pinning to {requested} (which does not exist) raised "
-            f"{result.error_type}: {result.message}",
-            asdict(result),
-            title=title(f"a pin to missing {requested} raised {result.error_type}",
-                        "a pin to a missing device raised, as it should"),
-        )
-    return Finding(
-        "placement.invalid-device", "fail",
-        f"with soft placement off, pinning to non-existent {requested} did not raise; the op "
-        f"ran on {result.actual}",
-        asdict(result),
-        title=title(f"a pin to missing {requested} did not raise: it ran on {result.actual}",
-                    "a pin to a missing device did not raise"),
+    requested, error, actual = result.requested, result.error_type, result.actual
+    return _pinned(
+        "placement.invalid-device", result.raised, result,
+        (f"with soft placement off, pinning to {requested} (which does not exist) raised "
+         f"{error}: {result.message}", f"a pin to missing {requested} raised {error}",
+         "a pin to a missing device raised, as it should"),
+        (f"with soft placement off, pinning to non-existent {requested} did not raise; the op "
+         f"ran on {actual}", f"a pin to missing {requested} did not raise: it ran on {actual}",
+         "a pin to a missing device did not raise"),
         advice="tf.config.set_soft_device_placement(False) did not take effect; something "
-               "re-enables soft placement.",
-    )
+               "re-enables soft placement.")
 
 
 def soft_fallback(result: SoftPinResult) -> Finding:
     """Soft placement on: the same pin falls back to an existing device."""
     actual, requested = result.actual, result.requested
-    if actual and actual != requested:
-        return Finding(
-            "placement.soft-fallback", "ok",
-            f"with soft placement on, the op pinned to non-existent {requested} fell back to "
-            f"{actual}",
-            asdict(result),
-            title=title(f"soft placement: a pin to missing {requested} ran on {actual}",
-                        "soft placement: a pin to a missing device fell back"),
-        )
-    return Finding("placement.soft-fallback", "fail",
-                   f"with soft placement on, the op pinned to {requested} reported device "
-                   f"{actual!r}", asdict(result),
-                   title=title(f"soft placement: a pin to {requested} reported {actual!r}",
-                               "soft placement: a pin did not fall back"))
+    return _pinned(
+        "placement.soft-fallback", bool(actual and actual != requested), result,
+        (f"with soft placement on, the op pinned to non-existent {requested} fell back to "
+         f"{actual}", f"soft placement: a pin to missing {requested} ran on {actual}",
+         "soft placement: a pin to a missing device fell back"),
+        (f"with soft placement on, the op pinned to {requested} reported device {actual!r}",
+         f"soft placement: a pin to {requested} reported {actual!r}",
+         "soft placement: a pin did not fall back"))
 
 
 def no_gpu_kernel(result: NoKernelPin | None) -> Finding:
@@ -160,17 +155,15 @@ def no_gpu_kernel(result: NoKernelPin | None) -> Finding:
         return Finding("placement.no-gpu-kernel", "skip",
                        "no GPU visible to TensorFlow, so an op without a GPU kernel cannot be "
                        "pinned to one", {}, title="no GPU: an op without a GPU kernel not tried")
-    if device_type(result.actual) == "CPU":
-        return Finding("placement.no-gpu-kernel", "ok",
-                       f"{result.op} (no GPU kernel) pinned to {result.requested} fell "
-                       f"back to {result.actual}", asdict(result),
-                       title=title(f"{result.op} (no GPU kernel) fell back to {result.actual}",
-                                   "an op without a GPU kernel fell back to the CPU"))
-    return Finding("placement.no-gpu-kernel", "fail",
-                   f"{result.op} pinned to {result.requested} reported {result.actual}, "
-                   "not the CPU", asdict(result),
-                   title=title(f"{result.op} (no GPU kernel) reported {result.actual}",
-                               "an op without a GPU kernel did not run on the CPU"))
+    op, actual = result.op, result.actual
+    return _pinned(
+        "placement.no-gpu-kernel", device_type(actual) == "CPU", result,
+        (f"{op} (no GPU kernel) pinned to {result.requested} fell back to {actual}",
+         f"{op} (no GPU kernel) fell back to {actual}",
+         "an op without a GPU kernel fell back to the CPU"),
+        (f"{op} pinned to {result.requested} reported {actual}, not the CPU",
+         f"{op} (no GPU kernel) reported {actual}",
+         "an op without a GPU kernel did not run on the CPU"))
 
 
 def multitower(result: MultitowerResult, rows: list[PlacementRow]) -> Finding:

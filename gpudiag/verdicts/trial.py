@@ -32,7 +32,7 @@ T_975 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228)
 
 @dataclass(frozen=True)
 class Trial:
-    """One measured run of the program: ``fix`` (a fix's NAME; "" the program as written),
+    """One measured run of the program: ``fix`` (a fix's FIX.name; "" the program as written),
     its round (from 1), its median steady step (None: no step measured), its exit code,
     the exception it crashed on (None: none), its run directory, and whether the hooks'
     record shows the fix made (None: the program as written, or not known), its measured
@@ -199,10 +199,10 @@ def fix_finding(chosen: Chosen, trials: Sequence[Trial]) -> Finding:
     if chosen.as_it_would_be:
         parts.append(f"as it would be: `{chosen.as_it_would_be}`")
     else:
-        parts.append(f"the change: {module.CHANGES}")
+        parts.append(f"the change: {module.FIX.changes}")
     parts.append(predicted)
-    loss = trial_loss.compare(trials, name) if module.CAN_CHANGE_RESULTS else None
-    if module.CAN_CHANGE_RESULTS and broken is None:
+    loss = trial_loss.compare(trials, name) if module.FIX.can_change_results else None
+    if module.FIX.can_change_results and broken is None:
         parts.append(trial_loss.words(loss))
     if applied and not all(applied):
         parts.append("the trial's record does not show the change made in every round")
@@ -221,7 +221,7 @@ def fix_finding(chosen: Chosen, trials: Sequence[Trial]) -> Finding:
                 "predicted_low": chosen.predicted[1] if chosen.predicted else None,
                 "predicted_high": chosen.predicted[2] if chosen.predicted else None,
                 "inside": inside, "applied": all(applied) if applied else None,
-                "can_change_results": module.CAN_CHANGE_RESULTS, "broke": broken,
+                "can_change_results": module.FIX.can_change_results, "broke": broken,
                 "fix_config": asdict(chosen.fix), **loss_ev,
                 "trials": [t.run_dir for t in trials if t.fix == name]}
     return Finding(f"try.fix.{name}", status, "; ".join(parts), evidence,

@@ -50,7 +50,7 @@ def _label(ev: TriedFix, evidence: Mapping[str, Any]) -> str:
     module = BY_NAME.get(ev.fix)
     config = evidence.get("fix_config")
     value = config.get("value") if isinstance(config, Mapping) else None
-    name = getattr(module, "LABEL", ev.fix) + (f"={value}" if value is not None else "")
+    name = (module.FIX.label if module else ev.fix) + (f"={value}" if value is not None else "")
     return f"{name} at {ev.where}" if ev.where else name
 
 

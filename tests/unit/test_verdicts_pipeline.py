@@ -89,7 +89,7 @@ def test_a_serial_python_map_is_told_to_vectorise_and_where_it_waits_to_map_in_p
                     python_map(num_parallel_calls=None), *tail])
     assert [(f.kind, f.where) for f in serial] == [("python", "ib.py:10"),
                                                    ("parallel", "ib.py:10")]
-    assert serial[1].what == parallel_map.ADVICE  # what `gpudiag try` applies and measures
+    assert serial[1].what == parallel_map.FIX.advice  # what `gpudiag try` applies and measures
     assert "waits rather than computes" in serial[1].text
     parallel = fixes([call("from_tensor_slices", None, 1, 8),
                       python_map(num_parallel_calls="AUTOTUNE"), *tail])
