@@ -19,38 +19,42 @@ from gpudiag import catalogue
 PY = sys.executable
 PROGRAMS = TESTS_DIR / "programs"
 
+#: The calls, made with each Keras named on the command line in turn (Keras 3 and tf_keras
+#: in one process: one TensorFlow start for both); each line printed with its Keras's name.
 FIT_INPUT_CODE = r"""
 import sys
 import numpy as np
 import tensorflow as tf
-keras = __import__(sys.argv[1])
-def show(f):
-    try:
-        f()
-        print("no error")
-    except Exception as e:
-        print(f"{type(e).__name__}: " + " ".join(str(e).split()))
-x = np.zeros((64, 8), "float32")
-y = np.zeros((64, 1), "float32")
-model = keras.Sequential([keras.Input((8,)), keras.layers.Dense(1)])
-model.compile("sgd", "mse")
-show(lambda: model.fit(x, y, workers=-1, verbose=0))
-show(lambda: model.fit(x, y, max_queue_size=0, verbose=0))
-show(lambda: model.fit(x, y, use_multiprocessing=True, verbose=0))
-show(lambda: model.evaluate(x, y, workers=2, verbose=0))
-show(lambda: model.fit_generator(iter([(x, y)]), steps_per_epoch=1, verbose=0))
-def load(i):
-    return np.zeros(8, "float32"), np.float32(0)
-def fresh(*layers):
-    m = keras.Sequential(list(layers))
-    m.compile("sgd", "mse")
-    return m
-unknown = tf.data.Dataset.range(64).map(
-    lambda i: tuple(tf.numpy_function(load, [i], [tf.float32, tf.float32]))).batch(8)
-show(lambda: fresh(keras.layers.Dense(1)).fit(unknown, verbose=0))
-show(lambda: fresh(keras.Input((8,)), keras.layers.Dense(1)).fit(unknown, verbose=0))
-none_last = unknown.map(lambda a, b: (tf.ensure_shape(a, [None, None]), b))
-show(lambda: fresh(keras.layers.Dense(1)).fit(none_last, verbose=0))
+def calls(keras):
+    def show(f):
+        try:
+            f()
+            print(keras.__name__, "no error")
+        except Exception as e:
+            print(keras.__name__, f"{type(e).__name__}: " + " ".join(str(e).split()))
+    x = np.zeros((64, 8), "float32")
+    y = np.zeros((64, 1), "float32")
+    model = keras.Sequential([keras.Input((8,)), keras.layers.Dense(1)])
+    model.compile("sgd", "mse")
+    show(lambda: model.fit(x, y, workers=-1, verbose=0))
+    show(lambda: model.fit(x, y, max_queue_size=0, verbose=0))
+    show(lambda: model.fit(x, y, use_multiprocessing=True, verbose=0))
+    show(lambda: model.evaluate(x, y, workers=2, verbose=0))
+    show(lambda: model.fit_generator(iter([(x, y)]), steps_per_epoch=1, verbose=0))
+    def load(i):
+        return np.zeros(8, "float32"), np.float32(0)
+    def fresh(*layers):
+        m = keras.Sequential(list(layers))
+        m.compile("sgd", "mse")
+        return m
+    unknown = tf.data.Dataset.range(64).map(
+        lambda i: tuple(tf.numpy_function(load, [i], [tf.float32, tf.float32]))).batch(8)
+    show(lambda: fresh(keras.layers.Dense(1)).fit(unknown, verbose=0))
+    show(lambda: fresh(keras.Input((8,)), keras.layers.Dense(1)).fit(unknown, verbose=0))
+    none_last = unknown.map(lambda a, b: (tf.ensure_shape(a, [None, None]), b))
+    show(lambda: fresh(keras.layers.Dense(1)).fit(none_last, verbose=0))
+for name in sys.argv[1:]:
+    calls(__import__(name))
 """
 
 # what each call above raises (None: no error), Keras 3 then tf_keras
@@ -64,17 +68,30 @@ EXPECTED = {
 }
 
 
+@pytest.fixture(scope="module")
+def printed_by_keras() -> dict[str, list[str]]:
+    """FIT_INPUT_CODE's lines, Keras 3's then tf_keras's, by the Keras that printed them
+    (without its name)."""
+    proc = subprocess.run([PY, "-c", FIT_INPUT_CODE, "keras", "tf_keras"],
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout + proc.stderr[-3000:]
+    printed: dict[str, list[str]] = {"keras": [], "tf_keras": []}
+    for line in proc.stdout.splitlines():
+        name, _, said = line.partition(" ")
+        printed.setdefault(name, []).append(said)  # a stray line: under its first word
+    return printed
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("keras", ["keras", "tf_keras"])
-def test_each_entry_names_what_the_installed_keras_raises(keras: str) -> None:
+def test_each_entry_names_what_the_installed_keras_raises(
+        keras: str, printed_by_keras: dict[str, list[str]]) -> None:
     """The calls people make, with Keras 3 (``import keras``) and tf_keras: each crash is
     named by its entry; what tf_keras accepts (use_multiprocessing on arrays, evaluate's
     workers, fit_generator, a functional model fed unknown shapes) is no crash; every
     entry's example is a line printed here."""
-    proc = subprocess.run([PY, "-c", FIT_INPUT_CODE, keras], capture_output=True, text=True,
-                          timeout=300)
-    printed = proc.stdout.splitlines()
-    assert len(printed) == 8, proc.stdout + proc.stderr[-3000:]
+    printed = printed_by_keras[keras]
+    assert len(printed) == 8, printed_by_keras
     named = [None if line == "no error" else catalogue.match_crash(*line.split(": ", 1))
              for line in printed]
     assert [e.id if e else None for e in named] == EXPECTED[keras], printed

@@ -118,5 +118,7 @@ def test_a_file_the_program_made_its_stderr_gets_the_lines_it_gets_plainly(
                               stdin=subprocess.DEVNULL)
         assert done.returncode == 0 and b"sum 6" in done.stdout, done.stderr[-2000:]
         logs[name] = _log_lines(log.read_bytes())
+        if name == "under":  # no line of gpudiag's (its markers) lands in the program's file
+            assert layout.RUN_MARKER.encode() not in log.read_bytes()
     assert logs["under"] == logs["plain"]
     assert not any("placer.cc" in ln for ln in logs["under"])  # level 2: no INFO placement

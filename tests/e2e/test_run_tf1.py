@@ -11,7 +11,6 @@ tests/e2e/test_run_ps.py. Then the naming itself on plain records.
 
 from __future__ import annotations
 
-import subprocess
 import sys
 from pathlib import Path
 
@@ -71,14 +70,13 @@ print("v = %.4f" % v.numpy())
 @pytest.mark.slow
 def test_a_v1_optimizer_used_eagerly_is_no_tower_and_its_output_is_unchanged(
         tmp_path: Path) -> None:
+    """What the program prints alone is known without running it alone: v = 3 * 0.8 ** 4
+    after its four updates (the one line it prints; a plain run printed exactly that)."""
     script = tmp_path / "eager_v1.py"
     script.write_text(EAGER_V1_OPTIMIZER)
-    bare = subprocess.run([PY, str(script)], capture_output=True, text=True,
-                          timeout=120, check=True)
     proc = gpudiag("run", "--logdir", str(tmp_path / "runs"), "--", PY, str(script))
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    assert "v = 1.2288" in bare.stdout  # 3 * 0.8 ** 4: four updates
-    assert bare.stdout in proc.stdout
+    assert "v = 1.2288\n" in proc.stdout  # the program's own output, unchanged
     (run_dir,) = run_dirs(tmp_path / "runs")
     found = findings_by_id(load_report(run_dir))
     assert found["run.tensorflow"]["status"] == "ok", found["run.tensorflow"]["message"]

@@ -21,7 +21,7 @@ import tensorflow as tf
 from tensorflow import keras
 
 MODE = sys.argv[1] if len(sys.argv) > 1 else "function"
-EPOCHS = 3
+EPOCHS = 2  # 32 training steps: the profiler's window (steps 10-15) and a retrace each
 keras.utils.set_random_seed(0)
 rng = np.random.default_rng(0)
 x_train = rng.standard_normal((1000, 784)).astype("float32")
