@@ -82,8 +82,8 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> tuple[list[Path], int]:
 
 
 def test_each_task_runs_its_part_and_the_chief_reports_every_worker(cluster) -> None:
-    tf_config_cluster, _ = cluster
-    (chief_run,) = run_dirs(tf_config_cluster[0])
+    logdirs, _ = cluster
+    (chief_run,) = run_dirs(logdirs[0])
     chief = load_report(chief_run)
     found = findings_by_id(chief)
     assert found["cluster.run.worker-0"]["status"] == "ok"
@@ -92,7 +92,7 @@ def test_each_task_runs_its_part_and_the_chief_reports_every_worker(cluster) -> 
     assert [w["task"] for w in workers] == ["worker-0", "worker-1"]
     total = scaling["evidence"]["rows"][0]["total_examples_per_s"]
     assert total == pytest.approx(sum(w["examples_per_s"] for w in workers))
-    (other_run,) = run_dirs(tf_config_cluster[1])
+    (other_run,) = run_dirs(logdirs[1])
     other = findings_by_id(load_report(other_run))
     own = other["cluster.worker.worker-1"]
     assert own["status"] == "ok" and own["evidence"]["examples_per_s"] == pytest.approx(
@@ -102,7 +102,7 @@ def test_each_task_runs_its_part_and_the_chief_reports_every_worker(cluster) -> 
     assert scalars[layout.TAG_CLUSTER_TOTAL_EXAMPLES_PER_S][-1].value == pytest.approx(
         total, rel=1e-5)
     assert layout.worker_examples_per_s_tag(1) in scalars
-    assert not (tf_config_cluster[0] / layout.WORKER_BACKUP_DIR).exists()
+    assert not (logdirs[0] / layout.WORKER_BACKUP_DIR).exists()
     assert gone(chief) and gone(load_report(other_run))
 
 
