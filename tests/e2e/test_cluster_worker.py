@@ -5,7 +5,9 @@ SlurmClusterResolver resolves them); the chief writes the combined report."""
 from __future__ import annotations
 
 import json
+import math
 import os
+import socket
 import subprocess
 import sys
 import time
@@ -57,18 +59,31 @@ def gone(report: dict[str, Any]) -> bool:
     return False
 
 
+SLURM_ENV = {"SLURM_STEP_NUM_TASKS": "2", "SLURM_STEP_NODELIST": "localhost",
+             "SLURM_STEP_TASKS_PER_NODE": "2", "TF_CONFIG": ""}
+
+
 @pytest.fixture(scope="module")
-def tf_config_cluster(tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
-    cluster = tfconfig.local_cluster("sync", 2, 0)
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> tuple[list[Path], int]:
+    """One two-task cluster, each task found its own way: worker-0 from the TF_CONFIG it
+    is given, worker-1 from a Slurm job step's variables (--slurm: TensorFlow's
+    SlurmClusterResolver, both tasks on one node, localhost, ports from --slurm-port-base);
+    worker-0's TF_CONFIG names the addresses the resolver gives. Its logdirs and the base
+    port."""
+    base = _two_free_ports()
     logdirs = [tmp_path_factory.mktemp(f"machine{i}") / "runs" for i in (0, 1)]
-    procs = [start(logdirs[t.task_index], {"TF_CONFIG": t.to_json()})
-             for t in tfconfig.tasks_of(cluster)]
+    chief = json.dumps({"cluster": {"worker": [f"localhost:{base}", f"localhost:{base + 1}"]},
+                        "task": {"type": "worker", "index": 0}})
+    procs = [start(logdirs[0], {"TF_CONFIG": chief}),
+             start(logdirs[1], {**SLURM_ENV, "SLURM_PROCID": "1"}, "--slurm",
+                   "--slurm-port-base", str(base))]
     assert finish(procs) == [0, 0]
-    return logdirs
+    return logdirs, base
 
 
-def test_each_task_runs_its_part_and_the_chief_reports_every_worker(tf_config_cluster) -> None:
-    (chief_run,) = run_dirs(tf_config_cluster[0])
+def test_each_task_runs_its_part_and_the_chief_reports_every_worker(cluster) -> None:
+    logdirs, _ = cluster
+    (chief_run,) = run_dirs(logdirs[0])
     chief = load_report(chief_run)
     found = findings_by_id(chief)
     assert found["cluster.run.worker-0"]["status"] == "ok"
@@ -77,7 +92,7 @@ def test_each_task_runs_its_part_and_the_chief_reports_every_worker(tf_config_cl
     assert [w["task"] for w in workers] == ["worker-0", "worker-1"]
     total = scaling["evidence"]["rows"][0]["total_examples_per_s"]
     assert total == pytest.approx(sum(w["examples_per_s"] for w in workers))
-    (other_run,) = run_dirs(tf_config_cluster[1])
+    (other_run,) = run_dirs(logdirs[1])
     other = findings_by_id(load_report(other_run))
     own = other["cluster.worker.worker-1"]
     assert own["status"] == "ok" and own["evidence"]["examples_per_s"] == pytest.approx(
@@ -87,37 +102,33 @@ def test_each_task_runs_its_part_and_the_chief_reports_every_worker(tf_config_cl
     assert scalars[layout.TAG_CLUSTER_TOTAL_EXAMPLES_PER_S][-1].value == pytest.approx(
         total, rel=1e-5)
     assert layout.worker_examples_per_s_tag(1) in scalars
-    assert not (tf_config_cluster[0] / layout.WORKER_BACKUP_DIR).exists()
+    assert not (logdirs[0] / layout.WORKER_BACKUP_DIR).exists()
     assert gone(chief) and gone(load_report(other_run))
 
 
 def test_a_lone_task_reports_who_it_waited_for(tmp_path: Path) -> None:
+    """worker-1 alone: what it says depends on nobody answering, not on how far its
+    TensorFlow got, so its form timeout is short."""
     cluster = tfconfig.local_cluster("sync", 2, 0)
     tasks = tfconfig.tasks_of(cluster)
     logdir = tmp_path / "runs"
-    proc = start(logdir, {"TF_CONFIG": tasks[1].to_json()}, "--form-timeout", "8")
+    proc = start(logdir, {"TF_CONFIG": tasks[1].to_json()}, "--form-timeout", "3")
     assert finish([proc], 120) == [1]
     (run,) = run_dirs(logdir)
     report = load_report(run)
     f = findings_by_id(report)["cluster.run.worker-1"]
     assert f["status"] == "fail"
-    assert f["message"] == (f"worker-1: the cluster did not form within 8 s: this task "
+    assert f["message"] == (f"worker-1: the cluster did not form within 3 s: this task "
                             f"(worker-1 at {tasks[1].address}) got no answer from the "
                             f"cluster's leader worker-0 at {tasks[0].address}, or not every "
                             "task joined; the task was stopped")
     assert gone(report)
 
 
-def test_slurm_allocation_resolved_by_tensorflow_forms_the_cluster(
-        tmp_path_factory: pytest.TempPathFactory) -> None:
-    """Two tasks of a Slurm step on one node (localhost), ports from --slurm-port-base."""
-    base = _two_free_ports()
-    logdirs = [tmp_path_factory.mktemp(f"slurm{i}") / "runs" for i in (0, 1)]
-    env = {"SLURM_STEP_NUM_TASKS": "2", "SLURM_STEP_NODELIST": "localhost",
-           "SLURM_STEP_TASKS_PER_NODE": "2", "TF_CONFIG": ""}
-    procs = [start(logdirs[i], {**env, "SLURM_PROCID": str(i)}, "--slurm",
-                   "--slurm-port-base", str(base)) for i in (0, 1)]
-    assert finish(procs) == [0, 0]
+def test_slurm_allocation_resolved_by_tensorflow_forms_the_cluster(cluster) -> None:
+    """worker-1 of the module's cluster: a Slurm step's task (localhost), its port from
+    --slurm-port-base; it formed the cluster with worker-0."""
+    logdirs, base = cluster
     (run,) = run_dirs(logdirs[1])
     task = load_report(run)["data"]["cluster_task"]
     assert task["slurm"] is True and task["task"] == "worker-1"
@@ -132,8 +143,6 @@ def test_slurm_allocation_resolved_by_tensorflow_forms_the_cluster(
 
 def _two_free_ports() -> int:
     """A port p with p and p + 1 both free on loopback (SlurmClusterResolver's layout)."""
-    import socket
-
     for _ in range(50):
         (p,) = tfconfig.free_ports(1)
         if p >= 65535:
@@ -149,36 +158,32 @@ def _two_free_ports() -> int:
 
 def test_two_tasks_given_the_same_index_are_told_why(tmp_path: Path) -> None:
     """A wrong task index: both processes say worker 0. The second cannot bind worker 0's
-    port and ends at once; the first waits for a worker 1 that never comes."""
+    port and ends at once; the first waits for a worker 1 that never comes.
+
+    The first task's part is what it holds: worker 0's port, here held by the test itself
+    (a listening socket on 0.0.0.0, as TensorFlow's server binds it), so the second ends
+    as soon as it tries, without a first task waiting out its form timeout meanwhile. Then
+    the first runs, as it would have, alone: its form timeout computed from what the
+    second took, start to end, under this machine's load (twice that, at least 10 s): time
+    for its server to start and its coordination service to name who it waits for."""
     cluster = tfconfig.local_cluster("sync", 2, 0)
     first = tfconfig.tasks_of(cluster)[0]
+    port = first.address.rpartition(":")[2]
     logdirs = [tmp_path / "a", tmp_path / "b"]
-    # the first holds worker 0's port until its form timeout: long enough for the second
-    # to start TensorFlow and try to bind it on a busy machine (20 s was not, at load 8)
-    a = start(logdirs[0], {"TF_CONFIG": first.to_json()}, "--form-timeout", "60")
-    wait_for_server(logdirs[0], a)  # the first one holds worker 0's port
-    b = start(logdirs[1], {"TF_CONFIG": first.to_json()}, "--form-timeout", "20")
-    assert finish([b, a], 120) == [1, 1]
+    with socket.socket() as held:
+        held.bind(("0.0.0.0", int(port)))
+        held.listen()
+        began = time.monotonic()
+        b = start(logdirs[1], {"TF_CONFIG": first.to_json()}, "--form-timeout", "20")
+        assert finish([b], 120) == [1]
+        took = time.monotonic() - began
     second = findings_by_id(load_report(run_dirs(logdirs[1])[0]))
     assert second["cluster.run.worker-0"]["status"] == "fail"
-    port = first.address.rpartition(":")[2]
     in_use = second["cluster.tf-message.grpc-port-in-use"]
     assert in_use["status"] == "fail" and f"0.0.0.0:{port}" in in_use["message"]
     assert "task.index" in in_use["advice"]
+    a = start(logdirs[0], {"TF_CONFIG": first.to_json()},
+              "--form-timeout", str(max(10, math.ceil(2 * took))))
+    assert finish([a], 240) == [1]
     lone = findings_by_id(load_report(run_dirs(logdirs[0])[0]))
     assert "still waiting for worker-1" in lone["cluster.run.worker-0"]["message"]
-
-
-def wait_for_server(logdir: Path, proc: subprocess.Popen[str], timeout_s: float = 240) -> None:
-    """Until the task's TensorFlow says its server started (its stderr, in the run dir);
-    fails at once when the task ended first, with what it printed."""
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        for stderr in logdir.glob("*/children/*/stderr.txt"):
-            if "Started server with target" in stderr.read_text(errors="replace"):
-                return
-        if proc.poll() is not None:
-            raise AssertionError(f"the task ended before its server started: "
-                                 f"{proc.communicate()[1][-2000:]}")
-        time.sleep(0.1)
-    raise AssertionError(f"no TensorFlow server started under {logdir}")

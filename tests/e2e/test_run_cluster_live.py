@@ -155,7 +155,10 @@ def test_a_worker_holding_back_is_named_by_the_other_with_where_it_waits(
 def test_a_worker_killed_mid_run_is_told_by_the_other_while_it_runs(tmp_path: Path) -> None:
     logdir, gate = tmp_path / "shared", tmp_path / "gate"
     ports = free_ports(2)
-    workers = [Worker(logdir, ports, i, str(gate), "after") for i in (0, 1)]
+    # worker 0 hangs on the gate and TensorFlow catches the SIGTERM passed on: the stop
+    # ends in gpudiag's SIGKILL, after --grace (its default 30 s would only be waited out)
+    workers = [Worker(logdir, ports, i, str(gate), "after", options=("--grace", "2"))
+               for i in (0, 1)]
     pids: list[int] = []
     try:
         for i, w in enumerate(workers):  # 5 steps each, then both hang on the gate
