@@ -29,7 +29,7 @@ from typing import Any
 
 from gpudiag import layout, nvml
 from gpudiag.cluster import judge
-from gpudiag.cluster.clusterrun import ClusterRun, Limits, TaskSpec
+from gpudiag.cluster.clusterrun import ClusterRun, Limits, TaskOutcome, TaskSpec
 from gpudiag.cluster.supervise import run_cluster
 from gpudiag.errors import EnvironmentBroken, UsageError
 from gpudiag.records import tfconfig
@@ -148,10 +148,20 @@ def run(session: RunSession, options: WorkerOptions, tfc: tfconfig.TfConfig,
     judge_task(session, options, tfc, result, sampling, reason, ui, logdir)
 
 
-def _not_formed(tfc: tfconfig.TfConfig, row: dict[str, Any], form_timeout_s: float) -> Finding:
+def _not_formed(tfc: tfconfig.TfConfig, row: dict[str, Any], form_timeout_s: float,
+                task: TaskOutcome | None) -> Finding:
     leader = tfc.coordination_leader
     job, _, index = leader.rpartition("-")
     address = tfc.cluster[job][int(index)]
+    evidence = {**row, "leader": leader, "leader_address": address}
+    if task is not None and task.ended_by == "exit":  # not stopped: it ended by itself
+        after = "" if task.ended_at_s is None else f" after {task.ended_at_s:.1f} s"
+        why = (f"{task.error_type}: {task.error}" if task.error_type and task.error
+               else task.exit_text)
+        return Finding(f"cluster.run.{tfc.task}", "fail",
+                       f"{tfc.task}: the task ended by itself{after}, before the cluster "
+                       f"formed ({why})", evidence, advice=verdicts.NOT_FORMED_ADVICE,
+                       title="the task ended before the cluster formed")
     if leader == tfc.task:
         waiting = row.get("stragglers") or []
         who = (f"this task leads the cluster and was still waiting for {', '.join(waiting)}"
@@ -161,7 +171,7 @@ def _not_formed(tfc: tfconfig.TfConfig, row: dict[str, Any], form_timeout_s: flo
                f"leader {leader} at {address}, or not every task joined")
     return Finding(f"cluster.run.{tfc.task}", "fail",
                    f"{tfc.task}: the cluster did not form within {form_timeout_s:g} s: {who}; "
-                   "the task was stopped", {**row, "leader": leader, "leader_address": address},
+                   "the task was stopped", evidence,
                    advice=verdicts.NOT_FORMED_ADVICE,
                    title=f"the cluster did not form within {form_timeout_s:g} s")
 
@@ -176,7 +186,7 @@ def judge_task(session: RunSession, options: WorkerOptions, tfc: tfconfig.TfConf
            else len(tfc.cluster["worker"])}
     task = run.final[0] if run.final else None
     if run.outcome == "never-formed":
-        session.add(_not_formed(tfc, row, options.form_timeout_s))
+        session.add(_not_formed(tfc, row, options.form_timeout_s, task))
     elif task is not None and task.role == "server" and task.ended_by == "exit" and task.ok:
         served = task.result.served_s if task.result else None
         session.add(Finding(f"cluster.run.{tfc.task}", "ok",

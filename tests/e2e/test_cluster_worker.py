@@ -178,7 +178,12 @@ def test_two_tasks_given_the_same_index_are_told_why(tmp_path: Path) -> None:
         assert finish([b], 120) == [1]
         took = time.monotonic() - began
     second = findings_by_id(load_report(run_dirs(logdirs[1])[0]))
-    assert second["cluster.run.worker-0"]["status"] == "fail"
+    ended = second["cluster.run.worker-0"]
+    # it ended by itself, at once: never said to have waited out its 20 s form timeout
+    assert ended["status"] == "fail" and ended["title"] == \
+        "the task ended before the cluster formed", ended
+    assert ended["message"].startswith("worker-0: the task ended by itself after ") and \
+        "within 20 s" not in ended["message"], ended["message"]
     in_use = second["cluster.tf-message.grpc-port-in-use"]
     assert in_use["status"] == "fail" and f"0.0.0.0:{port}" in in_use["message"]
     assert "task.index" in in_use["advice"]
