@@ -114,6 +114,10 @@ def launch_bound(j: Judged) -> Cause | None:
                 "tf.function) to fuse the small ops",
                 {"steps_per_call": k, "against": a.to_dict()},
                 (Action("XLA: jit_compile=True on the tf.function"),))
+        if _compiled_loop(j):  # the loop cannot go inside the XLA-compiled function
+            advice, action = _outer_loop(j)
+            return Cause("overhead-bound", m.share(launch), text,
+                         f"{advice}; or a larger batch", {"against": a.to_dict()}, (action,))
         return Cause("overhead-bound", m.share(launch), text,
                      f"more work per step call: {more_steps(j.facts.loop, j.facts.compile)}; "
                      "or a larger batch", {"against": a.to_dict()},
@@ -121,36 +125,47 @@ def launch_bound(j: Judged) -> Cause | None:
     return _xla_loop(j)
 
 
+def _compiled_loop(j: Judged) -> bool:
+    """A custom loop calling an XLA-compiled (jit_compile) step function."""
+    return bool(j.facts.jit_compile and j.facts.loop and "fit" not in j.facts.loop)
+
+
+def _outer_loop(j: Judged) -> tuple[str, Action]:
+    """More steps a Python call around an XLA-compiled step: an outer tf.function without
+    jit_compile (IteratorGetNext has no XLA kernel: a loop over the iterator inside the
+    jit_compile function fails to compile, checked with the installed TensorFlow)."""
+    step = str(j.facts.loop).split()[-1]
+    return ("more steps per Python call: an outer tf.function without jit_compile that runs "
+            f"N steps, `for _ in tf.range(N): {step}(*next(iterator))`, around the "
+            "XLA-compiled step (the iterator's ops do not compile with XLA, so the loop goes "
+            "outside it)",
+            Action(f"call {step} N times a Python call: an outer tf.function (no jit_compile) "
+                   f"looping `for _ in tf.range(N): {step}(*next(iterator))`",
+                   loop_line(j.facts)))
+
+
 def _xla_loop(j: Judged) -> Cause | None:
     """An XLA-compiled step called from a Python loop, its compiled work under half the
     step and its input not waited for: the rest is paid once a call (the Python loop,
     next(), entering the function), so more steps a call is the fix, in an outer
-    tf.function (IteratorGetNext has no XLA kernel: a loop over the iterator inside the
-    jit_compile function fails to compile, checked with the installed TensorFlow)."""
+    tf.function (_outer_loop)."""
     m = j.m
-    if not j.facts.jit_compile or not j.facts.loop or "fit" in j.facts.loop:
+    if not _compiled_loop(j):
         return None
     around = 1 - m.share(m.compute_s)
     share, _, near = input_share(j.facts, m)
     if around < OVERHEAD_BOUND or share >= INPUT_BOUND or near:
         return None  # the compiled work, or the input (its own cause), is the step
     floor = floor_note(j.facts)
-    step = j.facts.loop.split()[-1]
+    advice, action = _outer_loop(j)
     return Cause(
         "overhead-bound", around,
         f"overhead-bound: the XLA-compiled step's ops run {pct(m.share(m.compute_s))} of "
         f"the step ({ms(m.compute_s)} of {ms(m.period_s)}); the other {pct(around)} is paid "
         "once a call: the Python loop around it, next(iterator) and entering the compiled "
         "function" + (f" ({floor})" if floor else ""),
-        "more steps per Python call: an outer tf.function without jit_compile that runs N "
-        f"steps, `for _ in tf.range(N): {step}(*next(iterator))`, "
-        "around the XLA-compiled step (the iterator's ops do not compile with XLA, so the "
-        "loop goes outside it); prefetch does not help a step that does not wait for its "
-        "input",
-        {"jit_compile": True, "around_share": around},
-        (Action(f"call {step} N times a Python call: an outer tf.function (no jit_compile) "
-                f"looping `for _ in tf.range(N): {step}(*next(iterator))`",
-                loop_line(j.facts)),))
+        f"{advice}; prefetch does not help a step that does not wait for its input",
+        {"jit_compile": True, "around_share": around}, (action,))
 
 
 def _compile_line(compiled: dict[str, Any] | None) -> str | None:
