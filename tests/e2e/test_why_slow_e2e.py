@@ -50,12 +50,17 @@ class Run(ProgramRun):
 
     def assert_step_median_agrees(self, warmup: int) -> None:
         """gpudiag's steady step is the program's own: the mean (the program's total time
-        over its steps) to 1 %, and the median among the program's own middle periods.
-        The two clocks start a step at different points (the program before ``next()``,
-        gpudiag at its hook), so one step's period moves to its neighbour: the mean
-        cannot tell, but a median of a dozen two-mode periods can move by a mode's width."""
+        over its steps) to 1 %, or to half a period over the steps where that is more,
+        and the median among the program's own middle periods. The two clocks start a
+        step at different points (the program before ``next()``, gpudiag at its hook), so
+        one step's period moves to its neighbour: the mean can tell only at the run's two
+        ends (with both cores busy, the allreduce program's two means differed by 2.1 %,
+        over its 30 steps less the warm-up and the profiled ones), and a median of a dozen
+        two-mode periods can move by a mode's width."""
         own = sorted(self.own_periods_s(warmup))
-        assert self.loop["step_s_mean"] == pytest.approx(statistics.fmean(own), rel=0.01)
+        mean = statistics.fmean(own)
+        assert self.loop["step_s_mean"] == pytest.approx(mean, rel=0.01,
+                                                         abs=0.5 * mean / len(own))
         low, high = own[len(own) // 4], own[(3 * len(own)) // 4]
         median = self.loop["step_s_median"]
         assert low * (1 - PERIOD_TOLERANCE) <= median <= high * (1 + PERIOD_TOLERANCE), \
