@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
+import textwrap
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -185,11 +186,18 @@ def _say_plan(ui: Ui, plan: Sequence[tuple[int, Chosen | None]], chosen: Sequenc
     ui.say(f"{counted(len(plan), 'trial')} ({counted(options.rounds, 'round')} of the program "
            f"as written and "
            f"{len(chosen)} fix(es)){est}")
+    width = ui.console.width if ui.console is not None else 80
     for c in chosen:
         module = BY_NAME[c.fix.name]
-        ui.say_line(f"  {verdicts.label(c)}: {module.FIX.changes}"
-               + (f"\n    as written:     {c.as_written}" if c.as_written else "")
-               + (f"\n    as it would be: {c.as_it_would_be}" if c.as_it_would_be else ""))
+        # the words wrap at the terminal's width; the code lines stay whole, to copy
+        for line in textwrap.wrap(f"{verdicts.label(c)}: {module.FIX.changes}", width=width,
+                                  initial_indent="  ", subsequent_indent="    ",
+                                  break_long_words=False, break_on_hyphens=False):
+            ui.say_line(line)
+        for what, code in (("as written:    ", c.as_written),
+                           ("as it would be:", c.as_it_would_be)):
+            if code:
+                ui.say_line(f"    {what} {code}")
 
 
 def estimate_trial_s(report: dict[str, Any], steps: int | None) -> float | None:

@@ -552,3 +552,30 @@ def replace_steps(options: Any) -> Any:
     from dataclasses import replace
 
     return replace(options, stop_after_steps=None)
+
+
+def test_the_plan_wraps_its_words_and_keeps_each_code_line_whole() -> None:
+    """`gpudiag try`'s plan at 80 columns: the fix's words wrap (indented under it); the
+    line as written and as it would be stay whole, to copy."""
+    import io
+
+    from rich.console import Console
+
+    from gpudiag.commands.tryfixes import TryOptions, _say_plan
+    from gpudiag.ui import Ui
+
+    out = io.StringIO()
+    ui = Ui(Console(file=out, width=80, force_terminal=False))
+    fix = TrialFix("parallel-map", "map", "train.py", 33)
+    written = "dataset = dataset.map(augment).batch(32)"
+    fixed = "dataset = dataset.map(augment, num_parallel_calls=tf.data.AUTOTUNE).batch(32)"
+    chosen = [Chosen(fix, written, fixed, None)]
+    _say_plan(ui, [(1, None), (1, chosen[0])], chosen, {"findings": []},
+              TryOptions(rounds=1))
+    lines = out.getvalue().splitlines()
+    words = [ln for ln in lines[1:] if "as written:" not in ln and "as it would be:" not in ln]
+    assert len(words) == 2 and all(len(ln) <= 80 for ln in words), lines
+    assert words[0].startswith("  num_parallel_calls at train.py:33: ")
+    assert words[1].startswith("    ") and words[1].endswith("at the line")
+    assert f"    as written:     {written}" in lines
+    assert f"    as it would be: {fixed}" in lines
