@@ -140,24 +140,26 @@ def pipeline_pair(tmp_path_factory: pytest.TempPathFactory) -> GoldenRuns:
     return made_once(tmp_path_factory, "pipeline_pair", _pipeline_pair)
 
 
-@pytest.fixture(scope="session")
-def fit_tiny(tmp_path_factory: pytest.TempPathFactory) -> GoldenRuns:
-    """A small healthy Keras fit under a plain `gpudiag run`."""
-    return made_once(tmp_path_factory, "fit_tiny", _plain_run("keras_fit_tiny.py"))
+def _plain_golden(name: str, program: str, doc: str) -> Callable[..., GoldenRuns]:
+    """The session fixture ``name``: tests/programs/``program`` under a plain `gpudiag run`,
+    made once (``doc``: what it is)."""
+    def golden(tmp_path_factory: pytest.TempPathFactory) -> GoldenRuns:
+        return made_once(tmp_path_factory, name, _plain_run(program))
+    golden.__doc__ = doc
+    return pytest.fixture(scope="session", name=name)(golden)
 
 
-@pytest.fixture(scope="session")
-def custom_loop(tmp_path_factory: pytest.TempPathFactory) -> GoldenRuns:
-    """A custom training loop (a tf.function step, Python work between steps) under a
-    plain `gpudiag run`."""
-    return made_once(tmp_path_factory, "custom_loop",
-                     _plain_run("custom_loop_python_between.py"))
-
-
-@pytest.fixture(scope="session")
-def mirrored_fit(tmp_path_factory: pytest.TempPathFactory) -> GoldenRuns:
-    """A Keras fit under MirroredStrategy on two virtual CPU devices, plain `gpudiag run`."""
-    return made_once(tmp_path_factory, "mirrored_fit", _plain_run("mirrored_fit.py"))
+fit_tiny = _plain_golden("fit_tiny", "keras_fit_tiny.py",
+                         "A small healthy Keras fit under a plain `gpudiag run`.")
+custom_loop = _plain_golden("custom_loop", "custom_loop_python_between.py",
+                            "A custom training loop (a tf.function step, Python work "
+                            "between steps) under a plain `gpudiag run`.")
+mirrored_fit = _plain_golden("mirrored_fit", "mirrored_fit.py",
+                             "A Keras fit under MirroredStrategy on two virtual CPU devices, "
+                             "plain `gpudiag run`.")
+retrace = _plain_golden("retrace", "retrace_num_steps.py",
+                        "A tf.function retraced at every call (a Python int argument) under "
+                        "`gpudiag run`.")
 
 
 #: The scaling golden run's options (tests/e2e/test_scaling.py's FAST: a small model,
@@ -176,9 +178,3 @@ def _scaling_two(here: Path) -> list[subprocess.CompletedProcess[str]]:
 def scaling_two(tmp_path_factory: pytest.TempPathFactory) -> GoldenRuns:
     """`gpudiag scaling` on two virtual CPU devices (MirroredStrategy), at 80 columns."""
     return made_once(tmp_path_factory, "scaling_two", _scaling_two)
-
-
-@pytest.fixture(scope="session")
-def retrace(tmp_path_factory: pytest.TempPathFactory) -> GoldenRuns:
-    """A tf.function retraced at every call (a Python int argument) under `gpudiag run`."""
-    return made_once(tmp_path_factory, "retrace", _plain_run("retrace_num_steps.py"))

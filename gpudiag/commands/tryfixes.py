@@ -186,7 +186,7 @@ def _say_plan(ui: Ui, plan: Sequence[tuple[int, Chosen | None]], chosen: Sequenc
     ui.say(f"{counted(len(plan), 'trial')} ({counted(options.rounds, 'round')} of the program "
            f"as written and "
            f"{len(chosen)} fix(es)){est}")
-    width = ui.console.width if ui.console is not None else 80
+    width = ui.console.width if ui.console is not None else headline.WIDTH
     for c in chosen:
         module = BY_NAME[c.fix.name]
         # the words wrap at the terminal's width; the code lines stay whole, to copy
