@@ -83,6 +83,7 @@ class _Watchdog:
 
 _watchdog = _Watchdog()
 SHIM = Path(__file__).resolve().with_name("shim.py")
+GATE = SHIM.with_name("gate.py")
 #: The shim's pid -> the program's pid: the group the program may make of its own.
 _programs: dict[int, int] = {}
 
@@ -147,20 +148,38 @@ def spawn(argv: Sequence[str], **popen_kwargs: Any) -> subprocess.Popen[bytes]:
     """``subprocess.Popen(argv, ...)`` as the leader of a new process group (and session),
     watched by the reaper until ``release`` or ``stop_group``. OSError propagates.
 
-    The watchdog is started before the child, and an interrupt (Ctrl-C, SIGTERM) that
-    lands once the child exists stops the child's group before it propagates: there is
-    no moment at which a child runs that neither the caller nor the watchdog will end.
-    A stop request a callback dropped is raised first (gpudiag.procs.stops.check): no
-    child is started after it."""
+    The watchdog is started before the child, and the child waits at its gate
+    (gpudiag.procs.gate) until the watchdog has been told its group; an interrupt (Ctrl-C,
+    SIGTERM) that lands meanwhile stops the group before it propagates. So there is no
+    moment at which a child runs that neither the caller nor the watchdog will end, a
+    ``kill -9`` of gpudiag included. A stop request a callback dropped is raised first
+    (gpudiag.procs.stops.check): no child is started after it."""
     stops.check()
     _watchdog.start()
-    proc: subprocess.Popen[bytes] = subprocess.Popen(
-        list(argv), start_new_session=True, **popen_kwargs)
-    try:
-        _watchdog.tell(f"{WATCH}{proc.pid}")
-    except BaseException:
+    go_r, go_w = os.pipe()
+    err_r, err_w = os.pipe()
+    passed = (*popen_kwargs.pop("pass_fds", ()), go_r, err_w)
+    with os.fdopen(go_w, "wb", buffering=0) as go, os.fdopen(err_r, "rb") as err:
+        try:
+            proc: subprocess.Popen[bytes] = subprocess.Popen(
+                [sys.executable, "-I", "-S", str(GATE), str(go_r), str(err_w), *argv],
+                start_new_session=True, pass_fds=passed, **popen_kwargs)
+        finally:
+            os.close(go_r)
+            os.close(err_w)
+        try:
+            _watchdog.tell(f"{WATCH}{proc.pid}")
+            with contextlib.suppress(BrokenPipeError):  # the gate died: its status tells
+                go.write(b"1")
+            failed = err.read()
+        except BaseException:
+            stop_group(proc)
+            raise
+    if failed:
         stop_group(proc)
-        raise
+        code = int(failed) if failed.isdigit() else 0
+        raise OSError(code, os.strerror(code) if code else "it could not be executed",
+                      argv[0])
     return proc
 
 

@@ -10,18 +10,15 @@ from collections.abc import Callable
 
 class Every:
     """``work()`` every ``period_s`` seconds in a daemon thread named ``name``, from
-    ``start`` until ``stop``; ``first()``, if given, once in the thread before the first
-    wait. An exception in either ends the thread (the caller guards what may fail)."""
+    ``start`` until ``stop``. An exception in it ends the thread (the caller guards what
+    may fail)."""
 
-    def __init__(self, period_s: float, work: Callable[[], None], name: str,
-                 first: Callable[[], None] | None = None) -> None:
-        self.period_s, self.work, self.first = period_s, work, first
+    def __init__(self, period_s: float, work: Callable[[], None], name: str) -> None:
+        self.period_s, self.work = period_s, work
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name=name, daemon=True)
 
     def _loop(self) -> None:
-        if self.first is not None:
-            self.first()
         while not self._stop.wait(self.period_s):
             self.work()
 

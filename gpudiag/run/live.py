@@ -102,8 +102,8 @@ class Live:
         self._latest: Loop | None = None  # the loop that stepped last (the status line)
         self._last_flush = -TB_FLUSH_S  # the first scalars are flushed at once
         self._dirty = False
-        self._every = Every(POLL_S, lambda: self._guarded(self.poll), "gpudiag-live",
-                            first=_preload)
+        self._preloaded = False  # the picture's matplotlib, once a profile window opened
+        self._every = Every(POLL_S, lambda: self._guarded(self.poll), "gpudiag-live")
 
     def start(self) -> Live:
         self._every.start()
@@ -151,6 +151,9 @@ class Live:
     def poll(self) -> None:
         """Read the new events into the run state, then draw each view from it."""
         for pid, state in self.follower.poll().items():
+            if state.profile is not None and not self._preloaded:
+                self._preloaded = True  # a trace is coming: the picture will be drawn
+                _preload()
             self._news(pid, state)
             for loop in state.loops.values():
                 if loop.new:

@@ -232,13 +232,14 @@ def test_mcp_refuses_what_leads_out_and_lists_past_a_deep_tree(shared: Path) -> 
 
 @pytest.mark.slow
 def test_mcp_ends_a_call_past_its_time_limit_and_answers_the_next(tmp_path: Path) -> None:
-    """A report of 600,000 GPU names (27 MB) takes seconds to read: with --call-timeout
-    1, its show_run is the tool's error, and the next call is answered by a fresh worker."""
+    """A report whose findings are repeated to 28 MB takes half a minute to show (over
+    twenty times the limit, so load cannot bring it within): with --call-timeout 1, its
+    show_run is the tool's error, and the next call is answered by a fresh worker."""
     logdir = tmp_path / "logdir"
     shutil.copytree(SAMPLE_RUN, logdir / "good")
     shutil.copytree(SAMPLE_RUN, logdir / "slow")
-    _edit(logdir / "slow", lambda d: d["devices"].__setitem__(
-        "physical_gpus", [{"name": f"/physical_device:GPU:{i}"} for i in range(600_000)]))
+    _edit(logdir / "slow", lambda d: d.__setitem__(
+        "findings", d["findings"] * (28 * MiB // len(json.dumps(d["findings"])))))
     first, slow, after = anyio.run(_mcp, logdir, [
         ("show_run", {"run": "good"}), ("show_run", {"run": "slow"}),
         ("show_run", {"run": "good"})], "--call-timeout", "1")
