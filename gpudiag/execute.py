@@ -30,7 +30,7 @@ from rich.console import Console
 from gpudiag.errors import GpudiagError, WriteFailed, signum_of
 from gpudiag.layout import REPORT_MD
 from gpudiag.procs import stops
-from gpudiag.report import render_table
+from gpudiag.report import ICON, SUMMARY_ORDER, Report
 from gpudiag.report import to_json as report_to_json
 from gpudiag.session import RunSession
 from gpudiag.ui import Ui
@@ -204,3 +204,37 @@ def execute_with_nvml(ctx: typer.Context, command: str, logdir: Path, as_json: b
             body(session, backend, ui)
 
     execute(command, logdir, as_json, in_session)
+
+
+_STYLE = {"ok": "green", "warn": "yellow", "fail": "bold red", "skip": "dim"}
+
+
+def render_table(report: Report, console: Any) -> None:
+    """The terminal's findings on ``console`` (a rich.console.Console): one entry per finding,
+    worst first, its status, id and title (a report without titles: its message), wrapped
+    under the console's width with a hanging indent, never cut (the whole message, the
+    evidence and the advice are in report.md). The verdict follows it (gpudiag.execute)."""
+    from rich.text import Text
+
+    width = max(40, console.width - 1)
+    for status in SUMMARY_ORDER:
+        for f in report.findings:
+            if f.status != status:
+                continue
+            lines = wrap(f"{ICON[f.status]:<4}  {f.id}: {f.headline}", width, indent=6)
+            for n, text in enumerate(lines):
+                line = Text(text, style="")
+                if n == 0:
+                    line.stylize(_STYLE[f.status], 0, len(ICON[f.status]))
+                console.print(line, soft_wrap=True, highlight=False)
+
+
+def wrap(text: str, width: int, *, indent: int = 0) -> list[str]:
+    """``text`` in lines of at most ``width`` characters, broken between words (a word
+    longer than a line, a path say, has a line of its own and is never cut), the lines
+    after the first indented by ``indent``."""
+    import textwrap
+
+    return textwrap.wrap(" ".join(text.split()), width=width,
+                         subsequent_indent=" " * indent, break_long_words=False,
+                         break_on_hyphens=False) or [""]

@@ -257,17 +257,34 @@ def save(report: Report, run_dir: Path) -> None:
     atomic_write_text(run_dir / REPORT_MD, to_markdown(report))
 
 
-_ICON = {"ok": "OK", "warn": "WARN", "fail": "FAIL", "skip": "SKIP"}
+#: The status words of the terminal and report.md.
+ICON = {"ok": "OK", "warn": "WARN", "fail": "FAIL", "skip": "SKIP"}
+
+
+#: The longest evidence value report.md writes out; a longer one is named, whole, and
+#: left to report.json (never cut mid-value).
+EVIDENCE_MD_CHARS = 400
 
 
 def _evidence_md(evidence: dict[str, Any]) -> list[str]:
     lines = []
     for key, value in evidence.items():
         text = json.dumps(value, default=str) if isinstance(value, dict | list) else str(value)
-        if len(text) > 400:
-            text = text[:400] + " ..."
+        if len(text) > EVIDENCE_MD_CHARS:
+            text = f"({_too_long(value, text)}: whole in report.json)"
         lines.append(f"  - `{key}`: {text}")
     return lines
+
+
+def _too_long(value: Any, text: str) -> str:
+    """What a value too long for report.md is, in words that are themselves whole."""
+    if isinstance(value, dict):
+        keys = ", ".join(f"`{k}`" for k in value)
+        entries = f"{len(value):,} entries"
+        return f"{entries}: {keys}" if len(keys) <= EVIDENCE_MD_CHARS else entries
+    if isinstance(value, list):
+        return f"a list of {len(value):,} items"
+    return f"{len(text):,} characters"
 
 
 def _headline(report: Report) -> list[str]:
@@ -307,7 +324,7 @@ def _action_md(a: Action) -> str:
 def _sections(report: Report) -> list[str]:
     out: list[str] = []
     for f in report.findings:
-        out += [f"## {_ICON[f.status]} `{f.id}`", ""]
+        out += [f"## {ICON[f.status]} `{f.id}`", ""]
         if f.title:
             out += [f"**{f.title}**", ""]
         out += [f.message, ""]
@@ -325,7 +342,7 @@ def to_markdown(report: Report) -> str:
     return "\n".join([
         *_headline(report),
         markdown_table(["status", "check", "finding"],
-                       [[_ICON[f.status], f"`{f.id}`", f.message] for f in report.findings]),
+                       [[ICON[f.status], f"`{f.id}`", f.message] for f in report.findings]),
         "", *_sections(report)])
 
 
@@ -344,7 +361,7 @@ def summary_markdown(report: Report) -> str:
             + ", ".join(f"{counts[s]} {s}" for s in STATUSES))
     if report.devices.get("summary"):
         head += f"; {report.devices['summary']}"
-    lines = [f"- **{_ICON[f.status]}** `{f.id}`: {f.headline}"
+    lines = [f"- **{ICON[f.status]}** `{f.id}`: {f.headline}"
              for status in SUMMARY_ORDER for f in report.findings if f.status == status]
     return "\n".join([head, "", *lines, "",
                       f"Run directory `{report.run_dir}`. Evidence and advice for each "
@@ -354,37 +371,3 @@ def summary_markdown(report: Report) -> str:
 def details_markdown(report: Report) -> str:
     """Each finding with its advice and evidence (the summary holds the one-line list)."""
     return "\n".join([*_headline(report), *_sections(report)])
-
-
-_STYLE = {"ok": "green", "warn": "yellow", "fail": "bold red", "skip": "dim"}
-
-
-def render_table(report: Report, console: Any) -> None:
-    """Print the findings on ``console`` (a rich.console.Console): one entry per finding,
-    worst first, its status, id and title (a report without titles: its message), wrapped
-    under the console's width with a hanging indent, never cut (the whole message, the
-    evidence and the advice are in report.md). The verdict follows it (gpudiag.execute)."""
-    from rich.text import Text
-
-    width = max(40, console.width - 1)
-    for status in SUMMARY_ORDER:
-        for f in report.findings:
-            if f.status != status:
-                continue
-            lines = wrap(f"{_ICON[f.status]:<4}  {f.id}: {f.headline}", width, indent=6)
-            for n, text in enumerate(lines):
-                line = Text(text, style="")
-                if n == 0:
-                    line.stylize(_STYLE[f.status], 0, len(_ICON[f.status]))
-                console.print(line, soft_wrap=True, highlight=False)
-
-
-def wrap(text: str, width: int, *, indent: int = 0) -> list[str]:
-    """``text`` in lines of at most ``width`` characters, broken between words (a word
-    longer than a line, a path say, has a line of its own and is never cut), the lines
-    after the first indented by ``indent``."""
-    import textwrap
-
-    return textwrap.wrap(" ".join(text.split()), width=width,
-                         subsequent_indent=" " * indent, break_long_words=False,
-                         break_on_hyphens=False) or [""]

@@ -1,7 +1,7 @@
 """The terminal ends with the verdict: at most six lines under 80 columns, above nothing
 else of gpudiag's; on a machine where TensorFlow lists no GPU it says the work ran on the
 CPU and why, from the recorded evidence, and never "all checks passed"
-(gpudiag.verdicts.headline, gpudiag.execute, gpudiag.report.render_table, gpudiag.scaling.table)."""
+(gpudiag.verdicts.headline, gpudiag.execute and its render_table, gpudiag.scaling.table)."""
 
 from __future__ import annotations
 

@@ -38,3 +38,25 @@ def test_report_md_gives_the_title_message_and_actions() -> None:
            "predicted 17.4 ms a step (16.9-18.0) (parallel map)" in section
     assert "- end the pipeline with .prefetch(tf.data.AUTOTUNE); no prediction: not "\
            "modelled" in section
+
+
+def test_report_md_names_evidence_too_long_to_write_whole_and_never_cuts_it() -> None:
+    report = Report("run", "runs/x")
+    report.add(Finding("run.devices", "warn", "no GPU", evidence={
+        "shares": {"compute": 0.68, "host": 0.31, "idle": 0.0, "x" * 400: 1},
+        "parts_s": {f"/device:GPU:{i}": {"period_s": 0.006} for i in range(2_000)},
+        "devices": {f"/device:GPU:{i}": "busy 99 %" for i in range(20)},
+        "gpus": [{"name": f"/physical_device:GPU:{i}"} for i in range(100)],
+        "log": "line " * 200,
+        "steps": 4}))
+    evidence = {line.split("`")[1]: line.split(": ", 1)[1]
+                for line in to_markdown(report).splitlines() if line.startswith("  - `")}
+    assert evidence == {
+        "shares": "(4 entries: whole in report.json)",  # its keys alone are too long
+        "parts_s": "(2,000 entries: whole in report.json)",
+        "devices": "(20 entries: " + ", ".join(f"`/device:GPU:{i}`" for i in range(20))
+                   + ": whole in report.json)",
+        "gpus": "(a list of 100 items: whole in report.json)",
+        "log": "(1,000 characters: whole in report.json)",
+        "steps": "4"}
+    assert not any(line.endswith("...") for line in to_markdown(report).splitlines())

@@ -1,7 +1,7 @@
 """The terminal ends with the verdict: at most six lines under 80 columns, above nothing
 else of gpudiag's; on a machine where TensorFlow lists no GPU it says the work ran on the
 CPU and why, from the recorded evidence, and never "all checks passed"
-(gpudiag.verdicts.headline, gpudiag.execute, gpudiag.report.render_table, gpudiag.scaling.table)."""
+(gpudiag.verdicts.headline, gpudiag.execute and its render_table, gpudiag.scaling.table)."""
 
 from __future__ import annotations
 
@@ -12,8 +12,9 @@ from typing import Any
 from helpers import REPO
 from rich.console import Console
 
+from gpudiag.execute import render_table
 from gpudiag.layout.units import counted
-from gpudiag.report import Finding, Report, render_table
+from gpudiag.report import Finding, Report
 from gpudiag.scaling.table import TERMINAL_HEADERS, rich_table
 from gpudiag.verdicts import headline
 

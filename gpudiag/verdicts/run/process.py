@@ -104,7 +104,8 @@ def tensorflow_seen(observations: Sequence[ProcessObservation], *, python_comman
     said = []
     if unreadable_lines:
         said.append(f"{unreadable_lines} event line(s) could not be read ("
-                    + "; ".join(unreadable[:3]) + ("; ..." if unreadable_lines > 3 else "")
+                    + "; ".join(unreadable[:3])
+                    + (f"; and {unreadable_lines - 3} more" if unreadable_lines > 3 else "")
                     + "): what they held is missing from this report; the rest was judged")
     if newer_versions:
         said.append(f"events of protocol version {max(newer_versions)} were left out (this "
