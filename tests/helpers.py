@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 
 TESTS_DIR = Path(__file__).parent
@@ -132,6 +133,14 @@ def read_scalars(tb_run: Path) -> dict[str, list[ScalarEvent]]:
         out[tag] = [ScalarEvent(e.step, float(tensor_util.make_ndarray(e.tensor_proto)),
                                 e.wall_time) for e in acc.Tensors(tag)]
     return out
+
+
+def digit_images(n: int, side: int = 28, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """``n`` random uint8 images ``side`` x ``side`` and their labels 0-9: a data file's
+    content (.npz, TFRecord) as a user's script writes it."""
+    rng = np.random.default_rng(seed)
+    return (rng.integers(0, 256, (n, side, side), dtype=np.uint8),
+            rng.integers(0, 10, n).astype(np.int64))
 
 
 def process_alive(pid: int) -> bool:

@@ -244,26 +244,3 @@ def _image_shape(
             "single-channel image; add int64 height/width/depth features"
         )
     return (side, side, 1)
-
-
-def write_tfrecord(path: Path, images: np.ndarray, labels: np.ndarray) -> None:
-    """Write uint8 images (N, H, W[, C]) and labels in the format ``load_tfrecord`` reads."""
-    images = images if images.ndim == 4 else images[..., None]
-    with tf.io.TFRecordWriter(str(path)) as writer:
-        for image, label in zip(images, labels, strict=True):
-            h, w, d = image.shape
-
-            def i64(v: int) -> tf.train.Feature:
-                return tf.train.Feature(int64_list=tf.train.Int64List(value=[int(v)]))
-
-            feature = {
-                "image_raw": tf.train.Feature(
-                    bytes_list=tf.train.BytesList(value=[image.astype(np.uint8).tobytes()])
-                ),
-                "label": i64(label),
-                "height": i64(h),
-                "width": i64(w),
-                "depth": i64(d),
-            }
-            example = tf.train.Example(features=tf.train.Features(feature=feature))
-            writer.write(example.SerializeToString())

@@ -71,17 +71,6 @@ def with_interval(predicted: dict[str, Any], per_step: Sequence[Mapping[str, Any
             "interval_from": "; ".join(froms)}
 
 
-def interval_text(predicted: Mapping[str, Any], scale: float = 1.0) -> str:
-    """``1.90 ms (1.62-2.31 ms)``: the predicted step (times ``scale``) with its interval."""
-    step = predicted.get("step_s")
-    if step is None:
-        return "no prediction"
-    low, high = predicted.get("step_s_low"), predicted.get("step_s_high")
-    span = f" ({low * scale * 1e3:.2f}-{high * scale * 1e3:.2f} ms)" \
-        if low is not None and high is not None else ""
-    return f"{step * scale * 1e3:.2f} ms{span}"
-
-
 def available_cores() -> int:
     """The cores this process may run on (a parallel map's parallelism at most)."""
     try:
