@@ -221,20 +221,10 @@ def render_table(report: Report, console: Any) -> None:
         for f in report.findings:
             if f.status != status:
                 continue
-            lines = wrap(f"{ICON[f.status]:<4}  {f.id}: {f.headline}", width, indent=6)
+            lines = headline.wrap(f"{ICON[f.status]:<4}  {f.id}: {f.headline}", width,
+                                  indent=" " * 6)
             for n, text in enumerate(lines):
                 line = Text(text, style="")
                 if n == 0:
                     line.stylize(_STYLE[f.status], 0, len(ICON[f.status]))
                 console.print(line, soft_wrap=True, highlight=False)
-
-
-def wrap(text: str, width: int, *, indent: int = 0) -> list[str]:
-    """``text`` in lines of at most ``width`` characters, broken between words (a word
-    longer than a line, a path say, has a line of its own and is never cut), the lines
-    after the first indented by ``indent``."""
-    import textwrap
-
-    return textwrap.wrap(" ".join(text.split()), width=width,
-                         subsequent_indent=" " * indent, break_long_words=False,
-                         break_on_hyphens=False) or [""]

@@ -15,7 +15,6 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
-import textwrap
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -190,9 +189,8 @@ def _say_plan(ui: Ui, plan: Sequence[tuple[int, Chosen | None]], chosen: Sequenc
     for c in chosen:
         module = BY_NAME[c.fix.name]
         # the words wrap at the terminal's width; the code lines stay whole, to copy
-        for line in textwrap.wrap(f"{verdicts.label(c)}: {module.FIX.changes}", width=width,
-                                  initial_indent="  ", subsequent_indent="    ",
-                                  break_long_words=False, break_on_hyphens=False):
+        for line in headline.wrap(f"{verdicts.label(c)}: {module.FIX.changes}", width,
+                                  lead="  ", indent="    "):
             ui.say_line(line)
         for what, code in (("as written:    ", c.as_written),
                            ("as it would be:", c.as_it_would_be)):

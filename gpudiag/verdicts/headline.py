@@ -54,18 +54,25 @@ _LEARNING = ("run.learning", "scaling.learning", "diff.learning")
 Entry = tuple[str, ...]
 
 
+def wrap(text: str, width: int = WIDTH, *, lead: str = "", indent: str = "") -> list[str]:
+    """``text`` in lines of at most ``width`` characters, broken between words (a word
+    longer than a line, a path say, has a line of its own and is never cut): the first line
+    after ``lead``, the others after ``indent``. Every face's terminal lines wrap here."""
+    return textwrap.wrap(" ".join(text.split()), width=width, initial_indent=lead,
+                         subsequent_indent=indent, break_long_words=False,
+                         break_on_hyphens=False) or [lead]
+
+
 def wrap_entry(entry: Entry, width: int = WIDTH) -> list[str]:
-    """``entry`` in lines of at most ``width`` characters, broken between words (a word
-    longer than a line has a line of its own, never cut): its first part from column 0, the
-    rest indented by 2, each part's further lines by 2 more. ``UNCUT``: one line."""
+    """``entry`` in lines of at most ``width`` characters (``wrap``): its first part from
+    column 0, the rest indented by 2, each part's further lines by 2 more. ``UNCUT``: one
+    line."""
     if width >= UNCUT:
         return ["; ".join(" ".join(part.split()) for part in entry)]
     lines: list[str] = []
     for n, part in enumerate(entry):
         lead = "" if n == 0 else "  "
-        lines += textwrap.wrap(" ".join(part.split()), width=width, initial_indent=lead,
-                               subsequent_indent=lead + "  ", break_long_words=False,
-                               break_on_hyphens=False) or [lead]
+        lines += wrap(part, width, lead=lead, indent=lead + "  ")
     return lines
 
 
