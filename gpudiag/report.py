@@ -351,6 +351,12 @@ def to_markdown(report: Report) -> str:
 SUMMARY_ORDER: tuple[Status, ...] = ("fail", "warn", "skip", "ok")
 
 
+def worst_first(status: object) -> int:
+    """A sort key that puts findings in SUMMARY_ORDER (an unknown status last): every face
+    lists the worst first by this one order."""
+    return SUMMARY_ORDER.index(status) if status in SUMMARY_ORDER else len(SUMMARY_ORDER)
+
+
 def summary_markdown(report: Report) -> str:
     """The findings at a glance (TensorBoard's first text card): the counts, then one
     line per finding, failures first; no table, so nothing wraps into a narrow column."""

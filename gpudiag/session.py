@@ -28,6 +28,8 @@ close does not replace it: the first cause is the one the user sees.
 from __future__ import annotations
 
 import signal
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 from types import TracebackType
@@ -82,13 +84,27 @@ class RunSession:
             self.report.argv = list(argv)
         self._texts: dict[str, str] = {}
         self.forwarded_exit: int | None = None
+        self._held = 0  # inside batch(): saved once, when the outermost batch ends
 
     def forward_exit(self, code: int) -> None:
         """The exit code gpudiag must end with: the watched command's own."""
         self.forwarded_exit = code
 
     def save(self) -> None:
-        report_mod.save(self.report, self.run_dir)
+        if not self._held:
+            report_mod.save(self.report, self.run_dir)
+
+    @contextmanager
+    def batch(self) -> Iterator[None]:
+        """Findings and data added inside are saved once, when it ends: an analysis that
+        makes its findings at once rewrites report.json once, not at each of them (a run's
+        end made 28). Ended by an exception, it saves nothing: the session's close does."""
+        self._held += 1
+        try:
+            yield
+        finally:
+            self._held -= 1
+        self.save()
 
     def add(self, finding: Finding) -> Finding:
         self.report.add(finding)

@@ -31,13 +31,12 @@ from gpudiag import api, layout
 from gpudiag.commands import diff as diff_cmd
 from gpudiag.commands import explain as explain_cmd
 from gpudiag.errors import UsageError
+from gpudiag.report import worst_first
 from gpudiag.rundir import Run, RunDirError, StepBreakdown, scan_runs
 from gpudiag.rundir.confine import confined_dir
 from gpudiag.ui import Ui
 from gpudiag.verdicts import headline
 from gpudiag.verdicts.tried import tried
-
-_WORST = {"fail": 0, "warn": 1, "skip": 2, "ok": 3}
 
 
 class Logdir:
@@ -89,7 +88,7 @@ def show_run(logdir: Logdir, run_id: str, evidence: bool = False) -> dict[str, A
     if evidence:
         return _answer(run, logdir, tried(run.report_json))
     findings = sorted(run.report_json.get("findings", []),
-                      key=lambda f: _WORST.get(f.get("status"), 4))
+                      key=lambda f: worst_first(f.get("status")))
     actions = [{"finding": f["id"], "status": f.get("status"), **a} for f in findings
                if f.get("status") in ("fail", "warn") for a in f.get("actions") or []
                if isinstance(a, dict)]

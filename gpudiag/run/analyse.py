@@ -145,7 +145,8 @@ def report_whole(session: RunSession, argv: list[str], outcome: Outcome,
     (not a failed write: a full disk is said as such) is a run.analysis finding and the
     program's exit code is the one gpudiag exits with; the report is always finished."""
     try:
-        report(session, argv, outcome, options, python=python)
+        with session.batch():
+            report(session, argv, outcome, options, python=python)
     except WriteFailed:
         raise
     except Exception as exc:

@@ -18,6 +18,7 @@ from typing import Any
 
 from gpudiag import layout
 from gpudiag.layout.families import QUESTIONS, Family, family_of
+from gpudiag.report import worst_first
 from gpudiag.rundir import BadRun, Run, opens_on
 from gpudiag.rundir.records import PART_NAMES, RUNNING_MEAN
 from gpudiag.tbplugin.compare import record_view
@@ -25,7 +26,6 @@ from gpudiag.tbplugin.ids import path_id, run_id
 from gpudiag.verdicts import headline
 from gpudiag.verdicts.tried import tried
 
-_ORDER = {"fail": 0, "warn": 1, "skip": 2, "ok": 3}
 _FILE_LINE = re.compile(r"[\w./-]+\.py:\d+")
 #: The findings whose verdict the learning card shows (the loss curve's own verdict).
 LEARNING_FAMILIES = ("run.learning", "scaling.learning", "diff.learning")
@@ -193,7 +193,7 @@ def bottleneck(run: Run) -> dict[str, Any] | None:
     advice names) and the prediction."""
     if not run.breakdown:
         return None
-    worst = sorted(run.breakdown, key=lambda b: _ORDER.get(b.status, 4))[0]
+    worst = sorted(run.breakdown, key=lambda b: worst_first(b.status))[0]
     found = next((f for f in run.report.findings if f.id == worst.finding_id), None)
     finding = found.to_dict() if found else {}
     advice = str(finding.get("advice") or "")
@@ -217,7 +217,7 @@ def learning(run: Run) -> dict[str, Any] | None:
     learning finding's verdict."""
     found = sorted((f.to_dict() for f in run.report.findings
                     if (family_of(f.id) or _NO_FAMILY).base in LEARNING_FAMILIES),
-                   key=lambda f: _ORDER.get(f["status"], 4))
+                   key=lambda f: worst_first(f["status"]))
     if not found and not run.loops:
         return None
     ev = found[0]["evidence"] if found else {}
@@ -263,7 +263,7 @@ def groups(run: Run) -> list[dict[str, Any]]:
     ``Finding.question``), in the order people ask them, fail and warn first; a finding of
     no declared family under 'Other checks'. Each finding as report.json holds it, with
     ``headline``: its title (a report without titles: its message)."""
-    findings = sorted(run.report.findings, key=lambda f: _ORDER.get(f.status, 4))
+    findings = sorted(run.report.findings, key=lambda f: worst_first(f.status))
     out = [{"key": key, "title": words,
             "findings": [{**f.to_dict(), "headline": f.headline} for f in findings
                          if f.question == key]}

@@ -39,6 +39,7 @@ from typing import Any
 
 from gpudiag.layout.families import family_of
 from gpudiag.layout.units import counted, ms_number
+from gpudiag.report import SUMMARY_ORDER, worst_first
 from gpudiag.verdicts.compared import diff_line, prediction_held
 from gpudiag.verdicts.fix_said import fix_entry
 from gpudiag.verdicts.gpus_seen import cpu_devices, indexed, tf_gpus, walk, why_no_gpu
@@ -46,7 +47,6 @@ from gpudiag.verdicts.gpus_seen import cpu_devices, indexed, tf_gpus, walk, why_
 WIDTH = 79  # a line of the verdict is shorter than an 80-column terminal
 UNCUT = 100_000  # a web page's lines: one per entry, wrapped by the page
 MAX_ENTRIES = 6
-_WORST = {"fail": 0, "warn": 1, "skip": 2, "ok": 3}
 _LEARNING = ("run.learning", "scaling.learning", "diff.learning")
 
 #: An entry: its first line's words, then sub-entries, each shown on lines of its own under
@@ -92,7 +92,7 @@ def _headline(f: dict[str, Any]) -> str:
 
 
 def _worst_first(found: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    return sorted(found, key=lambda f: _WORST.get(f.get("status", ""), 4))
+    return sorted(found, key=lambda f: worst_first(f.get("status")))
 
 
 def _findings(report: dict[str, Any]) -> list[dict[str, Any]]:
@@ -182,7 +182,7 @@ def bottleneck_entry(report: dict[str, Any]) -> Entry | None:
     found = sorted((f for f in _findings(report)
                     if _family_evidence(f["id"]) == "Bottleneck"
                     or _family_id(f["id"]) == "diff.bottleneck"),
-                   key=lambda f: (_WORST.get(f.get("status", ""), 4), -_waste(f)))
+                   key=lambda f: (worst_first(f.get("status")), -_waste(f)))
     if not found or found[0].get("status") in ("skip", "ok"):
         keras = _keras_calls_entry(report)
         if keras is not None:
@@ -294,7 +294,7 @@ def crash_entry(report: dict[str, Any]) -> Entry | None:
 
 def counts_line(report: dict[str, Any]) -> str:
     findings = _findings(report)
-    n = {s: sum(1 for f in findings if f.get("status") == s) for s in _WORST}
+    n = {s: sum(1 for f in findings if f.get("status") == s) for s in SUMMARY_ORDER}
     crashed = {id(f) for f in _crashes(report)}  # the crash named first: it is the cause
     failed = [f["id"] for f in sorted(findings, key=lambda f: id(f) not in crashed)
               if f.get("status") == "fail"]

@@ -28,6 +28,32 @@ def test_interrupted_session_leaves_a_readable_partial_report(tmp_path: Path) ->
     assert "interrupted, partial" in (s.run_dir / "report.md").read_text()
 
 
+def test_findings_added_in_a_batch_are_written_once_when_it_ends(tmp_path: Path) -> None:
+    """A run's end adds its findings at once: report.json is rewritten when the batch ends,
+    not at each; the version on disk meanwhile is the whole one from before (kill -9)."""
+    s = RunSession("run", tmp_path)
+    s.add(Finding("run.command", "ok", "ran", title="ran"))
+    with s.batch():
+        s.add(Finding("run.devices", "ok", "one device", title="one device"))
+        s.set("processes", {"n": 1})
+        on_disk = load_report(s.run_dir)
+        assert [f["id"] for f in on_disk["findings"]] == ["run.command"]
+        assert "processes" not in on_disk["data"]
+    on_disk = load_report(s.run_dir)
+    assert [f["id"] for f in on_disk["findings"]] == ["run.command", "run.devices"]
+    assert on_disk["data"]["processes"] == {"n": 1}
+
+
+def test_a_batch_stopped_by_ctrl_c_still_leaves_its_findings_in_the_report(
+        tmp_path: Path) -> None:
+    with pytest.raises(KeyboardInterrupt), RunSession("run", tmp_path) as s, s.batch():
+        s.add(Finding("run.devices", "ok", "one device", title="one device"))
+        raise KeyboardInterrupt
+    report = load_report(s.run_dir)
+    assert report["interrupted"] is True
+    assert [f["id"] for f in report["findings"]] == ["run.devices"]
+
+
 def test_run_dirs_are_never_reused(tmp_path: Path) -> None:
     first = layout.new_run_dir(tmp_path, "env")
     (first / "mine.txt").write_text("keep")
