@@ -201,13 +201,23 @@ def allreduce(tmp_path_factory: pytest.TempPathFactory) -> Run:
     return run(tmp_path_factory.mktemp("allreduce"), "mirrored_allreduce_heavy.py")
 
 
-def test_a_balanced_program_gets_an_ok_with_its_breakdown(balanced: Run) -> None:
+def test_a_balanced_program_s_breakdown_is_compute_and_its_verdict_follows_it(
+        balanced: Run) -> None:
+    """The live run asserts what load cannot move: compute is the largest part, no input
+    wait, no Python between the steps, and the verdict agrees with its own shares. Whether
+    the host's share (29 % here on a quiet machine, 40 % with both cores busy) crosses the
+    50 % threshold is the machine's doing: the verdict on recorded quiet steps ("no
+    bottleneck") is tests/cli/test_api_cli.py's, on tests/data/cpu_traces/balanced_fit."""
     f = balanced.found["run.bottleneck"]
-    assert f["status"] == "ok", f["message"]
-    assert f["evidence"]["causes"] == []
     shares = f["evidence"]["shares"]
-    assert shares["compute"] > shares["input"] and shares["host_between_calls"] < 0.20
+    assert shares["compute"] > shares["input"] and shares["input"] < 0.05
+    assert shares["host_between_calls"] < 0.20
     assert "compute" in f["message"] and "Model.fit:" in f["message"]
+    if f["status"] == "ok":
+        assert f["evidence"]["causes"] == [] and "no bottleneck" in f["message"]
+    else:  # only the host's per-step overhead can reach the threshold, and only near it
+        assert f["status"] == "warn" and f["evidence"]["causes"] == ["overhead-bound"]
+        assert "near the threshold" in f["message"], f["message"]
     balanced.assert_step_median_agrees(10)
 
 
@@ -264,7 +274,8 @@ def test_explain_gives_the_same_answer_on_each_runs_trace(
         input_bound: Run, input_tuned: Run, custom_loop_run: Run, balanced: Run,
         tmp_path: Path) -> None:
     for run, causes in ((input_bound, [["input-bound"]]), (custom_loop_run, [["host-bound"]]),
-                        (input_tuned, [[], ["overhead-bound"]]), (balanced, [[]])):
+                        (input_tuned, [[], ["overhead-bound"]]),
+                        (balanced, [[], ["overhead-bound"]])):  # the host's share: load's
         ran = run.found["run.bottleneck"]
         again = explained(run, tmp_path / run.run_dir.name)  # one logdir per run
         assert ran["evidence"]["causes"][:1] in causes, ran["message"]
