@@ -34,6 +34,11 @@ class Event:
     KIND: ClassVar[str] = ""
 
 
+def caller_at(caller: dict[str, Any] | None) -> str:
+    """``file:line`` of the program's frame (``?``: not known)."""
+    return f"{caller['file'].rsplit('/', 1)[-1]}:{caller['line']}" if caller else "?"
+
+
 # ------------------------------------------------------------------------ the kinds
 @dataclass(frozen=True)
 class Process(Event):
@@ -69,13 +74,16 @@ class KerasImport(Event):
 
 @dataclass(frozen=True)
 class ConfigCall(Event):
+    """One tf.config (or tf.debugging / tf.compat.v1) configuration call, in order; or
+    Keras's ``mixed_precision.set_global_policy`` (order 0, the policy's name its arg)."""
+
     KIND = "config_call"
-    api: str = ""
+    api: str = ""  # tf.config.experimental.set_memory_growth ...
     order: int = 0
     args: list[Any] = field(default_factory=list)
     kwargs: dict[str, Any] = field(default_factory=dict)
-    initialized_before: bool | None = None
-    caller: dict[str, Any] | None = None
+    initialized_before: bool | None = None  # were the devices initialised when it was called?
+    caller: dict[str, Any] | None = None  # file, line, function in the program
     error_type: str | None = None
     error: str | None = None
 
@@ -166,24 +174,31 @@ class Placement(Event):
 
 @dataclass(frozen=True)
 class DatasetCall(Event):
+    """One tf.data call the program made (gpudiag.inprogram.datasets), at pipeline build time."""
+
     KIND = "dataset_call"
-    method: str = "?"
-    args: dict[str, Any] = field(default_factory=dict)
-    function: dict[str, Any] | None = None
-    input: int | None = None
-    output: int | None = None
-    caller: dict[str, Any] | None = None
+    method: str = "?"  # map, prefetch, cache, interleave, batch, ..., from_generator ...
+    args: dict[str, Any] = field(default_factory=dict)  # num_parallel_calls ("AUTOTUNE" for
+    # -1), buffer_size, batch_size ...
+    function: dict[str, Any] | None = None  # the function given: name, file, line, user
+    input: int | None = None  # the dataset it was called on (its tag), None: a source or unknown
+    output: int | None = None  # the dataset it made
+    caller: dict[str, Any] | None = None  # the program's frame: file, line, function, code
     # the made dataset's element shapes (``(<unknown>, ())``), where this call made them
     # less known than its input's (a map through tf.py_function or tf.numpy_function, a
     # from_generator without shapes): None where it did not
     shape_lost: str | None = None
+
+    @property
+    def where(self) -> str:
+        return caller_at(self.caller)
 
 
 @dataclass(frozen=True)
 class Crash(Event):
     KIND = "crash"
     type: str = "?"
-    module: str = ""
+    module: str = ""  # the exception class's module
     message: str = ""
     thread: str = ""
     frames: list[dict[str, Any]] = field(default_factory=list)
@@ -197,36 +212,45 @@ class Profile(Event):
     status: str = "?"  # started | stopped | stopped-at-exit | failed | skipped
     logdir: str = ""
     source: str | None = None
-    first_step: int | None = None
+    first_step: int | None = None  # the step the window opened at
     steps: list[int] = field(default_factory=list)
-    error: str | None = None
+    error: str | None = None  # skipped or failed: why
 
 
 @dataclass(frozen=True)
 class TfLog(Event):
     KIND = "tf_log"
-    logger: str = ""
+    logger: str = ""  # the Python logger's name (tensorflow, absl ...)
     level: str = ""
     message: str = ""
     source: str = ""  # file:line
-    shown: bool = False
+    shown: bool = False  # did the program's own logger level let the user see it?
 
 
 @dataclass(frozen=True)
 class DeviceScope(Event):
+    """A ``tf.device`` scope the program opened eagerly (gpudiag.inprogram.devicescopes)."""
+
     KIND = "device_scope"
-    device: str = ""
-    caller: dict[str, Any] | None = None
+    device: str = ""  # as the program wrote it: /device:GPU:2, /GPU:0 ...
+    caller: dict[str, Any] | None = None  # file, line, function
 
 
 @dataclass(frozen=True)
 class PyWarning(Event):
+    """A Python warning TensorFlow, Keras or tf_keras showed (gpudiag.inprogram.pywarnings)."""
+
     KIND = "py_warning"
-    category: str = "Warning"
+    category: str = "Warning"  # UserWarning ...
     message: str = ""
-    file: str = ""
+    file: str = ""  # where the library attributed it
     line: int = 0
-    user_frame: dict[str, Any] | None = None
+    user_frame: dict[str, Any] | None = None  # the program's innermost frame when shown
+
+    @property
+    def text(self) -> str:
+        """As Python prints it: ``UserWarning: message``."""
+        return f"{self.category}: {self.message}"
 
 
 @dataclass(frozen=True)
@@ -265,6 +289,10 @@ class Tf1Distribution(Event):
     api: str = ""
     args: dict[str, Any] = field(default_factory=dict)
     caller: dict[str, Any] | None = None
+
+    @property
+    def where(self) -> str:
+        return caller_at(self.caller)
 
 
 @dataclass(frozen=True)

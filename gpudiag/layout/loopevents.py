@@ -227,12 +227,16 @@ class SessionSteps(Event):
 
 @dataclass(frozen=True)
 class StepStats(Event):
+    """Where a traced Session.run really ran each node (RunMetadata step stats)."""
+
     KIND = "step_stats"
     group: str = "?"
-    call: int | None = None
-    devices: dict[str, dict[str, Any]] = field(default_factory=dict)
-    pinned: list[dict[str, Any]] = field(default_factory=list)
-    node_devices: dict[str, str] = field(default_factory=dict)
+    call: int | None = None  # which run of its fetch group (from 0)
+    devices: dict[str, dict[str, Any]] = field(default_factory=dict)  # device -> nodes,
+    # busy_us, scopes, op_types
+    pinned: list[dict[str, Any]] = field(default_factory=list)  # requested, actual, nodes,
+    # examples, scopes
+    node_devices: dict[str, str] = field(default_factory=dict)  # node -> device it ran on
 
 
 @dataclass(frozen=True)

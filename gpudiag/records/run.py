@@ -1,9 +1,12 @@
 """Typed records of what the hooks saw in one process of the program (parent side).
 
 Built from the events files (gpudiag.layout.events) by gpudiag.run.events; read by the verdicts
-(gpudiag.verdicts.run.process). Plain frozen dataclasses, no TensorFlow. Times are seconds
-(``_s``), wall-clock times are Unix seconds (``t_unix_s``); devices are in the short form
-``/device:GPU:1``.
+(gpudiag.verdicts.run.process). The events kept as the program's agent wrote them (its
+configuration calls, tf.data calls, device scopes, warnings, TensorFlow's log records, a
+crash, the profile window, TF1 constructs, Session step stats) are the protocol's own
+records (gpudiag.layout.events, loopevents): one shape from the wire to the verdicts.
+Plain frozen dataclasses, no TensorFlow. Times are seconds (``_s``), wall-clock times are
+Unix seconds (``t_unix_s``); devices are in the short form ``/device:GPU:1``.
 """
 
 from __future__ import annotations
@@ -11,22 +14,9 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from gpudiag.layout import events as ev
+from gpudiag.layout import loopevents as lev
 from gpudiag.records.callsites import HostReadSite, KerasCallSite
-
-
-@dataclass(frozen=True)
-class ConfigCall:
-    """One tf.config (or tf.debugging / tf.compat.v1) configuration call, in order; or
-    Keras's ``mixed_precision.set_global_policy`` (order 0, the policy's name its arg)."""
-
-    order: int
-    api: str  # tf.config.experimental.set_memory_growth ...
-    args: list[Any]
-    kwargs: dict[str, Any]
-    initialized_before: bool | None  # were the devices initialised when it was called?
-    caller: dict[str, Any] | None  # file, line, function in the program
-    error_type: str | None
-    error: str | None
 
 
 @dataclass(frozen=True)
@@ -122,108 +112,11 @@ class FunctionGraph:
     pinned: list[tuple[str, str, str]]  # (node, op type, requested device)
 
 
-@dataclass(frozen=True)
-class StepStats:
-    """Where a traced Session.run really ran each node (RunMetadata step stats)."""
-
-    group: str
-    devices: dict[str, dict[str, Any]]  # device -> nodes, busy_us, scopes, op_types
-    pinned: list[dict[str, Any]]  # requested, actual, nodes, examples, scopes
-    node_devices: dict[str, str] = field(default_factory=dict)  # node -> device it ran on
-    call: int | None = None  # which run of its fetch group (from 0)
 
 
-@dataclass(frozen=True)
-class CrashRecord:
-    type: str
-    message: str
-    thread: str
-    frames: list[dict[str, Any]]
-    user_frame: dict[str, Any] | None
-    causes: list[dict[str, Any]]
-    module: str = ""  # the exception class's module
 
 
-@dataclass(frozen=True)
-class ProfileRecord:
-    status: str  # started | stopped | stopped-at-exit | failed | skipped (error: why)
-    logdir: str
-    source: str | None
-    steps: list[int]
-    error: str | None
-    first_step: int | None = None  # the step the window opened at
 
-
-@dataclass(frozen=True)
-class TfLogRecord:
-    level: str
-    message: str
-    source: str
-    shown: bool  # did the program's own logger level let the user see it?
-    logger: str = ""  # the Python logger's name (tensorflow, absl ...)
-
-
-@dataclass(frozen=True)
-class DeviceScope:
-    """A ``tf.device`` scope the program opened eagerly (gpudiag.inprogram.devicescopes)."""
-
-    device: str  # as the program wrote it: /device:GPU:2, /GPU:0 ...
-    caller: dict[str, Any] | None  # file, line, function
-
-
-@dataclass(frozen=True)
-class PyWarning:
-    """A Python warning TensorFlow, Keras or tf_keras showed (gpudiag.inprogram.pywarnings)."""
-
-    category: str  # UserWarning ...
-    message: str
-    file: str  # where the library attributed it
-    line: int
-    user_frame: dict[str, Any] | None  # the program's innermost frame when it was shown
-
-    @property
-    def text(self) -> str:
-        """As Python prints it: ``UserWarning: message``."""
-        return f"{self.category}: {self.message}"
-
-
-def caller_at(caller: dict[str, Any] | None) -> str:
-    """``file:line`` of the program's frame (``?``: not known)."""
-    return f"{caller['file'].rsplit('/', 1)[-1]}:{caller['line']}" if caller else "?"
-
-
-@dataclass(frozen=True)
-class DatasetCall:
-    """One tf.data call the program made (gpudiag.inprogram.datasets), at pipeline build time."""
-
-    method: str  # map, prefetch, cache, interleave, batch, ..., from_generator, py_function
-    args: dict[str, Any]  # num_parallel_calls ("AUTOTUNE" for -1), buffer_size, batch_size ...
-    function: dict[str, Any] | None  # the function given: name, file, line, user
-    input: int | None  # the dataset it was called on (its tag), None: a source or unknown
-    output: int | None  # the dataset it made
-    caller: dict[str, Any] | None  # the program's frame: file, line, function, code, direct
-    # its output's element shapes where this call lost what its input's were (a map
-    # through tf.py_function / tf.numpy_function, a from_generator without shapes)
-    shape_lost: str | None = None
-
-    @property
-    def where(self) -> str:
-        return caller_at(self.caller)
-
-
-@dataclass(frozen=True)
-class Tf1Call:
-    """A tf.compat.v1 distribution construct the program built (gpudiag.inprogram.tf1dist):
-    replica_device_setter, MonitoredTrainingSession, Supervisor, SyncReplicasOptimizer,
-    compute_gradients (one per tower), apply_gradients; ``args`` as the event has them."""
-
-    api: str
-    args: dict[str, Any]
-    caller: dict[str, Any] | None
-
-    @property
-    def where(self) -> str:
-        return caller_at(self.caller)
 
 
 @dataclass(frozen=True)
@@ -247,7 +140,7 @@ class ProcessObservation:
     # gpudiag's placement windows: {window, opened_by, closed_by, graphs, nodes_left_out}
     placement_windows: list[dict[str, Any]] = field(default_factory=list)
     placement_log_asked: str | None = None  # why gpudiag asked for TensorFlow's placement log
-    config_calls: list[ConfigCall] = field(default_factory=list)
+    config_calls: list[ev.ConfigCall] = field(default_factory=list)
     devices: DeviceSnapshot | None = None
     strategies: list[StrategyRecord] = field(default_factory=list)
     cluster_joins: list[ClusterJoin] = field(default_factory=list)
@@ -256,13 +149,13 @@ class ProcessObservation:
     graphs: list[FunctionGraph] = field(default_factory=list)
     sessions: list[dict[str, Any]] = field(default_factory=list)  # config summaries
     session_calls: list[dict[str, Any]] = field(default_factory=list)  # {target, caller} each
-    step_stats: list[StepStats] = field(default_factory=list)
-    dataset_calls: list[DatasetCall] = field(default_factory=list)
-    crash: CrashRecord | None = None
-    profile: ProfileRecord | None = None
-    tf_logs: list[TfLogRecord] = field(default_factory=list)
-    py_warnings: list[PyWarning] = field(default_factory=list)
-    device_scopes: list[DeviceScope] = field(default_factory=list)
+    step_stats: list[lev.StepStats] = field(default_factory=list)
+    dataset_calls: list[ev.DatasetCall] = field(default_factory=list)
+    crash: ev.Crash | None = None
+    profile: ev.Profile | None = None
+    tf_logs: list[ev.TfLog] = field(default_factory=list)
+    py_warnings: list[ev.PyWarning] = field(default_factory=list)
+    device_scopes: list[ev.DeviceScope] = field(default_factory=list)
     hook_errors: list[dict[str, Any]] = field(default_factory=list)  # with hook_note's
     hook_errors_counted: int | None = None  # at its exit, those past the written 50 included
     stream_errors_counted: int | None = None  # the program's own streams raising at its exit
@@ -280,7 +173,7 @@ class ProcessObservation:
     tf_import_caller: dict[str, Any] | None = None  # the program's line importing it
     modules_before_tf: list[str] = field(default_factory=list)  # keras, jax ... already there
     unknown_events: list[str] = field(default_factory=list)  # kinds this gpudiag cannot read
-    tf1_calls: list[Tf1Call] = field(default_factory=list)  # TF1 distribution constructs
+    tf1_calls: list[ev.Tf1Distribution] = field(default_factory=list)  # TF1 distribution constructs
     keras_calls: list[KerasCallSite] = field(default_factory=list)  # per call site
     first_keras_call_t_unix_s: float | None = None  # when the first of them started
     keras_calls_left_out: int = 0  # calls at sites past the hook's bound on sites

@@ -55,20 +55,29 @@ def _apply(state: ProcessState, recorded: ev.Recorded) -> None:
 
 
 # the kinds kept as they are: the latest event of its kind stands (LATEST; NEWS: and it is
-# news for the live view), or each one is kept in order (EACH); the state's attribute that
-# holds them
+# news for the live view), the first stands (FIRST: the devices as the program set them up,
+# its first crash), or each one is kept in order (EACH); the state's attribute that holds
+# them. The verdicts read these records as the agent wrote them (gpudiag.records.run).
 LATEST: dict[type[ev.Event], str] = {
     ev.TfImport: "tf_import", ev.KerasImport: "keras", lev.InputFloor: "input_floor",
     lev.CpuUse: "cpu_use", lev.KerasCalls: "keras_calls",  # keras_calls: cumulative
-    lev.HostReads: "host_reads"}  # cumulative too
+    lev.HostReads: "host_reads",  # cumulative too
+    ev.Profile: "profile"}
 NEWS: dict[type[ev.Event], str] = {ev.Process: "process", ev.Exit: "exit"}
+FIRST: dict[type[ev.Event], str] = {ev.Devices: "devices", ev.Crash: "crash"}
 EACH: dict[type[ev.Event], str] = {
     lev.Compile: "compiles", lev.PyDataInput: "py_inputs", lev.Session: "sessions",
-    ev.Unknown: "unknown"}
+    ev.Unknown: "unknown", ev.ConfigCall: "config_calls", lev.StepStats: "step_stats",
+    ev.DatasetCall: "datasets", ev.DeviceScope: "scopes", ev.TfLog: "tf_logs",
+    ev.PyWarning: "py_warnings", ev.Tf1Distribution: "tf1_calls"}
 
 
 def _latest(attr: str) -> Handler:
     return lambda s, e, t: setattr(s, attr, e)
+
+
+def _first(attr: str) -> Handler:
+    return lambda s, e, t: None if getattr(s, attr) is not None else setattr(s, attr, e)
 
 
 def _each(attr: str) -> Handler:
@@ -84,22 +93,11 @@ def _news(attr: str) -> Handler:
 
 HANDLERS.update({kind: _latest(attr) for kind, attr in LATEST.items()})
 HANDLERS.update({kind: _news(attr) for kind, attr in NEWS.items()})
+HANDLERS.update({kind: _first(attr) for kind, attr in FIRST.items()})
 HANDLERS.update({kind: _each(attr) for kind, attr in EACH.items()})
 
 
 # ------------------------------------------------------------------ what the process is
-@on(ev.ConfigCall)
-def _config_call(s: ProcessState, e: ev.ConfigCall, t: float | None) -> None:
-    s.config_calls.append(rec.ConfigCall(e.order, e.api, e.args, e.kwargs, e.initialized_before,
-                                         e.caller, e.error_type, e.error))
-
-
-@on(ev.Devices)
-def _devices(s: ProcessState, e: ev.Devices, t: float | None) -> None:
-    if s.devices is None:  # the first look: what the program set up
-        s.devices = e
-
-
 @on(ev.Strategy)
 def _strategy(s: ProcessState, e: ev.Strategy, t: float | None) -> None:
     s.strategies.append(rec.StrategyRecord(
@@ -258,45 +256,7 @@ def _placement(s: ProcessState, e: ev.Placement, t: float | None) -> None:
     window.update(closed_by=e.reason, graphs=len(graphs), nodes_left_out=e.nodes_left_out)
 
 
-@on(lev.StepStats)
-def _step_stats(s: ProcessState, e: lev.StepStats, t: float | None) -> None:
-    s.step_stats.append(rec.StepStats(e.group, e.devices, e.pinned, e.node_devices, e.call))
-
-
-@on(ev.DatasetCall)
-def _dataset_call(s: ProcessState, e: ev.DatasetCall, t: float | None) -> None:
-    s.datasets.append(rec.DatasetCall(e.method, e.args, e.function, e.input, e.output, e.caller,
-                                      e.shape_lost))
-
-
-@on(ev.DeviceScope)
-def _device_scope(s: ProcessState, e: ev.DeviceScope, t: float | None) -> None:
-    s.scopes.append(rec.DeviceScope(e.device, e.caller))
-
-
 # ------------------------------------------------------------ what went wrong, the end
-@on(ev.Crash)
-def _crash(s: ProcessState, e: ev.Crash, t: float | None) -> None:
-    if s.crash is None:
-        s.crash = rec.CrashRecord(e.type, e.message, e.thread, e.frames, e.user_frame, e.causes,
-                                  e.module)
-
-
-@on(ev.Profile)
-def _profile(s: ProcessState, e: ev.Profile, t: float | None) -> None:
-    s.profile = rec.ProfileRecord(e.status, e.logdir, e.source, e.steps, e.error, e.first_step)
-
-
-@on(ev.TfLog)
-def _tf_log(s: ProcessState, e: ev.TfLog, t: float | None) -> None:
-    s.tf_logs.append(rec.TfLogRecord(e.level, e.message, e.source, e.shown, e.logger))
-
-
-@on(ev.PyWarning)
-def _py_warning(s: ProcessState, e: ev.PyWarning, t: float | None) -> None:
-    s.py_warnings.append(rec.PyWarning(e.category, e.message, e.file, e.line, e.user_frame))
-
-
 @on(ev.HookError)
 def _hook_error(s: ProcessState, e: ev.HookError, t: float | None) -> None:
     s.hook_errors.append({"kind": e.KIND, "where": e.where, "type": e.type,
@@ -307,7 +267,3 @@ def _hook_error(s: ProcessState, e: ev.HookError, t: float | None) -> None:
 def _hook_note(s: ProcessState, e: ev.HookNote, t: float | None) -> None:
     s.hook_errors.append({"kind": e.KIND, "where": e.where, "type": None, "message": e.message})
 
-
-@on(ev.Tf1Distribution)
-def _tf1_distribution(s: ProcessState, e: ev.Tf1Distribution, t: float | None) -> None:
-    s.tf1_calls.append(rec.Tf1Call(e.api, e.args, e.caller))

@@ -19,21 +19,7 @@ from typing import Any
 
 from gpudiag.layout import events as ev
 from gpudiag.layout import loopevents as lev
-from gpudiag.records.run import (
-    ClusterJoin,
-    ConfigCall,
-    CrashRecord,
-    DatasetCall,
-    DeviceScope,
-    FunctionGraph,
-    ProfileRecord,
-    PyWarning,
-    Step,
-    StepStats,
-    StrategyRecord,
-    Tf1Call,
-    TfLogRecord,
-)
+from gpudiag.records.run import ClusterJoin, FunctionGraph, Step, StrategyRecord
 
 LOSSES_KEPT = 50  # per loop, the recent finite losses (the live ln(classes) check)
 
@@ -185,7 +171,7 @@ class ProcessState:
     tf_import: ev.TfImport | None = None
     keras: ev.KerasImport | None = None
     devices: ev.Devices | None = None
-    config_calls: list[ConfigCall] = field(default_factory=list)
+    config_calls: list[ev.ConfigCall] = field(default_factory=list)
     strategies: list[StrategyRecord] = field(default_factory=list)
     joins: list[ClusterJoin] = field(default_factory=list)
     placement_log_asked: str | None = None
@@ -199,13 +185,13 @@ class ProcessState:
     placement_windows: list[dict[str, Any]] = field(default_factory=list)
     placed: list[dict[str, Any]] = field(default_factory=list)
     sessions: list[lev.Session] = field(default_factory=list)
-    step_stats: list[StepStats] = field(default_factory=list)
-    datasets: list[DatasetCall] = field(default_factory=list)
-    crash: CrashRecord | None = None
-    profile: ProfileRecord | None = None
-    tf_logs: list[TfLogRecord] = field(default_factory=list)
-    scopes: list[DeviceScope] = field(default_factory=list)
-    py_warnings: list[PyWarning] = field(default_factory=list)
+    step_stats: list[lev.StepStats] = field(default_factory=list)
+    datasets: list[ev.DatasetCall] = field(default_factory=list)
+    crash: ev.Crash | None = None
+    profile: ev.Profile | None = None
+    tf_logs: list[ev.TfLog] = field(default_factory=list)
+    scopes: list[ev.DeviceScope] = field(default_factory=list)
+    py_warnings: list[ev.PyWarning] = field(default_factory=list)
     hook_errors: list[dict[str, Any]] = field(default_factory=list)
     exit: ev.Exit | None = None
     traces: dict[str, list[lev.Trace]] = field(default_factory=dict)  # retraces per function
@@ -225,7 +211,7 @@ class ProcessState:
     loops: dict[tuple[str, str], Loop] = field(default_factory=dict)
     latest: Loop | None = None  # the loop that stepped last
     news: list[tuple[float | None, ev.Event]] = field(default_factory=list)
-    tf1_calls: list[Tf1Call] = field(default_factory=list)  # TF1 distribution constructs
+    tf1_calls: list[ev.Tf1Distribution] = field(default_factory=list)  # TF1 distribution constructs
 
     def begin_poll(self) -> None:
         """The views read this poll's steps and news; the next poll starts them afresh."""

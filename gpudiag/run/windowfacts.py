@@ -16,9 +16,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from gpudiag.layout.events import Profile
 from gpudiag.layout.run import RUN_CHILD_NAME, RUN_STDERR, RUN_TB_PREFIX
 from gpudiag.readers.placementlog import PlacementRow
-from gpudiag.records.run import ProcessObservation, ProfileRecord, StepSeries
+from gpudiag.records.run import ProcessObservation, StepSeries
 from gpudiag.run import eventfiles
 from gpudiag.run.placedrows import op_devices, placement_rows
 from gpudiag.rundir import RunDirError
@@ -48,7 +49,7 @@ def judged_devices(obs: ProcessObservation) -> list[str]:
     return list(dict.fromkeys(devices))
 
 
-def window_facts(obs: ProcessObservation, rows: list[PlacementRow], p: ProfileRecord,
+def window_facts(obs: ProcessObservation, rows: list[PlacementRow], p: Profile,
                  series: StepSeries | None, warmup: int,
                  nvml_gpus: list[dict[str, Any]] | None = None) -> WindowFacts:
     """The placement, devices and program facts of the window ``p`` profiled in ``series``

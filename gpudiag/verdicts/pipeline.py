@@ -4,7 +4,7 @@ again every epoch without cache (never after a map that draws random numbers: th
 would freeze its augmentation), Python generators and py_functions (a map running Python
 is serialised by the GIL: vectorising it is the fix; num_parallel_calls overlaps only the
 time its Python waits, advised beside it for `gpudiag try` to measure). Pure:
-the calls the hooks recorded (gpudiag.records.run.DatasetCall) in; never "add X" where X is there.
+the calls the hooks recorded (gpudiag.layout.events.DatasetCall) in; never "add X" where X is there.
 Without them (a trace alone: `explain`), what the trace's tf.data iterators show: the
 stage the step waited in (xprof's input-pipeline analysis, gpudiag.readers.xprofview).
 """
@@ -15,8 +15,8 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from gpudiag.layout.events import DatasetCall
 from gpudiag.readers.xprofview import InputOp
-from gpudiag.records.run import DatasetCall
 
 MAX_CHAIN = 200  # calls followed back from a pipeline's end
 # tf.data's own iterators around the program's pipeline (Dataset options, the model's

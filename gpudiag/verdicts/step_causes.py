@@ -33,11 +33,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from gpudiag.layout.events import DatasetCall
 from gpudiag.layout.units import duration
 from gpudiag.layout.units import share as pct
 from gpudiag.readers.gpukernels import KernelStats
 from gpudiag.readers.steprecords import Breakdown, DeviceBreakdown, StepParts
-from gpudiag.records.run import DatasetCall
 from gpudiag.report import Action
 from gpudiag.verdicts import gpu_fill, stats
 

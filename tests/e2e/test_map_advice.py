@@ -13,7 +13,7 @@ import pytest
 from helpers import TESTS_DIR, ProgramRun, breakdown, run_program
 
 from gpudiag.inprogram.datasets import is_random_op
-from gpudiag.records.run import DatasetCall
+from gpudiag.layout.events import DatasetCall
 from gpudiag.verdicts import bottleneck as bn
 from gpudiag.verdicts import pipeline
 

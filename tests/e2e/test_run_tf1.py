@@ -17,7 +17,8 @@ from pathlib import Path
 import pytest
 from helpers import TESTS_DIR, findings_by_id, gpudiag, load_report, run_dirs
 
-from gpudiag.records.run import StepStats, Tf1Call
+from gpudiag.layout.events import Tf1Distribution
+from gpudiag.layout.loopevents import StepStats
 from gpudiag.verdicts.run import tf1
 
 PY = sys.executable
@@ -84,11 +85,12 @@ def test_a_v1_optimizer_used_eagerly_is_no_tower_and_its_output_is_unchanged(
 
 
 # ------------------------------------------------------------------ the naming, pure
-def _call(api: str, line: int, **args: object) -> Tf1Call:
-    return Tf1Call(api, dict(args), {"file": "/w/train.py", "line": line, "function": "main"})
+def _call(api: str, line: int, **args: object) -> Tf1Distribution:
+    return Tf1Distribution(api, dict(args),
+                           {"file": "/w/train.py", "line": line, "function": "main"})
 
 
-def _towers(*devices: str, combine: dict[str, int] | None = None) -> list[Tf1Call]:
+def _towers(*devices: str, combine: dict[str, int] | None = None) -> list[Tf1Distribution]:
     calls = [_call("compute_gradients", 40, device=d, scope=f"tower_{i}", graph=7, tower=i,
                    variables=4) for i, d in enumerate(devices)]
     if combine is not None:
@@ -100,10 +102,10 @@ def _towers(*devices: str, combine: dict[str, int] | None = None) -> list[Tf1Cal
 
 
 def test_towers_on_distinct_devices_with_summed_gradients_are_named_summed() -> None:
-    stats = [StepStats("g", {}, [{"requested": "/device:GPU:0", "actual": "/device:GPU:0",
+    stats = [StepStats(group="g", pinned=[{"requested": "/device:GPU:0", "actual": "/device:GPU:0",
                                   "nodes": 30}, {"requested": "/device:GPU:1",
                                                  "actual": "/device:GPU:1", "nodes": 30}],
-                       {"w": "/device:CPU:0", "b": "/device:CPU:0"})]
+                       node_devices={"w": "/device:CPU:0", "b": "/device:CPU:0"})]
     found = tf1.in_graph(_towers("/device:GPU:0", "/device:GPU:1", combine={"AddN": 4}),
                          stats)
     assert found is not None

@@ -87,13 +87,13 @@ def test_whatifs_prediction_becomes_the_actions(predicted, expected) -> None:
 
 
 def test_a_crash_with_a_known_fix_acts_at_the_users_line() -> None:
-    from gpudiag.records.run import CrashRecord
+    from gpudiag.layout.events import Crash
 
-    crash = CrashRecord("ResourceExhaustedError", "OOM when allocating tensor with shape"
+    crash = Crash(type="ResourceExhaustedError", message="OOM when allocating tensor with shape"
                         "[4096,4096] and type float on /job:localhost/replica:0/task:0/"
-                        "device:GPU:0 by allocator GPU_0_bfc", "MainThread", [],
-                        {"file": "/u/train.py", "line": 30, "function": "<module>",
-                         "code": "model.fit(x, y)"}, [])
+                        "device:GPU:0 by allocator GPU_0_bfc", thread="MainThread",
+                        user_frame={"file": "/u/train.py", "line": 30, "function": "<module>",
+                         "code": "model.fit(x, y)"})
     obs = ProcessObservation(pid=3, ppid=None, argv=["python"], start_env={}, crash=crash)
     f = run_crash.crash([obs], 1)
     assert f.status == "fail" and f.title.startswith("crash: ResourceExhaustedError at train.py:30")

@@ -9,16 +9,11 @@ from typing import Any
 import pytest
 
 from gpudiag import catalogue
+from gpudiag.layout.events import ConfigCall, Crash, DatasetCall, DeviceScope, Profile, PyWarning
 from gpudiag.records.run import (
-    ConfigCall,
-    CrashRecord,
-    DatasetCall,
-    DeviceScope,
     DeviceSnapshot,
     FunctionGraph,
     ProcessObservation,
-    ProfileRecord,
-    PyWarning,
     Step,
     StepSeries,
     StrategyRecord,
@@ -104,10 +99,11 @@ def test_soft_placement_compares_pinned_graph_nodes_with_the_placement_log() -> 
 
 
 def test_devices_fail_on_a_configuration_made_after_initialisation() -> None:
-    call = ConfigCall(2, "tf.config.experimental.set_memory_growth",
-                      ["/physical_device:GPU:0", True], {}, True,
-                      {"file": "/x/train.py", "line": 30, "function": "main"}, "RuntimeError",
-                      "Physical devices cannot be modified after being initialized")
+    call = ConfigCall(order=2, api="tf.config.experimental.set_memory_growth",
+                      args=["/physical_device:GPU:0", True], initialized_before=True,
+                      caller={"file": "/x/train.py", "line": 30, "function": "main"},
+                      error_type="RuntimeError",
+                      error="Physical devices cannot be modified after being initialized")
     f = run_verdicts.devices(obs(config_calls=[call], devices=snapshot(["/device:GPU:0"])))
     assert f.status == "fail"
     assert "at train.py:30 was called after the devices were initialised" in f.message
@@ -168,7 +164,8 @@ def test_a_custom_loops_step_time_is_the_start_to_start_period_not_the_call() ->
     # between calls): the step is 1.6 ms, the call 63 % of it, examples/s from the period.
     steps = [Step(i, 100.0 + i * 0.0016, 0.001, None) for i in range(40)]
     loop = StepSeries("function", "tf.function step", steps, 32)
-    profile = ProfileRecord("stopped", "/r", "tf.function step", [10, 11, 12, 13, 14], None)
+    profile = Profile(status="stopped", logdir="/r", source="tf.function step",
+                      steps=[10, 11, 12, 13, 14])
     f = run_throughput.throughput(obs(series=[loop], profile=profile), warmup=10)
     (row,) = f.evidence["loops"]
     # the profiled steps and the one after them, and the last call (no next start)
@@ -199,10 +196,11 @@ def test_tf_log_status_is_the_worst_known_message() -> None:
 
 
 def test_crash_with_catalogue_fix_and_the_kill_case() -> None:
-    crash = CrashRecord("ValueError", "Invalid value passed for `per_example_loss`. Expected a "
-                        "tensor with at least rank 1. Received per_example_loss=2.0 with rank 0",
-                        "MainThread", [], {"file": "/x/train.py", "line": 41,
-                                           "function": "train_step", "code": "loss = ..."}, [])
+    crash = Crash(type="ValueError",
+                  message="Invalid value passed for `per_example_loss`. Expected a tensor with "
+                          "at least rank 1. Received per_example_loss=2.0 with rank 0",
+                  thread="MainThread", user_frame={"file": "/x/train.py", "line": 41,
+                                                   "function": "train_step", "code": "loss = ..."})
     f = run_crash.crash([obs(crash=crash)], 1)
     assert f.status == "fail" and "in train_step() at train.py:41" in f.message
     assert "Reduction.NONE" in f.advice
@@ -217,8 +215,8 @@ def test_a_crash_of_unknown_shapes_names_the_map_that_lost_them() -> None:
     fit's line where it raised. Another crash, or none lost, stays as it was."""
     here = {"file": "/x/train.py", "line": 30, "function": "<module>",
             "code": "model.fit(train_ds, epochs=2)"}
-    crash = CrashRecord("ValueError", "as_list() is not defined on an unknown TensorShape.",
-                        "MainThread", [], here, [])
+    crash = Crash(type="ValueError", message="as_list() is not defined on an unknown TensorShape.",
+                  thread="MainThread", user_frame=here)
     source = DatasetCall("from_tensor_slices", {}, None, None, 1,
                          {"file": "/x/train.py", "line": 20, "function": "<module>"})
     numpy_fn = DatasetCall("numpy_function", {}, {"name": "noise", "file": "/x/train.py",
@@ -241,17 +239,17 @@ def test_a_crash_of_unknown_shapes_names_the_map_that_lost_them() -> None:
     assert f.evidence["shape_lost_at"]["line"] == 21
     unseen = run_crash.crash([obs(crash=crash, dataset_calls=[source, batched])], 1)
     assert "lost at" not in unseen.message and unseen.advice.startswith("Give each output")
-    other = CrashRecord("ValueError", "Expected workers to be positive. Received is -1.",
-                        "MainThread", [], here, [])
+    other = Crash(type="ValueError", message="Expected workers to be positive. Received is -1.",
+                  thread="MainThread", user_frame=here)
     g = run_crash.crash([obs(crash=other, dataset_calls=calls)], 1)
     assert g.evidence["catalogue"] == "tf-keras-fit-not-positive" and "lost at" not in g.message
 
 
 def test_session_config_against_tf_config_calls() -> None:
-    call = ConfigCall(1, "tf.config.experimental.set_memory_growth", [], {}, False, None, None,
-                      None)
-    soft = ConfigCall(2, "tf.config.set_soft_device_placement", ["True"], {}, False, None,
-                      None, None)
+    call = ConfigCall(order=1, api="tf.config.experimental.set_memory_growth",
+                      initialized_before=False)
+    soft = ConfigCall(order=2, api="tf.config.set_soft_device_placement", args=["True"],
+                      initialized_before=False)
     o = obs(sessions=[{"allow_soft_placement": False, "allow_growth": True}],
             config_calls=[call, soft], devices=snapshot(["/device:CPU:0"]))
     f = memory_config.session_config(o)
@@ -270,8 +268,8 @@ def test_a_configproto_s_soft_placement_is_no_conflict_when_the_program_set_none
     f = memory_config.session_config(o)
     assert f is not None and f.status == "ok", f.message
     assert "allow_soft_placement=True" in f.message
-    soft = ConfigCall(1, "tf.config.set_soft_device_placement", ["False"], {}, False, None,
-                      None, None)
+    soft = ConfigCall(order=1, api="tf.config.set_soft_device_placement", args=["False"],
+                      initialized_before=False)
     f = memory_config.session_config(obs(sessions=[{"allow_soft_placement": True}],
                                         devices=off, config_calls=[soft]))
     assert f is not None and f.status == "warn" and "the Session follows its ConfigProto" in \
@@ -283,23 +281,23 @@ def test_crash_cause_on_a_later_line_of_the_message_or_in_tensorflows_log() -> N
                "recent call last):\n2 root error(s) found.\n  (0) INVALID_ARGUMENT:  You must "
                "feed a value for placeholder tensor 'cond/else/_1/cond/Placeholder_1' with "
                "dtype int32\n\t [[{{node cond/Placeholder_1}}]]")
-    crash = CrashRecord("InvalidArgumentError", message, "MainThread", [], None, [])
+    crash = Crash(type="InvalidArgumentError", message=message, thread="MainThread")
     f = run_crash.crash([obs(crash=crash)], 1)
     assert f.evidence["catalogue"] == "lazy-variables-in-replica"
     assert "You must feed a value for placeholder tensor" in f.message
     assert "Graph execution error" not in f.message
     assert "strategy.scope()" in f.advice and "tf_keras" in f.advice
     # the exception says only its first line: the cause is in TensorFlow's log around it
-    short = CrashRecord("InvalidArgumentError", "Graph execution error:", "MainThread", [],
-                        None, [])
+    short = Crash(type="InvalidArgumentError", message="Graph execution error:",
+                  thread="MainThread")
     log = ["W0000 00:00:1795520196.888933    9561 local_rendezvous.cc:412] Local rendezvous "
            "is aborting with status: INVALID_ARGUMENT: You must feed a value for placeholder "
            "tensor 'replica_1/dense/kernel/Initializer/x' with dtype float"]
     g = run_crash.crash([obs(crash=short)], 1, log_lines=log)
     assert g.evidence["catalogue"] == "lazy-variables-in-replica"
     assert g.evidence["matched_in"] == "log" and "replica_1/dense/kernel" in g.message
-    unknown = run_crash.crash([obs(crash=CrashRecord("KeyError", "'x'\nmore", "MainThread",
-                                                        [], None, []))], 1)
+    unknown = run_crash.crash([obs(crash=Crash(type="KeyError", message="'x'\nmore",
+                                               thread="MainThread"))], 1)
     assert unknown.evidence["catalogue"] is None and "'x'" in unknown.message
 
 
@@ -354,17 +352,18 @@ def test_eager_scopes_on_missing_devices_and_created_devices_left_idle() -> None
     off = DeviceSnapshot("exit", [], ["/device:CPU:0"], [], False, True)  # it raised instead
     assert run_placement.soft_placement(obs(devices=off, device_scopes=[scope]), {}).status \
         == "skip"
-    split = ConfigCall(1, "tf.config.set_logical_device_configuration",
-                       ["/physical_device:CPU:0", [{}, {}, {}]], {}, False, None, None, None)
+    split = ConfigCall(order=1, api="tf.config.set_logical_device_configuration",
+                       args=["/physical_device:CPU:0", [{}, {}, {}]], initialized_before=False)
     three = obs(devices=snapshot(["/device:CPU:0", "/device:CPU:1", "/device:CPU:2"]),
                 config_calls=[split], strategies=[mirrored(["/device:CPU:0", "/device:CPU:1"])])
     used = run_placement.devices_used(three, {"/device:CPU:0": 9, "/device:CPU:1": 7}, None,
                                      None, 5.0)
     assert used.status == "warn" and used.evidence["idle"] == ["/device:CPU:2"]
     assert "/device:CPU:2, created by the program" in used.message
-    late = ConfigCall(1, "tf.config.set_logical_device_configuration",
-                      ["/physical_device:CPU:0", [{}, {}]], {}, True, None, "RuntimeError",
-                      "Virtual devices cannot be modified after being initialized")
+    late = ConfigCall(order=1, api="tf.config.set_logical_device_configuration",
+                      args=["/physical_device:CPU:0", [{}, {}]], initialized_before=True,
+                      error_type="RuntimeError",
+                      error="Virtual devices cannot be modified after being initialized")
     memory = memory_config.memory(obs(config_calls=[late], devices=snapshot(["/device:CPU:0"])),
                                  None)
     assert memory.status == "skip" and "did not take effect" not in memory.message

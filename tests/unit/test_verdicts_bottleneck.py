@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from helpers import breakdown
 
+from gpudiag.layout.events import DatasetCall
 from gpudiag.readers.steprecords import Breakdown, DeviceBreakdown, StepParts
-from gpudiag.records.run import DatasetCall
 from gpudiag.verdicts import bottleneck as bn
 
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from gpudiag.layout.events import DatasetCall
 from gpudiag.readers.xprofview import InputOp
-from gpudiag.records.run import DatasetCall
 from gpudiag.verdicts.pipeline import pipeline_fixes, stage_fixes
 
 

@@ -4,8 +4,8 @@ plainly (Keras's own ms/step)."""
 
 from __future__ import annotations
 
+from gpudiag.layout.events import ConfigCall
 from gpudiag.records.run import (
-    ConfigCall,
     DeviceSnapshot,
     ProcessObservation,
     Step,
@@ -16,9 +16,9 @@ from gpudiag.verdicts.run.precision import precision
 
 def _obs(policy: str | None, logical: list[str], gpus: list[dict[str, object]] | None = None,
          set_policy: bool = True, devices: bool = True) -> ProcessObservation:
-    calls = [ConfigCall(0, "keras.mixed_precision.set_global_policy", [policy], {}, None,
-                        {"file": "/u/train.py", "line": 7, "function": "<module>"}, None,
-                        None)] if set_policy and policy else []
+    calls = [ConfigCall(order=0, api="keras.mixed_precision.set_global_policy", args=[policy],
+                        caller={"file": "/u/train.py", "line": 7, "function": "<module>"})
+             ] if set_policy and policy else []
     steps = [Step(i, 100.0 + i, 0.25, 2.0) for i in range(9)]
     fit = StepSeries("fit", "Model.fit", steps, 256, 10, {"dtype_policy": policy})
     return ProcessObservation(

@@ -16,7 +16,7 @@ from typing import Any
 
 from gpudiag.catalogue import Entry, all_entries
 from gpudiag.catalogue.fitinput import SHAPE_ENTRIES
-from gpudiag.records.run import DatasetCall
+from gpudiag.layout.events import DatasetCall
 
 LOG_LINES_SEARCHED = 400  # the last lines of stderr before the end, where a crash prints
 

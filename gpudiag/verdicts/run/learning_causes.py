@@ -18,7 +18,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from gpudiag.catalogue import Entry, match_lines
-from gpudiag.records.run import ProcessObservation, PyWarning, StepSeries
+from gpudiag.layout.events import PyWarning
+from gpudiag.records.run import ProcessObservation, StepSeries
 from gpudiag.report import Status
 from gpudiag.verdicts import stats
 

@@ -23,7 +23,8 @@ from __future__ import annotations
 import statistics
 from typing import Any
 
-from gpudiag.records.run import ConfigCall, ProcessObservation
+from gpudiag.layout.events import ConfigCall
+from gpudiag.records.run import ProcessObservation
 from gpudiag.report import Action, Finding
 from gpudiag.verdicts.common import title
 

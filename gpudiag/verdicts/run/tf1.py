@@ -21,7 +21,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from gpudiag.records.run import StepStats, Tf1Call
+from gpudiag.layout.events import Tf1Distribution
+from gpudiag.layout.loopevents import StepStats
 
 BETWEEN_GRAPH_APIS = ("replica_device_setter", "MonitoredTrainingSession", "Supervisor",
                       "SyncReplicasOptimizer")
@@ -29,7 +30,7 @@ COMBINED = {"Mean": "averaged", "AddN": "summed", "AddV2": "summed", "Add": "sum
             "RealDiv": "averaged", "Sum": "summed"}
 
 
-def task_constructs(calls: Sequence[Tf1Call]) -> list[dict[str, Any]]:
+def task_constructs(calls: Sequence[Tf1Distribution]) -> list[dict[str, Any]]:
     """The between-graph constructs of a process, as a TaskReport keeps them: one
     {api, where, ...args} each (the cluster spec and TensorFlow's op lists left out)."""
     out = []
@@ -142,12 +143,12 @@ def _variables_ran_on(ops: Sequence[str], step_stats: Sequence[StepStats]) -> li
     return sorted(found, key=lambda d: -found[d])
 
 
-def in_graph(calls: Sequence[Tf1Call], step_stats: Sequence[StepStats]
+def in_graph(calls: Sequence[Tf1Distribution], step_stats: Sequence[StepStats]
              ) -> tuple[str, dict[str, Any]] | None:
     """In-graph replication, when one graph's compute_gradients ran on two or more
     devices (one tower each): the towers, how their gradients were combined and applied,
     where the variables live and where the towers' ops ran (a traced run's step stats)."""
-    towers: dict[int, list[Tf1Call]] = {}
+    towers: dict[int, list[Tf1Distribution]] = {}
     for c in calls:
         if c.api == "compute_gradients" and c.args.get("device"):
             towers.setdefault(int(c.args.get("graph") or 0), []).append(c)
