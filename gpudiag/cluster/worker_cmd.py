@@ -13,8 +13,10 @@ supervised child (gpudiag.cluster.supervise), the probe as in `scaling --workers
   chief is gone.
 
 A task whose cluster does not form within ``--form-timeout`` is stopped and the report
-says who it was waiting for. Backups go to ``<logdir>/worker-backup/<task>/``: a task
-restarted with the same --logdir resumes with the others (docs/cluster.md).
+says who it was waiting for; one stopped by the user (Ctrl-C, SIGTERM, SIGHUP) says when:
+while it waited for the cluster, or at which step. Backups go to
+``<logdir>/worker-backup/<task>/``: a task restarted with the same --logdir resumes with
+the others (docs/cluster.md).
 """
 
 from __future__ import annotations
@@ -22,7 +24,9 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import signal
 import tempfile
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -31,7 +35,7 @@ from gpudiag import layout, nvml
 from gpudiag.cluster import judge
 from gpudiag.cluster.clusterrun import ClusterRun, Limits, TaskOutcome, TaskSpec
 from gpudiag.cluster.supervise import run_cluster
-from gpudiag.errors import EnvironmentBroken, UsageError
+from gpudiag.errors import EnvironmentBroken, UsageError, signum_of
 from gpudiag.records import tfconfig
 from gpudiag.records.cluster import (
     DEFAULT_BACKUP_EVERY,
@@ -133,19 +137,48 @@ def run(session: RunSession, options: WorkerOptions, tfc: tfconfig.TfConfig,
     reason = backend.reason if isinstance(backend, nvml.NvmlUnavailable) else None
     sampler = (None if isinstance(backend, nvml.NvmlUnavailable)
                else nvml.Sampler(backend).start())
-    ui.say(f"{tfc.task} ({spec.role}, {options.mode}) at {tfc.address}; waiting for the "
-             f"cluster (coordination leader {tfc.coordination_leader})")
+    steps = [0]  # the latest step the task reached
 
     def on_step(task: str, step: int) -> None:
+        steps[0] = max(steps[0], step)
         if step == 1 or step % 25 == 0 or step == options.workload.steps:
             ui.say(f"{task}: step {step}/{options.workload.steps}")
 
-    try:
+    started = time.monotonic()
+    try:  # from the line that says it waits, a stop is this task's finding
+        ui.say(f"{tfc.task} ({spec.role}, {options.mode}) at {tfc.address}; waiting for the "
+               f"cluster (coordination leader {tfc.coordination_leader})")
         result = run_cluster(session.run_dir, options.mode, options.mode, [spec],
                              options.limits(), on_step=on_step)
+    except KeyboardInterrupt as exc:  # the task is stopped (run_cluster's own finally)
+        session.add(stopped(tfc, signal.Signals(signum_of(exc)).name, steps[0],
+                            options.workload.steps, time.monotonic() - started))
+        raise
     finally:
         sampling = sampler.stop() if sampler is not None else None
     judge_task(session, options, tfc, result, sampling, reason, ui, logdir)
+
+
+def stopped(tfc: tfconfig.TfConfig, signal_name: str, step: int, steps: int,
+            after_s: float) -> Finding:
+    """cluster.run.<task> of a task the user stopped: when, and nothing judged."""
+    leader = tfc.coordination_leader
+    if step:
+        when = f"at step {step} of {steps}"
+    elif leader == tfc.task:
+        when = "while it waited for the cluster's other tasks to join (it leads the cluster)"
+    else:
+        job, _, index = leader.rpartition("-")
+        when = (f"while it waited for the cluster to form (its leader {leader} at "
+                f"{tfc.cluster[job][int(index)]})")
+    message = f"{tfc.task}: stopped by {signal_name} after {after_s:.1f} s, {when}"
+    return Finding(f"cluster.run.{tfc.task}", "skip", message,
+                   {"signal": signal_name, "step": step, "steps": steps,
+                    "after_s": after_s, "leader": leader},
+                   advice="gpudiag was stopped before this task ended, so nothing of it is "
+                   "judged; run it again and let it finish (or give it --form-timeout to "
+                   "bound the wait for the cluster).",
+                   title=f"the task was stopped by {signal_name} before it ended")
 
 
 def _not_formed(tfc: tfconfig.TfConfig, row: dict[str, Any], form_timeout_s: float,

@@ -7,6 +7,8 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
+import signal
 import socket
 import subprocess
 import sys
@@ -123,6 +125,33 @@ def test_a_lone_task_reports_who_it_waited_for(tmp_path: Path) -> None:
                             f"cluster's leader worker-0 at {tasks[0].address}, or not every "
                             "task joined; the task was stopped")
     assert gone(report)
+
+
+def test_a_task_stopped_while_it_waits_says_so_in_its_report(tmp_path: Path) -> None:
+    """worker-1 alone, stopped by SIGTERM while it waits for its leader: the report is
+    finished, interrupted, and its task's finding says when it was stopped and for whom it
+    waited (before, the report had no finding at all); no process is left."""
+    cluster = tfconfig.local_cluster("sync", 2, 0)
+    tasks = tfconfig.tasks_of(cluster)
+    logdir = tmp_path / "runs"
+    proc = start(logdir, {"TF_CONFIG": tasks[1].to_json()}, "--form-timeout", "120")
+    assert proc.stdout is not None
+    said = ""
+    while "waiting for the cluster" not in said:  # gpudiag's own line, once the task started
+        line = proc.stdout.readline()
+        assert line, said
+        said += line
+    proc.send_signal(signal.SIGTERM)
+    assert finish([proc], 60) == [128 + signal.SIGTERM]
+    (run,) = run_dirs(logdir)
+    report = load_report(run)
+    assert report["interrupted"] is True and report["data"]["interrupted_by"] == "SIGTERM"
+    f = findings_by_id(report)["cluster.run.worker-1"]
+    assert f["status"] == "skip"
+    assert re.fullmatch(r"worker-1: stopped by SIGTERM after \d+\.\d s, while it waited for "
+                        rf"the cluster to form \(its leader worker-0 at "
+                        rf"{re.escape(tasks[0].address)}\)", f["message"]), f["message"]
+    assert f["evidence"]["step"] == 0 and f["evidence"]["signal"] == "SIGTERM"
 
 
 def test_slurm_allocation_resolved_by_tensorflow_forms_the_cluster(cluster) -> None:
