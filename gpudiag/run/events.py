@@ -68,7 +68,7 @@ FIRST: dict[type[ev.Event], str] = {ev.Devices: "devices", ev.Crash: "crash"}
 EACH: dict[type[ev.Event], str] = {
     lev.Compile: "compiles", lev.PyDataInput: "py_inputs", lev.Session: "sessions",
     ev.Unknown: "unknown", ev.ConfigCall: "config_calls", lev.StepStats: "step_stats",
-    ev.DatasetCall: "datasets", ev.DeviceScope: "scopes", ev.TfLog: "tf_logs",
+    ev.DatasetCall: "dataset_calls", ev.DeviceScope: "device_scopes", ev.TfLog: "tf_logs",
     ev.PyWarning: "py_warnings", ev.Tf1Distribution: "tf1_calls"}
 
 
@@ -108,15 +108,15 @@ def _strategy(s: ProcessState, e: ev.Strategy, t: float | None) -> None:
 
 @on(ev.ClusterJoin)
 def _cluster_join(s: ProcessState, e: ev.ClusterJoin, t: float | None) -> None:
-    s.joins.append(rec.ClusterJoin(e.via, e.task_type, e.task_id, e.cluster_spec,
-                                   caller=e.caller))
+    s.cluster_joins.append(rec.ClusterJoin(e.via, e.task_type, e.task_id, e.cluster_spec,
+                                           caller=e.caller))
     s.news.append((t, e))
 
 
 def _join_outcome(s: ProcessState, via: str, outcome: str) -> None:
-    for n in range(len(s.joins) - 1, -1, -1):  # the latest join by that way
-        if s.joins[n].via == via or via == "?":
-            s.joins[n] = replace(s.joins[n], outcome=outcome)
+    for n in range(len(s.cluster_joins) - 1, -1, -1):  # the latest join by that way
+        if s.cluster_joins[n].via == via or via == "?":
+            s.cluster_joins[n] = replace(s.cluster_joins[n], outcome=outcome)
             return
 
 
@@ -248,7 +248,7 @@ def _placement_window(s: ProcessState, e: ev.PlacementWindow, t: float | None) -
 @on(ev.Placement)
 def _placement(s: ProcessState, e: ev.Placement, t: float | None) -> None:
     graphs = [g for g in e.graphs if isinstance(g, dict)]
-    s.placed.extend(graphs)
+    s.placed_graphs.extend(graphs)
     window = next((w for w in s.placement_windows if w["window"] == e.window), None)
     if window is None:
         window = {"window": e.window, "opened_by": None}

@@ -173,7 +173,7 @@ class ProcessState:
     devices: ev.Devices | None = None
     config_calls: list[ev.ConfigCall] = field(default_factory=list)
     strategies: list[StrategyRecord] = field(default_factory=list)
-    joins: list[ClusterJoin] = field(default_factory=list)
+    cluster_joins: list[ClusterJoin] = field(default_factory=list)
     placement_log_asked: str | None = None
     fits: list[FitRun] = field(default_factory=list)
     function_rows: dict[str, list[lev.FunctionRow]] = field(default_factory=dict)
@@ -183,14 +183,14 @@ class ProcessState:
     weights: dict[str, list[ev.Weights]] = field(default_factory=dict)
     stalls: list[dict[str, Any]] = field(default_factory=list)
     placement_windows: list[dict[str, Any]] = field(default_factory=list)
-    placed: list[dict[str, Any]] = field(default_factory=list)
+    placed_graphs: list[dict[str, Any]] = field(default_factory=list)
     sessions: list[lev.Session] = field(default_factory=list)
     step_stats: list[lev.StepStats] = field(default_factory=list)
-    datasets: list[ev.DatasetCall] = field(default_factory=list)
+    dataset_calls: list[ev.DatasetCall] = field(default_factory=list)
     crash: ev.Crash | None = None
     profile: ev.Profile | None = None
     tf_logs: list[ev.TfLog] = field(default_factory=list)
-    scopes: list[ev.DeviceScope] = field(default_factory=list)
+    device_scopes: list[ev.DeviceScope] = field(default_factory=list)
     py_warnings: list[ev.PyWarning] = field(default_factory=list)
     hook_errors: list[dict[str, Any]] = field(default_factory=list)
     exit: ev.Exit | None = None
