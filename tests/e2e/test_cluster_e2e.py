@@ -251,15 +251,20 @@ def absent(tmp_path_factory: pytest.TempPathFactory) -> tuple[int, dict[str, Any
 
 
 def test_a_worker_that_never_starts_is_named_and_nothing_hangs(absent) -> None:
+    """worker-1 never starts. Whether worker-0's TensorFlow got as far as its coordination
+    service's "still waiting" line within the 10 s depends on the machine's load (with both
+    cores busy it had not); the finding says exactly what was seen either way."""
     code, report, _, wall = absent
     assert code == 1
-    f = findings_by_id(report)["cluster.run.sync-2w-b32"]
+    found = findings_by_id(report)
+    f = found["cluster.run.sync-2w-b32"]
+    waiting = found.get("cluster.tf-message.cluster-waiting-for-tasks")
+    said = ("; TensorFlow's coordination service was still waiting for worker-1"
+            if waiting is not None else "")
     assert f["status"] == "fail" and f["message"] == (
-        "sync-2w-b32: the cluster never formed within 10 s (worker-1 never started; "
-        "TensorFlow's coordination service was still waiting for worker-1); every task was "
-        "stopped")
-    assert findings_by_id(report)["cluster.tf-message.cluster-waiting-for-tasks"]["status"] \
-        == "warn"
+        f"sync-2w-b32: the cluster never formed within 10 s (worker-1 never started{said}); "
+        "every task was stopped")
+    assert waiting is None or waiting["status"] == "warn"
     assert wall < 60
     assert_no_task_left(report)
 

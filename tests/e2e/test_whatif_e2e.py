@@ -46,12 +46,11 @@ def test_the_slow_program_gets_a_prediction_for_its_fix(kind: str, tmp_path: Pat
     f = bottleneck(tmp_path / "runs", argv, options)
     predicted = f["evidence"].get("predicted")
     assert predicted is not None, f["message"]
-    cause = predicted.get("cause")
-    if not cause or not kind.startswith(str(cause)):
-        # the input-bound verdict of a small program on 2 shared cores can come out
-        # overhead-bound in one run, the all-reduce's share under the threshold (issue 31's
-        # verdict under load): then this run does not exercise this kind's model, and says so
-        pytest.skip(f"the slow run was judged {cause or 'without a bottleneck'}, not {kind}")
+    # the cause is the verdict's: on 2 shared cores a small program's verdict can be another
+    # kind's (with both cores busy the steps_per_execution program was judged input-bound):
+    # the prediction made for the cause judged must hold all the same. Each kind's model on
+    # fixed evidence: tests/unit/test_verdicts_whatif.py (tests/data/whatif).
+    assert predicted.get("cause") in f["evidence"]["causes"], (predicted, f["message"])
     step, now = predicted.get("step_s"), f["evidence"]["step_s"]
     # faster for the work done: a step of twice the batch takes longer, and is predicted
     # to take less than twice as long (speedup: examples a second, after over before)
