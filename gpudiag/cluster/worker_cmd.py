@@ -168,9 +168,8 @@ def stopped(tfc: tfconfig.TfConfig, signal_name: str, step: int, steps: int,
     elif leader == tfc.task:
         when = "while it waited for the cluster's other tasks to join (it leads the cluster)"
     else:
-        job, _, index = leader.rpartition("-")
         when = (f"while it waited for the cluster to form (its leader {leader} at "
-                f"{tfc.cluster[job][int(index)]})")
+                f"{_leader_address(tfc)})")
     message = f"{tfc.task}: stopped by {signal_name} after {after_s:.1f} s, {when}"
     return Finding(f"cluster.run.{tfc.task}", "skip", message,
                    {"signal": signal_name, "step": step, "steps": steps,
@@ -181,11 +180,17 @@ def stopped(tfc: tfconfig.TfConfig, signal_name: str, step: int, steps: int,
                    title=f"the task was stopped by {signal_name} before it ended")
 
 
+def _leader_address(tfc: tfconfig.TfConfig) -> str:
+    """The address of the task that leads the cluster (``worker-0``: the cluster's first
+    worker's)."""
+    job, _, index = tfc.coordination_leader.rpartition("-")
+    return tfc.cluster[job][int(index)]
+
+
 def _not_formed(tfc: tfconfig.TfConfig, row: dict[str, Any], form_timeout_s: float,
                 task: TaskOutcome | None) -> Finding:
     leader = tfc.coordination_leader
-    job, _, index = leader.rpartition("-")
-    address = tfc.cluster[job][int(index)]
+    address = _leader_address(tfc)
     evidence = {**row, "leader": leader, "leader_address": address}
     if task is not None and task.ended_by == "exit":  # not stopped: it ended by itself
         after = "" if task.ended_at_s is None else f" after {task.ended_at_s:.1f} s"

@@ -128,8 +128,8 @@ RECORD_STEPS = 50  # per loop, the first and the last steps kept in report.json'
 def compact_record(obs: ProcessObservation) -> dict[str, Any]:
     """The process's record for report.json, bounded: per loop its first and last
     RECORD_STEPS steps (the TensorBoard run has every step), the placement window's
-    graphs as a count. report.json is rewritten at every finding: a long job's every
-    step there made gpudiag's end take seconds."""
+    graphs as a count: a long job's every step in report.json made gpudiag's end take
+    seconds, and the report's readers read it whole."""
     series = [replace(s, steps=s.steps[:RECORD_STEPS] + s.steps[-RECORD_STEPS:])
               if len(s.steps) > 2 * RECORD_STEPS else s for s in obs.series]
     record = replace(obs, series=series, placed_graphs=[]).to_dict()
