@@ -65,6 +65,15 @@ CONFIG_APIS: tuple[tuple[str, tuple[str, ...]], ...] = (
                                        "set_virtual_device_configuration")),
 )
 MAX_ARG_CHARS = 300
+# (module path under tf, function name, what it sets: None for its first argument) of the
+# debugging switches that slow every step while they are on (events.DebugMode).
+DEBUG_APIS: tuple[tuple[str, str, bool | None], ...] = (
+    ("config", "run_functions_eagerly", None),
+    ("config", "experimental_run_functions_eagerly", None),
+    ("data.experimental", "enable_debug_mode", True),
+    ("debugging", "enable_check_numerics", True),
+    ("debugging", "disable_check_numerics", False),
+)
 
 
 def _resolve(tf: ModuleType, path: str) -> Any:
@@ -166,6 +175,32 @@ class TfHooks:
                 wrap_once(module, name,
                           functools.partial(self.wrap_config, f"tf.{path}.{name}"),
                           missing_ok=True)
+        for path, name, sets in DEBUG_APIS:
+            module = _resolve(self.tf, path)
+            if module is not None:
+                wrap_once(module, name,
+                          functools.partial(self.wrap_debug, f"tf.{path}.{name}", sets),
+                          missing_ok=True)
+
+    def wrap_debug(self, api: str, sets: bool | None,
+                   fn: Callable[..., Any]) -> Callable[..., Any]:
+        """A debugging switch, recorded once it has taken effect (a call that raises, such
+        as tf.data's debug mode after a dataset exists, changed nothing)."""
+        agent = self.agent
+
+        @functools.wraps(fn)
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            where = caller()
+            result = fn(*args, **kwargs)
+            try:
+                on = sets if sets is not None else bool(
+                    args[0] if args else kwargs.get("run_eagerly"))
+                agent.emit(events.DebugMode(api=api, enabled=on, caller=where))
+            except Exception as err:
+                agent.hook_error(f"recording {api}", err)
+            return result
+
+        return wrapper
 
     # ---------------------------------------------------------------- devices
 

@@ -17,19 +17,11 @@ from dataclasses import dataclass, fields
 from typing import Any
 
 from gpudiag.layout import events as ev
-from gpudiag.layout import loopevents as lev
-from gpudiag.layout.events import HEADER, PROTOCOL_VERSION, WIRE_NAMES, Event, Recorded, Unknown
+from gpudiag.layout import loopevents  # noqa: F401  (its kinds register themselves in KINDS)
+from gpudiag.layout.events import HEADER, PROTOCOL_VERSION, WIRE_NAMES, Recorded, Unknown
 
-#: Every kind this gpudiag reads, by its name on the line.
-KINDS: dict[str, type[Event]] = {cls.KIND: cls for cls in (
-    ev.Process, ev.TfImport, ev.KerasImport, ev.ConfigCall, ev.Devices, ev.Strategy,
-    ev.ClusterJoin, ev.ClusterJoined, ev.ClusterJoinFailed, ev.PlacementLogAsked,
-    ev.Weights, ev.PlacementWindow, ev.Placement, ev.DatasetCall, ev.Crash, ev.Profile,
-    ev.TfLog, ev.DeviceScope, ev.PyWarning, ev.HookError, ev.HookNote, ev.Exit,
-    ev.Tf1Distribution, lev.FitBegin, lev.FitSteps, lev.FitEpoch, lev.FitEnd,
-    lev.FunctionSteps, lev.Function, lev.Stall, lev.StallEnd, lev.Session, lev.SessionSteps,
-    lev.StepStats, lev.Trace, lev.EagerLoop, lev.EagerSteps, lev.CallbackTimes, lev.Compile,
-    lev.InputFloor, lev.CpuUse, lev.PyDataInput, lev.KerasCalls, lev.HostReads)}
+#: Every kind this gpudiag reads, by its name on the line (each registers itself).
+KINDS = ev.KINDS
 
 
 #: The deepest nesting a line may hold (gpudiag's own lines: under 10). A deeper line is

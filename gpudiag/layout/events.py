@@ -29,9 +29,20 @@ WIRE_NAMES = {"class_name": "class"}  # attribute -> JSON name, where Python for
 
 @dataclass(frozen=True)
 class Event:
-    """One event the agent records (the base of every kind)."""
+    """One event the agent records (the base of every kind). A kind registers itself by
+    its name on the line in :data:`KINDS` (read back by gpudiag.layout.eventdecode)."""
 
     KIND: ClassVar[str] = ""
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if cls.KIND:
+            KINDS[cls.KIND] = cls
+
+
+#: Every kind gpudiag reads, by its name on the line: each Event subclass with a KIND,
+#: this module's and gpudiag.layout.loopevents'.
+KINDS: dict[str, type[Event]] = {}
 
 
 def caller_at(caller: dict[str, Any] | None) -> str:
@@ -86,6 +97,22 @@ class ConfigCall(Event):
     caller: dict[str, Any] | None = None  # file, line, function in the program
     error_type: str | None = None
     error: str | None = None
+
+
+@dataclass(frozen=True)
+class DebugMode(Event):
+    """A debugging switch the program turned on or off: ``tf.config.run_functions_eagerly``,
+    ``tf.data.experimental.enable_debug_mode``, ``tf.debugging.enable_check_numerics`` /
+    ``disable_check_numerics``. Each makes every step slower while it is on."""
+
+    KIND = "debug_mode"
+    api: str = ""  # tf.config.run_functions_eagerly ...
+    enabled: bool = False  # what the call set: True turned the mode on
+    caller: dict[str, Any] | None = None
+
+    @property
+    def where(self) -> str:
+        return caller_at(self.caller)
 
 
 @dataclass(frozen=True)

@@ -123,7 +123,7 @@ FAMILIES: tuple[Family, ...] = (
     *_fam("why_slow", "run.bottleneck", evidence="Bottleneck"),
     *_fam("why_slow", "run.throughput", "run.gpu-idle", "run.profile", "run.retracing",
           "run.eager-loop", "run.callbacks", "run.sm-utilization", "run.precision",
-          "run.keras-calls", "run.model-rebuilt", "run.host-sync"),
+          "run.keras-calls", "run.model-rebuilt", "run.host-sync", "run.debug-mode"),
     *_fam("scaling", "run.cluster", "run.strategy"),
     *_fam("program", "run.notebook"),
     # any command: bad input found after its run directory was made (gpudiag.session)

@@ -119,6 +119,18 @@ class FunctionGraph:
 
 
 
+EACH, FIRST, LATEST = "each", "first", "latest"
+
+
+def kept(kind: type[ev.Event], rule: str) -> Any:
+    """A field that holds one kind of the agent's events as the agent wrote them, and
+    declares it: each one in order (EACH), the first (FIRST) or the latest (LATEST).
+    gpudiag.run.events lands the kind here from this declaration alone."""
+    meta = {"kept": (kind, rule)}
+    return field(default_factory=list, metadata=meta) if rule == EACH else \
+        field(default=None, metadata=meta)
+
+
 @dataclass(frozen=True)
 class ProcessObservation:
     """Everything the hooks recorded in one Python process of the program."""
@@ -140,7 +152,8 @@ class ProcessObservation:
     # gpudiag's placement windows: {window, opened_by, closed_by, graphs, nodes_left_out}
     placement_windows: list[dict[str, Any]] = field(default_factory=list)
     placement_log_asked: str | None = None  # why gpudiag asked for TensorFlow's placement log
-    config_calls: list[ev.ConfigCall] = field(default_factory=list)
+    config_calls: list[ev.ConfigCall] = kept(ev.ConfigCall, EACH)
+    debug_modes: list[ev.DebugMode] = kept(ev.DebugMode, EACH)  # switched on and off
     devices: DeviceSnapshot | None = None
     strategies: list[StrategyRecord] = field(default_factory=list)
     cluster_joins: list[ClusterJoin] = field(default_factory=list)
@@ -149,13 +162,13 @@ class ProcessObservation:
     graphs: list[FunctionGraph] = field(default_factory=list)
     sessions: list[dict[str, Any]] = field(default_factory=list)  # config summaries
     session_calls: list[dict[str, Any]] = field(default_factory=list)  # {target, caller} each
-    step_stats: list[lev.StepStats] = field(default_factory=list)
-    dataset_calls: list[ev.DatasetCall] = field(default_factory=list)
-    crash: ev.Crash | None = None
-    profile: ev.Profile | None = None
-    tf_logs: list[ev.TfLog] = field(default_factory=list)
-    py_warnings: list[ev.PyWarning] = field(default_factory=list)
-    device_scopes: list[ev.DeviceScope] = field(default_factory=list)
+    step_stats: list[lev.StepStats] = kept(lev.StepStats, EACH)
+    dataset_calls: list[ev.DatasetCall] = kept(ev.DatasetCall, EACH)
+    crash: ev.Crash | None = kept(ev.Crash, FIRST)
+    profile: ev.Profile | None = kept(ev.Profile, LATEST)
+    tf_logs: list[ev.TfLog] = kept(ev.TfLog, EACH)
+    py_warnings: list[ev.PyWarning] = kept(ev.PyWarning, EACH)
+    device_scopes: list[ev.DeviceScope] = kept(ev.DeviceScope, EACH)
     hook_errors: list[dict[str, Any]] = field(default_factory=list)  # with hook_note's
     hook_errors_counted: int | None = None  # at its exit, those past the written 50 included
     stream_errors_counted: int | None = None  # the program's own streams raising at its exit
@@ -173,7 +186,7 @@ class ProcessObservation:
     tf_import_caller: dict[str, Any] | None = None  # the program's line importing it
     modules_before_tf: list[str] = field(default_factory=list)  # keras, jax ... already there
     unknown_events: list[str] = field(default_factory=list)  # kinds this gpudiag cannot read
-    tf1_calls: list[ev.Tf1Distribution] = field(default_factory=list)  # TF1 distribution constructs
+    tf1_calls: list[ev.Tf1Distribution] = kept(ev.Tf1Distribution, EACH)  # TF1 constructs
     keras_calls: list[KerasCallSite] = field(default_factory=list)  # per call site
     first_keras_call_t_unix_s: float | None = None  # when the first of them started
     keras_calls_left_out: int = 0  # calls at sites past the hook's bound on sites

@@ -7,7 +7,7 @@ gpudiag.run.runstate.ProcessState; an event whose handler fails costs that event
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import replace
+from dataclasses import fields, replace
 from typing import Any, TypeVar
 
 from gpudiag.layout import events as ev
@@ -54,39 +54,52 @@ def _apply(state: ProcessState, recorded: ev.Recorded) -> None:
         handler(state, recorded.event, t)
 
 
-# the kinds kept as they are: the latest event of its kind stands (LATEST; NEWS: and it is
-# news for the live view), the first stands (FIRST: the devices as the program set them up,
-# its first crash), or each one is kept in order (EACH); the state's attribute that holds
-# them. The verdicts read these records as the agent wrote them (gpudiag.records.run).
+# The kinds kept as they are, and where each lands: the latest event of its kind stands
+# (LATEST; NEWS: and it is news for the live view), the first stands (FIRST: the devices as
+# the program set them up, its first crash), or each one is kept in order (EACH). The
+# state's attributes below are what gpudiag.run.observation makes the record's fields of;
+# the final record's own fields that keep a kind as the agent wrote it declare it there
+# (gpudiag.records.run.kept), and land in ProcessState.kept, which the verdicts read.
 LATEST: dict[type[ev.Event], str] = {
     ev.TfImport: "tf_import", ev.KerasImport: "keras", lev.InputFloor: "input_floor",
     lev.CpuUse: "cpu_use", lev.KerasCalls: "keras_calls",  # keras_calls: cumulative
-    lev.HostReads: "host_reads",  # cumulative too
-    ev.Profile: "profile"}
+    lev.HostReads: "host_reads"}  # cumulative too
 NEWS: dict[type[ev.Event], str] = {ev.Process: "process", ev.Exit: "exit"}
-FIRST: dict[type[ev.Event], str] = {ev.Devices: "devices", ev.Crash: "crash"}
+FIRST: dict[type[ev.Event], str] = {ev.Devices: "devices"}
 EACH: dict[type[ev.Event], str] = {
     lev.Compile: "compiles", lev.PyDataInput: "py_inputs", lev.Session: "sessions",
-    ev.Unknown: "unknown", ev.ConfigCall: "config_calls", lev.StepStats: "step_stats",
-    ev.DatasetCall: "dataset_calls", ev.DeviceScope: "device_scopes", ev.TfLog: "tf_logs",
-    ev.PyWarning: "py_warnings", ev.Tf1Distribution: "tf1_calls"}
+    ev.Unknown: "unknown"}
+for _field in fields(rec.ProcessObservation):
+    if "kept" in _field.metadata:
+        _kind, _rule = _field.metadata["kept"]
+        {rec.EACH: EACH, rec.FIRST: FIRST, rec.LATEST: LATEST}[_rule][_kind] = _field.name
+_STATE = {f.name for f in fields(ProcessState)}
+
+
+def _slot(s: ProcessState, attr: str) -> dict[str, Any]:
+    """Where ``attr`` is held: the state's own attributes, or the records kept for the
+    observation."""
+    return vars(s) if attr in _STATE else s.kept
 
 
 def _latest(attr: str) -> Handler:
-    return lambda s, e, t: setattr(s, attr, e)
+    return lambda s, e, t: _slot(s, attr).__setitem__(attr, e)
 
 
 def _first(attr: str) -> Handler:
-    return lambda s, e, t: None if getattr(s, attr) is not None else setattr(s, attr, e)
+    def handler(s: ProcessState, e: ev.Event, t: float | None) -> None:
+        if _slot(s, attr).get(attr) is None:
+            _slot(s, attr)[attr] = e
+    return handler
 
 
 def _each(attr: str) -> Handler:
-    return lambda s, e, t: getattr(s, attr).append(e)
+    return lambda s, e, t: _slot(s, attr).setdefault(attr, []).append(e)
 
 
 def _news(attr: str) -> Handler:
     def handler(s: ProcessState, e: ev.Event, t: float | None) -> None:
-        setattr(s, attr, e)
+        _slot(s, attr)[attr] = e
         s.news.append((t, e))
     return handler
 

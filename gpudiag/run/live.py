@@ -151,7 +151,7 @@ class Live:
     def poll(self) -> None:
         """Read the new events into the run state, then draw each view from it."""
         for pid, state in self.follower.poll().items():
-            if state.profile is not None and not self._preloaded:
+            if state.kept.get("profile") is not None and not self._preloaded:
                 self._preloaded = True  # a trace is coming: the picture will be drawn
                 _preload()
             self._news(pid, state)

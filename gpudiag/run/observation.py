@@ -226,21 +226,19 @@ def _sessions(sessions: list[lev.Session], end: ev.Exit | None) -> dict[str, Any
 
 
 def of(state: ProcessState, faults: str) -> ProcessObservation:
-    """The final analysis's record of one process."""
+    """The final analysis's record of one process: what the state made, and the records
+    kept as the agent wrote them."""
     return ProcessObservation(
         pid=state.pid, **{"ppid": None, "argv": [], "start_env": {},
                           **_process(state.process)},
         **_imports(state.tf_import, state.keras), **_sessions(state.sessions, state.exit),
-        devices=devices(state.devices, state.cluster_joins), config_calls=state.config_calls,
-        strategies=state.strategies, cluster_joins=state.cluster_joins, series=series(state),
+        devices=devices(state.devices, state.cluster_joins), strategies=state.strategies,
+        cluster_joins=state.cluster_joins, series=series(state),
         weights=[_weights(source, fp) for source, fp in state.weights.items()],
-        graphs=state.graphs, step_stats=state.step_stats, tf_logs=state.tf_logs,
-        py_warnings=state.py_warnings, device_scopes=state.device_scopes,
-        dataset_calls=state.dataset_calls, hook_errors=state.hook_errors,
-        placed_graphs=state.placed_graphs, placement_windows=state.placement_windows,
+        graphs=state.graphs, hook_errors=state.hook_errors, placed_graphs=state.placed_graphs,
+        placement_windows=state.placement_windows,
         placement_log_asked=state.placement_log_asked, stalls=state.stalls,
-        crash=state.crash, profile=state.profile, events=state.events,
-        first_t_unix_s=state.first_t_unix_s, last_t_unix_s=state.last_t_unix_s,
-        faults=faults, unknown_events=[f"{u.kind} (v{u.version})" for u in state.unknown],
-        tf1_calls=state.tf1_calls, **keras_calls(state.keras_calls),
-        **host_reads(state.host_reads))
+        events=state.events, first_t_unix_s=state.first_t_unix_s,
+        last_t_unix_s=state.last_t_unix_s, faults=faults,
+        unknown_events=[f"{u.kind} (v{u.version})" for u in state.unknown],
+        **keras_calls(state.keras_calls), **host_reads(state.host_reads), **state.kept)

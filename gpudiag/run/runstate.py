@@ -164,14 +164,16 @@ class FitRun:
 
 @dataclass
 class ProcessState:
-    """Everything one process's events said so far."""
+    """Everything one process's events said so far: what the observation is made of, and
+    the records it keeps as the agent wrote them (``kept``: its field name -> the record,
+    or the records in order; gpudiag.run.events' tables say which kinds)."""
 
     pid: int
+    kept: dict[str, Any] = field(default_factory=dict)
     process: ev.Process | None = None
     tf_import: ev.TfImport | None = None
     keras: ev.KerasImport | None = None
     devices: ev.Devices | None = None
-    config_calls: list[ev.ConfigCall] = field(default_factory=list)
     strategies: list[StrategyRecord] = field(default_factory=list)
     cluster_joins: list[ClusterJoin] = field(default_factory=list)
     placement_log_asked: str | None = None
@@ -185,13 +187,6 @@ class ProcessState:
     placement_windows: list[dict[str, Any]] = field(default_factory=list)
     placed_graphs: list[dict[str, Any]] = field(default_factory=list)
     sessions: list[lev.Session] = field(default_factory=list)
-    step_stats: list[lev.StepStats] = field(default_factory=list)
-    dataset_calls: list[ev.DatasetCall] = field(default_factory=list)
-    crash: ev.Crash | None = None
-    profile: ev.Profile | None = None
-    tf_logs: list[ev.TfLog] = field(default_factory=list)
-    device_scopes: list[ev.DeviceScope] = field(default_factory=list)
-    py_warnings: list[ev.PyWarning] = field(default_factory=list)
     hook_errors: list[dict[str, Any]] = field(default_factory=list)
     exit: ev.Exit | None = None
     traces: dict[str, list[lev.Trace]] = field(default_factory=dict)  # retraces per function
@@ -211,7 +206,6 @@ class ProcessState:
     loops: dict[tuple[str, str], Loop] = field(default_factory=dict)
     latest: Loop | None = None  # the loop that stepped last
     news: list[tuple[float | None, ev.Event]] = field(default_factory=list)
-    tf1_calls: list[ev.Tf1Distribution] = field(default_factory=list)  # TF1 distribution constructs
 
     def begin_poll(self) -> None:
         """The views read this poll's steps and news; the next poll starts them afresh."""

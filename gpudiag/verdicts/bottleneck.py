@@ -43,10 +43,12 @@ from gpudiag.verdicts.step_causes import (
     INPUT_MODERATE,
     OVERHEAD_BOUND,
     THRESHOLDS,
+    WRAP,
     Cause,
     Judged,
     ProgramFacts,
     advice,
+    eager_where,
     ms,
     order,
     small_kernels,
@@ -203,14 +205,6 @@ def actions(found: Sequence[Cause], predicted: dict[str, Any] | None) -> tuple[A
         i = out.index(found[0].actions[sized])
         out[i] = replace(out[i], predicted=whatif.as_prediction(predicted))
     return tuple(out)
-
-
-def eager_where(eager: dict[str, Any] | None) -> str | None:
-    """Where an eager loop's step becomes a tf.function: its def line where the step is a
-    function, else the line of its tape.gradient (hostcauses.eager_facts)."""
-    at = (eager or {}).get("at") or {}
-    line = (eager or {}).get("def_line") or at.get("line")
-    return f"{str(at['file']).rsplit('/', 1)[-1]}:{line}" if at.get("file") and line else None
 
 
 def cause_title(cause: str, fraction: float, period_s: float, loop: str | None = None,
@@ -388,9 +382,9 @@ def eager(split: dict[str, Any] | None, facts: ProgramFacts, *,
                        title=title(f"eager loop: no bottleneck stands out in a "
                                    f"{duration(period)} step", "eager loop: no bottleneck"))
     evidence["predicted"] = {**whatif.host_bound(parts, eager=True), "cause": "eager"}
-    fix = str((facts.eager or {}).get("fix") or "wrap the step in tf.function")
+    eager, predicted = facts.eager or {}, whatif.as_prediction(evidence["predicted"])
     return Finding(check_id, "warn", f"{head}: host-bound eager execution: {text}", evidence,
-                   actions=(Action("wrap the step in tf.function (@tf.function)",
-                                   eager_where(facts.eager),
-                                   whatif.as_prediction(evidence["predicted"])),),
-                   advice=fix, title=cause_title("eager", share, period, facts.loop))
+                   actions=(Action(str(eager.get("action") or WRAP), eager_where(eager),
+                                   predicted),),
+                   advice=str(eager.get("fix") or "wrap the step in tf.function"),
+                   title=cause_title("eager", share, period, facts.loop))

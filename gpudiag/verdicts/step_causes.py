@@ -83,7 +83,7 @@ class ProgramFacts:
     # input-bound; the profiled window explains (None: not measured, the window decides)
     input_series: dict[str, Any] | None = None
     eager: dict[str, Any] | None = None  # an eager loop's step: hostcauses.eager_facts
-    # with its "fix" (gpudiag.verdicts.bottleneck.eager)
+    # with its "fix" and "action" (gpudiag.verdicts.bottleneck.eager, eager_where)
     jit_compile: bool = False  # the step tf.function is XLA-compiled (jit_compile=True)
     # a Keras fit's steady-state step periods over the whole run (start to start, the
     # profiled steps left out), where its input wait is inside its graph (no input_series):
@@ -93,6 +93,21 @@ class ProgramFacts:
     # the cores the program kept busy in the steps after its window (observation's
     # cpu_use: busy_cores, cores, steps): what a parallel map's threads would share
     cpu_use: dict[str, Any] | None = None
+
+
+WRAP = "wrap the step in tf.function (@tf.function)"  # an eager loop's fix, in words
+
+
+def eager_where(eager: dict[str, Any] | None) -> str | None:
+    """Where an eager loop's fix goes (hostcauses.eager_facts): the line that switched
+    tf.functions to run eagerly, else its step's def line where the step is a function,
+    else the line of its tape.gradient."""
+    eager = eager or {}
+    if eager.get("run_eagerly_at"):
+        return str(eager["run_eagerly_at"])
+    at = eager.get("at") or {}
+    line = eager.get("def_line") or at.get("line")
+    return f"{str(at['file']).rsplit('/', 1)[-1]}:{line}" if at.get("file") and line else None
 
 
 @dataclass(frozen=True)

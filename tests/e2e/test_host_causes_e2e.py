@@ -324,3 +324,21 @@ def test_tensors_read_every_step_are_counted_at_their_lines(tmp_path: Path) -> N
     else:
         assert f["status"] == "warn" and f["actions"][0]["where"].startswith(
             "host_sync_per_step.py:")
+
+
+# --------------------------------------------------------------- a debugging switch left on
+def test_run_functions_eagerly_left_on_is_the_fix_not_wrapping_the_step(tmp_path: Path) -> None:
+    """The step is already a tf.function: the fix is the switch's line (tfhooks records it
+    in the program; run.debug-mode and run.eager-loop name it), never "wrap the step"."""
+    r = run(tmp_path, "run_eagerly_left_on.py")
+    at = f"run_eagerly_left_on.py:{line_of('run_eagerly_left_on.py', 'enabled') + 1}"
+    debug = r.found["run.debug-mode"]
+    assert debug["status"] == "warn", debug["message"]
+    assert debug["title"] == f"run_functions_eagerly(True) left on at {at}"
+    assert debug["actions"] == [{"what": "remove tf.config.run_functions_eagerly(True)",
+                                 "where": at, "predicted": None}]
+    assert debug["evidence"]["left_on"] == ["tf.config.run_functions_eagerly"]
+    eager = r.found["run.eager-loop"]
+    assert eager["status"] == "warn" and "wrap" not in eager["advice"], eager["advice"]
+    assert eager["advice"].startswith(f"remove tf.config.run_functions_eagerly(True) at {at}")
+    assert [a["where"] for a in eager["actions"]] == [at]

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -19,6 +20,7 @@ from helpers import assert_title
 
 from gpudiag.errors import UsageError
 from gpudiag.layout.diff import LoopDiff, Median
+from gpudiag.layout.events import DebugMode
 from gpudiag.layout.families import TITLE_MAX, family_of
 from gpudiag.layout.units import duration, ms_number, ratio, share
 from gpudiag.records.run import ProcessObservation
@@ -132,6 +134,8 @@ BUILDERS: dict[str, Callable[[], Finding | None]] = {
     "run.gpu-idle one": lambda: gpu_idle.gpu_idle([], gpus=1, observed_s=80.0),
     "run.retracing none": lambda: retracing.retracing(_obs()),
     "run.eager-loop none": lambda: hostcauses.eager_loop(_obs(), 5),
+    "run.debug-mode": lambda: hostcauses.debug_modes(replace(_obs(), debug_modes=[DebugMode(
+        "tf.data.experimental.enable_debug_mode", True, {"file": "a.py", "line": 3})])),
     "run.callbacks none": lambda: callbacks.callbacks(_obs(), 5),
     "run.learning none": lambda: progress.learning(_obs()),
     "run.profile none": lambda: progress.profile(_obs(), None, None, "no loop", 5),

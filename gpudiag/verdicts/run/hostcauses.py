@@ -17,14 +17,13 @@ from gpudiag.layout.units import counted, duration
 from gpudiag.layout.units import share as pct
 from gpudiag.records.run import ProcessObservation, StepSeries
 from gpudiag.report import Action, Finding
-from gpudiag.verdicts.bottleneck import eager_where
 from gpudiag.verdicts.common import title
 from gpudiag.verdicts.run.callbacks import callback_causes, callback_facts, callbacks
 from gpudiag.verdicts.run.host_common import code, fit_wall_s, where
 from gpudiag.verdicts.run.hostsync import host_sync
 from gpudiag.verdicts.run.retracing import retrace_facts, retracing, retracing_cause
 from gpudiag.verdicts.run.throughput import loop_timing
-from gpudiag.verdicts.step_causes import Cause, ms
+from gpudiag.verdicts.step_causes import WRAP, Cause, eager_where, ms
 
 
 # ------------------------------------------------------------------------ eager loops
@@ -32,14 +31,21 @@ def eager_facts(obs: ProcessObservation, s: StepSeries, warmup: int) -> dict[str
     if s.kind != "eager" or len(s.steps) < 3:
         return None
     timing = loop_timing(obs, s, min(warmup, len(s.steps) // 3))
+    eagerly = left_on(obs).get(RUN_EAGERLY)  # its tf.functions ran eagerly: that is the fix
     return {"loop": s.label, "steps": sum(st.count for st in s.steps),
             "step_s_median": timing["step_s_median"] if timing else None,
             "at": {k: s.facts.get(k) for k in ("file", "line", "code")},
-            "def_line": s.facts.get("def_line"), "step": s.label.removeprefix("eager step ")}
+            "def_line": s.facts.get("def_line"), "step": s.label.removeprefix("eager step "),
+            "run_eagerly_at": eagerly.where if eagerly else None,
+            "action": f"remove {_call(eagerly)}" if eagerly else WRAP}
 
 
 def eager_fix(f: dict[str, Any]) -> str:
     at = f["at"]
+    if f.get("run_eagerly_at"):
+        return (f"{f['action']} at {f['run_eagerly_at']}: it makes every tf.function run "
+                f"its Python eagerly, so the step at {where(at)} dispatches each op from "
+                "Python although it is a tf.function")
     if f["def_line"]:
         return (f"wrap the step in tf.function: decorate {f['step']} "
                 f"({where({'file': at['file'], 'line': f['def_line']})}) with @tf.function "
@@ -55,6 +61,18 @@ def eager_fix(f: dict[str, Any]) -> str:
 def eager_loop(obs: ProcessObservation, warmup: int, proc: str = "") -> Finding:
     found = [f for s in obs.series if (f := eager_facts(obs, s, warmup)) is not None]
     check = f"run.eager-loop{proc}"
+    eagerly = left_on(obs).get(RUN_EAGERLY)
+    loops = [s.label for s in obs.series if s.steps]
+    if not found and eagerly is not None and loops:  # Keras fit, the program's tf.functions
+        return Finding(check, "warn", f"{', '.join(loops)} ran eagerly: {_call(eagerly)} at "
+                       f"{eagerly.where} makes every tf.function run its Python eagerly, each "
+                       "op dispatched from Python, one at a time",
+                       {"loops": [], "run_eagerly_at": eagerly.where},
+                       advice=f"remove {_call(eagerly)} at {eagerly.where}",
+                       title=title(f"{loops[0]} ran eagerly: run_functions_eagerly at "
+                                   f"{eagerly.where}", "the training loop ran eagerly: "
+                                   "run_functions_eagerly(True) left on"),
+                       actions=(Action(f"remove {_call(eagerly)}", eagerly.where),))
     if not found:
         return Finding(check, "ok", "no eager training loop (every gradient the program "
                        "computed was inside a tf.function or Keras)", {"loops": []},
@@ -66,16 +84,77 @@ def eager_loop(obs: ProcessObservation, warmup: int, proc: str = "") -> Finding:
     return Finding(check, "warn", "; ".join(parts) + " (run.bottleneck splits a profiled "
                    "step into op time and dispatch)", {"loops": found},
                    advice="; ".join(eager_fix(f) for f in found), title=_eager_title(found[0]),
-                   actions=tuple(Action("wrap the step in tf.function (@tf.function)",
-                                        eager_where(f)) for f in found))
+                   actions=tuple(Action(f["action"], eager_where(f))
+                                 for f in found))
 
 
 def _eager_title(f: dict[str, Any]) -> str:
     step = (f", {duration(f['step_s_median'])} a step" if f["step_s_median"] else "")
     steps = counted(f["steps"], "step")
-    return title(f"eager loop at {where(f['at'])}: {steps} dispatched from Python{step}",
+    switch = f"run_functions_eagerly at {f['run_eagerly_at']}: {steps} dispatched from Python"
+    return title(*([f"{switch}{step}", switch] if f.get("run_eagerly_at") else []),
+                 f"eager loop at {where(f['at'])}: {steps} dispatched from Python{step}",
                  f"an eager loop: {steps} dispatched from Python{step}",
                  "an eager training loop: ops dispatched from Python")
+
+
+# ------------------------------------------------------------------ debugging switches
+RUN_EAGERLY = "run_functions_eagerly"
+# what each switch costs while it is on, by the name of its function family
+_DEBUG_COSTS = {
+    RUN_EAGERLY: "every tf.function (Keras fit's train step too) runs its Python eagerly, "
+    "each op dispatched from Python one at a time: a graph's speed is lost",
+    "debug_mode": "tf.data runs its map functions eagerly, one element at a time: "
+    "num_parallel_calls, prefetch's overlap and autotuning are ignored",
+    "check_numerics": "every op's output is checked for NaN and Inf: each op runs a check "
+    "beside it, and the graph keeps them",
+}
+_EFFECT = {RUN_EAGERLY: "every tf.function ran eagerly",
+           "debug_mode": "tf.data ran one element at a time",
+           "check_numerics": "every op was checked for NaN and Inf"}
+
+
+def _family(api: str) -> str:
+    name = api.rsplit(".", 1)[-1]
+    return RUN_EAGERLY if name.endswith(RUN_EAGERLY) else name.split("_", 1)[-1]
+
+
+def _call(d: Any) -> str:
+    """The call as the program wrote it: ``tf.config.run_functions_eagerly(True)``."""
+    return f"{d.api}({'True' if d.api.endswith('eagerly') else ''})"
+
+
+def left_on(obs: ProcessObservation) -> dict[str, Any]:
+    """The debugging switches the program left on (gpudiag.layout.events.DebugMode), by
+    family: the latest call of each family that turned it on."""
+    latest = {_family(d.api): d for d in obs.debug_modes}
+    return {fam: d for fam, d in latest.items() if d.enabled}
+
+
+def debug_modes(obs: ProcessObservation, proc: str = "") -> Finding | None:
+    """run.debug-mode: a debugging switch left on makes every step slower (absent where the
+    program called none)."""
+    if not obs.debug_modes:
+        return None
+    check, on = f"run.debug-mode{proc}", left_on(obs)
+    calls = [{"api": d.api, "enabled": d.enabled, "where": d.where} for d in obs.debug_modes]
+    if not on:
+        return Finding(check, "ok", "every debugging switch the program turned on it turned "
+                       "off again: " + ", ".join(f"{c['api']} at {c['where']}" for c in calls),
+                       {"calls": calls, "left_on": []}, title="no debugging switch left on")
+    said = [f"{_call(d)} at {d.where}: {_DEBUG_COSTS[fam]}" for fam, d in on.items()]
+    fam, first = next(iter(on.items()))
+    short = _call(first).rsplit(".", 1)[-1]
+    return Finding(check, "warn", "left on: " + "; ".join(said),
+                   {"calls": calls, "left_on": [d.api for d in on.values()]},
+                   advice="remove the call, or keep it behind a flag of your own for "
+                   "debugging: " + ", ".join(f"{d.api} at {d.where}" for d in on.values()),
+                   title=title(f"{_call(first)} left on at {first.where}: {_EFFECT[fam]}",
+                               f"{short} at {first.where}: {_EFFECT[fam]}",
+                               f"{short} left on at {first.where}",
+                               f"a debugging switch left on: {_EFFECT[fam]}"),
+                   actions=tuple(Action(f"remove {_call(d)}", d.where if d.caller else None)
+                                 for d in on.values()))
 
 
 # ------------------------------------------------------------------ for run.bottleneck
@@ -178,7 +257,8 @@ def loop_causes(obs: ProcessObservation, label: str | None, warmup: int) -> list
 
 def findings(obs: ProcessObservation, warmup: int, proc: str = "") -> list[Finding]:
     """The host-side findings of one process: run.retracing, run.eager-loop,
-    run.callbacks, run.host-sync (absent where no line reads tensors every step)."""
-    sync = host_sync(obs, warmup, proc)
+    run.callbacks, run.host-sync (absent where no line reads tensors every step),
+    run.debug-mode (absent where the program switched no debugging mode)."""
+    optional = (host_sync(obs, warmup, proc), debug_modes(obs, proc))
     return [retracing(obs, proc), eager_loop(obs, warmup, proc),
-            callbacks(obs, warmup, proc), *([sync] if sync is not None else [])]
+            callbacks(obs, warmup, proc), *[f for f in optional if f is not None]]
