@@ -26,6 +26,7 @@ from gpudiag.errors import EXIT_CHECK_FAILED, EXIT_OK
 from gpudiag.files import atomic_write_text, strict_json
 from gpudiag.layout import REPORT_JSON, REPORT_MD, SCHEMA_VERSION
 from gpudiag.layout.families import QUESTIONS, TITLE_MAX, question_of
+from gpudiag.layout.units import ms_number
 from gpudiag.markdown import markdown_table
 
 Status = Literal["ok", "warn", "fail", "skip"]
@@ -310,10 +311,10 @@ def _action_md(a: Action) -> str:
     there is no prediction)."""
     text = (f"at `{a.where}`: " if a.where else "") + a.what
     p = a.predicted
-    if p is not None and p.step_s is not None:
-        text += f"; predicted {p.step_s * 1000:.1f} ms a step"
+    if p is not None and p.step_s is not None:  # milliseconds by the one rule
+        text += f"; predicted {ms_number(p.step_s)} ms a step"
         if p.low_s is not None and p.high_s is not None:
-            text += f" ({p.low_s * 1000:.1f}-{p.high_s * 1000:.1f})"
+            text += f" ({ms_number(p.low_s)}-{ms_number(p.high_s)})"
         if p.basis:
             text += f" ({p.basis})"
     elif p is not None and p.basis:

@@ -18,12 +18,15 @@ from typing import Any
 
 from gpudiag import layout
 from gpudiag.layout.families import QUESTIONS, Family, family_of
+from gpudiag.layout.units import duration
+from gpudiag.layout.units import share as share_text
 from gpudiag.report import worst_first
 from gpudiag.rundir import BadRun, Run, opens_on
 from gpudiag.rundir.records import PART_NAMES, RUNNING_MEAN
 from gpudiag.tbplugin.compare import record_view
 from gpudiag.tbplugin.ids import path_id, run_id
 from gpudiag.verdicts import headline
+from gpudiag.verdicts.fix_said import action_said
 from gpudiag.verdicts.tried import tried
 
 _FILE_LINE = re.compile(r"[\w./-]+\.py:\d+")
@@ -114,8 +117,8 @@ def devices(run: Run) -> dict[str, Any]:
                                           ops.get(name),
                                           name in logical),
                       "ops": ops.get(name), "busy_s": busy_s.get(name),
-                      "busy_share": share, "busy_parts": list(p.busy_parts()) if p else [],
-                      "util": [], "sm_util": []})
+                      "busy_share": share, "busy_text": share_text(share),
+                      "busy_parts": list(p.busy_parts()) if p else [], "util": [], "sm_util": []})
     if not lanes:
         lanes = _scaling_lanes(run)
     lanes += _nvml_lanes(run, used_ev, gpus)
@@ -164,7 +167,7 @@ def _nvml_lanes(run: Run, used_ev: dict[str, Any], tf_gpus: list[str] | None
             if activity == "near idle" else activity
         lanes.append({"name": f"GPU {index} (NVML)", "model": str(g.get("name") or ""),
                       "kind": "NVML", "state": state, "activity": activity, "ops": None,
-                      "busy_s": None, "busy_share": None, "busy_parts": [],
+                      "busy_s": None, "busy_share": None, "busy_text": None, "busy_parts": [],
                       "util_mean": _finite(g.get("util_mean_percent")),
                       "sm_util_mean": _finite(g.get("sm_util_mean_percent")),
                       "util": series.get(index, {}).get("util", []),
@@ -181,8 +184,8 @@ def _scaling_lanes(run: Run) -> list[dict[str, Any]]:
     top = max(rows, key=lambda r: (r["n_devices"], r["name"]))
     return [{"name": f"{d} ({top['name']})", "kind": "GPU" if "GPU" in d.upper() else "CPU",
              "state": lane_state(False, share, None, None, False), "ops": None,
-             "busy_s": None,
-             "busy_share": share, "busy_parts": [], "util": [], "sm_util": []}
+             "busy_s": None, "busy_share": share, "busy_text": share_text(share),
+             "busy_parts": [], "util": [], "sm_util": []}
             for d, share in sorted(top["trace_busy_fraction"].items())]
 
 
@@ -200,11 +203,15 @@ def bottleneck(run: Run) -> dict[str, Any] | None:
     actions = finding.get("actions") or []
     where = [a["where"] for a in actions if a.get("where")] if actions else \
         _FILE_LINE.findall(advice)
-    bars = [{"device": d, "step_ms": p.period_s * 1000,
-             "parts_ms": {k: p.part(k) * 1000 for k in PART_NAMES}}
+    loop = headline.steady_loop(run.report_json, finding) if found else None
+    actions = [{**a, "said": action_said(finding, a, loop)} for a in actions]
+    bars = [{"device": d, "step_ms": p.period_s * 1000, "step_text": duration(p.period_s),
+             "parts_ms": {k: p.part(k) * 1000 for k in PART_NAMES},
+             "parts_text": {k: duration(p.part(k)) for k in PART_NAMES}}
             for d, p in worst.devices.items()]
     return {"finding": worst.finding_id, "status": worst.status,
             "step_ms": None if worst.step_s is None else worst.step_s * 1000,
+            "step_text": None if worst.step_s is None else duration(worst.step_s),
             "cause": worst.bottleneck, "causes": list(worst.causes),
             "title": found.title if found else "", "message": finding.get("message", ""),
             "actions": actions, "fix": advice, "where": list(dict.fromkeys(where)),

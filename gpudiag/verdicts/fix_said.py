@@ -59,6 +59,16 @@ def _on_loop(f: dict[str, Any], loop: dict[str, Any] | None, predicted: Any
                                     if isinstance(predicted.get(k), int | float)}}
 
 
+def action_said(f: dict[str, Any], action: dict[str, Any],
+                loop: dict[str, Any] | None = None) -> str:
+    """One action of finding ``f`` as every face says it: what to change, and the step it
+    should give on the loop's step (``loop``: run.throughput's, _on_loop), or why there is
+    no prediction ("pass num_parallel_calls=...; predicted 32.6 -> 17.4 ms a step
+    (16.9-18.0)"). Where it goes is said beside it by each face."""
+    return str(action.get("what") or "") + _predicted(*_on_loop(f, loop,
+                                                                action.get("predicted")))
+
+
 def fix_entry(f: dict[str, Any], loop: dict[str, Any] | None = None) -> str | None:
     """What to change and where, from the finding's first action, with the step it should
     give ("fix at train.py:33: pass num_parallel_calls=...; predicted 32.6 -> 17.4 ms a
@@ -82,7 +92,7 @@ def fix_entry(f: dict[str, Any], loop: dict[str, Any] | None = None) -> str | No
         return "fix: see report.md" if ev.get("causes") else None
     action = actions[0]
     head = f"fix at {action['where']}" if action.get("where") else "fix"
-    text = f"{head}: {action['what']}" + _predicted(*_on_loop(f, loop, action.get("predicted")))
+    text = f"{head}: {action_said(f, action, loop)}"
     if len(actions) > 1:
         text += f"; {len(actions) - 1} more in report.md"
     return text

@@ -149,7 +149,7 @@ def _waste(f: dict[str, Any]) -> float:
     return 1.0 - compute if isinstance(compute, int | float) else -1.0
 
 
-def _steady_loop(report: dict[str, Any], f: dict[str, Any]) -> dict[str, Any] | None:
+def steady_loop(report: dict[str, Any], f: dict[str, Any]) -> dict[str, Any] | None:
     """The loop a bottleneck finding profiled, as run.throughput of the same process timed
     it (its steady median: the loop's step); None: not timed, or not told which."""
     suffix = f["id"][len(_family_id(f["id"]) or f["id"]):]  # one process's: ".p1"
@@ -204,7 +204,7 @@ def bottleneck_entry(report: dict[str, Any]) -> Entry | None:
     if ev.get("shared_cores"):  # virtual CPU devices: not the user's GPUs' bottleneck
         what = causes[0] if causes else "none stands out"
         return (f"bottleneck: {what}, of virtual CPUs sharing cores: not your GPUs",)
-    loop = _steady_loop(report, f)
+    loop = steady_loop(report, f)
     fix = fix_entry(f, loop)
     if f.get("title"):
         steady = _steady_step(loop)

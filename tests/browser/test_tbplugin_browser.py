@@ -16,7 +16,6 @@ import shutil
 import subprocess
 import sys
 from collections.abc import Iterator
-from decimal import ROUND_HALF_UP, Decimal
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
@@ -36,9 +35,11 @@ from helpers import (
 )
 
 from gpudiag import layout
+from gpudiag.layout.units import duration
 from gpudiag.rundir import list_runs, load_run, opens_on
 from gpudiag.rundir.records import PART_NAMES
 from gpudiag.tb import serve as tbserve
+from gpudiag.tbplugin import views
 from gpudiag.verdicts import headline
 
 pytestmark = pytest.mark.slow
@@ -193,9 +194,14 @@ def test_first_screen_answers_devices_bottleneck_learning(
     # overhead-bound rather than input-bound), its fix, and each line of the user's it names
     cause = found["evidence"]["causes"][0]
     expect(frame.locator("section.bottleneck .cause")).to_contain_text(cause)
-    if found["actions"]:  # what to change, where, the step predicted after it
-        expect(frame.locator("section.bottleneck .fix li.action").first).to_contain_text(
-            found["actions"][0]["what"])
+    if found["actions"]:  # what to change, where, the step predicted after it: the
+        # terminal's fix line, the same prediction on the same step (fix_said.action_said)
+        (said, *_) = views.bottleneck(load_run(input_dir))["actions"]
+        assert said["what"] == found["actions"][0]["what"] and "; predicted " in said["said"]
+        expect(frame.locator("section.bottleneck .fix li.action").first).to_have_text(
+            f"{said['where']}: {said['said']}")
+        terminal = " ".join(" ".join(headline.verdict(report, headline.UNCUT)).split())
+        assert f"fix at {said['where']}: {said['said']}" in terminal, (said, terminal)
         lines = list(dict.fromkeys(a["where"] for a in found["actions"] if a["where"]))
     else:  # a report written before actions: its advice, and the lines the advice names
         expect(frame.locator("section.bottleneck .fix")).to_contain_text(found["advice"][:60])
@@ -214,9 +220,9 @@ def test_first_screen_answers_devices_bottleneck_learning(
     compute_ms = float(bar.get_attribute("data-ms"))
     parts = found["evidence"]["parts_s"]
     assert any(abs(p["compute_s"] * 1000 - compute_ms) < 1e-9 for p in parts.values()), parts
-    # the tip rounds as JavaScript's toFixed does: the exact binary value, a tie upwards
-    shown = Decimal(compute_ms).quantize(Decimal("0.01"), rounding=ROUND_HALF_UP)
-    expect(frame.locator("#gpudiag-tip")).to_contain_text(f"compute {shown} ms")
+    # the tip says the part as the terminal writes a duration (gpudiag.layout.units)
+    expect(frame.locator("#gpudiag-tip")).to_contain_text(
+        f"compute {duration(compute_ms / 1000)} of ")
     learning = _finding(report, "run.learning")
     expect(frame.locator("section.learning .verdict")).to_have_text(
         learning["title"] or learning["message"])

@@ -13,6 +13,7 @@ import pytest
 from helpers import REPO
 
 from gpudiag.layout.diff import BottleneckDiff, DiffRecord, LoopDiff, Median
+from gpudiag.layout.units import duration, share
 from gpudiag.notebook.display import Diagnosis
 from gpudiag.rundir import load_run
 from gpudiag.rundir.records import RUNNING_MEAN
@@ -37,6 +38,22 @@ def test_a_devices_busy_share_is_its_step_bars_busy_parts() -> None:
     assert host["busy_parts"] == ["compute", "communication", "copy", "host"]
     assert host["busy_share"] > 0.25 and host["state"] == "used", host
     assert lanes["/device:CPU:0"]["busy_parts"] == ["compute", "communication", "copy"]
+
+
+def test_the_numbers_the_tab_prints_are_written_by_the_one_rule() -> None:
+    """Each step, part and share the page prints is carried in the JSON as the terminal
+    writes it (gpudiag.layout.units), not formatted again by the page (its fix line, the
+    terminal's with its prediction: tests/browser/test_tbplugin_browser.py)."""
+    (run_dir,) = (SAMPLE / "run").iterdir()
+    run = load_run(run_dir)
+    neck = views.bottleneck(run) or {}
+    assert neck["step_text"] == duration(neck["step_ms"] / 1000)
+    for bar in neck["bars"]:
+        assert bar["step_text"] == duration(bar["step_ms"] / 1000)
+        assert bar["parts_text"] == {k: duration(v / 1000) for k, v in bar["parts_ms"].items()}
+    for lane in views.devices(run)["lanes"]:
+        assert lane["busy_text"] == (None if lane["busy_share"] is None
+                                     else share(lane["busy_share"]))
 
 
 def _two_runs(tmp_path: Path) -> tuple[Path, Path]:

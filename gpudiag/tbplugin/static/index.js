@@ -49,9 +49,6 @@ async function getJson(path) {
   return data;
 }
 
-const pct = (x) => (x === null || x === undefined ? "n/a" : `${Math.round(x * 100)}%`);
-const ms = (x) => (x === null || x === undefined ? "n/a" : `${x.toFixed(2)} ms`);
-
 function runLabel(r) {
   const mark = r.failed_before_start ? "  [failed before its work started]"
     : r.status === "running" ? "  [running]" : r.status === "interrupted"
@@ -93,10 +90,10 @@ function devicesCard(d, title) {
         lane.model ? [el("br"), el("small", { class: "muted" }, lane.model)] : null),
       el("td", {}, el("span", { class: `badge ${lane.state.replace(/ /g, "-")}` }, lane.state)),
       el("td", {}, lane.busy_share === null ? "n/a"
-        : el("span", { class: "bar", title: `busy ${pct(lane.busy_share)} of the step` +
+        : el("span", { class: "bar", title: `busy ${lane.busy_text} of the step` +
             (lane.busy_parts && lane.busy_parts.length ? ` (${lane.busy_parts.join(", ")})` : "") },
           el("span", { style: `width:${Math.round(lane.busy_share * 100)}%` }),
-          el("em", {}, pct(lane.busy_share)))),
+          el("em", {}, lane.busy_text))),
       el("td", {}, lane.ops === null || lane.ops === undefined ? ""
         : `${lane.ops} op${lane.ops === 1 ? "" : "s"}`),
       el("td", {}, lane.kind === "NVML"
@@ -132,31 +129,22 @@ function breakdownBars(bars, parts) {
     el("span", { class: "bdevice" }, b.device),
     el("span", { class: "bstack" }, parts.filter((p) => (b.parts_ms[p] || 0) > 0).map((part) => {
       const value = b.parts_ms[part];
-      const text = `${b.device}: ${part} ${value.toFixed(2)} ms of ${b.step_ms.toFixed(2)} ms`;
+      const text = `${b.device}: ${part} ${b.parts_text[part]} of ${b.step_text}`;
       return el("span", { class: `part ${part}`, "data-ms": String(value), title: text,
         style: `width:${((value / longest) * 100).toFixed(3)}%;background:${partColor(part)}`,
         onmousemove: (e) => showTip(e, text), onmouseleave: hideTip });
     })),
-    el("span", { class: "bms" }, ms(b.step_ms))));
+    el("span", { class: "bms" }, b.step_text)));
   const legend = el("div", { class: "blegend" }, parts.map((p) => el("span", { class: "key" },
     el("i", { style: `background:${partColor(p)}` }), p)));
   return el("div", { class: "breakdown", role: "img", "aria-label": "step breakdown per device" },
     rows, legend);
 }
 
-function actionLine(a, stepMs) {
-  const p = a.predicted;
-  let predicted = "";
-  if (p && p.step_s !== null && p.step_s !== undefined) {
-    predicted = `; predicted ${stepMs === null ? "" : `${stepMs.toFixed(1)} -> `}` +
-      `${(p.step_s * 1000).toFixed(1)} ms a step` + (p.low_s !== null && p.high_s !== null &&
-        p.low_s !== undefined ? ` (${(p.low_s * 1000).toFixed(1)}-${(p.high_s * 1000).toFixed(1)})`
-        : "");
-  } else if (p && p.basis) {
-    predicted = `; no prediction: ${p.basis}`;
-  }
+function actionLine(a) {
+  // where, then what to change and the step predicted after it, in the terminal's words
   return el("li", { class: "action" }, a.where ? [el("code", {}, a.where), ": "] : null,
-    a.what, predicted);
+    a.said || a.what);
 }
 
 function bottleneckCard(b, title) {
@@ -167,12 +155,12 @@ function bottleneckCard(b, title) {
   const cause = b.cause ? `Bottleneck: ${b.cause}` : "No bottleneck stands out";
   return section("bottleneck", title,
     el("p", { class: `cause ${b.status}` }, cause,
-      b.step_ms === null ? "" : ` (a ${ms(b.step_ms)} step)`),
+      b.step_text === null ? "" : ` (a ${b.step_text} step)`),
     b.title ? el("p", { class: "title" }, b.title) : null,
     b.where.length ? el("p", { class: "where" }, "Your line: ",
       ...b.where.map((w) => el("code", {}, w))) : null,
     b.actions.length ? el("div", { class: "fix" }, el("strong", {}, "Fix: "),
-      el("ul", { class: "actions" }, b.actions.map((a) => actionLine(a, b.step_ms))))
+      el("ul", { class: "actions" }, b.actions.map(actionLine)))
       : b.fix ? el("p", { class: "fix" }, el("strong", {}, "Fix: "), b.fix) : null,
     b.bars.length ? breakdownBars(b.bars, b.parts) : null,
     el("details", {}, el("summary", {}, b.finding), el("p", {}, b.message)));
