@@ -112,13 +112,6 @@ class FunctionGraph:
     pinned: list[tuple[str, str, str]]  # (node, op type, requested device)
 
 
-
-
-
-
-
-
-
 EACH, FIRST, LATEST = "each", "first", "latest"
 
 

@@ -69,11 +69,20 @@ FIRST: dict[type[ev.Event], str] = {ev.Devices: "devices"}
 EACH: dict[type[ev.Event], str] = {
     lev.Compile: "compiles", lev.PyDataInput: "py_inputs", lev.Session: "sessions",
     ev.Unknown: "unknown"}
-for _field in fields(rec.ProcessObservation):
-    if "kept" in _field.metadata:
-        _kind, _rule = _field.metadata["kept"]
-        {rec.EACH: EACH, rec.FIRST: FIRST, rec.LATEST: LATEST}[_rule][_kind] = _field.name
 _STATE = {f.name for f in fields(ProcessState)}
+
+
+def _declared() -> None:
+    """The observation's fields that keep a kind (gpudiag.records.run.kept), each into its
+    rule's table under its own name."""
+    tables = {rec.EACH: EACH, rec.FIRST: FIRST, rec.LATEST: LATEST}
+    for f in fields(rec.ProcessObservation):
+        if "kept" in f.metadata:
+            kind, rule = f.metadata["kept"]
+            tables[rule][kind] = f.name
+
+
+_declared()
 
 
 def _slot(s: ProcessState, attr: str) -> dict[str, Any]:

@@ -165,8 +165,9 @@ class FitRun:
 @dataclass
 class ProcessState:
     """Everything one process's events said so far: what the observation is made of, and
-    the records it keeps as the agent wrote them (``kept``: its field name -> the record,
-    or the records in order; gpudiag.run.events' tables say which kinds)."""
+    the records it keeps as the agent wrote them (``kept``: the observation's field name ->
+    the record, or the records in order; each such field declares its kind:
+    gpudiag.records.run.kept)."""
 
     pid: int
     kept: dict[str, Any] = field(default_factory=dict)

@@ -104,13 +104,14 @@ RUN_EAGERLY = "run_functions_eagerly"
 _DEBUG_COSTS = {
     RUN_EAGERLY: "every tf.function (Keras fit's train step too) runs its Python eagerly, "
     "each op dispatched from Python one at a time: a graph's speed is lost",
-    "debug_mode": "tf.data runs its map functions eagerly, one element at a time: "
-    "num_parallel_calls, prefetch's overlap and autotuning are ignored",
-    "check_numerics": "every op's output is checked for NaN and Inf: each op runs a check "
-    "beside it, and the graph keeps them",
+    "debug_mode": "tf.data runs every transformation synchronously and sequentially "
+    "(num_parallel_calls and prefetch's overlap have no effect), and its map functions "
+    "eagerly in Python through tf.py_function",
+    "check_numerics": "every floating-point op's output is checked for NaN and Inf: an op "
+    "callback adds a check to each op, eager ones and those of tf.function graphs",
 }
 _EFFECT = {RUN_EAGERLY: "every tf.function ran eagerly",
-           "debug_mode": "tf.data ran one element at a time",
+           "debug_mode": "tf.data ran sequentially, its maps in Python",
            "check_numerics": "every op was checked for NaN and Inf"}
 
 
