@@ -41,26 +41,29 @@ def test_an_xla_custom_loop_that_never_waits_for_input_gets_more_steps_a_call(
     # With both cores busy, no op may run in half the step call at all (the generic
     # overhead-bound: more steps a call too). Input is never named but as near its line.
     causes = b["evidence"]["causes"]
-    near_input = bool(causes) and causes[0] == "input-bound"
+    near_input = "input-bound" in causes
     if near_input:  # with the cores shared, the whole run's input share spreads until its
-        # interval reaches xprof's 20 % line (quiet run, 2026-11-30: 15 %, 9 %-21 %): then
-        # only named as near it. The verdict on fixed evidence (15 % beyond next()'s own
-        # cost: more steps a call, no prefetch) is tests/unit/test_run_verdicts.py's.
-        assert b["title"].startswith("near input-bound") and "near the threshold" in \
-            b["message"], b["message"]
-    elif causes and "XLA-compiled step" in b["message"]:
-        assert causes[0] == "overhead-bound", b["message"]
+        # interval reaches xprof's 20 % line (make test, 2026-11-30: 15 %, 9 %-21 %): then
+        # named only as near it, first or after another cause. The verdict on fixed evidence
+        # (15 % beyond next()'s own cost: more steps a call, no prefetch) is
+        # tests/unit/test_run_verdicts.py's.
+        ev = b["evidence"]["cause_evidence"]["input-bound"]
+        assert (ev.get("against") or {}).get("side") == "near", b["message"]
+        assert "near the threshold" in b["message"], b["message"]
+    lead = causes[0] if causes else None  # input leading, only near its line: above
+    if lead == "overhead-bound" and "XLA-compiled step" in b["message"]:
         assert "for _ in tf.range(N): train_step(*next(iterator))" in b["advice"]
-    elif causes and causes[0] == "overhead-bound":  # the loop goes outside the XLA step
+    elif lead == "overhead-bound":  # the loop goes outside the XLA step
         assert "no op ran inside the step call" in b["message"], b["message"]
         assert "for _ in tf.range(N): train_step(*next(iterator))" in b["advice"]
-    elif causes:
-        assert causes[0] == "host-bound" and "near the threshold" in b["message"], \
-            b["message"]
+    elif lead == "host-bound":
+        assert "near the threshold" in b["message"], b["message"]
         assert "move the per-step Python work between the calls of" in b["advice"]
-    else:
+    elif lead is None:
         assert "not input-bound" in b["message"], b["message"]
         assert "run several steps in each call of tf.function train_step" in b["advice"]
+    else:
+        assert lead == "input-bound", b["message"]
     assert "num_parallel_calls" not in b["advice"]  # the pipeline has no map
     assert near_input or "prefetch(" not in b["advice"], b["advice"]
     (loop,) = found["run.throughput"]["evidence"]["loops"]
@@ -68,7 +71,9 @@ def test_an_xla_custom_loop_that_never_waits_for_input_gets_more_steps_a_call(
     # one statistic: the whole run's ratio, inside the interval of that same ratio
     assert w["statistic"] == "whole run" and w["low"] <= w["share"] <= w["high"]
     assert w["floor"]["calls"] == 20 and w["floor"]["floor_s"] > 0
-    assert w["hidden"]["share"] < 0.20  # the wait beyond next()'s own cost
+    # the wait beyond next()'s own cost is what is left of next()'s time (under 20 % on a
+    # quiet machine: the verdict on it is the unit test's, above)
+    assert 0 <= w["hidden"]["share"] < w["share"]
 
 
 def test_a_pydataset_whose_python_makes_the_batches_is_named_as_input(tmp_path: Path) -> None:
