@@ -30,6 +30,12 @@ from gpudiag.verdicts.fix_said import action_said
 from gpudiag.verdicts.tried import tried
 
 _FILE_LINE = re.compile(r"[\w./-]+\.py:\d+")
+
+
+def _share(fraction: float | None) -> str | None:
+    """A busy share as the terminal writes it; None where there is none (the page says
+    n/a)."""
+    return None if fraction is None else share_text(fraction)
 #: The findings whose verdict the learning card shows (the loss curve's own verdict).
 LEARNING_FAMILIES = ("run.learning", "scaling.learning", "diff.learning")
 _NO_FAMILY = Family("", "program")
@@ -117,7 +123,7 @@ def devices(run: Run) -> dict[str, Any]:
                                           ops.get(name),
                                           name in logical),
                       "ops": ops.get(name), "busy_s": busy_s.get(name),
-                      "busy_share": share, "busy_text": share_text(share),
+                      "busy_share": share, "busy_text": _share(share),
                       "busy_parts": list(p.busy_parts()) if p else [], "util": [], "sm_util": []})
     if not lanes:
         lanes = _scaling_lanes(run)
@@ -184,7 +190,7 @@ def _scaling_lanes(run: Run) -> list[dict[str, Any]]:
     top = max(rows, key=lambda r: (r["n_devices"], r["name"]))
     return [{"name": f"{d} ({top['name']})", "kind": "GPU" if "GPU" in d.upper() else "CPU",
              "state": lane_state(False, share, None, None, False), "ops": None,
-             "busy_s": None, "busy_share": share, "busy_text": share_text(share),
+             "busy_s": None, "busy_share": share, "busy_text": _share(share),
              "busy_parts": [], "util": [], "sm_util": []}
             for d, share in sorted(top["trace_busy_fraction"].items())]
 

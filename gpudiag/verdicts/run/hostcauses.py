@@ -43,9 +43,9 @@ def eager_facts(obs: ProcessObservation, s: StepSeries, warmup: int) -> dict[str
 def eager_fix(f: dict[str, Any]) -> str:
     at = f["at"]
     if f.get("run_eagerly_at"):
-        return (f"{f['action']} at {f['run_eagerly_at']}: it makes every tf.function run "
-                f"its Python eagerly, so the step at {where(at)} dispatches each op from "
-                "Python although it is a tf.function")
+        return (f"{f['action']} at {f['run_eagerly_at']}: while it is on, "
+                f"{_DEBUG_COSTS[RUN_EAGERLY]}; the step at {where(at)} is a tf.function "
+                "already")
     if f["def_line"]:
         return (f"wrap the step in tf.function: decorate {f['step']} "
                 f"({where({'file': at['file'], 'line': f['def_line']})}) with @tf.function "
@@ -65,8 +65,7 @@ def eager_loop(obs: ProcessObservation, warmup: int, proc: str = "") -> Finding:
     loops = [s.label for s in obs.series if s.steps]
     if not found and eagerly is not None and loops:  # Keras fit, the program's tf.functions
         return Finding(check, "warn", f"{', '.join(loops)} ran eagerly: {_call(eagerly)} at "
-                       f"{eagerly.where} makes every tf.function run its Python eagerly, each "
-                       "op dispatched from Python, one at a time",
+                       f"{eagerly.where} was left on: {_DEBUG_COSTS[RUN_EAGERLY]}",
                        {"loops": [], "run_eagerly_at": eagerly.where},
                        advice=f"remove {_call(eagerly)} at {eagerly.where}",
                        title=title(f"{loops[0]} ran eagerly: run_functions_eagerly at "
