@@ -121,19 +121,20 @@ def _ms(seconds: Any) -> str | None:
     return ms_number(seconds) if isinstance(seconds, int | float) else None
 
 
-#: Where the program's time went outside a measured step, first first: a model built for
-#: every fit (its tracing), Keras calls made one at a time.
-KERAS_CALL_FAMILIES = ("run.model-rebuilt", "run.keras-calls")
+#: What slowed the program that a measured step may not show, first first: a debugging
+#: switch left on (every tf.function eager: its trace holds no complete step), a model
+#: built for every fit (its tracing), Keras calls made one at a time.
+UNSTEPPED_FAMILIES = ("run.debug-mode", "run.model-rebuilt", "run.keras-calls")
 
 
-def _keras_calls_entry(report: dict[str, Any]) -> Entry | None:
-    """Keras calls that took the program's time (run.model-rebuilt or run.keras-calls,
-    warn): the bottleneck where no step loop was measured, or where the one measured was
-    not slow (a k-fold's fits: each fit's steps are fine, the tracing of each new model
-    is the time)."""
+def _unstepped_entry(report: dict[str, Any]) -> Entry | None:
+    """A debugging switch left on, or Keras calls that took the program's time (warn):
+    the bottleneck where no step loop was measured, or where the one measured was not
+    slow (a k-fold's fits: each fit's steps are fine, the tracing of each new model is
+    the time)."""
     found = sorted((f for f in _findings(report) if f.get("status") == "warn"
-                    and _family_id(f["id"]) in KERAS_CALL_FAMILIES),
-                   key=lambda f: KERAS_CALL_FAMILIES.index(_family_id(f["id"])))
+                    and _family_id(f["id"]) in UNSTEPPED_FAMILIES),
+                   key=lambda f: UNSTEPPED_FAMILIES.index(_family_id(f["id"])))
     if not found:
         return None
     fix = fix_entry(found[0])
@@ -177,16 +178,17 @@ def _steady_step(loop: dict[str, Any] | None) -> str | None:
 
 def bottleneck_entry(report: dict[str, Any]) -> Entry | None:
     """The worst bottleneck finding's named cause (its title), its share of the step, and
-    the fix; Keras calls that took the program's time (models rebuilt, calls one at a
-    time) where no step was measured or the measured one was fine."""
+    the fix; a debugging switch left on, or Keras calls that took the program's time
+    (models rebuilt, calls one at a time), where no step was measured or the measured one
+    was fine."""
     found = sorted((f for f in _findings(report)
                     if _family_evidence(f["id"]) == "Bottleneck"
                     or _family_id(f["id"]) == "diff.bottleneck"),
                    key=lambda f: (worst_first(f.get("status")), -_waste(f)))
     if not found or found[0].get("status") in ("skip", "ok"):
-        keras = _keras_calls_entry(report)
-        if keras is not None:
-            return keras
+        unstepped = _unstepped_entry(report)
+        if unstepped is not None:
+            return unstepped
     if not found:
         return None
     f = found[0]

@@ -310,3 +310,22 @@ def test_the_runs_prediction_is_on_the_loops_step_as_the_diff_holds_b_to_it() ->
                                                        "timed_steps": 101}]}})
     on_loop = headline.bottleneck_line(report)  # x 4.85 / 5.65
     assert on_loop.endswith("predicted 4.85 -> 1.94 ms a step (0.970-2.91)"), on_loop
+
+
+def test_a_debugging_switch_left_on_is_the_bottleneck_where_no_step_was_measured() -> None:
+    """A Keras fit under `tf.config.run_functions_eagerly(True)`: its trace holds no
+    complete step, and the switch (run.debug-mode) is what the verdict names, with its fix."""
+    skip = {"id": "run.bottleneck", "status": "skip",
+            "message": "the trace holds no complete step", "evidence": {}}
+    switch = {"id": "run.debug-mode", "status": "warn", "evidence": {},
+              "title": "run_functions_eagerly(True) at train.py:6: every tf.function ran "
+                       "eagerly",
+              "actions": [{"what": "remove tf.config.run_functions_eagerly(True)",
+                           "where": "train.py:6", "predicted": None}]}
+    report = {"command": "run", "findings": [skip, switch], "data": {}}
+    assert headline.bottleneck_entry(report) == (
+        "bottleneck: run_functions_eagerly(True) at train.py:6: every tf.function ran "
+        "eagerly", "fix at train.py:6: remove tf.config.run_functions_eagerly(True)")
+    switch["status"] = "ok"  # turned off again: the skip stands
+    assert headline.bottleneck_entry(report) == (
+        "bottleneck: not measured: the trace holds no complete step",)
