@@ -13,8 +13,8 @@ one never starts), so the strategy record above may never come. Three places are
 MultiWorkerMirroredStrategy's ``_initialize_multi_worker`` (the collective cluster),
 ParameterServerStrategy's ``_connect_to_cluster`` (the coordinator) and
 ``tf.distribute.Server`` (the parameter servers' and workers' servers). Each writes a
-``cluster_join`` event (the task and the cluster spec) before, and ``cluster_joined`` or
-``cluster_join_failed`` after.
+``cluster_join`` event (the task and the cluster spec) before, and ``cluster_join_ended``
+(joined, or failed when the call raised) after.
 """
 
 from __future__ import annotations
@@ -194,10 +194,10 @@ def _wrap_join(agent: Agent, owner: type, name: str,
             result = original(self, *args, **kwargs)
         except BaseException:  # the exception itself is the program's (gpudiag.inprogram.crash)
             if info is not None:
-                agent.emit(events.ClusterJoinFailed(via=info["via"]))
+                agent.emit(events.ClusterJoinEnded(via=info["via"], outcome="failed"))
             raise
         if info is not None:
-            agent.emit(events.ClusterJoined(via=info["via"]))
+            agent.emit(events.ClusterJoinEnded(via=info["via"]))
             if info["via"] == "MultiWorkerMirroredStrategy":  # servers never step
                 from gpudiag.inprogram import stallwatch
                 from gpudiag.inprogram.agent import guard

@@ -153,15 +153,12 @@ class ClusterJoin(Event):
 
 
 @dataclass(frozen=True)
-class ClusterJoined(Event):
-    KIND = "cluster_joined"
-    via: str = "?"
+class ClusterJoinEnded(Event):
+    """How the latest join by ``via`` ended: the call returned (joined) or raised (failed)."""
 
-
-@dataclass(frozen=True)
-class ClusterJoinFailed(Event):
-    KIND = "cluster_join_failed"
+    KIND = "cluster_join_ended"
     via: str = "?"
+    outcome: str = "joined"  # joined | failed
 
 
 @dataclass(frozen=True)

@@ -19,19 +19,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from gpudiag.readers import intervals as iv
-from gpudiag.readers.traces import OP_EVENT_RE, Event
+from gpudiag.readers.traces import OP_EVENT_RE, Event, NamedTime
 
 HALF_RE = re.compile(r"(?i)(?<![a-z])h(?:884|1688|16816|mma)|fp16|half|bf16|bfloat16|f16")
 TENSOR_CORE_RE = re.compile(r"(?i)[hsi](?:884|1688|16816|8816)|hmma|wmma|xmma|tensorop|"
                             r"_tc_|tensorcore")
 TOP_KERNELS = 5
-
-
-@dataclass(frozen=True)
-class NamedTime:
-    name: str
-    total_s: float
-    count: int
 
 
 @dataclass(frozen=True)

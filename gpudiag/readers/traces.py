@@ -90,8 +90,10 @@ class DeviceBusy:
 
 
 @dataclass(frozen=True)
-class OpTotal:
-    op_type: str
+class NamedTime:
+    """An op type's or a kernel's total time in the profiled steps, and its count."""
+
+    name: str
     total_s: float
     count: int
 
@@ -107,7 +109,7 @@ class TraceSummary:
     input_wait_fraction: float
     communication_s: float  # union of collective/NCCL ops and gradient averaging
     communication_fraction: float
-    top_ops: list[OpTotal] = field(default_factory=list)
+    top_ops: list[NamedTime] = field(default_factory=list)
     unattributed_s: float = 0.0  # host op time of ops with no known placement
 
     def to_dict(self) -> dict[str, Any]:
@@ -330,7 +332,7 @@ def summarize_events(
     # On GPUs the op time is on the device planes (their "TensorFlow Ops" line); the host's
     # op events there are launches.
     ranked = device_ops or placed.totals
-    top = sorted((OpTotal(k, v[0], int(v[1])) for k, v in ranked.items()),
+    top = sorted((NamedTime(k, v[0], int(v[1])) for k, v in ranked.items()),
                  key=lambda o: -o.total_s)[:TOP_OPS]
     input_s, comm_s = union_s(placed.inputs), union_s(placed.comm)
     return TraceSummary(

@@ -135,21 +135,12 @@ def _cluster_join(s: ProcessState, e: ev.ClusterJoin, t: float | None) -> None:
     s.news.append((t, e))
 
 
-def _join_outcome(s: ProcessState, via: str, outcome: str) -> None:
+@on(ev.ClusterJoinEnded)
+def _cluster_join_ended(s: ProcessState, e: ev.ClusterJoinEnded, t: float | None) -> None:
     for n in range(len(s.cluster_joins) - 1, -1, -1):  # the latest join by that way
-        if s.cluster_joins[n].via == via or via == "?":
-            s.cluster_joins[n] = replace(s.cluster_joins[n], outcome=outcome)
+        if s.cluster_joins[n].via == e.via or e.via == "?":
+            s.cluster_joins[n] = replace(s.cluster_joins[n], outcome=e.outcome)
             return
-
-
-@on(ev.ClusterJoined)
-def _cluster_joined(s: ProcessState, e: ev.ClusterJoined, t: float | None) -> None:
-    _join_outcome(s, e.via, "joined")
-
-
-@on(ev.ClusterJoinFailed)
-def _cluster_join_failed(s: ProcessState, e: ev.ClusterJoinFailed, t: float | None) -> None:
-    _join_outcome(s, e.via, "failed")
 
 
 @on(ev.PlacementLogAsked)

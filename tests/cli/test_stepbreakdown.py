@@ -216,8 +216,8 @@ def test_the_trace_summary_lists_every_gpu_and_takes_op_time_from_the_device_pla
     # GPU:1 ran host-to-device copies and no kernel: copies are not busy time
     assert busy["/device:GPU:4"] == pytest.approx(0.01487, rel=0.01)
     # top ops from the GPU planes' TensorFlow Ops line (the host's events are launches)
-    assert s.top_ops[0].op_type == "Cast" and s.top_ops[0].count == 784
-    assert "RemoteCall" not in [o.op_type for o in s.top_ops]  # a host-only event
+    assert s.top_ops[0].name == "Cast" and s.top_ops[0].count == 784
+    assert "RemoteCall" not in [o.name for o in s.top_ops]  # a host-only event
 
 
 def test_xprof_failing_on_a_trace_is_one_trace_error(tmp_path: Path) -> None:
