@@ -35,14 +35,16 @@ STATUSES: tuple[Status, ...] = ("ok", "warn", "fail", "skip")
 
 @dataclass(frozen=True)
 class Prediction:
-    """The step time an action should give (seconds a step), with its interval; or, with
-    ``step_s`` None, why there is no prediction (``basis``). ``basis`` otherwise says what
-    the prediction assumes."""
+    """The step time an action should give (seconds a step), with its interval, and the
+    step it is predicted from (``from_s``: the loop's step where the run timed it, else
+    the profiled window's; None: not said); or, with ``step_s`` None, why there is no
+    prediction (``basis``). ``basis`` otherwise says what the prediction assumes."""
 
     step_s: float | None
     low_s: float | None = None
     high_s: float | None = None
     basis: str = ""
+    from_s: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -54,7 +56,19 @@ class Prediction:
         return cls(step_s=_opt_float(data.get("step_s"), "predicted.step_s"),
                    low_s=_opt_float(data.get("low_s"), "predicted.low_s"),
                    high_s=_opt_float(data.get("high_s"), "predicted.high_s"),
-                   basis=_text(data.get("basis"), "predicted.basis"))
+                   basis=_text(data.get("basis"), "predicted.basis"),
+                   from_s=_opt_float(data.get("from_s"), "predicted.from_s"))
+
+    def said(self) -> str:
+        """The prediction as every face says it, milliseconds by the one rule: "predicted
+        4.85 -> 2.43 ms a step (2.30-2.60)", or "no prediction: {basis}"."""
+        if self.step_s is None:
+            return f"no prediction: {self.basis}" if self.basis else ""
+        now = f"{ms_number(self.from_s)} -> " if self.from_s is not None else ""
+        text = f"predicted {now}{ms_number(self.step_s)} ms a step"
+        if self.low_s is not None and self.high_s is not None:
+            text += f" ({ms_number(self.low_s)}-{ms_number(self.high_s)})"
+        return text
 
 
 @dataclass(frozen=True)
@@ -311,14 +325,11 @@ def _action_md(a: Action) -> str:
     there is no prediction)."""
     text = (f"at `{a.where}`: " if a.where else "") + a.what
     p = a.predicted
-    if p is not None and p.step_s is not None:  # milliseconds by the one rule
-        text += f"; predicted {ms_number(p.step_s)} ms a step"
-        if p.low_s is not None and p.high_s is not None:
-            text += f" ({ms_number(p.low_s)}-{ms_number(p.high_s)})"
-        if p.basis:
-            text += f" ({p.basis})"
-    elif p is not None and p.basis:
-        text += f"; no prediction: {p.basis}"
+    said = p.said() if p is not None else ""
+    if said:
+        text += f"; {said}"
+    if p is not None and p.step_s is not None and p.basis:
+        text += f" ({p.basis})"
     return text
 
 

@@ -38,6 +38,7 @@ from gpudiag.run.stderrscan import StderrScan
 from gpudiag.session import RunSession
 from gpudiag.verdicts import gpu_fill
 from gpudiag.verdicts import gpu_use as gpu_verdicts
+from gpudiag.verdicts.fix_said import loop_of, on_loop
 from gpudiag.verdicts.run import crash as run_crash
 from gpudiag.verdicts.run import gpu_idle as run_gpu_idle
 from gpudiag.verdicts.run import hostcauses, memory_config, tflog
@@ -94,7 +95,7 @@ def _process_findings(session: RunSession, seen: RunSeen, obs: ProcessObservatio
     setup = run_loss_setup.loss_setup(obs, proc)
     if setup is not None:
         add(setup)
-    add(run_throughput.throughput(obs, options.profile_warmup_steps, proc))
+    steady = add(run_throughput.throughput(obs, options.profile_warmup_steps, proc))
     for found in hostcauses.findings(obs, options.profile_warmup_steps, proc):
         add(found)
     for found in run_kerascalls.findings(obs, proc):  # Keras calls one at a time
@@ -111,7 +112,7 @@ def _process_findings(session: RunSession, seen: RunSeen, obs: ProcessObservatio
     add(run_progress.profile(obs, busy, summary.window_s if summary else None, trace_reason,
                              options.profile_warmup_steps, proc))
     slow = why_slow(obs, rows, proc, nvml_gpus, options.profile_warmup_steps)
-    add(slow)
+    add(on_loop(slow, loop_of(slow.message, steady.evidence)))
     cost = run_strategy.strategy_cost(obs, slow, options.profile_warmup_steps, proc)
     if cost is not None:
         add(cost)

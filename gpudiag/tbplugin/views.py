@@ -209,8 +209,7 @@ def bottleneck(run: Run) -> dict[str, Any] | None:
     actions = finding.get("actions") or []
     where = [a["where"] for a in actions if a.get("where")] if actions else \
         _FILE_LINE.findall(advice)
-    loop = headline.steady_loop(run.report_json, finding) if found else None
-    actions = [{**a, "said": action_said(finding, a, loop)} for a in actions]
+    actions = [{**a, "said": action_said(a)} for a in actions]
     bars = [{"device": d, "step_ms": p.period_s * 1000, "step_text": duration(p.period_s),
              "parts_ms": {k: p.part(k) * 1000 for k in PART_NAMES},
              "parts_text": {k: duration(p.part(k)) for k in PART_NAMES}}

@@ -193,17 +193,18 @@ _CAUSE_TITLES = {
 }
 
 
-def actions(found: Sequence[Cause], predicted: dict[str, Any] | None) -> tuple[Action, ...]:
+def actions(found: Sequence[Cause], predicted: dict[str, Any] | None,
+            step_s: float | None) -> tuple[Action, ...]:
     """What the causes' advice says to change, in the causes' order, each once; the one
-    whose change the first cause's prediction sizes (whatif: evidence.predicted) carries
-    it."""
+    whose change the first cause's prediction sizes (whatif: evidence.predicted, made
+    from the window's ``step_s``) carries it."""
     out: list[Action] = []
     for c in found:
         out += [a for a in c.actions if a not in out]
     sized = found[0].predicted_action if found else None
     if predicted is not None and sized is not None and sized < len(found[0].actions):
         i = out.index(found[0].actions[sized])
-        out[i] = replace(out[i], predicted=whatif.as_prediction(predicted))
+        out[i] = replace(out[i], predicted=whatif.as_prediction(predicted, step_s))
     return tuple(out)
 
 
@@ -343,7 +344,7 @@ def bottleneck(b: Breakdown | None, reason: str | None, facts: ProgramFacts | No
     text = f"{head}: {found[0].text}" + "".join(f"; also {c.text}" for c in found[1:]) + \
         f" ({parts_text(m)}){tail}"
     return Finding(check_id, "warn", text, evidence, advice=advice(found),
-                   actions=actions(found, evidence["predicted"]),
+                   actions=actions(found, evidence["predicted"], evidence.get("step_s")),
                    title=cause_title(found[0].name, found[0].share,
                                      found[0].evidence.get("step_s", m.period_s), facts.loop,
                                      _under(found[0])))
@@ -382,7 +383,7 @@ def eager(split: dict[str, Any] | None, facts: ProgramFacts, *,
                        title=title(f"eager loop: no bottleneck stands out in a "
                                    f"{duration(period)} step", "eager loop: no bottleneck"))
     evidence["predicted"] = {**whatif.host_bound(parts, eager=True), "cause": "eager"}
-    eager, predicted = facts.eager or {}, whatif.as_prediction(evidence["predicted"])
+    eager, predicted = facts.eager or {}, whatif.as_prediction(evidence["predicted"], period)
     return Finding(check_id, "warn", f"{head}: host-bound eager execution: {text}", evidence,
                    actions=(Action(str(eager.get("action") or WRAP), eager_where(eager),
                                    predicted),),

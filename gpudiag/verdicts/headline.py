@@ -41,7 +41,7 @@ from gpudiag.layout.families import family_of
 from gpudiag.layout.units import counted, ms_number
 from gpudiag.report import SUMMARY_ORDER, worst_first
 from gpudiag.verdicts.compared import diff_line, prediction_held
-from gpudiag.verdicts.fix_said import fix_entry
+from gpudiag.verdicts.fix_said import fix_entry, loop_of
 from gpudiag.verdicts.gpus_seen import cpu_devices, indexed, tf_gpus, walk, why_no_gpu
 
 WIDTH = 79  # a line of the verdict is shorter than an 80-column terminal
@@ -155,11 +155,7 @@ def steady_loop(report: dict[str, Any], f: dict[str, Any]) -> dict[str, Any] | N
     it (its steady median: the loop's step); None: not timed, or not told which."""
     suffix = f["id"][len(_family_id(f["id"]) or f["id"]):]  # one process's: ".p1"
     found = next((g for g in _findings(report) if g["id"] == f"run.throughput{suffix}"), {})
-    loops = [lp for lp in found.get("evidence", {}).get("loops") or [] if isinstance(lp, dict)]
-    said = str(f.get("message", ""))
-    loop = next((lp for lp in loops if said.startswith(f"{lp.get('series')}: ")),
-                loops[0] if len(loops) == 1 else None)
-    return loop if loop is not None and _ms(loop.get("step_s_median")) is not None else None
+    return loop_of(str(f.get("message", "")), found.get("evidence", {}))
 
 
 def _steady_step(loop: dict[str, Any] | None) -> str | None:
@@ -207,7 +203,7 @@ def bottleneck_entry(report: dict[str, Any]) -> Entry | None:
         what = causes[0] if causes else "none stands out"
         return (f"bottleneck: {what}, of virtual CPUs sharing cores: not your GPUs",)
     loop = steady_loop(report, f)
-    fix = fix_entry(f, loop)
+    fix = fix_entry(f)
     if f.get("title"):
         steady = _steady_step(loop)
         head = f"bottleneck: {f['title']}" + (f" ({steady})" if steady else "")

@@ -233,12 +233,13 @@ def _predict(causes: Sequence[str], parts: Parts, evidence: Mapping[str, Any], *
     return no_number(cause, NO_MODEL.get(cause, f"no model for {cause}"))
 
 
-def as_prediction(predicted: Mapping[str, Any] | None) -> Prediction | None:
+def as_prediction(predicted: Mapping[str, Any] | None, step_s: float | None = None
+                  ) -> Prediction | None:
     """A finding's ``evidence.predicted`` as an action's Prediction: the step time with its
     interval where the prediction carries one (``step_s_low``/``step_s_high``; None
-    otherwise), and
-    the fix and the model as its basis; without a number, the reason there is none. None:
-    no prediction at all."""
+    otherwise), from the step its model replayed (its ``inputs.period_s``, else ``step_s``:
+    the profiled window's), and the fix and the model as its basis; without a number, the
+    reason there is none. None: no prediction at all."""
     if not predicted:
         return None
     step = predicted.get("step_s")
@@ -246,5 +247,7 @@ def as_prediction(predicted: Mapping[str, Any] | None) -> Prediction | None:
         return Prediction(None, basis=str(predicted.get("why") or "no prediction"))
     low, high = predicted.get("step_s_low"), predicted.get("step_s_high")
     basis = "; ".join(str(predicted[k]) for k in ("fix", "model") if predicted.get(k))
+    base = (predicted.get("inputs") or {}).get("period_s") or step_s
     return Prediction(float(step), None if low is None else float(low),
-                      None if high is None else float(high), basis)
+                      None if high is None else float(high), basis,
+                      None if base is None else float(base))

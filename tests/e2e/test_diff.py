@@ -51,6 +51,13 @@ def test_the_fix_made_the_input_part_go_down_with_its_interval(
     # the prediction A's finding made, beside B's measured step; both kept
     assert neck.predicted is not None and neck.predicted["cause"] == "input-bound"
     assert neck.predicted_step_s and neck.measured_step_s and neck.error is not None
+    # one prediction per fix: B made every fix A's finding advised, and is held to the
+    # step A's run said those fixes give (its first sized action, on the loop's step)
+    said = next(x["predicted"] for x in load_run(a).finding("run.bottleneck")["actions"]
+                if (x["predicted"] or {}).get("step_s"))
+    assert said["step_s"] == pytest.approx(neck.predicted_step_s, rel=1e-9), (said, neck)
+    assert (said["low_s"], said["high_s"]) == pytest.approx(
+        (neck.predicted_low_s, neck.predicted_high_s), rel=1e-9)
     finding = run.finding("diff.bottleneck.run.bottleneck")
     assert finding is not None and "predicted " in finding["message"] and \
         "measured " in finding["message"]

@@ -69,9 +69,9 @@ def test_the_actions_are_each_once_in_the_causes_order() -> None:
     found = [Cause("gpu-bound", 0.8, "t", "a", {}, (act, Action("XLA"))),
              Cause("small-kernels", 0.5, "t", "a", {}, (act,))]
     pred = {"step_s": 0.004, "fix": "f", "model": "m"}
-    out = bn.actions(found, pred)
+    out = bn.actions(found, pred, 0.008)
     assert [a.what for a in out] == ["a larger batch", "XLA"]
-    assert out[0].predicted == Prediction(0.004, None, None, "f; m")
+    assert out[0].predicted == Prediction(0.004, None, None, "f; m", from_s=0.008)
 
 
 @pytest.mark.parametrize(("predicted", "expected"), [
@@ -81,6 +81,9 @@ def test_the_actions_are_each_once_in_the_causes_order() -> None:
     # each profiled step, widened to its stated assumption)
     ({"step_s": 0.0174, "step_s_low": 0.0151, "step_s_high": 0.0199, "fix": "parallel map",
       "model": "max"}, Prediction(0.0174, 0.0151, 0.0199, "parallel map; max")),
+    # from the step its model replayed (a host cause's: the call's period)
+    ({"step_s": 0.002, "fix": "f", "inputs": {"period_s": 0.005}},
+     Prediction(0.002, None, None, "f", from_s=0.005)),
 ])
 def test_whatifs_prediction_becomes_the_actions(predicted, expected) -> None:
     assert whatif.as_prediction(predicted) == expected

@@ -14,9 +14,10 @@ from rich.console import Console
 
 from gpudiag.execute import render_table
 from gpudiag.layout.units import counted
-from gpudiag.report import Finding, Report
+from gpudiag.report import Action, Finding, Prediction, Report, to_markdown
 from gpudiag.scaling.table import TERMINAL_HEADERS, rich_table
 from gpudiag.verdicts import headline
+from gpudiag.verdicts.fix_said import action_said, loop_of, on_loop
 
 SAMPLE = REPO / "sample_runs"
 
@@ -97,7 +98,7 @@ def test_the_fix_is_the_bottleneck_findings_first_action_with_its_prediction() -
         actions=[{"what": "pass num_parallel_calls=tf.data.AUTOTUNE to Dataset.map",
                   "where": "train.py:33",
                   "predicted": {"step_s": 0.0174, "low_s": 0.0169, "high_s": 0.018,
-                                "basis": "parallel map"}},
+                                "basis": "parallel map", "from_s": 0.0326}},
                  {"what": "end the pipeline with .prefetch(tf.data.AUTOTUNE)",
                   "where": "train.py:34", "predicted": None}])
     lines = headline.verdict(report)
@@ -291,25 +292,28 @@ def test_a_diffs_verdict_says_whether_the_prediction_held() -> None:
     assert all(len(ln) < 80 for ln in headline.terminal(report, "r.md", "runs"))
 
 
-def test_the_runs_prediction_is_on_the_loops_step_as_the_diff_holds_b_to_it() -> None:
-    """One prediction per fix: where the run timed its loop, the fix's prediction is said
-    on the loop's step (the steady median), scaled from the window's step it was made
-    from, as `gpudiag diff` scales the prediction it holds B to."""
-    report = _bottleneck(
-        title="input-bound: 69 % of a 5.65 ms step waits for input",
-        message="Model.fit: 5.65 ms per step over 5 profiled step(s)",
-        evidence={"causes": ["input-bound"], "shares": {"input": 0.69}, "step_s": 0.00565},
-        actions=[{"what": "pass num_parallel_calls=tf.data.AUTOTUNE to Dataset.map",
-                  "where": "train.py:24",
-                  "predicted": {"step_s": 0.00226, "low_s": 0.00113, "high_s": 0.00339}}])
-    window = headline.bottleneck_line(report)
-    assert window.endswith("predicted 5.65 -> 2.26 ms a step (1.13-3.39)"), window
-    report["findings"].append({"id": "run.throughput", "status": "ok", "message": "m",
-                               "evidence": {"loops": [{"series": "Model.fit",
-                                                       "step_s_median": 0.00485,
-                                                       "timed_steps": 101}]}})
-    on_loop = headline.bottleneck_line(report)  # x 4.85 / 5.65
-    assert on_loop.endswith("predicted 4.85 -> 1.94 ms a step (0.970-2.91)"), on_loop
+def test_the_runs_prediction_is_made_once_on_the_loops_step_and_every_face_says_it() -> None:
+    """One prediction per fix: where the run timed its loop, the verdict moves the fix's
+    prediction onto the loop's step (the steady median), scaled from the window's step it
+    was made from, as `gpudiag diff` scales the one it holds B to; the terminal, report.md
+    and the tab's action say that one."""
+    f = Finding("run.bottleneck", "warn", "Model.fit: 5.65 ms per step over 5 profiled step(s)",
+                {"causes": ["input-bound"], "shares": {"input": 0.69}, "step_s": 0.00565},
+                title="input-bound: 69 % of a 5.65 ms step waits for input",
+                actions=(Action("pass num_parallel_calls=tf.data.AUTOTUNE to Dataset.map",
+                                "train.py:24",
+                                Prediction(0.00226, 0.00113, 0.00339, "parallel map", 0.00565)),))
+    timed = {"loops": [{"series": "Model.fit", "step_s_median": 0.00485, "timed_steps": 101}]}
+    for loops, said in (({"loops": []}, "predicted 5.65 -> 2.26 ms a step (1.13-3.39)"),
+                        (timed, "predicted 4.85 -> 1.94 ms a step (0.970-2.91)")):  # x 4.85/5.65
+        report = Report("run", "runs/x")
+        report.add(on_loop(f, loop_of(f.message, loops)))
+        report.add(Finding("run.throughput", "ok", "m", loops))
+        data = report.to_dict()
+        assert headline.bottleneck_line(data).endswith(said), (said, data)
+        assert (f"- at `train.py:24`: pass num_parallel_calls=tf.data.AUTOTUNE to "
+                f"Dataset.map; {said} (parallel map)") in to_markdown(report).splitlines()
+        assert action_said(data["findings"][0]["actions"][0]).endswith(said)
 
 
 def test_a_debugging_switch_left_on_is_the_bottleneck_where_no_step_was_measured() -> None:
