@@ -1,4 +1,4 @@
-"""Report records and their renderings: report.json (the contract), report.md, a rich table.
+"""Report records and report.json (the contract); report.md is gpudiag.reportmd's.
 
 report.json follows gpudiag/report.schema.json (``schema_version`` = layout.SCHEMA_VERSION).
 A finding is one check's outcome, a typed record: an id (of a family declared in
@@ -18,16 +18,14 @@ import json
 import sys
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any, Literal
 
 from gpudiag import __version__
 from gpudiag.errors import EXIT_CHECK_FAILED, EXIT_OK
-from gpudiag.files import atomic_write_text, strict_json
-from gpudiag.layout import REPORT_JSON, REPORT_MD, SCHEMA_VERSION
+from gpudiag.files import strict_json
+from gpudiag.layout import SCHEMA_VERSION
 from gpudiag.layout.families import QUESTIONS, TITLE_MAX, question_of
 from gpudiag.layout.units import ms_number
-from gpudiag.markdown import markdown_table
 
 Status = Literal["ok", "warn", "fail", "skip"]
 STATUSES: tuple[Status, ...] = ("ok", "warn", "fail", "skip")
@@ -265,97 +263,8 @@ def to_json(report: Report) -> str:
     return json.dumps(to_json_dict(report), indent=2, allow_nan=False) + "\n"
 
 
-def save(report: Report, run_dir: Path) -> None:
-    """Write report.json and report.md; each replaced atomically, so a reader never sees
-    half, and a full disk leaves the last complete version (WriteFailed, exit 3)."""
-    atomic_write_text(run_dir / REPORT_JSON, to_json(report))
-    atomic_write_text(run_dir / REPORT_MD, to_markdown(report))
-
-
 #: The status words of the terminal and report.md.
 ICON = {"ok": "OK", "warn": "WARN", "fail": "FAIL", "skip": "SKIP"}
-
-
-#: The longest evidence value report.md writes out; a longer one is named, whole, and
-#: left to report.json (never cut mid-value).
-EVIDENCE_MD_CHARS = 400
-
-
-def _evidence_md(evidence: dict[str, Any]) -> list[str]:
-    lines = []
-    for key, value in evidence.items():
-        text = json.dumps(value, default=str) if isinstance(value, dict | list) else str(value)
-        if len(text) > EVIDENCE_MD_CHARS:
-            text = f"({_too_long(value, text)}: whole in report.json)"
-        lines.append(f"  - `{key}`: {text}")
-    return lines
-
-
-def _too_long(value: Any, text: str) -> str:
-    """What a value too long for report.md is, in words that are themselves whole."""
-    if isinstance(value, dict):
-        keys = ", ".join(f"`{k}`" for k in value)
-        entries = f"{len(value):,} entries"
-        return f"{entries}: {keys}" if len(keys) <= EVIDENCE_MD_CHARS else entries
-    if isinstance(value, list):
-        return f"a list of {len(value):,} items"
-    return f"{len(text):,} characters"
-
-
-def _headline(report: Report) -> list[str]:
-    counts = report.counts()
-    state = "complete"
-    if report.partial:
-        state = "interrupted, partial" if report.interrupted else "partial"
-    out = [
-        f"# gpudiag {report.command}",
-        "",
-        f"Run directory `{report.run_dir}`, started {report.started_at} ({state}).",
-        "",
-        ", ".join(f"{counts[s]} {s}" for s in STATUSES),
-        "",
-    ]
-    if report.devices:
-        out += [f"Devices: {report.devices.get('summary', '')}", ""]
-    return out
-
-
-def _action_md(a: Action) -> str:
-    """One action in report.md: where, what, and the step predicted after it (or why
-    there is no prediction)."""
-    text = (f"at `{a.where}`: " if a.where else "") + a.what
-    p = a.predicted
-    said = p.said() if p is not None else ""
-    if said:
-        text += f"; {said}"
-    if p is not None and p.step_s is not None and p.basis:
-        text += f" ({p.basis})"
-    return text
-
-
-def _sections(report: Report) -> list[str]:
-    out: list[str] = []
-    for f in report.findings:
-        out += [f"## {ICON[f.status]} `{f.id}`", ""]
-        if f.title:
-            out += [f"**{f.title}**", ""]
-        out += [f.message, ""]
-        if f.actions:
-            out += ["What to change:", "", *(f"- {_action_md(a)}" for a in f.actions), ""]
-        if f.advice and f.status != "ok":
-            out += [f"What to do: {f.advice}", ""]
-        if f.evidence:
-            out += ["Evidence:", "", *_evidence_md(f.evidence), ""]
-    return out
-
-
-def to_markdown(report: Report) -> str:
-    """The report for people: a findings table, then each finding with its evidence."""
-    return "\n".join([
-        *_headline(report),
-        markdown_table(["status", "check", "finding"],
-                       [[ICON[f.status], f"`{f.id}`", f.message] for f in report.findings]),
-        "", *_sections(report)])
 
 
 #: The summary lists findings by severity: what failed first, what could not be checked
@@ -367,25 +276,3 @@ def worst_first(status: object) -> int:
     """A sort key that puts findings in SUMMARY_ORDER (an unknown status last): every face
     lists the worst first by this one order."""
     return SUMMARY_ORDER.index(status) if status in SUMMARY_ORDER else len(SUMMARY_ORDER)
-
-
-def summary_markdown(report: Report) -> str:
-    """The findings at a glance (TensorBoard's first text card): the counts, then one
-    line per finding, failures first; no table, so nothing wraps into a narrow column."""
-    counts = report.counts()
-    state = "" if not report.partial else (
-        " (interrupted: partial)" if report.interrupted else " (partial)")
-    head = (f"**gpudiag {report.command}**{state}: "
-            + ", ".join(f"{counts[s]} {s}" for s in STATUSES))
-    if report.devices.get("summary"):
-        head += f"; {report.devices['summary']}"
-    lines = [f"- **{ICON[f.status]}** `{f.id}`: {f.headline}"
-             for status in SUMMARY_ORDER for f in report.findings if f.status == status]
-    return "\n".join([head, "", *lines, "",
-                      f"Run directory `{report.run_dir}`. Evidence and advice for each "
-                      "finding: the `gpudiag/report` text."])
-
-
-def details_markdown(report: Report) -> str:
-    """Each finding with its advice and evidence (the summary holds the one-line list)."""
-    return "\n".join([*_headline(report), *_sections(report)])

@@ -35,7 +35,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from gpudiag import report as report_mod
+from gpudiag import reportmd
 from gpudiag.errors import GpudiagError, WriteFailed, signum_of
 from gpudiag.layout import (
     BREAKDOWN_PNG,
@@ -92,7 +92,7 @@ class RunSession:
 
     def save(self) -> None:
         if not self._held:
-            report_mod.save(self.report, self.run_dir)
+            reportmd.save(self.report, self.run_dir)
 
     @contextmanager
     def batch(self) -> Iterator[None]:
@@ -128,7 +128,7 @@ class RunSession:
         """Finish the report: complete unless ``complete`` says otherwise (default: complete
         when not interrupted)."""
         self._finish(interrupted=interrupted, signal_name=signal_name, complete=complete)
-        self.save()
+        reportmd.save(self.report, self.run_dir, headline.entries(self.report.to_dict()))
         from gpudiag.tb import breakdown
         from gpudiag.tb.writer import EventWriter
 
@@ -143,8 +143,8 @@ class RunSession:
                     png = self.run_dir / BREAKDOWN_PNG
                     width, height = breakdown.png(bars, png)
                     writer.png(TAG_BREAKDOWN_PLOT, png.read_bytes(), width, height)
-                writer.text(TAG_FINDINGS, report_mod.summary_markdown(self.report))
-                writer.text(TAG_REPORT, report_mod.details_markdown(self.report))
+                writer.text(TAG_FINDINGS, reportmd.summary_markdown(self.report))
+                writer.text(TAG_REPORT, reportmd.details_markdown(self.report))
                 for tag, markdown in self._texts.items():
                     writer.text(tag, markdown)
         except OSError as exc:

@@ -24,7 +24,7 @@ Inside a run directory::
 
     report.json          the contract: ``schema_version`` = SCHEMA_VERSION, see
                          gpudiag/report.schema.json; every finding with its evidence
-    report.md            the same report for people
+    report.md            the same report for people, the terminal's verdict first
     report/              TensorBoard run: the short verdict (TAG_VERDICT, the Text tab's
                          first card), the findings at a glance (TAG_FINDINGS), each
                          finding's evidence (TAG_REPORT), per

@@ -43,7 +43,7 @@ from gpudiag.readers import clusterplacement
 from gpudiag.records import tfconfig
 from gpudiag.records.run import ProcessObservation, TaskReport
 from gpudiag.report import Finding, Report, now_iso
-from gpudiag.report import save as save_report
+from gpudiag.reportmd import save as save_report
 from gpudiag.verdicts.run import cluster as run_cluster
 from gpudiag.verdicts.run import tf1 as run_tf1
 from gpudiag.verdicts.run import throughput as run_throughput

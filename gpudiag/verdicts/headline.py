@@ -40,6 +40,7 @@ from typing import Any
 from gpudiag.layout.families import family_of
 from gpudiag.layout.units import counted, ms_number
 from gpudiag.report import SUMMARY_ORDER, worst_first
+from gpudiag.reportmd import md_text
 from gpudiag.verdicts.compared import diff_line, prediction_held
 from gpudiag.verdicts.fix_said import fix_entry, loop_of
 from gpudiag.verdicts.gpus_seen import cpu_devices, indexed, tf_gpus, walk, why_no_gpu
@@ -346,8 +347,4 @@ def card(report: dict[str, Any]) -> str:
     verdict and the report."""
     tail = (f"report: {report.get('run_dir', '')}/report.md",)
     lines = [ln for e in entries(report, tail) for ln in wrap_entry(e, UNCUT)]
-    return "  \n".join(_md_escape(ln) for ln in lines)
-
-
-def _md_escape(line: str) -> str:
-    return re.sub(r"([*_`\[\]<>])", r"\\\1", line)
+    return "  \n".join(md_text(ln) for ln in lines)

@@ -98,6 +98,16 @@ def test_run_names_the_bottleneck_the_action_and_its_line(
     if found.evidence.get("predicted", {}).get("step_s") or any(
             a.predicted and a.predicted.step_s for a in found.actions):
         assert re.search(r"predicted \d+(\.\d+)? -> \d+(\.\d+)? ms a step", slow), slow
+    # report.md opens with the same verdict, entry by entry, the fix under the bottleneck
+    md = (a / "report.md").read_text().split("## Verdict\n\n", 1)[1].split("\n\n", 1)[0]
+    items: list[str] = []
+    for ln in md.splitlines():
+        text = re.sub(r"\\([*_`\[\]<>])", r"\1", ln.lstrip(" ").removeprefix("- "))
+        if ln.startswith("  - "):
+            items[-1] += " " + text
+        else:
+            items.append(text)
+    assert items == [" ".join(e.split()) for e in _verdict(printed[80])[:-2]], (items, md)
 
 
 def test_diff_says_first_how_much_faster_with_its_interval(

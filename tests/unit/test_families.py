@@ -117,7 +117,7 @@ def test_a_typed_finding_round_trips_through_report_json(tmp_path: Path) -> None
                       actions=(action, Action("cache the dataset")))
     assert finding.question == "why_slow"
     report = Report(command="run", run_dir=str(tmp_path), findings=[finding])
-    from gpudiag.report import save
+    from gpudiag.reportmd import save
 
     save(report, tmp_path)
     data = json.loads((tmp_path / layout.REPORT_JSON).read_text())

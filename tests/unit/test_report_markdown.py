@@ -4,7 +4,8 @@ gives the title, the whole message and the actions (where, what, the predicted s
 
 from __future__ import annotations
 
-from gpudiag.report import Action, Finding, Prediction, Report, summary_markdown, to_markdown
+from gpudiag.report import Action, Finding, Prediction, Report
+from gpudiag.reportmd import summary_markdown, to_markdown
 
 
 def _report() -> Report:
@@ -60,3 +61,20 @@ def test_report_md_names_evidence_too_long_to_write_whole_and_never_cuts_it() ->
         "log": "(1,000 characters: whole in report.json)",
         "steps": "4"}
     assert not any(line.endswith("...") for line in to_markdown(report).splitlines())
+
+
+def test_report_md_opens_with_the_verdict_every_face_shows() -> None:
+    """The verdict's entries (gpudiag.verdicts.headline's, as the terminal ends with them)
+    come before the table, one item each, the fix under its entry, markdown's marks as
+    text (a file name's underscores are not emphasis)."""
+    verdict = [("gpudiag run: 0 failed, 1 warning",),
+               ("bottleneck: input-bound: 47 % of a 32.6 ms step waits for input",
+                "fix at my_train.py:33: pass num_parallel_calls=tf.data.AUTOTUNE")]
+    md = to_markdown(_report(), verdict).splitlines()
+    at = md.index("## Verdict")
+    assert md[at + 1:at + 6] == [
+        "", "- gpudiag run: 0 failed, 1 warning",
+        "- bottleneck: input-bound: 47 % of a 32.6 ms step waits for input",
+        r"  - fix at my\_train.py:33: pass num\_parallel\_calls=tf.data.AUTOTUNE", ""]
+    assert at < md.index("| status | check | finding |")
+    assert "## Verdict" not in to_markdown(_report())  # a report still being made: none

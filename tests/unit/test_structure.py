@@ -26,8 +26,8 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("gpudiag.records",),
     # core services: report records and the reader of a run directory, process handling,
     # NVML, TensorBoard, readers of TensorFlow's output, the catalogue of its messages
-    ("gpudiag.report", "gpudiag.rundir", "gpudiag.procs", "gpudiag.nvml", "gpudiag.tb",
-     "gpudiag.readers", "gpudiag.catalogue", "gpudiag.fixes"),
+    ("gpudiag.report", "gpudiag.reportmd", "gpudiag.rundir", "gpudiag.procs", "gpudiag.nvml",
+     "gpudiag.tb", "gpudiag.readers", "gpudiag.catalogue", "gpudiag.fixes"),
     # what runs in children (probes and their workload, the code inside the user's
     # program)
     ("gpudiag.probes", "gpudiag.train", "gpudiag.inprogram", "gpudiag.examples"),

@@ -14,7 +14,8 @@ from rich.console import Console
 
 from gpudiag.execute import render_table
 from gpudiag.layout.units import counted
-from gpudiag.report import Action, Finding, Prediction, Report, to_markdown
+from gpudiag.report import Action, Finding, Prediction, Report
+from gpudiag.reportmd import to_markdown
 from gpudiag.scaling.table import TERMINAL_HEADERS, rich_table
 from gpudiag.verdicts import headline
 from gpudiag.verdicts.fix_said import action_said, loop_of, on_loop
