@@ -41,6 +41,7 @@ from gpudiag.errors import UsageError, signum_of
 from gpudiag.layout import NVML_TB_RUN, TAG_MONITOR
 from gpudiag.markdown import markdown_table
 from gpudiag.procs import group as procs
+from gpudiag.procs import stops
 from gpudiag.procs.command import exit_code_of, stop_child
 from gpudiag.procs.exitstatus import describe_exit
 from gpudiag.report import Finding
@@ -167,16 +168,27 @@ def _start_sampler(session: RunSession, options: MonitorOptions,
 
 def _run_command(session: RunSession, command: list[str], stdout_to_stderr: bool,
                  outcome: _Outcome) -> None:
-    """Start the command and wait for it; an interrupt stops it and is kept in ``outcome``."""
+    """Start the command and wait for it; an interrupt stops it and is kept in ``outcome``.
+    A SIGTERM or SIGHUP that comes while the command starts is kept until its wait
+    (stops.defer, as `gpudiag run` does): raised inside the start, it left no
+    monitor.command; a Ctrl-C there stops what had started (procs.spawn) and is kept."""
+    stops.defer()
     try:
         proc = procs.spawn(command, stdout=sys.stderr if stdout_to_stderr else None)
-    except OSError as exc:
+    except BaseException as exc:
+        stops.undefer()
+        if isinstance(exc, KeyboardInterrupt):
+            outcome.interrupt = exc
+            return
+        if not isinstance(exc, OSError):
+            raise
         hint = ""
         if exc.errno == errno.ENOEXEC:
             hint = (" (a script needs a first line such as #!/bin/sh, or run it through "
                     f"its interpreter: sh {command[0]})")
         raise UsageError(f"cannot run {command[0]}: {exc.strerror}{hint}") from exc
     try:
+        stops.resume()  # a request kept while the command started: acted on now
         outcome.returncode = procs.wait(proc)
         procs.release(proc)
     except KeyboardInterrupt as exc:

@@ -67,11 +67,17 @@ def install() -> None:
 
 def on_signal(signum: int, _frame: object) -> None:
     """The handler: both signals ignored from now on, this one noted and raised (kept
-    instead while the hook runs, where it would be dropped too)."""
+    instead while the hook runs, where it would be dropped too). While deferred it is
+    kept and the handlers stay: a program started meanwhile must get the dispositions
+    gpudiag's caller gave it, not SIG_IGN (it inherits an ignored signal across exec, and
+    then ignored the very SIGTERM passed on to it)."""
+    received.append(signum)
+    if _deferred:
+        pending.append(signum)
+        return
     for sig in HANDLED_SIGNALS:
         signal.signal(sig, signal.SIG_IGN)
-    received.append(signum)
-    if _in_hook or _deferred:
+    if _in_hook:
         pending.append(signum)
         return
     pending.clear()  # this one is raised now: an earlier dropped one is the same request

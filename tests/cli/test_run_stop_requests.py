@@ -105,7 +105,8 @@ def test_sigterm_at_every_point_ends_gpudiag(tmp_path: Path, command: str) -> No
 #: - ``drop-N``: signal N is raised inside a weakref callback, where its handler's
 #:   exception is dropped by Python ("Exception ignored in ..."), as when it lands in an
 #:   import's module lock callback;
-#: - ``hold``: the call waits (up to 60 s) before going on, as a long analysis would.
+#: - ``hold``: the call waits (up to 60 s) before going on, as a long analysis would;
+#: - ``raise-N``: signal N arrives there, as one sent from outside at that moment would.
 AT = r"""
 import importlib, os, signal, sys, time, weakref
 from pathlib import Path
@@ -133,6 +134,9 @@ def wrapper(*args, **kwargs):
             end = time.monotonic() + 60
             while time.monotonic() < end:
                 time.sleep(0.01)
+        elif action.startswith('raise-'):
+            Path(marker).write_text(action)
+            signal.raise_signal(int(action[6:]))
         else:
             thing = Dropped()
             ref = weakref.ref(thing, when_dropped)
@@ -221,6 +225,34 @@ def test_a_stop_request_dropped_in_a_callback_is_acted_on(
     assert _ended(proc, ENDED_WITHIN_S + 20), "the dropped request was not acted on"
     assert marker.read_text() == f"drop-{int(sig)}"  # it landed where it was meant to
     _assert_interrupted(proc, tmp_path, logdir, sig)
+
+
+#: (command, where it starts the user's command, its arguments, the command's finding)
+STARTS = [("run", "gpudiag.procs.group:spawn_program", RUN_SLEEPER, "run.command"),
+          ("monitor", "gpudiag.procs.group:spawn", ["--", *SLEEPER], "monitor.command")]
+
+
+@pytest.mark.parametrize(("command", "where", "args", "finding"), STARTS,
+                         ids=[c for c, *_ in STARTS])
+def test_a_sigterm_as_the_command_starts_is_passed_on_and_reported(
+        tmp_path: Path, command: str, where: str, args: list[str], finding: str) -> None:
+    """A SIGTERM that lands while gpudiag starts the user's command (on entry to the
+    spawn; on a loaded machine the command can be up before the spawn returns): kept
+    until the wait, which passes it on; 143, and the command's finding says it was
+    interrupted, and the command ended on the SIGTERM itself. Before, `monitor` raised
+    it inside the start, and its report had no monitor.command (seen with a busy process
+    on each core); and the command started with SIGTERM ignored (gpudiag's handler had set
+    SIG_IGN), so it ignored the SIGTERM passed on and was killed."""
+    proc, marker, logdir = _at(tmp_path, command, where, "raise-15", args)
+    assert _ended(proc, ENDED_WITHIN_S), "the SIGTERM was not acted on"
+    assert marker.read_text() == "raise-15"  # it landed where it was meant to
+    _assert_interrupted(proc, tmp_path, logdir, signal.SIGTERM)
+    report = load_report(run_dirs(logdir)[0])
+    assert report["interrupted"] is True, report
+    said = next((f for f in report["findings"] if f["id"] == finding), None)
+    assert said is not None and said["status"] == "warn", report["findings"]
+    assert said["message"].startswith("interrupted"), said
+    assert "killed by SIGTERM" in said["message"] and "SIGKILL" not in said["message"], said
 
 
 HELD = [
