@@ -198,6 +198,8 @@ def test_a_program_ignoring_sigterm_is_killed_after_its_grace(tmp_path: Path) ->
 def test_ctrl_z_stops_the_program_too_and_fg_continues_it(tmp_path: Path) -> None:
     def suspend_resume(proc: subprocess.Popen[bytes], where: Path) -> None:
         pid = _pid(where)
+        # counting: stopped between its pid and its first count, it left no count to read
+        until(lambda: (where / "count").exists(), "the program counting")
         proc.send_signal(signal.SIGTSTP)  # what a terminal's Ctrl-Z sends gpudiag's group
         if where.name == "plain":
             os.kill(pid, signal.SIGSTOP)  # plainly the job stops (pytest's group is orphaned)
