@@ -111,8 +111,9 @@ def _verdict_md(verdict: Sequence[Sequence[str]]) -> list[str]:
 
 
 def md_text(text: str) -> str:
-    """``text`` as markdown shows it, not as markup: its marks escaped."""
-    return re.sub(r"([*_`\[\]<>])", r"\\\1", text)
+    """``text`` as markdown shows it, not as markup: its marks escaped (``>`` only opens a
+    quote at a line's start, which an entry never is: "25.0 -> 8.02" stays as it reads)."""
+    return re.sub(r"([*_`\[\]<])", r"\\\1", text)
 
 
 def to_markdown(report: Report, verdict: Sequence[Sequence[str]] = ()) -> str:
