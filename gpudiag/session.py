@@ -128,6 +128,7 @@ class RunSession:
         """Finish the report: complete unless ``complete`` says otherwise (default: complete
         when not interrupted)."""
         self._finish(interrupted=interrupted, signal_name=signal_name, complete=complete)
+        self.save()  # whole first: the verdict is made from it, and can cost only itself
         reportmd.save(self.report, self.run_dir, headline.entries(self.report.to_dict()))
         from gpudiag.tb import breakdown
         from gpudiag.tb.writer import EventWriter
