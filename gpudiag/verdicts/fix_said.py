@@ -26,21 +26,21 @@ def _ms(seconds: Any) -> str | None:
 
 
 def _predicted(now_s: Any, predicted: Any) -> str:
-    """"; predicted 32.6 -> 17.4 ms a step (16.9-18.0)", or why there is no prediction; a
-    fix that changes the work of a step (a larger batch: whatif's
+    """The evidence's prediction (a report written before actions) as an action's is said
+    (Prediction.said): "; predicted 32.6 -> 17.4 ms a step", or why there is none; a fix
+    that changes the work of a step (a larger batch: whatif's
     ``step_s_per_original_batch``) is said by its throughput, its step being another's."""
     if not isinstance(predicted, dict):
         return ""
     speedup = predicted.get("speedup")
     if "step_s_per_original_batch" in predicted and isinstance(speedup, int | float):
         return f"; predicted x{speedup:.2f} examples/s ({predicted.get('fix') or 'the fix'})"
-    now, after = _ms(now_s), _ms(predicted.get("step_s"))
-    if after is None:
-        basis = predicted.get("basis") or predicted.get("reason")
-        return f"; no prediction: {basis}" if basis else ""
-    text = f"; predicted {now} -> {after} ms a step" if now else f"; predicted {after} ms a step"
-    low, high = _ms(predicted.get("low_s")), _ms(predicted.get("high_s"))
-    return f"{text} ({low}-{high})" if low is not None and high is not None else text
+    step = predicted.get("step_s")
+    said = Prediction(
+        step if isinstance(step, int | float) else None,
+        basis=str(predicted.get("basis") or predicted.get("reason") or ""),
+        from_s=now_s if isinstance(now_s, int | float) else None).said()
+    return f"; {said}" if said else ""
 
 
 def loop_of(message: str, throughput: dict[str, Any]) -> dict[str, Any] | None:
